@@ -1,0 +1,323 @@
+/*
+ * Causeway RPC and bulk API.
+ *
+ * Model (Mercury's, familiar to Mochi users): a context owns one or more
+ * networks (plugin instances), the registered RPCs and a completion queue.
+ * Nothing happens behind the caller's back: cw_progress() moves the
+ * networks, cw_trigger() runs completed callbacks.  Every forward, respond
+ * and bulk transfer completes exactly once (CW_OK, an error, CW_TIMEOUT or
+ * CW_CANCELED) and releases what it held.
+ *
+ * Arguments are written and read with the cw_buf_* helpers.  Bulk handles
+ * put into arguments go to the message's descriptor section (design §3), so
+ * a gateway can forward the payload as opaque bytes.
+ *
+ * Threading: a context may be used from several threads; callbacks run in
+ * the thread that calls cw_trigger().
+ */
+#ifndef CAUSEWAY_CAUSEWAY_H
+#define CAUSEWAY_CAUSEWAY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <causeway/addr.h>
+#include <causeway/log.h>
+#include <causeway/status.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CW_VERSION_MAJOR 0
+#define CW_VERSION_MINOR 1
+#define CW_VERSION_PATCH 0
+
+typedef struct cw_context cw_context_t; /**< RPC context */
+typedef struct cw_network cw_network_t; /**< one open network */
+typedef struct cw_addr cw_addr_t;       /**< resolved destination */
+typedef struct cw_handle cw_handle_t;   /**< one RPC (either side) */
+typedef struct cw_bulk cw_bulk_t;       /**< bulk memory handle */
+typedef struct cw_bulk_op cw_bulk_op_t; /**< one bulk transfer */
+typedef struct cw_buf cw_buf_t;         /**< argument encoder/decoder */
+typedef uint64_t cw_rpc_id_t;           /**< 64-bit hash of the RPC name */
+
+/* ------------------------------------------------------------------------ */
+/* Context and networks                                                     */
+
+/** Context flags. */
+#define CW_CTX_BUSY 0x1u /**< busy-poll: never block in the kernel */
+
+struct cw_context_opts {
+    uint32_t flags;             /**< CW_CTX_* */
+    unsigned unexpected_bufs;   /**< pre-posted receives per network
+                                     (0 = default 64) */
+    uint64_t default_timeout_ms;/**< for RPC classes without one
+                                     (0 = 30000) */
+    /** Client routing table (YAML with a "routes" section) used to send
+     *  plain addresses through a gateway; NULL = $CAUSEWAY_ROUTES if set. */
+    const char *routes_file;
+    /** Default gateway for addresses no open network can reach
+     *  (NULL = $CAUSEWAY_GATEWAY if set). */
+    const char *default_gateway;
+    size_t bulk_chunk;          /**< bulk split size (0 = 1 MiB) */
+    unsigned bulk_depth;        /**< chunks in flight per transfer (0 = 4) */
+};
+
+/** Fill @p opts with defaults. */
+void cw_context_opts_init(struct cw_context_opts *opts);
+
+/**
+ * Create a context.  Calls cw_plugins_load(NULL) if no plugin is loaded.
+ * @param[in] opts  NULL for defaults.
+ */
+cw_status_t cw_context_create(const struct cw_context_opts *opts,
+                              cw_context_t **ctx_p);
+
+/**
+ * Destroy a context: cancels what is in flight, runs the remaining
+ * callbacks with CW_CANCELED, closes the networks.  Accepts NULL.
+ */
+void cw_context_destroy(cw_context_t *ctx);
+
+/** Network flags. */
+#define CW_NET_LISTEN 0x1u /**< accept RPCs from others */
+
+/**
+ * Open a network ("shm://demo", "ofi+tcp://127.0.0.1:0").  Port 0 / empty
+ * location lets the plugin choose; cw_network_self tells what it chose.
+ * Clients need not call this: cw_addr_lookup opens a client network for a
+ * plugin+protocol that has none.
+ */
+cw_status_t cw_network_open(cw_context_t *ctx, const char *uri,
+                            uint32_t flags, cw_network_t **net_p);
+
+/** Address of a network (for printing or handing to peers). */
+cw_status_t cw_network_self(cw_network_t *net, cw_addr_t **addr_p);
+
+/** Full URI of a network's own address into @p buf. */
+cw_status_t cw_network_uri(cw_network_t *net, char *buf, size_t len);
+
+/* ------------------------------------------------------------------------ */
+/* Addresses                                                                */
+
+/**
+ * Resolve any address form: plain, "target@gw[@gw...]", "svc:name@gw".
+ * A plain address no open network can reach goes through the client
+ * routing table or default gateway if one is configured.
+ */
+cw_status_t cw_addr_lookup(cw_context_t *ctx, const char *addr,
+                           cw_addr_t **addr_p);
+/** New reference. */
+cw_status_t cw_addr_dup(cw_addr_t *addr, cw_addr_t **addr_p);
+/** Release; accepts NULL. */
+void cw_addr_free(cw_addr_t *addr);
+/** Address string as it would be given to cw_addr_lookup. */
+cw_status_t cw_addr_to_string(const cw_addr_t *addr, char *buf, size_t len);
+/** True if @p addr is one of this context's own networks (RPCs to it never
+ *  touch the network). */
+bool cw_addr_is_self(const cw_addr_t *addr);
+
+/* ------------------------------------------------------------------------ */
+/* RPC registration                                                         */
+
+/** Server-side handler: runs from cw_trigger(); must eventually call
+ *  cw_respond (unless the RPC is one-way) and cw_handle_release. */
+typedef void (*cw_rpc_handler_t)(cw_handle_t *h, void *arg);
+
+struct cw_rpc_opts {
+    uint64_t timeout_ms; /**< default deadline of forwards (0 = context) */
+    bool one_way;        /**< no response expected */
+};
+
+/** The 64-bit id of an RPC name (stable across builds and hosts). */
+cw_rpc_id_t cw_rpc_id(const char *name);
+
+/**
+ * Register an RPC by name.  @p handler may be NULL on a client.
+ * @return CW_OK, CW_EXIST (same name again), or CW_EXIST when another name
+ *         hashes to the same id (the log names both).
+ */
+cw_status_t cw_rpc_register(cw_context_t *ctx, const char *name,
+                            cw_rpc_handler_t handler, void *arg,
+                            const struct cw_rpc_opts *opts,
+                            cw_rpc_id_t *id_p);
+
+/** Remove a registration. */
+cw_status_t cw_rpc_deregister(cw_context_t *ctx, cw_rpc_id_t id);
+
+/* ------------------------------------------------------------------------ */
+/* RPC handles                                                              */
+
+/** Create a handle to call RPC @p id at @p dest. */
+cw_status_t cw_handle_create(cw_context_t *ctx, cw_addr_t *dest,
+                             cw_rpc_id_t id, cw_handle_t **h_p);
+
+/** Drop a reference; the handle is freed when the last one goes.  A handle
+ *  with a forward in flight stays alive until its callback has run. */
+void cw_handle_release(cw_handle_t *h);
+/** Take a reference. */
+void cw_handle_ref(cw_handle_t *h);
+
+/** Client: encoder for the request.  Server: decoder of the request. */
+cw_buf_t *cw_handle_input(cw_handle_t *h);
+/** Server: encoder for the response.  Client (after completion): decoder
+ *  of the response. */
+cw_buf_t *cw_handle_output(cw_handle_t *h);
+
+/** Server: who sent the request (the peer for bulk transfers). */
+cw_addr_t *cw_handle_source(cw_handle_t *h);
+/** Context of a handle. */
+cw_context_t *cw_handle_context(cw_handle_t *h);
+/** RPC id of a handle. */
+cw_rpc_id_t cw_handle_rpc_id(cw_handle_t *h);
+/** Server: time left before the caller's deadline, in ms (0 if past). */
+uint64_t cw_handle_remaining_ms(cw_handle_t *h);
+
+/** Completion of a forward: @p status is CW_OK when a response arrived and
+ *  its output is decodable, else the failure (transport error, CW_TIMEOUT,
+ *  CW_CANCELED, or the status the remote side responded with). */
+typedef void (*cw_forward_cb_t)(cw_handle_t *h, cw_status_t status,
+                                void *arg);
+
+/**
+ * Send the request.  @p timeout_ms 0 takes the RPC's default.  Arguments
+ * larger than the network's eager limit are moved by bulk automatically.
+ */
+cw_status_t cw_forward(cw_handle_t *h, uint64_t timeout_ms,
+                       cw_forward_cb_t cb, void *arg);
+
+/** Completion of a respond (the response has left or failed). */
+typedef void (*cw_respond_cb_t)(cw_handle_t *h, cw_status_t status,
+                                void *arg);
+
+/**
+ * Answer a request with @p status and the output encoded so far.  A
+ * non-OK status reaches the caller's forward callback as its status.
+ * @p cb may be NULL.
+ */
+cw_status_t cw_respond(cw_handle_t *h, cw_status_t status, cw_respond_cb_t cb,
+                       void *arg);
+
+/** Cancel a forward in flight: its callback runs once with CW_CANCELED
+ *  (or its real status if it had already completed). */
+cw_status_t cw_cancel(cw_handle_t *h);
+
+/* ------------------------------------------------------------------------ */
+/* Progress                                                                 */
+
+/**
+ * Move every network of the context.  Polls; if nothing completed and
+ * @p timeout_ms > 0, spins briefly and then blocks on the networks' wait fds
+ * (never longer than a bounded slice before polling again).
+ * @return CW_OK if something completed, CW_TIMEOUT if not.
+ */
+cw_status_t cw_progress(cw_context_t *ctx, unsigned timeout_ms);
+
+/**
+ * Run up to @p max completed callbacks (0 = all ready), waiting up to
+ * @p timeout_ms for the first.  @return CW_OK if any ran, else CW_TIMEOUT.
+ */
+cw_status_t cw_trigger(cw_context_t *ctx, unsigned timeout_ms, unsigned max,
+                       unsigned *count_p);
+
+/* ------------------------------------------------------------------------ */
+/* Argument encoding (checked: every read is bounds-checked; errors stick) */
+
+cw_status_t cw_buf_put_u8(cw_buf_t *b, uint8_t v);
+cw_status_t cw_buf_put_u16(cw_buf_t *b, uint16_t v);
+cw_status_t cw_buf_put_u32(cw_buf_t *b, uint32_t v);
+cw_status_t cw_buf_put_u64(cw_buf_t *b, uint64_t v);
+cw_status_t cw_buf_put_i64(cw_buf_t *b, int64_t v);
+/** Length-prefixed byte string. */
+cw_status_t cw_buf_put_bytes(cw_buf_t *b, const void *p, size_t len);
+/** Length-prefixed string (NULL encodes as absent). */
+cw_status_t cw_buf_put_str(cw_buf_t *b, const char *s);
+/** Append a bulk handle to the descriptor section; the payload carries its
+ *  index.  The handle must outlive the forward/respond. */
+cw_status_t cw_buf_put_bulk(cw_buf_t *b, cw_bulk_t *bulk);
+
+cw_status_t cw_buf_get_u8(cw_buf_t *b, uint8_t *v_p);
+cw_status_t cw_buf_get_u16(cw_buf_t *b, uint16_t *v_p);
+cw_status_t cw_buf_get_u32(cw_buf_t *b, uint32_t *v_p);
+cw_status_t cw_buf_get_u64(cw_buf_t *b, uint64_t *v_p);
+cw_status_t cw_buf_get_i64(cw_buf_t *b, int64_t *v_p);
+/** View into the message (valid while the handle lives). */
+cw_status_t cw_buf_get_bytes(cw_buf_t *b, const void **p_p, size_t *len_p);
+/** View of a NUL-terminated string (NULL if it was encoded absent). */
+cw_status_t cw_buf_get_str(cw_buf_t *b, const char **s_p);
+/** A remote bulk handle from the descriptor section; caller frees it with
+ *  cw_bulk_free. */
+cw_status_t cw_buf_get_bulk(cw_buf_t *b, cw_bulk_t **bulk_p);
+
+/** First error met by this buffer (CW_OK if none). */
+cw_status_t cw_buf_error(const cw_buf_t *b);
+/** Bytes written (encoder) or total (decoder). */
+size_t cw_buf_len(const cw_buf_t *b);
+/** Bytes not yet read. */
+size_t cw_buf_remaining(const cw_buf_t *b);
+
+/** Standalone buffers, for tests and tools: a decoder over @p len bytes
+ *  (no descriptor section) and a growable encoder.  Free with
+ *  cw_buf_destroy. */
+cw_status_t cw_buf_create_reader(const void *data, size_t len,
+                                 cw_buf_t **b_p);
+cw_status_t cw_buf_create_writer(size_t initial, cw_buf_t **b_p);
+/** Contents of an encoder. */
+const void *cw_buf_data(const cw_buf_t *b);
+void cw_buf_destroy(cw_buf_t *b);
+
+/* ------------------------------------------------------------------------ */
+/* Bulk                                                                     */
+
+/** Permission a bulk handle grants to the remote side. */
+#define CW_BULK_READ_ONLY 0x1u  /**< remote may pull from it */
+#define CW_BULK_WRITE_ONLY 0x2u /**< remote may push into it */
+#define CW_BULK_READ_WRITE 0x3u
+
+/** One piece of local memory. */
+struct cw_segment {
+    void *base;
+    size_t len;
+};
+
+/** Describe 1..n segments as one handle (registration happens lazily per
+ *  network). */
+cw_status_t cw_bulk_create(cw_context_t *ctx, const struct cw_segment *segs,
+                           size_t n, uint32_t perm, cw_bulk_t **bulk_p);
+/** Release; accepts NULL.  A handle with transfers in flight is freed when
+ *  they complete. */
+void cw_bulk_free(cw_bulk_t *bulk);
+/** Total bytes. */
+size_t cw_bulk_size(const cw_bulk_t *bulk);
+/** Permission flags. */
+uint32_t cw_bulk_perm(const cw_bulk_t *bulk);
+
+enum cw_bulk_dir {
+    CW_BULK_PULL = 1, /**< remote -> local */
+    CW_BULK_PUSH = 2, /**< local -> remote */
+};
+
+typedef void (*cw_bulk_cb_t)(cw_status_t status, void *arg);
+
+/**
+ * Move @p len bytes between @p remote (a handle received from @p peer) at
+ * @p remote_off and @p local at @p local_off.  Large transfers are split in
+ * chunks with several in flight.  The remote handle's permission is checked
+ * (CW_PERMISSION), so are bounds (CW_RANGE).
+ */
+cw_status_t cw_bulk_transfer(cw_context_t *ctx, enum cw_bulk_dir dir,
+                             cw_addr_t *peer, cw_bulk_t *remote,
+                             size_t remote_off, cw_bulk_t *local,
+                             size_t local_off, size_t len, cw_bulk_cb_t cb,
+                             void *arg, cw_bulk_op_t **op_p);
+
+/** Stop a transfer; its callback runs once with CW_CANCELED. */
+cw_status_t cw_bulk_cancel(cw_bulk_op_t *op);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CAUSEWAY_CAUSEWAY_H */

@@ -1,0 +1,86 @@
+/*
+ * Causeway logging.  The level is checked before anything is formatted;
+ * the call site is captured; errno is preserved across a log call.
+ * The threshold comes from cw_log_set_level() or CAUSEWAY_LOG_LEVEL
+ * (error|warn|info|debug|trace, default warn), read by cw_log_init().
+ */
+#ifndef CAUSEWAY_LOG_H
+#define CAUSEWAY_LOG_H
+
+#include <stdarg.h>
+#include <stdint.h>
+
+#include <causeway/na_plugin.h> /* enum cw_log_level */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Current threshold (messages at or below it are printed). */
+extern volatile int cw_log_level_;
+
+/** Read CAUSEWAY_LOG_LEVEL once; later calls do nothing. */
+void cw_log_init(void);
+/** Set the threshold. */
+void cw_log_set_level(int level);
+/** Parse "error", "warn", "info", "debug", "trace", "none"; -1 if bad. */
+int cw_log_level_parse(const char *s);
+/** Name of a level. */
+const char *cw_log_level_name(int level);
+
+/** Write one message to stderr (used by the macros below). */
+void cw_log_write(int level, const char *subsys, const char *file, int line,
+                  const char *func, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 6, 7)))
+#endif
+    ;
+void cw_log_vwrite(int level, const char *subsys, const char *file, int line,
+                   const char *func, const char *fmt, va_list ap);
+
+/** Monotonic clock in nanoseconds. */
+uint64_t cw_now_ns(void);
+
+#define CW_LOG(level, subsys, ...)                                             \
+    do {                                                                       \
+        if (cw_log_level_ >= (level))                                          \
+            cw_log_write((level), (subsys), __FILE__, __LINE__, __func__,      \
+                         __VA_ARGS__);                                         \
+    } while (0)
+
+#define CW_ERROR(subsys, ...) CW_LOG(CW_LOG_ERROR, subsys, __VA_ARGS__)
+#define CW_WARN(subsys, ...) CW_LOG(CW_LOG_WARN, subsys, __VA_ARGS__)
+#define CW_INFO(subsys, ...) CW_LOG(CW_LOG_INFO, subsys, __VA_ARGS__)
+#define CW_DEBUG(subsys, ...) CW_LOG(CW_LOG_DEBUG, subsys, __VA_ARGS__)
+#define CW_TRACE(subsys, ...) CW_LOG(CW_LOG_TRACE, subsys, __VA_ARGS__)
+
+/**
+ * Rate-limited variant for the data path: at most one message per second
+ * per call site; the next printed message says how many were suppressed.
+ */
+#define CW_LOG_RL(level, subsys, ...)                                          \
+    do {                                                                       \
+        static uint64_t cw_rl_next_;                                           \
+        static unsigned cw_rl_dropped_;                                        \
+        if (cw_log_level_ >= (level)) {                                        \
+            uint64_t cw_rl_now_ = cw_now_ns();                                 \
+            if (cw_rl_now_ >= cw_rl_next_) {                                   \
+                if (cw_rl_dropped_)                                            \
+                    cw_log_write((level), (subsys), __FILE__, __LINE__,        \
+                                 __func__, "(%u similar messages suppressed)", \
+                                 cw_rl_dropped_);                              \
+                cw_rl_dropped_ = 0;                                            \
+                cw_rl_next_ = cw_rl_now_ + 1000000000ull;                      \
+                cw_log_write((level), (subsys), __FILE__, __LINE__, __func__,  \
+                             __VA_ARGS__);                                     \
+            } else {                                                           \
+                cw_rl_dropped_++;                                              \
+            }                                                                  \
+        }                                                                      \
+    } while (0)
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CAUSEWAY_LOG_H */
