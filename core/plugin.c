@@ -229,27 +229,47 @@ cw_status_t cw_plugins_load_file(const char *path, char *err, size_t errlen)
     return st;
 }
 
-/* Calls fn(dir, ctx) for each directory of the search path, in order, until
- * fn returns true.  Returns whether it did. */
+/* Calls fn(dir, ctx) for each directory of the search path, in order and
+ * once each, until fn returns true.  Returns whether it did.  @p tried (may
+ * be NULL) receives the directories visited, comma-separated. */
 static bool search_path_each(const char *extra,
-                             bool (*fn)(const char *dir, void *ctx), void *ctx)
+                             bool (*fn)(const char *dir, void *ctx), void *ctx,
+                             char *tried, size_t tried_len)
 {
     const char *lists[4] = {extra, getenv("CAUSEWAY_PLUGIN_PATH"),
                             CW_BUILD_PLUGIN_PATH, CW_INSTALL_PLUGIN_DIR};
+    char seen[16][PATH_MAX];
+    unsigned nseen = 0;
 
+    if (tried && tried_len)
+        tried[0] = '\0';
     for (size_t l = 0; l < 4; l++) {
-        const char *s = lists[l];
-        while (s && *s) {
-            const char *colon = strchr(s, ':');
-            size_t len = colon ? (size_t)(colon - s) : strlen(s);
+        const char *next = lists[l];
+        while (next && *next) {
+            const char *start = next;
+            const char *colon = strchr(start, ':');
+            size_t len = colon ? (size_t)(colon - start) : strlen(start);
             char dir[PATH_MAX];
-            if (len > 0 && len < sizeof(dir)) {
-                memcpy(dir, s, len);
-                dir[len] = '\0';
-                if (fn(dir, ctx))
-                    return true;
+            bool dup = false;
+
+            next = colon ? colon + 1 : NULL;
+            if (len == 0 || len >= sizeof(dir))
+                continue;
+            memcpy(dir, start, len);
+            dir[len] = '\0';
+            for (unsigned i = 0; i < nseen && !dup; i++)
+                dup = strcmp(seen[i], dir) == 0;
+            if (dup)
+                continue;
+            if (nseen < 16)
+                memcpy(seen[nseen++], dir, len + 1);
+            if (tried && tried_len) {
+                size_t used = strlen(tried);
+                snprintf(tried + used, tried_len - used, "%s%s",
+                         used ? ", " : "", dir);
             }
-            s = colon ? colon + 1 : NULL;
+            if (fn(dir, ctx))
+                return true;
         }
     }
     return false;
@@ -320,23 +340,18 @@ cw_status_t cw_plugins_load(const char *dir)
 {
     struct scan_ctx ctx = {0, 0};
     unsigned count;
+    char tried[2048];
 
     cw_log_init();
-    search_path_each(dir, scan_dir, &ctx);
+    search_path_each(dir, scan_dir, &ctx, tried, sizeof(tried));
     pthread_mutex_lock(&registry_lock);
     count = registry_count;
     pthread_mutex_unlock(&registry_lock);
     if (count == 0) {
         CW_ERROR("plugin",
-                 "no plugin found; searched %s%s%s%s%s, %s and %s "
+                 "no plugin module (cw-na-*.so) found; searched %s "
                  "(set CAUSEWAY_PLUGIN_PATH)",
-                 dir ? dir : "", dir ? ", " : "",
-                 getenv("CAUSEWAY_PLUGIN_PATH") ? "$CAUSEWAY_PLUGIN_PATH=" : "",
-                 getenv("CAUSEWAY_PLUGIN_PATH")
-                     ? getenv("CAUSEWAY_PLUGIN_PATH")
-                     : "",
-                 getenv("CAUSEWAY_PLUGIN_PATH") ? ", " : "",
-                 CW_BUILD_PLUGIN_PATH, CW_INSTALL_PLUGIN_DIR);
+                 tried);
         return CW_NOENT;
     }
     return CW_OK;
@@ -380,7 +395,7 @@ cw_status_t cw_plugin_get(const char *name, const struct cw_na_plugin **p_p,
     pthread_mutex_lock(&registry_lock);
     e = registry_find_locked(name);
     if (e == NULL) {
-        if (!search_path_each(NULL, try_dir_for, &ctx)) {
+        if (!search_path_each(NULL, try_dir_for, &ctx, NULL, 0)) {
             pthread_mutex_unlock(&registry_lock);
             PLUGIN_ERR(err, errlen,
                        "no plugin '%s': not registered and no module found "
