@@ -1,0 +1,357 @@
+/*
+ * na-shm private definitions.
+ *
+ * Each endpoint owns one shared segment /dev/shm/causeway-<name> holding a
+ * bounded multi-producer / single-consumer ring of fixed-size message
+ * slots (per-slot sequence numbers, so producers only CAS the tail and
+ * never wait for each other).  Senders map the receiver's segment and copy
+ * straight into a slot.  A SOCK_SEQPACKET unix socket in the abstract
+ * namespace ("\0causeway-<name>") carries the one-time handshake (the
+ * receiver's eventfd travels back with SCM_RIGHTS) and tells each side when
+ * the other endpoint is gone (EOF).  The eventfd is written only when the
+ * receiver has announced in its segment that it may sleep, so the busy path
+ * makes no system call.  RMA is a single copy with process_vm_readv/writev.
+ */
+#ifndef CW_NA_SHM_H
+#define CW_NA_SHM_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#include <causeway/na_plugin.h>
+
+#define SHM_SUBSYS "na-shm"
+#define SHM_LOG(cls, level, ...)                                               \
+    CW_NA_LOG((cls)->host, (level), SHM_SUBSYS, __VA_ARGS__)
+#define SHM_ERR(cls, ...) SHM_LOG(cls, CW_LOG_ERROR, __VA_ARGS__)
+#define SHM_WARN(cls, ...) SHM_LOG(cls, CW_LOG_WARN, __VA_ARGS__)
+#define SHM_DBG(cls, ...) SHM_LOG(cls, CW_LOG_DEBUG, __VA_ARGS__)
+
+#define SHM_CACHELINE 64
+#define SHM_NAME_MAX 48           /* incl. NUL: names are 1..47 chars */
+#define SHM_SEG_PREFIX "causeway-" /* /dev/shm/causeway-<name> */
+#define SHM_SEG_MAGIC 0x43575348u  /* "CWSH" */
+#define SHM_VERSION 1u
+
+/* Eager size: a 4 KiB RPC argument plus its header fits with room left. */
+#define SHM_EAGER_SIZE 8192u
+#define SHM_SLOT_HDR 128u
+#define SHM_SLOT_SIZE (SHM_SLOT_HDR + SHM_EAGER_SIZE)
+#define SHM_DEFAULT_SLOTS 256u
+#define SHM_MIN_SLOTS 4u
+#define SHM_MAX_SLOTS 65536u
+#define SHM_MAX_SEGMENTS 1024u /* per memory handle (IOV_MAX) */
+
+/* Early (not yet matched) messages buffered locally before the ring stops
+ * being drained (back-pressure on the senders). */
+#define SHM_EARLY_MAX 4096u
+
+/* How often the busy path looks at the sockets (connects, peers gone). */
+#define SHM_SOCK_CHECK_NS 100000ull
+
+enum shm_msg_type {
+    SHM_MSG_UNEXPECTED = 1,
+    SHM_MSG_EXPECTED = 2,
+};
+
+/* One ring slot: header in the first SHM_SLOT_HDR bytes, then payload. */
+struct shm_slot {
+    _Atomic uint64_t seq;
+    uint32_t type;
+    uint32_t tag;
+    uint32_t len;
+    uint32_t name_len;
+    uint64_t sender_uid;
+    char sender_name[SHM_NAME_MAX];
+    char pad_[SHM_SLOT_HDR - 24 - 8 - SHM_NAME_MAX];
+    unsigned char data[SHM_EAGER_SIZE];
+};
+_Static_assert(sizeof(struct shm_slot) == SHM_SLOT_SIZE, "slot layout");
+
+/* Segment header, followed by the slots. */
+struct shm_seg_hdr {
+    _Atomic uint32_t magic; /* written last at creation */
+    uint32_t version;
+    uint32_t owner_pid;
+    uint32_t nslots;
+    uint64_t owner_start; /* /proc/<pid>/stat starttime, against pid reuse */
+    uint64_t uid;         /* endpoint incarnation */
+    uint32_t slot_size;
+    uint32_t name_len;
+    char name[SHM_NAME_MAX];
+    char pad0_[SHM_CACHELINE * 2 - 40 - SHM_NAME_MAX];
+    /* Set by the consumer before it blocks; senders then write the eventfd. */
+    _Atomic uint32_t sleeping;
+    char pad1_[SHM_CACHELINE - 4];
+    _Atomic uint64_t tail; /* producers */
+    char pad2_[SHM_CACHELINE - 8];
+    _Atomic uint64_t head; /* consumer (read by nobody else) */
+    char pad3_[SHM_CACHELINE - 8];
+};
+_Static_assert(sizeof(struct shm_seg_hdr) == 5 * SHM_CACHELINE, "hdr layout");
+
+/* Handshake over the unix socket. */
+enum shm_sock_kind {
+    SHM_SOCK_HELLO = 1, /* connector -> listener */
+    SHM_SOCK_REPLY = 2, /* listener -> connector, carries the eventfd */
+    SHM_SOCK_WAKE = 3,  /* wake-up before the eventfd is known */
+};
+struct shm_sock_msg {
+    uint32_t magic;
+    uint16_t version;
+    uint16_t kind;
+    uint32_t pid;
+    uint32_t name_len;
+    uint64_t uid;
+    char name[SHM_NAME_MAX];
+};
+
+/* Intrusive doubly linked list. */
+struct shm_list {
+    struct shm_list *next, *prev;
+};
+
+static inline void shm_list_init(struct shm_list *l)
+{
+    l->next = l->prev = l;
+}
+static inline bool shm_list_empty(const struct shm_list *l)
+{
+    return l->next == l;
+}
+static inline void shm_list_add_tail(struct shm_list *l, struct shm_list *e)
+{
+    e->prev = l->prev;
+    e->next = l;
+    l->prev->next = e;
+    l->prev = e;
+}
+static inline void shm_list_del(struct shm_list *e)
+{
+    e->prev->next = e->next;
+    e->next->prev = e->prev;
+    e->next = e->prev = e;
+}
+#define shm_container_of(ptr, type, member)                                    \
+    ((type *)((char *)(ptr) - offsetof(type, member)))
+
+/* What an epoll entry refers to. */
+enum shm_fd_kind {
+    SHM_FD_EVENT = 1,
+    SHM_FD_LISTEN,
+    SHM_FD_ACCEPTED, /* accepted, HELLO not read yet */
+    SHM_FD_PEER_IN,  /* accepted, bound to a peer */
+    SHM_FD_PEER_OUT, /* our connection to a peer */
+};
+struct shm_fdref {
+    enum shm_fd_kind kind;
+    int fd;
+    struct shm_peer *peer;
+    struct shm_list link; /* pending accepted sockets */
+};
+
+enum shm_peer_state {
+    SHM_PEER_DETACHED = 0, /* known by name/uid, segment not mapped */
+    SHM_PEER_ATTACHED,     /* segment mapped, connected */
+    SHM_PEER_DEAD,
+};
+
+/* A remote (or our own) endpoint.  An address (cw_na_addr_t) is a counted
+ * reference to a peer; the two pointer types convert with shm_addr() and
+ * shm_peer_of(). */
+struct shm_peer {
+    struct cw_na_class *cls;
+    unsigned refs;           /* table + addresses + operations */
+    enum shm_peer_state state;
+    bool self;
+    bool in_table;
+    uint64_t uid;            /* 0 until known */
+    pid_t pid;
+    char name[SHM_NAME_MAX];
+    struct shm_seg_hdr *seg; /* mapping of the peer's segment */
+    size_t seg_size;
+    uint32_t nslots;         /* validated at attach, never re-read */
+    int efd;                 /* peer's eventfd, -1 until REPLY */
+    struct shm_fdref out;    /* our connection to it (fd -1 if none) */
+    struct shm_fdref in;     /* its connection to us (fd -1 if none) */
+    struct shm_list backlog; /* sends waiting for ring space */
+    struct shm_list link;    /* cls->peers */
+};
+
+static inline cw_na_addr_t *shm_addr(struct shm_peer *p)
+{
+    return (cw_na_addr_t *)(void *)p;
+}
+static inline struct shm_peer *shm_peer_of(cw_na_addr_t *a)
+{
+    return (struct shm_peer *)(void *)a;
+}
+
+/* A posted operation. */
+struct cw_na_op {
+    enum cw_na_op_type type;
+    cw_na_cb_t cb;
+    void *arg;
+    cw_status_t status;
+    bool completed;           /* on cls->done */
+    struct shm_peer *peer;    /* destination / source filter, referenced */
+    const void *sbuf;
+    void *rbuf;
+    size_t len;               /* buffer size (recv) or message size (send) */
+    size_t rlen;              /* bytes received */
+    uint32_t tag;
+    struct shm_peer *source;  /* unexpected recv: sender, referenced */
+    struct shm_list link;     /* posted list / backlog / done */
+};
+
+/* A message that arrived before its receive was posted. */
+struct shm_early {
+    struct shm_list link;
+    uint32_t type;
+    uint32_t tag;
+    size_t len;
+    struct shm_peer *source; /* referenced */
+    unsigned char data[];
+};
+
+/* Local or remote memory handle. */
+struct cw_na_mem {
+    bool remote;
+    uint32_t access;
+    pid_t pid;
+    uint64_t total;
+    size_t nsegs;
+    struct cw_na_segment segs[];
+};
+
+struct cw_na_class {
+    const struct cw_na_host *host;
+    uint32_t flags;
+    char name[SHM_NAME_MAX];
+    uint64_t uid;
+    uint32_t nslots;
+
+    int seg_fd;
+    struct shm_seg_hdr *seg; /* own segment */
+    size_t seg_size;
+    int efd;                 /* own eventfd */
+    int epfd;                /* wait fd */
+    struct shm_fdref listen;
+    struct shm_fdref event;
+
+    bool armed;              /* safe_to_sleep said yes; drain on progress */
+    uint64_t next_sock_check;
+
+    struct shm_peer *self;
+    struct shm_list peers;
+    struct shm_list accepted;    /* shm_fdref awaiting HELLO */
+    struct shm_list unexp_posted;
+    struct shm_list exp_posted;
+    struct shm_list early;       /* shm_early, arrival order */
+    unsigned nearly;
+    struct shm_list done;        /* completed ops, callbacks pending */
+    unsigned nbacklog;           /* sends waiting in peer backlogs */
+    unsigned ndead;              /* dead peers not yet swept */
+
+    uint64_t dropped;            /* malformed slots dropped */
+};
+
+/* shm_init.c */
+cw_status_t shm_errno_status(int err);
+bool shm_pid_alive(pid_t pid, uint64_t start);
+uint64_t shm_pid_start(pid_t pid);
+bool shm_name_valid(const char *name, size_t len);
+size_t shm_seg_size(uint32_t nslots);
+bool shm_seg_hdr_valid(const struct shm_seg_hdr *h, size_t size);
+void shm_abstract_name(const char *name, void *sun, socklen_t *len_p);
+
+/* shm_addr.c */
+struct shm_peer *shm_peer_find_uid(struct cw_na_class *cls, uint64_t uid);
+cw_status_t shm_peer_get(struct cw_na_class *cls, const char *name,
+                         uint64_t uid, struct shm_peer **peer_p);
+cw_status_t shm_peer_attach(struct cw_na_class *cls, struct shm_peer *peer);
+void shm_peer_ref(struct shm_peer *peer);
+void shm_peer_unref(struct shm_peer *peer);
+void shm_peer_destroy_all(struct cw_na_class *cls);
+void shm_peer_wake(struct shm_peer *peer);
+void shm_fdref_close(struct cw_na_class *cls, struct shm_fdref *ref);
+void shm_sock_handle(struct cw_na_class *cls, struct shm_fdref *ref);
+void shm_listen_accept(struct cw_na_class *cls);
+
+/* shm_msg.c */
+bool shm_ring_push(struct shm_peer *dest, uint32_t type, uint32_t tag,
+                   const void *buf, size_t len);
+unsigned shm_ring_drain(struct cw_na_class *cls, unsigned max);
+bool shm_ring_pending(struct cw_na_class *cls);
+void shm_backlog_retry(struct cw_na_class *cls);
+void shm_early_free_all(struct cw_na_class *cls);
+
+/* shm_progress.c */
+void shm_op_complete(struct cw_na_class *cls, struct cw_na_op *op,
+                     cw_status_t st);
+struct cw_na_op *shm_op_new(struct cw_na_class *cls, enum cw_na_op_type type,
+                            cw_na_cb_t cb, void *arg);
+void shm_op_free(struct cw_na_op *op);
+void shm_peer_failed(struct cw_na_class *cls, struct shm_peer *peer,
+                     cw_status_t st);
+void shm_ops_drop_all(struct cw_na_class *cls);
+void shm_sock_poll(struct cw_na_class *cls);
+
+/* Ops, one file each. */
+cw_status_t shm_addr_lookup(cw_na_class_t *cls, const char *location,
+                            cw_na_addr_t **addr_p);
+cw_status_t shm_addr_self(cw_na_class_t *cls, cw_na_addr_t **addr_p);
+cw_status_t shm_addr_dup(cw_na_class_t *cls, cw_na_addr_t *addr,
+                         cw_na_addr_t **addr_p);
+void shm_addr_free(cw_na_class_t *cls, cw_na_addr_t *addr);
+bool shm_addr_cmp(cw_na_class_t *cls, cw_na_addr_t *a, cw_na_addr_t *b);
+cw_status_t shm_addr_to_string(cw_na_class_t *cls, cw_na_addr_t *addr,
+                               char *buf, size_t *len_p);
+size_t shm_addr_serialize_size(cw_na_class_t *cls, cw_na_addr_t *addr);
+cw_status_t shm_addr_serialize(cw_na_class_t *cls, void *buf, size_t size,
+                               cw_na_addr_t *addr);
+cw_status_t shm_addr_deserialize(cw_na_class_t *cls, const void *buf,
+                                 size_t size, cw_na_addr_t **addr_p);
+
+cw_status_t shm_msg_send_unexpected(cw_na_class_t *cls, const void *buf,
+                                    size_t len, cw_na_addr_t *dest,
+                                    uint32_t tag, cw_na_cb_t cb, void *arg,
+                                    cw_na_op_t **op_p);
+cw_status_t shm_msg_recv_unexpected(cw_na_class_t *cls, void *buf, size_t len,
+                                    cw_na_cb_t cb, void *arg,
+                                    cw_na_op_t **op_p);
+cw_status_t shm_msg_send_expected(cw_na_class_t *cls, const void *buf,
+                                  size_t len, cw_na_addr_t *dest, uint32_t tag,
+                                  cw_na_cb_t cb, void *arg, cw_na_op_t **op_p);
+cw_status_t shm_msg_recv_expected(cw_na_class_t *cls, void *buf, size_t len,
+                                  cw_na_addr_t *source, uint32_t tag,
+                                  cw_na_cb_t cb, void *arg, cw_na_op_t **op_p);
+
+cw_status_t shm_mem_register(cw_na_class_t *cls,
+                             const struct cw_na_segment *segs, size_t n,
+                             uint32_t access, cw_na_mem_t **mem_p);
+void shm_mem_release(cw_na_class_t *cls, cw_na_mem_t *mem);
+size_t shm_mem_serialize_size(cw_na_class_t *cls, cw_na_mem_t *mem);
+cw_status_t shm_mem_serialize(cw_na_class_t *cls, void *buf, size_t size,
+                              cw_na_mem_t *mem);
+cw_status_t shm_mem_deserialize(cw_na_class_t *cls, const void *buf,
+                                size_t size, cw_na_mem_t **mem_p);
+cw_status_t shm_put(cw_na_class_t *cls, cw_na_mem_t *local, size_t local_off,
+                    cw_na_mem_t *remote, size_t remote_off, size_t len,
+                    cw_na_addr_t *peer, cw_na_cb_t cb, void *arg,
+                    cw_na_op_t **op_p);
+cw_status_t shm_get(cw_na_class_t *cls, cw_na_mem_t *local, size_t local_off,
+                    cw_na_mem_t *remote, size_t remote_off, size_t len,
+                    cw_na_addr_t *peer, cw_na_cb_t cb, void *arg,
+                    cw_na_op_t **op_p);
+
+int shm_get_wait_fd(cw_na_class_t *cls);
+bool shm_safe_to_sleep(cw_na_class_t *cls);
+cw_status_t shm_progress(cw_na_class_t *cls, unsigned max, unsigned *count_p);
+cw_status_t shm_cancel(cw_na_class_t *cls, cw_na_op_t *op);
+
+#endif /* CW_NA_SHM_H */

@@ -1,0 +1,582 @@
+/*
+ * na-shm: peers and addresses.  A peer is attached by connecting to its
+ * abstract socket (proof that it is alive and first contact), mapping its
+ * segment, and sending HELLO; its REPLY brings its eventfd (SCM_RIGHTS).
+ * The connections stay open for the life of the instance: EOF on either
+ * one means that endpoint is gone.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "shm.h"
+
+#define SHM_ADDR_MAGIC 0x43575341u /* "CWSA" */
+#define SHM_ADDR_HDR 16u
+
+void shm_peer_ref(struct shm_peer *peer)
+{
+    peer->refs++;
+}
+
+void shm_fdref_close(struct cw_na_class *cls, struct shm_fdref *ref)
+{
+    if (ref->fd < 0)
+        return;
+    epoll_ctl(cls->epfd, EPOLL_CTL_DEL, ref->fd, NULL);
+    close(ref->fd);
+    ref->fd = -1;
+}
+
+/* Drop everything that ties us to the peer's process. */
+static void shm_peer_detach(struct shm_peer *peer)
+{
+    struct cw_na_class *cls = peer->cls;
+    shm_fdref_close(cls, &peer->out);
+    shm_fdref_close(cls, &peer->in);
+    if (peer->efd >= 0) {
+        close(peer->efd);
+        peer->efd = -1;
+    }
+    if (peer->seg && !peer->self)
+        munmap(peer->seg, peer->seg_size);
+    peer->seg = NULL;
+}
+
+static void shm_peer_free(struct shm_peer *peer)
+{
+    if (peer->in_table)
+        shm_list_del(&peer->link);
+    shm_peer_detach(peer);
+    free(peer);
+}
+
+void shm_peer_unref(struct shm_peer *peer)
+{
+    if (!peer)
+        return;
+    /* Dead peers still in the table are swept by shm_sock_poll, never
+     * freed here: an epoll batch may still point into them. */
+    if (--peer->refs == 0)
+        shm_peer_free(peer);
+}
+
+void shm_peer_destroy_all(struct cw_na_class *cls)
+{
+    while (!shm_list_empty(&cls->peers)) {
+        struct shm_peer *p =
+            shm_container_of(cls->peers.next, struct shm_peer, link);
+        shm_peer_free(p);
+    }
+    cls->self = NULL;
+}
+
+struct shm_peer *shm_peer_find_uid(struct cw_na_class *cls, uint64_t uid)
+{
+    for (struct shm_list *l = cls->peers.next; l != &cls->peers;
+         l = l->next) {
+        struct shm_peer *p = shm_container_of(l, struct shm_peer, link);
+        if (p->uid == uid && p->state != SHM_PEER_DEAD) {
+            if (l != cls->peers.next) { /* move to front: hot peers first */
+                shm_list_del(l);
+                l->next = cls->peers.next;
+                l->prev = &cls->peers;
+                cls->peers.next->prev = l;
+                cls->peers.next = l;
+            }
+            return p;
+        }
+    }
+    return NULL;
+}
+
+static struct shm_peer *shm_peer_find_name(struct cw_na_class *cls,
+                                           const char *name)
+{
+    for (struct shm_list *l = cls->peers.next; l != &cls->peers;
+         l = l->next) {
+        struct shm_peer *p = shm_container_of(l, struct shm_peer, link);
+        if (p->state != SHM_PEER_DEAD && strcmp(p->name, name) == 0)
+            return p;
+    }
+    return NULL;
+}
+
+cw_status_t shm_peer_get(struct cw_na_class *cls, const char *name,
+                         uint64_t uid, struct shm_peer **peer_p)
+{
+    struct shm_peer *p =
+        uid ? shm_peer_find_uid(cls, uid) : shm_peer_find_name(cls, name);
+    if (!p) {
+        p = calloc(1, sizeof(*p));
+        if (!p)
+            return CW_NOMEM;
+        p->cls = cls;
+        p->refs = 1; /* the table's */
+        p->uid = uid;
+        p->efd = -1;
+        p->out = (struct shm_fdref){.kind = SHM_FD_PEER_OUT, .fd = -1,
+                                    .peer = p};
+        p->in = (struct shm_fdref){.kind = SHM_FD_PEER_IN, .fd = -1,
+                                   .peer = p};
+        snprintf(p->name, sizeof(p->name), "%s", name);
+        shm_list_init(&p->backlog);
+        shm_list_add_tail(&cls->peers, &p->link);
+        p->in_table = true;
+    }
+    p->refs++;
+    *peer_p = p;
+    return CW_OK;
+}
+
+static cw_status_t shm_sock_send(int fd, enum shm_sock_kind kind,
+                                 const struct cw_na_class *cls, int pass_fd)
+{
+    struct shm_sock_msg m = {
+        .magic = SHM_SEG_MAGIC,
+        .version = SHM_VERSION,
+        .kind = (uint16_t)kind,
+        .pid = (uint32_t)getpid(),
+        .name_len = (uint32_t)strlen(cls->name),
+        .uid = cls->uid,
+    };
+    memcpy(m.name, cls->name, m.name_len + 1);
+    struct iovec iov = {.iov_base = &m, .iov_len = sizeof(m)};
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+    if (pass_fd >= 0) {
+        memset(&u, 0, sizeof(u));
+        mh.msg_control = u.buf;
+        mh.msg_controllen = sizeof(u.buf);
+        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
+    }
+    if (sendmsg(fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)sizeof(m)) {
+        int err = errno;
+        CW_NA_LOG(cls->host, CW_LOG_ERROR, SHM_SUBSYS,
+                  "sendmsg(handshake) failed: %s", strerror(err));
+        return shm_errno_status(err);
+    }
+    return CW_OK;
+}
+
+/* Open and check the peer's segment; on success it is mapped read-write. */
+static cw_status_t shm_seg_map(struct cw_na_class *cls, struct shm_peer *peer)
+{
+    char path[SHM_NAME_MAX + 16];
+    snprintf(path, sizeof(path), "/" SHM_SEG_PREFIX "%s", peer->name);
+    int fd = shm_open(path, O_RDWR | O_CLOEXEC, 0);
+    if (fd < 0) {
+        int err = errno;
+        SHM_ERR(cls, "shm://%s: shm_open(%s) failed: %s", peer->name, path,
+                strerror(err));
+        return err == ENOENT ? CW_UNREACHABLE : shm_errno_status(err);
+    }
+    struct stat st;
+    cw_status_t ret = CW_UNREACHABLE;
+    void *p = MAP_FAILED;
+    if (fstat(fd, &st) < 0 || (size_t)st.st_size < sizeof(struct shm_seg_hdr))
+        goto err_bad;
+    p = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+             0);
+    if (p == MAP_FAILED) {
+        int err = errno;
+        SHM_ERR(cls, "shm://%s: mmap(%s) failed: %s", peer->name, path,
+                strerror(err));
+        close(fd);
+        return shm_errno_status(err);
+    }
+    struct shm_seg_hdr *h = p;
+    if (!shm_seg_hdr_valid(h, (size_t)st.st_size) ||
+        strncmp(h->name, peer->name, SHM_NAME_MAX) != 0)
+        goto err_bad;
+    if (!shm_pid_alive((pid_t)h->owner_pid, h->owner_start)) {
+        SHM_ERR(cls, "shm://%s: segment %s belongs to dead pid %u", peer->name,
+                path, h->owner_pid);
+        goto err_unmap;
+    }
+    if (peer->uid && peer->uid != h->uid) {
+        SHM_ERR(cls, "shm://%s: the endpoint was restarted since this address "
+                "was obtained", peer->name);
+        ret = CW_DISCONNECTED;
+        goto err_unmap;
+    }
+    close(fd);
+    peer->seg = h;
+    peer->seg_size = (size_t)st.st_size;
+    peer->uid = h->uid;
+    peer->pid = (pid_t)h->owner_pid;
+    peer->nslots = h->nslots;
+    return CW_OK;
+
+err_bad:
+    SHM_ERR(cls, "shm://%s: %s is not a valid Causeway segment (or not ready)",
+            peer->name, path);
+err_unmap:
+    if (p != MAP_FAILED)
+        munmap(p, (size_t)st.st_size);
+    close(fd);
+    return ret;
+}
+
+cw_status_t shm_peer_attach(struct cw_na_class *cls, struct shm_peer *peer)
+{
+    if (peer->state == SHM_PEER_ATTACHED)
+        return CW_OK;
+    if (peer->state == SHM_PEER_DEAD)
+        return CW_DISCONNECTED;
+
+    struct sockaddr_un sun;
+    socklen_t slen;
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        int err = errno;
+        SHM_ERR(cls, "shm://%s: socket() failed: %s", peer->name,
+                strerror(err));
+        return shm_errno_status(err);
+    }
+    shm_abstract_name(peer->name, &sun, &slen);
+    if (connect(fd, (struct sockaddr *)&sun, slen) < 0) {
+        int err = errno;
+        SHM_ERR(cls, "shm://%s: cannot connect to the endpoint: %s",
+                peer->name, strerror(err));
+        close(fd);
+        return err == EAGAIN ? CW_AGAIN : CW_UNREACHABLE;
+    }
+    cw_status_t st = shm_seg_map(cls, peer);
+    if (st != CW_OK)
+        goto err_close;
+    st = shm_sock_send(fd, SHM_SOCK_HELLO, cls, -1);
+    if (st != CW_OK)
+        goto err_unmap;
+    peer->out.fd = fd;
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &peer->out};
+    if (epoll_ctl(cls->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+        int err = errno;
+        SHM_ERR(cls, "epoll_ctl failed: %s", strerror(err));
+        peer->out.fd = -1;
+        st = shm_errno_status(err);
+        goto err_unmap;
+    }
+    peer->state = SHM_PEER_ATTACHED;
+    return CW_OK;
+
+err_unmap:
+    munmap(peer->seg, peer->seg_size);
+    peer->seg = NULL;
+err_close:
+    close(fd);
+    if (st == CW_DISCONNECTED)
+        peer->state = SHM_PEER_DEAD;
+    return st;
+}
+
+void shm_peer_wake(struct shm_peer *peer)
+{
+    if (peer->efd >= 0) {
+        uint64_t one = 1;
+        ssize_t n = write(peer->efd, &one, sizeof(one));
+        (void)n; /* EAGAIN: the counter is saturated, a wake is pending */
+    } else if (peer->out.fd >= 0) {
+        /* REPLY not read yet: the socket itself wakes the peer. */
+        struct shm_sock_msg m = {.magic = SHM_SEG_MAGIC,
+                                 .version = SHM_VERSION,
+                                 .kind = SHM_SOCK_WAKE};
+        ssize_t n = send(peer->out.fd, &m, sizeof(m),
+                         MSG_DONTWAIT | MSG_NOSIGNAL);
+        (void)n;
+    }
+}
+
+/* Read one socket message; returns 1 on a message, 0 on EOF/error (peer
+ * gone), -1 if nothing to read.  A passed fd lands in *fd_p (or -1). */
+static int shm_sock_recv(int fd, struct shm_sock_msg *m, int *fd_p)
+{
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    struct iovec iov = {.iov_base = m, .iov_len = sizeof(*m)};
+    struct msghdr mh = {.msg_iov = &iov,
+                        .msg_iovlen = 1,
+                        .msg_control = u.buf,
+                        .msg_controllen = sizeof(u.buf)};
+    *fd_p = -1;
+    ssize_t n = recvmsg(fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    if (n < 0)
+        return (errno == EAGAIN || errno == EINTR) ? -1 : 0;
+    if (n == 0)
+        return 0;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+            c->cmsg_len >= CMSG_LEN(sizeof(int))) {
+            size_t nfd = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+            for (size_t i = 0; i < nfd; i++) {
+                int got;
+                memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+                if (*fd_p < 0)
+                    *fd_p = got;
+                else
+                    close(got);
+            }
+        }
+    }
+    if ((size_t)n != sizeof(*m) || m->magic != SHM_SEG_MAGIC ||
+        m->version != SHM_VERSION || m->name_len >= SHM_NAME_MAX ||
+        m->name[m->name_len] != '\0') {
+        m->kind = 0; /* malformed: caller drops it */
+    }
+    return 1;
+}
+
+void shm_listen_accept(struct cw_na_class *cls)
+{
+    for (int i = 0; i < 64; i++) {
+        int fd = accept4(cls->listen.fd, NULL, NULL,
+                         SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
+                SHM_WARN(cls, "accept4 failed: %s", strerror(errno));
+            return;
+        }
+        struct shm_fdref *ref = calloc(1, sizeof(*ref));
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = ref};
+        if (!ref || epoll_ctl(cls->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+            SHM_WARN(cls, "dropping a connection: out of resources");
+            free(ref);
+            close(fd);
+            continue;
+        }
+        ref->kind = SHM_FD_ACCEPTED;
+        ref->fd = fd;
+        shm_list_add_tail(&cls->accepted, &ref->link);
+        /* The HELLO is normally there already. */
+        shm_sock_handle(cls, ref);
+    }
+}
+
+/* HELLO on an accepted connection: bind it to its peer and reply. */
+static void shm_accepted_hello(struct cw_na_class *cls, struct shm_fdref *ref,
+                               const struct shm_sock_msg *m)
+{
+    struct shm_peer *peer = NULL;
+    shm_list_del(&ref->link);
+    if (m->kind != SHM_SOCK_HELLO || m->uid == 0 ||
+        !shm_name_valid(m->name, m->name_len) ||
+        shm_peer_get(cls, m->name, m->uid, &peer) != CW_OK) {
+        cls->dropped++;
+        goto err_close;
+    }
+    if (peer->self || peer->state == SHM_PEER_DEAD)
+        goto err_unref;
+    if (peer->in.fd >= 0)
+        shm_fdref_close(cls, &peer->in);
+    if (shm_sock_send(ref->fd, SHM_SOCK_REPLY, cls, cls->efd) != CW_OK)
+        goto err_unref;
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &peer->in};
+    if (epoll_ctl(cls->epfd, EPOLL_CTL_MOD, ref->fd, &ev) < 0)
+        goto err_unref;
+    peer->in.fd = ref->fd;
+    if (!peer->pid)
+        peer->pid = (pid_t)m->pid;
+    shm_peer_unref(peer);
+    free(ref);
+    return;
+
+err_unref:
+    shm_peer_unref(peer);
+err_close:
+    epoll_ctl(cls->epfd, EPOLL_CTL_DEL, ref->fd, NULL);
+    close(ref->fd);
+    free(ref);
+}
+
+void shm_sock_handle(struct cw_na_class *cls, struct shm_fdref *ref)
+{
+    for (int i = 0; i < 16 && ref->fd >= 0; i++) {
+        struct shm_sock_msg m;
+        int pfd;
+        int r = shm_sock_recv(ref->fd, &m, &pfd);
+        if (r < 0)
+            return;
+        if (ref->kind == SHM_FD_ACCEPTED) {
+            if (pfd >= 0)
+                close(pfd);
+            if (r == 0) {
+                shm_list_del(&ref->link);
+                epoll_ctl(cls->epfd, EPOLL_CTL_DEL, ref->fd, NULL);
+                close(ref->fd);
+                free(ref);
+            } else {
+                shm_accepted_hello(cls, ref, &m);
+            }
+            return; /* ref is gone or now belongs to a peer */
+        }
+        struct shm_peer *peer = ref->peer;
+        if (r == 0) {
+            SHM_DBG(cls, "shm://%s disconnected", peer->name);
+            if (pfd >= 0)
+                close(pfd);
+            shm_peer_failed(cls, peer, CW_DISCONNECTED);
+            return;
+        }
+        if (m.kind == SHM_SOCK_REPLY && ref->kind == SHM_FD_PEER_OUT &&
+            pfd >= 0 && m.uid == peer->uid) {
+            if (peer->efd >= 0)
+                close(peer->efd);
+            peer->efd = pfd;
+            continue;
+        }
+        if (pfd >= 0)
+            close(pfd);
+        if (m.kind == SHM_SOCK_REPLY && m.uid != peer->uid) {
+            SHM_ERR(cls, "shm://%s answered as another incarnation",
+                    peer->name);
+            shm_peer_failed(cls, peer, CW_DISCONNECTED);
+            return;
+        }
+        if (m.kind != SHM_SOCK_WAKE)
+            cls->dropped++;
+    }
+}
+
+/* ---- address operations ---- */
+
+cw_status_t shm_addr_lookup(cw_na_class_t *cls, const char *location,
+                            cw_na_addr_t **addr_p)
+{
+    if (!location || !shm_name_valid(location, strlen(location))) {
+        SHM_ERR(cls, "invalid shm address \"%s\"", location ? location : "");
+        return CW_INVALID_ARG;
+    }
+    if (strcmp(location, cls->name) == 0)
+        return shm_addr_self(cls, addr_p);
+    shm_sock_poll(cls); /* notice peers that went away */
+    struct shm_peer *peer;
+    cw_status_t st = shm_peer_get(cls, location, 0, &peer);
+    if (st != CW_OK)
+        return st;
+    st = shm_peer_attach(cls, peer);
+    if (st != CW_OK) {
+        shm_peer_unref(peer);
+        return st;
+    }
+    *addr_p = shm_addr(peer);
+    return CW_OK;
+}
+
+cw_status_t shm_addr_self(cw_na_class_t *cls, cw_na_addr_t **addr_p)
+{
+    shm_peer_ref(cls->self);
+    *addr_p = shm_addr(cls->self);
+    return CW_OK;
+}
+
+cw_status_t shm_addr_dup(cw_na_class_t *cls, cw_na_addr_t *addr,
+                         cw_na_addr_t **addr_p)
+{
+    (void)cls;
+    shm_peer_ref(shm_peer_of(addr));
+    *addr_p = addr;
+    return CW_OK;
+}
+
+void shm_addr_free(cw_na_class_t *cls, cw_na_addr_t *addr)
+{
+    (void)cls;
+    if (addr)
+        shm_peer_unref(shm_peer_of(addr));
+}
+
+bool shm_addr_cmp(cw_na_class_t *cls, cw_na_addr_t *a, cw_na_addr_t *b)
+{
+    (void)cls;
+    struct shm_peer *pa = shm_peer_of(a), *pb = shm_peer_of(b);
+    if (pa == pb)
+        return true;
+    if (!pa || !pb)
+        return false;
+    if (pa->uid && pb->uid)
+        return pa->uid == pb->uid;
+    return strcmp(pa->name, pb->name) == 0;
+}
+
+cw_status_t shm_addr_to_string(cw_na_class_t *cls, cw_na_addr_t *addr,
+                               char *buf, size_t *len_p)
+{
+    (void)cls;
+    const struct shm_peer *p = shm_peer_of(addr);
+    size_t need = strlen(p->name) + 1;
+    if (!buf || *len_p < need) {
+        *len_p = need;
+        return CW_OVERFLOW;
+    }
+    memcpy(buf, p->name, need);
+    return CW_OK;
+}
+
+size_t shm_addr_serialize_size(cw_na_class_t *cls, cw_na_addr_t *addr)
+{
+    (void)cls;
+    return SHM_ADDR_HDR + strlen(shm_peer_of(addr)->name);
+}
+
+cw_status_t shm_addr_serialize(cw_na_class_t *cls, void *buf, size_t size,
+                               cw_na_addr_t *addr)
+{
+    const struct shm_peer *p = shm_peer_of(addr);
+    size_t nlen = strlen(p->name);
+    if (!buf || size < shm_addr_serialize_size(cls, addr))
+        return CW_OVERFLOW;
+    unsigned char *b = buf;
+    uint32_t magic = SHM_ADDR_MAGIC;
+    memcpy(b, &magic, 4);
+    b[4] = SHM_VERSION;
+    b[5] = (unsigned char)nlen;
+    b[6] = b[7] = 0;
+    memcpy(b + 8, &p->uid, 8);
+    memcpy(b + SHM_ADDR_HDR, p->name, nlen);
+    return CW_OK;
+}
+
+cw_status_t shm_addr_deserialize(cw_na_class_t *cls, const void *buf,
+                                 size_t size, cw_na_addr_t **addr_p)
+{
+    const unsigned char *b = buf;
+    uint32_t magic;
+    uint64_t uid;
+    char name[SHM_NAME_MAX];
+    if (!buf || size < SHM_ADDR_HDR)
+        return CW_PROTOCOL;
+    memcpy(&magic, b, 4);
+    memcpy(&uid, b + 8, 8);
+    size_t nlen = b[5];
+    if (magic != SHM_ADDR_MAGIC || b[4] != SHM_VERSION || b[6] || b[7] ||
+        size != SHM_ADDR_HDR + nlen || nlen >= SHM_NAME_MAX)
+        return CW_PROTOCOL;
+    memcpy(name, b + SHM_ADDR_HDR, nlen);
+    name[nlen] = '\0';
+    if (!shm_name_valid(name, nlen))
+        return CW_PROTOCOL;
+    if (uid == cls->uid || (uid == 0 && strcmp(name, cls->name) == 0))
+        return shm_addr_self(cls, addr_p);
+    struct shm_peer *peer;
+    cw_status_t st = shm_peer_get(cls, name, uid, &peer);
+    if (st != CW_OK)
+        return st;
+    *addr_p = shm_addr(peer);
+    return CW_OK;
+}

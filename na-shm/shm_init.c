@@ -1,0 +1,515 @@
+/*
+ * na-shm: instance creation and teardown, segment naming and stale segment
+ * removal, the errno translation, and the exported plugin entry.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "shm.h"
+
+/* Auto-picked names: p<pid>-<n>; shared by all instances of the process. */
+static _Atomic unsigned shm_auto_counter;
+
+cw_status_t shm_errno_status(int err)
+{
+    switch (err) {
+    case 0:
+        return CW_OK;
+    case EINVAL:
+        return CW_INVALID_ARG;
+    case ENOMEM:
+    case ENOSPC:
+    case EMFILE:
+    case ENFILE:
+    case ENOBUFS:
+        return CW_NOMEM;
+    case ENOENT:
+        return CW_NOENT;
+    case EEXIST:
+        return CW_EXIST;
+    case EADDRINUSE:
+        return CW_ADDR_IN_USE;
+    case EAGAIN:
+        return CW_AGAIN;
+    case EPERM:
+    case EACCES:
+        return CW_PERMISSION;
+    case ESRCH:
+    case ECONNREFUSED:
+        return CW_UNREACHABLE;
+    case ECONNRESET:
+    case EPIPE:
+    case ENOTCONN:
+        return CW_DISCONNECTED;
+    case EFAULT:
+        return CW_FAULT;
+    case ETIMEDOUT:
+        return CW_TIMEOUT;
+    case ENAMETOOLONG:
+    case ERANGE:
+        return CW_RANGE;
+    case ENOSYS:
+    case EOPNOTSUPP:
+        return CW_UNSUPPORTED;
+    default:
+        return CW_IO;
+    }
+}
+
+uint64_t shm_pid_start(pid_t pid)
+{
+    char path[64];
+    char buf[1024];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    /* The command name may contain spaces and ')'; fields resume after the
+     * last ')'.  starttime is field 22, the 20th after it. */
+    char *p = strrchr(buf, ')');
+    if (!p)
+        return 0;
+    p++;
+    for (int field = 3; field < 22 && p; field++) {
+        p = strchr(p + 1, ' ');
+    }
+    if (!p)
+        return 0;
+    return strtoull(p + 1, NULL, 10);
+}
+
+bool shm_pid_alive(pid_t pid, uint64_t start)
+{
+    if (pid <= 0)
+        return false;
+    if (kill(pid, 0) < 0 && errno == ESRCH)
+        return false;
+    if (start != 0) {
+        uint64_t now = shm_pid_start(pid);
+        if (now != 0 && now != start)
+            return false; /* the pid was reused */
+    }
+    return true;
+}
+
+bool shm_name_valid(const char *name, size_t len)
+{
+    if (len == 0 || len >= SHM_NAME_MAX || name[0] == '.')
+        return false;
+    for (size_t i = 0; i < len; i++) {
+        char c = name[i];
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                  (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.';
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+size_t shm_seg_size(uint32_t nslots)
+{
+    return sizeof(struct shm_seg_hdr) + (size_t)nslots * SHM_SLOT_SIZE;
+}
+
+bool shm_seg_hdr_valid(const struct shm_seg_hdr *h, size_t size)
+{
+    if (size < sizeof(*h))
+        return false;
+    if (atomic_load_explicit(&h->magic, memory_order_acquire) != SHM_SEG_MAGIC)
+        return false;
+    if (h->version != SHM_VERSION || h->slot_size != SHM_SLOT_SIZE)
+        return false;
+    if (h->nslots < SHM_MIN_SLOTS || h->nslots > SHM_MAX_SLOTS ||
+        (h->nslots & (h->nslots - 1)) != 0)
+        return false;
+    if (size < shm_seg_size(h->nslots))
+        return false;
+    return h->name_len > 0 && h->name_len < SHM_NAME_MAX;
+}
+
+void shm_abstract_name(const char *name, void *sun_v, socklen_t *len_p)
+{
+    struct sockaddr_un *sun = sun_v;
+    memset(sun, 0, sizeof(*sun));
+    sun->sun_family = AF_UNIX;
+    int n = snprintf(sun->sun_path + 1, sizeof(sun->sun_path) - 1,
+                     SHM_SEG_PREFIX "%s", name);
+    *len_p = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
+                         (size_t)n);
+}
+
+/* Remove /dev/shm/causeway-<name> if its header names an owner that is gone.
+ * Segments being created (no magic yet) and foreign ones are left alone. */
+static void shm_stale_check(const struct cw_na_host *host, const char *name)
+{
+    char path[SHM_NAME_MAX + 16];
+    snprintf(path, sizeof(path), "/" SHM_SEG_PREFIX "%s", name);
+    int fd = shm_open(path, O_RDONLY | O_CLOEXEC, 0);
+    if (fd < 0)
+        return;
+    struct shm_seg_hdr h;
+    struct stat st1, st2;
+    ssize_t n = pread(fd, &h, sizeof(h), 0);
+    if (n == (ssize_t)sizeof(h) && fstat(fd, &st1) == 0 &&
+        shm_seg_hdr_valid(&h, (size_t)st1.st_size) &&
+        !shm_pid_alive((pid_t)h.owner_pid, h.owner_start)) {
+        char devpath[SHM_NAME_MAX + 32];
+        snprintf(devpath, sizeof(devpath), "/dev/shm%s", path);
+        /* Unlink only if the name still refers to the file we examined. */
+        if (stat(devpath, &st2) == 0 && st1.st_ino == st2.st_ino &&
+            shm_unlink(path) == 0)
+            CW_NA_LOG(host, CW_LOG_INFO, SHM_SUBSYS,
+                      "removed stale segment %s of dead pid %u", devpath,
+                      h.owner_pid);
+    }
+    close(fd);
+}
+
+static void shm_stale_scan(const struct cw_na_host *host)
+{
+    DIR *d = opendir("/dev/shm");
+    if (!d)
+        return;
+    struct dirent *e;
+    size_t plen = strlen(SHM_SEG_PREFIX);
+    while ((e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, SHM_SEG_PREFIX, plen) != 0)
+            continue;
+        const char *name = e->d_name + plen;
+        if (shm_name_valid(name, strlen(name)))
+            shm_stale_check(host, name);
+    }
+    closedir(d);
+}
+
+static uint64_t shm_new_uid(void)
+{
+    uint64_t uid = 0;
+    if (getrandom(&uid, sizeof(uid), GRND_NONBLOCK) != (ssize_t)sizeof(uid)) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        uid = ((uint64_t)getpid() << 32) ^ (uint64_t)ts.tv_nsec ^
+              ((uint64_t)ts.tv_sec << 20);
+    }
+    return uid ? uid : 1;
+}
+
+static uint32_t shm_param_slots(const struct cw_na_init_info *info)
+{
+    const char *v = getenv("CAUSEWAY_SHM_SLOTS");
+    for (const char *const *p = info->params; p && p[0] && p[1]; p += 2) {
+        if (strcmp(p[0], "slots") == 0)
+            v = p[1];
+    }
+    if (!v)
+        return SHM_DEFAULT_SLOTS;
+    char *end;
+    unsigned long n = strtoul(v, &end, 10);
+    if (*end != '\0' || n < SHM_MIN_SLOTS || n > SHM_MAX_SLOTS ||
+        (n & (n - 1)) != 0)
+        return 0;
+    return (uint32_t)n;
+}
+
+static int shm_epoll_add(struct cw_na_class *cls, struct shm_fdref *ref)
+{
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = ref};
+    return epoll_ctl(cls->epfd, EPOLL_CTL_ADD, ref->fd, &ev);
+}
+
+/* Claim the name: the abstract socket is the lock (it vanishes with its
+ * owner), so any segment left under the name afterwards is stale. */
+static cw_status_t shm_listen_open(struct cw_na_class *cls)
+{
+    struct sockaddr_un sun;
+    socklen_t slen;
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        int err = errno;
+        SHM_ERR(cls, "socket(AF_UNIX) failed: %s", strerror(err));
+        return shm_errno_status(err);
+    }
+    shm_abstract_name(cls->name, &sun, &slen);
+    if (bind(fd, (struct sockaddr *)&sun, slen) < 0 || listen(fd, 128) < 0) {
+        int err = errno;
+        if (err != EADDRINUSE)
+            SHM_ERR(cls, "bind/listen on @" SHM_SEG_PREFIX "%s failed: %s",
+                    cls->name, strerror(err));
+        close(fd);
+        return shm_errno_status(err);
+    }
+    cls->listen.fd = fd;
+    return CW_OK;
+}
+
+static cw_status_t shm_seg_create(struct cw_na_class *cls)
+{
+    char path[SHM_NAME_MAX + 16];
+    snprintf(path, sizeof(path), "/" SHM_SEG_PREFIX "%s", cls->name);
+    size_t size = shm_seg_size(cls->nslots);
+    int fd = shm_open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0 && errno == EEXIST) {
+        /* We hold the name's socket, so the owner of this one is gone. */
+        SHM_LOG(cls, CW_LOG_INFO, "replacing stale segment /dev/shm%s", path);
+        shm_unlink(path);
+        fd = shm_open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    }
+    if (fd < 0) {
+        int err = errno;
+        SHM_ERR(cls, "shm_open(%s) failed: %s", path, strerror(err));
+        return shm_errno_status(err);
+    }
+    if (ftruncate(fd, (off_t)size) < 0) {
+        int err = errno;
+        SHM_ERR(cls, "ftruncate(%s, %zu) failed: %s", path, size,
+                strerror(err));
+        goto err_unlink;
+    }
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+        int err = errno;
+        SHM_ERR(cls, "mmap(%s, %zu) failed: %s", path, size, strerror(err));
+        close(fd);
+        shm_unlink(path);
+        return shm_errno_status(err);
+    }
+    struct shm_seg_hdr *h = p;
+    struct shm_slot *slots = (struct shm_slot *)(h + 1);
+    for (uint32_t i = 0; i < cls->nslots; i++)
+        atomic_store_explicit(&slots[i].seq, i, memory_order_relaxed);
+    h->version = SHM_VERSION;
+    h->owner_pid = (uint32_t)getpid();
+    h->owner_start = shm_pid_start(getpid());
+    h->nslots = cls->nslots;
+    h->uid = cls->uid;
+    h->slot_size = SHM_SLOT_SIZE;
+    h->name_len = (uint32_t)strlen(cls->name);
+    memcpy(h->name, cls->name, h->name_len + 1);
+    atomic_store_explicit(&h->magic, SHM_SEG_MAGIC, memory_order_release);
+    cls->seg_fd = fd;
+    cls->seg = h;
+    cls->seg_size = size;
+    return CW_OK;
+
+err_unlink:
+    close(fd);
+    shm_unlink(path);
+    return CW_NOMEM;
+}
+
+static cw_status_t shm_pick_name(struct cw_na_class *cls, const char *loc)
+{
+    if (loc && loc[0]) {
+        if (!shm_name_valid(loc, strlen(loc))) {
+            SHM_ERR(cls,
+                    "invalid shm name \"%s\": use 1-%d of [A-Za-z0-9._-], "
+                    "not starting with '.'",
+                    loc, SHM_NAME_MAX - 1);
+            return CW_INVALID_ARG;
+        }
+        strcpy(cls->name, loc);
+        cw_status_t st = shm_listen_open(cls);
+        if (st == CW_ADDR_IN_USE)
+            SHM_ERR(cls, "shm://%s is already in use by a live process",
+                    loc);
+        return st;
+    }
+    for (int tries = 0; tries < 64; tries++) {
+        unsigned n = atomic_fetch_add(&shm_auto_counter, 1);
+        snprintf(cls->name, sizeof(cls->name), "p%d-%u", (int)getpid(), n);
+        cw_status_t st = shm_listen_open(cls);
+        if (st != CW_ADDR_IN_USE)
+            return st;
+    }
+    SHM_ERR(cls, "could not pick a free shm name");
+    return CW_ADDR_IN_USE;
+}
+
+static void shm_finalize(cw_na_class_t *cls);
+
+static cw_status_t shm_init(const struct cw_na_host *host,
+                            const struct cw_na_init_info *info,
+                            cw_na_class_t **cls_p)
+{
+    if (!host || !info || !cls_p)
+        return CW_INVALID_ARG;
+    if (info->protocol && info->protocol[0] &&
+        strcmp(info->protocol, "shm") != 0) {
+        CW_NA_LOG(host, CW_LOG_ERROR, SHM_SUBSYS,
+                  "unsupported protocol \"%s\" (na-shm takes shm://<name>)",
+                  info->protocol);
+        return CW_UNSUPPORTED;
+    }
+    struct cw_na_class *cls = calloc(1, sizeof(*cls));
+    if (!cls)
+        return CW_NOMEM;
+    cls->host = host;
+    cls->flags = info->flags;
+    cls->seg_fd = cls->efd = cls->epfd = -1;
+    cls->listen = (struct shm_fdref){.kind = SHM_FD_LISTEN, .fd = -1};
+    cls->event = (struct shm_fdref){.kind = SHM_FD_EVENT, .fd = -1};
+    shm_list_init(&cls->peers);
+    shm_list_init(&cls->accepted);
+    shm_list_init(&cls->unexp_posted);
+    shm_list_init(&cls->exp_posted);
+    shm_list_init(&cls->early);
+    shm_list_init(&cls->done);
+    cls->uid = shm_new_uid();
+    cls->nslots = shm_param_slots(info);
+    cw_status_t st = CW_INVALID_ARG;
+    if (cls->nslots == 0) {
+        SHM_ERR(cls, "slots must be a power of two in [%u, %u]",
+                SHM_MIN_SLOTS, SHM_MAX_SLOTS);
+        goto err;
+    }
+
+    shm_stale_scan(host);
+    st = shm_pick_name(cls, info->location);
+    if (st != CW_OK)
+        goto err;
+    st = shm_seg_create(cls);
+    if (st != CW_OK)
+        goto err;
+
+    cls->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    cls->epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (cls->efd < 0 || cls->epfd < 0) {
+        int err = errno;
+        SHM_ERR(cls, "eventfd/epoll_create1 failed: %s", strerror(err));
+        st = shm_errno_status(err);
+        goto err;
+    }
+    cls->event.fd = cls->efd;
+    if (shm_epoll_add(cls, &cls->event) < 0 ||
+        shm_epoll_add(cls, &cls->listen) < 0) {
+        int err = errno;
+        SHM_ERR(cls, "epoll_ctl failed: %s", strerror(err));
+        st = shm_errno_status(err);
+        goto err;
+    }
+
+    st = shm_peer_get(cls, cls->name, cls->uid, &cls->self);
+    if (st != CW_OK)
+        goto err;
+    cls->self->self = true;
+    cls->self->state = SHM_PEER_ATTACHED;
+    cls->self->seg = cls->seg;
+    cls->self->nslots = cls->nslots;
+    cls->self->pid = getpid();
+
+#ifdef PR_SET_PTRACER
+    /* Under Yama ptrace_scope=1 peers may read/write our memory only if we
+     * say so; without Yama this fails harmlessly. */
+    (void)prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+#endif
+    SHM_DBG(cls, "endpoint shm://%s ready (%u slots of %u bytes)", cls->name,
+            cls->nslots, SHM_EAGER_SIZE);
+    *cls_p = cls;
+    return CW_OK;
+
+err:
+    shm_finalize(cls);
+    return st;
+}
+
+static void shm_finalize(cw_na_class_t *cls)
+{
+    if (!cls)
+        return;
+    shm_ops_drop_all(cls);
+    shm_early_free_all(cls);
+    shm_peer_destroy_all(cls);
+    if (cls->epfd >= 0)
+        close(cls->epfd);
+    if (cls->efd >= 0)
+        close(cls->efd);
+    if (cls->listen.fd >= 0)
+        close(cls->listen.fd);
+    if (cls->seg) {
+        char path[SHM_NAME_MAX + 16];
+        snprintf(path, sizeof(path), "/" SHM_SEG_PREFIX "%s", cls->name);
+        atomic_store(&cls->seg->magic, 0);
+        munmap(cls->seg, cls->seg_size);
+        shm_unlink(path);
+    }
+    if (cls->seg_fd >= 0)
+        close(cls->seg_fd);
+    free(cls);
+}
+
+static void shm_query(cw_na_class_t *cls, struct cw_na_caps *caps)
+{
+    (void)cls;
+    *caps = (struct cw_na_caps){
+        .max_unexpected_size = SHM_EAGER_SIZE,
+        .max_expected_size = SHM_EAGER_SIZE,
+        .max_tag = UINT32_MAX,
+        .max_rma_size = 0,
+        .max_segments = SHM_MAX_SEGMENTS,
+        .flags = CW_NA_CAP_RMA | CW_NA_CAP_WAIT_FD | CW_NA_CAP_SAME_NODE,
+    };
+}
+
+static bool shm_check_protocol(const char *protocol)
+{
+    return !protocol || !protocol[0] || strcmp(protocol, "shm") == 0;
+}
+
+static const struct cw_na_ops shm_ops = {
+    .check_protocol = shm_check_protocol,
+    .init = shm_init,
+    .finalize = shm_finalize,
+    .query = shm_query,
+    .addr_lookup = shm_addr_lookup,
+    .addr_self = shm_addr_self,
+    .addr_dup = shm_addr_dup,
+    .addr_free = shm_addr_free,
+    .addr_cmp = shm_addr_cmp,
+    .addr_to_string = shm_addr_to_string,
+    .addr_serialize_size = shm_addr_serialize_size,
+    .addr_serialize = shm_addr_serialize,
+    .addr_deserialize = shm_addr_deserialize,
+    .msg_send_unexpected = shm_msg_send_unexpected,
+    .msg_recv_unexpected = shm_msg_recv_unexpected,
+    .msg_send_expected = shm_msg_send_expected,
+    .msg_recv_expected = shm_msg_recv_expected,
+    .mem_register = shm_mem_register,
+    .mem_release = shm_mem_release,
+    .mem_serialize_size = shm_mem_serialize_size,
+    .mem_serialize = shm_mem_serialize,
+    .mem_deserialize = shm_mem_deserialize,
+    .put = shm_put,
+    .get = shm_get,
+    .get_wait_fd = shm_get_wait_fd,
+    .safe_to_sleep = shm_safe_to_sleep,
+    .progress = shm_progress,
+    .cancel = shm_cancel,
+};
+
+CW_NA_EXPORT const struct cw_na_plugin cw_na_plugin_entry = {
+    .abi_version = CW_NA_ABI_VERSION,
+    .ops_size = sizeof(struct cw_na_ops),
+    .name = "shm",
+    .description = "shared-memory rings, eventfd wake-up, "
+                   "process_vm_readv/writev RMA (same node)",
+    .ops = &shm_ops,
+};

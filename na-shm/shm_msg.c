@@ -1,0 +1,330 @@
+/*
+ * na-shm: messages.  The ring is a bounded MPSC queue with a sequence
+ * number per slot: a producer claims a slot by CAS on the tail, fills it
+ * and publishes it by storing seq = pos + 1; the consumer frees it by
+ * storing seq = pos + nslots.  No locks, no system calls; the eventfd is
+ * written only if the consumer said it may sleep.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "shm.h"
+
+static inline struct shm_slot *shm_slots(struct shm_seg_hdr *seg)
+{
+    return (struct shm_slot *)(void *)(seg + 1);
+}
+
+bool shm_ring_push(struct shm_peer *dest, uint32_t type, uint32_t tag,
+                   const void *buf, size_t len)
+{
+    struct cw_na_class *cls = dest->cls;
+    struct shm_seg_hdr *seg = dest->seg;
+    struct shm_slot *slots = shm_slots(seg);
+    uint64_t mask = dest->nslots - 1;
+    uint64_t pos = atomic_load_explicit(&seg->tail, memory_order_relaxed);
+    struct shm_slot *s;
+    for (;;) {
+        s = &slots[pos & mask];
+        uint64_t seq = atomic_load_explicit(&s->seq, memory_order_acquire);
+        int64_t diff = (int64_t)(seq - pos);
+        if (diff == 0) {
+            if (atomic_compare_exchange_weak_explicit(
+                    &seg->tail, &pos, pos + 1, memory_order_relaxed,
+                    memory_order_relaxed))
+                break;
+        } else if (diff < 0) {
+            return false; /* full */
+        } else {
+            pos = atomic_load_explicit(&seg->tail, memory_order_relaxed);
+        }
+    }
+    s->type = type;
+    s->tag = tag;
+    s->len = (uint32_t)len;
+    s->sender_uid = cls->uid;
+    s->name_len = (uint32_t)strlen(cls->name);
+    memcpy(s->sender_name, cls->name, s->name_len + 1);
+    if (len)
+        memcpy(s->data, buf, len);
+    atomic_store_explicit(&s->seq, pos + 1, memory_order_release);
+    /* Pairs with the fence in shm_safe_to_sleep: either the consumer sees
+     * the slot or we see its sleeping flag. */
+    atomic_thread_fence(memory_order_seq_cst);
+    if (!dest->self &&
+        atomic_load_explicit(&seg->sleeping, memory_order_relaxed))
+        shm_peer_wake(dest);
+    return true;
+}
+
+bool shm_ring_pending(struct cw_na_class *cls)
+{
+    struct shm_seg_hdr *seg = cls->seg;
+    uint64_t head = atomic_load_explicit(&seg->head, memory_order_relaxed);
+    struct shm_slot *s = &shm_slots(seg)[head & (cls->nslots - 1)];
+    return atomic_load_explicit(&s->seq, memory_order_acquire) == head + 1;
+}
+
+static void shm_deliver(struct cw_na_op *op, const void *data, size_t len,
+                        uint32_t tag, struct shm_peer *source)
+{
+    struct cw_na_class *cls = source->cls;
+    if (len > op->len) {
+        shm_op_complete(cls, op, CW_OVERFLOW);
+        return;
+    }
+    if (len)
+        memcpy(op->rbuf, data, len);
+    op->rlen = len;
+    op->tag = tag;
+    if (op->type == CW_NA_OP_RECV_UNEXPECTED) {
+        shm_peer_ref(source);
+        op->source = source;
+    }
+    shm_op_complete(cls, op, CW_OK);
+}
+
+static struct cw_na_op *shm_match_expected(struct cw_na_class *cls,
+                                           uint64_t uid, uint32_t tag)
+{
+    for (struct shm_list *l = cls->exp_posted.next; l != &cls->exp_posted;
+         l = l->next) {
+        struct cw_na_op *op = shm_container_of(l, struct cw_na_op, link);
+        if (op->tag == tag && op->peer->uid == uid) {
+            shm_list_del(l);
+            return op;
+        }
+    }
+    return NULL;
+}
+
+static bool shm_slot_valid(const struct shm_slot *s)
+{
+    return (s->type == SHM_MSG_UNEXPECTED || s->type == SHM_MSG_EXPECTED) &&
+           s->len <= SHM_EAGER_SIZE && s->sender_uid != 0 &&
+           s->name_len < SHM_NAME_MAX && s->sender_name[s->name_len] == '\0' &&
+           shm_name_valid(s->sender_name, s->name_len);
+}
+
+/* Take one published slot; false if it must stay (early queue full). */
+static bool shm_slot_consume(struct cw_na_class *cls, struct shm_slot *s)
+{
+    uint32_t len = s->len, tag = s->tag;
+    struct shm_peer *src = shm_peer_find_uid(cls, s->sender_uid);
+    struct cw_na_op *op = NULL;
+
+    if (s->type == SHM_MSG_EXPECTED) {
+        op = shm_match_expected(cls, s->sender_uid, tag);
+    } else if (!shm_list_empty(&cls->unexp_posted)) {
+        op = shm_container_of(cls->unexp_posted.next, struct cw_na_op, link);
+        shm_list_del(&op->link);
+    }
+    if (!src) {
+        if (shm_peer_get(cls, s->sender_name, s->sender_uid, &src) != CW_OK) {
+            if (op) /* keep the receive posted for the next message */
+                shm_list_add_tail(s->type == SHM_MSG_EXPECTED
+                                      ? &cls->exp_posted
+                                      : &cls->unexp_posted,
+                                  &op->link);
+            return false;
+        }
+        shm_peer_unref(src); /* the table keeps it */
+    }
+    if (op) {
+        shm_deliver(op, s->data, len, tag, src);
+        return true;
+    }
+    if (cls->nearly >= SHM_EARLY_MAX)
+        return false;
+    struct shm_early *e = malloc(sizeof(*e) + len);
+    if (!e)
+        return false;
+    e->type = s->type;
+    e->tag = tag;
+    e->len = len;
+    e->source = src;
+    shm_peer_ref(src);
+    memcpy(e->data, s->data, len);
+    shm_list_add_tail(&cls->early, &e->link);
+    cls->nearly++;
+    return true;
+}
+
+unsigned shm_ring_drain(struct cw_na_class *cls, unsigned max)
+{
+    struct shm_seg_hdr *seg = cls->seg;
+    struct shm_slot *slots = shm_slots(seg);
+    uint64_t mask = cls->nslots - 1;
+    uint64_t head = atomic_load_explicit(&seg->head, memory_order_relaxed);
+    unsigned n = 0;
+    while (n < max) {
+        struct shm_slot *s = &slots[head & mask];
+        if (atomic_load_explicit(&s->seq, memory_order_acquire) != head + 1)
+            break;
+        if (!shm_slot_valid(s)) {
+            cls->dropped++;
+            SHM_WARN(cls, "dropped a malformed message in slot %llu "
+                     "(%llu dropped so far)", (unsigned long long)head,
+                     (unsigned long long)cls->dropped);
+        } else if (!shm_slot_consume(cls, s)) {
+            break;
+        }
+        atomic_store_explicit(&s->seq, head + cls->nslots,
+                              memory_order_release);
+        head++;
+        atomic_store_explicit(&seg->head, head, memory_order_relaxed);
+        n++;
+    }
+    return n;
+}
+
+void shm_early_free_all(struct cw_na_class *cls)
+{
+    while (!shm_list_empty(&cls->early)) {
+        struct shm_early *e =
+            shm_container_of(cls->early.next, struct shm_early, link);
+        shm_list_del(&e->link);
+        shm_peer_unref(e->source);
+        free(e);
+    }
+    cls->nearly = 0;
+}
+
+/* A posted receive may match a message that arrived before it. */
+static bool shm_early_match(struct cw_na_class *cls, struct cw_na_op *op)
+{
+    for (struct shm_list *l = cls->early.next; l != &cls->early;
+         l = l->next) {
+        struct shm_early *e = shm_container_of(l, struct shm_early, link);
+        bool hit = op->type == CW_NA_OP_RECV_UNEXPECTED
+                       ? e->type == SHM_MSG_UNEXPECTED
+                       : (e->type == SHM_MSG_EXPECTED && e->tag == op->tag &&
+                          e->source->uid == op->peer->uid);
+        if (!hit)
+            continue;
+        shm_list_del(l);
+        cls->nearly--;
+        shm_deliver(op, e->data, e->len, e->tag, e->source);
+        shm_peer_unref(e->source);
+        free(e);
+        return true;
+    }
+    return false;
+}
+
+void shm_backlog_retry(struct cw_na_class *cls)
+{
+    for (struct shm_list *l = cls->peers.next;
+         l != &cls->peers && cls->nbacklog; l = l->next) {
+        struct shm_peer *p = shm_container_of(l, struct shm_peer, link);
+        while (!shm_list_empty(&p->backlog)) {
+            struct cw_na_op *op =
+                shm_container_of(p->backlog.next, struct cw_na_op, link);
+            uint32_t type = op->type == CW_NA_OP_SEND_UNEXPECTED
+                                ? SHM_MSG_UNEXPECTED
+                                : SHM_MSG_EXPECTED;
+            if (!shm_ring_push(p, type, op->tag, op->sbuf, op->len))
+                break;
+            shm_list_del(&op->link);
+            cls->nbacklog--;
+            shm_op_complete(cls, op, CW_OK);
+        }
+    }
+}
+
+static cw_status_t shm_msg_send(cw_na_class_t *cls, enum cw_na_op_type type,
+                                const void *buf, size_t len,
+                                cw_na_addr_t *dest, uint32_t tag,
+                                cw_na_cb_t cb, void *arg, cw_na_op_t **op_p)
+{
+    struct shm_peer *peer = shm_peer_of(dest);
+    if (!peer || !cb || (len && !buf))
+        return CW_INVALID_ARG;
+    if (len > SHM_EAGER_SIZE)
+        return CW_OVERFLOW;
+    cw_status_t st = shm_peer_attach(cls, peer);
+    if (st != CW_OK)
+        return st;
+    struct cw_na_op *op = shm_op_new(cls, type, cb, arg);
+    if (!op)
+        return CW_NOMEM;
+    shm_peer_ref(peer);
+    op->peer = peer;
+    op->sbuf = buf;
+    op->len = len;
+    op->tag = tag;
+    uint32_t mtype = type == CW_NA_OP_SEND_UNEXPECTED ? SHM_MSG_UNEXPECTED
+                                                      : SHM_MSG_EXPECTED;
+    if (shm_list_empty(&peer->backlog) &&
+        shm_ring_push(peer, mtype, tag, buf, len)) {
+        shm_op_complete(cls, op, CW_OK);
+    } else {
+        /* Ring full: keep order behind earlier sends, retried in progress. */
+        shm_list_add_tail(&peer->backlog, &op->link);
+        cls->nbacklog++;
+    }
+    if (op_p)
+        *op_p = op;
+    return CW_OK;
+}
+
+cw_status_t shm_msg_send_unexpected(cw_na_class_t *cls, const void *buf,
+                                    size_t len, cw_na_addr_t *dest,
+                                    uint32_t tag, cw_na_cb_t cb, void *arg,
+                                    cw_na_op_t **op_p)
+{
+    return shm_msg_send(cls, CW_NA_OP_SEND_UNEXPECTED, buf, len, dest, tag, cb,
+                        arg, op_p);
+}
+
+cw_status_t shm_msg_send_expected(cw_na_class_t *cls, const void *buf,
+                                  size_t len, cw_na_addr_t *dest, uint32_t tag,
+                                  cw_na_cb_t cb, void *arg, cw_na_op_t **op_p)
+{
+    return shm_msg_send(cls, CW_NA_OP_SEND_EXPECTED, buf, len, dest, tag, cb,
+                        arg, op_p);
+}
+
+cw_status_t shm_msg_recv_unexpected(cw_na_class_t *cls, void *buf, size_t len,
+                                    cw_na_cb_t cb, void *arg,
+                                    cw_na_op_t **op_p)
+{
+    if (!cb || (len && !buf))
+        return CW_INVALID_ARG;
+    struct cw_na_op *op = shm_op_new(cls, CW_NA_OP_RECV_UNEXPECTED, cb, arg);
+    if (!op)
+        return CW_NOMEM;
+    op->rbuf = buf;
+    op->len = len;
+    if (!shm_early_match(cls, op))
+        shm_list_add_tail(&cls->unexp_posted, &op->link);
+    if (op_p)
+        *op_p = op;
+    return CW_OK;
+}
+
+cw_status_t shm_msg_recv_expected(cw_na_class_t *cls, void *buf, size_t len,
+                                  cw_na_addr_t *source, uint32_t tag,
+                                  cw_na_cb_t cb, void *arg, cw_na_op_t **op_p)
+{
+    struct shm_peer *peer = shm_peer_of(source);
+    if (!peer || !cb || (len && !buf))
+        return CW_INVALID_ARG;
+    struct cw_na_op *op = shm_op_new(cls, CW_NA_OP_RECV_EXPECTED, cb, arg);
+    if (!op)
+        return CW_NOMEM;
+    shm_peer_ref(peer);
+    op->peer = peer;
+    op->rbuf = buf;
+    op->len = len;
+    op->tag = tag;
+    if (!shm_early_match(cls, op)) {
+        if (peer->state == SHM_PEER_DEAD) /* nothing more will come */
+            shm_op_complete(cls, op, CW_DISCONNECTED);
+        else
+            shm_list_add_tail(&cls->exp_posted, &op->link);
+    }
+    if (op_p)
+        *op_p = op;
+    return CW_OK;
+}
