@@ -62,7 +62,10 @@ struct cw_context_opts {
      *  (NULL = $CAUSEWAY_GATEWAY if set). */
     const char *default_gateway;
     size_t bulk_chunk;          /**< bulk split size (0 = 1 MiB) */
-    unsigned bulk_depth;        /**< chunks in flight per transfer (0 = 4) */
+    unsigned bulk_depth;        /**< chunks in flight per transfer (0 = 4,
+                                     at most 16) */
+    unsigned max_hops;          /**< hop limit (TTL) of forwarded requests
+                                     (0 = 8) */
 };
 
 /** Fill @p opts with defaults. */
@@ -84,6 +87,14 @@ void cw_context_destroy(cw_context_t *ctx);
 /** Network flags. */
 #define CW_NET_LISTEN 0x1u /**< accept RPCs from others */
 
+/** Eager limit of the network a destination is reached through: the
+ *  largest message (header included) sent without overflow, 0 for self. */
+size_t cw_addr_eager_limit(const cw_addr_t *addr);
+
+/** Size of the fixed RPC header (for computing payloads at the eager
+ *  edge). */
+size_t cw_rpc_header_size(void);
+
 /**
  * Open a network ("shm://demo", "ofi+tcp://127.0.0.1:0").  Port 0 / empty
  * location lets the plugin choose; cw_network_self tells what it chose.
@@ -92,6 +103,25 @@ void cw_context_destroy(cw_context_t *ctx);
  */
 cw_status_t cw_network_open(cw_context_t *ctx, const char *uri,
                             uint32_t flags, cw_network_t **net_p);
+
+/** Counters of a context (cw_context_stats). */
+struct cw_context_stats {
+    uint64_t rx_requests;   /**< requests received from networks */
+    uint64_t rx_responses;  /**< responses received */
+    uint64_t rx_dropped;    /**< malformed or unmatched messages dropped */
+    uint64_t tx_requests;   /**< requests sent on a network */
+    uint64_t tx_responses;  /**< responses sent on a network */
+    uint64_t na_ops;        /**< network operations posted (any kind) */
+    uint64_t self_rpcs;     /**< RPCs to self (no network) */
+    uint64_t no_rpc;        /**< requests for an unregistered RPC */
+    uint64_t timeouts;      /**< forwards that hit their deadline */
+    uint64_t overflows;     /**< messages that overflowed into bulk */
+    uint64_t bulk_bytes;    /**< bytes moved by bulk transfers */
+};
+
+/** Copy the counters of @p ctx into @p stats_p. */
+cw_status_t cw_context_stats(cw_context_t *ctx,
+                             struct cw_context_stats *stats_p);
 
 /** Address of a network (for printing or handing to peers). */
 cw_status_t cw_network_self(cw_network_t *net, cw_addr_t **addr_p);

@@ -1,0 +1,208 @@
+/*
+ * RPC-level addresses: plain URIs, proxied "target@gw[@gw...]" (sent to the
+ * first gateway with the rest of the path as routing destination) and
+ * "svc:name@gw".  A plain URI whose plugin+protocol has no open network
+ * gets a client network opened for it.
+ */
+#include "rpc_priv.h"
+
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+
+static cw_status_t addr_new(cw_context_t *ctx, cw_network_t *net,
+                            cw_na_addr_t *na, const char *route,
+                            const char *str, cw_addr_t **addr_p)
+{
+    cw_addr_t *a = calloc(1, sizeof(*a));
+
+    if (a == NULL)
+        return CW_NOMEM;
+    a->ctx = ctx;
+    atomic_init(&a->refs, 1);
+    a->net = net;
+    a->na = na;
+    if (route && (a->route = strdup(route)) == NULL)
+        goto err_free;
+    if (str && (a->str = strdup(str)) == NULL)
+        goto err_free;
+    a->self = cw_na_addr_cmp(net->na, na, net->self);
+    *addr_p = a;
+    return CW_OK;
+
+err_free:
+    free(a->route);
+    free(a);
+    return CW_NOMEM;
+}
+
+cw_status_t cw_addr_lookup(cw_context_t *ctx, const char *addr,
+                           cw_addr_t **addr_p)
+{
+    struct cw_addr_path path;
+    struct cw_uri hop;
+    char err[128];
+    char route[CW_ADDR_STR_MAX];
+    char uri[CW_URI_MAX];
+    bool has_route = false;
+    cw_network_t *net;
+    cw_na_addr_t *na;
+    cw_status_t st;
+
+    if (ctx == NULL || addr == NULL || addr_p == NULL)
+        return CW_INVALID_ARG;
+    st = cw_addr_path_parse(addr, &path, err, sizeof(err));
+    if (st != CW_OK) {
+        CW_ERROR("core", "bad address \"%s\": %s", addr, err);
+        return st;
+    }
+    if (path.nhops > 0) {
+        hop = path.hops[0];
+        /* The remaining path (without the first gateway) travels in the
+         * header as the routing destination. */
+        memmove(&path.hops[0], &path.hops[1],
+                (path.nhops - 1) * sizeof(path.hops[0]));
+        path.nhops--;
+        st = cw_addr_path_format(&path, route, sizeof(route));
+        if (st != CW_OK)
+            return st;
+        if (strlen(route) > UINT16_MAX)
+            return CW_OVERFLOW;
+        has_route = true;
+    } else {
+        hop = path.target;
+    }
+    st = cw_uri_format(&hop, uri, sizeof(uri));
+    if (st != CW_OK)
+        return st;
+    pthread_mutex_lock(&ctx->lock);
+    net = cw_net_find(ctx, hop.plugin, hop.protocol);
+    if (net == NULL) {
+        char any[CW_URI_MAX];
+        snprintf(any, sizeof(any), "%s%s%s://", hop.plugin,
+                 hop.protocol[0] ? "+" : "", hop.protocol);
+        st = cw_network_open_locked(ctx, any, 0, &net);
+        if (st != CW_OK)
+            goto out;
+    }
+    st = cw_na_addr_lookup(net->na, uri, &na);
+    if (st != CW_OK) {
+        CW_ERROR("core", "cannot resolve %s: %s", uri, cw_status_str(st));
+        goto out;
+    }
+    st = addr_new(ctx, net, na, has_route ? route : NULL, addr, addr_p);
+    if (st != CW_OK)
+        cw_na_addr_free(net->na, na);
+out:
+    pthread_mutex_unlock(&ctx->lock);
+    return st;
+}
+
+cw_status_t cw_network_self(cw_network_t *net, cw_addr_t **addr_p)
+{
+    cw_context_t *ctx;
+    cw_na_addr_t *na;
+    cw_status_t st;
+
+    if (net == NULL || addr_p == NULL)
+        return CW_INVALID_ARG;
+    ctx = net->ctx;
+    pthread_mutex_lock(&ctx->lock);
+    st = cw_na_addr_dup(net->na, net->self, &na);
+    if (st == CW_OK) {
+        st = addr_new(ctx, net, na, NULL, net->uri, addr_p);
+        if (st != CW_OK)
+            cw_na_addr_free(net->na, na);
+    }
+    pthread_mutex_unlock(&ctx->lock);
+    return st;
+}
+
+cw_status_t cw_addr_dup(cw_addr_t *addr, cw_addr_t **addr_p)
+{
+    cw_context_t *ctx;
+    cw_na_addr_t *na;
+    cw_status_t st;
+
+    if (addr == NULL || addr_p == NULL)
+        return CW_INVALID_ARG;
+    if (!addr->embedded) {
+        atomic_fetch_add(&addr->refs, 1);
+        *addr_p = addr;
+        return CW_OK;
+    }
+    /* A handle's source address lives in the handle: copy it out. */
+    ctx = addr->ctx;
+    pthread_mutex_lock(&ctx->lock);
+    st = cw_na_addr_dup(addr->net->na, addr->na, &na);
+    if (st == CW_OK) {
+        st = addr_new(ctx, addr->net, na, NULL, NULL, addr_p);
+        if (st != CW_OK)
+            cw_na_addr_free(addr->net->na, na);
+    }
+    pthread_mutex_unlock(&ctx->lock);
+    return st;
+}
+
+static void addr_destroy_locked(cw_addr_t *addr)
+{
+    cw_na_addr_free(addr->net->na, addr->na);
+    free(addr->route);
+    free(addr->str);
+    free(addr);
+}
+
+void cw_addr_unref_locked(cw_addr_t *addr)
+{
+    if (addr == NULL || addr->embedded)
+        return;
+    if (atomic_fetch_sub(&addr->refs, 1) == 1)
+        addr_destroy_locked(addr);
+}
+
+void cw_addr_free(cw_addr_t *addr)
+{
+    cw_context_t *ctx;
+
+    if (addr == NULL || addr->embedded)
+        return;
+    if (atomic_fetch_sub(&addr->refs, 1) != 1)
+        return;
+    ctx = addr->ctx;
+    pthread_mutex_lock(&ctx->lock);
+    addr_destroy_locked(addr);
+    pthread_mutex_unlock(&ctx->lock);
+}
+
+cw_status_t cw_addr_to_string(const cw_addr_t *addr, char *buf, size_t len)
+{
+    char loc[CW_ADDR_STR_MAX];
+    cw_status_t st;
+    int n;
+
+    if (addr == NULL || buf == NULL || len == 0)
+        return CW_INVALID_ARG;
+    if (addr->str) {
+        n = snprintf(buf, len, "%s", addr->str);
+        return (n < 0 || (size_t)n >= len) ? CW_OVERFLOW : CW_OK;
+    }
+    pthread_mutex_lock(&addr->ctx->lock);
+    st = cw_na_addr_to_string(addr->net->na, addr->na, loc, sizeof(loc));
+    pthread_mutex_unlock(&addr->ctx->lock);
+    if (st != CW_OK)
+        return st;
+    n = snprintf(buf, len, "%s", loc);
+    return (n < 0 || (size_t)n >= len) ? CW_OVERFLOW : CW_OK;
+}
+
+bool cw_addr_is_self(const cw_addr_t *addr)
+{
+    return addr != NULL && addr->self && addr->route == NULL;
+}
+
+size_t cw_addr_eager_limit(const cw_addr_t *addr)
+{
+    if (addr == NULL || cw_addr_is_self(addr))
+        return 0;
+    return addr->net->caps.max_unexpected_size;
+}

@@ -1,0 +1,461 @@
+/*
+ * Contexts and networks: creation, pre-posted unexpected receives, the
+ * completion queue, and teardown.
+ */
+#include "rpc_priv.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#define CW_DEFAULT_UNEXPECTED 64
+#define CW_DEFAULT_TIMEOUT_MS 30000
+#define CW_DEFAULT_CHUNK (1u << 20)
+#define CW_DEFAULT_DEPTH 4
+#define CW_DRAIN_NS 2000000000ull
+
+void cw_context_opts_init(struct cw_context_opts *opts)
+{
+    if (opts == NULL)
+        return;
+    memset(opts, 0, sizeof(*opts));
+    opts->unexpected_bufs = CW_DEFAULT_UNEXPECTED;
+    opts->default_timeout_ms = CW_DEFAULT_TIMEOUT_MS;
+    opts->bulk_chunk = CW_DEFAULT_CHUNK;
+    opts->bulk_depth = CW_DEFAULT_DEPTH;
+    opts->max_hops = CW_DEFAULT_MAX_HOPS;
+}
+
+cw_status_t cw_context_create(const struct cw_context_opts *opts,
+                              cw_context_t **ctx_p)
+{
+    cw_context_t *ctx;
+    struct epoll_event ev = {.events = EPOLLIN};
+    char names[256];
+
+    if (ctx_p == NULL)
+        return CW_INVALID_ARG;
+    cw_log_init();
+    ctx = calloc(1, sizeof(*ctx));
+    if (ctx == NULL)
+        return CW_NOMEM;
+    cw_context_opts_init(&ctx->opts);
+    if (opts != NULL) {
+        ctx->opts = *opts;
+        if (!ctx->opts.unexpected_bufs)
+            ctx->opts.unexpected_bufs = CW_DEFAULT_UNEXPECTED;
+        if (!ctx->opts.default_timeout_ms)
+            ctx->opts.default_timeout_ms = CW_DEFAULT_TIMEOUT_MS;
+        if (!ctx->opts.bulk_chunk)
+            ctx->opts.bulk_chunk = CW_DEFAULT_CHUNK;
+        if (!ctx->opts.bulk_depth)
+            ctx->opts.bulk_depth = CW_DEFAULT_DEPTH;
+        if (ctx->opts.bulk_depth > CW_MAX_DEPTH)
+            ctx->opts.bulk_depth = CW_MAX_DEPTH;
+        if (!ctx->opts.max_hops)
+            ctx->opts.max_hops = CW_DEFAULT_MAX_HOPS;
+    }
+    ctx->max_hops = ctx->opts.max_hops > 255 ? 255 : ctx->opts.max_hops;
+    ctx->opts.routes_file = NULL;
+    ctx->opts.default_gateway = NULL;
+    cw_list_init(&ctx->inflight);
+    cw_list_init(&ctx->wait_done);
+    cw_list_init(&ctx->bulk_ops);
+    ctx->next_req_id = 1;
+    {
+        /* Recursive: releasing a handle or a bulk from inside the core
+         * (lock held) and from user code (not held) takes the same path. */
+        pthread_mutexattr_t ma;
+        pthread_mutexattr_init(&ma);
+        pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
+        pthread_mutex_init(&ctx->lock, &ma);
+        pthread_mutexattr_destroy(&ma);
+    }
+    pthread_mutex_init(&ctx->progress_lock, NULL);
+    pthread_cond_init(&ctx->cq_cond, NULL);
+    ctx->epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (ctx->epfd < 0) {
+        CW_ERROR("core", "epoll_create1() failed: %s", strerror(errno));
+        goto err_free;
+    }
+    ctx->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (ctx->evfd < 0) {
+        CW_ERROR("core", "eventfd() failed: %s", strerror(errno));
+        goto err_close_ep;
+    }
+    ev.data.fd = ctx->evfd;
+    if (epoll_ctl(ctx->epfd, EPOLL_CTL_ADD, ctx->evfd, &ev) != 0) {
+        CW_ERROR("core", "epoll_ctl() failed: %s", strerror(errno));
+        goto err_close_ev;
+    }
+    if (cw_plugins_list(names, sizeof(names)) != CW_OK || names[0] == '\0')
+        (void)cw_plugins_load(NULL);
+    *ctx_p = ctx;
+    return CW_OK;
+
+err_close_ev:
+    close(ctx->evfd);
+err_close_ep:
+    close(ctx->epfd);
+err_free:
+    pthread_cond_destroy(&ctx->cq_cond);
+    pthread_mutex_destroy(&ctx->progress_lock);
+    pthread_mutex_destroy(&ctx->lock);
+    free(ctx);
+    return CW_ERROR;
+}
+
+cw_status_t cw_context_stats(cw_context_t *ctx,
+                             struct cw_context_stats *stats_p)
+{
+    if (ctx == NULL || stats_p == NULL)
+        return CW_INVALID_ARG;
+    pthread_mutex_lock(&ctx->lock);
+    *stats_p = ctx->stats;
+    pthread_mutex_unlock(&ctx->lock);
+    return CW_OK;
+}
+
+/* ---- completion queue --------------------------------------------------- */
+
+void cw_cq_push(cw_context_t *ctx, struct cw_cqe *e)
+{
+    e->next = NULL;
+    if (ctx->cq_tail)
+        ctx->cq_tail->next = e;
+    else
+        ctx->cq_head = e;
+    ctx->cq_tail = e;
+    if (ctx->cq_waiters)
+        pthread_cond_signal(&ctx->cq_cond);
+}
+
+void cw_ctx_wake(cw_context_t *ctx)
+{
+    uint64_t one = 1;
+
+    if (atomic_load_explicit(&ctx->sleepers, memory_order_relaxed) > 0)
+        (void)!write(ctx->evfd, &one, sizeof(one));
+}
+
+cw_status_t cw_trigger(cw_context_t *ctx, unsigned timeout_ms, unsigned max,
+                       unsigned *count_p)
+{
+    unsigned n = 0;
+    struct timespec abs;
+    bool have_abs = false;
+
+    if (ctx == NULL)
+        return CW_INVALID_ARG;
+    pthread_mutex_lock(&ctx->lock);
+    while (max == 0 || n < max) {
+        struct cw_cqe *e = ctx->cq_head;
+        if (e == NULL) {
+            if (n > 0 || timeout_ms == 0)
+                break;
+            if (!have_abs) {
+                clock_gettime(CLOCK_REALTIME, &abs);
+                abs.tv_sec += timeout_ms / 1000;
+                abs.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+                if (abs.tv_nsec >= 1000000000L) {
+                    abs.tv_sec++;
+                    abs.tv_nsec -= 1000000000L;
+                }
+                have_abs = true;
+            }
+            ctx->cq_waiters++;
+            int rc = pthread_cond_timedwait(&ctx->cq_cond, &ctx->lock, &abs);
+            ctx->cq_waiters--;
+            if (rc == ETIMEDOUT && ctx->cq_head == NULL)
+                break;
+            continue;
+        }
+        ctx->cq_head = e->next;
+        if (ctx->cq_head == NULL)
+            ctx->cq_tail = NULL;
+        pthread_mutex_unlock(&ctx->lock);
+        e->fn(e);
+        n++;
+        pthread_mutex_lock(&ctx->lock);
+    }
+    pthread_mutex_unlock(&ctx->lock);
+    if (count_p)
+        *count_p = n;
+    return n > 0 ? CW_OK : CW_TIMEOUT;
+}
+
+/* ---- networks ------------------------------------------------------------*/
+
+static void net_urecv_cb(const struct cw_na_cb_info *info);
+
+static cw_status_t net_urecv_post(struct cw_urecv *u)
+{
+    cw_network_t *net = u->net;
+    cw_status_t st;
+
+    st = cw_na_msg_recv_unexpected(net->na, u->buf, u->len, net_urecv_cb, u,
+                                   &u->op);
+    if (st != CW_OK) {
+        CW_ERROR("core", "posting an unexpected receive on %s failed: %s",
+                 net->uri, cw_status_str(st));
+        u->op = NULL;
+        return st;
+    }
+    net->urecv_posted++;
+    return CW_OK;
+}
+
+static void net_urecv_cb(const struct cw_na_cb_info *info)
+{
+    struct cw_urecv *u = info->arg;
+    cw_network_t *net = u->net;
+    cw_context_t *ctx = net->ctx;
+
+    u->op = NULL;
+    net->urecv_posted--;
+    if (info->status == CW_OK) {
+        cw_rpc_recv_unexpected(net, u->buf, info->u.recv_unexpected.len,
+                               info->u.recv_unexpected.source);
+    } else if (info->status != CW_CANCELED) {
+        CW_LOG_RL(CW_LOG_WARN, "core", "unexpected receive on %s failed: %s",
+                  net->uri, cw_status_str(info->status));
+        ctx->stats.rx_dropped++;
+        if (info->u.recv_unexpected.source)
+            cw_na_addr_free(net->na, info->u.recv_unexpected.source);
+    }
+    if (!ctx->destroying && info->status != CW_CANCELED)
+        (void)net_urecv_post(u);
+}
+
+static void net_close(cw_network_t *net)
+{
+    if (net == NULL)
+        return;
+    for (unsigned i = 0; i < net->nurecv; i++)
+        free(net->urecv[i].buf);
+    free(net->urecv);
+    if (net->self)
+        cw_na_addr_free(net->na, net->self);
+    cw_na_close(net->na);
+    free(net);
+}
+
+cw_status_t cw_network_open_locked(cw_context_t *ctx, const char *uri,
+                                   uint32_t flags, cw_network_t **net_p)
+{
+    cw_network_t *net;
+    cw_status_t st;
+    uint32_t naflags = 0;
+    char loc[CW_URI_MAX];
+
+    if (ctx->nnets >= CW_MAX_NETS) {
+        CW_ERROR("core", "cannot open %s: a context holds at most %d networks",
+                 uri, CW_MAX_NETS);
+        return CW_OVERFLOW;
+    }
+    net = calloc(1, sizeof(*net));
+    if (net == NULL)
+        return CW_NOMEM;
+    net->ctx = ctx;
+    net->flags = flags;
+    net->wait_fd = -1;
+    if (flags & CW_NET_LISTEN)
+        naflags |= CW_NA_LISTEN;
+    if (ctx->opts.flags & CW_CTX_BUSY)
+        naflags |= CW_NA_BUSY;
+    st = cw_na_open(uri, naflags, NULL, &net->na);
+    if (st != CW_OK)
+        goto err_free;
+    net->caps = *cw_na_caps(net->na);
+    if (net->caps.max_unexpected_size < CW_HDR_SIZE + 64 ||
+        net->caps.max_expected_size < CW_HDR_SIZE + 64) {
+        CW_ERROR("core", "%s: eager limit %zu/%zu too small for RPCs", uri,
+                 net->caps.max_unexpected_size, net->caps.max_expected_size);
+        st = CW_UNSUPPORTED;
+        goto err_close;
+    }
+    snprintf(net->plugin, sizeof(net->plugin), "%s",
+             cw_na_plugin_name(net->na));
+    snprintf(net->protocol, sizeof(net->protocol), "%s",
+             cw_na_protocol(net->na));
+    st = cw_na_addr_self(net->na, &net->self);
+    if (st != CW_OK)
+        goto err_close;
+    st = cw_na_addr_to_string(net->na, net->self, loc, sizeof(loc));
+    if (st != CW_OK)
+        goto err_close;
+    snprintf(net->uri, sizeof(net->uri), "%s", loc);
+    net->next_tag = 1;
+    net->index = ctx->nnets;
+    if (flags & CW_NET_LISTEN) {
+        net->nurecv = ctx->opts.unexpected_bufs;
+        net->urecv = calloc(net->nurecv, sizeof(*net->urecv));
+        if (net->urecv == NULL) {
+            st = CW_NOMEM;
+            goto err_close;
+        }
+        for (unsigned i = 0; i < net->nurecv; i++) {
+            struct cw_urecv *u = &net->urecv[i];
+            u->net = net;
+            u->len = net->caps.max_unexpected_size;
+            u->buf = malloc(u->len);
+            if (u->buf == NULL) {
+                st = CW_NOMEM;
+                goto err_cancel;
+            }
+            st = net_urecv_post(u);
+            if (st != CW_OK)
+                goto err_cancel;
+        }
+    }
+    if (net->caps.flags & CW_NA_CAP_WAIT_FD) {
+        net->wait_fd = cw_na_get_wait_fd(net->na);
+        if (net->wait_fd >= 0) {
+            struct epoll_event ev = {.events = EPOLLIN};
+            ev.data.fd = net->wait_fd;
+            if (epoll_ctl(ctx->epfd, EPOLL_CTL_ADD, net->wait_fd, &ev) != 0) {
+                CW_WARN("core", "epoll_ctl(%s) failed: %s; polling only",
+                        net->uri, strerror(errno));
+                net->wait_fd = -1;
+            }
+        }
+    }
+    ctx->nets[ctx->nnets++] = net;
+    *net_p = net;
+    return CW_OK;
+
+err_cancel:
+    /* cw_na_close cancels and drains the receives already posted. */
+err_close:
+    net_close(net);
+    return st;
+err_free:
+    free(net);
+    return st;
+}
+
+cw_status_t cw_network_open(cw_context_t *ctx, const char *uri,
+                            uint32_t flags, cw_network_t **net_p)
+{
+    cw_status_t st;
+    cw_network_t *net;
+
+    if (ctx == NULL || uri == NULL || (flags & ~CW_NET_LISTEN))
+        return CW_INVALID_ARG;
+    pthread_mutex_lock(&ctx->lock);
+    st = cw_network_open_locked(ctx, uri, flags, &net);
+    pthread_mutex_unlock(&ctx->lock);
+    if (st == CW_OK && net_p)
+        *net_p = net;
+    return st;
+}
+
+cw_status_t cw_network_uri(cw_network_t *net, char *buf, size_t len)
+{
+    int n;
+
+    if (net == NULL || buf == NULL)
+        return CW_INVALID_ARG;
+    n = snprintf(buf, len, "%s", net->uri);
+    return (n < 0 || (size_t)n >= len) ? CW_OVERFLOW : CW_OK;
+}
+
+cw_network_t *cw_net_find(cw_context_t *ctx, const char *plugin,
+                          const char *protocol)
+{
+    for (unsigned i = 0; i < ctx->nnets; i++) {
+        cw_network_t *net = ctx->nets[i];
+        if (strcmp(net->plugin, plugin) == 0 &&
+            strcmp(net->protocol, protocol) == 0)
+            return net;
+    }
+    return NULL;
+}
+
+uint64_t cw_ctx_req_id(cw_context_t *ctx)
+{
+    return ctx->next_req_id++;
+}
+
+uint32_t cw_net_tag(cw_network_t *net)
+{
+    uint32_t t = net->next_tag++;
+
+    if (net->next_tag == 0 || net->next_tag > net->caps.max_tag)
+        net->next_tag = 1;
+    return t;
+}
+
+size_t cw_rpc_header_size(void)
+{
+    return CW_HDR_SIZE;
+}
+
+/* ---- teardown ------------------------------------------------------------*/
+
+static bool ctx_busy(cw_context_t *ctx)
+{
+    return !cw_list_empty(&ctx->inflight) || !cw_list_empty(&ctx->wait_done) ||
+           !cw_list_empty(&ctx->bulk_ops) || ctx->cq_head != NULL;
+}
+
+void cw_context_destroy(cw_context_t *ctx)
+{
+    uint64_t until;
+
+    if (ctx == NULL)
+        return;
+    pthread_mutex_lock(&ctx->lock);
+    ctx->destroying = true;
+    cw_rpc_cancel_all(ctx);
+    pthread_mutex_unlock(&ctx->lock);
+    until = cw_now_ns() + CW_DRAIN_NS;
+    for (;;) {
+        bool busy;
+        cw_progress(ctx, 1);
+        cw_trigger(ctx, 0, 0, NULL);
+        pthread_mutex_lock(&ctx->lock);
+        cw_rpc_cancel_all(ctx);
+        busy = ctx_busy(ctx);
+        pthread_mutex_unlock(&ctx->lock);
+        if (!busy)
+            break;
+        if (cw_now_ns() > until) {
+            CW_WARN("core", "context destroyed with operations still pending");
+            break;
+        }
+    }
+    for (unsigned i = 0; i < ctx->nnets; i++) {
+        cw_network_t *net = ctx->nets[i];
+        for (unsigned k = 0; k < net->nurecv; k++)
+            if (net->urecv[k].op)
+                cw_na_cancel(net->na, net->urecv[k].op);
+    }
+    until = cw_now_ns() + CW_DRAIN_NS;
+    for (;;) {
+        bool posted = false;
+        pthread_mutex_lock(&ctx->lock);
+        for (unsigned i = 0; i < ctx->nnets; i++) {
+            cw_na_progress(ctx->nets[i]->na, 0, NULL);
+            posted |= ctx->nets[i]->urecv_posted > 0;
+        }
+        pthread_mutex_unlock(&ctx->lock);
+        if (!posted || cw_now_ns() > until)
+            break;
+    }
+    cw_trigger(ctx, 0, 0, NULL);
+    cw_rpc_pool_fini(ctx);
+    cw_rpc_classes_fini(ctx);
+    for (unsigned i = ctx->nnets; i-- > 0;)
+        net_close(ctx->nets[i]);
+    close(ctx->evfd);
+    close(ctx->epfd);
+    pthread_cond_destroy(&ctx->cq_cond);
+    pthread_mutex_destroy(&ctx->progress_lock);
+    pthread_mutex_destroy(&ctx->lock);
+    free(ctx);
+}

@@ -1,0 +1,191 @@
+/*
+ * Gateway hooks (include/causeway/forward.h): forward a request to the next
+ * hop with its payload and descriptor section as opaque bytes, and pass the
+ * response back unchanged.
+ */
+#include "rpc_priv.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+cw_status_t cw_context_set_forward_hook(cw_context_t *ctx,
+                                        cw_forward_hook_t hook, void *arg)
+{
+    if (ctx == NULL)
+        return CW_INVALID_ARG;
+    pthread_mutex_lock(&ctx->lock);
+    ctx->fwd_hook = hook;
+    ctx->fwd_arg = arg;
+    pthread_mutex_unlock(&ctx->lock);
+    return CW_OK;
+}
+
+cw_status_t cw_context_set_max_hops(cw_context_t *ctx, unsigned max_hops)
+{
+    if (ctx == NULL || max_hops > 255)
+        return CW_INVALID_ARG;
+    pthread_mutex_lock(&ctx->lock);
+    ctx->max_hops = max_hops;
+    pthread_mutex_unlock(&ctx->lock);
+    return CW_OK;
+}
+
+const char *cw_fwd_dest(cw_handle_t *in)
+{
+    if (in == NULL || !in->server || in->route == NULL)
+        return "";
+    return in->route;
+}
+
+unsigned cw_fwd_hops(cw_handle_t *in)
+{
+    return in ? in->hops : 0;
+}
+
+unsigned cw_fwd_desc_count(cw_handle_t *in)
+{
+    return (in && in->server) ? in->raw_ndesc : 0;
+}
+
+cw_status_t cw_fwd_desc_get(cw_handle_t *h, unsigned i, const void **p_p,
+                            size_t *len_p)
+{
+    const uint8_t *sect, *raw;
+    size_t sect_len, raw_len;
+    unsigned n;
+    cw_status_t st;
+
+    if (h == NULL || p_p == NULL || len_p == NULL)
+        return CW_INVALID_ARG;
+    if (h->server) {
+        sect = h->raw_desc;
+        sect_len = h->raw_desc_len;
+        n = h->raw_ndesc;
+    } else if (h->fwd_in) {
+        sect = h->desc_copy;
+        sect_len = h->desc_copy_len;
+        n = h->raw_ndesc;
+    } else {
+        return CW_INVALID_ARG;
+    }
+    st = cw_wire_desc_get(sect, sect_len, n, i, NULL, &raw, &raw_len);
+    if (st != CW_OK)
+        return st;
+    *p_p = raw;
+    *len_p = raw_len;
+    return CW_OK;
+}
+
+cw_status_t cw_fwd_create(cw_handle_t *in, cw_addr_t *next_hop,
+                          const char *dest, cw_handle_t **out_p)
+{
+    cw_context_t *ctx;
+    cw_handle_t *out;
+    cw_status_t st;
+
+    if (in == NULL || !in->server || next_hop == NULL || out_p == NULL)
+        return CW_INVALID_ARG;
+    if (dest && strlen(dest) > UINT16_MAX)
+        return CW_INVALID_ARG;
+    ctx = in->ctx;
+    if (cw_now_ns() >= in->deadline_ns)
+        return CW_TIMEOUT;
+    st = cw_handle_create(ctx, next_hop, in->id, &out);
+    if (st != CW_OK)
+        return st;
+    pthread_mutex_lock(&ctx->lock);
+    out->one_way = in->one_way;
+    out->hops = (uint8_t)(in->hops < 255 ? in->hops + 1 : 255);
+    if (dest && dest[0]) {
+        out->fwd_route = strdup(dest);
+        if (out->fwd_route == NULL) {
+            st = CW_NOMEM;
+            goto err_unlock;
+        }
+    }
+    st = cw_buf_reserve(&out->in, in->in.len ? in->in.len : 1);
+    if (st != CW_OK)
+        goto err_unlock;
+    if (in->in.len)
+        memcpy(out->in.data, in->in.data, in->in.len);
+    out->in.len = in->in.len;
+    st = cw_grow(&out->desc_copy, &out->desc_copy_len,
+                 in->raw_desc_len ? in->raw_desc_len : 1);
+    if (st != CW_OK)
+        goto err_unlock;
+    memcpy(out->desc_copy, in->raw_desc, in->raw_desc_len);
+    out->desc_copy_len = in->raw_desc_len;
+    out->raw_ndesc = in->raw_ndesc;
+    atomic_fetch_add(&in->refs, 1);
+    out->fwd_in = in;
+    pthread_mutex_unlock(&ctx->lock);
+    *out_p = out;
+    return CW_OK;
+
+err_unlock:
+    pthread_mutex_unlock(&ctx->lock);
+    cw_handle_release(out);
+    return st;
+}
+
+cw_status_t cw_fwd_desc_replace(cw_handle_t *out, unsigned i, const void *p,
+                                size_t len)
+{
+    const uint8_t *raw;
+    size_t raw_len, before, after, nlen;
+    uint8_t *n;
+    cw_status_t st;
+
+    if (out == NULL || out->server || out->fwd_in == NULL || p == NULL)
+        return CW_INVALID_ARG;
+    if (cw_wire_desc_check(p, len, 1) != CW_OK)
+        return CW_INVALID_ARG;
+    st = cw_wire_desc_get(out->desc_copy, out->desc_copy_len, out->raw_ndesc,
+                          i, NULL, &raw, &raw_len);
+    if (st != CW_OK)
+        return st;
+    before = (size_t)(raw - out->desc_copy);
+    after = out->desc_copy_len - before - raw_len;
+    nlen = before + len + after;
+    n = malloc(nlen);
+    if (n == NULL)
+        return CW_NOMEM;
+    memcpy(n, out->desc_copy, before);
+    memcpy(n + before, p, len);
+    memcpy(n + before + len, raw + raw_len, after);
+    free(out->desc_copy);
+    out->desc_copy = n;
+    out->desc_copy_len = nlen;
+    return CW_OK;
+}
+
+cw_status_t cw_fwd_respond(cw_handle_t *in, cw_handle_t *out,
+                           cw_status_t status, cw_respond_cb_t cb, void *arg)
+{
+    cw_context_t *ctx;
+    cw_status_t st = CW_OK;
+
+    if (in == NULL || !in->server || out == NULL || out->server)
+        return CW_INVALID_ARG;
+    ctx = in->ctx;
+    pthread_mutex_lock(&ctx->lock);
+    cw_buf_reset(&in->out);
+    if (out->state == CW_H_DONE && out->out.data != NULL) {
+        st = cw_buf_reserve(&in->out, out->out.len ? out->out.len : 1);
+        if (st == CW_OK) {
+            memcpy(in->out.data, out->out.data, out->out.len);
+            in->out.len = out->out.len;
+            if (out->out.desc_len > 0) {
+                /* The outgoing handle keeps its response until released. */
+                in->resp_desc = out->out.desc;
+                in->resp_desc_len = out->out.desc_len;
+                in->resp_ndesc = out->out.ndesc;
+            }
+        }
+    }
+    if (st == CW_OK)
+        st = cw_respond_locked(in, status, cb, arg);
+    pthread_mutex_unlock(&ctx->lock);
+    cw_ctx_wake(ctx);
+    return st;
+}

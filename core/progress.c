@@ -1,0 +1,108 @@
+/*
+ * Progress engine (design §6): poll every network, spin briefly, then block
+ * in epoll across their wait fds for a bounded slice and poll again.  A wait
+ * fd is never trusted alone, and busy mode never blocks.
+ */
+#include "rpc_priv.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CW_SPIN_NS 20000ull      /* poll this long before blocking */
+#define CW_SLICE_MS 2            /* longest single block */
+#define CW_NOFD_SLEEP_NS 50000L  /* networks without a usable wait fd */
+#define CW_TIMER_PERIOD_NS 1000000ull
+
+/* One non-blocking pass; returns how many completions ran. */
+static unsigned progress_poll(cw_context_t *ctx)
+{
+    unsigned total = 0;
+    uint64_t now;
+
+    pthread_mutex_lock(&ctx->lock);
+    for (unsigned i = 0; i < ctx->nnets; i++) {
+        unsigned c = 0;
+        cw_status_t st = cw_na_progress(ctx->nets[i]->na, 0, &c);
+        if (st != CW_OK && st != CW_TIMEOUT && st != CW_AGAIN)
+            CW_LOG_RL(CW_LOG_WARN, "core", "progress on %s failed: %s",
+                      ctx->nets[i]->uri, cw_status_str(st));
+        total += c;
+    }
+    now = cw_now_ns();
+    if (now >= ctx->next_timer_ns) {
+        cw_rpc_timers(ctx, now);
+        ctx->next_timer_ns = now + CW_TIMER_PERIOD_NS;
+    }
+    if (ctx->cq_head != NULL)
+        total++;
+    pthread_mutex_unlock(&ctx->lock);
+    return total;
+}
+
+/* Block for at most @p ms on the wait fds, if every network says it is
+ * safe; otherwise a short sleep.  Returns after any event or the slice. */
+static void progress_block(cw_context_t *ctx, unsigned ms)
+{
+    struct epoll_event evs[CW_MAX_NETS + 1];
+    bool safe = true;
+    int n;
+
+    pthread_mutex_lock(&ctx->lock);
+    if (ctx->cq_head != NULL) {
+        pthread_mutex_unlock(&ctx->lock);
+        return;
+    }
+    for (unsigned i = 0; i < ctx->nnets && safe; i++) {
+        cw_network_t *net = ctx->nets[i];
+        safe = net->wait_fd >= 0 && cw_na_safe_to_sleep(net->na);
+    }
+    atomic_fetch_add(&ctx->sleepers, 1);
+    pthread_mutex_unlock(&ctx->lock);
+    if (safe) {
+        n = epoll_wait(ctx->epfd, evs, CW_MAX_NETS + 1, (int)ms);
+        if (n < 0 && errno != EINTR)
+            CW_LOG_RL(CW_LOG_WARN, "core", "epoll_wait() failed: %s",
+                      strerror(errno));
+        for (int i = 0; i < n; i++) {
+            if (evs[i].data.fd == ctx->evfd) {
+                uint64_t v;
+                (void)!read(ctx->evfd, &v, sizeof(v));
+            }
+        }
+    } else {
+        struct timespec ts = {0, CW_NOFD_SLEEP_NS};
+        nanosleep(&ts, NULL);
+    }
+    atomic_fetch_sub(&ctx->sleepers, 1);
+}
+
+cw_status_t cw_progress(cw_context_t *ctx, unsigned timeout_ms)
+{
+    uint64_t start, deadline, now;
+    bool busy;
+
+    if (ctx == NULL)
+        return CW_INVALID_ARG;
+    if (progress_poll(ctx) > 0)
+        return CW_OK;
+    if (timeout_ms == 0)
+        return CW_TIMEOUT;
+    busy = (ctx->opts.flags & CW_CTX_BUSY) != 0;
+    start = cw_now_ns();
+    deadline = start + (uint64_t)timeout_ms * 1000000ull;
+    for (;;) {
+        if (progress_poll(ctx) > 0)
+            return CW_OK;
+        now = cw_now_ns();
+        if (now >= deadline)
+            return CW_TIMEOUT;
+        if (busy || now - start < CW_SPIN_NS)
+            continue;
+        uint64_t left_ms = (deadline - now + 999999ull) / 1000000ull;
+        progress_block(ctx, left_ms < CW_SLICE_MS ? (unsigned)left_ms
+                                                  : CW_SLICE_MS);
+    }
+}

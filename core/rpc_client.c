@@ -1,0 +1,279 @@
+/*
+ * Client side of an RPC: forward (to a network or to self), receive the
+ * response, pull an overflowed response and acknowledge it.
+ */
+#include "rpc_priv.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static void fwd_send_cb(const struct cw_na_cb_info *info)
+{
+    cw_handle_t *h = info->arg;
+
+    h->send_op = NULL;
+    h->pending--;
+    if (info->status != CW_OK)
+        cw_h_fail(h, info->status);
+    else if (h->one_way && !h->overflowed)
+        cw_h_set_final(h, CW_OK);
+    cw_h_check(h);
+}
+
+static void fwd_ack_cb(const struct cw_na_cb_info *info)
+{
+    cw_handle_t *h = info->arg;
+
+    h->pending--;
+    cw_h_check(h);
+}
+
+/* Tell the server it may release an overflowed response. */
+static void fwd_send_ack(cw_handle_t *h)
+{
+    struct cw_wire_hdr hdr = {.type = CW_MSG_DONE, .rpc_id = h->id,
+                              .req_id = h->req_id};
+    cw_na_op_t *op;
+    cw_status_t st;
+
+    cw_wire_hdr_encode(h->done_msg, &hdr);
+    st = cw_na_msg_send_unexpected(h->net->na, h->done_msg, CW_HDR_SIZE,
+                                   h->addr->na, 0, fwd_ack_cb, h, &op);
+    if (st == CW_OK) {
+        h->pending++;
+        h->ctx->stats.na_ops++;
+    }
+}
+
+static void fwd_pull_done(cw_bulk_op_t *op, cw_status_t st, void *arg)
+{
+    cw_handle_t *h = arg;
+    (void)op;
+
+    h->bulk_op = NULL;
+    h->pending--;
+    if (st == CW_OK) {
+        const uint8_t *desc = h->out.desc;
+        size_t desc_len = h->out.desc_len;
+        unsigned ndesc = h->out.ndesc;
+        cw_buf_init_reader(&h->out, h->ovf_buf, h->out.len);
+        h->out.desc = desc;
+        h->out.desc_len = desc_len;
+        h->out.ndesc = ndesc;
+        cw_h_set_final(h, h->resp_status);
+    } else {
+        cw_h_fail(h, st);
+    }
+    fwd_send_ack(h);
+    cw_h_check(h);
+}
+
+static void fwd_recv_cb(const struct cw_na_cb_info *info)
+{
+    cw_handle_t *h = info->arg;
+    cw_context_t *ctx = h->ctx;
+    struct cw_wire_msg m;
+    cw_status_t st;
+
+    h->recv_op = NULL;
+    h->pending--;
+    if (info->status != CW_OK) {
+        cw_h_fail(h, info->status);
+        goto out;
+    }
+    st = cw_wire_decode(h->msg, info->u.recv_expected.len, &m);
+    if (st != CW_OK || m.hdr.type != CW_MSG_RESP || m.hdr.req_id != h->req_id) {
+        ctx->stats.rx_dropped++;
+        CW_LOG_RL(CW_LOG_WARN, "core", "malformed response dropped (%s)",
+                  cw_status_str(st != CW_OK ? st : CW_PROTOCOL));
+        cw_h_fail(h, CW_PROTOCOL);
+        goto out;
+    }
+    ctx->stats.rx_responses++;
+    if (h->final_set)
+        goto out;
+    cw_buf_init_reader(&h->out, m.payload, m.hdr.payload_len);
+    h->out.desc = m.desc;
+    h->out.desc_len = m.hdr.desc_len;
+    h->out.ndesc = m.hdr.ndesc;
+    if (m.hdr.flags & CW_HF_OVERFLOW) {
+        h->resp_status = (cw_status_t)m.hdr.status;
+        st = cw_h_pull(h, &m, h->addr->na, fwd_pull_done);
+        if (st != CW_OK) {
+            cw_h_fail(h, st);
+            fwd_send_ack(h);
+        }
+        goto out;
+    }
+    cw_h_set_final(h, (cw_status_t)m.hdr.status);
+out:
+    cw_h_check(h);
+}
+
+cw_status_t cw_fwd_net(cw_handle_t *h)
+{
+    cw_context_t *ctx = h->ctx;
+    cw_network_t *net = h->net;
+    const char *route = h->fwd_route ? h->fwd_route : h->addr->route;
+    uint64_t now = cw_now_ns();
+    struct cw_wire_hdr hdr;
+    uint8_t *msg;
+    size_t total;
+    cw_status_t st;
+
+    memset(&hdr, 0, sizeof(hdr));
+    hdr.type = CW_MSG_REQ;
+    hdr.flags = h->one_way ? CW_HF_ONE_WAY : 0;
+    hdr.rpc_id = h->id;
+    hdr.req_id = h->req_id;
+    hdr.budget_us = h->deadline_ns > now ? (h->deadline_ns - now) / 1000 : 0;
+    hdr.hops = h->hops;
+    h->tag = cw_net_tag(net);
+    hdr.resp_tag = h->tag;
+    if (h->fwd_in)
+        st = cw_msg_build(h, &h->in, net->caps.max_unexpected_size, route,
+                          h->desc_copy, h->desc_copy_len, h->raw_ndesc, &hdr,
+                          &msg, &total);
+    else
+        st = cw_msg_build(h, &h->in, net->caps.max_unexpected_size, route,
+                          NULL, 0, 0, &hdr, &msg, &total);
+    if (st != CW_OK)
+        return st;
+    h->overflowed = (hdr.flags & CW_HF_OVERFLOW) != 0;
+    if (!h->one_way || h->overflowed) {
+        st = cw_grow(&h->msg, &h->msg_cap, net->caps.max_expected_size);
+        if (st != CW_OK)
+            return st;
+        st = cw_na_msg_recv_expected(net->na, h->msg,
+                                     net->caps.max_expected_size,
+                                     h->addr->na, h->tag, fwd_recv_cb, h,
+                                     &h->recv_op);
+        if (st != CW_OK)
+            return st;
+        h->pending++;
+        ctx->stats.na_ops++;
+    }
+    st = cw_na_msg_send_unexpected(net->na, msg, total, h->addr->na, 0,
+                                   fwd_send_cb, h, &h->send_op);
+    if (st != CW_OK) {
+        /* The receive is posted: report the failure through completion. */
+        h->send_op = NULL;
+        cw_h_fail(h, st);
+        return CW_OK;
+    }
+    h->pending++;
+    ctx->stats.na_ops++;
+    ctx->stats.tx_requests++;
+    return CW_OK;
+}
+
+cw_status_t cw_fwd_self(cw_handle_t *h)
+{
+    cw_context_t *ctx = h->ctx;
+    cw_handle_t *sh;
+    cw_status_t st;
+
+    sh = cw_handle_alloc(ctx, true);
+    if (sh == NULL)
+        return CW_NOMEM;
+    sh->self_call = true;
+    sh->id = h->id;
+    sh->net = h->net;
+    sh->src.ctx = ctx;
+    sh->src.net = h->net;
+    sh->src.embedded = true;
+    sh->src.self = true;
+    st = cw_na_addr_dup(h->net->na, h->net->self, &sh->src.na);
+    if (st != CW_OK)
+        goto err_unref;
+    st = cw_grow(&sh->msg, &sh->msg_cap, h->in.len ? h->in.len : 1);
+    if (st != CW_OK)
+        goto err_unref;
+    if (h->in.len)
+        memcpy(sh->msg, h->in.data, h->in.len);
+    cw_buf_init_reader(&sh->in, sh->msg, h->in.len);
+    st = cw_buf_copy_bulks(&sh->in, &h->in);
+    if (st != CW_OK)
+        goto err_unref;
+    sh->req_id = h->req_id;
+    sh->deadline_ns = h->deadline_ns;
+    sh->one_way = h->one_way;
+    sh->hops = h->hops;
+    ctx->stats.self_rpcs++;
+    if (h->one_way) {
+        cw_h_set_final(h, CW_OK);
+    } else {
+        sh->self_peer = h;
+        h->self_peer = sh;
+    }
+    cw_rpc_dispatch(sh);
+    return CW_OK;
+
+err_unref:
+    cw_handle_unref_locked(sh);
+    return st;
+}
+
+cw_status_t cw_forward(cw_handle_t *h, uint64_t timeout_ms, cw_forward_cb_t cb,
+                       void *arg)
+{
+    cw_context_t *ctx;
+    cw_status_t st;
+
+    if (h == NULL || h->server)
+        return CW_INVALID_ARG;
+    ctx = h->ctx;
+    pthread_mutex_lock(&ctx->lock);
+    if (h->state == CW_H_ACTIVE) {
+        pthread_mutex_unlock(&ctx->lock);
+        return CW_BUSY;
+    }
+    if (ctx->destroying) {
+        pthread_mutex_unlock(&ctx->lock);
+        return CW_CANCELED;
+    }
+    st = h->in.err;
+    if (st != CW_OK) {
+        pthread_mutex_unlock(&ctx->lock);
+        return st;
+    }
+    if (timeout_ms == 0)
+        timeout_ms = h->cls_timeout_ms ? h->cls_timeout_ms
+                                       : ctx->opts.default_timeout_ms;
+    h->fcb = cb;
+    h->farg = arg;
+    h->final_set = false;
+    h->queued = false;
+    h->pending = 0;
+    h->overflowed = false;
+    h->cqe.fn = cw_h_complete;
+    if (h->fwd_in)
+        h->deadline_ns = h->fwd_in->deadline_ns;
+    else
+        h->deadline_ns = cw_now_ns() + timeout_ms * 1000000ull;
+    h->req_id = cw_ctx_req_id(ctx);
+    if (h->ovf_local) {
+        cw_bulk_unref(h->ovf_local);
+        h->ovf_local = NULL;
+    }
+    h->state = CW_H_ACTIVE;
+    if (cw_addr_is_self(h->addr) && !h->fwd_in)
+        st = cw_fwd_self(h);
+    else
+        st = cw_fwd_net(h);
+    if (st != CW_OK) {
+        if (h->ovf_local) {
+            cw_bulk_unref(h->ovf_local);
+            h->ovf_local = NULL;
+        }
+        h->state = CW_H_IDLE;
+        pthread_mutex_unlock(&ctx->lock);
+        return st;
+    }
+    atomic_fetch_add(&h->refs, 1);
+    cw_list_add(&ctx->inflight, &h->link);
+    cw_h_check(h);
+    pthread_mutex_unlock(&ctx->lock);
+    cw_ctx_wake(ctx);
+    return CW_OK;
+}

@@ -1,0 +1,462 @@
+/*
+ * Private structures of the RPC and bulk layers (context, networks,
+ * addresses, handles, buffers, bulk handles, wire format).  Not installed.
+ *
+ * Locking: one mutex per context (ctx->lock) protects every object of the
+ * context.  Network progress runs with it held, so NA completion callbacks
+ * see consistent state and may post new operations; user callbacks never
+ * run with it held (cw_trigger drops it first).
+ */
+#ifndef CW_RPC_PRIV_H
+#define CW_RPC_PRIV_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <causeway/causeway.h>
+#include <causeway/forward.h>
+#include <causeway/na.h>
+
+#define CW_MAX_NETS 8          /**< networks per context */
+#define CW_MAX_DESC 64         /**< descriptors in one message */
+#define CW_MAX_DEPTH 16        /**< bulk chunks in flight per transfer */
+#define CW_DEFAULT_MAX_HOPS 8  /**< TTL */
+#define CW_DONE_GRACE_NS 5000000000ull /**< wait for an overflow ack */
+
+/* ---- wire format (docs/wire.md) ---------------------------------------- */
+
+#define CW_WIRE_MAGIC 0x31595743u /* "CWY1" little-endian */
+#define CW_WIRE_VERSION 1u
+#define CW_HDR_SIZE 56u
+
+enum cw_msg_type {
+    CW_MSG_REQ = 1,  /**< request (unexpected) */
+    CW_MSG_RESP = 2, /**< response (expected, tag from the request) */
+    CW_MSG_DONE = 3, /**< client pulled an overflowed response (unexpected) */
+};
+
+#define CW_HF_ONE_WAY 0x1u  /**< no response wanted */
+#define CW_HF_OVERFLOW 0x2u /**< payload left in sender memory: pull it */
+#define CW_HF_ALL 0x3u
+
+#define CW_DF_PROXY 0x1u /**< descriptor names a gateway proxy handle */
+#define CW_DF_ALL 0x1u
+
+struct cw_wire_hdr {
+    uint8_t type;
+    uint16_t flags;
+    uint8_t hops;
+    uint64_t rpc_id;
+    uint64_t req_id;
+    uint64_t budget_us; /**< remaining deadline budget */
+    uint32_t resp_tag;
+    uint16_t status;
+    uint16_t dest_len;
+    uint16_t ndesc;
+    uint16_t ovf_len;
+    uint32_t desc_len;
+    uint32_t payload_len;
+};
+
+/** A decoded, validated message (pointers into the message). */
+struct cw_wire_msg {
+    struct cw_wire_hdr hdr;
+    const char *dest;      /**< not NUL-terminated, hdr.dest_len bytes */
+    const uint8_t *desc;   /**< descriptor section, hdr.desc_len bytes */
+    const uint8_t *ovf;    /**< overflow descriptor, hdr.ovf_len bytes */
+    const uint8_t *payload;/**< NULL when CW_HF_OVERFLOW */
+};
+
+/** One decoded descriptor (pointers into the message). */
+struct cw_wire_desc {
+    uint8_t flags;
+    uint8_t perm;
+    uint64_t total;
+    const char *plugin; /**< plugin_len bytes */
+    uint8_t plugin_len;
+    const uint8_t *mem;
+    uint16_t mem_len;
+};
+
+void cw_wire_hdr_encode(void *buf, const struct cw_wire_hdr *h);
+/** Validate a whole message; CW_PROTOCOL/CW_VERSION on hostile input. */
+cw_status_t cw_wire_decode(const void *msg, size_t len,
+                           struct cw_wire_msg *m_p);
+/** Validate a descriptor section of @p n entries in @p len bytes. */
+cw_status_t cw_wire_desc_check(const uint8_t *p, size_t len, unsigned n);
+/** Find descriptor @p i of a validated section.  @p raw_p/@p raw_len_p
+ *  (may be NULL) get the entry including its length prefix. */
+cw_status_t cw_wire_desc_get(const uint8_t *p, size_t len, unsigned n,
+                             unsigned i, struct cw_wire_desc *d_p,
+                             const uint8_t **raw_p, size_t *raw_len_p);
+/** Size of an encoded descriptor. */
+size_t cw_wire_desc_size(size_t plugin_len, size_t mem_len);
+/** Encode a descriptor header; the memory handle bytes follow at the
+ *  returned pointer (@p mem_len of them). */
+uint8_t *cw_wire_desc_encode(uint8_t *p, uint8_t flags, uint8_t perm,
+                             uint64_t total, const char *plugin,
+                             size_t mem_len);
+
+/* ---- lists and completion queue ---------------------------------------- */
+
+struct cw_list {
+    struct cw_list *prev, *next;
+};
+
+static inline void cw_list_init(struct cw_list *l) { l->prev = l->next = l; }
+static inline bool cw_list_empty(const struct cw_list *l)
+{
+    return l->next == l;
+}
+static inline void cw_list_add(struct cw_list *l, struct cw_list *e)
+{
+    e->next = l;
+    e->prev = l->prev;
+    l->prev->next = e;
+    l->prev = e;
+}
+static inline void cw_list_del(struct cw_list *e)
+{
+    e->prev->next = e->next;
+    e->next->prev = e->prev;
+    e->prev = e->next = e;
+}
+
+#define cw_container_of(p, type, field)                                        \
+    ((type *)(void *)((char *)(p)-offsetof(type, field)))
+
+/** A queued user callback. */
+struct cw_cqe {
+    struct cw_cqe *next;
+    void (*fn)(struct cw_cqe *e);
+};
+
+/* ---- buffers -------------------------------------------------------------*/
+
+struct cw_buf {
+    uint8_t *data;    /**< payload start */
+    size_t len;       /**< writer: bytes written; reader: total */
+    size_t pos;       /**< reader position */
+    size_t cap;       /**< writer: payload capacity */
+    uint8_t *alloc;   /**< writer: owned allocation (head room + data) */
+    size_t head;      /**< writer: room reserved before data */
+    cw_status_t err;
+    bool writer;
+    bool standalone;  /**< from cw_buf_create_*: free the struct too */
+    /* writer: bulk handles for the descriptor section */
+    cw_bulk_t **bulks;
+    unsigned nbulk, bulk_cap;
+    /* reader: descriptor section of the message */
+    const uint8_t *desc;
+    size_t desc_len;
+    unsigned ndesc;
+    struct cw_handle *h; /**< owner, for cw_buf_get_bulk (may be NULL) */
+};
+
+void cw_buf_init_writer(cw_buf_t *b, size_t head);
+void cw_buf_init_reader(cw_buf_t *b, const void *data, size_t len);
+/** Writer back to empty (keeps memory), dropping bulk references. */
+void cw_buf_reset(cw_buf_t *b);
+/** Release memory and bulk references of an embedded buffer. */
+void cw_buf_fini(cw_buf_t *b);
+/** Make sure the writer has @p need bytes free at @p b->len. */
+cw_status_t cw_buf_reserve(cw_buf_t *b, size_t need);
+/** Copy another buffer's bulk list (references taken). */
+cw_status_t cw_buf_copy_bulks(cw_buf_t *dst, const cw_buf_t *src);
+
+/* ---- context, networks, addresses -------------------------------------- */
+
+struct cw_urecv {
+    cw_network_t *net;
+    uint8_t *buf;
+    size_t len;
+    cw_na_op_t *op;
+};
+
+struct cw_network {
+    cw_context_t *ctx;
+    cw_na_t *na;
+    unsigned index;
+    uint32_t flags;
+    struct cw_na_caps caps;
+    cw_na_addr_t *self;
+    char uri[CW_URI_MAX];
+    char plugin[CW_URI_PLUGIN_MAX];
+    char protocol[CW_URI_PROTOCOL_MAX];
+    uint32_t next_tag;
+    int wait_fd;
+    struct cw_urecv *urecv;
+    unsigned nurecv;
+    unsigned urecv_posted;
+};
+
+struct cw_addr {
+    cw_context_t *ctx;
+    atomic_int refs;
+    cw_network_t *net;
+    cw_na_addr_t *na;
+    bool self;
+    bool embedded; /**< lives inside a handle: free does nothing */
+    char *route;   /**< routing destination for the first hop, or NULL */
+    char *str;     /**< the string it was looked up with, or NULL */
+};
+
+struct cw_rpc_class {
+    struct cw_rpc_class *next;
+    cw_rpc_id_t id;
+    cw_rpc_handler_t handler;
+    void *arg;
+    struct cw_rpc_opts opts;
+    char name[];
+};
+
+#define CW_RPC_BUCKETS 64
+
+struct cw_context {
+    pthread_mutex_t lock;
+    pthread_mutex_t progress_lock;
+    pthread_cond_t cq_cond;
+    struct cw_context_opts opts;
+    cw_network_t *nets[CW_MAX_NETS];
+    unsigned nnets;
+    struct cw_rpc_class *rpcs[CW_RPC_BUCKETS];
+    struct cw_cqe *cq_head, *cq_tail;
+    unsigned cq_waiters;
+    struct cw_list inflight;  /**< client handles with a deadline */
+    struct cw_list wait_done; /**< server handles awaiting a DONE */
+    struct cw_list bulk_ops;  /**< transfers in flight */
+    struct cw_handle *free_handles;
+    unsigned nfree_handles;
+    uint64_t next_req_id;
+    uint64_t next_timer_ns;
+    int epfd;
+    int evfd;
+    atomic_int sleepers;
+    bool destroying;
+    cw_forward_hook_t fwd_hook;
+    void *fwd_arg;
+    unsigned max_hops;
+    struct cw_context_stats stats;
+};
+
+/* ---- handles -------------------------------------------------------------*/
+
+enum cw_hstate {
+    CW_H_IDLE = 0, /**< client: ready to forward */
+    CW_H_ACTIVE,   /**< forward or respond in flight */
+    CW_H_DONE,     /**< completion queued/run */
+};
+
+struct cw_handle {
+    cw_context_t *ctx;
+    atomic_int refs;
+    bool server;
+    bool one_way;
+    enum cw_hstate state;
+    cw_rpc_id_t id;
+    struct cw_rpc_class *cls;
+    cw_addr_t *addr;      /**< client: destination (referenced) */
+    struct cw_addr src;   /**< server: embedded source address */
+    cw_network_t *net;
+    cw_buf_t in;
+    cw_buf_t out;
+    uint8_t *msg;         /**< received message / response buffer */
+    size_t msg_cap;
+    uint8_t *sbuf;        /**< assembled outgoing message when not in place */
+    size_t sbuf_cap;
+    uint64_t req_id;
+    uint32_t tag;         /**< response tag */
+    uint64_t deadline_ns;
+    uint8_t hops;
+    char *route;          /**< server: routing destination (NUL-terminated) */
+    size_t route_cap;
+    /* op tracking */
+    cw_na_op_t *send_op;
+    cw_na_op_t *recv_op;
+    cw_bulk_op_t *bulk_op;
+    unsigned pending;
+    bool final_set;
+    bool queued;
+    cw_status_t final;
+    cw_forward_cb_t fcb;
+    void *farg;
+    cw_respond_cb_t rcb;
+    void *rarg;
+    struct cw_cqe cqe;
+    struct cw_list link;
+    /* overflow */
+    cw_bulk_t *ovf_local;  /**< our payload exposed for the peer to pull */
+    uint8_t *ovf_buf;      /**< payload pulled from the peer */
+    size_t ovf_cap;
+    uint8_t done_msg[CW_HDR_SIZE];
+    /* self RPCs */
+    struct cw_handle *self_peer;
+    /* gateway */
+    struct cw_handle *fwd_in;      /**< outgoing: the incoming one */
+    const uint8_t *raw_desc;       /**< outgoing: desc section to send */
+    size_t raw_desc_len;
+    unsigned raw_ndesc;
+    uint8_t *desc_copy;            /**< replaced section (owned) */
+    size_t desc_copy_len;
+    struct cw_handle *next_free;
+    /* set at dispatch (server) or create (client) */
+    cw_rpc_handler_t hfn;
+    void *harg;
+    cw_forward_hook_t hook;
+    void *hook_arg;
+    uint64_t cls_timeout_ms;
+    bool self_call;      /**< server side of an RPC to self */
+    bool auto_release;   /**< core answered it: drop the owner reference */
+    bool overflowed;     /**< this forward's request overflowed */
+    cw_status_t resp_status; /**< remote status while pulling a response */
+    char *fwd_route;     /**< outgoing gateway handle: routing destination */
+    const uint8_t *resp_desc; /**< server: desc section of the response */
+    size_t resp_desc_len;
+    unsigned resp_ndesc;
+};
+
+/* ---- bulk ----------------------------------------------------------------*/
+
+struct cw_bulk {
+    cw_context_t *ctx;
+    atomic_int refs;
+    uint32_t perm;
+    uint8_t flags; /**< CW_DF_* of a remote handle */
+    size_t total;
+    bool remote;
+    /* local */
+    struct cw_segment *segs;
+    size_t nsegs;
+    cw_na_mem_t *reg[CW_MAX_NETS];
+    /* remote */
+    cw_network_t *net;
+    cw_na_mem_t *rmem;
+};
+
+struct cw_bulk_slot {
+    cw_bulk_op_t *op;
+    cw_na_op_t *naop;
+    size_t len;
+};
+
+struct cw_bulk_op {
+    cw_context_t *ctx;
+    enum cw_bulk_dir dir;
+    cw_bulk_t *remote, *local;
+    cw_network_t *net;
+    cw_na_addr_t *peer;
+    size_t roff, loff, len, next, chunk;
+    unsigned depth, inflight;
+    cw_status_t st;
+    bool stop;
+    cw_bulk_cb_t cb;
+    void *arg;
+    /** Internal completion (runs under ctx->lock) instead of a queued one. */
+    void (*icb)(cw_bulk_op_t *op, cw_status_t st, void *arg);
+    struct cw_cqe cqe;
+    struct cw_list link;
+    struct cw_bulk_slot slots[CW_MAX_DEPTH];
+};
+
+/* ---- internal entry points (ctx->lock held unless noted) ----------------*/
+
+void cw_cq_push(cw_context_t *ctx, struct cw_cqe *e);
+/** Wake a thread blocked in cw_progress (any lock state). */
+void cw_ctx_wake(cw_context_t *ctx);
+
+/** Get the NA registration of a local bulk on @p net (lazily). */
+cw_status_t cw_bulk_reg(cw_bulk_t *b, cw_network_t *net, cw_na_mem_t **m_p);
+/** Bytes of the descriptor of local bulk @p b on @p net. */
+cw_status_t cw_bulk_desc_size(cw_bulk_t *b, cw_network_t *net, size_t *n_p);
+/** Write the descriptor; @p p has cw_bulk_desc_size bytes. */
+cw_status_t cw_bulk_desc_write(cw_bulk_t *b, cw_network_t *net, uint8_t *p,
+                               size_t n);
+/** Remote handle from a descriptor received on @p net. */
+cw_status_t cw_bulk_from_desc(cw_context_t *ctx, cw_network_t *net,
+                              const struct cw_wire_desc *d, cw_bulk_t **b_p);
+/** Local bulk over one buffer, lock held. */
+cw_status_t cw_bulk_create_locked(cw_context_t *ctx, void *base, size_t len,
+                                  uint32_t perm, cw_bulk_t **b_p);
+/** Start a transfer with an internal completion. */
+cw_status_t cw_bulk_start(cw_context_t *ctx, enum cw_bulk_dir dir,
+                          cw_na_addr_t *peer, cw_bulk_t *remote,
+                          size_t roff, cw_bulk_t *local, size_t loff,
+                          size_t len, cw_bulk_cb_t cb, void *arg,
+                          void (*icb)(cw_bulk_op_t *, cw_status_t, void *),
+                          cw_bulk_op_t **op_p);
+/** Cancel a transfer, lock held. */
+void cw_bulk_op_cancel_locked(cw_bulk_op_t *op);
+/** Drop a reference, lock held or not (releases registrations). */
+void cw_bulk_unref(cw_bulk_t *b);
+
+/** Called by the networks for every unexpected message. */
+void cw_rpc_recv_unexpected(cw_network_t *net, const uint8_t *msg,
+                            size_t len, cw_na_addr_t *source);
+/** Expire deadlines (called from progress). */
+void cw_rpc_timers(cw_context_t *ctx, uint64_t now);
+/** Cancel everything in flight (context destroy). */
+void cw_rpc_cancel_all(cw_context_t *ctx);
+/** Free pooled handles. */
+void cw_rpc_pool_fini(cw_context_t *ctx);
+struct cw_rpc_class *cw_rpc_class_find(cw_context_t *ctx, cw_rpc_id_t id);
+void cw_rpc_classes_fini(cw_context_t *ctx);
+
+/** A network of the context by plugin and protocol, or NULL. */
+cw_network_t *cw_net_find(cw_context_t *ctx, const char *plugin,
+                          const char *protocol);
+cw_status_t cw_network_open_locked(cw_context_t *ctx, const char *uri,
+                                   uint32_t flags, cw_network_t **net_p);
+/** Allocate a request id. */
+uint64_t cw_ctx_req_id(cw_context_t *ctx);
+/** Next response tag of a network. */
+uint32_t cw_net_tag(cw_network_t *net);
+
+/** A fresh handle from the pool (lock held), one reference. */
+struct cw_handle *cw_handle_alloc(cw_context_t *ctx, bool server);
+/** Drop a reference with the lock held. */
+void cw_handle_unref_locked(cw_handle_t *h);
+/** Decide the final status once (first caller wins). */
+void cw_h_set_final(cw_handle_t *h, cw_status_t st);
+/** Decide a failure and cancel what is outstanding. */
+void cw_h_fail(cw_handle_t *h, cw_status_t st);
+/** Queue the completion once the status is decided and nothing is
+ *  outstanding. */
+void cw_h_check(cw_handle_t *h);
+/** Grow a byte buffer to at least @p need. */
+cw_status_t cw_grow(uint8_t **p, size_t *cap, size_t need);
+/** Queued completion of a forward or respond. */
+void cw_h_complete(struct cw_cqe *e);
+/** Pull an overflowed payload described by @p m from @p peer into
+ *  h->ovf_buf; @p done runs under the lock (h->pending is counted). */
+cw_status_t cw_h_pull(cw_handle_t *h, const struct cw_wire_msg *m,
+                      cw_na_addr_t *peer,
+                      void (*done)(cw_bulk_op_t *, cw_status_t, void *));
+/**
+ * Assemble an outgoing message for @p h on h->net: header @p hdr (type,
+ * ids, status, flags filled in by the caller; lengths and overflow filled
+ * here), routing destination, descriptor section (@p raw_desc, or the bulk
+ * handles of @p w when NULL), then the payload of @p w or, past @p limit,
+ * an overflow descriptor exposing it (h->ovf_local).
+ */
+cw_status_t cw_msg_build(cw_handle_t *h, cw_buf_t *w, size_t limit,
+                         const char *route, const uint8_t *raw_desc,
+                         size_t raw_len, unsigned raw_n,
+                         struct cw_wire_hdr *hdr, uint8_t **msg_p,
+                         size_t *len_p);
+/** Answer a request (lock held). */
+cw_status_t cw_respond_locked(cw_handle_t *h, cw_status_t status,
+                              cw_respond_cb_t cb, void *arg);
+/** Answer on the core's behalf and drop the owner reference. */
+void cw_respond_internal(cw_handle_t *h, cw_status_t status);
+/** Hand a request to its handler or the forward hook (lock held). */
+void cw_rpc_dispatch(cw_handle_t *h);
+/** Forward paths (lock held). */
+cw_status_t cw_fwd_net(cw_handle_t *h);
+cw_status_t cw_fwd_self(cw_handle_t *h);
+/** Release an address reference with the lock held. */
+void cw_addr_unref_locked(cw_addr_t *addr);
+
+#endif /* CW_RPC_PRIV_H */

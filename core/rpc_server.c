@@ -1,0 +1,391 @@
+/*
+ * Server side of an RPC: validate an incoming message, pull an overflowed
+ * request, dispatch it to its handler (or the gateway's forward hook), and
+ * send the response, overflowing into bulk when it exceeds the eager limit.
+ */
+#include "rpc_priv.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define CW_MAX_BUDGET_US (86400ull * 1000000ull) /* clamp hostile budgets */
+
+static void run_handler(struct cw_cqe *e)
+{
+    cw_handle_t *h = cw_container_of(e, cw_handle_t, cqe);
+
+    h->hfn(h, h->harg);
+}
+
+static void run_hook(struct cw_cqe *e)
+{
+    cw_handle_t *h = cw_container_of(e, cw_handle_t, cqe);
+
+    h->hook(h, h->hook_arg);
+}
+
+static bool route_is_ours(cw_context_t *ctx, const char *route)
+{
+    for (unsigned i = 0; i < ctx->nnets; i++)
+        if (strcmp(ctx->nets[i]->uri, route) == 0)
+            return true;
+    return false;
+}
+
+void cw_rpc_dispatch(cw_handle_t *h)
+{
+    cw_context_t *ctx = h->ctx;
+    struct cw_rpc_class *c;
+
+    if (h->route && h->route[0] && !route_is_ours(ctx, h->route)) {
+        if (ctx->fwd_hook == NULL) {
+            if (h->one_way)
+                cw_handle_unref_locked(h);
+            else
+                cw_respond_internal(h, CW_NO_ROUTE);
+            return;
+        }
+        h->hook = ctx->fwd_hook;
+        h->hook_arg = ctx->fwd_arg;
+        h->cqe.fn = run_hook;
+        cw_cq_push(ctx, &h->cqe);
+        return;
+    }
+    c = cw_rpc_class_find(ctx, h->id);
+    if (c == NULL || c->handler == NULL) {
+        ctx->stats.no_rpc++;
+        CW_LOG_RL(CW_LOG_INFO, "core", "request for unregistered RPC %016llx",
+                  (unsigned long long)h->id);
+        if (h->one_way)
+            cw_handle_unref_locked(h);
+        else
+            cw_respond_internal(h, CW_NO_RPC);
+        return;
+    }
+    h->cls = c;
+    h->hfn = c->handler;
+    h->harg = c->arg;
+    h->cqe.fn = run_handler;
+    cw_cq_push(ctx, &h->cqe);
+}
+
+/* ---- receive ----------------------------------------------------------- */
+
+static void ack_sent_cb(const struct cw_na_cb_info *info)
+{
+    cw_handle_unref_locked(info->arg);
+}
+
+/* A one-way request that overflowed: tell the client its memory is free. */
+static void srv_send_ack(cw_handle_t *h)
+{
+    struct cw_wire_hdr hdr = {.type = CW_MSG_RESP, .rpc_id = h->id,
+                              .req_id = h->req_id};
+    cw_na_op_t *op;
+
+    cw_wire_hdr_encode(h->done_msg, &hdr);
+    atomic_fetch_add(&h->refs, 1);
+    if (cw_na_msg_send_expected(h->net->na, h->done_msg, CW_HDR_SIZE,
+                                h->src.na, h->tag, ack_sent_cb, h,
+                                &op) != CW_OK)
+        cw_handle_unref_locked(h);
+    else
+        h->ctx->stats.na_ops++;
+}
+
+static void srv_pull_done(cw_bulk_op_t *op, cw_status_t st, void *arg)
+{
+    cw_handle_t *h = arg;
+    const uint8_t *desc = h->in.desc;
+    size_t desc_len = h->in.desc_len;
+    unsigned ndesc = h->in.ndesc;
+    (void)op;
+
+    h->bulk_op = NULL;
+    h->pending--;
+    if (h->one_way)
+        srv_send_ack(h);
+    if (st != CW_OK) {
+        CW_LOG_RL(CW_LOG_WARN, "core", "pulling an overflowed request "
+                  "failed: %s", cw_status_str(st));
+        if (h->one_way)
+            cw_handle_unref_locked(h);
+        else
+            cw_respond_internal(h, st);
+        return;
+    }
+    cw_buf_init_reader(&h->in, h->ovf_buf, h->in.len);
+    h->in.desc = desc;
+    h->in.desc_len = desc_len;
+    h->in.ndesc = ndesc;
+    cw_rpc_dispatch(h);
+}
+
+static void recv_done(cw_network_t *net, const struct cw_wire_msg *m,
+                      cw_na_addr_t *source)
+{
+    cw_context_t *ctx = net->ctx;
+    struct cw_list *e;
+
+    for (e = ctx->wait_done.next; e != &ctx->wait_done; e = e->next) {
+        cw_handle_t *h = cw_container_of(e, cw_handle_t, link);
+        if (h->req_id == m->hdr.req_id && h->net == net &&
+            cw_na_addr_cmp(net->na, h->src.na, source)) {
+            cw_list_del(&h->link);
+            h->pending--;
+            cw_h_set_final(h, CW_OK);
+            cw_h_check(h);
+            return;
+        }
+    }
+    ctx->stats.rx_dropped++;
+}
+
+static void recv_request(cw_network_t *net, const uint8_t *msg, size_t len,
+                         const struct cw_wire_msg *wm, cw_na_addr_t *source)
+{
+    cw_context_t *ctx = net->ctx;
+    struct cw_wire_msg m = *wm;
+    cw_handle_t *h;
+    uint64_t budget;
+    cw_status_t st;
+
+    ctx->stats.rx_requests++;
+    h = cw_handle_alloc(ctx, true);
+    if (h == NULL) {
+        ctx->stats.rx_dropped++;
+        cw_na_addr_free(net->na, source);
+        return;
+    }
+    h->net = net;
+    h->src.ctx = ctx;
+    h->src.net = net;
+    h->src.na = source;
+    h->src.embedded = true;
+    h->src.self = false;
+    if (cw_grow(&h->msg, &h->msg_cap, len) != CW_OK) {
+        ctx->stats.rx_dropped++;
+        cw_handle_unref_locked(h);
+        return;
+    }
+    memcpy(h->msg, msg, len);
+    /* Rebase the views onto our copy. */
+    m.desc = h->msg + (m.desc - msg);
+    m.ovf = m.ovf ? h->msg + (m.ovf - msg) : NULL;
+    m.payload = m.payload ? h->msg + (m.payload - msg) : NULL;
+    h->id = m.hdr.rpc_id;
+    h->req_id = m.hdr.req_id;
+    h->tag = m.hdr.resp_tag;
+    h->hops = m.hdr.hops;
+    h->one_way = (m.hdr.flags & CW_HF_ONE_WAY) != 0;
+    budget = m.hdr.budget_us < CW_MAX_BUDGET_US ? m.hdr.budget_us
+                                                : CW_MAX_BUDGET_US;
+    h->deadline_ns = cw_now_ns() + budget * 1000ull;
+    if (cw_grow((uint8_t **)&h->route, &h->route_cap,
+                (size_t)m.hdr.dest_len + 1) != CW_OK) {
+        ctx->stats.rx_dropped++;
+        cw_handle_unref_locked(h);
+        return;
+    }
+    memcpy(h->route, m.dest, m.hdr.dest_len);
+    h->route[m.hdr.dest_len] = '\0';
+    cw_buf_init_reader(&h->in, m.payload, m.hdr.payload_len);
+    h->in.desc = m.desc;
+    h->in.desc_len = m.hdr.desc_len;
+    h->in.ndesc = m.hdr.ndesc;
+    h->raw_desc = m.desc;
+    h->raw_desc_len = m.hdr.desc_len;
+    h->raw_ndesc = m.hdr.ndesc;
+    if (h->hops > ctx->max_hops) {
+        if (h->one_way)
+            cw_handle_unref_locked(h);
+        else
+            cw_respond_internal(h, CW_TTL_EXPIRED);
+        return;
+    }
+    if (m.hdr.flags & CW_HF_OVERFLOW) {
+        st = cw_h_pull(h, &m, h->src.na, srv_pull_done);
+        if (st != CW_OK) {
+            if (h->one_way) {
+                srv_send_ack(h);
+                cw_handle_unref_locked(h);
+            } else {
+                cw_respond_internal(h, st);
+            }
+        }
+        return;
+    }
+    cw_rpc_dispatch(h);
+}
+
+void cw_rpc_recv_unexpected(cw_network_t *net, const uint8_t *msg,
+                            size_t len, cw_na_addr_t *source)
+{
+    cw_context_t *ctx = net->ctx;
+    struct cw_wire_msg m;
+    cw_status_t st;
+
+    st = cw_wire_decode(msg, len, &m);
+    if (st != CW_OK || m.hdr.type == CW_MSG_RESP || source == NULL) {
+        ctx->stats.rx_dropped++;
+        CW_LOG_RL(CW_LOG_WARN, "core", "malformed message on %s dropped "
+                  "(%zu bytes)", net->uri, len);
+        if (source)
+            cw_na_addr_free(net->na, source);
+        return;
+    }
+    if (m.hdr.type == CW_MSG_DONE) {
+        recv_done(net, &m, source);
+        cw_na_addr_free(net->na, source);
+        return;
+    }
+    recv_request(net, msg, len, &m, source);
+}
+
+/* ---- respond ------------------------------------------------------------ */
+
+static void resp_send_cb(const struct cw_na_cb_info *info)
+{
+    cw_handle_t *h = info->arg;
+
+    h->send_op = NULL;
+    h->pending--;
+    if (info->status != CW_OK) {
+        if (!cw_list_empty(&h->link)) {
+            cw_list_del(&h->link);
+            h->pending--;
+        }
+        cw_h_set_final(h, info->status);
+    } else if (cw_list_empty(&h->link)) {
+        cw_h_set_final(h, CW_OK);
+    }
+    cw_h_check(h);
+}
+
+/* A self RPC: hand the output straight to the caller's handle. */
+static cw_status_t respond_self(cw_handle_t *h, cw_status_t status)
+{
+    cw_handle_t *c = h->self_peer;
+    cw_status_t st = CW_OK;
+
+    if (c != NULL) {
+        h->self_peer = NULL;
+        c->self_peer = NULL;
+        st = cw_grow(&c->msg, &c->msg_cap, h->out.len ? h->out.len : 1);
+        if (st == CW_OK) {
+            if (h->out.len)
+                memcpy(c->msg, h->out.data, h->out.len);
+            cw_buf_init_reader(&c->out, c->msg, h->out.len);
+            st = cw_buf_copy_bulks(&c->out, &h->out);
+        }
+        cw_h_set_final(c, st == CW_OK ? status : st);
+        cw_h_check(c);
+    }
+    cw_h_set_final(h, st);
+    return CW_OK;
+}
+
+static cw_status_t respond_net(cw_handle_t *h, cw_status_t status)
+{
+    cw_context_t *ctx = h->ctx;
+    cw_network_t *net = h->net;
+    struct cw_wire_hdr hdr;
+    uint8_t *msg;
+    size_t total;
+    cw_status_t st;
+
+    memset(&hdr, 0, sizeof(hdr));
+    hdr.type = CW_MSG_RESP;
+    hdr.rpc_id = h->id;
+    hdr.req_id = h->req_id;
+    hdr.status = (uint16_t)status;
+    st = cw_msg_build(h, &h->out, net->caps.max_expected_size, NULL,
+                      h->resp_desc, h->resp_desc_len, h->resp_ndesc, &hdr,
+                      &msg, &total);
+    if (st != CW_OK)
+        return st;
+    st = cw_na_msg_send_expected(net->na, msg, total, h->src.na, h->tag,
+                                 resp_send_cb, h, &h->send_op);
+    if (st != CW_OK)
+        return st;
+    h->pending++;
+    ctx->stats.na_ops++;
+    ctx->stats.tx_responses++;
+    if (hdr.flags & CW_HF_OVERFLOW) {
+        uint64_t now = cw_now_ns();
+        h->deadline_ns = (h->deadline_ns > now ? h->deadline_ns : now) +
+                         CW_DONE_GRACE_NS;
+        h->pending++;
+        cw_list_add(&ctx->wait_done, &h->link);
+    }
+    return CW_OK;
+}
+
+cw_status_t cw_respond_locked(cw_handle_t *h, cw_status_t status,
+                              cw_respond_cb_t cb, void *arg)
+{
+    cw_status_t st;
+
+    if (!h->server || h->state != CW_H_IDLE || h->one_way ||
+        !cw_status_valid((int)status))
+        return CW_INVALID_ARG;
+    if (status == CW_OK && h->out.err != CW_OK)
+        status = h->out.err;
+    h->rcb = cb;
+    h->rarg = arg;
+    h->state = CW_H_ACTIVE;
+    h->final_set = false;
+    h->queued = false;
+    h->pending = 0;
+    h->cqe.fn = cw_h_complete;
+    atomic_fetch_add(&h->refs, 1);
+    if (h->self_call) {
+        st = respond_self(h, status);
+    } else {
+        st = respond_net(h, status);
+        if (st != CW_OK && status == CW_OK && h->send_op == NULL) {
+            /* The output could not be sent: tell the caller why. */
+            CW_LOG_RL(CW_LOG_WARN, "core", "response of %zu bytes could not "
+                      "be sent (%s); answering with the error",
+                      h->out.len, cw_status_str(st));
+            if (h->ovf_local) {
+                cw_bulk_unref(h->ovf_local);
+                h->ovf_local = NULL;
+            }
+            cw_buf_reset(&h->out);
+            h->resp_desc = NULL;
+            st = respond_net(h, st);
+        }
+    }
+    if (st != CW_OK) {
+        cw_h_set_final(h, st);
+        /* Completion still runs (it drops the reference taken above). */
+    }
+    cw_h_check(h);
+    return CW_OK;
+}
+
+cw_status_t cw_respond(cw_handle_t *h, cw_status_t status, cw_respond_cb_t cb,
+                       void *arg)
+{
+    cw_status_t st;
+
+    if (h == NULL)
+        return CW_INVALID_ARG;
+    pthread_mutex_lock(&h->ctx->lock);
+    st = cw_respond_locked(h, status, cb, arg);
+    pthread_mutex_unlock(&h->ctx->lock);
+    cw_ctx_wake(h->ctx);
+    return st;
+}
+
+void cw_respond_internal(cw_handle_t *h, cw_status_t status)
+{
+    h->auto_release = true;
+    if (cw_respond_locked(h, status, NULL, NULL) != CW_OK) {
+        cw_handle_unref_locked(h);
+        return;
+    }
+    /* The respond holds its own reference until it completes. */
+    cw_handle_unref_locked(h);
+}

@@ -1,0 +1,91 @@
+/*
+ * Causeway gateway hooks: forward RPCs without decoding their payloads.
+ *
+ * A gateway (causewayd) installs a forward hook on its context.  Every
+ * incoming request whose routing destination is not this process is handed
+ * to the hook instead of a registered handler.  The hook creates an
+ * outgoing handle towards the next hop with cw_fwd_create() (same RPC id,
+ * opaque payload, descriptor section and remaining deadline; hop count + 1;
+ * a new routing destination), forwards it with cw_forward(), and when it
+ * completes answers the incoming handle with cw_fwd_respond(), which copies
+ * the response (status, payload, descriptors) through unchanged.
+ *
+ * The core enforces the hop limit before the hook runs: a request that has
+ * crossed more than the context's max_hops gateways is answered with
+ * CW_TTL_EXPIRED.  Until proxy bulk handles exist, a gateway refuses
+ * requests carrying descriptors (cw_fwd_desc_count() > 0) by answering
+ * cw_respond(in, CW_UNSUPPORTED, ...).
+ */
+#ifndef CAUSEWAY_FORWARD_H
+#define CAUSEWAY_FORWARD_H
+
+#include <causeway/causeway.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/**
+ * Called from cw_trigger() for an incoming request addressed beyond this
+ * process.  The hook owns one reference to @p in: it must answer it
+ * (cw_fwd_respond or cw_respond) and release it.
+ */
+typedef void (*cw_forward_hook_t)(cw_handle_t *in, void *arg);
+
+/**
+ * Install (or with NULL remove) the forward hook.  Without a hook, such
+ * requests are answered with CW_NO_ROUTE.
+ */
+cw_status_t cw_context_set_forward_hook(cw_context_t *ctx,
+                                        cw_forward_hook_t hook, void *arg);
+
+/** Set the hop limit (default 8, at most 255). */
+cw_status_t cw_context_set_max_hops(cw_context_t *ctx, unsigned max_hops);
+
+/** Routing destination of an incoming request ("" if it is for us). */
+const char *cw_fwd_dest(cw_handle_t *in);
+
+/** Gateways the request has crossed so far. */
+unsigned cw_fwd_hops(cw_handle_t *in);
+
+/**
+ * Create the outgoing handle for @p in towards @p next_hop.  The handle
+ * carries the same RPC id, payload bytes and descriptor section, the
+ * remaining deadline and the hop count + 1.
+ * @param[in] dest  routing destination for the next hop; NULL or "" when
+ *                  @p next_hop is the final target.
+ * @return CW_OK, CW_TIMEOUT (no budget left), CW_NOMEM, CW_INVALID_ARG.
+ */
+cw_status_t cw_fwd_create(cw_handle_t *in, cw_addr_t *next_hop,
+                          const char *dest, cw_handle_t **out_p);
+
+/**
+ * Answer @p in with the response of the completed outgoing handle @p out:
+ * @p status (the status its forward callback got) and, when a response
+ * arrived, its payload and descriptor section unchanged.
+ */
+cw_status_t cw_fwd_respond(cw_handle_t *in, cw_handle_t *out,
+                           cw_status_t status, cw_respond_cb_t cb, void *arg);
+
+/** Number of bulk descriptors an incoming request carries. */
+unsigned cw_fwd_desc_count(cw_handle_t *in);
+
+/**
+ * Raw bytes of descriptor @p i (see docs/wire.md), valid while @p in lives
+ * and until the next cw_fwd_desc_replace.
+ */
+cw_status_t cw_fwd_desc_get(cw_handle_t *in, unsigned i, const void **p_p,
+                            size_t *len_p);
+
+/**
+ * Replace descriptor @p i of an outgoing handle created by cw_fwd_create
+ * with @p len raw bytes (validated as a descriptor).
+ */
+cw_status_t cw_fwd_desc_replace(cw_handle_t *out, unsigned i, const void *p,
+                                size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CAUSEWAY_FORWARD_H */
