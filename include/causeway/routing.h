@@ -18,8 +18,8 @@
  * number of routes (hash tables and per-plugin IP prefix tries).
  *
  * Networks of a gateway config also act as implicit "connected" routes:
- * "<plugin>[+<proto>]://*" via that network, unless a route with that exact
- * dest is written.
+ * the network's plugin and protocol with any location ('*' location), via
+ * that network, unless a route with that exact dest is written.
  */
 #ifndef CAUSEWAY_ROUTING_H
 #define CAUSEWAY_ROUTING_H
@@ -174,7 +174,8 @@ void cw_route_table_backend_load(struct cw_route_table *table,
 /* -- ACL ----------------------------------------------------------------- */
 
 /**
- * May a message that arrived on network @p from go out on network @p to
+ * May a message that arrived on network @p from (NULL: not from a network,
+ * e.g. local; only "from: '*'" entries apply) go out on network @p to
  * (NULL: any) to destination @p dest ("svc:<name>" or a plain address)?
  * With no acl section everything is allowed; with one, only what an entry
  * allows.

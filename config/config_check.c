@@ -1,0 +1,414 @@
+/* Checks across keys and sections (references, duplicates, reachability),
+ * run after every key was stored, and the reload check. */
+#include "config_int.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Location of key k of item i of section s, falling back to the item. */
+static void keyloc(const struct cfg_ctx *ctx, int s, size_t i, int k,
+                   const struct cw_config_loc *item, unsigned *line,
+                   unsigned *col)
+{
+    const struct cfg_keyloc *l = &ctx->keylocs[s][i][k];
+
+    *line = l->line ? l->line : item->line;
+    *col = l->line ? l->column : item->column;
+}
+
+static void names_list(const struct cw_config *cfg, char *buf, size_t len)
+{
+    size_t off = 0;
+
+    buf[0] = '\0';
+    for (size_t i = 0; i < cfg->nnetworks && off < len; i++)
+        if (cfg->networks[i].name)
+            off += (size_t)snprintf(buf + off, len - off, "%s%s",
+                                    off ? ", " : "", cfg->networks[i].name);
+}
+
+/* An unknown network name: say which exist and suggest the closest. */
+static void bad_network_ref(struct cfg_ctx *ctx, unsigned line, unsigned col,
+                            const char *what, const char *name)
+{
+    const struct cw_config *cfg = ctx->cfg;
+    const char *cands[64];
+    size_t n = 0;
+    char list[512];
+    const char *hint;
+
+    for (size_t i = 0; i < cfg->nnetworks && n < 64; i++)
+        if (cfg->networks[i].name)
+            cands[n++] = cfg->networks[i].name;
+    hint = cfg_suggest(name, cands, n);
+    names_list(cfg, list, sizeof(list));
+    if (hint)
+        cfg_error(ctx, line, col, "%s: unknown network '%.64s' (did you mean "
+                  "'%s'?)", what, name, hint);
+    else
+        cfg_error(ctx, line, col, "%s: unknown network '%.64s' (defined: %s)",
+                  what, name, n ? list : "none");
+}
+
+static void check_networks(struct cfg_ctx *ctx)
+{
+    struct cw_config *cfg = ctx->cfg;
+    unsigned line;
+    unsigned col;
+
+    if (!cfg->routes_only && cfg->nnetworks == 0)
+        cfg_error(ctx, ctx->sec_loc[SEC_NETWORKS].line
+                           ? ctx->sec_loc[SEC_NETWORKS].line : 1,
+                  ctx->sec_loc[SEC_NETWORKS].line
+                      ? ctx->sec_loc[SEC_NETWORKS].column : 1,
+                  "networks: at least one network is required "
+                  "(- {name: eth0, address: \"ofi+tcp://10.0.0.1:7000\"})");
+    for (size_t i = 0; i < cfg->nnetworks; i++) {
+        struct cw_config_network *net = &cfg->networks[i];
+        if (!net->loc.line)
+            continue;
+        if (net->address)
+            cw_uri_parse(net->address, &net->uri);
+        for (size_t j = 0; j < i; j++) {
+            struct cw_config_network *prev = &cfg->networks[j];
+            if (net->name && prev->name && strcmp(net->name, prev->name) == 0) {
+                keyloc(ctx, SEC_NETWORKS, i, NET_NAME, &net->loc, &line, &col);
+                cfg_error(ctx, line, col, "networks[%zu].name: duplicate "
+                          "network name '%s' (first defined at line %u)", i,
+                          net->name, prev->loc.line);
+            }
+            if (net->address && prev->address &&
+                cw_uri_equal(&net->uri, &prev->uri)) {
+                keyloc(ctx, SEC_NETWORKS, i, NET_ADDRESS, &net->loc, &line,
+                       &col);
+                cfg_error(ctx, line, col, "networks[%zu].address: '%s' is "
+                          "already the address of network '%s' (line %u)", i,
+                          net->address, prev->name ? prev->name : "?",
+                          prev->loc.line);
+            }
+        }
+    }
+}
+
+/* Network whose plugin and protocol are those of a gateway address. */
+static int network_for(const struct cw_config *cfg, const struct cw_uri *uri)
+{
+    for (size_t i = 0; i < cfg->nnetworks; i++) {
+        const struct cw_config_network *n = &cfg->networks[i];
+        if (n->address && strcmp(n->uri.plugin, uri->plugin) == 0 &&
+            strcmp(n->uri.protocol, uri->protocol) == 0)
+            return (int)i;
+    }
+    return -1;
+}
+
+static void check_route(struct cfg_ctx *ctx, size_t i)
+{
+    struct cw_config *cfg = ctx->cfg;
+    struct cw_config_route *r = &cfg->routes[i];
+    char where[48];
+    unsigned line;
+    unsigned col;
+
+    snprintf(where, sizeof(where), "routes[%zu]", i);
+    r->network = -1;
+    if (!r->loc.line)
+        return;
+    if (r->dest)
+        cw_addr_pattern_parse(r->dest, &r->pattern, NULL, 0);
+    if (r->via && r->gateway) {
+        keyloc(ctx, SEC_ROUTES, i, RT_GATEWAY, &r->loc, &line, &col);
+        cfg_error(ctx, line, col, "%s: has both 'via' and 'gateway': give "
+                  "exactly one (via: a network to deliver on directly, "
+                  "gateway: a next-hop address)", where);
+        return;
+    }
+    if (!r->via && !r->gateway) {
+        cfg_error(ctx, r->loc.line, r->loc.column, "%s: needs 'via' (a "
+                  "network to deliver on directly) or 'gateway' (a next-hop "
+                  "address)", where);
+        return;
+    }
+    if (r->via) {
+        keyloc(ctx, SEC_ROUTES, i, RT_VIA, &r->loc, &line, &col);
+        if (cfg->routes_only) {
+            if (strcmp(r->via, "direct") != 0)
+                cfg_error(ctx, line, col, "%s.via: a client routes file has "
+                          "no networks: expected 'direct', got '%.64s'",
+                          where, r->via);
+            return;
+        }
+        r->network = cw_config_network_find(cfg, r->via);
+        if (r->network < 0) {
+            snprintf(where + strlen(where), sizeof(where) - strlen(where),
+                     ".via");
+            bad_network_ref(ctx, line, col, where, r->via);
+        }
+        return;
+    }
+    if (cw_uri_parse(r->gateway, &r->gateway_uri) != CW_OK)
+        return; /* already reported by the value parser */
+    if (cfg->routes_only)
+        return;
+    keyloc(ctx, SEC_ROUTES, i, RT_GATEWAY, &r->loc, &line, &col);
+    for (size_t n = 0; n < cfg->nnetworks; n++) {
+        if (cfg->networks[n].address &&
+            cw_uri_equal(&cfg->networks[n].uri, &r->gateway_uri)) {
+            cfg_error(ctx, line, col, "%s.gateway: '%s' is this gateway's "
+                      "own network '%s': use via: %s to deliver directly",
+                      where, r->gateway, cfg->networks[n].name,
+                      cfg->networks[n].name);
+            return;
+        }
+    }
+    r->network = network_for(cfg, &r->gateway_uri);
+    if (r->network < 0 && cfg->nnetworks)
+        cfg_error(ctx, line, col, "%s.gateway: '%s' is unreachable: no "
+                  "network of this gateway uses %s%s%s", where, r->gateway,
+                  r->gateway_uri.plugin, r->gateway_uri.protocol[0] ? "+" : "",
+                  r->gateway_uri.protocol);
+}
+
+static bool same_nexthop(const struct cw_config_route *a,
+                         const struct cw_config_route *b)
+{
+    if (a->via && b->via)
+        return strcmp(a->via, b->via) == 0;
+    if (a->gateway && b->gateway)
+        return strcmp(a->gateway, b->gateway) == 0;
+    return false;
+}
+
+static void check_routes(struct cfg_ctx *ctx)
+{
+    struct cw_config *cfg = ctx->cfg;
+
+    for (size_t i = 0; i < cfg->nroutes; i++) {
+        struct cw_config_route *r = &cfg->routes[i];
+        check_route(ctx, i);
+        if (r->dest == NULL)
+            continue;
+        for (size_t j = 0; j < i; j++) {
+            struct cw_config_route *p = &cfg->routes[j];
+            if (p->dest && strcmp(p->dest, r->dest) == 0 &&
+                same_nexthop(p, r)) {
+                cfg_error(ctx, r->loc.line, r->loc.column, "routes[%zu]: "
+                          "duplicate route: same dest '%s' and next hop as "
+                          "the route at line %u", i, r->dest, p->loc.line);
+                break;
+            }
+        }
+    }
+}
+
+static void check_services(struct cfg_ctx *ctx)
+{
+    struct cw_config *cfg = ctx->cfg;
+    unsigned line;
+    unsigned col;
+
+    for (size_t i = 0; i < cfg->nservices; i++) {
+        struct cw_config_service *s = &cfg->services[i];
+        if (s->name == NULL)
+            continue;
+        for (size_t j = 0; j < i; j++) {
+            if (cfg->services[j].name &&
+                strcmp(cfg->services[j].name, s->name) == 0) {
+                keyloc(ctx, SEC_SERVICES, i, SVC_NAME, &s->loc, &line, &col);
+                cfg_error(ctx, line, col, "services[%zu].name: duplicate "
+                          "service name '%s' (first defined at line %u)", i,
+                          s->name, cfg->services[j].loc.line);
+                break;
+            }
+        }
+    }
+}
+
+static void check_acl(struct cfg_ctx *ctx)
+{
+    struct cw_config *cfg = ctx->cfg;
+    unsigned line;
+    unsigned col;
+    char where[48];
+
+    for (size_t i = 0; i < cfg->nacl; i++) {
+        struct cw_config_acl *a = &cfg->acl[i];
+        const char *ends[2] = {a->from, a->to};
+        for (int e = 0; e < 2; e++) {
+            if (ends[e] == NULL || strcmp(ends[e], "*") == 0 ||
+                cw_config_network_find(cfg, ends[e]) >= 0)
+                continue;
+            keyloc(ctx, SEC_ACL, i, e ? ACL_TO : ACL_FROM, &a->loc, &line,
+                   &col);
+            snprintf(where, sizeof(where), "acl[%zu].%s", i,
+                     e ? "to" : "from");
+            bad_network_ref(ctx, line, col, where, ends[e]);
+        }
+        for (size_t k = 0; k < a->allow.n; k++) {
+            const char *v = a->allow.v[k];
+            if (strncmp(v, "svc:", 4) != 0 || strcmp(v + 4, "*") == 0 ||
+                cw_config_service_find(cfg, v + 4) >= 0)
+                continue;
+            keyloc(ctx, SEC_ACL, i, ACL_ALLOW, &a->loc, &line, &col);
+            cfg_error(ctx, line, col, "acl[%zu].allow[%zu]: unknown service "
+                      "'%s' (not in services)", i, k, v + 4);
+        }
+    }
+}
+
+/* An error about key k of map section s: at the key when it was written,
+ * else at the section, else at the top of the file. */
+static void section_error(struct cfg_ctx *ctx, int s, int k,
+                          const struct cw_config_loc *sec, const char *what,
+                          const char *a, const char *rel, const char *other,
+                          const char *b)
+{
+    const struct cfg_keyloc *kl = &ctx->keylocs[s][0][k];
+    unsigned line = kl->line ? kl->line : sec->line ? sec->line : 1;
+    unsigned col = kl->line ? kl->column : sec->line ? sec->column : 1;
+
+    cfg_error(ctx, line, col, "%s: %s %s %s %s", what, a, rel, other, b);
+}
+
+static void check_sections(struct cfg_ctx *ctx)
+{
+    struct cw_config *cfg = ctx->cfg;
+    char a[32];
+    char b[32];
+
+    if (cfg->routes_only)
+        return;
+    if (cfg->buffers.staging / cfg->buffers.chunk < cfg->buffers.depth) {
+        cfg_format_size(cfg->buffers.staging, a, sizeof(a));
+        cfg_format_size(cfg->buffers.chunk * cfg->buffers.depth, b,
+                        sizeof(b));
+        section_error(ctx, SEC_BUFFERS, 2, &cfg->buffers.loc,
+                      "buffers.staging", a, "cannot hold", "depth x chunk =",
+                      b);
+    }
+    if (cfg->health.timeout_ns > cfg->health.interval_ns) {
+        cfg_format_duration(cfg->health.timeout_ns, a, sizeof(a));
+        cfg_format_duration(cfg->health.interval_ns, b, sizeof(b));
+        section_error(ctx, SEC_HEALTH, 2, &cfg->health.loc, "health.timeout",
+                      a, "is longer than", "health.interval", b);
+    }
+    if (cfg->limits.default_timeout_ns > cfg->limits.max_timeout_ns) {
+        cfg_format_duration(cfg->limits.default_timeout_ns, a, sizeof(a));
+        cfg_format_duration(cfg->limits.max_timeout_ns, b, sizeof(b));
+        section_error(ctx, SEC_LIMITS, 2, &cfg->limits.loc,
+                      "limits.default_timeout", a, "is longer than",
+                      "limits.max_timeout", b);
+    }
+}
+
+void cfg_check(struct cfg_ctx *ctx)
+{
+    check_networks(ctx);
+    check_routes(ctx);
+    check_services(ctx);
+    check_acl(ctx);
+    check_sections(ctx);
+}
+
+cw_status_t cw_config_check_reload(const struct cw_config *cur,
+                                   const struct cw_config *next,
+                                   struct cw_config_diag *diag)
+{
+    const struct cw_config_section *schema = cw_config_schema(NULL);
+    size_t before = cw_config_diag_count(diag);
+    unsigned bad = 0;
+
+    if (cur == NULL || next == NULL)
+        return CW_INVALID_ARG;
+    for (int s = 0; s < SEC_COUNT; s++) {
+        const struct cw_config_section *sec = &schema[s];
+        if (sec->is_list) {
+            const char *a = *(char *const *)((const char *)cur + sec->offset);
+            const char *b = *(char *const *)((const char *)next + sec->offset);
+            size_t na = *(const size_t *)((const char *)cur + sec->count_offset);
+            size_t nb =
+                *(const size_t *)((const char *)next + sec->count_offset);
+            bool same = na == nb;
+            if (sec->reload)
+                continue;
+            for (size_t i = 0; same && i < na; i++)
+                for (size_t k = 0; k < sec->nkeys; k++)
+                    if (!cfg_value_equal(&sec->keys[k], a + i * sec->item_size,
+                                         b + i * sec->item_size))
+                        same = false;
+            if (!same) {
+                bad++;
+                cw_config_diag_add(diag, next->path, 1, 1, "%s: cannot be "
+                                   "changed by a reload (restart the "
+                                   "gateway)", sec->name);
+            }
+            continue;
+        }
+        const void *a = (const char *)cur + sec->offset;
+        const void *b = (const char *)next + sec->offset;
+        const struct cw_config_loc *loc = b;
+        for (size_t k = 0; k < sec->nkeys; k++) {
+            if (sec->keys[k].reload || cfg_value_equal(&sec->keys[k], a, b))
+                continue;
+            bad++;
+            cw_config_diag_add(diag, next->path, loc->line ? loc->line : 1,
+                               loc->line ? loc->column : 1,
+                               "%s.%s: cannot be changed by a reload "
+                               "(restart the gateway)", sec->name,
+                               sec->keys[k].name);
+        }
+    }
+    (void)before;
+    return bad ? CW_CONFIG : CW_OK;
+}
+
+static void dump_map(const struct cw_config_section *sec, const void *base,
+                     const char *indent, const char *first, FILE *out)
+{
+    for (size_t k = 0; k < sec->nkeys; k++) {
+        const struct cw_config_key *key = &sec->keys[k];
+        if (key->optional && key->def == NULL &&
+            *(char *const *)((const char *)base + key->offset) == NULL)
+            continue;
+        fprintf(out, "%s%s: ", first ? first : indent, key->name);
+        first = NULL;
+        cfg_write_value(key, base, out);
+        fputc('\n', out);
+    }
+}
+
+cw_status_t cw_config_dump(const struct cw_config *cfg, FILE *out)
+{
+    const struct cw_config_section *schema = cw_config_schema(NULL);
+
+    if (cfg == NULL || out == NULL)
+        return CW_INVALID_ARG;
+    fprintf(out, "# normalized configuration of %s%s\n", cfg->path,
+            cfg->routes_only ? " (client routes file)" : "");
+    for (int s = 0; s < SEC_COUNT; s++) {
+        const struct cw_config_section *sec = &schema[s];
+        if (cfg->routes_only && s != SEC_ROUTES)
+            continue;
+        if (s == SEC_ACL && !cfg->has_acl) {
+            fprintf(out, "# acl: absent, so every destination is allowed\n");
+            continue;
+        }
+        if (!sec->is_list) {
+            fprintf(out, "%s:\n", sec->name);
+            dump_map(sec, (const char *)cfg + sec->offset, "  ", NULL, out);
+            continue;
+        }
+        const char *arr = *(char *const *)((const char *)cfg + sec->offset);
+        size_t n = *(const size_t *)((const char *)cfg + sec->count_offset);
+        if (n == 0) {
+            fprintf(out, "%s: []\n", sec->name);
+            continue;
+        }
+        fprintf(out, "%s:\n", sec->name);
+        for (size_t i = 0; i < n; i++)
+            dump_map(sec, arr + i * sec->item_size, "    ", "  - ", out);
+    }
+    fflush(out);
+    return ferror(out) ? CW_IO : CW_OK;
+}

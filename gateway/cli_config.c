@@ -1,0 +1,134 @@
+/* causewayd --check / --dump / --explain. */
+#include "cli_config.h"
+
+#include <causeway/config.h>
+#include <causeway/routing.h>
+
+#include <stdlib.h>
+
+#define EXIT_NOROUTE 1
+#define EXIT_INVALID 2
+
+static unsigned load_flags(bool client)
+{
+    return client ? CW_CONFIG_ROUTES_ONLY : 0;
+}
+
+/* Load one file; errors go to err.  NULL on failure. */
+static struct cw_config *load(const char *path, bool client, FILE *err)
+{
+    struct cw_config_diag *diag = cw_config_diag_new();
+    struct cw_config *cfg = NULL;
+    cw_status_t st;
+
+    if (diag == NULL) {
+        fprintf(err, "causewayd: out of memory\n");
+        return NULL;
+    }
+    st = cw_config_load(path, load_flags(client), diag, &cfg);
+    if (st != CW_OK) {
+        cw_config_diag_print(diag, err);
+        if (cw_config_diag_count(diag) == 0)
+            fprintf(err, "%s: %s\n", path, cw_status_str(st));
+        cfg = NULL;
+    }
+    cw_config_diag_free(diag);
+    return cfg;
+}
+
+int cw_cli_check(const char *const *paths, size_t n, bool client, FILE *out,
+                 FILE *err)
+{
+    struct cw_config **cfgs;
+    struct cw_config_diag *diag = NULL;
+    int rc = 0;
+    size_t nok = 0;
+
+    if (paths == NULL || n == 0) {
+        fprintf(err, "causewayd: --check needs -c FILE\n");
+        return EXIT_INVALID;
+    }
+    cfgs = calloc(n, sizeof(*cfgs));
+    if (cfgs == NULL) {
+        fprintf(err, "causewayd: out of memory\n");
+        return EXIT_INVALID;
+    }
+    for (size_t i = 0; i < n; i++) {
+        cfgs[i] = load(paths[i], client, err);
+        if (cfgs[i] == NULL)
+            rc = EXIT_INVALID;
+        else
+            nok++;
+    }
+    if (rc == 0 && n > 1 && !client) {
+        cw_status_t st;
+        diag = cw_config_diag_new();
+        if (diag == NULL) {
+            fprintf(err, "causewayd: out of memory\n");
+            rc = EXIT_INVALID;
+            goto out;
+        }
+        st = cw_route_check_set((const struct cw_config *const *)cfgs, n,
+                                diag);
+        if (st != CW_OK) {
+            cw_config_diag_print(diag, err);
+            if (cw_config_diag_count(diag) == 0)
+                fprintf(err, "causewayd: check failed: %s\n",
+                        cw_status_str(st));
+            rc = EXIT_INVALID;
+        }
+    }
+    if (rc == 0) {
+        for (size_t i = 0; i < n; i++)
+            fprintf(out, "%s: ok\n", paths[i]);
+        if (n > 1)
+            fprintf(out, "%zu gateways checked together: no loops, every "
+                    "next hop reachable, return routes present\n", n);
+    } else if (nok < n) {
+        fprintf(err, "causewayd: %zu of %zu file(s) invalid\n", n - nok, n);
+    }
+out:
+    cw_config_diag_free(diag);
+    for (size_t i = 0; i < n; i++)
+        cw_config_free(cfgs[i]);
+    free(cfgs);
+    return rc;
+}
+
+int cw_cli_dump(const char *path, bool client, FILE *out, FILE *err)
+{
+    struct cw_config *cfg = load(path, client, err);
+    int rc = 0;
+
+    if (cfg == NULL)
+        return EXIT_INVALID;
+    if (cw_config_dump(cfg, out) != CW_OK) {
+        fprintf(err, "causewayd: cannot write the dump\n");
+        rc = EXIT_INVALID;
+    }
+    cw_config_free(cfg);
+    return rc;
+}
+
+int cw_cli_explain(const char *path, bool client, const char *addr, FILE *out,
+                   FILE *err)
+{
+    struct cw_config *cfg = load(path, client, err);
+    struct cw_route_table *table = NULL;
+    cw_status_t st;
+    int rc;
+
+    if (cfg == NULL)
+        return EXIT_INVALID;
+    st = cw_route_table_build(cfg, &table);
+    cw_config_free(cfg);
+    if (st != CW_OK) {
+        fprintf(err, "causewayd: cannot build the route table: %s\n",
+                cw_status_str(st));
+        return EXIT_INVALID;
+    }
+    st = cw_route_table_explain(table, addr, out);
+    rc = st == CW_OK ? 0 : st == CW_NO_ROUTE ? EXIT_NOROUTE : EXIT_INVALID;
+    cw_route_table_unref(table);
+    return rc;
+}
