@@ -575,7 +575,8 @@ cw_status_t cw_msg_build(cw_handle_t *h, cw_buf_t *w, size_t limit,
             return st;
         msg = h->sbuf;
         p = msg + CW_HDR_SIZE;
-        memcpy(p, route, dest_len);
+        if (dest_len)
+            memcpy(p, route, dest_len);
         p += dest_len;
         if (raw_desc)
             memcpy(p, raw_desc, desc_len);

@@ -1,0 +1,668 @@
+/*
+ * Multi-process RPC and bulk tests, parameterized by the listen URI:
+ *
+ *   test_rpc_multiproc <listen-uri>            client (cmocka tests)
+ *   test_rpc_multiproc --server <uri> <fd>     server (spawned by the client)
+ *
+ * The client re-executes itself as the server on an auto-picked address
+ * ("shm://", "ofi+tcp://127.0.0.1:0"), reads the address back through a
+ * pipe, and kills and reaps the server on every path.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include <causeway/causeway.h>
+
+#define SERVER_LIFETIME_NS (300ull * 1000000000ull)
+#define WAIT_MS 30000
+
+/* ---- helpers shared by both sides -------------------------------------- */
+
+static uint64_t checksum(const uint8_t *p, size_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+static void fill(uint8_t *p, size_t n, uint32_t seed)
+{
+    uint32_t x = seed * 2654435761u + 1;
+    for (size_t i = 0; i < n; i++) {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        p[i] = (uint8_t)x;
+    }
+}
+
+/* ---- server ------------------------------------------------------------ */
+
+static bool srv_exit;
+static uint64_t srv_oneway;
+static cw_handle_t *srv_held[64];
+static unsigned srv_nheld;
+
+struct srv_bulk {
+    cw_handle_t *h;
+    cw_bulk_t *remote, *local;
+    uint8_t *buf;
+    size_t len;
+    enum cw_bulk_dir dir;
+};
+
+static void h_echo(cw_handle_t *h, void *arg)
+{
+    const void *p;
+    size_t n;
+    (void)arg;
+
+    cw_buf_get_bytes(cw_handle_input(h), &p, &n);
+    if (cw_buf_error(cw_handle_input(h)) == CW_OK)
+        cw_buf_put_bytes(cw_handle_output(h), p, n);
+    cw_respond(h, cw_buf_error(cw_handle_input(h)), NULL, NULL);
+    cw_handle_release(h);
+}
+
+static void srv_bulk_done(cw_status_t st, void *arg)
+{
+    struct srv_bulk *b = arg;
+
+    if (st == CW_OK && b->dir == CW_BULK_PULL)
+        cw_buf_put_u64(cw_handle_output(b->h), checksum(b->buf, b->len));
+    cw_respond(b->h, st, NULL, NULL);
+    cw_handle_release(b->h);
+    cw_bulk_free(b->remote);
+    cw_bulk_free(b->local);
+    free(b->buf);
+    free(b);
+}
+
+/* Input: u8 dir, u32 seed, bulk.  Pull: answer the checksum; push: fill
+ * with the seed's pattern. */
+static void h_bulk(cw_handle_t *h, void *arg)
+{
+    struct srv_bulk *b = calloc(1, sizeof(*b));
+    cw_buf_t *in = cw_handle_input(h);
+    uint8_t dir = 0;
+    uint32_t seed = 0;
+    struct cw_segment seg;
+    cw_status_t st;
+    (void)arg;
+
+    b->h = h;
+    cw_buf_get_u8(in, &dir);
+    cw_buf_get_u32(in, &seed);
+    cw_buf_get_bulk(in, &b->remote);
+    st = cw_buf_error(in);
+    if (st != CW_OK)
+        goto fail;
+    b->dir = dir == 1 ? CW_BULK_PULL : CW_BULK_PUSH;
+    b->len = cw_bulk_size(b->remote);
+    b->buf = malloc(b->len ? b->len : 1);
+    if (b->dir == CW_BULK_PUSH)
+        fill(b->buf, b->len, seed);
+    seg.base = b->buf;
+    seg.len = b->len;
+    st = cw_bulk_create(cw_handle_context(h), &seg, 1, CW_BULK_READ_WRITE,
+                        &b->local);
+    if (st != CW_OK)
+        goto fail;
+    st = cw_bulk_transfer(cw_handle_context(h), b->dir, cw_handle_source(h),
+                          b->remote, 0, b->local, 0, b->len, srv_bulk_done, b,
+                          NULL);
+    if (st != CW_OK)
+        goto fail;
+    return;
+fail:
+    srv_bulk_done(st, b);
+}
+
+static void h_hold(cw_handle_t *h, void *arg)
+{
+    (void)arg;
+    if (srv_nheld < 64)
+        srv_held[srv_nheld++] = h; /* never answered; freed at exit */
+    else
+        cw_handle_release(h);
+}
+
+static void h_oneway(cw_handle_t *h, void *arg)
+{
+    (void)arg;
+    srv_oneway++;
+    cw_handle_release(h);
+}
+
+static void h_count(cw_handle_t *h, void *arg)
+{
+    (void)arg;
+    cw_buf_put_u64(cw_handle_output(h), srv_oneway);
+    cw_respond(h, CW_OK, NULL, NULL);
+    cw_handle_release(h);
+}
+
+static void h_crash(cw_handle_t *h, void *arg)
+{
+    (void)h;
+    (void)arg;
+    _exit(3);
+}
+
+static void h_exit(cw_handle_t *h, void *arg)
+{
+    (void)arg;
+    srv_exit = true;
+    cw_respond(h, CW_OK, NULL, NULL);
+    cw_handle_release(h);
+}
+
+static int run_server(const char *uri, int fd)
+{
+    cw_context_t *ctx;
+    cw_network_t *net;
+    struct cw_rpc_opts ow = {.one_way = true};
+    char self[CW_URI_MAX];
+    uint64_t end = cw_now_ns() + SERVER_LIFETIME_NS;
+    pid_t parent = getppid();
+
+    if (cw_context_create(NULL, &ctx) != CW_OK)
+        return 1;
+    if (cw_network_open(ctx, uri, CW_NET_LISTEN, &net) != CW_OK ||
+        cw_network_uri(net, self, sizeof(self)) != CW_OK)
+        return 1;
+    cw_rpc_register(ctx, "echo", h_echo, NULL, NULL, NULL);
+    cw_rpc_register(ctx, "bulk", h_bulk, NULL, NULL, NULL);
+    cw_rpc_register(ctx, "hold", h_hold, NULL, NULL, NULL);
+    cw_rpc_register(ctx, "oneway", h_oneway, NULL, &ow, NULL);
+    cw_rpc_register(ctx, "count", h_count, NULL, NULL, NULL);
+    cw_rpc_register(ctx, "crash", h_crash, NULL, NULL, NULL);
+    cw_rpc_register(ctx, "exit", h_exit, NULL, NULL, NULL);
+    if (write(fd, self, strlen(self) + 1) < 0)
+        return 1;
+    close(fd);
+    while (!srv_exit && cw_now_ns() < end && getppid() == parent) {
+        cw_progress(ctx, 100);
+        cw_trigger(ctx, 0, 0, NULL);
+    }
+    /* Let the last response leave. */
+    for (int i = 0; i < 50; i++) {
+        cw_progress(ctx, 2);
+        cw_trigger(ctx, 0, 0, NULL);
+    }
+    for (unsigned i = 0; i < srv_nheld; i++) {
+        cw_respond(srv_held[i], CW_CANCELED, NULL, NULL);
+        cw_handle_release(srv_held[i]);
+    }
+    cw_context_destroy(ctx);
+    return 0;
+}
+
+/* ---- client ------------------------------------------------------------ */
+
+static const char *listen_uri;
+static char *self_exe;
+static pid_t server_pid;
+static cw_context_t *ctx;
+static cw_addr_t *server;
+
+static pid_t spawn_server(char *addr, size_t len)
+{
+    int pfd[2];
+    pid_t pid;
+    size_t got = 0;
+    char fdstr[16];
+
+    if (pipe2(pfd, O_CLOEXEC) != 0)
+        return -1;
+    pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        int wfd = dup(pfd[1]); /* without O_CLOEXEC, for the child */
+        snprintf(fdstr, sizeof(fdstr), "%d", wfd);
+        execl(self_exe, self_exe, "--server", listen_uri, fdstr, (char *)NULL);
+        _exit(127);
+    }
+    close(pfd[1]);
+    while (got < len) {
+        struct pollfd p = {.fd = pfd[0], .events = POLLIN};
+        ssize_t n;
+        if (poll(&p, 1, 10000) <= 0)
+            break;
+        n = read(pfd[0], addr + got, len - got);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+        if (memchr(addr, '\0', got))
+            break;
+    }
+    close(pfd[0]);
+    if (got == 0 || !memchr(addr, '\0', got)) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        return -1;
+    }
+    return pid;
+}
+
+/* Stop the server (asking it first when @p ask); returns its exit status
+ * (0 when it shut down cleanly, which under ASan includes the leak check). */
+static int reap_server(bool ask)
+{
+    int status = 0;
+
+    if (server_pid <= 0)
+        return 0;
+    if (ask && server) {
+        cw_handle_t *h;
+        if (cw_handle_create(ctx, server, cw_rpc_id("exit"), &h) == CW_OK) {
+            if (cw_forward(h, 2000, NULL, NULL) == CW_OK)
+                for (int i = 0; i < 50; i++) {
+                    cw_progress(ctx, 10);
+                    cw_trigger(ctx, 0, 0, NULL);
+                }
+            cw_handle_release(h);
+        }
+    }
+    for (int i = 0; i < 300; i++) {
+        if (waitpid(server_pid, &status, WNOHANG) == server_pid) {
+            server_pid = 0;
+            return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+        }
+        usleep(10000);
+    }
+    kill(server_pid, SIGKILL);
+    waitpid(server_pid, &status, 0);
+    server_pid = 0;
+    return 128;
+}
+
+static int setup(void **state)
+{
+    char addr[CW_ADDR_STR_MAX];
+    (void)state;
+
+    if (cw_context_create(NULL, &ctx) != CW_OK)
+        return -1;
+    server_pid = spawn_server(addr, sizeof(addr));
+    if (server_pid <= 0)
+        return -1;
+    if (cw_addr_lookup(ctx, addr, &server) != CW_OK) {
+        reap_server(false);
+        return -1;
+    }
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    int rc;
+    (void)state;
+    rc = reap_server(true);
+    if (rc != 0)
+        fprintf(stderr, "server exited with status %d\n", rc);
+    cw_addr_free(server);
+    server = NULL;
+    cw_context_destroy(ctx);
+    ctx = NULL;
+    return rc == 0 ? 0 : -1;
+}
+
+struct call {
+    int done;
+    cw_status_t st;
+};
+
+static void call_cb(cw_handle_t *h, cw_status_t st, void *arg)
+{
+    struct call *c = arg;
+    (void)h;
+    c->done++;
+    c->st = st;
+}
+
+/* Progress until all @p n calls completed (bounded). */
+static void wait_calls(struct call *c, unsigned n)
+{
+    uint64_t end = cw_now_ns() + (uint64_t)WAIT_MS * 1000000ull;
+
+    for (;;) {
+        unsigned done = 0;
+        for (unsigned i = 0; i < n; i++)
+            done += c[i].done > 0;
+        if (done == n || cw_now_ns() > end)
+            break;
+        cw_progress(ctx, 10);
+        cw_trigger(ctx, 0, 0, NULL);
+    }
+    for (unsigned i = 0; i < n; i++)
+        assert_int_equal(c[i].done, 1);
+}
+
+static cw_handle_t *new_call(const char *name)
+{
+    cw_handle_t *h;
+    assert_int_equal(cw_handle_create(ctx, server, cw_rpc_id(name), &h),
+                     CW_OK);
+    return h;
+}
+
+static void echo_sizes(const size_t *sizes, unsigned n, unsigned inflight)
+{
+    for (unsigned i = 0; i < n; i += inflight) {
+        unsigned k = n - i < inflight ? n - i : inflight;
+        cw_handle_t *h[32];
+        struct call c[32];
+        uint8_t *data[32];
+        memset(c, 0, sizeof(c));
+        for (unsigned j = 0; j < k; j++) {
+            size_t len = sizes[i + j];
+            data[j] = malloc(len ? len : 1);
+            fill(data[j], len, (uint32_t)(i + j));
+            h[j] = new_call("echo");
+            assert_int_equal(cw_buf_put_bytes(cw_handle_input(h[j]), data[j],
+                                              len), CW_OK);
+            assert_int_equal(cw_forward(h[j], 0, call_cb, &c[j]), CW_OK);
+        }
+        wait_calls(c, k);
+        for (unsigned j = 0; j < k; j++) {
+            const void *p;
+            size_t len;
+            assert_int_equal(c[j].st, CW_OK);
+            assert_int_equal(cw_buf_get_bytes(cw_handle_output(h[j]), &p,
+                                              &len), CW_OK);
+            assert_int_equal(len, sizes[i + j]);
+            assert_true(checksum(p, len) == checksum(data[j], len));
+            cw_handle_release(h[j]);
+            free(data[j]);
+        }
+    }
+}
+
+static void test_echo(void **state)
+{
+    static const size_t sizes[] = {0, 1, 64, 4096, 65536, 1 << 20};
+    (void)state;
+    echo_sizes(sizes, 6, 1);
+}
+
+static void test_eager_edge(void **state)
+{
+    size_t limit = cw_addr_eager_limit(server);
+    size_t base = limit - cw_rpc_header_size() - 4; /* 4: length prefix */
+    size_t sizes[] = {base - 1, base, base + 1};
+    struct cw_context_stats before, after;
+    (void)state;
+
+    assert_true(limit > 0);
+    cw_context_stats(ctx, &before);
+    echo_sizes(sizes, 3, 1);
+    cw_context_stats(ctx, &after);
+    /* Only limit+1 overflows, once on the request and once pulling the
+     * response. */
+    assert_int_equal(after.overflows - before.overflows, 2);
+}
+
+static void test_echo_inflight(void **state)
+{
+    size_t sizes[32];
+    (void)state;
+    for (unsigned i = 0; i < 32; i++)
+        sizes[i] = (i % 4 == 0) ? 100000 + i : 64 * i;
+    echo_sizes(sizes, 32, 16);
+}
+
+struct xfer {
+    uint8_t *buf;
+    cw_bulk_t *bulk;
+    cw_handle_t *h;
+    struct call c;
+    size_t len;
+    bool pull;
+};
+
+static void bulk_round(const size_t *sizes, unsigned n, bool pull,
+                       cw_status_t expect, uint32_t perm)
+{
+    struct xfer *x = calloc(n, sizeof(*x));
+
+    for (unsigned i = 0; i < n; i++) {
+        struct cw_segment seg[2];
+        size_t half;
+        x[i].len = sizes[i];
+        x[i].buf = malloc(sizes[i] ? sizes[i] : 1);
+        if (pull)
+            fill(x[i].buf, sizes[i], i + 1);
+        else
+            memset(x[i].buf, 0, sizes[i]);
+        /* Two segments when it can be split: exercises scatter/gather. */
+        half = sizes[i] / 2;
+        seg[0].base = x[i].buf;
+        seg[0].len = half;
+        seg[1].base = x[i].buf + half;
+        seg[1].len = sizes[i] - half;
+        assert_int_equal(cw_bulk_create(ctx, half ? seg : seg + 1,
+                                        half ? 2 : 1, perm, &x[i].bulk),
+                         CW_OK);
+        x[i].h = new_call("bulk");
+        cw_buf_put_u8(cw_handle_input(x[i].h), pull ? 1 : 2);
+        cw_buf_put_u32(cw_handle_input(x[i].h), i + 1);
+        cw_buf_put_bulk(cw_handle_input(x[i].h), x[i].bulk);
+        assert_int_equal(cw_forward(x[i].h, 0, call_cb, &x[i].c), CW_OK);
+    }
+    for (unsigned i = 0; i < n; i++) {
+        wait_calls(&x[i].c, 1);
+        assert_int_equal(x[i].c.st, expect);
+        if (expect == CW_OK && pull) {
+            uint64_t sum = 0;
+            assert_int_equal(cw_buf_get_u64(cw_handle_output(x[i].h), &sum),
+                             CW_OK);
+            assert_true(sum == checksum(x[i].buf, x[i].len));
+        } else if (expect == CW_OK) {
+            uint8_t *ref = malloc(x[i].len ? x[i].len : 1);
+            fill(ref, x[i].len, i + 1);
+            assert_true(checksum(ref, x[i].len) ==
+                        checksum(x[i].buf, x[i].len));
+            free(ref);
+        }
+        cw_handle_release(x[i].h);
+        cw_bulk_free(x[i].bulk);
+        free(x[i].buf);
+    }
+    free(x);
+}
+
+static void test_bulk_sizes(void **state)
+{
+    static const size_t sizes[] = {1, 4096, 1 << 20, 16 << 20, 64 << 20};
+    (void)state;
+    for (unsigned i = 0; i < 5; i++) {
+        bulk_round(&sizes[i], 1, true, CW_OK, CW_BULK_READ_ONLY);
+        bulk_round(&sizes[i], 1, false, CW_OK, CW_BULK_WRITE_ONLY);
+    }
+}
+
+static void test_bulk_inflight(void **state)
+{
+    size_t sizes[16];
+    (void)state;
+    for (unsigned i = 0; i < 16; i++)
+        sizes[i] = (size_t)(i + 1) * 300000 + i;
+    bulk_round(sizes, 16, true, CW_OK, CW_BULK_READ_WRITE);
+    bulk_round(sizes, 16, false, CW_OK, CW_BULK_READ_WRITE);
+}
+
+static void test_bulk_permission(void **state)
+{
+    static const size_t sz = 1000;
+    (void)state;
+    /* The server pulls from a write-only handle and pushes into a
+     * read-only one: both refused with CW_PERMISSION. */
+    bulk_round(&sz, 1, true, CW_PERMISSION, CW_BULK_WRITE_ONLY);
+    bulk_round(&sz, 1, false, CW_PERMISSION, CW_BULK_READ_ONLY);
+}
+
+static void test_unknown_rpc(void **state)
+{
+    cw_handle_t *h = new_call("no-such-rpc");
+    struct call c = {0};
+    (void)state;
+
+    assert_int_equal(cw_forward(h, 5000, call_cb, &c), CW_OK);
+    wait_calls(&c, 1);
+    assert_int_equal(c.st, CW_NO_RPC);
+    cw_handle_release(h);
+}
+
+static void test_deadline(void **state)
+{
+    cw_handle_t *h = new_call("hold");
+    struct call c = {0};
+    uint64_t t0 = cw_now_ns(), dt;
+    (void)state;
+
+    assert_int_equal(cw_forward(h, 200, call_cb, &c), CW_OK);
+    wait_calls(&c, 1);
+    dt = (cw_now_ns() - t0) / 1000000ull;
+    assert_int_equal(c.st, CW_TIMEOUT);
+    assert_true(dt >= 190 && dt < 2000);
+    cw_handle_release(h);
+}
+
+static void test_cancel_race(void **state)
+{
+    (void)state;
+    /* Cancel at different points of the exchange; whatever wins, each
+     * forward completes exactly once. */
+    for (unsigned round = 0; round < 200; round++) {
+        static uint8_t big[20000];
+        cw_handle_t *h = new_call(round % 2 ? "echo" : "hold");
+        struct call c = {0};
+        /* Every third one overflows into bulk. */
+        cw_buf_put_bytes(cw_handle_input(h), big,
+                         round % 3 ? 1 : sizeof(big));
+        assert_int_equal(cw_forward(h, 5000, call_cb, &c), CW_OK);
+        for (unsigned k = 0; k < round % 5; k++)
+            cw_progress(ctx, 0);
+        assert_int_equal(cw_cancel(h), CW_OK);
+        assert_int_equal(cw_cancel(h), CW_OK);
+        wait_calls(&c, 1);
+        assert_true(c.st == CW_CANCELED || c.st == CW_OK);
+        /* Nothing more arrives for it. */
+        cw_progress(ctx, 1);
+        cw_trigger(ctx, 0, 0, NULL);
+        assert_int_equal(c.done, 1);
+        cw_handle_release(h);
+    }
+}
+
+static void test_one_way(void **state)
+{
+    struct cw_rpc_opts ow = {.one_way = true};
+    struct call c[10];
+    cw_handle_t *h;
+    uint64_t count = 0;
+    (void)state;
+
+    memset(c, 0, sizeof(c));
+    assert_int_equal(cw_rpc_register(ctx, "oneway", NULL, NULL, &ow, NULL),
+                     CW_OK);
+    for (unsigned i = 0; i < 10; i++) {
+        h = new_call("oneway");
+        /* One of them overflows: the server acknowledges its pull. */
+        cw_buf_put_bytes(cw_handle_input(h), "abc", 3);
+        if (i == 5) {
+            static uint8_t big[50000];
+            cw_buf_put_bytes(cw_handle_input(h), big, sizeof(big));
+        }
+        assert_int_equal(cw_forward(h, 5000, call_cb, &c[i]), CW_OK);
+        cw_handle_release(h);
+    }
+    wait_calls(c, 10);
+    for (unsigned i = 0; i < 10; i++)
+        assert_int_equal(c[i].st, CW_OK);
+    /* Messages from one peer arrive in order, so "count" sees all ten. */
+    for (int tries = 0; tries < 50 && count < 10; tries++) {
+        struct call cc = {0};
+        h = new_call("count");
+        assert_int_equal(cw_forward(h, 5000, call_cb, &cc), CW_OK);
+        wait_calls(&cc, 1);
+        assert_int_equal(cc.st, CW_OK);
+        cw_buf_get_u64(cw_handle_output(h), &count);
+        cw_handle_release(h);
+    }
+    assert_int_equal(count, 10);
+}
+
+static void test_peer_killed(void **state)
+{
+    cw_handle_t *h = new_call("crash");
+    struct call c = {0};
+    uint64_t t0 = cw_now_ns(), dt;
+    (void)state;
+
+    assert_int_equal(cw_forward(h, 60000, call_cb, &c), CW_OK);
+    wait_calls(&c, 1);
+    dt = (cw_now_ns() - t0) / 1000000ull;
+    assert_int_not_equal(c.st, CW_OK);
+    assert_true(dt < 10000); /* well before the 60 s deadline */
+    cw_handle_release(h);
+    assert_int_equal(reap_server(false), 3);
+    /* A fresh server, so teardown checks a clean shutdown too. */
+    cw_addr_free(server);
+    server = NULL;
+    {
+        char addr[CW_ADDR_STR_MAX];
+        server_pid = spawn_server(addr, sizeof(addr));
+        assert_true(server_pid > 0);
+        assert_int_equal(cw_addr_lookup(ctx, addr, &server), CW_OK);
+    }
+    test_echo(state);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 4 && strcmp(argv[1], "--server") == 0)
+        return run_server(argv[2], atoi(argv[3]));
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s <listen-uri>\n", argv[0]);
+        return 2;
+    }
+    listen_uri = argv[1];
+    self_exe = realpath("/proc/self/exe", NULL);
+    signal(SIGPIPE, SIG_IGN);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_echo),
+        cmocka_unit_test(test_eager_edge),
+        cmocka_unit_test(test_echo_inflight),
+        cmocka_unit_test(test_bulk_sizes),
+        cmocka_unit_test(test_bulk_inflight),
+        cmocka_unit_test(test_bulk_permission),
+        cmocka_unit_test(test_unknown_rpc),
+        cmocka_unit_test(test_deadline),
+        cmocka_unit_test(test_cancel_race),
+        cmocka_unit_test(test_one_way),
+        cmocka_unit_test(test_peer_killed),
+    };
+    int rc = cmocka_run_group_tests_name(listen_uri, tests, setup, teardown);
+    free(self_exe);
+    return rc;
+}
