@@ -268,6 +268,7 @@ bool shm_name_valid(const char *name, size_t len);
 size_t shm_seg_size(uint32_t nslots);
 bool shm_seg_hdr_valid(const struct shm_seg_hdr *h, size_t size);
 void shm_abstract_name(const char *name, void *sun, socklen_t *len_p);
+bool shm_stale_check(const struct cw_na_host *host, const char *name);
 
 /* shm_addr.c */
 struct shm_peer *shm_peer_find_uid(struct cw_na_class *cls, uint64_t uid);

@@ -251,8 +251,12 @@ cw_status_t shm_peer_attach(struct cw_na_class *cls, struct shm_peer *peer)
     shm_abstract_name(peer->name, &sun, &slen);
     if (connect(fd, (struct sockaddr *)&sun, slen) < 0) {
         int err = errno;
-        SHM_ERR(cls, "shm://%s: cannot connect to the endpoint: %s",
-                peer->name, strerror(err));
+        /* Nobody holds the name: a segment left under it is stale. */
+        bool stale = err == ECONNREFUSED && shm_stale_check(cls->host,
+                                                            peer->name);
+        SHM_ERR(cls, "shm://%s: cannot connect to the endpoint: %s%s",
+                peer->name, strerror(err),
+                stale ? " (removed the stale segment of its dead owner)" : "");
         close(fd);
         return err == EAGAIN ? CW_AGAIN : CW_UNREACHABLE;
     }

@@ -159,13 +159,14 @@ void shm_abstract_name(const char *name, void *sun_v, socklen_t *len_p)
 
 /* Remove /dev/shm/causeway-<name> if its header names an owner that is gone.
  * Segments being created (no magic yet) and foreign ones are left alone. */
-static void shm_stale_check(const struct cw_na_host *host, const char *name)
+bool shm_stale_check(const struct cw_na_host *host, const char *name)
 {
     char path[SHM_NAME_MAX + 16];
     snprintf(path, sizeof(path), "/" SHM_SEG_PREFIX "%s", name);
     int fd = shm_open(path, O_RDONLY | O_CLOEXEC, 0);
     if (fd < 0)
-        return;
+        return false;
+    bool removed = false;
     struct shm_seg_hdr h;
     struct stat st1, st2;
     ssize_t n = pread(fd, &h, sizeof(h), 0);
@@ -176,12 +177,15 @@ static void shm_stale_check(const struct cw_na_host *host, const char *name)
         snprintf(devpath, sizeof(devpath), "/dev/shm%s", path);
         /* Unlink only if the name still refers to the file we examined. */
         if (stat(devpath, &st2) == 0 && st1.st_ino == st2.st_ino &&
-            shm_unlink(path) == 0)
+            shm_unlink(path) == 0) {
+            removed = true;
             CW_NA_LOG(host, CW_LOG_INFO, SHM_SUBSYS,
                       "removed stale segment %s of dead pid %u", devpath,
                       h.owner_pid);
+        }
     }
     close(fd);
+    return removed;
 }
 
 static void shm_stale_scan(const struct cw_na_host *host)
