@@ -22,10 +22,18 @@ static void names_list(const struct cw_config *cfg, char *buf, size_t len)
     size_t off = 0;
 
     buf[0] = '\0';
-    for (size_t i = 0; i < cfg->nnetworks && off < len; i++)
-        if (cfg->networks[i].name)
+    for (size_t i = 0; i < cfg->nnetworks && off < len; i++) {
+        bool seen = false;
+        if (cfg->networks[i].name == NULL)
+            continue;
+        for (size_t j = 0; j < i; j++)
+            seen = seen || (cfg->networks[j].name &&
+                            strcmp(cfg->networks[j].name,
+                                   cfg->networks[i].name) == 0);
+        if (!seen)
             off += (size_t)snprintf(buf + off, len - off, "%s%s",
                                     off ? ", " : "", cfg->networks[i].name);
+    }
 }
 
 /* An unknown network name: say which exist and suggest the closest. */
@@ -57,7 +65,8 @@ static void check_networks(struct cfg_ctx *ctx)
     unsigned line;
     unsigned col;
 
-    if (!cfg->routes_only && cfg->nnetworks == 0)
+    if (!cfg->routes_only && cfg->nnetworks == 0 && !ctx->empty &&
+        !ctx->sec_bad[SEC_NETWORKS])
         cfg_error(ctx, ctx->sec_loc[SEC_NETWORKS].line
                            ? ctx->sec_loc[SEC_NETWORKS].line : 1,
                   ctx->sec_loc[SEC_NETWORKS].line
@@ -110,6 +119,8 @@ static void check_route(struct cfg_ctx *ctx, size_t i)
     char where[48];
     unsigned line;
     unsigned col;
+    bool via_given;
+    bool gw_given;
 
     snprintf(where, sizeof(where), "routes[%zu]", i);
     r->network = -1;
@@ -117,19 +128,24 @@ static void check_route(struct cfg_ctx *ctx, size_t i)
         return;
     if (r->dest)
         cw_addr_pattern_parse(r->dest, &r->pattern, NULL, 0);
-    if (r->via && r->gateway) {
+    /* Judge what was written, even if a value did not parse. */
+    via_given = ctx->keylocs[SEC_ROUTES][i][RT_VIA].line != 0;
+    gw_given = ctx->keylocs[SEC_ROUTES][i][RT_GATEWAY].line != 0;
+    if (via_given && gw_given) {
         keyloc(ctx, SEC_ROUTES, i, RT_GATEWAY, &r->loc, &line, &col);
         cfg_error(ctx, line, col, "%s: has both 'via' and 'gateway': give "
                   "exactly one (via: a network to deliver on directly, "
                   "gateway: a next-hop address)", where);
         return;
     }
-    if (!r->via && !r->gateway) {
+    if (!via_given && !gw_given) {
         cfg_error(ctx, r->loc.line, r->loc.column, "%s: needs 'via' (a "
                   "network to deliver on directly) or 'gateway' (a next-hop "
                   "address)", where);
         return;
     }
+    if (r->via == NULL && r->gateway == NULL)
+        return; /* the value did not parse; already reported */
     if (r->via) {
         keyloc(ctx, SEC_ROUTES, i, RT_VIA, &r->loc, &line, &col);
         if (cfg->routes_only) {
@@ -251,8 +267,19 @@ static void check_acl(struct cfg_ctx *ctx)
                 cw_config_service_find(cfg, v + 4) >= 0)
                 continue;
             keyloc(ctx, SEC_ACL, i, ACL_ALLOW, &a->loc, &line, &col);
-            cfg_error(ctx, line, col, "acl[%zu].allow[%zu]: unknown service "
-                      "'%s' (not in services)", i, k, v + 4);
+            {
+                const char *cands[64];
+                size_t nc = 0;
+                const char *hint;
+                for (size_t j = 0; j < cfg->nservices && nc < 64; j++)
+                    if (cfg->services[j].name)
+                        cands[nc++] = cfg->services[j].name;
+                hint = cfg_suggest(v + 4, cands, nc);
+                cfg_error(ctx, line, col, "acl[%zu].allow[%zu]: unknown "
+                          "service '%s'%s%s%s", i, k, v + 4,
+                          hint ? " (did you mean 'svc:" : " (not in services)",
+                          hint ? hint : "", hint ? "'?)" : "");
+            }
         }
     }
 }

@@ -112,12 +112,57 @@ void cw_config_diag_add(struct cw_config_diag *diag, const char *file,
 void cfg_error(struct cfg_ctx *ctx, unsigned line, unsigned column,
                const char *fmt, ...)
 {
+    struct cfg_msg *nm;
+    char body[1024];
     va_list ap;
 
     ctx->nerrors++;
     va_start(ap, fmt);
-    diag_vadd(ctx->diag, ctx->file, line, column, fmt, ap);
+    vsnprintf(body, sizeof(body), fmt, ap);
     va_end(ap);
+    nm = realloc(ctx->msgs, (ctx->nmsgs + 1) * sizeof(*nm));
+    if (nm == NULL) {
+        ctx->oom = true;
+        return;
+    }
+    ctx->msgs = nm;
+    nm[ctx->nmsgs].line = line;
+    nm[ctx->nmsgs].column = column;
+    nm[ctx->nmsgs].seq = ctx->nmsgs;
+    nm[ctx->nmsgs].text = strdup(body);
+    if (nm[ctx->nmsgs].text == NULL) {
+        ctx->oom = true;
+        return;
+    }
+    ctx->nmsgs++;
+}
+
+static int msg_cmp(const void *a, const void *b)
+{
+    const struct cfg_msg *x = a;
+    const struct cfg_msg *y = b;
+
+    if (x->line != y->line)
+        return x->line < y->line ? -1 : 1;
+    if (x->column != y->column)
+        return x->column < y->column ? -1 : 1;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+void cfg_flush(struct cfg_ctx *ctx)
+{
+    if (ctx->nmsgs > 1)
+        qsort(ctx->msgs, ctx->nmsgs, sizeof(*ctx->msgs), msg_cmp);
+    for (size_t i = 0; i < ctx->nmsgs; i++) {
+        cw_config_diag_add(ctx->diag, ctx->file, ctx->msgs[i].line,
+                           ctx->msgs[i].column, "%s", ctx->msgs[i].text);
+        free(ctx->msgs[i].text);
+    }
+    if (ctx->oom && ctx->diag)
+        ctx->diag->oom = true;
+    free(ctx->msgs);
+    ctx->msgs = NULL;
+    ctx->nmsgs = 0;
 }
 
 static size_t edit_distance(const char *a, const char *b)

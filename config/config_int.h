@@ -43,7 +43,23 @@ struct cfg_ctx {
     /* Per section: per item (maps: one item): per key location. */
     struct cfg_keyloc **keylocs[16];
     struct cfg_keyloc sec_loc[16]; /* where each section was written */
+    bool empty;                    /* the document had no content */
+    bool sec_bad[16];              /* section present but of a wrong type */
+    /* Errors are kept here and handed to diag sorted by position. */
+    struct cfg_msg *msgs;
+    size_t nmsgs;
+    bool oom;
 };
+
+struct cfg_msg {
+    unsigned line;
+    unsigned column;
+    size_t seq; /* discovery order, for a stable sort */
+    char *text;
+};
+
+/* Hand the collected errors to ctx->diag in file order, and free them. */
+void cfg_flush(struct cfg_ctx *ctx);
 
 /* Record one error at line:column (1-based). */
 void cfg_error(struct cfg_ctx *ctx, unsigned line, unsigned column,

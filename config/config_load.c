@@ -191,10 +191,10 @@ static cw_status_t load_map(struct cfg_ctx *ctx,
             continue;
         }
         if (vn->type != YAML_SCALAR_NODE || node_is_null(vn)) {
+            const char *tn = cw_config_type_name(key->type);
             cfg_error(ctx, LINE(vn), COL(vn), "%s.%s: expected %s%s%s, got %s",
-                      where, key->name,
-                      key->type == CW_CFG_UINT ? "an " : "a ",
-                      cw_config_type_name(key->type),
+                      where, key->name, strchr("aeiou", tn[0]) ? "an " : "a ",
+                      tn,
                       key->type == CW_CFG_ENUM ? " word" : "",
                       node_is_null(vn) ? "nothing (null)" : node_kind(vn));
             continue;
@@ -231,6 +231,7 @@ static cw_status_t load_list(struct cfg_ctx *ctx, int s, yaml_document_t *doc,
     if (ln->type != YAML_SEQUENCE_NODE) {
         cfg_error(ctx, LINE(ln), COL(ln), "%s: expected a list (- {...}), "
                   "got %s", sec->name, node_kind(ln));
+        ctx->sec_bad[s] = true;
         return CW_OK;
     }
     n = (size_t)(ln->data.sequence.items.top - ln->data.sequence.items.start);
@@ -305,6 +306,7 @@ static cw_status_t load_root(struct cfg_ctx *ctx, yaml_document_t *doc)
         }
     }
     if (root == NULL || node_is_null(root)) {
+        ctx->empty = true;
         if (!(ctx->flags & CW_CONFIG_ROUTES_ONLY))
             cfg_error(ctx, 1, 1, "empty configuration: expected a mapping "
                       "with at least a networks section");
@@ -314,6 +316,7 @@ static cw_status_t load_root(struct cfg_ctx *ctx, yaml_document_t *doc)
         cfg_error(ctx, LINE(root), COL(root), "expected a mapping of "
                   "sections (gateway:, networks:, routes:, ...), got %s",
                   node_kind(root));
+        ctx->empty = true;
         return CW_OK;
     }
     for (yaml_node_pair_t *p = root->data.mapping.pairs.start;
@@ -463,6 +466,7 @@ cw_status_t cw_config_load_buffer(const char *name, const char *text,
 err_parser:
     yaml_parser_delete(&parser);
     ctx_free_keylocs(&ctx);
+    cfg_flush(&ctx);
     if (st == CW_OK && ctx.nerrors == 0) {
         *cfg_p = ctx.cfg;
         return CW_OK;
@@ -554,7 +558,7 @@ int cw_config_network_find(const struct cw_config *cfg, const char *name)
     if (cfg == NULL || name == NULL)
         return -1;
     for (size_t i = 0; i < cfg->nnetworks; i++)
-        if (strcmp(cfg->networks[i].name, name) == 0)
+        if (cfg->networks[i].name && strcmp(cfg->networks[i].name, name) == 0)
             return (int)i;
     return -1;
 }
@@ -564,7 +568,7 @@ int cw_config_service_find(const struct cw_config *cfg, const char *name)
     if (cfg == NULL || name == NULL)
         return -1;
     for (size_t i = 0; i < cfg->nservices; i++)
-        if (strcmp(cfg->services[i].name, name) == 0)
+        if (cfg->services[i].name && strcmp(cfg->services[i].name, name) == 0)
             return (int)i;
     return -1;
 }

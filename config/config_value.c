@@ -336,8 +336,7 @@ cw_status_t cfg_store_scalar(const struct cw_config_key *key, void *base,
         struct cw_uri uri;
         char why[CFG_ERR_MAX];
         if (cw_uri_parse_err(text, &uri, why, sizeof(why)) != CW_OK) {
-            snprintf(err, errlen, "expected an address "
-                     "<plugin>[+<protocol>]://<location>: %s", why);
+            snprintf(err, errlen, "%s", why);
             return CW_INVALID_ARG;
         }
         break;
