@@ -1,0 +1,336 @@
+/*
+ * Admin commands: status, routes, services, stats, explain, reload, drain;
+ * each rendered as a table or as JSON.
+ */
+#include "gw_int.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void json_str(FILE *out, const char *s)
+{
+    fputc('"', out);
+    for (; s != NULL && *s != '\0'; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(out, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(out, "\\u%04x", c);
+        else
+            fputc(c, out);
+    }
+    fputc('"', out);
+}
+
+static const char *gw_nexthop_state(struct gw *gw, const char *nexthop)
+{
+    unsigned id;
+
+    if (nexthop == NULL || strstr(nexthop, "://") == NULL)
+        return "up"; /* a network of ours */
+    if (cw_route_table_nexthop_find(gw->table, nexthop, &id) != CW_OK)
+        return "-";
+    return cw_route_table_nexthop_is_up(gw->table, id) ? "up" : "down";
+}
+
+static void cmd_status(struct gw *gw, FILE *out, bool json)
+{
+    double up = (cw_now_ns() - gw->started_ns) / 1e9;
+    const char *name = gw->cfg->gateway.name ? gw->cfg->gateway.name : "";
+    const char *state = gw->draining ? "draining" : "serving";
+
+    if (json) {
+        fprintf(out, "{\"name\":");
+        json_str(out, name);
+        fprintf(out, ",\"state\":\"%s\",\"uptime_s\":%.3f,\"inflight\":%u,"
+                "\"config\":", state, up, gw->inflight);
+        json_str(out, gw->config_path);
+        fprintf(out, ",\"reloads\":%" PRIu64 ",\"reload_failures\":%" PRIu64
+                ",\"last_reload_error\":", gw->reloads, gw->reload_failures);
+        json_str(out, gw->last_reload_error);
+        fprintf(out, ",\"routes\":%zu,\"networks\":[",
+                cw_route_table_size(gw->table));
+        for (unsigned i = 0; i < gw->nnets; i++) {
+            struct gw_net *n = &gw->nets[i];
+            fprintf(out, "%s{\"name\":", i ? "," : "");
+            json_str(out, n->name);
+            fprintf(out, ",\"address\":");
+            json_str(out, n->self);
+            fprintf(out, ",\"removed\":%s,\"rx\":%" PRIu64 ",\"inflight\":%u,"
+                    "\"denied\":%" PRIu64 ",\"busy\":%" PRIu64 "}",
+                    n->removed ? "true" : "false", n->rx, n->inflight,
+                    n->denied, n->busy);
+        }
+        fprintf(out, "]}\n");
+        return;
+    }
+    fprintf(out, "gateway   %s (%s)\nstate     %s\nuptime    %.1f s\n"
+            "config    %s\nin flight %u\nroutes    %zu\nreloads   %" PRIu64
+            " ok, %" PRIu64 " failed%s%s\n\n", name,
+            gw->busy_poll ? "busy-poll" : "blocking", state, up,
+            gw->config_path ? gw->config_path : "-", gw->inflight,
+            cw_route_table_size(gw->table), gw->reloads, gw->reload_failures,
+            gw->last_reload_error[0] ? ": " : "", gw->last_reload_error);
+    fprintf(out, "%-10s %-40s %10s %8s %8s %8s\n", "NETWORK", "ADDRESS", "RX",
+            "INFLIGHT", "DENIED", "BUSY");
+    for (unsigned i = 0; i < gw->nnets; i++) {
+        struct gw_net *n = &gw->nets[i];
+        fprintf(out, "%-10s %-40s %10" PRIu64 " %8u %8" PRIu64 " %8" PRIu64
+                "%s\n", n->name, n->self, n->rx, n->inflight, n->denied,
+                n->busy, n->removed ? "  (removed)" : "");
+    }
+}
+
+static struct gw_route_stats *gw_rs_find(struct gw *gw, const char *dest,
+                                         const char *nexthop)
+{
+    for (struct gw_route_stats *rs = gw->routes; rs != NULL; rs = rs->next)
+        if (strcmp(rs->dest, dest) == 0 && strcmp(rs->nexthop, nexthop) == 0)
+            return rs;
+    return NULL;
+}
+
+struct gw_route_row {
+    const char *dest, *nexthop, *kind;
+    unsigned priority, hop;
+    struct gw_route_stats *rs;
+};
+
+static void route_row(struct gw *gw, FILE *out, bool json, bool *first,
+                      const struct gw_route_row *r)
+{
+    static const struct gw_route_stats zero;
+    const struct gw_route_stats *rs = r->rs ? r->rs : &zero;
+    const char *state = gw_nexthop_state(gw, r->nexthop);
+
+    if (json) {
+        fprintf(out, "%s{\"dest\":", *first ? "" : ",");
+        json_str(out, r->dest);
+        fprintf(out, ",\"nexthop\":");
+        json_str(out, r->nexthop);
+        fprintf(out, ",\"kind\":\"%s\",\"priority\":%u,\"hop\":%u,"
+                "\"state\":\"%s\",\"inflight\":%u,\"forwarded\":%" PRIu64
+                ",\"failed\":%" PRIu64 ",\"timedout\":%" PRIu64
+                ",\"denied\":%" PRIu64 ",\"busy\":%" PRIu64
+                ",\"canceled\":%" PRIu64 "}", r->kind, r->priority, r->hop,
+                state, rs->inflight, rs->forwarded, rs->failed, rs->timedout,
+                rs->denied, rs->busy, rs->canceled);
+    } else {
+        fprintf(out, "%-28s %-28s %-9s %3u %3u %-5s %6u %9" PRIu64
+                " %7" PRIu64 " %7" PRIu64 " %7" PRIu64 " %7" PRIu64 "\n",
+                r->dest, r->nexthop, r->kind, r->priority, r->hop, state,
+                rs->inflight, rs->forwarded, rs->failed, rs->timedout,
+                rs->denied, rs->busy);
+    }
+    *first = false;
+}
+
+static void cmd_routes(struct gw *gw, FILE *out, bool json)
+{
+    const struct cw_config *cfg = gw->cfg;
+    bool first = true;
+
+    if (json)
+        fprintf(out, "[");
+    else
+        fprintf(out, "%-28s %-28s %-9s %3s %3s %-5s %6s %9s %7s %7s %7s %7s\n",
+                "DEST", "NEXT HOP", "KIND", "PRI", "HOP", "STATE", "INFL",
+                "FORWARDED", "FAILED", "TIMEOUT", "DENIED", "BUSY");
+    for (size_t i = 0; i < cfg->nroutes; i++) {
+        const struct cw_config_route *r = &cfg->routes[i];
+        struct gw_route_row row = {
+            .dest = r->dest,
+            .nexthop = r->via ? r->via : r->gateway,
+            .kind = r->via ? "via" : "gateway",
+            .priority = r->priority,
+            .hop = r->hop,
+        };
+        row.rs = gw_rs_find(gw, row.dest, row.nexthop);
+        route_row(gw, out, json, &first, &row);
+    }
+    /* Connected networks and anything else that carried traffic
+     * (services, routes of an older table). */
+    for (struct gw_route_stats *rs = gw->routes; rs != NULL; rs = rs->next) {
+        bool written = false;
+        for (size_t i = 0; i < cfg->nroutes && !written; i++) {
+            const struct cw_config_route *r = &cfg->routes[i];
+            written = strcmp(r->dest, rs->dest) == 0 &&
+                      strcmp(r->via ? r->via : r->gateway, rs->nexthop) == 0;
+        }
+        if (written)
+            continue;
+        struct gw_route_row row = {
+            .dest = rs->dest,
+            .nexthop = rs->nexthop,
+            .kind = strncmp(rs->dest, "svc:", 4) == 0 ? "service"
+                                                      : "connected",
+            .rs = rs,
+        };
+        route_row(gw, out, json, &first, &row);
+    }
+    if (json)
+        fprintf(out, "]\n");
+}
+
+static const struct gw_hc *gw_hc_find(struct gw *gw, size_t s, size_t b)
+{
+    for (unsigned i = 0; i < gw->nhcs; i++)
+        if (gw->hcs[i].is_backend && gw->hcs[i].service == s &&
+            gw->hcs[i].backend == b)
+            return &gw->hcs[i];
+    return NULL;
+}
+
+static void cmd_services(struct gw *gw, FILE *out, bool json)
+{
+    static const char *const policies[] = {"round_robin", "least_inflight",
+                                           "hash"};
+    const struct cw_config *cfg = gw->cfg;
+
+    if (json)
+        fprintf(out, "[");
+    else
+        fprintf(out, "%-16s %-15s %-36s %-8s %8s %8s %s\n", "SERVICE",
+                "POLICY", "BACKEND", "HEALTH", "PINGS_OK", "FAILED",
+                "LAST");
+    for (size_t s = 0; s < cfg->nservices; s++) {
+        const struct cw_config_service *sv = &cfg->services[s];
+        const char *pol = sv->policy >= 0 && sv->policy < 3
+                              ? policies[sv->policy] : "?";
+        if (json) {
+            fprintf(out, "%s{\"name\":", s ? "," : "");
+            json_str(out, sv->name);
+            fprintf(out, ",\"policy\":\"%s\",\"backends\":[", pol);
+        }
+        for (size_t b = 0; b < sv->backends.n; b++) {
+            const struct gw_hc *hc = gw_hc_find(gw, s, b);
+            const char *health = hc == NULL || hc->last == CW_NOT_READY
+                                     ? "unknown"
+                                 : gw_status_is_transport(hc->last) ? "failing"
+                                                                     : "ok";
+            if (json) {
+                fprintf(out, "%s{\"address\":", b ? "," : "");
+                json_str(out, sv->backends.v[b]);
+                fprintf(out, ",\"health\":\"%s\",\"pings_ok\":%" PRIu64
+                        ",\"pings_failed\":%" PRIu64 ",\"last\":\"%s\"}",
+                        health, hc ? hc->ok : 0, hc ? hc->fail : 0,
+                        hc ? cw_status_name(hc->last) : "-");
+            } else {
+                fprintf(out, "%-16s %-15s %-36s %-8s %8" PRIu64 " %8" PRIu64
+                        " %s\n", b == 0 ? sv->name : "", b == 0 ? pol : "",
+                        sv->backends.v[b], health, hc ? hc->ok : 0,
+                        hc ? hc->fail : 0, hc ? cw_status_name(hc->last) : "-");
+            }
+        }
+        if (json)
+            fprintf(out, "]}");
+    }
+    if (json)
+        fprintf(out, "]\n");
+}
+
+static void cmd_stats(struct gw *gw, FILE *out, bool json)
+{
+    struct cw_context_stats cs = {0};
+
+    (void)cw_context_stats(gw->ctx, &cs);
+    if (json) {
+        fprintf(out, "{\"inflight\":%u,\"forwarded\":%" PRIu64 ",\"failed\":%"
+                PRIu64 ",\"timedout\":%" PRIu64 ",\"denied\":%" PRIu64
+                ",\"busy\":%" PRIu64 ",\"no_route\":%" PRIu64
+                ",\"draining\":%" PRIu64 ",\"refused_bulk\":%" PRIu64
+                ",\"canceled\":%" PRIu64 ",\"rx_dropped\":%" PRIu64
+                ",\"ttl_or_unknown\":%" PRIu64 ",\"routes\":[",
+                gw->inflight, gw->n_forwarded, gw->n_failed, gw->n_timedout,
+                gw->n_denied, gw->n_busy, gw->n_noroute, gw->n_draining,
+                gw->n_refused_bulk, gw->n_canceled, cs.rx_dropped, cs.no_rpc);
+        for (struct gw_route_stats *rs = gw->routes; rs != NULL;
+             rs = rs->next) {
+            fprintf(out, "%s{\"dest\":", rs == gw->routes ? "" : ",");
+            json_str(out, rs->dest);
+            fprintf(out, ",\"nexthop\":");
+            json_str(out, rs->nexthop);
+            fprintf(out, ",\"forwarded\":%" PRIu64 ",\"failed\":%" PRIu64
+                    ",\"timedout\":%" PRIu64 ",\"denied\":%" PRIu64
+                    ",\"busy\":%" PRIu64 ",\"inflight\":%u,"
+                    "\"added_latency_mean_ns\":%" PRIu64
+                    ",\"added_latency_hist_us_log2\":[",
+                    rs->forwarded, rs->failed, rs->timedout, rs->denied,
+                    rs->busy, rs->inflight,
+                    rs->lat_n ? rs->lat_sum_ns / rs->lat_n : 0);
+            for (unsigned b = 0; b < GW_HIST_BUCKETS; b++)
+                fprintf(out, "%s%" PRIu64, b ? "," : "", rs->hist[b]);
+            fprintf(out, "]}");
+        }
+        fprintf(out, "]}\n");
+        return;
+    }
+    fprintf(out, "in flight     %u\nforwarded     %" PRIu64 "\nfailed        %"
+            PRIu64 "\ntimed out     %" PRIu64 "\ndenied        %" PRIu64
+            "\nbusy          %" PRIu64 "\nno route      %" PRIu64
+            "\ndraining      %" PRIu64 "\nrefused bulk  %" PRIu64
+            "\ncanceled      %" PRIu64 "\nrx dropped    %" PRIu64 "\n\n",
+            gw->inflight, gw->n_forwarded, gw->n_failed, gw->n_timedout,
+            gw->n_denied, gw->n_busy, gw->n_noroute, gw->n_draining,
+            gw->n_refused_bulk, gw->n_canceled, cs.rx_dropped);
+    for (struct gw_route_stats *rs = gw->routes; rs != NULL; rs = rs->next) {
+        fprintf(out, "route %s -> %s: %" PRIu64 " forwarded, %" PRIu64
+                " failed, %" PRIu64 " timed out, %" PRIu64 " denied, %" PRIu64
+                " busy; added latency mean %.1f us\n", rs->dest, rs->nexthop,
+                rs->forwarded, rs->failed, rs->timedout, rs->denied, rs->busy,
+                rs->lat_n ? rs->lat_sum_ns / 1e3 / rs->lat_n : 0.0);
+        for (unsigned b = 0; b < GW_HIST_BUCKETS; b++)
+            if (rs->hist[b] != 0)
+                fprintf(out, "  %s%8llu us %10" PRIu64 "\n",
+                        b == GW_HIST_BUCKETS - 1 ? ">=" : "< ",
+                        (unsigned long long)2 << b, rs->hist[b]);
+    }
+}
+
+void gw_admin_exec(struct gw *gw, const char *line, FILE *out)
+{
+    char cmd[32] = "", arg[CW_ADDR_STR_MAX] = "", extra[16] = "";
+    bool json = false;
+    int n = sscanf(line, "%31s %2303s %15s", cmd, arg, extra);
+
+    if (n >= 2 && strcmp(arg, "json") == 0) {
+        json = true;
+        arg[0] = '\0';
+    } else if (n == 3 && strcmp(extra, "json") == 0) {
+        json = true;
+    }
+    if (strcmp(cmd, "status") == 0) {
+        fprintf(out, "OK\n");
+        cmd_status(gw, out, json);
+    } else if (strcmp(cmd, "routes") == 0) {
+        fprintf(out, "OK\n");
+        cmd_routes(gw, out, json);
+    } else if (strcmp(cmd, "services") == 0) {
+        fprintf(out, "OK\n");
+        cmd_services(gw, out, json);
+    } else if (strcmp(cmd, "stats") == 0) {
+        fprintf(out, "OK\n");
+        cmd_stats(gw, out, json);
+    } else if (strcmp(cmd, "explain") == 0) {
+        if (arg[0] == '\0') {
+            fprintf(out, "ERR explain needs an address\n");
+            return;
+        }
+        fprintf(out, "OK\n");
+        (void)cw_route_table_explain(gw->table, arg, out);
+    } else if (strcmp(cmd, "reload") == 0) {
+        char err[256];
+        if (gw_reload(gw, err, sizeof(err)) != CW_OK)
+            fprintf(out, "ERR reload failed, old table kept: %s\n", err);
+        else
+            fprintf(out, "OK\nreloaded %s: %zu routes\n", gw->config_path,
+                    cw_route_table_size(gw->table));
+    } else if (strcmp(cmd, "drain") == 0) {
+        gw_drain_start(gw, "admin drain");
+        fprintf(out, "OK\ndraining %u RPCs in flight\n", gw->inflight);
+    } else {
+        fprintf(out, "ERR unknown command \"%s\" (status, routes, services, "
+                "stats, explain ADDR, reload, drain)\n", cmd);
+    }
+}

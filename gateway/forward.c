@@ -1,0 +1,470 @@
+/*
+ * The forward hook: resolve the routing destination of an incoming request
+ * (proxy path, service or plain address), check drain, bulk, ACL and
+ * admission, and send it on to the next hop without decoding the payload.
+ * The response is copied back unchanged when the outgoing RPC completes.
+ */
+#include "gw_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct gw_target {
+    char next[CW_URI_MAX];          /**< address the RPC is sent to */
+    char dest[CW_ADDR_STR_MAX];     /**< routing destination beyond it */
+    char acl_dest[CW_ADDR_STR_MAX]; /**< what the ACL is asked about */
+    struct cw_route_result res;
+    struct gw_net *egress;
+    bool has_backend;
+    struct cw_service_pick pick;
+};
+
+uint64_t gw_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+
+    while (*s != '\0')
+        h = (h ^ (uint8_t)*s++) * 1099511628211ull;
+    return h;
+}
+
+bool gw_status_is_transport(cw_status_t st)
+{
+    return st == CW_TIMEOUT || st == CW_DISCONNECTED ||
+           st == CW_UNREACHABLE || st == CW_IO;
+}
+
+/* ---- address cache ------------------------------------------------------ */
+
+cw_status_t gw_addr_get(struct gw *gw, const char *uri, cw_addr_t **addr_p)
+{
+    size_t b = gw_hash(uri) % GW_ADDR_BUCKETS, n = strlen(uri);
+    struct gw_addr_ent *e;
+    cw_status_t st;
+
+    for (e = gw->addrs[b]; e != NULL; e = e->next)
+        if (strcmp(e->key, uri) == 0) {
+            *addr_p = e->addr;
+            return CW_OK;
+        }
+    e = malloc(sizeof(*e) + n + 1);
+    if (e == NULL)
+        return CW_NOMEM;
+    memcpy(e->key, uri, n + 1);
+    st = cw_addr_lookup(gw->ctx, uri, &e->addr);
+    if (st != CW_OK) {
+        CW_LOG_RL(CW_LOG_WARN, GW_LOG, "cannot resolve next hop %s: %s", uri,
+                  cw_status_str(st));
+        free(e);
+        return st;
+    }
+    e->next = gw->addrs[b];
+    gw->addrs[b] = e;
+    *addr_p = e->addr;
+    return CW_OK;
+}
+
+void gw_addr_forget(struct gw *gw, const char *uri)
+{
+    struct gw_addr_ent **pp = &gw->addrs[gw_hash(uri) % GW_ADDR_BUCKETS];
+
+    for (; *pp != NULL; pp = &(*pp)->next) {
+        struct gw_addr_ent *e = *pp;
+        if (strcmp(e->key, uri) == 0) {
+            *pp = e->next;
+            cw_addr_free(e->addr);
+            free(e);
+            return;
+        }
+    }
+}
+
+void gw_addr_cache_fini(struct gw *gw)
+{
+    for (unsigned b = 0; b < GW_ADDR_BUCKETS; b++) {
+        while (gw->addrs[b] != NULL) {
+            struct gw_addr_ent *e = gw->addrs[b];
+            gw->addrs[b] = e->next;
+            cw_addr_free(e->addr);
+            free(e);
+        }
+    }
+}
+
+/* ---- per-route counters ------------------------------------------------- */
+
+struct gw_route_stats *gw_route_stats_get(struct gw *gw, const char *dest,
+                                          const char *nexthop)
+{
+    struct gw_route_stats *rs, **tail = &gw->routes;
+
+    for (rs = gw->routes; rs != NULL; rs = rs->next) {
+        if (strcmp(rs->dest, dest) == 0 && strcmp(rs->nexthop, nexthop) == 0)
+            return rs;
+        tail = &rs->next;
+    }
+    rs = calloc(1, sizeof(*rs));
+    if (rs == NULL)
+        return NULL;
+    rs->dest = strdup(dest);
+    rs->nexthop = strdup(nexthop);
+    if (rs->dest == NULL || rs->nexthop == NULL) {
+        free(rs->dest);
+        free(rs->nexthop);
+        free(rs);
+        return NULL;
+    }
+    *tail = rs; /* keep first-seen order for the admin listing */
+    return rs;
+}
+
+void gw_route_stats_fini(struct gw *gw)
+{
+    while (gw->routes != NULL) {
+        struct gw_route_stats *rs = gw->routes;
+        gw->routes = rs->next;
+        free(rs->dest);
+        free(rs->nexthop);
+        free(rs);
+    }
+}
+
+static void gw_hist_add(struct gw_route_stats *rs, uint64_t ns)
+{
+    unsigned b = 0;
+    uint64_t us = ns / 1000;
+
+    while (us > 1 && b < GW_HIST_BUCKETS - 1) {
+        us >>= 1;
+        b++;
+    }
+    rs->hist[b]++;
+    rs->lat_sum_ns += ns;
+    rs->lat_n++;
+}
+
+/* ---- resolution --------------------------------------------------------- */
+
+static bool gw_is_self(struct gw *gw, const struct cw_uri *u)
+{
+    for (unsigned i = 0; i < gw->nnets; i++)
+        if (cw_uri_equal(&gw->nets[i].parsed, u))
+            return true;
+    return false;
+}
+
+/* Resolve the routing destination @p route into a next hop.  Returns the
+ * status to answer the caller with when it cannot. */
+static cw_status_t gw_resolve(struct gw *gw, const char *route,
+                              const char *src, struct gw_target *t)
+{
+    struct cw_addr_path path;
+    char target[CW_URI_MAX], err[128];
+    cw_status_t st;
+
+    if (strncmp(route, "svc:", 4) == 0 && strchr(route, '@') == NULL) {
+        /* The last leg of "svc:name@gw": the service is ours to resolve
+         * (cw_addr_path_parse wants a gateway after a service name). */
+        size_t n = strlen(route + 4);
+        memset(&path, 0, sizeof(path));
+        if (n == 0 || n >= sizeof(path.service))
+            return CW_INVALID_ARG;
+        path.is_service = true;
+        memcpy(path.service, route + 4, n + 1);
+        st = CW_OK;
+    } else {
+        st = cw_addr_path_parse(route, &path, err, sizeof(err));
+    }
+    if (st != CW_OK) {
+        CW_LOG_RL(CW_LOG_WARN, GW_LOG, "bad routing destination \"%s\": %s",
+                  route, err);
+        return CW_INVALID_ARG;
+    }
+    /* Hops naming this gateway itself are already crossed. */
+    while (path.nhops > 0 && gw_is_self(gw, &path.hops[0])) {
+        memmove(&path.hops[0], &path.hops[1],
+                (path.nhops - 1) * sizeof(path.hops[0]));
+        path.nhops--;
+    }
+    t->dest[0] = '\0';
+    if (path.is_service)
+        snprintf(t->acl_dest, sizeof(t->acl_dest), "svc:%s", path.service);
+    else if (cw_uri_format(&path.target, t->acl_dest, sizeof(t->acl_dest)) !=
+             CW_OK)
+        return CW_INVALID_ARG;
+
+    if (path.nhops > 0) {
+        /* An explicit next gateway: send it the rest of the path. */
+        if (cw_uri_format(&path.hops[0], target, sizeof(target)) != CW_OK)
+            return CW_INVALID_ARG;
+        memmove(&path.hops[0], &path.hops[1],
+                (path.nhops - 1) * sizeof(path.hops[0]));
+        path.nhops--;
+        if (cw_addr_path_format(&path, t->dest, sizeof(t->dest)) != CW_OK)
+            return CW_INVALID_ARG;
+    } else if (path.is_service) {
+        st = cw_route_table_service_pick(gw->table, path.service, src,
+                                         &t->pick);
+        if (st != CW_OK)
+            return CW_NO_ROUTE;
+        t->has_backend = true;
+        snprintf(target, sizeof(target), "%s", t->pick.address);
+    } else {
+        if (strlen(t->acl_dest) >= sizeof(target))
+            return CW_OVERFLOW;
+        memcpy(target, t->acl_dest, strlen(t->acl_dest) + 1);
+    }
+
+    st = cw_route_table_lookup_str(gw->table, target, &t->res);
+    if (st != CW_OK)
+        return st == CW_INVALID_ARG ? CW_INVALID_ARG : CW_NO_ROUTE;
+    if (t->res.direct) {
+        snprintf(t->next, sizeof(t->next), "%s", target);
+        t->egress = gw_net_by_name(gw, t->res.network_name);
+        if (t->egress == NULL)
+            t->egress = gw_net_of_addr(gw, target);
+    } else {
+        char rest[CW_ADDR_STR_MAX];
+        int n;
+
+        snprintf(t->next, sizeof(t->next), "%s", t->res.gateway);
+        if (t->dest[0] != '\0')
+            n = snprintf(rest, sizeof(rest), "%s@%s", t->dest, target);
+        else
+            n = snprintf(rest, sizeof(rest), "%s", target);
+        if (n < 0 || (size_t)n >= sizeof(rest))
+            return CW_OVERFLOW;
+        memcpy(t->dest, rest, (size_t)n + 1);
+        t->egress = gw_net_by_name(gw, t->res.network_name);
+        if (t->egress == NULL)
+            t->egress = gw_net_of_addr(gw, t->next);
+    }
+    if (t->egress == NULL || t->egress->removed)
+        return CW_UNREACHABLE;
+    return CW_OK;
+}
+
+/* ---- forwarding --------------------------------------------------------- */
+
+static void gw_answer(cw_handle_t *in, cw_status_t st)
+{
+    cw_status_t rst = cw_respond(in, st, NULL, NULL);
+
+    if (rst != CW_OK)
+        CW_LOG_RL(CW_LOG_WARN, GW_LOG, "cannot answer a request (%s): %s",
+                  cw_status_name(st), cw_status_str(rst));
+    cw_handle_release(in);
+}
+
+static void gw_fwd_free(struct gw_fwd *f)
+{
+    struct gw *gw = f->gw;
+
+    if (f->prev != NULL)
+        f->prev->next = f->next;
+    else
+        gw->fwds = f->next;
+    if (f->next != NULL)
+        f->next->prev = f->prev;
+    gw->inflight--;
+    if (f->ingress != NULL)
+        f->ingress->inflight--;
+    if (f->rs != NULL)
+        f->rs->inflight--;
+    if (f->has_nexthop)
+        cw_route_table_nexthop_load(f->table, f->nexthop, -1);
+    if (f->has_backend)
+        cw_route_table_backend_load(f->table, f->service, f->backend, -1);
+    gw_admit_done(gw, f->src);
+    cw_route_table_unref(f->table);
+    if (f->out != NULL)
+        cw_handle_release(f->out);
+    free(f->next_addr);
+    free(f);
+}
+
+static void gw_out_cb(cw_handle_t *out, cw_status_t st, void *arg)
+{
+    struct gw_fwd *f = arg;
+    struct gw *gw = f->gw;
+    struct gw_route_stats *rs = f->rs;
+    cw_status_t rst;
+    uint64_t t_end;
+
+    f->t_done = cw_now_ns();
+    rst = cw_fwd_respond(f->in, out, st, NULL, NULL);
+    if (rst != CW_OK)
+        CW_LOG_RL(CW_LOG_WARN, GW_LOG, "cannot relay the response: %s",
+                  cw_status_str(rst));
+    cw_handle_release(f->in);
+    f->in = NULL;
+    t_end = cw_now_ns();
+
+    if (st == CW_OK || !gw_status_is_transport(st)) {
+        if (st == CW_CANCELED) {
+            gw->n_canceled++;
+            rs->canceled++;
+        } else {
+            gw->n_forwarded++;
+            rs->forwarded++;
+        }
+    } else if (st == CW_TIMEOUT) {
+        gw->n_timedout++;
+        rs->timedout++;
+    } else {
+        gw->n_failed++;
+        rs->failed++;
+    }
+    gw_hist_add(rs, (f->t_sent - f->t_in) + (t_end - f->t_done));
+
+    /* Passive health: the next hop or backend answered (any status the far
+     * side chose counts) or did not. */
+    if (st != CW_CANCELED) {
+        bool ok = !gw_status_is_transport(st);
+        if (f->has_nexthop)
+            cw_route_table_nexthop_report(f->table, f->nexthop, ok);
+        if (f->has_backend)
+            cw_route_table_backend_report(f->table, f->service, f->backend,
+                                          ok);
+        if (st == CW_DISCONNECTED || st == CW_UNREACHABLE || st == CW_IO)
+            gw_addr_forget(gw, f->next_addr);
+    }
+    gw_fwd_free(f);
+}
+
+void gw_forward_hook(cw_handle_t *in, void *arg)
+{
+    struct gw *gw = arg;
+    uint64_t t_in = cw_now_ns();
+    char src[CW_ADDR_STR_MAX];
+    struct gw_target t;
+    struct gw_net *ingress = NULL;
+    struct gw_source *source = NULL;
+    struct gw_route_stats *rs;
+    struct gw_fwd *f;
+    cw_addr_t *next;
+    cw_status_t st;
+
+    if (cw_addr_to_string(cw_handle_source(in), src, sizeof(src)) != CW_OK)
+        src[0] = '\0';
+    else
+        ingress = gw_net_of_addr(gw, src);
+    if (ingress != NULL)
+        ingress->rx++;
+    if (gw->draining) {
+        gw->n_draining++;
+        gw_answer(in, CW_DRAINING);
+        return;
+    }
+    if (cw_fwd_desc_count(in) > 0) {
+        /* Bulk descriptors need proxy handles (design §4), not done yet:
+         * refuse rather than pass raw memory keys across fabrics. */
+        gw->n_refused_bulk++;
+        gw_answer(in, CW_UNSUPPORTED);
+        return;
+    }
+    memset(&t, 0, sizeof(t));
+    st = gw_resolve(gw, cw_fwd_dest(in), src, &t);
+    if (st != CW_OK) {
+        gw->n_noroute++;
+        CW_LOG_RL(CW_LOG_INFO, GW_LOG, "no way to \"%s\" from %s: %s",
+                  cw_fwd_dest(in), src, cw_status_name(st));
+        gw_answer(in, st);
+        return;
+    }
+    rs = gw_route_stats_get(gw, t.has_backend ? t.acl_dest : t.res.dest,
+                            t.res.direct ? t.res.network_name
+                                         : t.res.gateway);
+    if (rs == NULL) {
+        gw_answer(in, CW_NOMEM);
+        return;
+    }
+    if (cw_route_table_acl_check(gw->table, ingress ? ingress->name : NULL,
+                                 t.egress->name, t.acl_dest) != CW_OK) {
+        gw->n_denied++;
+        rs->denied++;
+        if (ingress != NULL)
+            ingress->denied++;
+        CW_LOG_RL(CW_LOG_INFO, GW_LOG, "denied: %s -> %s (%s -> %s)", src,
+                  t.acl_dest, ingress ? ingress->name : "?", t.egress->name);
+        gw_answer(in, CW_DENIED);
+        return;
+    }
+    st = gw_admit(gw, ingress, rs, t.res.max_inflight, src, &source);
+    if (st != CW_OK) {
+        gw->n_busy++;
+        rs->busy++;
+        if (ingress != NULL)
+            ingress->busy++;
+        gw_answer(in, st);
+        return;
+    }
+    f = calloc(1, sizeof(*f));
+    if (f == NULL || (f->next_addr = strdup(t.next)) == NULL) {
+        free(f);
+        gw_admit_done(gw, source);
+        gw_answer(in, CW_NOMEM);
+        return;
+    }
+    f->gw = gw;
+    f->in = in;
+    f->rs = rs;
+    f->src = source;
+    f->ingress = ingress;
+    f->t_in = t_in;
+    f->table = cw_route_table_ref(gw->table);
+    f->next = gw->fwds;
+    if (gw->fwds != NULL)
+        gw->fwds->prev = f;
+    gw->fwds = f;
+    gw->inflight++;
+    if (ingress != NULL)
+        ingress->inflight++;
+    rs->inflight++;
+    if (!t.res.direct) {
+        f->has_nexthop = true;
+        f->nexthop = t.res.nexthop;
+        cw_route_table_nexthop_load(f->table, f->nexthop, 1);
+    }
+    if (t.has_backend) {
+        f->has_backend = true;
+        f->service = t.pick.service;
+        f->backend = t.pick.backend;
+        cw_route_table_backend_load(f->table, f->service, f->backend, 1);
+    }
+
+    st = gw_addr_get(gw, t.next, &next);
+    if (st == CW_OK)
+        st = cw_fwd_create(in, next, t.dest, &f->out);
+    if (st == CW_OK) {
+        f->t_sent = cw_now_ns();
+        st = cw_forward(f->out, 0, gw_out_cb, f);
+        if (st == CW_OK)
+            return;
+    }
+    /* Could not send: answer now with what went wrong. */
+    f->t_sent = f->t_done = cw_now_ns();
+    if (st == CW_TIMEOUT) {
+        gw->n_timedout++;
+        rs->timedout++;
+    } else {
+        gw->n_failed++;
+        rs->failed++;
+        if (f->has_nexthop)
+            cw_route_table_nexthop_report(f->table, f->nexthop, false);
+        if (f->has_backend)
+            cw_route_table_backend_report(f->table, f->service, f->backend,
+                                          false);
+        gw_addr_forget(gw, t.next);
+    }
+    f->in = NULL;
+    gw_answer(in, st == CW_NOENT ? CW_UNREACHABLE : st);
+    gw_fwd_free(f);
+}
+
+void gw_fwd_cancel_all(struct gw *gw)
+{
+    for (struct gw_fwd *f = gw->fwds; f != NULL; f = f->next)
+        if (f->out != NULL)
+            cw_cancel(f->out);
+}

@@ -1,0 +1,265 @@
+/*
+ * causewayd lifecycle: open every configured network, build the route
+ * table, install the forward hook, then run the progress loop with the
+ * housekeeping (signals, admin, health, drain) between slices.
+ */
+#include "gw_int.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define GW_SLICE_MS 5
+#define GW_HOUSEKEEPING_NS 2000000ull
+
+struct gw_net *gw_net_by_name(struct gw *gw, const char *name)
+{
+    if (name == NULL)
+        return NULL;
+    for (unsigned i = 0; i < gw->nnets; i++)
+        if (strcmp(gw->nets[i].name, name) == 0)
+            return &gw->nets[i];
+    return NULL;
+}
+
+struct gw_net *gw_net_of_addr(struct gw *gw, const char *uri)
+{
+    struct cw_uri u;
+
+    if (cw_uri_parse(uri, &u) != CW_OK)
+        return NULL;
+    for (unsigned i = 0; i < gw->nnets; i++) {
+        struct gw_net *n = &gw->nets[i];
+        if (!n->removed && strcmp(n->parsed.plugin, u.plugin) == 0 &&
+            strcmp(n->parsed.protocol, u.protocol) == 0)
+            return n;
+    }
+    return NULL;
+}
+
+cw_status_t gw_net_open(struct gw *gw, const struct cw_config_network *cn,
+                        struct gw_net *gn)
+{
+    cw_status_t st;
+
+    memset(gn, 0, sizeof(*gn));
+    snprintf(gn->name, sizeof(gn->name), "%s", cn->name);
+    snprintf(gn->uri, sizeof(gn->uri), "%s", cn->address);
+    st = cw_network_open(gw->ctx, cn->address, CW_NET_LISTEN, &gn->net);
+    if (st != CW_OK) {
+        CW_ERROR(GW_LOG, "network %s: cannot listen on %s: %s", cn->name,
+                 cn->address, cw_status_str(st));
+        return st;
+    }
+    st = cw_network_uri(gn->net, gn->self, sizeof(gn->self));
+    if (st == CW_OK)
+        st = cw_uri_parse(gn->self, &gn->parsed);
+    if (st != CW_OK) {
+        CW_ERROR(GW_LOG, "network %s: cannot read its own address: %s",
+                 cn->name, cw_status_str(st));
+        return st;
+    }
+    CW_LOG(CW_LOG_INFO, GW_LOG, "network %s listening on %s", gn->name,
+           gn->self);
+    return CW_OK;
+}
+
+void gw_set_config(struct gw *gw, struct cw_config *own,
+                   const struct cw_config *cfg, struct cw_route_table *table)
+{
+    struct cw_route_table *old_table = gw->table;
+    struct cw_config *old_own = gw->own_cfg;
+
+    /* RPCs in flight hold their own table reference, so dropping ours
+     * here only frees the old table once they are done. */
+    gw->table = table;
+    gw->cfg = cfg;
+    gw->own_cfg = own;
+    cw_route_table_unref(old_table);
+    cw_config_free(old_own);
+    if (cw_context_set_max_hops(gw->ctx, cfg->limits.max_hops) != CW_OK)
+        CW_WARN(GW_LOG, "cannot set the hop limit to %u",
+                cfg->limits.max_hops);
+    if (gw_health_rebuild(gw) != CW_OK)
+        CW_ERROR(GW_LOG, "health checks disabled: out of memory");
+}
+
+static cw_status_t gw_start(struct gw *gw, const struct cw_config *cfg)
+{
+    struct cw_context_opts copts;
+    struct cw_route_table *table = NULL;
+    cw_status_t st;
+
+    gw->busy_poll = cfg->gateway.busy_poll;
+    cw_context_opts_init(&copts);
+    if (gw->busy_poll)
+        copts.flags |= CW_CTX_BUSY;
+    copts.default_timeout_ms = cfg->limits.default_timeout_ns / 1000000u;
+    copts.max_hops = cfg->limits.max_hops;
+    st = cw_context_create(&copts, &gw->ctx);
+    if (st != CW_OK) {
+        CW_ERROR(GW_LOG, "cannot create the RPC context: %s",
+                 cw_status_str(st));
+        return st;
+    }
+    st = cw_rpc_register(gw->ctx, GW_PING_RPC, gw_ping_handler, gw, NULL,
+                         &gw->ping_id);
+    if (st != CW_OK) {
+        CW_ERROR(GW_LOG, "cannot register %s: %s", GW_PING_RPC,
+                 cw_status_str(st));
+        return st;
+    }
+    if (cfg->nnetworks > GW_MAX_NETS) {
+        CW_ERROR(GW_LOG, "%zu networks configured, at most %d supported",
+                 cfg->nnetworks, GW_MAX_NETS);
+        return CW_UNSUPPORTED;
+    }
+    for (size_t i = 0; i < cfg->nnetworks; i++) {
+        st = gw_net_open(gw, &cfg->networks[i], &gw->nets[gw->nnets]);
+        if (st != CW_OK)
+            return st;
+        gw->nnets++;
+    }
+    st = cw_route_table_build(cfg, &table);
+    if (st != CW_OK) {
+        CW_ERROR(GW_LOG, "cannot build the route table: %s",
+                 cw_status_str(st));
+        return st;
+    }
+    gw_set_config(gw, NULL, cfg, table);
+    st = cw_context_set_forward_hook(gw->ctx, gw_forward_hook, gw);
+    if (st != CW_OK) {
+        CW_ERROR(GW_LOG, "cannot install the forward hook: %s",
+                 cw_status_str(st));
+        return st;
+    }
+    if (cfg->gateway.admin != NULL && cfg->gateway.admin[0] != '\0') {
+        st = gw_admin_open(gw, cfg->gateway.admin);
+        if (st != CW_OK)
+            return st;
+    }
+    if (cfg->gateway.threads > 1) {
+        st = gw_threads_start(gw, cfg->gateway.threads - 1);
+        if (st != CW_OK)
+            return st;
+    }
+    return CW_OK;
+}
+
+static void gw_stop(struct gw *gw)
+{
+    gw_threads_stop(gw);
+    gw_admin_close(gw);
+    if (gw->ctx != NULL) {
+        /* Whatever is still in flight completes (CW_CANCELED) now; the
+         * callbacks answer their callers and free the forward state. */
+        gw_fwd_cancel_all(gw);
+        for (int i = 0; i < 200 && (gw->fwds != NULL || gw_health_busy(gw)); i++) {
+            cw_progress(gw->ctx, 5);
+            cw_trigger(gw->ctx, 0, 0, NULL);
+        }
+    }
+    gw_health_fini(gw);
+    gw_addr_cache_fini(gw);
+    cw_context_destroy(gw->ctx);
+    gw->ctx = NULL;
+    gw_sources_fini(gw);
+    gw_route_stats_fini(gw);
+    cw_route_table_unref(gw->table);
+    gw->table = NULL;
+    cw_config_free(gw->own_cfg);
+    gw->own_cfg = NULL;
+    if (gw->sigfd >= 0)
+        close(gw->sigfd);
+    gw->sigfd = -1;
+}
+
+static void gw_write_ready(struct gw *gw, int fd)
+{
+    char line[CW_URI_MAX + 64];
+
+    if (fd < 0)
+        return;
+    for (unsigned i = 0; i < gw->nnets; i++) {
+        int n = snprintf(line, sizeof(line), "%s %s\n", gw->nets[i].name,
+                         gw->nets[i].self);
+        if (n > 0 && write(fd, line, (size_t)n) != n)
+            CW_WARN(GW_LOG, "cannot write the ready line: %s",
+                    strerror(errno));
+    }
+    if (gw->admin_fd >= 0) {
+        int n = snprintf(line, sizeof(line), "admin %s\n", gw->admin_addr);
+        if (n > 0 && write(fd, line, (size_t)n) != n)
+            CW_WARN(GW_LOG, "cannot write the ready line: %s",
+                    strerror(errno));
+    }
+    if (write(fd, "ready\n", 6) != 6)
+        CW_WARN(GW_LOG, "cannot write the ready line: %s", strerror(errno));
+}
+
+static void gw_loop(struct gw *gw)
+{
+    uint64_t next_hk = 0;
+    unsigned slice = gw->busy_poll ? 0 : GW_SLICE_MS;
+
+    while (!gw->stop) {
+        uint64_t now;
+
+        cw_progress(gw->ctx, slice);
+        cw_trigger(gw->ctx, 0, 0, NULL);
+        now = cw_now_ns();
+        if (now < next_hk)
+            continue;
+        next_hk = now + GW_HOUSEKEEPING_NS;
+        gw_signals_poll(gw);
+        gw_admin_poll(gw, now);
+        gw_health_tick(gw, now);
+        if (gw->draining && gw_drain_check(gw, now))
+            gw->stop = true;
+    }
+}
+
+int cw_gateway_main(const struct cw_config *cfg, const char *config_path,
+                    const struct cw_gateway_run_opts *opts)
+{
+    struct gw *gw;
+    int level = opts != NULL ? opts->log_level : -1;
+    int ready_fd = opts != NULL ? opts->ready_fd : -1;
+    int rc = 1;
+
+    cw_log_init();
+    cw_log_set_level(level >= 0 ? level : cfg->gateway.log_level);
+    gw = calloc(1, sizeof(*gw));
+    if (gw == NULL) {
+        CW_ERROR(GW_LOG, "out of memory");
+        return 1;
+    }
+    gw->config_path = config_path;
+    gw->admin_fd = -1;
+    gw->started_ns = cw_now_ns();
+    for (unsigned i = 0; i < GW_ADMIN_CONNS; i++)
+        gw->conns[i].fd = -1;
+    /* Block the signals before any thread exists so that they are all
+     * delivered through the signalfd. */
+    gw->sigfd = gw_signals_open();
+    if (gw->sigfd < 0)
+        goto out;
+    if (gw_start(gw, cfg) != CW_OK)
+        goto out;
+    CW_LOG(CW_LOG_INFO, GW_LOG, "gateway %s up: %u networks, %zu routes, "
+           "%zu services", cfg->gateway.name ? cfg->gateway.name : "",
+           gw->nnets, cw_route_table_size(gw->table), cfg->nservices);
+    gw_write_ready(gw, ready_fd);
+    gw_loop(gw);
+    CW_LOG(CW_LOG_INFO, GW_LOG, "gateway stopped: %" PRIu64 " forwarded, %"
+           PRIu64 " failed", gw->n_forwarded, gw->n_failed);
+    rc = 0;
+out:
+    gw_stop(gw);
+    free(gw);
+    return rc;
+}

@@ -1,0 +1,210 @@
+/*
+ * Active health checks: every health.interval each next-hop gateway and
+ * each service backend gets a "causeway.ping" RPC with health.timeout.  Any
+ * answer counts as alive (a backend that does not know the RPC answers
+ * CW_NO_RPC, which proves it is there); a transport failure or timeout
+ * counts as a failure.  The routing table turns eject_after consecutive
+ * failures into "down" and recover_after successes back into "up"; the
+ * forward path reports its outcomes to the same counters (passive checks).
+ */
+#include "gw_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct gw_ping {
+    struct gw *gw;
+    struct cw_route_table *table;
+    uint64_t generation;
+    unsigned index;
+    uint64_t t0;
+};
+
+bool gw_health_busy(const struct gw *gw)
+{
+    return gw->pings_inflight > 0;
+}
+
+void gw_ping_handler(cw_handle_t *h, void *arg)
+{
+    cw_status_t st = cw_respond(h, CW_OK, NULL, NULL);
+
+    (void)arg;
+    if (st != CW_OK)
+        CW_LOG_RL(CW_LOG_WARN, GW_LOG, "cannot answer a ping: %s",
+                  cw_status_str(st));
+    cw_handle_release(h);
+}
+
+void gw_health_fini(struct gw *gw)
+{
+    for (unsigned i = 0; i < gw->nhcs; i++)
+        free(gw->hcs[i].addr);
+    free(gw->hcs);
+    gw->hcs = NULL;
+    gw->nhcs = 0;
+}
+
+static cw_status_t gw_hc_add(struct gw *gw, unsigned *cap, const char *addr,
+                             struct gw_hc **hc_p)
+{
+    struct gw_hc *hc;
+
+    if (gw->nhcs == *cap) {
+        unsigned ncap = *cap ? *cap * 2 : 8;
+        struct gw_hc *n = realloc(gw->hcs, ncap * sizeof(*n));
+        if (n == NULL)
+            return CW_NOMEM;
+        gw->hcs = n;
+        *cap = ncap;
+    }
+    hc = &gw->hcs[gw->nhcs];
+    memset(hc, 0, sizeof(*hc));
+    hc->addr = strdup(addr);
+    if (hc->addr == NULL)
+        return CW_NOMEM;
+    hc->last = CW_NOT_READY;
+    gw->nhcs++;
+    *hc_p = hc;
+    return CW_OK;
+}
+
+cw_status_t gw_health_rebuild(struct gw *gw)
+{
+    unsigned cap = 0, n = cw_route_table_nexthop_count(gw->table);
+    struct gw_hc *hc;
+    cw_status_t st;
+
+    gw_health_fini(gw);
+    gw->health_generation++;
+    for (unsigned id = 0; id < n; id++) {
+        const char *name = cw_route_table_nexthop_name(gw->table, id);
+        if (name == NULL || strstr(name, "://") == NULL)
+            continue; /* a network of ours, not a gateway */
+        st = gw_hc_add(gw, &cap, name, &hc);
+        if (st != CW_OK)
+            return st;
+        hc->nexthop = id;
+    }
+    for (size_t s = 0; s < gw->cfg->nservices; s++) {
+        const struct cw_config_service *sv = &gw->cfg->services[s];
+        for (size_t b = 0; b < sv->backends.n; b++) {
+            st = gw_hc_add(gw, &cap, sv->backends.v[b], &hc);
+            if (st != CW_OK)
+                return st;
+            hc->is_backend = true;
+            hc->service = (unsigned)s;
+            hc->backend = (unsigned)b;
+        }
+    }
+    return CW_OK;
+}
+
+static void gw_ping_cb(cw_handle_t *h, cw_status_t st, void *arg)
+{
+    struct gw_ping *p = arg;
+    struct gw *gw = p->gw;
+    bool ok = !gw_status_is_transport(st) && st != CW_CANCELED;
+
+    if (st != CW_CANCELED && p->generation == gw->health_generation &&
+        p->index < gw->nhcs) {
+        struct gw_hc *hc = &gw->hcs[p->index];
+        hc->inflight = false;
+        hc->last = st;
+        hc->last_rtt_ns = cw_now_ns() - p->t0;
+        if (ok)
+            hc->ok++;
+        else
+            hc->fail++;
+        if (hc->is_backend)
+            cw_route_table_backend_report(p->table, hc->service, hc->backend,
+                                          ok);
+        else
+            cw_route_table_nexthop_report(p->table, hc->nexthop, ok);
+        if (!ok)
+            gw_addr_forget(gw, hc->addr);
+    }
+    gw->pings_inflight--;
+    cw_route_table_unref(p->table);
+    cw_handle_release(h);
+    free(p);
+}
+
+/* Address to ping @p hc at: backends reachable only through another
+ * gateway are pinged through it. */
+static cw_status_t gw_hc_addr(struct gw *gw, struct gw_hc *hc, char *buf,
+                              size_t len)
+{
+    struct cw_route_result res;
+    int n;
+
+    if (!hc->is_backend ||
+        cw_route_table_lookup_str(gw->table, hc->addr, &res) != CW_OK ||
+        res.direct)
+        n = snprintf(buf, len, "%s", hc->addr);
+    else
+        n = snprintf(buf, len, "%s@%s", hc->addr, res.gateway);
+    return n < 0 || (size_t)n >= len ? CW_OVERFLOW : CW_OK;
+}
+
+static void gw_ping(struct gw *gw, unsigned i, uint64_t now)
+{
+    struct gw_hc *hc = &gw->hcs[i];
+    const struct cw_config_health *hcfg = &gw->cfg->health;
+    char target[CW_ADDR_STR_MAX];
+    cw_handle_t *h = NULL;
+    cw_addr_t *addr;
+    struct gw_ping *p;
+    cw_status_t st;
+
+    hc->next_ns = now + hcfg->interval_ns;
+    st = gw_hc_addr(gw, hc, target, sizeof(target));
+    if (st == CW_OK)
+        st = gw_addr_get(gw, target, &addr);
+    if (st == CW_OK)
+        st = cw_handle_create(gw->ctx, addr, gw->ping_id, &h);
+    if (st != CW_OK)
+        goto err;
+    p = calloc(1, sizeof(*p));
+    if (p == NULL) {
+        st = CW_NOMEM;
+        goto err_release;
+    }
+    p->gw = gw;
+    p->table = cw_route_table_ref(gw->table);
+    p->generation = gw->health_generation;
+    p->index = i;
+    p->t0 = now;
+    st = cw_forward(h, hcfg->timeout_ns / 1000000u ? hcfg->timeout_ns /
+                                                         1000000u : 1,
+                    gw_ping_cb, p);
+    if (st != CW_OK) {
+        cw_route_table_unref(p->table);
+        free(p);
+        goto err_release;
+    }
+    hc->inflight = true;
+    gw->pings_inflight++;
+    return;
+
+err_release:
+    cw_handle_release(h);
+err:
+    /* The target could not even be addressed: that is a failed check. */
+    hc->fail++;
+    hc->last = st;
+    if (hc->is_backend)
+        cw_route_table_backend_report(gw->table, hc->service, hc->backend,
+                                      false);
+    else
+        cw_route_table_nexthop_report(gw->table, hc->nexthop, false);
+}
+
+void gw_health_tick(struct gw *gw, uint64_t now)
+{
+    if (!gw->cfg->health.enabled || gw->draining)
+        return;
+    for (unsigned i = 0; i < gw->nhcs; i++)
+        if (!gw->hcs[i].inflight && now >= gw->hcs[i].next_ns)
+            gw_ping(gw, i, now);
+}

@@ -1,0 +1,203 @@
+/*
+ * Signals, reload and drain.  Signals arrive through a signalfd read from
+ * the progress loop; no work is done in a signal handler.
+ *
+ * Reload: the whole file is loaded and validated first; only a valid file
+ * replaces the route table (RPCs in flight keep the table they started
+ * with through their own reference).  Networks added by the new file are
+ * opened; networks it removes stop carrying traffic at once.
+ *
+ * Drain: new requests are answered CW_DRAINING, those in flight finish
+ * until gateway.drain_grace; whatever is left then is canceled (its caller
+ * gets CW_CANCELED) and the gateway exits 0.
+ */
+#include "gw_int.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+int gw_signals_open(void)
+{
+    sigset_t set;
+    int fd;
+
+    sigemptyset(&set);
+    sigaddset(&set, SIGHUP);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    if (pthread_sigmask(SIG_BLOCK, &set, NULL) != 0) {
+        CW_ERROR(GW_LOG, "pthread_sigmask() failed");
+        return -1;
+    }
+    fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+    if (fd < 0)
+        CW_ERROR(GW_LOG, "signalfd() failed: %s", strerror(errno));
+    /* A dead admin client must not kill the gateway. */
+    signal(SIGPIPE, SIG_IGN);
+    return fd;
+}
+
+void gw_signals_poll(struct gw *gw)
+{
+    struct signalfd_siginfo si;
+    char err[256];
+
+    while (read(gw->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+        switch (si.ssi_signo) {
+        case SIGHUP:
+            CW_LOG(CW_LOG_INFO, GW_LOG, "SIGHUP: reloading %s",
+                   gw->config_path ? gw->config_path : "(no file)");
+            (void)gw_reload(gw, err, sizeof(err));
+            break;
+        case SIGTERM:
+        case SIGINT:
+            if (gw->draining) {
+                CW_WARN(GW_LOG, "second %s: stopping now",
+                        strsignal((int)si.ssi_signo));
+                gw->drain_deadline_ns = 0;
+            } else {
+                gw_drain_start(gw, strsignal((int)si.ssi_signo));
+            }
+            break;
+        default:
+            break;
+        }
+    }
+}
+
+static bool gw_net_same(const struct gw_net *gn,
+                        const struct cw_config_network *cn)
+{
+    return strcmp(gn->name, cn->name) == 0 && strcmp(gn->uri, cn->address) == 0;
+}
+
+/* Open the networks @p next adds, mark those it drops. */
+static cw_status_t gw_reload_networks(struct gw *gw,
+                                      const struct cw_config *next)
+{
+    for (unsigned i = 0; i < gw->nnets; i++) {
+        bool keep = false;
+        for (size_t j = 0; j < next->nnetworks && !keep; j++)
+            keep = gw_net_same(&gw->nets[i], &next->networks[j]);
+        if (!keep && !gw->nets[i].removed) {
+            /* The core has no call to close one network of a context;
+             * the endpoint stays bound but carries no more traffic. */
+            gw->nets[i].removed = true;
+            CW_WARN(GW_LOG, "network %s (%s) removed by the reload: no "
+                    "longer used (its endpoint stays open until restart)",
+                    gw->nets[i].name, gw->nets[i].self);
+        }
+    }
+    for (size_t j = 0; j < next->nnetworks; j++) {
+        bool have = false;
+        for (unsigned i = 0; i < gw->nnets && !have; i++) {
+            if (gw_net_same(&gw->nets[i], &next->networks[j])) {
+                have = true;
+                gw->nets[i].removed = false;
+            }
+        }
+        if (have)
+            continue;
+        if (gw->nnets == GW_MAX_NETS) {
+            CW_ERROR(GW_LOG, "cannot add network %s: at most %d networks",
+                     next->networks[j].name, GW_MAX_NETS);
+            return CW_UNSUPPORTED;
+        }
+        cw_status_t st = gw_net_open(gw, &next->networks[j],
+                                     &gw->nets[gw->nnets]);
+        if (st != CW_OK)
+            return st;
+        gw->nnets++;
+    }
+    return CW_OK;
+}
+
+cw_status_t gw_reload(struct gw *gw, char *err, size_t errlen)
+{
+    struct cw_config_diag *diag = NULL;
+    struct cw_config *next = NULL;
+    struct cw_route_table *table = NULL;
+    cw_status_t st;
+
+    if (gw->config_path == NULL) {
+        snprintf(err, errlen, "no configuration file to reload");
+        st = CW_INVALID_ARG;
+        goto fail;
+    }
+    diag = cw_config_diag_new();
+    if (diag == NULL) {
+        snprintf(err, errlen, "out of memory");
+        st = CW_NOMEM;
+        goto fail;
+    }
+    st = cw_config_load(gw->config_path, 0, diag, &next);
+    if (st != CW_OK) {
+        for (size_t i = 0; i < cw_config_diag_count(diag); i++)
+            CW_ERROR(GW_LOG, "reload: %s", cw_config_diag_get(diag, i));
+        snprintf(err, errlen, "%s (%zu errors; first: %s)",
+                 cw_status_str(st), cw_config_diag_count(diag),
+                 cw_config_diag_count(diag) ? cw_config_diag_get(diag, 0)
+                                            : "-");
+        goto fail;
+    }
+    /* Keys that need a restart are reported but do not stop the reload;
+     * networks are handled below. */
+    cw_config_diag_clear(diag);
+    if (cw_config_check_reload(gw->cfg, next, diag) != CW_OK)
+        for (size_t i = 0; i < cw_config_diag_count(diag); i++)
+            CW_WARN(GW_LOG, "reload: %s", cw_config_diag_get(diag, i));
+    st = cw_route_table_build(next, &table);
+    if (st != CW_OK) {
+        snprintf(err, errlen, "cannot build the route table: %s",
+                 cw_status_str(st));
+        goto fail;
+    }
+    st = gw_reload_networks(gw, next);
+    if (st != CW_OK) {
+        snprintf(err, errlen, "cannot open the new networks: %s",
+                 cw_status_str(st));
+        goto fail;
+    }
+    gw_set_config(gw, next, next, table);
+    gw->reloads++;
+    gw->last_reload_error[0] = '\0';
+    CW_LOG(CW_LOG_INFO, GW_LOG, "reloaded %s: %zu routes, %zu services",
+           gw->config_path, cw_route_table_size(table), next->nservices);
+    cw_config_diag_free(diag);
+    return CW_OK;
+
+fail:
+    cw_route_table_unref(table);
+    cw_config_free(next);
+    cw_config_diag_free(diag);
+    gw->reload_failures++;
+    snprintf(gw->last_reload_error, sizeof(gw->last_reload_error), "%s", err);
+    CW_ERROR(GW_LOG, "reload failed, keeping the current table: %s", err);
+    return st;
+}
+
+void gw_drain_start(struct gw *gw, const char *why)
+{
+    if (gw->draining)
+        return;
+    gw->draining = true;
+    gw->drain_deadline_ns = cw_now_ns() + gw->cfg->gateway.drain_grace_ns;
+    CW_LOG(CW_LOG_INFO, GW_LOG, "%s: draining %u RPCs in flight (grace %.1f s)",
+           why, gw->inflight, gw->cfg->gateway.drain_grace_ns / 1e9);
+}
+
+bool gw_drain_check(struct gw *gw, uint64_t now)
+{
+    if (gw->fwds == NULL && !gw_health_busy(gw))
+        return true;
+    if (now >= gw->drain_deadline_ns && !gw->drain_canceled) {
+        CW_WARN(GW_LOG, "drain grace over: canceling %u RPCs in flight",
+                gw->inflight);
+        gw_fwd_cancel_all(gw);
+        gw->drain_canceled = true;
+    }
+    return false;
+}
