@@ -1,0 +1,349 @@
+/*
+ * na-ucx private definitions.
+ *
+ * Objects: a class (one UCP context + worker + listener), peers (the
+ * cw_na_addr_t handed out, one per listen address, reference counted),
+ * connections (one UCP endpoint each, outgoing or accepted), operations and
+ * memory handles.  Unexpected messages travel as active messages carrying
+ * the sender's listen address; expected messages are tagged sends whose
+ * upper 32 tag bits identify the sender; put/get are active-message
+ * requests served by the memory owner with rendezvous into registered
+ * memory (see docs/na-ucx.md for why).
+ */
+#ifndef CW_NA_UCX_H
+#define CW_NA_UCX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include <ucp/api/ucp.h>
+
+#include <causeway/na_plugin.h>
+
+#define UCX_SUBSYS "na-ucx"
+
+#define UCX_LOG(cls, level, ...)                                               \
+    CW_NA_LOG((cls)->host, (level), UCX_SUBSYS, __VA_ARGS__)
+#define UCX_ERR(cls, ...) UCX_LOG(cls, CW_LOG_ERROR, __VA_ARGS__)
+#define UCX_WARN(cls, ...) UCX_LOG(cls, CW_LOG_WARN, __VA_ARGS__)
+#define UCX_DBG(cls, ...) UCX_LOG(cls, CW_LOG_DEBUG, __VA_ARGS__)
+
+/* Longest canonical "ip:port" / "[v6]:port" string, incl. NUL. */
+#define UCX_ADDR_STR_MAX 64
+
+/* Active message ids. */
+enum {
+    UCX_AM_UNEXP = 1,  /* unexpected message: hdr = tag + sender address */
+    UCX_AM_PUT = 2,    /* put request: hdr = ucx_rma_hdr, data = payload */
+    UCX_AM_PUT_ACK = 3,/* put done: hdr = ucx_rma_ack */
+    UCX_AM_GET = 4,    /* get request: hdr = ucx_rma_hdr, no data */
+    UCX_AM_GET_RESP = 5,/* get answer: hdr = ucx_rma_ack, data = payload */
+};
+
+/* Wire headers (host byte order: UCX here is homogeneous x86-64/LE; the
+ * header carries a magic so a mismatch is dropped, not trusted). */
+#define UCX_WIRE_MAGIC 0x43575558u /* "CWUX" */
+#define UCX_UNEXP_HDR_FIXED 9u     /* magic(4) tag(4) addr_len(1) */
+#define UCX_UNEXP_HDR_MAX (UCX_UNEXP_HDR_FIXED + UCX_ADDR_STR_MAX)
+
+struct ucx_rma_hdr {
+    uint32_t magic;
+    uint32_t pad;
+    uint64_t op_id;
+    uint64_t mem_id;
+    uint64_t key;
+    uint64_t off;
+    uint64_t len;
+};
+
+struct ucx_rma_ack {
+    uint32_t magic;
+    uint32_t status; /* cw_status_t */
+    uint64_t op_id;
+};
+
+/* Intrusive doubly-linked list. */
+struct ucx_list {
+    struct ucx_list *next, *prev;
+};
+
+/* Intrusive chained hash table keyed by 64-bit integers. */
+struct ucx_hnode {
+    struct ucx_hnode *next;
+    uint64_t key;
+};
+struct ucx_htab {
+    struct ucx_hnode **bucket;
+    size_t nbucket; /* power of two */
+    size_t count;
+};
+
+struct ucx_conn;
+
+/* A peer, named by its canonical listen address. */
+struct cw_na_addr {
+    struct ucx_hnode hnode; /* key: hash of str, in cls->peers */
+    unsigned refs;
+    uint32_t tag_id;        /* upper tag bits of its expected sends */
+    struct sockaddr_storage ss;
+    socklen_t sslen;
+    struct ucx_conn *conn;  /* endpoint used to reach it, may be NULL */
+    struct ucx_list recvs;  /* expected receives posted for it */
+    char str[UCX_ADDR_STR_MAX];
+};
+
+/* One UCP endpoint. */
+struct ucx_conn {
+    struct ucx_hnode hnode; /* key: (uintptr_t)ep, in cls->eps */
+    struct ucx_list link;   /* cls->conns, then cls->dead, cls->closing */
+    struct ucx_cls *cls;
+    ucp_ep_h ep;
+    struct cw_na_addr *peer; /* reference; NULL while unidentified */
+    struct ucx_list rma;     /* put/get waiting for this peer's answer */
+    bool outgoing;
+    bool failed;
+    bool released; /* close_req handed back to UCX at finalize */
+    ucs_status_t error;
+    void *close_req;
+};
+
+/* A memory handle, local (registered) or remote (deserialized). */
+struct cw_na_mem {
+    struct ucx_hnode hnode; /* key: id, in cls->mems (local only) */
+    bool local;
+    uint32_t access;
+    uint64_t id;
+    uint64_t key;
+    uint64_t total;
+    size_t nsegs;
+    struct cw_na_segment *segs; /* local only */
+};
+
+/* Where an operation is. */
+enum ucx_op_state {
+    UCX_OP_ACTIVE = 0, /* posted, not finished */
+    UCX_OP_FINISHED,   /* result known, UCX requests still out */
+    UCX_OP_DONE,       /* in cls->done, callback pending */
+};
+
+#define UCX_IOV_INLINE 4
+
+struct cw_na_op {
+    struct ucx_list link;  /* waiting list or cls->done */
+    struct ucx_list alink; /* cls->ops: every live op */
+    struct ucx_hnode rnode;/* key: op id, in cls->rma_ops while waiting */
+    struct ucx_cls *cls;
+    enum cw_na_op_type type;
+    enum ucx_op_state state;
+    cw_na_cb_t cb;
+    void *arg;
+    cw_status_t status;
+    cw_status_t cancel_status; /* what UCS_ERR_CANCELED means */
+    unsigned inflight;         /* UCX requests referencing this op */
+    bool orphan;               /* discarded by finalize, no callback */
+    bool released;             /* requests handed back to UCX (finalize) */
+    void *req;                 /* main request (send, tag recv) */
+    void *data_req;            /* rendezvous data receive */
+    void *buf;
+    size_t buf_len;
+    size_t len;                /* received bytes */
+    uint32_t tag;
+    struct cw_na_addr *peer;   /* expected recv: reference */
+    struct cw_na_addr *source; /* unexpected recv: reference, handed over */
+    struct ucx_conn *conn;     /* put/get: connection awaiting answer */
+    cw_na_mem_t *local;
+    size_t local_off;
+    ucp_tag_recv_info_t tag_info;
+    ucp_dt_iov_t *iov;
+    size_t iovcnt;
+    ucp_dt_iov_t iov_inline[UCX_IOV_INLINE];
+    union {
+        uint8_t unexp[UCX_UNEXP_HDR_MAX];
+        struct ucx_rma_hdr rma;
+    } hdr;
+};
+
+/* A received unexpected message waiting for a posted buffer. */
+struct ucx_umsg {
+    struct ucx_list link;
+    struct cw_na_addr *source; /* reference */
+    uint32_t tag;
+    size_t len;
+    bool rndv;
+    void *data; /* malloc'ed copy, or the UCX rendezvous descriptor */
+};
+
+struct ucx_cls {
+    const struct cw_na_host *host;
+    uint32_t flags;
+    bool busy;
+    char tls[64];
+    size_t eager_size;
+    ucp_context_h context;
+    ucp_worker_h worker;
+    ucp_listener_h listener;
+    int efd;
+    struct cw_na_addr *self; /* reference */
+    uint32_t self_tag_id;
+    struct ucx_htab peers;
+    struct ucx_htab eps;
+    struct ucx_htab mems;
+    struct ucx_htab rma_ops;
+    struct ucx_list conns;
+    struct ucx_list dead;    /* failed, not yet closed */
+    struct ucx_list closing; /* close request outstanding */
+    struct ucx_list done;    /* completed ops, callbacks pending */
+    struct ucx_list ops;     /* every live op */
+    struct ucx_list unexp_posted; /* posted unexpected receive buffers */
+    struct ucx_list unexp_queue;  /* unexpected messages without buffer */
+    struct ucx_list ctls;         /* RMA control messages in flight */
+    size_t unexp_queued;
+    uint64_t next_op_id;
+    uint64_t next_mem_id;
+    uint64_t dropped;        /* malformed wire messages dropped */
+    uint64_t rl_next_ns;     /* rate limit for data-path warnings */
+};
+
+/* Cast the opaque class. */
+static inline struct ucx_cls *ucx_cls(cw_na_class_t *c)
+{
+    return (struct ucx_cls *)(void *)c;
+}
+
+/* ---- lists ---- */
+static inline void ucx_list_init(struct ucx_list *l)
+{
+    l->next = l->prev = l;
+}
+static inline bool ucx_list_empty(const struct ucx_list *l)
+{
+    return l->next == l;
+}
+static inline void ucx_list_add_tail(struct ucx_list *l, struct ucx_list *n)
+{
+    n->prev = l->prev;
+    n->next = l;
+    l->prev->next = n;
+    l->prev = n;
+}
+static inline void ucx_list_del(struct ucx_list *n)
+{
+    if (n->next == NULL)
+        return;
+    n->prev->next = n->next;
+    n->next->prev = n->prev;
+    n->next = n->prev = NULL;
+}
+static inline bool ucx_list_linked(const struct ucx_list *n)
+{
+    return n->next != NULL;
+}
+#define ucx_container_of(ptr, type, member)                                    \
+    ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
+
+/* ucx_init.c */
+cw_status_t ucx_status(ucs_status_t st);
+void ucx_log_dropped(struct ucx_cls *cls, const char *what);
+
+/* ucx_progress.c: hash tables */
+cw_status_t ucx_htab_init(struct ucx_htab *t);
+void ucx_htab_destroy(struct ucx_htab *t);
+cw_status_t ucx_htab_insert(struct ucx_htab *t, struct ucx_hnode *n);
+struct ucx_hnode *ucx_htab_first(const struct ucx_htab *t, uint64_t key);
+void ucx_htab_remove(struct ucx_htab *t, struct ucx_hnode *n);
+uint64_t ucx_hash_str(const char *s);
+
+/* ucx_progress.c: operations */
+struct cw_na_op *ucx_op_new(struct ucx_cls *cls, enum cw_na_op_type type,
+                            cw_na_cb_t cb, void *arg);
+void ucx_op_discard(struct cw_na_op *op);
+void ucx_ops_cancel_all(struct ucx_cls *cls);
+void ucx_ops_free_all(struct ucx_cls *cls);
+void ucx_ops_release_reqs(struct ucx_cls *cls);
+void ucx_op_finish(struct cw_na_op *op, cw_status_t st);
+void ucx_op_req_done(struct cw_na_op *op, void *req, ucs_status_t st,
+                     bool final);
+void ucx_op_req_posted(struct cw_na_op *op, void **slot, void *req);
+cw_status_t ucx_progress(cw_na_class_t *c, unsigned max, unsigned *count_p);
+cw_status_t ucx_cancel(cw_na_class_t *c, cw_na_op_t *op);
+int ucx_get_wait_fd(cw_na_class_t *c);
+bool ucx_safe_to_sleep(cw_na_class_t *c);
+void ucx_drain_requests(struct ucx_cls *cls, uint64_t timeout_ns);
+
+/* ucx_addr.c */
+cw_status_t ucx_peer_get(struct ucx_cls *cls, const char *str, bool strict,
+                         struct cw_na_addr **peer_p);
+void ucx_peer_put(struct ucx_cls *cls, struct cw_na_addr *peer);
+cw_status_t ucx_peer_conn(struct ucx_cls *cls, struct cw_na_addr *peer,
+                          struct ucx_conn **conn_p);
+struct ucx_conn *ucx_conn_by_ep(struct ucx_cls *cls, ucp_ep_h ep);
+void ucx_conn_identify(struct ucx_cls *cls, struct ucx_conn *conn,
+                       struct cw_na_addr *peer);
+cw_status_t ucx_listen(struct ucx_cls *cls, const char *location);
+void ucx_conns_reap(struct ucx_cls *cls);
+void ucx_conns_close_all(struct ucx_cls *cls);
+void ucx_conns_free_all(struct ucx_cls *cls);
+void ucx_conns_release_reqs(struct ucx_cls *cls);
+void ucx_peers_free_all(struct ucx_cls *cls);
+cw_status_t ucx_addr_lookup(cw_na_class_t *c, const char *location,
+                            cw_na_addr_t **addr_p);
+cw_status_t ucx_addr_self(cw_na_class_t *c, cw_na_addr_t **addr_p);
+cw_status_t ucx_addr_dup(cw_na_class_t *c, cw_na_addr_t *addr,
+                         cw_na_addr_t **addr_p);
+void ucx_addr_free(cw_na_class_t *c, cw_na_addr_t *addr);
+bool ucx_addr_cmp(cw_na_class_t *c, cw_na_addr_t *a, cw_na_addr_t *b);
+cw_status_t ucx_addr_to_string(cw_na_class_t *c, cw_na_addr_t *addr,
+                               char *buf, size_t *len_p);
+size_t ucx_addr_serialize_size(cw_na_class_t *c, cw_na_addr_t *addr);
+cw_status_t ucx_addr_serialize(cw_na_class_t *c, void *buf, size_t size,
+                               cw_na_addr_t *addr);
+cw_status_t ucx_addr_deserialize(cw_na_class_t *c, const void *buf,
+                                 size_t size, cw_na_addr_t **addr_p);
+
+/* ucx_msg.c */
+cw_status_t ucx_msg_register_am(struct ucx_cls *cls);
+void ucx_msg_flush_queue(struct ucx_cls *cls);
+cw_status_t ucx_msg_send_unexpected(cw_na_class_t *c, const void *buf,
+                                    size_t len, cw_na_addr_t *dest,
+                                    uint32_t tag, cw_na_cb_t cb, void *arg,
+                                    cw_na_op_t **op_p);
+cw_status_t ucx_msg_recv_unexpected(cw_na_class_t *c, void *buf, size_t len,
+                                    cw_na_cb_t cb, void *arg,
+                                    cw_na_op_t **op_p);
+cw_status_t ucx_msg_send_expected(cw_na_class_t *c, const void *buf,
+                                  size_t len, cw_na_addr_t *dest, uint32_t tag,
+                                  cw_na_cb_t cb, void *arg, cw_na_op_t **op_p);
+cw_status_t ucx_msg_recv_expected(cw_na_class_t *c, void *buf, size_t len,
+                                  cw_na_addr_t *source, uint32_t tag,
+                                  cw_na_cb_t cb, void *arg, cw_na_op_t **op_p);
+void ucx_msg_fail_peer(struct ucx_cls *cls, struct cw_na_addr *peer,
+                       cw_status_t st);
+void ucx_send_cb(void *req, ucs_status_t st, void *user_data);
+
+/* ucx_rma.c */
+cw_status_t ucx_rma_register_am(struct ucx_cls *cls);
+void ucx_rma_fail_conn(struct ucx_cls *cls, struct ucx_conn *conn,
+                       cw_status_t st);
+void ucx_mems_release_all(struct ucx_cls *cls);
+void ucx_rma_free_ctls(struct ucx_cls *cls);
+void ucx_rma_release_ctls(struct ucx_cls *cls);
+cw_status_t ucx_mem_register(cw_na_class_t *c, const struct cw_na_segment *segs,
+                             size_t n, uint32_t access, cw_na_mem_t **mem_p);
+void ucx_mem_release(cw_na_class_t *c, cw_na_mem_t *mem);
+size_t ucx_mem_serialize_size(cw_na_class_t *c, cw_na_mem_t *mem);
+cw_status_t ucx_mem_serialize(cw_na_class_t *c, void *buf, size_t size,
+                              cw_na_mem_t *mem);
+cw_status_t ucx_mem_deserialize(cw_na_class_t *c, const void *buf,
+                                size_t size, cw_na_mem_t **mem_p);
+cw_status_t ucx_put(cw_na_class_t *c, cw_na_mem_t *local, size_t local_off,
+                    cw_na_mem_t *remote, size_t remote_off, size_t len,
+                    cw_na_addr_t *peer, cw_na_cb_t cb, void *arg,
+                    cw_na_op_t **op_p);
+cw_status_t ucx_get(cw_na_class_t *c, cw_na_mem_t *local, size_t local_off,
+                    cw_na_mem_t *remote, size_t remote_off, size_t len,
+                    cw_na_addr_t *peer, cw_na_cb_t cb, void *arg,
+                    cw_na_op_t **op_p);
+
+#endif /* CW_NA_UCX_H */

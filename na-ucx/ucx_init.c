@@ -1,0 +1,383 @@
+/*
+ * na-ucx: instance lifecycle, capabilities, status translation and the
+ * exported plugin entry.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ucx.h"
+
+#define UCX_EAGER_DEFAULT (64u * 1024u)
+#define UCX_EAGER_MAX (16u * 1024u * 1024u)
+#define UCX_KEEPALIVE_DEFAULT "1s"
+
+/* The one place UCS statuses become Causeway statuses. */
+cw_status_t ucx_status(ucs_status_t st)
+{
+    switch (st) {
+    case UCS_OK:
+    case UCS_INPROGRESS:
+        return CW_OK;
+    case UCS_ERR_NO_MEMORY:
+        return CW_NOMEM;
+    case UCS_ERR_INVALID_PARAM:
+    case UCS_ERR_INVALID_ADDR:
+        return CW_INVALID_ARG;
+    case UCS_ERR_NO_ELEM:
+    case UCS_ERR_NO_DEVICE:
+        return CW_NOENT;
+    case UCS_ERR_BUSY:
+    case UCS_ERR_NO_RESOURCE:
+        return CW_AGAIN;
+    case UCS_ERR_CANCELED:
+        return CW_CANCELED;
+    case UCS_ERR_TIMED_OUT:
+        return CW_TIMEOUT;
+    case UCS_ERR_MESSAGE_TRUNCATED:
+    case UCS_ERR_EXCEEDS_LIMIT:
+        return CW_OVERFLOW;
+    case UCS_ERR_UNSUPPORTED:
+        return CW_UNSUPPORTED;
+    case UCS_ERR_UNREACHABLE:
+    case UCS_ERR_REJECTED:
+        return CW_UNREACHABLE;
+    case UCS_ERR_CONNECTION_RESET:
+    case UCS_ERR_ENDPOINT_TIMEOUT:
+    case UCS_ERR_NOT_CONNECTED:
+        return CW_DISCONNECTED;
+    case UCS_ERR_ALREADY_EXISTS:
+        return CW_ADDR_IN_USE;
+    case UCS_ERR_IO_ERROR:
+        return CW_IO;
+    case UCS_ERR_OUT_OF_RANGE:
+        return CW_RANGE;
+    default:
+        return CW_ERROR;
+    }
+}
+
+/* Data-path drops: counted always, logged at most once a second. */
+void ucx_log_dropped(struct ucx_cls *cls, const char *what)
+{
+    uint64_t now;
+
+    cls->dropped++;
+    if (cls->host == NULL || cls->host->now_ns == NULL)
+        return;
+    now = cls->host->now_ns();
+    if (now < cls->rl_next_ns)
+        return;
+    cls->rl_next_ns = now + 1000000000ull;
+    UCX_WARN(cls, "dropped malformed %s (%llu dropped so far)", what,
+             (unsigned long long)cls->dropped);
+}
+
+static cw_status_t ucx_config_set(struct ucx_cls *cls, ucp_config_t *config,
+                                  const char *name, const char *value)
+{
+    ucs_status_t st = ucp_config_modify(config, name, value);
+
+    if (st != UCS_OK) {
+        UCX_ERR(cls, "ucp_config_modify(%s=%s) failed: %s", name, value,
+                ucs_status_string(st));
+        return st == UCS_ERR_NO_ELEM ? CW_INVALID_ARG : ucx_status(st);
+    }
+    return CW_OK;
+}
+
+/* Runtime parameters: "eager_size", "keepalive" and any "UCX_<NAME>" which
+ * is applied to this instance's UCP configuration only. */
+static cw_status_t ucx_apply_params(struct ucx_cls *cls, ucp_config_t *config,
+                                    const char *const *params)
+{
+    bool keepalive_set = false;
+    cw_status_t st;
+
+    for (size_t i = 0; params && params[i] && params[i + 1]; i += 2) {
+        const char *k = params[i], *v = params[i + 1];
+        if (strcmp(k, "eager_size") == 0) {
+            char *end;
+            errno = 0;
+            unsigned long long n = strtoull(v, &end, 0);
+            if (errno || *end || n < 64 || n > UCX_EAGER_MAX) {
+                UCX_ERR(cls, "eager_size=%s: expected 64..%u", v,
+                        UCX_EAGER_MAX);
+                return CW_INVALID_ARG;
+            }
+            cls->eager_size = (size_t)n;
+        } else if (strcmp(k, "keepalive") == 0) {
+            st = ucx_config_set(cls, config, "KEEPALIVE_INTERVAL", v);
+            if (st != CW_OK)
+                return st;
+            keepalive_set = true;
+        } else if (strncmp(k, "UCX_", 4) == 0 && k[4] != '\0') {
+            st = ucx_config_set(cls, config, k + 4, v);
+            if (st != CW_OK)
+                return st;
+            if (strcmp(k + 4, "KEEPALIVE_INTERVAL") == 0)
+                keepalive_set = true;
+        } else {
+            UCX_WARN(cls, "unknown parameter '%s' ignored", k);
+        }
+    }
+    if (!keepalive_set && getenv("UCX_KEEPALIVE_INTERVAL") == NULL)
+        return ucx_config_set(cls, config, "KEEPALIVE_INTERVAL",
+                              UCX_KEEPALIVE_DEFAULT);
+    return CW_OK;
+}
+
+static cw_status_t ucx_context_create(struct ucx_cls *cls,
+                                      const struct cw_na_init_info *info)
+{
+    ucp_params_t params = {0};
+    ucp_config_t *config;
+    ucs_status_t st;
+    cw_status_t ret;
+
+    st = ucp_config_read(NULL, NULL, &config);
+    if (st != UCS_OK) {
+        UCX_ERR(cls, "ucp_config_read() failed: %s", ucs_status_string(st));
+        return ucx_status(st);
+    }
+    ret = ucx_config_set(cls, config, "TLS", cls->tls);
+    if (ret != CW_OK)
+        goto out_release;
+    ret = ucx_apply_params(cls, config, info->params);
+    if (ret != CW_OK)
+        goto out_release;
+
+    params.field_mask = UCP_PARAM_FIELD_FEATURES |
+                        UCP_PARAM_FIELD_MT_WORKERS_SHARED |
+                        UCP_PARAM_FIELD_NAME;
+    params.features = UCP_FEATURE_AM | UCP_FEATURE_TAG;
+    if (!cls->busy)
+        params.features |= UCP_FEATURE_WAKEUP;
+    params.mt_workers_shared = 0;
+    params.name = "causeway";
+    st = ucp_init(&params, config, &cls->context);
+    if (st != UCS_OK) {
+        UCX_ERR(cls, "ucp_init(tls=%s) failed: %s", cls->tls,
+                ucs_status_string(st));
+        ret = ucx_status(st);
+    }
+out_release:
+    ucp_config_release(config);
+    return ret;
+}
+
+static cw_status_t ucx_worker_create(struct ucx_cls *cls)
+{
+    ucp_worker_params_t wp = {0};
+    ucp_worker_attr_t attr = {0};
+    ucs_status_t st;
+
+    wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    wp.thread_mode = UCS_THREAD_MODE_SINGLE;
+    st = ucp_worker_create(cls->context, &wp, &cls->worker);
+    if (st != UCS_OK) {
+        UCX_ERR(cls, "ucp_worker_create() failed: %s", ucs_status_string(st));
+        return ucx_status(st);
+    }
+    attr.field_mask = UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER;
+    st = ucp_worker_query(cls->worker, &attr);
+    if (st != UCS_OK) {
+        UCX_ERR(cls, "ucp_worker_query() failed: %s", ucs_status_string(st));
+        return ucx_status(st);
+    }
+    if (attr.max_am_header < sizeof(struct ucx_rma_hdr) ||
+        attr.max_am_header < UCX_UNEXP_HDR_MAX) {
+        UCX_ERR(cls, "UCX active message header limit %zu is below %zu",
+                attr.max_am_header, (size_t)UCX_UNEXP_HDR_MAX);
+        return CW_UNSUPPORTED;
+    }
+    if (!cls->busy) {
+        st = ucp_worker_get_efd(cls->worker, &cls->efd);
+        if (st != UCS_OK) {
+            UCX_ERR(cls, "ucp_worker_get_efd() failed: %s",
+                    ucs_status_string(st));
+            return ucx_status(st);
+        }
+    }
+    return CW_OK;
+}
+
+static void ucx_finalize(cw_na_class_t *c)
+{
+    struct ucx_cls *cls = ucx_cls(c);
+
+    if (cls == NULL)
+        return;
+    if (cls->worker) {
+        if (cls->listener)
+            ucp_listener_destroy(cls->listener);
+        cls->listener = NULL;
+        ucx_msg_flush_queue(cls);
+        ucx_ops_cancel_all(cls);
+        ucx_conns_close_all(cls);
+        ucx_drain_requests(cls, 2000000000ull);
+        ucx_ops_release_reqs(cls);
+        ucx_conns_release_reqs(cls);
+        ucx_rma_release_ctls(cls);
+    }
+    /* Operations the core did not drain are dropped without callbacks. */
+    for (struct ucx_list *l = cls->ops.next, *next; l != &cls->ops; l = next) {
+        next = l->next;
+        ucx_op_discard(ucx_container_of(l, struct cw_na_op, alink));
+    }
+    if (cls->self)
+        ucx_peer_put(cls, cls->self);
+    cls->self = NULL;
+    ucx_mems_release_all(cls);
+    if (cls->worker)
+        ucp_worker_destroy(cls->worker);
+    if (cls->context)
+        ucp_cleanup(cls->context);
+    ucx_ops_free_all(cls);
+    ucx_rma_free_ctls(cls);
+    ucx_conns_free_all(cls);
+    ucx_peers_free_all(cls);
+    ucx_htab_destroy(&cls->peers);
+    ucx_htab_destroy(&cls->eps);
+    ucx_htab_destroy(&cls->mems);
+    ucx_htab_destroy(&cls->rma_ops);
+    free(cls);
+}
+
+static bool ucx_check_protocol(const char *protocol)
+{
+    return protocol != NULL && strlen(protocol) < 64 &&
+           strpbrk(protocol, " \t\n") == NULL;
+}
+
+static cw_status_t ucx_init(const struct cw_na_host *host,
+                            const struct cw_na_init_info *info,
+                            cw_na_class_t **cls_p)
+{
+    struct ucx_cls *cls;
+    cw_status_t ret;
+
+    if (host == NULL || info == NULL || cls_p == NULL)
+        return CW_INVALID_ARG;
+    cls = calloc(1, sizeof(*cls));
+    if (cls == NULL)
+        return CW_NOMEM;
+    cls->host = host;
+    cls->flags = info->flags;
+    cls->busy = (info->flags & CW_NA_BUSY) != 0;
+    cls->efd = -1;
+    cls->eager_size = UCX_EAGER_DEFAULT;
+    cls->next_op_id = 1;
+    cls->next_mem_id = 1;
+    ucx_list_init(&cls->conns);
+    ucx_list_init(&cls->dead);
+    ucx_list_init(&cls->closing);
+    ucx_list_init(&cls->done);
+    ucx_list_init(&cls->ops);
+    ucx_list_init(&cls->unexp_posted);
+    ucx_list_init(&cls->unexp_queue);
+    ucx_list_init(&cls->ctls);
+    /* Structure is valid (empty lists) from here: finalize can unwind. */
+
+    if (info->protocol == NULL || info->protocol[0] == '\0')
+        snprintf(cls->tls, sizeof(cls->tls), "tcp");
+    else if (!ucx_check_protocol(info->protocol)) {
+        UCX_ERR(cls, "bad protocol '%s'", info->protocol);
+        ret = CW_INVALID_ARG;
+        goto err_finalize;
+    } else {
+        /* "all" and lists such as "tcp,self" go to UCX_TLS verbatim; ';'
+         * is accepted as a separator since ',' may not appear in URIs. */
+        snprintf(cls->tls, sizeof(cls->tls), "%s", info->protocol);
+        for (char *p = cls->tls; *p; p++)
+            if (*p == ';')
+                *p = ',';
+    }
+
+    ret = ucx_htab_init(&cls->peers);
+    if (ret == CW_OK)
+        ret = ucx_htab_init(&cls->eps);
+    if (ret == CW_OK)
+        ret = ucx_htab_init(&cls->mems);
+    if (ret == CW_OK)
+        ret = ucx_htab_init(&cls->rma_ops);
+    if (ret != CW_OK)
+        goto err_finalize;
+
+    ret = ucx_context_create(cls, info);
+    if (ret != CW_OK)
+        goto err_finalize;
+    ret = ucx_worker_create(cls);
+    if (ret != CW_OK)
+        goto err_finalize;
+    ret = ucx_msg_register_am(cls);
+    if (ret != CW_OK)
+        goto err_finalize;
+    ret = ucx_rma_register_am(cls);
+    if (ret != CW_OK)
+        goto err_finalize;
+    ret = ucx_listen(cls, info->location);
+    if (ret != CW_OK)
+        goto err_finalize;
+
+    UCX_DBG(cls, "instance tls=%s listening on %s", cls->tls, cls->self->str);
+    *cls_p = (cw_na_class_t *)(void *)cls;
+    return CW_OK;
+
+err_finalize:
+    ucx_finalize((cw_na_class_t *)(void *)cls);
+    return ret;
+}
+
+static void ucx_query(cw_na_class_t *c, struct cw_na_caps *caps)
+{
+    struct ucx_cls *cls = ucx_cls(c);
+
+    memset(caps, 0, sizeof(*caps));
+    caps->max_unexpected_size = cls->eager_size;
+    caps->max_expected_size = cls->eager_size;
+    caps->max_tag = UINT32_MAX;
+    caps->max_rma_size = 0;
+    caps->max_segments = 1024;
+    caps->flags = CW_NA_CAP_RMA | (cls->busy ? 0 : CW_NA_CAP_WAIT_FD);
+}
+
+static const struct cw_na_ops ucx_ops = {
+    .check_protocol = ucx_check_protocol,
+    .init = ucx_init,
+    .finalize = ucx_finalize,
+    .query = ucx_query,
+    .addr_lookup = ucx_addr_lookup,
+    .addr_self = ucx_addr_self,
+    .addr_dup = ucx_addr_dup,
+    .addr_free = ucx_addr_free,
+    .addr_cmp = ucx_addr_cmp,
+    .addr_to_string = ucx_addr_to_string,
+    .addr_serialize_size = ucx_addr_serialize_size,
+    .addr_serialize = ucx_addr_serialize,
+    .addr_deserialize = ucx_addr_deserialize,
+    .msg_send_unexpected = ucx_msg_send_unexpected,
+    .msg_recv_unexpected = ucx_msg_recv_unexpected,
+    .msg_send_expected = ucx_msg_send_expected,
+    .msg_recv_expected = ucx_msg_recv_expected,
+    .mem_register = ucx_mem_register,
+    .mem_release = ucx_mem_release,
+    .mem_serialize_size = ucx_mem_serialize_size,
+    .mem_serialize = ucx_mem_serialize,
+    .mem_deserialize = ucx_mem_deserialize,
+    .put = ucx_put,
+    .get = ucx_get,
+    .get_wait_fd = ucx_get_wait_fd,
+    .safe_to_sleep = ucx_safe_to_sleep,
+    .progress = ucx_progress,
+    .cancel = ucx_cancel,
+};
+
+CW_NA_EXPORT const struct cw_na_plugin cw_na_plugin_entry = {
+    .abi_version = CW_NA_ABI_VERSION,
+    .ops_size = sizeof(struct cw_na_ops),
+    .name = "ucx",
+    .description = "UCX (UCP active messages, tag matching; tcp and more)",
+    .ops = &ucx_ops,
+};

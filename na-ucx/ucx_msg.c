@@ -1,0 +1,396 @@
+/*
+ * na-ucx: unexpected messages (active messages carrying the sender's listen
+ * address and the tag) and expected messages (UCP tag matching; the upper
+ * 32 tag bits name the sender, the lower 32 are the caller's tag).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ucx.h"
+
+static inline uint64_t ucx_tag64(uint32_t sender, uint32_t tag)
+{
+    return ((uint64_t)sender << 32) | tag;
+}
+
+/* Account for a request just returned by UCX: completed at once (NULL),
+ * failed (error pointer: the caller discards the op), or in flight. */
+static cw_status_t ucx_track(struct cw_na_op *op, void **slot,
+                             ucs_status_ptr_t req)
+{
+    if (req == NULL) {
+        ucx_op_finish(op, CW_OK);
+        return CW_OK;
+    }
+    if (UCS_PTR_IS_ERR(req))
+        return ucx_status(UCS_PTR_STATUS(req));
+    ucx_op_req_posted(op, slot, req);
+    return CW_OK;
+}
+
+static void ucx_recv_data_cb(void *req, ucs_status_t st, size_t length,
+                             void *user_data)
+{
+    struct cw_na_op *op = user_data;
+
+    if (st == UCS_OK)
+        op->len = length;
+    ucx_op_req_done(op, req, st, true);
+}
+
+/* Receive rendezvous data of an unexpected message into the op's buffer. */
+static void ucx_unexp_rndv(struct ucx_cls *cls, struct cw_na_op *op,
+                           void *desc, size_t length)
+{
+    ucp_request_param_t p = {0};
+    ucs_status_ptr_t req;
+
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    p.cb.recv_am = ucx_recv_data_cb;
+    p.user_data = op;
+    op->len = length;
+    req = ucp_am_recv_data_nbx(cls->worker, desc, op->buf, length, &p);
+    if (UCS_PTR_IS_ERR(req)) {
+        UCX_WARN(cls, "ucp_am_recv_data_nbx() failed: %s",
+                 ucs_status_string(UCS_PTR_STATUS(req)));
+        ucx_op_finish(op, ucx_status(UCS_PTR_STATUS(req)));
+        return;
+    }
+    ucx_track(op, &op->data_req, req);
+}
+
+/* Hand a queued message to a posted receive. */
+static void ucx_unexp_deliver(struct ucx_cls *cls, struct cw_na_op *op,
+                              struct ucx_umsg *m)
+{
+    op->source = m->source;
+    op->tag = m->tag;
+    if (m->len > op->buf_len) {
+        if (m->rndv)
+            ucp_am_data_release(cls->worker, m->data);
+        else
+            free(m->data);
+        ucx_op_finish(op, CW_OVERFLOW);
+    } else if (m->rndv) {
+        ucx_unexp_rndv(cls, op, m->data, m->len);
+    } else {
+        memcpy(op->buf, m->data, m->len);
+        op->len = m->len;
+        free(m->data);
+        ucx_op_finish(op, CW_OK);
+    }
+    free(m);
+}
+
+static ucs_status_t ucx_am_unexp_cb(void *arg, const void *header,
+                                    size_t hlen, void *data, size_t length,
+                                    const ucp_am_recv_param_t *param)
+{
+    struct ucx_cls *cls = arg;
+    const uint8_t *h = header;
+    char str[UCX_ADDR_STR_MAX];
+    struct cw_na_addr *peer;
+    bool rndv = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0;
+    uint32_t magic, tag;
+    struct ucx_umsg *m;
+    size_t alen;
+
+    if (hlen < UCX_UNEXP_HDR_FIXED)
+        goto drop;
+    memcpy(&magic, h, 4);
+    memcpy(&tag, h + 4, 4);
+    alen = h[8];
+    if (magic != UCX_WIRE_MAGIC || alen == 0 || alen >= sizeof(str) ||
+        hlen != UCX_UNEXP_HDR_FIXED + alen)
+        goto drop;
+    memcpy(str, h + UCX_UNEXP_HDR_FIXED, alen);
+    str[alen] = '\0';
+    if (strlen(str) != alen || ucx_peer_get(cls, str, true, &peer) != CW_OK)
+        goto drop;
+    if (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP)
+        ucx_conn_identify(cls, ucx_conn_by_ep(cls, param->reply_ep), peer);
+
+    if (!ucx_list_empty(&cls->unexp_posted)) {
+        struct cw_na_op *op = ucx_container_of(cls->unexp_posted.next,
+                                               struct cw_na_op, link);
+        ucx_list_del(&op->link);
+        op->source = peer;
+        op->tag = tag;
+        if (length > op->buf_len) {
+            ucx_op_finish(op, CW_OVERFLOW);
+        } else if (rndv) {
+            ucx_unexp_rndv(cls, op, data, length);
+        } else {
+            memcpy(op->buf, data, length);
+            op->len = length;
+            ucx_op_finish(op, CW_OK);
+        }
+        return UCS_OK;
+    }
+
+    /* No buffer posted: keep it until one is. */
+    m = calloc(1, sizeof(*m));
+    if (m == NULL)
+        goto nomem;
+    m->source = peer;
+    m->tag = tag;
+    m->len = length;
+    m->rndv = rndv;
+    if (rndv) {
+        m->data = data;
+    } else {
+        m->data = malloc(length ? length : 1);
+        if (m->data == NULL) {
+            free(m);
+            goto nomem;
+        }
+        memcpy(m->data, data, length);
+    }
+    ucx_list_add_tail(&cls->unexp_queue, &m->link);
+    cls->unexp_queued++;
+    return rndv ? UCS_INPROGRESS : UCS_OK;
+
+nomem:
+    UCX_ERR(cls, "out of memory queueing an unexpected message from %s",
+            peer->str);
+    ucx_peer_put(cls, peer);
+    return UCS_OK;
+drop:
+    ucx_log_dropped(cls, "unexpected message header");
+    return UCS_OK;
+}
+
+cw_status_t ucx_msg_register_am(struct ucx_cls *cls)
+{
+    ucp_am_handler_param_t p = {0};
+    ucs_status_t st;
+
+    p.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID |
+                   UCP_AM_HANDLER_PARAM_FIELD_FLAGS |
+                   UCP_AM_HANDLER_PARAM_FIELD_CB |
+                   UCP_AM_HANDLER_PARAM_FIELD_ARG;
+    p.id = UCX_AM_UNEXP;
+    p.flags = UCP_AM_FLAG_WHOLE_MSG;
+    p.cb = ucx_am_unexp_cb;
+    p.arg = cls;
+    st = ucp_worker_set_am_recv_handler(cls->worker, &p);
+    if (st != UCS_OK) {
+        UCX_ERR(cls, "ucp_worker_set_am_recv_handler() failed: %s",
+                ucs_status_string(st));
+        return ucx_status(st);
+    }
+    return CW_OK;
+}
+
+void ucx_msg_flush_queue(struct ucx_cls *cls)
+{
+    while (!ucx_list_empty(&cls->unexp_queue)) {
+        struct ucx_umsg *m =
+            ucx_container_of(cls->unexp_queue.next, struct ucx_umsg, link);
+        ucx_list_del(&m->link);
+        if (m->rndv)
+            ucp_am_data_release(cls->worker, m->data);
+        else
+            free(m->data);
+        ucx_peer_put(cls, m->source);
+        free(m);
+    }
+    cls->unexp_queued = 0;
+}
+
+static void ucx_send_params(ucp_request_param_t *p, struct cw_na_op *op)
+{
+    memset(p, 0, sizeof(*p));
+    p->op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    p->cb.send = ucx_send_cb;
+    p->user_data = op;
+}
+
+/* Common checks of both sends; on success the op exists and @p conn_p
+ * names the endpoint to use. */
+static cw_status_t ucx_send_prep(struct ucx_cls *cls, const void *buf,
+                                 size_t len, cw_na_addr_t *dest,
+                                 enum cw_na_op_type type, cw_na_cb_t cb,
+                                 void *arg, struct ucx_conn **conn_p,
+                                 struct cw_na_op **op_p)
+{
+    cw_status_t ret;
+
+    if (dest == NULL || (buf == NULL && len > 0))
+        return CW_INVALID_ARG;
+    if (len > cls->eager_size)
+        return CW_OVERFLOW;
+    ret = ucx_peer_conn(cls, dest, conn_p);
+    if (ret != CW_OK)
+        return ret;
+    *op_p = ucx_op_new(cls, type, cb, arg);
+    if (*op_p == NULL)
+        return CW_NOMEM;
+    return CW_OK;
+}
+
+cw_status_t ucx_msg_send_unexpected(cw_na_class_t *c, const void *buf,
+                                    size_t len, cw_na_addr_t *dest,
+                                    uint32_t tag, cw_na_cb_t cb, void *arg,
+                                    cw_na_op_t **op_p)
+{
+    struct ucx_cls *cls = ucx_cls(c);
+    size_t alen = strlen(cls->self->str);
+    ucp_request_param_t p;
+    struct ucx_conn *conn;
+    struct cw_na_op *op;
+    uint32_t magic = UCX_WIRE_MAGIC;
+    cw_status_t ret;
+
+    ret = ucx_send_prep(cls, buf, len, dest, CW_NA_OP_SEND_UNEXPECTED, cb, arg,
+                        &conn, &op);
+    if (ret != CW_OK)
+        return ret;
+    memcpy(op->hdr.unexp, &magic, 4);
+    memcpy(op->hdr.unexp + 4, &tag, 4);
+    op->hdr.unexp[8] = (uint8_t)alen;
+    memcpy(op->hdr.unexp + UCX_UNEXP_HDR_FIXED, cls->self->str, alen);
+    ucx_send_params(&p, op);
+    p.op_attr_mask |= UCP_OP_ATTR_FIELD_FLAGS;
+    p.flags = UCP_AM_SEND_FLAG_REPLY;
+    ret = ucx_track(op, &op->req,
+                    ucp_am_send_nbx(conn->ep, UCX_AM_UNEXP, op->hdr.unexp,
+                                    UCX_UNEXP_HDR_FIXED + alen, buf, len, &p));
+    if (ret != CW_OK) {
+        ucx_op_discard(op);
+        return ret;
+    }
+    if (op_p)
+        *op_p = op;
+    return CW_OK;
+}
+
+cw_status_t ucx_msg_recv_unexpected(cw_na_class_t *c, void *buf, size_t len,
+                                    cw_na_cb_t cb, void *arg,
+                                    cw_na_op_t **op_p)
+{
+    struct ucx_cls *cls = ucx_cls(c);
+    struct cw_na_op *op;
+
+    if (buf == NULL && len > 0)
+        return CW_INVALID_ARG;
+    op = ucx_op_new(cls, CW_NA_OP_RECV_UNEXPECTED, cb, arg);
+    if (op == NULL)
+        return CW_NOMEM;
+    op->buf = buf;
+    op->buf_len = len;
+    if (op_p)
+        *op_p = op;
+    if (!ucx_list_empty(&cls->unexp_queue)) {
+        struct ucx_umsg *m =
+            ucx_container_of(cls->unexp_queue.next, struct ucx_umsg, link);
+        ucx_list_del(&m->link);
+        cls->unexp_queued--;
+        ucx_unexp_deliver(cls, op, m);
+        return CW_OK;
+    }
+    ucx_list_add_tail(&cls->unexp_posted, &op->link);
+    return CW_OK;
+}
+
+cw_status_t ucx_msg_send_expected(cw_na_class_t *c, const void *buf,
+                                  size_t len, cw_na_addr_t *dest, uint32_t tag,
+                                  cw_na_cb_t cb, void *arg, cw_na_op_t **op_p)
+{
+    struct ucx_cls *cls = ucx_cls(c);
+    ucp_request_param_t p;
+    struct ucx_conn *conn;
+    struct cw_na_op *op;
+    cw_status_t ret;
+
+    ret = ucx_send_prep(cls, buf, len, dest, CW_NA_OP_SEND_EXPECTED, cb, arg,
+                        &conn, &op);
+    if (ret != CW_OK)
+        return ret;
+    ucx_send_params(&p, op);
+    ret = ucx_track(op, &op->req,
+                    ucp_tag_send_nbx(conn->ep, buf, len,
+                                     ucx_tag64(cls->self_tag_id, tag), &p));
+    if (ret != CW_OK) {
+        ucx_op_discard(op);
+        return ret;
+    }
+    if (op_p)
+        *op_p = op;
+    return CW_OK;
+}
+
+static void ucx_tag_recv_cb(void *req, ucs_status_t st,
+                            const ucp_tag_recv_info_t *info, void *user_data)
+{
+    struct cw_na_op *op = user_data;
+
+    if (st == UCS_OK)
+        op->len = info->length;
+    ucx_op_req_done(op, req, st, true);
+}
+
+cw_status_t ucx_msg_recv_expected(cw_na_class_t *c, void *buf, size_t len,
+                                  cw_na_addr_t *source, uint32_t tag,
+                                  cw_na_cb_t cb, void *arg, cw_na_op_t **op_p)
+{
+    struct ucx_cls *cls = ucx_cls(c);
+    ucp_request_param_t p = {0};
+    struct ucx_conn *conn;
+    ucs_status_ptr_t req;
+    struct cw_na_op *op;
+
+    if (source == NULL || (buf == NULL && len > 0))
+        return CW_INVALID_ARG;
+    /* An endpoint to the source lets its failure fail this receive; a
+     * connection error now is reported by that error path too. */
+    (void)ucx_peer_conn(cls, source, &conn);
+    op = ucx_op_new(cls, CW_NA_OP_RECV_EXPECTED, cb, arg);
+    if (op == NULL)
+        return CW_NOMEM;
+    op->buf = buf;
+    op->buf_len = len;
+    op->peer = source;
+    source->refs++;
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                     UCP_OP_ATTR_FIELD_RECV_INFO;
+    p.cb.recv = ucx_tag_recv_cb;
+    p.user_data = op;
+    p.recv_info.tag_info = &op->tag_info;
+    req = ucp_tag_recv_nbx(cls->worker, buf, len,
+                           ucx_tag64(source->tag_id, tag), UINT64_MAX, &p);
+    if (req == NULL) {
+        op->len = op->tag_info.length;
+        ucx_op_finish(op, CW_OK);
+    } else if (UCS_PTR_IS_ERR(req)) {
+        if (UCS_PTR_STATUS(req) != UCS_ERR_MESSAGE_TRUNCATED) {
+            ucx_op_discard(op);
+            return ucx_status(UCS_PTR_STATUS(req));
+        }
+        ucx_op_finish(op, CW_OVERFLOW);
+    } else {
+        ucx_op_req_posted(op, &op->req, req);
+        if (op->state == UCX_OP_ACTIVE)
+            ucx_list_add_tail(&source->recvs, &op->link);
+    }
+    if (op_p)
+        *op_p = op;
+    return CW_OK;
+}
+
+/* The peer's connection broke: its expected receives end with @p st. */
+void ucx_msg_fail_peer(struct ucx_cls *cls, struct cw_na_addr *peer,
+                       cw_status_t st)
+{
+    struct ucx_list *l, *next;
+
+    for (l = peer->recvs.next; l != &peer->recvs; l = next) {
+        struct cw_na_op *op = ucx_container_of(l, struct cw_na_op, link);
+        next = l->next;
+        op->cancel_status = st;
+        if (op->req)
+            ucp_request_cancel(cls->worker, op->req);
+        else
+            ucx_op_finish(op, st);
+    }
+}

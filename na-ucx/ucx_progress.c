@@ -1,0 +1,396 @@
+/*
+ * na-ucx: operations, completion queue, progress, cancel, wait fd, and the
+ * small hash table used for peers, endpoints, memory and RMA operations.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ucx.h"
+
+#define UCX_HTAB_INIT 64u
+
+cw_status_t ucx_htab_init(struct ucx_htab *t)
+{
+    t->bucket = calloc(UCX_HTAB_INIT, sizeof(*t->bucket));
+    if (t->bucket == NULL)
+        return CW_NOMEM;
+    t->nbucket = UCX_HTAB_INIT;
+    t->count = 0;
+    return CW_OK;
+}
+
+void ucx_htab_destroy(struct ucx_htab *t)
+{
+    free(t->bucket);
+    t->bucket = NULL;
+    t->nbucket = t->count = 0;
+}
+
+static size_t ucx_htab_slot(size_t nbucket, uint64_t key)
+{
+    key ^= key >> 33;
+    key *= 0xff51afd7ed558ccdull;
+    key ^= key >> 33;
+    return (size_t)key & (nbucket - 1);
+}
+
+static void ucx_htab_grow(struct ucx_htab *t)
+{
+    size_t nb = t->nbucket * 2;
+    struct ucx_hnode **b = calloc(nb, sizeof(*b));
+
+    if (b == NULL)
+        return; /* keep the longer chains; lookups stay correct */
+    for (size_t i = 0; i < t->nbucket; i++) {
+        struct ucx_hnode *n = t->bucket[i], *next;
+        for (; n; n = next) {
+            size_t s = ucx_htab_slot(nb, n->key);
+            next = n->next;
+            n->next = b[s];
+            b[s] = n;
+        }
+    }
+    free(t->bucket);
+    t->bucket = b;
+    t->nbucket = nb;
+}
+
+cw_status_t ucx_htab_insert(struct ucx_htab *t, struct ucx_hnode *n)
+{
+    size_t s;
+
+    if (t->count >= t->nbucket)
+        ucx_htab_grow(t);
+    s = ucx_htab_slot(t->nbucket, n->key);
+    n->next = t->bucket[s];
+    t->bucket[s] = n;
+    t->count++;
+    return CW_OK;
+}
+
+struct ucx_hnode *ucx_htab_first(const struct ucx_htab *t, uint64_t key)
+{
+    struct ucx_hnode *n;
+
+    if (t->nbucket == 0)
+        return NULL;
+    for (n = t->bucket[ucx_htab_slot(t->nbucket, key)]; n; n = n->next)
+        if (n->key == key)
+            return n;
+    return NULL;
+}
+
+void ucx_htab_remove(struct ucx_htab *t, struct ucx_hnode *n)
+{
+    struct ucx_hnode **pp;
+
+    if (t->nbucket == 0)
+        return;
+    for (pp = &t->bucket[ucx_htab_slot(t->nbucket, n->key)]; *pp;
+         pp = &(*pp)->next) {
+        if (*pp == n) {
+            *pp = n->next;
+            n->next = NULL;
+            t->count--;
+            return;
+        }
+    }
+}
+
+/* FNV-1a, 64 bit. */
+uint64_t ucx_hash_str(const char *s)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+
+    for (; *s; s++) {
+        h ^= (unsigned char)*s;
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+/* ---- operations ---- */
+
+struct cw_na_op *ucx_op_new(struct ucx_cls *cls, enum cw_na_op_type type,
+                            cw_na_cb_t cb, void *arg)
+{
+    struct cw_na_op *op = calloc(1, sizeof(*op));
+
+    if (op == NULL)
+        return NULL;
+    op->cls = cls;
+    op->type = type;
+    op->cb = cb;
+    op->arg = arg;
+    op->state = UCX_OP_ACTIVE;
+    op->cancel_status = CW_CANCELED;
+    ucx_list_add_tail(&cls->ops, &op->alink);
+    return op;
+}
+
+static void ucx_op_detach(struct cw_na_op *op)
+{
+    struct ucx_cls *cls = op->cls;
+
+    ucx_list_del(&op->link);
+    if (op->rnode.key != 0) {
+        ucx_htab_remove(&cls->rma_ops, &op->rnode);
+        op->rnode.key = 0;
+    }
+    op->conn = NULL;
+}
+
+static void ucx_op_free(struct cw_na_op *op)
+{
+    struct ucx_cls *cls = op->cls;
+
+    ucx_op_detach(op);
+    ucx_list_del(&op->alink);
+    if (op->peer)
+        ucx_peer_put(cls, op->peer);
+    if (op->source)
+        ucx_peer_put(cls, op->source);
+    if (op->iov != op->iov_inline)
+        free(op->iov);
+    free(op);
+}
+
+/* Finalize path: forget the operation without a callback.  Its memory is
+ * only freed once no UCX request can still refer to it. */
+void ucx_op_discard(struct cw_na_op *op)
+{
+    if (op->inflight == 0) {
+        ucx_op_free(op);
+        return;
+    }
+    ucx_op_detach(op);
+    op->state = UCX_OP_FINISHED;
+    op->orphan = true; /* freed by its last request callback or finalize */
+}
+
+/* Finalize: ask UCX to stop every request still referring to an op. */
+void ucx_ops_cancel_all(struct ucx_cls *cls)
+{
+    for (struct ucx_list *l = cls->ops.next; l != &cls->ops; l = l->next) {
+        struct cw_na_op *op = ucx_container_of(l, struct cw_na_op, alink);
+        if (op->req)
+            ucp_request_cancel(cls->worker, op->req);
+        if (op->data_req)
+            ucp_request_cancel(cls->worker, op->data_req);
+    }
+}
+
+/* Finalize, drain timed out: let UCX release what is still out. */
+void ucx_ops_release_reqs(struct ucx_cls *cls)
+{
+    for (struct ucx_list *l = cls->ops.next; l != &cls->ops; l = l->next) {
+        struct cw_na_op *op = ucx_container_of(l, struct cw_na_op, alink);
+        if (op->released)
+            continue;
+        if (op->req)
+            ucp_request_free(op->req);
+        if (op->data_req)
+            ucp_request_free(op->data_req);
+        op->released = true;
+    }
+}
+
+/* Finalize, after the worker is gone: free what is left. */
+void ucx_ops_free_all(struct ucx_cls *cls)
+{
+    while (!ucx_list_empty(&cls->ops))
+        ucx_op_free(ucx_container_of(cls->ops.next, struct cw_na_op, alink));
+}
+
+static void ucx_op_push_done(struct cw_na_op *op)
+{
+    struct ucx_cls *cls = op->cls;
+
+    if (op->orphan) {
+        ucx_op_free(op); /* orphaned by finalize */
+        return;
+    }
+    ucx_list_del(&op->link);
+    op->state = UCX_OP_DONE;
+    ucx_list_add_tail(&cls->done, &op->link);
+}
+
+void ucx_op_finish(struct cw_na_op *op, cw_status_t st)
+{
+    if (op->state != UCX_OP_ACTIVE)
+        return;
+    op->status = st;
+    op->state = UCX_OP_FINISHED;
+    ucx_op_detach(op);
+    if (op->inflight == 0)
+        ucx_op_push_done(op);
+}
+
+void ucx_op_req_posted(struct cw_na_op *op, void **slot, void *req)
+{
+    *slot = req;
+    op->inflight++;
+}
+
+void ucx_op_req_done(struct cw_na_op *op, void *req, ucs_status_t st,
+                     bool final)
+{
+    if (op->req == req)
+        op->req = NULL;
+    else if (op->data_req == req)
+        op->data_req = NULL;
+    if (req != NULL && !op->released)
+        ucp_request_free(req);
+    op->inflight--;
+    if (st != UCS_OK)
+        ucx_op_finish(op, st == UCS_ERR_CANCELED ? op->cancel_status
+                                                 : ucx_status(st));
+    else if (final)
+        ucx_op_finish(op, CW_OK);
+    if (op->state == UCX_OP_FINISHED && op->inflight == 0)
+        ucx_op_push_done(op);
+}
+
+/* Completion of sends of every kind (user_data is the op). */
+void ucx_send_cb(void *req, ucs_status_t st, void *user_data)
+{
+    struct cw_na_op *op = user_data;
+    bool final = op->type == CW_NA_OP_SEND_UNEXPECTED ||
+                 op->type == CW_NA_OP_SEND_EXPECTED;
+
+    ucx_op_req_done(op, req, st, final);
+}
+
+static void ucx_op_complete(struct cw_na_op *op)
+{
+    struct cw_na_cb_info info;
+    cw_na_cb_t cb = op->cb;
+
+    memset(&info, 0, sizeof(info));
+    info.status = op->status;
+    info.type = op->type;
+    info.arg = op->arg;
+    if (op->type == CW_NA_OP_RECV_UNEXPECTED) {
+        info.u.recv_unexpected.len = op->status == CW_OK ? op->len : 0;
+        info.u.recv_unexpected.tag = op->tag;
+        if (op->status == CW_OK) {
+            info.u.recv_unexpected.source = op->source;
+            op->source = NULL;
+        }
+    } else if (op->type == CW_NA_OP_RECV_EXPECTED) {
+        info.u.recv_expected.len = op->status == CW_OK ? op->len : 0;
+    }
+    ucx_op_free(op);
+    if (cb)
+        cb(&info);
+}
+
+cw_status_t ucx_progress(cw_na_class_t *c, unsigned max, unsigned *count_p)
+{
+    struct ucx_cls *cls = ucx_cls(c);
+    unsigned ran = 0;
+    size_t budget = 0;
+
+    for (int i = 0; i < 64; i++)
+        if (ucp_worker_progress(cls->worker) == 0)
+            break;
+    ucx_conns_reap(cls);
+
+    /* Only what is done now: callbacks that post and complete again are
+     * served by the next call. */
+    for (struct ucx_list *l = cls->done.next; l != &cls->done; l = l->next)
+        budget++;
+    while (budget-- > 0 && (max == 0 || ran < max)) {
+        struct cw_na_op *op =
+            ucx_container_of(cls->done.next, struct cw_na_op, link);
+        ucx_op_complete(op);
+        ran++;
+    }
+    if (count_p)
+        *count_p = ran;
+    return CW_OK;
+}
+
+cw_status_t ucx_cancel(cw_na_class_t *c, cw_na_op_t *op)
+{
+    struct ucx_cls *cls = ucx_cls(c);
+
+    if (op == NULL)
+        return CW_INVALID_ARG;
+    if (op->state != UCX_OP_ACTIVE)
+        return CW_OK; /* finished first: its real status is reported */
+    switch (op->type) {
+    case CW_NA_OP_RECV_UNEXPECTED:
+    case CW_NA_OP_RECV_EXPECTED:
+    case CW_NA_OP_SEND_UNEXPECTED:
+    case CW_NA_OP_SEND_EXPECTED:
+        if (op->data_req)
+            ucp_request_cancel(cls->worker, op->data_req);
+        else if (op->req)
+            ucp_request_cancel(cls->worker, op->req);
+        else
+            ucx_op_finish(op, CW_CANCELED);
+        break;
+    case CW_NA_OP_PUT:
+    case CW_NA_OP_GET:
+        /* Data moving into our memory must stop (or finish) before the
+         * callback may run; a request still on the wire keeps the op alive
+         * (inflight) but its answer will be ignored. */
+        if (op->data_req) {
+            ucp_request_cancel(cls->worker, op->data_req);
+        } else {
+            if (op->type == CW_NA_OP_PUT && op->req)
+                ucp_request_cancel(cls->worker, op->req);
+            ucx_op_finish(op, CW_CANCELED);
+        }
+        break;
+    default:
+        return CW_INVALID_ARG;
+    }
+    return CW_OK;
+}
+
+int ucx_get_wait_fd(cw_na_class_t *c)
+{
+    return ucx_cls(c)->efd;
+}
+
+bool ucx_safe_to_sleep(cw_na_class_t *c)
+{
+    struct ucx_cls *cls = ucx_cls(c);
+    ucs_status_t st;
+
+    if (cls->busy || cls->efd < 0)
+        return false;
+    if (!ucx_list_empty(&cls->done) || !ucx_list_empty(&cls->dead))
+        return false;
+    if (ucp_worker_progress(cls->worker) != 0)
+        return false;
+    if (!ucx_list_empty(&cls->done) || !ucx_list_empty(&cls->dead))
+        return false;
+    st = ucp_worker_arm(cls->worker);
+    if (st == UCS_OK)
+        return true;
+    if (st != UCS_ERR_BUSY)
+        UCX_WARN(cls, "ucp_worker_arm() failed: %s", ucs_status_string(st));
+    return false;
+}
+
+/* Finalize: progress until every endpoint close finished and no request
+ * refers to an operation, or until the timeout. */
+void ucx_drain_requests(struct ucx_cls *cls, uint64_t timeout_ns)
+{
+    uint64_t deadline = cls->host->now_ns() + timeout_ns;
+
+    for (;;) {
+        bool busy = !ucx_list_empty(&cls->closing) ||
+                    !ucx_list_empty(&cls->ctls);
+        for (struct ucx_list *l = cls->ops.next; !busy && l != &cls->ops;
+             l = l->next)
+            busy = ucx_container_of(l, struct cw_na_op, alink)->inflight > 0;
+        if (!busy || cls->host->now_ns() > deadline)
+            break;
+        ucp_worker_progress(cls->worker);
+        ucx_conns_reap(cls);
+    }
+}
