@@ -1,0 +1,369 @@
+/*
+ * cw-ping: call the echo RPC at any address (plain, target@gateway,
+ * svc:name@gateway) and report round trips and statuses; or serve it.
+ *
+ *   cw-ping [options] ADDR            client
+ *   cw-ping --serve URI [--addr-file F] [--delay MS]
+ */
+#include "echo.h"
+
+#include <causeway/causeway.h>
+#include <causeway/log.h>
+
+#include <getopt.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#define PING_MAX_SIZES 16
+
+struct ping_opts {
+    unsigned count, inflight, interval_ms;
+    uint64_t timeout_ms;
+    size_t sizes[PING_MAX_SIZES];
+    unsigned nsizes;
+    int expect;     /* status the calls must end with (-1: CW_OK) */
+    bool quiet;
+    unsigned cancel_after_ms; /* cancel each call after this long */
+};
+
+struct ping_call {
+    struct ping_run *run;
+    cw_handle_t *h;
+    uint8_t *data;
+    size_t len;
+    unsigned seq;
+    uint64_t t0;
+    bool active;
+    bool canceled;
+};
+
+struct ping_run {
+    const struct ping_opts *o;
+    unsigned done, sent;
+    uint64_t counts[CW_STATUS_MAX + 1];
+    uint64_t rtt_min, rtt_max, rtt_sum, nrtt;
+    unsigned bad_data;
+};
+
+static void ping_fill(uint8_t *p, size_t len, unsigned seed)
+{
+    for (size_t i = 0; i < len; i++)
+        p[i] = (uint8_t)(seed * 31u + i * 7u + (i >> 8));
+}
+
+static void ping_cb(cw_handle_t *h, cw_status_t st, void *arg)
+{
+    struct ping_call *c = arg;
+    struct ping_run *r = c->run;
+    uint64_t rtt = cw_now_ns() - c->t0;
+    const void *p;
+    size_t len;
+
+    if (st == CW_OK) {
+        if (cw_buf_get_bytes(cw_handle_output(h), &p, &len) != CW_OK ||
+            len != c->len || (len && memcmp(p, c->data, len) != 0)) {
+            r->bad_data++;
+            st = CW_PROTOCOL;
+        }
+    }
+    r->counts[st <= CW_STATUS_MAX ? st : CW_STATUS_MAX]++;
+    if (st == CW_OK) {
+        r->rtt_sum += rtt;
+        r->nrtt++;
+        if (r->rtt_min == 0 || rtt < r->rtt_min)
+            r->rtt_min = rtt;
+        if (rtt > r->rtt_max)
+            r->rtt_max = rtt;
+    }
+    if (!r->o->quiet) {
+        if (st == CW_OK)
+            printf("%zu B: seq=%u rtt=%.1f us\n", c->len, c->seq, rtt / 1e3);
+        else
+            printf("%zu B: seq=%u %s (%s) after %.1f us\n", c->len, c->seq,
+                   cw_status_name(st), cw_status_str(st), rtt / 1e3);
+    }
+    r->done++;
+    c->active = false;
+    cw_handle_release(h);
+    c->h = NULL;
+}
+
+static cw_status_t ping_start(cw_context_t *ctx, cw_addr_t *dest,
+                              cw_rpc_id_t id, struct ping_call *c)
+{
+    const struct ping_opts *o = c->run->o;
+    cw_status_t st;
+
+    c->seq = c->run->sent++;
+    c->len = o->sizes[c->seq % o->nsizes];
+    ping_fill(c->data, c->len, c->seq);
+    st = cw_handle_create(ctx, dest, id, &c->h);
+    if (st == CW_OK)
+        st = cw_buf_put_bytes(cw_handle_input(c->h), c->data, c->len);
+    c->t0 = cw_now_ns();
+    c->active = true;
+    c->canceled = false;
+    if (st == CW_OK)
+        st = cw_forward(c->h, o->timeout_ms, ping_cb, c);
+    if (st != CW_OK) {
+        /* Count a call that could not even be sent like a failed one. */
+        c->active = false;
+        c->run->counts[st <= CW_STATUS_MAX ? st : CW_STATUS_MAX]++;
+        c->run->done++;
+        if (!o->quiet)
+            printf("%zu B: seq=%u not sent: %s\n", c->len, c->seq,
+                   cw_status_name(st));
+        cw_handle_release(c->h);
+        c->h = NULL;
+    }
+    return st;
+}
+
+static int ping_client(const char *target, const struct ping_opts *o)
+{
+    struct ping_run run = {.o = o};
+    struct ping_call *calls = NULL;
+    cw_context_t *ctx = NULL;
+    cw_addr_t *dest = NULL;
+    cw_rpc_id_t id = cw_rpc_id(CW_ECHO_RPC);
+    size_t maxlen = 0;
+    uint64_t next_ns = 0;
+    cw_status_t st;
+    int rc = 1;
+
+    for (unsigned i = 0; i < o->nsizes; i++)
+        if (o->sizes[i] > maxlen)
+            maxlen = o->sizes[i];
+    calls = calloc(o->inflight, sizeof(*calls));
+    if (calls == NULL)
+        goto out;
+    for (unsigned i = 0; i < o->inflight; i++) {
+        calls[i].run = &run;
+        calls[i].data = malloc(maxlen ? maxlen : 1);
+        if (calls[i].data == NULL)
+            goto out;
+    }
+    st = cw_context_create(NULL, &ctx);
+    if (st == CW_OK)
+        st = cw_rpc_register(ctx, CW_ECHO_RPC, NULL, NULL, NULL, NULL);
+    if (st == CW_OK)
+        st = cw_addr_lookup(ctx, target, &dest);
+    if (st != CW_OK) {
+        fprintf(stderr, "cw-ping: %s: %s\n", target, cw_status_str(st));
+        goto out;
+    }
+    while (run.done < o->count) {
+        uint64_t now = cw_now_ns();
+        for (unsigned i = 0; i < o->inflight && run.sent < o->count; i++) {
+            if (calls[i].active || now < next_ns)
+                continue;
+            ping_start(ctx, dest, id, &calls[i]);
+            next_ns = o->interval_ms ? now + o->interval_ms * 1000000ull : 0;
+        }
+        if (o->cancel_after_ms)
+            for (unsigned i = 0; i < o->inflight; i++)
+                if (calls[i].active && !calls[i].canceled &&
+                    now - calls[i].t0 >= o->cancel_after_ms * 1000000ull) {
+                    calls[i].canceled = true;
+                    cw_cancel(calls[i].h);
+                }
+        cw_progress(ctx, 1);
+        cw_trigger(ctx, 0, 0, NULL);
+    }
+    printf("--- %s: %u calls", target, run.done);
+    for (unsigned s = 0; s <= CW_STATUS_MAX; s++)
+        if (run.counts[s])
+            printf(", %s=%" PRIu64, s < CW_STATUS_MAX ?
+                   cw_status_name((cw_status_t)s) : "other", run.counts[s]);
+    if (run.nrtt)
+        printf("; rtt min/avg/max %.1f/%.1f/%.1f us", run.rtt_min / 1e3,
+               run.rtt_sum / 1e3 / run.nrtt, run.rtt_max / 1e3);
+    printf("\n");
+    {
+        int want = o->expect < 0 ? CW_OK : o->expect;
+        rc = run.counts[want] == run.done ? 0 : 1;
+    }
+out:
+    cw_addr_free(dest);
+    cw_context_destroy(ctx);
+    if (calls != NULL)
+        for (unsigned i = 0; i < o->inflight; i++)
+            free(calls[i].data);
+    free(calls);
+    return rc;
+}
+
+static int ping_serve(const char *uri, const char *addr_file,
+                      unsigned delay_ms)
+{
+    cw_context_t *ctx = NULL;
+    cw_network_t *net;
+    char self[CW_URI_MAX];
+    struct signalfd_siginfo si;
+    sigset_t set;
+    cw_status_t st;
+    int sfd, rc = 1;
+
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigprocmask(SIG_BLOCK, &set, NULL);
+    sfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+    if (sfd < 0) {
+        perror("cw-ping: signalfd");
+        return 1;
+    }
+    st = cw_context_create(NULL, &ctx);
+    if (st == CW_OK)
+        st = cw_network_open(ctx, uri, CW_NET_LISTEN, &net);
+    if (st == CW_OK)
+        st = cw_network_uri(net, self, sizeof(self));
+    if (st == CW_OK)
+        st = cw_echo_register(ctx, delay_ms);
+    if (st != CW_OK) {
+        fprintf(stderr, "cw-ping: cannot serve on %s: %s\n", uri,
+                cw_status_str(st));
+        goto out;
+    }
+    if (addr_file != NULL) {
+        char tmp[4096];
+        FILE *f;
+        snprintf(tmp, sizeof(tmp), "%s.tmp", addr_file);
+        f = fopen(tmp, "we");
+        if (f == NULL || fprintf(f, "%s\n", self) < 0 || fclose(f) != 0 ||
+            rename(tmp, addr_file) != 0) {
+            perror("cw-ping: addr-file");
+            goto out;
+        }
+    } else {
+        printf("%s\n", self);
+        fflush(stdout);
+    }
+    while (read(sfd, &si, sizeof(si)) != (ssize_t)sizeof(si))
+        cw_echo_serve(ctx, 20);
+    rc = 0;
+out:
+    cw_context_destroy(ctx);
+    close(sfd);
+    return rc;
+}
+
+static int parse_sizes(const char *s, struct ping_opts *o)
+{
+    char *copy = strdup(s), *save = NULL, *tok;
+
+    o->nsizes = 0;
+    if (copy == NULL)
+        return -1;
+    for (tok = strtok_r(copy, ",", &save); tok != NULL;
+         tok = strtok_r(NULL, ",", &save)) {
+        char *end;
+        unsigned long long v = strtoull(tok, &end, 10);
+        if (*end == 'K' || *end == 'k')
+            v <<= 10, end++;
+        else if (*end == 'M')
+            v <<= 20, end++;
+        if (*end != '\0' || o->nsizes == PING_MAX_SIZES || v > (64u << 20)) {
+            free(copy);
+            return -1;
+        }
+        o->sizes[o->nsizes++] = (size_t)v;
+    }
+    free(copy);
+    return o->nsizes ? 0 : -1;
+}
+
+static int status_parse(const char *s)
+{
+    for (int i = 0; i < CW_STATUS_MAX; i++)
+        if (strcmp(s, cw_status_name((cw_status_t)i)) == 0 ||
+            (strncmp(s, "CW_", 3) != 0 &&
+             strcmp(s, cw_status_name((cw_status_t)i) + 3) == 0))
+            return i;
+    return -1;
+}
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: cw-ping [options] ADDR     call causeway.echo at ADDR "
+            "(plain, target@gw, svc:name@gw)\n"
+            "  -c N            calls (default 4)\n"
+            "  -s LIST         sizes in bytes, comma separated, K/M suffixes "
+            "(default 64)\n"
+            "  -n N            calls in flight at once (default 1)\n"
+            "  -i MS           interval between calls (default 0)\n"
+            "  -t MS           deadline of each call (default 5000)\n"
+            "  -q              print only the summary\n"
+            "  --expect ST     succeed if every call ends with status ST "
+            "(e.g. CW_DENIED)\n"
+            "  --cancel-after MS  cancel each call after MS\n"
+            "       cw-ping --serve URI [--addr-file F] [--delay MS]   echo "
+            "server\n"
+            "exit status 0 when every call ended as expected\n");
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"serve", required_argument, NULL, 'S'},
+        {"addr-file", required_argument, NULL, 'A'},
+        {"delay", required_argument, NULL, 'D'},
+        {"expect", required_argument, NULL, 'E'},
+        {"cancel-after", required_argument, NULL, 'C'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    struct ping_opts o = {.count = 4, .inflight = 1, .timeout_ms = 5000,
+                          .sizes = {64}, .nsizes = 1, .expect = -1};
+    const char *serve = NULL, *addr_file = NULL;
+    unsigned delay = 0;
+    int opt;
+
+    cw_log_init();
+    while ((opt = getopt_long(argc, argv, "c:s:n:i:t:qh", longopts, NULL)) !=
+           -1) {
+        switch (opt) {
+        case 'c': o.count = (unsigned)strtoul(optarg, NULL, 10); break;
+        case 'n': o.inflight = (unsigned)strtoul(optarg, NULL, 10); break;
+        case 'i': o.interval_ms = (unsigned)strtoul(optarg, NULL, 10); break;
+        case 't': o.timeout_ms = strtoull(optarg, NULL, 10); break;
+        case 'q': o.quiet = true; break;
+        case 'S': serve = optarg; break;
+        case 'A': addr_file = optarg; break;
+        case 'D': delay = (unsigned)strtoul(optarg, NULL, 10); break;
+        case 'C': o.cancel_after_ms = (unsigned)strtoul(optarg, NULL, 10);
+            break;
+        case 's':
+            if (parse_sizes(optarg, &o) != 0) {
+                fprintf(stderr, "cw-ping: bad size list '%s'\n", optarg);
+                return 2;
+            }
+            break;
+        case 'E':
+            o.expect = status_parse(optarg);
+            if (o.expect < 0) {
+                fprintf(stderr, "cw-ping: unknown status '%s'\n", optarg);
+                return 2;
+            }
+            break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (serve != NULL)
+        return ping_serve(serve, addr_file, delay);
+    if (optind + 1 != argc || o.count == 0 || o.inflight == 0) {
+        usage(stderr);
+        return 2;
+    }
+    if (o.inflight > o.count)
+        o.inflight = o.count;
+    return ping_client(argv[optind], &o);
+}
