@@ -24,7 +24,7 @@ static const struct cw_config_key gateway_keys[] = {
      0, NULL, false, "Name of this gateway in logs, stats and cwctl."},
     {"admin", CW_CFG_HOSTPORT, K(cw_config_gateway, admin), "127.0.0.1:9464",
      false, 0, 0, NULL, false,
-     "Admin/stats endpoint \"host:port\" (HTTP, like Envoy's admin); "
+     "Admin/stats endpoint \"host:port\" (cwctl talks to it); "
      "\"\" disables it."},
     {"threads", CW_CFG_UINT, K(cw_config_gateway, threads), "1", false, 1,
      256, NULL, false,
