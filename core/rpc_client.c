@@ -256,12 +256,17 @@ cw_status_t cw_forward(cw_handle_t *h, uint64_t timeout_ms, cw_forward_cb_t cb,
         cw_bulk_unref(h->ovf_local);
         h->ovf_local = NULL;
     }
+    /* In flight (listed, referenced) before anything can complete it. */
     h->state = CW_H_ACTIVE;
+    atomic_fetch_add(&h->refs, 1);
+    cw_list_add(&ctx->inflight, &h->link);
     if (cw_addr_is_self(h->addr) && !h->fwd_in)
         st = cw_fwd_self(h);
     else
         st = cw_fwd_net(h);
     if (st != CW_OK) {
+        cw_list_del(&h->link);
+        atomic_fetch_sub(&h->refs, 1); /* the caller still holds one */
         if (h->ovf_local) {
             cw_bulk_unref(h->ovf_local);
             h->ovf_local = NULL;
@@ -270,8 +275,6 @@ cw_status_t cw_forward(cw_handle_t *h, uint64_t timeout_ms, cw_forward_cb_t cb,
         pthread_mutex_unlock(&ctx->lock);
         return st;
     }
-    atomic_fetch_add(&h->refs, 1);
-    cw_list_add(&ctx->inflight, &h->link);
     cw_h_check(h);
     pthread_mutex_unlock(&ctx->lock);
     cw_ctx_wake(ctx);

@@ -1,0 +1,382 @@
+/*
+ * RPCs to self (never touch the network), registration rules, exactly-once
+ * completion under timeout/cancel, bulk between handles of one process, and
+ * a second thread forwarding while the main thread progresses.
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include <causeway/causeway.h>
+
+static cw_context_t *ctx;
+static cw_addr_t *self;
+static cw_handle_t *held;
+
+static void h_echo(cw_handle_t *h, void *arg)
+{
+    const void *p;
+    size_t n;
+    (void)arg;
+    if (cw_buf_get_bytes(cw_handle_input(h), &p, &n) == CW_OK)
+        cw_buf_put_bytes(cw_handle_output(h), p, n);
+    cw_respond(h, cw_buf_error(cw_handle_input(h)), NULL, NULL);
+    cw_handle_release(h);
+}
+
+static void h_hold(cw_handle_t *h, void *arg)
+{
+    (void)arg;
+    held = h;
+}
+
+static int oneway_runs;
+static void h_oneway(cw_handle_t *h, void *arg)
+{
+    (void)arg;
+    oneway_runs++;
+    cw_handle_release(h);
+}
+
+struct pull {
+    cw_handle_t *h;
+    cw_bulk_t *remote, *local;
+    uint8_t buf[100];
+};
+
+static void pull_done(cw_status_t st, void *arg)
+{
+    struct pull *p = arg;
+    if (st == CW_OK)
+        cw_buf_put_bytes(cw_handle_output(p->h), p->buf, sizeof(p->buf));
+    cw_respond(p->h, st, NULL, NULL);
+    cw_handle_release(p->h);
+    cw_bulk_free(p->remote);
+    cw_bulk_free(p->local);
+    free(p);
+}
+
+static void h_pull(cw_handle_t *h, void *arg)
+{
+    struct pull *p = calloc(1, sizeof(*p));
+    struct cw_segment seg = {p->buf, sizeof(p->buf)};
+    cw_status_t st;
+    (void)arg;
+
+    p->h = h;
+    st = cw_buf_get_bulk(cw_handle_input(h), &p->remote);
+    if (st == CW_OK)
+        st = cw_bulk_create(cw_handle_context(h), &seg, 1, CW_BULK_READ_WRITE,
+                            &p->local);
+    if (st == CW_OK)
+        st = cw_bulk_transfer(cw_handle_context(h), CW_BULK_PULL,
+                              cw_handle_source(h), p->remote, 0, p->local, 0,
+                              sizeof(p->buf), pull_done, p, NULL);
+    if (st != CW_OK)
+        pull_done(st, p);
+}
+
+static int setup(void **state)
+{
+    cw_network_t *net;
+    (void)state;
+    if (cw_context_create(NULL, &ctx) != CW_OK ||
+        cw_network_open(ctx, "shm://", CW_NET_LISTEN, &net) != CW_OK ||
+        cw_network_self(net, &self) != CW_OK)
+        return -1;
+    struct cw_rpc_opts ow = {.one_way = true};
+    if (cw_rpc_register(ctx, "echo", h_echo, NULL, NULL, NULL) != CW_OK ||
+        cw_rpc_register(ctx, "hold", h_hold, NULL, NULL, NULL) != CW_OK ||
+        cw_rpc_register(ctx, "pull", h_pull, NULL, NULL, NULL) != CW_OK ||
+        cw_rpc_register(ctx, "oneway", h_oneway, NULL, &ow, NULL) != CW_OK)
+        return -1;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    cw_addr_free(self);
+    cw_context_destroy(ctx);
+    return 0;
+}
+
+struct call {
+    int done;
+    cw_status_t st;
+};
+
+static void call_cb(cw_handle_t *h, cw_status_t st, void *arg)
+{
+    struct call *c = arg;
+    (void)h;
+    c->done++;
+    c->st = st;
+}
+
+static void wait_call(struct call *c)
+{
+    uint64_t end = cw_now_ns() + 10000000000ull;
+    while (c->done == 0 && cw_now_ns() < end) {
+        cw_progress(ctx, 5);
+        cw_trigger(ctx, 0, 0, NULL);
+    }
+    /* A little more, to catch a second completion. */
+    for (int i = 0; i < 5; i++) {
+        cw_progress(ctx, 0);
+        cw_trigger(ctx, 0, 0, NULL);
+    }
+    assert_int_equal(c->done, 1);
+}
+
+static void test_register(void **state)
+{
+    cw_rpc_id_t id;
+    (void)state;
+    assert_int_equal(cw_rpc_register(ctx, "echo", h_echo, NULL, NULL, NULL),
+                     CW_EXIST);
+    assert_int_equal(cw_rpc_register(ctx, "tmp", NULL, NULL, NULL, &id),
+                     CW_OK);
+    assert_int_equal(id, cw_rpc_id("tmp"));
+    assert_int_equal(cw_rpc_deregister(ctx, id), CW_OK);
+    assert_int_equal(cw_rpc_deregister(ctx, id), CW_NOENT);
+    assert_int_equal(cw_rpc_register(ctx, "", NULL, NULL, NULL, NULL),
+                     CW_INVALID_ARG);
+    assert_int_equal(cw_rpc_register(NULL, "x", NULL, NULL, NULL, NULL),
+                     CW_INVALID_ARG);
+}
+
+static void test_self_echo(void **state)
+{
+    struct cw_context_stats before, after;
+    cw_handle_t *h;
+    struct call c = {0};
+    const void *p;
+    size_t n;
+    static uint8_t big[100000];
+    (void)state;
+
+    assert_true(cw_addr_is_self(self));
+    memset(big, 0x5a, sizeof(big));
+    cw_context_stats(ctx, &before);
+    /* Small, then past any eager limit. */
+    for (int round = 0; round < 2; round++) {
+        size_t len = round ? sizeof(big) : 5;
+        memset(&c, 0, sizeof(c));
+        assert_int_equal(cw_handle_create(ctx, self, cw_rpc_id("echo"), &h),
+                         CW_OK);
+        assert_int_equal(cw_buf_put_bytes(cw_handle_input(h), big, len),
+                         CW_OK);
+        assert_int_equal(cw_forward(h, 0, call_cb, &c), CW_OK);
+        wait_call(&c);
+        assert_int_equal(c.st, CW_OK);
+        assert_int_equal(cw_buf_get_bytes(cw_handle_output(h), &p, &n),
+                         CW_OK);
+        assert_int_equal(n, len);
+        assert_memory_equal(p, big, len);
+        cw_handle_release(h);
+    }
+    cw_context_stats(ctx, &after);
+    /* No network operation was posted for RPCs to self. */
+    assert_int_equal(after.na_ops, before.na_ops);
+    assert_int_equal(after.tx_requests, before.tx_requests);
+    assert_int_equal(after.self_rpcs - before.self_rpcs, 2);
+}
+
+static void test_self_unknown(void **state)
+{
+    cw_handle_t *h;
+    struct call c = {0};
+    (void)state;
+    assert_int_equal(cw_handle_create(ctx, self, cw_rpc_id("nope"), &h),
+                     CW_OK);
+    assert_int_equal(cw_forward(h, 0, call_cb, &c), CW_OK);
+    wait_call(&c);
+    assert_int_equal(c.st, CW_NO_RPC);
+    cw_handle_release(h);
+}
+
+static void test_self_timeout_then_late_respond(void **state)
+{
+    cw_handle_t *h;
+    struct call c = {0};
+    (void)state;
+    held = NULL;
+    assert_int_equal(cw_handle_create(ctx, self, cw_rpc_id("hold"), &h),
+                     CW_OK);
+    assert_int_equal(cw_forward(h, 50, call_cb, &c), CW_OK);
+    wait_call(&c);
+    assert_int_equal(c.st, CW_TIMEOUT);
+    assert_non_null(held);
+    /* The handler answers late: nothing reaches the caller again. */
+    assert_int_equal(cw_respond(held, CW_OK, NULL, NULL), CW_OK);
+    assert_int_equal(cw_respond(held, CW_OK, NULL, NULL), CW_INVALID_ARG);
+    cw_handle_release(held);
+    wait_call(&c);
+    cw_handle_release(h);
+}
+
+static void test_self_cancel(void **state)
+{
+    cw_handle_t *h;
+    struct call c = {0};
+    (void)state;
+    held = NULL;
+    assert_int_equal(cw_handle_create(ctx, self, cw_rpc_id("hold"), &h),
+                     CW_OK);
+    assert_int_equal(cw_forward(h, 0, call_cb, &c), CW_OK);
+    assert_int_equal(cw_forward(h, 0, call_cb, &c), CW_BUSY);
+    cw_progress(ctx, 0);
+    cw_trigger(ctx, 0, 0, NULL);
+    assert_int_equal(cw_cancel(h), CW_OK);
+    wait_call(&c);
+    assert_int_equal(c.st, CW_CANCELED);
+    if (held) {
+        cw_respond(held, CW_OK, NULL, NULL);
+        cw_handle_release(held);
+    }
+    wait_call(&c);
+    cw_handle_release(h);
+}
+
+static void test_self_one_way(void **state)
+{
+    cw_handle_t *h;
+    struct call c = {0};
+    struct cw_rpc_opts ow = {.one_way = true};
+    (void)state;
+    (void)ow;
+    oneway_runs = 0;
+    assert_int_equal(cw_handle_create(ctx, self, cw_rpc_id("oneway"), &h),
+                     CW_OK);
+    assert_int_equal(cw_forward(h, 0, call_cb, &c), CW_OK);
+    wait_call(&c);
+    assert_int_equal(c.st, CW_OK);
+    assert_int_equal(oneway_runs, 1);
+    cw_handle_release(h);
+}
+
+static void self_pull(uint32_t perm, cw_status_t expect)
+{
+    uint8_t data[100];
+    struct cw_segment seg[2] = {{data, 30}, {data + 30, 70}};
+    cw_bulk_t *b;
+    cw_handle_t *h;
+    struct call c = {0};
+    const void *p;
+    size_t n;
+
+    for (int i = 0; i < 100; i++)
+        data[i] = (uint8_t)(i * 7);
+    assert_int_equal(cw_bulk_create(ctx, seg, 2, perm, &b), CW_OK);
+    assert_int_equal(cw_bulk_size(b), 100);
+    assert_int_equal(cw_handle_create(ctx, self, cw_rpc_id("pull"), &h),
+                     CW_OK);
+    assert_int_equal(cw_buf_put_bulk(cw_handle_input(h), b), CW_OK);
+    assert_int_equal(cw_forward(h, 0, call_cb, &c), CW_OK);
+    wait_call(&c);
+    assert_int_equal(c.st, expect);
+    if (expect == CW_OK) {
+        assert_int_equal(cw_buf_get_bytes(cw_handle_output(h), &p, &n),
+                         CW_OK);
+        assert_int_equal(n, 100);
+        assert_memory_equal(p, data, 100);
+    }
+    cw_handle_release(h);
+    cw_bulk_free(b);
+}
+
+static void test_self_bulk(void **state)
+{
+    (void)state;
+    self_pull(CW_BULK_READ_ONLY, CW_OK);
+    self_pull(CW_BULK_WRITE_ONLY, CW_PERMISSION);
+}
+
+static void test_bulk_args(void **state)
+{
+    uint8_t d[10];
+    struct cw_segment seg = {d, sizeof(d)};
+    cw_bulk_t *a, *b;
+    (void)state;
+    assert_int_equal(cw_bulk_create(ctx, &seg, 1, 0, &a), CW_INVALID_ARG);
+    assert_int_equal(cw_bulk_create(ctx, &seg, 0, 1, &a), CW_INVALID_ARG);
+    assert_int_equal(cw_bulk_create(ctx, &seg, 1, 7, &a), CW_INVALID_ARG);
+    assert_int_equal(cw_bulk_create(ctx, &seg, 1, CW_BULK_READ_WRITE, &a),
+                     CW_OK);
+    assert_int_equal(cw_bulk_create(ctx, &seg, 1, CW_BULK_READ_WRITE, &b),
+                     CW_OK);
+    assert_int_equal(cw_bulk_transfer(ctx, CW_BULK_PULL, self, a, 5, b, 0, 6,
+                                      NULL, NULL, NULL),
+                     CW_RANGE);
+    assert_int_equal(cw_bulk_transfer(ctx, 9, self, a, 0, b, 0, 1, NULL, NULL,
+                                      NULL),
+                     CW_INVALID_ARG);
+    cw_bulk_free(a);
+    cw_bulk_free(b);
+    cw_bulk_free(NULL);
+}
+
+/* A second thread forwards while this one progresses and triggers. */
+static volatile int thread_done;
+static void *forwarder(void *arg)
+{
+    struct call *calls = arg;
+    for (int i = 0; i < 200; i++) {
+        cw_handle_t *h;
+        if (cw_handle_create(ctx, self, cw_rpc_id("echo"), &h) != CW_OK)
+            break;
+        cw_buf_put_bytes(cw_handle_input(h), "ping", 4);
+        cw_forward(h, 0, call_cb, &calls[i]);
+        cw_handle_release(h);
+    }
+    thread_done = 1;
+    return NULL;
+}
+
+static void test_threads(void **state)
+{
+    pthread_t t;
+    struct call *calls = calloc(200, sizeof(*calls));
+    uint64_t end = cw_now_ns() + 20000000000ull;
+    int done = 0;
+    (void)state;
+    thread_done = 0;
+    assert_int_equal(pthread_create(&t, NULL, forwarder, calls), 0);
+    while (cw_now_ns() < end) {
+        cw_progress(ctx, 1);
+        cw_trigger(ctx, 0, 0, NULL);
+        done = 0;
+        for (int i = 0; i < 200; i++)
+            done += calls[i].done;
+        if (thread_done && done == 200)
+            break;
+    }
+    pthread_join(t, NULL);
+    assert_int_equal(done, 200);
+    for (int i = 0; i < 200; i++)
+        assert_int_equal(calls[i].st, CW_OK);
+    free(calls);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_register),
+        cmocka_unit_test(test_self_echo),
+        cmocka_unit_test(test_self_unknown),
+        cmocka_unit_test(test_self_timeout_then_late_respond),
+        cmocka_unit_test(test_self_cancel),
+        cmocka_unit_test(test_self_one_way),
+        cmocka_unit_test(test_self_bulk),
+        cmocka_unit_test(test_bulk_args),
+        cmocka_unit_test(test_threads),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
