@@ -3,10 +3,10 @@
  * per route) and per-source fairness.  Beyond a bound the caller is told
  * CW_BUSY at once; nothing is queued.
  *
- * Fairness: while the gateway is more than half full, no single source may
- * hold more than an equal share of the total limit among the sources that
- * currently have RPCs in flight (at least one), so a flooding client hits
- * CW_BUSY while the others still get through.
+ * Fairness: a quarter of the total limit is kept for sources that have
+ * nothing in flight yet, and the rest is shared equally among the sources
+ * that do, so a flooding client hits CW_BUSY while a newcomer still gets
+ * through and then holds its own share.
  */
 #include "gw_int.h"
 
@@ -45,12 +45,15 @@ cw_status_t gw_admit(struct gw *gw, struct gw_net *ingress,
         if (cap != 0 && ingress->inflight >= cap)
             return CW_BUSY;
     }
-    if (limit != 0 && s != NULL && gw->inflight >= limit / 2) {
-        unsigned active = gw->nsrcs > 0 ? gw->nsrcs : 1;
-        unsigned share = limit / active;
+    if (limit >= 4) {
+        /* A quarter of the slots is kept for sources that are not active
+         * yet; the rest is shared equally among the active ones. */
+        unsigned reserve = limit / 4;
+        unsigned active = gw->nsrcs + (s == NULL ? 1 : 0);
+        unsigned share = (limit - reserve) / (active ? active : 1);
         if (share == 0)
             share = 1;
-        if (s->inflight >= share)
+        if (s != NULL && s->inflight >= share)
             return CW_BUSY;
     }
     if (s == NULL) {

@@ -30,6 +30,7 @@ struct ping_opts {
     int expect;     /* status the calls must end with (-1: CW_OK) */
     bool quiet;
     unsigned cancel_after_ms; /* cancel each call after this long */
+    bool with_bulk;           /* attach a bulk handle to each request */
 };
 
 struct ping_call {
@@ -41,6 +42,7 @@ struct ping_call {
     uint64_t t0;
     bool active;
     bool canceled;
+    cw_bulk_t *bulk;
 };
 
 struct ping_run {
@@ -106,6 +108,14 @@ static cw_status_t ping_start(cw_context_t *ctx, cw_addr_t *dest,
     st = cw_handle_create(ctx, dest, id, &c->h);
     if (st == CW_OK)
         st = cw_buf_put_bytes(cw_handle_input(c->h), c->data, c->len);
+    if (st == CW_OK && o->with_bulk) {
+        struct cw_segment seg = {c->data, c->len ? c->len : 1};
+        cw_bulk_free(c->bulk);
+        c->bulk = NULL;
+        st = cw_bulk_create(ctx, &seg, 1, CW_BULK_READ_ONLY, &c->bulk);
+        if (st == CW_OK)
+            st = cw_buf_put_bulk(cw_handle_input(c->h), c->bulk);
+    }
     c->t0 = cw_now_ns();
     c->active = true;
     c->canceled = false;
@@ -191,10 +201,17 @@ static int ping_client(const char *target, const struct ping_opts *o)
     }
 out:
     cw_addr_free(dest);
+    if (calls != NULL)
+        for (unsigned i = 0; i < o->inflight; i++) {
+            cw_bulk_free(calls[i].bulk);
+            calls[i].bulk = NULL;
+        }
     cw_context_destroy(ctx);
     if (calls != NULL)
-        for (unsigned i = 0; i < o->inflight; i++)
+        for (unsigned i = 0; i < o->inflight; i++) {
+            cw_bulk_free(calls[i].bulk);
             free(calls[i].data);
+        }
     free(calls);
     return rc;
 }
@@ -304,6 +321,7 @@ static void usage(FILE *out)
             "  --expect ST     succeed if every call ends with status ST "
             "(e.g. CW_DENIED)\n"
             "  --cancel-after MS  cancel each call after MS\n"
+            "  --with-bulk     also pass the data as a bulk handle\n"
             "       cw-ping --serve URI [--addr-file F] [--delay MS]   echo "
             "server\n"
             "exit status 0 when every call ended as expected\n");
@@ -317,6 +335,7 @@ int main(int argc, char **argv)
         {"delay", required_argument, NULL, 'D'},
         {"expect", required_argument, NULL, 'E'},
         {"cancel-after", required_argument, NULL, 'C'},
+        {"with-bulk", no_argument, NULL, 'B'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -338,6 +357,7 @@ int main(int argc, char **argv)
         case 'S': serve = optarg; break;
         case 'A': addr_file = optarg; break;
         case 'D': delay = (unsigned)strtoul(optarg, NULL, 10); break;
+        case 'B': o.with_bulk = true; break;
         case 'C': o.cancel_after_ms = (unsigned)strtoul(optarg, NULL, 10);
             break;
         case 's':

@@ -1,0 +1,116 @@
+# Shared helpers of the gateway integration tests (sourced, bash).
+#   gw_*.sh CAUSEWAYD CW_PING CWCTL
+# Every process started here is killed and reaped on exit; the temporary
+# directory and the shm segments named after this test are removed.
+set -u
+
+CAUSEWAYD=$1
+CW_PING=$2
+CWCTL=$3
+unset CAUSEWAY_ROUTES CAUSEWAY_GATEWAY CAUSEWAY_ADMIN
+T=$(mktemp -d /tmp/cw-gwtest.XXXXXX)
+TAG=gwt$$
+PIDS=""
+CLEANUP_HOOKS=""
+
+gw_cleanup() {
+    for h in $CLEANUP_HOOKS; do $h; done
+    for p in $PIDS; do kill -TERM "$p" 2>/dev/null; done
+    for p in $PIDS; do
+        for _ in 1 2 3 4 5 6 7 8 9 10; do
+            kill -0 "$p" 2>/dev/null || break
+            sleep 0.1
+        done
+        kill -KILL "$p" 2>/dev/null
+        wait "$p" 2>/dev/null
+    done
+    rm -rf "$T"
+    rm -f /dev/shm/causeway-"$TAG"* 2>/dev/null
+}
+trap gw_cleanup EXIT
+trap 'exit 1' INT TERM
+
+fail() {
+    echo "FAIL: $*"
+    for f in "$T"/*.log; do
+        [ -s "$f" ] || continue
+        echo "--- $(basename "$f") (last lines)"
+        tail -n 15 "$f"
+    done
+    exit 1
+}
+
+pass() { echo "ok - $*"; }
+
+# wait_for CMD...: retry for up to 10 s.
+wait_for() {
+    for _ in $(seq 200); do
+        "$@" && return 0
+        sleep 0.05
+    done
+    return 1
+}
+
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# start_echo NAME URI [DELAY_MS] [PREFIX...]: echo server; sets $NAME (its
+# address) and ${NAME}_PID.  PREFIX runs it (e.g. "ip netns exec ns").
+start_echo() {
+    local name=$1 uri=$2 delay=${3:-0}
+    shift 3 2>/dev/null || shift $#
+    rm -f "$T/$name.addr"
+    "$@" "$CW_PING" --serve "$uri" --addr-file "$T/$name.addr" \
+        --delay "$delay" 2>"$T/$name.log" &
+    eval "${name}_PID=$!"
+    PIDS="$PIDS $!"
+    wait_for test -s "$T/$name.addr" || fail "echo server $name ($uri) did not start"
+    eval "$name=\$(cat \"\$T/\$name.addr\")"
+}
+
+# start_gw NAME CONFIG [PREFIX...]: gateway; sets ${NAME}_PID and, from its
+# ready lines, ${NAME}_<network> addresses and ${NAME}_admin.
+start_gw() {
+    local name=$1 cfg=$2 k v
+    shift 2
+    rm -f "$T/$name.ready"
+    "$@" "$CAUSEWAYD" -c "$cfg" --log-level info --ready-fd 3 \
+        3>"$T/$name.ready" 2>"$T/$name.log" &
+    eval "${name}_PID=$!"
+    PIDS="$PIDS $!"
+    wait_for grep -q '^ready$' "$T/$name.ready" || fail "gateway $name did not start"
+    while read -r k v; do
+        [ "$k" = ready ] && continue
+        eval "${name}_${k}=\$v"
+    done <"$T/$name.ready"
+}
+
+# stop_pid PID: SIGTERM, wait (10 s at most); the exit status goes to
+# $STOP_RC (not a subshell: only this shell can reap its children).
+stop_pid() {
+    local p=$1
+    kill -TERM "$p" 2>/dev/null
+    for _ in $(seq 100); do
+        kill -0 "$p" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -KILL "$p" 2>/dev/null
+    wait "$p"
+    STOP_RC=$?
+}
+
+# ping_expect WHAT STATUS ARGS...: run cw-ping, require every call to end
+# with STATUS (e.g. CW_OK).
+ping_expect() {
+    local what=$1 st=$2
+    shift 2
+    timeout 60 "$CW_PING" -q --expect "$st" "$@" >"$T/ping.out" 2>"$T/ping.err" ||
+        fail "$what: expected $st: $(cat "$T/ping.out") $(tail -n 3 "$T/ping.err")"
+    pass "$what: $(tail -n 1 "$T/ping.out")"
+}
+
+# json_num JSON KEY: first number for "KEY": in a JSON text.
+json_num() {
+    printf '%s' "$1" | grep -o "\"$2\":[0-9]*" | head -n 1 | cut -d: -f2
+}
