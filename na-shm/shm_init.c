@@ -282,19 +282,18 @@ static cw_status_t shm_seg_create(struct cw_na_class *cls)
         SHM_ERR(cls, "shm_open(%s) failed: %s", path, strerror(err));
         return shm_errno_status(err);
     }
+    int err;
     if (ftruncate(fd, (off_t)size) < 0) {
-        int err = errno;
+        err = errno;
         SHM_ERR(cls, "ftruncate(%s, %zu) failed: %s", path, size,
                 strerror(err));
         goto err_unlink;
     }
     void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) {
-        int err = errno;
+        err = errno;
         SHM_ERR(cls, "mmap(%s, %zu) failed: %s", path, size, strerror(err));
-        close(fd);
-        shm_unlink(path);
-        return shm_errno_status(err);
+        goto err_unlink;
     }
     struct shm_seg_hdr *h = p;
     struct shm_slot *slots = (struct shm_slot *)(h + 1);
@@ -317,7 +316,7 @@ static cw_status_t shm_seg_create(struct cw_na_class *cls)
 err_unlink:
     close(fd);
     shm_unlink(path);
-    return CW_NOMEM;
+    return shm_errno_status(err);
 }
 
 static cw_status_t shm_pick_name(struct cw_na_class *cls, const char *loc)

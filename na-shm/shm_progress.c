@@ -143,13 +143,12 @@ void shm_sock_poll(struct cw_na_class *cls)
 
 cw_status_t shm_progress(cw_na_class_t *cls, unsigned max, unsigned *count_p)
 {
-    if (cls->armed) {
+    /* After a wake-up the answer goes out first; the system calls (socket
+     * events) come after the callbacks. */
+    bool woke = cls->armed;
+    if (woke) {
         cls->armed = false;
         atomic_store_explicit(&cls->seg->sleeping, 0, memory_order_relaxed);
-        shm_event_drain(cls);
-        shm_sock_poll(cls);
-    } else if (cls->host->now_ns() >= cls->next_sock_check) {
-        shm_sock_poll(cls);
     }
     if (cls->nbacklog)
         shm_backlog_retry(cls);
@@ -192,6 +191,8 @@ cw_status_t shm_progress(cw_na_class_t *cls, unsigned max, unsigned *count_p)
         cls->done.next = ready.next;
         ready.next->prev = &cls->done;
     }
+    if (woke || cls->host->now_ns() >= cls->next_sock_check)
+        shm_sock_poll(cls);
     if (count_p)
         *count_p = n;
     return CW_OK;
@@ -211,6 +212,10 @@ bool shm_safe_to_sleep(cw_na_class_t *cls)
     /* Pairs with the fence in shm_ring_push. */
     atomic_thread_fence(memory_order_seq_cst);
     cls->armed = true;
+    /* Reset the eventfd now, off the wake-up path: a sender that wrote it
+     * before this read pushed its message first, which the check below
+     * sees; one that writes later finds the flag set. */
+    shm_event_drain(cls);
     if (shm_ring_pending(cls))
         return false; /* progress() clears the flag */
     return true;
