@@ -1,0 +1,323 @@
+/*
+ * Gateway hooks: a minimal forwarder built on <causeway/forward.h>
+ * (client -> gw1 [-> gw2] -> server over na-shm, three or four endpoints
+ * progressed by one loop) proves that payloads and errors pass through
+ * unchanged, the hop limit is enforced, descriptors can be refused and
+ * requests without a hook get CW_NO_ROUTE.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include <causeway/causeway.h>
+#include <causeway/forward.h>
+
+enum { SRV, GW1, GW2, CLI, NCTX };
+static cw_context_t *ctx[NCTX];
+static char uri[NCTX][CW_URI_MAX];
+static cw_handle_t *held;
+static unsigned refused;
+
+static void pump(void)
+{
+    for (int i = 0; i < NCTX; i++) {
+        cw_progress(ctx[i], 0);
+        cw_trigger(ctx[i], 0, 0, NULL);
+    }
+}
+
+/* ---- server ---- */
+
+static void h_echo(cw_handle_t *h, void *arg)
+{
+    const void *p;
+    size_t n;
+    (void)arg;
+    if (cw_buf_get_bytes(cw_handle_input(h), &p, &n) == CW_OK)
+        cw_buf_put_bytes(cw_handle_output(h), p, n);
+    cw_respond(h, cw_buf_error(cw_handle_input(h)), NULL, NULL);
+    cw_handle_release(h);
+}
+
+static void h_deny(cw_handle_t *h, void *arg)
+{
+    (void)arg;
+    cw_buf_put_str(cw_handle_output(h), "go away");
+    cw_respond(h, CW_DENIED, NULL, NULL);
+    cw_handle_release(h);
+}
+
+static void h_hold(cw_handle_t *h, void *arg)
+{
+    (void)arg;
+    held = h;
+}
+
+/* ---- the forwarder ---- */
+
+static void fwd_done(cw_handle_t *out, cw_status_t st, void *arg)
+{
+    cw_handle_t *in = arg;
+    cw_fwd_respond(in, out, st, NULL, NULL);
+    cw_handle_release(in);
+    cw_handle_release(out);
+}
+
+static void hook(cw_handle_t *in, void *arg)
+{
+    cw_context_t *gw = arg;
+    cw_addr_t *next;
+    cw_handle_t *out;
+    cw_status_t st;
+
+    if (cw_fwd_desc_count(in) > 0) {
+        refused++;
+        cw_respond(in, CW_UNSUPPORTED, NULL, NULL);
+        cw_handle_release(in);
+        return;
+    }
+    /* The destination may itself be proxied ("x@gw2"). */
+    st = cw_addr_lookup(gw, cw_fwd_dest(in), &next);
+    if (st == CW_OK) {
+        st = cw_fwd_create(in, next, NULL, &out);
+        cw_addr_free(next);
+    }
+    if (st == CW_OK) {
+        st = cw_forward(out, 0, fwd_done, in);
+        if (st == CW_OK)
+            return;
+        cw_handle_release(out);
+    }
+    cw_respond(in, st == CW_NOENT ? CW_UNREACHABLE : st, NULL, NULL);
+    cw_handle_release(in);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    for (int i = 0; i < NCTX; i++) {
+        cw_network_t *net;
+        if (cw_context_create(NULL, &ctx[i]) != CW_OK ||
+            cw_network_open(ctx[i], "shm://", CW_NET_LISTEN, &net) != CW_OK ||
+            cw_network_uri(net, uri[i], sizeof(uri[i])) != CW_OK)
+            return -1;
+    }
+    cw_rpc_register(ctx[SRV], "echo", h_echo, NULL, NULL, NULL);
+    cw_rpc_register(ctx[SRV], "deny", h_deny, NULL, NULL, NULL);
+    cw_rpc_register(ctx[SRV], "hold", h_hold, NULL, NULL, NULL);
+    cw_context_set_forward_hook(ctx[GW1], hook, ctx[GW1]);
+    cw_context_set_forward_hook(ctx[GW2], hook, ctx[GW2]);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    for (int i = NCTX; i-- > 0;)
+        cw_context_destroy(ctx[i]);
+    return 0;
+}
+
+struct call {
+    int done;
+    cw_status_t st;
+};
+
+static void call_cb(cw_handle_t *h, cw_status_t st, void *arg)
+{
+    struct call *c = arg;
+    (void)h;
+    c->done++;
+    c->st = st;
+}
+
+/* Call @p rpc at @p addr from the client with @p len bytes; returns the
+ * handle (completed) for the caller to inspect and release. */
+static cw_handle_t *call(const char *addr, const char *rpc, size_t len,
+                         uint64_t timeout_ms, struct call *c)
+{
+    cw_addr_t *a;
+    cw_handle_t *h;
+    uint8_t *data = malloc(len ? len : 1);
+    uint64_t end = cw_now_ns() + 20000000000ull;
+
+    for (size_t i = 0; i < len; i++)
+        data[i] = (uint8_t)(i * 31 + 7);
+    assert_int_equal(cw_addr_lookup(ctx[CLI], addr, &a), CW_OK);
+    assert_int_equal(cw_handle_create(ctx[CLI], a, cw_rpc_id(rpc), &h),
+                     CW_OK);
+    cw_addr_free(a);
+    cw_buf_put_bytes(cw_handle_input(h), data, len);
+    memset(c, 0, sizeof(*c));
+    assert_int_equal(cw_forward(h, timeout_ms, call_cb, c), CW_OK);
+    while (c->done == 0 && cw_now_ns() < end)
+        pump();
+    for (int i = 0; i < 20; i++)
+        pump();
+    assert_int_equal(c->done, 1);
+    if (c->st == CW_OK && strcmp(rpc, "echo") == 0) {
+        const void *p;
+        size_t n;
+        assert_int_equal(cw_buf_get_bytes(cw_handle_output(h), &p, &n),
+                         CW_OK);
+        assert_int_equal(n, len);
+        assert_memory_equal(p, data, len);
+    }
+    free(data);
+    return h;
+}
+
+static void test_payload_passes(void **state)
+{
+    static const size_t sizes[] = {0, 1, 100, 8000, 8200, 100000, 1 << 20};
+    char addr[2 * CW_URI_MAX];
+    struct call c;
+    (void)state;
+
+    snprintf(addr, sizeof(addr), "%s@%s", uri[SRV], uri[GW1]);
+    for (unsigned i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        cw_handle_t *h = call(addr, "echo", sizes[i], 0, &c);
+        assert_int_equal(c.st, CW_OK);
+        cw_handle_release(h);
+    }
+}
+
+static void test_two_hops(void **state)
+{
+    char addr[3 * CW_URI_MAX];
+    struct call c;
+    (void)state;
+
+    snprintf(addr, sizeof(addr), "%s@%s@%s", uri[SRV], uri[GW2], uri[GW1]);
+    cw_handle_t *h = call(addr, "echo", 50000, 0, &c);
+    assert_int_equal(c.st, CW_OK);
+    cw_handle_release(h);
+}
+
+static void test_errors_pass(void **state)
+{
+    char addr[2 * CW_URI_MAX];
+    struct call c;
+    const char *s;
+    cw_handle_t *h;
+    (void)state;
+
+    snprintf(addr, sizeof(addr), "%s@%s", uri[SRV], uri[GW1]);
+    h = call(addr, "deny", 3, 0, &c);
+    assert_int_equal(c.st, CW_DENIED);
+    /* The error's payload passes too. */
+    assert_int_equal(cw_buf_get_str(cw_handle_output(h), &s), CW_OK);
+    assert_string_equal(s, "go away");
+    cw_handle_release(h);
+    h = call(addr, "nope", 3, 0, &c);
+    assert_int_equal(c.st, CW_NO_RPC);
+    cw_handle_release(h);
+}
+
+static void test_ttl(void **state)
+{
+    char addr[3 * CW_URI_MAX];
+    struct call c;
+    cw_handle_t *h;
+    (void)state;
+
+    /* The server accepts requests that crossed at most one gateway. */
+    assert_int_equal(cw_context_set_max_hops(ctx[SRV], 1), CW_OK);
+    snprintf(addr, sizeof(addr), "%s@%s@%s", uri[SRV], uri[GW2], uri[GW1]);
+    h = call(addr, "echo", 10, 0, &c);
+    assert_int_equal(c.st, CW_TTL_EXPIRED);
+    cw_handle_release(h);
+    snprintf(addr, sizeof(addr), "%s@%s", uri[SRV], uri[GW1]);
+    h = call(addr, "echo", 10, 0, &c);
+    assert_int_equal(c.st, CW_OK);
+    cw_handle_release(h);
+    assert_int_equal(cw_context_set_max_hops(ctx[SRV], 8), CW_OK);
+}
+
+static void test_descriptors_refused(void **state)
+{
+    char addr[2 * CW_URI_MAX];
+    uint8_t data[64];
+    struct cw_segment seg = {data, sizeof(data)};
+    cw_bulk_t *b;
+    cw_addr_t *a;
+    cw_handle_t *h;
+    struct call c = {0};
+    uint64_t end = cw_now_ns() + 10000000000ull;
+    unsigned before = refused;
+    (void)state;
+
+    snprintf(addr, sizeof(addr), "%s@%s", uri[SRV], uri[GW1]);
+    assert_int_equal(cw_addr_lookup(ctx[CLI], addr, &a), CW_OK);
+    assert_int_equal(cw_bulk_create(ctx[CLI], &seg, 1, CW_BULK_READ_ONLY, &b),
+                     CW_OK);
+    assert_int_equal(cw_handle_create(ctx[CLI], a, cw_rpc_id("echo"), &h),
+                     CW_OK);
+    cw_buf_put_bulk(cw_handle_input(h), b);
+    assert_int_equal(cw_forward(h, 0, call_cb, &c), CW_OK);
+    while (c.done == 0 && cw_now_ns() < end)
+        pump();
+    assert_int_equal(c.done, 1);
+    assert_int_equal(c.st, CW_UNSUPPORTED);
+    assert_int_equal(refused, before + 1);
+    cw_handle_release(h);
+    cw_bulk_free(b);
+    cw_addr_free(a);
+}
+
+static void test_no_hook(void **state)
+{
+    char addr[2 * CW_URI_MAX];
+    struct call c;
+    cw_handle_t *h;
+    (void)state;
+
+    /* The server has no forward hook: a request routed beyond it. */
+    snprintf(addr, sizeof(addr), "shm://elsewhere@%s", uri[SRV]);
+    h = call(addr, "echo", 1, 0, &c);
+    assert_int_equal(c.st, CW_NO_ROUTE);
+    cw_handle_release(h);
+}
+
+static void test_deadline_through(void **state)
+{
+    char addr[2 * CW_URI_MAX];
+    struct call c;
+    cw_handle_t *h;
+    uint64_t t0 = cw_now_ns();
+    (void)state;
+
+    held = NULL;
+    snprintf(addr, sizeof(addr), "%s@%s", uri[SRV], uri[GW1]);
+    h = call(addr, "hold", 1, 200, &c);
+    assert_int_equal(c.st, CW_TIMEOUT);
+    assert_true(cw_now_ns() - t0 < 5000000000ull);
+    /* The server saw the remaining budget, not a fresh default. */
+    assert_non_null(held);
+    assert_true(cw_handle_remaining_ms(held) <= 200);
+    cw_respond(held, CW_OK, NULL, NULL);
+    cw_handle_release(held);
+    for (int i = 0; i < 50; i++)
+        pump();
+    cw_handle_release(h);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_payload_passes),
+        cmocka_unit_test(test_two_hops),
+        cmocka_unit_test(test_errors_pass),
+        cmocka_unit_test(test_ttl),
+        cmocka_unit_test(test_descriptors_refused),
+        cmocka_unit_test(test_no_hook),
+        cmocka_unit_test(test_deadline_through),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
