@@ -1,0 +1,27 @@
+#!/bin/bash
+# ACL: from tcp0 to shm0 only svc:echo is allowed; a plain target is
+# denied with CW_DENIED and counted; traffic from shm0 has no entry at all.
+# Requests carrying bulk descriptors are refused with CW_UNSUPPORTED.
+. "$(dirname "$0")/gw_lib.sh"
+
+start_echo echo "shm://$TAG-echo"
+start_echo techo "ofi+tcp://127.0.0.1:0"
+cat >"$T/gw.yaml" <<YAML
+gateway: { name: aclgw, admin: "127.0.0.1:$(free_port)" }
+networks:
+  - { name: tcp0, address: "ofi+tcp://127.0.0.1:0" }
+  - { name: shm0, address: "shm://$TAG-gw" }
+services:
+  - { name: echo, backends: ["$echo"] }
+acl:
+  - { from: tcp0, to: shm0, allow: ["svc:echo"] }
+YAML
+start_gw gw "$T/gw.yaml"
+
+ping_expect "allowed: svc:echo" CW_OK -c 5 "svc:echo@$gw_tcp0"
+ping_expect "denied: plain target" CW_DENIED -c 5 "$echo@$gw_tcp0"
+ping_expect "denied: shm0 -> tcp0 (no entry)" CW_DENIED -c 3 "$techo@$gw_shm0"
+stats=$("$CWCTL" --admin "$gw_admin" stats --json)
+[ "$(json_num "$stats" denied)" = 8 ] || fail "denied count: $stats"
+pass "gateway counted 8 denials"
+ping_expect "bulk descriptors refused" CW_UNSUPPORTED -c 2 --with-bulk "svc:echo@$gw_tcp0"

@@ -1,0 +1,32 @@
+#!/bin/bash
+# Deadlines and cancel through a gateway to a slow target (answers after
+# 1.5 s): a 300 ms deadline ends with CW_TIMEOUT at the origin in time,
+# counted by the gateway; a cancel at the origin ends with CW_CANCELED at
+# once; the gateway frees every forwarded RPC and keeps serving.
+. "$(dirname "$0")/gw_lib.sh"
+
+start_echo slow "shm://$TAG-slow" 1500
+start_echo fast "shm://$TAG-fast"
+cat >"$T/gw.yaml" <<YAML
+gateway: { name: dlgw, admin: "127.0.0.1:$(free_port)" }
+networks:
+  - { name: tcp0, address: "ofi+tcp://127.0.0.1:0" }
+  - { name: shm0, address: "shm://$TAG-gw" }
+YAML
+start_gw gw "$T/gw.yaml"
+
+t0=$(date +%s%N)
+ping_expect "300 ms deadline at a slow target" CW_TIMEOUT -c 4 -n 4 -t 300 "$slow@$gw_tcp0"
+t1=$(date +%s%N)
+[ $(((t1 - t0) / 1000000)) -lt 1400 ] ||
+    fail "timeouts took $(((t1 - t0) / 1000000)) ms (deadline 300 ms)"
+pass "timed out in $(((t1 - t0) / 1000000)) ms"
+wait_for sh -c "[ \"\$('$CWCTL' --admin '$gw_admin' stats --json | grep -o '\"timedout\":[0-9]*' | head -n 1)\" = '\"timedout\":4' ]" ||
+    fail "gateway did not count 4 timeouts: $("$CWCTL" --admin "$gw_admin" stats --json)"
+pass "gateway answered and counted 4 timeouts"
+
+ping_expect "cancel at the origin" CW_CANCELED -c 4 -n 4 -t 10000 --cancel-after 100 "$slow@$gw_tcp0"
+ping_expect "other target still served" CW_OK -c 10 "$fast@$gw_tcp0"
+wait_for sh -c "'$CWCTL' --admin '$gw_admin' stats --json | grep -q '^{\"inflight\":0,'" ||
+    fail "forwarded RPCs not freed: $("$CWCTL" --admin "$gw_admin" stats --json)"
+pass "gateway state freed (0 in flight)"

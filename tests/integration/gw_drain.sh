@@ -1,0 +1,42 @@
+#!/bin/bash
+# Drain: SIGTERM while 4 slow RPCs are in flight; a new RPC gets
+# CW_DRAINING at once, the 4 finish with CW_OK, the gateway exits 0.
+# Then drain by cwctl with a short grace: what is left is canceled.
+. "$(dirname "$0")/gw_lib.sh"
+
+start_echo slow "shm://$TAG-slow" 1000
+cat >"$T/gw.yaml" <<YAML
+gateway: { name: drgw, admin: "127.0.0.1:$(free_port)", drain_grace: 5s }
+networks:
+  - { name: tcp0, address: "ofi+tcp://127.0.0.1:0" }
+  - { name: shm0, address: "shm://$TAG-gw" }
+YAML
+start_gw gw "$T/gw.yaml"
+
+timeout 30 "$CW_PING" -q -c 4 -n 4 -t 8000 "$slow@$gw_tcp0" >"$T/inflight.out" &
+inflight=$!
+wait_for sh -c "'$CWCTL' --admin '$gw_admin' status --json | grep -q '\"inflight\":4'" ||
+    fail "the 4 RPCs did not reach the gateway"
+kill -TERM "$gw_PID"
+sleep 0.1
+ping_expect "new RPC while draining" CW_DRAINING -c 2 -t 2000 "$slow@$gw_tcp0"
+wait "$inflight"
+grep -q "4 calls, CW_OK=4;" "$T/inflight.out" || fail "in-flight RPCs: $(cat "$T/inflight.out")"
+pass "in-flight RPCs finished: $(cat "$T/inflight.out")"
+stop_pid "$gw_PID"
+[ "$STOP_RC" = 0 ] || fail "gateway exit status $STOP_RC after drain"
+pass "gateway exited 0"
+
+sed -i 's/drain_grace: 5s/drain_grace: 200ms/' "$T/gw.yaml"
+start_gw gw "$T/gw.yaml"
+timeout 30 "$CW_PING" -q -c 2 -n 2 -t 8000 "$slow@$gw_tcp0" >"$T/inflight.out" &
+inflight=$!
+wait_for sh -c "'$CWCTL' --admin '$gw_admin' status --json | grep -q '\"inflight\":2'" ||
+    fail "the 2 RPCs did not reach the gateway"
+"$CWCTL" --admin "$gw_admin" drain >/dev/null || fail "cwctl drain"
+wait "$inflight"
+grep -q "2 calls, CW_CANCELED=2" "$T/inflight.out" || fail "after the grace: $(cat "$T/inflight.out")"
+pass "grace over: $(cat "$T/inflight.out")"
+stop_pid "$gw_PID"
+[ "$STOP_RC" = 0 ] || fail "gateway exit status $STOP_RC after cwctl drain"
+pass "gateway exited 0 after cwctl drain"

@@ -1,0 +1,48 @@
+#!/bin/bash
+# A service with two backends: both serve; one is killed and ejected (all
+# calls still succeed); restarted on the same address, it returns.
+. "$(dirname "$0")/gw_lib.sh"
+
+start_echo b1 "shm://$TAG-b1"
+start_echo b2 "shm://$TAG-b2"
+cat >"$T/gw.yaml" <<YAML
+gateway: { name: svcgw, admin: "127.0.0.1:$(free_port)" }
+networks:
+  - { name: tcp0, address: "ofi+tcp://127.0.0.1:0" }
+  - { name: shm0, address: "shm://$TAG-gw" }
+services:
+  - { name: echo, backends: ["$b1", "$b2"], policy: round_robin }
+health: { interval: 100ms, timeout: 100ms, eject_after: 2, recover_after: 2 }
+YAML
+start_gw gw "$T/gw.yaml"
+
+backend_health() {
+    "$CWCTL" --admin "$gw_admin" services --json |
+        grep -o "\"address\":\"$1\",\"health\":\"[a-z]*\"" | cut -d'"' -f8
+}
+
+ping_expect "svc:echo with two backends" CW_OK -c 20 -s 0,64,65536 "svc:echo@$gw_tcp0"
+wait_for sh -c "[ \"\$('$CWCTL' --admin '$gw_admin' services --json | grep -c '\"health\":\"ok\"')\" = 1 ]" ||
+    true
+[ "$(backend_health "$b1")" = ok ] && [ "$(backend_health "$b2")" = ok ] ||
+    fail "backends not healthy: $("$CWCTL" --admin "$gw_admin" services)"
+pass "both backends healthy"
+
+kill -KILL "$b2_PID"
+wait "$b2_PID" 2>/dev/null
+rm -f /dev/shm/causeway-"$TAG"-b2
+timeout 60 "$CW_PING" -q -c 20 -t 2000 "svc:echo@$gw_tcp0" >"$T/ping.out"
+ok=$(grep -o 'CW_OK=[0-9]*' "$T/ping.out" | cut -d= -f2)
+[ "${ok:-0}" -ge 18 ] || fail "after the kill only ${ok:-0}/20 succeeded"
+pass "backend killed: $(cat "$T/ping.out")"
+wait_for sh -c "'$CWCTL' --admin '$gw_admin' services --json | grep -q '\"address\":\"$b2\",\"health\":\"failing\"'" ||
+    fail "killed backend not seen failing"
+pass "killed backend failing its health checks"
+ping_expect "all calls go to the remaining backend" CW_OK -c 20 "svc:echo@$gw_tcp0"
+
+start_echo b2 "shm://$TAG-b2"
+wait_for sh -c "'$CWCTL' --admin '$gw_admin' services --json | grep -q '\"address\":\"$b2\",\"health\":\"ok\"'" ||
+    fail "restarted backend not healthy again"
+pass "restarted backend passes its health checks again"
+ping_expect "calls after the return" CW_OK -c 20 "svc:echo@$gw_tcp0"
+"$CWCTL" --admin "$gw_admin" services
