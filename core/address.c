@@ -36,8 +36,49 @@ err_free:
     return CW_NOMEM;
 }
 
+static cw_status_t addr_lookup(cw_context_t *ctx, const char *addr,
+                               bool routed, cw_addr_t **addr_p);
+
+/* A plain address: through the client routing table when a route names a
+ * gateway; through the default gateway when no network can reach it. */
+static cw_status_t addr_lookup_plain(cw_context_t *ctx, const char *addr,
+                                     cw_addr_t **addr_p)
+{
+    char gw[CW_URI_MAX];
+    char proxied[CW_ADDR_STR_MAX];
+    bool direct = true;
+    cw_status_t st;
+
+    if (ctx->routes) {
+        st = cw_route_table_client_lookup(ctx->routes, addr, gw, sizeof(gw),
+                                          &direct);
+        if (st != CW_OK)
+            return st;
+    }
+    if (!direct) {
+        snprintf(proxied, sizeof(proxied), "%s@%s", addr, gw);
+        return addr_lookup(ctx, proxied, true, addr_p);
+    }
+    st = addr_lookup(ctx, addr, true, addr_p);
+    if (st != CW_OK && ctx->default_gateway &&
+        (st == CW_NOENT || st == CW_UNSUPPORTED || st == CW_UNREACHABLE)) {
+        CW_INFO("core", "%s: not reachable directly (%s); trying the default "
+                "gateway %s", addr, cw_status_str(st), ctx->default_gateway);
+        snprintf(proxied, sizeof(proxied), "%s@%s", addr,
+                 ctx->default_gateway);
+        st = addr_lookup(ctx, proxied, true, addr_p);
+    }
+    return st;
+}
+
 cw_status_t cw_addr_lookup(cw_context_t *ctx, const char *addr,
                            cw_addr_t **addr_p)
+{
+    return addr_lookup(ctx, addr, false, addr_p);
+}
+
+static cw_status_t addr_lookup(cw_context_t *ctx, const char *addr,
+                               bool routed, cw_addr_t **addr_p)
 {
     struct cw_addr_path path;
     struct cw_uri hop;
@@ -56,6 +97,9 @@ cw_status_t cw_addr_lookup(cw_context_t *ctx, const char *addr,
         CW_ERROR("core", "bad address \"%s\": %s", addr, err);
         return st;
     }
+    if (path.nhops == 0 && !path.is_service && !routed &&
+        (ctx->routes || ctx->default_gateway))
+        return addr_lookup_plain(ctx, addr, addr_p);
     if (path.nhops > 0) {
         hop = path.hops[0];
         /* The remaining path (without the first gateway) travels in the

@@ -30,6 +30,49 @@ void cw_context_opts_init(struct cw_context_opts *opts)
     opts->max_hops = CW_DEFAULT_MAX_HOPS;
 }
 
+/* Client routing (design §2): a routes file and/or a default gateway, from
+ * the options or the environment. */
+static cw_status_t ctx_routing_init(cw_context_t *ctx,
+                                    const struct cw_context_opts *opts)
+{
+    const char *routes = opts ? opts->routes_file : NULL;
+    const char *gw = opts ? opts->default_gateway : NULL;
+    struct cw_config_diag *diag;
+    cw_status_t st;
+
+    if (gw == NULL)
+        gw = getenv("CAUSEWAY_GATEWAY");
+    if (gw && gw[0]) {
+        struct cw_uri u;
+        if (cw_uri_parse(gw, &u) != CW_OK) {
+            CW_ERROR("core", "default gateway \"%s\" is not a plain address",
+                     gw);
+            return CW_CONFIG;
+        }
+        ctx->default_gateway = strdup(gw);
+        if (ctx->default_gateway == NULL)
+            return CW_NOMEM;
+    }
+    diag = cw_config_diag_new();
+    if (diag == NULL)
+        return CW_NOMEM;
+    st = cw_route_table_load_client(routes, diag, &ctx->routes);
+    if (st == CW_NOENT && routes == NULL) {
+        st = CW_OK; /* no routes file configured */
+        ctx->routes = NULL;
+    } else if (st != CW_OK) {
+        for (size_t i = 0; i < cw_config_diag_count(diag); i++)
+            CW_ERROR("core", "%s", cw_config_diag_get(diag, i));
+        CW_ERROR("core", "client routes %s: %s",
+                 routes ? routes : "$CAUSEWAY_ROUTES", cw_status_str(st));
+        ctx->routes = NULL;
+        free(ctx->default_gateway);
+        ctx->default_gateway = NULL;
+    }
+    cw_config_diag_free(diag);
+    return st;
+}
+
 cw_status_t cw_context_create(const struct cw_context_opts *opts,
                               cw_context_t **ctx_p)
 {
@@ -62,6 +105,10 @@ cw_status_t cw_context_create(const struct cw_context_opts *opts,
     ctx->max_hops = ctx->opts.max_hops > 255 ? 255 : ctx->opts.max_hops;
     ctx->opts.routes_file = NULL;
     ctx->opts.default_gateway = NULL;
+    if (ctx_routing_init(ctx, opts) != CW_OK) {
+        free(ctx);
+        return CW_CONFIG;
+    }
     cw_list_init(&ctx->inflight);
     cw_list_init(&ctx->wait_done);
     cw_list_init(&ctx->bulk_ops);
@@ -102,6 +149,8 @@ err_close_ev:
 err_close_ep:
     close(ctx->epfd);
 err_free:
+    cw_route_table_unref(ctx->routes);
+    free(ctx->default_gateway);
     pthread_cond_destroy(&ctx->cq_cond);
     pthread_mutex_destroy(&ctx->progress_lock);
     pthread_mutex_destroy(&ctx->lock);
@@ -454,6 +503,8 @@ void cw_context_destroy(cw_context_t *ctx)
         net_close(ctx->nets[i]);
     close(ctx->evfd);
     close(ctx->epfd);
+    cw_route_table_unref(ctx->routes);
+    free(ctx->default_gateway);
     pthread_cond_destroy(&ctx->cq_cond);
     pthread_mutex_destroy(&ctx->progress_lock);
     pthread_mutex_destroy(&ctx->lock);

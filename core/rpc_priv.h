@@ -19,6 +19,7 @@
 #include <causeway/causeway.h>
 #include <causeway/forward.h>
 #include <causeway/na.h>
+#include <causeway/routing.h>
 
 #define CW_MAX_NETS 8          /**< networks per context */
 #define CW_MAX_DESC 64         /**< descriptors in one message */
@@ -240,6 +241,8 @@ struct cw_context {
     void *fwd_arg;
     unsigned max_hops;
     struct cw_context_stats stats;
+    struct cw_route_table *routes; /**< client routing table, or NULL */
+    char *default_gateway;         /**< or NULL */
 };
 
 /* ---- handles -------------------------------------------------------------*/

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -308,6 +309,78 @@ static void test_deadline_through(void **state)
     cw_handle_release(h);
 }
 
+/* Client routing: a routes file and a default gateway send plain
+ * addresses through GW1 transparently. */
+static void routed_call(const struct cw_context_opts *o, const char *addr,
+                        cw_status_t expect)
+{
+    cw_context_t *c;
+    cw_addr_t *a;
+    cw_handle_t *h;
+    struct call cl = {0};
+    struct cw_context_stats before, after;
+    uint64_t end = cw_now_ns() + 10000000000ull;
+
+    assert_int_equal(cw_context_create(o, &c), CW_OK);
+    cw_context_stats(ctx[GW1], &before);
+    assert_int_equal(cw_addr_lookup(c, addr, &a), CW_OK);
+    assert_int_equal(cw_handle_create(c, a, cw_rpc_id("echo"), &h), CW_OK);
+    cw_buf_put_bytes(cw_handle_input(h), "routed", 6);
+    assert_int_equal(cw_forward(h, 0, call_cb, &cl), CW_OK);
+    while (cl.done == 0 && cw_now_ns() < end) {
+        pump();
+        cw_progress(c, 0);
+        cw_trigger(c, 0, 0, NULL);
+    }
+    assert_int_equal(cl.done, 1);
+    assert_int_equal(cl.st, expect);
+    cw_context_stats(ctx[GW1], &after);
+    assert_int_equal(after.rx_requests - before.rx_requests, 1);
+    cw_handle_release(h);
+    cw_addr_free(a);
+    cw_context_destroy(c);
+}
+
+static void test_client_routes(void **state)
+{
+    char path[] = "/tmp/cw-test-routes-XXXXXX";
+    struct cw_context_opts o;
+    int fd = mkstemp(path);
+    FILE *f;
+    (void)state;
+
+    assert_true(fd >= 0);
+    f = fdopen(fd, "w");
+    fprintf(f, "routes:\n  - { dest: \"shm://*\", gateway: \"%s\" }\n",
+            uri[GW1]);
+    fclose(f);
+    cw_context_opts_init(&o);
+    o.routes_file = path;
+    routed_call(&o, uri[SRV], CW_OK);
+    unlink(path);
+}
+
+static void test_default_gateway(void **state)
+{
+    struct cw_context_opts o;
+    (void)state;
+
+    cw_context_opts_init(&o);
+    o.default_gateway = uri[GW1];
+    /* No plugin "nosuch" here: the lookup goes through GW1, which cannot
+     * reach it either and says so. */
+    routed_call(&o, "nosuch://x", CW_UNREACHABLE);
+    /* A reachable plain address still goes direct. */
+    {
+        cw_context_t *c;
+        cw_addr_t *a;
+        assert_int_equal(cw_context_create(&o, &c), CW_OK);
+        assert_int_equal(cw_addr_lookup(c, uri[SRV], &a), CW_OK);
+        cw_addr_free(a);
+        cw_context_destroy(c);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -318,6 +391,8 @@ int main(void)
         cmocka_unit_test(test_descriptors_refused),
         cmocka_unit_test(test_no_hook),
         cmocka_unit_test(test_deadline_through),
+        cmocka_unit_test(test_client_routes),
+        cmocka_unit_test(test_default_gateway),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
