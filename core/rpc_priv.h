@@ -233,6 +233,7 @@ struct cw_context {
     unsigned nfree_handles;
     uint64_t next_req_id;
     uint64_t next_timer_ns;
+    unsigned polls;
     int epfd;
     int evfd;
     atomic_int sleepers;

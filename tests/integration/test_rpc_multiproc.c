@@ -135,6 +135,43 @@ fail:
     srv_bulk_done(st, b);
 }
 
+/* Expose a region: input u64 len; output u64 checksum + a read-only bulk
+ * (a descriptor in the response).  Kept until the server exits. */
+static cw_bulk_t *srv_exposed[8];
+static uint8_t *srv_exposed_buf[8];
+static unsigned srv_nexposed;
+
+static void h_expose(cw_handle_t *h, void *arg)
+{
+    uint64_t len = 0;
+    struct cw_segment seg;
+    cw_status_t st;
+    unsigned i = srv_nexposed;
+    (void)arg;
+
+    cw_buf_get_u64(cw_handle_input(h), &len);
+    st = cw_buf_error(cw_handle_input(h));
+    if (st == CW_OK && (i >= 8 || len == 0 || len > (256u << 20)))
+        st = CW_RANGE;
+    if (st == CW_OK) {
+        srv_exposed_buf[i] = malloc(len);
+        fill(srv_exposed_buf[i], len, (uint32_t)len);
+        seg.base = srv_exposed_buf[i];
+        seg.len = len;
+        st = cw_bulk_create(cw_handle_context(h), &seg, 1, CW_BULK_READ_ONLY,
+                            &srv_exposed[i]);
+        if (st != CW_OK)
+            free(srv_exposed_buf[i]);
+    }
+    if (st == CW_OK) {
+        srv_nexposed++;
+        cw_buf_put_u64(cw_handle_output(h), checksum(srv_exposed_buf[i], len));
+        cw_buf_put_bulk(cw_handle_output(h), srv_exposed[i]);
+    }
+    cw_respond(h, st, NULL, NULL);
+    cw_handle_release(h);
+}
+
 static void h_hold(cw_handle_t *h, void *arg)
 {
     (void)arg;
@@ -195,6 +232,7 @@ static int run_server(const char *uri, int fd)
     cw_rpc_register(ctx, "count", h_count, NULL, NULL, NULL);
     cw_rpc_register(ctx, "crash", h_crash, NULL, NULL, NULL);
     cw_rpc_register(ctx, "exit", h_exit, NULL, NULL, NULL);
+    cw_rpc_register(ctx, "expose", h_expose, NULL, NULL, NULL);
     if (write(fd, self, strlen(self) + 1) < 0)
         return 1;
     close(fd);
@@ -212,6 +250,10 @@ static int run_server(const char *uri, int fd)
         cw_handle_release(srv_held[i]);
     }
     cw_context_destroy(ctx);
+    for (unsigned i = 0; i < srv_nexposed; i++) {
+        cw_bulk_free(srv_exposed[i]);
+        free(srv_exposed_buf[i]);
+    }
     return 0;
 }
 
@@ -520,6 +562,94 @@ static void test_bulk_permission(void **state)
     bulk_round(&sz, 1, false, CW_PERMISSION, CW_BULK_READ_ONLY);
 }
 
+struct bulk_call {
+    int done;
+    cw_status_t st;
+};
+
+static void bulk_cb(cw_status_t st, void *arg)
+{
+    struct bulk_call *b = arg;
+    b->done++;
+    b->st = st;
+}
+
+/* A bulk handle in a response; the client pulls from it, cancels a pull,
+ * and may not push into it. */
+static void test_bulk_in_response(void **state)
+{
+    const size_t len = 48u << 20;
+    cw_handle_t *h = new_call("expose");
+    struct call c = {0};
+    cw_bulk_t *remote, *local;
+    uint64_t sum = 0;
+    uint8_t *buf = malloc(len);
+    struct cw_segment seg = {buf, len};
+    (void)state;
+
+    cw_buf_put_u64(cw_handle_input(h), len);
+    assert_int_equal(cw_forward(h, 0, call_cb, &c), CW_OK);
+    wait_calls(&c, 1);
+    assert_int_equal(c.st, CW_OK);
+    assert_int_equal(cw_buf_get_u64(cw_handle_output(h), &sum), CW_OK);
+    assert_int_equal(cw_buf_get_bulk(cw_handle_output(h), &remote), CW_OK);
+    assert_int_equal(cw_bulk_size(remote), len);
+    assert_int_equal(cw_bulk_perm(remote), CW_BULK_READ_ONLY);
+    assert_int_equal(cw_bulk_create(ctx, &seg, 1, CW_BULK_READ_WRITE, &local),
+                     CW_OK);
+    /* Push into a read-only region: refused before anything moves. */
+    assert_int_equal(cw_bulk_transfer(ctx, CW_BULK_PUSH, server, remote, 0,
+                                      local, 0, len, bulk_cb, NULL, NULL),
+                     CW_PERMISSION);
+    /* Past the end. */
+    assert_int_equal(cw_bulk_transfer(ctx, CW_BULK_PULL, server, remote, 1,
+                                      local, 0, len, bulk_cb, NULL, NULL),
+                     CW_RANGE);
+    /* Cancel races: at once, and after some progress. */
+    for (unsigned k = 0; k < 6; k++) {
+        struct bulk_call b = {0};
+        cw_bulk_op_t *op;
+        uint64_t end = cw_now_ns() + 20000000000ull;
+        assert_int_equal(cw_bulk_transfer(ctx, CW_BULK_PULL, server, remote,
+                                          0, local, 0, len, bulk_cb, &b, &op),
+                         CW_OK);
+        for (unsigned i = 0; i < k * 3; i++)
+            cw_progress(ctx, 0);
+        cw_trigger(ctx, 0, 0, NULL);
+        if (b.done == 0)
+            assert_int_equal(cw_bulk_cancel(op), CW_OK);
+        while (b.done == 0 && cw_now_ns() < end) {
+            cw_progress(ctx, 10);
+            cw_trigger(ctx, 0, 0, NULL);
+        }
+        cw_progress(ctx, 1);
+        cw_trigger(ctx, 0, 0, NULL);
+        assert_int_equal(b.done, 1);
+        assert_true(b.st == CW_CANCELED || b.st == CW_OK);
+    }
+    /* A full pull with checksum. */
+    {
+        struct bulk_call b = {0};
+        uint64_t end = cw_now_ns() + 20000000000ull;
+        memset(buf, 0, len);
+        assert_int_equal(cw_bulk_transfer(ctx, CW_BULK_PULL, server, remote,
+                                          0, local, 0, len, bulk_cb, &b,
+                                          NULL),
+                         CW_OK);
+        while (b.done == 0 && cw_now_ns() < end) {
+            cw_progress(ctx, 10);
+            cw_trigger(ctx, 0, 0, NULL);
+        }
+        assert_int_equal(b.done, 1);
+        assert_int_equal(b.st, CW_OK);
+        assert_true(checksum(buf, len) == sum);
+    }
+    cw_bulk_free(local);
+    cw_bulk_free(remote);
+    cw_handle_release(h);
+    free(buf);
+}
+
 static void test_unknown_rpc(void **state)
 {
     cw_handle_t *h = new_call("no-such-rpc");
@@ -656,6 +786,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_bulk_sizes),
         cmocka_unit_test(test_bulk_inflight),
         cmocka_unit_test(test_bulk_permission),
+        cmocka_unit_test(test_bulk_in_response),
         cmocka_unit_test(test_unknown_rpc),
         cmocka_unit_test(test_deadline),
         cmocka_unit_test(test_cancel_race),
