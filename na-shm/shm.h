@@ -193,6 +193,7 @@ static inline struct shm_peer *shm_peer_of(cw_na_addr_t *a)
 
 /* A posted operation. */
 struct cw_na_op {
+    struct cw_na_class *cls;
     enum cw_na_op_type type;
     cw_na_cb_t cb;
     void *arg;
@@ -232,6 +233,7 @@ struct cw_na_class {
     const struct cw_na_host *host;
     uint32_t flags;
     char name[SHM_NAME_MAX];
+    uint32_t name_len;
     uint64_t uid;
     uint32_t nslots;
 
@@ -258,7 +260,11 @@ struct cw_na_class {
     unsigned ndead;              /* dead peers not yet swept */
 
     uint64_t dropped;            /* malformed slots dropped */
+    struct cw_na_op *free_ops;   /* recycled operations (link.next) */
+    unsigned nfree_ops;
 };
+
+#define SHM_FREE_OPS_MAX 256u
 
 /* shm_init.c */
 cw_status_t shm_errno_status(int err);

@@ -389,6 +389,7 @@ static cw_status_t shm_init(const struct cw_na_host *host,
     st = shm_pick_name(cls, info->location);
     if (st != CW_OK)
         goto err;
+    cls->name_len = (uint32_t)strlen(cls->name);
     st = shm_seg_create(cls);
     if (st != CW_OK)
         goto err;

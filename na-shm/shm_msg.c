@@ -43,8 +43,8 @@ bool shm_ring_push(struct shm_peer *dest, uint32_t type, uint32_t tag,
     s->tag = tag;
     s->len = (uint32_t)len;
     s->sender_uid = cls->uid;
-    s->name_len = (uint32_t)strlen(cls->name);
-    memcpy(s->sender_name, cls->name, s->name_len + 1);
+    s->name_len = cls->name_len;
+    memcpy(s->sender_name, cls->name, SHM_NAME_MAX);
     if (len)
         memcpy(s->data, buf, len);
     atomic_store_explicit(&s->seq, pos + 1, memory_order_release);

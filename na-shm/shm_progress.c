@@ -16,10 +16,17 @@
 struct cw_na_op *shm_op_new(struct cw_na_class *cls, enum cw_na_op_type type,
                             cw_na_cb_t cb, void *arg)
 {
-    (void)cls;
-    struct cw_na_op *op = calloc(1, sizeof(*op));
-    if (!op)
-        return NULL;
+    struct cw_na_op *op = cls->free_ops;
+    if (op) {
+        cls->free_ops = (struct cw_na_op *)(void *)op->link.next;
+        cls->nfree_ops--;
+        memset(op, 0, sizeof(*op));
+    } else {
+        op = calloc(1, sizeof(*op));
+        if (!op)
+            return NULL;
+    }
+    op->cls = cls;
     op->type = type;
     op->cb = cb;
     op->arg = arg;
@@ -29,8 +36,25 @@ struct cw_na_op *shm_op_new(struct cw_na_class *cls, enum cw_na_op_type type,
 
 void shm_op_free(struct cw_na_op *op)
 {
+    struct cw_na_class *cls = op->cls;
     shm_peer_unref(op->peer);
-    free(op);
+    if (cls->nfree_ops < SHM_FREE_OPS_MAX) {
+        op->link.next = (struct shm_list *)(void *)cls->free_ops;
+        cls->free_ops = op;
+        cls->nfree_ops++;
+    } else {
+        free(op);
+    }
+}
+
+static void shm_free_ops_release(struct cw_na_class *cls)
+{
+    while (cls->free_ops) {
+        struct cw_na_op *op = cls->free_ops;
+        cls->free_ops = (struct cw_na_op *)(void *)op->link.next;
+        free(op);
+    }
+    cls->nfree_ops = 0;
 }
 
 void shm_op_complete(struct cw_na_class *cls, struct cw_na_op *op,
@@ -60,6 +84,7 @@ void shm_ops_drop_all(struct cw_na_class *cls)
     for (struct shm_list *l = cls->peers.next; l != &cls->peers; l = l->next)
         shm_drop_list(&shm_container_of(l, struct shm_peer, link)->backlog);
     cls->nbacklog = 0;
+    shm_free_ops_release(cls);
 }
 
 void shm_peer_failed(struct cw_na_class *cls, struct shm_peer *peer,

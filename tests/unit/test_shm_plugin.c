@@ -4,7 +4,8 @@
  * in one process, stale segments of killed processes (at init and at
  * lookup), back-pressure on a 4-slot ring across processes, a killed
  * receiver failing backlogged sends, hostile serialized addresses and
- * memory handles, forged handle pids, and RMA split over many iovecs.
+ * memory handles, forged handle pids, RMA split over many iovecs, and the
+ * error that names the fix when the kernel refuses cross-memory attach.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -15,7 +16,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/capability.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -639,6 +643,124 @@ static void test_rma_many_iovecs(void **state)
         free(rsegs[i].base);
 }
 
+/* Target: a non-dumpable process holding a registered buffer. */
+static int child_nondumpable_target(void *arg, int wfd)
+{
+    (void)arg;
+    static char buf[4096];
+    struct cw_na_segment seg = {buf, sizeof(buf)};
+    cw_na_t *na;
+    cw_na_mem_t *mem;
+    unsigned char h[256];
+    char uri[URI_LEN], line[URI_LEN + 600];
+    if (cw_na_open("shm://", CW_NA_LISTEN, NULL, &na) != CW_OK ||
+        cw_na_mem_register(na, &seg, 1, CW_NA_MEM_READ, &mem) != CW_OK)
+        return 1;
+    size_t n = cw_na_mem_serialize_size(na, mem);
+    if (n > sizeof(h) || cw_na_mem_serialize(na, h, n, mem) != CW_OK)
+        return 1;
+    if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
+        return 1;
+    self_uri(na, uri);
+    int k = snprintf(line, sizeof(line), "%s ", uri);
+    for (size_t i = 0; i < n; i++)
+        k += snprintf(line + k, sizeof(line) - (size_t)k, "%02x", h[i]);
+    k += snprintf(line + k, sizeof(line) - (size_t)k, "\n");
+    if (write(wfd, line, (size_t)k) != k)
+        return 1;
+    for (;;) { /* answer handshakes until killed */
+        cw_na_progress_wait(na, 100, NULL);
+    }
+}
+
+struct eperm_arg {
+    char uri[URI_LEN];
+    unsigned char handle[256];
+    size_t handle_len;
+};
+
+/* Initiator: without CAP_SYS_PTRACE, get from the target; the log goes to
+ * the pipe so the parent can read the advice. */
+static int child_eperm_initiator(void *arg, int wfd)
+{
+    struct eperm_arg *ea = arg;
+    struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
+    struct __user_cap_data_struct data[2];
+    static char buf[4096];
+    struct cw_na_segment seg = {buf, sizeof(buf)};
+    cw_na_t *na;
+    cw_na_addr_t *peer;
+    cw_na_mem_t *local, *remote;
+    struct done d = {0};
+
+    if (syscall(SYS_capget, &hdr, data) != 0)
+        return 10;
+    data[0].effective &= ~(1u << CAP_SYS_PTRACE);
+    data[0].permitted &= ~(1u << CAP_SYS_PTRACE);
+    data[0].inheritable &= ~(1u << CAP_SYS_PTRACE);
+    if (syscall(SYS_capset, &hdr, data) != 0)
+        return 11;
+    if (dup2(wfd, 2) < 0)
+        return 12;
+    if (cw_na_open("shm://", CW_NA_LISTEN, NULL, &na) != CW_OK ||
+        cw_na_addr_lookup(na, ea->uri, &peer) != CW_OK ||
+        cw_na_mem_register(na, &seg, 1, CW_NA_MEM_WRITE, &local) != CW_OK ||
+        cw_na_mem_deserialize(na, ea->handle, ea->handle_len, &remote) !=
+            CW_OK)
+        return 13;
+    if (cw_na_get(na, local, 0, remote, 0, 64, peer, done_cb, &d, NULL) !=
+            CW_OK ||
+        !wait_done(&na, 1, &d.calls, 1))
+        return 14;
+    cw_na_mem_release(na, remote);
+    cw_na_mem_release(na, local);
+    cw_na_addr_free(na, peer);
+    cw_na_close(na);
+    return d.status == CW_PERMISSION ? 0 : 15;
+}
+
+static void test_rma_eperm_names_fix(void **state)
+{
+    (void)state;
+    static struct eperm_arg ea;
+    char line[URI_LEN + 600], log[8192];
+    int tfd, ifd;
+
+    pid_t target = fork_child(child_nondumpable_target, NULL, &tfd);
+    assert_true(read_line(tfd, line, sizeof(line)));
+    close(tfd);
+    char *sp = strchr(line, ' ');
+    assert_non_null(sp);
+    *sp = '\0';
+    size_t ul = strlen(line);
+    assert_true(ul < sizeof(ea.uri));
+    memcpy(ea.uri, line, ul + 1);
+    ea.handle_len = strlen(sp + 1) / 2;
+    for (size_t i = 0; i < ea.handle_len; i++) {
+        unsigned v;
+        assert_int_equal(sscanf(sp + 1 + 2 * i, "%2x", &v), 1);
+        ea.handle[i] = (unsigned char)v;
+    }
+    pid_t init = fork_child(child_eperm_initiator, &ea, &ifd);
+    size_t got = 0;
+    ssize_t n;
+    while (got + 1 < sizeof(log) &&
+           (n = read(ifd, log + got, sizeof(log) - 1 - got)) > 0)
+        got += (size_t)n;
+    log[got] = '\0';
+    close(ifd);
+    int rc = reap(init);
+    kill(target, SIGKILL);
+    reap(target);
+    print_message("# initiator exit %d, log:\n%s", rc, log);
+    assert_int_equal(rc, 0);
+    /* The message names the call, the kernel's text and the fix. */
+    assert_non_null(strstr(log, "process_vm_readv"));
+    assert_non_null(strstr(log, "Operation not permitted"));
+    assert_non_null(strstr(log, "CAP_SYS_PTRACE"));
+    assert_non_null(strstr(log, "same user"));
+}
+
 static void test_expected_before_post(void **state)
 {
     (void)state;
@@ -688,6 +810,7 @@ int main(void)
         cmocka_unit_test(test_forged_handle_pid),
         cmocka_unit_test(test_rma_many_iovecs),
         cmocka_unit_test(test_expected_before_post),
+        cmocka_unit_test(test_rma_eperm_names_fix),
     };
     cw_log_init();
     int rc = cmocka_run_group_tests_name("na-shm", tests, NULL, NULL);
