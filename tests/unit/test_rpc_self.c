@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include <causeway/causeway.h>
+#include <causeway/na.h>
 
 static cw_context_t *ctx;
 static cw_addr_t *self;
@@ -365,6 +366,72 @@ static void test_threads(void **state)
     free(calls);
 }
 
+static int raw_sent;
+static void raw_cb(const struct cw_na_cb_info *info)
+{
+    (void)info;
+    raw_sent++;
+}
+
+/* Hostile messages from a raw NA endpoint are dropped and counted; the
+ * context keeps serving. */
+static void test_hostile_dropped(void **state)
+{
+    char uri[CW_URI_MAX];
+    cw_na_t *na;
+    cw_na_addr_t *dst;
+    struct cw_context_stats before, after;
+    uint8_t msg[200];
+    cw_handle_t *h;
+    struct call c = {0};
+    int nmsgs = 0;
+    (void)state;
+
+    assert_int_equal(cw_addr_to_string(self, uri, sizeof(uri)), CW_OK);
+    assert_int_equal(cw_na_open("shm://", 0, NULL, &na), CW_OK);
+    assert_int_equal(cw_na_addr_lookup(na, uri, &dst), CW_OK);
+    cw_context_stats(ctx, &before);
+    raw_sent = 0;
+    srand(99);
+    for (int i = 0; i < 40; i++) {
+        size_t n = (size_t)(rand() % (int)sizeof(msg));
+        for (size_t k = 0; k < n; k++)
+            msg[k] = (uint8_t)rand();
+        if (i % 2 == 0 && n >= 8) {
+            /* Valid magic and version, garbage after: deeper checks. */
+            memcpy(msg, "CWY1\1\1", 6);
+        }
+        if (cw_na_msg_send_unexpected(na, msg, n, dst, 0, raw_cb, NULL,
+                                      NULL) == CW_OK)
+            nmsgs++;
+        for (int k = 0; k < 100 && raw_sent < nmsgs; k++) {
+            cw_na_progress(na, 0, NULL);
+            cw_progress(ctx, 0);
+        }
+    }
+    for (int k = 0; k < 200; k++) {
+        cw_na_progress(na, 0, NULL);
+        cw_progress(ctx, 1);
+        cw_trigger(ctx, 0, 0, NULL);
+        cw_context_stats(ctx, &after);
+        if (after.rx_dropped - before.rx_dropped == (uint64_t)nmsgs)
+            break;
+    }
+    assert_true(nmsgs > 30);
+    assert_int_equal(after.rx_dropped - before.rx_dropped, nmsgs);
+    assert_int_equal(after.rx_requests, before.rx_requests);
+    cw_na_addr_free(na, dst);
+    cw_na_close(na);
+    /* Still serving. */
+    assert_int_equal(cw_handle_create(ctx, self, cw_rpc_id("echo"), &h),
+                     CW_OK);
+    cw_buf_put_bytes(cw_handle_input(h), "ok", 2);
+    assert_int_equal(cw_forward(h, 0, call_cb, &c), CW_OK);
+    wait_call(&c);
+    assert_int_equal(c.st, CW_OK);
+    cw_handle_release(h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -377,6 +444,7 @@ int main(void)
         cmocka_unit_test(test_self_bulk),
         cmocka_unit_test(test_bulk_args),
         cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_hostile_dropped),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
