@@ -186,36 +186,60 @@ static void check_route(struct cfg_ctx *ctx, size_t i)
                   r->gateway_uri.protocol);
 }
 
-static bool same_nexthop(const struct cw_config_route *a,
-                         const struct cw_config_route *b)
+static const char *nexthop_of(const struct cw_config_route *r)
 {
-    if (a->via && b->via)
-        return strcmp(a->via, b->via) == 0;
-    if (a->gateway && b->gateway)
-        return strcmp(a->gateway, b->gateway) == 0;
-    return false;
+    return r->via ? r->via : r->gateway ? r->gateway : "";
+}
+
+static int route_cmp(const void *a, const void *b)
+{
+    const struct cw_config_route *x = *(const struct cw_config_route *const *)a;
+    const struct cw_config_route *y = *(const struct cw_config_route *const *)b;
+    int c = strcmp(x->dest, y->dest);
+
+    if (c == 0)
+        c = (x->via != NULL) - (y->via != NULL);
+    if (c == 0)
+        c = strcmp(nexthop_of(x), nexthop_of(y));
+    if (c == 0)
+        c = x < y ? -1 : x > y;
+    return c;
 }
 
 static void check_routes(struct cfg_ctx *ctx)
 {
     struct cw_config *cfg = ctx->cfg;
+    struct cw_config_route **sorted;
+    size_t n = 0;
 
-    for (size_t i = 0; i < cfg->nroutes; i++) {
-        struct cw_config_route *r = &cfg->routes[i];
+    for (size_t i = 0; i < cfg->nroutes; i++)
         check_route(ctx, i);
-        if (r->dest == NULL)
-            continue;
-        for (size_t j = 0; j < i; j++) {
-            struct cw_config_route *p = &cfg->routes[j];
-            if (p->dest && strcmp(p->dest, r->dest) == 0 &&
-                same_nexthop(p, r)) {
-                cfg_error(ctx, r->loc.line, r->loc.column, "routes[%zu]: "
-                          "duplicate route: same dest '%s' and next hop as "
-                          "the route at line %u", i, r->dest, p->loc.line);
-                break;
-            }
-        }
+    /* Duplicates (same dest and next hop) by sorting, not pairwise, so
+     * that 10 000 routes load quickly. */
+    sorted = malloc((cfg->nroutes ? cfg->nroutes : 1) * sizeof(*sorted));
+    if (sorted == NULL) {
+        cfg_error(ctx, 0, 0, "out of memory");
+        return;
     }
+    for (size_t i = 0; i < cfg->nroutes; i++)
+        if (cfg->routes[i].loc.line && cfg->routes[i].dest &&
+            (cfg->routes[i].via || cfg->routes[i].gateway))
+            sorted[n++] = &cfg->routes[i];
+    qsort(sorted, n, sizeof(*sorted), route_cmp);
+    for (size_t i = 1, first = 0; i < n; i++) {
+        const struct cw_config_route *p = sorted[first];
+        const struct cw_config_route *r = sorted[i];
+        if (strcmp(p->dest, r->dest) != 0 ||
+            (p->via != NULL) != (r->via != NULL) ||
+            strcmp(nexthop_of(p), nexthop_of(r)) != 0) {
+            first = i;
+            continue;
+        }
+        cfg_error(ctx, r->loc.line, r->loc.column, "routes[%zu]: duplicate "
+                  "route: same dest '%s' and next hop as the route at line "
+                  "%u", (size_t)(r - cfg->routes), r->dest, p->loc.line);
+    }
+    free(sorted);
 }
 
 static void check_services(struct cfg_ctx *ctx)

@@ -1,4 +1,4 @@
-/* Lookup structures: a string hash for exact keys and binary tries for IP
+/* Lookup structures: string hashes for exact keys and a hash per prefix
  * prefixes, so a lookup costs the same with 10 or 10 000 routes. */
 #include "routing_int.h"
 
@@ -94,50 +94,110 @@ void rt_hash_free(struct rt_hash *h)
     memset(h, 0, sizeof(*h));
 }
 
-static int32_t trie_node_new(struct rt_trie *trie)
+static uint64_t pfx_hash(uint8_t family, uint8_t len, const uint8_t *ip)
 {
-    if (trie->n == trie->cap) {
-        size_t ncap = trie->cap ? trie->cap * 2 : 64;
-        struct rt_trie_node *nn = realloc(trie->nodes, ncap * sizeof(*nn));
-        if (nn == NULL)
-            return -1;
-        trie->nodes = nn;
-        trie->cap = ncap;
+    uint64_t w0;
+    uint64_t w1;
+    uint64_t h;
+
+    memcpy(&w0, ip, 8);
+    memcpy(&w1, ip + 8, 8);
+    h = w0 * 0x9e3779b97f4a7c15ull ^ (w1 + 0x632be59bd9b4e019ull) *
+                                         0xc2b2ae3d27d4eb4full;
+    h ^= (uint64_t)family << 8 | len;
+    h ^= h >> 31;
+    h *= 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 29;
+    return h;
+}
+
+static struct rt_pfx_entry *pfx_slot(const struct rt_pfx_table *t,
+                                     uint8_t family, uint8_t len,
+                                     const uint8_t *ip)
+{
+    size_t j = pfx_hash(family, len, ip) & (t->cap - 1);
+
+    while (t->e[j].used) {
+        const struct rt_pfx_entry *e = &t->e[j];
+        if (e->family == family && e->len == len &&
+            memcmp(e->ip, ip, 16) == 0)
+            break;
+        j = (j + 1) & (t->cap - 1);
     }
-    trie->nodes[trie->n].child[0] = -1;
-    trie->nodes[trie->n].child[1] = -1;
-    trie->nodes[trie->n].group = -1;
-    return (int32_t)trie->n++;
+    return &t->e[j];
 }
 
-static unsigned ip_bit(const uint8_t *ip, unsigned b)
+static cw_status_t pfx_grow(struct rt_pfx_table *t)
 {
-    return (ip[b / 8] >> (7 - b % 8)) & 1u;
-}
+    struct rt_pfx_table nt = {NULL, t->cap ? t->cap * 2 : 32, 0};
 
-cw_status_t rt_trie_insert(struct rt_trie *trie, const uint8_t *ip,
-                           unsigned bits, int32_t group, int32_t *prev_p)
-{
-    int32_t cur;
-
-    if (trie->n == 0 && trie_node_new(trie) < 0)
+    nt.e = calloc(nt.cap, sizeof(*nt.e));
+    if (nt.e == NULL)
         return CW_NOMEM;
-    cur = 0;
-    for (unsigned b = 0; b < bits; b++) {
-        unsigned bit = ip_bit(ip, b);
-        int32_t next = trie->nodes[cur].child[bit];
-        if (next < 0) {
-            next = trie_node_new(trie);
-            if (next < 0)
-                return CW_NOMEM;
-            trie->nodes[cur].child[bit] = next;
+    for (size_t i = 0; i < t->cap; i++) {
+        if (t->e[i].used) {
+            *pfx_slot(&nt, t->e[i].family, t->e[i].len, t->e[i].ip) =
+                t->e[i];
+            nt.n++;
         }
-        cur = next;
     }
-    *prev_p = trie->nodes[cur].group;
-    if (trie->nodes[cur].group < 0)
-        trie->nodes[cur].group = group;
+    free(t->e);
+    *t = nt;
     return CW_OK;
+}
+
+static void lens_add(uint8_t *lens, unsigned *n, uint8_t len)
+{
+    unsigned i = 0;
+
+    while (i < *n && lens[i] > len)
+        i++;
+    if (i < *n && lens[i] == len)
+        return;
+    memmove(lens + i + 1, lens + i, *n - i);
+    lens[i] = len;
+    (*n)++;
+}
+
+cw_status_t rt_pfx_insert(struct rt_bucket *b, uint8_t family, uint8_t len,
+                          const uint8_t *ip, int32_t group)
+{
+    struct rt_pfx_entry *e;
+
+    if ((b->pfx.n + 1) * 2 > b->pfx.cap && pfx_grow(&b->pfx) != CW_OK)
+        return CW_NOMEM;
+    e = pfx_slot(&b->pfx, family, len, ip);
+    if (e->used)
+        return CW_EXIST;
+    e->used = true;
+    e->family = family;
+    e->len = len;
+    memcpy(e->ip, ip, 16);
+    e->group = group;
+    b->pfx.n++;
+    if (family == 4)
+        lens_add(b->lens4, &b->n4, len);
+    else
+        lens_add(b->lens6, &b->n6, len);
+    return CW_OK;
+}
+
+int32_t rt_pfx_find(const struct rt_bucket *b, uint8_t family, uint8_t len,
+                    const uint8_t *ip)
+{
+    const struct rt_pfx_entry *e;
+
+    if (b->pfx.cap == 0)
+        return -1;
+    e = pfx_slot(&b->pfx, family, len, ip);
+    return e->used ? e->group : -1;
+}
+
+void rt_pfx_free(struct rt_bucket *b)
+{
+    free(b->pfx.e);
+    b->pfx.e = NULL;
+    b->pfx.cap = b->pfx.n = 0;
 }
 
 unsigned rt_pattern_spec(const struct cw_addr_pattern *pat)
@@ -170,24 +230,46 @@ static void set_add(struct rt_match_set *set, struct rt_group *g)
     set->g[i] = g;
 }
 
-static void trie_walk(const struct cw_route_table *t, const struct rt_trie *trie,
-                      const uint8_t *ip, unsigned bits,
-                      struct rt_match_set *set)
+static void pfx_walk(const struct cw_route_table *t, const struct rt_bucket *b,
+                     uint8_t family, const uint8_t *ip,
+                     struct rt_match_set *set)
 {
-    int32_t cur = 0;
+    const uint8_t *lens = family == 4 ? b->lens4 : b->lens6;
+    unsigned n = family == 4 ? b->n4 : b->n6;
+    uint8_t masked[16];
 
-    if (trie->n == 0)
+    if (b->pfx.n == 0)
         return;
-    for (unsigned b = 0;; b++) {
-        const struct rt_trie_node *node = &trie->nodes[cur];
-        if (node->group >= 0)
-            set_add(set, t->groups[node->group]);
-        if (b == bits)
-            break;
-        cur = node->child[ip_bit(ip, b)];
-        if (cur < 0)
-            break;
+    for (unsigned i = 0; i < n; i++) {
+        unsigned len = lens[i];
+        const struct rt_pfx_entry *e;
+
+        memset(masked, 0, sizeof(masked));
+        memcpy(masked, ip, len / 8);
+        if (len % 8)
+            masked[len / 8] = (uint8_t)(ip[len / 8] & (0xffu << (8 - len % 8)));
+        e = pfx_slot(&b->pfx, family, (uint8_t)len, masked);
+        if (e->used)
+            set_add(set, t->groups[e->group]);
     }
+}
+
+/* out = a + b + c (+ d), truncated to cap; returns out. */
+static const char *key_cat(char *out, size_t cap, const char *a,
+                           const char *b, const char *c, const char *d)
+{
+    const char *parts[4] = {a, b, c, d};
+    size_t off = 0;
+
+    for (int i = 0; i < 4 && parts[i]; i++) {
+        size_t l = strlen(parts[i]);
+        if (off + l >= cap)
+            l = cap - off - 1;
+        memcpy(out + off, parts[i], l);
+        off += l;
+    }
+    out[off] = '\0';
+    return out;
 }
 
 void rt_match(const struct cw_route_table *t, const struct cw_uri *dest,
@@ -199,16 +281,31 @@ void rt_match(const struct cw_route_table *t, const struct cw_uri *dest,
     uint16_t port = 0;
     uint8_t fam = 0;
     uint8_t ip[16];
+    char portbuf[8] = "";
     bool host_ok;
     size_t npp = 0;
 
     set->n = 0;
     host_ok = cw_location_host(dest->location, host, &port, &fam, ip) == CW_OK;
-    snprintf(pps[npp++], sizeof(pps[0]), "%s+%s", dest->plugin,
-             dest->protocol);
-    snprintf(pps[npp++], sizeof(pps[0]), "%s+*", dest->plugin);
-    snprintf(pps[npp++], sizeof(pps[0]), "*+%s", dest->protocol);
-    snprintf(pps[npp++], sizeof(pps[0]), "*+*");
+    if (host_ok && port) {
+        /* "#<port>" as the table builder writes it. */
+        char digits[8];
+        int nd = 0;
+        unsigned p = port;
+        do {
+            digits[nd++] = (char)('0' + p % 10);
+            p /= 10;
+        } while (p);
+        portbuf[0] = '#';
+        for (int i = 0; i < nd; i++)
+            portbuf[1 + i] = digits[nd - 1 - i];
+        portbuf[1 + nd] = '\0';
+    }
+    key_cat(pps[npp++], sizeof(pps[0]), dest->plugin, "+", dest->protocol,
+            NULL);
+    key_cat(pps[npp++], sizeof(pps[0]), dest->plugin, "+*", NULL, NULL);
+    key_cat(pps[npp++], sizeof(pps[0]), "*+", dest->protocol, NULL, NULL);
+    key_cat(pps[npp++], sizeof(pps[0]), "*+*", NULL, NULL, NULL);
     for (size_t k = 0; k < npp; k++) {
         const struct rt_bucket *b;
         bool dup = false;
@@ -220,22 +317,17 @@ void rt_match(const struct cw_route_table *t, const struct cw_uri *dest,
         b = rt_hash_get(&t->bucket_index, pps[k]);
         if (b == NULL)
             continue;
-        snprintf(key, sizeof(key), "%s|E|%s", pps[k], dest->location);
-        set_add(set, rt_hash_get(&t->group_index, key));
+        set_add(set, rt_hash_get(&b->exact, dest->location));
         if (host_ok && host[0]) {
-            if (port) {
-                snprintf(key, sizeof(key), "%s|P|%s#%u", pps[k], host, port);
-                set_add(set, rt_hash_get(&t->group_index, key));
-            }
-            snprintf(key, sizeof(key), "%s|H|%s", pps[k], host);
-            set_add(set, rt_hash_get(&t->group_index, key));
+            if (port && b->hostport.n)
+                set_add(set, rt_hash_get(&b->hostport,
+                                         key_cat(key, sizeof(key), host,
+                                                 portbuf, NULL, NULL)));
+            set_add(set, rt_hash_get(&b->host, host));
         }
-        if (fam == 4)
-            trie_walk(t, &b->trie4, ip, 32, set);
-        else if (fam == 6)
-            trie_walk(t, &b->trie6, ip, 128, set);
-        snprintf(key, sizeof(key), "%s|*", pps[k]);
-        set_add(set, rt_hash_get(&t->group_index, key));
+        if (fam)
+            pfx_walk(t, b, fam, ip, set);
+        set_add(set, b->any);
     }
 }
 

@@ -22,12 +22,13 @@ static void table_free(struct cw_route_table *t)
     }
     free(t->groups);
     for (size_t i = 0; i < t->nbuckets; i++) {
-        free(t->buckets[i]->trie4.nodes);
-        free(t->buckets[i]->trie6.nodes);
+        rt_pfx_free(t->buckets[i]);
+        rt_hash_free(&t->buckets[i]->exact);
+        rt_hash_free(&t->buckets[i]->hostport);
+        rt_hash_free(&t->buckets[i]->host);
         free(t->buckets[i]);
     }
     free(t->buckets);
-    rt_hash_free(&t->group_index);
     rt_hash_free(&t->bucket_index);
     for (size_t i = 0; i < t->nservices; i++) {
         for (size_t b = 0; b < t->services[i].nbackends; b++)
@@ -78,34 +79,6 @@ static cw_status_t nexthop_get(struct cw_route_table *t, const char *name,
     return CW_OK;
 }
 
-static void pattern_keys(const struct cw_addr_pattern *pat, char *pp,
-                         size_t pplen, char *key, size_t keylen)
-{
-    snprintf(pp, pplen, "%s+%s", pat->plugin, pat->protocol);
-    switch (pat->kind) {
-    case CW_PATTERN_ANY:
-        snprintf(key, keylen, "%s|*", pp);
-        break;
-    case CW_PATTERN_EXACT:
-        snprintf(key, keylen, "%s|E|%s", pp, pat->host);
-        break;
-    case CW_PATTERN_HOST:
-        snprintf(key, keylen, "%s|H|%s", pp, pat->host);
-        break;
-    case CW_PATTERN_HOSTPORT:
-        snprintf(key, keylen, "%s|P|%s#%u", pp, pat->host, pat->port);
-        break;
-    case CW_PATTERN_PREFIX: {
-        size_t off = (size_t)snprintf(key, keylen, "%s|/%u|", pp,
-                                      pat->prefix_len);
-        for (int i = 0; i < 16 && off < keylen; i++)
-            off += (size_t)snprintf(key + off, keylen - off, "%02x",
-                                    pat->ip[i]);
-        break;
-    }
-    }
-}
-
 static struct rt_bucket *bucket_get(struct cw_route_table *t, const char *pp,
                                     const struct cw_addr_pattern *pat)
 {
@@ -130,46 +103,82 @@ static struct rt_bucket *bucket_get(struct cw_route_table *t, const char *pp,
     return b;
 }
 
+/* The group of a pattern in its bucket, or NULL. */
+static struct rt_group *group_find(const struct cw_route_table *t,
+                                   const struct rt_bucket *b,
+                                   const struct cw_addr_pattern *pat,
+                                   const char *hpkey)
+{
+    int32_t gi;
+
+    switch (pat->kind) {
+    case CW_PATTERN_ANY:
+        return b->any;
+    case CW_PATTERN_EXACT:
+        return rt_hash_get(&b->exact, pat->host);
+    case CW_PATTERN_HOST:
+        return rt_hash_get(&b->host, pat->host);
+    case CW_PATTERN_HOSTPORT:
+        return rt_hash_get(&b->hostport, hpkey);
+    case CW_PATTERN_PREFIX:
+        gi = rt_pfx_find(b, pat->family, pat->prefix_len, pat->ip);
+        return gi >= 0 ? t->groups[gi] : NULL;
+    }
+    return NULL;
+}
+
+static cw_status_t group_index(struct cw_route_table *t, struct rt_bucket *b,
+                               const struct cw_addr_pattern *pat,
+                               const char *hpkey, struct rt_group *g)
+{
+    switch (pat->kind) {
+    case CW_PATTERN_ANY:
+        b->any = g;
+        return CW_OK;
+    case CW_PATTERN_EXACT:
+        return rt_hash_put(&b->exact, pat->host, g);
+    case CW_PATTERN_HOST:
+        return rt_hash_put(&b->host, pat->host, g);
+    case CW_PATTERN_HOSTPORT:
+        return rt_hash_put(&b->hostport, hpkey, g);
+    case CW_PATTERN_PREFIX:
+        return rt_pfx_insert(b, pat->family, pat->prefix_len, pat->ip,
+                             (int32_t)(t->ngroups - 1));
+    }
+    return CW_INVALID_ARG;
+}
+
 /* Add route index ri to the group of its pattern, creating the group. */
 static cw_status_t group_add(struct cw_route_table *t,
                              const struct cw_addr_pattern *pat, unsigned ri,
                              bool implicit_only_if_new)
 {
     char pp[CW_URI_PLUGIN_MAX + CW_URI_PROTOCOL_MAX + 2];
-    char key[CW_URI_PLUGIN_MAX + CW_URI_PROTOCOL_MAX + CW_URI_LOCATION_MAX +
-             48];
+    char hpkey[CW_URI_LOCATION_MAX + 8];
     struct rt_group *g;
     struct rt_bucket *b;
     unsigned *nr;
+    cw_status_t st;
 
-    pattern_keys(pat, pp, sizeof(pp), key, sizeof(key));
-    g = rt_hash_get(&t->group_index, key);
+    snprintf(pp, sizeof(pp), "%s+%s", pat->plugin, pat->protocol);
+    snprintf(hpkey, sizeof(hpkey), "%s#%u", pat->host, pat->port);
+    b = bucket_get(t, pp, pat);
+    if (b == NULL)
+        return CW_NOMEM;
+    g = group_find(t, b, pat, hpkey);
     if (g && implicit_only_if_new)
         return CW_EXIST;
     if (g == NULL) {
-        b = bucket_get(t, pp, pat);
-        if (b == NULL)
-            return CW_NOMEM;
         g = calloc(1, sizeof(*g));
         if (g == NULL)
             return CW_NOMEM;
         g->pat = *pat;
         g->spec = rt_pattern_spec(pat);
         atomic_init(&g->rr, 0);
-        t->groups[t->ngroups] = g;
-        if (rt_hash_put(&t->group_index, key, g) != CW_OK) {
-            free(g);
-            return CW_NOMEM;
-        }
-        t->ngroups++;
-        if (pat->kind == CW_PATTERN_PREFIX) {
-            int32_t prev;
-            cw_status_t st = rt_trie_insert(
-                pat->family == 4 ? &b->trie4 : &b->trie6, pat->ip,
-                pat->prefix_len, (int32_t)(t->ngroups - 1), &prev);
-            if (st != CW_OK)
-                return st;
-        }
+        t->groups[t->ngroups++] = g;
+        st = group_index(t, b, pat, hpkey, g);
+        if (st != CW_OK)
+            return st;
     }
     nr = realloc(g->routes, (g->nroutes + 1) * sizeof(*nr));
     if (nr == NULL)

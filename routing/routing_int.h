@@ -50,23 +50,35 @@ struct rt_group {
     atomic_uint rr;
 };
 
-/* One binary trie node for IP prefixes. */
-struct rt_trie_node {
-    int32_t child[2];
-    int32_t group; /* -1: none */
+/* IP prefixes of one bucket: a hash of (family, length, masked address)
+ * probed once per distinct prefix length present, longest first, so a
+ * lookup costs at most 33 (IPv4) probes whatever the number of routes. */
+struct rt_pfx_entry {
+    bool used;
+    uint8_t family;
+    uint8_t len;
+    uint8_t ip[16];
+    int32_t group;
 };
 
-struct rt_trie {
-    struct rt_trie_node *nodes;
+struct rt_pfx_table {
+    struct rt_pfx_entry *e;
+    size_t cap; /* power of two */
     size_t n;
-    size_t cap;
 };
 
 /* Patterns of one "<plugin>+<proto>" scheme key (either may be '*'). */
 struct rt_bucket {
     unsigned pp_rank; /* 3 exact, 2 plugin+*, 1 *+proto, 0 *+* */
-    struct rt_trie trie4;
-    struct rt_trie trie6;
+    uint8_t lens4[33];
+    unsigned n4;
+    uint8_t lens6[129];
+    unsigned n6;
+    struct rt_pfx_table pfx;
+    struct rt_hash exact;    /* location -> group (CW_PATTERN_EXACT) */
+    struct rt_hash hostport; /* "host#port" -> group */
+    struct rt_hash host;     /* host -> group */
+    struct rt_group *any;    /* "*" location */
 };
 
 struct rt_backend {
@@ -113,7 +125,6 @@ struct cw_route_table {
     size_t nwritten;
     struct rt_group **groups;
     size_t ngroups;
-    struct rt_hash group_index;  /* "<pp>|<kind>|<text>" -> group */
     struct rt_hash bucket_index; /* "<pp>" -> bucket */
     struct rt_bucket **buckets;
     size_t nbuckets;
@@ -142,8 +153,13 @@ void rt_match(const struct cw_route_table *t, const struct cw_uri *dest,
 size_t rt_group_best(const struct cw_route_table *t, const struct rt_group *g,
                      unsigned *routes, size_t max);
 
-cw_status_t rt_trie_insert(struct rt_trie *trie, const uint8_t *ip,
-                           unsigned bits, int32_t group, int32_t *prev_p);
+/* Add a prefix of a bucket; CW_EXIST when it is already there. */
+cw_status_t rt_pfx_insert(struct rt_bucket *b, uint8_t family, uint8_t len,
+                          const uint8_t *ip, int32_t group);
+void rt_pfx_free(struct rt_bucket *b);
+/* The group of exactly this prefix, or -1. */
+int32_t rt_pfx_find(const struct rt_bucket *b, uint8_t family, uint8_t len,
+                    const uint8_t *ip);
 
 /* Route selection; returns the route index or -1 (set: what matched). */
 long rt_select(struct cw_route_table *t, const struct cw_uri *dest,
