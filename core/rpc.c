@@ -381,6 +381,12 @@ void cw_h_check(cw_handle_t *h)
         cw_bulk_unref(h->ovf_local);
         h->ovf_local = NULL;
     }
+    if (h->server && h->rcb == NULL) {
+        /* Nobody to tell: finish here instead of a trip through the queue. */
+        h->state = CW_H_DONE;
+        cw_handle_unref_locked(h);
+        return;
+    }
     cw_cq_push(h->ctx, &h->cqe);
 }
 
