@@ -1,0 +1,316 @@
+/*
+ * na-ofi private declarations: the libfabric plugin's objects and the
+ * functions the per-object files share.  Nothing here is exported; the one
+ * exported symbol is cw_na_plugin_entry in ofi_init.c.
+ */
+#ifndef CW_NA_OFI_H
+#define CW_NA_OFI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+#include <rdma/fi_tagged.h>
+
+#include <causeway/na_plugin.h>
+
+#define OFI_SUBSYS "na-ofi"
+#define OFI_LOG(cls, lvl, ...) CW_NA_LOG((cls)->host, lvl, OFI_SUBSYS, __VA_ARGS__)
+#define OFI_ERR(cls, ...) OFI_LOG(cls, CW_LOG_ERROR, __VA_ARGS__)
+#define OFI_WARN(cls, ...) OFI_LOG(cls, CW_LOG_WARN, __VA_ARGS__)
+#define OFI_DBG(cls, ...) OFI_LOG(cls, CW_LOG_DEBUG, __VA_ARGS__)
+
+/* Longest raw provider address we carry (sockaddr_in6 is 28 bytes, fi_shm
+ * names are short strings).  The plugin header has a fixed size because the
+ * receiver scatters it into a fixed slot in front of the user's buffer. */
+#define OFI_ADDR_MAX 52
+#define OFI_SHM_NAME_MAX 48
+#define OFI_HDR_MAGIC 0x46574f43u /* "COWF" little-endian */
+#define OFI_HDR_VERSION 1
+
+/* Tag layout: bit 63 marks unexpected messages, bit 62 plugin control
+ * traffic (liveness probes); expected messages carry the bare 32-bit user
+ * tag, so the classes can never match each other's receives.  Every receive
+ * matches one exact tag (fi_shm in libfabric 1.17 does not honour ignore
+ * masks), so the user tag of an unexpected message travels in the header. */
+#define OFI_TAG_UNEXP (1ull << 63)
+#define OFI_TAG_CTRL (1ull << 62)
+#define OFI_TAG_USER_MASK 0xffffffffull
+#define OFI_CTRL_PING 1u
+#define OFI_CTRL_PONG 2u
+
+#define OFI_MEM_MAGIC 0x4d574f43u
+#define OFI_MAX_SEGMENTS 256u
+
+/* Sent in front of every unexpected and control message so the receiver can
+ * answer even when the provider cannot report the source (no FI_SOURCE). */
+struct ofi_hdr {
+    uint32_t magic;
+    uint8_t version;
+    uint8_t kind; /* 0 = user message, OFI_CTRL_* for control */
+    uint16_t addrlen;
+    uint32_t tag; /* the user's tag (unexpected messages) */
+    uint8_t addr[OFI_ADDR_MAX];
+};
+#define OFI_HDR_SIZE sizeof(struct ofi_hdr)
+
+/* Minimal intrusive doubly-linked list. */
+struct ofi_link {
+    struct ofi_link *prev, *next;
+};
+
+static inline void ofi_list_init(struct ofi_link *h) { h->prev = h->next = h; }
+static inline bool ofi_list_empty(const struct ofi_link *h) { return h->next == h; }
+static inline bool ofi_linked(const struct ofi_link *l) { return l->next != NULL; }
+static inline void ofi_list_push(struct ofi_link *h, struct ofi_link *l)
+{
+    l->prev = h->prev;
+    l->next = h;
+    h->prev->next = l;
+    h->prev = l;
+}
+static inline void ofi_list_del(struct ofi_link *l)
+{
+    l->prev->next = l->next;
+    l->next->prev = l->prev;
+    l->prev = l->next = NULL;
+}
+#define ofi_container(ptr, type, member)                                       \
+    ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
+
+/* Every context handed to libfabric starts with this, so a completion can
+ * tell what it belongs to. */
+enum ofi_ctx_kind { OFI_CTX_OP = 1, OFI_CTX_SUB, OFI_CTX_CTRL_RECV, OFI_CTX_CTRL_SEND };
+struct ofi_ctx {
+    struct fi_context2 fctx; /* must stay first */
+    enum ofi_ctx_kind kind;
+};
+
+/* A peer (or self).  Entries are unique per raw address and stay in the AV
+ * until finalize, so that dropping the last reference does not tear down
+ * a connection the next RPC would rebuild. */
+struct cw_na_addr {
+    struct ofi_link hlink; /* hash bucket */
+    unsigned refs;         /* user references */
+    fi_addr_t fi;
+    uint16_t len;
+    uint8_t raw[OFI_ADDR_MAX];
+    /* liveness */
+    unsigned nactive;       /* posted ops bound to this peer */
+    uint64_t last_alive_ns; /* last evidence the peer is alive */
+    uint64_t ping_sent_ns;  /* 0 = no probe outstanding */
+    bool dead;
+    bool ever_alive; /* we have heard from it at least once */
+    bool lock_seen;  /* fi_shm: its owner held the liveness lock */
+};
+
+struct ofi_seg {
+    uint64_t addr; /* remote address for RMA (virtual or 0-based offset) */
+    uint64_t len;
+    uint64_t key;
+    void *base;       /* local handles: start of the segment */
+    struct fid_mr *mr; /* local handles only */
+    void *desc;
+};
+
+struct cw_na_mem {
+    bool local;
+    uint32_t access;
+    uint32_t nseg;
+    uint64_t total;
+    struct ofi_seg seg[];
+};
+
+/* One RMA piece posted to the provider. */
+struct ofi_sub {
+    struct ofi_ctx ctx;
+    struct cw_na_op *op;
+    struct ofi_link link; /* op->subs */
+};
+
+struct cw_na_op {
+    struct ofi_ctx ctx; /* message ops post this one */
+    enum cw_na_op_type type;
+    cw_na_cb_t cb;
+    void *arg;
+    cw_status_t status;  /* result (first error wins for RMA) */
+    cw_status_t forced;  /* set by cancel / peer death, CW_OK otherwise */
+    bool in_provider;    /* the provider holds the op's context(s) */
+    bool finished;       /* status decided, on the done list or called back */
+    bool cb_done;        /* callback ran (zombie if still in_provider) */
+    bool in_retry;
+    struct ofi_link link;   /* retry list or done list */
+    struct ofi_link alink;  /* active list */
+    struct ofi_link zlink;  /* zombie list */
+    uint64_t retry_deadline_ns;
+    uint64_t abandon_ns;    /* after cancel: complete anyway past this */
+    struct cw_na_addr *peer; /* reference; dest / source / RMA peer */
+    /* messages */
+    void *buf;
+    size_t len;
+    uint32_t tag;
+    size_t recv_len;
+    struct cw_na_addr *source; /* unexpected recv result (new reference) */
+    struct ofi_hdr hdr;
+    /* RMA */
+    struct cw_na_mem *local, *remote;
+    size_t loff, roff, pos;
+    unsigned inflight;
+    struct ofi_link subs;
+};
+
+struct ofi_ctrl {
+    struct ofi_ctx ctx;
+    struct ofi_link link; /* cls->ctrl_sends */
+    struct cw_na_addr *peer; /* no reference: peers live until finalize */
+    struct ofi_hdr hdr;
+};
+
+#define OFI_HASH_BUCKETS 64
+
+struct cw_na_class {
+    const struct cw_na_host *host;
+    uint32_t flags;
+    char protocol[32];
+    char prov_name[32];
+    struct fi_info *info;
+    struct fid_fabric *fabric;
+    struct fid_domain *domain;
+    struct fid_av *av;
+    struct fid_cq *cq;
+    struct fid_ep *ep;
+    int wait_fd;
+    bool str_addr; /* FI_ADDR_STR provider (shm) */
+    int shm_lock_fd; /* fi_shm: read lock on our region, held while open */
+    uint64_t mr_mode;
+    size_t iov_limit, rma_iov_limit, max_msg_size;
+    uint64_t next_key;
+    size_t eager_size;
+    uint64_t retry_timeout_ns, keepalive_ns, peer_timeout_ns, cancel_grace_ns;
+    struct cw_na_addr *self;
+    struct ofi_link peers[OFI_HASH_BUCKETS];
+    struct ofi_link retry;  /* ops to (re)post */
+    struct ofi_link done;   /* ops whose callback is due */
+    struct ofi_link active; /* every op between post and completion */
+    struct ofi_link zombies;
+    struct ofi_link ctrl_sends;
+    unsigned nrma; /* RMA ops in flight */
+    uint64_t next_liveness_ns;
+    uint64_t dropped; /* malformed messages dropped */
+    struct ofi_ctx ctrl_ctx;
+    bool ctrl_posted;
+    struct ofi_hdr ctrl_buf;
+};
+
+/* ofi_init.c */
+cw_status_t ofi_status(int fi_err);
+uint64_t ofi_now(const struct cw_na_class *cls);
+
+/* ofi_addr.c */
+cw_status_t ofi_addr_init_self(struct cw_na_class *cls);
+void ofi_addr_fini(struct cw_na_class *cls);
+cw_status_t ofi_peer_get(struct cw_na_class *cls, const void *raw, size_t len,
+                         struct cw_na_addr **addr_p);
+struct cw_na_addr *ofi_peer_find(struct cw_na_class *cls, const void *raw,
+                                 size_t len);
+int ofi_shm_owner(const char *name);
+void ofi_shm_reap(struct cw_na_class *cls, const char *name);
+cw_status_t ofi_shm_lock_self(struct cw_na_class *cls);
+void ofi_hdr_fill(struct cw_na_class *cls, struct ofi_hdr *hdr, uint8_t kind);
+bool ofi_hdr_valid(const struct ofi_hdr *hdr, size_t len);
+int ofi_format_raw(const struct cw_na_class *cls, const uint8_t *raw,
+                   size_t len, char *buf, size_t size);
+cw_status_t ofi_location_to_raw(const struct cw_na_class *cls,
+                                const char *location, bool for_bind,
+                                void *raw, size_t *len_p);
+cw_status_t ofi_addr_lookup(cw_na_class_t *cls, const char *location,
+                            cw_na_addr_t **addr_p);
+cw_status_t ofi_addr_self(cw_na_class_t *cls, cw_na_addr_t **addr_p);
+cw_status_t ofi_addr_dup(cw_na_class_t *cls, cw_na_addr_t *addr,
+                         cw_na_addr_t **addr_p);
+void ofi_addr_free(cw_na_class_t *cls, cw_na_addr_t *addr);
+bool ofi_addr_cmp(cw_na_class_t *cls, cw_na_addr_t *a, cw_na_addr_t *b);
+cw_status_t ofi_addr_to_string(cw_na_class_t *cls, cw_na_addr_t *addr,
+                               char *buf, size_t *len_p);
+size_t ofi_addr_serialize_size(cw_na_class_t *cls, cw_na_addr_t *addr);
+cw_status_t ofi_addr_serialize(cw_na_class_t *cls, void *buf, size_t size,
+                               cw_na_addr_t *addr);
+cw_status_t ofi_addr_deserialize(cw_na_class_t *cls, const void *buf,
+                                 size_t size, cw_na_addr_t **addr_p);
+
+/* ofi_msg.c */
+cw_status_t ofi_msg_send_unexpected(cw_na_class_t *cls, const void *buf,
+                                    size_t len, cw_na_addr_t *dest,
+                                    uint32_t tag, cw_na_cb_t cb, void *arg,
+                                    cw_na_op_t **op_p);
+cw_status_t ofi_msg_recv_unexpected(cw_na_class_t *cls, void *buf, size_t len,
+                                    cw_na_cb_t cb, void *arg,
+                                    cw_na_op_t **op_p);
+cw_status_t ofi_msg_send_expected(cw_na_class_t *cls, const void *buf,
+                                  size_t len, cw_na_addr_t *dest, uint32_t tag,
+                                  cw_na_cb_t cb, void *arg, cw_na_op_t **op_p);
+cw_status_t ofi_msg_recv_expected(cw_na_class_t *cls, void *buf, size_t len,
+                                  cw_na_addr_t *source, uint32_t tag,
+                                  cw_na_cb_t cb, void *arg, cw_na_op_t **op_p);
+cw_status_t ofi_msg_post(struct cw_na_class *cls, struct cw_na_op *op);
+void ofi_msg_complete(struct cw_na_class *cls, struct cw_na_op *op,
+                      const struct fi_cq_tagged_entry *e, int err);
+cw_status_t ofi_ctrl_post_recv(struct cw_na_class *cls);
+void ofi_ctrl_recv_done(struct cw_na_class *cls, const struct fi_cq_tagged_entry *e,
+                        int err);
+void ofi_ctrl_send(struct cw_na_class *cls, struct cw_na_addr *peer,
+                   uint8_t kind);
+void ofi_ctrl_send_done(struct cw_na_class *cls, struct ofi_ctrl *c, int err);
+
+/* ofi_rma.c */
+cw_status_t ofi_mem_register(cw_na_class_t *cls,
+                             const struct cw_na_segment *segs, size_t n,
+                             uint32_t access, cw_na_mem_t **mem_p);
+void ofi_mem_release(cw_na_class_t *cls, cw_na_mem_t *mem);
+size_t ofi_mem_serialize_size(cw_na_class_t *cls, cw_na_mem_t *mem);
+cw_status_t ofi_mem_serialize(cw_na_class_t *cls, void *buf, size_t size,
+                              cw_na_mem_t *mem);
+cw_status_t ofi_mem_deserialize(cw_na_class_t *cls, const void *buf,
+                                size_t size, cw_na_mem_t **mem_p);
+cw_status_t ofi_put(cw_na_class_t *cls, cw_na_mem_t *local, size_t local_off,
+                    cw_na_mem_t *remote, size_t remote_off, size_t len,
+                    cw_na_addr_t *peer, cw_na_cb_t cb, void *arg,
+                    cw_na_op_t **op_p);
+cw_status_t ofi_get(cw_na_class_t *cls, cw_na_mem_t *local, size_t local_off,
+                    cw_na_mem_t *remote, size_t remote_off, size_t len,
+                    cw_na_addr_t *peer, cw_na_cb_t cb, void *arg,
+                    cw_na_op_t **op_p);
+cw_status_t ofi_rma_post(struct cw_na_class *cls, struct cw_na_op *op);
+void ofi_rma_sub_done(struct cw_na_class *cls, struct ofi_sub *sub, int err);
+
+/* ofi_progress.c */
+struct cw_na_op *ofi_op_new(struct cw_na_class *cls, enum cw_na_op_type type,
+                            struct cw_na_addr *peer, cw_na_cb_t cb, void *arg);
+void ofi_op_free(struct cw_na_class *cls, struct cw_na_op *op);
+void ofi_retry_push(struct cw_na_class *cls, struct cw_na_op *op);
+cw_status_t ofi_op_start(struct cw_na_class *cls, struct cw_na_op *op);
+/* Starts @p op; frees it on failure, hands it out via @p op_p (may be
+ * NULL) on success. */
+cw_status_t ofi_op_submit(struct cw_na_class *cls, struct cw_na_op *op,
+                          cw_na_op_t **op_p);
+void ofi_op_finish(struct cw_na_class *cls, struct cw_na_op *op,
+                   cw_status_t status);
+void ofi_peer_alive(struct cw_na_class *cls, struct cw_na_addr *peer);
+void ofi_peer_failed(struct cw_na_class *cls, struct cw_na_addr *peer,
+                     cw_status_t status);
+void ofi_progress_fini(struct cw_na_class *cls);
+int ofi_get_wait_fd(cw_na_class_t *cls);
+bool ofi_safe_to_sleep(cw_na_class_t *cls);
+cw_status_t ofi_progress(cw_na_class_t *cls, unsigned max, unsigned *count_p);
+cw_status_t ofi_cancel(cw_na_class_t *cls, cw_na_op_t *op);
+
+#endif /* CW_NA_OFI_H */

@@ -1,0 +1,513 @@
+/*
+ * na-ofi: plugin entry, instance lifecycle, capabilities and the one
+ * libfabric-to-Causeway status translation.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ofi.h"
+
+#define OFI_API_VERSION FI_VERSION(1, 17)
+#define OFI_DEFAULT_EAGER 8192u
+#define OFI_MAX_EAGER (1u << 20)
+
+/* What a URI protocol means for fi_getinfo(). */
+struct ofi_proto {
+    const char *protocol;
+    const char *prov_name;
+    bool str_addr;
+};
+
+static const struct ofi_proto ofi_protos[] = {
+    {"tcp", "tcp;ofi_rxm", false},
+    {"shm", "shm", true},
+    {"sockets", "sockets", false},
+    {"verbs", "verbs;ofi_rxm", false},
+    {"cxi", "cxi", false},
+};
+
+static const struct ofi_proto *ofi_proto_find(const char *protocol)
+{
+    if (protocol == NULL || protocol[0] == '\0')
+        protocol = "tcp";
+    for (size_t i = 0; i < sizeof(ofi_protos) / sizeof(ofi_protos[0]); i++)
+        if (strcmp(ofi_protos[i].protocol, protocol) == 0)
+            return &ofi_protos[i];
+    return NULL;
+}
+
+cw_status_t ofi_status(int fi_err)
+{
+    if (fi_err < 0)
+        fi_err = -fi_err;
+    switch (fi_err) {
+    case 0:
+        return CW_OK;
+    case FI_EAGAIN:
+        return CW_AGAIN;
+    case FI_ENOMEM:
+        return CW_NOMEM;
+    case FI_EINVAL:
+    case FI_EBADF:
+    case FI_EBADFLAGS:
+        return CW_INVALID_ARG;
+    case FI_ENOENT:
+    case FI_ENODATA:
+        return CW_NOENT;
+    case FI_ECANCELED:
+        return CW_CANCELED;
+    case FI_ETRUNC:
+    case FI_EMSGSIZE:
+    case FI_ETOOSMALL:
+        return CW_OVERFLOW;
+    case FI_ECONNREFUSED:
+    case FI_EHOSTUNREACH:
+    case FI_ENETUNREACH:
+    case FI_EADDRNOTAVAIL:
+    case FI_EHOSTDOWN:
+    case FI_ENETDOWN:
+        return CW_UNREACHABLE;
+    case FI_ECONNRESET:
+    case FI_ECONNABORTED:
+    case FI_ENOTCONN:
+    case EPIPE:
+    case FI_ESHUTDOWN:
+        return CW_DISCONNECTED;
+    case FI_EADDRINUSE:
+        return CW_ADDR_IN_USE;
+    case FI_ETIMEDOUT:
+        return CW_TIMEOUT;
+    case FI_EACCES:
+    case FI_EPERM:
+    case FI_EKEYREJECTED:
+    case FI_ENOKEY:
+        return CW_PERMISSION;
+    case FI_ENOSYS:
+    case FI_EOPNOTSUPP:
+    case FI_ENOPROTOOPT:
+        return CW_UNSUPPORTED;
+    case FI_EIO:
+    case FI_EOTHER:
+    case FI_ECRC:
+        return CW_IO;
+    case FI_EFAULT:
+        return CW_FAULT;
+    case ERANGE:
+        return CW_RANGE;
+    case FI_EBUSY:
+        return CW_BUSY;
+    case EEXIST:
+        return CW_EXIST;
+    default:
+        return CW_ERROR;
+    }
+}
+
+uint64_t ofi_now(const struct cw_na_class *cls) { return cls->host->now_ns(); }
+
+static struct fi_info *ofi_hints(const struct ofi_proto *p, uint32_t flags)
+{
+    struct fi_info *hints = fi_allocinfo();
+
+    if (hints == NULL)
+        return NULL;
+    hints->ep_attr->type = FI_EP_RDM;
+    hints->caps = FI_TAGGED | FI_RMA | FI_READ | FI_WRITE | FI_SEND | FI_RECV |
+                  FI_REMOTE_READ | FI_REMOTE_WRITE | FI_DIRECTED_RECV;
+    hints->mode = FI_CONTEXT | FI_CONTEXT2;
+    hints->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
+                                  FI_MR_PROV_KEY | FI_MR_ENDPOINT;
+    hints->domain_attr->threading = FI_THREAD_DOMAIN;
+    hints->domain_attr->data_progress = FI_PROGRESS_MANUAL;
+    hints->fabric_attr->prov_name = strdup(p->prov_name);
+    if (hints->fabric_attr->prov_name == NULL) {
+        fi_freeinfo(hints);
+        return NULL;
+    }
+    (void)flags;
+    return hints;
+}
+
+static bool ofi_check_protocol(const char *protocol)
+{
+    const struct ofi_proto *p = ofi_proto_find(protocol);
+    struct fi_info *hints, *info = NULL;
+    int rc;
+
+    if (p == NULL)
+        return false;
+    hints = ofi_hints(p, 0);
+    if (hints == NULL)
+        return false;
+    rc = fi_getinfo(OFI_API_VERSION, NULL, NULL, 0, hints, &info);
+    fi_freeinfo(hints);
+    if (rc == 0)
+        fi_freeinfo(info);
+    return rc == 0;
+}
+
+/* Parses an unsigned parameter; false (and logs) on a bad value. */
+static bool ofi_param_u64(struct cw_na_class *cls, const char *key,
+                          const char *val, uint64_t min, uint64_t max,
+                          uint64_t *out)
+{
+    char *end;
+    unsigned long long v;
+
+    errno = 0;
+    v = strtoull(val, &end, 10);
+    if (errno != 0 || end == val || *end != '\0' || v < min || v > max) {
+        OFI_ERR(cls, "parameter %s=\"%s\": expected an integer in [%llu, %llu]",
+                key, val, (unsigned long long)min, (unsigned long long)max);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+static cw_status_t ofi_params(struct cw_na_class *cls,
+                              const char *const *params)
+{
+    uint64_t v;
+
+    cls->eager_size = OFI_DEFAULT_EAGER;
+    cls->retry_timeout_ns = 10000ull * 1000000ull;
+    cls->keepalive_ns = 500ull * 1000000ull;
+    cls->peer_timeout_ns = 2000ull * 1000000ull;
+    cls->cancel_grace_ns = 1000ull * 1000000ull;
+    for (size_t i = 0; params != NULL && params[i] != NULL; i += 2) {
+        const char *key = params[i], *val = params[i + 1];
+
+        if (val == NULL) {
+            OFI_ERR(cls, "parameter %s has no value", key);
+            return CW_INVALID_ARG;
+        }
+        if (strcmp(key, "eager_size") == 0) {
+            if (!ofi_param_u64(cls, key, val, 64, OFI_MAX_EAGER, &v))
+                return CW_INVALID_ARG;
+            cls->eager_size = v;
+        } else if (strcmp(key, "retry_timeout_ms") == 0) {
+            if (!ofi_param_u64(cls, key, val, 1, 3600000, &v))
+                return CW_INVALID_ARG;
+            cls->retry_timeout_ns = v * 1000000ull;
+        } else if (strcmp(key, "keepalive_ms") == 0) {
+            if (!ofi_param_u64(cls, key, val, 0, 3600000, &v))
+                return CW_INVALID_ARG;
+            cls->keepalive_ns = v * 1000000ull;
+        } else if (strcmp(key, "peer_timeout_ms") == 0) {
+            if (!ofi_param_u64(cls, key, val, 1, 3600000, &v))
+                return CW_INVALID_ARG;
+            cls->peer_timeout_ns = v * 1000000ull;
+        } else if (strcmp(key, "cancel_grace_ms") == 0) {
+            if (!ofi_param_u64(cls, key, val, 1, 3600000, &v))
+                return CW_INVALID_ARG;
+            cls->cancel_grace_ns = v * 1000000ull;
+        } else {
+            OFI_WARN(cls, "unknown parameter %s ignored (known: eager_size, "
+                          "retry_timeout_ms, keepalive_ms, peer_timeout_ms, "
+                          "cancel_grace_ms)", key);
+        }
+    }
+    return CW_OK;
+}
+
+static void ofi_finalize(cw_na_class_t *cls);
+
+/* Opens the CQ with a wait fd where the provider has one and we may block;
+ * shm has none, so fall back to a plain CQ. */
+static cw_status_t ofi_open_cq(struct cw_na_class *cls)
+{
+    struct fi_cq_attr attr = {
+        .format = FI_CQ_FORMAT_TAGGED,
+        .size = 0,
+        .wait_obj = FI_WAIT_NONE,
+    };
+    int rc;
+
+    cls->wait_fd = -1;
+    if (!(cls->flags & CW_NA_BUSY)) {
+        attr.wait_obj = FI_WAIT_FD;
+        rc = fi_cq_open(cls->domain, &attr, &cls->cq, NULL);
+        if (rc == 0) {
+            rc = fi_control(&cls->cq->fid, FI_GETWAIT, &cls->wait_fd);
+            if (rc == 0)
+                return CW_OK;
+            OFI_DBG(cls, "fi_control(FI_GETWAIT) failed: %s", fi_strerror(-rc));
+            fi_close(&cls->cq->fid);
+            cls->cq = NULL;
+            cls->wait_fd = -1;
+        } else {
+            OFI_DBG(cls, "%s: no FI_WAIT_FD completion queue (%s), polling only",
+                    cls->prov_name, fi_strerror(-rc));
+        }
+        attr.wait_obj = FI_WAIT_NONE;
+    }
+    rc = fi_cq_open(cls->domain, &attr, &cls->cq, NULL);
+    if (rc != 0) {
+        OFI_ERR(cls, "fi_cq_open() failed: %s", fi_strerror(-rc));
+        return ofi_status(rc);
+    }
+    return CW_OK;
+}
+
+static cw_status_t ofi_open_endpoint(struct cw_na_class *cls,
+                                     const char *location)
+{
+    struct fi_info *hints;
+    struct fi_av_attr av_attr = {.type = FI_AV_UNSPEC};
+    uint8_t raw[OFI_ADDR_MAX];
+    size_t rawlen = sizeof(raw);
+    cw_status_t st;
+    int rc;
+
+    hints = ofi_hints(ofi_proto_find(cls->protocol), cls->flags);
+    if (hints == NULL)
+        return CW_NOMEM;
+    if (cls->str_addr)
+        hints->addr_format = FI_ADDR_STR;
+    if (location != NULL && location[0] != '\0') {
+        st = ofi_location_to_raw(cls, location, true, raw, &rawlen);
+        if (st != CW_OK)
+            goto err_free_hints;
+        hints->src_addr = malloc(rawlen);
+        if (hints->src_addr == NULL) {
+            st = CW_NOMEM;
+            goto err_free_hints;
+        }
+        memcpy(hints->src_addr, raw, rawlen);
+        hints->src_addrlen = rawlen;
+        if (!cls->str_addr)
+            hints->addr_format = ((struct sockaddr *)raw)->sa_family == AF_INET6
+                                     ? FI_SOCKADDR_IN6
+                                     : FI_SOCKADDR_IN;
+    } else if (cls->str_addr) {
+        static atomic_uint ofi_shm_seq;
+        int n = snprintf((char *)raw, sizeof(raw), "cw-%ld-%u", (long)getpid(),
+                         atomic_fetch_add(&ofi_shm_seq, 1));
+
+        hints->src_addr = strdup((char *)raw);
+        if (hints->src_addr == NULL) {
+            st = CW_NOMEM;
+            goto err_free_hints;
+        }
+        hints->src_addrlen = (size_t)n + 1;
+    }
+    rc = fi_getinfo(OFI_API_VERSION, NULL, NULL, 0, hints, &cls->info);
+    if (rc != 0) {
+        OFI_ERR(cls, "fi_getinfo(%s, \"%s\") failed: %s", cls->prov_name,
+                location ? location : "", fi_strerror(-rc));
+        st = rc == -FI_ENODATA ? CW_UNSUPPORTED : ofi_status(rc);
+        goto err_free_hints;
+    }
+    fi_freeinfo(hints);
+    hints = NULL;
+
+    rc = fi_fabric(cls->info->fabric_attr, &cls->fabric, NULL);
+    if (rc != 0) {
+        OFI_ERR(cls, "fi_fabric() failed: %s", fi_strerror(-rc));
+        return ofi_status(rc);
+    }
+    rc = fi_domain(cls->fabric, cls->info, &cls->domain, NULL);
+    if (rc != 0) {
+        OFI_ERR(cls, "fi_domain() failed: %s", fi_strerror(-rc));
+        return ofi_status(rc);
+    }
+    if (cls->info->domain_attr->av_type != FI_AV_UNSPEC)
+        av_attr.type = cls->info->domain_attr->av_type;
+    rc = fi_av_open(cls->domain, &av_attr, &cls->av, NULL);
+    if (rc != 0) {
+        OFI_ERR(cls, "fi_av_open() failed: %s", fi_strerror(-rc));
+        return ofi_status(rc);
+    }
+    st = ofi_open_cq(cls);
+    if (st != CW_OK)
+        return st;
+    rc = fi_endpoint(cls->domain, cls->info, &cls->ep, NULL);
+    if (rc != 0) {
+        OFI_ERR(cls, "fi_endpoint() failed: %s", fi_strerror(-rc));
+        return ofi_status(rc);
+    }
+    rc = fi_ep_bind(cls->ep, &cls->av->fid, 0);
+    if (rc == 0)
+        rc = fi_ep_bind(cls->ep, &cls->cq->fid, FI_TRANSMIT | FI_RECV);
+    if (rc != 0) {
+        OFI_ERR(cls, "fi_ep_bind() failed: %s", fi_strerror(-rc));
+        return ofi_status(rc);
+    }
+    rc = fi_enable(cls->ep);
+    if (rc != 0) {
+        OFI_ERR(cls, "fi_enable() on %s \"%s\" failed: %s", cls->prov_name,
+                location ? location : "", fi_strerror(-rc));
+        return ofi_status(rc);
+    }
+    return CW_OK;
+
+err_free_hints:
+    fi_freeinfo(hints);
+    return st;
+}
+
+static cw_status_t ofi_init(const struct cw_na_host *host,
+                            const struct cw_na_init_info *info,
+                            cw_na_class_t **cls_p)
+{
+    const struct ofi_proto *p;
+    struct cw_na_class *cls;
+    cw_status_t st;
+
+    if (host == NULL || info == NULL || cls_p == NULL)
+        return CW_INVALID_ARG;
+    cls = calloc(1, sizeof(*cls));
+    if (cls == NULL)
+        return CW_NOMEM;
+    cls->host = host;
+    cls->flags = info->flags;
+    cls->wait_fd = -1;
+    cls->shm_lock_fd = -1;
+    for (size_t i = 0; i < OFI_HASH_BUCKETS; i++)
+        ofi_list_init(&cls->peers[i]);
+    ofi_list_init(&cls->retry);
+    ofi_list_init(&cls->done);
+    ofi_list_init(&cls->active);
+    ofi_list_init(&cls->zombies);
+    ofi_list_init(&cls->ctrl_sends);
+
+    p = ofi_proto_find(info->protocol);
+    if (p == NULL) {
+        OFI_ERR(cls, "unknown protocol \"%s\" (known: tcp, shm, sockets, "
+                     "verbs, cxi)", info->protocol);
+        st = CW_UNSUPPORTED;
+        goto err_free;
+    }
+    snprintf(cls->protocol, sizeof(cls->protocol), "%s", p->protocol);
+    snprintf(cls->prov_name, sizeof(cls->prov_name), "%s", p->prov_name);
+    cls->str_addr = p->str_addr;
+    st = ofi_params(cls, info->params);
+    if (st != CW_OK)
+        goto err_free;
+    st = ofi_open_endpoint(cls, info->location);
+    if (st != CW_OK)
+        goto err_free;
+
+    cls->mr_mode = cls->info->domain_attr->mr_mode;
+    cls->iov_limit = cls->info->tx_attr->iov_limit;
+    cls->rma_iov_limit = cls->info->tx_attr->rma_iov_limit;
+    cls->max_msg_size = cls->info->ep_attr->max_msg_size;
+    if (cls->iov_limit == 0)
+        cls->iov_limit = 1;
+    if (cls->max_msg_size == 0)
+        cls->max_msg_size = SIZE_MAX;
+    cls->next_key = 1;
+    if (cls->eager_size + OFI_HDR_SIZE > cls->max_msg_size)
+        cls->eager_size = cls->max_msg_size - OFI_HDR_SIZE;
+
+    st = ofi_addr_init_self(cls);
+    if (st != CW_OK)
+        goto err_free;
+    if (cls->str_addr)
+        ofi_shm_lock_self(cls);
+    st = ofi_ctrl_post_recv(cls);
+    if (st != CW_OK)
+        goto err_free;
+    OFI_DBG(cls, "opened %s endpoint (mr_mode 0x%llx, iov %zu/%zu, wait fd %d)",
+            cls->prov_name, (unsigned long long)cls->mr_mode, cls->iov_limit,
+            cls->rma_iov_limit, cls->wait_fd);
+    *cls_p = cls;
+    return CW_OK;
+
+err_free:
+    ofi_finalize(cls);
+    return st;
+}
+
+static void ofi_close_fid(struct cw_na_class *cls, struct fid *fid,
+                          const char *what)
+{
+    int rc;
+
+    if (fid == NULL)
+        return;
+    rc = fi_close(fid);
+    if (rc != 0)
+        OFI_WARN(cls, "fi_close(%s) failed: %s", what, fi_strerror(-rc));
+}
+
+static void ofi_finalize(cw_na_class_t *cls)
+{
+    if (cls == NULL)
+        return;
+    /* Closing the endpoint first makes the provider drop every context it
+     * still holds, so the op memory below can go. */
+    ofi_close_fid(cls, cls->ep ? &cls->ep->fid : NULL, "endpoint");
+    cls->ep = NULL;
+    ofi_progress_fini(cls);
+    ofi_addr_fini(cls);
+    ofi_close_fid(cls, cls->av ? &cls->av->fid : NULL, "address vector");
+    ofi_close_fid(cls, cls->cq ? &cls->cq->fid : NULL, "completion queue");
+    ofi_close_fid(cls, cls->domain ? &cls->domain->fid : NULL, "domain");
+    ofi_close_fid(cls, cls->fabric ? &cls->fabric->fid : NULL, "fabric");
+    if (cls->shm_lock_fd >= 0)
+        close(cls->shm_lock_fd);
+    if (cls->info != NULL)
+        fi_freeinfo(cls->info);
+    free(cls);
+}
+
+static void ofi_query(cw_na_class_t *cls, struct cw_na_caps *caps)
+{
+    memset(caps, 0, sizeof(*caps));
+    caps->max_unexpected_size = cls->eager_size;
+    caps->max_expected_size = cls->eager_size;
+    caps->max_tag = UINT32_MAX;
+    caps->max_rma_size = 0;
+    caps->max_segments = OFI_MAX_SEGMENTS;
+    caps->flags = CW_NA_CAP_RMA;
+    if (cls->wait_fd >= 0)
+        caps->flags |= CW_NA_CAP_WAIT_FD;
+    if (cls->str_addr)
+        caps->flags |= CW_NA_CAP_SAME_NODE;
+}
+
+static const struct cw_na_ops ofi_ops = {
+    .check_protocol = ofi_check_protocol,
+    .init = ofi_init,
+    .finalize = ofi_finalize,
+    .query = ofi_query,
+    .addr_lookup = ofi_addr_lookup,
+    .addr_self = ofi_addr_self,
+    .addr_dup = ofi_addr_dup,
+    .addr_free = ofi_addr_free,
+    .addr_cmp = ofi_addr_cmp,
+    .addr_to_string = ofi_addr_to_string,
+    .addr_serialize_size = ofi_addr_serialize_size,
+    .addr_serialize = ofi_addr_serialize,
+    .addr_deserialize = ofi_addr_deserialize,
+    .msg_send_unexpected = ofi_msg_send_unexpected,
+    .msg_recv_unexpected = ofi_msg_recv_unexpected,
+    .msg_send_expected = ofi_msg_send_expected,
+    .msg_recv_expected = ofi_msg_recv_expected,
+    .mem_register = ofi_mem_register,
+    .mem_release = ofi_mem_release,
+    .mem_serialize_size = ofi_mem_serialize_size,
+    .mem_serialize = ofi_mem_serialize,
+    .mem_deserialize = ofi_mem_deserialize,
+    .put = ofi_put,
+    .get = ofi_get,
+    .get_wait_fd = ofi_get_wait_fd,
+    .safe_to_sleep = ofi_safe_to_sleep,
+    .progress = ofi_progress,
+    .cancel = ofi_cancel,
+};
+
+CW_NA_EXPORT const struct cw_na_plugin cw_na_plugin_entry = {
+    .abi_version = CW_NA_ABI_VERSION,
+    .ops_size = sizeof(struct cw_na_ops),
+    .name = "ofi",
+    .description = "libfabric (tcp;ofi_rxm, shm, sockets, verbs;ofi_rxm, cxi)",
+    .ops = &ofi_ops,
+};

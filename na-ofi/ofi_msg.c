@@ -1,0 +1,273 @@
+/*
+ * na-ofi messages.  Unexpected messages are tagged sends with OFI_TAG_UNEXP
+ * and a fixed header carrying the sender's address, scattered on receipt
+ * into the op's header slot and the user's buffer.  Expected messages are
+ * plain tagged sends matched on (source, tag) with FI_DIRECTED_RECV.
+ * Control messages (liveness ping/pong) use OFI_TAG_CTRL and never reach
+ * the user.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ofi.h"
+
+/* Posts (or re-posts) a message op; -FI_EAGAIN is the caller's business. */
+static int ofi_msg_post_fi(struct cw_na_class *cls, struct cw_na_op *op)
+{
+    struct iovec iov[2];
+    size_t n = 0;
+    struct fi_msg_tagged msg = {.context = &op->ctx};
+
+    switch (op->type) {
+    case CW_NA_OP_SEND_UNEXPECTED:
+    case CW_NA_OP_RECV_UNEXPECTED:
+        iov[n].iov_base = &op->hdr;
+        iov[n++].iov_len = OFI_HDR_SIZE;
+        if (op->len > 0) {
+            iov[n].iov_base = op->buf;
+            iov[n++].iov_len = op->len;
+        }
+        msg.msg_iov = iov;
+        msg.iov_count = n;
+        msg.tag = OFI_TAG_UNEXP;
+        if (op->type == CW_NA_OP_SEND_UNEXPECTED) {
+            msg.addr = op->peer->fi;
+            return (int)fi_tsendmsg(cls->ep, &msg, FI_COMPLETION);
+        }
+        msg.addr = FI_ADDR_UNSPEC;
+        return (int)fi_trecvmsg(cls->ep, &msg, FI_COMPLETION);
+    case CW_NA_OP_SEND_EXPECTED:
+        return (int)fi_tsend(cls->ep, op->buf, op->len, NULL, op->peer->fi,
+                             op->tag, &op->ctx);
+    case CW_NA_OP_RECV_EXPECTED:
+        return (int)fi_trecv(cls->ep, op->buf, op->len, NULL, op->peer->fi,
+                             op->tag, 0, &op->ctx);
+    default:
+        return -FI_EINVAL;
+    }
+}
+
+cw_status_t ofi_msg_post(struct cw_na_class *cls, struct cw_na_op *op)
+{
+    int rc = ofi_msg_post_fi(cls, op);
+    char str[128];
+
+    if (rc == 0) {
+        op->in_provider = true;
+        return CW_OK;
+    }
+    if (rc != -FI_EAGAIN) {
+        if (op->peer != NULL) {
+            ofi_format_raw(cls, op->peer->raw, op->peer->len, str, sizeof(str));
+            OFI_ERR(cls, "posting a message for %s failed: %s", str,
+                    fi_strerror(-rc));
+        } else {
+            OFI_ERR(cls, "fi_trecvmsg() failed: %s", fi_strerror(-rc));
+        }
+    }
+    return ofi_status(rc);
+}
+
+static cw_status_t ofi_msg_new(cw_na_class_t *cls, enum cw_na_op_type type,
+                               void *buf, size_t len, cw_na_addr_t *peer,
+                               uint32_t tag, cw_na_cb_t cb, void *arg,
+                               cw_na_op_t **op_p)
+{
+    struct cw_na_op *op;
+
+    if (cb == NULL || (buf == NULL && len > 0))
+        return CW_INVALID_ARG;
+    if ((type == CW_NA_OP_SEND_UNEXPECTED || type == CW_NA_OP_SEND_EXPECTED) &&
+        len > cls->eager_size)
+        return CW_OVERFLOW;
+    op = ofi_op_new(cls, type, peer, cb, arg);
+    if (op == NULL)
+        return CW_NOMEM;
+    op->buf = buf;
+    op->len = len;
+    op->tag = tag;
+    if (type == CW_NA_OP_SEND_UNEXPECTED) {
+        ofi_hdr_fill(cls, &op->hdr, 0);
+        op->hdr.tag = tag;
+    }
+    return ofi_op_submit(cls, op, op_p);
+}
+
+cw_status_t ofi_msg_send_unexpected(cw_na_class_t *cls, const void *buf,
+                                    size_t len, cw_na_addr_t *dest,
+                                    uint32_t tag, cw_na_cb_t cb, void *arg,
+                                    cw_na_op_t **op_p)
+{
+    if (dest == NULL)
+        return CW_INVALID_ARG;
+    return ofi_msg_new(cls, CW_NA_OP_SEND_UNEXPECTED, (void *)buf, len, dest,
+                       tag, cb, arg, op_p);
+}
+
+cw_status_t ofi_msg_recv_unexpected(cw_na_class_t *cls, void *buf, size_t len,
+                                    cw_na_cb_t cb, void *arg,
+                                    cw_na_op_t **op_p)
+{
+    return ofi_msg_new(cls, CW_NA_OP_RECV_UNEXPECTED, buf, len, NULL, 0, cb,
+                       arg, op_p);
+}
+
+cw_status_t ofi_msg_send_expected(cw_na_class_t *cls, const void *buf,
+                                  size_t len, cw_na_addr_t *dest, uint32_t tag,
+                                  cw_na_cb_t cb, void *arg, cw_na_op_t **op_p)
+{
+    if (dest == NULL)
+        return CW_INVALID_ARG;
+    return ofi_msg_new(cls, CW_NA_OP_SEND_EXPECTED, (void *)buf, len, dest,
+                       tag, cb, arg, op_p);
+}
+
+cw_status_t ofi_msg_recv_expected(cw_na_class_t *cls, void *buf, size_t len,
+                                  cw_na_addr_t *source, uint32_t tag,
+                                  cw_na_cb_t cb, void *arg, cw_na_op_t **op_p)
+{
+    if (source == NULL)
+        return CW_INVALID_ARG;
+    return ofi_msg_new(cls, CW_NA_OP_RECV_EXPECTED, buf, len, source, tag, cb,
+                       arg, op_p);
+}
+
+/* A completion (or error completion, @p err != 0) for a message op. */
+void ofi_msg_complete(struct cw_na_class *cls, struct cw_na_op *op,
+                      const struct fi_cq_tagged_entry *e, int err)
+{
+    cw_status_t st;
+
+    if (err != 0) {
+        st = ofi_status(err);
+        if (op->peer != NULL && (st == CW_UNREACHABLE || st == CW_DISCONNECTED))
+            ofi_peer_failed(cls, op->peer, st);
+        ofi_op_finish(cls, op, st);
+        return;
+    }
+    if (op->type == CW_NA_OP_RECV_UNEXPECTED) {
+        const struct ofi_hdr *h = &op->hdr;
+        struct cw_na_addr *src = NULL;
+
+        if (!ofi_hdr_valid(h, e->len) || h->kind != 0 ||
+            ofi_peer_get(cls, h->addr, h->addrlen, &src) != CW_OK) {
+            /* Malformed: drop, count, and keep the user's buffer posted. */
+            cls->dropped++;
+            if (op->forced != CW_OK) {
+                ofi_op_finish(cls, op, op->forced);
+                return;
+            }
+            OFI_WARN(cls, "dropped a malformed unexpected message (%zu bytes, "
+                          "%llu dropped so far)", (size_t)e->len,
+                     (unsigned long long)cls->dropped);
+            op->in_provider = false;
+            op->retry_deadline_ns = UINT64_MAX;
+            op->in_retry = true;
+            ofi_list_push(&cls->retry, &op->link);
+            return;
+        }
+        ofi_peer_alive(cls, src);
+        op->source = src;
+        op->recv_len = e->len - OFI_HDR_SIZE;
+        op->tag = h->tag;
+    } else if (op->type == CW_NA_OP_RECV_EXPECTED) {
+        op->recv_len = e->len;
+        ofi_peer_alive(cls, op->peer);
+    } else {
+        ofi_peer_alive(cls, op->peer);
+    }
+    ofi_op_finish(cls, op, CW_OK);
+}
+
+/* ---- control traffic: liveness probes ---- */
+
+cw_status_t ofi_ctrl_post_recv(struct cw_na_class *cls)
+{
+    int rc;
+
+    cls->ctrl_ctx.kind = OFI_CTX_CTRL_RECV;
+    rc = (int)fi_trecv(cls->ep, &cls->ctrl_buf, sizeof(cls->ctrl_buf), NULL,
+                       FI_ADDR_UNSPEC, OFI_TAG_CTRL, 0, &cls->ctrl_ctx);
+    if (rc == 0) {
+        cls->ctrl_posted = true;
+        return CW_OK;
+    }
+    if (rc == -FI_EAGAIN)
+        return CW_OK; /* progress() retries while !ctrl_posted */
+    OFI_ERR(cls, "fi_trecv() for control messages failed: %s", fi_strerror(-rc));
+    return ofi_status(rc);
+}
+
+void ofi_ctrl_recv_done(struct cw_na_class *cls,
+                        const struct fi_cq_tagged_entry *e, int err)
+{
+    const struct ofi_hdr *h = &cls->ctrl_buf;
+    struct cw_na_addr *peer = NULL;
+
+    cls->ctrl_posted = false;
+    if (err != 0) {
+        if (err != FI_ECANCELED)
+            OFI_DBG(cls, "control receive failed: %s", fi_strerror(err));
+    } else if (!ofi_hdr_valid(h, e->len) ||
+               (h->kind != OFI_CTRL_PING && h->kind != OFI_CTRL_PONG)) {
+        cls->dropped++;
+    } else if (h->kind == OFI_CTRL_PING) {
+        if (ofi_peer_get(cls, h->addr, h->addrlen, &peer) == CW_OK) {
+            peer->refs--; /* the table keeps it; no user reference */
+            ofi_peer_alive(cls, peer);
+            ofi_ctrl_send(cls, peer, OFI_CTRL_PONG);
+        } else {
+            cls->dropped++;
+        }
+    } else {
+        peer = ofi_peer_find(cls, h->addr, h->addrlen);
+        if (peer != NULL)
+            ofi_peer_alive(cls, peer);
+    }
+    ofi_ctrl_post_recv(cls);
+}
+
+void ofi_ctrl_send(struct cw_na_class *cls, struct cw_na_addr *peer,
+                   uint8_t kind)
+{
+    struct ofi_ctrl *c = calloc(1, sizeof(*c));
+    int rc;
+
+    if (c == NULL)
+        return;
+    c->ctx.kind = OFI_CTX_CTRL_SEND;
+    c->peer = peer;
+    ofi_hdr_fill(cls, &c->hdr, kind);
+    rc = (int)fi_tsend(cls->ep, &c->hdr, sizeof(c->hdr), NULL, peer->fi,
+                       OFI_TAG_CTRL, &c->ctx);
+    if (rc != 0) {
+        free(c);
+        if (kind != OFI_CTRL_PING)
+            return;
+        /* rxm answers -FI_EAGAIN for as long as it cannot connect: count the
+         * probe as sent so that the peer timeout still runs. */
+        if (rc == -FI_EAGAIN)
+            peer->ping_sent_ns = ofi_now(cls);
+        else
+            ofi_peer_failed(cls, peer, ofi_status(rc));
+        return;
+    }
+    ofi_list_push(&cls->ctrl_sends, &c->link);
+    if (kind == OFI_CTRL_PING)
+        peer->ping_sent_ns = ofi_now(cls);
+}
+
+void ofi_ctrl_send_done(struct cw_na_class *cls, struct ofi_ctrl *c, int err)
+{
+    ofi_list_del(&c->link);
+    if (err != 0 && err != FI_ECANCELED) {
+        cw_status_t st = ofi_status(err);
+        char str[128];
+
+        ofi_format_raw(cls, c->peer->raw, c->peer->len, str, sizeof(str));
+        OFI_WARN(cls, "peer %s: probe failed: %s", str, fi_strerror(err));
+        ofi_peer_failed(cls, c->peer,
+                        st == CW_UNREACHABLE ? st : CW_DISCONNECTED);
+    }
+    free(c);
+}

@@ -1,0 +1,525 @@
+/*
+ * na-ofi progress: operation lifecycle, the completion queue, the retry
+ * queue for -FI_EAGAIN, cancel, peer liveness, and the wait fd.
+ *
+ * An op is on exactly one of: the active list (posted or waiting to be
+ * retried), the done list (status decided, callback due) or the zombie
+ * list (callback ran after a cancel the provider did not honour in time;
+ * the provider still holds its context, so its memory waits for that).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ofi.h"
+
+#define OFI_CQ_BATCH 16
+#define OFI_CQ_MAX_PER_CALL 256
+#define OFI_TICK_NS (50ull * 1000000ull)
+
+struct cw_na_op *ofi_op_new(struct cw_na_class *cls, enum cw_na_op_type type,
+                            struct cw_na_addr *peer, cw_na_cb_t cb, void *arg)
+{
+    struct cw_na_op *op = calloc(1, sizeof(*op));
+
+    if (op == NULL)
+        return NULL;
+    op->ctx.kind = OFI_CTX_OP;
+    op->type = type;
+    op->cb = cb;
+    op->arg = arg;
+    op->peer = peer;
+    if (peer != NULL)
+        peer->refs++;
+    ofi_list_init(&op->subs);
+    return op;
+}
+
+void ofi_op_free(struct cw_na_class *cls, struct cw_na_op *op)
+{
+    while (!ofi_list_empty(&op->subs)) {
+        struct ofi_sub *s = ofi_container(op->subs.next, struct ofi_sub, link);
+
+        ofi_list_del(&s->link);
+        free(s);
+    }
+    ofi_addr_free(cls, op->peer);
+    ofi_addr_free(cls, op->source);
+    free(op);
+}
+
+void ofi_retry_push(struct cw_na_class *cls, struct cw_na_op *op)
+{
+    if (op->in_retry)
+        return;
+    op->in_retry = true;
+    op->retry_deadline_ns = ofi_now(cls) + cls->retry_timeout_ns;
+    ofi_list_push(&cls->retry, &op->link);
+}
+
+static void ofi_op_deactivate(struct cw_na_class *cls, struct cw_na_op *op);
+
+static cw_status_t ofi_op_post(struct cw_na_class *cls, struct cw_na_op *op)
+{
+    if (op->type == CW_NA_OP_PUT || op->type == CW_NA_OP_GET)
+        return ofi_rma_post(cls, op);
+    return ofi_msg_post(cls, op);
+}
+
+cw_status_t ofi_op_start(struct cw_na_class *cls, struct cw_na_op *op)
+{
+    cw_status_t st;
+
+    /* Active before posting: a zero-length RMA finishes inside the post. */
+    ofi_list_push(&cls->active, &op->alink);
+    if (op->peer != NULL)
+        op->peer->nactive++;
+    if (op->type == CW_NA_OP_PUT || op->type == CW_NA_OP_GET)
+        cls->nrma++;
+    if (op->peer != NULL && op->peer->dead && cls->str_addr &&
+        ofi_shm_owner((const char *)op->peer->raw) <= 0) {
+        /* A dead fi_shm peer's region swallows sends without error. */
+        ofi_op_finish(cls, op, CW_DISCONNECTED);
+        return CW_OK;
+    }
+    st = ofi_op_post(cls, op);
+    if (st == CW_AGAIN) {
+        ofi_retry_push(cls, op);
+        return CW_OK;
+    }
+    if (st != CW_OK)
+        ofi_op_deactivate(cls, op);
+    return st;
+}
+
+cw_status_t ofi_op_submit(struct cw_na_class *cls, struct cw_na_op *op,
+                          cw_na_op_t **op_p)
+{
+    cw_status_t st = ofi_op_start(cls, op);
+
+    if (st != CW_OK) {
+        ofi_op_free(cls, op);
+        return st;
+    }
+    if (op_p != NULL)
+        *op_p = op;
+    return CW_OK;
+}
+
+static void ofi_op_deactivate(struct cw_na_class *cls, struct cw_na_op *op)
+{
+    ofi_list_del(&op->alink);
+    if (op->peer != NULL)
+        op->peer->nactive--;
+    if (op->type == CW_NA_OP_PUT || op->type == CW_NA_OP_GET)
+        cls->nrma--;
+    if (op->in_retry) {
+        ofi_list_del(&op->link);
+        op->in_retry = false;
+    }
+}
+
+/* The provider (or the plugin) is done with @p op: decide its status and
+ * queue its callback.  For an op already completed by an abandoned cancel
+ * this only releases what the provider held. */
+void ofi_op_finish(struct cw_na_class *cls, struct cw_na_op *op,
+                   cw_status_t status)
+{
+    op->in_provider = false;
+    if (op->finished) {
+        if (op->cb_done) {
+            ofi_list_del(&op->zlink);
+            ofi_op_free(cls, op);
+        }
+        return;
+    }
+    if (op->forced != CW_OK && status != CW_OK)
+        status = op->forced;
+    if (op->status == CW_OK)
+        op->status = status;
+    op->finished = true;
+    ofi_op_deactivate(cls, op);
+    ofi_list_push(&cls->done, &op->link);
+}
+
+/* Ask the provider to drop every context of @p op. */
+static void ofi_op_fi_cancel(struct cw_na_class *cls, struct cw_na_op *op)
+{
+    if (op->type == CW_NA_OP_PUT || op->type == CW_NA_OP_GET) {
+        for (struct ofi_link *l = op->subs.next; l != &op->subs; l = l->next) {
+            struct ofi_sub *s = ofi_container(l, struct ofi_sub, link);
+
+            fi_cancel(&cls->ep->fid, &s->ctx);
+        }
+    } else {
+        fi_cancel(&cls->ep->fid, &op->ctx);
+    }
+}
+
+static void ofi_op_abort(struct cw_na_class *cls, struct cw_na_op *op,
+                         cw_status_t status)
+{
+    if (op->finished || op->forced != CW_OK)
+        return;
+    op->forced = status;
+    if (!op->in_provider) {
+        ofi_op_finish(cls, op, status);
+        return;
+    }
+    if (op->in_retry) {
+        ofi_list_del(&op->link); /* an RMA op: stop posting pieces */
+        op->in_retry = false;
+    }
+    op->abandon_ns = ofi_now(cls) + cls->cancel_grace_ns;
+    ofi_op_fi_cancel(cls, op);
+}
+
+cw_status_t ofi_cancel(cw_na_class_t *cls, cw_na_op_t *op)
+{
+    if (op == NULL)
+        return CW_INVALID_ARG;
+    ofi_op_abort(cls, op, CW_CANCELED);
+    return CW_OK;
+}
+
+void ofi_peer_alive(struct cw_na_class *cls, struct cw_na_addr *peer)
+{
+    if (peer == NULL)
+        return;
+    peer->last_alive_ns = ofi_now(cls);
+    peer->ping_sent_ns = 0;
+    peer->dead = false;
+    peer->ever_alive = true;
+}
+
+void ofi_peer_failed(struct cw_na_class *cls, struct cw_na_addr *peer,
+                     cw_status_t status)
+{
+    struct ofi_link *l, *next;
+
+    if (!peer->dead) {
+        char str[128];
+
+        ofi_format_raw(cls, peer->raw, peer->len, str, sizeof(str));
+        OFI_WARN(cls, "peer %s is %s; failing its %u pending operation(s)", str,
+                 status == CW_UNREACHABLE ? "unreachable" : "gone",
+                 peer->nactive);
+    }
+    peer->dead = true;
+    peer->ping_sent_ns = 0;
+    for (l = cls->active.next; l != &cls->active; l = next) {
+        struct cw_na_op *op = ofi_container(l, struct cw_na_op, alink);
+
+        next = l->next;
+        if (op->peer == peer)
+            ofi_op_abort(cls, op, status);
+    }
+}
+
+static void ofi_log_cq_error(struct cw_na_class *cls,
+                             const struct fi_cq_err_entry *err,
+                             const struct cw_na_addr *peer)
+{
+    char str[128] = "?";
+    char pbuf[256];
+    const char *pmsg;
+
+    int code = err->err < 0 ? -err->err : err->err;
+
+    if (code == FI_ECANCELED)
+        return;
+    pmsg = fi_cq_strerror(cls->cq, err->prov_errno, err->err_data, pbuf,
+                          sizeof(pbuf));
+    if (peer != NULL)
+        ofi_format_raw(cls, peer->raw, peer->len, str, sizeof(str));
+    if (code == FI_ETRUNC)
+        OFI_DBG(cls, "message truncated (%zu bytes over)", (size_t)err->olen);
+    else
+        OFI_WARN(cls, "operation with %s failed: %s (%s)", str,
+                 fi_strerror(code), pmsg ? pmsg : "");
+}
+
+static void ofi_dispatch(struct cw_na_class *cls, void *context,
+                         const struct fi_cq_tagged_entry *e,
+                         const struct fi_cq_err_entry *err)
+{
+    struct ofi_ctx *ctx = context;
+    int code = err ? (err->err < 0 ? -err->err : err->err) : 0;
+
+    if (ctx == NULL)
+        return;
+    switch (ctx->kind) {
+    case OFI_CTX_OP: {
+        struct cw_na_op *op = ofi_container(ctx, struct cw_na_op, ctx);
+
+        if (err)
+            ofi_log_cq_error(cls, err, op->peer);
+        if (op->finished) /* abandoned earlier: just release */
+            ofi_op_finish(cls, op, CW_CANCELED);
+        else
+            ofi_msg_complete(cls, op, e, code);
+        break;
+    }
+    case OFI_CTX_SUB: {
+        struct ofi_sub *s = ofi_container(ctx, struct ofi_sub, ctx);
+
+        if (err)
+            ofi_log_cq_error(cls, err, s->op->peer);
+        ofi_rma_sub_done(cls, s, code);
+        break;
+    }
+    case OFI_CTX_CTRL_RECV:
+        ofi_ctrl_recv_done(cls, e, code);
+        break;
+    case OFI_CTX_CTRL_SEND: {
+        struct ofi_ctrl *c = ofi_container(ctx, struct ofi_ctrl, ctx);
+
+        if (err)
+            ofi_log_cq_error(cls, err, c->peer);
+        ofi_ctrl_send_done(cls, c, code);
+        break;
+    }
+    }
+}
+
+static cw_status_t ofi_read_cq(struct cw_na_class *cls)
+{
+    struct fi_cq_tagged_entry ev[OFI_CQ_BATCH];
+    unsigned total = 0;
+
+    while (total < OFI_CQ_MAX_PER_CALL) {
+        ssize_t n = fi_cq_read(cls->cq, ev, OFI_CQ_BATCH);
+
+        if (n > 0) {
+            for (ssize_t i = 0; i < n; i++)
+                ofi_dispatch(cls, ev[i].op_context, &ev[i], NULL);
+            total += (unsigned)n;
+            if (n < OFI_CQ_BATCH)
+                break;
+        } else if (n == -FI_EAVAIL) {
+            struct fi_cq_err_entry err;
+            struct fi_cq_tagged_entry e;
+
+            memset(&err, 0, sizeof(err));
+            n = fi_cq_readerr(cls->cq, &err, 0);
+            if (n < 0) {
+                if (n == -FI_EAGAIN)
+                    continue;
+                OFI_ERR(cls, "fi_cq_readerr() failed: %s", fi_strerror((int)-n));
+                return ofi_status((int)n);
+            }
+            memset(&e, 0, sizeof(e));
+            e.op_context = err.op_context;
+            e.len = err.len;
+            e.tag = err.tag;
+            ofi_dispatch(cls, err.op_context, &e, &err);
+            total++;
+        } else if (n == -FI_EAGAIN) {
+            break;
+        } else {
+            OFI_ERR(cls, "fi_cq_read() failed: %s", fi_strerror((int)-n));
+            return ofi_status((int)n);
+        }
+    }
+    return CW_OK;
+}
+
+static void ofi_run_retries(struct cw_na_class *cls, uint64_t now)
+{
+    struct ofi_link *l, *next;
+
+    for (l = cls->retry.next; l != &cls->retry; l = next) {
+        struct cw_na_op *op = ofi_container(l, struct cw_na_op, link);
+        cw_status_t st;
+
+        next = l->next;
+        if (now > op->retry_deadline_ns) {
+            OFI_WARN(cls, "operation could not be posted within %llu ms "
+                          "(provider kept answering -FI_EAGAIN)",
+                     (unsigned long long)(cls->retry_timeout_ns / 1000000ull));
+            ofi_list_del(&op->link);
+            op->in_retry = false;
+            if (op->in_provider)
+                ofi_op_abort(cls, op, CW_TIMEOUT);
+            else
+                ofi_op_finish(cls, op, CW_TIMEOUT);
+            continue;
+        }
+        ofi_list_del(&op->link);
+        op->in_retry = false;
+        st = ofi_op_post(cls, op);
+        if (st == CW_AGAIN) {
+            /* The RMA path may already have queued it again. */
+            if (!op->in_retry) {
+                op->in_retry = true;
+                ofi_list_push(&cls->retry, &op->link);
+            }
+            break;
+        }
+        if (st != CW_OK)
+            ofi_op_finish(cls, op, st);
+    }
+}
+
+/* Liveness probes and abandoned cancels; runs at most every OFI_TICK_NS. */
+static void ofi_tick(struct cw_na_class *cls, uint64_t now)
+{
+    struct ofi_link *l, *next;
+
+    if (now < cls->next_liveness_ns)
+        return;
+    cls->next_liveness_ns = now + OFI_TICK_NS;
+    for (l = cls->active.next; l != &cls->active; l = next) {
+        struct cw_na_op *op = ofi_container(l, struct cw_na_op, alink);
+
+        next = l->next;
+        if (op->abandon_ns != 0 && now >= op->abandon_ns && !op->finished) {
+            /* The provider did not give the context back in time; report
+             * the op done and keep its memory until it does. */
+            cw_status_t st = op->forced;
+
+            op->finished = true;
+            op->status = st;
+            ofi_op_deactivate(cls, op);
+            ofi_list_push(&cls->done, &op->link);
+        }
+    }
+    if (cls->keepalive_ns == 0)
+        return;
+    for (size_t i = 0; i < OFI_HASH_BUCKETS; i++) {
+        for (l = cls->peers[i].next; l != &cls->peers[i]; l = next) {
+            struct cw_na_addr *p = ofi_container(l, struct cw_na_addr, hlink);
+
+            next = l->next;
+            if (p->nactive == 0 || p == cls->self)
+                continue;
+            if (cls->str_addr && !p->dead) {
+                int owner = ofi_shm_owner((const char *)p->raw);
+
+                if (owner > 0) {
+                    p->lock_seen = true;
+                } else if (owner < 0 || p->lock_seen) {
+                    if (owner == 0)
+                        ofi_shm_reap(cls, (const char *)p->raw);
+                    ofi_peer_failed(cls, p, CW_DISCONNECTED);
+                    continue;
+                }
+            }
+            if (p->ping_sent_ns != 0) {
+                if (now - p->ping_sent_ns > cls->peer_timeout_ns)
+                    ofi_peer_failed(cls, p, p->ever_alive ? CW_DISCONNECTED
+                                                          : CW_UNREACHABLE);
+            } else if (now - p->last_alive_ns > cls->keepalive_ns) {
+                ofi_ctrl_send(cls, p, OFI_CTRL_PING);
+            }
+        }
+    }
+}
+
+static unsigned ofi_run_callbacks(struct cw_na_class *cls, unsigned max)
+{
+    unsigned n = 0;
+
+    while (!ofi_list_empty(&cls->done) && (max == 0 || n < max)) {
+        struct cw_na_op *op = ofi_container(cls->done.next, struct cw_na_op, link);
+        struct cw_na_cb_info info = {
+            .status = op->status,
+            .type = op->type,
+            .arg = op->arg,
+        };
+        cw_na_cb_t cb = op->cb;
+
+        ofi_list_del(&op->link);
+        if (op->type == CW_NA_OP_RECV_UNEXPECTED) {
+            info.u.recv_unexpected.len = op->status == CW_OK ? op->recv_len : 0;
+            info.u.recv_unexpected.tag = op->tag;
+            if (op->status == CW_OK) {
+                info.u.recv_unexpected.source = op->source;
+                op->source = NULL; /* the callback owns it now */
+            }
+        } else if (op->type == CW_NA_OP_RECV_EXPECTED) {
+            info.u.recv_expected.len = op->status == CW_OK ? op->recv_len : 0;
+        }
+        op->cb_done = true;
+        if (op->in_provider)
+            ofi_list_push(&cls->zombies, &op->zlink);
+        else
+            ofi_op_free(cls, op);
+        cb(&info);
+        n++;
+    }
+    return n;
+}
+
+cw_status_t ofi_progress(cw_na_class_t *cls, unsigned max, unsigned *count_p)
+{
+    cw_status_t st = ofi_read_cq(cls);
+    uint64_t now;
+    unsigned n;
+
+    if (st != CW_OK)
+        return st;
+    if (!cls->ctrl_posted)
+        ofi_ctrl_post_recv(cls);
+    now = ofi_now(cls);
+    if (!ofi_list_empty(&cls->retry))
+        ofi_run_retries(cls, now);
+    ofi_tick(cls, now);
+    n = ofi_run_callbacks(cls, max);
+    if (count_p != NULL)
+        *count_p = n;
+    return CW_OK;
+}
+
+int ofi_get_wait_fd(cw_na_class_t *cls)
+{
+    return (cls->flags & CW_NA_BUSY) ? -1 : cls->wait_fd;
+}
+
+bool ofi_safe_to_sleep(cw_na_class_t *cls)
+{
+    struct fid *fids[1];
+
+    if ((cls->flags & CW_NA_BUSY) || cls->wait_fd < 0)
+        return false;
+    if (!ofi_list_empty(&cls->done) || !ofi_list_empty(&cls->retry) ||
+        !cls->ctrl_posted)
+        return false;
+    /* rxm drives RMA (and rendezvous) from progress calls, not always from
+     * events that signal the CQ's fd: keep polling while any is in flight. */
+    if (cls->nrma > 0)
+        return false;
+    fids[0] = &cls->cq->fid;
+    return fi_trywait(cls->fabric, fids, 1) == FI_SUCCESS;
+}
+
+void ofi_progress_fini(struct cw_na_class *cls)
+{
+    struct ofi_link *lists[] = {&cls->done, &cls->zombies, &cls->active,
+                                &cls->ctrl_sends};
+
+    for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); i++) {
+        struct ofi_link *h = lists[i];
+
+        if (h->next == NULL)
+            continue;
+        while (!ofi_list_empty(h)) {
+            struct ofi_link *l = h->next;
+
+            ofi_list_del(l);
+            if (h == &cls->ctrl_sends) {
+                free(ofi_container(l, struct ofi_ctrl, link));
+                continue;
+            }
+            {
+                struct cw_na_op *op =
+                    h == &cls->active   ? ofi_container(l, struct cw_na_op, alink)
+                    : h == &cls->zombies ? ofi_container(l, struct cw_na_op, zlink)
+                                         : ofi_container(l, struct cw_na_op, link);
+
+                if (h == &cls->active && op->in_retry)
+                    ofi_list_del(&op->link);
+                ofi_op_free(cls, op);
+            }
+        }
+    }
+}
