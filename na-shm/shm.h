@@ -53,6 +53,10 @@
 /* How often the busy path looks at the sockets (connects, peers gone). */
 #define SHM_SOCK_CHECK_NS 100000ull
 
+/* A slot claimed but not published for this long, by a producer that is
+ * gone, is skipped so that the ring does not stay blocked. */
+#define SHM_STUCK_NS 1000000000ull
+
 enum shm_msg_type {
     SHM_MSG_UNEXPECTED = 1,
     SHM_MSG_EXPECTED = 2,
@@ -65,7 +69,9 @@ struct shm_slot {
     uint32_t tag;
     uint32_t len;
     uint32_t name_len;
-    uint64_t sender_uid;
+    /* Written first after the claim, cleared by the consumer on release:
+     * names the claimer of a slot that is never published. */
+    _Atomic uint64_t sender_uid;
     char sender_name[SHM_NAME_MAX];
     char pad_[SHM_SLOT_HDR - 24 - 8 - SHM_NAME_MAX];
     unsigned char data[SHM_EAGER_SIZE];
@@ -262,6 +268,8 @@ struct cw_na_class {
     uint64_t dropped;            /* malformed slots dropped */
     struct cw_na_op *free_ops;   /* recycled operations (link.next) */
     unsigned nfree_ops;
+    uint64_t stuck_head;         /* head slot seen claimed, unpublished */
+    uint64_t stuck_since;        /* 0: not stuck */
 };
 
 #define SHM_FREE_OPS_MAX 256u
@@ -294,6 +302,7 @@ bool shm_ring_push(struct shm_peer *dest, uint32_t type, uint32_t tag,
                    const void *buf, size_t len);
 unsigned shm_ring_drain(struct cw_na_class *cls, unsigned max);
 bool shm_ring_pending(struct cw_na_class *cls);
+void shm_ring_unstick(struct cw_na_class *cls);
 void shm_backlog_retry(struct cw_na_class *cls);
 void shm_early_free_all(struct cw_na_class *cls);
 

@@ -39,10 +39,10 @@ bool shm_ring_push(struct shm_peer *dest, uint32_t type, uint32_t tag,
             pos = atomic_load_explicit(&seg->tail, memory_order_relaxed);
         }
     }
+    atomic_store_explicit(&s->sender_uid, cls->uid, memory_order_relaxed);
     s->type = type;
     s->tag = tag;
     s->len = (uint32_t)len;
-    s->sender_uid = cls->uid;
     s->name_len = cls->name_len;
     memcpy(s->sender_name, cls->name, SHM_NAME_MAX);
     if (len)
@@ -101,7 +101,8 @@ static struct cw_na_op *shm_match_expected(struct cw_na_class *cls,
 static bool shm_slot_valid(const struct shm_slot *s)
 {
     return (s->type == SHM_MSG_UNEXPECTED || s->type == SHM_MSG_EXPECTED) &&
-           s->len <= SHM_EAGER_SIZE && s->sender_uid != 0 &&
+           s->len <= SHM_EAGER_SIZE &&
+           atomic_load_explicit(&s->sender_uid, memory_order_relaxed) != 0 &&
            s->name_len < SHM_NAME_MAX && s->sender_name[s->name_len] == '\0' &&
            shm_name_valid(s->sender_name, s->name_len);
 }
@@ -110,17 +111,18 @@ static bool shm_slot_valid(const struct shm_slot *s)
 static bool shm_slot_consume(struct cw_na_class *cls, struct shm_slot *s)
 {
     uint32_t len = s->len, tag = s->tag;
-    struct shm_peer *src = shm_peer_find_uid(cls, s->sender_uid);
+    uint64_t uid = atomic_load_explicit(&s->sender_uid, memory_order_relaxed);
+    struct shm_peer *src = shm_peer_find_uid(cls, uid);
     struct cw_na_op *op = NULL;
 
     if (s->type == SHM_MSG_EXPECTED) {
-        op = shm_match_expected(cls, s->sender_uid, tag);
+        op = shm_match_expected(cls, uid, tag);
     } else if (!shm_list_empty(&cls->unexp_posted)) {
         op = shm_container_of(cls->unexp_posted.next, struct cw_na_op, link);
         shm_list_del(&op->link);
     }
     if (!src) {
-        if (shm_peer_get(cls, s->sender_name, s->sender_uid, &src) != CW_OK) {
+        if (shm_peer_get(cls, s->sender_name, uid, &src) != CW_OK) {
             if (op) /* keep the receive posted for the next message */
                 shm_list_add_tail(s->type == SHM_MSG_EXPECTED
                                       ? &cls->exp_posted
@@ -169,6 +171,7 @@ unsigned shm_ring_drain(struct cw_na_class *cls, unsigned max)
         } else if (!shm_slot_consume(cls, s)) {
             break;
         }
+        atomic_store_explicit(&s->sender_uid, 0, memory_order_relaxed);
         atomic_store_explicit(&s->seq, head + cls->nslots,
                               memory_order_release);
         head++;
@@ -176,6 +179,43 @@ unsigned shm_ring_drain(struct cw_na_class *cls, unsigned max)
         n++;
     }
     return n;
+}
+
+void shm_ring_unstick(struct cw_na_class *cls)
+{
+    struct shm_seg_hdr *seg = cls->seg;
+    uint64_t head = atomic_load_explicit(&seg->head, memory_order_relaxed);
+    struct shm_slot *s = &shm_slots(seg)[head & (cls->nslots - 1)];
+    if (atomic_load_explicit(&s->seq, memory_order_acquire) == head + 1 ||
+        atomic_load_explicit(&seg->tail, memory_order_relaxed) == head) {
+        cls->stuck_since = 0; /* published, or nothing claimed */
+        return;
+    }
+    uint64_t now = cls->host->now_ns();
+    if (cls->stuck_since == 0 || cls->stuck_head != head) {
+        cls->stuck_head = head;
+        cls->stuck_since = now;
+        return;
+    }
+    uint64_t uid = atomic_load_explicit(&s->sender_uid, memory_order_relaxed);
+    if (now - cls->stuck_since < SHM_STUCK_NS || uid == 0)
+        return; /* slow, or the claimer is not known yet */
+    /* Every producer connects before it pushes, so a live one is a peer
+     * here whose connection is open; only a gone one is skipped. */
+    for (struct shm_list *l = cls->peers.next; l != &cls->peers;
+         l = l->next) {
+        struct shm_peer *p = shm_container_of(l, struct shm_peer, link);
+        if (p->uid == uid && p->state != SHM_PEER_DEAD)
+            return;
+    }
+    cls->dropped++;
+    SHM_WARN(cls, "skipping ring slot %llu: claimed %.1f s ago by an "
+             "endpoint that is gone and never published",
+             (unsigned long long)head, (double)(now - cls->stuck_since) / 1e9);
+    atomic_store_explicit(&s->sender_uid, 0, memory_order_relaxed);
+    atomic_store_explicit(&s->seq, head + cls->nslots, memory_order_release);
+    atomic_store_explicit(&seg->head, head + 1, memory_order_relaxed);
+    cls->stuck_since = 0;
 }
 
 void shm_early_free_all(struct cw_na_class *cls)

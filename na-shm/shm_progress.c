@@ -162,6 +162,7 @@ void shm_sock_poll(struct cw_na_class *cls)
             break;
         }
     }
+    shm_ring_unstick(cls);
     if (cls->ndead)
         shm_dead_sweep(cls);
 }

@@ -5,7 +5,8 @@
  * lookup), back-pressure on a 4-slot ring across processes, a killed
  * receiver failing backlogged sends, hostile serialized addresses and
  * memory handles, forged handle pids, RMA split over many iovecs, and the
- * error that names the fix when the kernel refuses cross-memory attach.
+ * error that names the fix when the kernel refuses cross-memory attach,
+ * and a ring slot claimed by a producer killed before publishing it.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -17,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <linux/capability.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -27,6 +29,8 @@
 
 #include <causeway/log.h>
 #include <causeway/na.h>
+
+#include "shm.h" /* ring layout, to play a producer that dies mid-push */
 
 #define WAIT_MS 5000u
 #define URI_LEN 256
@@ -761,6 +765,95 @@ static void test_rma_eperm_names_fix(void **state)
     assert_non_null(strstr(log, "same user"));
 }
 
+/* Child: talk to the receiver once, then claim a slot in its ring the way
+ * a producer does and stop before publishing it; the parent kills us. */
+static int child_claim_and_die(void *arg, int wfd)
+{
+    const char *rname = arg;
+    char uri[URI_LEN], me[URI_LEN], path[URI_LEN + 16];
+    cw_na_t *na;
+    cw_na_addr_t *r;
+    struct done d = {0};
+    snprintf(uri, sizeof(uri), "shm://%s", rname);
+    if (cw_na_open("shm://", CW_NA_LISTEN, NULL, &na) != CW_OK ||
+        cw_na_addr_lookup(na, uri, &r) != CW_OK ||
+        cw_na_msg_send_unexpected(na, "hi", 3, r, 1, done_cb, &d, NULL) !=
+            CW_OK ||
+        !wait_done(&na, 1, &d.calls, 1))
+        return 1;
+    self_uri(na, me);
+    snprintf(path, sizeof(path), "/causeway-%s", me + strlen("shm://"));
+    int fd = shm_open(path, O_RDONLY, 0);
+    struct shm_seg_hdr own;
+    if (fd < 0 || pread(fd, &own, sizeof(own), 0) != (ssize_t)sizeof(own))
+        return 2;
+    close(fd);
+    snprintf(path, sizeof(path), "/causeway-%s", rname);
+    fd = shm_open(path, O_RDWR, 0);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0)
+        return 3;
+    struct shm_seg_hdr *h = mmap(NULL, (size_t)st.st_size,
+                                 PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (h == MAP_FAILED)
+        return 4;
+    struct shm_slot *slots = (struct shm_slot *)(void *)(h + 1);
+    uint64_t pos = atomic_fetch_add(&h->tail, 1);
+    atomic_store(&slots[pos & (h->nslots - 1)].sender_uid, own.uid);
+    if (write(wfd, "claimed\n", 8) != 8)
+        return 5;
+    pause();
+    return 0;
+}
+
+static void test_dead_producer_slot_skipped(void **state)
+{
+    (void)state;
+    cw_na_t *rcv, *snd;
+    char ruri[URI_LEN], line[64], in[64];
+    cw_na_addr_t *to_r;
+    struct done r1 = {0}, r2 = {0}, s2 = {0};
+    int rfd;
+
+    assert_int_equal(cw_na_open("shm://", CW_NA_LISTEN, NULL, &rcv), CW_OK);
+    self_uri(rcv, ruri);
+    assert_int_equal(cw_na_msg_recv_unexpected(rcv, in, sizeof(in), done_cb,
+                                               &r1, NULL),
+                     CW_OK);
+    pid_t pid = fork_child(child_claim_and_die, ruri + strlen("shm://"),
+                           &rfd);
+    assert_true(wait_done(&rcv, 1, &r1.calls, 1));
+    cw_na_addr_free(rcv, r1.source);
+    assert_true(read_line(rfd, line, sizeof(line)));
+    close(rfd);
+    kill(pid, SIGKILL);
+    assert_int_equal(reap(pid), 128);
+
+    /* Another sender's message sits behind the dead claim. */
+    assert_int_equal(cw_na_open("shm://", CW_NA_LISTEN, NULL, &snd), CW_OK);
+    assert_int_equal(cw_na_addr_lookup(snd, ruri, &to_r), CW_OK);
+    assert_int_equal(cw_na_msg_recv_unexpected(rcv, in, sizeof(in), done_cb,
+                                               &r2, NULL),
+                     CW_OK);
+    uint64_t t0 = cw_now_ns();
+    assert_int_equal(cw_na_msg_send_unexpected(snd, "after", 6, to_r, 2,
+                                               done_cb, &s2, NULL),
+                     CW_OK);
+    cw_na_t *both[2] = {rcv, snd};
+    assert_true(wait_done(both, 2, &r2.calls, 1));
+    uint64_t waited = cw_now_ns() - t0;
+    assert_int_equal(r2.status, CW_OK);
+    assert_string_equal(in, "after");
+    /* Skipped after the grace period, not before. */
+    assert_true(waited >= 900000000ull);
+    assert_true(waited < 4000000000ull);
+    cw_na_addr_free(rcv, r2.source);
+    assert_true(wait_done(both, 2, &s2.calls, 1));
+    cw_na_addr_free(snd, to_r);
+    cw_na_close(snd);
+    cw_na_close(rcv);
+}
+
 static void test_expected_before_post(void **state)
 {
     (void)state;
@@ -811,6 +904,7 @@ int main(void)
         cmocka_unit_test(test_rma_many_iovecs),
         cmocka_unit_test(test_expected_before_post),
         cmocka_unit_test(test_rma_eperm_names_fix),
+        cmocka_unit_test(test_dead_producer_slot_skipped),
     };
     cw_log_init();
     int rc = cmocka_run_group_tests_name("na-shm", tests, NULL, NULL);
