@@ -141,11 +141,11 @@ struct cw_na_op {
     void *arg;
     cw_status_t status;
     cw_status_t cancel_status; /* what UCS_ERR_CANCELED means */
-    unsigned inflight;         /* UCX requests referencing this op */
     bool orphan;               /* discarded by finalize, no callback */
     bool released;             /* requests handed back to UCX (finalize) */
     void *req;                 /* main request (send, tag recv) */
     void *data_req;            /* rendezvous data receive */
+    void *hdr_req;             /* send of a header only (get request) */
     void *buf;
     size_t buf_len;
     size_t len;                /* received bytes */
@@ -179,6 +179,7 @@ struct ucx_cls {
     const struct cw_na_host *host;
     uint32_t flags;
     bool busy;
+    bool proc_counted; /* counted in the process-wide instance count */
     char tls[64];
     size_t eager_size;
     ucp_context_h context;
@@ -242,6 +243,17 @@ static inline bool ucx_list_linked(const struct ucx_list *n)
 }
 #define ucx_container_of(ptr, type, member)                                    \
     ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
+
+/* Requests touching user memory hold back the callback; all of them hold
+ * back freeing the op. */
+static inline bool ucx_op_user_busy(const struct cw_na_op *op)
+{
+    return op->req != NULL || op->data_req != NULL;
+}
+static inline bool ucx_op_any_busy(const struct cw_na_op *op)
+{
+    return ucx_op_user_busy(op) || op->hdr_req != NULL;
+}
 
 /* ucx_init.c */
 cw_status_t ucx_status(ucs_status_t st);

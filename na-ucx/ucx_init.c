@@ -3,15 +3,56 @@
  * exported plugin entry.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <unistd.h>
 
 #include "ucx.h"
 
 #define UCX_EAGER_DEFAULT (64u * 1024u)
 #define UCX_EAGER_MAX (16u * 1024u * 1024u)
 #define UCX_KEEPALIVE_DEFAULT "1s"
+
+/* UCX keeps process-wide state (its async event thread) that does not
+ * survive fork(): a child forked while the parent has live instances can
+ * create a worker, but its connections are never serviced.  Refuse that
+ * case loudly instead of hanging. */
+static pthread_mutex_t ucx_proc_lock = PTHREAD_MUTEX_INITIALIZER;
+static pid_t ucx_proc_pid;
+static unsigned ucx_proc_live;
+
+static cw_status_t ucx_proc_enter(struct ucx_cls *cls)
+{
+    pid_t me = getpid();
+    cw_status_t ret = CW_OK;
+
+    pthread_mutex_lock(&ucx_proc_lock);
+    if (ucx_proc_live > 0 && ucx_proc_pid != me) {
+        UCX_ERR(cls, "UCX was initialized in parent process %ld before "
+                     "fork(); UCX cannot be used in a forked child (use "
+                     "fork+exec, or fork before opening ucx instances)",
+                (long)ucx_proc_pid);
+        ret = CW_UNSUPPORTED;
+    } else {
+        ucx_proc_pid = me;
+        ucx_proc_live++;
+        cls->proc_counted = true;
+    }
+    pthread_mutex_unlock(&ucx_proc_lock);
+    return ret;
+}
+
+static void ucx_proc_leave(struct ucx_cls *cls)
+{
+    if (!cls->proc_counted)
+        return;
+    pthread_mutex_lock(&ucx_proc_lock);
+    ucx_proc_live--;
+    pthread_mutex_unlock(&ucx_proc_lock);
+}
 
 /* The one place UCS statuses become Causeway statuses. */
 cw_status_t ucx_status(ucs_status_t st)
@@ -242,6 +283,7 @@ static void ucx_finalize(cw_na_class_t *c)
     ucx_htab_destroy(&cls->eps);
     ucx_htab_destroy(&cls->mems);
     ucx_htab_destroy(&cls->rma_ops);
+    ucx_proc_leave(cls);
     free(cls);
 }
 
@@ -295,6 +337,9 @@ static cw_status_t ucx_init(const struct cw_na_host *host,
                 *p = ',';
     }
 
+    ret = ucx_proc_enter(cls);
+    if (ret != CW_OK)
+        goto err_finalize;
     ret = ucx_htab_init(&cls->peers);
     if (ret == CW_OK)
         ret = ucx_htab_init(&cls->eps);

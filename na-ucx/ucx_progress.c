@@ -159,7 +159,7 @@ static void ucx_op_free(struct cw_na_op *op)
  * only freed once no UCX request can still refer to it. */
 void ucx_op_discard(struct cw_na_op *op)
 {
-    if (op->inflight == 0) {
+    if (!ucx_op_any_busy(op)) {
         ucx_op_free(op);
         return;
     }
@@ -177,6 +177,8 @@ void ucx_ops_cancel_all(struct ucx_cls *cls)
             ucp_request_cancel(cls->worker, op->req);
         if (op->data_req)
             ucp_request_cancel(cls->worker, op->data_req);
+        if (op->hdr_req)
+            ucp_request_cancel(cls->worker, op->hdr_req);
     }
 }
 
@@ -191,6 +193,8 @@ void ucx_ops_release_reqs(struct ucx_cls *cls)
             ucp_request_free(op->req);
         if (op->data_req)
             ucp_request_free(op->data_req);
+        if (op->hdr_req)
+            ucp_request_free(op->hdr_req);
         op->released = true;
     }
 }
@@ -207,7 +211,8 @@ static void ucx_op_push_done(struct cw_na_op *op)
     struct ucx_cls *cls = op->cls;
 
     if (op->orphan) {
-        ucx_op_free(op); /* orphaned by finalize */
+        if (!ucx_op_any_busy(op))
+            ucx_op_free(op);
         return;
     }
     ucx_list_del(&op->link);
@@ -222,14 +227,13 @@ void ucx_op_finish(struct cw_na_op *op, cw_status_t st)
     op->status = st;
     op->state = UCX_OP_FINISHED;
     ucx_op_detach(op);
-    if (op->inflight == 0)
+    if (!ucx_op_user_busy(op))
         ucx_op_push_done(op);
 }
 
 void ucx_op_req_posted(struct cw_na_op *op, void **slot, void *req)
 {
     *slot = req;
-    op->inflight++;
 }
 
 void ucx_op_req_done(struct cw_na_op *op, void *req, ucs_status_t st,
@@ -239,15 +243,21 @@ void ucx_op_req_done(struct cw_na_op *op, void *req, ucs_status_t st,
         op->req = NULL;
     else if (op->data_req == req)
         op->data_req = NULL;
+    else if (op->hdr_req == req)
+        op->hdr_req = NULL;
     if (req != NULL && !op->released)
         ucp_request_free(req);
-    op->inflight--;
+    if (op->orphan) {
+        if (!ucx_op_any_busy(op))
+            ucx_op_free(op);
+        return;
+    }
     if (st != UCS_OK)
         ucx_op_finish(op, st == UCS_ERR_CANCELED ? op->cancel_status
                                                  : ucx_status(st));
     else if (final)
         ucx_op_finish(op, CW_OK);
-    if (op->state == UCX_OP_FINISHED && op->inflight == 0)
+    if (op->state == UCX_OP_FINISHED && !ucx_op_user_busy(op))
         ucx_op_push_done(op);
 }
 
@@ -280,7 +290,14 @@ static void ucx_op_complete(struct cw_na_op *op)
     } else if (op->type == CW_NA_OP_RECV_EXPECTED) {
         info.u.recv_expected.len = op->status == CW_OK ? op->len : 0;
     }
-    ucx_op_free(op);
+    /* A request that only carries the op's own header may still be out:
+     * the op then lives on, without callback, until it completes. */
+    if (ucx_op_any_busy(op)) {
+        ucx_op_detach(op);
+        op->orphan = true;
+    } else {
+        ucx_op_free(op);
+    }
     if (cb)
         cb(&info);
 }
@@ -387,7 +404,8 @@ void ucx_drain_requests(struct ucx_cls *cls, uint64_t timeout_ns)
                     !ucx_list_empty(&cls->ctls);
         for (struct ucx_list *l = cls->ops.next; !busy && l != &cls->ops;
              l = l->next)
-            busy = ucx_container_of(l, struct cw_na_op, alink)->inflight > 0;
+            busy = ucx_op_any_busy(ucx_container_of(l, struct cw_na_op,
+                                                    alink));
         if (!busy || cls->host->now_ns() > deadline)
             break;
         ucp_worker_progress(cls->worker);

@@ -550,7 +550,8 @@ static cw_status_t ucx_rma_post(struct ucx_cls *cls, enum cw_na_op_type type,
         goto err_discard;
     }
     if (req != NULL)
-        ucx_op_req_posted(op, &op->req, req);
+        ucx_op_req_posted(op, type == CW_NA_OP_PUT ? &op->req : &op->hdr_req,
+                          req);
     if (op_p)
         *op_p = op;
     return CW_OK;

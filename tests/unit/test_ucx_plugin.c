@@ -1,0 +1,485 @@
+/*
+ * na-ucx specific tests, through the core NA API: interface-name and
+ * parameter handling, rendezvous-sized messages queued before a buffer is
+ * posted, 16 MiB put/get over multi-segment handles (checksummed), cancel of
+ * a get whose owner never answers, and peer death with a peer started by
+ * fork+exec (UCX state does not survive a bare fork()).
+ *
+ * Run as "test_ucx_plugin" for the tests; "test_ucx_plugin --peer FD" is the
+ * helper peer: it writes its URI to FD and serves until killed.
+ */
+#include <causeway/log.h>
+#include <causeway/na.h>
+
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#define URI "ucx+tcp://127.0.0.1:0"
+#define WAIT_NS (10ull * 1000000000ull)
+
+struct rec {
+    int calls;
+    cw_status_t status;
+    size_t len;
+    uint32_t tag;
+    cw_na_addr_t *source;
+};
+
+static void rec_cb(const struct cw_na_cb_info *info)
+{
+    struct rec *r = info->arg;
+
+    r->calls++;
+    r->status = info->status;
+    if (info->type == CW_NA_OP_RECV_UNEXPECTED) {
+        r->len = info->u.recv_unexpected.len;
+        r->tag = info->u.recv_unexpected.tag;
+        r->source = info->u.recv_unexpected.source;
+    } else if (info->type == CW_NA_OP_RECV_EXPECTED) {
+        r->len = info->u.recv_expected.len;
+    }
+}
+
+/* Progress @p a (and @p b if not NULL) until @p r completed or timeout. */
+static bool wait_rec(cw_na_t *a, cw_na_t *b, struct rec *r)
+{
+    uint64_t end = cw_now_ns() + WAIT_NS;
+
+    while (r->calls == 0 && cw_now_ns() < end) {
+        cw_na_progress(a, 0, NULL);
+        if (b)
+            cw_na_progress(b, 0, NULL);
+    }
+    return r->calls == 1;
+}
+
+static uint64_t checksum(const unsigned char *p, size_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 0x100000001b3ull;
+    return h;
+}
+
+struct two {
+    cw_na_t *a, *b;
+    cw_na_addr_t *b_at_a, *a_at_b;
+};
+
+static void lookup_each_other(struct two *t)
+{
+    cw_na_addr_t *self;
+    char uri[256];
+
+    assert_int_equal(cw_na_addr_self(t->b, &self), CW_OK);
+    assert_int_equal(cw_na_addr_to_string(t->b, self, uri, sizeof(uri)),
+                     CW_OK);
+    cw_na_addr_free(t->b, self);
+    assert_int_equal(cw_na_addr_lookup(t->a, uri, &t->b_at_a), CW_OK);
+    assert_int_equal(cw_na_addr_self(t->a, &self), CW_OK);
+    assert_int_equal(cw_na_addr_to_string(t->a, self, uri, sizeof(uri)),
+                     CW_OK);
+    cw_na_addr_free(t->a, self);
+    assert_int_equal(cw_na_addr_lookup(t->b, uri, &t->a_at_b), CW_OK);
+}
+
+static int setup_two(void **state)
+{
+    struct two *t = calloc(1, sizeof(*t));
+
+    assert_non_null(t);
+    assert_int_equal(cw_na_open(URI, CW_NA_LISTEN, NULL, &t->a), CW_OK);
+    assert_int_equal(cw_na_open(URI, CW_NA_LISTEN, NULL, &t->b), CW_OK);
+    lookup_each_other(t);
+    *state = t;
+    return 0;
+}
+
+static int teardown_two(void **state)
+{
+    struct two *t = *state;
+
+    cw_na_addr_free(t->a, t->b_at_a);
+    cw_na_addr_free(t->b, t->a_at_b);
+    cw_na_close(t->a);
+    cw_na_close(t->b);
+    free(t);
+    return 0;
+}
+
+/* An interface name is resolved to its address; parameters are checked. */
+static void test_open_forms(void **state)
+{
+    const char *eager[] = {"eager_size", "4096", NULL};
+    const char *bad_eager[] = {"eager_size", "12x", NULL};
+    const char *bad_ucx[] = {"UCX_TLS", "", NULL};
+    const char *ka[] = {"keepalive", "500ms", NULL};
+    cw_na_addr_t *self;
+    cw_na_t *na;
+    char uri[256];
+
+    assert_int_equal(cw_na_open("ucx+tcp://lo:0", CW_NA_LISTEN, NULL, &na),
+                     CW_OK);
+    assert_int_equal(cw_na_addr_self(na, &self), CW_OK);
+    assert_int_equal(cw_na_addr_to_string(na, self, uri, sizeof(uri)), CW_OK);
+    assert_true(strncmp(uri, "ucx+tcp://127.0.0.1:", 20) == 0);
+    assert_true(atoi(uri + 20) > 0);
+    cw_na_addr_free(na, self);
+    cw_na_close(na);
+
+    assert_int_equal(cw_na_open(URI, 0, eager, &na), CW_OK);
+    assert_int_equal(cw_na_caps(na)->max_unexpected_size, 4096);
+    cw_na_close(na);
+    assert_int_equal(cw_na_open(URI, 0, ka, &na), CW_OK);
+    cw_na_close(na);
+    assert_int_equal(cw_na_open(URI, 0, bad_eager, &na), CW_INVALID_ARG);
+    /* UCX_TLS= overrides the protocol: an empty list opens nothing. */
+    assert_int_not_equal(cw_na_open(URI, 0, bad_ucx, &na), CW_OK);
+    assert_int_not_equal(cw_na_open("ucx+tcp://no-such-if-or-host.invalid:0",
+                                    0, NULL, &na),
+                         CW_OK);
+}
+
+/* Messages larger than UCX's rendezvous threshold arrive before any buffer
+ * is posted; they are held and delivered in order once buffers appear. */
+static void test_unexpected_queued(void **state)
+{
+    struct two *t = *state;
+    size_t n = cw_na_caps(t->a)->max_unexpected_size;
+    unsigned char *out[3], *in[3];
+    struct rec s[3] = {{0}}, r[3] = {{0}}, small = {0};
+    char tiny[16];
+
+    for (int i = 0; i < 3; i++) {
+        out[i] = malloc(n);
+        in[i] = malloc(n);
+        assert_true(out[i] && in[i]);
+        memset(out[i], 'a' + i, n);
+        assert_int_equal(cw_na_msg_send_unexpected(t->a, out[i], n - (size_t)i,
+                                                   t->b_at_a, 40u + (unsigned)i,
+                                                   rec_cb, &s[i], NULL),
+                         CW_OK);
+    }
+    /* Let them arrive (and wait for a buffer) before posting. */
+    for (int k = 0; k < 200; k++) {
+        cw_na_progress(t->a, 0, NULL);
+        cw_na_progress(t->b, 0, NULL);
+    }
+    /* The first is too long for a tiny buffer: CW_OVERFLOW, no source. */
+    assert_int_equal(cw_na_msg_recv_unexpected(t->b, tiny, sizeof(tiny),
+                                               rec_cb, &small, NULL),
+                     CW_OK);
+    assert_true(wait_rec(t->b, t->a, &small));
+    assert_int_equal(small.status, CW_OVERFLOW);
+    assert_null(small.source);
+    for (int i = 1; i < 3; i++) {
+        assert_int_equal(cw_na_msg_recv_unexpected(t->b, in[i], n, rec_cb,
+                                                   &r[i], NULL),
+                         CW_OK);
+        assert_true(wait_rec(t->b, t->a, &r[i]));
+        assert_int_equal(r[i].status, CW_OK);
+        assert_int_equal(r[i].len, n - (size_t)i);
+        assert_int_equal(r[i].tag, 40u + (unsigned)i);
+        assert_memory_equal(in[i], out[i], n - (size_t)i);
+        assert_true(cw_na_addr_cmp(t->b, r[i].source, t->a_at_b));
+        cw_na_addr_free(t->b, r[i].source);
+    }
+    for (int i = 0; i < 3; i++) {
+        assert_true(wait_rec(t->a, t->b, &s[i]));
+        assert_int_equal(s[i].status, CW_OK);
+        free(out[i]);
+        free(in[i]);
+    }
+}
+
+#define BIG (16u << 20)
+
+/* 16 MiB put and get between handles of 3 and 2 segments, at offsets. */
+static void test_rma_big_segmented(void **state)
+{
+    struct two *t = *state;
+    unsigned char *src = malloc(BIG), *dst = malloc(BIG + 4096);
+    unsigned char *back = malloc(BIG);
+    struct cw_na_segment bs[3] = {
+        {dst, 1000}, {dst + 1000, 5u << 20}, {dst + 1000 + (5u << 20), 0}};
+    struct cw_na_segment as[2] = {{src, BIG / 2 + 17},
+                                  {src + BIG / 2 + 17, BIG / 2 - 17}};
+    struct cw_na_segment gs[1] = {{back, BIG}};
+    cw_na_mem_t *amem, *bmem, *gmem, *remote;
+    unsigned char ser[256];
+    struct rec p = {0}, g = {0};
+    size_t sz;
+
+    assert_true(src && dst && back);
+    bs[2].len = BIG + 4096 - 1000 - (5u << 20);
+    for (size_t i = 0; i < BIG; i++)
+        src[i] = (unsigned char)(i * 7 + (i >> 13));
+    memset(dst, 0, BIG + 4096);
+    memset(back, 0, BIG);
+    assert_int_equal(cw_na_mem_register(t->a, as, 2, CW_NA_MEM_READ, &amem),
+                     CW_OK);
+    assert_int_equal(cw_na_mem_register(t->a, gs, 1, CW_NA_MEM_WRITE, &gmem),
+                     CW_OK);
+    assert_int_equal(cw_na_mem_register(t->b, bs, 3,
+                                        CW_NA_MEM_READ | CW_NA_MEM_WRITE,
+                                        &bmem),
+                     CW_OK);
+    sz = cw_na_mem_serialize_size(t->b, bmem);
+    assert_true(sz <= sizeof(ser));
+    assert_int_equal(cw_na_mem_serialize(t->b, ser, sz, bmem), CW_OK);
+    assert_int_equal(cw_na_mem_deserialize(t->a, ser, sz, &remote), CW_OK);
+
+    assert_int_equal(cw_na_put(t->a, amem, 0, remote, 3000, BIG, t->b_at_a,
+                               rec_cb, &p, NULL),
+                     CW_OK);
+    assert_true(wait_rec(t->a, t->b, &p));
+    assert_int_equal(p.status, CW_OK);
+    assert_true(checksum(dst + 3000, BIG) == checksum(src, BIG));
+    assert_int_equal(dst[2999], 0);
+
+    assert_int_equal(cw_na_get(t->a, gmem, 0, remote, 3000, BIG, t->b_at_a,
+                               rec_cb, &g, NULL),
+                     CW_OK);
+    assert_true(wait_rec(t->a, t->b, &g));
+    assert_int_equal(g.status, CW_OK);
+    assert_true(checksum(back, BIG) == checksum(src, BIG));
+
+    /* One byte past the end is refused at post time. */
+    assert_int_equal(cw_na_get(t->a, gmem, 0, remote, 4097, BIG, t->b_at_a,
+                               rec_cb, &g, NULL),
+                     CW_RANGE);
+    cw_na_mem_release(t->a, remote);
+    cw_na_mem_release(t->a, amem);
+    cw_na_mem_release(t->a, gmem);
+    cw_na_mem_release(t->b, bmem);
+    free(src);
+    free(dst);
+    free(back);
+}
+
+/* A forged handle (right shape, wrong key) is refused by the owner. */
+static void test_rma_forged_handle(void **state)
+{
+    struct two *t = *state;
+    char buf[64] = "x", local[64];
+    struct cw_na_segment seg = {buf, sizeof(buf)}, lseg = {local, 64};
+    cw_na_mem_t *bmem, *lmem, *remote;
+    unsigned char ser[256];
+    struct rec g = {0};
+    size_t sz;
+
+    assert_int_equal(cw_na_mem_register(t->b, &seg, 1, CW_NA_MEM_READ, &bmem),
+                     CW_OK);
+    assert_int_equal(cw_na_mem_register(t->a, &lseg, 1, CW_NA_MEM_WRITE,
+                                        &lmem),
+                     CW_OK);
+    sz = cw_na_mem_serialize_size(t->b, bmem);
+    assert_int_equal(cw_na_mem_serialize(t->b, ser, sz, bmem), CW_OK);
+    ser[16] ^= 0x5a; /* inside the key */
+    assert_int_equal(cw_na_mem_deserialize(t->a, ser, sz, &remote), CW_OK);
+    assert_int_equal(cw_na_get(t->a, lmem, 0, remote, 0, 64, t->b_at_a,
+                               rec_cb, &g, NULL),
+                     CW_OK);
+    assert_true(wait_rec(t->a, t->b, &g));
+    assert_int_equal(g.status, CW_BAD_HANDLE);
+    cw_na_mem_release(t->a, remote);
+    /* Truncated and garbled forms are rejected. */
+    assert_int_equal(cw_na_mem_deserialize(t->a, ser, sz - 1, &remote),
+                     CW_INVALID_ARG);
+    memset(ser, 0xff, sz);
+    assert_int_equal(cw_na_mem_deserialize(t->a, ser, sz, &remote),
+                     CW_INVALID_ARG);
+    cw_na_mem_release(t->a, lmem);
+    cw_na_mem_release(t->b, bmem);
+}
+
+/* Cancel a get whose owner is not progressing: it completes CW_CANCELED;
+ * the late answer is then ignored. */
+static void test_cancel_get(void **state)
+{
+    struct two *t = *state;
+    static char buf[1 << 20], local[1 << 20];
+    struct cw_na_segment seg = {buf, sizeof(buf)}, lseg = {local,
+                                                          sizeof(local)};
+    cw_na_mem_t *bmem, *lmem, *remote;
+    unsigned char ser[256];
+    struct rec g = {0};
+    cw_na_op_t *op;
+    size_t sz;
+
+    assert_int_equal(cw_na_mem_register(t->b, &seg, 1, CW_NA_MEM_READ, &bmem),
+                     CW_OK);
+    assert_int_equal(cw_na_mem_register(t->a, &lseg, 1, CW_NA_MEM_WRITE,
+                                        &lmem),
+                     CW_OK);
+    sz = cw_na_mem_serialize_size(t->b, bmem);
+    assert_int_equal(cw_na_mem_serialize(t->b, ser, sz, bmem), CW_OK);
+    assert_int_equal(cw_na_mem_deserialize(t->a, ser, sz, &remote), CW_OK);
+    assert_int_equal(cw_na_get(t->a, lmem, 0, remote, 0, sizeof(local),
+                               t->b_at_a, rec_cb, &g, &op),
+                     CW_OK);
+    for (int i = 0; i < 10; i++)
+        cw_na_progress(t->a, 0, NULL);
+    assert_int_equal(g.calls, 0);
+    assert_int_equal(cw_na_cancel(t->a, op), CW_OK);
+    assert_true(wait_rec(t->a, NULL, &g));
+    assert_int_equal(g.status, CW_CANCELED);
+    for (int i = 0; i < 300; i++) {
+        cw_na_progress(t->b, 0, NULL);
+        cw_na_progress(t->a, 0, NULL);
+    }
+    assert_int_equal(g.calls, 1);
+    cw_na_mem_release(t->a, remote);
+    cw_na_mem_release(t->a, lmem);
+    cw_na_mem_release(t->b, bmem);
+}
+
+/* ---- peer that dies (started with fork+exec) ---- */
+
+static const char *self_exe;
+
+static int peer_main(int fd)
+{
+    static char in[8][256];
+    struct rec r[8] = {{0}};
+    cw_na_addr_t *self;
+    char buf[256];
+    cw_na_t *c;
+
+    if (cw_na_open(URI, CW_NA_LISTEN, NULL, &c) != CW_OK ||
+        cw_na_addr_self(c, &self) != CW_OK ||
+        cw_na_addr_to_string(c, self, buf, sizeof(buf)) != CW_OK)
+        return 1;
+    for (int i = 0; i < 8; i++)
+        cw_na_msg_recv_unexpected(c, in[i], sizeof(in[i]), rec_cb, &r[i],
+                                  NULL);
+    if (write(fd, buf, strlen(buf) + 1) < 0)
+        return 1;
+    close(fd);
+    for (uint64_t end = cw_now_ns() + 60ull * 1000000000ull;
+         cw_now_ns() < end;)
+        cw_na_progress_wait(c, 10, NULL);
+    return 0;
+}
+
+static pid_t spawn_peer(char *uri, size_t len)
+{
+    int fds[2];
+    char fdarg[16];
+    pid_t pid;
+    ssize_t n;
+
+    assert_int_equal(pipe(fds), 0);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(fds[0]);
+        snprintf(fdarg, sizeof(fdarg), "%d", fds[1]);
+        execl("/proc/self/exe", self_exe, "--peer", fdarg, (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    n = read(fds[0], uri, len);
+    close(fds[0]);
+    assert_true(n > 0);
+    return pid;
+}
+
+static void test_peer_gone_exec(void **state)
+{
+    struct two *t = *state;
+    char uri[256], out[64] = "hello", in[64];
+    struct rec s = {0}, re = {0}, ok = {0}, okr = {0};
+    cw_na_addr_t *c;
+    int attempts = 0;
+    uint64_t t0, ms;
+    pid_t pid = spawn_peer(uri, sizeof(uri));
+
+    assert_int_equal(cw_na_addr_lookup(t->a, uri, &c), CW_OK);
+    assert_int_equal(cw_na_msg_send_unexpected(t->a, out, sizeof(out), c, 1,
+                                               rec_cb, &s, NULL),
+                     CW_OK);
+    assert_true(wait_rec(t->a, NULL, &s));
+    assert_int_equal(s.status, CW_OK);
+    assert_int_equal(cw_na_msg_recv_expected(t->a, in, sizeof(in), c, 3,
+                                             rec_cb, &re, NULL),
+                     CW_OK);
+    kill(pid, SIGKILL);
+    assert_int_equal(waitpid(pid, NULL, 0), pid);
+    t0 = cw_now_ns();
+    do {
+        cw_status_t st;
+        s = (struct rec){0};
+        st = cw_na_msg_send_unexpected(t->a, out, sizeof(out), c, 1, rec_cb,
+                                       &s, NULL);
+        if (st != CW_OK)
+            break;
+        assert_true(wait_rec(t->a, NULL, &s));
+        if (s.status != CW_OK)
+            break;
+        usleep(10000);
+    } while (++attempts < 100);
+    assert_true(attempts < 100);
+    assert_true(wait_rec(t->a, NULL, &re));
+    assert_int_not_equal(re.status, CW_OK);
+    ms = (cw_now_ns() - t0) / 1000000u;
+    print_message("# peer death noticed after %d send(s), %llu ms\n",
+                  attempts + 1, (unsigned long long)ms);
+    assert_true(ms < 5000);
+    cw_na_addr_free(t->a, c);
+
+    /* Still serving the other peer. */
+    assert_int_equal(cw_na_msg_recv_unexpected(t->b, in, sizeof(in), rec_cb,
+                                               &okr, NULL),
+                     CW_OK);
+    assert_int_equal(cw_na_msg_send_unexpected(t->a, out, sizeof(out),
+                                               t->b_at_a, 9, rec_cb, &ok,
+                                               NULL),
+                     CW_OK);
+    assert_true(wait_rec(t->b, t->a, &okr));
+    assert_true(wait_rec(t->a, t->b, &ok));
+    assert_int_equal(okr.status, CW_OK);
+    cw_na_addr_free(t->b, okr.source);
+}
+
+int main(int argc, char **argv)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_open_forms),
+        cmocka_unit_test_setup_teardown(test_unexpected_queued, setup_two,
+                                        teardown_two),
+        cmocka_unit_test_setup_teardown(test_rma_big_segmented, setup_two,
+                                        teardown_two),
+        cmocka_unit_test_setup_teardown(test_rma_forged_handle, setup_two,
+                                        teardown_two),
+        cmocka_unit_test_setup_teardown(test_cancel_get, setup_two,
+                                        teardown_two),
+        cmocka_unit_test_setup_teardown(test_peer_gone_exec, setup_two,
+                                        teardown_two),
+    };
+
+    cw_log_init();
+    if (argc == 3 && strcmp(argv[1], "--peer") == 0)
+        return peer_main(atoi(argv[2]));
+    self_exe = argv[0];
+    if (cw_plugins_find("ucx") == NULL &&
+        cw_plugins_load(NULL) != CW_OK) {
+        printf("# no plugins found\n");
+        return 77;
+    }
+    if (cw_plugins_find("ucx") == NULL) {
+        printf("# na-ucx not built\n");
+        return 77;
+    }
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
