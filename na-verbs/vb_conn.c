@@ -284,6 +284,22 @@ static void conn_event_failed(struct vb_conn *conn, int event, int status)
     vb_conn_fail(conn, vb_status(VB_E_CM, event));
 }
 
+/* Connect/accept parameters: our private data, 16 outstanding READs each
+ * way, full transport retries, and RNR retry "infinite" because credits
+ * already guarantee a posted receive. */
+static void conn_param(vb_class_t *cls, struct vb_pdata *mine,
+                       struct rdma_conn_param *cp)
+{
+    vb_pdata_fill(cls, mine);
+    memset(cp, 0, sizeof(*cp));
+    cp->private_data = mine;
+    cp->private_data_len = sizeof(*mine);
+    cp->responder_resources = 16;
+    cp->initiator_depth = 16;
+    cp->retry_count = 7;
+    cp->rnr_retry_count = VB_RNR_RETRY;
+}
+
 static void on_connect_request(vb_class_t *cls, struct rdma_cm_id *id,
                                const struct vb_pdata *pd)
 {
@@ -314,14 +330,8 @@ static void on_connect_request(vb_class_t *cls, struct rdma_cm_id *id,
         vb_conn_fail(conn, CW_BUSY);
         return;
     }
-    vb_pdata_fill(cls, &mine);
-    struct rdma_conn_param cp = {
-        .private_data = &mine,
-        .private_data_len = sizeof(mine),
-        .responder_resources = 16,
-        .initiator_depth = 16,
-        .rnr_retry_count = VB_RNR_RETRY,
-    };
+    struct rdma_conn_param cp;
+    conn_param(cls, &mine, &cp);
     if (cls->ops->accept(id, &cp) != 0) {
         char name[64];
         vb_peer_format(peer, name, sizeof(name));
@@ -339,15 +349,8 @@ static void on_route_resolved(struct vb_conn *conn)
         vb_conn_fail(conn, st);
         return;
     }
-    vb_pdata_fill(cls, &mine);
-    struct rdma_conn_param cp = {
-        .private_data = &mine,
-        .private_data_len = sizeof(mine),
-        .responder_resources = 16,
-        .initiator_depth = 16,
-        .retry_count = 7,
-        .rnr_retry_count = VB_RNR_RETRY,
-    };
+    struct rdma_conn_param cp;
+    conn_param(cls, &mine, &cp);
     conn->state = VC_CONNECTING;
     if (cls->ops->connect(conn->id, &cp) != 0) {
         char name[64];
