@@ -395,6 +395,47 @@ static void syntax_error(struct cfg_ctx *ctx, const yaml_parser_t *parser)
                   "YAML syntax error: %s", problem);
 }
 
+/* A configuration is at most four levels deep; refuse absurd nesting
+ * before libyaml builds a document of it (its cost grows faster than the
+ * input).  Syntax errors are left for the real load to report. */
+#define CFG_MAX_DEPTH 32
+
+static bool prescan_ok(struct cfg_ctx *ctx, const char *text, size_t len)
+{
+    yaml_parser_t parser;
+    yaml_event_t ev;
+    unsigned depth = 0;
+    bool ok = true;
+
+    if (!yaml_parser_initialize(&parser))
+        return true;
+    yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
+    for (;;) {
+        bool end;
+        if (!yaml_parser_parse(&parser, &ev))
+            break;
+        if (ev.type == YAML_SEQUENCE_START_EVENT ||
+            ev.type == YAML_MAPPING_START_EVENT) {
+            if (++depth > CFG_MAX_DEPTH) {
+                cfg_error(ctx, (unsigned)ev.start_mark.line + 1,
+                          (unsigned)ev.start_mark.column + 1,
+                          "nesting deeper than %d levels: a configuration "
+                          "has at most 4", CFG_MAX_DEPTH);
+                ok = false;
+            }
+        } else if (ev.type == YAML_SEQUENCE_END_EVENT ||
+                   ev.type == YAML_MAPPING_END_EVENT) {
+            depth--;
+        }
+        end = ev.type == YAML_STREAM_END_EVENT;
+        yaml_event_delete(&ev);
+        if (end || !ok)
+            break;
+    }
+    yaml_parser_delete(&parser);
+    return ok;
+}
+
 static void ctx_free_keylocs(struct cfg_ctx *ctx)
 {
     const struct cw_config_section *schema = cw_config_schema(NULL);
@@ -438,6 +479,11 @@ cw_status_t cw_config_load_buffer(const char *name, const char *text,
     }
     ctx.file = ctx.cfg->path;
     ctx.cfg->routes_only = (flags & CW_CONFIG_ROUTES_ONLY) != 0;
+    if (!prescan_ok(&ctx, text, len)) {
+        cfg_flush(&ctx);
+        st = CW_CONFIG;
+        goto err_free_cfg;
+    }
     if (!yaml_parser_initialize(&parser)) {
         st = CW_NOMEM;
         goto err_free_cfg;
