@@ -112,6 +112,7 @@ cw_status_t cw_context_create(const struct cw_context_opts *opts,
     cw_list_init(&ctx->inflight);
     cw_list_init(&ctx->wait_done);
     cw_list_init(&ctx->bulk_ops);
+    cw_list_init(&ctx->incoming);
     ctx->next_req_id = 1;
     {
         /* Recursive: releasing a handle or a bulk from inside the core

@@ -116,8 +116,13 @@ cw_status_t cw_fwd_create(cw_handle_t *in, cw_addr_t *next_hop,
     memcpy(out->desc_copy, in->raw_desc, in->raw_desc_len);
     out->desc_copy_len = in->raw_desc_len;
     out->raw_ndesc = in->raw_ndesc;
+    if (in->canceled) {
+        st = CW_CANCELED;
+        goto err_unlock;
+    }
     atomic_fetch_add(&in->refs, 1);
     out->fwd_in = in;
+    in->fwd_out = out;
     pthread_mutex_unlock(&ctx->lock);
     *out_p = out;
     return CW_OK;

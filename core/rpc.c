@@ -185,10 +185,16 @@ static void handle_recycle_locked(cw_handle_t *h)
         cw_bulk_unref(h->ovf_local);
         h->ovf_local = NULL;
     }
+    cw_list_del(&h->link);
     if (h->fwd_in) {
+        if (h->fwd_in->fwd_out == h)
+            h->fwd_in->fwd_out = NULL;
         cw_handle_unref_locked(h->fwd_in);
         h->fwd_in = NULL;
     }
+    h->fwd_out = NULL;
+    h->canceled = false;
+    h->sent = false;
     free(h->fwd_route);
     h->fwd_route = NULL;
     h->desc_copy_len = 0;
@@ -334,6 +340,18 @@ cw_rpc_id_t cw_handle_rpc_id(cw_handle_t *h)
     return h ? h->id : 0;
 }
 
+bool cw_handle_canceled(cw_handle_t *h)
+{
+    bool c;
+
+    if (h == NULL || !h->server)
+        return false;
+    pthread_mutex_lock(&h->ctx->lock);
+    c = h->canceled || cw_now_ns() > h->deadline_ns;
+    pthread_mutex_unlock(&h->ctx->lock);
+    return c;
+}
+
 uint64_t cw_handle_remaining_ms(cw_handle_t *h)
 {
     uint64_t now = cw_now_ns();
@@ -390,6 +408,38 @@ void cw_h_check(cw_handle_t *h)
     cw_cq_push(h->ctx, &h->cqe);
 }
 
+static void cancel_sent_cb(const struct cw_na_cb_info *info)
+{
+    cw_handle_t *h = info->arg;
+
+    h->pending--;
+    cw_h_check(h);
+}
+
+void cw_h_cancel_locked(cw_handle_t *h)
+{
+    struct cw_wire_hdr hdr = {.type = CW_MSG_CANCEL};
+    cw_na_op_t *op;
+
+    if (h->state != CW_H_ACTIVE || h->final_set)
+        return;
+    /* Tell the next hop, so that cancel propagates downstream (best
+     * effort: the local completion does not wait for an answer). */
+    if (h->sent && !h->one_way && h->recv_op != NULL) {
+        hdr.rpc_id = h->id;
+        hdr.req_id = h->req_id;
+        cw_wire_hdr_encode(h->cancel_msg, &hdr);
+        if (cw_na_msg_send_unexpected(h->net->na, h->cancel_msg, CW_HDR_SIZE,
+                                      h->addr->na, 0, cancel_sent_cb, h,
+                                      &op) == CW_OK) {
+            h->pending++;
+            h->ctx->stats.na_ops++;
+        }
+    }
+    cw_h_fail(h, CW_CANCELED);
+    cw_h_check(h);
+}
+
 cw_status_t cw_cancel(cw_handle_t *h)
 {
     cw_context_t *ctx;
@@ -400,10 +450,7 @@ cw_status_t cw_cancel(cw_handle_t *h)
         return CW_UNSUPPORTED;
     ctx = h->ctx;
     pthread_mutex_lock(&ctx->lock);
-    if (h->state == CW_H_ACTIVE && !h->final_set) {
-        cw_h_fail(h, CW_CANCELED);
-        cw_h_check(h);
-    }
+    cw_h_cancel_locked(h);
     pthread_mutex_unlock(&ctx->lock);
     return CW_OK;
 }

@@ -162,6 +162,7 @@ cw_status_t cw_fwd_net(cw_handle_t *h)
         return CW_OK;
     }
     h->pending++;
+    h->sent = true;
     ctx->stats.na_ops++;
     ctx->stats.tx_requests++;
     return CW_OK;
@@ -246,6 +247,7 @@ cw_status_t cw_forward(cw_handle_t *h, uint64_t timeout_ms, cw_forward_cb_t cb,
     h->queued = false;
     h->pending = 0;
     h->overflowed = false;
+    h->sent = false;
     h->cqe.fn = cw_h_complete;
     if (h->fwd_in)
         h->deadline_ns = h->fwd_in->deadline_ns;

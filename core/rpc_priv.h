@@ -37,6 +37,7 @@ enum cw_msg_type {
     CW_MSG_REQ = 1,  /**< request (unexpected) */
     CW_MSG_RESP = 2, /**< response (expected, tag from the request) */
     CW_MSG_DONE = 3, /**< client pulled an overflowed response (unexpected) */
+    CW_MSG_CANCEL = 4, /**< client cancelled a request (unexpected) */
 };
 
 #define CW_HF_ONE_WAY 0x1u  /**< no response wanted */
@@ -229,6 +230,7 @@ struct cw_context {
     struct cw_list inflight;  /**< client handles with a deadline */
     struct cw_list wait_done; /**< server handles awaiting a DONE */
     struct cw_list bulk_ops;  /**< transfers in flight */
+    struct cw_list incoming;  /**< server handles not answered yet */
     struct cw_handle *free_handles;
     unsigned nfree_handles;
     uint64_t next_req_id;
@@ -296,6 +298,10 @@ struct cw_handle {
     uint8_t *ovf_buf;      /**< payload pulled from the peer */
     size_t ovf_cap;
     uint8_t done_msg[CW_HDR_SIZE];
+    uint8_t cancel_msg[CW_HDR_SIZE];
+    bool canceled;        /**< server: the caller cancelled */
+    bool sent;            /**< client: the request went on a network */
+    struct cw_handle *fwd_out;     /**< incoming: its outgoing handle */
     /* self RPCs */
     struct cw_handle *self_peer;
     /* gateway */
@@ -431,6 +437,8 @@ void cw_h_fail(cw_handle_t *h, cw_status_t st);
 void cw_h_check(cw_handle_t *h);
 /** Grow a byte buffer to at least @p need. */
 cw_status_t cw_grow(uint8_t **p, size_t *cap, size_t need);
+/** Cancel a forward (lock held), telling the next hop. */
+void cw_h_cancel_locked(cw_handle_t *h);
 /** Queued completion of a forward or respond. */
 void cw_h_complete(struct cw_cqe *e);
 /** Pull an overflowed payload described by @p m from @p peer into

@@ -141,6 +141,26 @@ static void recv_done(cw_network_t *net, const struct cw_wire_msg *m,
     ctx->stats.rx_dropped++;
 }
 
+/* The caller cancelled: mark the request and cancel what we forwarded. */
+static void recv_cancel(cw_network_t *net, const struct cw_wire_msg *m,
+                        cw_na_addr_t *source)
+{
+    cw_context_t *ctx = net->ctx;
+    struct cw_list *e;
+
+    for (e = ctx->incoming.next; e != &ctx->incoming; e = e->next) {
+        cw_handle_t *h = cw_container_of(e, cw_handle_t, link);
+        if (h->req_id == m->hdr.req_id && h->net == net &&
+            cw_na_addr_cmp(net->na, h->src.na, source)) {
+            h->canceled = true;
+            if (h->fwd_out)
+                cw_h_cancel_locked(h->fwd_out);
+            return;
+        }
+    }
+    /* Already answered, or never seen: nothing to do. */
+}
+
 static void recv_request(cw_network_t *net, const uint8_t *msg, size_t len,
                          const struct cw_wire_msg *wm, cw_na_addr_t *source)
 {
@@ -196,6 +216,8 @@ static void recv_request(cw_network_t *net, const uint8_t *msg, size_t len,
     h->raw_desc = m.desc;
     h->raw_desc_len = m.hdr.desc_len;
     h->raw_ndesc = m.hdr.ndesc;
+    if (!h->one_way)
+        cw_list_add(&ctx->incoming, &h->link);
     if (h->hops > ctx->max_hops) {
         if (h->one_way)
             cw_handle_unref_locked(h);
@@ -236,6 +258,11 @@ void cw_rpc_recv_unexpected(cw_network_t *net, const uint8_t *msg,
     }
     if (m.hdr.type == CW_MSG_DONE) {
         recv_done(net, &m, source);
+        cw_na_addr_free(net->na, source);
+        return;
+    }
+    if (m.hdr.type == CW_MSG_CANCEL) {
+        recv_cancel(net, &m, source);
         cw_na_addr_free(net->na, source);
         return;
     }
@@ -339,6 +366,13 @@ cw_status_t cw_respond_locked(cw_handle_t *h, cw_status_t status,
     h->pending = 0;
     h->cqe.fn = cw_h_complete;
     atomic_fetch_add(&h->refs, 1);
+    cw_list_del(&h->link); /* off the incoming list */
+    if (!h->self_call && (h->canceled || cw_now_ns() > h->deadline_ns)) {
+        /* The caller has given up: an answer would only be dropped. */
+        cw_h_set_final(h, h->canceled ? CW_CANCELED : CW_TIMEOUT);
+        cw_h_check(h);
+        return CW_OK;
+    }
     if (h->self_call) {
         st = respond_self(h, status);
     } else {

@@ -193,7 +193,7 @@ cw_status_t cw_wire_decode(const void *msg, size_t len,
     m.hdr.desc_len = get32(p + 44);
     m.hdr.payload_len = get32(p + 48);
     m.hdr.ovf_len = get16(p + 52);
-    if (m.hdr.type < CW_MSG_REQ || m.hdr.type > CW_MSG_DONE)
+    if (m.hdr.type < CW_MSG_REQ || m.hdr.type > CW_MSG_CANCEL)
         return CW_PROTOCOL;
     if ((m.hdr.flags & ~CW_HF_ALL) != 0 || p[39] != 0 || get16(p + 54) != 0)
         return CW_PROTOCOL;

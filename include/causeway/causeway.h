@@ -204,6 +204,10 @@ cw_context_t *cw_handle_context(cw_handle_t *h);
 cw_rpc_id_t cw_handle_rpc_id(cw_handle_t *h);
 /** Server: time left before the caller's deadline, in ms (0 if past). */
 uint64_t cw_handle_remaining_ms(cw_handle_t *h);
+/** Server: true once the caller has cancelled the request (cw_cancel at the
+ *  origin propagates hop by hop) or its deadline has passed.  A handler may
+ *  stop early; it must still respond (nothing is sent then) and release. */
+bool cw_handle_canceled(cw_handle_t *h);
 
 /** Completion of a forward: @p status is CW_OK when a response arrived and
  *  its output is decodable, else the failure (transport error, CW_TIMEOUT,

@@ -381,6 +381,42 @@ static void test_default_gateway(void **state)
     }
 }
 
+static void test_cancel_propagates(void **state)
+{
+    char addr[3 * CW_URI_MAX];
+    cw_addr_t *a;
+    cw_handle_t *h;
+    struct call c = {0};
+    uint64_t end = cw_now_ns() + 10000000000ull;
+    (void)state;
+
+    held = NULL;
+    snprintf(addr, sizeof(addr), "%s@%s@%s", uri[SRV], uri[GW2], uri[GW1]);
+    assert_int_equal(cw_addr_lookup(ctx[CLI], addr, &a), CW_OK);
+    assert_int_equal(cw_handle_create(ctx[CLI], a, cw_rpc_id("hold"), &h),
+                     CW_OK);
+    cw_addr_free(a);
+    assert_int_equal(cw_forward(h, 0, call_cb, &c), CW_OK);
+    while (held == NULL && cw_now_ns() < end)
+        pump();
+    assert_non_null(held);
+    assert_false(cw_handle_canceled(held));
+    assert_int_equal(cw_cancel(h), CW_OK);
+    /* Origin, both gateways, then the server's handler sees it. */
+    while (!cw_handle_canceled(held) && cw_now_ns() < end)
+        pump();
+    assert_true(cw_handle_canceled(held));
+    assert_int_equal(c.done, 1);
+    assert_int_equal(c.st, CW_CANCELED);
+    /* The late answer sends nothing and completes its respond. */
+    assert_int_equal(cw_respond(held, CW_OK, NULL, NULL), CW_OK);
+    cw_handle_release(held);
+    for (int i = 0; i < 50; i++)
+        pump();
+    assert_int_equal(c.done, 1);
+    cw_handle_release(h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -391,6 +427,7 @@ int main(void)
         cmocka_unit_test(test_descriptors_refused),
         cmocka_unit_test(test_no_hook),
         cmocka_unit_test(test_deadline_through),
+        cmocka_unit_test(test_cancel_propagates),
         cmocka_unit_test(test_client_routes),
         cmocka_unit_test(test_default_gateway),
     };
