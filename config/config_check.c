@@ -381,18 +381,47 @@ cw_status_t cw_config_check_reload(const struct cw_config *cur,
             size_t nb =
                 *(const size_t *)((const char *)next + sec->count_offset);
             bool same = na == nb;
-            if (sec->reload)
+            if (!sec->reload) {
+                for (size_t i = 0; same && i < na; i++)
+                    for (size_t k = 0; k < sec->nkeys; k++)
+                        if (!cfg_value_equal(&sec->keys[k],
+                                             a + i * sec->item_size,
+                                             b + i * sec->item_size))
+                            same = false;
+                if (!same) {
+                    bad++;
+                    cw_config_diag_add(diag, next->path, 1, 1, "%s: cannot "
+                                       "be changed by a reload (restart the "
+                                       "gateway)", sec->name);
+                }
                 continue;
-            for (size_t i = 0; same && i < na; i++)
-                for (size_t k = 0; k < sec->nkeys; k++)
-                    if (!cfg_value_equal(&sec->keys[k], a + i * sec->item_size,
-                                         b + i * sec->item_size))
-                        same = false;
-            if (!same) {
-                bad++;
-                cw_config_diag_add(diag, next->path, 1, 1, "%s: cannot be "
-                                   "changed by a reload (restart the "
-                                   "gateway)", sec->name);
+            }
+            /* Items may come and go; an item kept (same name) may change
+             * only its reloadable keys. */
+            if (strcmp(sec->keys[0].name, "name") != 0)
+                continue;
+            for (size_t j = 0; j < nb; j++) {
+                const char *bj = b + j * sec->item_size;
+                const char *bname = *(char *const *)(bj + sec->keys[0].offset);
+                const struct cw_config_loc *loc =
+                    (const struct cw_config_loc *)bj;
+                for (size_t i = 0; i < na; i++) {
+                    const char *ai = a + i * sec->item_size;
+                    if (strcmp(*(char *const *)(ai + sec->keys[0].offset),
+                               bname) != 0)
+                        continue;
+                    for (size_t k = 1; k < sec->nkeys; k++) {
+                        if (sec->keys[k].reload ||
+                            cfg_value_equal(&sec->keys[k], ai, bj))
+                            continue;
+                        bad++;
+                        cw_config_diag_add(diag, next->path, loc->line,
+                                           loc->column, "%s[%zu].%s: cannot "
+                                           "be changed by a reload (restart "
+                                           "the gateway)", sec->name, j,
+                                           sec->keys[k].name);
+                    }
+                }
             }
             continue;
         }

@@ -44,13 +44,15 @@ static const struct cw_config_key gateway_keys[] = {
 
 static const struct cw_config_key network_keys[] = {
     {"name", CW_CFG_NAME, K(cw_config_network, name), NULL, false, 0, 0,
-     NULL, false, "Unique name, used by routes (via) and acl."},
+     NULL, true,
+     "Unique name, used by routes (via) and acl. A reload may add and "
+     "remove networks."},
     {"address", CW_CFG_ADDR, K(cw_config_network, address), NULL, false, 0,
-     0, NULL, false,
+     0, NULL, true,
      "Listen address, e.g. \"ofi+tcp://10.1.0.1:7000\"; also the address "
      "other gateways use as a next hop."},
     {"max_inflight", CW_CFG_UINT, K(cw_config_network, max_inflight), "0",
-     false, 0, 1048576, NULL, false,
+     false, 0, 1048576, NULL, true,
      "RPCs in flight out of this network (LNet credits); 0 = only "
      "limits.max_inflight_rpcs."},
     {"busy_poll", CW_CFG_BOOL, K(cw_config_network, busy_poll), "false",
@@ -154,7 +156,7 @@ static const struct cw_config_section sections[SEC_COUNT] = {
     [SEC_GATEWAY] = {"gateway", false, false, K(cw_config, gateway), 0, 0,
                      gateway_keys, N(gateway_keys),
                      "The gateway process itself."},
-    [SEC_NETWORKS] = {"networks", true, false, K(cw_config, networks),
+    [SEC_NETWORKS] = {"networks", true, true, K(cw_config, networks),
                       K(cw_config, nnetworks),
                       sizeof(struct cw_config_network), network_keys,
                       N(network_keys),

@@ -296,9 +296,10 @@ cw_status_t cw_config_dump(const struct cw_config *cfg, FILE *out);
 
 /**
  * Check that @p next may replace @p cur by a reload: every key whose schema
- * entry says "reload: no" must be unchanged (networks may not be added,
- * removed or changed).  Each violation is added to @p diag with the
- * location in @p next.
+ * entry says "reload: no" must be unchanged.  In list sections whose items
+ * have names (networks, services) items may be added and removed; an item
+ * kept under the same name may change only its reloadable keys.  Each
+ * violation is added to @p diag with the location in @p next.
  * @return CW_OK or CW_CONFIG.
  */
 cw_status_t cw_config_check_reload(const struct cw_config *cur,
