@@ -50,6 +50,11 @@
  * being drained (back-pressure on the senders). */
 #define SHM_EARLY_MAX 4096u
 
+/* Connections accepted but still without HELLO; beyond this new ones are
+ * refused, so a process that connects and says nothing cannot pile up
+ * descriptors here. */
+#define SHM_ACCEPTED_MAX 256u
+
 /* How often the busy path looks at the sockets (connects, peers gone). */
 #define SHM_SOCK_CHECK_NS 100000ull
 
@@ -257,6 +262,7 @@ struct cw_na_class {
     struct shm_peer *self;
     struct shm_list peers;
     struct shm_list accepted;    /* shm_fdref awaiting HELLO */
+    unsigned naccepted;
     struct shm_list unexp_posted;
     struct shm_list exp_posted;
     struct shm_list early;       /* shm_early, arrival order */

@@ -35,6 +35,15 @@ void shm_fdref_close(struct cw_na_class *cls, struct shm_fdref *ref)
     ref->fd = -1;
 }
 
+static void shm_accepted_close(struct cw_na_class *cls, struct shm_fdref *ref)
+{
+    shm_list_del(&ref->link);
+    cls->naccepted--;
+    epoll_ctl(cls->epfd, EPOLL_CTL_DEL, ref->fd, NULL);
+    close(ref->fd);
+    free(ref);
+}
+
 /* Drop everything that ties us to the peer's process. */
 static void shm_peer_detach(struct shm_peer *peer)
 {
@@ -70,6 +79,9 @@ void shm_peer_unref(struct shm_peer *peer)
 
 void shm_peer_destroy_all(struct cw_na_class *cls)
 {
+    while (!shm_list_empty(&cls->accepted))
+        shm_accepted_close(cls, shm_container_of(cls->accepted.next,
+                                                 struct shm_fdref, link));
     while (!shm_list_empty(&cls->peers)) {
         struct shm_peer *p =
             shm_container_of(cls->peers.next, struct shm_peer, link);
@@ -356,6 +368,14 @@ void shm_listen_accept(struct cw_na_class *cls)
                 SHM_WARN(cls, "accept4 failed: %s", strerror(errno));
             return;
         }
+        if (cls->naccepted >= SHM_ACCEPTED_MAX) {
+            /* Refuse the newcomer: the pending ones may be in the epoll
+             * batch being handled, so they are not closed here. */
+            SHM_WARN(cls, "refusing a connection: %u connected without "
+                     "HELLO", cls->naccepted);
+            close(fd);
+            continue;
+        }
         struct shm_fdref *ref = calloc(1, sizeof(*ref));
         struct epoll_event ev = {.events = EPOLLIN, .data.ptr = ref};
         if (!ref || epoll_ctl(cls->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
@@ -367,6 +387,7 @@ void shm_listen_accept(struct cw_na_class *cls)
         ref->kind = SHM_FD_ACCEPTED;
         ref->fd = fd;
         shm_list_add_tail(&cls->accepted, &ref->link);
+        cls->naccepted++;
         /* The HELLO is normally there already. */
         shm_sock_handle(cls, ref);
     }
@@ -378,6 +399,7 @@ static void shm_accepted_hello(struct cw_na_class *cls, struct shm_fdref *ref,
 {
     struct shm_peer *peer = NULL;
     shm_list_del(&ref->link);
+    cls->naccepted--;
     if (m->kind != SHM_SOCK_HELLO || m->uid == 0 ||
         !shm_name_valid(m->name, m->name_len) ||
         shm_peer_get(cls, m->name, m->uid, &peer) != CW_OK) {
@@ -420,10 +442,7 @@ void shm_sock_handle(struct cw_na_class *cls, struct shm_fdref *ref)
             if (pfd >= 0)
                 close(pfd);
             if (r == 0) {
-                shm_list_del(&ref->link);
-                epoll_ctl(cls->epfd, EPOLL_CTL_DEL, ref->fd, NULL);
-                close(ref->fd);
-                free(ref);
+                shm_accepted_close(cls, ref);
             } else {
                 shm_accepted_hello(cls, ref, &m);
             }

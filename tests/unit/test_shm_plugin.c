@@ -6,7 +6,8 @@
  * receiver failing backlogged sends, hostile serialized addresses and
  * memory handles, forged handle pids, RMA split over many iovecs, and the
  * error that names the fix when the kernel refuses cross-memory attach,
- * and a ring slot claimed by a producer killed before publishing it.
+ * a ring slot claimed by a producer killed before publishing it, local
+ * connections that never say HELLO, and instances driven from two threads.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -18,6 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <linux/capability.h>
+#include <pthread.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -854,6 +858,132 @@ static void test_dead_producer_slot_skipped(void **state)
     cw_na_close(rcv);
 }
 
+/* Local processes that connect and say nothing, or say garbage, are
+ * handled and cleaned up at close (LSan checks the rest). */
+static void test_silent_and_garbage_connections(void **state)
+{
+    (void)state;
+    cw_na_t *na;
+    char uri[URI_LEN];
+    int fds[3];
+
+    assert_int_equal(cw_na_open("shm://", CW_NA_LISTEN, NULL, &na), CW_OK);
+    self_uri(na, uri);
+    struct sockaddr_un sun = {.sun_family = AF_UNIX};
+    int n = snprintf(sun.sun_path + 1, sizeof(sun.sun_path) - 1,
+                     "causeway-%s", uri + strlen("shm://"));
+    socklen_t slen =
+        (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+    for (int i = 0; i < 3; i++) {
+        fds[i] = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+        assert_true(fds[i] >= 0);
+        assert_int_equal(connect(fds[i], (struct sockaddr *)&sun, slen), 0);
+    }
+    char junk[200];
+    memset(junk, 0xab, sizeof(junk));
+    assert_int_equal(send(fds[1], junk, sizeof(junk), 0), sizeof(junk));
+    assert_int_equal(send(fds[2], junk, 3, 0), 3);
+    /* A garbage HELLO gets the connection closed: we read EOF. */
+    uint64_t deadline = cw_now_ns() + WAIT_MS * 1000000ull;
+    char c;
+    ssize_t r = -1;
+    while (cw_now_ns() < deadline) {
+        cw_na_progress(na, 0, NULL);
+        r = recv(fds[1], &c, 1, MSG_DONTWAIT);
+        if (r == 0)
+            break;
+    }
+    assert_int_equal(r, 0);
+    /* The instance still serves a real peer. */
+    cw_na_t *b;
+    cw_na_addr_t *to;
+    struct done sd = {0}, rd = {0};
+    char in[16];
+    assert_int_equal(cw_na_open("shm://", CW_NA_LISTEN, NULL, &b), CW_OK);
+    assert_int_equal(cw_na_addr_lookup(b, uri, &to), CW_OK);
+    assert_int_equal(cw_na_msg_recv_unexpected(na, in, sizeof(in), done_cb,
+                                               &rd, NULL),
+                     CW_OK);
+    assert_int_equal(cw_na_msg_send_unexpected(b, "ok", 3, to, 1, done_cb,
+                                               &sd, NULL),
+                     CW_OK);
+    cw_na_t *both[2] = {na, b};
+    assert_true(wait_done(both, 2, &rd.calls, 1));
+    assert_int_equal(rd.status, CW_OK);
+    cw_na_addr_free(na, rd.source);
+    assert_true(wait_done(both, 2, &sd.calls, 1));
+    cw_na_addr_free(b, to);
+    cw_na_close(b);
+    cw_na_close(na); /* the silent connection is still pending here */
+    for (int i = 0; i < 3; i++)
+        close(fds[i]);
+}
+
+/* Instances are independent: two threads, each with its own pair. */
+struct thread_pair {
+    int ok;
+};
+
+static void *pingpong_thread(void *arg)
+{
+    struct thread_pair *tp = arg;
+    cw_na_t *na[2];
+    char uri[2][URI_LEN];
+    cw_na_addr_t *to1, *to0;
+    if (cw_na_open("shm://", CW_NA_LISTEN, NULL, &na[0]) != CW_OK ||
+        cw_na_open("shm://", CW_NA_LISTEN, NULL, &na[1]) != CW_OK)
+        return NULL;
+    for (int i = 0; i < 2; i++) {
+        cw_na_addr_t *self;
+        cw_na_addr_self(na[i], &self);
+        cw_na_addr_to_string(na[i], self, uri[i], URI_LEN);
+        cw_na_addr_free(na[i], self);
+    }
+    if (cw_na_addr_lookup(na[0], uri[1], &to1) != CW_OK ||
+        cw_na_addr_lookup(na[1], uri[0], &to0) != CW_OK)
+        return NULL;
+    int good = 0;
+    for (uint32_t i = 0; i < 2000; i++) {
+        uint32_t v = i, got = ~0u, back = ~0u;
+        struct done r1 = {0}, s1 = {0}, r0 = {0}, s0 = {0};
+        cw_na_msg_recv_unexpected(na[1], &got, sizeof(got), done_cb, &r1,
+                                  NULL);
+        cw_na_msg_recv_expected(na[0], &back, sizeof(back), to1, 3, done_cb,
+                                &r0, NULL);
+        cw_na_msg_send_unexpected(na[0], &v, sizeof(v), to1, 2, done_cb, &s1,
+                                  NULL);
+        if (!wait_done(na, 2, &r1.calls, 1))
+            break;
+        cw_na_msg_send_expected(na[1], &got, sizeof(got), r1.source, 3,
+                                done_cb, &s0, NULL);
+        if (!wait_done(na, 2, &r0.calls, 1) || !wait_done(na, 2, &s0.calls, 1) ||
+            !wait_done(na, 2, &s1.calls, 1))
+            break;
+        cw_na_addr_free(na[1], r1.source);
+        good += back == i;
+    }
+    tp->ok = good == 2000;
+    cw_na_addr_free(na[0], to1);
+    cw_na_addr_free(na[1], to0);
+    cw_na_close(na[0]);
+    cw_na_close(na[1]);
+    return NULL;
+}
+
+static void test_instances_in_threads(void **state)
+{
+    (void)state;
+    pthread_t th[2];
+    struct thread_pair tp[2] = {{0}, {0}};
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, pingpong_thread, &tp[i]),
+                         0);
+    for (int i = 0; i < 2; i++)
+        pthread_join(th[i], NULL);
+    assert_true(tp[0].ok);
+    assert_true(tp[1].ok);
+}
+
 static void test_expected_before_post(void **state)
 {
     (void)state;
@@ -905,6 +1035,8 @@ int main(void)
         cmocka_unit_test(test_expected_before_post),
         cmocka_unit_test(test_rma_eperm_names_fix),
         cmocka_unit_test(test_dead_producer_slot_skipped),
+        cmocka_unit_test(test_silent_and_garbage_connections),
+        cmocka_unit_test(test_instances_in_threads),
     };
     cw_log_init();
     int rc = cmocka_run_group_tests_name("na-shm", tests, NULL, NULL);
