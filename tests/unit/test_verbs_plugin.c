@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <fcntl.h>
 
 #include <cmocka.h>
 
@@ -256,10 +257,311 @@ static void test_order_few_recvs(void **state)
     cw_na_close(b);
 }
 
+/* Registration cache: ranges inside a live registration with enough
+ * access reuse its MR; the MR goes away with the last handle, and memory
+ * registered again after that gets a fresh MR and fresh keys. */
+static void test_rcache(void **state)
+{
+    cw_na_class_t *ca;
+    cw_na_t *a = open_na(URI, &ca), *b = open_na(URI, NULL);
+    cw_na_addr_t *b_at_a = lookup_self_of(a, b);
+    cw_na_t *both[2] = {a, b};
+    const size_t len = 1 << 16;
+    char *buf = malloc(len), *dst = malloc(len);
+    struct vb_fake_stats f0, f;
+    struct vb_stats s0, s;
+    cw_na_mem_t *big, *inner, *rw, *remote, *local, *again;
+    uint8_t ser[256], ser2[256];
+
+    assert_non_null(buf);
+    assert_non_null(dst);
+    vb_fake_stats_get(&f0);
+    vb_class_stats(ca, &s0);
+    struct cw_na_segment sb = {buf, len}, si = {buf + 4096, 4096};
+    assert_int_equal(cw_na_mem_register(a, &sb, 1, CW_NA_MEM_READ, &big),
+                     CW_OK);
+    assert_int_equal(cw_na_mem_register(a, &si, 1, CW_NA_MEM_READ, &inner),
+                     CW_OK);
+    vb_fake_stats_get(&f);
+    vb_class_stats(ca, &s);
+    assert_int_equal(f.mrs_live - f0.mrs_live, 1);
+    assert_int_equal(s.rcache_misses - s0.rcache_misses, 1);
+    assert_int_equal(s.rcache_hits - s0.rcache_hits, 1);
+    /* More access than the cached MR has: a new registration. */
+    assert_int_equal(cw_na_mem_register(a, &si, 1,
+                                        CW_NA_MEM_READ | CW_NA_MEM_WRITE, &rw),
+                     CW_OK);
+    vb_fake_stats_get(&f);
+    assert_int_equal(f.mrs_live - f0.mrs_live, 2);
+    /* The inner handle keeps the big MR alive, and it still works: B reads
+     * through A's inner handle. */
+    cw_na_mem_release(a, big);
+    vb_fake_stats_get(&f);
+    assert_int_equal(f.mrs_live - f0.mrs_live, 2);
+    for (size_t i = 0; i < len; i++)
+        buf[i] = (char)(i * 3);
+    size_t n = cw_na_mem_serialize_size(a, inner);
+    assert_true(n <= sizeof(ser));
+    assert_int_equal(cw_na_mem_serialize(a, ser, n, inner), CW_OK);
+    assert_int_equal(cw_na_mem_deserialize(b, ser, n, &remote), CW_OK);
+    struct cw_na_segment sd = {dst, 4096};
+    assert_int_equal(cw_na_mem_register(b, &sd, 1, 0, &local), CW_OK);
+    cw_na_addr_t *a_at_b = lookup_self_of(b, a);
+    struct done g = {0};
+    assert_int_equal(cw_na_get(b, local, 0, remote, 0, 4096, a_at_b, done_cb,
+                               &g, NULL),
+                     CW_OK);
+    assert_true(wait_all(both, 2, (struct done *[]){&g}, 1, WAIT_MS));
+    assert_int_equal(g.status, CW_OK);
+    assert_memory_equal(dst, buf + 4096, 4096);
+    cw_na_mem_release(b, local);
+    cw_na_mem_release(b, remote);
+    /* Last handles released: both of A's MRs are gone (invalidated); the
+     * connection's receive pools are all that is left. */
+    vb_fake_stats_get(&f0);
+    cw_na_mem_release(a, inner);
+    cw_na_mem_release(a, rw);
+    vb_fake_stats_get(&f);
+    assert_int_equal(f0.mrs_live - f.mrs_live, 2);
+    /* Freed and registered again: a new MR with a new rkey. */
+    free(buf);
+    buf = malloc(len);
+    assert_non_null(buf);
+    struct cw_na_segment sa2 = {buf, len};
+    vb_class_stats(ca, &s0);
+    assert_int_equal(cw_na_mem_register(a, &sa2, 1, CW_NA_MEM_READ, &again),
+                     CW_OK);
+    vb_class_stats(ca, &s);
+    assert_int_equal(s.rcache_misses - s0.rcache_misses, 1);
+    assert_int_equal(cw_na_mem_serialize(a, ser2, n, again), CW_OK);
+    assert_memory_not_equal(ser + 32, ser2 + 32, 4); /* rkey */
+    cw_na_mem_release(a, again);
+    cw_na_addr_free(b, a_at_b);
+    cw_na_addr_free(a, b_at_a);
+    cw_na_close(a);
+    cw_na_close(b);
+    free(buf);
+    free(dst);
+}
+
+/* One client's QP goes to error (a put with a forged rkey is NAKed by the
+ * server's device): that client's op fails, its connection is torn down on
+ * both sides, and another client carries on; the first reconnects. */
+static void test_qp_error_teardown(void **state)
+{
+    cw_na_class_t *cs, *ca, *cb;
+    cw_na_t *srv = open_na(URI, &cs), *a = open_na(URI, &ca),
+            *b = open_na(URI, &cb);
+    cw_na_t *all[3] = {srv, a, b};
+    cw_na_addr_t *s_at_a = lookup_self_of(a, srv), *s_at_b = lookup_self_of(b, srv);
+    static char smem[4096], amem[4096];
+    uint8_t ser[128];
+    cw_na_mem_t *sh, *forged, *al;
+    struct vb_stats st;
+    struct vb_fake_stats f0, f1;
+    uint32_t v = 42, in[4];
+
+    /* Both clients talk to the server first. */
+    for (int k = 0; k < 2; k++) {
+        struct done r = {0}, sd = {0};
+        cw_na_t *c = k ? b : a;
+        assert_int_equal(cw_na_msg_recv_unexpected(srv, in, sizeof(in),
+                                                   done_cb, &r, NULL),
+                         CW_OK);
+        assert_int_equal(cw_na_msg_send_unexpected(c, &v, sizeof(v),
+                                                   k ? s_at_b : s_at_a, 1,
+                                                   done_cb, &sd, NULL),
+                         CW_OK);
+        assert_true(wait_all(all, 3, (struct done *[]){&r, &sd}, 2, WAIT_MS));
+        assert_int_equal(r.status, CW_OK);
+        cw_na_addr_free(srv, r.source);
+    }
+    struct cw_na_segment seg = {smem, sizeof(smem)}, aseg = {amem, sizeof(amem)};
+    assert_int_equal(cw_na_mem_register(srv, &seg, 1,
+                                        CW_NA_MEM_READ | CW_NA_MEM_WRITE, &sh),
+                     CW_OK);
+    size_t n = cw_na_mem_serialize_size(srv, sh);
+    assert_int_equal(cw_na_mem_serialize(srv, ser, n, sh), CW_OK);
+    ser[32] ^= 0x5a; /* the rkey: bounds and access still look right */
+    assert_int_equal(cw_na_mem_deserialize(a, ser, n, &forged), CW_OK);
+    assert_int_equal(cw_na_mem_register(a, &aseg, 1, 0, &al), CW_OK);
+    vb_fake_stats_get(&f0);
+    struct done pd = {0};
+    assert_int_equal(cw_na_put(a, al, 0, forged, 0, 64, s_at_a, done_cb, &pd,
+                               NULL),
+                     CW_OK);
+    assert_true(wait_all(all, 3, (struct done *[]){&pd}, 1, WAIT_MS));
+    assert_int_equal(pd.calls, 1);
+    assert_int_equal(pd.status, CW_PERMISSION);
+    vb_fake_stats_get(&f1);
+    assert_int_equal(f1.access_naks - f0.access_naks, 1);
+    /* Both ends drop that connection (the server sees the disconnect). */
+    uint64_t deadline = cw_now_ns() + 5000000000ull;
+    while ((vb_class_conn_count(ca) > 0 || vb_class_conn_count(cs) > 1) &&
+           cw_now_ns() < deadline)
+        for (int i = 0; i < 3; i++)
+            cw_na_progress(all[i], 0, NULL);
+    assert_int_equal(vb_class_conn_count(ca), 0);
+    assert_int_equal(vb_class_conn_count(cs), 1);
+    vb_class_stats(ca, &st);
+    assert_true(st.conns_torn_down >= 1);
+    /* B still works, both ways. */
+    for (int k = 0; k < 2; k++) {
+        struct done r = {0}, sd = {0};
+        cw_na_t *c = k ? a : b;
+        assert_int_equal(cw_na_msg_recv_unexpected(srv, in, sizeof(in),
+                                                   done_cb, &r, NULL),
+                         CW_OK);
+        assert_int_equal(cw_na_msg_send_unexpected(c, &v, sizeof(v),
+                                                   k ? s_at_a : s_at_b, 2,
+                                                   done_cb, &sd, NULL),
+                         CW_OK);
+        assert_true(wait_all(all, 3, (struct done *[]){&r, &sd}, 2, WAIT_MS));
+        assert_int_equal(sd.status, CW_OK);
+        assert_int_equal(r.status, CW_OK);
+        assert_int_equal(r.tag, 2);
+        /* ...and the server answers on the connection it came in on. */
+        struct done er = {0}, es = {0};
+        uint32_t ans = 7, got = 0;
+        assert_int_equal(cw_na_msg_recv_expected(c, &got, sizeof(got),
+                                                 k ? s_at_a : s_at_b, 9,
+                                                 done_cb, &er, NULL),
+                         CW_OK);
+        assert_int_equal(cw_na_msg_send_expected(srv, &ans, sizeof(ans),
+                                                 r.source, 9, done_cb, &es,
+                                                 NULL),
+                         CW_OK);
+        assert_true(wait_all(all, 3, (struct done *[]){&er, &es}, 2, WAIT_MS));
+        assert_int_equal(er.status, CW_OK);
+        assert_int_equal(got, 7);
+        cw_na_addr_free(srv, r.source);
+    }
+    cw_na_mem_release(a, forged);
+    cw_na_mem_release(a, al);
+    cw_na_mem_release(srv, sh);
+    cw_na_addr_free(a, s_at_a);
+    cw_na_addr_free(b, s_at_b);
+    cw_na_close(a);
+    cw_na_close(b);
+    cw_na_close(srv);
+}
+
+/* The peer is another process that dies with work outstanding: a posted
+ * expected receive from it and a get from it fail well before any
+ * deadline, and the instance keeps serving. */
+static void test_peer_process_dies(void **state)
+{
+    int up[2], down[2];
+    char uri[256];
+    uint8_t ser[128];
+    size_t n;
+
+    assert_int_equal(pipe(up), 0);
+    assert_int_equal(pipe(down), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        static char mem[1 << 16];
+        cw_na_t *c;
+        cw_na_addr_t *self;
+        cw_na_mem_t *h;
+        char go;
+        memset(mem, 0x3c, sizeof(mem));
+        struct cw_na_segment sg = {mem, sizeof(mem)};
+        if (cw_na_open(URI, CW_NA_LISTEN, NULL, &c) != CW_OK ||
+            cw_na_addr_self(c, &self) != CW_OK ||
+            cw_na_addr_to_string(c, self, uri, sizeof(uri)) != CW_OK ||
+            cw_na_mem_register(c, &sg, 1, CW_NA_MEM_READ, &h) != CW_OK)
+            _exit(2);
+        n = cw_na_mem_serialize_size(c, h);
+        if (cw_na_mem_serialize(c, ser, n, h) != CW_OK ||
+            write(up[1], uri, sizeof(uri)) != (ssize_t)sizeof(uri) ||
+            write(up[1], &n, sizeof(n)) != (ssize_t)sizeof(n) ||
+            write(up[1], ser, n) != (ssize_t)n)
+            _exit(3);
+        fcntl(down[0], F_SETFL, O_NONBLOCK);
+        for (;;) {
+            cw_na_progress(c, 0, NULL);
+            if (read(down[0], &go, 1) == 1)
+                _exit(0); /* dies without closing anything */
+        }
+    }
+    close(up[1]);
+    close(down[0]);
+    assert_int_equal(read(up[0], uri, sizeof(uri)), sizeof(uri));
+    assert_int_equal(read(up[0], &n, sizeof(n)), sizeof(n));
+    assert_int_equal(read(up[0], ser, n), (ssize_t)n);
+
+    cw_na_t *me = open_na(URI, NULL), *other = open_na(URI, NULL);
+    cw_na_t *two[2] = {me, other};
+    cw_na_addr_t *child, *o_at_me = lookup_self_of(me, other);
+    cw_na_mem_t *remote, *local;
+    static char buf[1 << 16];
+    struct cw_na_segment ls = {buf, sizeof(buf)};
+    assert_int_equal(cw_na_addr_lookup(me, uri, &child), CW_OK);
+    assert_int_equal(cw_na_mem_deserialize(me, ser, n, &remote), CW_OK);
+    assert_int_equal(cw_na_mem_register(me, &ls, 1, 0, &local), CW_OK);
+    struct done g = {0};
+    assert_int_equal(cw_na_get(me, local, 0, remote, 0, sizeof(buf), child,
+                               done_cb, &g, NULL),
+                     CW_OK);
+    assert_true(wait_all(two, 2, (struct done *[]){&g}, 1, WAIT_MS));
+    assert_int_equal(g.status, CW_OK);
+    assert_int_equal(buf[12345], 0x3c);
+
+    uint32_t x;
+    struct done er = {0};
+    assert_int_equal(cw_na_msg_recv_expected(me, &x, sizeof(x), child, 5,
+                                             done_cb, &er, NULL),
+                     CW_OK);
+    assert_int_equal(write(down[1], "x", 1), 1);
+    waitpid(pid, NULL, 0);
+    uint64_t t0 = cw_now_ns();
+    struct done g2 = {0};
+    cw_status_t st = cw_na_get(me, local, 0, remote, 0, 4096, child, done_cb,
+                               &g2, NULL);
+    if (st == CW_OK)
+        assert_true(wait_all(two, 2, (struct done *[]){&g2, &er}, 2, 3000));
+    else
+        assert_true(wait_all(two, 2, (struct done *[]){&er}, 1, 3000));
+    assert_true(cw_now_ns() - t0 < 3000000000ull);
+    assert_int_equal(er.calls, 1);
+    assert_true(er.status == CW_DISCONNECTED || er.status == CW_UNREACHABLE);
+    if (st == CW_OK)
+        assert_int_not_equal(g2.status, CW_OK);
+    print_message("# peer death noticed in %.1f ms (recv %s, get %s)\n",
+                  (double)(cw_now_ns() - t0) / 1e6, cw_status_name(er.status),
+                  st == CW_OK ? cw_status_name(g2.status)
+                              : cw_status_name(st));
+    /* Still serving others. */
+    struct done r = {0}, sd = {0};
+    uint32_t in[2], v = 3;
+    assert_int_equal(cw_na_msg_recv_unexpected(other, in, sizeof(in), done_cb,
+                                               &r, NULL),
+                     CW_OK);
+    assert_int_equal(cw_na_msg_send_unexpected(me, &v, sizeof(v), o_at_me, 1,
+                                               done_cb, &sd, NULL),
+                     CW_OK);
+    assert_true(wait_all(two, 2, (struct done *[]){&r, &sd}, 2, WAIT_MS));
+    assert_int_equal(r.status, CW_OK);
+    cw_na_addr_free(other, r.source);
+    cw_na_mem_release(me, remote);
+    cw_na_mem_release(me, local);
+    cw_na_addr_free(me, child);
+    cw_na_addr_free(me, o_at_me);
+    cw_na_close(me);
+    cw_na_close(other);
+    close(up[0]);
+    close(down[1]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_order_few_recvs),
+        cmocka_unit_test(test_rcache),
+        cmocka_unit_test(test_qp_error_teardown),
+        cmocka_unit_test(test_peer_process_dies),
         cmocka_unit_test(test_credit_flood),
     };
     signal(SIGPIPE, SIG_IGN);
