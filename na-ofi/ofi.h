@@ -218,6 +218,7 @@ uint64_t ofi_now(const struct cw_na_class *cls);
 /* ofi_addr.c */
 cw_status_t ofi_addr_init_self(struct cw_na_class *cls);
 void ofi_addr_fini(struct cw_na_class *cls);
+void ofi_peer_reset(struct cw_na_class *cls, struct cw_na_addr *peer);
 cw_status_t ofi_peer_get(struct cw_na_class *cls, const void *raw, size_t len,
                          struct cw_na_addr **addr_p);
 struct cw_na_addr *ofi_peer_find(struct cw_na_class *cls, const void *raw,
@@ -305,6 +306,7 @@ cw_status_t ofi_op_submit(struct cw_na_class *cls, struct cw_na_op *op,
 void ofi_op_finish(struct cw_na_class *cls, struct cw_na_op *op,
                    cw_status_t status);
 void ofi_peer_alive(struct cw_na_class *cls, struct cw_na_addr *peer);
+void ofi_peer_suspect(struct cw_na_class *cls, struct cw_na_addr *peer);
 void ofi_peer_failed(struct cw_na_class *cls, struct cw_na_addr *peer,
                      cw_status_t status);
 void ofi_progress_fini(struct cw_na_class *cls);

@@ -338,6 +338,26 @@ cw_status_t ofi_peer_get(struct cw_na_class *cls, const void *raw, size_t len,
     return CW_OK;
 }
 
+/* rxm keeps a connection that failed in that state; a fresh AV entry makes
+ * the next operation connect again (the peer may have restarted). */
+void ofi_peer_reset(struct cw_na_class *cls, struct cw_na_addr *peer)
+{
+    fi_addr_t fresh;
+    int rc;
+
+    if (peer == cls->self)
+        return;
+    rc = fi_av_remove(cls->av, &peer->fi, 1, 0);
+    if (rc != 0)
+        OFI_DBG(cls, "fi_av_remove() failed: %s", fi_strerror(-rc));
+    rc = fi_av_insert(cls->av, peer->raw, 1, &fresh, 0, NULL);
+    if (rc == 1)
+        peer->fi = fresh;
+    else
+        OFI_WARN(cls, "fi_av_insert() after a connection failure failed: %s",
+                 fi_strerror(rc < 0 ? -rc : FI_EINVAL));
+}
+
 cw_status_t ofi_addr_init_self(struct cw_na_class *cls)
 {
     uint8_t raw[OFI_ADDR_MAX + 8];

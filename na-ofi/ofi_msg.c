@@ -141,7 +141,7 @@ void ofi_msg_complete(struct cw_na_class *cls, struct cw_na_op *op,
     if (err != 0) {
         st = ofi_status(err);
         if (op->peer != NULL && (st == CW_UNREACHABLE || st == CW_DISCONNECTED))
-            ofi_peer_failed(cls, op->peer, st);
+            ofi_peer_suspect(cls, op->peer);
         ofi_op_finish(cls, op, st);
         return;
     }

@@ -141,18 +141,14 @@ void ofi_op_finish(struct cw_na_class *cls, struct cw_na_op *op,
     ofi_list_push(&cls->done, &op->link);
 }
 
-/* Ask the provider to drop every context of @p op. */
+/* Ask the provider to drop @p op.  RMA pieces already posted are left to
+ * finish: cancelling a read whose reply is on the wire makes the tcp
+ * provider drop the whole connection; the op stops posting pieces and
+ * completes, canceled, when they are back (or after cancel_grace_ms). */
 static void ofi_op_fi_cancel(struct cw_na_class *cls, struct cw_na_op *op)
 {
-    if (op->type == CW_NA_OP_PUT || op->type == CW_NA_OP_GET) {
-        for (struct ofi_link *l = op->subs.next; l != &op->subs; l = l->next) {
-            struct ofi_sub *s = ofi_container(l, struct ofi_sub, link);
-
-            fi_cancel(&cls->ep->fid, &s->ctx);
-        }
-    } else {
+    if (op->type != CW_NA_OP_PUT && op->type != CW_NA_OP_GET)
         fi_cancel(&cls->ep->fid, &op->ctx);
-    }
 }
 
 static void ofi_op_abort(struct cw_na_class *cls, struct cw_na_op *op,
@@ -191,6 +187,17 @@ void ofi_peer_alive(struct cw_na_class *cls, struct cw_na_addr *peer)
     peer->ever_alive = true;
 }
 
+/* An operation with @p peer failed with a connection error.  rxm
+ * reconnects by itself (tcp drops a connection, for example, when a remote
+ * read hits a released region), so that alone does not condemn the peer:
+ * probe it now and let the probe decide. */
+void ofi_peer_suspect(struct cw_na_class *cls, struct cw_na_addr *peer)
+{
+    if (peer->ping_sent_ns == 0 && !peer->dead && cls->keepalive_ns != 0 &&
+        peer != cls->self)
+        ofi_ctrl_send(cls, peer, OFI_CTRL_PING);
+}
+
 void ofi_peer_failed(struct cw_na_class *cls, struct cw_na_addr *peer,
                      cw_status_t status)
 {
@@ -206,6 +213,8 @@ void ofi_peer_failed(struct cw_na_class *cls, struct cw_na_addr *peer,
     }
     peer->dead = true;
     peer->ping_sent_ns = 0;
+    if (!cls->str_addr)
+        ofi_peer_reset(cls, peer);
     for (l = cls->active.next; l != &cls->active; l = next) {
         struct cw_na_op *op = ofi_container(l, struct cw_na_op, alink);
 

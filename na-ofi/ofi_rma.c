@@ -316,7 +316,7 @@ void ofi_rma_sub_done(struct cw_na_class *cls, struct ofi_sub *sub, int err)
             op->status = st;
         if (op->forced == CW_OK &&
             (st == CW_UNREACHABLE || st == CW_DISCONNECTED))
-            ofi_peer_failed(cls, op->peer, st);
+            ofi_peer_suspect(cls, op->peer);
     } else {
         ofi_peer_alive(cls, op->peer);
     }
