@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <fcntl.h>
+#include <poll.h>
 
 #include <cmocka.h>
 
@@ -555,10 +556,129 @@ static void test_peer_process_dies(void **state)
     close(down[1]);
 }
 
+/* Blocking: with nothing to do safe_to_sleep arms and says yes, and the
+ * wait fd wakes when a message arrives; busy-poll: no fd, never armed. */
+static void test_wait_fd_and_busy(void **state)
+{
+    cw_na_t *a = open_na(URI, NULL), *b = open_na(URI, NULL), *busy;
+    cw_na_t *both[2] = {a, b};
+    cw_na_addr_t *b_at_a = lookup_self_of(a, b);
+    uint32_t v = 1, in[2];
+    struct done r = {0}, s = {0};
+
+    /* Connect first. */
+    assert_int_equal(cw_na_msg_recv_unexpected(b, in, sizeof(in), done_cb, &r,
+                                               NULL),
+                     CW_OK);
+    assert_int_equal(cw_na_msg_send_unexpected(a, &v, sizeof(v), b_at_a, 1,
+                                               done_cb, &s, NULL),
+                     CW_OK);
+    assert_true(wait_all(both, 2, (struct done *[]){&r, &s}, 2, WAIT_MS));
+    cw_na_addr_free(b, r.source);
+    for (int i = 0; i < 20; i++) {
+        cw_na_progress(a, 0, NULL);
+        cw_na_progress(b, 0, NULL);
+    }
+    int fd = cw_na_get_wait_fd(b);
+    assert_true(fd >= 0);
+    r = (struct done){0};
+    s = (struct done){0};
+    assert_int_equal(cw_na_msg_recv_unexpected(b, in, sizeof(in), done_cb, &r,
+                                               NULL),
+                     CW_OK);
+    cw_na_progress(b, 0, NULL);
+    assert_true(cw_na_safe_to_sleep(b));
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    assert_int_equal(poll(&pfd, 1, 0), 0); /* nothing pending */
+    uint64_t t0 = cw_now_ns();
+    assert_int_equal(cw_na_msg_send_unexpected(a, &v, sizeof(v), b_at_a, 2,
+                                               done_cb, &s, NULL),
+                     CW_OK);
+    cw_na_progress(a, 0, NULL);
+    assert_int_equal(poll(&pfd, 1, 2000), 1);
+    uint64_t woke = cw_now_ns() - t0;
+    assert_true(wait_all(both, 2, (struct done *[]){&r, &s}, 2, WAIT_MS));
+    assert_int_equal(r.tag, 2);
+    cw_na_addr_free(b, r.source);
+    print_message("# wait fd woke %.1f us after the send was posted\n",
+                  (double)woke / 1e3);
+
+    assert_int_equal(cw_na_open(URI, CW_NA_LISTEN | CW_NA_BUSY, NULL, &busy),
+                     CW_OK);
+    assert_int_equal(cw_na_get_wait_fd(busy), -1);
+    assert_false(cw_na_caps(busy)->flags & CW_NA_CAP_WAIT_FD);
+    assert_false(cw_na_safe_to_sleep(busy));
+    cw_na_addr_t *busy_at_a = lookup_self_of(a, busy);
+    cw_na_t *ab[2] = {a, busy};
+    r = (struct done){0};
+    s = (struct done){0};
+    assert_int_equal(cw_na_msg_recv_unexpected(busy, in, sizeof(in), done_cb,
+                                               &r, NULL),
+                     CW_OK);
+    assert_int_equal(cw_na_msg_send_unexpected(a, &v, sizeof(v), busy_at_a, 3,
+                                               done_cb, &s, NULL),
+                     CW_OK);
+    assert_true(wait_all(ab, 2, (struct done *[]){&r, &s}, 2, WAIT_MS));
+    assert_int_equal(r.status, CW_OK);
+    cw_na_addr_free(busy, r.source);
+    cw_na_addr_free(a, busy_at_a);
+    cw_na_addr_free(a, b_at_a);
+    cw_na_close(busy);
+    cw_na_close(a);
+    cw_na_close(b);
+}
+
+/* Location parsing and the fake device/address binding. */
+static void test_locations(void **state)
+{
+    cw_na_t *na;
+    cw_na_addr_t *self, *x;
+    char uri[256];
+
+    /* fake1 owns 127.0.0.2; an address of another device is refused. */
+    assert_int_equal(cw_na_open("verbs://fake1:1/127.0.0.2:0", CW_NA_LISTEN,
+                                NULL, &na),
+                     CW_OK);
+    assert_int_equal(cw_na_addr_self(na, &self), CW_OK);
+    assert_int_equal(cw_na_addr_to_string(na, self, uri, sizeof(uri)), CW_OK);
+    assert_true(strncmp(uri, "verbs://fake1:1/127.0.0.2:", 26) == 0);
+    cw_na_addr_free(na, self);
+    cw_na_close(na);
+    assert_int_equal(cw_na_open("verbs://fake1/", CW_NA_LISTEN, NULL, &na),
+                     CW_OK);
+    assert_int_equal(cw_na_addr_self(na, &self), CW_OK);
+    assert_int_equal(cw_na_addr_to_string(na, self, uri, sizeof(uri)), CW_OK);
+    assert_true(strncmp(uri, "verbs://fake1:1/127.0.0.2:", 26) == 0);
+    /* Device part optional in lookups; same peer either way. */
+    const char *port = strrchr(uri, ':');
+    char plain[64];
+    snprintf(plain, sizeof(plain), "verbs://127.0.0.2%s", port);
+    assert_int_equal(cw_na_addr_lookup(na, plain, &x), CW_OK);
+    assert_true(cw_na_addr_cmp(na, x, self));
+    cw_na_addr_free(na, x);
+    cw_na_addr_free(na, self);
+    const char *bad[] = {"verbs://fake0:1/127.0.0.1",      /* no port */
+                         "verbs://fake0:0/127.0.0.1:5",    /* port 0 */
+                         "verbs://fake0:1/300.0.0.1:5",    /* bad ip */
+                         "verbs://fake0:1/127.0.0.1:99999", /* bad port */
+                         "verbs://a b/127.0.0.1:5", "verbs://fake0:1/", NULL};
+    for (int i = 0; bad[i]; i++)
+        assert_int_not_equal(cw_na_addr_lookup(na, bad[i], &x), CW_OK);
+    cw_na_close(na);
+    assert_int_equal(cw_na_open("verbs://fake1:1/127.0.0.1:0", CW_NA_LISTEN,
+                                NULL, &na),
+                     CW_INVALID_ARG);
+    assert_int_equal(cw_na_open("verbs://fake0:2/127.0.0.1:0", CW_NA_LISTEN,
+                                NULL, &na),
+                     CW_INVALID_ARG);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_order_few_recvs),
+        cmocka_unit_test(test_wait_fd_and_busy),
+        cmocka_unit_test(test_locations),
         cmocka_unit_test(test_rcache),
         cmocka_unit_test(test_qp_error_teardown),
         cmocka_unit_test(test_peer_process_dies),
