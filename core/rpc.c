@@ -195,6 +195,8 @@ static void handle_recycle_locked(cw_handle_t *h)
     h->fwd_out = NULL;
     h->canceled = false;
     h->sent = false;
+    h->linger = false;
+    h->user_done = false;
     free(h->fwd_route);
     h->fwd_route = NULL;
     h->desc_copy_len = 0;
@@ -371,15 +373,31 @@ void cw_h_set_final(cw_handle_t *h, cw_status_t st)
     }
 }
 
+static void h_cancel_ops(cw_handle_t *h)
+{
+    if (h->send_op)
+        cw_na_cancel(h->net->na, h->send_op);
+    if (h->recv_op)
+        cw_na_cancel(h->net->na, h->recv_op);
+}
+
 void cw_h_fail(cw_handle_t *h, cw_status_t st)
 {
     if (h->final_set)
         return;
     cw_h_set_final(h, st);
-    if (h->send_op)
-        cw_na_cancel(h->net->na, h->send_op);
-    if (h->recv_op)
-        cw_na_cancel(h->net->na, h->recv_op);
+    if (!h->server && h->overflowed && h->sent && h->recv_op) {
+        /* The server may be pulling our payload right now: keep it exposed
+         * until its answer (it answers even a cancelled or expired request
+         * that overflowed), so that it never reads released memory.  The
+         * caller hears now; the handle lingers. */
+        uint64_t now = cw_now_ns();
+        h->linger = true;
+        h->linger_until = (h->deadline_ns > now ? h->deadline_ns : now) +
+                          CW_DONE_GRACE_NS;
+    } else {
+        h_cancel_ops(h);
+    }
     if (h->bulk_op)
         cw_bulk_op_cancel_locked(h->bulk_op);
     if (h->self_peer) {
@@ -390,8 +408,32 @@ void cw_h_fail(cw_handle_t *h, cw_status_t st)
 
 void cw_h_check(cw_handle_t *h)
 {
-    if (!h->final_set || h->pending > 0 || h->queued ||
-        h->state != CW_H_ACTIVE)
+    if (!h->final_set || h->state != CW_H_ACTIVE)
+        return;
+    if (h->pending > 0) {
+        if (h->linger && !h->queued) {
+            h->queued = true; /* the caller hears now */
+            cw_cq_push(h->ctx, &h->cqe);
+        }
+        return;
+    }
+    if (h->linger) {
+        /* Nothing outstanding any more: the payload may go. */
+        h->linger = false;
+        cw_list_del(&h->link);
+        if (h->ovf_local) {
+            cw_bulk_unref(h->ovf_local);
+            h->ovf_local = NULL;
+        }
+        if (h->queued) {
+            if (h->user_done) {
+                h->state = CW_H_DONE;
+                cw_handle_unref_locked(h);
+            }
+            return; /* else cw_h_complete finishes */
+        }
+    }
+    if (h->queued)
         return;
     h->queued = true;
     cw_list_del(&h->link);
@@ -466,6 +508,8 @@ void cw_rpc_timers(cw_context_t *ctx, uint64_t now)
             ctx->stats.timeouts++;
             cw_h_fail(h, CW_TIMEOUT);
             cw_h_check(h);
+        } else if (h->linger && now >= h->linger_until) {
+            h_cancel_ops(h); /* the server never answered: give up */
         }
     }
     for (e = ctx->wait_done.next; e != &ctx->wait_done; e = next) {
@@ -489,6 +533,8 @@ void cw_rpc_cancel_all(cw_context_t *ctx)
         cw_handle_t *h = cw_container_of(e, cw_handle_t, link);
         next = e->next;
         cw_h_fail(h, CW_CANCELED);
+        if (h->linger)
+            h_cancel_ops(h);
         cw_h_check(h);
     }
     for (e = ctx->wait_done.next; e != &ctx->wait_done; e = next) {
@@ -515,15 +561,22 @@ void cw_h_complete(struct cw_cqe *e)
     void *arg;
     cw_status_t st;
 
+    bool keep;
+
     pthread_mutex_lock(&ctx->lock);
-    h->state = CW_H_DONE;
+    keep = h->linger; /* still exposed to the peer: see cw_h_fail */
+    if (keep)
+        h->user_done = true;
+    else
+        h->state = CW_H_DONE;
     cb = h->server ? h->rcb : h->fcb;
     arg = h->server ? h->rarg : h->farg;
     st = h->final;
     pthread_mutex_unlock(&ctx->lock);
     if (cb)
         cb(h, st, arg);
-    cw_handle_release(h);
+    if (!keep)
+        cw_handle_release(h);
 }
 
 cw_status_t cw_h_pull(cw_handle_t *h, const struct cw_wire_msg *m,

@@ -90,8 +90,12 @@ static void fwd_recv_cb(const struct cw_na_cb_info *info)
         goto out;
     }
     ctx->stats.rx_responses++;
-    if (h->final_set)
+    if (h->final_set) {
+        /* Too late for the caller; still release the server's memory. */
+        if (m.hdr.flags & CW_HF_OVERFLOW)
+            fwd_send_ack(h);
         goto out;
+    }
     cw_buf_init_reader(&h->out, m.payload, m.hdr.payload_len);
     h->out.desc = m.desc;
     h->out.desc_len = m.hdr.desc_len;
@@ -248,6 +252,8 @@ cw_status_t cw_forward(cw_handle_t *h, uint64_t timeout_ms, cw_forward_cb_t cb,
     h->pending = 0;
     h->overflowed = false;
     h->sent = false;
+    h->linger = false;
+    h->user_done = false;
     h->cqe.fn = cw_h_complete;
     if (h->fwd_in)
         h->deadline_ns = h->fwd_in->deadline_ns;

@@ -301,6 +301,9 @@ struct cw_handle {
     uint8_t cancel_msg[CW_HDR_SIZE];
     bool canceled;        /**< server: the caller cancelled */
     bool sent;            /**< client: the request went on a network */
+    bool linger;          /**< client: completed, payload still exposed */
+    bool user_done;       /**< client: callback ran while lingering */
+    uint64_t linger_until;
     struct cw_handle *fwd_out;     /**< incoming: its outgoing handle */
     /* self RPCs */
     struct cw_handle *self_peer;

@@ -198,6 +198,7 @@ static void recv_request(cw_network_t *net, const uint8_t *msg, size_t len,
     h->tag = m.hdr.resp_tag;
     h->hops = m.hdr.hops;
     h->one_way = (m.hdr.flags & CW_HF_ONE_WAY) != 0;
+    h->overflowed = (m.hdr.flags & CW_HF_OVERFLOW) != 0;
     budget = m.hdr.budget_us < CW_MAX_BUDGET_US ? m.hdr.budget_us
                                                 : CW_MAX_BUDGET_US;
     h->deadline_ns = cw_now_ns() + budget * 1000ull;
@@ -368,8 +369,20 @@ cw_status_t cw_respond_locked(cw_handle_t *h, cw_status_t status,
     atomic_fetch_add(&h->refs, 1);
     cw_list_del(&h->link); /* off the incoming list */
     if (!h->self_call && (h->canceled || cw_now_ns() > h->deadline_ns)) {
-        /* The caller has given up: an answer would only be dropped. */
-        cw_h_set_final(h, h->canceled ? CW_CANCELED : CW_TIMEOUT);
+        cw_status_t why = h->canceled ? CW_CANCELED : CW_TIMEOUT;
+        /* The caller has given up: an answer would only be dropped, except
+         * that a caller whose payload overflowed keeps it exposed until
+         * it hears from us, so it gets a bare one. */
+        if (h->overflowed) {
+            cw_buf_reset(&h->out);
+            h->resp_desc = NULL;
+            if (respond_net(h, why) == CW_OK) {
+                cw_h_set_final(h, why);
+                cw_h_check(h);
+                return CW_OK;
+            }
+        }
+        cw_h_set_final(h, why);
         cw_h_check(h);
         return CW_OK;
     }
