@@ -290,7 +290,16 @@ static void check_acl(struct cfg_ctx *ctx)
             if (strncmp(v, "svc:", 4) != 0 || strcmp(v + 4, "*") == 0 ||
                 cw_config_service_find(cfg, v + 4) >= 0)
                 continue;
+            size_t written = k;
             keyloc(ctx, SEC_ACL, i, ACL_ALLOW, &a->loc, &line, &col);
+            for (size_t e = 0; e < ctx->nentries; e++) {
+                if (ctx->entries[e].list == &a->allow &&
+                    ctx->entries[e].stored == k) {
+                    line = ctx->entries[e].line;
+                    col = ctx->entries[e].column;
+                    written = ctx->entries[e].written;
+                }
+            }
             {
                 const char *cands[64];
                 size_t nc = 0;
@@ -300,7 +309,7 @@ static void check_acl(struct cfg_ctx *ctx)
                         cands[nc++] = cfg->services[j].name;
                 hint = cfg_suggest(v + 4, cands, nc);
                 cfg_error(ctx, line, col, "acl[%zu].allow[%zu]: unknown "
-                          "service '%s'%s%s%s", i, k, v + 4,
+                          "service '%s'%s%s%s", i, written, v + 4,
                           hint ? " (did you mean 'svc:" : " (not in services)",
                           hint ? hint : "", hint ? "'?)" : "");
             }

@@ -45,10 +45,21 @@ struct cfg_ctx {
     struct cfg_keyloc sec_loc[16]; /* where each section was written */
     bool empty;                    /* the document had no content */
     bool sec_bad[16];              /* section present but of a wrong type */
+    /* Where each stored allow-list entry was written. */
+    struct cfg_entryloc *entries;
+    size_t nentries;
     /* Errors are kept here and handed to diag sorted by position. */
     struct cfg_msg *msgs;
     size_t nmsgs;
     bool oom;
+};
+
+struct cfg_entryloc {
+    const struct cw_config_strlist *list;
+    size_t stored; /* index in list->v */
+    size_t written; /* index in the YAML sequence */
+    unsigned line;
+    unsigned column;
 };
 
 struct cfg_msg {

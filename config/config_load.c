@@ -133,6 +133,15 @@ static cw_status_t store_list(struct cfg_ctx *ctx,
         l->v[l->n] = strdup(text);
         if (l->v[l->n] == NULL)
             return CW_NOMEM;
+        if (key->type == CW_CFG_ALLOWLIST) {
+            struct cfg_entryloc *ne = realloc(
+                ctx->entries, (ctx->nentries + 1) * sizeof(*ne));
+            if (ne == NULL)
+                return CW_NOMEM;
+            ctx->entries = ne;
+            ne[ctx->nentries++] = (struct cfg_entryloc){
+                l, l->n, i, LINE(in), COL(in)};
+        }
         l->n++;
     }
     return CW_OK;
@@ -512,6 +521,7 @@ cw_status_t cw_config_load_buffer(const char *name, const char *text,
 err_parser:
     yaml_parser_delete(&parser);
     ctx_free_keylocs(&ctx);
+    free(ctx.entries);
     cfg_flush(&ctx);
     if (st == CW_OK && ctx.nerrors == 0) {
         *cfg_p = ctx.cfg;
