@@ -15,7 +15,8 @@
  * robin.  Next hops that are down are skipped unless all are; when every
  * next hop of the most specific pattern is down, a less specific pattern
  * with an up next hop is used instead.  Lookup cost does not depend on the
- * number of routes (hash tables and per-plugin IP prefix tries).
+ * number of routes (hash tables per plugin+protocol, and for IP prefixes
+ * one hash probe per distinct prefix length present).
  *
  * Networks of a gateway config also act as implicit "connected" routes:
  * the network's plugin and protocol with any location ('*' location), via
