@@ -217,7 +217,10 @@ int main(int argc, char **argv)
             return 2;
         }
         cw_config_diag_free(diag);
-        if (log_level < 0)
+        /* --log-level, then CAUSEWAY_LOG_LEVEL, then the file. */
+        if (log_level < 0 && (getenv("CAUSEWAY_LOG_LEVEL") == NULL ||
+                              cw_log_level_parse(getenv(
+                                  "CAUSEWAY_LOG_LEVEL")) < 0))
             cw_log_set_level(cfg->gateway.log_level);
         rc = cw_gateway_main(cfg, configs[0], &opts);
         cw_config_free(cfg);
