@@ -198,6 +198,14 @@ static void walk(struct chk *c, size_t g, const struct cw_uri *dest,
         return;
     }
     rt_match(c->t[g], dest, set);
+    /* A wildcard plugin or protocol stands for many fabrics; the next
+     * gateway may well serve some of them without a wildcard route, so
+     * only a concrete destination can be called a dead end. */
+    if (set->n == 0 && (strcmp(dest->plugin, "*") == 0 ||
+                        strcmp(dest->protocol, "*") == 0)) {
+        free(set);
+        return;
+    }
     if (set->n == 0) {
         const struct chk_step *prev = &steps[depth - 1];
         const struct rt_route *pr = &c->t[prev->g]->routes[prev->route];
