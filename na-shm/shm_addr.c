@@ -178,8 +178,12 @@ static cw_status_t shm_sock_send(int fd, enum shm_sock_kind kind,
     }
     if (sendmsg(fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)sizeof(m)) {
         int err = errno;
-        CW_NA_LOG(cls->host, CW_LOG_ERROR, SHM_SUBSYS,
-                  "sendmsg(handshake) failed: %s", strerror(err));
+        /* EPIPE/ECONNRESET: the other side is gone, which the caller
+         * handles; anything else is worth an error. */
+        CW_NA_LOG(cls->host,
+                  err == EPIPE || err == ECONNRESET ? CW_LOG_DEBUG
+                                                    : CW_LOG_ERROR,
+                  SHM_SUBSYS, "sendmsg(handshake) failed: %s", strerror(err));
         return shm_errno_status(err);
     }
     return CW_OK;
@@ -410,8 +414,14 @@ static void shm_accepted_hello(struct cw_na_class *cls, struct shm_fdref *ref,
         goto err_unref;
     if (peer->in.fd >= 0)
         shm_fdref_close(cls, &peer->in);
-    if (shm_sock_send(ref->fd, SHM_SOCK_REPLY, cls, cls->efd) != CW_OK)
+    cw_status_t st = shm_sock_send(ref->fd, SHM_SOCK_REPLY, cls, cls->efd);
+    if (st != CW_OK) {
+        /* It connected, said HELLO and left: its endpoint is gone, and
+         * what it sent (or claimed) in our ring is all it will send. */
+        if (st == CW_DISCONNECTED)
+            shm_peer_failed(cls, peer, CW_DISCONNECTED);
         goto err_unref;
+    }
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &peer->in};
     if (epoll_ctl(cls->epfd, EPOLL_CTL_MOD, ref->fd, &ev) < 0)
         goto err_unref;

@@ -1,0 +1,481 @@
+/*
+ * na-shm tests across processes: stale segments of killed processes (at
+ * init and at lookup), back-pressure on a 4-slot ring, a killed receiver
+ * failing backlogged sends and pending receives, the error that names the
+ * fix when the kernel refuses cross-memory attach, and a ring slot claimed
+ * by a producer killed before publishing it.  Children are reaped (and
+ * killed if stuck) on every path.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <linux/capability.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "shm.h" /* ring layout, to play a producer that dies mid-push */
+#include "shm_test_util.h"
+
+/* Child: open two named endpoints, report, then wait to be killed. */
+static int child_hold(void *arg, int wfd)
+{
+    const char *base = arg;
+    char uri[URI_LEN];
+    cw_na_t *a, *b;
+    snprintf(uri, sizeof(uri), "shm://%s-a", base);
+    if (cw_na_open(uri, CW_NA_LISTEN, NULL, &a) != CW_OK)
+        return 1;
+    snprintf(uri, sizeof(uri), "shm://%s-b", base);
+    if (cw_na_open(uri, CW_NA_LISTEN, NULL, &b) != CW_OK)
+        return 1;
+    if (write(wfd, "up\n", 3) != 3)
+        return 1;
+    pause();
+    return 0;
+}
+
+static void test_stale_segments(void **state)
+{
+    (void)state;
+    char base[64], name[96], uri[URI_LEN], line[64];
+    int rfd;
+    cw_na_t *na, *na2;
+    cw_na_addr_t *addr = NULL;
+
+    unique_name(base, sizeof(base), "stale");
+    pid_t pid = fork_child(child_hold, base, &rfd);
+    assert_true(read_line(rfd, line, sizeof(line)));
+    close(rfd);
+    kill(pid, SIGKILL); /* no cleanup: its segments stay behind */
+    assert_int_equal(reap(pid), 128);
+    snprintf(name, sizeof(name), "%s-a", base);
+    assert_true(seg_exists(name));
+    snprintf(name, sizeof(name), "%s-b", base);
+    assert_true(seg_exists(name));
+
+    /* Init removes segments whose owner is gone... */
+    assert_int_equal(cw_na_open("shm://", CW_NA_LISTEN, NULL, &na), CW_OK);
+    assert_false(seg_exists(name));
+    snprintf(name, sizeof(name), "%s-a", base);
+    assert_false(seg_exists(name));
+    cw_na_close(na);
+
+    /* ... and so does a lookup that finds one. */
+    pid = fork_child(child_hold, base, &rfd);
+    assert_true(read_line(rfd, line, sizeof(line)));
+    close(rfd);
+    assert_int_equal(cw_na_open("shm://", CW_NA_LISTEN, NULL, &na), CW_OK);
+    kill(pid, SIGKILL);
+    assert_int_equal(reap(pid), 128);
+    assert_true(seg_exists(name));
+    snprintf(uri, sizeof(uri), "shm://%s", name);
+    assert_int_equal(cw_na_addr_lookup(na, uri, &addr), CW_UNREACHABLE);
+    assert_false(seg_exists(name));
+    /* A dead process' name can be taken over at once. */
+    assert_int_equal(cw_na_open(uri, CW_NA_LISTEN, NULL, &na2), CW_OK);
+    cw_na_close(na2);
+    cw_na_close(na);
+    snprintf(name, sizeof(name), "%s-b", base);
+    if (seg_exists(name)) { /* removed by the next init; do it here */
+        assert_int_equal(cw_na_open("shm://", 0, NULL, &na), CW_OK);
+        cw_na_close(na);
+    }
+    assert_false(seg_exists(name));
+}
+
+/* Child side: open a 4-slot endpoint and send its URI up the pipe. */
+static cw_na_t *child_open_small(int wfd)
+{
+    const char *params[] = {"slots", "4", NULL};
+    cw_na_t *na;
+    char uri[URI_LEN], line[URI_LEN + 2];
+    if (cw_na_open("shm://", CW_NA_LISTEN, params, &na) != CW_OK)
+        return NULL;
+    self_uri(na, uri);
+    int n = snprintf(line, sizeof(line), "%s\n", uri);
+    if (write(wfd, line, (size_t)n) != n) {
+        cw_na_close(na);
+        return NULL;
+    }
+    return na;
+}
+
+/* Child: a 4-slot receiver that takes messages one at a time, checks the
+ * order and answers with how many arrived in order. */
+#define BP_COUNT 2000
+static int child_slow_receiver(void *arg, int wfd)
+{
+    (void)arg;
+    uint32_t in_order = 0;
+    cw_na_addr_t *peer = NULL;
+    cw_na_t *na = child_open_small(wfd);
+    if (!na)
+        return 1;
+    for (uint32_t i = 0; i < BP_COUNT; i++) {
+        uint32_t v = 0;
+        struct done d = {0};
+        if (cw_na_msg_recv_unexpected(na, &v, sizeof(v), done_cb, &d, NULL))
+            return 2;
+        if (!wait_done(&na, 1, &d.calls, 1) || d.status != CW_OK)
+            return 3;
+        if (v == i)
+            in_order++;
+        if (peer)
+            cw_na_addr_free(na, d.source);
+        else
+            peer = d.source;
+        if (i % 100 == 0)
+            usleep(1000); /* stay behind the sender */
+    }
+    struct done s = {0};
+    if (cw_na_msg_send_expected(na, &in_order, sizeof(in_order), peer, 5,
+                                done_cb, &s, NULL) ||
+        !wait_done(&na, 1, &s.calls, 1))
+        return 4;
+    cw_na_addr_free(na, peer);
+    /* Linger so the answer is read before the segment goes away. */
+    for (int i = 0; i < 100; i++) {
+        cw_na_progress(na, 0, NULL);
+        usleep(1000);
+    }
+    cw_na_close(na);
+    return 0;
+}
+
+static void test_backpressure_cross_process(void **state)
+{
+    (void)state;
+    int rfd;
+    char uri[URI_LEN];
+    static uint32_t vals[BP_COUNT];
+    static struct done sd[BP_COUNT];
+    struct done rd = {0};
+    uint32_t in_order = 0;
+    cw_na_t *na;
+    cw_na_addr_t *srv;
+
+    pid_t pid = fork_child(child_slow_receiver, NULL, &rfd);
+    assert_true(read_line(rfd, uri, sizeof(uri)));
+    close(rfd);
+    assert_int_equal(cw_na_open("shm://", CW_NA_LISTEN, NULL, &na), CW_OK);
+    assert_int_equal(cw_na_addr_lookup(na, uri, &srv), CW_OK);
+    assert_int_equal(cw_na_msg_recv_expected(na, &in_order, sizeof(in_order),
+                                             srv, 5, done_cb, &rd, NULL),
+                     CW_OK);
+    memset(sd, 0, sizeof(sd));
+    /* All posted at once: 4 fit, the rest wait in the backlog. */
+    for (uint32_t i = 0; i < BP_COUNT; i++) {
+        vals[i] = i;
+        assert_int_equal(cw_na_msg_send_unexpected(na, &vals[i],
+                                                   sizeof(vals[i]), srv, 1,
+                                                   done_cb, &sd[i], NULL),
+                         CW_OK);
+    }
+    for (uint32_t i = 0; i < BP_COUNT; i++) {
+        assert_true(wait_done(&na, 1, &sd[i].calls, 1));
+        assert_int_equal(sd[i].status, CW_OK);
+        assert_int_equal(sd[i].calls, 1);
+    }
+    assert_true(wait_done(&na, 1, &rd.calls, 1));
+    assert_int_equal(rd.status, CW_OK);
+    assert_int_equal(in_order, BP_COUNT);
+    cw_na_addr_free(na, srv);
+    cw_na_close(na);
+    assert_int_equal(reap(pid), 0);
+}
+
+/* Child: a 4-slot endpoint that never makes progress. */
+static int child_stuck(void *arg, int wfd)
+{
+    (void)arg;
+    if (!child_open_small(wfd))
+        return 1;
+    pause();
+    return 0;
+}
+
+static void test_killed_receiver_fails_backlog(void **state)
+{
+    (void)state;
+    enum { N = 12 };
+    int rfd;
+    char uri[URI_LEN], msg[32] = "x";
+    struct done sd[N], rd = {0};
+    char in[32];
+    cw_na_t *na;
+    cw_na_addr_t *peer;
+
+    pid_t pid = fork_child(child_stuck, NULL, &rfd);
+    assert_true(read_line(rfd, uri, sizeof(uri)));
+    close(rfd);
+    assert_int_equal(cw_na_open("shm://", CW_NA_LISTEN, NULL, &na), CW_OK);
+    assert_int_equal(cw_na_addr_lookup(na, uri, &peer), CW_OK);
+    memset(sd, 0, sizeof(sd));
+    for (int i = 0; i < N; i++)
+        assert_int_equal(cw_na_msg_send_unexpected(na, msg, sizeof(msg), peer,
+                                                   1, done_cb, &sd[i], NULL),
+                         CW_OK);
+    assert_int_equal(cw_na_msg_recv_expected(na, in, sizeof(in), peer, 2,
+                                             done_cb, &rd, NULL),
+                     CW_OK);
+    /* The ring takes 4; the others stay queued while the peer lives. */
+    for (int i = 0; i < 4; i++)
+        assert_true(wait_done(&na, 1, &sd[i].calls, 1));
+    for (int i = 0; i < 200; i++)
+        cw_na_progress(na, 0, NULL);
+    assert_int_equal(sd[N - 1].calls, 0);
+    assert_int_equal(rd.calls, 0);
+
+    uint64_t t0 = cw_now_ns();
+    kill(pid, SIGKILL);
+    assert_int_equal(reap(pid), 128);
+    for (int i = 4; i < N; i++) {
+        assert_true(wait_done(&na, 1, &sd[i].calls, 1));
+        assert_int_equal(sd[i].status, CW_DISCONNECTED);
+    }
+    assert_true(wait_done(&na, 1, &rd.calls, 1));
+    assert_int_equal(rd.status, CW_DISCONNECTED);
+    /* Noticed within a second, not at some RPC deadline. */
+    assert_true(cw_now_ns() - t0 < 1000000000ull);
+    /* New operations to it fail at once. */
+    struct done late = {0};
+    assert_int_not_equal(cw_na_msg_send_unexpected(na, msg, sizeof(msg), peer,
+                                                   1, done_cb, &late, NULL),
+                         CW_OK);
+    assert_int_equal(cw_na_addr_lookup(na, uri, &(cw_na_addr_t *){NULL}),
+                     CW_UNREACHABLE);
+    cw_na_addr_free(na, peer);
+    cw_na_close(na);
+}
+
+/* Target: a non-dumpable process holding a registered buffer. */
+static int child_nondumpable_target(void *arg, int wfd)
+{
+    (void)arg;
+    static char buf[4096];
+    struct cw_na_segment seg = {buf, sizeof(buf)};
+    cw_na_t *na;
+    cw_na_mem_t *mem;
+    unsigned char h[256];
+    char uri[URI_LEN], line[URI_LEN + 600];
+    if (cw_na_open("shm://", CW_NA_LISTEN, NULL, &na) != CW_OK ||
+        cw_na_mem_register(na, &seg, 1, CW_NA_MEM_READ, &mem) != CW_OK)
+        return 1;
+    size_t n = cw_na_mem_serialize_size(na, mem);
+    if (n > sizeof(h) || cw_na_mem_serialize(na, h, n, mem) != CW_OK)
+        return 1;
+    if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
+        return 1;
+    self_uri(na, uri);
+    int k = snprintf(line, sizeof(line), "%s ", uri);
+    for (size_t i = 0; i < n; i++)
+        k += snprintf(line + k, sizeof(line) - (size_t)k, "%02x", h[i]);
+    k += snprintf(line + k, sizeof(line) - (size_t)k, "\n");
+    if (write(wfd, line, (size_t)k) != k)
+        return 1;
+    for (;;) { /* answer handshakes until killed */
+        cw_na_progress_wait(na, 100, NULL);
+    }
+}
+
+struct eperm_arg {
+    char uri[URI_LEN];
+    unsigned char handle[256];
+    size_t handle_len;
+};
+
+/* Initiator: without CAP_SYS_PTRACE, get from the target; the log goes to
+ * the pipe so the parent can read the advice. */
+static int child_eperm_initiator(void *arg, int wfd)
+{
+    struct eperm_arg *ea = arg;
+    struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
+    struct __user_cap_data_struct data[2];
+    static char buf[4096];
+    struct cw_na_segment seg = {buf, sizeof(buf)};
+    cw_na_t *na;
+    cw_na_addr_t *peer;
+    cw_na_mem_t *local, *remote;
+    struct done d = {0};
+
+    if (syscall(SYS_capget, &hdr, data) != 0)
+        return 10;
+    data[0].effective &= ~(1u << CAP_SYS_PTRACE);
+    data[0].permitted &= ~(1u << CAP_SYS_PTRACE);
+    data[0].inheritable &= ~(1u << CAP_SYS_PTRACE);
+    if (syscall(SYS_capset, &hdr, data) != 0)
+        return 11;
+    if (dup2(wfd, 2) < 0)
+        return 12;
+    if (cw_na_open("shm://", CW_NA_LISTEN, NULL, &na) != CW_OK ||
+        cw_na_addr_lookup(na, ea->uri, &peer) != CW_OK ||
+        cw_na_mem_register(na, &seg, 1, CW_NA_MEM_WRITE, &local) != CW_OK ||
+        cw_na_mem_deserialize(na, ea->handle, ea->handle_len, &remote) !=
+            CW_OK)
+        return 13;
+    if (cw_na_get(na, local, 0, remote, 0, 64, peer, done_cb, &d, NULL) !=
+            CW_OK ||
+        !wait_done(&na, 1, &d.calls, 1))
+        return 14;
+    cw_na_mem_release(na, remote);
+    cw_na_mem_release(na, local);
+    cw_na_addr_free(na, peer);
+    cw_na_close(na);
+    return d.status == CW_PERMISSION ? 0 : 15;
+}
+
+static void test_rma_eperm_names_fix(void **state)
+{
+    (void)state;
+    static struct eperm_arg ea;
+    char line[URI_LEN + 600], log[8192];
+    int tfd, ifd;
+
+    pid_t target = fork_child(child_nondumpable_target, NULL, &tfd);
+    assert_true(read_line(tfd, line, sizeof(line)));
+    close(tfd);
+    char *sp = strchr(line, ' ');
+    assert_non_null(sp);
+    *sp = '\0';
+    size_t ul = strlen(line);
+    assert_true(ul < sizeof(ea.uri));
+    memcpy(ea.uri, line, ul + 1);
+    ea.handle_len = strlen(sp + 1) / 2;
+    for (size_t i = 0; i < ea.handle_len; i++) {
+        unsigned v;
+        assert_int_equal(sscanf(sp + 1 + 2 * i, "%2x", &v), 1);
+        ea.handle[i] = (unsigned char)v;
+    }
+    pid_t init = fork_child(child_eperm_initiator, &ea, &ifd);
+    size_t got = 0;
+    ssize_t n;
+    while (got + 1 < sizeof(log) &&
+           (n = read(ifd, log + got, sizeof(log) - 1 - got)) > 0)
+        got += (size_t)n;
+    log[got] = '\0';
+    close(ifd);
+    int rc = reap(init);
+    kill(target, SIGKILL);
+    reap(target);
+    print_message("# initiator exit %d, log:\n%s", rc, log);
+    assert_int_equal(rc, 0);
+    /* The message names the call, the kernel's text and the fix. */
+    assert_non_null(strstr(log, "process_vm_readv"));
+    assert_non_null(strstr(log, "Operation not permitted"));
+    assert_non_null(strstr(log, "CAP_SYS_PTRACE"));
+    assert_non_null(strstr(log, "same user"));
+}
+
+/* Child: talk to the receiver once, then claim a slot in its ring the way
+ * a producer does and stop before publishing it; the parent kills us. */
+static int child_claim_and_die(void *arg, int wfd)
+{
+    const char *rname = arg;
+    char uri[URI_LEN], me[URI_LEN], path[URI_LEN + 16];
+    cw_na_t *na;
+    cw_na_addr_t *r;
+    struct done d = {0};
+    snprintf(uri, sizeof(uri), "shm://%s", rname);
+    if (cw_na_open("shm://", CW_NA_LISTEN, NULL, &na) != CW_OK ||
+        cw_na_addr_lookup(na, uri, &r) != CW_OK ||
+        cw_na_msg_send_unexpected(na, "hi", 3, r, 1, done_cb, &d, NULL) !=
+            CW_OK ||
+        !wait_done(&na, 1, &d.calls, 1))
+        return 1;
+    self_uri(na, me);
+    snprintf(path, sizeof(path), "/causeway-%s", me + strlen("shm://"));
+    int fd = shm_open(path, O_RDONLY, 0);
+    struct shm_seg_hdr own;
+    if (fd < 0 || pread(fd, &own, sizeof(own), 0) != (ssize_t)sizeof(own))
+        return 2;
+    close(fd);
+    snprintf(path, sizeof(path), "/causeway-%s", rname);
+    fd = shm_open(path, O_RDWR, 0);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0)
+        return 3;
+    struct shm_seg_hdr *h = mmap(NULL, (size_t)st.st_size,
+                                 PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (h == MAP_FAILED)
+        return 4;
+    struct shm_slot *slots = (struct shm_slot *)(void *)(h + 1);
+    uint64_t pos = atomic_fetch_add(&h->tail, 1);
+    atomic_store(&slots[pos & (h->nslots - 1)].sender_uid, own.uid);
+    if (write(wfd, "claimed\n", 8) != 8)
+        return 5;
+    pause();
+    return 0;
+}
+
+static void test_dead_producer_slot_skipped(void **state)
+{
+    (void)state;
+    cw_na_t *rcv, *snd;
+    char ruri[URI_LEN], line[64], in[64];
+    cw_na_addr_t *to_r;
+    struct done r1 = {0}, r2 = {0}, s2 = {0};
+    int rfd;
+
+    assert_int_equal(cw_na_open("shm://", CW_NA_LISTEN, NULL, &rcv), CW_OK);
+    self_uri(rcv, ruri);
+    assert_int_equal(cw_na_msg_recv_unexpected(rcv, in, sizeof(in), done_cb,
+                                               &r1, NULL),
+                     CW_OK);
+    pid_t pid = fork_child(child_claim_and_die, ruri + strlen("shm://"),
+                           &rfd);
+    assert_true(wait_done(&rcv, 1, &r1.calls, 1));
+    cw_na_addr_free(rcv, r1.source);
+    assert_true(read_line(rfd, line, sizeof(line)));
+    close(rfd);
+    kill(pid, SIGKILL);
+    assert_int_equal(reap(pid), 128);
+
+    /* Another sender's message sits behind the dead claim. */
+    assert_int_equal(cw_na_open("shm://", CW_NA_LISTEN, NULL, &snd), CW_OK);
+    assert_int_equal(cw_na_addr_lookup(snd, ruri, &to_r), CW_OK);
+    assert_int_equal(cw_na_msg_recv_unexpected(rcv, in, sizeof(in), done_cb,
+                                               &r2, NULL),
+                     CW_OK);
+    uint64_t t0 = cw_now_ns();
+    assert_int_equal(cw_na_msg_send_unexpected(snd, "after", 6, to_r, 2,
+                                               done_cb, &s2, NULL),
+                     CW_OK);
+    cw_na_t *both[2] = {rcv, snd};
+    assert_true(wait_done(both, 2, &r2.calls, 1));
+    uint64_t waited = cw_now_ns() - t0;
+    assert_int_equal(r2.status, CW_OK);
+    assert_string_equal(in, "after");
+    /* Skipped after the grace period, not before. */
+    assert_true(waited >= 900000000ull);
+    assert_true(waited < 4000000000ull);
+    cw_na_addr_free(rcv, r2.source);
+    assert_true(wait_done(both, 2, &s2.calls, 1));
+    cw_na_addr_free(snd, to_r);
+    cw_na_close(snd);
+    cw_na_close(rcv);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_stale_segments),
+        cmocka_unit_test(test_backpressure_cross_process),
+        cmocka_unit_test(test_killed_receiver_fails_backlog),
+        cmocka_unit_test(test_rma_eperm_names_fix),
+        cmocka_unit_test(test_dead_producer_slot_skipped),
+    };
+    cw_log_init();
+    int rc = cmocka_run_group_tests_name("na-shm-process", tests, NULL, NULL);
+    cw_plugins_unload();
+    return rc;
+}
