@@ -2,14 +2,15 @@
  * cw-na-bench: NA-level benchmark for any plugin, through the core NA API.
  *
  *   cw-na-bench [--mode busy|block|both] [--iters N] [--runs R]
- *               [--inflight W] [--json] URI
+ *               [--inflight W] [--gap-us G] [--json] URI
  *
  * Forks a server process that opens URI (e.g. "shm://", "ofi+tcp://
  * 127.0.0.1:0") and passes its address back through a pipe; the parent is
  * the client on a second instance of the same URI.  Measured, per mode:
  *   - message round trip (unexpected request, expected reply) at 64 B and
  *     4 KiB: median over R runs of the mean of N round trips, plus the
- *     min run and the p99 of single round trips;
+ *     min run, and the p50/p99 of single round trips; with --gap-us the
+ *     client pauses before each one so a blocking server is asleep;
  *   - put and get bandwidth at 64 KiB, 1 MiB and 16 MiB (W in flight);
  *   - a raw process_vm_readv bandwidth at 1 MiB from the server's buffer
  *     (same node only), the ceiling for a single-copy plugin.
@@ -52,6 +53,7 @@ struct opt {
     int iters;
     int runs;
     int inflight;
+    int gap_us;
     bool json;
 };
 
@@ -301,14 +303,17 @@ static int bench_latency(struct client *c, size_t len, double *med_us,
         if (!round_trip(c, len, TAG_PING, TAG_PONG, len))
             goto out;
     for (int r = 0; r < runs; r++) {
-        uint64_t t0 = cw_now_ns();
+        double sum = 0;
         for (int i = 0; i < iters; i++) {
+            if (c->o->gap_us) /* let the server go to sleep first */
+                usleep((useconds_t)c->o->gap_us);
             uint64_t ns = round_trip(c, len, TAG_PING, TAG_PONG, len);
             if (!ns)
                 goto out;
             single[r * iters + i] = (double)ns / 1e3;
+            sum += (double)ns / 1e3;
         }
-        per_run[r] = (double)(cw_now_ns() - t0) / 1e3 / iters;
+        per_run[r] = sum / iters;
     }
     *med_us = median(per_run, runs);
     *min_us = per_run[0];
@@ -456,12 +461,13 @@ static int client_main(const struct opt *o, uint32_t flags,
     struct hello_info h = *hello;
 
     if (o->json)
-        printf("{\"uri\": \"%s\", \"mode\": \"%s\", \"latency\": [", o->uri,
-               mode);
+        printf("{\"uri\": \"%s\", \"mode\": \"%s\", \"gap_us\": %d, "
+               "\"latency\": [", o->uri, mode, o->gap_us);
     else
-        printf("# %s, %s mode (%d runs x %d iters)\n"
+        printf("# %s, %s mode (%d runs x %d iters, gap %d us)\n"
                "%-10s %10s %12s %12s %12s %12s\n",
-               o->uri, mode, o->runs, o->iters, "test", "size", "median_us",
+               o->uri, mode, o->runs, o->iters, o->gap_us, "test", "size",
+               "median_us",
                "min_run_us", "p50_us", "p99_us");
     for (size_t i = 0; i < 2; i++) {
         double med, mn, p50, p99;
@@ -580,7 +586,9 @@ static void usage(void)
 {
     fprintf(stderr,
             "usage: cw-na-bench [--mode busy|block|both] [--iters N] "
-            "[--runs R] [--inflight W] [--json] URI\n"
+            "[--runs R] [--inflight W] [--gap-us G] [--json] URI\n"
+            "  --gap-us G  pause G us before each round trip, so that a\n"
+            "              blocking server really sleeps (wake-up latency)\n"
             "  e.g. cw-na-bench shm://   cw-na-bench "
             "ofi+tcp://127.0.0.1:0\n");
 }
@@ -594,12 +602,13 @@ int main(int argc, char **argv)
         {"iters", required_argument, NULL, 'n'},
         {"runs", required_argument, NULL, 'r'},
         {"inflight", required_argument, NULL, 'w'},
+        {"gap-us", required_argument, NULL, 'g'},
         {"json", no_argument, NULL, 'j'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     int ch;
-    while ((ch = getopt_long(argc, argv, "m:n:r:w:jh", lo, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "m:n:r:w:g:jh", lo, NULL)) != -1) {
         switch (ch) {
         case 'm':
             mode = optarg;
@@ -612,6 +621,9 @@ int main(int argc, char **argv)
             break;
         case 'w':
             o.inflight = atoi(optarg);
+            break;
+        case 'g':
+            o.gap_us = atoi(optarg);
             break;
         case 'j':
             o.json = true;
