@@ -73,6 +73,16 @@ static cw_status_t ctx_routing_init(cw_context_t *ctx,
     return st;
 }
 
+static void ctx_free(cw_context_t *ctx)
+{
+    cw_route_table_unref(ctx->routes);
+    free(ctx->default_gateway);
+    pthread_cond_destroy(&ctx->cq_cond);
+    pthread_mutex_destroy(&ctx->progress_lock);
+    pthread_mutex_destroy(&ctx->lock);
+    free(ctx);
+}
+
 cw_status_t cw_context_create(const struct cw_context_opts *opts,
                               cw_context_t **ctx_p)
 {
@@ -150,12 +160,7 @@ err_close_ev:
 err_close_ep:
     close(ctx->epfd);
 err_free:
-    cw_route_table_unref(ctx->routes);
-    free(ctx->default_gateway);
-    pthread_cond_destroy(&ctx->cq_cond);
-    pthread_mutex_destroy(&ctx->progress_lock);
-    pthread_mutex_destroy(&ctx->lock);
-    free(ctx);
+    ctx_free(ctx);
     return CW_ERROR;
 }
 
@@ -504,10 +509,5 @@ void cw_context_destroy(cw_context_t *ctx)
         net_close(ctx->nets[i]);
     close(ctx->evfd);
     close(ctx->epfd);
-    cw_route_table_unref(ctx->routes);
-    free(ctx->default_gateway);
-    pthread_cond_destroy(&ctx->cq_cond);
-    pthread_mutex_destroy(&ctx->progress_lock);
-    pthread_mutex_destroy(&ctx->lock);
-    free(ctx);
+    ctx_free(ctx);
 }

@@ -163,6 +163,18 @@ struct cw_handle *cw_handle_alloc(cw_context_t *ctx, bool server)
     return h;
 }
 
+static void handle_free(cw_handle_t *h)
+{
+    cw_buf_fini(&h->in);
+    cw_buf_fini(&h->out);
+    free(h->msg);
+    free(h->sbuf);
+    free(h->ovf_buf);
+    free(h->route);
+    free(h->desc_copy);
+    free(h);
+}
+
 static void handle_recycle_locked(cw_handle_t *h)
 {
     cw_context_t *ctx = h->ctx;
@@ -229,14 +241,7 @@ static void handle_recycle_locked(cw_handle_t *h)
         ctx->nfree_handles++;
         return;
     }
-    cw_buf_fini(&h->in);
-    cw_buf_fini(&h->out);
-    free(h->msg);
-    free(h->sbuf);
-    free(h->ovf_buf);
-    free(h->route);
-    free(h->desc_copy);
-    free(h);
+    handle_free(h);
 }
 
 void cw_rpc_pool_fini(cw_context_t *ctx)
@@ -245,14 +250,7 @@ void cw_rpc_pool_fini(cw_context_t *ctx)
     while (ctx->free_handles) {
         cw_handle_t *h = ctx->free_handles;
         ctx->free_handles = h->next_free;
-        cw_buf_fini(&h->in);
-        cw_buf_fini(&h->out);
-        free(h->msg);
-        free(h->sbuf);
-        free(h->ovf_buf);
-        free(h->route);
-        free(h->desc_copy);
-        free(h);
+        handle_free(h);
     }
     ctx->nfree_handles = 0;
     pthread_mutex_unlock(&ctx->lock);

@@ -19,6 +19,8 @@
 #include <causeway/causeway.h>
 #include <causeway/forward.h>
 
+#include "rpc_test_util.h"
+
 enum { SRV, GW1, GW2, CLI, NCTX };
 static cw_context_t *ctx[NCTX];
 static char uri[NCTX][CW_URI_MAX];
@@ -34,17 +36,6 @@ static void pump(void)
 }
 
 /* ---- server ---- */
-
-static void h_echo(cw_handle_t *h, void *arg)
-{
-    const void *p;
-    size_t n;
-    (void)arg;
-    if (cw_buf_get_bytes(cw_handle_input(h), &p, &n) == CW_OK)
-        cw_buf_put_bytes(cw_handle_output(h), p, n);
-    cw_respond(h, cw_buf_error(cw_handle_input(h)), NULL, NULL);
-    cw_handle_release(h);
-}
 
 static void h_deny(cw_handle_t *h, void *arg)
 {
@@ -123,19 +114,6 @@ static int teardown(void **state)
     for (int i = NCTX; i-- > 0;)
         cw_context_destroy(ctx[i]);
     return 0;
-}
-
-struct call {
-    int done;
-    cw_status_t st;
-};
-
-static void call_cb(cw_handle_t *h, cw_status_t st, void *arg)
-{
-    struct call *c = arg;
-    (void)h;
-    c->done++;
-    c->st = st;
 }
 
 /* Call @p rpc at @p addr from the client with @p len bytes; returns the

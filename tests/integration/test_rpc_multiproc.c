@@ -27,31 +27,10 @@
 
 #include <causeway/causeway.h>
 
+#include "rpc_test_util.h"
+
 #define SERVER_LIFETIME_NS (300ull * 1000000000ull)
 #define WAIT_MS 30000
-
-/* ---- helpers shared by both sides -------------------------------------- */
-
-static uint64_t checksum(const uint8_t *p, size_t n)
-{
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++) {
-        h ^= p[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
-
-static void fill(uint8_t *p, size_t n, uint32_t seed)
-{
-    uint32_t x = seed * 2654435761u + 1;
-    for (size_t i = 0; i < n; i++) {
-        x ^= x << 13;
-        x ^= x >> 17;
-        x ^= x << 5;
-        p[i] = (uint8_t)x;
-    }
-}
 
 /* ---- server ------------------------------------------------------------ */
 
@@ -67,19 +46,6 @@ struct srv_bulk {
     size_t len;
     enum cw_bulk_dir dir;
 };
-
-static void h_echo(cw_handle_t *h, void *arg)
-{
-    const void *p;
-    size_t n;
-    (void)arg;
-
-    cw_buf_get_bytes(cw_handle_input(h), &p, &n);
-    if (cw_buf_error(cw_handle_input(h)) == CW_OK)
-        cw_buf_put_bytes(cw_handle_output(h), p, n);
-    cw_respond(h, cw_buf_error(cw_handle_input(h)), NULL, NULL);
-    cw_handle_release(h);
-}
 
 static void srv_bulk_done(cw_status_t st, void *arg)
 {
@@ -368,20 +334,6 @@ static int teardown(void **state)
     return rc == 0 ? 0 : -1;
 }
 
-struct call {
-    int done;
-    cw_status_t st;
-};
-
-static void call_cb(cw_handle_t *h, cw_status_t st, void *arg)
-{
-    struct call *c = arg;
-    (void)h;
-    c->done++;
-    c->st = st;
-}
-
-/* Progress until all @p n calls completed (bounded). */
 /* The server must still be running. */
 static void assert_server_alive(void)
 {

@@ -16,20 +16,11 @@
 #include <causeway/causeway.h>
 #include <causeway/na.h>
 
+#include "rpc_test_util.h"
+
 static cw_context_t *ctx;
 static cw_addr_t *self;
 static cw_handle_t *held;
-
-static void h_echo(cw_handle_t *h, void *arg)
-{
-    const void *p;
-    size_t n;
-    (void)arg;
-    if (cw_buf_get_bytes(cw_handle_input(h), &p, &n) == CW_OK)
-        cw_buf_put_bytes(cw_handle_output(h), p, n);
-    cw_respond(h, cw_buf_error(cw_handle_input(h)), NULL, NULL);
-    cw_handle_release(h);
-}
 
 static void h_hold(cw_handle_t *h, void *arg)
 {
@@ -106,19 +97,6 @@ static int teardown(void **state)
     cw_addr_free(self);
     cw_context_destroy(ctx);
     return 0;
-}
-
-struct call {
-    int done;
-    cw_status_t st;
-};
-
-static void call_cb(cw_handle_t *h, cw_status_t st, void *arg)
-{
-    struct call *c = arg;
-    (void)h;
-    c->done++;
-    c->st = st;
 }
 
 static void wait_call(struct call *c)
