@@ -6,8 +6,11 @@
  */
 #include "gw_int.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+
+#define GW_FWD_POOL_MAX 4096
 
 struct gw_target {
     char next[CW_URI_MAX];          /**< address the RPC is sent to */
@@ -279,8 +282,37 @@ static void gw_fwd_free(struct gw_fwd *f)
     cw_route_table_unref(f->table);
     if (f->out != NULL)
         cw_handle_release(f->out);
-    free(f->next_addr);
-    free(f);
+    if (gw->nfree_fwds < GW_FWD_POOL_MAX) {
+        f->next = gw->free_fwds;
+        gw->free_fwds = f;
+        gw->nfree_fwds++;
+    } else {
+        free(f);
+    }
+}
+
+static struct gw_fwd *gw_fwd_alloc(struct gw *gw)
+{
+    struct gw_fwd *f = gw->free_fwds;
+
+    if (f == NULL)
+        return calloc(1, sizeof(*f));
+    gw->free_fwds = f->next;
+    gw->nfree_fwds--;
+    memset(f, 0, offsetof(struct gw_fwd, next_addr));
+    f->next_addr[0] = '\0';
+    f->prev = f->next = NULL;
+    return f;
+}
+
+void gw_fwd_pool_fini(struct gw *gw)
+{
+    while (gw->free_fwds != NULL) {
+        struct gw_fwd *f = gw->free_fwds;
+        gw->free_fwds = f->next;
+        free(f);
+    }
+    gw->nfree_fwds = 0;
 }
 
 static void gw_out_cb(cw_handle_t *out, cw_status_t st, void *arg)
@@ -399,13 +431,13 @@ void gw_forward_hook(cw_handle_t *in, void *arg)
         gw_answer(in, st);
         return;
     }
-    f = calloc(1, sizeof(*f));
-    if (f == NULL || (f->next_addr = strdup(t.next)) == NULL) {
-        free(f);
+    f = gw_fwd_alloc(gw);
+    if (f == NULL) {
         gw_admit_done(gw, source);
         gw_answer(in, CW_NOMEM);
         return;
     }
+    memcpy(f->next_addr, t.next, sizeof(f->next_addr));
     f->gw = gw;
     f->in = in;
     f->rs = rs;

@@ -164,6 +164,7 @@ static void gw_stop(struct gw *gw)
         }
     }
     gw_health_fini(gw);
+    gw_fwd_pool_fini(gw);
     gw_addr_cache_fini(gw);
     cw_context_destroy(gw->ctx);
     gw->ctx = NULL;

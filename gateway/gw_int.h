@@ -67,7 +67,7 @@ struct gw_fwd {
     bool has_nexthop, has_backend;
     unsigned nexthop, service, backend;
     uint64_t t_in, t_sent, t_done;
-    char *next_addr;              /**< resolved next hop (cache key) */
+    char next_addr[CW_URI_MAX];   /**< resolved next hop (cache key) */
     struct gw_fwd *prev, *next;   /**< gw->fwds */
 };
 
@@ -117,6 +117,8 @@ struct gw {
 
     /* forwarding */
     struct gw_fwd *fwds;
+    struct gw_fwd *free_fwds;        /**< pool: no malloc per RPC */
+    unsigned nfree_fwds;
     unsigned inflight;
     struct gw_route_stats *routes;
     struct gw_addr_ent *addrs[GW_ADDR_BUCKETS];
@@ -171,6 +173,8 @@ struct gw_route_stats *gw_route_stats_get(struct gw *gw, const char *dest,
                                           const char *nexthop);
 void gw_route_stats_fini(struct gw *gw);
 void gw_fwd_cancel_all(struct gw *gw);
+/** Free the pool of forward records. */
+void gw_fwd_pool_fini(struct gw *gw);
 /** True for statuses that say the next hop itself failed. */
 bool gw_status_is_transport(cw_status_t st);
 

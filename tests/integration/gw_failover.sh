@@ -26,7 +26,7 @@ networks:
 routes:
   - { dest: "ucx+tcp://*", gateway: "$gwa_tcp0" }
   - { dest: "ucx+tcp://*", gateway: "$gwb_tcp0" }
-health: { interval: 100ms, timeout: 100ms, eject_after: 2, recover_after: 2 }
+health: { interval: 200ms, timeout: 200ms, eject_after: 2, recover_after: 2 }
 YAML
 start_gw front "$T/front.yaml"
 

@@ -12,7 +12,7 @@ networks:
   - { name: shm0, address: "shm://$TAG-gw" }
 services:
   - { name: echo, backends: ["$b1", "$b2"], policy: round_robin }
-health: { interval: 100ms, timeout: 100ms, eject_after: 2, recover_after: 2 }
+health: { interval: 200ms, timeout: 200ms, eject_after: 2, recover_after: 2 }
 YAML
 start_gw gw "$T/gw.yaml"
 

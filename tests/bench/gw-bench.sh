@@ -1,0 +1,86 @@
+#!/bin/bash
+# Gateway overhead benchmark: the same cw-perf RPCs sent directly and
+# through one causewayd, in the same run, per fabric and progress mode.
+#
+#   [ITERS=N] [REPS=N] tests/bench/gw-bench.sh [BUILD_DIR] [FABRICS...]
+#       FABRICS default: shm ofi+tcp ucx+tcp; ITERS 2000, REPS 5
+#
+# For each fabric: a cw-perf server, a gateway with one network on that
+# fabric (the same fabric on both legs, like a TCP proxy in front of a TCP
+# server), and cw-perf clients measuring 64 B latency (median) and the
+# 64 B rate with 16 in flight, direct and via "server@gateway".  Blocking
+# mode, then busy-poll mode (server, gateway and client all spinning).
+set -u
+B=$(cd "${1:-build}" && pwd)
+shift || true
+FABRICS=${*:-"shm ofi+tcp ucx+tcp"}
+ITERS=${ITERS:-2000}
+REPS=${REPS:-5}
+export CAUSEWAY_PLUGIN_PATH=$B/na-shm:$B/na-ofi:$B/na-ucx
+PERF=$B/tools/cw-perf
+GWD=$B/gateway/causewayd
+T=$(mktemp -d /tmp/cw-gwbench.XXXXXX)
+PIDS=""
+cleanup() {
+    for p in $PIDS; do kill -TERM "$p" 2>/dev/null; done
+    sleep 0.3
+    for p in $PIDS; do kill -KILL "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+    rm -rf "$T"
+    rm -f /dev/shm/causeway-gwb$$* 2>/dev/null
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+wait_for() {
+    for _ in $(seq 200); do "$@" && return 0; sleep 0.05; done
+    return 1
+}
+median() { grep -o '"median":[0-9.]*' | head -n 1 | cut -d: -f2; }
+
+listen_uri() {
+    case $1 in
+    shm) echo "shm://gwb$$-$2" ;;
+    *) echo "$1://127.0.0.1:0" ;;
+    esac
+}
+
+printf '%-8s %-8s %12s %12s %10s %12s %12s %8s\n' fabric mode \
+    "direct_us" "via_gw_us" "added_us" "direct_rps" "via_gw_rps" "ratio"
+for fab in $FABRICS; do
+    for mode in blocking busy; do
+        busyflag=""
+        gwbusy=false
+        if [ $mode = busy ]; then busyflag=--busy; gwbusy=true; fi
+        rm -f "$T/srv.addr" "$T/gw.ready"
+        "$PERF" server --listen "$(listen_uri "$fab" srv-$mode)" \
+            --addr-file "$T/srv.addr" $busyflag >/dev/null 2>"$T/srv.log" &
+        srv=$!
+        PIDS="$PIDS $srv"
+        wait_for test -s "$T/srv.addr" || { echo "$fab: server failed"; cat "$T/srv.log"; continue; }
+        cat >"$T/gw.yaml" <<YAML
+gateway: { name: bench, admin: "", busy_poll: $gwbusy }
+networks:
+  - { name: n0, address: "$(listen_uri "$fab" gw-$mode)" }
+YAML
+        "$GWD" -c "$T/gw.yaml" --ready-fd 3 3>"$T/gw.ready" 2>"$T/gw.log" &
+        gw=$!
+        PIDS="$PIDS $gw"
+        wait_for grep -q '^ready$' "$T/gw.ready" || { echo "$fab: gateway failed"; cat "$T/gw.log"; continue; }
+        srv_addr=$(cat "$T/srv.addr")
+        gw_addr=$(awk '$1=="n0"{print $2}' "$T/gw.ready")
+        via="$srv_addr@$gw_addr"
+        perf() { timeout 120 "$PERF" client --sizes 64 --iters "$ITERS" \
+            --reps "$REPS" $busyflag --json "$@" | median; }
+        d_lat=$(perf --target "$srv_addr" --test lat)
+        g_lat=$(perf --target "$via" --test lat)
+        d_rate=$(perf --target "$srv_addr" --test rate --inflight 16)
+        g_rate=$(perf --target "$via" --test rate --inflight 16)
+        awk -v f="$fab" -v m="$mode" -v dl="${d_lat:-0}" -v gl="${g_lat:-0}" \
+            -v dr="${d_rate:-0}" -v gr="${g_rate:-0}" 'BEGIN {
+            printf "%-8s %-8s %12.2f %12.2f %10.2f %12.0f %12.0f %8.2f\n",
+                f, m, dl, gl, gl - dl, dr, gr, (dr > 0 ? gr / dr : 0) }'
+        kill -TERM "$gw" "$srv" 2>/dev/null
+        wait "$gw" "$srv" 2>/dev/null
+    done
+done
+echo "targets: added <= 15 us blocking, <= 5 us busy; via_gw_rps >= 0.8 x direct"
