@@ -299,8 +299,10 @@ err_unmap:
     peer->seg = NULL;
 err_close:
     close(fd);
-    if (st == CW_DISCONNECTED)
+    if (st == CW_DISCONNECTED) { /* another incarnation holds the name */
         peer->state = SHM_PEER_DEAD;
+        cls->ndead++;
+    }
     return st;
 }
 
@@ -402,8 +404,19 @@ static void shm_accepted_hello(struct cw_na_class *cls, struct shm_fdref *ref,
                                const struct shm_sock_msg *m)
 {
     struct shm_peer *peer = NULL;
+    struct ucred cr;
+    socklen_t crlen = sizeof(cr);
     shm_list_del(&ref->link);
     cls->naccepted--;
+    /* The kernel says who connected: only our user (or root, who can map
+     * our 0600 segment anyway) may talk to us. */
+    if (getsockopt(ref->fd, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) < 0 ||
+        (cr.uid != geteuid() && cr.uid != 0)) {
+        SHM_WARN(cls, "refusing a connection from uid %d pid %d (not our "
+                 "user)", (int)cr.uid, (int)cr.pid);
+        cls->dropped++;
+        goto err_close;
+    }
     if (m->kind != SHM_SOCK_HELLO || m->uid == 0 ||
         !shm_name_valid(m->name, m->name_len) ||
         shm_peer_get(cls, m->name, m->uid, &peer) != CW_OK) {
@@ -427,7 +440,7 @@ static void shm_accepted_hello(struct cw_na_class *cls, struct shm_fdref *ref,
         goto err_unref;
     peer->in.fd = ref->fd;
     if (!peer->pid)
-        peer->pid = (pid_t)m->pid;
+        peer->pid = cr.pid;
     shm_peer_unref(peer);
     free(ref);
     return;

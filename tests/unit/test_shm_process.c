@@ -3,7 +3,8 @@
  * init and at lookup), back-pressure on a 4-slot ring, a killed receiver
  * failing backlogged sends and pending receives, the error that names the
  * fix when the kernel refuses cross-memory attach, and a ring slot claimed
- * by a producer killed before publishing it.  Children are reaped (and
+ * by a producer killed before publishing it, and a connection from
+ * another user, which is refused.  Children are reaped (and
  * killed if stuck) on every path.
  */
 #include <errno.h>
@@ -18,7 +19,9 @@
 #include <linux/capability.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -465,6 +468,63 @@ static void test_dead_producer_slot_skipped(void **state)
     cw_na_close(rcv);
 }
 
+/* Child: become another user, connect to the endpoint's socket and say
+ * HELLO; success (exit 0) is being disconnected. */
+static int child_other_user(void *arg, int wfd)
+{
+    const char *name = arg;
+    (void)wfd;
+    if (setresgid(65534, 65534, 65534) != 0 ||
+        setresuid(65534, 65534, 65534) != 0)
+        return 10;
+    struct sockaddr_un sun = {.sun_family = AF_UNIX};
+    int n = snprintf(sun.sun_path + 1, sizeof(sun.sun_path) - 1,
+                     "causeway-%s", name);
+    socklen_t slen =
+        (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&sun, slen) != 0)
+        return 11;
+    struct shm_sock_msg m = {.magic = SHM_SEG_MAGIC,
+                             .version = SHM_VERSION,
+                             .kind = SHM_SOCK_HELLO,
+                             .pid = (uint32_t)getpid(),
+                             .name_len = 3,
+                             .uid = 12345,
+                             .name = "evil"};
+    m.name[3] = '\0';
+    if (send(fd, &m, sizeof(m), 0) != (ssize_t)sizeof(m))
+        return 12;
+    char c;
+    ssize_t r = recv(fd, &c, 1, 0); /* blocks until we are dropped */
+    return r == 0 ? 0 : 13;
+}
+
+static void test_other_user_refused(void **state)
+{
+    (void)state;
+    cw_na_t *na;
+    char uri[URI_LEN];
+    int rfd;
+    assert_int_equal(cw_na_open("shm://", CW_NA_LISTEN, NULL, &na), CW_OK);
+    self_uri(na, uri);
+    pid_t pid = fork_child(child_other_user, uri + strlen("shm://"), &rfd);
+    close(rfd);
+    int rc = -1, status;
+    uint64_t deadline = cw_now_ns() + WAIT_MS * 1000000ull;
+    while (cw_now_ns() < deadline) {
+        cw_na_progress(na, 0, NULL);
+        if (waitpid(pid, &status, WNOHANG) == pid) {
+            rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+            break;
+        }
+    }
+    if (rc < 0)
+        rc = reap(pid);
+    assert_int_equal(rc, 0);
+    cw_na_close(na);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -473,6 +533,7 @@ int main(void)
         cmocka_unit_test(test_killed_receiver_fails_backlog),
         cmocka_unit_test(test_rma_eperm_names_fix),
         cmocka_unit_test(test_dead_producer_slot_skipped),
+        cmocka_unit_test(test_other_user_refused),
     };
     cw_log_init();
     int rc = cmocka_run_group_tests_name("na-shm-process", tests, NULL, NULL);
