@@ -258,6 +258,18 @@ static cw_status_t build_routes(struct cw_route_table *t,
         char dest[CW_URI_PLUGIN_MAX + CW_URI_PROTOCOL_MAX + 8];
         unsigned nh;
 
+        bool shared = false;
+
+        /* Two networks on one plugin+protocol (two subnets): which one
+         * reaches a destination is for written routes to say. */
+        for (size_t j = 0; j < cfg->nnetworks; j++)
+            shared = shared || (j != i &&
+                                strcmp(cfg->networks[j].uri.plugin,
+                                       n->uri.plugin) == 0 &&
+                                strcmp(cfg->networks[j].uri.protocol,
+                                       n->uri.protocol) == 0);
+        if (shared)
+            continue;
         snprintf(dest, sizeof(dest), "%s%s%s://*", n->uri.plugin,
                  n->uri.protocol[0] ? "+" : "", n->uri.protocol);
         if (cw_addr_pattern_parse(dest, &pat, NULL, 0) != CW_OK)

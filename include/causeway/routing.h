@@ -20,7 +20,8 @@
  *
  * Networks of a gateway config also act as implicit "connected" routes:
  * the network's plugin and protocol with any location ('*' location), via
- * that network, unless a route with that exact dest is written.
+ * that network, unless a route with that exact dest is written or another
+ * network uses the same plugin and protocol (then routes must say which).
  */
 #ifndef CAUSEWAY_ROUTING_H
 #define CAUSEWAY_ROUTING_H

@@ -212,6 +212,26 @@ static void test_least_loaded_and_healthiest(void **state)
     cw_route_table_unref(t);
 }
 
+static void test_two_networks_one_fabric(void **state)
+{
+    struct cw_route_table *t = table_from(
+        "networks:\n"
+        "  - { name: eth0, address: \"ofi+tcp://10.1.0.1:7000\" }\n"
+        "  - { name: eth1, address: \"ofi+tcp://10.5.0.1:7000\" }\n"
+        "  - { name: ib0, address: \"ucx+tcp://10.2.0.1:7000\" }\n"
+        "routes:\n"
+        "  - { dest: \"ofi+tcp://10.5.0.0/16\", via: eth1 }\n",
+        0);
+    (void)state;
+    /* No connected route for a shared plugin+protocol: only what is
+     * written, never a round robin between the two subnets. */
+    for (int i = 0; i < 10; i++)
+        assert_string_equal(pick(t, "ofi+tcp://10.5.3.3:1"), "eth1");
+    assert_string_equal(pick(t, "ofi+tcp://10.1.3.3:1"), "NONE");
+    assert_string_equal(pick(t, "ucx+tcp://10.9.3.3:1"), "ib0");
+    cw_route_table_unref(t);
+}
+
 static void test_ipv6_and_device_locations(void **state)
 {
     struct cw_route_table *t = table_from(
@@ -449,6 +469,7 @@ int main(void)
         cmocka_unit_test(test_all_down_and_fallback),
         cmocka_unit_test(test_round_robin_fairness),
         cmocka_unit_test(test_least_loaded_and_healthiest),
+        cmocka_unit_test(test_two_networks_one_fabric),
         cmocka_unit_test(test_ipv6_and_device_locations),
         cmocka_unit_test(test_service_round_robin),
         cmocka_unit_test(test_service_least_inflight),
