@@ -100,16 +100,57 @@ static void check_networks(struct cfg_ctx *ctx)
     }
 }
 
-/* Network whose plugin and protocol are those of a gateway address. */
+/* Leading bits two IP addresses of one family share. */
+static unsigned common_bits(const uint8_t *a, const uint8_t *b, unsigned n)
+{
+    unsigned bits = 0;
+
+    for (unsigned i = 0; i < n; i++) {
+        uint8_t x = a[i] ^ b[i];
+        if (x == 0) {
+            bits += 8;
+            continue;
+        }
+        while (!(x & 0x80)) {
+            bits++;
+            x = (uint8_t)(x << 1);
+        }
+        break;
+    }
+    return bits;
+}
+
+/* Network whose plugin and protocol are those of a gateway address; among
+ * several (two subnets on one fabric), the one whose address shares the
+ * longest IP prefix with it. */
 static int network_for(const struct cw_config *cfg, const struct cw_uri *uri)
 {
+    char host[CW_URI_LOCATION_MAX];
+    uint16_t port;
+    uint8_t gfam = 0;
+    uint8_t gip[16];
+    int best = -1;
+    unsigned best_bits = 0;
+
+    if (cw_location_host(uri->location, host, &port, &gfam, gip) != CW_OK)
+        gfam = 0;
     for (size_t i = 0; i < cfg->nnetworks; i++) {
         const struct cw_config_network *n = &cfg->networks[i];
-        if (n->address && strcmp(n->uri.plugin, uri->plugin) == 0 &&
-            strcmp(n->uri.protocol, uri->protocol) == 0)
-            return (int)i;
+        uint8_t nfam = 0;
+        uint8_t nip[16];
+        unsigned bits = 0;
+        if (!n->address || strcmp(n->uri.plugin, uri->plugin) != 0 ||
+            strcmp(n->uri.protocol, uri->protocol) != 0)
+            continue;
+        if (gfam && cw_location_host(n->uri.location, host, &port, &nfam,
+                                     nip) == CW_OK && nfam == gfam)
+            bits = common_bits(gip, nip, gfam == 4 ? 4 : 16);
+        if (best < 0 || bits > best_bits) {
+            best = (int)i;
+            best_bits = bits;
+        }
     }
-    return -1;
+    return best;
 }
 
 static void check_route(struct cfg_ctx *ctx, size_t i)

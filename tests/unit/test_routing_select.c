@@ -220,9 +220,15 @@ static void test_two_networks_one_fabric(void **state)
         "  - { name: eth1, address: \"ofi+tcp://10.5.0.1:7000\" }\n"
         "  - { name: ib0, address: \"ucx+tcp://10.2.0.1:7000\" }\n"
         "routes:\n"
-        "  - { dest: \"ofi+tcp://10.5.0.0/16\", via: eth1 }\n",
+        "  - { dest: \"ofi+tcp://10.5.0.0/16\", via: eth1 }\n"
+        "  - { dest: \"ofi+cxi://*\", gateway: \"ofi+tcp://10.5.0.9:7000\" }\n",
         0);
+    struct cw_route_result res;
     (void)state;
+    /* The next hop on 10.5/16 is reached over eth1, not the first
+     * ofi+tcp network. */
+    assert_int_equal(cw_route_table_lookup_str(t, "ofi+cxi://4", &res), CW_OK);
+    assert_string_equal(res.network_name, "eth1");
     /* No connected route for a shared plugin+protocol: only what is
      * written, never a round robin between the two subnets. */
     for (int i = 0; i < 10; i++)
