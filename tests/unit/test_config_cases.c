@@ -100,7 +100,18 @@ static size_t list_dir(const char *dir, const char *suffix, char **names)
     return n;
 }
 
-static char *diag_text(const struct cw_config_diag *diag)
+static void print_diag(const void *diag, FILE *out)
+{
+    cw_config_diag_print(diag, out);
+}
+
+static void print_dump(const void *cfg, FILE *out)
+{
+    cw_config_dump(cfg, out);
+}
+
+/* What fn writes, as a string. */
+static char *capture(void (*fn)(const void *, FILE *), const void *arg)
 {
     char *buf = NULL;
     size_t len = 0;
@@ -108,23 +119,13 @@ static char *diag_text(const struct cw_config_diag *diag)
 
     if (mem == NULL)
         return NULL;
-    cw_config_diag_print(diag, mem);
+    fn(arg, mem);
     fclose(mem);
     return buf;
 }
 
-static char *dump_text(const struct cw_config *cfg)
-{
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *mem = open_memstream(&buf, &len);
-
-    if (mem == NULL)
-        return NULL;
-    cw_config_dump(cfg, mem);
-    fclose(mem);
-    return buf;
-}
+#define diag_text(d) capture(print_diag, (d))
+#define dump_text(c) capture(print_dump, (c))
 
 static void sibling(const char *yaml, const char *ext, char *out, size_t len)
 {
