@@ -29,6 +29,7 @@
 #define VB_SQ_DEPTH 128
 #define VB_SEND_BUFS 256
 #define VB_MAX_SEGS 64
+#define VB_EARLY_MAX 1024  /* queued messages before credits are withheld */
 #define VB_RMA_PIECE (1ull << 30) /* largest single RDMA WR we post */
 #define VB_CM_TIMEOUT_MS 2000
 #define VB_RNR_RETRY 7          /* never fail on RNR: credits prevent it */
@@ -161,6 +162,7 @@ struct vb_conn {
     cw_status_t fail_status;
     int credits;       /* sends we may still post */
     unsigned owed;     /* credits to return to the peer */
+    unsigned withheld; /* credits held back while too much is queued */
     unsigned grant;    /* buffers we granted at setup */
     uint64_t posted_seq;    /* WRs posted */
     uint64_t completed_seq; /* WRs known complete */
@@ -269,6 +271,7 @@ struct cw_na_class {
     struct vb_list done;
     struct vb_early *early_head;
     struct vb_early *early_tail;
+    unsigned early_n; /* messages queued without a receive */
 
     struct ibv_wc stash[32];
     int nstash;

@@ -287,8 +287,10 @@ static struct cw_na_op *match_expected(vb_class_t *cls, vb_peer_t *from,
 static void early_queue(vb_class_t *cls, vb_peer_t *from, uint8_t type,
                         uint32_t tag, const uint8_t *data, size_t len)
 {
+    cls->early_n++;
     struct vb_early *e = malloc(sizeof(*e) + len);
     if (!e) {
+        cls->early_n--;
         cls->stats.dropped++;
         VB_ERR(cls, "out of memory queueing a %zu-byte message", len);
         return;
@@ -305,6 +307,21 @@ static void early_queue(vb_class_t *cls, vb_peer_t *from, uint8_t type,
     else
         cls->early_head = e;
     cls->early_tail = e;
+}
+
+/* Back-pressure: past VB_EARLY_MAX queued messages nobody has asked for,
+ * the credit of a message that had to be queued is held back (its buffer
+ * is reposted all the same), so the sender stalls instead of the queue
+ * growing without bound. */
+static void early_queue_from(vb_class_t *cls, struct vb_conn *conn,
+                             uint8_t type, uint32_t tag, const uint8_t *data,
+                             size_t len)
+{
+    early_queue(cls, conn->peer, type, tag, data, len);
+    if (cls->early_n > VB_EARLY_MAX) {
+        conn->owed--;
+        conn->withheld++;
+    }
 }
 
 void vb_recv_done(vb_class_t *cls, const struct ibv_wc *wc)
@@ -327,6 +344,8 @@ void vb_recv_done(vb_class_t *cls, const struct ibv_wc *wc)
     }
     if (!conn || conn->state == VC_CLOSING)
         goto repost;
+    /* The buffer is reposted below in any case: one credit back for it,
+     * unless held back in early_queue_from(). */
     conn->owed++;
     if (wc->byte_len < sizeof(h) || wc->byte_len > cls->buf_size) {
         cls->stats.dropped++;
@@ -347,19 +366,33 @@ void vb_recv_done(vb_class_t *cls, const struct ibv_wc *wc)
         if (cls->unexp_recvs.head)
             deliver(cls, cls->unexp_recvs.head, conn->peer, h.tag, data, len);
         else
-            early_queue(cls, conn->peer, h.type, h.tag, data, len);
+            early_queue_from(cls, conn, h.type, h.tag, data, len);
     } else if (h.type == VB_MSG_EXP) {
         struct cw_na_op *op = match_expected(cls, conn->peer, h.tag);
         if (op)
             deliver(cls, op, conn->peer, h.tag, data, len);
         else
-            early_queue(cls, conn->peer, h.type, h.tag, data, len);
+            early_queue_from(cls, conn, h.type, h.tag, data, len);
     }
 repost:
     if (cls->srq_posted < cls->srq_target)
         rbuf_post(cls, b);
     if (conn && conn->state == VC_UP)
         vb_conn_kick(conn);
+}
+
+/* The queue went down: give back the credits held back. */
+static void early_release(vb_class_t *cls)
+{
+    if (cls->early_n > VB_EARLY_MAX / 2)
+        return;
+    for (struct vb_conn *c = cls->conns; c; c = c->next) {
+        if (!c->withheld)
+            continue;
+        c->owed += c->withheld;
+        c->withheld = 0;
+        vb_send_credits(c, true);
+    }
 }
 
 static struct vb_early *early_take(vb_class_t *cls, uint8_t type,
@@ -375,6 +408,7 @@ static struct vb_early *early_take(vb_class_t *cls, uint8_t type,
             cls->early_head = e->next;
         if (cls->early_tail == e)
             cls->early_tail = prev;
+        cls->early_n--;
         return e;
     }
     return NULL;
@@ -389,6 +423,7 @@ void vb_early_free_all(vb_class_t *cls)
         free(e);
     }
     cls->early_tail = NULL;
+    cls->early_n = 0;
 }
 
 cw_status_t vb_msg_recv_unexpected(cw_na_class_t *cls, void *buf, size_t len,
@@ -406,6 +441,7 @@ cw_status_t vb_msg_recv_unexpected(cw_na_class_t *cls, void *buf, size_t len,
         deliver(cls, op, e->peer, e->tag, e->data, e->len);
         vb_peer_put(cls, e->peer);
         free(e);
+        early_release(cls);
     } else {
         vb_list_push(&cls->unexp_recvs, op);
     }
@@ -433,6 +469,7 @@ cw_status_t vb_msg_recv_expected(cw_na_class_t *cls, void *buf, size_t len,
         deliver(cls, op, e->peer, e->tag, e->data, e->len);
         vb_peer_put(cls, e->peer);
         free(e);
+        early_release(cls);
     } else {
         vb_list_push(&cls->exp_recvs, op);
     }

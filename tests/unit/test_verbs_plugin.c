@@ -673,6 +673,63 @@ static void test_locations(void **state)
                      CW_INVALID_ARG);
 }
 
+/* A receiver that progresses but posts no receives: messages queue up to
+ * a bound, then credits are held back and the sender stalls; nothing is
+ * dropped, order is kept, and everything flows once receives come. */
+static void test_unexpected_backpressure(void **state)
+{
+    cw_na_class_t *ca, *cb;
+    cw_na_t *a = open_na(URI, &ca), *b = open_na(URI, &cb);
+    cw_na_t *both[2] = {a, b};
+    cw_na_addr_t *b_at_a = lookup_self_of(a, b);
+    enum { N = 3000 };
+    static uint32_t out[N];
+    static struct done s[N];
+    uint32_t in[2];
+    struct vb_fake_stats f0, f1;
+
+    vb_fake_stats_get(&f0);
+    memset(s, 0, sizeof(s));
+    for (uint32_t i = 0; i < N; i++) {
+        out[i] = i;
+        assert_int_equal(cw_na_msg_send_unexpected(a, &out[i], sizeof(out[i]),
+                                                   b_at_a, 4, done_cb, &s[i],
+                                                   NULL),
+                         CW_OK);
+    }
+    uint64_t end = cw_now_ns() + 1500000000ull;
+    unsigned max_q = 0;
+    while (cw_now_ns() < end) {
+        cw_na_progress(a, 0, NULL);
+        cw_na_progress(b, 0, NULL);
+        if (cb->early_n > max_q)
+            max_q = cb->early_n;
+    }
+    print_message("# queued at most %u unreceived messages (bound %u)\n",
+                  max_q, VB_EARLY_MAX);
+    assert_true(max_q >= VB_EARLY_MAX);
+    assert_true(max_q <= VB_EARLY_MAX + 2 * VB_DEFAULT_CREDITS);
+    assert_true(s[N - 1].calls == 0);
+    for (uint32_t i = 0; i < N; i++) {
+        struct done r = {0};
+        assert_int_equal(cw_na_msg_recv_unexpected(b, in, sizeof(in), done_cb,
+                                                   &r, NULL),
+                         CW_OK);
+        assert_true(wait_all(both, 2, (struct done *[]){&r}, 1, WAIT_MS));
+        assert_int_equal(r.status, CW_OK);
+        assert_int_equal(in[0], i);
+        cw_na_addr_free(b, r.source);
+    }
+    assert_true(wait_all(both, 2, (struct done *[]){&s[N - 1]}, 1, WAIT_MS));
+    for (uint32_t i = 0; i < N; i++)
+        assert_int_equal(s[i].status, CW_OK);
+    vb_fake_stats_get(&f1);
+    assert_int_equal(f1.rnr_naks - f0.rnr_naks, 0);
+    cw_na_addr_free(a, b_at_a);
+    cw_na_close(a);
+    cw_na_close(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -683,6 +740,7 @@ int main(void)
         cmocka_unit_test(test_qp_error_teardown),
         cmocka_unit_test(test_peer_process_dies),
         cmocka_unit_test(test_credit_flood),
+        cmocka_unit_test(test_unexpected_backpressure),
     };
     signal(SIGPIPE, SIG_IGN);
     spy_ops = *cw_na_plugin_entry.ops;
