@@ -80,7 +80,7 @@ cw_status_t gw_admin_open(struct gw *gw, const char *hostport)
             }
         }
     }
-    CW_LOG(CW_LOG_INFO, GW_LOG, "admin interface on %s", gw->admin_addr);
+    GW_NOTICE("admin interface on %s", gw->admin_addr);
     return CW_OK;
 
 err_close:

@@ -37,6 +37,7 @@ static const char demo_config_fmt[] =
     "  name: demo-gw\n"
     "  admin: \"127.0.0.1:%4$u\"\n"
     "  drain_grace: 2s\n"
+    "  log_level: error\n"
     "networks:\n"
     "  - { name: shm0, address: \"shm://cw-demo-gw-%2$d\" }\n"
     "  - { name: tcp0, address: \"%3$s://127.0.0.1:0\" }\n"

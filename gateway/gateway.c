@@ -63,7 +63,7 @@ cw_status_t gw_net_open(struct gw *gw, const struct cw_config_network *cn,
                  cn->name, cw_status_str(st));
         return st;
     }
-    CW_LOG(CW_LOG_INFO, GW_LOG, "network %s listening on %s", gn->name,
+    GW_NOTICE("network %s listening on %s", gn->name,
            gn->self);
     return CW_OK;
 }
@@ -251,12 +251,12 @@ int cw_gateway_main(const struct cw_config *cfg, const char *config_path,
         goto out;
     if (gw_start(gw, cfg) != CW_OK)
         goto out;
-    CW_LOG(CW_LOG_INFO, GW_LOG, "gateway %s up: %u networks, %zu routes, "
+    GW_NOTICE("gateway %s up: %u networks, %zu routes, "
            "%zu services", cfg->gateway.name ? cfg->gateway.name : "",
            gw->nnets, cw_route_table_size(gw->table), cfg->nservices);
     gw_write_ready(gw, ready_fd);
     gw_loop(gw);
-    CW_LOG(CW_LOG_INFO, GW_LOG, "gateway stopped: %" PRIu64 " forwarded, %"
+    GW_NOTICE("gateway stopped: %" PRIu64 " forwarded, %"
            PRIu64 " failed", gw->n_forwarded, gw->n_failed);
     rc = 0;
 out:

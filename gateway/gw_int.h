@@ -25,6 +25,15 @@
 #define GW_HIST_BUCKETS 24 /* log2 buckets of added latency, 1 us .. 8 s */
 #define GW_PING_RPC "causeway.ping"
 
+/** Life-cycle messages (where it listens, reloads, drain): shown at the
+ *  default level (warn) and above, labelled info; hidden by error/none. */
+#define GW_NOTICE(...)                                                         \
+    do {                                                                       \
+        if (cw_log_level_ >= CW_LOG_WARN)                                      \
+            cw_log_write(CW_LOG_INFO, GW_LOG, __FILE__, __LINE__, __func__,    \
+                         __VA_ARGS__);                                         \
+    } while (0)
+
 /** One open network. */
 struct gw_net {
     char name[32];

@@ -48,7 +48,7 @@ void gw_signals_poll(struct gw *gw)
     while (read(gw->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
         switch (si.ssi_signo) {
         case SIGHUP:
-            CW_LOG(CW_LOG_INFO, GW_LOG, "SIGHUP: reloading %s",
+            GW_NOTICE("SIGHUP: reloading %s",
                    gw->config_path ? gw->config_path : "(no file)");
             (void)gw_reload(gw, err, sizeof(err));
             break;
@@ -164,7 +164,7 @@ cw_status_t gw_reload(struct gw *gw, char *err, size_t errlen)
     gw_set_config(gw, next, next, table);
     gw->reloads++;
     gw->last_reload_error[0] = '\0';
-    CW_LOG(CW_LOG_INFO, GW_LOG, "reloaded %s: %zu routes, %zu services",
+    GW_NOTICE("reloaded %s: %zu routes, %zu services",
            gw->config_path, cw_route_table_size(table), next->nservices);
     cw_config_diag_free(diag);
     return CW_OK;
@@ -185,7 +185,7 @@ void gw_drain_start(struct gw *gw, const char *why)
         return;
     gw->draining = true;
     gw->drain_deadline_ns = cw_now_ns() + gw->cfg->gateway.drain_grace_ns;
-    CW_LOG(CW_LOG_INFO, GW_LOG, "%s: draining %u RPCs in flight (grace %.1f s)",
+    GW_NOTICE("%s: draining %u RPCs in flight (grace %.1f s)",
            why, gw->inflight, gw->cfg->gateway.drain_grace_ns / 1e9);
 }
 

@@ -79,7 +79,7 @@ start_gw() {
         3>"$T/$name.ready" 2>"$T/$name.log" &
     eval "${name}_PID=$!"
     PIDS="$PIDS $!"
-    wait_for grep -q '^ready$' "$T/$name.ready" || fail "gateway $name did not start"
+    wait_for grep -qs "^ready$" "$T/$name.ready" || fail "gateway $name did not start"
     while read -r k v; do
         [ "$k" = ready ] && continue
         eval "${name}_${k}=\$v"
