@@ -81,6 +81,7 @@ cw_status_t cw_context_create(const struct cw_context_opts *opts,
 /**
  * Destroy a context: cancels what is in flight, runs the remaining
  * callbacks with CW_CANCELED, closes the networks.  Accepts NULL.
+ * Release every handle, address and bulk handle of the context first.
  */
 void cw_context_destroy(cw_context_t *ctx);
 
