@@ -730,12 +730,151 @@ static void test_unexpected_backpressure(void **state)
     cw_na_close(b);
 }
 
+/* Messages and RMA to the instance's own address. */
+static void test_self(void **state)
+{
+    cw_na_t *a = open_na(URI, NULL);
+    cw_na_t *one[1] = {a};
+    cw_na_addr_t *self;
+    uint32_t v = 77, in[2] = {0};
+    static char src[8192], dst[8192];
+    cw_na_mem_t *ms, *md;
+    struct done r = {0}, s = {0}, g = {0};
+
+    assert_int_equal(cw_na_addr_self(a, &self), CW_OK);
+    assert_int_equal(cw_na_msg_recv_expected(a, in, sizeof(in), self, 3,
+                                             done_cb, &r, NULL),
+                     CW_OK);
+    assert_int_equal(cw_na_msg_send_expected(a, &v, sizeof(v), self, 3,
+                                             done_cb, &s, NULL),
+                     CW_OK);
+    assert_true(wait_all(one, 1, (struct done *[]){&r, &s}, 2, WAIT_MS));
+    assert_int_equal(r.status, CW_OK);
+    assert_int_equal(in[0], 77);
+    memset(src, 0x6b, sizeof(src));
+    struct cw_na_segment ss = {src, sizeof(src)}, sd = {dst, sizeof(dst)};
+    assert_int_equal(cw_na_mem_register(a, &ss, 1, CW_NA_MEM_READ, &ms), CW_OK);
+    assert_int_equal(cw_na_mem_register(a, &sd, 1, 0, &md), CW_OK);
+    assert_int_equal(cw_na_get(a, md, 0, ms, 0, sizeof(dst), self, done_cb,
+                               &g, NULL),
+                     CW_OK);
+    assert_true(wait_all(one, 1, (struct done *[]){&g}, 1, WAIT_MS));
+    assert_int_equal(g.status, CW_OK);
+    assert_memory_equal(src, dst, sizeof(dst));
+    cw_na_mem_release(a, ms);
+    cw_na_mem_release(a, md);
+    cw_na_addr_free(a, self);
+    cw_na_close(a);
+}
+
+/* Hostile input: serialized handles and addresses that do not parse are
+ * refused; a malformed message on the wire is dropped and counted, and the
+ * connection keeps working. */
+static void test_hostile_input(void **state)
+{
+    cw_na_class_t *ca, *cb;
+    cw_na_t *a = open_na(URI, &ca), *b = open_na(URI, &cb);
+    cw_na_t *both[2] = {a, b};
+    cw_na_addr_t *b_at_a = lookup_self_of(a, b), *x;
+    cw_na_mem_t *m;
+    uint8_t buf[256];
+    static char mem[4096];
+    struct cw_na_segment sg = {mem, sizeof(mem)};
+
+    srand(7);
+    for (int i = 0; i < 20000; i++) {
+        size_t n = (size_t)rand() % sizeof(buf);
+        for (size_t k = 0; k < n; k++)
+            buf[k] = (uint8_t)rand();
+        if (i & 1) {
+            memcpy(buf, "VBM1", n < 4 ? n : 4);
+            if (n >= 12) { buf[8] = (uint8_t)(rand() % 4); buf[9] = buf[10] = buf[11] = 0; }
+        } else {
+            memcpy(buf, "VBA1", n < 4 ? n : 4);
+        }
+        if (cw_na_mem_deserialize(a, buf, n, &m) == CW_OK)
+            cw_na_mem_release(a, m);
+        if (cw_na_addr_deserialize(a, buf, n, &x) == CW_OK)
+            cw_na_addr_free(a, x);
+    }
+    /* A handle claiming more segments than it carries. */
+    assert_int_equal(cw_na_mem_register(b, &sg, 1, CW_NA_MEM_READ, &m), CW_OK);
+    size_t n = cw_na_mem_serialize_size(b, m);
+    assert_int_equal(cw_na_mem_serialize(b, buf, n, m), CW_OK);
+    buf[8] = 2;
+    cw_na_mem_t *bad;
+    assert_int_equal(cw_na_mem_deserialize(a, buf, n, &bad), CW_INVALID_ARG);
+    buf[8] = 1;
+    assert_int_equal(cw_na_mem_deserialize(a, buf, n - 1, &bad),
+                     CW_INVALID_ARG);
+    cw_na_mem_release(b, m);
+
+    /* Connect, then put garbage on the wire through A's own QP. */
+    uint32_t v = 5, in[2];
+    struct done r = {0}, s = {0};
+    assert_int_equal(cw_na_msg_recv_unexpected(b, in, sizeof(in), done_cb, &r,
+                                               NULL),
+                     CW_OK);
+    assert_int_equal(cw_na_msg_send_unexpected(a, &v, sizeof(v), b_at_a, 1,
+                                               done_cb, &s, NULL),
+                     CW_OK);
+    assert_true(wait_all(both, 2, (struct done *[]){&r, &s}, 2, WAIT_MS));
+    cw_na_addr_free(b, r.source);
+    struct vb_conn *c = b_at_a->conn;
+    assert_non_null(c);
+    struct vb_stats st0, st1;
+    vb_class_stats(cb, &st0);
+    const uint32_t lens[3] = {3, 8, 8};
+    const uint8_t garbage[3][8] = {{1, 1, 0},
+                                   {9, VB_WIRE_VERSION, 0, 0, 1, 0, 0, 0},
+                                   {VB_MSG_UNEXP, 99, 0, 0, 1, 0, 0, 0}};
+    for (int i = 0; i < 3; i++) {
+        uint8_t *slot = ca->smem; /* send buffer 0 is free between sends */
+        memcpy(slot, garbage[i], lens[i]);
+        struct ibv_sge sge = {.addr = (uintptr_t)slot, .length = lens[i],
+                              .lkey = ca->smr->lkey};
+        struct ibv_send_wr wr = {.wr_id = VB_WR_CTL, .sg_list = &sge,
+                                 .num_sge = 1, .opcode = IBV_WR_SEND,
+                                 .send_flags = IBV_SEND_INLINE},
+                           *badwr;
+        assert_int_equal(ca->ops->post_send(c->id->qp, &wr, &badwr), 0);
+        c->credits--; /* it used one of B's buffers like any send */
+        vb_sq_posted(c, false);
+    }
+    uint64_t end = cw_now_ns() + 2000000000ull;
+    do {
+        cw_na_progress(a, 0, NULL);
+        cw_na_progress(b, 0, NULL);
+        vb_class_stats(cb, &st1);
+    } while (st1.dropped - st0.dropped < 3 && cw_now_ns() < end);
+    assert_int_equal(st1.dropped - st0.dropped, 3);
+    for (int k = 0; k < 100; k++) { /* and the connection still works */
+        r = (struct done){0};
+        s = (struct done){0};
+        assert_int_equal(cw_na_msg_recv_unexpected(b, in, sizeof(in), done_cb,
+                                                   &r, NULL),
+                         CW_OK);
+        assert_int_equal(cw_na_msg_send_unexpected(a, &v, sizeof(v), b_at_a,
+                                                   2, done_cb, &s, NULL),
+                         CW_OK);
+        assert_true(wait_all(both, 2, (struct done *[]){&r, &s}, 2, WAIT_MS));
+        assert_int_equal(r.status, CW_OK);
+        assert_int_equal(r.tag, 2);
+        cw_na_addr_free(b, r.source);
+    }
+    cw_na_addr_free(a, b_at_a);
+    cw_na_close(a);
+    cw_na_close(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_order_few_recvs),
         cmocka_unit_test(test_wait_fd_and_busy),
         cmocka_unit_test(test_locations),
+        cmocka_unit_test(test_self),
+        cmocka_unit_test(test_hostile_input),
         cmocka_unit_test(test_rcache),
         cmocka_unit_test(test_qp_error_teardown),
         cmocka_unit_test(test_peer_process_dies),
