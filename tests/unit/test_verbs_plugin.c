@@ -19,6 +19,7 @@
 #include <unistd.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 
 #include <cmocka.h>
 
@@ -560,7 +561,8 @@ static void test_peer_process_dies(void **state)
  * wait fd wakes when a message arrives; busy-poll: no fd, never armed. */
 static void test_wait_fd_and_busy(void **state)
 {
-    cw_na_t *a = open_na(URI, NULL), *b = open_na(URI, NULL), *busy;
+    cw_na_class_t *cb;
+    cw_na_t *a = open_na(URI, NULL), *b = open_na(URI, &cb), *busy;
     cw_na_t *both[2] = {a, b};
     cw_na_addr_t *b_at_a = lookup_self_of(a, b);
     uint32_t v = 1, in[2];
@@ -588,6 +590,7 @@ static void test_wait_fd_and_busy(void **state)
                      CW_OK);
     cw_na_progress(b, 0, NULL);
     assert_true(cw_na_safe_to_sleep(b));
+    assert_true(cb->cq_armed);
     struct pollfd pfd = {.fd = fd, .events = POLLIN};
     assert_int_equal(poll(&pfd, 1, 0), 0); /* nothing pending */
     uint64_t t0 = cw_now_ns();
@@ -599,6 +602,8 @@ static void test_wait_fd_and_busy(void **state)
     uint64_t woke = cw_now_ns() - t0;
     assert_true(wait_all(both, 2, (struct done *[]){&r, &s}, 2, WAIT_MS));
     assert_int_equal(r.tag, 2);
+    /* The completion fired the armed CQ's event, and progress consumed it. */
+    assert_false(cb->cq_armed);
     cw_na_addr_free(b, r.source);
     print_message("# wait fd woke %.1f us after the send was posted\n",
                   (double)woke / 1e3);
@@ -867,6 +872,71 @@ static void test_hostile_input(void **state)
     cw_na_close(b);
 }
 
+/* Instances used from several threads at once (one pair per thread). */
+static void *thread_pair(void *arg)
+{
+    int *ok = arg;
+    cw_na_t *a, *b;
+    cw_na_addr_t *self, *b_at_a;
+    char uri[256];
+    static _Thread_local char src[65536], dst[65536];
+    *ok = 0;
+    if (cw_na_open(URI, CW_NA_LISTEN, NULL, &a) != CW_OK ||
+        cw_na_open(URI, CW_NA_LISTEN, NULL, &b) != CW_OK)
+        return NULL;
+    cw_na_addr_self(b, &self);
+    cw_na_addr_to_string(b, self, uri, sizeof(uri));
+    cw_na_addr_free(b, self);
+    if (cw_na_addr_lookup(a, uri, &b_at_a) != CW_OK)
+        return NULL;
+    cw_na_t *both[2] = {a, b};
+    int good = 0;
+    for (uint32_t i = 0; i < 300; i++) {
+        uint32_t in[2] = {0}, v = i;
+        struct done r = {0}, s = {0};
+        cw_na_msg_recv_unexpected(b, in, sizeof(in), done_cb, &r, NULL);
+        cw_na_msg_send_unexpected(a, &v, sizeof(v), b_at_a, 1, done_cb, &s,
+                                  NULL);
+        if (wait_all(both, 2, (struct done *[]){&r, &s}, 2, WAIT_MS) &&
+            r.status == CW_OK && in[0] == i)
+            good++;
+        cw_na_addr_free(b, r.source);
+    }
+    cw_na_mem_t *ms, *md, *rs;
+    struct cw_na_segment ss = {src, sizeof(src)}, sd = {dst, sizeof(dst)};
+    uint8_t ser[64];
+    memset(src, good & 0xff, sizeof(src));
+    struct done g = {0};
+    cw_na_mem_register(b, &ss, 1, CW_NA_MEM_READ, &ms);
+    cw_na_mem_register(a, &sd, 1, 0, &md);
+    cw_na_mem_serialize(b, ser, cw_na_mem_serialize_size(b, ms), ms);
+    cw_na_mem_deserialize(a, ser, cw_na_mem_serialize_size(b, ms), &rs);
+    cw_na_get(a, md, 0, rs, 0, sizeof(dst), b_at_a, done_cb, &g, NULL);
+    if (wait_all(both, 2, (struct done *[]){&g}, 1, WAIT_MS) &&
+        g.status == CW_OK && memcmp(src, dst, sizeof(dst)) == 0)
+        good++;
+    cw_na_mem_release(a, rs);
+    cw_na_mem_release(a, md);
+    cw_na_mem_release(b, ms);
+    cw_na_addr_free(a, b_at_a);
+    cw_na_close(a);
+    cw_na_close(b);
+    *ok = good == 301;
+    return NULL;
+}
+
+static void test_threads(void **state)
+{
+    pthread_t t[4];
+    int ok[4];
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(pthread_create(&t[i], NULL, thread_pair, &ok[i]), 0);
+    for (int i = 0; i < 4; i++) {
+        pthread_join(t[i], NULL);
+        assert_true(ok[i]);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -874,6 +944,7 @@ int main(void)
         cmocka_unit_test(test_wait_fd_and_busy),
         cmocka_unit_test(test_locations),
         cmocka_unit_test(test_self),
+        cmocka_unit_test(test_threads),
         cmocka_unit_test(test_hostile_input),
         cmocka_unit_test(test_rcache),
         cmocka_unit_test(test_qp_error_teardown),
