@@ -97,7 +97,10 @@ struct shm_seg_hdr {
     char pad0_[SHM_CACHELINE * 2 - 40 - SHM_NAME_MAX];
     /* Set by the consumer before it blocks; senders then write the eventfd. */
     _Atomic uint32_t sleeping;
-    char pad1_[SHM_CACHELINE - 4];
+    /* Set by a sender that found the ring full and wants to block; the
+     * consumer then wakes its connected senders after freeing slots. */
+    _Atomic uint32_t senders_waiting;
+    char pad1_[SHM_CACHELINE - 8];
     _Atomic uint64_t tail; /* producers */
     char pad2_[SHM_CACHELINE - 8];
     _Atomic uint64_t head; /* consumer (read by nobody else) */
@@ -299,6 +302,7 @@ void shm_peer_ref(struct shm_peer *peer);
 void shm_peer_unref(struct shm_peer *peer);
 void shm_peer_destroy_all(struct cw_na_class *cls);
 void shm_peer_wake(struct shm_peer *peer);
+void shm_wake_senders(struct cw_na_class *cls);
 void shm_fdref_close(struct cw_na_class *cls, struct shm_fdref *ref);
 void shm_sock_handle(struct cw_na_class *cls, struct shm_fdref *ref);
 void shm_listen_accept(struct cw_na_class *cls);
@@ -308,6 +312,8 @@ bool shm_ring_push(struct shm_peer *dest, uint32_t type, uint32_t tag,
                    const void *buf, size_t len);
 unsigned shm_ring_drain(struct cw_na_class *cls, unsigned max);
 bool shm_ring_pending(struct cw_na_class *cls);
+bool shm_ring_has_room(struct shm_peer *dest);
+bool shm_backlog_arm(struct cw_na_class *cls);
 void shm_ring_unstick(struct cw_na_class *cls);
 void shm_backlog_retry(struct cw_na_class *cls);
 void shm_early_free_all(struct cw_na_class *cls);

@@ -323,6 +323,25 @@ void shm_peer_wake(struct shm_peer *peer)
     }
 }
 
+/* Senders blocked on our full ring: each is connected to us, and its end
+ * of that connection is in its wait set. */
+void shm_wake_senders(struct cw_na_class *cls)
+{
+    atomic_store_explicit(&cls->seg->senders_waiting, 0, memory_order_relaxed);
+    struct shm_sock_msg m = {.magic = SHM_SEG_MAGIC,
+                             .version = SHM_VERSION,
+                             .kind = SHM_SOCK_WAKE};
+    for (struct shm_list *l = cls->peers.next; l != &cls->peers;
+         l = l->next) {
+        struct shm_peer *p = shm_container_of(l, struct shm_peer, link);
+        if (p->in.fd >= 0) {
+            ssize_t n = send(p->in.fd, &m, sizeof(m),
+                             MSG_DONTWAIT | MSG_NOSIGNAL);
+            (void)n; /* EAGAIN: wake-ups are already queued there */
+        }
+    }
+}
+
 /* Read one socket message; returns 1 on a message, 0 on EOF/error (peer
  * gone), -1 if nothing to read.  A passed fd lands in *fd_p (or -1). */
 static int shm_sock_recv(int fd, struct shm_sock_msg *m, int *fd_p)

@@ -57,6 +57,34 @@ bool shm_ring_push(struct shm_peer *dest, uint32_t type, uint32_t tag,
     return true;
 }
 
+bool shm_ring_has_room(struct shm_peer *dest)
+{
+    struct shm_seg_hdr *seg = dest->seg;
+    uint64_t pos = atomic_load_explicit(&seg->tail, memory_order_relaxed);
+    struct shm_slot *s = &shm_slots(seg)[pos & (dest->nslots - 1)];
+    return atomic_load_explicit(&s->seq, memory_order_acquire) == pos;
+}
+
+/* Before blocking with sends backlogged: ask each full receiver to wake us
+ * when it frees a slot.  False if one has room already (retry instead). */
+bool shm_backlog_arm(struct cw_na_class *cls)
+{
+    for (struct shm_list *l = cls->peers.next; l != &cls->peers;
+         l = l->next) {
+        struct shm_peer *p = shm_container_of(l, struct shm_peer, link);
+        if (shm_list_empty(&p->backlog) || !p->seg)
+            continue;
+        atomic_store_explicit(&p->seg->senders_waiting, 1,
+                              memory_order_relaxed);
+        /* Pairs with the fence in shm_ring_drain: either we see the room
+         * or the consumer sees the flag. */
+        atomic_thread_fence(memory_order_seq_cst);
+        if (shm_ring_has_room(p))
+            return false;
+    }
+    return true;
+}
+
 bool shm_ring_pending(struct cw_na_class *cls)
 {
     struct shm_seg_hdr *seg = cls->seg;
@@ -177,6 +205,11 @@ unsigned shm_ring_drain(struct cw_na_class *cls, unsigned max)
         head++;
         atomic_store_explicit(&seg->head, head, memory_order_relaxed);
         n++;
+    }
+    if (n) {
+        atomic_thread_fence(memory_order_seq_cst);
+        if (atomic_load_explicit(&seg->senders_waiting, memory_order_relaxed))
+            shm_wake_senders(cls);
     }
     return n;
 }

@@ -231,8 +231,10 @@ int shm_get_wait_fd(cw_na_class_t *cls)
 
 bool shm_safe_to_sleep(cw_na_class_t *cls)
 {
-    if ((cls->flags & CW_NA_BUSY) || !shm_list_empty(&cls->done) ||
-        cls->nbacklog)
+    if ((cls->flags & CW_NA_BUSY) || !shm_list_empty(&cls->done))
+        return false;
+    /* Backlogged sends: sleep only if every full receiver will wake us. */
+    if (cls->nbacklog && !shm_backlog_arm(cls))
         return false;
     atomic_store_explicit(&cls->seg->sleeping, 1, memory_order_relaxed);
     /* Pairs with the fence in shm_ring_push. */

@@ -1,6 +1,7 @@
 /*
  * na-shm tests across processes: stale segments of killed processes (at
- * init and at lookup), back-pressure on a 4-slot ring, a killed receiver
+ * init and at lookup), back-pressure on a 4-slot ring (a blocking sender
+ * behind it sleeps rather than spins), a killed receiver
  * failing backlogged sends and pending receives, the error that names the
  * fix when the kernel refuses cross-memory attach, and a ring slot claimed
  * by a producer killed before publishing it, and a connection from
@@ -19,6 +20,7 @@
 #include <linux/capability.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
@@ -113,18 +115,22 @@ static cw_na_t *child_open_small(int wfd)
     return na;
 }
 
-/* Child: a 4-slot receiver that takes messages one at a time, checks the
- * order and answers with how many arrived in order. */
+/* Child: a 4-slot receiver that takes messages one at a time (pausing
+ * @p pause_us every @p every messages), checks the order and answers with
+ * how many arrived in order. */
 #define BP_COUNT 2000
+struct slow_rx {
+    uint32_t count, every, pause_us;
+};
 static int child_slow_receiver(void *arg, int wfd)
 {
-    (void)arg;
+    const struct slow_rx *rx = arg;
     uint32_t in_order = 0;
     cw_na_addr_t *peer = NULL;
     cw_na_t *na = child_open_small(wfd);
     if (!na)
         return 1;
-    for (uint32_t i = 0; i < BP_COUNT; i++) {
+    for (uint32_t i = 0; i < rx->count; i++) {
         uint32_t v = 0;
         struct done d = {0};
         if (cw_na_msg_recv_unexpected(na, &v, sizeof(v), done_cb, &d, NULL))
@@ -137,8 +143,8 @@ static int child_slow_receiver(void *arg, int wfd)
             cw_na_addr_free(na, d.source);
         else
             peer = d.source;
-        if (i % 100 == 0)
-            usleep(1000); /* stay behind the sender */
+        if (i % rx->every == 0)
+            usleep(rx->pause_us); /* stay behind the sender */
     }
     struct done s = {0};
     if (cw_na_msg_send_expected(na, &in_order, sizeof(in_order), peer, 5,
@@ -167,7 +173,8 @@ static void test_backpressure_cross_process(void **state)
     cw_na_t *na;
     cw_na_addr_t *srv;
 
-    pid_t pid = fork_child(child_slow_receiver, NULL, &rfd);
+    static const struct slow_rx rx = {BP_COUNT, 100, 1000};
+    pid_t pid = fork_child(child_slow_receiver, (void *)&rx, &rfd);
     assert_true(read_line(rfd, uri, sizeof(uri)));
     close(rfd);
     assert_int_equal(cw_na_open("shm://", CW_NA_LISTEN, NULL, &na), CW_OK);
@@ -192,6 +199,69 @@ static void test_backpressure_cross_process(void **state)
     assert_true(wait_done(&na, 1, &rd.calls, 1));
     assert_int_equal(rd.status, CW_OK);
     assert_int_equal(in_order, BP_COUNT);
+    cw_na_addr_free(na, srv);
+    cw_na_close(na);
+    assert_int_equal(reap(pid), 0);
+}
+
+/* A blocking sender stuck behind a full ring sleeps until the receiver
+ * frees a slot instead of spinning: it keeps yielding the CPU. */
+static void test_blocked_sender_sleeps(void **state)
+{
+    (void)state;
+    enum { N = 200 };
+    static const struct slow_rx rx = {N, 1, 2000};
+    static uint32_t vals[N];
+    static struct done sd[N];
+    struct done rd = {0};
+    uint32_t in_order = 0;
+    char uri[URI_LEN];
+    int rfd;
+    cw_na_t *na;
+    cw_na_addr_t *srv;
+
+    pid_t pid = fork_child(child_slow_receiver, (void *)&rx, &rfd);
+    assert_true(read_line(rfd, uri, sizeof(uri)));
+    close(rfd);
+    assert_int_equal(cw_na_open("shm://", CW_NA_LISTEN, NULL, &na), CW_OK);
+    assert_int_equal(cw_na_addr_lookup(na, uri, &srv), CW_OK);
+    assert_int_equal(cw_na_msg_recv_expected(na, &in_order, sizeof(in_order),
+                                             srv, 5, done_cb, &rd, NULL),
+                     CW_OK);
+    memset(sd, 0, sizeof(sd));
+    for (uint32_t i = 0; i < N; i++) {
+        vals[i] = i;
+        assert_int_equal(cw_na_msg_send_unexpected(na, &vals[i],
+                                                   sizeof(vals[i]), srv, 1,
+                                                   done_cb, &sd[i], NULL),
+                         CW_OK);
+    }
+    struct rusage ru0, ru1;
+    getrusage(RUSAGE_SELF, &ru0);
+    uint64_t t0 = cw_now_ns();
+    uint64_t deadline = t0 + 20000000000ull;
+    while (sd[N - 1].calls == 0 && cw_now_ns() < deadline)
+        cw_na_progress_wait(na, 100, NULL); /* blocking mode */
+    uint64_t wall = cw_now_ns() - t0;
+    getrusage(RUSAGE_SELF, &ru1);
+    for (uint32_t i = 0; i < N; i++)
+        assert_int_equal(sd[i].status, CW_OK);
+    assert_int_equal(sd[N - 1].calls, 1);
+    double cpu = (double)(ru1.ru_utime.tv_sec - ru0.ru_utime.tv_sec +
+                          ru1.ru_stime.tv_sec - ru0.ru_stime.tv_sec) * 1e9 +
+                 (double)(ru1.ru_utime.tv_usec - ru0.ru_utime.tv_usec +
+                          ru1.ru_stime.tv_usec - ru0.ru_stime.tv_usec) * 1e3;
+    long sleeps = ru1.ru_nvcsw - ru0.ru_nvcsw;
+    print_message("# blocked sender: %.0f ms wall, %.0f ms CPU, %ld "
+                  "voluntary switches\n",
+                  (double)wall / 1e6, cpu / 1e6, sleeps);
+    /* Spinning would mean almost no voluntary switches and CPU ~ wall. */
+    assert_true(sleeps >= N / 4);
+    assert_true(cpu < 0.5 * (double)wall);
+    while (rd.calls == 0 && cw_now_ns() < deadline)
+        cw_na_progress_wait(na, 100, NULL);
+    assert_int_equal(rd.status, CW_OK);
+    assert_int_equal(in_order, N);
     cw_na_addr_free(na, srv);
     cw_na_close(na);
     assert_int_equal(reap(pid), 0);
@@ -530,6 +600,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stale_segments),
         cmocka_unit_test(test_backpressure_cross_process),
+        cmocka_unit_test(test_blocked_sender_sleeps),
         cmocka_unit_test(test_killed_receiver_fails_backlog),
         cmocka_unit_test(test_rma_eperm_names_fix),
         cmocka_unit_test(test_dead_producer_slot_skipped),
