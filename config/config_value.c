@@ -197,10 +197,12 @@ cw_status_t cfg_parse_hostport(const char *s, char *err, size_t errlen)
 
     if (s[0] == '\0')
         return CW_OK;
+    /* Port 0 lets the kernel pick; the gateway logs what it bound. */
     if (cw_location_split(s, host, &port) != CW_OK || host[0] == '\0' ||
-        port == 0) {
-        snprintf(err, errlen, "expected \"host:port\" (or \"\" to disable), "
-                 "got '%.64s'", s);
+        strchr(s, ':') == NULL) {
+        (void)port;
+        snprintf(err, errlen, "expected \"host:port\" (port 0 picks a free "
+                 "one; \"\" disables), got '%.64s'", s);
         return CW_INVALID_ARG;
     }
     return CW_OK;

@@ -164,6 +164,24 @@ void cw_route_table_backend_set_ejected(struct cw_route_table *table,
     atomic_store(&be->successes, 0);
 }
 
+bool cw_route_table_backend_is_up(const struct cw_route_table *table,
+                                  unsigned service, unsigned b)
+{
+    struct rt_backend *be =
+        backend((struct cw_route_table *)table, service, b);
+
+    return be != NULL && be_ok(be);
+}
+
+unsigned cw_route_table_backend_inflight(const struct cw_route_table *table,
+                                         unsigned service, unsigned b)
+{
+    struct rt_backend *be =
+        backend((struct cw_route_table *)table, service, b);
+
+    return be ? atomic_load(&be->inflight) : 0;
+}
+
 void cw_route_table_backend_report(struct cw_route_table *table,
                                    unsigned service, unsigned b, bool success)
 {

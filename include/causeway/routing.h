@@ -163,6 +163,15 @@ void cw_route_table_backend_set_ejected(struct cw_route_table *table,
                                         unsigned service, unsigned backend,
                                         bool ejected);
 
+/** True unless the backend is ejected (false for an unknown backend). */
+bool cw_route_table_backend_is_up(const struct cw_route_table *table,
+                                  unsigned service, unsigned backend);
+
+/** RPCs in flight on a backend, as counted by cw_route_table_backend_load
+ *  (0 for an unknown backend). */
+unsigned cw_route_table_backend_inflight(const struct cw_route_table *table,
+                                         unsigned service, unsigned backend);
+
 /** Report an RPC outcome on a backend (passive ejection, as next hops). */
 void cw_route_table_backend_report(struct cw_route_table *table,
                                    unsigned service, unsigned backend,

@@ -279,11 +279,19 @@ static void test_service_round_robin(void **state)
     assert_int_equal(counts[0], 1000);
     assert_int_equal(counts[1], 1000);
     assert_int_equal(counts[2], 1000);
+    assert_true(cw_route_table_backend_is_up(t, p.service, 1));
     cw_route_table_backend_set_ejected(t, p.service, 1, true);
+    assert_false(cw_route_table_backend_is_up(t, p.service, 1));
+    assert_false(cw_route_table_backend_is_up(t, p.service, 99));
     for (int i = 0; i < 100; i++) {
         assert_int_equal(cw_route_table_service_pick(t, "rr", NULL, &p), CW_OK);
         assert_int_not_equal(p.backend, 1);
     }
+    cw_route_table_backend_load(t, p.service, 0, +2);
+    assert_int_equal(cw_route_table_backend_inflight(t, p.service, 0), 2);
+    cw_route_table_backend_load(t, p.service, 0, -2);
+    assert_int_equal(cw_route_table_backend_inflight(t, p.service, 0), 0);
+    assert_int_equal(cw_route_table_backend_inflight(t, p.service, 99), 0);
     /* All ejected: still answer rather than fail. */
     cw_route_table_backend_set_ejected(t, p.service, 0, true);
     cw_route_table_backend_set_ejected(t, p.service, 2, true);
