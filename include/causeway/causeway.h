@@ -348,7 +348,9 @@ cw_status_t cw_bulk_transfer(cw_context_t *ctx, enum cw_bulk_dir dir,
                              size_t local_off, size_t len, cw_bulk_cb_t cb,
                              void *arg, cw_bulk_op_t **op_p);
 
-/** Stop a transfer; its callback runs once with CW_CANCELED. */
+/** Stop a transfer; its callback runs once with CW_CANCELED (or its real
+ *  status if it had already finished).  @p op is valid until its callback
+ *  has run; do not cancel it afterwards. */
 cw_status_t cw_bulk_cancel(cw_bulk_op_t *op);
 
 #ifdef __cplusplus
