@@ -235,6 +235,7 @@ VB_HIDDEN extern struct fake_counters fake_cnt;
 /* fake_dev.c */
 VB_HIDDEN uint64_t fake_now_ns(void);
 VB_HIDDEN struct ibv_context *fake_ctx_for_ip(uint32_t ip_host_order);
+VB_HIDDEN uint32_t fake_max_inline(struct ibv_context *ctx);
 VB_HIDDEN int fake_mr_check(struct fake_pd *pd, uint32_t key, bool remote,
                             uint64_t addr, uint64_t len, int need_access);
 VB_HIDDEN int fake_sge_copy_out(struct fake_pd *pd, const struct ibv_sge *sge,

@@ -68,6 +68,13 @@ struct ibv_context *fake_ctx_for_ip(uint32_t ip)
     return &fake_devs[((ip & 0xffu) - 1u) % FAKE_NDEV].ctx;
 }
 
+/* fake3 has a small inline limit, as some real devices do. */
+uint32_t fake_max_inline(struct ibv_context *ctx)
+{
+    struct fake_dev *d = fake_dev_of(ctx);
+    return d && d == &fake_devs[FAKE_NDEV - 1] ? 32 : FAKE_MAX_INLINE;
+}
+
 bool vb_fake_name(const char *name)
 {
     return name && strncmp(name, "fake", 4) == 0;

@@ -484,7 +484,8 @@ int fake_create_qp(struct rdma_cm_id *id, struct ibv_pd *ibpd,
         goto err_inval;
     c = &attr->cap;
     if (c->max_send_wr == 0 || c->max_send_wr > FAKE_MAX_QP_WR ||
-        c->max_send_sge > FAKE_MAX_SGE || c->max_inline_data > FAKE_MAX_INLINE)
+        c->max_send_sge > FAKE_MAX_SGE ||
+        c->max_inline_data > fake_max_inline(id->verbs))
         goto err_inval;
     if (!attr->srq && (c->max_recv_wr == 0 || c->max_recv_wr > FAKE_MAX_QP_WR ||
                        c->max_recv_sge > FAKE_MAX_SGE))

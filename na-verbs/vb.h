@@ -250,6 +250,7 @@ struct cw_na_class {
     size_t buf_size;  /* eager buffer incl. header */
     unsigned credits; /* granted per connection */
     unsigned max_conns;
+    uint8_t rd_atom; /* outstanding RDMA READs per QP, each way */
 
     struct vb_rchunk *rchunks;
     unsigned rbufs_total;

@@ -115,7 +115,14 @@ static cw_status_t conn_create_qp(struct vb_conn *conn)
     }
     conn->granted = true;
     conn->grant = cls->credits;
-    if (cls->ops->create_qp(conn->id, cls->pd, &qa) != 0) {
+    int rc = cls->ops->create_qp(conn->id, cls->pd, &qa);
+    if (rc != 0 && errno == EINVAL) {
+        /* Some devices cannot send 64 bytes inline; credit messages only
+         * need the header. */
+        qa.cap.max_inline_data = sizeof(struct vb_hdr);
+        rc = cls->ops->create_qp(conn->id, cls->pd, &qa);
+    }
+    if (rc != 0) {
         int e = errno;
         vb_peer_format(conn->peer, peer, sizeof(peer));
         VB_ERR(cls, "rdma_create_qp() for %s failed: %s", peer, strerror(e));
@@ -284,8 +291,8 @@ static void conn_event_failed(struct vb_conn *conn, int event, int status)
     vb_conn_fail(conn, vb_status(VB_E_CM, event));
 }
 
-/* Connect/accept parameters: our private data, 16 outstanding READs each
- * way, full transport retries, and RNR retry "infinite" because credits
+/* Connect/accept parameters: our private data, up to 16 outstanding READs
+ * each way, full transport retries, and RNR retry "infinite" because credits
  * already guarantee a posted receive. */
 static void conn_param(vb_class_t *cls, struct vb_pdata *mine,
                        struct rdma_conn_param *cp)
@@ -294,8 +301,8 @@ static void conn_param(vb_class_t *cls, struct vb_pdata *mine,
     memset(cp, 0, sizeof(*cp));
     cp->private_data = mine;
     cp->private_data_len = sizeof(*mine);
-    cp->responder_resources = 16;
-    cp->initiator_depth = 16;
+    cp->responder_resources = cls->rd_atom;
+    cp->initiator_depth = cls->rd_atom;
     cp->retry_count = 7;
     cp->rnr_retry_count = VB_RNR_RETRY;
 }

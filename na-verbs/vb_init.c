@@ -246,6 +246,11 @@ static cw_status_t vb_open_device(vb_class_t *cls)
                da.max_srq_wr, da.max_cqe, da.max_qp_wr);
         return CW_UNSUPPORTED;
     }
+    cls->rd_atom = 16;
+    if (da.max_qp_rd_atom < cls->rd_atom)
+        cls->rd_atom = (uint8_t)da.max_qp_rd_atom;
+    if (da.max_qp_init_rd_atom < cls->rd_atom)
+        cls->rd_atom = (uint8_t)da.max_qp_init_rd_atom;
     cls->max_conns = (unsigned)(cls->srq_max / (int)cls->credits);
     unsigned by_cq = (unsigned)((cls->cq_size - cls->srq_max) / VB_SQ_DEPTH);
     if (by_cq < cls->max_conns)

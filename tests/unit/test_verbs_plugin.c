@@ -670,6 +670,31 @@ static void test_locations(void **state)
     for (int i = 0; bad[i]; i++)
         assert_int_not_equal(cw_na_addr_lookup(na, bad[i], &x), CW_OK);
     cw_na_close(na);
+    /* fake3 sends at most 32 bytes inline: connections fall back to an
+     * inline size that fits the credit header. */
+    cw_na_class_t *c3;
+    cw_na_t *p3 = open_na("verbs://fake3:1/127.0.0.4:0", &c3), *q3;
+    assert_int_equal(cw_na_open("verbs://fake3/", CW_NA_LISTEN, NULL, &q3),
+                     CW_OK);
+    cw_na_t *pq[2] = {p3, q3};
+    cw_na_addr_t *q_at_p = lookup_self_of(p3, q3);
+    uint32_t v = 9, in[2];
+    struct done r = {0}, s = {0};
+    assert_int_equal(cw_na_msg_recv_unexpected(q3, in, sizeof(in), done_cb,
+                                               &r, NULL),
+                     CW_OK);
+    assert_int_equal(cw_na_msg_send_unexpected(p3, &v, sizeof(v), q_at_p, 1,
+                                               done_cb, &s, NULL),
+                     CW_OK);
+    assert_true(wait_all(pq, 2, (struct done *[]){&r, &s}, 2, WAIT_MS));
+    assert_int_equal(r.status, CW_OK);
+    assert_int_equal(in[0], 9);
+    assert_non_null(c3->conns);
+    assert_int_equal(c3->conns->inline_max, sizeof(struct vb_hdr));
+    cw_na_addr_free(q3, r.source);
+    cw_na_addr_free(p3, q_at_p);
+    cw_na_close(p3);
+    cw_na_close(q3);
     assert_int_equal(cw_na_open("verbs://fake1:1/127.0.0.1:0", CW_NA_LISTEN,
                                 NULL, &na),
                      CW_INVALID_ARG);
