@@ -1,7 +1,9 @@
 /*
  * Admission control: bounded RPCs in flight (total, per ingress network,
- * per route) and per-source fairness.  Beyond a bound the caller is told
- * CW_BUSY at once; nothing is queued.
+ * per route) and per-source fairness.  A request over a capacity bound
+ * waits in a bounded FIFO (limits.max_queued_rpcs) for a slot; a full
+ * queue, or a source over its fair share, gets CW_BUSY at once.  A queued
+ * request whose deadline passes is answered CW_TIMEOUT; none is dropped.
  *
  * Fairness: a quarter of the total limit is kept for sources that have
  * nothing in flight yet, and the rest is shared equally among the sources
@@ -36,14 +38,14 @@ cw_status_t gw_admit(struct gw *gw, struct gw_net *ingress,
     size_t n;
 
     if (limit != 0 && gw->inflight >= limit)
-        return CW_BUSY;
+        return CW_AGAIN;
     if (route_cap != 0 && rs->inflight >= route_cap)
-        return CW_BUSY;
+        return CW_AGAIN;
     if (ingress != NULL) {
         int i = cw_config_network_find(gw->cfg, ingress->name);
         unsigned cap = i >= 0 ? gw->cfg->networks[i].max_inflight : 0;
         if (cap != 0 && ingress->inflight >= cap)
-            return CW_BUSY;
+            return CW_AGAIN;
     }
     if (limit >= 4) {
         /* A quarter of the slots is kept for sources that are not active
@@ -102,4 +104,77 @@ void gw_sources_fini(struct gw *gw)
         }
     }
     gw->nsrcs = 0;
+}
+
+/* ---- the wait queue ------------------------------------------------------ */
+
+cw_status_t gw_queue_push(struct gw *gw, cw_handle_t *in)
+{
+    struct gw_queued *q;
+
+    if (gw->nqueued >= gw->cfg->limits.max_queued_rpcs)
+        return CW_BUSY;
+    q = malloc(sizeof(*q));
+    if (q == NULL)
+        return CW_NOMEM;
+    q->in = in;
+    q->next = NULL;
+    if (gw->queue_tail != NULL)
+        gw->queue_tail->next = q;
+    else
+        gw->queue_head = q;
+    gw->queue_tail = q;
+    gw->nqueued++;
+    return CW_OK;
+}
+
+static cw_handle_t *gw_queue_pop(struct gw *gw)
+{
+    struct gw_queued *q = gw->queue_head;
+    cw_handle_t *in;
+
+    if (q == NULL)
+        return NULL;
+    gw->queue_head = q->next;
+    if (gw->queue_head == NULL)
+        gw->queue_tail = NULL;
+    gw->nqueued--;
+    in = q->in;
+    free(q);
+    return in;
+}
+
+void gw_queue_run(struct gw *gw)
+{
+    unsigned limit = gw->cfg->limits.max_inflight_rpcs;
+    unsigned n = gw->nqueued;
+
+    /* One pass over what is queued now; a request that still finds no
+     * slot goes back to the tail. */
+    while (n-- > 0 && gw->queue_head != NULL &&
+           (limit == 0 || gw->inflight < limit))
+        gw_forward(gw, gw_queue_pop(gw), true);
+}
+
+void gw_queue_expire(struct gw *gw, bool all, cw_status_t st)
+{
+    struct gw_queued **pp = &gw->queue_head;
+
+    gw->queue_tail = NULL;
+    while (*pp != NULL) {
+        struct gw_queued *q = *pp;
+        if (all || cw_handle_remaining_ms(q->in) == 0) {
+            *pp = q->next;
+            gw->nqueued--;
+            if (st == CW_TIMEOUT)
+                gw->n_timedout++;
+            else
+                gw->n_canceled++;
+            gw_answer(q->in, st);
+            free(q);
+        } else {
+            gw->queue_tail = q;
+            pp = &q->next;
+        }
+    }
 }

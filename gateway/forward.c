@@ -249,7 +249,7 @@ static cw_status_t gw_resolve(struct gw *gw, const char *route,
 
 /* ---- forwarding --------------------------------------------------------- */
 
-static void gw_answer(cw_handle_t *in, cw_status_t st)
+void gw_answer(cw_handle_t *in, cw_status_t st)
 {
     cw_status_t rst = cw_respond(in, st, NULL, NULL);
 
@@ -366,7 +366,11 @@ static void gw_out_cb(cw_handle_t *out, cw_status_t st, void *arg)
 
 void gw_forward_hook(cw_handle_t *in, void *arg)
 {
-    struct gw *gw = arg;
+    gw_forward(arg, in, false);
+}
+
+void gw_forward(struct gw *gw, cw_handle_t *in, bool requeued)
+{
     uint64_t t_in = cw_now_ns();
     char src[CW_ADDR_STR_MAX];
     struct gw_target t;
@@ -381,9 +385,9 @@ void gw_forward_hook(cw_handle_t *in, void *arg)
         src[0] = '\0';
     else
         ingress = gw_net_of_addr(gw, src);
-    if (ingress != NULL)
+    if (ingress != NULL && !requeued)
         ingress->rx++;
-    if (gw->draining) {
+    if (gw->draining && !requeued) {
         gw->n_draining++;
         gw_answer(in, CW_DRAINING);
         return;
@@ -423,6 +427,15 @@ void gw_forward_hook(cw_handle_t *in, void *arg)
         return;
     }
     st = gw_admit(gw, ingress, rs, t.res.max_inflight, src, &source);
+    if (st == CW_AGAIN) {
+        /* Over capacity: wait for a slot (bounded), else busy. */
+        st = gw_queue_push(gw, in);
+        if (st == CW_OK) {
+            if (!requeued)
+                gw->n_queued_total++;
+            return;
+        }
+    }
     if (st != CW_OK) {
         gw->n_busy++;
         rs->busy++;

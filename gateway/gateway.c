@@ -157,6 +157,7 @@ static void gw_stop(struct gw *gw)
     if (gw->ctx != NULL) {
         /* Whatever is still in flight completes (CW_CANCELED) now; the
          * callbacks answer their callers and free the forward state. */
+        gw_queue_expire(gw, true, CW_CANCELED);
         gw_fwd_cancel_all(gw);
         for (int i = 0; i < 200 && (gw->fwds != NULL || gw_health_busy(gw)); i++) {
             cw_progress(gw->ctx, 5);
@@ -212,6 +213,8 @@ static void gw_loop(struct gw *gw)
 
         cw_progress(gw->ctx, slice);
         cw_trigger(gw->ctx, 0, 0, NULL);
+        if (gw->queue_head != NULL)
+            gw_queue_run(gw);
         now = cw_now_ns();
         if (now < next_hk)
             continue;
@@ -219,6 +222,8 @@ static void gw_loop(struct gw *gw)
         gw_signals_poll(gw);
         gw_admin_poll(gw, now);
         gw_health_tick(gw, now);
+        if (gw->queue_head != NULL)
+            gw_queue_expire(gw, false, CW_TIMEOUT);
         if (gw->draining && gw_drain_check(gw, now))
             gw->stop = true;
     }

@@ -80,6 +80,12 @@ struct gw_fwd {
     struct gw_fwd *prev, *next;   /**< gw->fwds */
 };
 
+/** A request waiting for a slot. */
+struct gw_queued {
+    struct gw_queued *next;
+    cw_handle_t *in;
+};
+
 /** Cached resolved address. */
 struct gw_addr_ent {
     struct gw_addr_ent *next;
@@ -127,6 +133,9 @@ struct gw {
     /* forwarding */
     struct gw_fwd *fwds;
     struct gw_fwd *free_fwds;        /**< pool: no malloc per RPC */
+    struct gw_queued *queue_head, *queue_tail;
+    unsigned nqueued;
+    uint64_t n_queued_total;
     unsigned nfree_fwds;
     unsigned inflight;
     struct gw_route_stats *routes;
@@ -175,6 +184,10 @@ void gw_set_config(struct gw *gw, struct cw_config *own,
 /** FNV-1a of a string (cache and source tables). */
 uint64_t gw_hash(const char *s);
 void gw_forward_hook(cw_handle_t *in, void *arg);
+/** Forward one request (@p requeued: it comes from the wait queue). */
+void gw_forward(struct gw *gw, cw_handle_t *in, bool requeued);
+/** Answer a request with @p st and release it. */
+void gw_answer(cw_handle_t *in, cw_status_t st);
 cw_status_t gw_addr_get(struct gw *gw, const char *uri, cw_addr_t **addr_p);
 void gw_addr_forget(struct gw *gw, const char *uri);
 void gw_addr_cache_fini(struct gw *gw);
@@ -194,6 +207,12 @@ cw_status_t gw_admit(struct gw *gw, struct gw_net *ingress,
                      const char *src_key, struct gw_source **src_p);
 void gw_admit_done(struct gw *gw, struct gw_source *src);
 void gw_sources_fini(struct gw *gw);
+/** Queue a request over capacity; CW_BUSY when the queue is full. */
+cw_status_t gw_queue_push(struct gw *gw, cw_handle_t *in);
+/** Forward queued requests while there is room. */
+void gw_queue_run(struct gw *gw);
+/** Answer queued requests past their deadline (or @p all) with @p st. */
+void gw_queue_expire(struct gw *gw, bool all, cw_status_t st);
 
 /* health.c */
 cw_status_t gw_health_rebuild(struct gw *gw);

@@ -7,8 +7,8 @@
  * with through their own reference).  Networks added by the new file are
  * opened; networks it removes stop carrying traffic at once.
  *
- * Drain: new requests are answered CW_DRAINING, those in flight finish
- * until gateway.drain_grace; whatever is left then is canceled (its caller
+ * Drain: new requests are answered CW_DRAINING, those in flight (or queued)
+ * finish until gateway.drain_grace; whatever is left then is canceled (its caller
  * gets CW_CANCELED) and the gateway exits 0.
  */
 #include "gw_int.h"
@@ -191,9 +191,10 @@ void gw_drain_start(struct gw *gw, const char *why)
 
 bool gw_drain_check(struct gw *gw, uint64_t now)
 {
-    if (gw->fwds == NULL && !gw_health_busy(gw))
+    if (gw->fwds == NULL && gw->queue_head == NULL && !gw_health_busy(gw))
         return true;
     if (now >= gw->drain_deadline_ns && !gw->drain_canceled) {
+        gw_queue_expire(gw, true, CW_CANCELED);
         CW_WARN(GW_LOG, "drain grace over: canceling %u RPCs in flight",
                 gw->inflight);
         gw_fwd_cancel_all(gw);

@@ -1,7 +1,10 @@
 #!/bin/bash
-# Admission: with max_inflight_rpcs 8 and a slow target, a client with 24
-# calls in flight gets CW_BUSY at once for what is beyond the limit, and a
-# second client is still served while the first floods (fairness).
+# Admission: with max_inflight_rpcs 8 (no queue) and a slow target, a
+# client with 24 calls in flight gets CW_BUSY at once for what is beyond
+# the limit, and a second client is still served while the first floods
+# (fairness).  Then with a limit of 2 and a queue of 4: 6 calls in flight
+# are served 2 by 2 and 4 more get CW_BUSY; queued calls whose deadline
+# passes are answered CW_TIMEOUT.
 . "$(dirname "$0")/gw_lib.sh"
 
 start_echo slow "shm://$TAG-slow" 300
@@ -10,7 +13,7 @@ gateway: { name: busygw, admin: "127.0.0.1:$(free_port)" }
 networks:
   - { name: tcp0, address: "ofi+tcp://127.0.0.1:0" }
   - { name: shm0, address: "shm://$TAG-gw" }
-limits: { max_inflight_rpcs: 8 }
+limits: { max_inflight_rpcs: 8, max_queued_rpcs: 0 }
 YAML
 start_gw gw "$T/gw.yaml"
 
@@ -31,3 +34,27 @@ stats=$("$CWCTL" --admin "$gw_admin" stats --json)
 [ "$(json_num "$stats" busy)" = "$busy" ] ||
     fail "gateway counted $(json_num "$stats" busy) busy, client saw $busy"
 pass "gateway counted $busy busy answers"
+
+stop_pid "$gw_PID"
+cat >"$T/gwq.yaml" <<YAML
+gateway: { name: queuegw, admin: "127.0.0.1:$(free_port)" }
+networks:
+  - { name: tcp0, address: "ofi+tcp://127.0.0.1:0" }
+  - { name: shm0, address: "shm://$TAG-gwq" }
+limits: { max_inflight_rpcs: 2, max_queued_rpcs: 4 }
+YAML
+start_gw gwq "$T/gwq.yaml"
+timeout 60 "$CW_PING" -q -c 10 -n 10 -t 5000 "$slow@$gwq_tcp0" >"$T/q.out"
+grep -q "10 calls, CW_OK=6, CW_BUSY=4;" "$T/q.out" || fail "queue: $(cat "$T/q.out")"
+pass "queue of 4 behind 2 slots: $(cat "$T/q.out")"
+stats=$("$CWCTL" --admin "$gwq_admin" stats --json)
+[ "$(json_num "$stats" queued_total)" = 4 ] || fail "queued_total: $stats"
+pass "gateway counted 4 queued"
+# Deadline 500 ms, target 300 ms: 2 served, 2 run out of budget at the
+# target, 2 expire in the queue.
+timeout 60 "$CW_PING" -q -c 6 -n 6 -t 500 "$slow@$gwq_tcp0" >"$T/qt.out"
+grep -q "6 calls, CW_OK=2, CW_TIMEOUT=4" "$T/qt.out" || fail "queue deadline: $(cat "$T/qt.out")"
+pass "queued past their deadline: $(cat "$T/qt.out")"
+wait_for sh -c "'$CWCTL' --admin '$gwq_admin' stats --json | grep -q '\"timedout\":4,'" ||
+    fail "gateway timeouts: $("$CWCTL" --admin "$gwq_admin" stats --json)"
+pass "gateway answered 4 timeouts (queued or downstream)"

@@ -69,6 +69,21 @@ start_echo() {
     eval "$name=\$(cat \"\$T/\$name.addr\")"
 }
 
+# plugin_available URI: true if an echo server can listen on URI here.
+plugin_available() {
+    local p
+    rm -f "$T/probe.addr"
+    "$CW_PING" --serve "$1" --addr-file "$T/probe.addr" 2>/dev/null &
+    p=$!
+    wait_for test -s "$T/probe.addr" 2>/dev/null
+    local rc=$?
+    kill -TERM "$p" 2>/dev/null
+    wait "$p" 2>/dev/null
+    [ $rc = 0 ] && return 0
+    # It may have exited at once (no plugin): do not wait the full 10 s.
+    return 1
+}
+
 # start_gw NAME CONFIG [PREFIX...]: gateway; sets ${NAME}_PID and, from its
 # ready lines, ${NAME}_<network> addresses and ${NAME}_admin.
 start_gw() {
