@@ -102,6 +102,7 @@ struct ucx_conn {
     ucp_ep_h ep;
     struct cw_na_addr *peer; /* reference; NULL while unidentified */
     struct ucx_list rma;     /* put/get waiting for this peer's answer */
+    struct ucx_list rkeys;   /* remote keys unpacked on this endpoint */
     bool outgoing;
     bool failed;
     bool released; /* close_req handed back to UCX at finalize */
@@ -110,6 +111,16 @@ struct ucx_conn {
 };
 
 /* A memory handle, local (registered) or remote (deserialized). */
+/* One segment as UCX sees it (rkey mode): its address at the owner, a
+ * mapping (local only) and the packed remote key. */
+struct ucx_rseg {
+    uint64_t addr;
+    uint64_t len;
+    ucp_mem_h memh;
+    uint32_t bloblen;
+    void *blob;
+};
+
 struct cw_na_mem {
     struct ucx_hnode hnode; /* key: id, in cls->mems (local only) */
     bool local;
@@ -119,6 +130,9 @@ struct cw_na_mem {
     uint64_t total;
     size_t nsegs;
     struct cw_na_segment *segs; /* local only */
+    size_t nrsegs;
+    struct ucx_rseg *rsegs;      /* rkey mode only, else NULL */
+    struct ucx_list rkey_sets;   /* unpacked keys, one set per endpoint */
 };
 
 /* Where an operation is. */
@@ -146,6 +160,9 @@ struct cw_na_op {
     void *req;                 /* main request (send, tag recv) */
     void *data_req;            /* rendezvous data receive */
     void *hdr_req;             /* send of a header only (get request) */
+    unsigned nrma;             /* rkey mode: put/get pieces in flight */
+    bool flushed;              /* rkey mode: the endpoint flush completed */
+    cw_status_t rma_err;       /* rkey mode: first piece error */
     void *buf;
     size_t buf_len;
     size_t len;                /* received bytes */
@@ -182,6 +199,7 @@ struct ucx_cls {
     bool proc_counted; /* counted in the process-wide instance count */
     char tls[64];
     size_t eager_size;
+    bool rma_rkey; /* put/get with UCX RMA and remote keys */
     ucp_context_h context;
     ucp_worker_h worker;
     ucp_listener_h listener;
@@ -248,7 +266,7 @@ static inline bool ucx_list_linked(const struct ucx_list *n)
  * back freeing the op. */
 static inline bool ucx_op_user_busy(const struct cw_na_op *op)
 {
-    return op->req != NULL || op->data_req != NULL;
+    return op->req != NULL || op->data_req != NULL || op->nrma > 0;
 }
 static inline bool ucx_op_any_busy(const struct cw_na_op *op)
 {
@@ -278,6 +296,7 @@ void ucx_op_finish(struct cw_na_op *op, cw_status_t st);
 void ucx_op_req_done(struct cw_na_op *op, void *req, ucs_status_t st,
                      bool final);
 void ucx_op_req_posted(struct cw_na_op *op, void **slot, void *req);
+void ucx_op_settle(struct cw_na_op *op);
 cw_status_t ucx_progress(cw_na_class_t *c, unsigned max, unsigned *count_p);
 cw_status_t ucx_cancel(cw_na_class_t *c, cw_na_op_t *op);
 int ucx_get_wait_fd(cw_na_class_t *c);
@@ -333,6 +352,14 @@ cw_status_t ucx_msg_recv_expected(cw_na_class_t *c, void *buf, size_t len,
 void ucx_msg_fail_peer(struct ucx_cls *cls, struct cw_na_addr *peer,
                        cw_status_t st);
 void ucx_send_cb(void *req, ucs_status_t st, void *user_data);
+
+/* ucx_mem.c */
+#define UCX_MAX_SEGS 1024u
+cw_status_t ucx_rkey_post(struct ucx_cls *cls, struct cw_na_op *op,
+                          struct ucx_conn *conn, cw_na_mem_t *local,
+                          size_t local_off, cw_na_mem_t *remote,
+                          size_t remote_off, size_t len);
+void ucx_rkey_conn_closed(struct ucx_conn *conn);
 
 /* ucx_rma.c */
 cw_status_t ucx_rma_register_am(struct ucx_cls *cls);

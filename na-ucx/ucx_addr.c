@@ -274,6 +274,7 @@ static struct ucx_conn *ucx_conn_new(struct ucx_cls *cls, bool outgoing)
     conn->cls = cls;
     conn->outgoing = outgoing;
     ucx_list_init(&conn->rma);
+    ucx_list_init(&conn->rkeys);
     return conn;
 }
 
@@ -400,6 +401,7 @@ static void ucx_conn_close(struct ucx_cls *cls, struct ucx_conn *conn,
     if (conn->peer && conn->peer->conn == conn)
         conn->peer->conn = NULL;
     ucx_list_del(&conn->link);
+    ucx_rkey_conn_closed(conn);
     p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     p.cb.send = ucx_close_cb;
     p.user_data = conn;

@@ -134,7 +134,13 @@ static cw_status_t ucx_apply_params(struct ucx_cls *cls, ucp_config_t *config,
                                     const char *const *params)
 {
     bool keepalive_set = false;
+    const char *env_rma = getenv("CAUSEWAY_UCX_RMA");
     cw_status_t st;
+
+    if (env_rma && (strcmp(env_rma, "am") == 0 || strcmp(env_rma, "rkey") == 0))
+        cls->rma_rkey = strcmp(env_rma, "rkey") == 0;
+    else if (env_rma)
+        UCX_WARN(cls, "CAUSEWAY_UCX_RMA=%s ignored (want am or rkey)", env_rma);
 
     for (size_t i = 0; params && params[i] && params[i + 1]; i += 2) {
         const char *k = params[i], *v = params[i + 1];
@@ -148,6 +154,12 @@ static cw_status_t ucx_apply_params(struct ucx_cls *cls, ucp_config_t *config,
                 return CW_INVALID_ARG;
             }
             cls->eager_size = (size_t)n;
+        } else if (strcmp(k, "rma") == 0) {
+            if (strcmp(v, "am") != 0 && strcmp(v, "rkey") != 0) {
+                UCX_ERR(cls, "rma=%s: expected 'am' or 'rkey'", v);
+                return CW_INVALID_ARG;
+            }
+            cls->rma_rkey = strcmp(v, "rkey") == 0;
         } else if (strcmp(k, "keepalive") == 0) {
             st = ucx_config_set(cls, config, "KEEPALIVE_INTERVAL", v);
             if (st != CW_OK)
@@ -193,6 +205,8 @@ static cw_status_t ucx_context_create(struct ucx_cls *cls,
                         UCP_PARAM_FIELD_MT_WORKERS_SHARED |
                         UCP_PARAM_FIELD_NAME;
     params.features = UCP_FEATURE_AM | UCP_FEATURE_TAG;
+    if (cls->rma_rkey)
+        params.features |= UCP_FEATURE_RMA;
     if (!cls->busy)
         params.features |= UCP_FEATURE_WAKEUP;
     params.mt_workers_shared = 0;

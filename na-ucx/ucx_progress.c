@@ -231,6 +231,18 @@ void ucx_op_finish(struct cw_na_op *op, cw_status_t st)
         ucx_op_push_done(op);
 }
 
+/* After a request of @p op went away outside ucx_op_req_done. */
+void ucx_op_settle(struct cw_na_op *op)
+{
+    if (op->orphan) {
+        if (!ucx_op_any_busy(op))
+            ucx_op_free(op);
+        return;
+    }
+    if (op->state == UCX_OP_FINISHED && !ucx_op_user_busy(op))
+        ucx_op_push_done(op);
+}
+
 void ucx_op_req_posted(struct cw_na_op *op, void **slot, void *req)
 {
     *slot = req;

@@ -11,13 +11,9 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 #include "ucx.h"
 
-#define UCX_MEM_WIRE_SIZE 32u
-#define UCX_MEM_WIRE_VERSION 1u
-#define UCX_MAX_SEGS 1024u
 
 /* An RMA control message (ack, get answer) or an owner-side data receive. */
 struct ucx_ctl {
@@ -516,6 +512,15 @@ static cw_status_t ucx_rma_post(struct ucx_cls *cls, enum cw_na_op_type type,
     op = ucx_op_new(cls, type, cb, arg);
     if (op == NULL)
         return CW_NOMEM;
+    if (cls->rma_rkey && remote->rsegs != NULL) {
+        ret = ucx_rkey_post(cls, op, conn, local, local_off, remote,
+                            remote_off, len);
+        if (ret != CW_OK)
+            goto err_discard;
+        if (op_p)
+            *op_p = op;
+        return CW_OK;
+    }
     op->buf_len = len;
     op->iov = op->iov_inline;
     if (len > 0) {
@@ -577,126 +582,4 @@ cw_status_t ucx_get(cw_na_class_t *c, cw_na_mem_t *local, size_t local_off,
 {
     return ucx_rma_post(ucx_cls(c), CW_NA_OP_GET, local, local_off, remote,
                         remote_off, len, peer, cb, arg, op_p);
-}
-
-/* ---- memory handles ---- */
-
-cw_status_t ucx_mem_register(cw_na_class_t *c, const struct cw_na_segment *segs,
-                             size_t n, uint32_t access, cw_na_mem_t **mem_p)
-{
-    struct ucx_cls *cls = ucx_cls(c);
-    struct cw_na_mem *mem;
-    uint64_t total = 0;
-
-    if (segs == NULL || n == 0 || mem_p == NULL ||
-        (access & ~(CW_NA_MEM_READ | CW_NA_MEM_WRITE)) != 0)
-        return CW_INVALID_ARG;
-    if (n > UCX_MAX_SEGS)
-        return CW_OVERFLOW;
-    for (size_t i = 0; i < n; i++) {
-        if (segs[i].base == NULL && segs[i].len > 0)
-            return CW_INVALID_ARG;
-        if (segs[i].len > UINT64_MAX - total)
-            return CW_RANGE;
-        total += segs[i].len;
-    }
-    mem = calloc(1, sizeof(*mem));
-    if (mem == NULL)
-        return CW_NOMEM;
-    mem->segs = calloc(n, sizeof(*segs));
-    if (mem->segs == NULL) {
-        free(mem);
-        return CW_NOMEM;
-    }
-    memcpy(mem->segs, segs, n * sizeof(*segs));
-    mem->nsegs = n;
-    mem->local = true;
-    mem->access = access;
-    mem->total = total;
-    mem->id = cls->next_mem_id++;
-    if (getrandom(&mem->key, sizeof(mem->key), GRND_NONBLOCK) !=
-        (ssize_t)sizeof(mem->key))
-        mem->key = cls->host->now_ns() ^ ((uint64_t)(uintptr_t)mem << 16);
-    mem->hnode.key = mem->id;
-    ucx_htab_insert(&cls->mems, &mem->hnode);
-    *mem_p = mem;
-    return CW_OK;
-}
-
-void ucx_mem_release(cw_na_class_t *c, cw_na_mem_t *mem)
-{
-    if (mem == NULL)
-        return;
-    if (mem->local)
-        ucx_htab_remove(&ucx_cls(c)->mems, &mem->hnode);
-    free(mem->segs);
-    free(mem);
-}
-
-void ucx_mems_release_all(struct ucx_cls *cls)
-{
-    for (size_t i = 0; i < cls->mems.nbucket; i++) {
-        while (cls->mems.bucket[i]) {
-            struct ucx_hnode *n = cls->mems.bucket[i];
-            struct cw_na_mem *mem = ucx_container_of(n, struct cw_na_mem,
-                                                     hnode);
-            ucx_htab_remove(&cls->mems, n);
-            free(mem->segs);
-            free(mem);
-        }
-    }
-}
-
-size_t ucx_mem_serialize_size(cw_na_class_t *c, cw_na_mem_t *mem)
-{
-    return UCX_MEM_WIRE_SIZE;
-}
-
-/* Wire form: magic(4) version(1) access(1) pad(2) id(8) key(8) total(8). */
-cw_status_t ucx_mem_serialize(cw_na_class_t *c, void *buf, size_t size,
-                              cw_na_mem_t *mem)
-{
-    uint8_t *p = buf;
-    uint32_t magic = UCX_WIRE_MAGIC;
-
-    if (buf == NULL || mem == NULL)
-        return CW_INVALID_ARG;
-    if (size < UCX_MEM_WIRE_SIZE)
-        return CW_OVERFLOW;
-    memset(p, 0, UCX_MEM_WIRE_SIZE);
-    memcpy(p, &magic, 4);
-    p[4] = UCX_MEM_WIRE_VERSION;
-    p[5] = (uint8_t)mem->access;
-    memcpy(p + 8, &mem->id, 8);
-    memcpy(p + 16, &mem->key, 8);
-    memcpy(p + 24, &mem->total, 8);
-    return CW_OK;
-}
-
-cw_status_t ucx_mem_deserialize(cw_na_class_t *c, const void *buf,
-                                size_t size, cw_na_mem_t **mem_p)
-{
-    const uint8_t *p = buf;
-    struct cw_na_mem *mem;
-    uint32_t magic;
-
-    if (buf == NULL || mem_p == NULL || size != UCX_MEM_WIRE_SIZE)
-        return CW_INVALID_ARG;
-    memcpy(&magic, p, 4);
-    if (magic != UCX_WIRE_MAGIC || p[4] != UCX_MEM_WIRE_VERSION ||
-        (p[5] & ~(CW_NA_MEM_READ | CW_NA_MEM_WRITE)) != 0 || p[6] || p[7])
-        return CW_INVALID_ARG;
-    mem = calloc(1, sizeof(*mem));
-    if (mem == NULL)
-        return CW_NOMEM;
-    mem->access = p[5];
-    memcpy(&mem->id, p + 8, 8);
-    memcpy(&mem->key, p + 16, 8);
-    memcpy(&mem->total, p + 24, 8);
-    if (mem->id == 0) {
-        free(mem);
-        return CW_INVALID_ARG;
-    }
-    *mem_p = mem;
-    return CW_OK;
 }

@@ -2,7 +2,8 @@
  * na-ucx specific tests, through the core NA API: interface-name and
  * parameter handling, rendezvous-sized messages queued before a buffer is
  * posted, 16 MiB put/get over multi-segment handles (checksummed), cancel of
- * a get whose owner never answers, and peer death with a peer started by
+ * a get whose owner never answers, the same put/get with UCX RMA and remote
+ * keys ("rma=rkey"), and peer death with a peer started by
  * fork+exec (UCX state does not survive a bare fork()).
  *
  * Run as "test_ucx_plugin" for the tests; "test_ucx_plugin --peer FD" is the
@@ -93,16 +94,28 @@ static void lookup_each_other(struct two *t)
     assert_int_equal(cw_na_addr_lookup(t->b, uri, &t->a_at_b), CW_OK);
 }
 
-static int setup_two(void **state)
+static int setup_params(void **state, const char *const *params)
 {
     struct two *t = calloc(1, sizeof(*t));
 
     assert_non_null(t);
-    assert_int_equal(cw_na_open(URI, CW_NA_LISTEN, NULL, &t->a), CW_OK);
-    assert_int_equal(cw_na_open(URI, CW_NA_LISTEN, NULL, &t->b), CW_OK);
+    assert_int_equal(cw_na_open(URI, CW_NA_LISTEN, params, &t->a), CW_OK);
+    assert_int_equal(cw_na_open(URI, CW_NA_LISTEN, params, &t->b), CW_OK);
     lookup_each_other(t);
     *state = t;
     return 0;
+}
+
+static int setup_two(void **state)
+{
+    return setup_params(state, NULL);
+}
+
+/* put/get through UCX RMA with packed remote keys instead of messages. */
+static int setup_two_rkey(void **state)
+{
+    static const char *const rkey[] = {"rma", "rkey", NULL};
+    return setup_params(state, rkey);
 }
 
 static int teardown_two(void **state)
@@ -459,6 +472,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_unexpected_queued, setup_two,
                                         teardown_two),
         cmocka_unit_test_setup_teardown(test_rma_big_segmented, setup_two,
+                                        teardown_two),
+        cmocka_unit_test_setup_teardown(test_rma_big_segmented, setup_two_rkey,
                                         teardown_two),
         cmocka_unit_test_setup_teardown(test_rma_forged_handle, setup_two,
                                         teardown_two),
