@@ -29,6 +29,7 @@
 #define VB_SQ_DEPTH 128
 #define VB_SEND_BUFS 256
 #define VB_MAX_SEGS 64
+#define VB_QPN_BUCKETS 256
 #define VB_EARLY_MAX 1024  /* queued messages before credits are withheld */
 #define VB_RMA_PIECE (1ull << 30) /* largest single RDMA WR we post */
 #define VB_CM_TIMEOUT_MS 2000
@@ -175,6 +176,7 @@ struct vb_conn {
                                send buffers or SQ slots */
     struct vb_list posted;  /* ops with WRs on the QP */
     struct cw_na_op *partial; /* RMA op with pieces still to post */
+    struct vb_conn *qpn_next; /* hash chain by QP number */
     struct vb_conn *next;
 };
 
@@ -265,6 +267,7 @@ struct cw_na_class {
 
     vb_peer_t *peers;
     struct vb_conn *conns;
+    struct vb_conn *by_qpn[VB_QPN_BUCKETS]; /* completions name the QP */
     struct vb_rce *rcache;
 
     struct vb_list unexp_recvs;

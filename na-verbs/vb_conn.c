@@ -69,10 +69,22 @@ static struct vb_conn *conn_new(vb_class_t *cls, vb_peer_t *peer, bool active)
 
 struct vb_conn *vb_conn_by_qpn(vb_class_t *cls, uint32_t qpn)
 {
-    for (struct vb_conn *c = cls->conns; c; c = c->next)
-        if (c->qpn == qpn && c->id && c->id->qp)
+    for (struct vb_conn *c = cls->by_qpn[qpn % VB_QPN_BUCKETS]; c;
+         c = c->qpn_next)
+        if (c->qpn == qpn)
             return c;
     return NULL;
+}
+
+static void qpn_unlink(struct vb_conn *conn)
+{
+    vb_class_t *cls = conn->cls;
+    struct vb_conn **pp = &cls->by_qpn[conn->qpn % VB_QPN_BUCKETS];
+    for (; *pp; pp = &(*pp)->qpn_next)
+        if (*pp == conn) {
+            *pp = conn->qpn_next;
+            return;
+        }
 }
 
 bool vb_sq_full(const struct vb_conn *conn)
@@ -135,6 +147,8 @@ static cw_status_t conn_create_qp(struct vb_conn *conn)
     }
     conn->inline_max = qa.cap.max_inline_data;
     conn->qpn = conn->id->qp->qp_num;
+    conn->qpn_next = cls->by_qpn[conn->qpn % VB_QPN_BUCKETS];
+    cls->by_qpn[conn->qpn % VB_QPN_BUCKETS] = conn;
     return CW_OK;
 }
 
@@ -256,8 +270,10 @@ static void conn_destroy(struct vb_conn *conn)
         vb_op_free(cls, op);
     }
     if (conn->id) {
-        if (conn->id->qp)
+        if (conn->id->qp) {
+            qpn_unlink(conn);
             cls->ops->destroy_qp(conn->id);
+        }
         cls->ops->destroy_id(conn->id);
     }
     if (conn->granted)
