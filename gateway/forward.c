@@ -324,6 +324,8 @@ static void gw_out_cb(cw_handle_t *out, cw_status_t st, void *arg)
     uint64_t t_end;
 
     f->t_done = cw_now_ns();
+    if (f->cut && st == CW_CANCELED)
+        st = CW_TIMEOUT; /* limits.max_timeout, not the caller, ended it */
     rst = cw_fwd_respond(f->in, out, st, NULL, NULL);
     if (rst != CW_OK)
         CW_LOG_RL(CW_LOG_WARN, GW_LOG, "cannot relay the response: %s",
@@ -512,4 +514,20 @@ void gw_fwd_cancel_all(struct gw *gw)
     for (struct gw_fwd *f = gw->fwds; f != NULL; f = f->next)
         if (f->out != NULL)
             cw_cancel(f->out);
+}
+
+void gw_fwd_cut_old(struct gw *gw, uint64_t now)
+{
+    uint64_t max = gw->cfg->limits.max_timeout_ns;
+
+    /* A coarse 10 ms scan is enough for a limit given in milliseconds. */
+    if (now < gw->next_cut_ns)
+        return;
+    gw->next_cut_ns = now + 10000000ull;
+    for (struct gw_fwd *f = gw->fwds; f != NULL; f = f->next) {
+        if (!f->cut && f->out != NULL && now - f->t_in >= max) {
+            f->cut = true;
+            cw_cancel(f->out);
+        }
+    }
 }

@@ -224,6 +224,8 @@ static void gw_loop(struct gw *gw)
         gw_health_tick(gw, now);
         if (gw->queue_head != NULL)
             gw_queue_expire(gw, false, CW_TIMEOUT);
+        if (gw->fwds != NULL)
+            gw_fwd_cut_old(gw, now);
         if (gw->draining && gw_drain_check(gw, now))
             gw->stop = true;
     }

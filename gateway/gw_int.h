@@ -76,6 +76,7 @@ struct gw_fwd {
     bool has_nexthop, has_backend;
     unsigned nexthop, service, backend;
     uint64_t t_in, t_sent, t_done;
+    bool cut;                     /**< canceled at limits.max_timeout */
     char next_addr[CW_URI_MAX];   /**< resolved next hop (cache key) */
     struct gw_fwd *prev, *next;   /**< gw->fwds */
 };
@@ -135,6 +136,7 @@ struct gw {
     struct gw_fwd *free_fwds;        /**< pool: no malloc per RPC */
     struct gw_queued *queue_head, *queue_tail;
     unsigned nqueued;
+    uint64_t next_cut_ns;
     uint64_t n_queued_total;
     unsigned nfree_fwds;
     unsigned inflight;
@@ -195,6 +197,8 @@ struct gw_route_stats *gw_route_stats_get(struct gw *gw, const char *dest,
                                           const char *nexthop);
 void gw_route_stats_fini(struct gw *gw);
 void gw_fwd_cancel_all(struct gw *gw);
+/** Cancel forwarded RPCs older than limits.max_timeout (CW_TIMEOUT). */
+void gw_fwd_cut_old(struct gw *gw, uint64_t now);
 /** Free the pool of forward records. */
 void gw_fwd_pool_fini(struct gw *gw);
 /** True for statuses that say the next hop itself failed. */

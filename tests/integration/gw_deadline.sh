@@ -31,3 +31,19 @@ ping_expect "other target still served" CW_OK -c 10 "$fast@$gw_tcp0"
 wait_for sh -c "'$CWCTL' --admin '$gw_admin' stats --json | grep -q '^{\"inflight\":0,'" ||
     fail "forwarded RPCs not freed: $("$CWCTL" --admin "$gw_admin" stats --json)"
 pass "gateway state freed (0 in flight)"
+
+# limits.max_timeout cuts a longer deadline short.
+cat >"$T/gwm.yaml" <<YAML
+gateway: { name: maxgw, admin: "127.0.0.1:$(free_port)" }
+networks:
+  - { name: tcp0, address: "ofi+tcp://127.0.0.1:0" }
+  - { name: shm0, address: "shm://$TAG-gwm" }
+limits: { max_timeout: 200ms, default_timeout: 200ms }
+YAML
+start_gw gwm "$T/gwm.yaml"
+timeout 60 "$CW_PING" --expect CW_TIMEOUT -c 2 -n 2 -t 10000 "$slow@$gwm_tcp0" \
+    >"$T/ping.out" 2>"$T/ping.err" || fail "max_timeout: $(cat "$T/ping.out")"
+worst=$(grep -o 'after [0-9]*' "$T/ping.out" | cut -d' ' -f2 | sort -n | tail -n 1)
+[ -n "$worst" ] && [ "$worst" -lt 1000000 ] ||
+    fail "max_timeout 200 ms: answered after ${worst:-?} us"
+pass "limits.max_timeout 200 ms cut a 10 s deadline: CW_TIMEOUT after $worst us"
