@@ -273,7 +273,7 @@ static void net_urecv_cb(const struct cw_na_cb_info *info)
     u->op = NULL;
     net->urecv_posted--;
     if (info->status == CW_OK) {
-        cw_rpc_recv_unexpected(net, u->buf, info->u.recv_unexpected.len,
+        cw_rpc_recv_unexpected(net, u, info->u.recv_unexpected.len,
                                info->u.recv_unexpected.source);
     } else if (info->status != CW_CANCELED) {
         CW_LOG_RL(CW_LOG_WARN, "core", "unexpected receive on %s failed: %s",

@@ -406,7 +406,7 @@ void cw_bulk_op_cancel_locked(cw_bulk_op_t *op);
 void cw_bulk_unref(cw_bulk_t *b);
 
 /** Called by the networks for every unexpected message. */
-void cw_rpc_recv_unexpected(cw_network_t *net, const uint8_t *msg,
+void cw_rpc_recv_unexpected(cw_network_t *net, struct cw_urecv *u,
                             size_t len, cw_na_addr_t *source);
 /** Expire deadlines (called from progress). */
 void cw_rpc_timers(cw_context_t *ctx, uint64_t now);

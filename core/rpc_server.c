@@ -161,7 +161,7 @@ static void recv_cancel(cw_network_t *net, const struct cw_wire_msg *m,
     /* Already answered, or never seen: nothing to do. */
 }
 
-static void recv_request(cw_network_t *net, const uint8_t *msg, size_t len,
+static void recv_request(cw_network_t *net, struct cw_urecv *u,
                          const struct cw_wire_msg *wm, cw_na_addr_t *source)
 {
     cw_context_t *ctx = net->ctx;
@@ -183,16 +183,25 @@ static void recv_request(cw_network_t *net, const uint8_t *msg, size_t len,
     h->src.na = source;
     h->src.embedded = true;
     h->src.self = false;
-    if (cw_grow(&h->msg, &h->msg_cap, len) != CW_OK) {
-        ctx->stats.rx_dropped++;
-        cw_handle_unref_locked(h);
-        return;
+    /* Take the receive buffer instead of copying the message: the slot is
+     * reposted with the handle's old buffer (pooled handles keep theirs,
+     * so this allocates only the first time a handle serves a request). */
+    if (h->msg_cap < u->len) {
+        uint8_t *nb = realloc(h->msg, u->len);
+        if (nb == NULL) {
+            ctx->stats.rx_dropped++;
+            cw_handle_unref_locked(h);
+            return;
+        }
+        h->msg = nb;
+        h->msg_cap = u->len;
     }
-    memcpy(h->msg, msg, len);
-    /* Rebase the views onto our copy. */
-    m.desc = h->msg + (m.desc - msg);
-    m.ovf = m.ovf ? h->msg + (m.ovf - msg) : NULL;
-    m.payload = m.payload ? h->msg + (m.payload - msg) : NULL;
+    {
+        uint8_t *mine = h->msg; /* at least u->len bytes */
+        h->msg = u->buf;
+        h->msg_cap = u->len;
+        u->buf = mine;
+    }
     h->id = m.hdr.rpc_id;
     h->req_id = m.hdr.req_id;
     h->tag = m.hdr.resp_tag;
@@ -241,9 +250,10 @@ static void recv_request(cw_network_t *net, const uint8_t *msg, size_t len,
     cw_rpc_dispatch(h);
 }
 
-void cw_rpc_recv_unexpected(cw_network_t *net, const uint8_t *msg,
+void cw_rpc_recv_unexpected(cw_network_t *net, struct cw_urecv *u,
                             size_t len, cw_na_addr_t *source)
 {
+    const uint8_t *msg = u->buf;
     cw_context_t *ctx = net->ctx;
     struct cw_wire_msg m;
     cw_status_t st;
@@ -267,7 +277,7 @@ void cw_rpc_recv_unexpected(cw_network_t *net, const uint8_t *msg,
         cw_na_addr_free(net->na, source);
         return;
     }
-    recv_request(net, msg, len, &m, source);
+    recv_request(net, u, &m, source);
 }
 
 /* ---- respond ------------------------------------------------------------ */
