@@ -393,6 +393,7 @@ void cw_h_fail(cw_handle_t *h, cw_status_t st)
         h->linger = true;
         h->linger_until = (h->deadline_ns > now ? h->deadline_ns : now) +
                           CW_DONE_GRACE_NS;
+        cw_ctx_timer_at(h->ctx, h->linger_until);
     } else {
         h_cancel_ops(h);
     }
@@ -495,19 +496,33 @@ cw_status_t cw_cancel(cw_handle_t *h)
     return CW_OK;
 }
 
+/* Scans only when something may have expired, and remembers the soonest
+ * deadline left, so thousands of RPCs in flight cost nothing per poll. */
 void cw_rpc_timers(cw_context_t *ctx, uint64_t now)
 {
     struct cw_list *e, *next;
+    uint64_t soonest = UINT64_MAX;
 
+    if (now < ctx->next_deadline)
+        return;
     for (e = ctx->inflight.next; e != &ctx->inflight; e = next) {
         cw_handle_t *h = cw_container_of(e, cw_handle_t, link);
         next = e->next;
-        if (!h->final_set && now >= h->deadline_ns) {
-            ctx->stats.timeouts++;
-            cw_h_fail(h, CW_TIMEOUT);
-            cw_h_check(h);
-        } else if (h->linger && now >= h->linger_until) {
-            h_cancel_ops(h); /* the server never answered: give up */
+        if (!h->final_set) {
+            if (now >= h->deadline_ns) {
+                ctx->stats.timeouts++;
+                cw_h_fail(h, CW_TIMEOUT);
+                if (h->linger && h->linger_until < soonest)
+                    soonest = h->linger_until;
+                cw_h_check(h);
+            } else if (h->deadline_ns < soonest) {
+                soonest = h->deadline_ns;
+            }
+        } else if (h->linger) {
+            if (now >= h->linger_until)
+                h_cancel_ops(h); /* the server never answered: give up */
+            else if (h->linger_until < soonest)
+                soonest = h->linger_until;
         }
     }
     for (e = ctx->wait_done.next; e != &ctx->wait_done; e = next) {
@@ -519,8 +534,11 @@ void cw_rpc_timers(cw_context_t *ctx, uint64_t now)
             h->pending--;
             cw_h_set_final(h, CW_TIMEOUT);
             cw_h_check(h);
+        } else if (h->deadline_ns < soonest) {
+            soonest = h->deadline_ns;
         }
     }
+    ctx->next_deadline = soonest;
 }
 
 void cw_rpc_cancel_all(cw_context_t *ctx)

@@ -265,6 +265,7 @@ cw_status_t cw_forward(cw_handle_t *h, uint64_t timeout_ms, cw_forward_cb_t cb,
         h->ovf_local = NULL;
     }
     /* In flight (listed, referenced) before anything can complete it. */
+    cw_ctx_timer_at(ctx, h->deadline_ns);
     h->state = CW_H_ACTIVE;
     atomic_fetch_add(&h->refs, 1);
     cw_list_add(&ctx->inflight, &h->link);

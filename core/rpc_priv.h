@@ -235,6 +235,7 @@ struct cw_context {
     unsigned nfree_handles;
     uint64_t next_req_id;
     uint64_t next_timer_ns;
+    uint64_t next_deadline;   /**< soonest deadline of anything listed */
     unsigned polls;
     int epfd;
     int evfd;
@@ -375,6 +376,13 @@ struct cw_bulk_op {
 };
 
 /* ---- internal entry points (ctx->lock held unless noted) ----------------*/
+
+/** Make sure the timers look again at @p t (lock held). */
+static inline void cw_ctx_timer_at(cw_context_t *ctx, uint64_t t)
+{
+    if (t < ctx->next_deadline)
+        ctx->next_deadline = t;
+}
 
 void cw_cq_push(cw_context_t *ctx, struct cw_cqe *e);
 /** Wake a thread blocked in cw_progress (any lock state). */

@@ -355,6 +355,7 @@ static cw_status_t respond_net(cw_handle_t *h, cw_status_t status)
                          CW_DONE_GRACE_NS;
         h->pending++;
         cw_list_add(&ctx->wait_done, &h->link);
+        cw_ctx_timer_at(ctx, h->deadline_ns);
     }
     return CW_OK;
 }
