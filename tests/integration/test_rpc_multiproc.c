@@ -11,6 +11,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -710,6 +712,62 @@ static void test_one_way(void **state)
     assert_int_equal(count, 10);
 }
 
+/* Two threads forward while this one progresses and triggers. */
+#define THR_CALLS 300
+struct thr {
+    struct call calls[THR_CALLS];
+    atomic_int started;
+};
+
+static void *thr_main(void *arg)
+{
+    struct thr *t = arg;
+    static uint8_t big[12000];
+    for (int i = 0; i < THR_CALLS; i++) {
+        cw_handle_t *h;
+        if (cw_handle_create(ctx, server, cw_rpc_id("echo"), &h) != CW_OK)
+            break;
+        /* Every tenth overflows. */
+        cw_buf_put_bytes(cw_handle_input(h), big, i % 10 ? 100 : sizeof(big));
+        if (cw_forward(h, 0, call_cb, &t->calls[i]) == CW_OK)
+            atomic_fetch_add(&t->started, 1);
+        cw_handle_release(h);
+    }
+    return NULL;
+}
+
+static void test_threads(void **state)
+{
+    struct thr *t = calloc(2, sizeof(*t));
+    pthread_t tid[2];
+    uint64_t end = cw_now_ns() + 60000000000ull;
+    int done = 0;
+    (void)state;
+
+    for (int k = 0; k < 2; k++)
+        assert_int_equal(pthread_create(&tid[k], NULL, thr_main, &t[k]), 0);
+    while (cw_now_ns() < end) {
+        cw_progress(ctx, 1);
+        cw_trigger(ctx, 0, 0, NULL);
+        done = 0;
+        for (int k = 0; k < 2; k++)
+            for (int i = 0; i < THR_CALLS; i++)
+                done += t[k].calls[i].done;
+        if (done == 2 * THR_CALLS)
+            break;
+    }
+    for (int k = 0; k < 2; k++)
+        pthread_join(tid[k], NULL);
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(atomic_load(&t[k].started), THR_CALLS);
+        for (int i = 0; i < THR_CALLS; i++) {
+            assert_int_equal(t[k].calls[i].done, 1);
+            assert_int_equal(t[k].calls[i].st, CW_OK);
+        }
+    }
+    free(t);
+}
+
 static void test_peer_killed(void **state)
 {
     cw_handle_t *h = new_call("crash");
@@ -759,6 +817,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_deadline),
         cmocka_unit_test(test_cancel_race),
         cmocka_unit_test(test_one_way),
+        cmocka_unit_test(test_threads),
         cmocka_unit_test(test_peer_killed),
     };
     int rc = cmocka_run_group_tests_name(listen_uri, tests, setup, teardown);
