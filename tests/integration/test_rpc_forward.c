@@ -61,12 +61,22 @@ static void fwd_done(cw_handle_t *out, cw_status_t st, void *arg)
     cw_handle_release(out);
 }
 
+static char last_dest[CW_ADDR_STR_MAX];
+
 static void hook(cw_handle_t *in, void *arg)
 {
     cw_context_t *gw = arg;
     cw_addr_t *next;
     cw_handle_t *out;
     cw_status_t st;
+
+    snprintf(last_dest, sizeof(last_dest), "%s", cw_fwd_dest(in));
+    if (strncmp(last_dest, "svc:", 4) == 0) {
+        /* This forwarder knows no services. */
+        cw_respond(in, CW_NOENT, NULL, NULL);
+        cw_handle_release(in);
+        return;
+    }
 
     if (cw_fwd_desc_count(in) > 0) {
         refused++;
@@ -250,6 +260,20 @@ static void test_descriptors_refused(void **state)
     cw_addr_free(a);
 }
 
+static void test_service_dest(void **state)
+{
+    char addr[2 * CW_URI_MAX];
+    struct call c;
+    cw_handle_t *h;
+    (void)state;
+
+    snprintf(addr, sizeof(addr), "svc:storage@%s", uri[GW1]);
+    h = call(addr, "echo", 1, 0, &c);
+    assert_string_equal(last_dest, "svc:storage");
+    assert_int_equal(c.st, CW_NOENT);
+    cw_handle_release(h);
+}
+
 static void test_no_hook(void **state)
 {
     char addr[2 * CW_URI_MAX];
@@ -403,6 +427,7 @@ int main(void)
         cmocka_unit_test(test_errors_pass),
         cmocka_unit_test(test_ttl),
         cmocka_unit_test(test_descriptors_refused),
+        cmocka_unit_test(test_service_dest),
         cmocka_unit_test(test_no_hook),
         cmocka_unit_test(test_deadline_through),
         cmocka_unit_test(test_cancel_propagates),
