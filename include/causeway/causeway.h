@@ -259,7 +259,19 @@ cw_status_t cw_trigger(cw_context_t *ctx, unsigned timeout_ms, unsigned max,
 
 /* ------------------------------------------------------------------------ */
 /* Argument encoding (checked: every read is bounds-checked; errors stick) */
+/*
+ * Encoders append, decoders consume in the same order (docs/wire.md gives
+ * the byte layout: little-endian integers, u32 length prefixes).  Every
+ * call returns CW_OK or the buffer's first error, which sticks: later
+ * calls do nothing and return it again, so code may encode or decode a
+ * whole message and check cw_buf_error() once.  Errors: CW_INVALID_ARG
+ * (NULL buffer, encoding into a decoder or the reverse), CW_NOMEM,
+ * CW_RANGE (reading past the end, an index past the descriptor section),
+ * CW_PROTOCOL (a string without its NUL), CW_OVERFLOW (more than 64 bulk
+ * handles).  Output parameters are written only on success.
+ */
 
+/** Append a fixed-size integer (1, 2, 4, 8 bytes). */
 cw_status_t cw_buf_put_u8(cw_buf_t *b, uint8_t v);
 cw_status_t cw_buf_put_u16(cw_buf_t *b, uint16_t v);
 cw_status_t cw_buf_put_u32(cw_buf_t *b, uint32_t v);
@@ -273,6 +285,7 @@ cw_status_t cw_buf_put_str(cw_buf_t *b, const char *s);
  *  index.  The handle must outlive the forward/respond. */
 cw_status_t cw_buf_put_bulk(cw_buf_t *b, cw_bulk_t *bulk);
 
+/** Read a fixed-size integer; @p v_p may be NULL to skip it. */
 cw_status_t cw_buf_get_u8(cw_buf_t *b, uint8_t *v_p);
 cw_status_t cw_buf_get_u16(cw_buf_t *b, uint16_t *v_p);
 cw_status_t cw_buf_get_u32(cw_buf_t *b, uint32_t *v_p);
