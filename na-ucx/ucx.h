@@ -313,6 +313,7 @@ struct ucx_conn *ucx_conn_by_ep(struct ucx_cls *cls, ucp_ep_h ep);
 void ucx_conn_identify(struct ucx_cls *cls, struct ucx_conn *conn,
                        struct cw_na_addr *peer);
 cw_status_t ucx_listen(struct ucx_cls *cls, const char *location);
+bool ucx_location_ifname(const char *location, char *ifname, size_t len);
 void ucx_conns_reap(struct ucx_cls *cls);
 void ucx_conns_close_all(struct ucx_cls *cls);
 void ucx_conns_free_all(struct ucx_cls *cls);

@@ -478,6 +478,48 @@ void ucx_conns_free_all(struct ucx_cls *cls)
     }
 }
 
+/* The interface that owns the location's address ("10.0.0.1:7000" or
+ * "eth0:0"), so that UCX uses only that device: its other devices (lo in a
+ * network namespace, say) may carry addresses the peer cannot reach. */
+bool ucx_location_ifname(const char *location, char *ifname, size_t len)
+{
+    char host[UCX_ADDR_STR_MAX];
+    struct sockaddr_storage ss;
+    struct ifaddrs *ifs = NULL;
+    socklen_t sslen;
+    uint16_t port;
+    bool found = false;
+
+    if (location == NULL ||
+        ucx_split(location, host, sizeof(host), &port) != CW_OK ||
+        host[0] == '\0' || strcmp(host, "*") == 0 ||
+        strcmp(host, "0.0.0.0") == 0 || getifaddrs(&ifs) != 0)
+        return false;
+    for (struct ifaddrs *i = ifs; i && !found; i = i->ifa_next)
+        found = strcmp(i->ifa_name, host) == 0;
+    if (found) {
+        snprintf(ifname, len, "%s", host);
+    } else if (ucx_resolve(host, true, &ss, &sslen) == CW_OK) {
+        for (struct ifaddrs *i = ifs; i && !found; i = i->ifa_next) {
+            if (i->ifa_addr == NULL || i->ifa_addr->sa_family != ss.ss_family)
+                continue;
+            if (ss.ss_family == AF_INET)
+                found = memcmp(&((struct sockaddr_in *)i->ifa_addr)->sin_addr,
+                               &((struct sockaddr_in *)&ss)->sin_addr,
+                               sizeof(struct in_addr)) == 0;
+            else
+                found = memcmp(
+                            &((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr,
+                            &((struct sockaddr_in6 *)&ss)->sin6_addr,
+                            sizeof(struct in6_addr)) == 0;
+            if (found)
+                snprintf(ifname, len, "%s", i->ifa_name);
+        }
+    }
+    freeifaddrs(ifs);
+    return found;
+}
+
 /* Advertised address for a wildcard listener: the first configured
  * non-loopback IPv4 interface that is up, else the loopback. */
 static void ucx_pick_host(struct sockaddr_storage *ss, socklen_t *len_p)

@@ -185,6 +185,7 @@ static cw_status_t ucx_context_create(struct ucx_cls *cls,
                                       const struct cw_na_init_info *info)
 {
     ucp_params_t params = {0};
+    char ifname[64];
     ucp_config_t *config;
     ucs_status_t st;
     cw_status_t ret;
@@ -197,6 +198,12 @@ static cw_status_t ucx_context_create(struct ucx_cls *cls,
     ret = ucx_config_set(cls, config, "TLS", cls->tls);
     if (ret != CW_OK)
         goto out_release;
+    if (ucx_location_ifname(info->location, ifname, sizeof(ifname)) &&
+        getenv("UCX_NET_DEVICES") == NULL) {
+        ret = ucx_config_set(cls, config, "NET_DEVICES", ifname);
+        if (ret != CW_OK)
+            goto out_release;
+    }
     ret = ucx_apply_params(cls, config, info->params);
     if (ret != CW_OK)
         goto out_release;
