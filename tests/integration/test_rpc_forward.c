@@ -45,6 +45,20 @@ static void h_deny(cw_handle_t *h, void *arg)
     cw_handle_release(h);
 }
 
+/* Answers the permission and size of the bulk handle it received. */
+static void h_perm(cw_handle_t *h, void *arg)
+{
+    cw_bulk_t *b = NULL;
+    (void)arg;
+    if (cw_buf_get_bulk(cw_handle_input(h), &b) == CW_OK) {
+        cw_buf_put_u32(cw_handle_output(h), cw_bulk_perm(b));
+        cw_buf_put_u64(cw_handle_output(h), cw_bulk_size(b));
+        cw_bulk_free(b);
+    }
+    cw_respond(h, cw_buf_error(cw_handle_input(h)), NULL, NULL);
+    cw_handle_release(h);
+}
+
 static void h_hold(cw_handle_t *h, void *arg)
 {
     (void)arg;
@@ -63,6 +77,33 @@ static void fwd_done(cw_handle_t *out, cw_status_t st, void *arg)
 
 static char last_dest[CW_ADDR_STR_MAX];
 
+/* Forward a request with descriptors, rewriting descriptor 0 to read-only
+ * on the way (what the proxy-handle work will do with real handles). */
+static void perm_forward(cw_context_t *gw, cw_handle_t *in)
+{
+    const void *raw;
+    size_t len;
+    uint8_t copy[1024];
+    cw_addr_t *next;
+    cw_handle_t *out;
+
+    assert_int_equal(cw_fwd_desc_count(in), 1);
+    assert_int_equal(cw_fwd_desc_get(in, 0, &raw, &len), CW_OK);
+    assert_true(len <= sizeof(copy) && len > 4);
+    assert_int_equal(cw_fwd_desc_get(in, 1, &raw, &len), CW_RANGE);
+    assert_int_equal(cw_addr_lookup(gw, cw_fwd_dest(in), &next), CW_OK);
+    assert_int_equal(cw_fwd_create(in, next, NULL, &out), CW_OK);
+    cw_addr_free(next);
+    assert_int_equal(cw_fwd_desc_get(out, 0, &raw, &len), CW_OK);
+    memcpy(copy, raw, len);
+    copy[3] = CW_BULK_READ_ONLY; /* permission byte (docs/wire.md) */
+    assert_int_equal(cw_fwd_desc_replace(out, 0, copy, len), CW_OK);
+    /* Garbage is refused. */
+    copy[0] = 0xff;
+    assert_int_equal(cw_fwd_desc_replace(out, 0, copy, len), CW_INVALID_ARG);
+    assert_int_equal(cw_forward(out, 0, fwd_done, in), CW_OK);
+}
+
 static void hook(cw_handle_t *in, void *arg)
 {
     cw_context_t *gw = arg;
@@ -78,6 +119,10 @@ static void hook(cw_handle_t *in, void *arg)
         return;
     }
 
+    if (cw_handle_rpc_id(in) == cw_rpc_id("perm")) {
+        perm_forward(gw, in);
+        return;
+    }
     if (cw_fwd_desc_count(in) > 0) {
         refused++;
         cw_respond(in, CW_UNSUPPORTED, NULL, NULL);
@@ -113,6 +158,7 @@ static int setup(void **state)
     cw_rpc_register(ctx[SRV], "echo", h_echo, NULL, NULL, NULL);
     cw_rpc_register(ctx[SRV], "deny", h_deny, NULL, NULL, NULL);
     cw_rpc_register(ctx[SRV], "hold", h_hold, NULL, NULL, NULL);
+    cw_rpc_register(ctx[SRV], "perm", h_perm, NULL, NULL, NULL);
     cw_context_set_forward_hook(ctx[GW1], hook, ctx[GW1]);
     cw_context_set_forward_hook(ctx[GW2], hook, ctx[GW2]);
     return 0;
@@ -274,6 +320,42 @@ static void test_service_dest(void **state)
     cw_handle_release(h);
 }
 
+static void test_descriptor_rewritten(void **state)
+{
+    char addr[2 * CW_URI_MAX];
+    uint8_t data[4000];
+    struct cw_segment seg = {data, sizeof(data)};
+    cw_bulk_t *b;
+    cw_addr_t *a;
+    cw_handle_t *h;
+    struct call c = {0};
+    uint32_t perm = 0;
+    uint64_t size = 0;
+    uint64_t end = cw_now_ns() + 10000000000ull;
+    (void)state;
+
+    snprintf(addr, sizeof(addr), "%s@%s", uri[SRV], uri[GW1]);
+    assert_int_equal(cw_addr_lookup(ctx[CLI], addr, &a), CW_OK);
+    assert_int_equal(cw_bulk_create(ctx[CLI], &seg, 1, CW_BULK_READ_WRITE,
+                                    &b), CW_OK);
+    assert_int_equal(cw_handle_create(ctx[CLI], a, cw_rpc_id("perm"), &h),
+                     CW_OK);
+    cw_buf_put_bulk(cw_handle_input(h), b);
+    assert_int_equal(cw_forward(h, 0, call_cb, &c), CW_OK);
+    while (c.done == 0 && cw_now_ns() < end)
+        pump();
+    assert_int_equal(c.done, 1);
+    assert_int_equal(c.st, CW_OK);
+    cw_buf_get_u32(cw_handle_output(h), &perm);
+    cw_buf_get_u64(cw_handle_output(h), &size);
+    assert_int_equal(cw_buf_error(cw_handle_output(h)), CW_OK);
+    assert_int_equal(perm, CW_BULK_READ_ONLY);
+    assert_int_equal(size, sizeof(data));
+    cw_handle_release(h);
+    cw_bulk_free(b);
+    cw_addr_free(a);
+}
+
 static void test_no_hook(void **state)
 {
     char addr[2 * CW_URI_MAX];
@@ -428,6 +510,7 @@ int main(void)
         cmocka_unit_test(test_ttl),
         cmocka_unit_test(test_descriptors_refused),
         cmocka_unit_test(test_service_dest),
+        cmocka_unit_test(test_descriptor_rewritten),
         cmocka_unit_test(test_no_hook),
         cmocka_unit_test(test_deadline_through),
         cmocka_unit_test(test_cancel_propagates),
