@@ -990,6 +990,56 @@ static void test_threads(void **state)
     }
 }
 
+/* Runtime parameters: a small grant and eager size still carry a flood;
+ * bad values are refused. */
+static void test_params(void **state)
+{
+    const char *const small[] = {"credits", "4", "eager_size", "1024", NULL};
+    const char *const bad1[] = {"credits", "1", NULL};
+    const char *const bad2[] = {"eager_size", "12x", NULL};
+    cw_na_t *a, *b, *x;
+    enum { N = 500 };
+    static struct done s[N];
+    static char out[1024];
+    char in[1100];
+
+    assert_int_equal(cw_na_open(URI, CW_NA_LISTEN, bad1, &x), CW_INVALID_ARG);
+    assert_int_equal(cw_na_open(URI, CW_NA_LISTEN, bad2, &x), CW_INVALID_ARG);
+    last_cls = NULL;
+    assert_int_equal(cw_na_open(URI, CW_NA_LISTEN, small, &a), CW_OK);
+    cw_na_class_t *ca = last_cls;
+    assert_int_equal(cw_na_open(URI, CW_NA_LISTEN, small, &b), CW_OK);
+    assert_int_equal(cw_na_caps(a)->max_unexpected_size, 1024);
+    cw_na_t *both[2] = {a, b};
+    cw_na_addr_t *b_at_a = lookup_self_of(a, b);
+    memset(s, 0, sizeof(s));
+    assert_int_equal(cw_na_msg_send_unexpected(a, out, 1025, b_at_a, 1,
+                                               done_cb, &s[0], NULL),
+                     CW_OVERFLOW);
+    for (int i = 0; i < N; i++) {
+        out[0] = (char)i;
+        assert_int_equal(cw_na_msg_send_unexpected(a, out, sizeof(out), b_at_a,
+                                                   1, done_cb, &s[i], NULL),
+                         CW_OK);
+    }
+    for (int i = 0; i < N; i++) {
+        struct done r = {0};
+        assert_int_equal(cw_na_msg_recv_unexpected(b, in, sizeof(in), done_cb,
+                                                   &r, NULL),
+                         CW_OK);
+        assert_true(wait_all(both, 2, (struct done *[]){&r}, 1, WAIT_MS));
+        assert_int_equal(r.len, sizeof(out));
+        cw_na_addr_free(b, r.source);
+    }
+    assert_true(wait_all(both, 2, (struct done *[]){&s[N - 1]}, 1, WAIT_MS));
+    struct vb_stats st;
+    vb_class_stats(ca, &st);
+    assert_true(st.credit_stalls > 0);
+    cw_na_addr_free(a, b_at_a);
+    cw_na_close(a);
+    cw_na_close(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -997,6 +1047,7 @@ int main(void)
         cmocka_unit_test(test_wait_fd_and_busy),
         cmocka_unit_test(test_locations),
         cmocka_unit_test(test_self),
+        cmocka_unit_test(test_params),
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_hostile_input),
         cmocka_unit_test(test_rcache),
