@@ -35,7 +35,7 @@
 #define SHM_NAME_MAX 48           /* incl. NUL: names are 1..47 chars */
 #define SHM_SEG_PREFIX "causeway-" /* /dev/shm/causeway-<name> */
 #define SHM_SEG_MAGIC 0x43575348u  /* "CWSH" */
-#define SHM_VERSION 1u
+#define SHM_VERSION 2u /* 2: name in the slot tail */
 
 /* Eager size: a 4 KiB RPC argument plus its header fits with room left. */
 #define SHM_EAGER_SIZE 8192u
@@ -67,7 +67,9 @@ enum shm_msg_type {
     SHM_MSG_EXPECTED = 2,
 };
 
-/* One ring slot: header in the first SHM_SLOT_HDR bytes, then payload. */
+/* One ring slot: a one-line head, the payload, and the sender's name in a
+ * tail line that the consumer reads only for a sender it does not know,
+ * so a small message moves two cache lines between the cores. */
 struct shm_slot {
     _Atomic uint64_t seq;
     uint32_t type;
@@ -77,9 +79,10 @@ struct shm_slot {
     /* Written first after the claim, cleared by the consumer on release:
      * names the claimer of a slot that is never published. */
     _Atomic uint64_t sender_uid;
-    char sender_name[SHM_NAME_MAX];
-    char pad_[SHM_SLOT_HDR - 24 - 8 - SHM_NAME_MAX];
+    char pad0_[SHM_CACHELINE - 32];
     unsigned char data[SHM_EAGER_SIZE];
+    char sender_name[SHM_NAME_MAX];
+    char pad1_[SHM_CACHELINE - SHM_NAME_MAX];
 };
 _Static_assert(sizeof(struct shm_slot) == SHM_SLOT_SIZE, "slot layout");
 

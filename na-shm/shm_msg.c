@@ -130,12 +130,17 @@ static bool shm_slot_valid(const struct shm_slot *s)
 {
     return (s->type == SHM_MSG_UNEXPECTED || s->type == SHM_MSG_EXPECTED) &&
            s->len <= SHM_EAGER_SIZE &&
-           atomic_load_explicit(&s->sender_uid, memory_order_relaxed) != 0 &&
-           s->name_len < SHM_NAME_MAX && s->sender_name[s->name_len] == '\0' &&
+           atomic_load_explicit(&s->sender_uid, memory_order_relaxed) != 0;
+}
+
+static bool shm_slot_name_valid(const struct shm_slot *s)
+{
+    return s->name_len < SHM_NAME_MAX && s->sender_name[s->name_len] == '\0' &&
            shm_name_valid(s->sender_name, s->name_len);
 }
 
-/* Take one published slot; false if it must stay (early queue full). */
+/* Take one published slot; false if it must stay (early queue full, no
+ * memory).  A slot from an unknown sender with a bad name is dropped. */
 static bool shm_slot_consume(struct cw_na_class *cls, struct shm_slot *s)
 {
     uint32_t len = s->len, tag = s->tag;
@@ -143,22 +148,23 @@ static bool shm_slot_consume(struct cw_na_class *cls, struct shm_slot *s)
     struct shm_peer *src = shm_peer_find_uid(cls, uid);
     struct cw_na_op *op = NULL;
 
+    if (!src) {
+        if (!shm_slot_name_valid(s)) {
+            cls->dropped++;
+            SHM_WARN(cls, "dropped a message with a malformed sender name "
+                     "(%llu dropped so far)",
+                     (unsigned long long)cls->dropped);
+            return true;
+        }
+        if (shm_peer_get(cls, s->sender_name, uid, &src) != CW_OK)
+            return false;
+        shm_peer_unref(src); /* the table keeps it */
+    }
     if (s->type == SHM_MSG_EXPECTED) {
         op = shm_match_expected(cls, uid, tag);
     } else if (!shm_list_empty(&cls->unexp_posted)) {
         op = shm_container_of(cls->unexp_posted.next, struct cw_na_op, link);
         shm_list_del(&op->link);
-    }
-    if (!src) {
-        if (shm_peer_get(cls, s->sender_name, uid, &src) != CW_OK) {
-            if (op) /* keep the receive posted for the next message */
-                shm_list_add_tail(s->type == SHM_MSG_EXPECTED
-                                      ? &cls->exp_posted
-                                      : &cls->unexp_posted,
-                                  &op->link);
-            return false;
-        }
-        shm_peer_unref(src); /* the table keeps it */
     }
     if (op) {
         shm_deliver(op, s->data, len, tag, src);
