@@ -814,36 +814,50 @@ static void test_progress_wait_timeout(void **state)
 
 /* ---- peers that go away ---- */
 
-/* Child: open an instance, report its address, then wait to be killed. */
+/* Peer process body (argv: --peer URI FD): open an instance, write its
+ * address to FD, then serve until killed.  Run through exec so that no
+ * network library state is inherited across fork (UCX and verbs forbid
+ * that). */
+static int peer_main(const char *uri, int fd)
+{
+    cw_na_t *c;
+    cw_na_addr_t *self;
+    char buf[URI_LEN];
+    char in[4][256];
+    struct done r[4] = {{0}};
+
+    if (cw_na_open(uri, CW_NA_LISTEN, NULL, &c) != CW_OK ||
+        cw_na_addr_self(c, &self) != CW_OK ||
+        cw_na_addr_to_string(c, self, buf, sizeof(buf)) != CW_OK)
+        return 1;
+    for (int i = 0; i < 4; i++)
+        cw_na_msg_recv_unexpected(c, in[i], sizeof(in[i]), done_cb, &r[i],
+                                  NULL);
+    if (write(fd, buf, strlen(buf) + 1) < 0)
+        return 1;
+    close(fd);
+    for (uint64_t end = cw_now_ns() + 60ull * 1000000000ull;
+         cw_now_ns() < end;)
+        cw_na_progress_wait(c, 10, NULL);
+    return 0;
+}
+
 static pid_t spawn_peer(char *uri, size_t len)
 {
     int fds[2];
     pid_t pid;
     ssize_t n;
+    char fdstr[16];
 
     assert_int_equal(pipe(fds), 0);
+    snprintf(fdstr, sizeof(fdstr), "%d", fds[1]);
     pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
-        cw_na_t *c;
-        cw_na_addr_t *self;
-        char buf[URI_LEN];
-        char in[4][256];
-        struct done r[4] = {{0}};
         close(fds[0]);
-        if (cw_na_open(listen_uri, CW_NA_LISTEN, NULL, &c) != CW_OK ||
-            cw_na_addr_self(c, &self) != CW_OK ||
-            cw_na_addr_to_string(c, self, buf, sizeof(buf)) != CW_OK)
-            _exit(1);
-        for (int i = 0; i < 4; i++)
-            cw_na_msg_recv_unexpected(c, in[i], sizeof(in[i]), done_cb, &r[i],
-                                      NULL);
-        if (write(fds[1], buf, strlen(buf) + 1) < 0)
-            _exit(1);
-        for (uint64_t end = cw_now_ns() + 60ull * 1000000000ull;
-             cw_now_ns() < end;)
-            cw_na_progress_wait(c, 10, NULL);
-        _exit(0);
+        execl("/proc/self/exe", "test_conformance", "--peer", listen_uri,
+              fdstr, (char *)NULL);
+        _exit(127);
     }
     close(fds[1]);
     n = read(fds[0], uri, len);
@@ -1006,6 +1020,8 @@ int main(int argc, char **argv)
     char name[96];
     int rc;
 
+    if (argc == 4 && strcmp(argv[1], "--peer") == 0)
+        return peer_main(argv[2], atoi(argv[3]));
     if (argc < 2) {
         fprintf(stderr, "usage: %s LISTEN-URI\n", argv[0]);
         return 2;
