@@ -270,7 +270,7 @@ cw_status_t shm_peer_attach(struct cw_na_class *cls, struct shm_peer *peer)
         /* Nobody holds the name: a segment left under it is stale. */
         bool stale = err == ECONNREFUSED && shm_stale_check(cls->host,
                                                             peer->name);
-        SHM_ERR(cls, "shm://%s: cannot connect to the endpoint: %s%s",
+        SHM_ERR_RL(cls, "shm://%s: cannot connect to the endpoint: %s%s",
                 peer->name, strerror(err),
                 stale ? " (removed the stale segment of its dead owner)" : "");
         close(fd);
@@ -396,7 +396,7 @@ void shm_listen_accept(struct cw_na_class *cls)
         if (cls->naccepted >= SHM_ACCEPTED_MAX) {
             /* Refuse the newcomer: the pending ones may be in the epoll
              * batch being handled, so they are not closed here. */
-            SHM_WARN(cls, "refusing a connection: %u connected without "
+            SHM_WARN_RL(cls, "refusing a connection: %u connected without "
                      "HELLO", cls->naccepted);
             close(fd);
             continue;
@@ -431,7 +431,7 @@ static void shm_accepted_hello(struct cw_na_class *cls, struct shm_fdref *ref,
      * our 0600 segment anyway) may talk to us. */
     if (getsockopt(ref->fd, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) < 0 ||
         (cr.uid != geteuid() && cr.uid != 0)) {
-        SHM_WARN(cls, "refusing a connection from uid %d pid %d (not our "
+        SHM_WARN_RL(cls, "refusing a connection from uid %d pid %d (not our "
                  "user)", (int)cr.uid, (int)cr.pid);
         cls->dropped++;
         goto err_close;

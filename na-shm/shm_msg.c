@@ -151,7 +151,7 @@ static bool shm_slot_consume(struct cw_na_class *cls, struct shm_slot *s)
     if (!src) {
         if (!shm_slot_name_valid(s)) {
             cls->dropped++;
-            SHM_WARN(cls, "dropped a message with a malformed sender name "
+            SHM_WARN_RL(cls, "dropped a message with a malformed sender name "
                      "(%llu dropped so far)",
                      (unsigned long long)cls->dropped);
             return true;
@@ -199,7 +199,7 @@ unsigned shm_ring_drain(struct cw_na_class *cls, unsigned max)
             break;
         if (!shm_slot_valid(s)) {
             cls->dropped++;
-            SHM_WARN(cls, "dropped a malformed message in slot %llu "
+            SHM_WARN_RL(cls, "dropped a malformed message in slot %llu "
                      "(%llu dropped so far)", (unsigned long long)head,
                      (unsigned long long)cls->dropped);
         } else if (!shm_slot_consume(cls, s)) {

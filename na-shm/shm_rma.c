@@ -187,14 +187,14 @@ static void shm_rma_eperm(struct cw_na_class *cls, const char *call,
         close(fd);
     }
     if (scope > 0)
-        SHM_ERR(cls,
+        SHM_ERR_RL(cls,
                 "%s(pid %d) failed: %s: Yama ptrace_scope is %d; set "
                 "kernel.yama.ptrace_scope=0 (sysctl -w "
                 "kernel.yama.ptrace_scope=0), or give the process "
                 "CAP_SYS_PTRACE, and run both processes as the same user",
                 call, (int)pid, strerror(EPERM), scope);
     else
-        SHM_ERR(cls,
+        SHM_ERR_RL(cls,
                 "%s(pid %d) failed: %s: cross-memory attach needs both "
                 "processes to run as the same user and be dumpable "
                 "(not setuid, no PR_SET_DUMPABLE=0), or CAP_SYS_PTRACE",
@@ -260,11 +260,11 @@ static cw_status_t shm_rma_copy(struct cw_na_class *cls, bool is_put,
                 return CW_PERMISSION;
             }
             if (err == ESRCH) {
-                SHM_ERR(cls, "%s(pid %d) failed: %s", call, (int)remote->pid,
-                        strerror(err));
+                SHM_ERR_RL(cls, "%s(pid %d) failed: %s", call,
+                           (int)remote->pid, strerror(err));
                 return CW_DISCONNECTED;
             }
-            SHM_ERR(cls, "%s(pid %d, %llu bytes at offset %llu) failed: %s",
+            SHM_ERR_RL(cls, "%s(pid %d, %llu bytes at offset %llu) failed: %s",
                     call, (int)remote->pid, (unsigned long long)batch,
                     (unsigned long long)(roff + done), strerror(err));
             return shm_errno_status(err);
@@ -295,7 +295,7 @@ static cw_status_t shm_rma(cw_na_class_t *cls, bool is_put,
         if (st != CW_OK)
             return st;
         if (peer->pid != remote->pid) {
-            SHM_ERR(cls, "memory handle of pid %d used with shm://%s "
+            SHM_ERR_RL(cls, "memory handle of pid %d used with shm://%s "
                     "(pid %d)", (int)remote->pid, peer->name, (int)peer->pid);
             return CW_BAD_HANDLE;
         }

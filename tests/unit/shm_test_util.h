@@ -56,6 +56,19 @@ static inline bool wait_done(cw_na_t **nas, size_t n, const int *calls, int want
     return true;
 }
 
+/* As wait_done for one instance, but blocking in cw_na_progress_wait so
+ * that an idle process gives the CPU away (children of busy tests). */
+static inline bool wait_done_blocking(cw_na_t *na, const int *calls, int want)
+{
+    uint64_t deadline = cw_now_ns() + WAIT_MS * 1000000ull;
+    while (*calls < want) {
+        if (cw_now_ns() > deadline)
+            return false;
+        cw_na_progress_wait(na, 10, NULL);
+    }
+    return true;
+}
+
 static inline void unique_name(char *buf, size_t len, const char *what)
 {
     static unsigned counter;

@@ -135,7 +135,7 @@ static int child_slow_receiver(void *arg, int wfd)
         struct done d = {0};
         if (cw_na_msg_recv_unexpected(na, &v, sizeof(v), done_cb, &d, NULL))
             return 2;
-        if (!wait_done(&na, 1, &d.calls, 1) || d.status != CW_OK)
+        if (!wait_done_blocking(na, &d.calls, 1) || d.status != CW_OK)
             return 3;
         if (v == i)
             in_order++;
