@@ -15,6 +15,7 @@
 
 #define GW_SLICE_MS 5
 #define GW_HOUSEKEEPING_NS 2000000ull
+#define GW_SPIN_NS 100000ull /* default; CAUSEWAYD_SPIN_US overrides */
 
 struct gw_net *gw_net_by_name(struct gw *gw, const char *name)
 {
@@ -100,6 +101,8 @@ static cw_status_t gw_start(struct gw *gw, const struct cw_config *cfg)
         copts.flags |= CW_CTX_BUSY;
     copts.default_timeout_ms = cfg->limits.default_timeout_ns / 1000000u;
     copts.max_hops = cfg->limits.max_hops;
+    /* A gateway takes requests from many clients at once. */
+    copts.unexpected_bufs = 128;
     st = cw_context_create(&copts, &gw->ctx);
     if (st != CW_OK) {
         CW_ERROR(GW_LOG, "cannot create the RPC context: %s",
@@ -208,11 +211,20 @@ static void gw_loop(struct gw *gw)
     uint64_t next_hk = 0;
     unsigned slice = gw->busy_poll ? 0 : GW_SLICE_MS;
 
+    uint64_t spin_until = 0;
+
     while (!gw->stop) {
+        unsigned ran = 0;
         uint64_t now;
 
-        cw_progress(gw->ctx, slice);
-        cw_trigger(gw->ctx, 0, 0, NULL);
+        /* While forwards are in flight, poll without sleeping for a short
+         * while: their responses usually come back within tens of
+         * microseconds, and a sleep/wake-up pair costs more than that. */
+        cw_progress(gw->ctx, gw->fwds != NULL && cw_now_ns() < spin_until
+                                 ? 0 : slice);
+        cw_trigger(gw->ctx, 0, 0, &ran);
+        if (ran > 0)
+            spin_until = cw_now_ns() + gw->spin_ns;
         if (gw->queue_head != NULL)
             gw_queue_run(gw);
         now = cw_now_ns();
@@ -248,6 +260,12 @@ int cw_gateway_main(const struct cw_config *cfg, const char *config_path,
     }
     gw->config_path = config_path;
     gw->admin_fd = -1;
+    gw->spin_ns = GW_SPIN_NS;
+    {
+        const char *e = getenv("CAUSEWAYD_SPIN_US");
+        if (e != NULL && *e != '\0')
+            gw->spin_ns = strtoull(e, NULL, 10) * 1000ull;
+    }
     gw->started_ns = cw_now_ns();
     for (unsigned i = 0; i < GW_ADMIN_CONNS; i++)
         gw->conns[i].fd = -1;

@@ -130,6 +130,7 @@ struct gw {
     struct gw_net nets[GW_MAX_NETS];
     unsigned nnets;
     bool busy_poll;
+    uint64_t spin_ns;                /**< poll this long after activity */
 
     /* forwarding */
     struct gw_fwd *fwds;
