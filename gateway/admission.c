@@ -163,14 +163,17 @@ void gw_queue_expire(struct gw *gw, bool all, cw_status_t st)
     gw->queue_tail = NULL;
     while (*pp != NULL) {
         struct gw_queued *q = *pp;
-        if (all || cw_handle_remaining_ms(q->in) == 0) {
+        cw_status_t qst = st;
+        if (!all && cw_handle_remaining_ms(q->in) > 0)
+            qst = cw_handle_canceled(q->in) ? CW_CANCELED : CW_OK;
+        if (qst != CW_OK) {
             *pp = q->next;
             gw->nqueued--;
-            if (st == CW_TIMEOUT)
+            if (qst == CW_TIMEOUT)
                 gw->n_timedout++;
             else
                 gw->n_canceled++;
-            gw_answer(q->in, st);
+            gw_answer(q->in, qst);
             free(q);
         } else {
             gw->queue_tail = q;

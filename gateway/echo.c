@@ -18,6 +18,7 @@ struct echo_delayed {
 struct echo_state {
     unsigned delay_ms;
     struct echo_delayed *delayed;
+    uint64_t served, canceled;
 };
 
 /* One service per process is all the tools need. */
@@ -25,6 +26,7 @@ static struct echo_state echo_state;
 
 static void echo_answer(cw_handle_t *h)
 {
+    echo_state.served++;
     cw_buf_t *in = cw_handle_input(h), *out = cw_handle_output(h);
     const void *p = NULL;
     size_t len = 0;
@@ -93,7 +95,15 @@ void cw_echo_serve(cw_context_t *ctx, unsigned ms)
         now = cw_now_ns();
         while (*pp != NULL) {
             struct echo_delayed *d = *pp;
-            if (now >= d->due_ns) {
+            if (now < d->due_ns && cw_handle_canceled(d->h)) {
+                /* The caller gave up (cancel propagated to us): stop
+                 * early; the answer is not sent. */
+                *pp = d->next;
+                echo_state.canceled++;
+                (void)cw_respond(d->h, CW_CANCELED, NULL, NULL);
+                cw_handle_release(d->h);
+                free(d);
+            } else if (now >= d->due_ns) {
                 *pp = d->next;
                 echo_answer(d->h);
                 free(d);
@@ -102,6 +112,12 @@ void cw_echo_serve(cw_context_t *ctx, unsigned ms)
             }
         }
     } while (cw_now_ns() < end);
+}
+
+void cw_echo_counts(uint64_t *served_p, uint64_t *canceled_p)
+{
+    *served_p = echo_state.served;
+    *canceled_p = echo_state.canceled;
 }
 
 struct echo_call {

@@ -21,6 +21,10 @@ cw_status_t cw_echo_register(cw_context_t *ctx, unsigned delay_ms);
  *  including delayed ones). */
 void cw_echo_serve(cw_context_t *ctx, unsigned ms);
 
+/** Requests answered, and delayed requests dropped early because their
+ *  caller canceled them. */
+void cw_echo_counts(uint64_t *served_p, uint64_t *canceled_p);
+
 /**
  * Call "causeway.echo" at @p dest with @p len bytes of a pattern derived
  * from @p seed, wait for the answer (progressing @p ctx), and check that

@@ -494,6 +494,10 @@ void gw_forward(struct gw *gw, cw_handle_t *in, bool requeued)
     if (st == CW_TIMEOUT) {
         gw->n_timedout++;
         rs->timedout++;
+    } else if (st == CW_CANCELED) {
+        /* The caller canceled while the request waited here. */
+        gw->n_canceled++;
+        rs->canceled++;
     } else {
         gw->n_failed++;
         rs->failed++;

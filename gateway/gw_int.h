@@ -216,7 +216,8 @@ void gw_sources_fini(struct gw *gw);
 cw_status_t gw_queue_push(struct gw *gw, cw_handle_t *in);
 /** Forward queued requests while there is room. */
 void gw_queue_run(struct gw *gw);
-/** Answer queued requests past their deadline (or @p all) with @p st. */
+/** Answer queued requests past their deadline with @p st, those their
+ *  caller canceled with CW_CANCELED (or @p all with @p st). */
 void gw_queue_expire(struct gw *gw, bool all, cw_status_t st);
 
 /* health.c */

@@ -170,12 +170,14 @@ static int ping_client(const char *target, const struct ping_opts *o)
     }
     while (run.done < o->count) {
         uint64_t now = cw_now_ns();
+
         for (unsigned i = 0; i < o->inflight && run.sent < o->count; i++) {
             if (calls[i].active || now < next_ns)
                 continue;
             ping_start(ctx, dest, id, &calls[i]);
             next_ns = o->interval_ms ? now + o->interval_ms * 1000000ull : 0;
         }
+        now = cw_now_ns(); /* calls started above have a later t0 */
         if (o->cancel_after_ms)
             for (unsigned i = 0; i < o->inflight; i++)
                 if (calls[i].active && !calls[i].canceled &&
@@ -264,6 +266,12 @@ static int ping_serve(const char *uri, const char *addr_file,
     }
     while (read(sfd, &si, sizeof(si)) != (ssize_t)sizeof(si))
         cw_echo_serve(ctx, 20);
+    {
+        uint64_t served, canceled;
+        cw_echo_counts(&served, &canceled);
+        fprintf(stderr, "cw-ping: served %" PRIu64 ", canceled by their "
+                "caller %" PRIu64 "\n", served, canceled);
+    }
     rc = 0;
 out:
     cw_context_destroy(ctx);

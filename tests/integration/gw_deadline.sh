@@ -2,7 +2,8 @@
 # Deadlines and cancel through a gateway to a slow target (answers after
 # 1.5 s): a 300 ms deadline ends with CW_TIMEOUT at the origin in time,
 # counted by the gateway; a cancel at the origin ends with CW_CANCELED at
-# once; the gateway frees every forwarded RPC and keeps serving.
+# once and propagates through the gateway to the target; the gateway frees
+# every forwarded RPC and keeps serving.
 . "$(dirname "$0")/gw_lib.sh"
 
 start_echo slow "shm://$TAG-slow" 1500
@@ -26,7 +27,20 @@ wait_for sh -c "[ \"\$('$CWCTL' --admin '$gw_admin' stats --json | grep -o '\"ti
     fail "gateway did not count 4 timeouts: $("$CWCTL" --admin "$gw_admin" stats --json)"
 pass "gateway answered and counted 4 timeouts"
 
-ping_expect "cancel at the origin" CW_CANCELED -c 4 -n 4 -t 10000 --cancel-after 100 "$slow@$gw_tcp0"
+start_echo slow2 "shm://$TAG-slow2" 1500
+ping_expect "cancel at the origin" CW_CANCELED -c 4 -n 4 -t 10000 --cancel-after 100 "$slow2@$gw_tcp0"
+# The cancel travels on: the gateway's forwards end canceled long before
+# the target's 1.5 s, and the target sees its requests canceled.
+t0=$(date +%s%N)
+wait_for sh -c "'$CWCTL' --admin '$gw_admin' stats --json | grep -q '^{\"inflight\":0,.*\"canceled\":4,'" ||
+    fail "gateway did not cancel its forwards: $("$CWCTL" --admin "$gw_admin" stats --json)"
+t1=$(date +%s%N)
+[ $(((t1 - t0) / 1000000)) -lt 1000 ] || fail "forwards ended only after $(((t1 - t0) / 1000000)) ms"
+pass "cancel propagated to the gateway: 4 forwards canceled, 0 in flight"
+stop_pid "$slow2_PID"
+grep -q "canceled by their caller 4" "$T/slow2.log" ||
+    fail "target did not see the cancels: $(cat "$T/slow2.log")"
+pass "cancel propagated to the target: $(grep 'canceled by' "$T/slow2.log")"
 ping_expect "other target still served" CW_OK -c 10 "$fast@$gw_tcp0"
 wait_for sh -c "'$CWCTL' --admin '$gw_admin' stats --json | grep -q '^{\"inflight\":0,'" ||
     fail "forwarded RPCs not freed: $("$CWCTL" --admin "$gw_admin" stats --json)"
