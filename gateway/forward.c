@@ -389,6 +389,12 @@ void gw_forward(struct gw *gw, cw_handle_t *in, bool requeued)
         ingress = gw_net_of_addr(gw, src);
     if (ingress != NULL && !requeued)
         ingress->rx++;
+    if (ingress != NULL && ingress->removed) {
+        /* The network was removed by a reload but is still bound. */
+        gw->n_noroute++;
+        gw_answer(in, CW_UNREACHABLE);
+        return;
+    }
     if (gw->draining && !requeued) {
         gw->n_draining++;
         gw_answer(in, CW_DRAINING);

@@ -35,7 +35,7 @@ struct gw_net *gw_net_of_addr(struct gw *gw, const char *uri)
         return NULL;
     for (unsigned i = 0; i < gw->nnets; i++) {
         struct gw_net *n = &gw->nets[i];
-        if (!n->removed && strcmp(n->parsed.plugin, u.plugin) == 0 &&
+        if (strcmp(n->parsed.plugin, u.plugin) == 0 &&
             strcmp(n->parsed.protocol, u.protocol) == 0)
             return n;
     }

@@ -175,7 +175,8 @@ struct gw {
 
 /* gateway.c */
 struct gw_net *gw_net_by_name(struct gw *gw, const char *name);
-/** The network a source address arrived on (by plugin and protocol). */
+/** The network a source address arrived on (by plugin and protocol),
+ *  removed ones included. */
 struct gw_net *gw_net_of_addr(struct gw *gw, const char *uri);
 cw_status_t gw_net_open(struct gw *gw, const struct cw_config_network *cn,
                         struct gw_net *gn);

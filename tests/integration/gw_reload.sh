@@ -1,7 +1,8 @@
 #!/bin/bash
 # Reload under load: a valid file (SIGHUP) swaps the table (a new service
 # appears) and an invalid one (cwctl reload) is refused with the old table
-# kept; the load running meanwhile sees no failure.
+# kept; the load running meanwhile sees no failure.  Then reloads that add
+# and drop a network.
 . "$(dirname "$0")/gw_lib.sh"
 
 start_echo echo "shm://$TAG-echo"
@@ -12,6 +13,7 @@ gateway: { name: rlgw, admin: "$admin" }
 networks:
   - { name: tcp0, address: "ofi+tcp://127.0.0.1:$port" }
   - { name: shm0, address: "shm://$TAG-gw" }
+${2:-}
 services:
   - { name: echo, backends: ["$echo"] }
 $1
@@ -45,3 +47,16 @@ pass "status shows 1 reload and 1 failure"
 wait "$load"
 grep -q "3000 calls, CW_OK=3000;" "$T/load.out" || fail "load saw failures: $(cat "$T/load.out")"
 pass "load during the reloads: $(cat "$T/load.out")"
+
+# A reload that adds a network opens it; one that drops it stops using it.
+uport=$(free_port)
+write_cfg "" "  - { name: ucx0, address: \"ucx+tcp://127.0.0.1:$uport\" }"
+"$CWCTL" --admin "$admin" reload >"$T/reload.out" 2>&1 || fail "reload adding ucx0: $(cat "$T/reload.out")"
+"$CWCTL" --admin "$admin" status | grep -q "^ucx0 .*ucx+tcp://127.0.0.1:$uport" ||
+    fail "ucx0 not listed: $("$CWCTL" --admin "$admin" status)"
+ping_expect "through the network added by reload" CW_OK -c 5 "$echo@ucx+tcp://127.0.0.1:$uport"
+write_cfg ""
+"$CWCTL" --admin "$admin" reload >"$T/reload.out" 2>&1 || fail "reload dropping ucx0: $(cat "$T/reload.out")"
+"$CWCTL" --admin "$admin" status | grep -q "^ucx0 .*(removed)" ||
+    fail "ucx0 not marked removed: $("$CWCTL" --admin "$admin" status)"
+ping_expect "the removed network carries no traffic" CW_UNREACHABLE -c 2 "$echo@ucx+tcp://127.0.0.1:$uport"
