@@ -46,10 +46,10 @@ gp=$(( (id % 20000) + 30000 ))
 cat >"$T/gw.yaml" <<YAML
 gateway: { name: nsgw, admin: "" }
 networks:
-  - { name: client_side, address: "ucx+tcp://10.231.1.2:$gp" }
+  - { name: client_side, address: "ofi+sockets://10.231.1.2:$gp" }
   - { name: server_side, address: "ofi+tcp://10.231.2.2:0" }
 YAML
-UCX_NET_DEVICES=all start_gw gw "$T/gw.yaml" ip netns exec "$NG"
+start_gw gw "$T/gw.yaml" ip netns exec "$NG"
 pass "gateway in $NG: $gw_client_side | $gw_server_side"
 
 if nx "$NC" timeout 20 "$CW_PING" -q -c 1 -t 2000 "$echo" >"$T/direct.out" 2>&1; then
