@@ -196,6 +196,8 @@ struct cw_na_class {
     uint64_t next_key;
     size_t eager_size;
     uint64_t retry_timeout_ns, keepalive_ns, peer_timeout_ns, cancel_grace_ns;
+    uint64_t spin_ns;          /* keep polling this long after activity */
+    uint64_t last_activity_ns; /* last time the CQ had something */
     struct cw_na_addr *self;
     struct ofi_link peers[OFI_HASH_BUCKETS];
     struct ofi_link retry;  /* ops to (re)post */

@@ -180,6 +180,7 @@ static cw_status_t ofi_params(struct cw_na_class *cls,
     cls->keepalive_ns = 500ull * 1000000ull;
     cls->peer_timeout_ns = 2000ull * 1000000ull;
     cls->cancel_grace_ns = 1000ull * 1000000ull;
+    cls->spin_ns = 0;
     for (size_t i = 0; params != NULL && params[i] != NULL; i += 2) {
         const char *key = params[i], *val = params[i + 1];
 
@@ -207,10 +208,14 @@ static cw_status_t ofi_params(struct cw_na_class *cls,
             if (!ofi_param_u64(cls, key, val, 1, 3600000, &v))
                 return CW_INVALID_ARG;
             cls->cancel_grace_ns = v * 1000000ull;
+        } else if (strcmp(key, "spin_us") == 0) {
+            if (!ofi_param_u64(cls, key, val, 0, 1000000, &v))
+                return CW_INVALID_ARG;
+            cls->spin_ns = v * 1000ull;
         } else {
             OFI_WARN(cls, "unknown parameter %s ignored (known: eager_size, "
                           "retry_timeout_ms, keepalive_ms, peer_timeout_ms, "
-                          "cancel_grace_ms)", key);
+                          "cancel_grace_ms, spin_us)", key);
         }
     }
     return CW_OK;

@@ -290,7 +290,8 @@ static void ofi_dispatch(struct cw_na_class *cls, void *context,
     }
 }
 
-static cw_status_t ofi_read_cq(struct cw_na_class *cls)
+/* Reads the CQ until empty (bounded); *n_p gets how many entries. */
+static cw_status_t ofi_read_cq(struct cw_na_class *cls, unsigned *n_p)
 {
     struct fi_cq_tagged_entry ev[OFI_CQ_BATCH];
     unsigned total = 0;
@@ -329,6 +330,7 @@ static cw_status_t ofi_read_cq(struct cw_na_class *cls)
             return ofi_status((int)n);
         }
     }
+    *n_p = total;
     return CW_OK;
 }
 
@@ -461,15 +463,16 @@ static unsigned ofi_run_callbacks(struct cw_na_class *cls, unsigned max)
 
 cw_status_t ofi_progress(cw_na_class_t *cls, unsigned max, unsigned *count_p)
 {
-    cw_status_t st = ofi_read_cq(cls);
-    uint64_t now;
-    unsigned n;
+    unsigned n = 0;
+    cw_status_t st = ofi_read_cq(cls, &n);
+    uint64_t now = ofi_now(cls);
 
     if (st != CW_OK)
         return st;
+    if (n > 0)
+        cls->last_activity_ns = now;
     if (!cls->ctrl_posted)
         ofi_ctrl_post_recv(cls);
-    now = ofi_now(cls);
     if (!ofi_list_empty(&cls->retry))
         ofi_run_retries(cls, now);
     ofi_tick(cls, now);
@@ -496,6 +499,12 @@ bool ofi_safe_to_sleep(cw_na_class_t *cls)
     /* rxm drives RMA (and rendezvous) from progress calls, not always from
      * events that signal the CQ's fd: keep polling while any is in flight. */
     if (cls->nrma > 0)
+        return false;
+    /* Right after traffic the next completion is usually microseconds
+     * away, and waking a halted CPU costs tens of them (more in a VM): with
+     * spin_us set, say "not yet" for that long so a caller that polls on
+     * "not safe" keeps polling. */
+    if (cls->spin_ns != 0 && ofi_now(cls) - cls->last_activity_ns < cls->spin_ns)
         return false;
     fids[0] = &cls->cq->fid;
     return fi_trywait(cls->fabric, fids, 1) == FI_SUCCESS;

@@ -146,7 +146,8 @@ static void test_params(void **state)
 {
     const char *small[] = {"eager_size", "1024", NULL};
     const char *bad[] = {"eager_size", "lots", NULL};
-    const char *tiny[] = {"keepalive_ms", "0", "eager_size", "64", NULL};
+    const char *tiny[] = {"keepalive_ms", "0", "eager_size", "64",
+                          "spin_us", "100", NULL};
     static char buf[2048];
     struct done d = {0};
     cw_na_t *na;
