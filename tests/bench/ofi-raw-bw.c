@@ -3,15 +3,18 @@
  * the baseline for na-ofi bulk numbers (Debian's libfabric-bin has no
  * fabtests, so no fi_rma_bw here).
  *
- *   ofi-raw-bw [-p PROVIDER] [-n ITERS] [-w INFLIGHT] [-b] [HOST]
+ *   ofi-raw-bw [-p PROVIDER] [-n ITERS] [-w INFLIGHT] [-b] [-y] [HOST]
  *
  * Forks a target that registers a 16 MiB buffer and keeps progressing
  * (spinning, or with -b sleeping in fi_cq_sread() on the CQ's wait object,
  * which leaves the CPU to the initiator on a small machine); the parent
  * posts fi_write/fi_read of 64 KiB, 1 MiB and 16 MiB, INFLIGHT at a time,
- * and prints GB/s.  Defaults: tcp;ofi_rxm, 127.0.0.1, 8 in flight.
+ * and prints GB/s.  With -y both sides sched_yield() when a poll finds
+ * nothing, leaving the CPU to the kernel's loopback processing.  Defaults:
+ * tcp;ofi_rxm, 127.0.0.1, 8 in flight.
  */
 #include <arpa/inet.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -63,7 +66,7 @@ static void check(int rc, const char *what)
     }
 }
 
-static bool block_target;
+static bool block_target, yield_idle;
 
 static void open_ep(struct ep *e, const char *prov, const char *host,
                     bool wait_fd)
@@ -152,6 +155,8 @@ static void target(int wfd, int rfd, const char *prov, const char *host)
                 break;
         } else if (drain(&e) > 0) {
             break;
+        } else if (yield_idle) {
+            sched_yield();
         }
     }
     (void)rfd;
@@ -175,9 +180,11 @@ int main(int argc, char **argv)
     struct fi_context2 ctx[MAX_W + 1];
 
     setvbuf(stdout, NULL, _IOLBF, 0);
-    while ((opt = getopt(argc, argv, "p:n:w:b")) != -1) {
+    while ((opt = getopt(argc, argv, "p:n:w:by")) != -1) {
         if (opt == 'b')
             block_target = true;
+        else if (opt == 'y')
+            yield_idle = true;
         else if (opt == 'p')
             prov = optarg;
         else if (opt == 'n')
@@ -186,7 +193,7 @@ int main(int argc, char **argv)
             w = atoi(optarg);
         else {
             fprintf(stderr, "usage: %s [-p PROV] [-n ITERS] [-w INFLIGHT] "
-                            "[-b] [HOST]\n", argv[0]);
+                            "[-b] [-y] [HOST]\n", argv[0]);
             return 2;
         }
     }
@@ -213,8 +220,9 @@ int main(int argc, char **argv)
     memset(buf, 2, BUF_SIZE);
     check(fi_mr_reg(e.domain, buf, BUF_SIZE, FI_READ | FI_WRITE, 0, 0, 0, &mr,
                     NULL), "fi_mr_reg()");
-    printf("# raw libfabric %s RMA, %d in flight, %s target\n", prov, w,
-           block_target ? "blocking" : "spinning");
+    printf("# raw libfabric %s RMA, %d in flight, %s target%s\n", prov, w,
+           block_target ? "blocking" : "spinning",
+           yield_idle ? ", yielding when idle" : "");
     printf("%-6s %10s %10s\n", "op", "size", "GB/s");
     for (int op = 0; op < 2; op++) {
         for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
@@ -237,6 +245,8 @@ int main(int argc, char **argv)
                     inflight++;
                 }
                 int got = drain(&e);
+                if (got == 0 && yield_idle)
+                    sched_yield();
                 done += got;
                 inflight -= got;
             }
