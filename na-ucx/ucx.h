@@ -218,7 +218,8 @@ struct ucx_cls {
     struct ucx_list unexp_posted; /* posted unexpected receive buffers */
     struct ucx_list unexp_queue;  /* unexpected messages without buffer */
     struct ucx_list ctls;         /* RMA control messages in flight */
-    size_t unexp_queued;
+    size_t unexp_queued;       /* bytes copied into unexp_queue */
+    size_t unexp_queue_max;    /* bound on those bytes */
     uint64_t next_op_id;
     uint64_t next_mem_id;
     uint64_t dropped;        /* malformed wire messages dropped */

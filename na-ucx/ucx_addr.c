@@ -591,7 +591,7 @@ cw_status_t ucx_listen(struct ucx_cls *cls, const char *location)
     if (st != UCS_OK) {
         UCX_ERR(cls, "ucp_listener_create(%s) failed: %s", location,
                 ucs_status_string(st));
-        return st == UCS_ERR_BUSY ? CW_ADDR_IN_USE : ucx_status(st);
+        return ucx_status(st);
     }
     attr.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR;
     st = ucp_listener_query(cls->listener, &attr);

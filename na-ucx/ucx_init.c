@@ -15,6 +15,7 @@
 #define UCX_EAGER_DEFAULT (64u * 1024u)
 #define UCX_EAGER_MAX (16u * 1024u * 1024u)
 #define UCX_KEEPALIVE_DEFAULT "1s"
+#define UCX_UNEXP_QUEUE_DEFAULT (64u * 1024u * 1024u)
 
 /* UCX keeps process-wide state (its async event thread) that does not
  * survive fork(): a child forked while the parent has live instances can
@@ -69,9 +70,12 @@ cw_status_t ucx_status(ucs_status_t st)
     case UCS_ERR_NO_ELEM:
     case UCS_ERR_NO_DEVICE:
         return CW_NOENT;
-    case UCS_ERR_BUSY:
     case UCS_ERR_NO_RESOURCE:
         return CW_AGAIN;
+    case UCS_ERR_BUSY:
+        /* UCX's socket code reports EADDRINUSE as "Device is busy";
+         * ucp_worker_arm's UCS_ERR_BUSY is handled where it is returned. */
+        return CW_ADDR_IN_USE;
     case UCS_ERR_CANCELED:
         return CW_CANCELED;
     case UCS_ERR_TIMED_OUT:
@@ -123,7 +127,7 @@ static cw_status_t ucx_config_set(struct ucx_cls *cls, ucp_config_t *config,
     if (st != UCS_OK) {
         UCX_ERR(cls, "ucp_config_modify(%s=%s) failed: %s", name, value,
                 ucs_status_string(st));
-        return st == UCS_ERR_NO_ELEM ? CW_INVALID_ARG : ucx_status(st);
+        return ucx_status(st);
     }
     return CW_OK;
 }
@@ -154,6 +158,16 @@ static cw_status_t ucx_apply_params(struct ucx_cls *cls, ucp_config_t *config,
                 return CW_INVALID_ARG;
             }
             cls->eager_size = (size_t)n;
+        } else if (strcmp(k, "unexpected_queue_bytes") == 0) {
+            char *end;
+            errno = 0;
+            unsigned long long n = strtoull(v, &end, 0);
+            if (errno || *end || n < cls->eager_size) {
+                UCX_ERR(cls, "unexpected_queue_bytes=%s: expected a number "
+                             ">= eager_size", v);
+                return CW_INVALID_ARG;
+            }
+            cls->unexp_queue_max = (size_t)n;
         } else if (strcmp(k, "rma") == 0) {
             if (strcmp(v, "am") != 0 && strcmp(v, "rkey") != 0) {
                 UCX_ERR(cls, "rma=%s: expected 'am' or 'rkey'", v);
@@ -331,6 +345,7 @@ static cw_status_t ucx_init(const struct cw_na_host *host,
     cls->busy = (info->flags & CW_NA_BUSY) != 0;
     cls->efd = -1;
     cls->eager_size = UCX_EAGER_DEFAULT;
+    cls->unexp_queue_max = UCX_UNEXP_QUEUE_DEFAULT;
     cls->next_op_id = 1;
     cls->next_mem_id = 1;
     ucx_list_init(&cls->conns);

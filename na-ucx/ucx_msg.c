@@ -128,7 +128,14 @@ static ucs_status_t ucx_am_unexp_cb(void *arg, const void *header,
         return UCS_OK;
     }
 
-    /* No buffer posted: keep it until one is. */
+    /* No buffer posted: keep it until one is.  Eager data is copied, so
+     * its total is bounded; a rendezvous message stays at the sender. */
+    if (!rndv && length > cls->unexp_queue_max - cls->unexp_queued) {
+        ucx_peer_put(cls, peer);
+        ucx_log_dropped(cls, "unexpected message (queue full: no receive "
+                             "posted)");
+        return UCS_OK;
+    }
     m = calloc(1, sizeof(*m));
     if (m == NULL)
         goto nomem;
@@ -147,7 +154,8 @@ static ucs_status_t ucx_am_unexp_cb(void *arg, const void *header,
         memcpy(m->data, data, length);
     }
     ucx_list_add_tail(&cls->unexp_queue, &m->link);
-    cls->unexp_queued++;
+    if (!rndv)
+        cls->unexp_queued += length;
     return rndv ? UCS_INPROGRESS : UCS_OK;
 
 nomem:
@@ -285,7 +293,8 @@ cw_status_t ucx_msg_recv_unexpected(cw_na_class_t *c, void *buf, size_t len,
         struct ucx_umsg *m =
             ucx_container_of(cls->unexp_queue.next, struct ucx_umsg, link);
         ucx_list_del(&m->link);
-        cls->unexp_queued--;
+        if (!m->rndv)
+            cls->unexp_queued -= m->len;
         ucx_unexp_deliver(cls, op, m);
         return CW_OK;
     }

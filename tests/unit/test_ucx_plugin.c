@@ -1,9 +1,10 @@
 /*
  * na-ucx specific tests, through the core NA API: interface-name and
- * parameter handling, rendezvous-sized messages queued before a buffer is
- * posted, 16 MiB put/get over multi-segment handles (checksummed), cancel of
- * a get whose owner never answers, the same put/get with UCX RMA and remote
- * keys ("rma=rkey"), and peer death with a peer started by
+ * parameter handling; rendezvous-sized messages queued before a buffer is
+ * posted, and the byte bound on queued eager messages; 16 MiB put/get over
+ * multi-segment handles (checksummed), both through the owner (default) and
+ * with UCX RMA and remote keys ("rma=rkey"); a forged handle; cancel of a
+ * get whose owner never answers; peer death, with the peer started by
  * fork+exec (UCX state does not survive a bare fork()).
  *
  * Run as "test_ucx_plugin" for the tests; "test_ucx_plugin --peer FD" is the
@@ -118,7 +119,7 @@ static int setup_two_rkey(void **state)
     return setup_params(state, rkey);
 }
 
-static int teardown_two(void **state)
+static void teardown_two_ptr(void **state)
 {
     struct two *t = *state;
 
@@ -126,7 +127,12 @@ static int teardown_two(void **state)
     cw_na_addr_free(t->b, t->a_at_b);
     cw_na_close(t->a);
     cw_na_close(t->b);
-    free(t);
+}
+
+static int teardown_two(void **state)
+{
+    teardown_two_ptr(state);
+    free(*state);
     return 0;
 }
 
@@ -212,6 +218,55 @@ static void test_unexpected_queued(void **state)
         assert_int_equal(s[i].status, CW_OK);
         free(out[i]);
         free(in[i]);
+    }
+}
+
+/* Eager messages nobody has posted a buffer for are held up to a byte
+ * bound; beyond it they are dropped (and counted), never queued without
+ * limit. */
+static void test_unexpected_queue_bound(void **state)
+{
+    static const char *const params[] = {"eager_size", "1024",
+                                         "unexpected_queue_bytes", "2048",
+                                         NULL};
+    struct two t = {0};
+    char out[1000], in[3][1024];
+    struct rec s[3] = {{0}}, r[3] = {{0}};
+    cw_na_op_t *last;
+
+    assert_int_equal(cw_na_open(URI, CW_NA_LISTEN, NULL, &t.a), CW_OK);
+    assert_int_equal(cw_na_open(URI, CW_NA_LISTEN, params, &t.b), CW_OK);
+    lookup_each_other(&t);
+    memset(out, 'q', sizeof(out));
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(cw_na_msg_send_unexpected(t.a, out, sizeof(out),
+                                                   t.b_at_a, (uint32_t)i,
+                                                   rec_cb, &s[i], NULL),
+                         CW_OK);
+        assert_true(wait_rec(t.a, t.b, &s[i]));
+        assert_int_equal(s[i].status, CW_OK);
+    }
+    for (int k = 0; k < 200; k++)
+        cw_na_progress(t.b, 0, NULL);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(cw_na_msg_recv_unexpected(t.b, in[i], sizeof(in[i]),
+                                                   rec_cb, &r[i],
+                                                   i == 2 ? &last : NULL),
+                         CW_OK);
+    for (int i = 0; i < 2; i++) {
+        assert_true(wait_rec(t.b, t.a, &r[i]));
+        assert_int_equal(r[i].status, CW_OK);
+        assert_int_equal(r[i].tag, (uint32_t)i);
+        cw_na_addr_free(t.b, r[i].source);
+    }
+    /* The third was dropped: its buffer is still waiting. */
+    assert_int_equal(r[2].calls, 0);
+    assert_int_equal(cw_na_cancel(t.b, last), CW_OK);
+    assert_true(wait_rec(t.b, NULL, &r[2]));
+    assert_int_equal(r[2].status, CW_CANCELED);
+    {
+        void *tp = &t;
+        teardown_two_ptr(&tp);
     }
 }
 
@@ -471,6 +526,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_open_forms),
         cmocka_unit_test_setup_teardown(test_unexpected_queued, setup_two,
                                         teardown_two),
+        cmocka_unit_test(test_unexpected_queue_bound),
         cmocka_unit_test_setup_teardown(test_rma_big_segmented, setup_two,
                                         teardown_two),
         cmocka_unit_test_setup_teardown(test_rma_big_segmented, setup_two_rkey,
