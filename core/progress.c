@@ -6,6 +6,7 @@
 #include "rpc_priv.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <time.h>
@@ -51,7 +52,7 @@ static unsigned progress_poll(cw_context_t *ctx)
 static void progress_block(cw_context_t *ctx, unsigned ms)
 {
     struct epoll_event evs[CW_MAX_NETS + 1];
-    bool safe = true;
+    bool safe = true, nofd = false;
     int n;
 
     pthread_mutex_lock(&ctx->lock);
@@ -61,7 +62,8 @@ static void progress_block(cw_context_t *ctx, unsigned ms)
     }
     for (unsigned i = 0; i < ctx->nnets && safe; i++) {
         cw_network_t *net = ctx->nets[i];
-        safe = net->wait_fd >= 0 && cw_na_safe_to_sleep(net->na);
+        nofd = net->wait_fd < 0;
+        safe = !nofd && cw_na_safe_to_sleep(net->na);
     }
     atomic_fetch_add(&ctx->sleepers, 1);
     pthread_mutex_unlock(&ctx->lock);
@@ -76,9 +78,14 @@ static void progress_block(cw_context_t *ctx, unsigned ms)
                 (void)!read(ctx->evfd, &v, sizeof(v));
             }
         }
-    } else {
+    } else if (nofd) {
+        /* No wait object at all: bounded sleeps between polls. */
         struct timespec ts = {0, CW_NOFD_SLEEP_NS};
         nanosleep(&ts, NULL);
+    } else {
+        /* Work the plugin must retry (backlog, completions): poll again
+         * soon, but let others run first. */
+        sched_yield();
     }
     atomic_fetch_sub(&ctx->sleepers, 1);
 }
