@@ -16,6 +16,7 @@
 #define CW_SLICE_MS 2            /* longest single block */
 #define CW_NOFD_SLEEP_NS 50000L  /* networks without a usable wait fd */
 #define CW_TIMER_PERIOD_NS 1000000ull
+#define CW_UNSAFE_YIELDS 64      /* then sleep: the plugin may never be safe */
 
 /* One non-blocking pass; returns how many completions ran. */
 static unsigned progress_poll(cw_context_t *ctx)
@@ -49,7 +50,7 @@ static unsigned progress_poll(cw_context_t *ctx)
 
 /* Block for at most @p ms on the wait fds, if every network says it is
  * safe; otherwise a short sleep.  Returns after any event or the slice. */
-static void progress_block(cw_context_t *ctx, unsigned ms)
+static void progress_block(cw_context_t *ctx, unsigned ms, unsigned *unsafe)
 {
     struct epoll_event evs[CW_MAX_NETS + 1];
     bool safe = true, nofd = false;
@@ -67,6 +68,10 @@ static void progress_block(cw_context_t *ctx, unsigned ms)
     }
     atomic_fetch_add(&ctx->sleepers, 1);
     pthread_mutex_unlock(&ctx->lock);
+    if (!safe)
+        (*unsafe)++;
+    else
+        *unsafe = 0;
     if (safe) {
         n = epoll_wait(ctx->epfd, evs, CW_MAX_NETS + 1, (int)ms);
         if (n < 0 && errno != EINTR)
@@ -78,14 +83,15 @@ static void progress_block(cw_context_t *ctx, unsigned ms)
                 (void)!read(ctx->evfd, &v, sizeof(v));
             }
         }
-    } else if (nofd) {
-        /* No wait object at all: bounded sleeps between polls. */
-        struct timespec ts = {0, CW_NOFD_SLEEP_NS};
-        nanosleep(&ts, NULL);
-    } else {
+    } else if (!nofd && *unsafe < CW_UNSAFE_YIELDS) {
         /* Work the plugin must retry (backlog, completions): poll again
          * soon, but let others run first. */
         sched_yield();
+    } else {
+        /* No wait object, or one that is never safe: bounded sleeps
+         * between polls. */
+        struct timespec ts = {0, CW_NOFD_SLEEP_NS};
+        nanosleep(&ts, NULL);
     }
     atomic_fetch_sub(&ctx->sleepers, 1);
 }
@@ -93,6 +99,7 @@ static void progress_block(cw_context_t *ctx, unsigned ms)
 cw_status_t cw_progress(cw_context_t *ctx, unsigned timeout_ms)
 {
     uint64_t start, deadline, now;
+    unsigned unsafe = 0;
     bool busy;
 
     if (ctx == NULL)
@@ -113,7 +120,8 @@ cw_status_t cw_progress(cw_context_t *ctx, unsigned timeout_ms)
         if (busy || now - start < CW_SPIN_NS)
             continue;
         uint64_t left_ms = (deadline - now + 999999ull) / 1000000ull;
-        progress_block(ctx, left_ms < CW_SLICE_MS ? (unsigned)left_ms
-                                                  : CW_SLICE_MS);
+        progress_block(ctx,
+                       left_ms < CW_SLICE_MS ? (unsigned)left_ms : CW_SLICE_MS,
+                       &unsafe);
     }
 }
