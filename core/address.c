@@ -131,7 +131,8 @@ static cw_status_t addr_lookup(cw_context_t *ctx, const char *addr,
     }
     st = cw_na_addr_lookup(net->na, uri, &na);
     if (st != CW_OK) {
-        CW_ERROR("core", "cannot resolve %s: %s", uri, cw_status_str(st));
+        /* The plugin has said why. */
+        CW_DEBUG("core", "cannot resolve %s: %s", uri, cw_status_str(st));
         goto out;
     }
     st = addr_new(ctx, net, na, has_route ? route : NULL, addr, addr_p);

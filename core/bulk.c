@@ -118,7 +118,8 @@ cw_status_t cw_bulk_reg(cw_bulk_t *b, cw_network_t *net, cw_na_mem_t **m_p)
         if (segs != &one)
             free(segs);
         if (st != CW_OK) {
-            CW_ERROR("core", "registering %zu bytes on %s failed: %s",
+            /* The plugin has said why. */
+            CW_DEBUG("core", "registering %zu bytes on %s failed: %s",
                      b->total, net->uri, cw_status_str(st));
             b->reg[net->index] = NULL;
             return st;
