@@ -2,6 +2,7 @@
  * na-ofi: plugin entry, instance lifecycle, capabilities and the one
  * libfabric-to-Causeway status translation.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdatomic.h>
@@ -13,7 +14,6 @@
 #include "ofi.h"
 
 #define OFI_API_VERSION FI_VERSION(1, 17)
-#define OFI_DEFAULT_EAGER 8192u
 #define OFI_MAX_EAGER (1u << 20)
 
 /* What a URI protocol means for fi_getinfo(). */
@@ -151,72 +151,94 @@ static bool ofi_check_protocol(const char *protocol)
     return rc == 0;
 }
 
-/* Parses an unsigned parameter; false (and logs) on a bad value. */
-static bool ofi_param_u64(struct cw_na_class *cls, const char *key,
-                          const char *val, uint64_t min, uint64_t max,
-                          uint64_t *out)
+/* Runtime parameters: key, bounds, the unit the value is scaled by, where
+ * it goes and its default, given as a string parsed like user input.  Each
+ * may also come from the environment as CAUSEWAY_OFI_<KEY> (upper case);
+ * cw_na_open() parameters win over the environment. */
+struct ofi_param {
+    const char *key;
+    uint64_t min, max, scale;
+    size_t offset; /* uint64_t or size_t field of struct cw_na_class */
+    bool is_size;
+    const char *def;
+};
+
+#define OFI_P(k, lo, hi, sc, field, sz, d)                                     \
+    {k, lo, hi, sc, offsetof(struct cw_na_class, field), sz, d}
+static const struct ofi_param ofi_param_table[] = {
+    OFI_P("eager_size", 64, OFI_MAX_EAGER, 1, eager_size, true, "8192"),
+    OFI_P("retry_timeout_ms", 1, 3600000, 1000000, retry_timeout_ns, false,
+          "10000"),
+    OFI_P("keepalive_ms", 0, 3600000, 1000000, keepalive_ns, false, "500"),
+    OFI_P("peer_timeout_ms", 1, 3600000, 1000000, peer_timeout_ns, false,
+          "2000"),
+    OFI_P("cancel_grace_ms", 1, 3600000, 1000000, cancel_grace_ns, false,
+          "1000"),
+    OFI_P("spin_us", 0, 1000000, 1000, spin_ns, false, "0"),
+};
+#define OFI_NPARAMS (sizeof(ofi_param_table) / sizeof(ofi_param_table[0]))
+
+/* Parses and stores one value; false (and logs, naming @p from) if bad. */
+static bool ofi_param_set(struct cw_na_class *cls, const struct ofi_param *p,
+                          const char *val, const char *from)
 {
     char *end;
     unsigned long long v;
+    void *field = (char *)cls + p->offset;
 
     errno = 0;
     v = strtoull(val, &end, 10);
-    if (errno != 0 || end == val || *end != '\0' || v < min || v > max) {
-        OFI_ERR(cls, "parameter %s=\"%s\": expected an integer in [%llu, %llu]",
-                key, val, (unsigned long long)min, (unsigned long long)max);
+    if (errno != 0 || end == val || *end != '\0' || v < p->min || v > p->max) {
+        OFI_ERR(cls, "%s %s=\"%s\": expected an integer in [%llu, %llu]", from,
+                p->key, val, (unsigned long long)p->min,
+                (unsigned long long)p->max);
         return false;
     }
-    *out = v;
+    if (p->is_size)
+        *(size_t *)field = (size_t)v * p->scale;
+    else
+        *(uint64_t *)field = v * p->scale;
     return true;
 }
 
 static cw_status_t ofi_params(struct cw_na_class *cls,
                               const char *const *params)
 {
-    uint64_t v;
+    for (size_t k = 0; k < OFI_NPARAMS; k++) {
+        const struct ofi_param *p = &ofi_param_table[k];
+        char env[64];
+        const char *val;
+        size_t j = 0;
 
-    cls->eager_size = OFI_DEFAULT_EAGER;
-    cls->retry_timeout_ns = 10000ull * 1000000ull;
-    cls->keepalive_ns = 500ull * 1000000ull;
-    cls->peer_timeout_ns = 2000ull * 1000000ull;
-    cls->cancel_grace_ns = 1000ull * 1000000ull;
-    cls->spin_ns = 0;
+        if (!ofi_param_set(cls, p, p->def, "default"))
+            return CW_ERROR;
+        j = (size_t)snprintf(env, sizeof(env), "CAUSEWAY_OFI_");
+        for (const char *c = p->key; *c && j + 1 < sizeof(env); c++)
+            env[j++] = (char)toupper((unsigned char)*c);
+        env[j] = '\0';
+        val = getenv(env);
+        if (val != NULL && !ofi_param_set(cls, p, val, "environment"))
+            return CW_INVALID_ARG;
+    }
     for (size_t i = 0; params != NULL && params[i] != NULL; i += 2) {
         const char *key = params[i], *val = params[i + 1];
+        size_t k;
 
         if (val == NULL) {
             OFI_ERR(cls, "parameter %s has no value", key);
             return CW_INVALID_ARG;
         }
-        if (strcmp(key, "eager_size") == 0) {
-            if (!ofi_param_u64(cls, key, val, 64, OFI_MAX_EAGER, &v))
-                return CW_INVALID_ARG;
-            cls->eager_size = v;
-        } else if (strcmp(key, "retry_timeout_ms") == 0) {
-            if (!ofi_param_u64(cls, key, val, 1, 3600000, &v))
-                return CW_INVALID_ARG;
-            cls->retry_timeout_ns = v * 1000000ull;
-        } else if (strcmp(key, "keepalive_ms") == 0) {
-            if (!ofi_param_u64(cls, key, val, 0, 3600000, &v))
-                return CW_INVALID_ARG;
-            cls->keepalive_ns = v * 1000000ull;
-        } else if (strcmp(key, "peer_timeout_ms") == 0) {
-            if (!ofi_param_u64(cls, key, val, 1, 3600000, &v))
-                return CW_INVALID_ARG;
-            cls->peer_timeout_ns = v * 1000000ull;
-        } else if (strcmp(key, "cancel_grace_ms") == 0) {
-            if (!ofi_param_u64(cls, key, val, 1, 3600000, &v))
-                return CW_INVALID_ARG;
-            cls->cancel_grace_ns = v * 1000000ull;
-        } else if (strcmp(key, "spin_us") == 0) {
-            if (!ofi_param_u64(cls, key, val, 0, 1000000, &v))
-                return CW_INVALID_ARG;
-            cls->spin_ns = v * 1000ull;
-        } else {
+        for (k = 0; k < OFI_NPARAMS; k++)
+            if (strcmp(key, ofi_param_table[k].key) == 0)
+                break;
+        if (k == OFI_NPARAMS) {
             OFI_WARN(cls, "unknown parameter %s ignored (known: eager_size, "
                           "retry_timeout_ms, keepalive_ms, peer_timeout_ms, "
                           "cancel_grace_ms, spin_us)", key);
+            continue;
         }
+        if (!ofi_param_set(cls, &ofi_param_table[k], val, "parameter"))
+            return CW_INVALID_ARG;
     }
     return CW_OK;
 }
