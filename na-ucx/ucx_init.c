@@ -68,8 +68,9 @@ cw_status_t ucx_status(ucs_status_t st)
     case UCS_ERR_INVALID_ADDR:
         return CW_INVALID_ARG;
     case UCS_ERR_NO_ELEM:
-    case UCS_ERR_NO_DEVICE:
         return CW_NOENT;
+    case UCS_ERR_NO_DEVICE:
+        return CW_UNSUPPORTED; /* e.g. the URI's transport is absent here */
     case UCS_ERR_NO_RESOURCE:
         return CW_AGAIN;
     case UCS_ERR_BUSY:

@@ -162,6 +162,9 @@ static void test_open_forms(void **state)
     assert_int_equal(cw_na_open(URI, 0, ka, &na), CW_OK);
     cw_na_close(na);
     assert_int_equal(cw_na_open(URI, 0, bad_eager, &na), CW_INVALID_ARG);
+    /* A transport UCX does not have is "unsupported here". */
+    assert_int_equal(cw_na_open("ucx+nosuchtl://127.0.0.1:0", 0, NULL, &na),
+                     CW_UNSUPPORTED);
     /* UCX_TLS= overrides the protocol: an empty list opens nothing. */
     assert_int_not_equal(cw_na_open(URI, 0, bad_ucx, &na), CW_OK);
     assert_int_not_equal(cw_na_open("ucx+tcp://no-such-if-or-host.invalid:0",
