@@ -88,10 +88,10 @@ cw_status_t ucx_status(ucs_status_t st)
         return CW_UNSUPPORTED;
     case UCS_ERR_UNREACHABLE:
     case UCS_ERR_REJECTED:
+    case UCS_ERR_NOT_CONNECTED: /* the connection was never established */
         return CW_UNREACHABLE;
     case UCS_ERR_CONNECTION_RESET:
     case UCS_ERR_ENDPOINT_TIMEOUT:
-    case UCS_ERR_NOT_CONNECTED:
         return CW_DISCONNECTED;
     case UCS_ERR_ALREADY_EXISTS:
         return CW_ADDR_IN_USE;

@@ -172,6 +172,32 @@ static void test_open_forms(void **state)
                          CW_OK);
 }
 
+/* Nobody listens on 127.0.0.1:1: a send and a receive posted for that peer
+ * both end with CW_UNREACHABLE (never connected), not a disconnect. */
+static void test_unreachable_status(void **state)
+{
+    cw_na_t *na;
+    cw_na_addr_t *gone;
+    struct rec s = {0}, r = {0};
+    char buf[8];
+
+    assert_int_equal(cw_na_open(URI, 0, NULL, &na), CW_OK);
+    assert_int_equal(cw_na_addr_lookup(na, "ucx+tcp://127.0.0.1:1", &gone),
+                     CW_OK);
+    assert_int_equal(cw_na_msg_recv_expected(na, buf, sizeof(buf), gone, 1,
+                                             rec_cb, &r, NULL),
+                     CW_OK);
+    assert_int_equal(cw_na_msg_send_unexpected(na, "x", 1, gone, 1, rec_cb,
+                                               &s, NULL),
+                     CW_OK);
+    assert_true(wait_rec(na, NULL, &s));
+    assert_true(wait_rec(na, NULL, &r));
+    assert_int_equal(s.status, CW_UNREACHABLE);
+    assert_int_equal(r.status, CW_UNREACHABLE);
+    cw_na_addr_free(na, gone);
+    cw_na_close(na);
+}
+
 /* Messages larger than UCX's rendezvous threshold arrive before any buffer
  * is posted; they are held and delivered in order once buffers appear. */
 static void test_unexpected_queued(void **state)
@@ -527,6 +553,7 @@ int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_open_forms),
+        cmocka_unit_test(test_unreachable_status),
         cmocka_unit_test_setup_teardown(test_unexpected_queued, setup_two,
                                         teardown_two),
         cmocka_unit_test(test_unexpected_queue_bound),
