@@ -275,35 +275,45 @@ static void test_ttl(void **state)
     assert_int_equal(cw_context_set_max_hops(ctx[SRV], 8), CW_OK);
 }
 
-static void test_descriptors_refused(void **state)
+/* Call @p rpc at the server through GW1 with one read-write bulk handle of
+ * 4000 bytes; returns the completed handle. */
+static cw_handle_t *bulk_call(const char *rpc, struct call *c)
 {
     char addr[2 * CW_URI_MAX];
-    uint8_t data[64];
+    static uint8_t data[4000];
     struct cw_segment seg = {data, sizeof(data)};
     cw_bulk_t *b;
     cw_addr_t *a;
     cw_handle_t *h;
-    struct call c = {0};
     uint64_t end = cw_now_ns() + 10000000000ull;
-    unsigned before = refused;
-    (void)state;
 
     snprintf(addr, sizeof(addr), "%s@%s", uri[SRV], uri[GW1]);
     assert_int_equal(cw_addr_lookup(ctx[CLI], addr, &a), CW_OK);
-    assert_int_equal(cw_bulk_create(ctx[CLI], &seg, 1, CW_BULK_READ_ONLY, &b),
-                     CW_OK);
-    assert_int_equal(cw_handle_create(ctx[CLI], a, cw_rpc_id("echo"), &h),
+    assert_int_equal(cw_bulk_create(ctx[CLI], &seg, 1, CW_BULK_READ_WRITE,
+                                    &b), CW_OK);
+    assert_int_equal(cw_handle_create(ctx[CLI], a, cw_rpc_id(rpc), &h),
                      CW_OK);
     cw_buf_put_bulk(cw_handle_input(h), b);
-    assert_int_equal(cw_forward(h, 0, call_cb, &c), CW_OK);
-    while (c.done == 0 && cw_now_ns() < end)
+    memset(c, 0, sizeof(*c));
+    assert_int_equal(cw_forward(h, 0, call_cb, c), CW_OK);
+    while (c->done == 0 && cw_now_ns() < end)
         pump();
-    assert_int_equal(c.done, 1);
+    assert_int_equal(c->done, 1);
+    cw_bulk_free(b);
+    cw_addr_free(a);
+    return h;
+}
+
+static void test_descriptors_refused(void **state)
+{
+    struct call c;
+    unsigned before = refused;
+    cw_handle_t *h = bulk_call("echo", &c);
+    (void)state;
+
     assert_int_equal(c.st, CW_UNSUPPORTED);
     assert_int_equal(refused, before + 1);
     cw_handle_release(h);
-    cw_bulk_free(b);
-    cw_addr_free(a);
 }
 
 static void test_service_dest(void **state)
@@ -322,38 +332,19 @@ static void test_service_dest(void **state)
 
 static void test_descriptor_rewritten(void **state)
 {
-    char addr[2 * CW_URI_MAX];
-    uint8_t data[4000];
-    struct cw_segment seg = {data, sizeof(data)};
-    cw_bulk_t *b;
-    cw_addr_t *a;
-    cw_handle_t *h;
-    struct call c = {0};
+    struct call c;
     uint32_t perm = 0;
     uint64_t size = 0;
-    uint64_t end = cw_now_ns() + 10000000000ull;
+    cw_handle_t *h = bulk_call("perm", &c);
     (void)state;
 
-    snprintf(addr, sizeof(addr), "%s@%s", uri[SRV], uri[GW1]);
-    assert_int_equal(cw_addr_lookup(ctx[CLI], addr, &a), CW_OK);
-    assert_int_equal(cw_bulk_create(ctx[CLI], &seg, 1, CW_BULK_READ_WRITE,
-                                    &b), CW_OK);
-    assert_int_equal(cw_handle_create(ctx[CLI], a, cw_rpc_id("perm"), &h),
-                     CW_OK);
-    cw_buf_put_bulk(cw_handle_input(h), b);
-    assert_int_equal(cw_forward(h, 0, call_cb, &c), CW_OK);
-    while (c.done == 0 && cw_now_ns() < end)
-        pump();
-    assert_int_equal(c.done, 1);
     assert_int_equal(c.st, CW_OK);
     cw_buf_get_u32(cw_handle_output(h), &perm);
     cw_buf_get_u64(cw_handle_output(h), &size);
     assert_int_equal(cw_buf_error(cw_handle_output(h)), CW_OK);
     assert_int_equal(perm, CW_BULK_READ_ONLY);
-    assert_int_equal(size, sizeof(data));
+    assert_int_equal(size, 4000);
     cw_handle_release(h);
-    cw_bulk_free(b);
-    cw_addr_free(a);
 }
 
 static void test_no_hook(void **state)
