@@ -1,0 +1,285 @@
+/*
+ * Fuzz the RPC wire decoders (TAP output):
+ *   1. mutated and random messages through cw_wire_decode, and whatever it
+ *      accepts through the descriptor walker and the argument decoders;
+ *   2. mutated messages sent from a raw NA endpoint into a live context,
+ *      which must survive, count what it drops and keep answering.
+ *
+ *   fuzz_rpc_wire [--iterations N] [--seconds S] [--seed X]
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <causeway/causeway.h>
+#include <causeway/na.h>
+
+#include "rpc_priv.h"
+
+static unsigned long iterations = 200000;
+static unsigned seconds = 30;
+static unsigned seed = 1;
+static int failures;
+
+static void ok(bool cond, const char *what)
+{
+    static int n;
+    printf("%s %d - %s\n", cond ? "ok" : "not ok", ++n, what);
+    if (!cond)
+        failures++;
+}
+
+/* A valid request: routing destination, two descriptors, payload. */
+static size_t seed_request(uint8_t *buf)
+{
+    struct cw_wire_hdr h = {.type = CW_MSG_REQ, .rpc_id = cw_rpc_id("echo"),
+                            .req_id = 7, .budget_us = 1000000,
+                            .resp_tag = 3};
+    size_t d = cw_wire_desc_size(3, 16), off = CW_HDR_SIZE;
+    uint8_t *p;
+
+    memcpy(buf + off, "shm://x", 7);
+    off += 7;
+    for (int i = 0; i < 2; i++) {
+        p = cw_wire_desc_encode(buf + off, 0, CW_BULK_READ_WRITE, 4096, "shm",
+                                16);
+        memset(p, 0x40 + i, 16);
+        off += d;
+    }
+    /* payload: u32 len + bytes, str, u32 bulk index */
+    memcpy(buf + off, "\x05\x00\x00\x00hello\x03\x00\x00\x00hi\x00"
+                      "\x01\x00\x00\x00", 20);
+    h.dest_len = 7;
+    h.ndesc = 2;
+    h.desc_len = (uint32_t)(2 * d);
+    h.payload_len = 20;
+    cw_wire_hdr_encode(buf, &h);
+    return off + 20;
+}
+
+/* A valid overflowed response. */
+static size_t seed_response(uint8_t *buf)
+{
+    struct cw_wire_hdr h = {.type = CW_MSG_RESP, .flags = CW_HF_OVERFLOW,
+                            .req_id = 9, .status = CW_OK};
+    size_t d = cw_wire_desc_size(3, 8);
+    uint8_t *p = cw_wire_desc_encode(buf + CW_HDR_SIZE, 0, CW_BULK_READ_ONLY,
+                                     100000, "shm", 8);
+    memset(p, 1, 8);
+    h.ovf_len = (uint16_t)d;
+    h.payload_len = 100000;
+    cw_wire_hdr_encode(buf, &h);
+    return CW_HDR_SIZE + d;
+}
+
+static void mutate(uint8_t *buf, size_t *len, size_t cap)
+{
+    int kind = rand() % 6;
+    size_t n = *len;
+
+    switch (kind) {
+    case 0: /* bit flips */
+        for (int k = 1 + rand() % 4; k > 0 && n; k--)
+            buf[(size_t)rand() % n] ^= (uint8_t)(1u << (rand() % 8));
+        break;
+    case 1: /* random byte */
+        if (n)
+            buf[(size_t)rand() % n] = (uint8_t)rand();
+        break;
+    case 2: /* truncate */
+        *len = n ? (size_t)rand() % n : 0;
+        break;
+    case 3: /* extend with garbage */
+        while (*len < cap && rand() % 4)
+            buf[(*len)++] = (uint8_t)rand();
+        break;
+    case 4: /* interesting 16/32-bit values in the header */
+        if (n >= CW_HDR_SIZE) {
+            static const uint32_t vals[] = {0, 1, 0x7f, 0xff, 0xffff,
+                                            0x7fffffff, 0xffffffff};
+            uint32_t v = vals[rand() % 7];
+            size_t at = (size_t)(rand() % (CW_HDR_SIZE - 3));
+            memcpy(buf + at, &v, (size_t)(1 + rand() % 4));
+        }
+        break;
+    default: /* all random */
+        *len = (size_t)rand() % cap;
+        for (size_t i = 0; i < *len; i++)
+            buf[i] = (uint8_t)rand();
+        break;
+    }
+}
+
+/* Decode an accepted message as a handler would. */
+static void exercise(const struct cw_wire_msg *m)
+{
+    cw_buf_t *r;
+    const void *p;
+    size_t len;
+    const char *s;
+    uint32_t idx;
+
+    for (unsigned i = 0; i < m->hdr.ndesc; i++) {
+        struct cw_wire_desc d;
+        if (cw_wire_desc_get(m->desc, m->hdr.desc_len, m->hdr.ndesc, i, &d,
+                             NULL, NULL) != CW_OK)
+            ok(false, "accepted section has an unreadable descriptor");
+    }
+    if (m->payload == NULL)
+        return;
+    if (cw_buf_create_reader(m->payload, m->hdr.payload_len, &r) != CW_OK)
+        return;
+    for (int k = 0; k < 8 && cw_buf_error(r) == CW_OK; k++) {
+        switch (rand() % 3) {
+        case 0: cw_buf_get_bytes(r, &p, &len); break;
+        case 1: cw_buf_get_str(r, &s); break;
+        default: cw_buf_get_u32(r, &idx); break;
+        }
+    }
+    cw_buf_destroy(r);
+}
+
+static void fuzz_decoder(void)
+{
+    uint8_t seeds[2][1024], buf[1024];
+    size_t seed_len[2];
+    uint64_t end = cw_now_ns() + (uint64_t)seconds * 1000000000ull;
+    unsigned long i, accepted = 0;
+
+    seed_len[0] = seed_request(seeds[0]);
+    seed_len[1] = seed_response(seeds[1]);
+    for (int k = 0; k < 2; k++) {
+        struct cw_wire_msg m;
+        ok(cw_wire_decode(seeds[k], seed_len[k], &m) == CW_OK,
+           "seed message decodes");
+    }
+    for (i = 0; i < iterations && cw_now_ns() < end; i++) {
+        int k = rand() % 2;
+        size_t len = seed_len[k];
+        struct cw_wire_msg m;
+        uint8_t *copy;
+
+        memcpy(buf, seeds[k], len);
+        for (int r = 1 + rand() % 3; r > 0; r--)
+            mutate(buf, &len, sizeof(buf));
+        copy = malloc(len ? len : 1); /* exact size: ASan sees overruns */
+        memcpy(copy, buf, len);
+        if (cw_wire_decode(copy, len, &m) == CW_OK) {
+            accepted++;
+            exercise(&m);
+        }
+        free(copy);
+    }
+    printf("# %lu decoder iterations, %lu accepted\n", i, accepted);
+    ok(i > 0, "decoder survived mutated input");
+}
+
+static int sent;
+static void sent_cb(const struct cw_na_cb_info *info)
+{
+    (void)info;
+    sent++;
+}
+
+static void echo(cw_handle_t *h, void *arg)
+{
+    const void *p;
+    size_t n;
+    (void)arg;
+    if (cw_buf_get_bytes(cw_handle_input(h), &p, &n) == CW_OK)
+        cw_buf_put_bytes(cw_handle_output(h), p, n);
+    cw_respond(h, cw_buf_error(cw_handle_input(h)), NULL, NULL);
+    cw_handle_release(h);
+}
+
+static void answered(cw_handle_t *h, cw_status_t st, void *arg)
+{
+    (void)h;
+    *(cw_status_t *)arg = st;
+}
+
+static void fuzz_live(void)
+{
+    cw_context_t *ctx;
+    cw_network_t *net;
+    cw_na_t *na;
+    cw_na_addr_t *dst;
+    char uri[CW_URI_MAX];
+    uint8_t seedmsg[1024], buf[1024];
+    size_t seed_len = seed_request(seedmsg);
+    struct cw_context_stats st;
+    int posted = 0;
+    cw_status_t res = CW_ERROR;
+    cw_addr_t *self;
+    cw_handle_t *h;
+
+    if (cw_context_create(NULL, &ctx) != CW_OK ||
+        cw_network_open(ctx, "shm://", CW_NET_LISTEN, &net) != CW_OK ||
+        cw_network_uri(net, uri, sizeof(uri)) != CW_OK ||
+        cw_na_open("shm://", 0, NULL, &na) != CW_OK ||
+        cw_na_addr_lookup(na, uri, &dst) != CW_OK) {
+        ok(false, "live context and raw endpoint");
+        return;
+    }
+    cw_rpc_register(ctx, "echo", echo, NULL, NULL, NULL);
+    for (int i = 0; i < 3000; i++) {
+        size_t len = seed_len;
+        memcpy(buf, seedmsg, len);
+        for (int r = 1 + rand() % 3; r > 0; r--)
+            mutate(buf, &len, sizeof(buf));
+        if (cw_na_msg_send_unexpected(na, buf, len, dst, 0, sent_cb, NULL,
+                                      NULL) == CW_OK)
+            posted++;
+        for (int k = 0; k < 200 && sent < posted; k++) {
+            cw_na_progress(na, 0, NULL);
+            cw_progress(ctx, 0);
+            cw_trigger(ctx, 0, 0, NULL);
+        }
+    }
+    for (int k = 0; k < 300; k++) {
+        cw_na_progress(na, 0, NULL);
+        cw_progress(ctx, 1);
+        cw_trigger(ctx, 0, 0, NULL);
+    }
+    cw_context_stats(ctx, &st);
+    printf("# %d sent: %llu dropped, %llu requests, %llu unknown RPC\n",
+           posted, (unsigned long long)st.rx_dropped,
+           (unsigned long long)st.rx_requests,
+           (unsigned long long)st.no_rpc);
+    ok(st.rx_dropped > 0 && st.rx_dropped + st.rx_requests <= (uint64_t)posted,
+       "malformed messages dropped and counted");
+    cw_na_addr_free(na, dst);
+    cw_na_close(na);
+    /* Still serving. */
+    if (cw_network_self(net, &self) == CW_OK &&
+        cw_handle_create(ctx, self, cw_rpc_id("echo"), &h) == CW_OK) {
+        uint64_t end = cw_now_ns() + 5000000000ull;
+        cw_buf_put_bytes(cw_handle_input(h), "ok", 2);
+        if (cw_forward(h, 0, answered, &res) == CW_OK)
+            while (res == CW_ERROR && cw_now_ns() < end) {
+                cw_progress(ctx, 1);
+                cw_trigger(ctx, 0, 0, NULL);
+            }
+        cw_handle_release(h);
+        cw_addr_free(self);
+    }
+    ok(res == CW_OK, "context still answers after the fuzzing");
+    cw_context_destroy(ctx);
+}
+
+int main(int argc, char **argv)
+{
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (strcmp(argv[i], "--iterations") == 0)
+            iterations = strtoul(argv[i + 1], NULL, 10);
+        else if (strcmp(argv[i], "--seconds") == 0)
+            seconds = (unsigned)strtoul(argv[i + 1], NULL, 10);
+        else if (strcmp(argv[i], "--seed") == 0)
+            seed = (unsigned)strtoul(argv[i + 1], NULL, 10);
+    }
+    printf("TAP version 13\n1..6\n# seed %u\n", seed);
+    srand(seed);
+    fuzz_decoder();
+    fuzz_live();
+    return failures ? 1 : 0;
+}
