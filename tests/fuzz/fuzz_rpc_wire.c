@@ -15,6 +15,7 @@
 #include <causeway/na.h>
 
 #include "rpc_priv.h"
+#include "rpc_test_util.h"
 
 static unsigned long iterations = 200000;
 static unsigned seconds = 30;
@@ -181,23 +182,6 @@ static void sent_cb(const struct cw_na_cb_info *info)
     sent++;
 }
 
-static void echo(cw_handle_t *h, void *arg)
-{
-    const void *p;
-    size_t n;
-    (void)arg;
-    if (cw_buf_get_bytes(cw_handle_input(h), &p, &n) == CW_OK)
-        cw_buf_put_bytes(cw_handle_output(h), p, n);
-    cw_respond(h, cw_buf_error(cw_handle_input(h)), NULL, NULL);
-    cw_handle_release(h);
-}
-
-static void answered(cw_handle_t *h, cw_status_t st, void *arg)
-{
-    (void)h;
-    *(cw_status_t *)arg = st;
-}
-
 static void fuzz_live(void)
 {
     cw_context_t *ctx;
@@ -209,7 +193,7 @@ static void fuzz_live(void)
     size_t seed_len = seed_request(seedmsg);
     struct cw_context_stats st;
     int posted = 0;
-    cw_status_t res = CW_ERROR;
+    struct call res = {0, CW_ERROR};
     cw_addr_t *self;
     cw_handle_t *h;
 
@@ -221,7 +205,7 @@ static void fuzz_live(void)
         ok(false, "live context and raw endpoint");
         return;
     }
-    cw_rpc_register(ctx, "echo", echo, NULL, NULL, NULL);
+    cw_rpc_register(ctx, "echo", h_echo, NULL, NULL, NULL);
     for (int i = 0; i < 3000; i++) {
         size_t len = seed_len;
         memcpy(buf, seedmsg, len);
@@ -255,15 +239,16 @@ static void fuzz_live(void)
         cw_handle_create(ctx, self, cw_rpc_id("echo"), &h) == CW_OK) {
         uint64_t end = cw_now_ns() + 5000000000ull;
         cw_buf_put_bytes(cw_handle_input(h), "ok", 2);
-        if (cw_forward(h, 0, answered, &res) == CW_OK)
-            while (res == CW_ERROR && cw_now_ns() < end) {
+        if (cw_forward(h, 0, call_cb, &res) == CW_OK)
+            while (res.done == 0 && cw_now_ns() < end) {
                 cw_progress(ctx, 1);
                 cw_trigger(ctx, 0, 0, NULL);
             }
         cw_handle_release(h);
         cw_addr_free(self);
     }
-    ok(res == CW_OK, "context still answers after the fuzzing");
+    ok(res.done == 1 && res.st == CW_OK,
+       "context still answers after the fuzzing");
     cw_context_destroy(ctx);
 }
 
