@@ -15,7 +15,7 @@
 
 #define GW_SLICE_MS 5
 #define GW_HOUSEKEEPING_NS 2000000ull
-#define GW_SPIN_NS 100000ull /* default; CAUSEWAYD_SPIN_US overrides */
+#define GW_SPIN_NS 0ull /* default off; CAUSEWAYD_SPIN_US sets it */
 
 struct gw_net *gw_net_by_name(struct gw *gw, const char *name)
 {
