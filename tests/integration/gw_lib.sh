@@ -75,13 +75,15 @@ plugin_available() {
     rm -f "$T/probe.addr"
     "$CW_PING" --serve "$1" --addr-file "$T/probe.addr" 2>/dev/null &
     p=$!
-    wait_for test -s "$T/probe.addr" 2>/dev/null
-    local rc=$?
+    local rc=1
+    for _ in $(seq 200); do
+        if test -s "$T/probe.addr"; then rc=0; break; fi
+        kill -0 "$p" 2>/dev/null || break # exited: no such plugin here
+        sleep 0.05
+    done
     kill -TERM "$p" 2>/dev/null
     wait "$p" 2>/dev/null
-    [ $rc = 0 ] && return 0
-    # It may have exited at once (no plugin): do not wait the full 10 s.
-    return 1
+    return $rc
 }
 
 # start_gw NAME CONFIG [PREFIX...]: gateway; sets ${NAME}_PID and, from its
