@@ -1,7 +1,8 @@
 /*
  * Admin interface on gateway.admin (loopback TCP).  Protocol (docs/cwctl.md):
  * the client sends one line "<command> [<argument>] [json]\n"; the gateway
- * answers "OK\n" or "ERR <reason>\n", then the body, and closes.  Commands:
+ * answers "OK\n" or "ERR <reason>\n", then the body, and closes.  The same
+ * commands also answer HTTP/1.0 ("GET /stats?json").  Commands:
  * status, routes, services, stats, explain <addr>, reload, drain.  Bodies
  * are tables for people, or JSON with the "json" word.
  */
@@ -102,6 +103,40 @@ void gw_admin_close(struct gw *gw)
     gw->admin_fd = -1;
 }
 
+/* HTTP/1.0 for curl and monitoring agents: "GET /stats?json" is the
+ * command line "stats json"; "GET /explain?ADDR" is "explain ADDR";
+ * reload and drain also answer POST.  The body is the same; the status
+ * line says 200 or 400. */
+static void gw_admin_http(struct gw *gw, const char *req, FILE *out)
+{
+    char line[600], path[512] = "", *q, *body = NULL;
+    size_t blen = 0;
+    FILE *b;
+    bool ok;
+
+    if (sscanf(req, "%*s /%511s", path) != 1)
+        path[0] = '\0';
+    q = strchr(path, '?');
+    if (q != NULL)
+        *q++ = '\0';
+    snprintf(line, sizeof(line), "%s%s%s", path, q ? " " : "", q ? q : "");
+    for (char *p = line; *p != '\0'; p++)
+        if (*p == '&')
+            *p = ' ';
+    b = open_memstream(&body, &blen);
+    if (b == NULL)
+        return;
+    gw_admin_exec(gw, line, b);
+    fclose(b);
+    ok = strncmp(body, "OK\n", 3) == 0;
+    fprintf(out, "HTTP/1.0 %s\r\nContent-Type: %s\r\n"
+            "Connection: close\r\n\r\n%s",
+            ok ? "200 OK" : "400 Bad Request",
+            strstr(line, "json") ? "application/json" : "text/plain",
+            ok ? body + 3 : body);
+    free(body);
+}
+
 static void gw_admin_reply(struct gw *gw, struct gw_admin_conn *c)
 {
     struct timeval tv = {.tv_sec = 1};
@@ -115,7 +150,10 @@ static void gw_admin_reply(struct gw *gw, struct gw_admin_conn *c)
     out = open_memstream(&text, &len);
     if (out == NULL)
         goto done;
-    gw_admin_exec(gw, c->buf, out);
+    if (strncmp(c->buf, "GET /", 5) == 0 || strncmp(c->buf, "POST /", 6) == 0)
+        gw_admin_http(gw, c->buf, out);
+    else
+        gw_admin_exec(gw, c->buf, out);
     fclose(out);
     /* Replies are small: write them out with a bounded blocking send. */
     flags = fcntl(c->fd, F_GETFL);
@@ -127,6 +165,12 @@ static void gw_admin_reply(struct gw *gw, struct gw_admin_conn *c)
             break;
         off += (size_t)n;
     }
+    /* Read what the client still sent (HTTP headers) so that closing does
+     * not reset the connection before it has read the answer. */
+    shutdown(c->fd, SHUT_WR);
+    fcntl(c->fd, F_SETFL, flags | O_NONBLOCK);
+    while (recv(c->fd, c->buf, sizeof(c->buf), 0) > 0)
+        ;
 done:
     free(text);
     close(c->fd);

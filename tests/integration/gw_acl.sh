@@ -25,3 +25,14 @@ stats=$("$CWCTL" --admin "$gw_admin" stats --json)
 [ "$(json_num "$stats" denied)" = 8 ] || fail "denied count: $stats"
 pass "gateway counted 8 denials"
 ping_expect "bulk descriptors refused" CW_UNSUPPORTED -c 2 --with-bulk "svc:echo@$gw_tcp0"
+
+# The admin interface also speaks HTTP/1.0 (curl, monitoring agents).
+host=${gw_admin%:*}
+port=${gw_admin##*:}
+exec 5<>"/dev/tcp/$host/$port" || fail "cannot connect to the admin port"
+printf 'GET /stats?json HTTP/1.0\r\nHost: x\r\n\r\n' >&5
+reply=$(timeout 5 cat <&5)
+exec 5<&-
+printf '%s' "$reply" | head -n 1 | grep -q "^HTTP/1.0 200 OK" || fail "HTTP reply: $reply"
+printf '%s' "$reply" | grep -q '"denied":8,' || fail "HTTP stats body: $reply"
+pass "admin over HTTP/1.0: GET /stats?json"
