@@ -55,6 +55,8 @@ struct cw_wire_hdr {
     uint64_t req_id;
     uint64_t budget_us; /**< remaining deadline budget */
     uint32_t resp_tag;
+    uint16_t resp_limit64; /**< REQ: caller's response eager limit / 64,
+                                0 = unknown */
     uint16_t status;
     uint16_t dest_len;
     uint16_t ndesc;
@@ -278,6 +280,7 @@ struct cw_handle {
     uint32_t tag;         /**< response tag */
     uint64_t deadline_ns;
     uint8_t hops;
+    size_t resp_limit;    /**< server: caller's response eager limit */
     char *route;          /**< server: routing destination (NUL-terminated) */
     size_t route_cap;
     /* op tracking */
@@ -348,6 +351,7 @@ struct cw_bulk {
     /* remote */
     cw_network_t *net;
     cw_na_mem_t *rmem;
+    uint8_t ptoken[16]; /**< PROXY: gateway token (core/bulk_proxy.c) */
 };
 
 struct cw_bulk_slot {
@@ -373,6 +377,8 @@ struct cw_bulk_op {
     struct cw_cqe cqe;
     struct cw_list link;
     struct cw_bulk_slot slots[CW_MAX_DEPTH];
+    cw_handle_t *proxy_h; /**< delegated to a gateway (core/bulk_proxy.c) */
+    cw_bulk_t *proxy_sub; /**< the local bytes the gateway may touch */
 };
 
 /* ---- internal entry points (ctx->lock held unless noted) ----------------*/

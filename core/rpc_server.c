@@ -205,6 +205,7 @@ static void recv_request(cw_network_t *net, struct cw_urecv *u,
     h->id = m.hdr.rpc_id;
     h->req_id = m.hdr.req_id;
     h->tag = m.hdr.resp_tag;
+    h->resp_limit = (size_t)m.hdr.resp_limit64 * 64;
     h->hops = m.hdr.hops;
     h->one_way = (m.hdr.flags & CW_HF_ONE_WAY) != 0;
     h->overflowed = (m.hdr.flags & CW_HF_OVERFLOW) != 0;
@@ -327,6 +328,7 @@ static cw_status_t respond_net(cw_handle_t *h, cw_status_t status)
 {
     cw_context_t *ctx = h->ctx;
     cw_network_t *net = h->net;
+    size_t limit;
     struct cw_wire_hdr hdr;
     uint8_t *msg;
     size_t total;
@@ -337,7 +339,11 @@ static cw_status_t respond_net(cw_handle_t *h, cw_status_t status)
     hdr.rpc_id = h->id;
     hdr.req_id = h->req_id;
     hdr.status = (uint16_t)status;
-    st = cw_msg_build(h, &h->out, net->caps.max_expected_size, NULL,
+    /* The caller's receive buffer may be smaller than what we could send. */
+    limit = net->caps.max_expected_size;
+    if (h->resp_limit >= CW_HDR_SIZE + 64 && h->resp_limit < limit)
+        limit = h->resp_limit;
+    st = cw_msg_build(h, &h->out, limit, NULL,
                       h->resp_desc, h->resp_desc_len, h->resp_ndesc, &hdr,
                       &msg, &total);
     if (st != CW_OK)

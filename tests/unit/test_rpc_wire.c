@@ -265,6 +265,14 @@ static void test_wire_hostile(void **state)
     memcpy(bad, buf, n);
     bad[6] = CW_HF_OVERFLOW;
     assert_int_equal(cw_wire_decode(bad, n, &m), CW_PROTOCOL);
+    /* A response limit is only for requests. */
+    memcpy(bad, buf, n);
+    bad[54] = 1;
+    assert_int_equal(cw_wire_decode(bad, n, &m), CW_OK);
+    assert_int_equal(m.hdr.resp_limit64, 1);
+    bad[5] = CW_MSG_DONE;
+    bad[40] = 0; /* no destination in a DONE */
+    assert_int_equal(cw_wire_decode(bad, n, &m), CW_PROTOCOL);
     /* Non-printable routing destination. */
     memcpy(bad, buf, n);
     bad[CW_HDR_SIZE + 2] = '\n';
