@@ -307,6 +307,9 @@ cw_status_t ofi_op_submit(struct cw_na_class *cls, struct cw_na_op *op,
                           cw_na_op_t **op_p);
 void ofi_op_finish(struct cw_na_class *cls, struct cw_na_op *op,
                    cw_status_t status);
+/* Status of an op's error completion @p err (positive fi errno): the cancel
+ * or peer failure that caused it if any, else the translated error. */
+cw_status_t ofi_op_error(const struct cw_na_op *op, int err);
 void ofi_peer_alive(struct cw_na_class *cls, struct cw_na_addr *peer);
 void ofi_peer_suspect(struct cw_na_class *cls, struct cw_na_addr *peer);
 void ofi_peer_failed(struct cw_na_class *cls, struct cw_na_addr *peer,

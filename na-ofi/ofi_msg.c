@@ -139,7 +139,7 @@ void ofi_msg_complete(struct cw_na_class *cls, struct cw_na_op *op,
     cw_status_t st;
 
     if (err != 0) {
-        st = ofi_status(err);
+        st = ofi_op_error(op, err);
         if (op->peer != NULL && (st == CW_UNREACHABLE || st == CW_DISCONNECTED))
             ofi_peer_suspect(cls, op->peer);
         ofi_op_finish(cls, op, st);

@@ -177,6 +177,17 @@ cw_status_t ofi_cancel(cw_na_class_t *cls, cw_na_op_t *op)
     return CW_OK;
 }
 
+cw_status_t ofi_op_error(const struct cw_na_op *op, int err)
+{
+    if (op->forced != CW_OK)
+        return op->forced;
+    /* Nobody asked: rxm flushes the ops of a connection that failed with
+     * FI_ECANCELED. */
+    if (err == FI_ECANCELED)
+        return CW_DISCONNECTED;
+    return ofi_status(err);
+}
+
 void ofi_peer_alive(struct cw_na_class *cls, struct cw_na_addr *peer)
 {
     if (peer == NULL)

@@ -310,7 +310,7 @@ void ofi_rma_sub_done(struct cw_na_class *cls, struct ofi_sub *sub, int err)
     free(sub);
     op->inflight--;
     if (err != 0) {
-        cw_status_t st = op->forced != CW_OK ? op->forced : ofi_status(err);
+        cw_status_t st = ofi_op_error(op, err);
 
         if (op->status == CW_OK)
             op->status = st;

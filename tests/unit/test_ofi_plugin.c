@@ -485,6 +485,66 @@ static void test_cancel_all_kinds(void **state)
     pair_close(&p);
 }
 
+/* A get from a region its owner already released makes libfabric's tcp
+ * provider drop the connection.  The get fails (not "canceled": nobody
+ * canceled it) and, after the plugin's probe renews the peer, traffic to the
+ * same peer flows again. */
+static void test_released_region_recovers(void **state)
+{
+    struct pair p;
+    static char lbuf[65536], rbuf[65536];
+    struct cw_na_segment ls = {lbuf, sizeof(lbuf)}, rs = {rbuf, sizeof(rbuf)};
+    cw_na_mem_t *lm, *rm, *rm_at_a;
+    uint8_t ser[256];
+    struct done g = {0};
+    int ok = 0;
+    size_t n;
+    (void)state;
+
+    pair_open(&p, "ofi+tcp://127.0.0.1:0");
+    assert_int_equal(cw_na_mem_register(p.a, &ls, 1, 0, &lm), CW_OK);
+    assert_int_equal(cw_na_mem_register(p.b, &rs, 1, CW_NA_MEM_READ, &rm),
+                     CW_OK);
+    n = cw_na_mem_serialize_size(p.b, rm);
+    assert_int_equal(cw_na_mem_serialize(p.b, ser, n, rm), CW_OK);
+    assert_int_equal(cw_na_mem_deserialize(p.a, ser, n, &rm_at_a), CW_OK);
+    cw_na_mem_release(p.b, rm);
+    assert_int_equal(cw_na_get(p.a, lm, 0, rm_at_a, 0, sizeof(lbuf), p.b_at_a,
+                               done_cb, &g, NULL),
+                     CW_OK);
+    assert_true(wait_done(p.a, p.b, &g, 1));
+    assert_int_not_equal(g.status, CW_OK);
+    assert_int_not_equal(g.status, CW_CANCELED);
+    for (int attempt = 0; attempt < 50 && ok < 3; attempt++) {
+        char in[16], out[16] = "again";
+        struct done r = {.owner = p.b}, sd = {0};
+        cw_na_op_t *rop;
+
+        assert_int_equal(cw_na_msg_recv_unexpected(p.b, in, sizeof(in),
+                                                   done_cb, &r, &rop),
+                         CW_OK);
+        assert_int_equal(cw_na_msg_send_unexpected(p.a, out, sizeof(out),
+                                                   p.b_at_a, 1, done_cb, &sd,
+                                                   NULL),
+                         CW_OK);
+        assert_true(wait_done(p.a, p.b, &sd, 1));
+        if (sd.status == CW_OK && wait_done(p.a, p.b, &r, 1)) {
+            ok++;
+            continue;
+        }
+        cw_na_cancel(p.b, rop);
+        assert_true(wait_done(p.a, p.b, &r, 1));
+        for (uint64_t end = cw_now_ns() + 100000000ull; cw_now_ns() < end;) {
+            cw_na_progress(p.a, 0, NULL);
+            cw_na_progress(p.b, 0, NULL);
+        }
+    }
+    assert_int_equal(ok, 3);
+    cw_na_mem_release(p.a, rm_at_a);
+    cw_na_mem_release(p.a, lm);
+    pair_close(&p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -496,6 +556,7 @@ int main(void)
         cmocka_unit_test(test_rma_segments_shm),
         cmocka_unit_test(test_malformed_dropped),
         cmocka_unit_test(test_cancel_all_kinds),
+        cmocka_unit_test(test_released_region_recovers),
     };
     int rc;
 
