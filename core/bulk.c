@@ -5,6 +5,7 @@
  * flight and completes exactly once; permission and bounds are checked
  * before anything moves.
  */
+#include "bulk_proxy.h"
 #include "rpc_priv.h"
 
 #include <stdlib.h>
@@ -167,11 +168,8 @@ cw_status_t cw_bulk_from_desc(cw_context_t *ctx, cw_network_t *net,
     cw_bulk_t *b;
     cw_status_t st;
 
-    if (d->flags & CW_DF_PROXY) {
-        CW_LOG_RL(CW_LOG_WARN, "core", "proxy bulk handles are not "
-                  "supported yet");
-        return CW_UNSUPPORTED;
-    }
+    if (d->flags & CW_DF_PROXY)
+        return cw_bproxy_from_desc(ctx, net, d, b_p);
     if (d->plugin_len != strlen(net->plugin) ||
         memcmp(d->plugin, net->plugin, d->plugin_len) != 0)
         return CW_PROTOCOL;
@@ -413,6 +411,9 @@ cw_status_t cw_bulk_transfer(cw_context_t *ctx, enum cw_bulk_dir dir,
     if (remote_off > remote->total || len > remote->total - remote_off ||
         local_off > local->total || len > local->total - local_off)
         return CW_RANGE;
+    if (cw_bproxy_is_proxy(remote))
+        return cw_bproxy_transfer(ctx, dir, peer, remote, remote_off, local,
+                                  local_off, len, cb, arg, op_p);
     if (!remote->remote) {
         /* A handle of this process (RPC to self): copy directly. */
         cw_bulk_op_t *op = calloc(1, sizeof(*op));
@@ -458,6 +459,8 @@ cw_status_t cw_bulk_cancel(cw_bulk_op_t *op)
 
     if (op == NULL)
         return CW_INVALID_ARG;
+    if (cw_bproxy_is_op(op))
+        return cw_bproxy_cancel(op);
     ctx = op->ctx;
     pthread_mutex_lock(&ctx->lock);
     cw_bulk_op_cancel_locked(op);

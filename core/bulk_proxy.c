@@ -1,0 +1,279 @@
+/*
+ * Proxy bulk handles (design §4): the target side delegates a transfer on
+ * a PROXY handle to the gateway that issued it, and the gateway side reads
+ * descriptors, writes proxy descriptors and decodes delegation requests.
+ * The pipelined data movement itself lives in the gateway
+ * (gateway/bulk_pipe.c).
+ */
+#include "bulk_proxy.h"
+#include "rpc_priv.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+_Static_assert(sizeof(((cw_bulk_t *)0)->ptoken) == CW_BPROXY_TOKEN_LEN,
+               "token size");
+
+/* ---- target side -------------------------------------------------------- */
+
+cw_status_t cw_bproxy_from_desc(cw_context_t *ctx, cw_network_t *net,
+                                const struct cw_wire_desc *d, cw_bulk_t **b_p)
+{
+    cw_bulk_t *b;
+
+    if (d->plugin_len != strlen(net->plugin) ||
+        memcmp(d->plugin, net->plugin, d->plugin_len) != 0)
+        return CW_PROTOCOL;
+    if (d->mem_len != CW_BPROXY_TOKEN_LEN)
+        return CW_BAD_HANDLE;
+    b = calloc(1, sizeof(*b));
+    if (b == NULL)
+        return CW_NOMEM;
+    memcpy(b->ptoken, d->mem, CW_BPROXY_TOKEN_LEN);
+    b->ctx = ctx;
+    atomic_init(&b->refs, 1);
+    b->remote = true;
+    b->perm = d->perm;
+    b->flags = d->flags;
+    b->total = d->total;
+    b->net = net;
+    *b_p = b;
+    return CW_OK;
+}
+
+bool cw_bproxy_is_proxy(const cw_bulk_t *b)
+{
+    return b != NULL && b->remote && (b->flags & CW_DF_PROXY);
+}
+
+bool cw_bproxy_is_op(const cw_bulk_op_t *op)
+{
+    return op != NULL && op->proxy_h != NULL;
+}
+
+/* The segments of @p b covering [off, off + len) as a new handle with
+ * permission @p perm. */
+static cw_status_t px_sub_bulk(cw_context_t *ctx, const cw_bulk_t *b,
+                               size_t off, size_t len, uint32_t perm,
+                               cw_bulk_t **sub_p)
+{
+    struct cw_segment *segs;
+    size_t i = 0, n = 0;
+    cw_status_t st;
+
+    segs = calloc(b->nsegs, sizeof(*segs));
+    if (segs == NULL)
+        return CW_NOMEM;
+    while (i < b->nsegs && off >= b->segs[i].len) {
+        off -= b->segs[i].len;
+        i++;
+    }
+    for (; i < b->nsegs && len > 0; i++) {
+        size_t take = b->segs[i].len - off;
+        if (take == 0) {
+            off = 0;
+            continue;
+        }
+        if (take > len)
+            take = len;
+        segs[n].base = (char *)b->segs[i].base + off;
+        segs[n].len = take;
+        n++;
+        len -= take;
+        off = 0;
+    }
+    st = cw_bulk_create(ctx, segs, n, perm, sub_p);
+    free(segs);
+    return st;
+}
+
+static void px_op_free(cw_bulk_op_t *op)
+{
+    cw_handle_release(op->proxy_h);
+    cw_bulk_unref(op->proxy_sub);
+    cw_bulk_unref(op->remote);
+    cw_bulk_unref(op->local);
+    free(op);
+}
+
+static void px_fwd_cb(cw_handle_t *h, cw_status_t st, void *arg)
+{
+    cw_bulk_op_t *op = arg;
+    cw_context_t *ctx = op->ctx;
+
+    (void)h;
+    if (st == CW_OK) {
+        pthread_mutex_lock(&ctx->lock);
+        ctx->stats.bulk_bytes += op->len;
+        pthread_mutex_unlock(&ctx->lock);
+    }
+    if (op->cb)
+        op->cb(st, op->arg);
+    px_op_free(op);
+}
+
+static void px_empty_done(struct cw_cqe *e)
+{
+    cw_bulk_op_t *op = cw_container_of(e, cw_bulk_op_t, cqe);
+
+    if (op->cb)
+        op->cb(CW_OK, op->arg);
+    cw_bulk_unref(op->remote);
+    cw_bulk_unref(op->local);
+    free(op);
+}
+
+cw_status_t cw_bproxy_transfer(cw_context_t *ctx, enum cw_bulk_dir dir,
+                               cw_addr_t *peer, cw_bulk_t *remote,
+                               size_t remote_off, cw_bulk_t *local,
+                               size_t local_off, size_t len, cw_bulk_cb_t cb,
+                               void *arg, cw_bulk_op_t **op_p)
+{
+    cw_bulk_op_t *op;
+    cw_buf_t *in;
+    cw_status_t st;
+
+    if (peer == NULL || peer->net != remote->net)
+        return CW_INVALID_ARG;
+    op = calloc(1, sizeof(*op));
+    if (op == NULL)
+        return CW_NOMEM;
+    op->ctx = ctx;
+    op->dir = dir;
+    op->remote = remote;
+    op->local = local;
+    atomic_fetch_add(&remote->refs, 1);
+    atomic_fetch_add(&local->refs, 1);
+    op->roff = remote_off;
+    op->loff = local_off;
+    op->len = len;
+    op->cb = cb;
+    op->arg = arg;
+    cw_list_init(&op->link);
+    if (len == 0) {
+        op->cqe.fn = px_empty_done;
+        op->stop = true;
+        pthread_mutex_lock(&ctx->lock);
+        cw_cq_push(ctx, &op->cqe);
+        pthread_mutex_unlock(&ctx->lock);
+        cw_ctx_wake(ctx);
+        if (op_p)
+            *op_p = op;
+        return CW_OK;
+    }
+    /* The gateway gets exactly the bytes concerned, with the one right it
+     * needs: write them for a pull, read them for a push. */
+    st = px_sub_bulk(ctx, local, local_off, len,
+                     dir == CW_BULK_PULL ? CW_BULK_WRITE_ONLY
+                                         : CW_BULK_READ_ONLY,
+                     &op->proxy_sub);
+    if (st != CW_OK)
+        goto err;
+    st = cw_handle_create(ctx, peer, cw_rpc_id(CW_BPROXY_RPC), &op->proxy_h);
+    if (st != CW_OK)
+        goto err;
+    in = cw_handle_input(op->proxy_h);
+    cw_buf_put_bytes(in, remote->ptoken, CW_BPROXY_TOKEN_LEN);
+    cw_buf_put_u8(in, (uint8_t)dir);
+    cw_buf_put_u64(in, remote_off);
+    cw_buf_put_u64(in, len);
+    cw_buf_put_u32(in, 0);
+    cw_buf_put_bulk(in, op->proxy_sub);
+    st = cw_buf_error(in);
+    if (st != CW_OK)
+        goto err;
+    if (op_p)
+        *op_p = op;
+    st = cw_forward(op->proxy_h, 0, px_fwd_cb, op);
+    if (st != CW_OK)
+        goto err;
+    return CW_OK;
+
+err:
+    px_op_free(op);
+    return st;
+}
+
+cw_status_t cw_bproxy_cancel(cw_bulk_op_t *op)
+{
+    return cw_cancel(op->proxy_h);
+}
+
+/* ---- gateway side ------------------------------------------------------- */
+
+cw_status_t cw_bproxy_desc_bulk(cw_handle_t *in, unsigned i, cw_bulk_t **b_p)
+{
+    struct cw_wire_desc d;
+    cw_context_t *ctx;
+    cw_status_t st;
+
+    if (in == NULL || !in->server || b_p == NULL || i >= in->raw_ndesc)
+        return CW_INVALID_ARG;
+    ctx = in->ctx;
+    st = cw_wire_desc_get(in->raw_desc, in->raw_desc_len, in->raw_ndesc, i,
+                          &d, NULL, NULL);
+    if (st != CW_OK)
+        return st;
+    pthread_mutex_lock(&ctx->lock);
+    if (d.flags & CW_DF_PROXY)
+        st = cw_bproxy_from_desc(ctx, in->net, &d, b_p);
+    else
+        st = cw_bulk_from_desc(ctx, in->net, &d, b_p);
+    pthread_mutex_unlock(&ctx->lock);
+    return st;
+}
+
+cw_status_t cw_bproxy_desc_encode(cw_network_t *egress,
+                                  const uint8_t token[CW_BPROXY_TOKEN_LEN],
+                                  uint32_t perm, uint64_t total, void *buf,
+                                  size_t cap, size_t *len_p)
+{
+    size_t n;
+    uint8_t *p;
+
+    if (egress == NULL || token == NULL || buf == NULL || len_p == NULL ||
+        perm == 0 || (perm & ~CW_BULK_READ_WRITE))
+        return CW_INVALID_ARG;
+    n = cw_wire_desc_size(strlen(egress->plugin), CW_BPROXY_TOKEN_LEN);
+    if (n > cap)
+        return CW_OVERFLOW;
+    p = cw_wire_desc_encode(buf, CW_DF_PROXY, (uint8_t)perm, total,
+                            egress->plugin, CW_BPROXY_TOKEN_LEN);
+    memcpy(p, token, CW_BPROXY_TOKEN_LEN);
+    *len_p = n;
+    return CW_OK;
+}
+
+cw_status_t cw_bproxy_req_decode(cw_handle_t *h, struct cw_bproxy_req *r)
+{
+    cw_buf_t *in = cw_handle_input(h);
+    const void *tok = NULL;
+    size_t toklen = 0;
+    uint8_t dir = 0;
+    cw_status_t st;
+
+    memset(r, 0, sizeof(*r));
+    cw_buf_get_bytes(in, &tok, &toklen);
+    cw_buf_get_u8(in, &dir);
+    cw_buf_get_u64(in, &r->off);
+    cw_buf_get_u64(in, &r->len);
+    cw_buf_get_u32(in, &r->flags);
+    st = cw_buf_error(in);
+    if (st != CW_OK)
+        return CW_PROTOCOL;
+    if (toklen != CW_BPROXY_TOKEN_LEN)
+        return CW_BAD_HANDLE;
+    if (dir != CW_BULK_PULL && dir != CW_BULK_PUSH)
+        return CW_PROTOCOL;
+    memcpy(r->token, tok, CW_BPROXY_TOKEN_LEN);
+    r->dir = (enum cw_bulk_dir)dir;
+    st = cw_buf_get_bulk(in, &r->bulk);
+    if (st != CW_OK)
+        return st == CW_RANGE ? CW_PROTOCOL : st;
+    if (cw_bulk_size(r->bulk) != r->len) {
+        cw_bulk_free(r->bulk);
+        r->bulk = NULL;
+        return CW_RANGE;
+    }
+    return CW_OK;
+}

@@ -1,0 +1,83 @@
+/*
+ * Proxy bulk handles (design §4, docs/bulk-gateway.md).  Internal to
+ * libcauseway and causewayd; not installed.
+ *
+ * Target side: a descriptor flagged PROXY carries a gateway token instead
+ * of a memory key.  cw_bulk_transfer on such a handle sends the request
+ * CW_BPROXY_RPC to the gateway the handle came from (the peer given to the
+ * transfer), passing a bulk handle over exactly the local bytes concerned;
+ * the gateway moves the bytes and the transfer completes with its answer.
+ *
+ * Gateway side: the helpers below read an incoming request's descriptors
+ * as bulk handles, write proxy descriptors for the egress network and
+ * decode delegation requests.
+ */
+#ifndef CW_BULK_PROXY_H
+#define CW_BULK_PROXY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <causeway/causeway.h>
+
+#define CW_BPROXY_RPC "causeway.bulk.proxy"
+#define CW_BPROXY_TOKEN_LEN 16
+
+/** Delegation flags. */
+#define CW_BPROXY_IDEMPOTENT 0x1u /**< may be resumed chunk-wise */
+
+/** A decoded delegation request. */
+struct cw_bproxy_req {
+    uint8_t token[CW_BPROXY_TOKEN_LEN];
+    enum cw_bulk_dir dir; /**< as the target asked: PULL = proxy -> bulk */
+    uint64_t off;         /**< offset into the proxy handle */
+    uint64_t len;
+    uint32_t flags;       /**< CW_BPROXY_* */
+    cw_bulk_t *bulk;      /**< the target's bytes (remote handle, len
+                               bytes); caller frees */
+};
+
+/* ---- target side (called from core/bulk.c) ------------------------------ */
+
+struct cw_wire_desc;
+
+/** Remote handle from a PROXY descriptor received on @p net. */
+cw_status_t cw_bproxy_from_desc(cw_context_t *ctx, cw_network_t *net,
+                                const struct cw_wire_desc *d,
+                                cw_bulk_t **b_p);
+
+/** Delegate a transfer on the proxy handle @p remote to @p peer (checked
+ *  arguments, no lock held). */
+cw_status_t cw_bproxy_transfer(cw_context_t *ctx, enum cw_bulk_dir dir,
+                               cw_addr_t *peer, cw_bulk_t *remote,
+                               size_t remote_off, cw_bulk_t *local,
+                               size_t local_off, size_t len, cw_bulk_cb_t cb,
+                               void *arg, cw_bulk_op_t **op_p);
+
+/** Cancel a delegated transfer (cw_bulk_cancel of a proxy op). */
+cw_status_t cw_bproxy_cancel(cw_bulk_op_t *op);
+
+/** True if @p op is a delegated transfer. */
+bool cw_bproxy_is_op(const cw_bulk_op_t *op);
+
+/* ---- gateway side ------------------------------------------------------- */
+
+/** Descriptor @p i of the incoming request @p in as a remote bulk handle on
+ *  the network it arrived on (a proxy handle again when it came from
+ *  another gateway).  Permission and length are the descriptor's. */
+cw_status_t cw_bproxy_desc_bulk(cw_handle_t *in, unsigned i, cw_bulk_t **b_p);
+
+/** Write a proxy descriptor for @p egress into @p buf (@p cap bytes). */
+cw_status_t cw_bproxy_desc_encode(cw_network_t *egress,
+                                  const uint8_t token[CW_BPROXY_TOKEN_LEN],
+                                  uint32_t perm, uint64_t total, void *buf,
+                                  size_t cap, size_t *len_p);
+
+/** Decode a delegation request received by a CW_BPROXY_RPC handler. */
+cw_status_t cw_bproxy_req_decode(cw_handle_t *h, struct cw_bproxy_req *r);
+
+/** True if @p b is a proxy handle. */
+bool cw_bproxy_is_proxy(const cw_bulk_t *b);
+
+#endif /* CW_BULK_PROXY_H */
