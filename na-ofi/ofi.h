@@ -111,6 +111,7 @@ struct cw_na_addr {
     bool dead;
     bool ever_alive; /* we have heard from it at least once */
     bool lock_seen;  /* fi_shm: its owner held the liveness lock */
+    int last_err;    /* last libfabric error seen with it (positive) */
 };
 
 struct ofi_seg {

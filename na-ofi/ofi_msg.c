@@ -246,8 +246,11 @@ void ofi_ctrl_send(struct cw_na_class *cls, struct cw_na_addr *peer,
             return;
         /* rxm answers -FI_EAGAIN for as long as it cannot connect: count the
          * probe as sent so that the peer timeout still runs. */
-        if (rc == -FI_EAGAIN)
+        if (rc == -FI_EAGAIN) {
             peer->ping_sent_ns = ofi_now(cls);
+            if (peer->last_err == 0)
+                peer->last_err = FI_EAGAIN; /* rxm: still connecting */
+        }
         else
             ofi_peer_failed(cls, peer, ofi_status(rc));
         return;

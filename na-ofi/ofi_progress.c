@@ -196,6 +196,7 @@ void ofi_peer_alive(struct cw_na_class *cls, struct cw_na_addr *peer)
     peer->ping_sent_ns = 0;
     peer->dead = false;
     peer->ever_alive = true;
+    peer->last_err = 0;
 }
 
 /* An operation with @p peer failed with a connection error.  rxm
@@ -218,8 +219,11 @@ void ofi_peer_failed(struct cw_na_class *cls, struct cw_na_addr *peer,
         char str[128];
 
         ofi_format_raw(cls, peer->raw, peer->len, str, sizeof(str));
-        OFI_WARN(cls, "peer %s is %s; failing its %u pending operation(s)", str,
+        OFI_WARN(cls, "peer %s is %s (last libfabric error: %s); failing its "
+                      "%u pending operation(s)", str,
                  status == CW_UNREACHABLE ? "unreachable" : "gone",
+                 peer->last_err ? fi_strerror(peer->last_err)
+                                : "none, no answer to probes",
                  peer->nactive);
     }
     peer->dead = true;
@@ -235,9 +239,11 @@ void ofi_peer_failed(struct cw_na_class *cls, struct cw_na_addr *peer,
     }
 }
 
+/* Logs an error completion with the peer's address and libfabric's own
+ * texts, and remembers the error on the peer for its failure report. */
 static void ofi_log_cq_error(struct cw_na_class *cls,
                              const struct fi_cq_err_entry *err,
-                             const struct cw_na_addr *peer)
+                             struct cw_na_addr *peer)
 {
     char str[128] = "?";
     char pbuf[256];
@@ -249,8 +255,10 @@ static void ofi_log_cq_error(struct cw_na_class *cls,
         return;
     pmsg = fi_cq_strerror(cls->cq, err->prov_errno, err->err_data, pbuf,
                           sizeof(pbuf));
-    if (peer != NULL)
+    if (peer != NULL) {
         ofi_format_raw(cls, peer->raw, peer->len, str, sizeof(str));
+        peer->last_err = code;
+    }
     if (code == FI_ETRUNC)
         OFI_DBG(cls, "message truncated (%zu bytes over)", (size_t)err->olen);
     else
