@@ -228,6 +228,7 @@ struct cw_context {
     unsigned nnets;
     struct cw_rpc_class *rpcs[CW_RPC_BUCKETS];
     struct cw_cqe *cq_head, *cq_tail;
+    atomic_uint cq_len;       /**< entries queued (read without the lock) */
     unsigned cq_waiters;
     struct cw_list inflight;  /**< client handles with a deadline */
     struct cw_list wait_done; /**< server handles awaiting a DONE */
