@@ -5,6 +5,7 @@
  * The response is copied back unchanged when the outgoing RPC completes.
  */
 #include "gw_int.h"
+#include "gw_bulk.h"
 
 #include <stddef.h>
 #include <stdlib.h>
@@ -279,6 +280,7 @@ static void gw_fwd_free(struct gw_fwd *f)
     if (f->has_backend)
         cw_route_table_backend_load(f->table, f->service, f->backend, -1);
     gw_admit_done(gw, f->src);
+    gw_bulk_revoke(gw, f);
     cw_route_table_unref(f->table);
     if (f->out != NULL)
         cw_handle_release(f->out);
@@ -400,13 +402,6 @@ void gw_forward(struct gw *gw, cw_handle_t *in, bool requeued)
         gw_answer(in, CW_DRAINING);
         return;
     }
-    if (cw_fwd_desc_count(in) > 0) {
-        /* Bulk descriptors need proxy handles (design §4), not done yet:
-         * refuse rather than pass raw memory keys across fabrics. */
-        gw->n_refused_bulk++;
-        gw_answer(in, CW_UNSUPPORTED);
-        return;
-    }
     memset(&t, 0, sizeof(t));
     st = gw_resolve(gw, cw_fwd_dest(in), src, &t);
     if (st != CW_OK) {
@@ -489,6 +484,8 @@ void gw_forward(struct gw *gw, cw_handle_t *in, bool requeued)
     st = gw_addr_get(gw, t.next, &next);
     if (st == CW_OK)
         st = cw_fwd_create(in, next, t.dest, &f->out);
+    if (st == CW_OK) /* descriptors become proxy tokens (bulk_proxy_table.c) */
+        st = gw_bulk_rewrite(gw, f, in, t.egress, next);
     if (st == CW_OK) {
         f->t_sent = cw_now_ns();
         st = cw_forward(f->out, 0, gw_out_cb, f);

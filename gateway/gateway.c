@@ -4,6 +4,7 @@
  * housekeeping (signals, admin, health, drain) between slices.
  */
 #include "gw_int.h"
+#include "gw_bulk.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -116,6 +117,9 @@ static cw_status_t gw_start(struct gw *gw, const struct cw_config *cfg)
                  cw_status_str(st));
         return st;
     }
+    st = gw_bulk_init(gw, cfg);
+    if (st != CW_OK)
+        return st;
     if (cfg->nnetworks > GW_MAX_NETS) {
         CW_ERROR(GW_LOG, "%zu networks configured, at most %d supported",
                  cfg->nnetworks, GW_MAX_NETS);
@@ -167,6 +171,7 @@ static void gw_stop(struct gw *gw)
             cw_trigger(gw->ctx, 0, 0, NULL);
         }
     }
+    gw_bulk_fini(gw);
     gw_health_fini(gw);
     gw_fwd_pool_fini(gw);
     gw_addr_cache_fini(gw);

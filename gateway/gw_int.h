@@ -34,6 +34,9 @@
                          __VA_ARGS__);                                         \
     } while (0)
 
+struct gw_btok;
+struct gw_bulk;
+
 /** One open network. */
 struct gw_net {
     char name[32];
@@ -77,6 +80,7 @@ struct gw_fwd {
     unsigned nexthop, service, backend;
     uint64_t t_in, t_sent, t_done;
     bool cut;                     /**< canceled at limits.max_timeout */
+    struct gw_btok *btoks;        /**< proxy bulk tokens (bulk_proxy_table.c) */
     char next_addr[CW_URI_MAX];   /**< resolved next hop (cache key) */
     struct gw_fwd *prev, *next;   /**< gw->fwds */
 };
@@ -166,6 +170,8 @@ struct gw {
     bool stop;
     uint64_t reloads, reload_failures;
     char last_reload_error[256];
+
+    struct gw_bulk *bulk;            /**< bulk delegation (gw_bulk.h) */
 
     /* helper progress threads */
     pthread_t *threads;

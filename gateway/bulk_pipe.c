@@ -1,0 +1,293 @@
+/*
+ * The delegation service (design §4): a target transferring on a proxy
+ * handle sends causeway.bulk.proxy here; the token is checked and the
+ * bytes are moved chunk by chunk through the staging pool: chunk k is
+ * fetched from the source side while chunk k-1 is written to the
+ * destination side, up to buffers.depth chunks per transfer.  Either side
+ * may itself be a proxy handle of an earlier gateway (multi-hop): the
+ * chunk transfer is then delegated again, so no hop holds the whole
+ * transfer.
+ */
+#include "gw_bulk.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static void pipe_fill(struct gw_pipe *p);
+
+static void pipe_fail(struct gw_pipe *p, cw_status_t st)
+{
+    struct gw_staging *s = &p->gb->pool;
+
+    if (p->st == CW_OK)
+        p->st = st;
+    if (p->stop)
+        return;
+    p->stop = true;
+    gw_staging_unwait(s, p);
+    for (unsigned i = 0; i < s->nslots; i++)
+        if (s->slots[i].pipe == p && s->slots[i].op != NULL)
+            cw_bulk_cancel(s->slots[i].op);
+}
+
+static void pipe_finish(struct gw_pipe *p)
+{
+    struct gw_bulk *gb = p->gb;
+    cw_status_t st;
+
+    gw_staging_unwait(&gb->pool, p);
+    if (p->prev)
+        p->prev->lnext = p->lnext;
+    else
+        gb->pipes = p->lnext;
+    if (p->lnext)
+        p->lnext->prev = p->prev;
+    gb->npipes--;
+    if (p->st == CW_OK) {
+        gb->transfers++;
+        gb->bytes += p->len;
+    } else {
+        gb->failed++;
+    }
+    st = cw_respond(p->h, p->st, NULL, NULL);
+    if (st != CW_OK && st != CW_CANCELED && st != CW_TIMEOUT)
+        CW_LOG_RL(CW_LOG_WARN, GW_LOG, "cannot answer a bulk delegation: %s",
+                  cw_status_str(st));
+    cw_handle_release(p->h);
+    cw_bulk_free(p->req_bulk);
+    gw_btok_unref(p->tok);
+    free(p);
+}
+
+static void pipe_check(struct gw_pipe *p)
+{
+    if (p->active == 0 && (p->stop || p->done == p->len))
+        pipe_finish(p);
+}
+
+static bool pipe_gone(const struct gw_pipe *p)
+{
+    return p->tok->revoked || cw_handle_canceled(p->h);
+}
+
+static void slot_drop(struct gw_pipe *p, struct gw_stage_slot *slot)
+{
+    slot->op = NULL;
+    p->active--;
+    gw_staging_put(&p->gb->pool, slot);
+}
+
+static void put_cb(cw_status_t st, void *arg)
+{
+    struct gw_stage_slot *slot = arg;
+    struct gw_pipe *p = slot->pipe;
+    size_t n = slot->n;
+
+    if (st == CW_OK)
+        p->done += n;
+    else
+        pipe_fail(p, st);
+    slot_drop(p, slot);
+    if (!p->stop && pipe_gone(p))
+        pipe_fail(p, CW_CANCELED);
+    pipe_fill(p);
+    pipe_check(p);
+}
+
+static void get_cb(cw_status_t st, void *arg)
+{
+    struct gw_stage_slot *slot = arg;
+    struct gw_pipe *p = slot->pipe;
+
+    slot->op = NULL;
+    if (st != CW_OK)
+        pipe_fail(p, st);
+    else if (!p->stop && pipe_gone(p))
+        pipe_fail(p, CW_CANCELED);
+    if (!p->stop) {
+        st = cw_bulk_transfer(p->gb->gw->ctx, CW_BULK_PUSH, p->dpeer,
+                              p->dbulk, p->doff + slot->off, slot->bulk, 0,
+                              slot->n, put_cb, slot, &slot->op);
+        if (st == CW_OK)
+            return;
+        pipe_fail(p, st);
+    }
+    slot_drop(p, slot);
+    pipe_check(p);
+}
+
+/* Start the chunk at p->next in @p slot. */
+static void pipe_start(struct gw_pipe *p, struct gw_stage_slot *slot)
+{
+    size_t n = p->len - p->next;
+    cw_status_t st;
+
+    if (n > p->gb->pool.chunk)
+        n = p->gb->pool.chunk;
+    slot->off = p->next;
+    slot->n = n;
+    p->next += n;
+    p->active++;
+    st = cw_bulk_transfer(p->gb->gw->ctx, CW_BULK_PULL, p->speer, p->sbulk,
+                          p->soff + slot->off, slot->bulk, 0, n, get_cb, slot,
+                          &slot->op);
+    if (st != CW_OK) {
+        pipe_fail(p, st);
+        slot_drop(p, slot);
+    }
+}
+
+static void pipe_fill(struct gw_pipe *p)
+{
+    while (!p->stop && p->next < p->len && p->active < p->depth) {
+        struct gw_stage_slot *slot = gw_staging_get(&p->gb->pool, p);
+        if (slot == NULL)
+            return;
+        pipe_start(p, slot);
+    }
+}
+
+void gw_pipe_resume(struct gw_pipe *p, struct gw_stage_slot *slot)
+{
+    if (p->stop || p->next >= p->len) {
+        /* Cannot happen (stopped transfers leave the queue); be safe. */
+        slot->pipe = p;
+        p->active++;
+        slot_drop(p, slot);
+        pipe_check(p);
+        return;
+    }
+    pipe_start(p, slot);
+    pipe_fill(p);
+    pipe_check(p);
+}
+
+static void gw_bulk_handler(cw_handle_t *h, void *arg)
+{
+    struct gw_bulk *gb = arg;
+    struct cw_bproxy_req r;
+    struct gw_btok *tok = NULL;
+    struct gw_pipe *p;
+    cw_status_t st;
+
+    st = cw_bproxy_req_decode(h, &r);
+    if (st == CW_OK)
+        st = gw_btok_check(gb, &r, h, &tok);
+    else if (st == CW_BAD_HANDLE)
+        gb->rej_bad_handle++;
+    else if (st == CW_RANGE)
+        gb->rej_range++;
+    if (st != CW_OK) {
+        cw_bulk_free(r.bulk);
+        gw_answer(h, st);
+        return;
+    }
+    p = calloc(1, sizeof(*p));
+    if (p == NULL) {
+        gw_btok_unref(tok);
+        cw_bulk_free(r.bulk);
+        gw_answer(h, CW_NOMEM);
+        return;
+    }
+    p->gb = gb;
+    p->h = h;
+    p->tok = tok;
+    p->req_bulk = r.bulk;
+    p->len = r.len;
+    p->depth = gb->gw->cfg->buffers.depth;
+    if (p->depth == 0)
+        p->depth = 1;
+    if (p->depth > gb->pool.nslots)
+        p->depth = gb->pool.nslots;
+    if (r.dir == CW_BULK_PULL) {
+        /* The target reads the proxied region into its bytes. */
+        p->sbulk = tok->bulk;
+        p->speer = tok->peer;
+        p->soff = r.off;
+        p->dbulk = r.bulk;
+        p->dpeer = cw_handle_source(h);
+    } else {
+        p->sbulk = r.bulk;
+        p->speer = cw_handle_source(h);
+        p->dbulk = tok->bulk;
+        p->dpeer = tok->peer;
+        p->doff = r.off;
+    }
+    p->lnext = gb->pipes;
+    if (gb->pipes)
+        gb->pipes->prev = p;
+    gb->pipes = p;
+    gb->npipes++;
+    pipe_fill(p);
+    pipe_check(p);
+}
+
+cw_status_t gw_bulk_init(struct gw *gw, const struct cw_config *cfg)
+{
+    struct gw_bulk *gb;
+    uint64_t bytes = cfg->buffers.staging;
+    cw_status_t st;
+
+    gb = calloc(1, sizeof(*gb));
+    if (gb == NULL)
+        return CW_NOMEM;
+    gb->gw = gw;
+    if (cfg->limits.max_bulk_bytes_inflight != 0 &&
+        cfg->limits.max_bulk_bytes_inflight < bytes)
+        bytes = cfg->limits.max_bulk_bytes_inflight;
+    st = gw_staging_init(&gb->pool, gw->ctx, bytes, cfg->buffers.chunk);
+    if (st != CW_OK) {
+        CW_ERROR(GW_LOG, "cannot set up %llu bytes of bulk staging in "
+                 "chunks of %llu: %s", (unsigned long long)bytes,
+                 (unsigned long long)cfg->buffers.chunk, cw_status_str(st));
+        free(gb);
+        return st;
+    }
+    st = cw_rpc_register(gw->ctx, CW_BPROXY_RPC, gw_bulk_handler, gb, NULL,
+                         &gb->rpc_id);
+    if (st != CW_OK) {
+        CW_ERROR(GW_LOG, "cannot register %s: %s", CW_BPROXY_RPC,
+                 cw_status_str(st));
+        gw_staging_fini(&gb->pool);
+        free(gb);
+        return st;
+    }
+    gw->bulk = gb;
+    return CW_OK;
+}
+
+void gw_bulk_fini(struct gw *gw)
+{
+    struct gw_bulk *gb = gw->bulk;
+
+    if (gb == NULL)
+        return;
+    for (struct gw_pipe *p = gb->pipes; p != NULL; p = p->lnext)
+        pipe_fail(p, CW_CANCELED);
+    for (int i = 0; i < 400 && gb->npipes > 0; i++) {
+        cw_progress(gw->ctx, 5);
+        cw_trigger(gw->ctx, 0, 0, NULL);
+    }
+    cw_rpc_deregister(gw->ctx, gb->rpc_id);
+    gw_btok_fini(gb);
+    if (gb->npipes > 0) {
+        /* Chunks still in flight may write into staging: keep it. */
+        CW_WARN(GW_LOG, "%u bulk transfers did not stop; staging kept",
+                gb->npipes);
+    } else {
+        gw_staging_fini(&gb->pool);
+    }
+    CW_DEBUG(GW_LOG, "bulk: %llu tokens issued, %llu transfers, %llu bytes, "
+             "%llu failed, rejected %llu bad %llu expired %llu range %llu "
+             "permission, %llu staging waits",
+             (unsigned long long)gb->issued,
+             (unsigned long long)gb->transfers,
+             (unsigned long long)gb->bytes, (unsigned long long)gb->failed,
+             (unsigned long long)gb->rej_bad_handle,
+             (unsigned long long)gb->rej_expired,
+             (unsigned long long)gb->rej_range,
+             (unsigned long long)gb->rej_permission,
+             (unsigned long long)gb->pool.waits);
+    free(gb);
+    gw->bulk = NULL;
+}
