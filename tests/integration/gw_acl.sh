@@ -1,7 +1,7 @@
 #!/bin/bash
 # ACL: from tcp0 to shm0 only svc:echo is allowed; a plain target is
 # denied with CW_DENIED and counted; traffic from shm0 has no entry at all.
-# Requests carrying bulk descriptors are refused with CW_UNSUPPORTED.
+# A request carrying a bulk descriptor crosses (proxy handle).
 . "$(dirname "$0")/gw_lib.sh"
 
 start_echo echo "shm://$TAG-echo"
@@ -24,7 +24,8 @@ ping_expect "denied: shm0 -> tcp0 (no entry)" CW_DENIED -c 3 "$techo@$gw_shm0"
 stats=$("$CWCTL" --admin "$gw_admin" stats --json)
 [ "$(json_num "$stats" denied)" = 8 ] || fail "denied count: $stats"
 pass "gateway counted 8 denials"
-ping_expect "bulk descriptors refused" CW_UNSUPPORTED -c 2 --with-bulk "svc:echo@$gw_tcp0"
+ping_expect "request with a bulk descriptor (rewritten to a proxy handle)" CW_OK -c 2 \
+    --with-bulk "svc:echo@$gw_tcp0"
 
 # The admin interface also speaks HTTP/1.0 (curl, monitoring agents).
 host=${gw_admin%:*}
