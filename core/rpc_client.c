@@ -134,9 +134,9 @@ cw_status_t cw_fwd_net(cw_handle_t *h)
     hdr.hops = h->hops;
     h->tag = cw_net_tag(net);
     hdr.resp_tag = h->tag;
-    hdr.resp_limit64 = (uint16_t)(net->caps.max_expected_size / 64 > UINT16_MAX
-                                      ? UINT16_MAX
-                                      : net->caps.max_expected_size / 64);
+    hdr.resp_limit = net->caps.max_expected_size > 0xffffff
+                         ? 0xffffff
+                         : (uint32_t)net->caps.max_expected_size;
     if (h->fwd_in)
         st = cw_msg_build(h, &h->in, net->caps.max_unexpected_size, route,
                           h->desc_copy, h->desc_copy_len, h->raw_ndesc, &hdr,

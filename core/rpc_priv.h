@@ -55,8 +55,8 @@ struct cw_wire_hdr {
     uint64_t req_id;
     uint64_t budget_us; /**< remaining deadline budget */
     uint32_t resp_tag;
-    uint16_t resp_limit64; /**< REQ: caller's response eager limit / 64,
-                                0 = unknown */
+    uint32_t resp_limit;   /**< REQ: caller's response eager limit in
+                                bytes (24 bits), 0 = unknown */
     uint16_t status;
     uint16_t dest_len;
     uint16_t ndesc;

@@ -205,7 +205,7 @@ static void recv_request(cw_network_t *net, struct cw_urecv *u,
     h->id = m.hdr.rpc_id;
     h->req_id = m.hdr.req_id;
     h->tag = m.hdr.resp_tag;
-    h->resp_limit = (size_t)m.hdr.resp_limit64 * 64;
+    h->resp_limit = m.hdr.resp_limit;
     h->hops = m.hdr.hops;
     h->one_way = (m.hdr.flags & CW_HF_ONE_WAY) != 0;
     h->overflowed = (m.hdr.flags & CW_HF_OVERFLOW) != 0;

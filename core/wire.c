@@ -56,13 +56,13 @@ void cw_wire_hdr_encode(void *buf, const struct cw_wire_hdr *h)
     put32(p + 32, h->resp_tag);
     put16(p + 36, h->status);
     p[38] = h->hops;
-    p[39] = 0;
+    p[39] = (uint8_t)(h->resp_limit >> 16);
     put16(p + 40, h->dest_len);
     put16(p + 42, h->ndesc);
     put32(p + 44, h->desc_len);
     put32(p + 48, h->payload_len);
     put16(p + 52, h->ovf_len);
-    put16(p + 54, h->resp_limit64);
+    put16(p + 54, (uint16_t)h->resp_limit);
 }
 
 size_t cw_wire_desc_size(size_t plugin_len, size_t mem_len)
@@ -195,10 +195,10 @@ cw_status_t cw_wire_decode(const void *msg, size_t len,
     m.hdr.ovf_len = get16(p + 52);
     if (m.hdr.type < CW_MSG_REQ || m.hdr.type > CW_MSG_CANCEL)
         return CW_PROTOCOL;
-    m.hdr.resp_limit64 = get16(p + 54);
-    if ((m.hdr.flags & ~CW_HF_ALL) != 0 || p[39] != 0)
+    m.hdr.resp_limit = (uint32_t)p[39] << 16 | get16(p + 54);
+    if ((m.hdr.flags & ~CW_HF_ALL) != 0)
         return CW_PROTOCOL;
-    if (m.hdr.type != CW_MSG_REQ && m.hdr.resp_limit64 != 0)
+    if (m.hdr.type != CW_MSG_REQ && m.hdr.resp_limit != 0)
         return CW_PROTOCOL;
     if (!cw_status_valid(m.hdr.status))
         return CW_PROTOCOL;

@@ -269,7 +269,10 @@ static void test_wire_hostile(void **state)
     memcpy(bad, buf, n);
     bad[54] = 1;
     assert_int_equal(cw_wire_decode(bad, n, &m), CW_OK);
-    assert_int_equal(m.hdr.resp_limit64, 1);
+    assert_int_equal(m.hdr.resp_limit, 1);
+    bad[39] = 2;
+    assert_int_equal(cw_wire_decode(bad, n, &m), CW_OK);
+    assert_int_equal(m.hdr.resp_limit, 0x20001);
     {
         struct cw_wire_hdr d = {.type = CW_MSG_DONE, .req_id = 9};
         cw_wire_hdr_encode(bad, &d);
