@@ -1,0 +1,535 @@
+/*
+ * Bulk through gateways (docs/bulk-gateway.md), driven by gw_bulk_*.sh.
+ *
+ *   test_gwbulk_xfer serve URI ADDR_FILE [ALT_URI]
+ *   test_gwbulk_xfer run TARGET SIZES [SEED]    pull and push, checksummed
+ *   test_gwbulk_xfer hostile TARGET -           forged / out-of-range /
+ *                                               wrong-permission / wrong
+ *                                               peer / revoked tokens
+ *   test_gwbulk_xfer hold TARGET SIZE           one long pull (killed)
+ *
+ * The client exposes a multi-segment buffer (three separate allocations);
+ * the server transfers on the handle it receives, which through a gateway
+ * is a proxy handle, into a multi-segment buffer of its own, and checks
+ * every byte against a position-dependent pattern.  Exit 0 = pass.
+ */
+#include "../../core/bulk_proxy.h"
+#include "../../core/rpc_priv.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define RPC_XFER "gwbulk.xfer"
+#define OP_PULL 1    /* server pulls from the client and checks */
+#define OP_PUSH 2    /* server pushes the pattern */
+#define OP_HOSTILE 3 /* server abuses the token it got */
+#define OP_REPLAY 4  /* server reuses the token of the previous RPC */
+#define NSEG 3
+
+static uint64_t pat_word(uint64_t seed, uint64_t i)
+{
+    uint64_t x = (i + 1) * 0x9E3779B97F4A7C15ull ^ seed;
+    x ^= x >> 31;
+    x *= 0xBF58476D1CE4E5B9ull;
+    return x ^ (x >> 29);
+}
+
+static uint8_t pat_byte(uint64_t seed, uint64_t off)
+{
+    return (uint8_t)(pat_word(seed, off / 8) >> (8 * (off % 8)));
+}
+
+/* A buffer in NSEG separate allocations. */
+struct mbuf {
+    struct cw_segment seg[NSEG];
+    size_t len;
+};
+
+static int mbuf_alloc(struct mbuf *m, size_t len)
+{
+    size_t a = len / 3, b = len / 2;
+
+    m->len = len;
+    m->seg[0].len = a;
+    m->seg[1].len = b - a;
+    m->seg[2].len = len - b;
+    for (int i = 0; i < NSEG; i++) {
+        m->seg[i].base = malloc(m->seg[i].len ? m->seg[i].len : 1);
+        if (m->seg[i].base == NULL)
+            return -1;
+    }
+    return 0;
+}
+
+static void mbuf_free(struct mbuf *m)
+{
+    for (int i = 0; i < NSEG; i++)
+        free(m->seg[i].base);
+}
+
+static void mbuf_fill(struct mbuf *m, uint64_t seed)
+{
+    uint64_t off = 0;
+
+    for (int s = 0; s < NSEG; s++) {
+        uint8_t *p = m->seg[s].base;
+        for (size_t j = 0; j < m->seg[s].len; j++, off++) {
+            if (off % 8 == 0 && j + 8 <= m->seg[s].len) {
+                uint64_t w = pat_word(seed, off / 8);
+                memcpy(p + j, &w, 8);
+                j += 7;
+                off += 7;
+                continue;
+            }
+            p[j] = pat_byte(seed, off);
+        }
+    }
+}
+
+/* First differing offset, or len when all match. */
+static size_t mbuf_check(const struct mbuf *m, uint64_t seed)
+{
+    uint64_t off = 0;
+
+    for (int s = 0; s < NSEG; s++) {
+        const uint8_t *p = m->seg[s].base;
+        for (size_t j = 0; j < m->seg[s].len; j++, off++) {
+            if (off % 8 == 0 && j + 8 <= m->seg[s].len) {
+                uint64_t w = pat_word(seed, off / 8);
+                if (memcmp(p + j, &w, 8) != 0)
+                    return off;
+                j += 7;
+                off += 7;
+                continue;
+            }
+            if (p[j] != pat_byte(seed, off))
+                return off;
+        }
+    }
+    return m->len;
+}
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+struct wait {
+    int done;
+    cw_status_t st;
+};
+
+static void fwd_cb(cw_handle_t *h, cw_status_t st, void *arg)
+{
+    struct wait *w = arg;
+    (void)h;
+    w->st = st;
+    w->done = 1;
+}
+
+static void bulk_cb(cw_status_t st, void *arg)
+{
+    struct wait *w = arg;
+    w->st = st;
+    w->done = 1;
+}
+
+/* Progress until @p w is done (bounded). */
+static cw_status_t wait_done(cw_context_t *ctx, struct wait *w, unsigned ms)
+{
+    uint64_t end = now_ms() + ms;
+
+    while (!w->done && now_ms() < end) {
+        cw_progress(ctx, 10);
+        cw_trigger(ctx, 0, 0, NULL);
+    }
+    return w->done ? w->st : CW_TIMEOUT;
+}
+
+/* ---- server ------------------------------------------------------------- */
+
+static cw_handle_t *g_job;
+static uint8_t g_old_token[CW_BPROXY_TOKEN_LEN];
+static bool g_have_old;
+static const char *g_alt_uri; /* server: second endpoint (hostile) */
+
+static void h_xfer(cw_handle_t *h, void *arg)
+{
+    (void)arg;
+    if (g_job != NULL) {
+        cw_respond(h, CW_BUSY, NULL, NULL);
+        cw_handle_release(h);
+        return;
+    }
+    g_job = h; /* run from the main loop, which may wait */
+}
+
+/* A raw delegation request, as a target's core would send it, but with
+ * fields chosen by the test. */
+static cw_status_t raw_deleg(cw_context_t *ctx, cw_addr_t *gw,
+                             const uint8_t *tok, uint8_t dir, uint64_t off,
+                             uint64_t len)
+{
+    struct wait w = {0};
+    struct mbuf m;
+    cw_bulk_t *b = NULL;
+    cw_handle_t *h = NULL;
+    cw_buf_t *in;
+    cw_status_t st;
+
+    if (mbuf_alloc(&m, len) != 0)
+        return CW_NOMEM;
+    st = cw_bulk_create(ctx, m.seg, NSEG,
+                        dir == CW_BULK_PULL ? CW_BULK_WRITE_ONLY
+                                            : CW_BULK_READ_ONLY,
+                        &b);
+    if (st == CW_OK)
+        st = cw_handle_create(ctx, gw, cw_rpc_id(CW_BPROXY_RPC), &h);
+    if (st == CW_OK) {
+        in = cw_handle_input(h);
+        cw_buf_put_bytes(in, tok, CW_BPROXY_TOKEN_LEN);
+        cw_buf_put_u8(in, dir);
+        cw_buf_put_u64(in, off);
+        cw_buf_put_u64(in, len);
+        cw_buf_put_u32(in, 0);
+        cw_buf_put_bulk(in, b);
+        st = cw_buf_error(in);
+    }
+    if (st == CW_OK)
+        st = cw_forward(h, 10000, fwd_cb, &w);
+    if (st == CW_OK)
+        st = wait_done(ctx, &w, 15000);
+    cw_handle_release(h);
+    cw_bulk_free(b);
+    mbuf_free(&m);
+    return st;
+}
+
+/* The hostile cases; statuses go into the response. */
+static void run_hostile(cw_context_t *ctx, cw_handle_t *h, cw_bulk_t *rb)
+{
+    cw_buf_t *out = cw_handle_output(h);
+    cw_addr_t *gw = cw_handle_source(h);
+    uint8_t forged[CW_BPROXY_TOKEN_LEN];
+    cw_context_t *alt = NULL;
+    cw_network_t *anet;
+    cw_addr_t *agw = NULL;
+    char gwuri[CW_ADDR_STR_MAX];
+    size_t total = cw_bulk_size(rb);
+    cw_status_t st;
+
+    memcpy(forged, rb->ptoken, sizeof(forged));
+    forged[5] ^= 0x40;
+    cw_buf_put_u32(out, cw_bproxy_is_proxy(rb));
+    cw_buf_put_u32(out, raw_deleg(ctx, gw, forged, CW_BULK_PULL, 0, 64));
+    cw_buf_put_u32(out, raw_deleg(ctx, gw, rb->ptoken, CW_BULK_PULL,
+                                  total - 10, 64));
+    cw_buf_put_u32(out, raw_deleg(ctx, gw, rb->ptoken, CW_BULK_PUSH, 0, 64));
+    /* The right token from another endpoint than the one it was issued
+     * to. */
+    st = cw_context_create(NULL, &alt);
+    if (st == CW_OK)
+        st = cw_network_open(alt, g_alt_uri, CW_NET_LISTEN, &anet);
+    if (st == CW_OK)
+        st = cw_addr_to_string(gw, gwuri, sizeof(gwuri));
+    if (st == CW_OK)
+        st = cw_addr_lookup(alt, gwuri, &agw);
+    if (st == CW_OK)
+        st = raw_deleg(alt, agw, rb->ptoken, CW_BULK_PULL, 0, 64);
+    else
+        fprintf(stderr, "server: second endpoint %s: %s\n", g_alt_uri,
+                cw_status_str(st));
+    cw_buf_put_u32(out, st);
+    cw_addr_free(agw);
+    cw_context_destroy(alt);
+    /* And the legitimate use still works. */
+    cw_buf_put_u32(out, raw_deleg(ctx, gw, rb->ptoken, CW_BULK_PULL, 0, 64));
+    memcpy(g_old_token, rb->ptoken, sizeof(g_old_token));
+    g_have_old = true;
+}
+
+static void run_job(cw_context_t *ctx, cw_handle_t *h)
+{
+    cw_buf_t *in = cw_handle_input(h);
+    uint8_t op = 0;
+    uint64_t len = 0, seed = 0;
+    cw_bulk_t *rb = NULL, *lb = NULL;
+    struct mbuf m = {0};
+    struct wait w = {0};
+    cw_status_t st;
+
+    cw_buf_get_u8(in, &op);
+    cw_buf_get_u64(in, &len);
+    cw_buf_get_u64(in, &seed);
+    cw_buf_get_bulk(in, &rb);
+    st = cw_buf_error(in);
+    if (st != CW_OK)
+        goto out;
+    if (op == OP_HOSTILE) {
+        run_hostile(ctx, h, rb);
+        goto out;
+    }
+    if (op == OP_REPLAY) {
+        st = g_have_old ? raw_deleg(ctx, cw_handle_source(h), g_old_token,
+                                    CW_BULK_PULL, 0, 64)
+                        : CW_ERROR;
+        cw_buf_put_u32(cw_handle_output(h), st);
+        st = CW_OK;
+        goto out;
+    }
+    if (mbuf_alloc(&m, len) != 0) {
+        st = CW_NOMEM;
+        goto out;
+    }
+    if (op == OP_PUSH)
+        mbuf_fill(&m, seed);
+    st = cw_bulk_create(ctx, m.seg, NSEG, CW_BULK_READ_WRITE, &lb);
+    if (st == CW_OK)
+        st = cw_bulk_transfer(ctx, op == OP_PULL ? CW_BULK_PULL
+                                                 : CW_BULK_PUSH,
+                              cw_handle_source(h), rb, 0, lb, 0, len,
+                              bulk_cb, &w, NULL);
+    if (st == CW_OK)
+        st = wait_done(ctx, &w, 600000);
+    if (st == CW_OK && op == OP_PULL && mbuf_check(&m, seed) != len) {
+        fprintf(stderr, "server: pulled data differs at byte %zu of %zu\n",
+                mbuf_check(&m, seed), (size_t)len);
+        st = CW_IO;
+    }
+    cw_buf_put_u8(cw_handle_output(h), cw_bproxy_is_proxy(rb));
+out:
+    cw_respond(h, st, NULL, NULL);
+    cw_handle_release(h);
+    cw_bulk_free(rb);
+    cw_bulk_free(lb);
+    mbuf_free(&m);
+}
+
+static int serve(const char *uri, const char *addr_file)
+{
+    cw_context_t *ctx;
+    cw_network_t *net;
+    char self[CW_URI_MAX];
+    FILE *f;
+
+    if (cw_context_create(NULL, &ctx) != CW_OK ||
+        cw_network_open(ctx, uri, CW_NET_LISTEN, &net) != CW_OK ||
+        cw_network_uri(net, self, sizeof(self)) != CW_OK ||
+        cw_rpc_register(ctx, RPC_XFER, h_xfer, NULL, NULL, NULL) != CW_OK)
+        return 2;
+    f = fopen(addr_file, "w");
+    if (f == NULL)
+        return 2;
+    fprintf(f, "%s\n", self);
+    fclose(f);
+    for (;;) { /* killed by the test */
+        cw_progress(ctx, 20);
+        cw_trigger(ctx, 0, 0, NULL);
+        if (g_job != NULL) {
+            cw_handle_t *h = g_job;
+            run_job(ctx, h);
+            g_job = NULL;
+        }
+    }
+}
+
+/* ---- client ------------------------------------------------------------- */
+
+/* One call: @p op on @p len bytes; returns the RPC status. */
+static cw_status_t call(cw_context_t *ctx, cw_addr_t *dst, uint8_t op,
+                        size_t len, uint64_t seed, uint32_t perm,
+                        struct mbuf *m, cw_handle_t **h_p, unsigned tmo)
+{
+    struct wait w = {0};
+    cw_bulk_t *b = NULL;
+    cw_handle_t *h = NULL;
+    cw_buf_t *in;
+    cw_status_t st;
+
+    st = cw_bulk_create(ctx, m->seg, NSEG, perm, &b);
+    if (st == CW_OK)
+        st = cw_handle_create(ctx, dst, cw_rpc_id(RPC_XFER), &h);
+    if (st == CW_OK) {
+        in = cw_handle_input(h);
+        cw_buf_put_u8(in, op);
+        cw_buf_put_u64(in, len);
+        cw_buf_put_u64(in, seed);
+        cw_buf_put_bulk(in, b);
+        st = cw_buf_error(in);
+    }
+    if (st == CW_OK)
+        st = cw_forward(h, tmo, fwd_cb, &w);
+    if (st == CW_OK)
+        st = wait_done(ctx, &w, tmo + 5000);
+    if (h_p != NULL && h != NULL) {
+        *h_p = h;
+        h = NULL;
+    }
+    cw_handle_release(h);
+    cw_bulk_free(b);
+    return st;
+}
+
+static size_t parse_size(const char *s)
+{
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+
+    if (*end == 'K')
+        v <<= 10;
+    else if (*end == 'M')
+        v <<= 20;
+    else if (*end == 'G')
+        v <<= 30;
+    return (size_t)v;
+}
+
+static int run(cw_context_t *ctx, cw_addr_t *dst, char *sizes, uint64_t seed)
+{
+    int fails = 0;
+
+    for (char *s = strtok(sizes, ","); s != NULL; s = strtok(NULL, ",")) {
+        size_t len = parse_size(s);
+        for (uint8_t op = OP_PULL; op <= OP_PUSH; op++) {
+            struct mbuf m;
+            cw_handle_t *h = NULL;
+            uint8_t proxied = 0;
+            uint64_t t0 = now_ms();
+            cw_status_t st;
+            size_t bad = len;
+
+            if (mbuf_alloc(&m, len) != 0) {
+                printf("not ok - cannot allocate %zu bytes\n", len);
+                return 1;
+            }
+            if (op == OP_PULL)
+                mbuf_fill(&m, seed + len);
+            else
+                for (int i = 0; i < NSEG; i++)
+                    memset(m.seg[i].base, 0, m.seg[i].len);
+            st = call(ctx, dst, op, len, seed + len,
+                      op == OP_PULL ? CW_BULK_READ_ONLY : CW_BULK_WRITE_ONLY,
+                      &m, &h, 600000);
+            if (st == CW_OK)
+                cw_buf_get_u8(cw_handle_output(h), &proxied);
+            if (st == CW_OK && op == OP_PUSH)
+                bad = mbuf_check(&m, seed + len);
+            if (st != CW_OK || bad != len || !proxied) {
+                printf("not ok - %s %zu bytes: %s%s, first bad byte %zu\n",
+                       op == OP_PULL ? "pull" : "push", len,
+                       cw_status_name(st), proxied ? "" : " (not proxied)",
+                       bad);
+                fails++;
+            } else {
+                printf("ok - %s %zu bytes through proxy handles, checked "
+                       "(%llu ms)\n", op == OP_PULL ? "pull" : "push", len,
+                       (unsigned long long)(now_ms() - t0));
+            }
+            cw_handle_release(h);
+            mbuf_free(&m);
+        }
+    }
+    return fails ? 1 : 0;
+}
+
+static int expect(const char *what, uint32_t got, cw_status_t want)
+{
+    if (got == (uint32_t)want) {
+        printf("ok - %s: %s\n", what, cw_status_name(want));
+        return 0;
+    }
+    printf("not ok - %s: %s, expected %s\n", what,
+           cw_status_name((cw_status_t)got), cw_status_name(want));
+    return 1;
+}
+
+static int hostile(cw_context_t *ctx, cw_addr_t *dst)
+{
+    struct mbuf m;
+    cw_handle_t *h = NULL;
+    uint32_t v[6] = {0};
+    int fails = 0;
+    cw_status_t st;
+
+    if (mbuf_alloc(&m, 4096) != 0)
+        return 1;
+    mbuf_fill(&m, 7);
+    st = call(ctx, dst, OP_HOSTILE, 4096, 7, CW_BULK_READ_ONLY, &m, &h,
+              60000);
+    for (int i = 0; i < 6 && st == CW_OK; i++)
+        st = cw_buf_get_u32(cw_handle_output(h), &v[i]);
+    cw_handle_release(h);
+    h = NULL;
+    if (st != CW_OK) {
+        printf("not ok - hostile RPC: %s\n", cw_status_name(st));
+        mbuf_free(&m);
+        return 1;
+    }
+    fails += expect("target got a proxy handle", v[0] ? CW_OK : CW_ERROR,
+                    CW_OK);
+    fails += expect("forged token", v[1], CW_BAD_HANDLE);
+    fails += expect("out-of-bounds range", v[2], CW_RANGE);
+    fails += expect("push on a read-only handle", v[3], CW_PERMISSION);
+    fails += expect("token used by another peer", v[4], CW_BAD_HANDLE);
+    fails += expect("legitimate use", v[5], CW_OK);
+    st = call(ctx, dst, OP_REPLAY, 4096, 7, CW_BULK_READ_ONLY, &m, &h, 60000);
+    if (st == CW_OK)
+        st = cw_buf_get_u32(cw_handle_output(h), &v[0]);
+    cw_handle_release(h);
+    fails += expect("token of a completed RPC (revoked)",
+                    st == CW_OK ? v[0] : st, CW_BAD_HANDLE);
+    mbuf_free(&m);
+    return fails ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    cw_context_t *ctx = NULL;
+    cw_addr_t *dst = NULL;
+    int rc = 2;
+
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if ((argc == 4 || argc == 5) && strcmp(argv[1], "serve") == 0) {
+        g_alt_uri = argc == 5 ? argv[4] : "shm://";
+        return serve(argv[2], argv[3]);
+    }
+    if (argc < 4) {
+        fprintf(stderr, "usage: see the file header\n");
+        return 2;
+    }
+    if (cw_context_create(NULL, &ctx) != CW_OK ||
+        cw_addr_lookup(ctx, argv[2], &dst) != CW_OK) {
+        fprintf(stderr, "cannot reach %s\n", argv[2]);
+        goto out;
+    }
+    if (strcmp(argv[1], "run") == 0)
+        rc = run(ctx, dst, argv[3],
+                 argc > 4 ? strtoull(argv[4], NULL, 10) : 1);
+    else if (strcmp(argv[1], "hostile") == 0)
+        rc = hostile(ctx, dst);
+    else if (strcmp(argv[1], "hold") == 0) {
+        struct mbuf m;
+        size_t len = parse_size(argv[3]);
+        cw_status_t st;
+        uint64_t t0 = now_ms();
+
+        if (mbuf_alloc(&m, len) == 0) {
+            mbuf_fill(&m, 3);
+            st = call(ctx, dst, OP_PULL, len, 3, CW_BULK_READ_ONLY, &m, NULL,
+                      20000);
+            printf("%s %llu\n", cw_status_name(st),
+                   (unsigned long long)(now_ms() - t0));
+            mbuf_free(&m);
+            rc = 0;
+        }
+    }
+out:
+    cw_addr_free(dst);
+    cw_context_destroy(ctx);
+    return rc;
+}
