@@ -40,6 +40,8 @@ enum {
     UCX_AM_PUT_ACK = 3,/* put done: hdr = ucx_rma_ack */
     UCX_AM_GET = 4,    /* get request: hdr = ucx_rma_hdr, no data */
     UCX_AM_GET_RESP = 5,/* get answer: hdr = ucx_rma_ack, data = payload */
+    UCX_AM_PING = 6,   /* liveness probe: hdr = magic */
+    UCX_AM_PONG = 7,   /* its answer: hdr = magic */
 };
 
 /* Wire headers (host byte order: UCX here is homogeneous x86-64/LE; the
@@ -106,8 +108,11 @@ struct ucx_conn {
     bool outgoing;
     bool failed;
     bool released; /* close_req handed back to UCX at finalize */
+    bool probing;  /* a liveness probe is out */
     ucs_status_t error;
     void *close_req;
+    uint64_t heard_ns; /* last message or probe answer from the peer */
+    uint64_t probe_ns; /* when the outstanding probe was sent */
 };
 
 /* A memory handle, local (registered) or remote (deserialized). */
@@ -224,6 +229,8 @@ struct ucx_cls {
     uint64_t next_mem_id;
     uint64_t dropped;        /* malformed wire messages dropped */
     uint64_t rl_next_ns;     /* rate limit for data-path warnings */
+    uint64_t live_timeout_ns;/* silent peer declared dead after this; 0 off */
+    uint64_t live_next_ns;   /* next liveness scan */
 };
 
 /* Cast the opaque class. */
@@ -311,6 +318,7 @@ void ucx_peer_put(struct ucx_cls *cls, struct cw_na_addr *peer);
 cw_status_t ucx_peer_conn(struct ucx_cls *cls, struct cw_na_addr *peer,
                           struct ucx_conn **conn_p);
 struct ucx_conn *ucx_conn_by_ep(struct ucx_cls *cls, ucp_ep_h ep);
+void ucx_conn_fail(struct ucx_conn *conn, ucs_status_t st);
 void ucx_conn_identify(struct ucx_cls *cls, struct ucx_conn *conn,
                        struct cw_na_addr *peer);
 cw_status_t ucx_listen(struct ucx_cls *cls, const char *location);
@@ -354,6 +362,11 @@ cw_status_t ucx_msg_recv_expected(cw_na_class_t *c, void *buf, size_t len,
 void ucx_msg_fail_peer(struct ucx_cls *cls, struct cw_na_addr *peer,
                        cw_status_t st);
 void ucx_send_cb(void *req, ucs_status_t st, void *user_data);
+
+/* ucx_live.c */
+cw_status_t ucx_live_register_am(struct ucx_cls *cls);
+void ucx_live_heard(struct ucx_cls *cls, ucp_ep_h ep);
+void ucx_live_scan(struct ucx_cls *cls);
 
 /* ucx_mem.c */
 #define UCX_MAX_SEGS 1024u

@@ -247,7 +247,13 @@ void ucx_peers_free_all(struct ucx_cls *cls)
 
 static void ucx_ep_err_cb(void *arg, ucp_ep_h ep, ucs_status_t st)
 {
-    struct ucx_conn *conn = arg;
+    ucx_conn_fail(arg, st);
+}
+
+/* Mark a connection broken; the next progress fails what waits on it and
+ * closes it. */
+void ucx_conn_fail(struct ucx_conn *conn, ucs_status_t st)
+{
     struct ucx_cls *cls = conn->cls;
 
     if (conn->failed)

@@ -16,6 +16,7 @@
 #define UCX_EAGER_MAX (16u * 1024u * 1024u)
 #define UCX_KEEPALIVE_DEFAULT "1s"
 #define UCX_UNEXP_QUEUE_DEFAULT (64u * 1024u * 1024u)
+#define UCX_LIVENESS_DEFAULT_MS 10000u
 
 /* UCX keeps process-wide state (its async event thread) that does not
  * survive fork(): a child forked while the parent has live instances can
@@ -169,6 +170,16 @@ static cw_status_t ucx_apply_params(struct ucx_cls *cls, ucp_config_t *config,
                 return CW_INVALID_ARG;
             }
             cls->unexp_queue_max = (size_t)n;
+        } else if (strcmp(k, "liveness_ms") == 0) {
+            char *end;
+            errno = 0;
+            unsigned long long n = strtoull(v, &end, 0);
+            if (errno || *end || (n != 0 && n < 100) || n > 3600000) {
+                UCX_ERR(cls, "liveness_ms=%s: expected 0 (off) or "
+                             "100..3600000", v);
+                return CW_INVALID_ARG;
+            }
+            cls->live_timeout_ns = n * 1000000ull;
         } else if (strcmp(k, "rma") == 0) {
             if (strcmp(v, "am") != 0 && strcmp(v, "rkey") != 0) {
                 UCX_ERR(cls, "rma=%s: expected 'am' or 'rkey'", v);
@@ -347,6 +358,7 @@ static cw_status_t ucx_init(const struct cw_na_host *host,
     cls->efd = -1;
     cls->eager_size = UCX_EAGER_DEFAULT;
     cls->unexp_queue_max = UCX_UNEXP_QUEUE_DEFAULT;
+    cls->live_timeout_ns = UCX_LIVENESS_DEFAULT_MS * 1000000ull;
     cls->next_op_id = 1;
     cls->next_mem_id = 1;
     ucx_list_init(&cls->conns);
@@ -397,6 +409,9 @@ static cw_status_t ucx_init(const struct cw_na_host *host,
     if (ret != CW_OK)
         goto err_finalize;
     ret = ucx_rma_register_am(cls);
+    if (ret != CW_OK)
+        goto err_finalize;
+    ret = ucx_live_register_am(cls);
     if (ret != CW_OK)
         goto err_finalize;
     ret = ucx_listen(cls, info->location);

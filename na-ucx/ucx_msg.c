@@ -107,8 +107,14 @@ static ucs_status_t ucx_am_unexp_cb(void *arg, const void *header,
     str[alen] = '\0';
     if (strlen(str) != alen || ucx_peer_get(cls, str, true, &peer) != CW_OK)
         goto drop;
-    if (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP)
-        ucx_conn_identify(cls, ucx_conn_by_ep(cls, param->reply_ep), peer);
+    if (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) {
+        struct ucx_conn *conn = ucx_conn_by_ep(cls, param->reply_ep);
+        ucx_conn_identify(cls, conn, peer);
+        if (conn && cls->live_timeout_ns) {
+            conn->heard_ns = cls->host->now_ns();
+            conn->probing = false;
+        }
+    }
 
     if (!ucx_list_empty(&cls->unexp_posted)) {
         struct cw_na_op *op = ucx_container_of(cls->unexp_posted.next,

@@ -323,6 +323,7 @@ cw_status_t ucx_progress(cw_na_class_t *c, unsigned max, unsigned *count_p)
     for (int i = 0; i < 64; i++)
         if (ucp_worker_progress(cls->worker) == 0)
             break;
+    ucx_live_scan(cls);
     ucx_conns_reap(cls);
 
     /* Only what is done now: callbacks that post and complete again are

@@ -348,6 +348,10 @@ static struct cw_na_op *ucx_rma_answer(struct ucx_cls *cls,
         goto drop;
     *st_p = a.status < CW_STATUS_MAX ? (cw_status_t)a.status
                                            : CW_PROTOCOL;
+    if (op->conn && cls->live_timeout_ns) {
+        op->conn->heard_ns = cls->host->now_ns();
+        op->conn->probing = false;
+    }
     return op;
 drop:
     ucx_log_dropped(cls, "RMA answer");

@@ -5,7 +5,8 @@
  * multi-segment handles (checksummed), both through the owner (default) and
  * with UCX RMA and remote keys ("rma=rkey"); a forged handle; cancel of a
  * get whose owner never answers; peer death, with the peer started by
- * fork+exec (UCX state does not survive a bare fork()).
+ * fork+exec (UCX state does not survive a bare fork()), and a stopped peer
+ * caught by the liveness probe.
  *
  * Run as "test_ucx_plugin" for the tests; "test_ucx_plugin --peer FD" is the
  * helper peer: it writes its URI to FD and serves until killed.
@@ -552,6 +553,47 @@ static void test_peer_gone_exec(void **state)
     cw_na_addr_free(t->b, okr.source);
 }
 
+/* A peer whose process is stopped keeps its connections up, so only the
+ * liveness probe notices it: a receive waiting on it fails within about
+ * liveness_ms (1 s here) plus the quiet time before the probe. */
+static void test_peer_stopped(void **state)
+{
+    static const char *const live[] = {"liveness_ms", "1000", NULL};
+    char uri[256], in[64];
+    struct rec s = {0}, re = {0};
+    cw_na_t *na;
+    cw_na_addr_t *c;
+    uint64_t t0, ms;
+    pid_t pid = spawn_peer(uri, sizeof(uri));
+
+    assert_int_equal(cw_na_open(URI, 0, live, &na), CW_OK);
+    assert_int_equal(cw_na_addr_lookup(na, uri, &c), CW_OK);
+    assert_int_equal(cw_na_msg_send_unexpected(na, "hi", 3, c, 1, rec_cb, &s,
+                                               NULL),
+                     CW_OK);
+    assert_true(wait_rec(na, NULL, &s));
+    assert_int_equal(s.status, CW_OK);
+    assert_int_equal(cw_na_msg_recv_expected(na, in, sizeof(in), c, 3, rec_cb,
+                                             &re, NULL),
+                     CW_OK);
+    /* Still alive and answering: nothing fails for a while. */
+    for (uint64_t end = cw_now_ns() + 1500000000ull; cw_now_ns() < end;)
+        cw_na_progress_wait(na, 50, NULL);
+    assert_int_equal(re.calls, 0);
+    kill(pid, SIGSTOP);
+    t0 = cw_now_ns();
+    assert_true(wait_rec(na, NULL, &re));
+    ms = (cw_now_ns() - t0) / 1000000u;
+    assert_int_equal(re.status, CW_DISCONNECTED);
+    print_message("# stopped peer noticed after %llu ms\n",
+                  (unsigned long long)ms);
+    assert_true(ms < 4000);
+    kill(pid, SIGKILL);
+    assert_int_equal(waitpid(pid, NULL, 0), pid);
+    cw_na_addr_free(na, c);
+    cw_na_close(na);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
@@ -570,6 +612,7 @@ int main(int argc, char **argv)
                                         teardown_two),
         cmocka_unit_test_setup_teardown(test_peer_gone_exec, setup_two,
                                         teardown_two),
+        cmocka_unit_test(test_peer_stopped),
     };
 
     cw_log_init();
