@@ -132,13 +132,6 @@ static void fwd_cb(cw_handle_t *h, cw_status_t st, void *arg)
     w->done = 1;
 }
 
-static void bulk_cb(cw_status_t st, void *arg)
-{
-    struct wait *w = arg;
-    w->st = st;
-    w->done = 1;
-}
-
 /* Progress until @p w is done (bounded). */
 static cw_status_t wait_done(cw_context_t *ctx, struct wait *w, unsigned ms)
 {
@@ -154,20 +147,11 @@ static cw_status_t wait_done(cw_context_t *ctx, struct wait *w, unsigned ms)
 /* ---- server ------------------------------------------------------------- */
 
 static cw_handle_t *g_job;
+static cw_bulk_t *g_job_bulk;
+static uint8_t g_job_op;
 static uint8_t g_old_token[CW_BPROXY_TOKEN_LEN];
 static bool g_have_old;
 static const char *g_alt_uri; /* server: second endpoint (hostile) */
-
-static void h_xfer(cw_handle_t *h, void *arg)
-{
-    (void)arg;
-    if (g_job != NULL) {
-        cw_respond(h, CW_BUSY, NULL, NULL);
-        cw_handle_release(h);
-        return;
-    }
-    g_job = h; /* run from the main loop, which may wait */
-}
 
 /* A raw delegation request, as a target's core would send it, but with
  * fields chosen by the test. */
@@ -253,61 +237,119 @@ static void run_hostile(cw_context_t *ctx, cw_handle_t *h, cw_bulk_t *rb)
     g_have_old = true;
 }
 
-static void run_job(cw_context_t *ctx, cw_handle_t *h)
+/* One data transfer on the server, completed from its callback (several
+ * run at once). */
+struct job {
+    cw_handle_t *h;
+    cw_bulk_t *rb, *lb;
+    struct mbuf m;
+    uint8_t op;
+    uint64_t len, seed;
+};
+
+static void job_end(struct job *j, cw_status_t st)
 {
+    cw_buf_put_u8(cw_handle_output(j->h), cw_bproxy_is_proxy(j->rb));
+    cw_respond(j->h, st, NULL, NULL);
+    cw_handle_release(j->h);
+    cw_bulk_free(j->rb);
+    cw_bulk_free(j->lb);
+    mbuf_free(&j->m);
+    free(j);
+}
+
+static void job_cb(cw_status_t st, void *arg)
+{
+    struct job *j = arg;
+
+    if (st == CW_OK && j->op == OP_PULL && mbuf_check(&j->m, j->seed) != j->len) {
+        fprintf(stderr, "server: pulled data differs at byte %zu of %zu\n",
+                mbuf_check(&j->m, j->seed), (size_t)j->len);
+        st = CW_IO;
+    }
+    job_end(j, st);
+}
+
+static void start_job(cw_context_t *ctx, cw_handle_t *h, uint8_t op,
+                      uint64_t len, uint64_t seed, cw_bulk_t *rb)
+{
+    struct job *j = calloc(1, sizeof(*j));
+    cw_status_t st;
+
+    if (j == NULL) {
+        cw_respond(h, CW_NOMEM, NULL, NULL);
+        cw_handle_release(h);
+        cw_bulk_free(rb);
+        return;
+    }
+    j->h = h;
+    j->rb = rb;
+    j->op = op;
+    j->len = len;
+    j->seed = seed;
+    if (mbuf_alloc(&j->m, len) != 0) {
+        job_end(j, CW_NOMEM);
+        return;
+    }
+    if (op == OP_PUSH)
+        mbuf_fill(&j->m, seed);
+    st = cw_bulk_create(ctx, j->m.seg, NSEG, CW_BULK_READ_WRITE, &j->lb);
+    if (st == CW_OK)
+        st = cw_bulk_transfer(ctx, op == OP_PULL ? CW_BULK_PULL : CW_BULK_PUSH,
+                              cw_handle_source(h), rb, 0, j->lb, 0, len,
+                              job_cb, j, NULL);
+    if (st != CW_OK)
+        job_end(j, st);
+}
+
+static void h_xfer(cw_handle_t *h, void *arg)
+{
+    cw_context_t *ctx = arg;
     cw_buf_t *in = cw_handle_input(h);
     uint8_t op = 0;
     uint64_t len = 0, seed = 0;
-    cw_bulk_t *rb = NULL, *lb = NULL;
-    struct mbuf m = {0};
-    struct wait w = {0};
-    cw_status_t st;
+    cw_bulk_t *rb = NULL;
 
     cw_buf_get_u8(in, &op);
     cw_buf_get_u64(in, &len);
     cw_buf_get_u64(in, &seed);
     cw_buf_get_bulk(in, &rb);
-    st = cw_buf_error(in);
-    if (st != CW_OK)
-        goto out;
+    if (cw_buf_error(in) != CW_OK || g_job != NULL) {
+        cw_respond(h, cw_buf_error(in) != CW_OK ? cw_buf_error(in) : CW_BUSY,
+                   NULL, NULL);
+        cw_handle_release(h);
+        cw_bulk_free(rb);
+        return;
+    }
+    if (op == OP_PULL || op == OP_PUSH) {
+        start_job(ctx, h, op, len, seed, rb);
+        return;
+    }
+    /* Hostile cases run from the main loop, which may wait. */
+    g_job = h;
+    g_job_bulk = rb;
+    g_job_op = op;
+}
+
+static void run_job(cw_context_t *ctx, cw_handle_t *h, uint8_t op,
+                    cw_bulk_t *rb)
+{
+    cw_status_t st = CW_OK;
+
     if (op == OP_HOSTILE) {
         run_hostile(ctx, h, rb);
-        goto out;
-    }
-    if (op == OP_REPLAY) {
+    } else if (op == OP_REPLAY) {
         st = g_have_old ? raw_deleg(ctx, cw_handle_source(h), g_old_token,
                                     CW_BULK_PULL, 0, 64)
                         : CW_ERROR;
         cw_buf_put_u32(cw_handle_output(h), st);
         st = CW_OK;
-        goto out;
+    } else {
+        st = CW_INVALID_ARG;
     }
-    if (mbuf_alloc(&m, len) != 0) {
-        st = CW_NOMEM;
-        goto out;
-    }
-    if (op == OP_PUSH)
-        mbuf_fill(&m, seed);
-    st = cw_bulk_create(ctx, m.seg, NSEG, CW_BULK_READ_WRITE, &lb);
-    if (st == CW_OK)
-        st = cw_bulk_transfer(ctx, op == OP_PULL ? CW_BULK_PULL
-                                                 : CW_BULK_PUSH,
-                              cw_handle_source(h), rb, 0, lb, 0, len,
-                              bulk_cb, &w, NULL);
-    if (st == CW_OK)
-        st = wait_done(ctx, &w, 600000);
-    if (st == CW_OK && op == OP_PULL && mbuf_check(&m, seed) != len) {
-        fprintf(stderr, "server: pulled data differs at byte %zu of %zu\n",
-                mbuf_check(&m, seed), (size_t)len);
-        st = CW_IO;
-    }
-    cw_buf_put_u8(cw_handle_output(h), cw_bproxy_is_proxy(rb));
-out:
     cw_respond(h, st, NULL, NULL);
     cw_handle_release(h);
     cw_bulk_free(rb);
-    cw_bulk_free(lb);
-    mbuf_free(&m);
 }
 
 static int serve(const char *uri, const char *addr_file)
@@ -320,7 +362,7 @@ static int serve(const char *uri, const char *addr_file)
     if (cw_context_create(NULL, &ctx) != CW_OK ||
         cw_network_open(ctx, uri, CW_NET_LISTEN, &net) != CW_OK ||
         cw_network_uri(net, self, sizeof(self)) != CW_OK ||
-        cw_rpc_register(ctx, RPC_XFER, h_xfer, NULL, NULL, NULL) != CW_OK)
+        cw_rpc_register(ctx, RPC_XFER, h_xfer, ctx, NULL, NULL) != CW_OK)
         return 2;
     f = fopen(addr_file, "w");
     if (f == NULL)
@@ -331,8 +373,7 @@ static int serve(const char *uri, const char *addr_file)
         cw_progress(ctx, 20);
         cw_trigger(ctx, 0, 0, NULL);
         if (g_job != NULL) {
-            cw_handle_t *h = g_job;
-            run_job(ctx, h);
+            run_job(ctx, g_job, g_job_op, g_job_bulk);
             g_job = NULL;
         }
     }
