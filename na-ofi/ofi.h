@@ -96,11 +96,14 @@ struct ofi_ctx {
 };
 
 /* A peer (or self).  Entries are unique per raw address and stay in the AV
- * until finalize, so that dropping the last reference does not tear down
- * a connection the next RPC would rebuild. */
+ * while idle, so that dropping the last reference does not tear down a
+ * connection the next RPC would rebuild; one unused for peer_idle_s is
+ * removed (a gateway meets many short-lived clients). */
 struct cw_na_addr {
     struct ofi_link hlink; /* hash bucket */
-    unsigned refs;         /* user references */
+    unsigned refs;         /* user and op references */
+    unsigned nctrl;        /* control messages in flight to it */
+    uint64_t last_used_ns; /* last reference dropped / evidence of life */
     fi_addr_t fi;
     uint16_t len;
     uint8_t raw[OFI_ADDR_MAX];
@@ -198,6 +201,7 @@ struct cw_na_class {
     size_t eager_size;
     uint64_t retry_timeout_ns, keepalive_ns, peer_timeout_ns, cancel_grace_ns;
     uint64_t spin_ns;          /* keep polling this long after activity */
+    uint64_t peer_idle_ns;     /* drop unused peers after this */
     uint64_t last_activity_ns; /* last time the CQ had something */
     struct cw_na_addr *self;
     struct ofi_link peers[OFI_HASH_BUCKETS];
@@ -222,6 +226,7 @@ uint64_t ofi_now(const struct cw_na_class *cls);
 cw_status_t ofi_addr_init_self(struct cw_na_class *cls);
 void ofi_addr_fini(struct cw_na_class *cls);
 void ofi_peer_reset(struct cw_na_class *cls, struct cw_na_addr *peer);
+void ofi_peers_reap(struct cw_na_class *cls, uint64_t now);
 cw_status_t ofi_peer_get(struct cw_na_class *cls, const void *raw, size_t len,
                          struct cw_na_addr **addr_p);
 struct cw_na_addr *ofi_peer_find(struct cw_na_class *cls, const void *raw,

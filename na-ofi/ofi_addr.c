@@ -333,6 +333,7 @@ cw_status_t ofi_peer_get(struct cw_na_class *cls, const void *raw, size_t len,
     }
     a->refs = 1;
     a->last_alive_ns = ofi_now(cls);
+    a->last_used_ns = a->last_alive_ns;
     ofi_list_push(&cls->peers[ofi_hash(raw, len)], &a->hlink);
     *addr_p = a;
     return CW_OK;
@@ -448,8 +449,40 @@ cw_status_t ofi_addr_dup(cw_na_class_t *cls, cw_na_addr_t *addr,
 
 void ofi_addr_free(cw_na_class_t *cls, cw_na_addr_t *addr)
 {
-    if (addr != NULL && addr->refs > 0)
-        addr->refs--;
+    if (addr != NULL && addr->refs > 0 && --addr->refs == 0)
+        addr->last_used_ns = ofi_now(cls);
+}
+
+/* Removes peers nobody has used for peer_idle_s: no reference, no op, no
+ * control message in flight. */
+void ofi_peers_reap(struct cw_na_class *cls, uint64_t now)
+{
+    if (cls->peer_idle_ns == 0)
+        return;
+    for (size_t i = 0; i < OFI_HASH_BUCKETS; i++) {
+        struct ofi_link *l, *next;
+
+        for (l = cls->peers[i].next; l != &cls->peers[i]; l = next) {
+            struct cw_na_addr *a = ofi_container(l, struct cw_na_addr, hlink);
+            int rc;
+
+            next = l->next;
+            if (a == cls->self || a->refs > 0 || a->nactive > 0 ||
+                a->nctrl > 0 || now - a->last_used_ns < cls->peer_idle_ns)
+                continue;
+            rc = fi_av_remove(cls->av, &a->fi, 1, 0);
+            if (rc != 0)
+                OFI_DBG(cls, "fi_av_remove() failed: %s", fi_strerror(-rc));
+            if (cls->host->log_level && *cls->host->log_level >= CW_LOG_DEBUG) {
+                char str[128];
+
+                ofi_format_raw(cls, a->raw, a->len, str, sizeof(str));
+                OFI_DBG(cls, "dropped idle peer %s", str);
+            }
+            ofi_list_del(&a->hlink);
+            free(a);
+        }
+    }
 }
 
 bool ofi_addr_cmp(cw_na_class_t *cls, cw_na_addr_t *a, cw_na_addr_t *b)

@@ -175,6 +175,7 @@ static const struct ofi_param ofi_param_table[] = {
     OFI_P("cancel_grace_ms", 1, 3600000, 1000000, cancel_grace_ns, false,
           "1000"),
     OFI_P("spin_us", 0, 1000000, 1000, spin_ns, false, "0"),
+    OFI_P("peer_idle_s", 0, 86400, 1000000000, peer_idle_ns, false, "300"),
 };
 #define OFI_NPARAMS (sizeof(ofi_param_table) / sizeof(ofi_param_table[0]))
 
@@ -234,7 +235,7 @@ static cw_status_t ofi_params(struct cw_na_class *cls,
         if (k == OFI_NPARAMS) {
             OFI_WARN(cls, "unknown parameter %s ignored (known: eager_size, "
                           "retry_timeout_ms, keepalive_ms, peer_timeout_ms, "
-                          "cancel_grace_ms, spin_us)", key);
+                          "cancel_grace_ms, spin_us, peer_idle_s)", key);
             continue;
         }
         if (!ofi_param_set(cls, &ofi_param_table[k], val, "parameter"))

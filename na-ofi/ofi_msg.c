@@ -213,7 +213,7 @@ void ofi_ctrl_recv_done(struct cw_na_class *cls,
         cls->dropped++;
     } else if (h->kind == OFI_CTRL_PING) {
         if (ofi_peer_get(cls, h->addr, h->addrlen, &peer) == CW_OK) {
-            peer->refs--; /* the table keeps it; no user reference */
+            ofi_addr_free(cls, peer); /* the table keeps it */
             ofi_peer_alive(cls, peer);
             ofi_ctrl_send(cls, peer, OFI_CTRL_PONG);
         } else {
@@ -256,6 +256,7 @@ void ofi_ctrl_send(struct cw_na_class *cls, struct cw_na_addr *peer,
         return;
     }
     ofi_list_push(&cls->ctrl_sends, &c->link);
+    peer->nctrl++;
     if (kind == OFI_CTRL_PING)
         peer->ping_sent_ns = ofi_now(cls);
 }
@@ -263,6 +264,7 @@ void ofi_ctrl_send(struct cw_na_class *cls, struct cw_na_addr *peer,
 void ofi_ctrl_send_done(struct cw_na_class *cls, struct ofi_ctrl *c, int err)
 {
     ofi_list_del(&c->link);
+    c->peer->nctrl--;
     if (err != 0 && err != FI_ECANCELED) {
         cw_status_t st = ofi_status(err);
         char str[128];

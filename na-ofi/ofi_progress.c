@@ -413,6 +413,7 @@ static void ofi_tick(struct cw_na_class *cls, uint64_t now)
             ofi_list_push(&cls->done, &op->link);
         }
     }
+    ofi_peers_reap(cls, now);
     if (cls->keepalive_ns == 0)
         return;
     for (size_t i = 0; i < OFI_HASH_BUCKETS; i++) {

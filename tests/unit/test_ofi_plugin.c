@@ -545,6 +545,52 @@ static void test_released_region_recovers(void **state)
     pair_close(&p);
 }
 
+/* With peer_idle_s=1 both sides drop each other once unused; talking again
+ * later inserts them afresh and works. */
+static void test_idle_peers_dropped(void **state)
+{
+    const char *idle[] = {"peer_idle_s", "1", NULL};
+    cw_na_t *a, *b;
+    cw_na_addr_t *self, *b_at_a;
+    char s[256];
+    (void)state;
+
+    assert_int_equal(cw_na_open("ofi+tcp://127.0.0.1:0", CW_NA_LISTEN, idle,
+                                &a),
+                     CW_OK);
+    assert_int_equal(cw_na_open("ofi+tcp://127.0.0.1:0", CW_NA_LISTEN, idle,
+                                &b),
+                     CW_OK);
+    assert_int_equal(cw_na_addr_self(b, &self), CW_OK);
+    assert_int_equal(cw_na_addr_to_string(b, self, s, sizeof(s)), CW_OK);
+    cw_na_addr_free(b, self);
+    for (int round = 0; round < 2; round++) {
+        char in[16], out[16] = "idle?";
+        struct done r = {.owner = b}, sd = {0};
+
+        assert_int_equal(cw_na_addr_lookup(a, s, &b_at_a), CW_OK);
+        assert_int_equal(cw_na_msg_recv_unexpected(b, in, sizeof(in), done_cb,
+                                                   &r, NULL),
+                         CW_OK);
+        assert_int_equal(cw_na_msg_send_unexpected(a, out, sizeof(out), b_at_a,
+                                                   9, done_cb, &sd, NULL),
+                         CW_OK);
+        assert_true(wait_done(a, b, &sd, 1));
+        assert_true(wait_done(a, b, &r, 1));
+        assert_int_equal(sd.status, CW_OK);
+        assert_int_equal(r.status, CW_OK);
+        assert_int_equal(r.tag, 9);
+        cw_na_addr_free(a, b_at_a);
+        /* Unused for over a second: both entries go. */
+        for (uint64_t end = cw_now_ns() + 1300000000ull; cw_now_ns() < end;) {
+            cw_na_progress(a, 0, NULL);
+            cw_na_progress(b, 0, NULL);
+        }
+    }
+    cw_na_close(a);
+    cw_na_close(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -557,6 +603,7 @@ int main(void)
         cmocka_unit_test(test_malformed_dropped),
         cmocka_unit_test(test_cancel_all_kinds),
         cmocka_unit_test(test_released_region_recovers),
+        cmocka_unit_test(test_idle_peers_dropped),
     };
     int rc;
 
