@@ -275,9 +275,12 @@ void gw_bulk_fini(struct gw *gw)
         CW_WARN(GW_LOG, "%u bulk transfers did not stop; staging kept",
                 gb->npipes);
     } else {
+        if (gb->pool.nfree != gb->pool.nslots)
+            CW_WARN(GW_LOG, "%u of %u staging chunks not returned",
+                    gb->pool.nslots - gb->pool.nfree, gb->pool.nslots);
         gw_staging_fini(&gb->pool);
     }
-    CW_DEBUG(GW_LOG, "bulk: %llu tokens issued, %llu transfers, %llu bytes, "
+    CW_INFO(GW_LOG, "bulk: %llu tokens issued, %llu transfers, %llu bytes, "
              "%llu failed, rejected %llu bad %llu expired %llu range %llu "
              "permission, %llu staging waits",
              (unsigned long long)gb->issued,

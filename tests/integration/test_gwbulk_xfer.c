@@ -7,6 +7,7 @@
  *                                               wrong-permission / wrong
  *                                               peer / revoked tokens
  *   test_gwbulk_xfer hold TARGET SIZE           one long pull (killed)
+ *   test_gwbulk_xfer cancel TARGET SIZE MS      cancel a pull after MS
  *
  * The client exposes a multi-segment buffer (three separate allocations);
  * the server transfers on the handle it receives, which through a gateway
@@ -528,6 +529,58 @@ static int hostile(cw_context_t *ctx, cw_addr_t *dst)
     return fails ? 1 : 0;
 }
 
+/* Start a pull of @p len bytes and cancel it after @p ms: the forward
+ * must end CW_CANCELED at once. */
+static int cancel_after(cw_context_t *ctx, cw_addr_t *dst, size_t len,
+                        unsigned ms)
+{
+    struct wait w = {0};
+    struct mbuf m;
+    cw_bulk_t *b = NULL;
+    cw_handle_t *h = NULL;
+    cw_buf_t *in;
+    cw_status_t st;
+    uint64_t t0, tc = 0;
+
+    if (mbuf_alloc(&m, len) != 0)
+        return 1;
+    mbuf_fill(&m, 5);
+    st = cw_bulk_create(ctx, m.seg, NSEG, CW_BULK_READ_ONLY, &b);
+    if (st == CW_OK)
+        st = cw_handle_create(ctx, dst, cw_rpc_id(RPC_XFER), &h);
+    if (st == CW_OK) {
+        in = cw_handle_input(h);
+        cw_buf_put_u8(in, OP_PULL);
+        cw_buf_put_u64(in, len);
+        cw_buf_put_u64(in, 5);
+        cw_buf_put_bulk(in, b);
+        st = cw_forward(h, 60000, fwd_cb, &w);
+    }
+    t0 = now_ms();
+    while (st == CW_OK && !w.done && now_ms() < t0 + 65000) {
+        cw_progress(ctx, 5);
+        cw_trigger(ctx, 0, 0, NULL);
+        if (tc == 0 && now_ms() >= t0 + ms) {
+            tc = now_ms();
+            cw_cancel(h);
+        }
+    }
+    if (st == CW_OK)
+        st = w.done ? w.st : CW_TIMEOUT;
+    printf("%s %llu\n", cw_status_name(st),
+           (unsigned long long)(tc ? now_ms() - tc : 0));
+    /* Stay a moment so the CANCEL reaches the gateway before the memory
+     * goes away. */
+    for (uint64_t t = now_ms(); now_ms() < t + 300;) {
+        cw_progress(ctx, 10);
+        cw_trigger(ctx, 0, 0, NULL);
+    }
+    cw_handle_release(h);
+    cw_bulk_free(b);
+    mbuf_free(&m);
+    return st == CW_CANCELED ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
     cw_context_t *ctx = NULL;
@@ -553,6 +606,9 @@ int main(int argc, char **argv)
                  argc > 4 ? strtoull(argv[4], NULL, 10) : 1);
     else if (strcmp(argv[1], "hostile") == 0)
         rc = hostile(ctx, dst);
+    else if (strcmp(argv[1], "cancel") == 0 && argc == 5)
+        rc = cancel_after(ctx, dst, parse_size(argv[3]),
+                          (unsigned)strtoul(argv[4], NULL, 10));
     else if (strcmp(argv[1], "hold") == 0) {
         struct mbuf m;
         size_t len = parse_size(argv[3]);
