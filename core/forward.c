@@ -172,6 +172,8 @@ cw_status_t cw_fwd_respond(cw_handle_t *in, cw_handle_t *out,
 
     if (in == NULL || !in->server || out == NULL || out->server)
         return CW_INVALID_ARG;
+    if (in->one_way)
+        return CW_OK; /* nobody waits for an answer */
     ctx = in->ctx;
     pthread_mutex_lock(&ctx->lock);
     cw_buf_reset(&in->out);

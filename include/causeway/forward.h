@@ -62,7 +62,9 @@ cw_status_t cw_fwd_create(cw_handle_t *in, cw_addr_t *next_hop,
 /**
  * Answer @p in with the response of the completed outgoing handle @p out:
  * @p status (the status its forward callback got) and, when a response
- * arrived, its payload and descriptor section unchanged.
+ * arrived, its payload and descriptor section unchanged.  For a one-way
+ * request there is nothing to answer: returns CW_OK and @p cb is not
+ * called.
  */
 cw_status_t cw_fwd_respond(cw_handle_t *in, cw_handle_t *out,
                            cw_status_t status, cw_respond_cb_t cb, void *arg);

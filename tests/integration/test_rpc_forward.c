@@ -59,6 +59,14 @@ static void h_perm(cw_handle_t *h, void *arg)
     cw_handle_release(h);
 }
 
+static unsigned oneway_runs;
+static void h_oneway(cw_handle_t *h, void *arg)
+{
+    (void)arg;
+    oneway_runs++;
+    cw_handle_release(h);
+}
+
 static void h_hold(cw_handle_t *h, void *arg)
 {
     (void)arg;
@@ -159,6 +167,10 @@ static int setup(void **state)
     cw_rpc_register(ctx[SRV], "deny", h_deny, NULL, NULL, NULL);
     cw_rpc_register(ctx[SRV], "hold", h_hold, NULL, NULL, NULL);
     cw_rpc_register(ctx[SRV], "perm", h_perm, NULL, NULL, NULL);
+    {
+        struct cw_rpc_opts ow = {.one_way = true};
+        cw_rpc_register(ctx[SRV], "oneway", h_oneway, NULL, &ow, NULL);
+    }
     cw_context_set_forward_hook(ctx[GW1], hook, ctx[GW1]);
     cw_context_set_forward_hook(ctx[GW2], hook, ctx[GW2]);
     return 0;
@@ -314,6 +326,27 @@ static void test_descriptors_refused(void **state)
     assert_int_equal(c.st, CW_UNSUPPORTED);
     assert_int_equal(refused, before + 1);
     cw_handle_release(h);
+}
+
+static void test_one_way_through(void **state)
+{
+    char addr[2 * CW_URI_MAX];
+    struct cw_rpc_opts ow = {.one_way = true};
+    struct call c;
+    cw_handle_t *h;
+    uint64_t end;
+    (void)state;
+
+    assert_int_equal(cw_rpc_register(ctx[CLI], "oneway", NULL, NULL, &ow,
+                                     NULL), CW_OK);
+    snprintf(addr, sizeof(addr), "%s@%s", uri[SRV], uri[GW1]);
+    h = call(addr, "oneway", 10, 0, &c);
+    assert_int_equal(c.st, CW_OK);
+    cw_handle_release(h);
+    end = cw_now_ns() + 5000000000ull;
+    while (oneway_runs == 0 && cw_now_ns() < end)
+        pump();
+    assert_int_equal(oneway_runs, 1);
 }
 
 static void test_service_dest(void **state)
@@ -500,6 +533,7 @@ int main(void)
         cmocka_unit_test(test_errors_pass),
         cmocka_unit_test(test_ttl),
         cmocka_unit_test(test_descriptors_refused),
+        cmocka_unit_test(test_one_way_through),
         cmocka_unit_test(test_service_dest),
         cmocka_unit_test(test_descriptor_rewritten),
         cmocka_unit_test(test_no_hook),
