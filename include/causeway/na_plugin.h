@@ -257,8 +257,10 @@ struct cw_na_ops {
      *  have work, or -1.  Valid for the life of the instance. */
     int (*get_wait_fd)(cw_na_class_t *cls);
     /** (optional) Arm the wait fd and say whether it is safe to block on it
-     *  now (no completions pending, nothing to retry).  NULL means never
-     *  safe: the core then uses bounded sleeps only. */
+     *  now (no completions pending, nothing to retry).  false means "poll
+     *  again soon": the core keeps polling (yielding the CPU) and falls
+     *  back to short bounded sleeps only if the instance stays unsafe.
+     *  NULL means never safe: the core then uses bounded sleeps only. */
     bool (*safe_to_sleep)(cw_na_class_t *cls);
     /** (M) Non-blocking: make progress and run up to @p max completion
      *  callbacks (0 = no limit).  *count_p (may be NULL) gets how many ran. */
