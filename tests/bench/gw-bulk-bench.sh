@@ -1,0 +1,126 @@
+#!/bin/bash
+# Bulk through a gateway (docs/bulk-gateway.md): cw-perf --test bw at
+# 64 MiB, in one run:
+#   direct-tcp   client -[ofi+tcp]-> server                  (slower leg)
+#   direct-shm   client -[shm]-> server                      (faster leg)
+#   gw           client -[ofi+tcp]-> gw -[shm]-> server, chunk 1 MiB,
+#                depth 8, staging 64 MiB (proxy handles, pipelined)
+#   gw-nopipe    the same gateway with depth 1 and chunk = 64 MiB
+#   haproxy      client -[ofi+tcp]-> haproxy (TCP relay) -> server
+#                (only if haproxy is installed and ofi+tcp runs through it)
+# then the gateway's peak RSS (VmHWM) across a 1 GiB pull and push with
+# 64 MiB of staging.
+#
+#   [REPS=N] [ITERS=N] [GW_CHUNK=1MiB] [GW_DEPTH=8] \
+#       tests/bench/gw-bulk-bench.sh [BUILD_DIR]
+set -u
+B=$(cd "${1:-build}" && pwd)
+REPS=${REPS:-3}
+ITERS=${ITERS:-8}
+export CAUSEWAY_PLUGIN_PATH=$B/na-shm:$B/na-ofi:$B/na-ucx
+PERF=$B/tools/cw-perf
+GWD=$B/gateway/causewayd
+XFER=$B/tests/integration/test_gwbulk_xfer
+T=$(mktemp -d /tmp/cw-gwbulkbench.XXXXXX)
+TAG=gwbb$$
+PIDS=""
+cleanup() {
+    for p in $PIDS; do kill -TERM "$p" 2>/dev/null; done
+    sleep 0.3
+    for p in $PIDS; do kill -KILL "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+    rm -rf "$T"
+    rm -f /dev/shm/causeway-$TAG* 2>/dev/null
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+wait_for() {
+    for _ in $(seq 200); do "$@" && return 0; sleep 0.05; done
+    return 1
+}
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+server() { # NAME URI
+    rm -f "$T/$1.addr"
+    "$PERF" server --listen "$2" --addr-file "$T/$1.addr" 2>"$T/$1.log" &
+    PIDS="$PIDS $!"
+    wait_for test -s "$T/$1.addr" || { echo "server $1 failed"; exit 1; }
+    eval "$1=\$(cat \"\$T/\$1.addr\")"
+}
+gateway() { # NAME CHUNK DEPTH STAGING
+    cat >"$T/$1.yaml" <<YAML
+gateway: { name: $1, admin: "" }
+networks:
+  - { name: tcp0, address: "ofi+tcp://127.0.0.1:0" }
+  - { name: shm0, address: "shm://$TAG-$1" }
+buffers: { chunk: $2, depth: $3, staging: $4 }
+limits: { max_bulk_bytes_inflight: $4 }
+YAML
+    "$GWD" -c "$T/$1.yaml" --ready-fd 3 3>"$T/$1.ready" 2>"$T/$1.log" &
+    eval "${1}_pid=$!"
+    PIDS="$PIDS $!"
+    wait_for grep -qs "^ready$" "$T/$1.ready" || { echo "gateway $1 failed"; cat "$T/$1.log"; exit 1; }
+    eval "${1}_tcp=\$(awk '/^tcp0/{print \$2}' \"\$T/\$1.ready\")"
+}
+# bw LABEL TARGET: MiB/s medians of 64 MiB pull and push.
+bw() {
+    local out
+    out=$(timeout 300 "$PERF" client --target "$2" --test bw --sizes 64M \
+        --iters "$ITERS" --reps "$REPS" 2>"$T/client.err")
+    local pull push
+    pull=$(echo "$out" | awk '$2=="pull"{print $3}')
+    push=$(echo "$out" | awk '$2=="push"{print $3}')
+    printf '%-12s %10s %10s   %s\n' "$1" "${pull:-fail}" "${push:-fail}" "$2"
+    eval "R_$1_pull=${pull:-0} R_$1_push=${push:-0}"
+}
+
+server tcpsrv "ofi+tcp://127.0.0.1:0"
+server shmsrv "shm://$TAG-srv"
+gateway gw "${GW_CHUNK:-1MiB}" "${GW_DEPTH:-8}" 64MiB
+gateway gwnp 64MiB 1 64MiB
+
+printf '%-12s %10s %10s   %s\n' case "pull_MiB/s" "push_MiB/s" target
+bw direct_tcp "$tcpsrv"
+bw direct_shm "$shmsrv"
+bw gw "$shmsrv@$gw_tcp"
+bw gw_nopipe "$shmsrv@$gwnp_tcp"
+
+if command -v haproxy >/dev/null; then
+    port=$(free_port)
+    hp=${tcpsrv##*:}
+    cat >"$T/haproxy.cfg" <<CFG
+global
+    maxconn 64
+defaults
+    mode tcp
+    timeout connect 5s
+    timeout client 60s
+    timeout server 60s
+listen relay
+    bind 127.0.0.1:$port
+    server s1 127.0.0.1:$hp
+CFG
+    haproxy -f "$T/haproxy.cfg" -db >"$T/haproxy.log" 2>&1 &
+    PIDS="$PIDS $!"
+    sleep 0.5
+    bw haproxy "ofi+tcp://127.0.0.1:$port"
+fi
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
+for d in pull push; do
+    eval "g=\$R_gw_$d t=\$R_direct_tcp_$d s=\$R_direct_shm_$d n=\$R_gw_nopipe_$d h=\${R_haproxy_$d:-0}"
+    slow=$(awk -v a="$t" -v b="$s" 'BEGIN{print (a < b) ? a : b}')
+    echo "$d: gw / slower leg = $(ratio "$g" "$slow")   gw / no pipelining = $(ratio "$g" "$n")   gw / haproxy = $(ratio "$g" "$h")   gw / 1.2 GB/s (1144 MiB/s) = $(ratio "$g" 1144)"
+done
+
+# Peak RSS of a gateway across 1 GiB pulled and pushed, checksummed.
+gateway gwrss 1MiB 8 64MiB
+rm -f "$T/x.addr"
+"$XFER" serve "shm://$TAG-x" "$T/x.addr" 2>"$T/x.log" &
+PIDS="$PIDS $!"
+wait_for test -s "$T/x.addr" || exit 1
+before=$(awk '/VmHWM/{print $2}' /proc/"$gwrss_pid"/status)
+"$XFER" run "$(cat "$T/x.addr")@$gwrss_tcp" 1G | sed 's/^/  /'
+after=$(awk '/VmHWM/{print $2}' /proc/"$gwrss_pid"/status)
+echo "gateway VmHWM: ${before} kB before, ${after} kB after 1 GiB each way (staging 64 MiB = 65536 kB)"
