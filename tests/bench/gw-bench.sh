@@ -75,10 +75,16 @@ YAML
         g_lat=$(perf --target "$via" --test lat)
         d_rate=$(perf --target "$srv_addr" --test rate --inflight 16)
         g_rate=$(perf --target "$via" --test rate --inflight 16)
-        awk -v f="$fab" -v m="$mode" -v dl="${d_lat:-0}" -v gl="${g_lat:-0}" \
-            -v dr="${d_rate:-0}" -v gr="${g_rate:-0}" 'BEGIN {
-            printf "%-8s %-8s %12.2f %12.2f %10.2f %12.0f %12.0f %8.2f\n",
-                f, m, dl, gl, gl - dl, dr, gr, (dr > 0 ? gr / dr : 0) }'
+        # A run that failed or hit its time limit prints n/a, not 0.
+        awk -v f="$fab" -v m="$mode" -v dl="${d_lat:-}" -v gl="${g_lat:-}" \
+            -v dr="${d_rate:-}" -v gr="${g_rate:-}" '
+            function v(x, fmt) { return x == "" ? "n/a" : sprintf(fmt, x) }
+            BEGIN {
+            printf "%-8s %-8s %12s %12s %10s %12s %12s %8s\n", f, m,
+                v(dl, "%.2f"), v(gl, "%.2f"),
+                (dl == "" || gl == "") ? "n/a" : sprintf("%.2f", gl - dl),
+                v(dr, "%.0f"), v(gr, "%.0f"),
+                (dr == "" || gr == "" || dr == 0) ? "n/a" : sprintf("%.2f", gr / dr) }'
         kill -TERM "$gw" "$srv" 2>/dev/null
         wait "$gw" "$srv" 2>/dev/null
     done
