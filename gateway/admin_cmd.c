@@ -3,6 +3,7 @@
  * each rendered as a table or as JSON.
  */
 #include "gw_int.h"
+#include "gw_bulk.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -265,7 +266,9 @@ static void cmd_stats(struct gw *gw, FILE *out, bool json)
                 fprintf(out, "%s%" PRIu64, b ? "," : "", rs->hist[b]);
             fprintf(out, "]}");
         }
-        fprintf(out, "]}\n");
+        fprintf(out, "]");
+        gw_bulk_stats(gw, out, true);
+        fprintf(out, "}\n");
         return;
     }
     fprintf(out, "in flight     %u\nforwarded     %" PRIu64 "\nfailed        %"
@@ -278,6 +281,7 @@ static void cmd_stats(struct gw *gw, FILE *out, bool json)
             gw->n_denied, gw->n_busy, gw->n_noroute, gw->n_draining,
             gw->n_refused_bulk, gw->n_canceled, cs.rx_dropped, gw->nqueued,
             gw->n_queued_total);
+    gw_bulk_stats(gw, out, false);
     for (struct gw_route_stats *rs = gw->routes; rs != NULL; rs = rs->next) {
         fprintf(out, "route %s -> %s: %" PRIu64 " forwarded, %" PRIu64
                 " failed, %" PRIu64 " timed out, %" PRIu64 " denied, %" PRIu64

@@ -294,3 +294,32 @@ void gw_bulk_fini(struct gw *gw)
     free(gb);
     gw->bulk = NULL;
 }
+
+void gw_bulk_stats(struct gw *gw, FILE *out, bool json)
+{
+    struct gw_bulk *gb = gw->bulk;
+
+    if (gb == NULL)
+        return;
+    fprintf(out, json ? ",\"bulk\":{\"tokens_issued\":%llu,\"tokens_live\":"
+                        "%llu,\"transfers\":%llu,\"bytes\":%llu,\"failed\":"
+                        "%llu,\"active\":%u,\"rejected_bad_handle\":%llu,"
+                        "\"rejected_expired\":%llu,\"rejected_range\":%llu,"
+                        "\"rejected_permission\":%llu,\"staging_chunks\":%u,"
+                        "\"staging_free\":%u,\"staging_waits\":%llu}"
+                      : "bulk tokens   %llu issued, %llu live\n"
+                        "bulk moved    %llu transfers, %llu bytes, %llu "
+                        "failed, %u active\n"
+                        "bulk rejected %llu bad handle, %llu expired, %llu "
+                        "range, %llu permission\n"
+                        "bulk staging  %u chunks, %u free, %llu waits\n\n",
+            (unsigned long long)gb->issued,
+            (unsigned long long)(gb->issued - gb->revoked),
+            (unsigned long long)gb->transfers, (unsigned long long)gb->bytes,
+            (unsigned long long)gb->failed, gb->npipes,
+            (unsigned long long)gb->rej_bad_handle,
+            (unsigned long long)gb->rej_expired,
+            (unsigned long long)gb->rej_range,
+            (unsigned long long)gb->rej_permission, gb->pool.nslots,
+            gb->pool.nfree, (unsigned long long)gb->pool.waits);
+}

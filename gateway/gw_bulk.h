@@ -101,6 +101,9 @@ void gw_staging_fini(struct gw_staging *s);
 /* bulk_pipe.c */
 cw_status_t gw_bulk_init(struct gw *gw, const struct cw_config *cfg);
 void gw_bulk_fini(struct gw *gw);
+/** Bulk counters for the admin "stats" command (a ",\"bulk\":{...}" member
+ *  in JSON, lines otherwise). */
+void gw_bulk_stats(struct gw *gw, FILE *out, bool json);
 /** Staging hands @p slot to the waiting transfer @p p. */
 void gw_pipe_resume(struct gw_pipe *p, struct gw_stage_slot *slot);
 

@@ -27,3 +27,11 @@ kill -0 "$gw_PID" || fail "gateway died"
 timeout 60 "$XFER" run "$srv@$gw_tcp0" 1M >"$T/out" 2>>"$T/client.log" ||
     fail "transfer after the hostile cases: $(cat "$T/out")"
 pass "gateway still serves transfers after the hostile cases"
+
+stats=$("$CWCTL" --admin "$gw_admin" stats --json) || fail "cwctl stats"
+[ "$(json_num "$stats" rejected_bad_handle)" = 3 ] &&
+    [ "$(json_num "$stats" rejected_range)" = 1 ] &&
+    [ "$(json_num "$stats" rejected_permission)" = 1 ] &&
+    [ "$(json_num "$stats" staging_free)" = "$(json_num "$stats" staging_chunks)" ] ||
+    fail "bulk counters: $stats"
+pass "rejections counted (3 bad handle, 1 range, 1 permission), staging all free"
