@@ -7,6 +7,7 @@
  */
 #include "gw_int.h"
 
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,8 +16,12 @@ static void *gw_thread_main(void *arg)
     struct gw *gw = arg;
     unsigned slice = gw->busy_poll ? 0 : 5;
 
-    while (!atomic_load_explicit(&gw->threads_stop, memory_order_acquire))
-        cw_progress(gw->ctx, slice);
+    while (!atomic_load_explicit(&gw->threads_stop, memory_order_acquire)) {
+        /* cw_progress returns at once while completions wait for the main
+         * thread's trigger; yield then instead of spinning on the lock. */
+        if (cw_progress(gw->ctx, slice) == CW_OK)
+            sched_yield();
+    }
     return NULL;
 }
 
