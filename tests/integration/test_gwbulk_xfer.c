@@ -382,6 +382,36 @@ static int serve(const char *uri, const char *addr_file)
 
 /* ---- client ------------------------------------------------------------- */
 
+/* Send @p op on @p len bytes of @p m; *h_p and *b_p are set (may be NULL)
+ * whatever happens, for the caller to release. */
+static cw_status_t start_call(cw_context_t *ctx, cw_addr_t *dst, uint8_t op,
+                              size_t len, uint64_t seed, uint32_t perm,
+                              struct mbuf *m, unsigned tmo, struct wait *w,
+                              cw_handle_t **h_p, cw_bulk_t **b_p)
+{
+    cw_buf_t *in;
+    cw_status_t st;
+
+    *h_p = NULL;
+    st = cw_bulk_create(ctx, m->seg, NSEG, perm, b_p);
+    if (st != CW_OK) {
+        *b_p = NULL;
+        return st;
+    }
+    st = cw_handle_create(ctx, dst, cw_rpc_id(RPC_XFER), h_p);
+    if (st != CW_OK)
+        return st;
+    in = cw_handle_input(*h_p);
+    cw_buf_put_u8(in, op);
+    cw_buf_put_u64(in, len);
+    cw_buf_put_u64(in, seed);
+    cw_buf_put_bulk(in, *b_p);
+    st = cw_buf_error(in);
+    if (st == CW_OK)
+        st = cw_forward(*h_p, tmo, fwd_cb, w);
+    return st;
+}
+
 /* One call: @p op on @p len bytes; returns the RPC status. */
 static cw_status_t call(cw_context_t *ctx, cw_addr_t *dst, uint8_t op,
                         size_t len, uint64_t seed, uint32_t perm,
@@ -390,22 +420,9 @@ static cw_status_t call(cw_context_t *ctx, cw_addr_t *dst, uint8_t op,
     struct wait w = {0};
     cw_bulk_t *b = NULL;
     cw_handle_t *h = NULL;
-    cw_buf_t *in;
     cw_status_t st;
 
-    st = cw_bulk_create(ctx, m->seg, NSEG, perm, &b);
-    if (st == CW_OK)
-        st = cw_handle_create(ctx, dst, cw_rpc_id(RPC_XFER), &h);
-    if (st == CW_OK) {
-        in = cw_handle_input(h);
-        cw_buf_put_u8(in, op);
-        cw_buf_put_u64(in, len);
-        cw_buf_put_u64(in, seed);
-        cw_buf_put_bulk(in, b);
-        st = cw_buf_error(in);
-    }
-    if (st == CW_OK)
-        st = cw_forward(h, tmo, fwd_cb, &w);
+    st = start_call(ctx, dst, op, len, seed, perm, m, tmo, &w, &h, &b);
     if (st == CW_OK)
         st = wait_done(ctx, &w, tmo + 5000);
     if (h_p != NULL && h != NULL) {
@@ -538,24 +555,14 @@ static int cancel_after(cw_context_t *ctx, cw_addr_t *dst, size_t len,
     struct mbuf m;
     cw_bulk_t *b = NULL;
     cw_handle_t *h = NULL;
-    cw_buf_t *in;
     cw_status_t st;
     uint64_t t0, tc = 0;
 
     if (mbuf_alloc(&m, len) != 0)
         return 1;
     mbuf_fill(&m, 5);
-    st = cw_bulk_create(ctx, m.seg, NSEG, CW_BULK_READ_ONLY, &b);
-    if (st == CW_OK)
-        st = cw_handle_create(ctx, dst, cw_rpc_id(RPC_XFER), &h);
-    if (st == CW_OK) {
-        in = cw_handle_input(h);
-        cw_buf_put_u8(in, OP_PULL);
-        cw_buf_put_u64(in, len);
-        cw_buf_put_u64(in, 5);
-        cw_buf_put_bulk(in, b);
-        st = cw_forward(h, 60000, fwd_cb, &w);
-    }
+    st = start_call(ctx, dst, OP_PULL, len, 5, CW_BULK_READ_ONLY, &m, 60000,
+                    &w, &h, &b);
     t0 = now_ms();
     while (st == CW_OK && !w.done && now_ms() < t0 + 65000) {
         cw_progress(ctx, 5);

@@ -1,0 +1,57 @@
+# Helpers of the gw_bulk_*.sh tests (sourced after gw_lib.sh; bash).
+#   gw_bulk_*.sh CAUSEWAYD CW_PING CWCTL TEST_GWBULK_XFER
+XFER=$4
+
+# bulk_srv NAME URI [ALT_URI]: a test_gwbulk_xfer server; sets $NAME (its
+# address) and ${NAME}_PID.
+bulk_srv() {
+    rm -f "$T/$1.addr"
+    "$XFER" serve "$2" "$T/$1.addr" ${3:+"$3"} 2>"$T/$1.log" &
+    eval "${1}_PID=$!"
+    PIDS="$PIDS $!"
+    wait_for test -s "$T/$1.addr" || fail "server $1 ($2) did not start"
+    eval "$1=\$(cat \"\$T/\$1.addr\")"
+}
+
+# bulk_gw NAME "NET=URI NET=URI" "CHUNK DEPTH STAGING" [ADMIN]: a gateway
+# with these networks and buffers (staging also bounds the bytes in
+# flight); sets what start_gw sets.
+bulk_gw() {
+    local n u chunk depth staging
+    read -r chunk depth staging <<<"$3"
+    {
+        echo "gateway: { name: $1, admin: \"${4:-}\" }"
+        echo "networks:"
+        for n in $2; do
+            u=${n#*=}
+            echo "  - { name: ${n%%=*}, address: \"$u\" }"
+        done
+        echo "buffers: { chunk: $chunk, depth: $depth, staging: $staging }"
+        echo "limits: { max_bulk_bytes_inflight: $staging }"
+    } >"$T/$1.yaml"
+    start_gw "$1" "$T/$1.yaml"
+}
+
+# xfer WHAT TARGET SIZES [SEED]: pull and push each size, checksummed.
+xfer() {
+    timeout 240 "$XFER" run "$2" "$3" ${4:+"$4"} >"$T/out" 2>"$T/client.log"
+    local rc=$?
+    sed "s/^/    /" "$T/out"
+    [ $rc = 0 ] || fail "$1 (rc $rc)"
+    pass "$1"
+}
+
+# hold_kill WHAT PID TARGET SIZE: start a long pull, kill PID after 1 s;
+# the origin's RPC must end with an error within 25 s.
+hold_kill() {
+    local hp st ms
+    timeout 60 "$XFER" hold "$3" "$4" >"$T/hold.out" 2>"$T/hold.err" &
+    hp=$!
+    sleep 1
+    kill -KILL "$2"
+    wait "$hp"
+    read -r st ms <"$T/hold.out"
+    [ -n "$st" ] && [ "$st" != CW_OK ] && [ "${ms:-99999}" -lt 25000 ] ||
+        fail "$1 killed: origin got '$st' after ${ms:-?} ms"
+    pass "$1 killed mid-transfer: origin's RPC ended $st after $ms ms"
+}
