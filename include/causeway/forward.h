@@ -12,9 +12,9 @@
  *
  * The core enforces the hop limit before the hook runs: a request that has
  * crossed more than the context's max_hops gateways is answered with
- * CW_TTL_EXPIRED.  Until proxy bulk handles exist, a gateway refuses
- * requests carrying descriptors (cw_fwd_desc_count() > 0) by answering
- * cw_respond(in, CW_UNSUPPORTED, ...).
+ * CW_TTL_EXPIRED.  A gateway replaces the descriptors of what it forwards
+ * (cw_fwd_desc_count() > 0) with proxy handles of its own
+ * (cw_fwd_desc_replace; docs/bulk-gateway.md).
  */
 #ifndef CAUSEWAY_FORWARD_H
 #define CAUSEWAY_FORWARD_H
