@@ -42,7 +42,7 @@ pass "cancel at the origin: $(cat "$T/cancel.out") (status, ms after cancel)"
 still_serves "a cancel"
 
 # Every staging chunk came back: the gateway says so when it stops.
-stop_pid "$gw_PID"
+bulk_gw_stop gw
 grep -q "staging chunks not returned" "$T/gw.log" &&
     fail "staging leaked: $(grep 'not returned' "$T/gw.log")"
 # The interrupted transfers (target died, origin died, cancel) did not

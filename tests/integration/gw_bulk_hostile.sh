@@ -25,3 +25,4 @@ stats=$("$CWCTL" --admin "$gw_admin" stats --json) || fail "cwctl stats"
     [ "$(json_num "$stats" staging_free)" = "$(json_num "$stats" staging_chunks)" ] ||
     fail "bulk counters: $stats"
 pass "rejections counted (3 bad handle, 1 range, 1 permission), staging all free"
+bulk_gw_stop gw

@@ -55,3 +55,17 @@ hold_kill() {
         fail "$1 killed: origin got '$st' after ${ms:-?} ms"
     pass "$1 killed mid-transfer: origin's RPC ended $st after $ms ms"
 }
+
+# bulk_gw_stop NAME...: stop gateways with SIGTERM; each must exit 0 with
+# no sanitizer report (leaks included) in its log.
+bulk_gw_stop() {
+    local g p
+    for g in "$@"; do
+        eval "p=\${${g}_PID}"
+        stop_pid "$p"
+        [ "$STOP_RC" = 0 ] || fail "gateway $g exited with status $STOP_RC"
+        grep -q "Sanitizer\|runtime error" "$T/$g.log" &&
+            fail "gateway $g: $(grep -m 3 'Sanitizer\|runtime error' "$T/$g.log")"
+    done
+    pass "gateways $* stopped cleanly"
+}

@@ -50,3 +50,5 @@ for p in $cpids; do
 done
 [ $n = 6 ] || fail "concurrent transfers over a small pool: $n of 6 passed: $(cat "$T"/c*.out)"
 pass "6 concurrent 2 MiB transfers through 1 MiB of staging"
+bulk_gw_stop gw gw2 gws
+if [ -n "${gwu_PID:-}" ]; then bulk_gw_stop gwu; fi
