@@ -8,6 +8,9 @@
 #   gw-nopipe    the same gateway with depth 1 and chunk = 64 MiB
 #   haproxy      client -[ofi+tcp]-> haproxy (TCP relay) -> server
 #                (only if haproxy is installed and ofi+tcp runs through it)
+#   direct-ucx, gwu, gwu-nopipe: the same with a ucx+tcp server and an
+#                ofi+tcp -> ucx+tcp gateway (legs of similar speed; UCX=0
+#                skips them)
 # then the gateway's peak RSS (VmHWM) across a 1 GiB pull and push with
 # 64 MiB of staging.
 #
@@ -48,12 +51,12 @@ server() { # NAME URI
     wait_for test -s "$T/$1.addr" || { echo "server $1 failed"; exit 1; }
     eval "$1=\$(cat \"\$T/\$1.addr\")"
 }
-gateway() { # NAME CHUNK DEPTH STAGING
+gateway() { # NAME CHUNK DEPTH STAGING [SECOND_URI]
     cat >"$T/$1.yaml" <<YAML
 gateway: { name: $1, admin: "" }
 networks:
   - { name: tcp0, address: "ofi+tcp://127.0.0.1:0" }
-  - { name: shm0, address: "shm://$TAG-$1" }
+  - { name: net1, address: "${5:-shm://$TAG-$1}" }
 buffers: { chunk: $2, depth: $3, staging: $4 }
 limits: { max_bulk_bytes_inflight: $4 }
 YAML
@@ -107,11 +110,26 @@ CFG
     bw haproxy "ofi+tcp://127.0.0.1:$port"
 fi
 
+if [ "${UCX:-1}" = 1 ]; then
+    # A second pair with legs of similar speed: ofi+tcp -> ucx+tcp.
+    server ucxsrv "ucx+tcp://127.0.0.1:0"
+    gateway gwu "${GW_CHUNK:-1MiB}" "${GW_DEPTH:-8}" 64MiB "ucx+tcp://127.0.0.1:0"
+    gateway gwunp 64MiB 1 64MiB "ucx+tcp://127.0.0.1:0"
+    bw direct_ucx "$ucxsrv"
+    bw gwu "$ucxsrv@$gwu_tcp"
+    bw gwu_nopipe "$ucxsrv@$gwunp_tcp"
+fi
+
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 for d in pull push; do
     eval "g=\$R_gw_$d t=\$R_direct_tcp_$d s=\$R_direct_shm_$d n=\$R_gw_nopipe_$d h=\${R_haproxy_$d:-0}"
     slow=$(awk -v a="$t" -v b="$s" 'BEGIN{print (a < b) ? a : b}')
-    echo "$d: gw / slower leg = $(ratio "$g" "$slow")   gw / no pipelining = $(ratio "$g" "$n")   gw / haproxy = $(ratio "$g" "$h")   gw / 1.2 GB/s (1144 MiB/s) = $(ratio "$g" 1144)"
+    echo "$d: ofi+tcp->shm: gw / slower leg = $(ratio "$g" "$slow")   gw / no pipelining = $(ratio "$g" "$n")   gw / haproxy = $(ratio "$g" "$h")   gw / 1.2 GB/s (1144 MiB/s) = $(ratio "$g" 1144)"
+    if [ "${UCX:-1}" = 1 ]; then
+        eval "g=\$R_gwu_$d u=\$R_direct_ucx_$d n=\$R_gwu_nopipe_$d"
+        slow=$(awk -v a="$t" -v b="$u" 'BEGIN{print (a < b) ? a : b}')
+        echo "$d: ofi+tcp->ucx+tcp: gw / slower leg = $(ratio "$g" "$slow")   gw / no pipelining = $(ratio "$g" "$n")   gw / 1.2 GB/s = $(ratio "$g" 1144)"
+    fi
 done
 
 # Peak RSS of a gateway across 1 GiB pulled and pushed, checksummed.

@@ -36,7 +36,7 @@ sleep 0.5
 still_serves "the origin died"
 
 # 3. A cancel at the origin stops the pipeline.
-timeout 60 "$XFER" cancel "$srv@$gw_tcp0" "$BIG" 300 >"$T/cancel.out" 2>&1 ||
+timeout 60 "$XFER" cancel "$srv@$gw_tcp0" "$BIG" 1000 >"$T/cancel.out" 2>&1 ||
     fail "cancel: $(cat "$T/cancel.out")"
 pass "cancel at the origin: $(cat "$T/cancel.out") (status, ms after cancel)"
 still_serves "a cancel"
@@ -45,10 +45,10 @@ still_serves "a cancel"
 bulk_gw_stop gw
 grep -q "staging chunks not returned" "$T/gw.log" &&
     fail "staging leaked: $(grep 'not returned' "$T/gw.log")"
-# The interrupted transfers (target died, origin died, cancel) did not
-# complete: only the 18 of still_serves did.  (A cancel that reaches the
-# gateway before the target's delegation is refused as a revoked token.)
-grep -q "gw: bulk: .* 18 transfers" "$T/gw.log" ||
+# The interrupted transfers (target died, origin died, cancel 1 s into a
+# ~3 s pipeline) were stopped, not completed: only the 18 of still_serves
+# completed.
+grep -q "gw: bulk: .* 18 transfers, [0-9]* bytes, 3 failed" "$T/gw.log" ||
     fail "bulk summary at exit: $(grep 'gw: bulk:' "$T/gw.log")"
 pass "every staging chunk returned to the pool ($(grep -o 'bulk: .*waits' "$T/gw.log"))"
 start_gw gw "$T/gw.yaml"
