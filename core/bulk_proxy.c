@@ -14,22 +14,32 @@
 _Static_assert(sizeof(((cw_bulk_t *)0)->ptoken) == CW_BPROXY_TOKEN_LEN,
                "token size");
 
+/* Lifetimes are budgets like request deadlines: clamped to a day. */
+#define CW_BPROXY_MAX_LIFE_MS (24ull * 3600 * 1000)
+
 /* ---- target side -------------------------------------------------------- */
 
 cw_status_t cw_bproxy_from_desc(cw_context_t *ctx, cw_network_t *net,
                                 const struct cw_wire_desc *d, cw_bulk_t **b_p)
 {
+    uint64_t life_ms;
     cw_bulk_t *b;
 
     if (d->plugin_len != strlen(net->plugin) ||
         memcmp(d->plugin, net->plugin, d->plugin_len) != 0)
         return CW_PROTOCOL;
-    if (d->mem_len != CW_BPROXY_TOKEN_LEN)
+    if (d->mem_len != CW_BPROXY_MEM_LEN)
         return CW_BAD_HANDLE;
     b = calloc(1, sizeof(*b));
     if (b == NULL)
         return CW_NOMEM;
     memcpy(b->ptoken, d->mem, CW_BPROXY_TOKEN_LEN);
+    life_ms = 0;
+    for (int i = 7; i >= 0; i--)
+        life_ms = (life_ms << 8) | d->mem[CW_BPROXY_TOKEN_LEN + i];
+    if (life_ms > CW_BPROXY_MAX_LIFE_MS)
+        life_ms = CW_BPROXY_MAX_LIFE_MS;
+    b->pexpiry_ns = cw_now_ns() + life_ms * 1000000ull;
     b->ctx = ctx;
     atomic_init(&b->refs, 1);
     b->remote = true;
@@ -131,10 +141,15 @@ cw_status_t cw_bproxy_transfer(cw_context_t *ctx, enum cw_bulk_dir dir,
 {
     cw_bulk_op_t *op;
     cw_buf_t *in;
+    uint64_t now = cw_now_ns(), tmo_ms;
     cw_status_t st;
 
     if (peer == NULL || peer->net != remote->net)
         return CW_INVALID_ARG;
+    if (now >= remote->pexpiry_ns)
+        return CW_EXPIRED; /* the gateway would refuse it too */
+    /* The delegation may take as long as the token lives. */
+    tmo_ms = (remote->pexpiry_ns - now) / 1000000u + 1;
     op = calloc(1, sizeof(*op));
     if (op == NULL)
         return CW_NOMEM;
@@ -184,7 +199,7 @@ cw_status_t cw_bproxy_transfer(cw_context_t *ctx, enum cw_bulk_dir dir,
         goto err;
     if (op_p)
         *op_p = op;
-    st = cw_forward(op->proxy_h, 0, px_fwd_cb, op);
+    st = cw_forward(op->proxy_h, tmo_ms, px_fwd_cb, op);
     if (st != CW_OK)
         goto err;
     return CW_OK;
@@ -225,8 +240,9 @@ cw_status_t cw_bproxy_desc_bulk(cw_handle_t *in, unsigned i, cw_bulk_t **b_p)
 
 cw_status_t cw_bproxy_desc_encode(cw_network_t *egress,
                                   const uint8_t token[CW_BPROXY_TOKEN_LEN],
-                                  uint32_t perm, uint64_t total, void *buf,
-                                  size_t cap, size_t *len_p)
+                                  uint32_t perm, uint64_t total,
+                                  uint64_t life_ms, void *buf, size_t cap,
+                                  size_t *len_p)
 {
     size_t n;
     uint8_t *p;
@@ -234,12 +250,14 @@ cw_status_t cw_bproxy_desc_encode(cw_network_t *egress,
     if (egress == NULL || token == NULL || buf == NULL || len_p == NULL ||
         perm == 0 || (perm & ~CW_BULK_READ_WRITE))
         return CW_INVALID_ARG;
-    n = cw_wire_desc_size(strlen(egress->plugin), CW_BPROXY_TOKEN_LEN);
+    n = cw_wire_desc_size(strlen(egress->plugin), CW_BPROXY_MEM_LEN);
     if (n > cap)
         return CW_OVERFLOW;
     p = cw_wire_desc_encode(buf, CW_DF_PROXY, (uint8_t)perm, total,
-                            egress->plugin, CW_BPROXY_TOKEN_LEN);
+                            egress->plugin, CW_BPROXY_MEM_LEN);
     memcpy(p, token, CW_BPROXY_TOKEN_LEN);
+    for (int i = 0; i < 8; i++)
+        p[CW_BPROXY_TOKEN_LEN + i] = (uint8_t)(life_ms >> (8 * i));
     *len_p = n;
     return CW_OK;
 }

@@ -23,6 +23,9 @@
 
 #define CW_BPROXY_RPC "causeway.bulk.proxy"
 #define CW_BPROXY_TOKEN_LEN 16
+/** Memory handle of a proxy descriptor: the token, then its remaining
+ *  lifetime in milliseconds (u64, little-endian) when it was sent. */
+#define CW_BPROXY_MEM_LEN (CW_BPROXY_TOKEN_LEN + 8)
 
 /** Delegation flags. */
 #define CW_BPROXY_IDEMPOTENT 0x1u /**< may be resumed chunk-wise */
@@ -68,11 +71,13 @@ bool cw_bproxy_is_op(const cw_bulk_op_t *op);
  *  another gateway).  Permission and length are the descriptor's. */
 cw_status_t cw_bproxy_desc_bulk(cw_handle_t *in, unsigned i, cw_bulk_t **b_p);
 
-/** Write a proxy descriptor for @p egress into @p buf (@p cap bytes). */
+/** Write a proxy descriptor for @p egress into @p buf (@p cap bytes); the
+ *  token stays valid @p life_ms from now. */
 cw_status_t cw_bproxy_desc_encode(cw_network_t *egress,
                                   const uint8_t token[CW_BPROXY_TOKEN_LEN],
-                                  uint32_t perm, uint64_t total, void *buf,
-                                  size_t cap, size_t *len_p);
+                                  uint32_t perm, uint64_t total,
+                                  uint64_t life_ms, void *buf, size_t cap,
+                                  size_t *len_p);
 
 /** Decode a delegation request received by a CW_BPROXY_RPC handler. */
 cw_status_t cw_bproxy_req_decode(cw_handle_t *h, struct cw_bproxy_req *r);

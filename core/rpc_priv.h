@@ -353,6 +353,7 @@ struct cw_bulk {
     cw_network_t *net;
     cw_na_mem_t *rmem;
     uint8_t ptoken[16]; /**< PROXY: gateway token (core/bulk_proxy.c) */
+    uint64_t pexpiry_ns; /**< PROXY: end of the token's life (our clock) */
 };
 
 struct cw_bulk_slot {

@@ -103,6 +103,7 @@ cw_status_t gw_bulk_rewrite(struct gw *gw, struct gw_fwd *f, cw_handle_t *in,
     unsigned n = cw_fwd_desc_count(in);
     char bound[CW_ADDR_STR_MAX];
     uint8_t desc[64];
+    uint64_t now = cw_now_ns();
     cw_status_t st;
 
     if (n == 0)
@@ -122,6 +123,9 @@ cw_status_t gw_bulk_rewrite(struct gw *gw, struct gw_fwd *f, cw_handle_t *in,
         t->fnext = f->btoks;
         f->btoks = t;
         st = cw_bproxy_desc_encode(egress->net, t->tok, t->perm, t->total,
+                                   t->expiry_ns > now
+                                       ? (t->expiry_ns - now) / 1000000u
+                                       : 0,
                                    desc, sizeof(desc), &len);
         if (st == CW_OK)
             st = cw_fwd_desc_replace(f->out, i, desc, len);
