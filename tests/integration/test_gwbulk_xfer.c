@@ -28,6 +28,8 @@
 #define OP_PUSH 2    /* server pushes the pattern */
 #define OP_HOSTILE 3 /* server abuses the token it got */
 #define OP_REPLAY 4  /* server reuses the token of the previous RPC */
+#define OP_EXPIRE 5  /* server waits past the deadline, then transfers */
+#define OP_REPORT 6  /* what OP_EXPIRE saw */
 #define NSEG 3
 
 static uint64_t pat_word(uint64_t seed, uint64_t i)
@@ -153,6 +155,7 @@ static uint8_t g_job_op;
 static uint8_t g_old_token[CW_BPROXY_TOKEN_LEN];
 static bool g_have_old;
 static const char *g_alt_uri; /* server: second endpoint (hostile) */
+static cw_status_t g_exp_local = CW_ERROR, g_exp_gw = CW_ERROR;
 
 /* A raw delegation request, as a target's core would send it, but with
  * fields chosen by the test. */
@@ -339,6 +342,28 @@ static void run_job(cw_context_t *ctx, cw_handle_t *h, uint8_t op,
 
     if (op == OP_HOSTILE) {
         run_hostile(ctx, h, rb);
+    } else if (op == OP_EXPIRE) {
+        /* Outlive the caller's deadline, then use the handle: the core
+         * refuses it locally, the gateway too. */
+        struct wait never = {0};
+        struct mbuf m;
+        cw_bulk_t *lb = NULL;
+
+        wait_done(ctx, &never, 1500);
+        if (mbuf_alloc(&m, 64) == 0) {
+            if (cw_bulk_create(ctx, m.seg, NSEG, CW_BULK_READ_WRITE, &lb) ==
+                CW_OK)
+                g_exp_local = cw_bulk_transfer(ctx, CW_BULK_PULL,
+                                               cw_handle_source(h), rb, 0,
+                                               lb, 0, 64, NULL, NULL, NULL);
+            cw_bulk_free(lb);
+            mbuf_free(&m);
+        }
+        g_exp_gw = raw_deleg(ctx, cw_handle_source(h), rb->ptoken,
+                             CW_BULK_PULL, 0, 64);
+    } else if (op == OP_REPORT) {
+        cw_buf_put_u32(cw_handle_output(h), g_exp_local);
+        cw_buf_put_u32(cw_handle_output(h), g_exp_gw);
     } else if (op == OP_REPLAY) {
         st = g_have_old ? raw_deleg(ctx, cw_handle_source(h), g_old_token,
                                     CW_BULK_PULL, 0, 64)
@@ -542,6 +567,33 @@ static int hostile(cw_context_t *ctx, cw_addr_t *dst)
     cw_handle_release(h);
     fails += expect("token of a completed RPC (revoked)",
                     st == CW_OK ? v[0] : st, CW_BAD_HANDLE);
+    /* A handle used after its RPC's deadline (1 s). */
+    st = call(ctx, dst, OP_EXPIRE, 4096, 7, CW_BULK_READ_ONLY, &m, NULL,
+              1000);
+    fails += expect("RPC outlived by its handler", st, CW_TIMEOUT);
+    for (int i = 0; i < 100; i++) { /* the server is still in its wait */
+        st = call(ctx, dst, OP_REPORT, 4096, 7, CW_BULK_READ_ONLY, &m, &h,
+                  5000);
+        if (st != CW_BUSY)
+            break;
+        cw_handle_release(h);
+        h = NULL;
+        usleep(50000);
+    }
+    if (st == CW_OK)
+        st = cw_buf_get_u32(cw_handle_output(h), &v[0]);
+    if (st == CW_OK)
+        st = cw_buf_get_u32(cw_handle_output(h), &v[1]);
+    cw_handle_release(h);
+    fails += expect("expired handle, checked by the target's core",
+                    st == CW_OK ? v[0] : st, CW_EXPIRED);
+    /* At the gateway the token is past its expiry and, since the forward
+     * timed out at that same deadline, revoked: either refusal is right. */
+    if (st == CW_OK && v[1] == CW_EXPIRED)
+        fails += expect("expired token at the gateway", v[1], CW_EXPIRED);
+    else
+        fails += expect("expired token at the gateway (already revoked)",
+                        st == CW_OK ? v[1] : st, CW_BAD_HANDLE);
     mbuf_free(&m);
     return fails ? 1 : 0;
 }
