@@ -225,17 +225,30 @@ cw_status_t cw_na_addr_deserialize(cw_na_t *na, const void *buf, size_t size,
 
 /* ---- messages ---- */
 
+/* What every send checks before the plugin sees it. */
+static cw_status_t send_args_check(cw_na_t *na, const void *buf, size_t len,
+                                   cw_na_addr_t *dest, uint32_t tag,
+                                   cw_na_cb_t cb, bool expected)
+{
+    if (na == NULL || (buf == NULL && len > 0) || dest == NULL || cb == NULL)
+        return CW_INVALID_ARG;
+    if (len > (expected ? na->caps.max_expected_size
+                        : na->caps.max_unexpected_size))
+        return CW_OVERFLOW;
+    if (tag > na->caps.max_tag)
+        return CW_INVALID_ARG;
+    return CW_OK;
+}
+
 cw_status_t cw_na_msg_send_unexpected(cw_na_t *na, const void *buf,
                                       size_t len, cw_na_addr_t *dest,
                                       uint32_t tag, cw_na_cb_t cb, void *arg,
                                       cw_na_op_t **op_p)
 {
-    if (na == NULL || (buf == NULL && len > 0) || dest == NULL || cb == NULL)
-        return CW_INVALID_ARG;
-    if (len > na->caps.max_unexpected_size)
-        return CW_OVERFLOW;
-    if (tag > na->caps.max_tag)
-        return CW_INVALID_ARG;
+    cw_status_t st = send_args_check(na, buf, len, dest, tag, cb, false);
+
+    if (st != CW_OK)
+        return st;
     return na->ops->msg_send_unexpected(na->cls, buf, len, dest, tag, cb, arg,
                                         op_p);
 }
@@ -254,12 +267,10 @@ cw_status_t cw_na_msg_send_expected(cw_na_t *na, const void *buf, size_t len,
                                     cw_na_cb_t cb, void *arg,
                                     cw_na_op_t **op_p)
 {
-    if (na == NULL || (buf == NULL && len > 0) || dest == NULL || cb == NULL)
-        return CW_INVALID_ARG;
-    if (len > na->caps.max_expected_size)
-        return CW_OVERFLOW;
-    if (tag > na->caps.max_tag)
-        return CW_INVALID_ARG;
+    cw_status_t st = send_args_check(na, buf, len, dest, tag, cb, true);
+
+    if (st != CW_OK)
+        return st;
     return na->ops->msg_send_expected(na->cls, buf, len, dest, tag, cb, arg,
                                       op_p);
 }
