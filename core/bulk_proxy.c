@@ -229,11 +229,10 @@ cw_status_t cw_bproxy_desc_bulk(cw_handle_t *in, unsigned i, cw_bulk_t **b_p)
                           &d, NULL, NULL);
     if (st != CW_OK)
         return st;
+    /* cw_bulk_from_desc handles PROXY descriptors too (and whatever
+     * references a remote handle takes). */
     pthread_mutex_lock(&ctx->lock);
-    if (d.flags & CW_DF_PROXY)
-        st = cw_bproxy_from_desc(ctx, in->net, &d, b_p);
-    else
-        st = cw_bulk_from_desc(ctx, in->net, &d, b_p);
+    st = cw_bulk_from_desc(ctx, in->net, &d, b_p);
     pthread_mutex_unlock(&ctx->lock);
     return st;
 }
