@@ -27,6 +27,7 @@ static cw_status_t addr_new(cw_context_t *ctx, cw_network_t *net,
     if (str && (a->str = strdup(str)) == NULL)
         goto err_free;
     a->self = cw_na_addr_cmp(net->na, na, net->self);
+    cw_net_ref(net);
     *addr_p = a;
     return CW_OK;
 
@@ -153,6 +154,10 @@ cw_status_t cw_network_self(cw_network_t *net, cw_addr_t **addr_p)
         return CW_INVALID_ARG;
     ctx = net->ctx;
     pthread_mutex_lock(&ctx->lock);
+    if (net->closed) {
+        pthread_mutex_unlock(&ctx->lock);
+        return CW_DISCONNECTED; /* cw_network_close */
+    }
     st = cw_na_addr_dup(net->na, net->self, &na);
     if (st == CW_OK) {
         st = addr_new(ctx, net, na, NULL, net->uri, addr_p);
@@ -192,6 +197,7 @@ cw_status_t cw_addr_dup(cw_addr_t *addr, cw_addr_t **addr_p)
 static void addr_destroy_locked(cw_addr_t *addr)
 {
     cw_na_addr_free(addr->net->na, addr->na);
+    cw_net_unref_locked(addr->net);
     free(addr->route);
     free(addr->str);
     free(addr);

@@ -45,8 +45,16 @@ static cw_status_t bulk_new(cw_context_t *ctx, const struct cw_segment *segs,
     atomic_init(&b->refs, 1);
     b->perm = perm;
     b->total = total;
+    cw_bulk_track(b);
     *b_p = b;
     return CW_OK;
+}
+
+void cw_bulk_track(cw_bulk_t *b)
+{
+    pthread_mutex_lock(&b->ctx->lock);
+    cw_list_add(&b->ctx->bulks, &b->ctx_link);
+    pthread_mutex_unlock(&b->ctx->lock);
 }
 
 cw_status_t cw_bulk_create(cw_context_t *ctx, const struct cw_segment *segs,
@@ -72,10 +80,12 @@ void cw_bulk_unref(cw_bulk_t *b)
     pthread_mutex_lock(&b->ctx->lock);
     if (b->remote) {
         cw_na_mem_release(b->net->na, b->rmem);
+        cw_net_unref_locked(b->net);
     } else {
         for (unsigned i = 0; i < CW_MAX_NETS; i++)
             if (b->reg[i])
                 cw_na_mem_release(b->ctx->nets[i]->na, b->reg[i]);
+        cw_list_del(&b->ctx_link);
     }
     pthread_mutex_unlock(&b->ctx->lock);
     free(b->segs);
@@ -104,6 +114,8 @@ cw_status_t cw_bulk_reg(cw_bulk_t *b, cw_network_t *net, cw_na_mem_t **m_p)
 
     if (b->remote)
         return CW_INVALID_ARG;
+    if (net->closed)
+        return CW_DISCONNECTED; /* cw_network_close */
     if (b->reg[net->index] == NULL) {
         if (b->nsegs > 1) {
             segs = malloc(b->nsegs * sizeof(*segs));
@@ -168,8 +180,12 @@ cw_status_t cw_bulk_from_desc(cw_context_t *ctx, cw_network_t *net,
     cw_bulk_t *b;
     cw_status_t st;
 
-    if (d->flags & CW_DF_PROXY)
-        return cw_bproxy_from_desc(ctx, net, d, b_p);
+    if (d->flags & CW_DF_PROXY) {
+        cw_status_t pst = cw_bproxy_from_desc(ctx, net, d, b_p);
+        if (pst == CW_OK)
+            cw_net_ref(net); /* dropped by cw_bulk_unref */
+        return pst;
+    }
     if (d->plugin_len != strlen(net->plugin) ||
         memcmp(d->plugin, net->plugin, d->plugin_len) != 0)
         return CW_PROTOCOL;
@@ -188,6 +204,7 @@ cw_status_t cw_bulk_from_desc(cw_context_t *ctx, cw_network_t *net,
     b->flags = d->flags;
     b->total = d->total;
     b->net = net;
+    cw_net_ref(net);
     *b_p = b;
     return CW_OK;
 }
@@ -312,6 +329,8 @@ cw_status_t cw_bulk_start(cw_context_t *ctx, enum cw_bulk_dir dir,
     size_t maxrma = remote->net->caps.max_rma_size;
     cw_status_t st;
 
+    if (remote->net->closed)
+        return CW_DISCONNECTED; /* cw_network_close */
     op = calloc(1, sizeof(*op));
     if (op == NULL)
         return CW_NOMEM;

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #define CW_DEFAULT_UNEXPECTED 64
@@ -123,6 +124,7 @@ cw_status_t cw_context_create(const struct cw_context_opts *opts,
     cw_list_init(&ctx->wait_done);
     cw_list_init(&ctx->bulk_ops);
     cw_list_init(&ctx->incoming);
+    cw_list_init(&ctx->bulks);
     ctx->next_req_id = 1;
     {
         /* Recursive: releasing a handle or a bulk from inside the core
@@ -281,6 +283,15 @@ static void net_urecv_cb(const struct cw_na_cb_info *info)
 
     u->op = NULL;
     net->urecv_posted--;
+    if (net->closed) {
+        /* Arrived while cw_network_close cancels: nobody will answer. */
+        if (info->status == CW_OK) {
+            ctx->stats.rx_dropped++;
+            if (info->u.recv_unexpected.source)
+                cw_na_addr_free(net->na, info->u.recv_unexpected.source);
+        }
+        return;
+    }
     if (info->status == CW_OK) {
         cw_rpc_recv_unexpected(net, u, info->u.recv_unexpected.len,
                                info->u.recv_unexpected.source);
@@ -327,6 +338,7 @@ cw_status_t cw_network_open_locked(cw_context_t *ctx, const char *uri,
     net->ctx = ctx;
     net->flags = flags;
     net->wait_fd = -1;
+    net->refs = 1; /* the context's */
     if (flags & CW_NET_LISTEN)
         naflags |= CW_NA_LISTEN;
     if (ctx->opts.flags & CW_CTX_BUSY)
@@ -416,6 +428,139 @@ cw_status_t cw_network_open(cw_context_t *ctx, const char *uri,
     if (st == CW_OK && net_p)
         *net_p = net;
     return st;
+}
+
+/* ---- closing one network (cw_network_close) ----------------------------- */
+
+void cw_net_unref_locked(cw_network_t *net)
+{
+    cw_context_t *ctx = net->ctx;
+
+    if (--net->refs > 0)
+        return;
+    /* Only a closed network loses the context's reference. */
+    for (cw_network_t **pp = &ctx->closed_nets; *pp; pp = &(*pp)->next_closed) {
+        if (*pp == net) {
+            *pp = net->next_closed;
+            break;
+        }
+    }
+    net_close(net);
+}
+
+/* Something of ours still waits on @p net (lock held). */
+static bool net_busy(cw_context_t *ctx, cw_network_t *net)
+{
+    struct cw_list *e;
+
+    if (net->urecv_posted > 0)
+        return true;
+    for (e = ctx->inflight.next; e != &ctx->inflight; e = e->next) {
+        cw_handle_t *h = cw_container_of(e, cw_handle_t, link);
+        if (h->net == net && h->pending > 0)
+            return true;
+    }
+    for (e = ctx->wait_done.next; e != &ctx->wait_done; e = e->next)
+        if (cw_container_of(e, cw_handle_t, link)->net == net)
+            return true;
+    for (e = ctx->bulk_ops.next; e != &ctx->bulk_ops; e = e->next)
+        if (cw_container_of(e, cw_bulk_op_t, link)->net == net)
+            return true;
+    return false;
+}
+
+/* Take @p net off the context (lock held, nothing of ours pending on it):
+ * the arrays indexed by network shift down past it. */
+static void net_detach(cw_context_t *ctx, cw_network_t *net)
+{
+    unsigned p = net->index;
+    struct cw_list *e;
+
+    for (e = ctx->bulks.next; e != &ctx->bulks; e = e->next) {
+        cw_bulk_t *b = cw_container_of(e, cw_bulk_t, ctx_link);
+        if (b->reg[p])
+            cw_na_mem_release(net->na, b->reg[p]);
+        memmove(&b->reg[p], &b->reg[p + 1],
+                (ctx->nnets - p - 1) * sizeof(b->reg[0]));
+        b->reg[ctx->nnets - 1] = NULL;
+    }
+    for (unsigned i = p + 1; i < ctx->nnets; i++) {
+        ctx->nets[i - 1] = ctx->nets[i];
+        ctx->nets[i - 1]->index = i - 1;
+    }
+    ctx->nets[--ctx->nnets] = NULL;
+    if (net->wait_fd >= 0 &&
+        epoll_ctl(ctx->epfd, EPOLL_CTL_DEL, net->wait_fd, NULL) != 0)
+        CW_WARN("core", "epoll_ctl(DEL %s) failed: %s", net->uri,
+                strerror(errno));
+    net->wait_fd = -1;
+    if (net->urecv_posted == 0) {
+        for (unsigned i = 0; i < net->nurecv; i++)
+            free(net->urecv[i].buf);
+        free(net->urecv);
+        net->urecv = NULL;
+        net->nurecv = 0;
+    }
+    net->next_closed = ctx->closed_nets;
+    ctx->closed_nets = net;
+}
+
+cw_status_t cw_network_close(cw_network_t *net)
+{
+    cw_context_t *ctx;
+    struct cw_list *e;
+    uint64_t until;
+
+    if (net == NULL)
+        return CW_INVALID_ARG;
+    ctx = net->ctx;
+    pthread_mutex_lock(&ctx->lock);
+    if (net->closed || ctx->destroying) {
+        pthread_mutex_unlock(&ctx->lock);
+        return CW_INVALID_ARG;
+    }
+    net->closed = true;
+    /* Requests that came in on it and are not answered yet: their caller
+     * can no longer be reached, so their respond completes CW_CANCELED
+     * without sending (no bare answer for an overflowed caller either). */
+    for (e = ctx->incoming.next; e != &ctx->incoming; e = e->next) {
+        cw_handle_t *h = cw_container_of(e, cw_handle_t, link);
+        if (h->net == net) {
+            h->canceled = true;
+            h->overflowed = false;
+        }
+    }
+    cw_rpc_cancel_net(ctx, net);
+    for (unsigned i = 0; i < net->nurecv; i++)
+        if (net->urecv[i].op)
+            cw_na_cancel(net->na, net->urecv[i].op);
+    pthread_mutex_unlock(&ctx->lock);
+
+    /* The cancellations complete through the plugin: drive it until they
+     * have (bounded, like cw_context_destroy). */
+    until = cw_now_ns() + CW_DRAIN_NS;
+    for (;;) {
+        bool busy;
+        pthread_mutex_lock(&ctx->lock);
+        (void)cw_na_progress(net->na, 0, NULL);
+        cw_rpc_cancel_net(ctx, net);
+        busy = net_busy(ctx, net);
+        if (!busy || cw_now_ns() > until) {
+            if (busy)
+                CW_WARN("core", "closing %s with operations still pending",
+                        net->uri);
+            net_detach(ctx, net);
+            break;
+        }
+        pthread_mutex_unlock(&ctx->lock);
+        struct timespec ts = {0, 100000L};
+        nanosleep(&ts, NULL);
+    }
+    cw_ctx_wake(ctx);
+    CW_INFO("core", "network %s closed", net->uri);
+    cw_net_unref_locked(net); /* the context's reference */
+    pthread_mutex_unlock(&ctx->lock);
+    return CW_OK;
 }
 
 cw_status_t cw_network_uri(cw_network_t *net, char *buf, size_t len)
@@ -516,6 +661,12 @@ void cw_context_destroy(cw_context_t *ctx)
     cw_rpc_classes_fini(ctx);
     for (unsigned i = ctx->nnets; i-- > 0;)
         net_close(ctx->nets[i]);
+    /* Closed networks something still referred to (leaked by the user). */
+    while (ctx->closed_nets) {
+        cw_network_t *net = ctx->closed_nets;
+        ctx->closed_nets = net->next_closed;
+        net_close(net);
+    }
     close(ctx->evfd);
     close(ctx->epfd);
     ctx_free(ctx);

@@ -188,6 +188,7 @@ static void handle_recycle_locked(cw_handle_t *h)
     if (h->src.na) {
         cw_na_addr_free(h->src.net->na, h->src.na);
         h->src.na = NULL;
+        cw_net_unref_locked(h->src.net);
     }
     cw_buf_reset(w);
     w->writer = true;
@@ -296,6 +297,11 @@ cw_status_t cw_handle_create(cw_context_t *ctx, cw_addr_t *dest,
     if (st != CW_OK)
         return st;
     pthread_mutex_lock(&ctx->lock);
+    if (ref->net->closed) {
+        pthread_mutex_unlock(&ctx->lock);
+        cw_addr_free(ref);
+        return CW_DISCONNECTED; /* cw_network_close */
+    }
     h = cw_handle_alloc(ctx, false);
     if (h == NULL) {
         pthread_mutex_unlock(&ctx->lock);
@@ -543,11 +549,19 @@ void cw_rpc_timers(cw_context_t *ctx, uint64_t now)
 
 void cw_rpc_cancel_all(cw_context_t *ctx)
 {
+    cw_rpc_cancel_net(ctx, NULL);
+}
+
+/* Everything in flight, or only what runs on @p net (NULL = all). */
+void cw_rpc_cancel_net(cw_context_t *ctx, cw_network_t *net)
+{
     struct cw_list *e, *next;
 
     for (e = ctx->inflight.next; e != &ctx->inflight; e = next) {
         cw_handle_t *h = cw_container_of(e, cw_handle_t, link);
         next = e->next;
+        if (net && h->net != net)
+            continue;
         cw_h_fail(h, CW_CANCELED);
         if (h->linger)
             h_cancel_ops(h);
@@ -556,6 +570,8 @@ void cw_rpc_cancel_all(cw_context_t *ctx)
     for (e = ctx->wait_done.next; e != &ctx->wait_done; e = next) {
         cw_handle_t *h = cw_container_of(e, cw_handle_t, link);
         next = e->next;
+        if (net && h->net != net)
+            continue;
         cw_list_del(&h->link);
         h->pending--;
         cw_h_set_final(h, CW_CANCELED);
@@ -564,6 +580,8 @@ void cw_rpc_cancel_all(cw_context_t *ctx)
     for (e = ctx->bulk_ops.next; e != &ctx->bulk_ops; e = next) {
         cw_bulk_op_t *op = cw_container_of(e, cw_bulk_op_t, link);
         next = e->next;
+        if (net && op->net != net)
+            continue;
         cw_bulk_op_cancel_locked(op);
     }
 }

@@ -194,6 +194,7 @@ cw_status_t cw_fwd_self(cw_handle_t *h)
     st = cw_na_addr_dup(h->net->na, h->net->self, &sh->src.na);
     if (st != CW_OK)
         goto err_unref;
+    cw_net_ref(h->net);
     st = cw_grow(&sh->msg, &sh->msg_cap, h->in.len ? h->in.len : 1);
     if (st != CW_OK)
         goto err_unref;
@@ -239,6 +240,10 @@ cw_status_t cw_forward(cw_handle_t *h, uint64_t timeout_ms, cw_forward_cb_t cb,
     if (ctx->destroying) {
         pthread_mutex_unlock(&ctx->lock);
         return CW_CANCELED;
+    }
+    if (h->net && h->net->closed) {
+        pthread_mutex_unlock(&ctx->lock);
+        return CW_DISCONNECTED; /* cw_network_close */
     }
     st = h->in.err;
     if (st != CW_OK) {

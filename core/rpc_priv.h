@@ -195,6 +195,12 @@ struct cw_network {
     struct cw_urecv *urecv;
     unsigned nurecv;
     unsigned urecv_posted;
+    /* cw_network_close (ctx->lock): the context's list holds one reference,
+     * so do addresses, server handles' sources and remote bulk handles on
+     * it; the NA instance is closed when the last one goes. */
+    unsigned refs;
+    bool closed;                 /**< off ctx->nets: every use fails */
+    struct cw_network *next_closed; /**< ctx->closed_nets */
 };
 
 struct cw_addr {
@@ -250,6 +256,8 @@ struct cw_context {
     struct cw_context_stats stats;
     struct cw_route_table *routes; /**< client routing table, or NULL */
     char *default_gateway;         /**< or NULL */
+    struct cw_list bulks;          /**< every bulk handle (cw_network_close) */
+    cw_network_t *closed_nets;     /**< closed, still referenced */
 };
 
 /* ---- handles -------------------------------------------------------------*/
@@ -354,6 +362,7 @@ struct cw_bulk {
     cw_na_mem_t *rmem;
     uint8_t ptoken[16]; /**< PROXY: gateway token (core/bulk_proxy.c) */
     uint64_t pexpiry_ns; /**< PROXY: end of the token's life (our clock) */
+    struct cw_list ctx_link; /**< ctx->bulks */
 };
 
 struct cw_bulk_slot {
@@ -438,6 +447,16 @@ cw_network_t *cw_net_find(cw_context_t *ctx, const char *plugin,
                           const char *protocol);
 cw_status_t cw_network_open_locked(cw_context_t *ctx, const char *uri,
                                    uint32_t flags, cw_network_t **net_p);
+/** Reference a network (lock held): addresses, server handles' sources and
+ *  remote bulk handles on it. */
+static inline void cw_net_ref(cw_network_t *net) { net->refs++; }
+/** Drop a network reference (lock held); the last one of a closed network
+ *  closes its NA instance and frees it. */
+void cw_net_unref_locked(cw_network_t *net);
+/** Track a new bulk handle in ctx->bulks (takes the lock). */
+void cw_bulk_track(cw_bulk_t *b);
+/** Cancel what depends on @p net (cw_network_close, lock held). */
+void cw_rpc_cancel_net(cw_context_t *ctx, cw_network_t *net);
 /** Allocate a request id. */
 uint64_t cw_ctx_req_id(cw_context_t *ctx);
 /** Next response tag of a network. */

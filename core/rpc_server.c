@@ -181,6 +181,7 @@ static void recv_request(cw_network_t *net, struct cw_urecv *u,
     h->src.ctx = ctx;
     h->src.net = net;
     h->src.na = source;
+    cw_net_ref(net);
     h->src.embedded = true;
     h->src.self = false;
     /* Take the receive buffer instead of copying the message: the slot is

@@ -105,6 +105,32 @@ size_t cw_rpc_header_size(void);
 cw_status_t cw_network_open(cw_context_t *ctx, const char *uri,
                             uint32_t flags, cw_network_t **net_p);
 
+/**
+ * Close one network of a context; the others keep working.
+ *
+ * Everything in flight on it completes exactly once with CW_CANCELED:
+ * forwards sent through it, bulk transfers over it, responds still waiting
+ * for the caller's acknowledgement; requests that came in on it and are not
+ * answered yet see cw_handle_canceled() and their cw_respond completes
+ * CW_CANCELED without sending.  Messages still arriving are dropped, the
+ * pre-posted receive buffers released, the wait fd leaves the context's
+ * epoll set and the network is no longer used by cw_progress or chosen by
+ * cw_addr_lookup.  Callbacks run from cw_trigger as usual.
+ *
+ * Addresses, server handles and remote bulk handles obtained through it
+ * stay valid to release; using them fails with CW_DISCONNECTED
+ * (cw_handle_create, cw_forward, cw_bulk_transfer, cw_network_self).  They
+ * keep a reference: the plugin instance (and its endpoint, e.g. a
+ * listening port) is closed and @p net freed when the last of them is
+ * released, at once if there is none.  @p net must not be used after this
+ * call.  Thread-safe (takes the context's lock), also from a callback run
+ * by cw_trigger; it drives the plugin until the cancelled operations have
+ * come back (at most 2 s, then it warns and detaches the network anyway).
+ * @return CW_OK, or CW_INVALID_ARG for NULL, a network already closed or a
+ *         context being destroyed.
+ */
+cw_status_t cw_network_close(cw_network_t *net);
+
 /** Counters of a context (cw_context_stats). */
 struct cw_context_stats {
     uint64_t rx_requests;   /**< requests received from networks */
