@@ -192,9 +192,9 @@ static void cmd_services(struct gw *gw, FILE *out, bool json)
     if (json)
         fprintf(out, "[");
     else
-        fprintf(out, "%-16s %-15s %-36s %-8s %8s %8s %s\n", "SERVICE",
-                "POLICY", "BACKEND", "HEALTH", "PINGS_OK", "FAILED",
-                "LAST");
+        fprintf(out, "%-16s %-15s %-36s %-7s %8s %-8s %8s %8s %s\n",
+                "SERVICE", "POLICY", "BACKEND", "STATE", "INFLIGHT", "HEALTH",
+                "PINGS_OK", "FAILED", "LAST");
     for (size_t s = 0; s < cfg->nservices; s++) {
         const struct cw_config_service *sv = &cfg->services[s];
         const char *pol = sv->policy >= 0 && sv->policy < 3
@@ -210,18 +210,26 @@ static void cmd_services(struct gw *gw, FILE *out, bool json)
                                      ? "unknown"
                                  : gw_status_is_transport(hc->last) ? "failing"
                                                                      : "ok";
+            /* The route table's view: what selection uses right now. */
+            const char *state = cw_route_table_backend_is_up(
+                                    gw->table, (unsigned)s, (unsigned)b)
+                                    ? "up" : "ejected";
+            unsigned inflight = cw_route_table_backend_inflight(
+                gw->table, (unsigned)s, (unsigned)b);
             if (json) {
                 fprintf(out, "%s{\"address\":", b ? "," : "");
                 json_str(out, sv->backends.v[b]);
                 fprintf(out, ",\"health\":\"%s\",\"pings_ok\":%" PRIu64
-                        ",\"pings_failed\":%" PRIu64 ",\"last\":\"%s\"}",
+                        ",\"pings_failed\":%" PRIu64 ",\"last\":\"%s\""
+                        ",\"state\":\"%s\",\"inflight\":%u}",
+                        health, hc ? hc->ok : 0, hc ? hc->fail : 0,
+                        hc ? cw_status_name(hc->last) : "-", state, inflight);
+            } else {
+                fprintf(out, "%-16s %-15s %-36s %-7s %8u %-8s %8" PRIu64
+                        " %8" PRIu64 " %s\n", b == 0 ? sv->name : "",
+                        b == 0 ? pol : "", sv->backends.v[b], state, inflight,
                         health, hc ? hc->ok : 0, hc ? hc->fail : 0,
                         hc ? cw_status_name(hc->last) : "-");
-            } else {
-                fprintf(out, "%-16s %-15s %-36s %-8s %8" PRIu64 " %8" PRIu64
-                        " %s\n", b == 0 ? sv->name : "", b == 0 ? pol : "",
-                        sv->backends.v[b], health, hc ? hc->ok : 0,
-                        hc ? hc->fail : 0, hc ? cw_status_name(hc->last) : "-");
             }
         }
         if (json)

@@ -21,12 +21,24 @@ backend_health() {
         grep -o "\"address\":\"$1\",\"health\":\"[a-z]*\"" | cut -d'"' -f8
 }
 
+# The route table's state of a backend: up or ejected.
+backend_state() {
+    "$CWCTL" --admin "$gw_admin" services --json |
+        grep -o "\"address\":\"$1\",[^}]*" |
+        grep -o '"state":"[a-z]*"' | cut -d'"' -f4
+}
+
 ping_expect "svc:echo with two backends" CW_OK -c 20 -s 0,64,65536 "svc:echo@$gw_tcp0"
 wait_for sh -c "[ \"\$('$CWCTL' --admin '$gw_admin' services --json | grep -c '\"health\":\"ok\"')\" = 1 ]" ||
     true
 [ "$(backend_health "$b1")" = ok ] && [ "$(backend_health "$b2")" = ok ] ||
     fail "backends not healthy: $("$CWCTL" --admin "$gw_admin" services)"
 pass "both backends healthy"
+[ "$(backend_state "$b1")" = up ] && [ "$(backend_state "$b2")" = up ] ||
+    fail "backends not up in the route table: $("$CWCTL" --admin "$gw_admin" services)"
+"$CWCTL" --admin "$gw_admin" services | grep -q 'STATE *INFLIGHT' ||
+    fail "services table has no STATE/INFLIGHT columns"
+pass "both backends up in the route table"
 
 kill -KILL "$b2_PID"
 wait "$b2_PID" 2>/dev/null
@@ -38,11 +50,20 @@ pass "backend killed: $(cat "$T/ping.out")"
 wait_for sh -c "'$CWCTL' --admin '$gw_admin' services --json | grep -q '\"address\":\"$b2\",\"health\":\"failing\"'" ||
     fail "killed backend not seen failing"
 pass "killed backend failing its health checks"
+wait_for sh -c "'$CWCTL' --admin '$gw_admin' services --json | grep -q '\"address\":\"$b2\",[^}]*\"state\":\"ejected\"'" ||
+    fail "killed backend not ejected: $("$CWCTL" --admin "$gw_admin" services)"
+[ "$(backend_state "$b1")" = up ] || fail "remaining backend not up"
+"$CWCTL" --admin "$gw_admin" services | grep "$b2" | grep -q ' ejected ' ||
+    fail "services table does not show the backend ejected"
+pass "killed backend ejected from the route table, the other still up"
 ping_expect "all calls go to the remaining backend" CW_OK -c 20 "svc:echo@$gw_tcp0"
 
 start_echo b2 "shm://$TAG-b2"
 wait_for sh -c "'$CWCTL' --admin '$gw_admin' services --json | grep -q '\"address\":\"$b2\",\"health\":\"ok\"'" ||
     fail "restarted backend not healthy again"
 pass "restarted backend passes its health checks again"
+wait_for sh -c "'$CWCTL' --admin '$gw_admin' services --json | grep -q '\"address\":\"$b2\",[^}]*\"state\":\"up\"'" ||
+    fail "restarted backend not back in the route table"
+pass "restarted backend back up in the route table"
 ping_expect "calls after the return" CW_OK -c 20 "svc:echo@$gw_tcp0"
 "$CWCTL" --admin "$gw_admin" services
