@@ -453,7 +453,7 @@ static bool net_busy(cw_context_t *ctx, cw_network_t *net)
 {
     struct cw_list *e;
 
-    if (net->urecv_posted > 0)
+    if (net->urecv_posted > 0 || net->resp_sending > 0)
         return true;
     for (e = ctx->inflight.next; e != &ctx->inflight; e = e->next) {
         cw_handle_t *h = cw_container_of(e, cw_handle_t, link);

@@ -199,6 +199,7 @@ struct cw_network {
      * so do addresses, server handles' sources and remote bulk handles on
      * it; the NA instance is closed when the last one goes. */
     unsigned refs;
+    unsigned resp_sending;       /**< responses handed to the plugin */
     bool closed;                 /**< off ctx->nets: every use fails */
     struct cw_network *next_closed; /**< ctx->closed_nets */
 };

@@ -290,6 +290,7 @@ static void resp_send_cb(const struct cw_na_cb_info *info)
 
     h->send_op = NULL;
     h->pending--;
+    h->net->resp_sending--;
     if (info->status != CW_OK) {
         if (!cw_list_empty(&h->link)) {
             cw_list_del(&h->link);
@@ -335,6 +336,8 @@ static cw_status_t respond_net(cw_handle_t *h, cw_status_t status)
     size_t total;
     cw_status_t st;
 
+    if (net->closed)
+        return CW_DISCONNECTED; /* cw_network_close */
     memset(&hdr, 0, sizeof(hdr));
     hdr.type = CW_MSG_RESP;
     hdr.rpc_id = h->id;
@@ -354,6 +357,7 @@ static cw_status_t respond_net(cw_handle_t *h, cw_status_t status)
     if (st != CW_OK)
         return st;
     h->pending++;
+    net->resp_sending++;
     ctx->stats.na_ops++;
     ctx->stats.tx_responses++;
     if (hdr.flags & CW_HF_OVERFLOW) {

@@ -210,7 +210,14 @@ static void test_client_close_inflight(void **state)
     int total = 0;
     (void)state;
 
-    /* The client's own ofi+tcp network: cw_addr_lookup uses it. */
+    /* A fresh client context whose only ofi+tcp network is ours:
+     * cw_addr_lookup uses it. */
+    cw_context_destroy(E.cli);
+    assert_int_equal(cw_context_create(NULL, &E.cli), CW_OK);
+    assert_int_equal(cw_rpc_register(E.cli, "hold", NULL, NULL, NULL, NULL),
+                     CW_OK);
+    assert_int_equal(cw_rpc_register(E.cli, "echo", NULL, NULL, NULL, NULL),
+                     CW_OK);
     assert_int_equal(cw_network_open(E.cli, "ofi+tcp://127.0.0.1:0", 0, &ctcp),
                      CW_OK);
     send_held(E.tcp_uri, 20000, hs, calls, &a);
@@ -301,15 +308,13 @@ static void test_server_close_inflight(void **state)
 
     assert_int_equal(echo_once(E.shm_uri, 5000), CW_OK);
     assert_int_not_equal(echo_once(E.tcp_uri, 1500), CW_OK);
-    /* A new listening network on the context works. */
-    {
-        cw_network_t *n2;
-        char uri[256];
-        assert_int_equal(cw_network_open(E.srv, TCP_URI, CW_NET_LISTEN, &n2),
-                         CW_OK);
-        assert_int_equal(cw_network_uri(n2, uri, sizeof(uri)), CW_OK);
-        assert_int_equal(echo_once(uri, 5000), CW_OK);
-    }
+    /* A new listening network on the context works (and is the one the
+     * next test uses). */
+    assert_int_equal(cw_network_open(E.srv, TCP_URI, CW_NET_LISTEN,
+                                     &E.srv_tcp), CW_OK);
+    assert_int_equal(cw_network_uri(E.srv_tcp, E.tcp_uri, sizeof(E.tcp_uri)),
+                     CW_OK);
+    assert_int_equal(echo_once(E.tcp_uri, 5000), CW_OK);
 }
 
 /* Bad calls. */
@@ -323,8 +328,11 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_close_args),
-        cmocka_unit_test(test_client_close_inflight),
+        /* Server first: libfabric 1.17's tcp provider can leak a
+         * connection object when an endpoint that has seen a peer die is
+         * closed (see the report); the client test leaves such a peer. */
         cmocka_unit_test(test_server_close_inflight),
+        cmocka_unit_test(test_client_close_inflight),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
