@@ -5,7 +5,14 @@
  * Reload: the whole file is loaded and validated first; only a valid file
  * replaces the route table (RPCs in flight keep the table they started
  * with through their own reference).  Networks added by the new file are
- * opened; networks it removes stop carrying traffic at once.
+ * opened; networks it removes stop taking new requests at once (they are
+ * refused, and no route leaves through them), and are closed
+ * (cw_network_close: port released, gone from cwctl status) as soon as no
+ * forwarded RPC that came in on them is in flight any more.  Those drain
+ * normally, bounded by their deadlines and limits.max_timeout.  RPCs that
+ * were sent out through the closed network (it was the one the core picked
+ * for their next hop's plugin) are cancelled by the close and their callers
+ * get CW_CANCELED.
  *
  * Drain: new requests are answered CW_DRAINING, those in flight (or queued)
  * finish until gateway.drain_grace; whatever is left then is canceled (its caller
@@ -40,11 +47,15 @@ int gw_signals_open(void)
     return fd;
 }
 
+static void gw_reload_reap(struct gw *gw);
+
+/* Also the housekeeping point where removed networks get closed. */
 void gw_signals_poll(struct gw *gw)
 {
     struct signalfd_siginfo si;
     char err[256];
 
+    gw_reload_reap(gw);
     while (read(gw->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
         switch (si.ssi_signo) {
         case SIGHUP:
@@ -68,6 +79,43 @@ void gw_signals_poll(struct gw *gw)
     }
 }
 
+/* Close removed network @p i and take it off gw->nets. */
+static void gw_net_close_at(struct gw *gw, unsigned i)
+{
+    struct gw_net *n = &gw->nets[i];
+    cw_status_t st;
+
+    GW_NOTICE("network %s (%s) removed by the reload and idle: closing it",
+              n->name, n->self);
+    /* Cached next-hop addresses may resolve through it: forget them all;
+     * they are looked up again on their next use (RPCs in flight hold
+     * their own references). */
+    gw_addr_cache_fini(gw);
+    st = cw_network_close(n->net);
+    if (st != CW_OK)
+        CW_WARN(GW_LOG, "closing network %s failed: %s", n->name,
+                cw_status_str(st));
+    /* Forward records point into gw->nets: follow the shift. */
+    for (struct gw_fwd *f = gw->fwds; f != NULL; f = f->next)
+        if (f->ingress != NULL && f->ingress > n)
+            f->ingress--;
+    memmove(&gw->nets[i], &gw->nets[i + 1],
+            (gw->nnets - i - 1) * sizeof(gw->nets[0]));
+    gw->nnets--;
+    memset(&gw->nets[gw->nnets], 0, sizeof(gw->nets[0]));
+}
+
+/* Close the removed networks nothing in flight came in on any more. */
+static void gw_reload_reap(struct gw *gw)
+{
+    for (unsigned i = 0; i < gw->nnets;) {
+        if (gw->nets[i].removed && gw->nets[i].inflight == 0)
+            gw_net_close_at(gw, i);
+        else
+            i++;
+    }
+}
+
 static bool gw_net_same(const struct gw_net *gn,
                         const struct cw_config_network *cn)
 {
@@ -83,12 +131,12 @@ static cw_status_t gw_reload_networks(struct gw *gw,
         for (size_t j = 0; j < next->nnetworks && !keep; j++)
             keep = gw_net_same(&gw->nets[i], &next->networks[j]);
         if (!keep && !gw->nets[i].removed) {
-            /* The core has no call to close one network of a context;
-             * the endpoint stays bound but carries no more traffic. */
+            /* Closed by gw_reload_reap once its RPCs in flight are done. */
             gw->nets[i].removed = true;
-            CW_WARN(GW_LOG, "network %s (%s) removed by the reload: no "
-                    "longer used (its endpoint stays open until restart)",
-                    gw->nets[i].name, gw->nets[i].self);
+            CW_WARN(GW_LOG, "network %s (%s) removed by the reload: takes "
+                    "no new requests, closed once its %u RPCs in flight "
+                    "are done", gw->nets[i].name, gw->nets[i].self,
+                    gw->nets[i].inflight);
         }
     }
     for (size_t j = 0; j < next->nnetworks; j++) {
@@ -162,6 +210,7 @@ cw_status_t gw_reload(struct gw *gw, char *err, size_t errlen)
         goto fail;
     }
     gw_set_config(gw, next, next, table);
+    gw_reload_reap(gw);
     gw->reloads++;
     gw->last_reload_error[0] = '\0';
     GW_NOTICE("reloaded %s: %zu routes, %zu services",
