@@ -317,6 +317,75 @@ static void test_server_close_inflight(void **state)
     assert_int_equal(echo_once(E.tcp_uri, 5000), CW_OK);
 }
 
+static void bulk_cb(cw_status_t st, void *arg)
+{
+    call_cb(NULL, st, arg);
+}
+
+/* The server closes its network while pulling a large argument over it:
+ * the transfer completes once with CW_CANCELED, and a new transfer on the
+ * remote handle fails with CW_DISCONNECTED. */
+static void test_close_bulk_inflight(void **state)
+{
+    const size_t len = 32u << 20;
+    uint8_t *src = malloc(len), *dst = malloc(len);
+    struct cw_segment sseg = {src, len}, dseg = {dst, len};
+    struct call fwd = {0}, xfer = {0}, again = {0}, resp = {0};
+    cw_bulk_t *cb, *remote, *local;
+    cw_handle_t *h, *in;
+    cw_addr_t *a;
+    (void)state;
+
+    assert_non_null(src);
+    assert_non_null(dst);
+    memset(src, 0x5a, len);
+    assert_int_equal(cw_addr_lookup(E.cli, E.tcp_uri, &a), CW_OK);
+    assert_int_equal(cw_bulk_create(E.cli, &sseg, 1, CW_BULK_READ_ONLY, &cb),
+                     CW_OK);
+    assert_int_equal(cw_handle_create(E.cli, a, cw_rpc_id("hold"), &h), CW_OK);
+    assert_int_equal(cw_buf_put_bulk(cw_handle_input(h), cb), CW_OK);
+    E.nheld = 0;
+    assert_int_equal(cw_forward(h, 1500, call_cb, &fwd), CW_OK);
+    pump_until(&E.nheld, 1);
+    assert_int_equal(E.nheld, 1);
+    in = E.held[0];
+    assert_int_equal(cw_buf_get_bulk(cw_handle_input(in), &remote), CW_OK);
+    assert_int_equal(cw_bulk_create(E.srv, &dseg, 1, CW_BULK_WRITE_ONLY,
+                                    &local), CW_OK);
+    assert_int_equal(cw_bulk_transfer(E.srv, CW_BULK_PULL,
+                                      cw_handle_source(in), remote, 0, local,
+                                      0, len, bulk_cb, &xfer, NULL), CW_OK);
+
+    assert_int_equal(cw_network_close(E.srv_tcp), CW_OK);
+    E.srv_tcp = NULL;
+    pump_until(&xfer.done, 1);
+    pump_for(200);
+    assert_int_equal(xfer.done, 1);
+    assert_int_equal(xfer.st, CW_CANCELED);
+    assert_int_equal(cw_bulk_transfer(E.srv, CW_BULK_PULL,
+                                      cw_handle_source(in), remote, 0, local,
+                                      0, len, bulk_cb, &again, NULL),
+                     CW_DISCONNECTED);
+    assert_int_equal(again.done, 0);
+    assert_true(cw_handle_canceled(in));
+    assert_int_equal(cw_respond(in, CW_OK, call_cb, &resp), CW_OK);
+    cw_handle_release(in);
+    E.nheld = 0;
+    cw_bulk_free(remote);
+    cw_bulk_free(local);
+    wait_each_once(&resp, 1);
+    assert_int_equal(resp.st, CW_CANCELED);
+    wait_each_once(&fwd, 1);
+    assert_int_not_equal(fwd.st, CW_OK);
+    cw_handle_release(h);
+    cw_bulk_free(cb);
+    cw_addr_free(a);
+    free(src);
+    free(dst);
+    /* The server still answers on shm. */
+    assert_int_equal(echo_once(E.shm_uri, 5000), CW_OK);
+}
+
 /* Bad calls. */
 static void test_close_args(void **state)
 {
@@ -333,6 +402,7 @@ int main(void)
          * closed (see the report); the client test leaves such a peer. */
         cmocka_unit_test(test_server_close_inflight),
         cmocka_unit_test(test_client_close_inflight),
+        cmocka_unit_test(test_close_bulk_inflight),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
