@@ -13,10 +13,15 @@
 #include <unistd.h>
 
 #define CW_SPIN_NS 20000ull      /* poll this long before blocking */
+#define CW_YIELD_AFTER_NS 1000ull /* then yield between polls */
 #define CW_SLICE_MS 2            /* longest single block */
 #define CW_NOFD_SLEEP_NS 50000L  /* networks without a usable wait fd */
 #define CW_TIMER_PERIOD_NS 1000000ull
+#define CW_IDLE_POLLS 64         /* empty cw_progress(ctx, 0) calls, then yield */
 #define CW_UNSAFE_YIELDS 64      /* then sleep: the plugin may never be safe */
+
+/* Consecutive empty non-blocking calls on this thread. */
+static _Thread_local unsigned idle_polls;
 
 /* One non-blocking pass; returns how many completions ran. */
 static unsigned progress_poll(cw_context_t *ctx)
@@ -104,21 +109,37 @@ cw_status_t cw_progress(cw_context_t *ctx, unsigned timeout_ms)
 
     if (ctx == NULL)
         return CW_INVALID_ARG;
-    if (progress_poll(ctx) > 0)
+    if (progress_poll(ctx) > 0) {
+        idle_polls = 0;
         return CW_OK;
-    if (timeout_ms == 0)
+    }
+    if (timeout_ms == 0) {
+        /* A caller's own busy loop: after a run of empty polls, give the
+         * core away between them (the peer it waits for may be queued on
+         * it); a yield is a few hundred ns when nobody else wants it. */
+        if (++idle_polls > CW_IDLE_POLLS)
+            sched_yield();
         return CW_TIMEOUT;
+    }
     busy = (ctx->opts.flags & CW_CTX_BUSY) != 0;
     start = cw_now_ns();
     deadline = start + (uint64_t)timeout_ms * 1000000ull;
     for (;;) {
-        if (progress_poll(ctx) > 0)
+        if (progress_poll(ctx) > 0) {
+            idle_polls = 0;
             return CW_OK;
+        }
         now = cw_now_ns();
         if (now >= deadline)
             return CW_TIMEOUT;
-        if (busy || now - start < CW_SPIN_NS)
+        /* Past the first microseconds, yield between polls: on a
+         * oversubscribed core the peer that must answer may be queued
+         * behind this spinner, and would wait for its time slice. */
+        if (busy || now - start < CW_SPIN_NS) {
+            if (now - start >= CW_YIELD_AFTER_NS)
+                sched_yield();
             continue;
+        }
         uint64_t left_ms = (deadline - now + 999999ull) / 1000000ull;
         progress_block(ctx,
                        left_ms < CW_SLICE_MS ? (unsigned)left_ms : CW_SLICE_MS,

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,7 @@
 #define GW_SLICE_MS 5
 #define GW_HOUSEKEEPING_NS 2000000ull
 #define GW_SPIN_NS 0ull /* default off; CAUSEWAYD_SPIN_US sets it */
+#define GW_YIELD_AFTER_NS 1000ull /* busy poll: idle this long, then yield */
 
 struct gw_net *gw_net_by_name(struct gw *gw, const char *name)
 {
@@ -216,7 +218,7 @@ static void gw_loop(struct gw *gw)
     uint64_t next_hk = 0;
     unsigned slice = gw->busy_poll ? 0 : GW_SLICE_MS;
 
-    uint64_t spin_until = 0;
+    uint64_t spin_until = 0, idle_since = 0;
 
     while (!gw->stop) {
         unsigned ran = 0;
@@ -225,14 +227,21 @@ static void gw_loop(struct gw *gw)
         /* While forwards are in flight, poll without sleeping for a short
          * while: their responses usually come back within tens of
          * microseconds, and a sleep/wake-up pair costs more than that. */
-        cw_progress(gw->ctx, gw->fwds != NULL && cw_now_ns() < spin_until
-                                 ? 0 : slice);
+        cw_status_t pst = cw_progress(gw->ctx, gw->fwds != NULL &&
+                                                   cw_now_ns() < spin_until
+                                               ? 0 : slice);
         cw_trigger(gw->ctx, 0, 0, &ran);
-        if (ran > 0)
-            spin_until = cw_now_ns() + gw->spin_ns;
         if (gw->queue_head != NULL)
             gw_queue_run(gw);
         now = cw_now_ns();
+        if (ran > 0 || pst == CW_OK) {
+            spin_until = now + gw->spin_ns;
+            idle_since = now;
+        } else if (slice == 0 && now - idle_since >= GW_YIELD_AFTER_NS) {
+            /* Busy poll, idle for a while: let a client or server that
+             * shares this core run; it is the one we are waiting for. */
+            sched_yield();
+        }
         if (now < next_hk)
             continue;
         next_hk = now + GW_HOUSEKEEPING_NS;

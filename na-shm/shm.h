@@ -280,6 +280,7 @@ struct cw_na_class {
 
     bool armed;              /* safe_to_sleep said yes; drain on progress */
     uint64_t next_sock_check;
+    unsigned clock_skip;     /* progress calls since the clock was read */
 
     struct shm_peer *self;
     struct shm_list peers;
