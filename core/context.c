@@ -124,6 +124,7 @@ cw_status_t cw_context_create(const struct cw_context_opts *opts,
     cw_list_init(&ctx->wait_done);
     cw_list_init(&ctx->bulk_ops);
     cw_list_init(&ctx->incoming);
+    cw_list_init(&ctx->responding);
     cw_list_init(&ctx->bulks);
     ctx->next_req_id = 1;
     {
@@ -609,7 +610,8 @@ size_t cw_rpc_header_size(void)
 static bool ctx_busy(cw_context_t *ctx)
 {
     return !cw_list_empty(&ctx->inflight) || !cw_list_empty(&ctx->wait_done) ||
-           !cw_list_empty(&ctx->bulk_ops) || ctx->cq_head != NULL;
+           !cw_list_empty(&ctx->bulk_ops) || !cw_list_empty(&ctx->responding) ||
+           ctx->cq_head != NULL;
 }
 
 void cw_context_destroy(cw_context_t *ctx)

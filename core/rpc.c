@@ -147,6 +147,7 @@ struct cw_handle *cw_handle_alloc(cw_context_t *ctx, bool server)
         h->ctx = ctx;
         cw_buf_init_writer(&h->out, CW_HDR_SIZE);
         cw_list_init(&h->link);
+        cw_list_init(&h->resp_link);
     }
     atomic_init(&h->refs, 1);
     h->server = server;
@@ -583,6 +584,16 @@ void cw_rpc_cancel_net(cw_context_t *ctx, cw_network_t *net)
         if (net && op->net != net)
             continue;
         cw_bulk_op_cancel_locked(op);
+    }
+    /* A response to a peer that died may never complete by itself (the
+     * plugin is still waiting to notice): withdraw it, once, so shutdown
+     * and network close do not leave its handle behind. */
+    for (e = ctx->responding.next; e != &ctx->responding; e = e->next) {
+        cw_handle_t *h = cw_container_of(e, cw_handle_t, resp_link);
+        if ((net && h->net != net) || h->send_op == NULL || h->send_canceled)
+            continue;
+        h->send_canceled = true;
+        (void)cw_na_cancel(h->net->na, h->send_op);
     }
 }
 

@@ -241,6 +241,8 @@ struct cw_context {
     struct cw_list wait_done; /**< server handles awaiting a DONE */
     struct cw_list bulk_ops;  /**< transfers in flight */
     struct cw_list incoming;  /**< server handles not answered yet */
+    struct cw_list responding;/**< server handles whose response is still
+                                   in a plugin (cancelled on shutdown) */
     struct cw_handle *free_handles;
     unsigned nfree_handles;
     uint64_t next_req_id;
@@ -295,6 +297,8 @@ struct cw_handle {
     size_t route_cap;
     /* op tracking */
     cw_na_op_t *send_op;
+    bool send_canceled;   /**< cw_na_cancel already asked for send_op */
+    struct cw_list resp_link; /**< on ctx->responding */
     cw_na_op_t *recv_op;
     cw_bulk_op_t *bulk_op;
     unsigned pending;

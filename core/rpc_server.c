@@ -289,6 +289,7 @@ static void resp_send_cb(const struct cw_na_cb_info *info)
     cw_handle_t *h = info->arg;
 
     h->send_op = NULL;
+    cw_list_del(&h->resp_link);
     h->pending--;
     h->net->resp_sending--;
     if (info->status != CW_OK) {
@@ -358,6 +359,8 @@ static cw_status_t respond_net(cw_handle_t *h, cw_status_t status)
         return st;
     h->pending++;
     net->resp_sending++;
+    h->send_canceled = false;
+    cw_list_add(&ctx->responding, &h->resp_link);
     ctx->stats.na_ops++;
     ctx->stats.tx_responses++;
     if (hdr.flags & CW_HF_OVERFLOW) {

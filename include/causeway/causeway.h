@@ -113,7 +113,8 @@ cw_status_t cw_network_open(cw_context_t *ctx, const char *uri,
  * for the caller's acknowledgement; requests that came in on it and are not
  * answered yet see cw_handle_canceled() and their cw_respond completes
  * CW_CANCELED without sending; responses already handed to the plugin are
- * left to finish (the close waits for them).  Messages still arriving are
+ * cancelled (one the plugin cannot withdraw finishes) and the close waits
+ * for their completions.  Messages still arriving are
  * dropped, the pre-posted receive buffers released, the wait fd leaves the
  * context's epoll set and the network is no longer used by cw_progress or
  * chosen by cw_addr_lookup.  Callbacks run from cw_trigger as usual.

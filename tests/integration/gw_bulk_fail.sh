@@ -41,17 +41,18 @@ timeout 60 "$XFER" cancel "$srv@$gw_tcp0" "$BIG" 1000 >"$T/cancel.out" 2>&1 ||
 pass "cancel at the origin: $(cat "$T/cancel.out") (status, ms after cancel)"
 still_serves "a cancel"
 
-# Every staging chunk came back: the gateway says so when it stops.  A
-# LeakSanitizer report from the killed-origin case (a request handle whose
-# response to the dead client never completes, allocated in
-# core/rpc_server.c) is shown, not fatal: it is outside the bulk code.
-BULK_LEAK_SOFT=1 bulk_gw_stop gw
+# Every staging chunk came back: the gateway says so when it stops, and it
+# stops without a sanitizer report (the response to the killed origin is
+# withdrawn at shutdown, not leaked).
+bulk_gw_stop gw
 grep -q "staging chunks not returned" "$T/gw.log" &&
     fail "staging leaked: $(grep 'not returned' "$T/gw.log")"
 # The interrupted transfers (target died, origin died, cancel 1 s into a
 # ~3 s pipeline) were stopped, not completed: only the 18 of still_serves
-# completed.
-grep -q "gw: bulk: .* 18 transfers, [0-9]* bytes, 3 failed" "$T/gw.log" ||
+# completed.  Under load the target can die before its transfer reaches
+# the gateway's pipeline (the next hop no longer resolves), so 2 or 3 of
+# them count as failed pipelines.
+grep -q "gw: bulk: .* 18 transfers, [0-9]* bytes, [23] failed" "$T/gw.log" ||
     fail "bulk summary at exit: $(grep 'gw: bulk:' "$T/gw.log")"
 pass "every staging chunk returned to the pool ($(grep -o 'bulk: .*waits' "$T/gw.log"))"
 start_gw gw "$T/gw.yaml"

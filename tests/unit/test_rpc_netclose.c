@@ -386,6 +386,72 @@ static void test_close_bulk_inflight(void **state)
     assert_int_equal(echo_once(E.shm_uri, 5000), CW_OK);
 }
 
+/* Responses handed to the plugin for a client that has gone away, then the
+ * server context destroyed at once: each respond completes exactly once
+ * and nothing is left behind.  When the plugin is still waiting to notice
+ * the dead peer (ofi+tcp probes it for up to peer_timeout_ms), destroy
+ * must withdraw those sends: causewayd leaked such handles at shutdown.
+ * In-process the plugin usually finishes the sends first, so this case
+ * checks the outcome, not that exact timing. */
+static void test_destroy_with_responses_pending(void **state)
+{
+    cw_handle_t *hs[NHOLD];
+    struct call calls[NHOLD] = {{0}}, resp[NHOLD] = {{0}};
+    cw_network_t *ctcp;
+    cw_addr_t *a;
+    (void)state;
+
+    /* Earlier cases may have closed the server's tcp network. */
+    assert_int_equal(cw_network_open(E.srv, TCP_URI, CW_NET_LISTEN,
+                                     &E.srv_tcp),
+                     CW_OK);
+    assert_int_equal(cw_network_uri(E.srv_tcp, E.tcp_uri, sizeof(E.tcp_uri)),
+                     CW_OK);
+    cw_context_destroy(E.cli);
+    assert_int_equal(cw_context_create(NULL, &E.cli), CW_OK);
+    assert_int_equal(cw_rpc_register(E.cli, "hold", NULL, NULL, NULL, NULL),
+                     CW_OK);
+    assert_int_equal(cw_rpc_register(E.cli, "echo", NULL, NULL, NULL, NULL),
+                     CW_OK);
+    assert_int_equal(cw_network_open(E.cli, TCP_URI, 0, &ctcp), CW_OK);
+    send_held(E.tcp_uri, 20000, hs, calls, &a);
+    assert_int_equal(cw_network_close(ctcp), CW_OK);
+    wait_each_once(calls, NHOLD);
+    for (int i = 0; i < NHOLD; i++)
+        cw_handle_release(hs[i]);
+    cw_addr_free(a);
+
+    for (int i = 0; i < NHOLD; i++) {
+        assert_int_equal(cw_respond(E.held[i], CW_OK, call_cb, &resp[i]),
+                         CW_OK);
+        cw_handle_release(E.held[i]);
+    }
+    E.nheld = 0;
+    /* No progress in between: the sends are still in the plugin. */
+    cw_context_destroy(E.srv);
+    E.srv = NULL;
+    for (int i = 0; i < NHOLD; i++)
+        assert_int_equal(resp[i].done, 1);
+
+    /* A new server for the cases that follow. */
+    assert_int_equal(cw_context_create(NULL, &E.srv), CW_OK);
+    assert_int_equal(cw_network_open(E.srv, TCP_URI, CW_NET_LISTEN,
+                                     &E.srv_tcp),
+                     CW_OK);
+    assert_int_equal(cw_network_open(E.srv, "shm://", CW_NET_LISTEN,
+                                     &E.srv_shm),
+                     CW_OK);
+    assert_int_equal(cw_network_uri(E.srv_tcp, E.tcp_uri, sizeof(E.tcp_uri)),
+                     CW_OK);
+    assert_int_equal(cw_network_uri(E.srv_shm, E.shm_uri, sizeof(E.shm_uri)),
+                     CW_OK);
+    assert_int_equal(cw_rpc_register(E.srv, "hold", h_hold, &E, NULL, NULL),
+                     CW_OK);
+    assert_int_equal(cw_rpc_register(E.srv, "echo", h_echo, NULL, NULL, NULL),
+                     CW_OK);
+    assert_int_equal(echo_once(E.shm_uri, 5000), CW_OK);
+}
+
 /* Bad calls. */
 static void test_close_args(void **state)
 {
@@ -403,6 +469,7 @@ int main(void)
         cmocka_unit_test(test_server_close_inflight),
         cmocka_unit_test(test_client_close_inflight),
         cmocka_unit_test(test_close_bulk_inflight),
+        cmocka_unit_test(test_destroy_with_responses_pending),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
