@@ -24,6 +24,8 @@
 
 #include <cmocka.h>
 
+#include "na_peer.h"
+
 #define WAIT_MS 10000u   /* upper bound for anything that should complete */
 #define URI_LEN 512
 
@@ -814,55 +816,11 @@ static void test_progress_wait_timeout(void **state)
 
 /* ---- peers that go away ---- */
 
-/* Peer process body (argv: --peer URI FD): open an instance, write its
- * address to FD, then serve until killed.  Run through exec so that no
- * network library state is inherited across fork (UCX and verbs forbid
- * that). */
-static int peer_main(const char *uri, int fd)
-{
-    cw_na_t *c;
-    cw_na_addr_t *self;
-    char buf[URI_LEN];
-    char in[4][256];
-    struct done r[4] = {{0}};
-
-    if (cw_na_open(uri, CW_NA_LISTEN, NULL, &c) != CW_OK ||
-        cw_na_addr_self(c, &self) != CW_OK ||
-        cw_na_addr_to_string(c, self, buf, sizeof(buf)) != CW_OK)
-        return 1;
-    for (int i = 0; i < 4; i++)
-        cw_na_msg_recv_unexpected(c, in[i], sizeof(in[i]), done_cb, &r[i],
-                                  NULL);
-    if (write(fd, buf, strlen(buf) + 1) < 0)
-        return 1;
-    close(fd);
-    for (uint64_t end = cw_now_ns() + 60ull * 1000000000ull;
-         cw_now_ns() < end;)
-        cw_na_progress_wait(c, 10, NULL);
-    return 0;
-}
-
 static pid_t spawn_peer(char *uri, size_t len)
 {
-    int fds[2];
-    pid_t pid;
-    ssize_t n;
-    char fdstr[16];
+    pid_t pid = cw_test_peer_spawn(listen_uri, uri, len);
 
-    assert_int_equal(pipe(fds), 0);
-    snprintf(fdstr, sizeof(fdstr), "%d", fds[1]);
-    pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        close(fds[0]);
-        execl("/proc/self/exe", "test_conformance", "--peer", listen_uri,
-              fdstr, (char *)NULL);
-        _exit(127);
-    }
-    close(fds[1]);
-    n = read(fds[0], uri, len);
-    close(fds[0]);
-    assert_true(n > 0);
+    assert_true(pid > 0);
     return pid;
 }
 
@@ -1020,8 +978,8 @@ int main(int argc, char **argv)
     char name[96];
     int rc;
 
-    if (argc == 4 && strcmp(argv[1], "--peer") == 0)
-        return peer_main(argv[2], atoi(argv[3]));
+    if (cw_test_peer_dispatch(argc, argv, &rc))
+        return rc;
     if (argc < 2) {
         fprintf(stderr, "usage: %s LISTEN-URI\n", argv[0]);
         return 2;

@@ -8,8 +8,7 @@
  * fork+exec (UCX state does not survive a bare fork()), and a stopped peer
  * caught by the liveness probe.
  *
- * Run as "test_ucx_plugin" for the tests; "test_ucx_plugin --peer FD" is the
- * helper peer: it writes its URI to FD and serves until killed.
+ * The dying peer is tests/common/na_peer.c ("--peer URI FD").
  */
 #include <causeway/log.h>
 #include <causeway/na.h>
@@ -26,6 +25,8 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+
+#include "na_peer.h"
 
 #define URI "ucx+tcp://127.0.0.1:0"
 #define WAIT_NS (10ull * 1000000000ull)
@@ -447,52 +448,11 @@ static void test_cancel_get(void **state)
 
 /* ---- peer that dies (started with fork+exec) ---- */
 
-static const char *self_exe;
-
-static int peer_main(int fd)
-{
-    static char in[8][256];
-    struct rec r[8] = {{0}};
-    cw_na_addr_t *self;
-    char buf[256];
-    cw_na_t *c;
-
-    if (cw_na_open(URI, CW_NA_LISTEN, NULL, &c) != CW_OK ||
-        cw_na_addr_self(c, &self) != CW_OK ||
-        cw_na_addr_to_string(c, self, buf, sizeof(buf)) != CW_OK)
-        return 1;
-    for (int i = 0; i < 8; i++)
-        cw_na_msg_recv_unexpected(c, in[i], sizeof(in[i]), rec_cb, &r[i],
-                                  NULL);
-    if (write(fd, buf, strlen(buf) + 1) < 0)
-        return 1;
-    close(fd);
-    for (uint64_t end = cw_now_ns() + 60ull * 1000000000ull;
-         cw_now_ns() < end;)
-        cw_na_progress_wait(c, 10, NULL);
-    return 0;
-}
-
 static pid_t spawn_peer(char *uri, size_t len)
 {
-    int fds[2];
-    char fdarg[16];
-    pid_t pid;
-    ssize_t n;
+    pid_t pid = cw_test_peer_spawn(URI, uri, len);
 
-    assert_int_equal(pipe(fds), 0);
-    pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        close(fds[0]);
-        snprintf(fdarg, sizeof(fdarg), "%d", fds[1]);
-        execl("/proc/self/exe", self_exe, "--peer", fdarg, (char *)NULL);
-        _exit(127);
-    }
-    close(fds[1]);
-    n = read(fds[0], uri, len);
-    close(fds[0]);
-    assert_true(n > 0);
+    assert_true(pid > 0);
     return pid;
 }
 
@@ -596,6 +556,7 @@ static void test_peer_stopped(void **state)
 
 int main(int argc, char **argv)
 {
+    int rc;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_open_forms),
         cmocka_unit_test(test_unreachable_status),
@@ -616,9 +577,8 @@ int main(int argc, char **argv)
     };
 
     cw_log_init();
-    if (argc == 3 && strcmp(argv[1], "--peer") == 0)
-        return peer_main(atoi(argv[2]));
-    self_exe = argv[0];
+    if (cw_test_peer_dispatch(argc, argv, &rc))
+        return rc;
     if (cw_plugins_find("ucx") == NULL &&
         cw_plugins_load(NULL) != CW_OK) {
         printf("# no plugins found\n");
