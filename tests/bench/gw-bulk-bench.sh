@@ -6,8 +6,8 @@
 #   gw           client -[ofi+tcp]-> gw -[shm]-> server, chunk 1 MiB,
 #                depth 8, staging 64 MiB (proxy handles, pipelined)
 #   gw-nopipe    the same gateway with depth 1 and chunk = 64 MiB
-#   haproxy      client -[ofi+tcp]-> haproxy (TCP relay) -> server
-#                (only if haproxy is installed and ofi+tcp runs through it)
+#   tcp_raw      a raw TCP stream on loopback (tcp-relay-bw)
+#   haproxy      the same stream through haproxy in TCP mode (if installed)
 #   direct-ucx, gwu, gwu-nopipe: the same with a ucx+tcp server and an
 #                ofi+tcp -> ucx+tcp gateway (legs of similar speed; UCX=0
 #                skips them)
@@ -89,9 +89,17 @@ bw direct_shm "$shmsrv"
 bw gw "$shmsrv@$gw_tcp"
 bw gw_nopipe "$shmsrv@$gwnp_tcp"
 
+# The TCP relay baseline: a raw 64 MiB TCP stream (tcp-relay-bw), directly
+# and through haproxy in TCP mode.  (An ofi+tcp client pointed at haproxy
+# does not get through: the comparison is with what haproxy does best.)
+RELAY=$B/tests/bench/tcp-relay-bw
+"$RELAY" listen "$T/relay.port" >"$T/relay.log" 2>&1 &
+PIDS="$PIDS $!"
+wait_for test -s "$T/relay.port" || { echo "tcp-relay-bw failed"; exit 1; }
+R_tcp_raw=$("$RELAY" send "$(cat "$T/relay.port")" 67108864 "$((REPS * 3))")
+printf '%-12s %10s %10s   %s\n' tcp_raw "$R_tcp_raw" "-" "raw TCP stream, 64 MiB"
 if command -v haproxy >/dev/null; then
     port=$(free_port)
-    hp=${tcpsrv##*:}
     cat >"$T/haproxy.cfg" <<CFG
 global
     maxconn 64
@@ -102,12 +110,14 @@ defaults
     timeout server 60s
 listen relay
     bind 127.0.0.1:$port
-    server s1 127.0.0.1:$hp
+    server s1 127.0.0.1:$(cat "$T/relay.port")
 CFG
     haproxy -f "$T/haproxy.cfg" -db >"$T/haproxy.log" 2>&1 &
     PIDS="$PIDS $!"
     sleep 0.5
-    bw haproxy "ofi+tcp://127.0.0.1:$port"
+    R_haproxy=$("$RELAY" send "$port" 67108864 "$((REPS * 3))")
+    printf '%-12s %10s %10s   %s\n' haproxy "$R_haproxy" "-" "raw TCP stream through haproxy, 64 MiB"
+    R_haproxy_pull=$R_haproxy R_haproxy_push=$R_haproxy
 fi
 
 if [ "${UCX:-1}" = 1 ]; then
@@ -124,11 +134,11 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (b > 0) printf "%.2f", a / b; else 
 for d in pull push; do
     eval "g=\$R_gw_$d t=\$R_direct_tcp_$d s=\$R_direct_shm_$d n=\$R_gw_nopipe_$d h=\${R_haproxy_$d:-0}"
     slow=$(awk -v a="$t" -v b="$s" 'BEGIN{print (a < b) ? a : b}')
-    echo "$d: ofi+tcp->shm: gw / slower leg = $(ratio "$g" "$slow")   gw / no pipelining = $(ratio "$g" "$n")   gw / haproxy = $(ratio "$g" "$h")   gw / 1.2 GB/s (1144 MiB/s) = $(ratio "$g" 1144)"
+    echo "$d: ofi+tcp->shm: gw / slower leg = $(ratio "$g" "$slow")   gw / no pipelining = $(ratio "$g" "$n")   gw / haproxy TCP relay = $(ratio "$g" "$h")"
     if [ "${UCX:-1}" = 1 ]; then
         eval "g=\$R_gwu_$d u=\$R_direct_ucx_$d n=\$R_gwu_nopipe_$d"
         slow=$(awk -v a="$t" -v b="$u" 'BEGIN{print (a < b) ? a : b}')
-        echo "$d: ofi+tcp->ucx+tcp: gw / slower leg = $(ratio "$g" "$slow")   gw / no pipelining = $(ratio "$g" "$n")   gw / 1.2 GB/s = $(ratio "$g" 1144)"
+        echo "$d: ofi+tcp->ucx+tcp: gw / slower leg = $(ratio "$g" "$slow")   gw / no pipelining = $(ratio "$g" "$n")   gw / haproxy TCP relay = $(ratio "$g" "$h")"
     fi
 done
 
