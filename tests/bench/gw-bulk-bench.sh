@@ -14,7 +14,7 @@
 # then the gateway's peak RSS (VmHWM) across a 1 GiB pull and push with
 # 64 MiB of staging.
 #
-#   [REPS=N] [ITERS=N] [GW_CHUNK=1MiB] [GW_DEPTH=8] \
+#   [REPS=N] [ITERS=N] [GW_CHUNK=1MiB] [GW_DEPTH=8] [UCX=0] [RSS=0] \
 #       tests/bench/gw-bulk-bench.sh [BUILD_DIR]
 set -u
 B=$(cd "${1:-build}" && pwd)
@@ -142,7 +142,9 @@ for d in pull push; do
     fi
 done
 
-# Peak RSS of a gateway across 1 GiB pulled and pushed, checksummed.
+# Peak RSS of a gateway across 1 GiB pulled and pushed, checksummed
+# (RSS=0 skips it).
+[ "${RSS:-1}" = 1 ] || exit 0
 gateway gwrss 1MiB 8 64MiB
 rm -f "$T/x.addr"
 "$XFER" serve "shm://$TAG-x" "$T/x.addr" 2>"$T/x.log" &
