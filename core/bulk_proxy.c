@@ -97,8 +97,14 @@ static cw_status_t px_sub_bulk(cw_context_t *ctx, const cw_bulk_t *b,
     return st;
 }
 
-static void px_op_free(cw_bulk_op_t *op)
+void cw_bproxy_op_free(cw_bulk_op_t *op)
 {
+    if (op->direct_peer != NULL) {
+        pthread_mutex_lock(&op->ctx->lock);
+        cw_na_addr_free(op->remote->net->na, op->direct_peer);
+        pthread_mutex_unlock(&op->ctx->lock);
+    }
+    cw_bulk_unref(op->direct_remote);
     cw_handle_release(op->proxy_h);
     cw_bulk_unref(op->proxy_sub);
     cw_bulk_unref(op->remote);
@@ -111,15 +117,19 @@ static void px_fwd_cb(cw_handle_t *h, cw_status_t st, void *arg)
     cw_bulk_op_t *op = arg;
     cw_context_t *ctx = op->ctx;
 
-    (void)h;
-    if (st == CW_OK) {
+    /* An answer with a body is a grant: the bytes are ours to move. */
+    if (st == CW_OK && cw_buf_remaining(cw_handle_output(h)) > 0) {
+        st = cw_bgrant_start(op, cw_handle_output(h));
+        if (st == CW_OK)
+            return;
+    } else if (st == CW_OK) {
         pthread_mutex_lock(&ctx->lock);
         ctx->stats.bulk_bytes += op->len;
         pthread_mutex_unlock(&ctx->lock);
     }
     if (op->cb)
         op->cb(st, op->arg);
-    px_op_free(op);
+    cw_bproxy_op_free(op);
 }
 
 static void px_empty_done(struct cw_cqe *e)
@@ -192,7 +202,11 @@ cw_status_t cw_bproxy_transfer(cw_context_t *ctx, enum cw_bulk_dir dir,
     cw_buf_put_u8(in, (uint8_t)dir);
     cw_buf_put_u64(in, remote_off);
     cw_buf_put_u64(in, len);
-    cw_buf_put_u32(in, 0);
+    /* Where the plugin's memory handles are not capabilities the gateway
+     * may let us move the bytes ourselves (zero-staging). */
+    op->proxy_direct =
+        (remote->net->caps.flags & CW_NA_CAP_NODE_RMA) != 0;
+    cw_buf_put_u32(in, op->proxy_direct ? CW_BPROXY_DIRECT : 0);
     cw_buf_put_bulk(in, op->proxy_sub);
     st = cw_buf_error(in);
     if (st != CW_OK)
@@ -205,12 +219,22 @@ cw_status_t cw_bproxy_transfer(cw_context_t *ctx, enum cw_bulk_dir dir,
     return CW_OK;
 
 err:
-    px_op_free(op);
+    cw_bproxy_op_free(op);
     return st;
 }
 
 cw_status_t cw_bproxy_cancel(cw_bulk_op_t *op)
 {
+    cw_context_t *ctx = op->ctx;
+
+    pthread_mutex_lock(&ctx->lock);
+    op->proxy_canceled = true;
+    if (op->direct_op != NULL) {
+        cw_bulk_op_cancel_locked(op->direct_op);
+        pthread_mutex_unlock(&ctx->lock);
+        return CW_OK;
+    }
+    pthread_mutex_unlock(&ctx->lock);
     return cw_cancel(op->proxy_h);
 }
 
@@ -280,7 +304,8 @@ cw_status_t cw_bproxy_req_decode(cw_handle_t *h, struct cw_bproxy_req *r)
         return CW_PROTOCOL;
     if (toklen != CW_BPROXY_TOKEN_LEN)
         return CW_BAD_HANDLE;
-    if (dir != CW_BULK_PULL && dir != CW_BULK_PUSH)
+    if ((dir != CW_BULK_PULL && dir != CW_BULK_PUSH) ||
+        (r->flags & ~CW_BPROXY_FLAGS_ALL))
         return CW_PROTOCOL;
     memcpy(r->token, tok, CW_BPROXY_TOKEN_LEN);
     r->dir = (enum cw_bulk_dir)dir;
