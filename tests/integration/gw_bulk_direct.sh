@@ -12,6 +12,8 @@
 #   4. hostile tokens on the direct path (forged, out of range, push on a
 #      read-only handle, another peer, revoked, expired) are refused and
 #      counted before any grant; the legitimate one gets a grant.
+#   5. two gateways shm -> shm -> ofi+tcp: the first grants the second's
+#      chunk transfers, the second stages.
 # Sizes 1 B .. GWBULK_MAX (default 64M; 16M when CW_ASAN=1 is set).
 . "$(dirname "$0")/gw_lib.sh"
 . "$(dirname "$0")/gw_bulk_lib.sh"
@@ -73,4 +75,23 @@ exp=$(json_num "$stats" rejected_expired)
     [ "$(json_num "$stats" staging_uses)" = 0 ] ||
     fail "hostile counters on the direct path: $stats"
 pass "direct path: rejections counted ($bad bad handle, $exp expired, 1 range, 1 permission), staging untouched"
+# Two gateways, shm -> shm -> ofi+tcp: the second one's pipeline fetches
+# (pull) or writes (push) each chunk at the client with a grant from the
+# first, which stages nothing.
+stats_of gwd
+d0=$(json_num "$stats" direct_transfers)
+stats_of gwm
+t0=$(json_num "$stats" transfers)
+xfer "two gateways shm -> shm -> ofi+tcp" "$tcpsrv@$gwm_shm0@$gwd_shm0" \
+    "1,1048579,$MAX"
+stats_of gwd
+d1=$(json_num "$stats" direct_transfers)
+[ "$d1" -gt "$d0" ] && [ "$(json_num "$stats" transfers)" = 0 ] &&
+    [ "$(json_num "$stats" staging_uses)" = 0 ] ||
+    fail "first gateway of the chain: $stats"
+stats_of gwm
+[ "$(json_num "$stats" transfers)" = $((t0 + 6)) ] &&
+    [ "$(json_num "$stats" direct_transfers)" = 0 ] ||
+    fail "second gateway of the chain: $stats"
+pass "chain: first gateway granted $((d1 - d0)) chunk transfers, second pipelined 6"
 bulk_gw_stop gwd gwp gwm
