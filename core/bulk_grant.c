@@ -46,10 +46,9 @@ cw_status_t cw_bgrant_write(cw_handle_t *h, const struct cw_bproxy_req *r,
     cw_context_t *ctx = h->ctx;
     cw_buf_t *out = cw_handle_output(h);
     char addr[CW_ADDR_STR_MAX];
-    uint32_t perm = r->dir == CW_BULK_PULL ? CW_BULK_READ_ONLY
-                                           : CW_BULK_WRITE_ONLY;
-    uint32_t access = r->dir == CW_BULK_PULL ? CW_NA_MEM_READ
-                                             : CW_NA_MEM_WRITE;
+    uint32_t perm =
+        r->dir == CW_BULK_PULL ? CW_BULK_READ_ONLY : CW_BULK_WRITE_ONLY;
+    uint32_t access = r->dir == CW_BULK_PULL ? CW_NA_MEM_READ : CW_NA_MEM_WRITE;
     cw_na_mem_t *sub = NULL;
     uint8_t *mem = NULL;
     size_t mlen = 0;
@@ -66,11 +65,12 @@ cw_status_t cw_bgrant_write(cw_handle_t *h, const struct cw_bproxy_req *r,
                             access, &sub);
     if (st == CW_OK) {
         mlen = cw_na_mem_serialize_size(origin->net->na, sub);
-        mem = mlen > 0 && mlen <= UINT16_MAX ? malloc(mlen) : NULL;
-        st = mem == NULL ? (mlen > 0 && mlen <= UINT16_MAX ? CW_NOMEM
-                                                           : CW_OVERFLOW)
-                         : cw_na_mem_serialize(origin->net->na, mem, mlen,
-                                               sub);
+        if (mlen == 0 || mlen > UINT16_MAX)
+            st = CW_OVERFLOW;
+        else if ((mem = malloc(mlen)) == NULL)
+            st = CW_NOMEM;
+        else
+            st = cw_na_mem_serialize(origin->net->na, mem, mlen, sub);
         cw_na_mem_release(origin->net->na, sub);
     }
     pthread_mutex_unlock(&ctx->lock);
@@ -110,8 +110,8 @@ static cw_status_t grant_decode(cw_bulk_op_t *op, cw_buf_t *out,
                                 const char **owner_p, uint32_t *perm_p,
                                 const void **mem_p, size_t *mlen_p)
 {
-    uint32_t want = op->dir == CW_BULK_PULL ? CW_BULK_READ_ONLY
-                                            : CW_BULK_WRITE_ONLY;
+    uint32_t want =
+        op->dir == CW_BULK_PULL ? CW_BULK_READ_ONLY : CW_BULK_WRITE_ONLY;
     uint8_t kind = 0, perm = 0;
     uint64_t len = 0, life_ms = 0;
     const char *owner = NULL;
@@ -127,7 +127,8 @@ static cw_status_t grant_decode(cw_bulk_op_t *op, cw_buf_t *out,
     if (cw_buf_error(out) != CW_OK || cw_buf_remaining(out) != 0 ||
         kind != CW_BPROXY_GRANT || owner == NULL || perm != want ||
         len != op->len || mlen == 0 || mlen > UINT16_MAX) {
-        CW_LOG_RL(CW_LOG_WARN, "core", "malformed or mismatched bulk grant "
+        CW_LOG_RL(CW_LOG_WARN, "core",
+                  "malformed or mismatched bulk grant "
                   "(kind %u, permission %u of %u, %llu bytes of %zu)",
                   kind, perm, want, (unsigned long long)len, op->len);
         return CW_PROTOCOL;

@@ -24,20 +24,25 @@
 
 enum gcase {
     G_HONEST,
-    G_LONGER,     /* claims more bytes than asked */
-    G_WIDER,      /* read-write where read was asked */
-    G_SHORT_MEM,  /* the handle covers less than it claims */
-    G_NO_ACCESS,  /* the handle lacks the right the grant names */
+    G_LONGER,    /* claims more bytes than asked */
+    G_WIDER,     /* read-write where read was asked */
+    G_SHORT_MEM, /* the handle covers less than it claims */
+    G_NO_ACCESS, /* the handle lacks the right the grant names */
     G_OTHER_PLUGIN,
     G_EXPIRED,
     G_GARBAGE,
-    G_TRAILING,   /* a valid grant followed by extra bytes */
+    G_TRAILING, /* a valid grant followed by extra bytes */
 };
 
 static const char *const case_names[] = {
-    "honest grant", "grant longer than asked", "wider permission than asked",
-    "handle shorter than the grant", "handle without the granted right",
-    "owner on another plugin", "expired grant", "malformed grant",
+    "honest grant",
+    "grant longer than asked",
+    "wider permission than asked",
+    "handle shorter than the grant",
+    "handle without the granted right",
+    "owner on another plugin",
+    "expired grant",
+    "malformed grant",
     "grant with trailing bytes",
 };
 
@@ -45,10 +50,10 @@ struct env {
     cw_context_t *octx, *gctx, *tctx;
     cw_network_t *onet, *gnet, *tnet;
     char oaddr[CW_URI_MAX];
-    cw_bulk_t *obulk;          /* the origin's region */
+    cw_bulk_t *obulk; /* the origin's region */
     uint8_t *obuf;
     enum gcase gc;
-    unsigned asked;            /* delegations seen asking for a grant */
+    unsigned asked; /* delegations seen asking for a grant */
 };
 
 static uint64_t now_ms(void)
@@ -218,8 +223,8 @@ static cw_status_t one(struct env *e, enum cw_bulk_dir dir, uint8_t *tbuf)
     if (st == CW_OK)
         st = cw_addr_lookup(e->tctx, gaddr, &gw);
     if (st == CW_OK)
-        st = cw_bulk_transfer(e->tctx, dir, gw, pb, 0, lb, 0, LEN, xfer_cb,
-                              &dn, NULL);
+        st = cw_bulk_transfer(e->tctx, dir, gw, pb, 0, lb, 0, LEN, xfer_cb, &dn,
+                              NULL);
     end = now_ms() + 10000;
     while (st == CW_OK && dn.calls == 0 && now_ms() < end)
         progress_all(e, 1);
@@ -254,10 +259,14 @@ static bool all(const uint8_t *p, size_t n, uint8_t v)
 int main(void)
 {
     static const cw_status_t expect[] = {
-        [G_HONEST] = CW_OK,          [G_LONGER] = CW_PROTOCOL,
-        [G_WIDER] = CW_PROTOCOL,     [G_SHORT_MEM] = CW_RANGE,
-        [G_NO_ACCESS] = CW_PERMISSION, [G_OTHER_PLUGIN] = CW_UNREACHABLE,
-        [G_EXPIRED] = CW_EXPIRED,    [G_GARBAGE] = CW_PROTOCOL,
+        [G_HONEST] = CW_OK,
+        [G_LONGER] = CW_PROTOCOL,
+        [G_WIDER] = CW_PROTOCOL,
+        [G_SHORT_MEM] = CW_RANGE,
+        [G_NO_ACCESS] = CW_PERMISSION,
+        [G_OTHER_PLUGIN] = CW_UNREACHABLE,
+        [G_EXPIRED] = CW_EXPIRED,
+        [G_GARBAGE] = CW_PROTOCOL,
         [G_TRAILING] = CW_PROTOCOL,
     };
     struct env e;
@@ -290,23 +299,21 @@ int main(void)
         cw_network_uri(e.onet, e.oaddr, sizeof(e.oaddr)) != CW_OK ||
         cw_rpc_register(e.gctx, CW_BPROXY_RPC, h_deleg, &e, NULL, NULL) !=
             CW_OK ||
-        cw_bulk_create(e.octx, &oseg, 1, CW_BULK_READ_WRITE, &e.obulk) !=
-            CW_OK)
+        cw_bulk_create(e.octx, &oseg, 1, CW_BULK_READ_WRITE, &e.obulk) != CW_OK)
         return 2;
 
     /* Honest grants move the bytes both ways. */
     memset(e.obuf, 0xa1, LEN);
     memset(tbuf, 0, LEN);
     e.gc = G_HONEST;
-    fails += check("pull on an honest grant", one(&e, CW_BULK_PULL, tbuf),
-                   CW_OK);
-    fails += check("pulled bytes", all(tbuf, LEN, 0xa1) ? CW_OK : CW_IO,
-                   CW_OK);
+    fails +=
+        check("pull on an honest grant", one(&e, CW_BULK_PULL, tbuf), CW_OK);
+    fails += check("pulled bytes", all(tbuf, LEN, 0xa1) ? CW_OK : CW_IO, CW_OK);
     memset(tbuf, 0xb2, LEN);
-    fails += check("push on an honest grant", one(&e, CW_BULK_PUSH, tbuf),
-                   CW_OK);
-    fails += check("pushed bytes", all(e.obuf, LEN, 0xb2) ? CW_OK : CW_IO,
-                   CW_OK);
+    fails +=
+        check("push on an honest grant", one(&e, CW_BULK_PUSH, tbuf), CW_OK);
+    fails +=
+        check("pushed bytes", all(e.obuf, LEN, 0xb2) ? CW_OK : CW_IO, CW_OK);
 
     /* Bad grants: refused, nothing moves. */
     for (int c = G_LONGER; c <= G_TRAILING; c++) {
@@ -316,18 +323,18 @@ int main(void)
         memset(tbuf, 0, LEN);
         snprintf(what, sizeof(what), "pull, %s", case_names[c]);
         fails += check(what, one(&e, CW_BULK_PULL, tbuf), expect[c]);
-        fails += check("  nothing pulled", all(tbuf, LEN, 0) ? CW_OK : CW_IO,
-                       CW_OK);
+        fails +=
+            check("  nothing pulled", all(tbuf, LEN, 0) ? CW_OK : CW_IO, CW_OK);
         memset(tbuf, 0xd4, LEN);
         snprintf(what, sizeof(what), "push, %s", case_names[c]);
         fails += check(what, one(&e, CW_BULK_PUSH, tbuf), expect[c]);
         fails += check("  nothing pushed",
                        all(e.obuf, LEN, 0xc3) ? CW_OK : CW_IO, CW_OK);
     }
-    fails += check("every delegation asked for a grant",
-                   e.asked == 2 + 2 * (G_TRAILING - G_LONGER + 1) ? CW_OK
-                                                                  : CW_ERROR,
-                   CW_OK);
+    fails +=
+        check("every delegation asked for a grant",
+              e.asked == 2 + 2 * (G_TRAILING - G_LONGER + 1) ? CW_OK : CW_ERROR,
+              CW_OK);
     cw_bulk_free(e.obulk);
     cw_context_destroy(e.tctx);
     cw_context_destroy(e.gctx);
