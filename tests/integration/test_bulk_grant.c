@@ -7,7 +7,9 @@
  * push, checked); a grant of another length, a wider right, a handle
  * smaller than it claims, a handle without the right, an owner on another
  * plugin, an expired or malformed grant fails the transfer with its
- * status and moves nothing.  Every transfer completes exactly once.
+ * status and moves nothing.  A cancel before the grant and one during the
+ * granted transfer end it with CW_CANCELED.  Every transfer completes
+ * exactly once.
  *
  * The endpoints are named cwgrant<pid>-{or,gw,tg}.
  */
@@ -21,6 +23,13 @@
 #include <unistd.h>
 
 #define LEN 65536u
+#define BIG (16u << 20) /* sixteen 1 MiB chunks: a transfer that lasts */
+
+enum cancel {
+    C_NONE,
+    C_EARLY,  /* cancel before the gateway answers */
+    C_DIRECT, /* cancel while the granted transfer runs */
+};
 
 enum gcase {
     G_HONEST,
@@ -193,21 +202,39 @@ static void progress_all(struct env *e, unsigned ms)
 
 /* One transfer on a proxy handle at the target; returns its status (or
  * CW_ERROR if it did not complete exactly once). */
-static cw_status_t one(struct env *e, enum cw_bulk_dir dir, uint8_t *tbuf)
+/* One step of every context; true if @p dn completed. */
+static bool step_all(struct env *e, const struct done *dn)
+{
+    cw_context_t *c[3] = {e->octx, e->gctx, e->tctx};
+
+    for (int i = 0; i < 3; i++) {
+        cw_progress(c[i], 0);
+        cw_trigger(c[i], 0, 0, NULL);
+    }
+    return dn->calls > 0;
+}
+
+/* One transfer of @p len bytes on a proxy handle at the target, cancelled
+ * as @p cancel says; returns its status (or CW_ERROR if it did not
+ * complete exactly once, or the cancel found nothing to cancel). */
+static cw_status_t one_len(struct env *e, enum cw_bulk_dir dir, uint8_t *tbuf,
+                           size_t len, enum cancel cancel)
 {
     uint8_t desc[64], tok[CW_BPROXY_TOKEN_LEN];
     struct cw_wire_desc d;
     struct done dn = {0};
-    struct cw_segment seg = {tbuf, LEN};
+    struct cw_segment seg = {tbuf, len};
     cw_bulk_t *pb = NULL, *lb = NULL;
+    cw_bulk_op_t *op = NULL;
     cw_addr_t *gw = NULL;
     char gaddr[CW_URI_MAX];
+    bool canceled = false;
     size_t dlen;
     uint64_t end;
     cw_status_t st;
 
     memset(tok, 0x5a, sizeof(tok));
-    st = cw_bproxy_desc_encode(e->tnet, tok, CW_BULK_READ_WRITE, LEN, 10000,
+    st = cw_bproxy_desc_encode(e->tnet, tok, CW_BULK_READ_WRITE, len, 10000,
                                desc, sizeof(desc), &dlen);
     if (st == CW_OK)
         st = cw_wire_desc_get(desc, dlen, 1, 0, &d, NULL, NULL);
@@ -223,19 +250,34 @@ static cw_status_t one(struct env *e, enum cw_bulk_dir dir, uint8_t *tbuf)
     if (st == CW_OK)
         st = cw_addr_lookup(e->tctx, gaddr, &gw);
     if (st == CW_OK)
-        st = cw_bulk_transfer(e->tctx, dir, gw, pb, 0, lb, 0, LEN, xfer_cb, &dn,
-                              NULL);
+        st = cw_bulk_transfer(e->tctx, dir, gw, pb, 0, lb, 0, len, xfer_cb, &dn,
+                              &op);
+    if (st == CW_OK && cancel == C_EARLY)
+        canceled = cw_bulk_cancel(op) == CW_OK;
     end = now_ms() + 10000;
-    while (st == CW_OK && dn.calls == 0 && now_ms() < end)
-        progress_all(e, 1);
+    while (st == CW_OK && now_ms() < end && !step_all(e, &dn)) {
+        bool granted;
+        if (cancel != C_DIRECT || canceled)
+            continue;
+        pthread_mutex_lock(&e->tctx->lock);
+        granted = op->direct_op != NULL;
+        pthread_mutex_unlock(&e->tctx->lock);
+        if (granted)
+            canceled = cw_bulk_cancel(op) == CW_OK;
+    }
     if (st == CW_OK) {
         progress_all(e, 20); /* a second completion would show here */
-        st = dn.calls == 1 ? dn.st : CW_ERROR;
+        st = dn.calls == 1 && (cancel == C_NONE || canceled) ? dn.st : CW_ERROR;
     }
     cw_addr_free(gw);
     cw_bulk_free(lb);
     cw_bulk_free(pb);
     return st;
+}
+
+static cw_status_t one(struct env *e, enum cw_bulk_dir dir, uint8_t *tbuf)
+{
+    return one_len(e, dir, tbuf, LEN, C_NONE);
 }
 
 static int check(const char *what, cw_status_t got, cw_status_t want)
@@ -278,12 +320,12 @@ int main(void)
     setvbuf(stdout, NULL, _IOLBF, 0);
     snprintf(pfx, sizeof(pfx), "cwgrant%d", (int)getpid());
     memset(&e, 0, sizeof(e));
-    e.obuf = malloc(LEN);
-    tbuf = malloc(LEN);
+    e.obuf = malloc(BIG);
+    tbuf = malloc(BIG);
     if (e.obuf == NULL || tbuf == NULL)
         return 2;
     oseg.base = e.obuf;
-    oseg.len = LEN;
+    oseg.len = BIG;
     if (cw_context_create(NULL, &e.octx) != CW_OK ||
         cw_context_create(NULL, &e.gctx) != CW_OK ||
         cw_context_create(NULL, &e.tctx) != CW_OK)
@@ -335,6 +377,20 @@ int main(void)
         check("every delegation asked for a grant",
               e.asked == 2 + 2 * (G_TRAILING - G_LONGER + 1) ? CW_OK : CW_ERROR,
               CW_OK);
+    /* Cancel before the answer and during the granted transfer: once,
+     * CW_CANCELED. */
+    e.gc = G_HONEST;
+    fails += check("cancel before the grant",
+                   one_len(&e, CW_BULK_PULL, tbuf, BIG, C_EARLY), CW_CANCELED);
+    fails += check("cancel during a granted pull",
+                   one_len(&e, CW_BULK_PULL, tbuf, BIG, C_DIRECT), CW_CANCELED);
+    fails += check("cancel during a granted push",
+                   one_len(&e, CW_BULK_PUSH, tbuf, BIG, C_DIRECT), CW_CANCELED);
+    memset(e.obuf, 0xe5, BIG);
+    fails += check("a 16 MiB pull on a grant after the cancels",
+                   one_len(&e, CW_BULK_PULL, tbuf, BIG, C_NONE), CW_OK);
+    fails +=
+        check("pulled 16 MiB", all(tbuf, BIG, 0xe5) ? CW_OK : CW_IO, CW_OK);
     cw_bulk_free(e.obulk);
     cw_context_destroy(e.tctx);
     cw_context_destroy(e.gctx);
