@@ -6,7 +6,8 @@
 #      with a grant and the server copies straight from/to the client
 #      (direct_transfers counted; no pipelined transfer, no staging chunk
 #      ever handed out).
-#   2. the same with buffers.zero_copy false: the pipeline does it.
+#   2. the same with buffers.zero_copy false: the pipeline does it; after
+#      a reload to true, grants again.
 #   3. client -[shm]-> gw -[ofi+tcp]-> server and the reverse: different
 #      families, pipelined, no grant.
 #   4. hostile tokens on the direct path (forged, out of range, push on a
@@ -48,6 +49,17 @@ stats_of gwp
     [ "$(json_num "$stats" staging_uses)" -gt 0 ] ||
     fail "zero_copy false counters: $stats"
 pass "zero_copy false: $((2 * NSIZES)) pipelined transfers, $(json_num "$stats" staging_uses) staging chunks used"
+
+# buffers.zero_copy may change on reload.
+sed -i 's/zero_copy: false/zero_copy: true/' "$T/gwp.yaml"
+"$CWCTL" --admin "$gwp_admin" reload >"$T/reload.out" 2>&1 ||
+    fail "reload with zero_copy true: $(cat "$T/reload.out")"
+xfer "shm <-> shm after a reload to zero_copy true" "$shmsrv@$gwp_shm0" 1048579
+stats_of gwp
+[ "$(json_num "$stats" direct_transfers)" = 2 ] &&
+    [ "$(json_num "$stats" transfers)" = $((2 * NSIZES)) ] ||
+    fail "zero_copy true after reload: $stats"
+pass "reload to zero_copy true: the next transfers are direct"
 
 bulk_srv tcpsrv "$TCP"
 bulk_gw gwm "tcp0=$TCP shm0=shm://$TAG-gwm" "1MiB 4 8MiB" "127.0.0.1:$(free_port)"
