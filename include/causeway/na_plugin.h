@@ -292,7 +292,10 @@ struct cw_na_ops {
 /** The one exported object. */
 struct cw_na_plugin {
     uint32_t abi_version;        /**< CW_NA_ABI_VERSION */
-    uint32_t ops_size;           /**< sizeof(struct cw_na_ops) */
+    uint32_t ops_size;           /**< sizeof(struct cw_na_ops); a core
+                                      accepts any size from the first ABI-1
+                                      table (ending before mem_restrict) to
+                                      its own, ops beyond it seen as NULL */
     const char *name;            /**< URI scheme: "shm", "ofi", "ucx", ... */
     const char *description;     /**< one line for cw-info */
     const struct cw_na_ops *ops;
