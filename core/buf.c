@@ -360,6 +360,8 @@ cw_status_t cw_buf_get_bulk(cw_buf_t *b, cw_bulk_t **bulk_p)
             return b->err = st;
         pthread_mutex_lock(&ctx->lock);
         st = cw_bulk_from_desc(ctx, b->h->net, &d, &bulk);
+        if (st == CW_OK && b->h->server)
+            cw_rs_bulk_join(b->h, bulk, idx);
         pthread_mutex_unlock(&ctx->lock);
         if (st != CW_OK)
             return b->err = st;

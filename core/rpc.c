@@ -6,8 +6,10 @@
  */
 #include "rpc_priv.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #define CW_POOL_MAX 256
 
@@ -228,6 +230,10 @@ static void handle_recycle_locked(cw_handle_t *h)
     h->overflowed = false;
     h->self_peer = NULL;
     h->one_way = false;
+    cw_rs_handle_leave(h);
+    h->idempotent = false;
+    h->resume = false;
+    h->resume_id = 0;
     h->hops = 0;
     h->pending = 0;
     h->final_set = false;
@@ -357,6 +363,41 @@ bool cw_handle_canceled(cw_handle_t *h)
     c = h->canceled || cw_now_ns() > h->deadline_ns;
     pthread_mutex_unlock(&h->ctx->lock);
     return c;
+}
+
+cw_status_t cw_handle_set_idempotent(cw_handle_t *h, bool on)
+{
+    uint64_t id = 0;
+    size_t got = 0;
+    cw_status_t st = CW_OK;
+
+    if (h == NULL || h->server)
+        return CW_INVALID_ARG;
+    while (on && got < sizeof(id)) {
+        ssize_t n = getrandom((char *)&id + got, sizeof(id) - got, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            CW_ERROR("core", "getrandom() failed: %s", strerror(errno));
+            return CW_IO;
+        }
+        got += (size_t)n;
+    }
+    pthread_mutex_lock(&h->ctx->lock);
+    if (h->one_way || h->state == CW_H_ACTIVE || h->fwd_in != NULL) {
+        st = CW_INVALID_ARG;
+    } else {
+        h->idempotent = on;
+        h->resume = false;
+        h->resume_id = id;
+    }
+    pthread_mutex_unlock(&h->ctx->lock);
+    return st;
+}
+
+bool cw_handle_idempotent(cw_handle_t *h)
+{
+    return h != NULL && h->idempotent;
 }
 
 uint64_t cw_handle_remaining_ms(cw_handle_t *h)
@@ -545,6 +586,7 @@ void cw_rpc_timers(cw_context_t *ctx, uint64_t now)
             soonest = h->deadline_ns;
         }
     }
+    cw_rs_timers(ctx, now, &soonest);
     ctx->next_deadline = soonest;
 }
 
@@ -585,6 +627,7 @@ void cw_rpc_cancel_net(cw_context_t *ctx, cw_network_t *net)
             continue;
         cw_bulk_op_cancel_locked(op);
     }
+    cw_rs_cancel_net(ctx, net);
     /* A response to a peer that died may never complete by itself (the
      * plugin is still waiting to notice): withdraw it, once, so shutdown
      * and network close do not leave its handle behind. */
@@ -683,6 +726,7 @@ cw_status_t cw_msg_build(cw_handle_t *h, cw_buf_t *w, size_t limit,
 {
     cw_network_t *net = h->net;
     size_t dest_len = route ? strlen(route) : 0;
+    size_t hdr_len = cw_wire_hdr_size(hdr->flags);
     size_t desc_len = raw_len, ovf_len = 0, total;
     size_t payload_len = w->len;
     bool overflow;
@@ -697,7 +741,7 @@ cw_status_t cw_msg_build(cw_handle_t *h, cw_buf_t *w, size_t limit,
     }
     if (desc_len > UINT32_MAX || payload_len > UINT32_MAX)
         return CW_OVERFLOW;
-    total = CW_HDR_SIZE + dest_len + desc_len + payload_len;
+    total = hdr_len + dest_len + desc_len + payload_len;
     overflow = total > limit;
     if (overflow) {
         st = cw_bulk_create_locked(h->ctx, w->data, payload_len,
@@ -706,7 +750,7 @@ cw_status_t cw_msg_build(cw_handle_t *h, cw_buf_t *w, size_t limit,
             st = cw_bulk_desc_size(h->ovf_local, net, &ovf_len);
         if (st != CW_OK)
             return st;
-        total = CW_HDR_SIZE + dest_len + desc_len + ovf_len;
+        total = hdr_len + dest_len + desc_len + ovf_len;
         if (total > limit) {
             CW_ERROR("core", "header and descriptors (%zu bytes) exceed the "
                      "eager limit %zu of %s", total, limit, net->uri);
@@ -714,7 +758,8 @@ cw_status_t cw_msg_build(cw_handle_t *h, cw_buf_t *w, size_t limit,
         }
         h->ctx->stats.overflows++;
     }
-    if (!overflow && dest_len == 0 && desc_len == 0) {
+    if (!overflow && dest_len == 0 && desc_len == 0 &&
+        hdr_len == CW_HDR_SIZE) {
         /* Common case: the payload already sits behind reserved room. */
         st = cw_buf_reserve(w, 1);
         if (st != CW_OK)
@@ -725,7 +770,7 @@ cw_status_t cw_msg_build(cw_handle_t *h, cw_buf_t *w, size_t limit,
         if (st != CW_OK)
             return st;
         msg = h->sbuf;
-        p = msg + CW_HDR_SIZE;
+        p = msg + hdr_len;
         if (dest_len)
             memcpy(p, route, dest_len);
         p += dest_len;

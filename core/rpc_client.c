@@ -128,6 +128,10 @@ cw_status_t cw_fwd_net(cw_handle_t *h)
     memset(&hdr, 0, sizeof(hdr));
     hdr.type = CW_MSG_REQ;
     hdr.flags = h->one_way ? CW_HF_ONE_WAY : 0;
+    if (h->idempotent) {
+        hdr.flags |= CW_HF_IDEMPOTENT | (h->resume ? CW_HF_RESUME : 0);
+        hdr.resume_id = h->resume_id;
+    }
     hdr.rpc_id = h->id;
     hdr.req_id = h->req_id;
     hdr.budget_us = h->deadline_ns > now ? (h->deadline_ns - now) / 1000 : 0;
