@@ -80,6 +80,7 @@ struct gw_fwd {
     unsigned nexthop, service, backend;
     uint64_t t_in, t_sent, t_done;
     bool cut;                     /**< canceled at limits.max_timeout */
+    unsigned resumes;             /**< re-forwarded after a next hop failed */
     struct gw_btok *btoks;        /**< proxy bulk tokens (bulk_proxy_table.c) */
     char next_addr[CW_URI_MAX];   /**< resolved next hop (cache key) */
     struct gw_fwd *prev, *next;   /**< gw->fwds */
@@ -151,7 +152,7 @@ struct gw {
     unsigned nsrcs;
     uint64_t started_ns;
     uint64_t n_forwarded, n_failed, n_timedout, n_denied, n_busy,
-        n_noroute, n_draining, n_refused_bulk, n_canceled;
+        n_noroute, n_draining, n_refused_bulk, n_canceled, n_resumed;
 
     /* health */
     struct gw_hc *hcs;
