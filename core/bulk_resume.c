@@ -26,29 +26,26 @@ static void rs_unref(struct cw_rsess *s)
     if (s == NULL || --s->refs > 0)
         return;
     s->ctx->nrsess--;
+    free(s->desc);
     free(s);
 }
 
-/* The session of server handle @p h, created on first use; NULL when the
- * request cannot be resumed (or the table is full). */
-static struct cw_rsess *rs_of_handle(cw_handle_t *h)
+void cw_rs_open(cw_handle_t *h)
 {
     cw_context_t *ctx = h->ctx;
     struct cw_rsess *s;
 
     if (!h->server || !h->idempotent || h->one_way || h->self_call ||
-        h->hook != NULL)
-        return NULL;
-    if (h->rsess != NULL)
-        return h->rsess;
+        h->rsess != NULL)
+        return;
     if (ctx->nrsess >= CW_RS_MAX_SESS) {
         CW_LOG_RL(CW_LOG_WARN, "core", "%u idempotent requests in flight: "
                   "this one will not be resumable", ctx->nrsess);
-        return NULL;
+        return;
     }
     s = calloc(1, sizeof(*s));
     if (s == NULL)
-        return NULL;
+        return;
     s->ctx = ctx;
     s->refs = 1; /* the handle's */
     s->id = h->resume_id;
@@ -57,17 +54,23 @@ static struct cw_rsess *rs_of_handle(cw_handle_t *h)
     cw_list_init(&s->ops);
     ctx->nrsess++;
     h->rsess = s;
-    return s;
+}
+
+const uint8_t *cw_rs_desc(cw_handle_t *h, const cw_buf_t *in, size_t *len_p)
+{
+    if (h->rsess != NULL && h->rsess->desc != NULL) {
+        *len_p = h->rsess->desc_len;
+        return h->rsess->desc;
+    }
+    *len_p = in->desc_len;
+    return in->desc;
 }
 
 void cw_rs_bulk_join(cw_handle_t *h, cw_bulk_t *b, unsigned idx)
 {
-    struct cw_rsess *s;
+    struct cw_rsess *s = h->rsess;
 
-    if (!cw_bproxy_is_proxy(b) || b->rsess != NULL)
-        return;
-    s = rs_of_handle(h);
-    if (s == NULL)
+    if (s == NULL || !cw_bproxy_is_proxy(b) || b->rsess != NULL)
         return;
     s->refs++;
     b->rsess = s;
@@ -385,10 +388,21 @@ bool cw_rs_attach(cw_network_t *net, const struct cw_wire_msg *m,
     struct cw_rsess *s;
     cw_status_t st;
 
+    uint8_t *desc = NULL;
+
     if (h == NULL)
         return false; /* unknown or answered: run it as a new request */
     s = h->rsess;
-    st = rs_retarget_all(s, net, m, false);
+    st = m->hdr.ndesc == h->in.ndesc ? rs_retarget_all(s, net, m, false)
+                                     : CW_RANGE;
+    if (st == CW_OK && m->hdr.desc_len > 0) {
+        /* Handles decoded from now on take the new tokens too. */
+        desc = malloc(m->hdr.desc_len);
+        if (desc == NULL)
+            st = CW_NOMEM;
+        else
+            memcpy(desc, m->desc, m->hdr.desc_len);
+    }
     if (st != CW_OK) {
         CW_LOG_RL(CW_LOG_WARN, "core", "resume of request %016llx does not "
                   "match its descriptors (%s): handled as a new request",
@@ -396,6 +410,9 @@ bool cw_rs_attach(cw_network_t *net, const struct cw_wire_msg *m,
         return false;
     }
     rs_retarget_all(s, net, m, true);
+    free(s->desc);
+    s->desc = desc;
+    s->desc_len = m->hdr.desc_len;
     /* The answer goes back the way the resume came. */
     cw_net_ref(net);
     cw_na_addr_free(h->src.net->na, h->src.na);

@@ -408,6 +408,8 @@ struct cw_rsess {
     uint64_t id;          /**< the origin's resume id */
     cw_handle_t *h;       /**< the server handle while it lives (no ref) */
     unsigned gen;         /**< RESUME requests attached so far */
+    uint8_t *desc;        /**< the last RESUME's descriptor section */
+    size_t desc_len;
     struct cw_list bulks; /**< cw_bulk.rs_link */
     struct cw_list ops;   /**< cw_bulk_op.rs_link */
 };
@@ -583,6 +585,12 @@ void cw_addr_unref_locked(cw_addr_t *addr);
 
 /* ---- chunk-level resume (core/bulk_resume.c), lock held ---------------- */
 
+/** Open the resume session of server handle @p h, dispatched to its
+ *  handler, when the request is idempotent (and the table has room). */
+void cw_rs_open(cw_handle_t *h);
+/** The descriptor section bulk handles of server handle @p h are decoded
+ *  from: the request's, or that of the last RESUME attached to it. */
+const uint8_t *cw_rs_desc(cw_handle_t *h, const cw_buf_t *in, size_t *len_p);
 /** Proxy bulk @p b was decoded from descriptor @p idx of server handle
  *  @p h: join the resume session of @p h when it is idempotent. */
 void cw_rs_bulk_join(cw_handle_t *h, cw_bulk_t *b, unsigned idx);

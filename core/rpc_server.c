@@ -63,6 +63,7 @@ void cw_rpc_dispatch(cw_handle_t *h)
         return;
     }
     h->cls = c;
+    cw_rs_open(h);
     h->hfn = c->handler;
     h->harg = c->arg;
     h->cqe.fn = run_handler;

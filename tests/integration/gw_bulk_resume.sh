@@ -27,7 +27,9 @@ stat_of() { # ADMIN KEY: a number from `cwctl stats --json` (first match)
         grep -o "\"$2\":[0-9]*" | head -n 1 | cut -d: -f2
 }
 
+export CAUSEWAY_LOG_LEVEL=info # the server logs its suspends and resumes
 bulk_srv srv "ucx+tcp://127.0.0.1:0"
+unset CAUSEWAY_LOG_LEVEL
 gw gwa "$pa"
 gw gwb "$pb"
 cat >"$T/front.yaml" <<YAML
@@ -74,55 +76,129 @@ carrier() {
     return 1
 }
 
-# once_kill OP MODE MIN_BYTES: one call in the background; kill the
-# gateway carrying it after MIN_BYTES (0: one second after it started);
-# reads the client's line into ST MS RUNS RESUMED RBYTES SUSP.
-once_kill() {
-    local op=$1 mode=$2 min=$3 cp pid
+# call_start OP MODE [TMO]: one call in the background (pid in CP).
+call_start() {
     base_gwa=$(stat_of "$gwa_admin" bytes)
     base_gwb=$(stat_of "$gwb_admin" bytes)
-    timeout 120 "$XFER" once "$TARGET" "$SIZE" "$op" "$mode" "$TMO" \
+    timeout 120 "$XFER" once "$TARGET" "$SIZE" "$1" "$2" "${3:-$TMO}" \
         >"$T/once.out" 2>"$T/once.err" &
-    cp=$!
-    carrier "$min" || { kill "$cp"; fail "$op/$mode: no gateway carried the transfer"; }
-    [ "$min" = 0 ] && sleep 1
+    CP=$!
+}
+
+# kill_carrier MIN_BYTES: kill the gateway carrying the call after
+# MIN_BYTES (0: one second after its transfer started).
+kill_carrier() {
+    local pid
+    carrier "$1" || { kill "$CP"; fail "no gateway carried the transfer"; }
+    [ "$1" = 0 ] && sleep 1
     eval "pid=\$${CARRIER}_PID"
     kill -KILL "$pid"
     wait "$pid" 2>/dev/null
-    wait "$cp"
-    read -r ST MS RUNS RESUMED RBYTES SUSP <"$T/once.out"
-    echo "    $op/$mode: killed $CARRIER after $CARRIED bytes; client: $(cat "$T/once.out")"
 }
 
-# Idempotent pull and push: resumed, not restarted.  The server's
-# counters are totals: the previous call's are subtracted.
+# call_end WHAT: wait for the call; its line goes into ST MS RUNS RESUMED
+# RBYTES SUSP (the server's counters are totals: RESUMED and RBYTES become
+# this call's by subtracting the previous call's).
+prev_resumed=0
 prev_rbytes=0
+call_end() {
+    wait "$CP"
+    read -r ST MS RUNS RESUMED RBYTES SUSP <"$T/once.out"
+    echo "    $1: $CARRIER killed after $CARRIED bytes; client: $(cat "$T/once.out")"
+    if [ -n "${RBYTES:-}" ] && [ "$RBYTES" -ge "$prev_rbytes" ]; then
+        RESUMED=$((RESUMED - prev_resumed))
+        prev_resumed=$((prev_resumed + RESUMED))
+        RBYTES=$((RBYTES - prev_rbytes))
+        prev_rbytes=$((prev_rbytes + RBYTES))
+    fi
+}
+
+# restart NAME: the killed gateway back on its port, in rotation again.
+restart() {
+    gw "$1" "$([ "$1" = gwa ] && echo "$pa" || echo "$pb")"
+    up "$1"
+}
+
+# 1. Idempotent pull and push: resumed, not restarted.
 for op in pull push; do
     up gwa
     up gwb
     r0=$(stat_of "$front_admin" resumed)
-    once_kill "$op" idem $((8 << 20))
+    call_start "$op" idem
+    kill_carrier $((8 << 20))
+    call_end "$op/idem"
     [ "$ST" = CW_OK ] || fail "$op/idem: $(cat "$T/once.out") $(tail -n 3 "$T/once.err")"
     [ "$RUNS" = 1 ] || fail "$op/idem: the handler ran $RUNS times"
-    RBYTES=$((RBYTES - prev_rbytes))
-    prev_rbytes=$((prev_rbytes + RBYTES))
     [ "$RBYTES" -gt 0 ] && [ "$RBYTES" -le $((TOTAL - CARRIED)) ] ||
         fail "$op/idem: $RBYTES bytes delegated after the resume ($CARRIED of $TOTAL before the kill)"
     r1=$(stat_of "$front_admin" resumed)
-    [ "$((r1 - r0))" -ge 1 ] || fail "$op/idem: front counted no resume ($r0 -> $r1)"
-    pass "$op $SIZE idempotent: $CARRIER killed after $CARRIED bytes, RPC $ST in $MS ms, handler ran once, $RBYTES of $TOTAL bytes delegated again after the resume (front resumed $((r1 - r0)))"
-    gw "$CARRIER" "$([ "$CARRIER" = gwa ] && echo "$pa" || echo "$pb")"
+    [ "$((r1 - r0))" = 1 ] && [ "$RESUMED" = 1 ] ||
+        fail "$op/idem: front resumed $((r1 - r0)), server attached $RESUMED"
+    pass "$op $SIZE idempotent: $CARRIER killed after $CARRIED bytes, RPC $ST in $MS ms, handler ran once, $RBYTES of $TOTAL bytes delegated again after the resume"
+    restart "$CARRIER"
 done
 
-# Not idempotent: an error at the origin within its deadline.
+# 2. Resumed twice: the second gateway dies too, after the first is back.
+# The first is restarted only once the front has noticed its death (a
+# process on the same address would answer the probes that notice it).
+up gwb
+r0=$(stat_of "$front_admin" resumed)
+call_start pull idem
+kill_carrier $((8 << 20))
+first=$CARRIER
+for _ in $(seq 600); do
+    [ "$(stat_of "$front_admin" resumed)" -gt "$r0" ] && break
+    sleep 0.05
+done
+restart "$first"
+kill_carrier $((8 << 20)) # the other one: the restarted one carries nothing
+call_end "pull/idem twice"
+[ "$ST" = CW_OK ] && [ "$RUNS" = 1 ] && [ "$RESUMED" = 2 ] ||
+    fail "pull/idem twice: $ST, handler ran $RUNS times, $RESUMED resumes attached"
+r1=$(stat_of "$front_admin" resumed)
+pass "pull $SIZE resumed twice ($first, then $CARRIER killed): RPC $ST in $MS ms, handler ran once, front resumed $((r1 - r0))"
+restart "$CARRIER"
+
+# 3. Not idempotent: an error at the origin within its deadline.
 up gwa
 up gwb
-once_kill pull plain 0
+call_start pull plain
+kill_carrier 0
+call_end "pull/plain"
 [ "$ST" != CW_OK ] && [ "${MS:-999999}" -lt "$TMO" ] ||
     fail "pull/plain: origin got '$ST' after ${MS:-?} ms"
 pass "pull $SIZE not idempotent: $CARRIER killed, origin's RPC ended $ST after $MS ms"
-gw "$CARRIER" "$([ "$CARRIER" = gwa ] && echo "$pa" || echo "$pb")"
+restart "$CARRIER"
 
-grep -q "Sanitizer\|runtime error" "$T/srv.log" &&
-    fail "server: $(grep -m 3 'Sanitizer\|runtime error' "$T/srv.log")"
+# 4. No resume ever comes (both gateways die): the origin gets an error by
+# its deadline (CW_TIMEOUT when finding out that the other gateway is dead
+# too takes longer), and the server's suspended transfer ends with its
+# error at that deadline, once.
+up gwa
+up gwb
+call_start pull idem 8000
+kill_carrier $((8 << 20))
+other=$([ "$CARRIER" = gwa ] && echo gwb || echo gwa)
+eval "kill -KILL \$${other}_PID"
+call_end "pull/idem, no way left"
+[ -n "$ST" ] && [ "$ST" != CW_OK ] && [ "${MS:-999999}" -lt 9000 ] ||
+    fail "no way left: origin got '$ST' after ${MS:-?} ms"
+for _ in $(seq 300); do
+    [ "$(grep -c "job pull of $TOTAL bytes ended" "$T/srv.log")" = 4 ] && break
+    sleep 0.05
+done
+sleep 1 # and no second ending
+grep "job pull of $TOTAL bytes ended" "$T/srv.log" >"$T/pulls"
+[ "$(wc -l <"$T/pulls")" = 4 ] || fail "server: $(cat "$T/pulls"), expected 4 pulls"
+tail -n 1 "$T/pulls" | grep -q "ended CW_OK" &&
+    fail "server: the abandoned pull ended CW_OK"
+pass "no way left: origin's RPC ended $ST after $MS ms; the server's transfer ended once: $(tail -n 1 "$T/pulls")"
+gw gwa "$pa"
+gw gwb "$pb"
+
+# Everything shuts down cleanly: no leak, no sanitizer report.
+stop_pid "$srv_PID"
+[ "$STOP_RC" = 0 ] && ! grep -q "Sanitizer\|runtime error\|leak of" "$T/srv.log" ||
+    fail "server exit $STOP_RC: $(grep -A 12 'ERROR\|leak of' "$T/srv.log" | head -n 40)"
+pass "server stopped cleanly"
 bulk_gw_stop front gwa gwb

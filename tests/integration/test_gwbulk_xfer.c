@@ -21,6 +21,7 @@
 #include "../../core/bulk_proxy.h"
 #include "../../core/rpc_priv.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -288,6 +289,9 @@ static void job_end(struct job *j, cw_status_t st)
     cw_buf_put_u64(out, cs.resumed);
     cw_buf_put_u64(out, cs.resume_bytes);
     cw_buf_put_u64(out, cs.suspended);
+    fprintf(stderr, "server: job %s of %llu bytes ended %s (handler runs %llu)"
+            "\n", j->op == OP_PULL ? "pull" : "push", (unsigned long long)j->len,
+            cw_status_name(st), (unsigned long long)*runs_of(j->seed));
     cw_respond(j->h, st, NULL, NULL);
     cw_handle_release(j->h);
     cw_bulk_free(j->rb);
@@ -413,8 +417,19 @@ static void run_job(cw_context_t *ctx, cw_handle_t *h, uint8_t op,
     cw_bulk_free(rb);
 }
 
+static volatile sig_atomic_t g_stop;
+
+static void on_term(int sig)
+{
+    (void)sig;
+    g_stop = 1;
+}
+
+/* Serves until SIGTERM, then shuts down cleanly (the sanitizers check for
+ * leaks at exit). */
 static int serve(const char *uri, const char *addr_file)
 {
+    struct sigaction sa = {.sa_handler = on_term};
     cw_context_t *ctx;
     cw_network_t *net;
     char self[CW_URI_MAX];
@@ -430,7 +445,8 @@ static int serve(const char *uri, const char *addr_file)
         return 2;
     fprintf(f, "%s\n", self);
     fclose(f);
-    for (;;) { /* killed by the test */
+    sigaction(SIGTERM, &sa, NULL);
+    while (!g_stop) {
         cw_progress(ctx, 20);
         cw_trigger(ctx, 0, 0, NULL);
         if (g_job != NULL) {
@@ -438,6 +454,13 @@ static int serve(const char *uri, const char *addr_file)
             g_job = NULL;
         }
     }
+    if (g_job != NULL) {
+        cw_respond(g_job, CW_CANCELED, NULL, NULL);
+        cw_handle_release(g_job);
+        cw_bulk_free(g_job_bulk);
+    }
+    cw_context_destroy(ctx);
+    return 0;
 }
 
 /* ---- client ------------------------------------------------------------- */
