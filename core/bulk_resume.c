@@ -355,7 +355,7 @@ static cw_handle_t *rs_find(cw_context_t *ctx, const struct cw_wire_msg *m)
         cw_handle_t *h = cw_container_of(e, cw_handle_t, link);
         if (h->rsess != NULL && h->rsess->id == m->hdr.resume_id &&
             h->id == m->hdr.rpc_id && h->state == CW_H_IDLE &&
-            !h->canceled && h->hfn != NULL)
+            h->hfn != NULL)
             return h;
     }
     return NULL;
@@ -426,6 +426,9 @@ bool cw_rs_attach(cw_network_t *net, const struct cw_wire_msg *m,
     h->hops = m->hdr.hops;
     h->overflowed = (m->hdr.flags & CW_HF_OVERFLOW) != 0;
     h->deadline_ns = deadline_ns;
+    /* The old path may have cancelled it on its way down; the caller has
+     * not (it resumed). */
+    h->canceled = false;
     s->gen++;
     ctx->stats.resumed++;
     CW_LOG_RL(CW_LOG_INFO, "core", "request %016llx resumed (%u)",

@@ -152,6 +152,22 @@ cw_status_t cw_fwd_set_resume(cw_handle_t *out)
     return st;
 }
 
+cw_status_t cw_fwd_fail(cw_handle_t *out, cw_status_t status)
+{
+    if (out == NULL || out->server || out->fwd_in == NULL ||
+        (status != CW_DISCONNECTED && status != CW_UNREACHABLE &&
+         status != CW_IO))
+        return CW_INVALID_ARG;
+    pthread_mutex_lock(&out->ctx->lock);
+    if (out->state == CW_H_ACTIVE && !out->final_set) {
+        cw_h_fail(out, status);
+        cw_h_check(out);
+    }
+    pthread_mutex_unlock(&out->ctx->lock);
+    cw_ctx_wake(out->ctx);
+    return CW_OK;
+}
+
 cw_status_t cw_fwd_desc_replace(cw_handle_t *out, unsigned i, const void *p,
                                 size_t len)
 {

@@ -610,6 +610,25 @@ void gw_fwd_cancel_all(struct gw *gw)
             cw_cancel(f->out);
 }
 
+void gw_fwd_hop_down(struct gw *gw, const char *addr)
+{
+    /* The transport may take longer to notice (or never, if something
+     * answers its probes on that address again): health checks decide. */
+    unsigned n = 0;
+
+    for (struct gw_fwd *f = gw->fwds; f != NULL; f = f->next) {
+        if (f->out != NULL && f->has_nexthop && !f->hop_down && !f->cut &&
+            cw_handle_idempotent(f->in) && strcmp(f->next_addr, addr) == 0) {
+            f->hop_down = true;
+            cw_fwd_fail(f->out, CW_DISCONNECTED);
+            n++;
+        }
+    }
+    if (n > 0)
+        CW_LOG_RL(CW_LOG_INFO, GW_LOG, "next hop %s down: %u idempotent "
+                  "request(s) to re-forward", addr, n);
+}
+
 void gw_fwd_cut_old(struct gw *gw, uint64_t now)
 {
     uint64_t max = gw->cfg->limits.max_timeout_ns;
