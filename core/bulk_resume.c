@@ -219,11 +219,23 @@ static cw_status_t rs_win_issue(cw_bulk_op_t *op, struct cw_rs_win *w)
     return CW_OK;
 }
 
-static void rs_cancel_windows(cw_bulk_op_t *op)
+/* Stop the windows in flight.  Only a cancel by the user is told to the
+ * gateway: otherwise it is dead, or being left for another one, and a
+ * CANCEL would only wait for the transport to notice. */
+static void rs_cancel_windows(cw_bulk_op_t *op, bool tell)
 {
-    for (unsigned i = 0; i < CW_RS_NWIN; i++)
-        if (op->win[i].busy)
-            cw_h_cancel_locked(op->win[i].h);
+    for (unsigned i = 0; i < CW_RS_NWIN; i++) {
+        cw_handle_t *h = op->win[i].h;
+
+        if (!op->win[i].busy)
+            continue;
+        if (tell) {
+            cw_h_cancel_locked(h);
+        } else if (h->state == CW_H_ACTIVE && !h->final_set) {
+            cw_h_fail(h, CW_CANCELED);
+            cw_h_check(h);
+        }
+    }
 }
 
 static bool rs_busy(const cw_bulk_op_t *op)
@@ -262,7 +274,7 @@ static void rs_step(cw_bulk_op_t *op)
     }
     if (rs_busy(op)) {
         /* Stop the rest; decide when all of them are back. */
-        rs_cancel_windows(op);
+        rs_cancel_windows(op, op->user_cancel);
         return;
     }
     /* Nothing in flight: what was not acknowledged is done again. */
@@ -340,7 +352,7 @@ cw_status_t cw_rs_cancel(cw_bulk_op_t *op)
         if (op->suspended)
             rs_finish(op, CW_CANCELED);
         else
-            rs_cancel_windows(op);
+            rs_cancel_windows(op, true);
     }
     pthread_mutex_unlock(&ctx->lock);
     return CW_OK;
@@ -449,7 +461,7 @@ bool cw_rs_attach(cw_network_t *net, const struct cw_wire_msg *m,
             rs_step(op);
         } else {
             /* Still waiting on the old path: stop it, then continue. */
-            rs_cancel_windows(op);
+            rs_cancel_windows(op, false);
         }
     }
     return true;
