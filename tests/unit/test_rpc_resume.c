@@ -80,13 +80,41 @@ static void spin(cw_context_t *ctx, cw_na_t *na, int *flag, int want)
 
 /* ---- API and the mark on the wire ------------------------------------- */
 
+/* Forward @p h to the server, check what its handler saw, answer, and
+ * check the call completed once. */
+static void held_call(struct srv *s, cw_context_t *cctx, cw_handle_t *h,
+                      bool idem)
+{
+    struct call c = {0};
+
+    assert_int_equal(cw_forward(h, 5000, call_cb, &c), CW_OK);
+    /* In flight: the mark can no longer change. */
+    assert_int_equal(cw_handle_set_idempotent(h, !idem), CW_INVALID_ARG);
+    for (int i = 0; i < 2000 && s->held == NULL; i++) {
+        spin(s->ctx, NULL, NULL, 0);
+        spin(cctx, NULL, NULL, 0);
+    }
+    assert_non_null(s->held);
+    assert_true(s->idem_seen == idem);
+    assert_int_equal(cw_handle_set_idempotent(s->held, true),
+                     CW_INVALID_ARG); /* a server handle */
+    cw_respond(s->held, CW_OK, NULL, NULL);
+    cw_handle_release(s->held);
+    s->held = NULL;
+    for (int i = 0; i < 2000 && !c.done; i++) {
+        spin(s->ctx, NULL, NULL, 0);
+        spin(cctx, NULL, NULL, 0);
+    }
+    assert_int_equal(c.done, 1);
+    assert_int_equal(c.st, CW_OK);
+}
+
 static void test_api(void **state)
 {
     struct srv s;
     cw_context_t *cctx;
     cw_addr_t *dst;
     cw_handle_t *h;
-    struct call c = {0};
     (void)state;
 
     srv_open(&s);
@@ -100,42 +128,10 @@ static void test_api(void **state)
     assert_int_equal(cw_handle_set_idempotent(h, true), CW_OK);
     assert_true(cw_handle_idempotent(h));
     assert_int_equal(cw_fwd_set_resume(h), CW_INVALID_ARG); /* no gateway */
-    assert_int_equal(cw_forward(h, 5000, call_cb, &c), CW_OK);
-    assert_int_equal(cw_handle_set_idempotent(h, false), CW_INVALID_ARG);
-    for (int i = 0; i < 2000 && s.held == NULL; i++) {
-        spin(s.ctx, NULL, NULL, 0);
-        spin(cctx, NULL, NULL, 0);
-    }
-    assert_non_null(s.held);
-    assert_true(s.idem_seen);
-    assert_int_equal(cw_handle_set_idempotent(s.held, true), CW_INVALID_ARG);
-    cw_respond(s.held, CW_OK, NULL, NULL);
-    cw_handle_release(s.held);
-    s.held = NULL;
-    for (int i = 0; i < 2000 && !c.done; i++) {
-        spin(s.ctx, NULL, NULL, 0);
-        spin(cctx, NULL, NULL, 0);
-    }
-    assert_int_equal(c.done, 1);
-    assert_int_equal(c.st, CW_OK);
+    held_call(&s, cctx, h, true);
     /* Unmarked again: the next call is not idempotent. */
     assert_int_equal(cw_handle_set_idempotent(h, false), CW_OK);
-    c.done = 0;
-    assert_int_equal(cw_forward(h, 5000, call_cb, &c), CW_OK);
-    for (int i = 0; i < 2000 && s.held == NULL; i++) {
-        spin(s.ctx, NULL, NULL, 0);
-        spin(cctx, NULL, NULL, 0);
-    }
-    assert_non_null(s.held);
-    assert_false(s.idem_seen);
-    cw_respond(s.held, CW_OK, NULL, NULL);
-    cw_handle_release(s.held);
-    s.held = NULL;
-    for (int i = 0; i < 2000 && !c.done; i++) {
-        spin(s.ctx, NULL, NULL, 0);
-        spin(cctx, NULL, NULL, 0);
-    }
-    assert_int_equal(c.done, 1);
+    held_call(&s, cctx, h, false);
     cw_handle_release(h);
     /* One-way RPCs cannot be marked. */
     {
