@@ -234,6 +234,7 @@ static void handle_recycle_locked(cw_handle_t *h)
     h->idempotent = false;
     h->resume = false;
     h->resume_id = 0;
+    h->reforwards = 0;
     h->hops = 0;
     h->pending = 0;
     h->final_set = false;
@@ -640,6 +641,48 @@ void cw_rpc_cancel_net(cw_context_t *ctx, cw_network_t *net)
     }
 }
 
+#define CW_MAX_REFORWARDS 3
+
+/* A forward of an idempotent request that the client routes sent through
+ * a gateway failed on its transport: send it again, marked RESUME, through
+ * another gateway of the route (docs/bulk-gateway.md, "Resume").  True if
+ * it went; runs without the lock, from the queue. */
+static bool h_reforward(cw_handle_t *h, cw_status_t st)
+{
+    cw_context_t *ctx = h->ctx;
+    uint64_t now = cw_now_ns();
+    cw_status_t fst;
+    cw_addr_t *addr;
+
+    if (h->server || !h->idempotent || h->one_way || h->fwd_in != NULL ||
+        (st != CW_DISCONNECTED && st != CW_UNREACHABLE && st != CW_IO) ||
+        h->reforwards >= CW_MAX_REFORWARDS || now + 1000000 >= h->deadline_ns ||
+        cw_addr_reroute(h->addr, &addr) != CW_OK)
+        return false;
+    pthread_mutex_lock(&ctx->lock);
+    cw_addr_unref_locked(h->addr);
+    h->addr = addr;
+    h->net = addr->net;
+    h->state = CW_H_IDLE;
+    h->resume = true;
+    h->reforwards++;
+    h->reforwarding = true;
+    pthread_mutex_unlock(&ctx->lock);
+    fst = cw_forward(h, (h->deadline_ns - now) / 1000000u, h->fcb, h->farg);
+    pthread_mutex_lock(&ctx->lock);
+    h->reforwarding = false;
+    if (fst == CW_OK) {
+        ctx->stats.reforwarded++;
+        CW_LOG_RL(CW_LOG_INFO, "core", "forward through a gateway failed "
+                  "(%s): request resumed through another one",
+                  cw_status_name(st));
+    } else {
+        h->state = CW_H_DONE;
+    }
+    pthread_mutex_unlock(&ctx->lock);
+    return fst == CW_OK;
+}
+
 /* Queued completion of a forward (client) or a respond (server). */
 void cw_h_complete(struct cw_cqe *e)
 {
@@ -661,6 +704,10 @@ void cw_h_complete(struct cw_cqe *e)
     arg = h->server ? h->rarg : h->farg;
     st = h->final;
     pthread_mutex_unlock(&ctx->lock);
+    if (!keep && h_reforward(h, st)) {
+        cw_handle_release(h); /* the new forward holds its own */
+        return;
+    }
     if (cb)
         cb(h, st, arg);
     if (!keep)

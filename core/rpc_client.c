@@ -259,6 +259,11 @@ cw_status_t cw_forward(cw_handle_t *h, uint64_t timeout_ms, cw_forward_cb_t cb,
                                        : ctx->opts.default_timeout_ms;
     h->fcb = cb;
     h->farg = arg;
+    if (!h->reforwarding) {
+        h->reforwards = 0;
+        if (h->fwd_in == NULL)
+            h->resume = false; /* a gateway's is set by cw_fwd_set_resume */
+    }
     h->final_set = false;
     h->queued = false;
     h->pending = 0;

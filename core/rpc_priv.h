@@ -225,6 +225,8 @@ struct cw_addr {
     bool embedded; /**< lives inside a handle: free does nothing */
     char *route;   /**< routing destination for the first hop, or NULL */
     char *str;     /**< the string it was looked up with, or NULL */
+    bool via_routes; /**< a plain address the client routes sent through
+                          a gateway (route is that address) */
 };
 
 struct cw_rpc_class {
@@ -366,6 +368,8 @@ struct cw_handle {
     bool resume;         /**< request resumes an earlier one (RESUME) */
     uint64_t resume_id;  /**< chosen at the origin, kept by gateways */
     struct cw_rsess *rsess; /**< server: its resume session, or NULL */
+    uint8_t reforwards;  /**< client: sent again through another gateway */
+    bool reforwarding;   /**< client: cw_forward called by the core */
 };
 
 /* ---- bulk ----------------------------------------------------------------*/
@@ -582,6 +586,9 @@ cw_status_t cw_fwd_net(cw_handle_t *h);
 cw_status_t cw_fwd_self(cw_handle_t *h);
 /** Release an address reference with the lock held. */
 void cw_addr_unref_locked(cw_addr_t *addr);
+/** Another gateway than @p addr's for the plain address it was looked up
+ *  with, from the client routes (no lock held).  CW_NOENT if none. */
+cw_status_t cw_addr_reroute(cw_addr_t *addr, cw_addr_t **addr_p);
 
 /* ---- chunk-level resume (core/bulk_resume.c), lock held ---------------- */
 

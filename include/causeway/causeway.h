@@ -151,6 +151,8 @@ struct cw_context_stats {
     uint64_t suspended;     /**< delegated transfers suspended after their
                                  gateway failed */
     uint64_t resume_bytes;  /**< bytes delegated again after a resume */
+    uint64_t reforwarded;   /**< idempotent forwards sent again through
+                                 another gateway of the client routes */
 };
 
 /** Copy the counters of @p ctx into @p stats_p. */

@@ -80,7 +80,7 @@ carrier() {
 call_start() {
     base_gwa=$(stat_of "$gwa_admin" bytes)
     base_gwb=$(stat_of "$gwb_admin" bytes)
-    timeout 120 "$XFER" once "$TARGET" "$SIZE" "$1" "$2" "${3:-$TMO}" \
+    timeout 120 "$XFER" once "${CALL_TARGET:-$TARGET}" "$SIZE" "$1" "$2" "${3:-$TMO}" \
         >"$T/once.out" 2>"$T/once.err" &
     CP=$!
 }
@@ -103,7 +103,7 @@ prev_resumed=0
 prev_rbytes=0
 call_end() {
     wait "$CP"
-    read -r ST MS RUNS RESUMED RBYTES SUSP <"$T/once.out"
+    read -r ST MS RUNS RESUMED RBYTES SUSP REFWD <"$T/once.out"
     echo "    $1: $CARRIER killed after $CARRIED bytes; client: $(cat "$T/once.out")"
     if [ -n "${RBYTES:-}" ] && [ "$RBYTES" -ge "$prev_rbytes" ]; then
         RESUMED=$((RESUMED - prev_resumed))
@@ -195,6 +195,25 @@ tail -n 1 "$T/pulls" | grep -q "ended CW_OK" &&
 pass "no way left: origin's RPC ended $ST after $MS ms; the server's transfer ended once: $(tail -n 1 "$T/pulls")"
 gw gwa "$pa"
 gw gwb "$pb"
+
+# 5. No front: the client's own routes name both gateways; the client
+# core re-forwards through the other one.
+cat >"$T/client-routes.yaml" <<YAML
+routes:
+  - { dest: "ucx+tcp://*", gateway: "$gwa_tcp0" }
+  - { dest: "ucx+tcp://*", gateway: "$gwb_tcp0" }
+YAML
+export CAUSEWAY_ROUTES="$T/client-routes.yaml"
+CALL_TARGET=$srv
+call_start pull idem
+kill_carrier $((8 << 20))
+call_end "pull/idem, client routes"
+unset CAUSEWAY_ROUTES CALL_TARGET
+[ "$ST" = CW_OK ] && [ "$RUNS" = 1 ] && [ "$RESUMED" = 1 ] &&
+    [ "${REFWD:-0}" = 1 ] && [ "$RBYTES" -le $((TOTAL - CARRIED)) ] ||
+    fail "client routes: $ST, handler ran $RUNS times, $RESUMED attached, client re-forwarded ${REFWD:-?}, $RBYTES bytes again"
+pass "pull $SIZE with client routes: $CARRIER killed after $CARRIED bytes, the client re-forwarded, RPC $ST in $MS ms, handler ran once, $RBYTES of $TOTAL bytes delegated again"
+restart "$CARRIER"
 
 # Everything shuts down cleanly: no leak, no sanitizer report.
 stop_pid "$srv_PID"

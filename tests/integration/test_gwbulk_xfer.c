@@ -661,7 +661,8 @@ static int hostile(cw_context_t *ctx, cw_addr_t *dst)
 }
 
 /* One call of @p op on @p len bytes, checked; prints "STATUS MS RUNS
- * RESUMED RESUME_BYTES SUSPENDED" (the last four from the server). */
+ * RESUMED RESUME_BYTES SUSPENDED REFORWARDED" (four from the server, then
+ * this client's re-forwards through another gateway of its routes). */
 static int once(cw_context_t *ctx, cw_addr_t *dst, size_t len, uint8_t op,
                 unsigned tmo)
 {
@@ -693,10 +694,14 @@ static int once(cw_context_t *ctx, cw_addr_t *dst, size_t len, uint8_t op,
     }
     if (st == CW_OK && !proxied)
         st = CW_ERROR;
-    printf("%s %llu %llu %llu %llu %llu\n", cw_status_name(st),
-           (unsigned long long)(now_ms() - t0), (unsigned long long)v[0],
-           (unsigned long long)v[1], (unsigned long long)v[2],
-           (unsigned long long)v[3]);
+    {
+        struct cw_context_stats cs = {0};
+        cw_context_stats(ctx, &cs);
+        printf("%s %llu %llu %llu %llu %llu %llu\n", cw_status_name(st),
+               (unsigned long long)(now_ms() - t0), (unsigned long long)v[0],
+               (unsigned long long)v[1], (unsigned long long)v[2],
+               (unsigned long long)v[3], (unsigned long long)cs.reforwarded);
+    }
     cw_handle_release(h);
     mbuf_free(&m);
     return st == CW_OK ? 0 : 1;
