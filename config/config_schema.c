@@ -98,6 +98,10 @@ static const struct cw_config_key buffers_keys[] = {
     {"staging", CW_CFG_SIZE, K(cw_config_buffers, staging), "256MiB", false,
      1 * MIB, 1 * TIB, NULL, false,
      "Staging memory registered on both fabrics; at least chunk x depth."},
+    {"zero_copy", CW_CFG_BOOL, K(cw_config_buffers, zero_copy), "true",
+     false, 0, 0, NULL, true,
+     "Where origin and target are on the same node-local plugin (shm), let "
+     "the target copy directly instead of staging (docs/bulk-gateway.md)."},
 };
 
 static const struct cw_config_key limits_keys[] = {

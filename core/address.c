@@ -268,21 +268,34 @@ cw_status_t cw_addr_to_string(const cw_addr_t *addr, char *buf, size_t len)
     if (addr == NULL || buf == NULL || len == 0)
         return CW_INVALID_ARG;
     if (addr->str) {
-        n = snprintf(buf, len, "%s", addr->str);
-        return (n < 0 || (size_t)n >= len) ? CW_OVERFLOW : CW_OK;
+        size_t sl = strlen(addr->str);
+        if (sl >= len)
+            return CW_OVERFLOW;
+        memcpy(buf, addr->str, sl + 1);
+        return CW_OK;
     }
     pthread_mutex_lock(&addr->ctx->lock);
     st = cw_na_addr_to_string(addr->net->na, addr->na, loc, sizeof(loc));
     pthread_mutex_unlock(&addr->ctx->lock);
     if (st != CW_OK)
         return st;
-    n = snprintf(buf, len, "%s", loc);
-    return (n < 0 || (size_t)n >= len) ? CW_OVERFLOW : CW_OK;
+    n = (int)strlen(loc);
+    if ((size_t)n >= len)
+        return CW_OVERFLOW;
+    memcpy(buf, loc, (size_t)n + 1);
+    return CW_OK;
 }
 
 bool cw_addr_is_self(const cw_addr_t *addr)
 {
     return addr != NULL && addr->self && addr->route == NULL;
+}
+
+cw_network_t *cw_addr_network(const cw_addr_t *addr)
+{
+    if (addr == NULL || cw_addr_is_self(addr))
+        return NULL;
+    return addr->net;
 }
 
 size_t cw_addr_eager_limit(const cw_addr_t *addr)

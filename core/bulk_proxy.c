@@ -132,8 +132,14 @@ cw_status_t cw_bproxy_sub_bulk(cw_context_t *ctx, const cw_bulk_t *b,
     return st;
 }
 
-static void px_op_free(cw_bulk_op_t *op)
+void cw_bproxy_op_free(cw_bulk_op_t *op)
 {
+    if (op->direct_peer != NULL) {
+        pthread_mutex_lock(&op->ctx->lock);
+        cw_na_addr_free(op->remote->net->na, op->direct_peer);
+        pthread_mutex_unlock(&op->ctx->lock);
+    }
+    cw_bulk_unref(op->direct_remote);
     cw_handle_release(op->proxy_h);
     cw_bulk_unref(op->proxy_sub);
     cw_bulk_unref(op->remote);
@@ -146,15 +152,19 @@ static void px_fwd_cb(cw_handle_t *h, cw_status_t st, void *arg)
     cw_bulk_op_t *op = arg;
     cw_context_t *ctx = op->ctx;
 
-    (void)h;
-    if (st == CW_OK) {
+    /* An answer with a body is a grant: the bytes are ours to move. */
+    if (st == CW_OK && cw_buf_remaining(cw_handle_output(h)) > 0) {
+        st = cw_bgrant_start(op, cw_handle_output(h));
+        if (st == CW_OK)
+            return;
+    } else if (st == CW_OK) {
         pthread_mutex_lock(&ctx->lock);
         ctx->stats.bulk_bytes += op->len;
         pthread_mutex_unlock(&ctx->lock);
     }
     if (op->cb)
         op->cb(st, op->arg);
-    px_op_free(op);
+    cw_bproxy_op_free(op);
 }
 
 static void px_empty_done(struct cw_cqe *e)
@@ -213,8 +223,14 @@ cw_status_t cw_bproxy_transfer(cw_context_t *ctx, enum cw_bulk_dir dir,
     st = cw_handle_create(ctx, peer, cw_rpc_id(CW_BPROXY_RPC), &op->proxy_h);
     if (st != CW_OK)
         goto err;
+    /* Where the plugin's memory handles are not capabilities the gateway
+     * may let us move the bytes ourselves (zero-staging). */
+    op->proxy_direct =
+        (remote->net->caps.flags & CW_NA_CAP_NODE_RMA) != 0;
     st = cw_bproxy_req_encode(cw_handle_input(op->proxy_h), remote->ptoken,
-                              dir, remote_off, len, 0, op->proxy_sub);
+                              dir, remote_off, len,
+                              op->proxy_direct ? CW_BPROXY_DIRECT : 0,
+                              op->proxy_sub);
     if (st != CW_OK)
         goto err;
     if (op_p)
@@ -225,7 +241,7 @@ cw_status_t cw_bproxy_transfer(cw_context_t *ctx, enum cw_bulk_dir dir,
     return CW_OK;
 
 err:
-    px_op_free(op);
+    cw_bproxy_op_free(op);
     return st;
 }
 
@@ -245,8 +261,18 @@ cw_status_t cw_bproxy_req_encode(cw_buf_t *in,
 
 cw_status_t cw_bproxy_cancel(cw_bulk_op_t *op)
 {
+    cw_context_t *ctx = op->ctx;
+
     if (op->rsess != NULL)
         return cw_rs_cancel(op);
+    pthread_mutex_lock(&ctx->lock);
+    op->proxy_canceled = true;
+    if (op->direct_op != NULL) {
+        cw_bulk_op_cancel_locked(op->direct_op);
+        pthread_mutex_unlock(&ctx->lock);
+        return CW_OK;
+    }
+    pthread_mutex_unlock(&ctx->lock);
     return cw_cancel(op->proxy_h);
 }
 
@@ -316,7 +342,8 @@ cw_status_t cw_bproxy_req_decode(cw_handle_t *h, struct cw_bproxy_req *r)
         return CW_PROTOCOL;
     if (toklen != CW_BPROXY_TOKEN_LEN)
         return CW_BAD_HANDLE;
-    if (dir != CW_BULK_PULL && dir != CW_BULK_PUSH)
+    if ((dir != CW_BULK_PULL && dir != CW_BULK_PUSH) ||
+        (r->flags & ~CW_BPROXY_FLAGS_ALL))
         return CW_PROTOCOL;
     memcpy(r->token, tok, CW_BPROXY_TOKEN_LEN);
     r->dir = (enum cw_bulk_dir)dir;

@@ -29,6 +29,15 @@
 
 /** Delegation flags. */
 #define CW_BPROXY_IDEMPOTENT 0x1u /**< may be resumed chunk-wise */
+#define CW_BPROXY_DIRECT 0x2u     /**< the requester takes a grant */
+#define CW_BPROXY_FLAGS_ALL 0x3u
+
+/** First byte of a non-empty answer to a delegation: a grant
+ *  (docs/bulk-gateway.md, "Zero-staging"). */
+#define CW_BPROXY_GRANT 1u
+/** Longest life of a grant: the time within which the target must start
+ *  its transfer. */
+#define CW_BPROXY_GRANT_LIFE_MS 5000u
 
 /** A decoded delegation request. */
 struct cw_bproxy_req {
@@ -93,6 +102,15 @@ cw_status_t cw_bproxy_cancel(cw_bulk_op_t *op);
 /** True if @p op is a delegated transfer. */
 bool cw_bproxy_is_op(const cw_bulk_op_t *op);
 
+/** Free a delegated transfer (no lock held). */
+void cw_bproxy_op_free(cw_bulk_op_t *op);
+
+/** The gateway answered the delegation @p op with a grant (@p out, the
+ *  response): check it against what @p op asked and move the bytes
+ *  directly (core/bulk_grant.c).  CW_OK: @p op completes later; otherwise
+ *  the caller completes it with the status returned. */
+cw_status_t cw_bgrant_start(cw_bulk_op_t *op, cw_buf_t *out);
+
 /* ---- gateway side ------------------------------------------------------- */
 
 /** Descriptor @p i of the incoming request @p in as a remote bulk handle on
@@ -110,6 +128,21 @@ cw_status_t cw_bproxy_desc_encode(cw_network_t *egress,
 
 /** Decode a delegation request received by a CW_BPROXY_RPC handler. */
 cw_status_t cw_bproxy_req_decode(cw_handle_t *h, struct cw_bproxy_req *r);
+
+/** Whether the delegation @p h (decoded into @p r) on the proxied handle
+ *  @p origin may be answered with a grant: the requester asked for one,
+ *  @p origin is a native handle (not a proxy of an earlier gateway), and
+ *  it and the requester are on networks of the same plugin, one that says
+ *  CW_NA_CAP_NODE_RMA. */
+bool cw_bgrant_possible(cw_handle_t *h, const struct cw_bproxy_req *r,
+                        const cw_bulk_t *origin);
+
+/** Write into the output of @p h a grant for exactly [r->off, r->off +
+ *  r->len) of @p origin, with the one right r->dir needs, owned by
+ *  @p owner, valid @p life_ms.  The output is left empty on failure. */
+cw_status_t cw_bgrant_write(cw_handle_t *h, const struct cw_bproxy_req *r,
+                            cw_bulk_t *origin, cw_addr_t *owner,
+                            uint64_t life_ms);
 
 /** True if @p b is a proxy handle. */
 bool cw_bproxy_is_proxy(const cw_bulk_t *b);

@@ -343,6 +343,18 @@ cw_status_t cw_na_mem_deserialize(cw_na_t *na, const void *buf, size_t size,
     return na->ops->mem_deserialize(na->cls, buf, size, mem_p);
 }
 
+cw_status_t cw_na_mem_restrict(cw_na_t *na, cw_na_mem_t *mem, size_t off,
+                               size_t len, uint32_t access,
+                               cw_na_mem_t **mem_p)
+{
+    if (na == NULL || mem == NULL || len == 0 || mem_p == NULL ||
+        access == 0 || (access & ~(CW_NA_MEM_READ | CW_NA_MEM_WRITE)) != 0)
+        return CW_INVALID_ARG;
+    if (na->ops->mem_restrict == NULL)
+        return CW_UNSUPPORTED;
+    return na->ops->mem_restrict(na->cls, mem, off, len, access, mem_p);
+}
+
 cw_status_t cw_na_put(cw_na_t *na, cw_na_mem_t *local, size_t local_off,
                       cw_na_mem_t *remote, size_t remote_off, size_t len,
                       cw_na_addr_t *peer, cw_na_cb_t cb, void *arg,

@@ -8,6 +8,7 @@
 
 #include <dirent.h>
 #include <dlfcn.h>
+#include <stddef.h>
 #include <errno.h>
 #include <fnmatch.h>
 #include <limits.h>
@@ -28,8 +29,19 @@
 #define PLUGIN_PREFIX "cw-na-"
 #define PLUGIN_SUFFIX ".so"
 
+/* The first ABI-1 ops table ended before mem_restrict; plugins built
+ * against it still load, with the ops they do not know left NULL. */
+#define PLUGIN_OPS_MIN offsetof(struct cw_na_ops, mem_restrict)
+
+/* The registered entry with its ops table widened to this core's size. */
+struct plugin_copy {
+    struct cw_na_plugin plugin;
+    struct cw_na_ops ops;
+};
+
 struct plugin_entry {
-    const struct cw_na_plugin *plugin;
+    const struct cw_na_plugin *plugin; /* &copy->plugin */
+    struct plugin_copy *copy;
     void *dl;      /* NULL for plugins registered from the process itself */
     char *path;
     unsigned uses; /* open instances */
@@ -80,9 +92,11 @@ static cw_status_t plugin_check(const struct cw_na_plugin *p, char *err,
                    p->abi_version, CW_NA_ABI_VERSION);
         return CW_VERSION;
     }
-    if (p->ops_size != sizeof(struct cw_na_ops)) {
-        PLUGIN_ERR(err, errlen, "ops table of %u bytes, this core expects %zu",
-                   p->ops_size, sizeof(struct cw_na_ops));
+    if (p->ops_size < PLUGIN_OPS_MIN || p->ops_size > sizeof(struct cw_na_ops)) {
+        PLUGIN_ERR(err, errlen,
+                   "ops table of %u bytes, this core expects %zu to %zu",
+                   p->ops_size, (size_t)PLUGIN_OPS_MIN,
+                   sizeof(struct cw_na_ops));
         return CW_VERSION;
     }
     if (p->name == NULL || !valid_plugin_name(p->name)) {
@@ -150,12 +164,19 @@ static cw_status_t registry_add_locked(const struct cw_na_plugin *p, void *dl,
         return CW_NOMEM;
     }
     e = &registry[registry_count];
+    e->copy = calloc(1, sizeof(*e->copy));
     e->path = path ? strdup(path) : NULL;
-    if (path && e->path == NULL) {
+    if (e->copy == NULL || (path && e->path == NULL)) {
         PLUGIN_ERR(err, errlen, "out of memory");
+        free(e->copy);
+        free(e->path);
         return CW_NOMEM;
     }
-    e->plugin = p;
+    e->copy->plugin = *p;
+    memcpy(&e->copy->ops, p->ops, p->ops_size);
+    e->copy->plugin.ops = &e->copy->ops;
+    e->copy->plugin.ops_size = sizeof(e->copy->ops);
+    e->plugin = &e->copy->plugin;
     e->dl = dl;
     e->uses = 0;
     registry_count++;
@@ -482,6 +503,7 @@ void cw_plugins_unload(void)
         if (e->dl)
             dlclose(e->dl);
         free(e->path);
+        free(e->copy);
     }
     registry_count = kept;
     pthread_mutex_unlock(&registry_lock);

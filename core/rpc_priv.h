@@ -452,6 +452,11 @@ struct cw_bulk_op {
     struct cw_bulk_slot slots[CW_MAX_DEPTH];
     cw_handle_t *proxy_h; /**< delegated to a gateway (core/bulk_proxy.c) */
     cw_bulk_t *proxy_sub; /**< the local bytes the gateway may touch */
+    bool proxy_direct;    /**< asked for a grant (CW_BPROXY_DIRECT) */
+    bool proxy_canceled;  /**< cw_bulk_cancel seen (ctx->lock) */
+    cw_bulk_op_t *direct_op;    /**< granted: the transfer (ctx->lock) */
+    cw_bulk_t *direct_remote;   /**< granted: the owner's bytes */
+    cw_na_addr_t *direct_peer;  /**< granted: their owner */
     /* delegated in windows, resumable (core/bulk_resume.c) */
     struct cw_rsess *rsess;
     struct cw_list rs_link;   /**< rsess->ops */

@@ -41,12 +41,9 @@ cw_status_t gw_admit(struct gw *gw, struct gw_net *ingress,
         return CW_AGAIN;
     if (route_cap != 0 && rs->inflight >= route_cap)
         return CW_AGAIN;
-    if (ingress != NULL) {
-        int i = cw_config_network_find(gw->cfg, ingress->name);
-        unsigned cap = i >= 0 ? gw->cfg->networks[i].max_inflight : 0;
-        if (cap != 0 && ingress->inflight >= cap)
-            return CW_AGAIN;
-    }
+    if (ingress != NULL && ingress->max_inflight != 0 &&
+        ingress->inflight >= ingress->max_inflight)
+        return CW_AGAIN;
     if (limit >= 4) {
         /* A quarter of the slots is kept for sources that are not active
          * yet; the rest is shared equally among the active ones. */

@@ -162,6 +162,37 @@ void gw_pipe_resume(struct gw_pipe *p, struct gw_stage_slot *slot)
     pipe_check(p);
 }
 
+/* Zero-staging: answer a checked delegation with a grant when origin and
+ * requester share a node-local plugin (docs/bulk-gateway.md).  True when
+ * answered; false leaves it to the pipeline. */
+static bool gw_bulk_grant(struct gw_bulk *gb, cw_handle_t *h,
+                          struct cw_bproxy_req *r, struct gw_btok *tok)
+{
+    uint64_t now = cw_now_ns(), life_ms;
+    cw_status_t st;
+
+    if (!gb->gw->cfg->buffers.zero_copy ||
+        !cw_bgrant_possible(h, r, tok->bulk))
+        return false;
+    life_ms = (tok->expiry_ns - now) / 1000000u;
+    if (life_ms > CW_BPROXY_GRANT_LIFE_MS)
+        life_ms = CW_BPROXY_GRANT_LIFE_MS;
+    if (life_ms == 0)
+        life_ms = 1;
+    st = cw_bgrant_write(h, r, tok->bulk, tok->peer, life_ms);
+    if (st != CW_OK) {
+        CW_LOG_RL(CW_LOG_WARN, GW_LOG, "cannot grant a bulk delegation, "
+                  "staging it: %s", cw_status_str(st));
+        return false;
+    }
+    gb->direct_transfers++;
+    gb->direct_bytes += r->len;
+    cw_bulk_free(r->bulk);
+    gw_btok_unref(tok);
+    gw_answer(h, CW_OK);
+    return true;
+}
+
 static void gw_bulk_handler(cw_handle_t *h, void *arg)
 {
     struct gw_bulk *gb = arg;
@@ -182,6 +213,8 @@ static void gw_bulk_handler(cw_handle_t *h, void *arg)
         gw_answer(h, st);
         return;
     }
+    if (gw_bulk_grant(gb, h, &r, tok))
+        return;
     p = calloc(1, sizeof(*p));
     if (p == NULL) {
         gw_btok_unref(tok);
@@ -281,11 +314,13 @@ void gw_bulk_fini(struct gw *gw)
         gw_staging_fini(&gb->pool);
     }
     CW_INFO(GW_LOG, "bulk: %llu tokens issued, %llu transfers, %llu bytes, "
-             "%llu failed, rejected %llu bad %llu expired %llu range %llu "
-             "permission, %llu staging waits",
+             "%llu failed, %llu direct (%llu bytes), rejected %llu bad "
+             "%llu expired %llu range %llu permission, %llu staging waits",
              (unsigned long long)gb->issued,
              (unsigned long long)gb->transfers,
              (unsigned long long)gb->bytes, (unsigned long long)gb->failed,
+             (unsigned long long)gb->direct_transfers,
+             (unsigned long long)gb->direct_bytes,
              (unsigned long long)gb->rej_bad_handle,
              (unsigned long long)gb->rej_expired,
              (unsigned long long)gb->rej_range,
@@ -303,23 +338,31 @@ void gw_bulk_stats(struct gw *gw, FILE *out, bool json)
         return;
     fprintf(out, json ? ",\"bulk\":{\"tokens_issued\":%llu,\"tokens_live\":"
                         "%llu,\"transfers\":%llu,\"bytes\":%llu,\"failed\":"
-                        "%llu,\"active\":%u,\"rejected_bad_handle\":%llu,"
+                        "%llu,\"active\":%u,\"direct_transfers\":%llu,"
+                        "\"direct_bytes\":%llu,\"rejected_bad_handle\":%llu,"
                         "\"rejected_expired\":%llu,\"rejected_range\":%llu,"
                         "\"rejected_permission\":%llu,\"staging_chunks\":%u,"
-                        "\"staging_free\":%u,\"staging_waits\":%llu}"
+                        "\"staging_free\":%u,\"staging_uses\":%llu,"
+                        "\"staging_waits\":%llu}"
                       : "bulk tokens   %llu issued, %llu live\n"
                         "bulk moved    %llu transfers, %llu bytes, %llu "
                         "failed, %u active\n"
+                        "bulk direct   %llu transfers, %llu bytes "
+                        "(zero-staging grants)\n"
                         "bulk rejected %llu bad handle, %llu expired, %llu "
                         "range, %llu permission\n"
-                        "bulk staging  %u chunks, %u free, %llu waits\n\n",
+                        "bulk staging  %u chunks, %u free, %llu uses, %llu "
+                        "waits\n\n",
             (unsigned long long)gb->issued,
             (unsigned long long)(gb->issued - gb->revoked),
             (unsigned long long)gb->transfers, (unsigned long long)gb->bytes,
             (unsigned long long)gb->failed, gb->npipes,
+            (unsigned long long)gb->direct_transfers,
+            (unsigned long long)gb->direct_bytes,
             (unsigned long long)gb->rej_bad_handle,
             (unsigned long long)gb->rej_expired,
             (unsigned long long)gb->rej_range,
             (unsigned long long)gb->rej_permission, gb->pool.nslots,
-            gb->pool.nfree, (unsigned long long)gb->pool.waits);
+            gb->pool.nfree, (unsigned long long)gb->pool.uses,
+            (unsigned long long)gb->pool.waits);
 }

@@ -15,8 +15,9 @@
 
 struct gw_target {
     char next[CW_URI_MAX];          /**< address the RPC is sent to */
-    char dest[CW_ADDR_STR_MAX];     /**< routing destination beyond it */
-    char acl_dest[CW_ADDR_STR_MAX]; /**< what the ACL is asked about */
+    const char *dest;               /**< routing destination beyond it */
+    const char *acl_dest;           /**< what the ACL is asked about */
+    char dest_buf[CW_ADDR_STR_MAX]; /**< dest when built for this request */
     struct cw_route_result res;
     struct gw_net *egress;
     bool has_backend;
@@ -157,13 +158,39 @@ static bool gw_is_self(struct gw *gw, const struct cw_uri *u)
     return false;
 }
 
-/* Resolve the routing destination @p route into a next hop.  Returns the
- * status to answer the caller with when it cannot. */
-static cw_status_t gw_resolve(struct gw *gw, const char *route,
-                              const char *src, struct gw_target *t)
+/* ---- parsed destinations ------------------------------------------------ */
+
+/* Parsing a destination, stripping the hops that name this gateway and
+ * formatting what is left are the same for every request to the same
+ * destination, and cost more than the rest of the forward: they are done
+ * once per destination string and kept until the networks or the
+ * configuration change (gw_rcache_clear).  The route table is still asked
+ * on every request (health, load and round robin change its answer). */
+enum { GW_RK_HOPS, GW_RK_SERVICE, GW_RK_PLAIN };
+
+void gw_rcache_clear(struct gw *gw)
+{
+    for (unsigned b = 0; b < GW_RCACHE_BUCKETS; b++) {
+        while (gw->rcache[b] != NULL) {
+            struct gw_rent *e = gw->rcache[b];
+            gw->rcache[b] = e->next;
+            free(e);
+        }
+    }
+    gw->nrcache = 0;
+}
+
+/* Parse @p route into a new entry; returns the status to answer with. */
+static cw_status_t gw_rent_build(struct gw *gw, const char *route,
+                                 struct gw_rent **e_p)
 {
     struct cw_addr_path path;
-    char target[CW_URI_MAX], err[128];
+    char target[CW_URI_MAX], rest[CW_ADDR_STR_MAX], acl[CW_ADDR_STR_MAX];
+    char err[128];
+    struct gw_rent *e;
+    size_t lk, lt = 0, lr = 0, la, ls = 0;
+    uint8_t kind;
+    char *p;
     cw_status_t st;
 
     if (strncmp(route, "svc:", 4) == 0 && strchr(route, '@') == NULL) {
@@ -190,55 +217,154 @@ static cw_status_t gw_resolve(struct gw *gw, const char *route,
                 (path.nhops - 1) * sizeof(path.hops[0]));
         path.nhops--;
     }
-    t->dest[0] = '\0';
+    rest[0] = '\0';
     if (path.is_service)
-        snprintf(t->acl_dest, sizeof(t->acl_dest), "svc:%s", path.service);
-    else if (cw_uri_format(&path.target, t->acl_dest, sizeof(t->acl_dest)) !=
-             CW_OK)
+        snprintf(acl, sizeof(acl), "svc:%s", path.service);
+    else if (cw_uri_format(&path.target, acl, sizeof(acl)) != CW_OK)
         return CW_INVALID_ARG;
 
     if (path.nhops > 0) {
         /* An explicit next gateway: send it the rest of the path. */
+        kind = GW_RK_HOPS;
         if (cw_uri_format(&path.hops[0], target, sizeof(target)) != CW_OK)
             return CW_INVALID_ARG;
         memmove(&path.hops[0], &path.hops[1],
                 (path.nhops - 1) * sizeof(path.hops[0]));
         path.nhops--;
-        if (cw_addr_path_format(&path, t->dest, sizeof(t->dest)) != CW_OK)
+        if (cw_addr_path_format(&path, rest, sizeof(rest)) != CW_OK)
             return CW_INVALID_ARG;
     } else if (path.is_service) {
-        st = cw_route_table_service_pick(gw->table, path.service, src,
-                                         &t->pick);
+        kind = GW_RK_SERVICE;
+        target[0] = '\0';
+    } else {
+        kind = GW_RK_PLAIN;
+        if (strlen(acl) >= sizeof(target))
+            return CW_OVERFLOW;
+        memcpy(target, acl, strlen(acl) + 1);
+    }
+    if (kind != GW_RK_SERVICE && cw_uri_parse(target, &path.target) != CW_OK)
+        return CW_INVALID_ARG;
+
+    lk = strlen(route) + 1;
+    la = strlen(acl) + 1;
+    if (kind != GW_RK_SERVICE)
+        lt = strlen(target) + 1;
+    if (kind == GW_RK_HOPS)
+        lr = strlen(rest) + 1;
+    if (kind == GW_RK_SERVICE)
+        ls = strlen(path.service) + 1;
+    e = malloc(sizeof(*e) + lk + la + lt + lr + ls);
+    if (e == NULL)
+        return CW_NOMEM;
+    memset(e, 0, sizeof(*e));
+    e->kind = kind;
+    if (kind != GW_RK_SERVICE)
+        e->target = path.target;
+    p = e->key;
+    memcpy(p, route, lk);
+    p += lk;
+    memcpy(p, acl, la);
+    e->acl_dest = p;
+    p += la;
+    if (lt != 0) {
+        memcpy(p, target, lt);
+        e->target_s = p;
+        p += lt;
+    }
+    e->rest = "";
+    if (lr != 0) {
+        memcpy(p, rest, lr);
+        e->rest = p;
+        p += lr;
+    }
+    if (ls != 0) {
+        memcpy(p, path.service, ls);
+        e->service = p;
+    }
+    *e_p = e;
+    return CW_OK;
+}
+
+/* The parsed form of @p route, from the cache or parsed now. */
+static cw_status_t gw_rent_get(struct gw *gw, const char *route,
+                               struct gw_rent **e_p)
+{
+    size_t b = gw_hash(route) % GW_RCACHE_BUCKETS;
+    struct gw_rent *e;
+    cw_status_t st;
+
+    for (e = gw->rcache[b]; e != NULL; e = e->next)
+        if (strcmp(e->key, route) == 0) {
+            *e_p = e;
+            return CW_OK;
+        }
+    st = gw_rent_build(gw, route, &e);
+    if (st != CW_OK)
+        return st;
+    if (gw->nrcache >= GW_RCACHE_MAX)
+        gw_rcache_clear(gw); /* a flood of distinct destinations */
+    e->next = gw->rcache[b];
+    gw->rcache[b] = e;
+    gw->nrcache++;
+    *e_p = e;
+    return CW_OK;
+}
+
+/* Resolve the routing destination @p route into a next hop.  Returns the
+ * status to answer the caller with when it cannot. */
+static cw_status_t gw_resolve(struct gw *gw, const char *route,
+                              const char *src, struct gw_target *t)
+{
+    struct gw_rent *e;
+    struct cw_uri svc_target;
+    const struct cw_uri *target;
+    const char *target_s;
+    cw_status_t st;
+
+    st = gw_rent_get(gw, route, &e);
+    if (st != CW_OK)
+        return st;
+    t->acl_dest = e->acl_dest;
+    if (e->kind == GW_RK_SERVICE) {
+        st = cw_route_table_service_pick(gw->table, e->service, src, &t->pick);
         if (st != CW_OK)
             return CW_NO_ROUTE;
         t->has_backend = true;
-        snprintf(target, sizeof(target), "%s", t->pick.address);
+        target_s = t->pick.address;
+        if (cw_uri_parse(target_s, &svc_target) != CW_OK)
+            return CW_INVALID_ARG;
+        target = &svc_target;
     } else {
-        if (strlen(t->acl_dest) >= sizeof(target))
-            return CW_OVERFLOW;
-        memcpy(target, t->acl_dest, strlen(t->acl_dest) + 1);
+        target_s = e->target_s;
+        target = &e->target;
     }
+    if (strlen(target_s) >= sizeof(t->next))
+        return CW_OVERFLOW;
 
-    st = cw_route_table_lookup_str(gw->table, target, &t->res);
+    st = cw_route_table_lookup(gw->table, target, &t->res);
     if (st != CW_OK)
         return st == CW_INVALID_ARG ? CW_INVALID_ARG : CW_NO_ROUTE;
     if (t->res.direct) {
-        snprintf(t->next, sizeof(t->next), "%s", target);
+        memcpy(t->next, target_s, strlen(target_s) + 1);
+        t->dest = e->rest;
         t->egress = gw_net_by_name(gw, t->res.network_name);
         if (t->egress == NULL)
-            t->egress = gw_net_of_addr(gw, target);
+            t->egress = gw_net_of_addr(gw, target_s);
     } else {
-        char rest[CW_ADDR_STR_MAX];
         int n;
 
-        snprintf(t->next, sizeof(t->next), "%s", t->res.gateway);
-        if (t->dest[0] != '\0')
-            n = snprintf(rest, sizeof(rest), "%s@%s", t->dest, target);
-        else
-            n = snprintf(rest, sizeof(rest), "%s", target);
-        if (n < 0 || (size_t)n >= sizeof(rest))
+        if (strlen(t->res.gateway) >= sizeof(t->next))
             return CW_OVERFLOW;
-        memcpy(t->dest, rest, (size_t)n + 1);
+        memcpy(t->next, t->res.gateway, strlen(t->res.gateway) + 1);
+        /* The next gateway is told the target (and what lies beyond). */
+        if (e->rest[0] != '\0')
+            n = snprintf(t->dest_buf, sizeof(t->dest_buf), "%s@%s", e->rest,
+                         target_s);
+        else
+            n = snprintf(t->dest_buf, sizeof(t->dest_buf), "%s", target_s);
+        if (n < 0 || (size_t)n >= sizeof(t->dest_buf))
+            return CW_OVERFLOW;
+        t->dest = t->dest_buf;
         t->egress = gw_net_by_name(gw, t->res.network_name);
         if (t->egress == NULL)
             t->egress = gw_net_of_addr(gw, t->next);
@@ -474,8 +600,7 @@ void gw_forward(struct gw *gw, cw_handle_t *in, bool requeued)
 
     if (cw_addr_to_string(cw_handle_source(in), src, sizeof(src)) != CW_OK)
         src[0] = '\0';
-    else
-        ingress = gw_net_of_addr(gw, src);
+    ingress = gw_net_of(gw, cw_addr_network(cw_handle_source(in)));
     if (ingress != NULL && !requeued)
         ingress->rx++;
     if (ingress != NULL && ingress->removed) {
@@ -489,7 +614,8 @@ void gw_forward(struct gw *gw, cw_handle_t *in, bool requeued)
         gw_answer(in, CW_DRAINING);
         return;
     }
-    memset(&t, 0, sizeof(t));
+    t.dest = "";
+    t.has_backend = false;
     st = gw_resolve(gw, cw_fwd_dest(in), src, &t);
     if (st != CW_OK) {
         gw->n_noroute++;

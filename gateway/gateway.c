@@ -45,6 +45,16 @@ struct gw_net *gw_net_of_addr(struct gw *gw, const char *uri)
     return NULL;
 }
 
+struct gw_net *gw_net_of(struct gw *gw, const cw_network_t *net)
+{
+    if (net == NULL)
+        return NULL;
+    for (unsigned i = 0; i < gw->nnets; i++)
+        if (gw->nets[i].net == net)
+            return &gw->nets[i];
+    return NULL;
+}
+
 cw_status_t gw_net_open(struct gw *gw, const struct cw_config_network *cn,
                         struct gw_net *gn)
 {
@@ -83,6 +93,12 @@ void gw_set_config(struct gw *gw, struct cw_config *own,
     gw->table = table;
     gw->cfg = cfg;
     gw->own_cfg = own;
+    /* Limits per network are read on every admission: copy them here. */
+    for (unsigned i = 0; i < gw->nnets; i++) {
+        int j = cw_config_network_find(cfg, gw->nets[i].name);
+        gw->nets[i].max_inflight = j >= 0 ? cfg->networks[j].max_inflight : 0;
+    }
+    gw_rcache_clear(gw);
     cw_route_table_unref(old_table);
     cw_config_free(old_own);
     if (cw_context_set_max_hops(gw->ctx, cfg->limits.max_hops) != CW_OK)
@@ -177,6 +193,7 @@ static void gw_stop(struct gw *gw)
     gw_health_fini(gw);
     gw_fwd_pool_fini(gw);
     gw_addr_cache_fini(gw);
+    gw_rcache_clear(gw);
     cw_context_destroy(gw->ctx);
     gw->ctx = NULL;
     gw_sources_fini(gw);

@@ -44,6 +44,7 @@ struct gw_staging {
     struct gw_stage_slot *slots, *free;
     struct gw_pipe *wait_head, *wait_tail; /**< transfers wanting a slot */
     uint64_t waits;                        /**< times a transfer waited */
+    uint64_t uses;                         /**< slots handed out */
 };
 
 /** One delegated transfer. */
@@ -72,6 +73,7 @@ struct gw_bulk {
     uint64_t issued, revoked;
     uint64_t rej_bad_handle, rej_expired, rej_range, rej_permission;
     uint64_t transfers, bytes, failed;
+    uint64_t direct_transfers, direct_bytes; /**< answered with a grant */
 };
 
 /* bulk_proxy_table.c */

@@ -47,6 +47,7 @@ struct gw_net {
     bool removed;               /**< dropped by a reload (still bound) */
     uint64_t rx, denied, busy;  /**< requests that arrived on it */
     unsigned inflight;          /**< forwarded RPCs that came in on it */
+    unsigned max_inflight;      /**< its limit from the config, 0 = none */
 };
 
 /** Counters of one route (kept across reloads, keyed by text). */
@@ -92,6 +93,22 @@ struct gw_queued {
     struct gw_queued *next;
     cw_handle_t *in;
 };
+
+/** A routing destination parsed once (forward.c): its own hops stripped,
+ *  what the ACL is asked about, and what the route table is asked for. */
+struct gw_rent {
+    struct gw_rent *next;
+    uint8_t kind;               /**< GW_RK_* (forward.c) */
+    struct cw_uri target;       /**< parsed target, kinds HOPS and PLAIN */
+    const char *target_s;       /**< formatted target (HOPS, PLAIN) */
+    const char *rest;           /**< HOPS: the path beyond the next gateway */
+    const char *acl_dest;       /**< "svc:name" or the final target */
+    const char *service;        /**< SERVICE: its name */
+    char key[];                 /**< the destination string, then the rest */
+};
+
+#define GW_RCACHE_BUCKETS 256
+#define GW_RCACHE_MAX 4096
 
 /** Cached resolved address. */
 struct gw_addr_ent {
@@ -149,6 +166,8 @@ struct gw {
     unsigned inflight;
     struct gw_route_stats *routes;
     struct gw_addr_ent *addrs[GW_ADDR_BUCKETS];
+    struct gw_rent *rcache[GW_RCACHE_BUCKETS];
+    unsigned nrcache;
     struct gw_source *srcs[GW_SRC_BUCKETS];
     unsigned nsrcs;
     uint64_t started_ns;
@@ -203,6 +222,10 @@ void gw_answer(cw_handle_t *in, cw_status_t st);
 cw_status_t gw_addr_get(struct gw *gw, const char *uri, cw_addr_t **addr_p);
 void gw_addr_forget(struct gw *gw, const char *uri);
 void gw_addr_cache_fini(struct gw *gw);
+/** Forget every parsed destination (the networks or the table changed). */
+void gw_rcache_clear(struct gw *gw);
+/** The open network @p net is, or NULL. */
+struct gw_net *gw_net_of(struct gw *gw, const cw_network_t *net);
 struct gw_route_stats *gw_route_stats_get(struct gw *gw, const char *dest,
                                           const char *nexthop);
 void gw_route_stats_fini(struct gw *gw);

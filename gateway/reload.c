@@ -91,6 +91,7 @@ static void gw_net_close_at(struct gw *gw, unsigned i)
      * they are looked up again on their next use (RPCs in flight hold
      * their own references). */
     gw_addr_cache_fini(gw);
+    gw_rcache_clear(gw);
     st = cw_network_close(n->net);
     if (st != CW_OK)
         CW_WARN(GW_LOG, "closing network %s failed: %s", n->name,

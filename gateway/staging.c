@@ -73,6 +73,7 @@ struct gw_stage_slot *gw_staging_get(struct gw_staging *s, struct gw_pipe *p)
     }
     s->free = slot->next;
     s->nfree--;
+    s->uses++;
     slot->next = NULL;
     slot->pipe = p;
     return slot;
@@ -109,6 +110,7 @@ void gw_staging_put(struct gw_staging *s, struct gw_stage_slot *slot)
         slot = s->free;
         s->free = slot->next;
         s->nfree--;
+        s->uses++;
         slot->next = NULL;
         slot->pipe = p;
         gw_pipe_resume(p, slot);

@@ -388,6 +388,9 @@ cw_status_t shm_mem_serialize(cw_na_class_t *cls, void *buf, size_t size,
                               cw_na_mem_t *mem);
 cw_status_t shm_mem_deserialize(cw_na_class_t *cls, const void *buf,
                                 size_t size, cw_na_mem_t **mem_p);
+cw_status_t shm_mem_restrict(cw_na_class_t *cls, cw_na_mem_t *mem,
+                             size_t off, size_t len, uint32_t access,
+                             cw_na_mem_t **mem_p);
 cw_status_t shm_put(cw_na_class_t *cls, cw_na_mem_t *local, size_t local_off,
                     cw_na_mem_t *remote, size_t remote_off, size_t len,
                     cw_na_addr_t *peer, cw_na_cb_t cb, void *arg,

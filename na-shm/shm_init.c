@@ -469,7 +469,8 @@ static void shm_query(cw_na_class_t *cls, struct cw_na_caps *caps)
         .max_tag = UINT32_MAX,
         .max_rma_size = 0,
         .max_segments = SHM_MAX_SEGMENTS,
-        .flags = CW_NA_CAP_RMA | CW_NA_CAP_WAIT_FD | CW_NA_CAP_SAME_NODE,
+        .flags = CW_NA_CAP_RMA | CW_NA_CAP_WAIT_FD | CW_NA_CAP_SAME_NODE |
+                 CW_NA_CAP_NODE_RMA,
     };
 }
 
@@ -507,6 +508,7 @@ static const struct cw_na_ops shm_ops = {
     .safe_to_sleep = shm_safe_to_sleep,
     .progress = shm_progress,
     .cancel = shm_cancel,
+    .mem_restrict = shm_mem_restrict,
 };
 
 CW_NA_EXPORT const struct cw_na_plugin cw_na_plugin_entry = {

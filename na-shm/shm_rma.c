@@ -3,7 +3,9 @@
  * segments and access bits; put/get are one process_vm_writev/readv copy
  * per IOV_MAX pieces, done when posted (the completion is still reported
  * from progress).  Bounds and access are checked here, on the initiator,
- * since the kernel only checks that the pages exist.
+ * since the kernel only checks that the pages exist.  A handle is not a
+ * capability (the kernel lets any same-user process attach), so a gateway
+ * may pass a restricted one on (mem_restrict, CW_NA_CAP_NODE_RMA).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -137,6 +139,62 @@ cw_status_t shm_mem_deserialize(cw_na_class_t *cls, const void *buf,
     m->pid = (pid_t)pid;
     m->total = total;
     m->nsegs = nsegs;
+    *mem_p = m;
+    return CW_OK;
+}
+
+cw_status_t shm_mem_restrict(cw_na_class_t *cls, cw_na_mem_t *mem,
+                             size_t off, size_t len, uint32_t access,
+                             cw_na_mem_t **mem_p)
+{
+    (void)cls;
+    if (!mem || !mem->remote || len == 0 || !mem_p ||
+        (access & ~(CW_NA_MEM_READ | CW_NA_MEM_WRITE)))
+        return CW_INVALID_ARG;
+    if (access & ~mem->access)
+        return CW_PERMISSION;
+    if (off > mem->total || len > mem->total - off)
+        return CW_RANGE;
+    size_t first = 0, n = 0;
+    uint64_t skip = off;
+    while (first < mem->nsegs && skip >= mem->segs[first].len) {
+        skip -= mem->segs[first].len;
+        first++;
+    }
+    /* Count the pieces the range touches, then copy them trimmed. */
+    uint64_t left = len, s_off = skip;
+    for (size_t i = first; i < mem->nsegs && left > 0; i++) {
+        uint64_t take = mem->segs[i].len - s_off;
+        if (take > left)
+            take = left;
+        if (take > 0)
+            n++;
+        left -= take;
+        s_off = 0;
+    }
+    struct cw_na_mem *m = malloc(sizeof(*m) + n * sizeof(m->segs[0]));
+    if (!m)
+        return CW_NOMEM;
+    left = len;
+    s_off = skip;
+    n = 0;
+    for (size_t i = first; i < mem->nsegs && left > 0; i++) {
+        uint64_t take = mem->segs[i].len - s_off;
+        if (take > left)
+            take = left;
+        if (take > 0) {
+            m->segs[n].base = (char *)mem->segs[i].base + s_off;
+            m->segs[n].len = (size_t)take;
+            n++;
+        }
+        left -= take;
+        s_off = 0;
+    }
+    m->remote = true;
+    m->access = access;
+    m->pid = mem->pid;
+    m->total = len;
+    m->nsegs = n;
     *mem_p = m;
     return CW_OK;
 }

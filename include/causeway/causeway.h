@@ -184,6 +184,9 @@ cw_status_t cw_addr_to_string(const cw_addr_t *addr, char *buf, size_t len);
 /** True if @p addr is one of this context's own networks (RPCs to it never
  *  touch the network). */
 bool cw_addr_is_self(const cw_addr_t *addr);
+/** The network @p addr is reached on (for a request's source: the network
+ *  it arrived on), or NULL for a self address or NULL. */
+cw_network_t *cw_addr_network(const cw_addr_t *addr);
 
 /* ------------------------------------------------------------------------ */
 /* RPC registration                                                         */

@@ -206,6 +206,7 @@ struct cw_config_buffers {
     uint64_t chunk;   /**< pipeline chunk size, bytes */
     uint32_t depth;   /**< chunks in flight per transfer */
     uint64_t staging; /**< staging pool per network pair, bytes */
+    bool zero_copy;   /**< grant same-family transfers instead of staging */
 };
 
 /** limits: overload protection. */

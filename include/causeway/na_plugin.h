@@ -109,6 +109,12 @@ struct cw_na_caps {
 #define CW_NA_CAP_RMA 0x1u           /**< put/get supported */
 #define CW_NA_CAP_WAIT_FD 0x2u       /**< get_wait_fd returns a usable fd */
 #define CW_NA_CAP_SAME_NODE 0x4u     /**< all peers are on this node */
+/** Memory handles are not capabilities: any process of the node that can
+ *  reach the owner may use a handle (access is the kernel's, e.g.
+ *  cross-memory attach), and mem_restrict is implemented.  A gateway may
+ *  then hand a peer a restricted handle instead of staging
+ *  (docs/bulk-gateway.md, "Zero-staging"). */
+#define CW_NA_CAP_NODE_RMA 0x8u
 
 /** Operation kinds reported to callbacks. */
 enum cw_na_op_type {
@@ -270,12 +276,26 @@ struct cw_na_ops {
      *  once, from a later progress(), with CW_CANCELED or, if it finished
      *  first, its real status. */
     cw_status_t (*cancel)(cw_na_class_t *cls, cw_na_op_t *op);
+
+    /* ---- added later (optional) ---- */
+    /** (optional) A new remote handle naming only [@p off, @p off + @p len)
+     *  of the remote handle @p mem (from mem_deserialize), with access
+     *  @p access, which must be a subset of @p mem's (CW_PERMISSION
+     *  otherwise; CW_RANGE if the range does not fit, CW_INVALID_ARG for a
+     *  local handle or @p len 0).  The result can be serialized with
+     *  mem_serialize and released with mem_release. */
+    cw_status_t (*mem_restrict)(cw_na_class_t *cls, cw_na_mem_t *mem,
+                                size_t off, size_t len, uint32_t access,
+                                cw_na_mem_t **mem_p);
 };
 
 /** The one exported object. */
 struct cw_na_plugin {
     uint32_t abi_version;        /**< CW_NA_ABI_VERSION */
-    uint32_t ops_size;           /**< sizeof(struct cw_na_ops) */
+    uint32_t ops_size;           /**< sizeof(struct cw_na_ops); a core
+                                      accepts any size from the first ABI-1
+                                      table (ending before mem_restrict) to
+                                      its own, ops beyond it seen as NULL */
     const char *name;            /**< URI scheme: "shm", "ofi", "ucx", ... */
     const char *description;     /**< one line for cw-info */
     const struct cw_na_ops *ops;

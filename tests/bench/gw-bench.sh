@@ -81,8 +81,29 @@ YAML
             --reps "$REPS" $busyflag --json "$@" | median; }
         d_lat=$(perf --target "$srv_addr" --test lat)
         g_lat=$(perf --target "$via" --test lat)
-        d_rate=$(perf --target "$srv_addr" --test rate --inflight 16)
-        g_rate=$(perf --target "$via" --test rate --inflight 16)
+        # The rate runs also account CPU: ticks of server and gateway from
+        # /proc, the client's from time(1), per RPC (ITERS x REPS RPCs).
+        cpu_of() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+        rate_cpu() { # TARGET -> sets rate, cpu_c, cpu_s, cpu_g (us/RPC)
+            local s0 g0 s1 g1 out
+            s0=$(cpu_of "$srv"); g0=$(cpu_of "$gw")
+            out=$( { /usr/bin/time -f "cputime %U %S" timeout 120 "$PERF" client \
+                --sizes 64 --iters "$ITERS" --reps "$REPS" $busyflag --json \
+                --target "$1" --test rate --inflight 16; } 2>&1)
+            s1=$(cpu_of "$srv"); g1=$(cpu_of "$gw")
+            rate=$(echo "$out" | median)
+            read -r cpu_c cpu_s cpu_g <<<"$(echo "$out" | awk -v n=$((ITERS * REPS)) \
+                -v hz="$(getconf CLK_TCK)" -v ds=$((s1 - s0)) -v dg=$((g1 - g0)) '
+                /^cputime/ { c = $2 + $3 }
+                END { printf "%.2f %.2f %.2f", c * 1e6 / n, ds / hz * 1e6 / n,
+                      dg / hz * 1e6 / n }')"
+        }
+        rate_cpu "$srv_addr"
+        d_rate=$rate d_cpu="$cpu_c/$cpu_s"
+        rate_cpu "$via"
+        g_rate=$rate g_cpu="$cpu_c/$cpu_s/$cpu_g"
+        CPU_LINES="${CPU_LINES:-}$(printf '%-8s %-8s %18s %24s' "$fab" "$mode" "$d_cpu" "$g_cpu")
+"
         # A run that failed or hit its time limit prints n/a, not 0.
         awk -v f="$fab" -v m="$mode" -v dl="${d_lat:-}" -v gl="${g_lat:-}" \
             -v dr="${d_rate:-}" -v gr="${g_rate:-}" '
@@ -98,3 +119,7 @@ YAML
     done
 done
 echo "targets: added <= 15 us blocking, <= 5 us busy; via_gw_rps >= 0.8 x direct"
+echo
+echo "CPU time per RPC in the rate runs, us (client/server direct; client/server/gateway via the gateway):"
+printf '%-8s %-8s %18s %24s\n' fabric mode direct via_gw
+printf '%s' "${CPU_LINES:-}"

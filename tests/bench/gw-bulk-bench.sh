@@ -6,15 +6,21 @@
 #   gw           client -[ofi+tcp]-> gw -[shm]-> server, chunk 1 MiB,
 #                depth 8, staging 64 MiB (proxy handles, pipelined)
 #   gw-nopipe    the same gateway with depth 1 and chunk = 64 MiB
-#   haproxy      client -[ofi+tcp]-> haproxy (TCP relay) -> server
-#                (only if haproxy is installed and ofi+tcp runs through it)
+#   tcp_raw      a raw TCP stream on loopback (tcp-relay-bw)
+#   haproxy      the same stream through haproxy in TCP mode (if installed)
 #   direct-ucx, gwu, gwu-nopipe: the same with a ucx+tcp server and an
 #                ofi+tcp -> ucx+tcp gateway (legs of similar speed; UCX=0
 #                skips them)
+#   shm_zc       client -[shm]-> gw -[shm]-> server, zero-staging grants
+#                (buffers.zero_copy true, the default)
+#   shm_staged   the same gateway setup with zero_copy false (pipelined)
+#                (SHM=0 skips both; against direct-shm)
 # then the gateway's peak RSS (VmHWM) across a 1 GiB pull and push with
-# 64 MiB of staging.
+# 64 MiB of staging.  CASES=shm runs only direct-shm, shm_zc and
+# shm_staged (short; prints the load average).
 #
-#   [REPS=N] [ITERS=N] [GW_CHUNK=1MiB] [GW_DEPTH=8] \
+#   [REPS=N] [ITERS=N] [GW_CHUNK=1MiB] [GW_DEPTH=8] [UCX=0] [RSS=0] \
+#       [SHM=0] [CASES=all|shm] \
 #       tests/bench/gw-bulk-bench.sh [BUILD_DIR]
 set -u
 B=$(cd "${1:-build}" && pwd)
@@ -51,13 +57,13 @@ server() { # NAME URI
     wait_for test -s "$T/$1.addr" || { echo "server $1 failed"; exit 1; }
     eval "$1=\$(cat \"\$T/\$1.addr\")"
 }
-gateway() { # NAME CHUNK DEPTH STAGING [SECOND_URI]
+gateway() { # NAME CHUNK DEPTH STAGING [SECOND_URI] [ZERO_COPY]
     cat >"$T/$1.yaml" <<YAML
 gateway: { name: $1, admin: "" }
 networks:
   - { name: tcp0, address: "ofi+tcp://127.0.0.1:0" }
   - { name: net1, address: "${5:-shm://$TAG-$1}" }
-buffers: { chunk: $2, depth: $3, staging: $4 }
+buffers: { chunk: $2, depth: $3, staging: $4, zero_copy: ${6:-true} }
 limits: { max_bulk_bytes_inflight: $4 }
 YAML
     "$GWD" -c "$T/$1.yaml" --ready-fd 3 3>"$T/$1.ready" 2>"$T/$1.log" &
@@ -65,6 +71,7 @@ YAML
     PIDS="$PIDS $!"
     wait_for grep -qs "^ready$" "$T/$1.ready" || { echo "gateway $1 failed"; cat "$T/$1.log"; exit 1; }
     eval "${1}_tcp=\$(awk '/^tcp0/{print \$2}' \"\$T/\$1.ready\")"
+    eval "${1}_net1=\$(awk '/^net1/{print \$2}' \"\$T/\$1.ready\")"
 }
 # bw LABEL TARGET: MiB/s medians of 64 MiB pull and push.
 bw() {
@@ -78,8 +85,30 @@ bw() {
     eval "R_$1_pull=${pull:-0} R_$1_push=${push:-0}"
 }
 
-server tcpsrv "ofi+tcp://127.0.0.1:0"
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
+
+# shm -> shm: zero-staging grants against the pipeline and no gateway.
+shm_cases() {
+    gateway gwzc "${GW_CHUNK:-1MiB}" "${GW_DEPTH:-8}" 64MiB "" true
+    gateway gwzs "${GW_CHUNK:-1MiB}" "${GW_DEPTH:-8}" 64MiB "" false
+    [ "${CASES:-all}" = shm ] && bw direct_shm "$shmsrv"
+    bw shm_zc "$shmsrv@$gwzc_net1"
+    bw shm_staged "$shmsrv@$gwzs_net1"
+    for d in pull push; do
+        eval "z=\$R_shm_zc_$d p=\$R_shm_staged_$d s=\$R_direct_shm_$d"
+        echo "$d: shm->shm: zero-staging / staged = $(ratio "$z" "$p")   zero-staging / direct shm = $(ratio "$z" "$s")   staged / direct shm = $(ratio "$p" "$s")"
+    done
+    echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+}
+
 server shmsrv "shm://$TAG-srv"
+if [ "${CASES:-all}" = shm ]; then
+    echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+    printf '%-12s %10s %10s   %s\n' case "pull_MiB/s" "push_MiB/s" target
+    shm_cases
+    exit 0
+fi
+server tcpsrv "ofi+tcp://127.0.0.1:0"
 gateway gw "${GW_CHUNK:-1MiB}" "${GW_DEPTH:-8}" 64MiB
 gateway gwnp 64MiB 1 64MiB
 
@@ -89,9 +118,17 @@ bw direct_shm "$shmsrv"
 bw gw "$shmsrv@$gw_tcp"
 bw gw_nopipe "$shmsrv@$gwnp_tcp"
 
+# The TCP relay baseline: a raw 64 MiB TCP stream (tcp-relay-bw), directly
+# and through haproxy in TCP mode.  (An ofi+tcp client pointed at haproxy
+# does not get through: the comparison is with what haproxy does best.)
+RELAY=$B/tests/bench/tcp-relay-bw
+"$RELAY" listen "$T/relay.port" >"$T/relay.log" 2>&1 &
+PIDS="$PIDS $!"
+wait_for test -s "$T/relay.port" || { echo "tcp-relay-bw failed"; exit 1; }
+R_tcp_raw=$("$RELAY" send "$(cat "$T/relay.port")" 67108864 "$((REPS * 3))")
+printf '%-12s %10s %10s   %s\n' tcp_raw "$R_tcp_raw" "-" "raw TCP stream, 64 MiB"
 if command -v haproxy >/dev/null; then
     port=$(free_port)
-    hp=${tcpsrv##*:}
     cat >"$T/haproxy.cfg" <<CFG
 global
     maxconn 64
@@ -102,12 +139,14 @@ defaults
     timeout server 60s
 listen relay
     bind 127.0.0.1:$port
-    server s1 127.0.0.1:$hp
+    server s1 127.0.0.1:$(cat "$T/relay.port")
 CFG
     haproxy -f "$T/haproxy.cfg" -db >"$T/haproxy.log" 2>&1 &
     PIDS="$PIDS $!"
     sleep 0.5
-    bw haproxy "ofi+tcp://127.0.0.1:$port"
+    R_haproxy=$("$RELAY" send "$port" 67108864 "$((REPS * 3))")
+    printf '%-12s %10s %10s   %s\n' haproxy "$R_haproxy" "-" "raw TCP stream through haproxy, 64 MiB"
+    R_haproxy_pull=$R_haproxy R_haproxy_push=$R_haproxy
 fi
 
 if [ "${UCX:-1}" = 1 ]; then
@@ -120,19 +159,24 @@ if [ "${UCX:-1}" = 1 ]; then
     bw gwu_nopipe "$ucxsrv@$gwunp_tcp"
 fi
 
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
+if [ "${SHM:-1}" = 1 ]; then
+    shm_cases
+fi
+
 for d in pull push; do
     eval "g=\$R_gw_$d t=\$R_direct_tcp_$d s=\$R_direct_shm_$d n=\$R_gw_nopipe_$d h=\${R_haproxy_$d:-0}"
     slow=$(awk -v a="$t" -v b="$s" 'BEGIN{print (a < b) ? a : b}')
-    echo "$d: ofi+tcp->shm: gw / slower leg = $(ratio "$g" "$slow")   gw / no pipelining = $(ratio "$g" "$n")   gw / haproxy = $(ratio "$g" "$h")   gw / 1.2 GB/s (1144 MiB/s) = $(ratio "$g" 1144)"
+    echo "$d: ofi+tcp->shm: gw / slower leg = $(ratio "$g" "$slow")   gw / no pipelining = $(ratio "$g" "$n")   gw / haproxy TCP relay = $(ratio "$g" "$h")"
     if [ "${UCX:-1}" = 1 ]; then
         eval "g=\$R_gwu_$d u=\$R_direct_ucx_$d n=\$R_gwu_nopipe_$d"
         slow=$(awk -v a="$t" -v b="$u" 'BEGIN{print (a < b) ? a : b}')
-        echo "$d: ofi+tcp->ucx+tcp: gw / slower leg = $(ratio "$g" "$slow")   gw / no pipelining = $(ratio "$g" "$n")   gw / 1.2 GB/s = $(ratio "$g" 1144)"
+        echo "$d: ofi+tcp->ucx+tcp: gw / slower leg = $(ratio "$g" "$slow")   gw / no pipelining = $(ratio "$g" "$n")   gw / haproxy TCP relay = $(ratio "$g" "$h")"
     fi
 done
 
-# Peak RSS of a gateway across 1 GiB pulled and pushed, checksummed.
+# Peak RSS of a gateway across 1 GiB pulled and pushed, checksummed
+# (RSS=0 skips it).
+[ "${RSS:-1}" = 1 ] || exit 0
 gateway gwrss 1MiB 8 64MiB
 rm -f "$T/x.addr"
 "$XFER" serve "shm://$TAG-x" "$T/x.addr" 2>"$T/x.log" &

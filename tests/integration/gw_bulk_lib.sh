@@ -13,12 +13,12 @@ bulk_srv() {
     eval "$1=\$(cat \"\$T/\$1.addr\")"
 }
 
-# bulk_gw NAME "NET=URI NET=URI" "CHUNK DEPTH STAGING" [ADMIN]: a gateway
-# with these networks and buffers (staging also bounds the bytes in
-# flight); sets what start_gw sets.
+# bulk_gw NAME "NET=URI NET=URI" "CHUNK DEPTH STAGING [ZERO_COPY]" [ADMIN]:
+# a gateway with these networks and buffers (staging also bounds the bytes
+# in flight); sets what start_gw sets.
 bulk_gw() {
-    local n u chunk depth staging
-    read -r chunk depth staging <<<"$3"
+    local n u chunk depth staging zc
+    read -r chunk depth staging zc <<<"$3"
     {
         echo "gateway: { name: $1, admin: \"${4:-}\" }"
         echo "networks:"
@@ -26,7 +26,7 @@ bulk_gw() {
             u=${n#*=}
             echo "  - { name: ${n%%=*}, address: \"$u\" }"
         done
-        echo "buffers: { chunk: $chunk, depth: $depth, staging: $staging }"
+        echo "buffers: { chunk: $chunk, depth: $depth, staging: $staging${zc:+, zero_copy: $zc} }"
         echo "limits: { max_bulk_bytes_inflight: $staging }"
     } >"$T/$1.yaml"
     start_gw "$1" "$T/$1.yaml"

@@ -8,7 +8,7 @@
 #   5. 6 concurrent transfers of 8 chunks each through a 4-chunk staging
 #      pool: they wait for credits and all complete.
 # Sizes 1 B .. GWBULK_MAX (default 64M; 16M when CW_ASAN=1 is set); the
-# 1 GiB case is in tests/bench/gw-bulk-bench.sh.
+# 1 GiB case, with the gateway's peak RSS checked, is gw_bulk_big.sh.
 . "$(dirname "$0")/gw_lib.sh"
 . "$(dirname "$0")/gw_bulk_lib.sh"
 MAX=${GWBULK_MAX:-64M}

@@ -161,9 +161,34 @@ static uint8_t g_old_token[CW_BPROXY_TOKEN_LEN];
 static bool g_have_old;
 static const char *g_alt_uri; /* server: second endpoint (hostile) */
 static cw_status_t g_exp_local = CW_ERROR, g_exp_gw = CW_ERROR;
+static bool g_granted; /* the last raw delegation got a zero-staging grant */
 
-/* A raw delegation request, as a target's core would send it, but with
- * fields chosen by the test. */
+/* A grant in answer to a raw delegation must cover exactly what was asked
+ * with the one right asked. */
+static cw_status_t check_grant(cw_handle_t *h, uint8_t dir, uint64_t len)
+{
+    cw_buf_t *out = cw_handle_output(h);
+    uint8_t kind = 0, perm = 0;
+    uint64_t glen = 0;
+    const char *owner = NULL;
+
+    if (cw_buf_remaining(out) == 0)
+        return CW_OK; /* staged by the gateway */
+    cw_buf_get_u8(out, &kind);
+    cw_buf_get_str(out, &owner);
+    cw_buf_get_u8(out, &perm);
+    cw_buf_get_u64(out, &glen);
+    if (cw_buf_error(out) != CW_OK || kind != CW_BPROXY_GRANT ||
+        owner == NULL || glen != len ||
+        perm != (dir == CW_BULK_PULL ? CW_BULK_READ_ONLY
+                                     : CW_BULK_WRITE_ONLY))
+        return CW_PROTOCOL;
+    g_granted = true;
+    return CW_OK;
+}
+
+/* A raw delegation request, as a target's core would send it (asking for
+ * a grant), but with fields chosen by the test. */
 static cw_status_t raw_deleg(cw_context_t *ctx, cw_addr_t *gw,
                              const uint8_t *tok, uint8_t dir, uint64_t off,
                              uint64_t len)
@@ -189,7 +214,7 @@ static cw_status_t raw_deleg(cw_context_t *ctx, cw_addr_t *gw,
         cw_buf_put_u8(in, dir);
         cw_buf_put_u64(in, off);
         cw_buf_put_u64(in, len);
-        cw_buf_put_u32(in, 0);
+        cw_buf_put_u32(in, CW_BPROXY_DIRECT);
         cw_buf_put_bulk(in, b);
         st = cw_buf_error(in);
     }
@@ -197,6 +222,9 @@ static cw_status_t raw_deleg(cw_context_t *ctx, cw_addr_t *gw,
         st = cw_forward(h, 10000, fwd_cb, &w);
     if (st == CW_OK)
         st = wait_done(ctx, &w, 15000);
+    g_granted = false;
+    if (st == CW_OK)
+        st = check_grant(h, dir, len);
     cw_handle_release(h);
     cw_bulk_free(b);
     mbuf_free(&m);
@@ -242,6 +270,7 @@ static void run_hostile(cw_context_t *ctx, cw_handle_t *h, cw_bulk_t *rb)
     cw_context_destroy(alt);
     /* And the legitimate use still works. */
     cw_buf_put_u32(out, raw_deleg(ctx, gw, rb->ptoken, CW_BULK_PULL, 0, 64));
+    cw_buf_put_u32(out, g_granted);
     memcpy(g_old_token, rb->ptoken, sizeof(g_old_token));
     g_have_old = true;
 }
@@ -598,7 +627,7 @@ static int hostile(cw_context_t *ctx, cw_addr_t *dst)
 {
     struct mbuf m;
     cw_handle_t *h = NULL;
-    uint32_t v[6] = {0};
+    uint32_t v[7] = {0};
     int fails = 0;
     cw_status_t st;
 
@@ -607,7 +636,7 @@ static int hostile(cw_context_t *ctx, cw_addr_t *dst)
     mbuf_fill(&m, 7);
     st = call(ctx, dst, OP_HOSTILE, 4096, 7, CW_BULK_READ_ONLY, &m, &h,
               60000);
-    for (int i = 0; i < 6 && st == CW_OK; i++)
+    for (int i = 0; i < 7 && st == CW_OK; i++)
         st = cw_buf_get_u32(cw_handle_output(h), &v[i]);
     cw_handle_release(h);
     h = NULL;
@@ -623,6 +652,8 @@ static int hostile(cw_context_t *ctx, cw_addr_t *dst)
     fails += expect("push on a read-only handle", v[3], CW_PERMISSION);
     fails += expect("token used by another peer", v[4], CW_BAD_HANDLE);
     fails += expect("legitimate use", v[5], CW_OK);
+    printf(v[6] ? "ok - legitimate use answered with a grant\n"
+                : "# legitimate use staged by the gateway\n");
     st = call(ctx, dst, OP_REPLAY, 4096, 7, CW_BULK_READ_ONLY, &m, &h, 60000);
     if (st == CW_OK)
         st = cw_buf_get_u32(cw_handle_output(h), &v[0]);

@@ -1,10 +1,13 @@
 /*
  * Deliberately broken plugin modules for the loader tests, one per
- * BAD_KIND: wrong ABI version, wrong ops-table size, missing mandatory op,
- * half an RMA group, invalid name, no entry symbol.  Never loaded outside
- * tests.
+ * BAD_KIND: wrong ABI version, ops table larger than this core knows,
+ * missing mandatory op, half an RMA group, invalid name, no entry symbol;
+ * and one good one (7): a plugin built against the first ABI-1 ops table,
+ * which ended before mem_restrict.  Never loaded outside tests.
  */
 #include <causeway/na_plugin.h>
+
+#include <stddef.h>
 
 __attribute__((unused)) static cw_status_t bad_init(const struct cw_na_host *host,
                             const struct cw_na_init_info *info,
@@ -39,12 +42,16 @@ CW_NA_EXPORT const struct cw_na_plugin cw_na_plugin_entry = {
     .abi_version = CW_NA_ABI_VERSION,
 #endif
 #if BAD_KIND == 2
-    .ops_size = sizeof(struct cw_na_ops) - 8,
+    .ops_size = sizeof(struct cw_na_ops) + 8,
+#elif BAD_KIND == 7
+    .ops_size = offsetof(struct cw_na_ops, mem_restrict),
 #else
     .ops_size = sizeof(struct cw_na_ops),
 #endif
 #if BAD_KIND == 5
     .name = "Bad Name",
+#elif BAD_KIND == 7
+    .name = "oldabi",
 #else
     .name = "bad",
 #endif

@@ -46,6 +46,21 @@ static void test_bad_modules(void **state)
     assert_null(cw_plugins_find("bad"));
 }
 
+/* A plugin built against the shorter, first ABI-1 ops table loads, with
+ * the ops it does not know seen as absent. */
+static void test_older_ops_table(void **state)
+{
+    const struct cw_na_plugin *old;
+    char err[512];
+
+    assert_int_equal(load_bad("bad-old", err, sizeof(err)), CW_OK);
+    old = cw_plugins_find("oldabi");
+    assert_non_null(old);
+    assert_int_equal(old->ops_size, sizeof(struct cw_na_ops));
+    assert_non_null(old->ops->init);
+    assert_null(old->ops->mem_restrict);
+}
+
 static void test_unknown_plugin(void **state)
 {
     cw_na_t *na = NULL;
@@ -82,6 +97,7 @@ int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bad_modules),
+        cmocka_unit_test(test_older_ops_table),
         cmocka_unit_test(test_unknown_plugin),
         cmocka_unit_test(test_search_path),
     };
