@@ -58,7 +58,10 @@ static cw_status_t addr_lookup_plain(cw_context_t *ctx, const char *addr,
     }
     if (!direct) {
         snprintf(proxied, sizeof(proxied), "%s@%s", addr, gw);
-        return addr_lookup(ctx, proxied, true, addr_p);
+        st = addr_lookup(ctx, proxied, true, addr_p);
+        if (st == CW_OK)
+            (*addr_p)->via_routes = true;
+        return st;
     }
     st = addr_lookup(ctx, addr, true, addr_p);
     if (st != CW_OK && ctx->default_gateway &&
@@ -76,6 +79,37 @@ cw_status_t cw_addr_lookup(cw_context_t *ctx, const char *addr,
                            cw_addr_t **addr_p)
 {
     return addr_lookup(ctx, addr, false, addr_p);
+}
+
+cw_status_t cw_addr_reroute(cw_addr_t *addr, cw_addr_t **addr_p)
+{
+    cw_context_t *ctx = addr->ctx;
+    cw_status_t st = CW_NOENT;
+
+    /* Only a plain address the client routes sent through a gateway. */
+    if (!addr->via_routes || addr->route == NULL ||
+        strchr(addr->route, '@') != NULL)
+        return CW_NOENT;
+    /* Equal routes take turns: a few lookups find another gateway. */
+    for (unsigned i = 0; i < 4; i++) {
+        cw_addr_t *other;
+        bool same;
+
+        st = addr_lookup_plain(ctx, addr->route, &other);
+        if (st != CW_OK)
+            return st;
+        pthread_mutex_lock(&ctx->lock);
+        same = other->net == addr->net &&
+               cw_na_addr_cmp(addr->net->na, other->na, addr->na);
+        pthread_mutex_unlock(&ctx->lock);
+        if (!same) {
+            *addr_p = other;
+            return CW_OK;
+        }
+        cw_addr_free(other);
+        st = CW_NOENT;
+    }
+    return st;
 }
 
 static cw_status_t addr_lookup(cw_context_t *ctx, const char *addr,

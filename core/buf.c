@@ -352,14 +352,18 @@ cw_status_t cw_buf_get_bulk(cw_buf_t *b, cw_bulk_t **bulk_p)
     {
         struct cw_wire_desc d;
         cw_context_t *ctx = b->h->ctx;
+        const uint8_t *desc = b->desc;
+        size_t desc_len = b->desc_len;
         cw_bulk_t *bulk;
 
-        st = cw_wire_desc_get(b->desc, b->desc_len, b->ndesc, idx, &d, NULL,
-                              NULL);
-        if (st != CW_OK)
-            return b->err = st;
         pthread_mutex_lock(&ctx->lock);
-        st = cw_bulk_from_desc(ctx, b->h->net, &d, &bulk);
+        if (b->h->server) /* the last RESUME's tokens, if one came */
+            desc = cw_rs_desc(b->h, b, &desc_len);
+        st = cw_wire_desc_get(desc, desc_len, b->ndesc, idx, &d, NULL, NULL);
+        if (st == CW_OK)
+            st = cw_bulk_from_desc(ctx, b->h->net, &d, &bulk);
+        if (st == CW_OK && b->h->server)
+            cw_rs_bulk_join(b->h, bulk, idx);
         pthread_mutex_unlock(&ctx->lock);
         if (st != CW_OK)
             return b->err = st;

@@ -79,6 +79,7 @@ void cw_bulk_unref(cw_bulk_t *b)
         return;
     pthread_mutex_lock(&b->ctx->lock);
     if (b->remote) {
+        cw_rs_bulk_leave(b);
         cw_na_mem_release(b->net->na, b->rmem);
         cw_net_unref_locked(b->net);
     } else {
@@ -318,6 +319,30 @@ void cw_bulk_op_cancel_locked(cw_bulk_op_t *op)
             cw_na_cancel(op->net->na, op->slots[i].naop);
 }
 
+cw_bulk_op_t *cw_bulk_op_new(cw_context_t *ctx, enum cw_bulk_dir dir,
+                             cw_bulk_t *remote, size_t roff, cw_bulk_t *local,
+                             size_t loff, size_t len, cw_bulk_cb_t cb,
+                             void *arg)
+{
+    cw_bulk_op_t *op = calloc(1, sizeof(*op));
+
+    if (op == NULL)
+        return NULL;
+    op->ctx = ctx;
+    op->dir = dir;
+    op->remote = remote;
+    op->local = local;
+    atomic_fetch_add(&remote->refs, 1);
+    atomic_fetch_add(&local->refs, 1);
+    op->roff = roff;
+    op->loff = loff;
+    op->len = len;
+    op->cb = cb;
+    op->arg = arg;
+    cw_list_init(&op->link);
+    return op;
+}
+
 cw_status_t cw_bulk_start(cw_context_t *ctx, enum cw_bulk_dir dir,
                           cw_na_addr_t *peer, cw_bulk_t *remote,
                           size_t roff, cw_bulk_t *local, size_t loff,
@@ -331,29 +356,17 @@ cw_status_t cw_bulk_start(cw_context_t *ctx, enum cw_bulk_dir dir,
 
     if (remote->net->closed)
         return CW_DISCONNECTED; /* cw_network_close */
-    op = calloc(1, sizeof(*op));
+    op = cw_bulk_op_new(ctx, dir, remote, roff, local, loff, len, cb, arg);
     if (op == NULL)
         return CW_NOMEM;
-    op->ctx = ctx;
-    op->dir = dir;
-    op->remote = remote;
-    op->local = local;
-    atomic_fetch_add(&remote->refs, 1);
-    atomic_fetch_add(&local->refs, 1);
     op->net = remote->net;
     op->peer = peer;
-    op->roff = roff;
-    op->loff = loff;
-    op->len = len;
     op->chunk = ctx->opts.bulk_chunk;
     if (maxrma && op->chunk > maxrma)
         op->chunk = maxrma;
     op->depth = ctx->opts.bulk_depth;
-    op->cb = cb;
-    op->arg = arg;
     op->icb = icb;
     op->cqe.fn = op_complete;
-    cw_list_init(&op->link);
     if (len == 0) {
         if (icb) {
             op_free(op);
@@ -435,19 +448,12 @@ cw_status_t cw_bulk_transfer(cw_context_t *ctx, enum cw_bulk_dir dir,
                                   local_off, len, cb, arg, op_p);
     if (!remote->remote) {
         /* A handle of this process (RPC to self): copy directly. */
-        cw_bulk_op_t *op = calloc(1, sizeof(*op));
+        cw_bulk_op_t *op = cw_bulk_op_new(ctx, dir, remote, remote_off, local,
+                                          local_off, len, cb, arg);
         if (op == NULL)
             return CW_NOMEM;
-        op->ctx = ctx;
-        op->remote = remote;
-        op->local = local;
-        atomic_fetch_add(&remote->refs, 1);
-        atomic_fetch_add(&local->refs, 1);
-        op->cb = cb;
-        op->arg = arg;
         op->cqe.fn = op_complete;
         op->stop = true;
-        cw_list_init(&op->link);
         if (len) {
             if (dir == CW_BULK_PULL)
                 copy_segs(local, local_off, remote, remote_off, len);

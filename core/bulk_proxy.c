@@ -19,27 +19,43 @@ _Static_assert(sizeof(((cw_bulk_t *)0)->ptoken) == CW_BPROXY_TOKEN_LEN,
 
 /* ---- target side -------------------------------------------------------- */
 
-cw_status_t cw_bproxy_from_desc(cw_context_t *ctx, cw_network_t *net,
-                                const struct cw_wire_desc *d, cw_bulk_t **b_p)
+/* Remaining lifetime of the token in a proxy descriptor, as a deadline. */
+static uint64_t px_expiry(const struct cw_wire_desc *d)
 {
-    uint64_t life_ms;
-    cw_bulk_t *b;
+    uint64_t life_ms = 0;
 
+    for (int i = 7; i >= 0; i--)
+        life_ms = (life_ms << 8) | d->mem[CW_BPROXY_TOKEN_LEN + i];
+    if (life_ms > CW_BPROXY_MAX_LIFE_MS)
+        life_ms = CW_BPROXY_MAX_LIFE_MS;
+    return cw_now_ns() + life_ms * 1000000ull;
+}
+
+static cw_status_t px_desc_check(cw_network_t *net,
+                                 const struct cw_wire_desc *d)
+{
     if (d->plugin_len != strlen(net->plugin) ||
         memcmp(d->plugin, net->plugin, d->plugin_len) != 0)
         return CW_PROTOCOL;
     if (d->mem_len != CW_BPROXY_MEM_LEN)
         return CW_BAD_HANDLE;
+    return CW_OK;
+}
+
+cw_status_t cw_bproxy_from_desc(cw_context_t *ctx, cw_network_t *net,
+                                const struct cw_wire_desc *d, cw_bulk_t **b_p)
+{
+    cw_bulk_t *b;
+    cw_status_t st;
+
+    st = px_desc_check(net, d);
+    if (st != CW_OK)
+        return st;
     b = calloc(1, sizeof(*b));
     if (b == NULL)
         return CW_NOMEM;
     memcpy(b->ptoken, d->mem, CW_BPROXY_TOKEN_LEN);
-    life_ms = 0;
-    for (int i = 7; i >= 0; i--)
-        life_ms = (life_ms << 8) | d->mem[CW_BPROXY_TOKEN_LEN + i];
-    if (life_ms > CW_BPROXY_MAX_LIFE_MS)
-        life_ms = CW_BPROXY_MAX_LIFE_MS;
-    b->pexpiry_ns = cw_now_ns() + life_ms * 1000000ull;
+    b->pexpiry_ns = px_expiry(d);
     b->ctx = ctx;
     atomic_init(&b->refs, 1);
     b->remote = true;
@@ -51,6 +67,27 @@ cw_status_t cw_bproxy_from_desc(cw_context_t *ctx, cw_network_t *net,
     return CW_OK;
 }
 
+cw_status_t cw_bproxy_retarget(cw_bulk_t *b, cw_network_t *net,
+                               const struct cw_wire_desc *d, bool apply)
+{
+    cw_status_t st;
+
+    if (!(d->flags & CW_DF_PROXY) || d->perm != b->perm ||
+        d->total != b->total)
+        return CW_BAD_HANDLE;
+    st = px_desc_check(net, d);
+    if (st != CW_OK || !apply)
+        return st;
+    memcpy(b->ptoken, d->mem, CW_BPROXY_TOKEN_LEN);
+    b->pexpiry_ns = px_expiry(d);
+    if (b->net != net) {
+        cw_net_ref(net);
+        cw_net_unref_locked(b->net);
+        b->net = net;
+    }
+    return CW_OK;
+}
+
 bool cw_bproxy_is_proxy(const cw_bulk_t *b)
 {
     return b != NULL && b->remote && (b->flags & CW_DF_PROXY);
@@ -58,12 +95,10 @@ bool cw_bproxy_is_proxy(const cw_bulk_t *b)
 
 bool cw_bproxy_is_op(const cw_bulk_op_t *op)
 {
-    return op != NULL && op->proxy_h != NULL;
+    return op != NULL && (op->proxy_h != NULL || op->rsess != NULL);
 }
 
-/* The segments of @p b covering [off, off + len) as a new handle with
- * permission @p perm. */
-static cw_status_t px_sub_bulk(cw_context_t *ctx, const cw_bulk_t *b,
+cw_status_t cw_bproxy_sub_bulk(cw_context_t *ctx, const cw_bulk_t *b,
                                size_t off, size_t len, uint32_t perm,
                                cw_bulk_t **sub_p)
 {
@@ -150,7 +185,6 @@ cw_status_t cw_bproxy_transfer(cw_context_t *ctx, enum cw_bulk_dir dir,
                                void *arg, cw_bulk_op_t **op_p)
 {
     cw_bulk_op_t *op;
-    cw_buf_t *in;
     uint64_t now = cw_now_ns(), tmo_ms;
     cw_status_t st;
 
@@ -158,23 +192,15 @@ cw_status_t cw_bproxy_transfer(cw_context_t *ctx, enum cw_bulk_dir dir,
         return CW_INVALID_ARG;
     if (now >= remote->pexpiry_ns)
         return CW_EXPIRED; /* the gateway would refuse it too */
+    if (remote->rsess != NULL && len > 0)
+        return cw_rs_transfer(ctx, dir, peer, remote, remote_off, local,
+                              local_off, len, cb, arg, op_p);
     /* The delegation may take as long as the token lives. */
     tmo_ms = (remote->pexpiry_ns - now) / 1000000u + 1;
-    op = calloc(1, sizeof(*op));
+    op = cw_bulk_op_new(ctx, dir, remote, remote_off, local, local_off, len,
+                        cb, arg);
     if (op == NULL)
         return CW_NOMEM;
-    op->ctx = ctx;
-    op->dir = dir;
-    op->remote = remote;
-    op->local = local;
-    atomic_fetch_add(&remote->refs, 1);
-    atomic_fetch_add(&local->refs, 1);
-    op->roff = remote_off;
-    op->loff = local_off;
-    op->len = len;
-    op->cb = cb;
-    op->arg = arg;
-    cw_list_init(&op->link);
     if (len == 0) {
         op->cqe.fn = px_empty_done;
         op->stop = true;
@@ -188,7 +214,7 @@ cw_status_t cw_bproxy_transfer(cw_context_t *ctx, enum cw_bulk_dir dir,
     }
     /* The gateway gets exactly the bytes concerned, with the one right it
      * needs: write them for a pull, read them for a push. */
-    st = px_sub_bulk(ctx, local, local_off, len,
+    st = cw_bproxy_sub_bulk(ctx, local, local_off, len,
                      dir == CW_BULK_PULL ? CW_BULK_WRITE_ONLY
                                          : CW_BULK_READ_ONLY,
                      &op->proxy_sub);
@@ -197,18 +223,14 @@ cw_status_t cw_bproxy_transfer(cw_context_t *ctx, enum cw_bulk_dir dir,
     st = cw_handle_create(ctx, peer, cw_rpc_id(CW_BPROXY_RPC), &op->proxy_h);
     if (st != CW_OK)
         goto err;
-    in = cw_handle_input(op->proxy_h);
-    cw_buf_put_bytes(in, remote->ptoken, CW_BPROXY_TOKEN_LEN);
-    cw_buf_put_u8(in, (uint8_t)dir);
-    cw_buf_put_u64(in, remote_off);
-    cw_buf_put_u64(in, len);
     /* Where the plugin's memory handles are not capabilities the gateway
      * may let us move the bytes ourselves (zero-staging). */
     op->proxy_direct =
         (remote->net->caps.flags & CW_NA_CAP_NODE_RMA) != 0;
-    cw_buf_put_u32(in, op->proxy_direct ? CW_BPROXY_DIRECT : 0);
-    cw_buf_put_bulk(in, op->proxy_sub);
-    st = cw_buf_error(in);
+    st = cw_bproxy_req_encode(cw_handle_input(op->proxy_h), remote->ptoken,
+                              dir, remote_off, len,
+                              op->proxy_direct ? CW_BPROXY_DIRECT : 0,
+                              op->proxy_sub);
     if (st != CW_OK)
         goto err;
     if (op_p)
@@ -223,10 +245,26 @@ err:
     return st;
 }
 
+cw_status_t cw_bproxy_req_encode(cw_buf_t *in,
+                                 const uint8_t token[CW_BPROXY_TOKEN_LEN],
+                                 enum cw_bulk_dir dir, uint64_t off,
+                                 uint64_t len, uint32_t flags, cw_bulk_t *sub)
+{
+    cw_buf_put_bytes(in, token, CW_BPROXY_TOKEN_LEN);
+    cw_buf_put_u8(in, (uint8_t)dir);
+    cw_buf_put_u64(in, off);
+    cw_buf_put_u64(in, len);
+    cw_buf_put_u32(in, flags);
+    cw_buf_put_bulk(in, sub);
+    return cw_buf_error(in);
+}
+
 cw_status_t cw_bproxy_cancel(cw_bulk_op_t *op)
 {
     cw_context_t *ctx = op->ctx;
 
+    if (op->rsess != NULL)
+        return cw_rs_cancel(op);
     pthread_mutex_lock(&ctx->lock);
     op->proxy_canceled = true;
     if (op->direct_op != NULL) {

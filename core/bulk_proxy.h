@@ -67,6 +67,35 @@ cw_status_t cw_bproxy_transfer(cw_context_t *ctx, enum cw_bulk_dir dir,
                                size_t local_off, size_t len, cw_bulk_cb_t cb,
                                void *arg, cw_bulk_op_t **op_p);
 
+/** The segments of local @p b covering [@p off, @p off + @p len) as a new
+ *  handle with permission @p perm (no lock held). */
+cw_status_t cw_bproxy_sub_bulk(cw_context_t *ctx, const cw_bulk_t *b,
+                               size_t off, size_t len, uint32_t perm,
+                               cw_bulk_t **sub_p);
+
+/** Encode a delegation request into @p in; the status is the buffer's. */
+cw_status_t cw_bproxy_req_encode(cw_buf_t *in,
+                                 const uint8_t token[CW_BPROXY_TOKEN_LEN],
+                                 enum cw_bulk_dir dir, uint64_t off,
+                                 uint64_t len, uint32_t flags, cw_bulk_t *sub);
+
+/** Check that descriptor @p d received on @p net stands for the same
+ *  region as proxy handle @p b (a resumed request's new token); with
+ *  @p apply, make @p b use its token, lifetime and network (lock held). */
+cw_status_t cw_bproxy_retarget(cw_bulk_t *b, cw_network_t *net,
+                               const struct cw_wire_desc *d, bool apply);
+
+/** Delegate in windows a transfer on a proxy handle of an idempotent
+ *  request (core/bulk_resume.c); same contract as cw_bproxy_transfer. */
+cw_status_t cw_rs_transfer(cw_context_t *ctx, enum cw_bulk_dir dir,
+                           cw_addr_t *peer, cw_bulk_t *remote,
+                           size_t remote_off, cw_bulk_t *local,
+                           size_t local_off, size_t len, cw_bulk_cb_t cb,
+                           void *arg, cw_bulk_op_t **op_p);
+
+/** Cancel a windowed delegation. */
+cw_status_t cw_rs_cancel(cw_bulk_op_t *op);
+
 /** Cancel a delegated transfer (cw_bulk_cancel of a proxy op). */
 cw_status_t cw_bproxy_cancel(cw_bulk_op_t *op);
 

@@ -126,6 +126,7 @@ cw_status_t cw_context_create(const struct cw_context_opts *opts,
     cw_list_init(&ctx->incoming);
     cw_list_init(&ctx->responding);
     cw_list_init(&ctx->bulks);
+    cw_list_init(&ctx->rs_suspended);
     ctx->next_req_id = 1;
     {
         /* Recursive: releasing a handle or a bulk from inside the core
@@ -611,6 +612,7 @@ static bool ctx_busy(cw_context_t *ctx)
 {
     return !cw_list_empty(&ctx->inflight) || !cw_list_empty(&ctx->wait_done) ||
            !cw_list_empty(&ctx->bulk_ops) || !cw_list_empty(&ctx->responding) ||
+           !cw_list_empty(&ctx->rs_suspended) ||
            ctx->cq_head != NULL;
 }
 

@@ -95,6 +95,9 @@ cw_status_t cw_fwd_create(cw_handle_t *in, cw_addr_t *next_hop,
         return st;
     pthread_mutex_lock(&ctx->lock);
     out->one_way = in->one_way;
+    out->idempotent = in->idempotent;
+    out->resume = in->resume;
+    out->resume_id = in->resume_id;
     out->hops = (uint8_t)(in->hops < 255 ? in->hops + 1 : 255);
     if (dest && dest[0]) {
         out->fwd_route = strdup(dest);
@@ -131,6 +134,38 @@ err_unlock:
     pthread_mutex_unlock(&ctx->lock);
     cw_handle_release(out);
     return st;
+}
+
+cw_status_t cw_fwd_set_resume(cw_handle_t *out)
+{
+    cw_status_t st = CW_INVALID_ARG;
+
+    if (out == NULL || out->server)
+        return CW_INVALID_ARG;
+    pthread_mutex_lock(&out->ctx->lock);
+    if (out->fwd_in != NULL && out->idempotent &&
+        out->state == CW_H_IDLE) {
+        out->resume = true;
+        st = CW_OK;
+    }
+    pthread_mutex_unlock(&out->ctx->lock);
+    return st;
+}
+
+cw_status_t cw_fwd_fail(cw_handle_t *out, cw_status_t status)
+{
+    if (out == NULL || out->server || out->fwd_in == NULL ||
+        (status != CW_DISCONNECTED && status != CW_UNREACHABLE &&
+         status != CW_IO))
+        return CW_INVALID_ARG;
+    pthread_mutex_lock(&out->ctx->lock);
+    if (out->state == CW_H_ACTIVE && !out->final_set) {
+        cw_h_fail(out, status);
+        cw_h_check(out);
+    }
+    pthread_mutex_unlock(&out->ctx->lock);
+    cw_ctx_wake(out->ctx);
+    return CW_OK;
 }
 
 cw_status_t cw_fwd_desc_replace(cw_handle_t *out, unsigned i, const void *p,

@@ -6,8 +6,10 @@
  */
 #include "rpc_priv.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #define CW_POOL_MAX 256
 
@@ -228,6 +230,11 @@ static void handle_recycle_locked(cw_handle_t *h)
     h->overflowed = false;
     h->self_peer = NULL;
     h->one_way = false;
+    cw_rs_handle_leave(h);
+    h->idempotent = false;
+    h->resume = false;
+    h->resume_id = 0;
+    h->reforwards = 0;
     h->hops = 0;
     h->pending = 0;
     h->final_set = false;
@@ -357,6 +364,41 @@ bool cw_handle_canceled(cw_handle_t *h)
     c = h->canceled || cw_now_ns() > h->deadline_ns;
     pthread_mutex_unlock(&h->ctx->lock);
     return c;
+}
+
+cw_status_t cw_handle_set_idempotent(cw_handle_t *h, bool on)
+{
+    uint64_t id = 0;
+    size_t got = 0;
+    cw_status_t st = CW_OK;
+
+    if (h == NULL || h->server)
+        return CW_INVALID_ARG;
+    while (on && got < sizeof(id)) {
+        ssize_t n = getrandom((char *)&id + got, sizeof(id) - got, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            CW_ERROR("core", "getrandom() failed: %s", strerror(errno));
+            return CW_IO;
+        }
+        got += (size_t)n;
+    }
+    pthread_mutex_lock(&h->ctx->lock);
+    if (h->one_way || h->state == CW_H_ACTIVE || h->fwd_in != NULL) {
+        st = CW_INVALID_ARG;
+    } else {
+        h->idempotent = on;
+        h->resume = false;
+        h->resume_id = id;
+    }
+    pthread_mutex_unlock(&h->ctx->lock);
+    return st;
+}
+
+bool cw_handle_idempotent(cw_handle_t *h)
+{
+    return h != NULL && h->idempotent;
 }
 
 uint64_t cw_handle_remaining_ms(cw_handle_t *h)
@@ -545,6 +587,7 @@ void cw_rpc_timers(cw_context_t *ctx, uint64_t now)
             soonest = h->deadline_ns;
         }
     }
+    cw_rs_timers(ctx, now, &soonest);
     ctx->next_deadline = soonest;
 }
 
@@ -585,6 +628,7 @@ void cw_rpc_cancel_net(cw_context_t *ctx, cw_network_t *net)
             continue;
         cw_bulk_op_cancel_locked(op);
     }
+    cw_rs_cancel_net(ctx, net);
     /* A response to a peer that died may never complete by itself (the
      * plugin is still waiting to notice): withdraw it, once, so shutdown
      * and network close do not leave its handle behind. */
@@ -595,6 +639,48 @@ void cw_rpc_cancel_net(cw_context_t *ctx, cw_network_t *net)
         h->send_canceled = true;
         (void)cw_na_cancel(h->net->na, h->send_op);
     }
+}
+
+#define CW_MAX_REFORWARDS 3
+
+/* A forward of an idempotent request that the client routes sent through
+ * a gateway failed on its transport: send it again, marked RESUME, through
+ * another gateway of the route (docs/bulk-gateway.md, "Resume").  True if
+ * it went; runs without the lock, from the queue. */
+static bool h_reforward(cw_handle_t *h, cw_status_t st)
+{
+    cw_context_t *ctx = h->ctx;
+    uint64_t now = cw_now_ns();
+    cw_status_t fst;
+    cw_addr_t *addr;
+
+    if (h->server || !h->idempotent || h->one_way || h->fwd_in != NULL ||
+        (st != CW_DISCONNECTED && st != CW_UNREACHABLE && st != CW_IO) ||
+        h->reforwards >= CW_MAX_REFORWARDS || now + 1000000 >= h->deadline_ns ||
+        cw_addr_reroute(h->addr, &addr) != CW_OK)
+        return false;
+    pthread_mutex_lock(&ctx->lock);
+    cw_addr_unref_locked(h->addr);
+    h->addr = addr;
+    h->net = addr->net;
+    h->state = CW_H_IDLE;
+    h->resume = true;
+    h->reforwards++;
+    h->reforwarding = true;
+    pthread_mutex_unlock(&ctx->lock);
+    fst = cw_forward(h, (h->deadline_ns - now) / 1000000u, h->fcb, h->farg);
+    pthread_mutex_lock(&ctx->lock);
+    h->reforwarding = false;
+    if (fst == CW_OK) {
+        ctx->stats.reforwarded++;
+        CW_LOG_RL(CW_LOG_INFO, "core", "forward through a gateway failed "
+                  "(%s): request resumed through another one",
+                  cw_status_name(st));
+    } else {
+        h->state = CW_H_DONE;
+    }
+    pthread_mutex_unlock(&ctx->lock);
+    return fst == CW_OK;
 }
 
 /* Queued completion of a forward (client) or a respond (server). */
@@ -618,6 +704,10 @@ void cw_h_complete(struct cw_cqe *e)
     arg = h->server ? h->rarg : h->farg;
     st = h->final;
     pthread_mutex_unlock(&ctx->lock);
+    if (!keep && h_reforward(h, st)) {
+        cw_handle_release(h); /* the new forward holds its own */
+        return;
+    }
     if (cb)
         cb(h, st, arg);
     if (!keep)
@@ -683,6 +773,7 @@ cw_status_t cw_msg_build(cw_handle_t *h, cw_buf_t *w, size_t limit,
 {
     cw_network_t *net = h->net;
     size_t dest_len = route ? strlen(route) : 0;
+    size_t hdr_len = cw_wire_hdr_size(hdr->flags);
     size_t desc_len = raw_len, ovf_len = 0, total;
     size_t payload_len = w->len;
     bool overflow;
@@ -697,7 +788,7 @@ cw_status_t cw_msg_build(cw_handle_t *h, cw_buf_t *w, size_t limit,
     }
     if (desc_len > UINT32_MAX || payload_len > UINT32_MAX)
         return CW_OVERFLOW;
-    total = CW_HDR_SIZE + dest_len + desc_len + payload_len;
+    total = hdr_len + dest_len + desc_len + payload_len;
     overflow = total > limit;
     if (overflow) {
         st = cw_bulk_create_locked(h->ctx, w->data, payload_len,
@@ -706,7 +797,7 @@ cw_status_t cw_msg_build(cw_handle_t *h, cw_buf_t *w, size_t limit,
             st = cw_bulk_desc_size(h->ovf_local, net, &ovf_len);
         if (st != CW_OK)
             return st;
-        total = CW_HDR_SIZE + dest_len + desc_len + ovf_len;
+        total = hdr_len + dest_len + desc_len + ovf_len;
         if (total > limit) {
             CW_ERROR("core", "header and descriptors (%zu bytes) exceed the "
                      "eager limit %zu of %s", total, limit, net->uri);
@@ -714,7 +805,8 @@ cw_status_t cw_msg_build(cw_handle_t *h, cw_buf_t *w, size_t limit,
         }
         h->ctx->stats.overflows++;
     }
-    if (!overflow && dest_len == 0 && desc_len == 0) {
+    if (!overflow && dest_len == 0 && desc_len == 0 &&
+        hdr_len == CW_HDR_SIZE) {
         /* Common case: the payload already sits behind reserved room. */
         st = cw_buf_reserve(w, 1);
         if (st != CW_OK)
@@ -725,7 +817,7 @@ cw_status_t cw_msg_build(cw_handle_t *h, cw_buf_t *w, size_t limit,
         if (st != CW_OK)
             return st;
         msg = h->sbuf;
-        p = msg + CW_HDR_SIZE;
+        p = msg + hdr_len;
         if (dest_len)
             memcpy(p, route, dest_len);
         p += dest_len;

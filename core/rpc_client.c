@@ -128,6 +128,10 @@ cw_status_t cw_fwd_net(cw_handle_t *h)
     memset(&hdr, 0, sizeof(hdr));
     hdr.type = CW_MSG_REQ;
     hdr.flags = h->one_way ? CW_HF_ONE_WAY : 0;
+    if (h->idempotent) {
+        hdr.flags |= CW_HF_IDEMPOTENT | (h->resume ? CW_HF_RESUME : 0);
+        hdr.resume_id = h->resume_id;
+    }
     hdr.rpc_id = h->id;
     hdr.req_id = h->req_id;
     hdr.budget_us = h->deadline_ns > now ? (h->deadline_ns - now) / 1000 : 0;
@@ -255,6 +259,11 @@ cw_status_t cw_forward(cw_handle_t *h, uint64_t timeout_ms, cw_forward_cb_t cb,
                                        : ctx->opts.default_timeout_ms;
     h->fcb = cb;
     h->farg = arg;
+    if (!h->reforwarding) {
+        h->reforwards = 0;
+        if (h->fwd_in == NULL)
+            h->resume = false; /* a gateway's is set by cw_fwd_set_resume */
+    }
     h->final_set = false;
     h->queued = false;
     h->pending = 0;

@@ -42,7 +42,11 @@ enum cw_msg_type {
 
 #define CW_HF_ONE_WAY 0x1u  /**< no response wanted */
 #define CW_HF_OVERFLOW 0x2u /**< payload left in sender memory: pull it */
-#define CW_HF_ALL 0x3u
+#define CW_HF_IDEMPOTENT 0x4u /**< REQ: may be resumed; a resume id follows
+                                  the header (docs/bulk-gateway.md) */
+#define CW_HF_RESUME 0x8u   /**< REQ: resumes the request with that id */
+#define CW_HF_ALL 0xfu
+#define CW_HDR_EXT_RESUME 8u /**< bytes of the resume id after the header */
 
 #define CW_DF_PROXY 0x1u /**< descriptor names a gateway proxy handle */
 #define CW_DF_ALL 0x1u
@@ -63,6 +67,7 @@ struct cw_wire_hdr {
     uint16_t ovf_len;
     uint32_t desc_len;
     uint32_t payload_len;
+    uint64_t resume_id;    /**< REQ with CW_HF_IDEMPOTENT */
 };
 
 /** A decoded, validated message (pointers into the message). */
@@ -85,7 +90,14 @@ struct cw_wire_desc {
     uint16_t mem_len;
 };
 
+/** Encode a header (and, with CW_HF_IDEMPOTENT, the resume id after it:
+ *  cw_wire_hdr_size() bytes in all). */
 void cw_wire_hdr_encode(void *buf, const struct cw_wire_hdr *h);
+/** Bytes of a header with these flags (the fixed part and its extension). */
+static inline size_t cw_wire_hdr_size(uint16_t flags)
+{
+    return CW_HDR_SIZE + ((flags & CW_HF_IDEMPOTENT) ? CW_HDR_EXT_RESUME : 0);
+}
 /** Validate a whole message; CW_PROTOCOL/CW_VERSION on hostile input. */
 cw_status_t cw_wire_decode(const void *msg, size_t len,
                            struct cw_wire_msg *m_p);
@@ -213,6 +225,8 @@ struct cw_addr {
     bool embedded; /**< lives inside a handle: free does nothing */
     char *route;   /**< routing destination for the first hop, or NULL */
     char *str;     /**< the string it was looked up with, or NULL */
+    bool via_routes; /**< a plain address the client routes sent through
+                          a gateway (route is that address) */
 };
 
 struct cw_rpc_class {
@@ -261,6 +275,8 @@ struct cw_context {
     char *default_gateway;         /**< or NULL */
     struct cw_list bulks;          /**< every bulk handle (cw_network_close) */
     cw_network_t *closed_nets;     /**< closed, still referenced */
+    struct cw_list rs_suspended;   /**< delegations waiting for a resume */
+    unsigned nrsess, nsuspended;   /**< resume sessions, suspended ops */
 };
 
 /* ---- handles -------------------------------------------------------------*/
@@ -347,6 +363,13 @@ struct cw_handle {
     const uint8_t *resp_desc; /**< server: desc section of the response */
     size_t resp_desc_len;
     unsigned resp_ndesc;
+    /* chunk-level resume (core/bulk_resume.c) */
+    bool idempotent;     /**< request marked idempotent */
+    bool resume;         /**< request resumes an earlier one (RESUME) */
+    uint64_t resume_id;  /**< chosen at the origin, kept by gateways */
+    struct cw_rsess *rsess; /**< server: its resume session, or NULL */
+    uint8_t reforwards;  /**< client: sent again through another gateway */
+    bool reforwarding;   /**< client: cw_forward called by the core */
 };
 
 /* ---- bulk ----------------------------------------------------------------*/
@@ -368,6 +391,40 @@ struct cw_bulk {
     uint8_t ptoken[16]; /**< PROXY: gateway token (core/bulk_proxy.c) */
     uint64_t pexpiry_ns; /**< PROXY: end of the token's life (our clock) */
     struct cw_list ctx_link; /**< ctx->bulks */
+    struct cw_rsess *rsess;  /**< PROXY of an idempotent request: session */
+    unsigned rs_idx;         /**< its descriptor index in the request */
+    struct cw_list rs_link;  /**< rsess->bulks */
+};
+
+/* ---- chunk-level resume (core/bulk_resume.c, docs/bulk-gateway.md) ----- */
+
+#define CW_RS_WIN_BYTES (4u << 20) /**< bytes per delegation window */
+#define CW_RS_NWIN 2               /**< windows outstanding per transfer */
+#define CW_RS_MAX_SESS 4096        /**< live resume sessions per context */
+#define CW_RS_MAX_SUSPENDED 256    /**< suspended delegations per context */
+
+/** What an idempotent request's transfers need to continue on another
+ *  path: its server handle (to take over a RESUME request's return path)
+ *  and the proxy handles and delegations made from its descriptors. */
+struct cw_rsess {
+    cw_context_t *ctx;
+    unsigned refs;        /**< handle + bulks + ops (ctx->lock) */
+    uint64_t id;          /**< the origin's resume id */
+    cw_handle_t *h;       /**< the server handle while it lives (no ref) */
+    unsigned gen;         /**< RESUME requests attached so far */
+    uint8_t *desc;        /**< the last RESUME's descriptor section */
+    size_t desc_len;
+    struct cw_list bulks; /**< cw_bulk.rs_link */
+    struct cw_list ops;   /**< cw_bulk_op.rs_link */
+};
+
+/** One delegation window of a resumable transfer. */
+struct cw_rs_win {
+    struct cw_bulk_op *op;
+    cw_handle_t *h;       /**< the CW_BPROXY_RPC request */
+    cw_bulk_t *sub;       /**< the local bytes it exposes */
+    size_t off, len;      /**< within the transfer */
+    bool busy, ok;        /**< in flight / answered OK past the prefix */
 };
 
 struct cw_bulk_slot {
@@ -400,6 +457,16 @@ struct cw_bulk_op {
     cw_bulk_op_t *direct_op;    /**< granted: the transfer (ctx->lock) */
     cw_bulk_t *direct_remote;   /**< granted: the owner's bytes */
     cw_na_addr_t *direct_peer;  /**< granted: their owner */
+    /* delegated in windows, resumable (core/bulk_resume.c) */
+    struct cw_rsess *rsess;
+    struct cw_list rs_link;   /**< rsess->ops */
+    struct cw_list susp_link; /**< ctx->rs_suspended while suspended */
+    struct cw_rs_win win[CW_RS_NWIN];
+    cw_addr_t *rs_peer;       /**< the gateway the windows go to */
+    size_t acked;             /**< contiguous prefix answered OK */
+    unsigned gen;             /**< session attach count it issued under */
+    uint64_t susp_deadline;
+    bool suspended, user_cancel, finished;
 };
 
 /* ---- internal entry points (ctx->lock held unless noted) ----------------*/
@@ -428,6 +495,12 @@ cw_status_t cw_bulk_from_desc(cw_context_t *ctx, cw_network_t *net,
 /** Local bulk over one buffer, lock held. */
 cw_status_t cw_bulk_create_locked(cw_context_t *ctx, void *base, size_t len,
                                   uint32_t perm, cw_bulk_t **b_p);
+/** A new transfer record (calloc'ed; references on @p remote and
+ *  @p local taken); NULL when out of memory. */
+cw_bulk_op_t *cw_bulk_op_new(cw_context_t *ctx, enum cw_bulk_dir dir,
+                             cw_bulk_t *remote, size_t roff, cw_bulk_t *local,
+                             size_t loff, size_t len, cw_bulk_cb_t cb,
+                             void *arg);
 /** Start a transfer with an internal completion. */
 cw_status_t cw_bulk_start(cw_context_t *ctx, enum cw_bulk_dir dir,
                           cw_na_addr_t *peer, cw_bulk_t *remote,
@@ -518,5 +591,34 @@ cw_status_t cw_fwd_net(cw_handle_t *h);
 cw_status_t cw_fwd_self(cw_handle_t *h);
 /** Release an address reference with the lock held. */
 void cw_addr_unref_locked(cw_addr_t *addr);
+/** Another gateway than @p addr's for the plain address it was looked up
+ *  with, from the client routes (no lock held).  CW_NOENT if none. */
+cw_status_t cw_addr_reroute(cw_addr_t *addr, cw_addr_t **addr_p);
+
+/* ---- chunk-level resume (core/bulk_resume.c), lock held ---------------- */
+
+/** Open the resume session of server handle @p h, dispatched to its
+ *  handler, when the request is idempotent (and the table has room). */
+void cw_rs_open(cw_handle_t *h);
+/** The descriptor section bulk handles of server handle @p h are decoded
+ *  from: the request's, or that of the last RESUME attached to it. */
+const uint8_t *cw_rs_desc(cw_handle_t *h, const cw_buf_t *in, size_t *len_p);
+/** Proxy bulk @p b was decoded from descriptor @p idx of server handle
+ *  @p h: join the resume session of @p h when it is idempotent. */
+void cw_rs_bulk_join(cw_handle_t *h, cw_bulk_t *b, unsigned idx);
+/** A bulk handle is freed: leave its session. */
+void cw_rs_bulk_leave(cw_bulk_t *b);
+/** A server handle is recycled: its session can no longer be resumed. */
+void cw_rs_handle_leave(cw_handle_t *h);
+/** A RESUME request @p m arrived from @p source on @p net: attach it to
+ *  the unanswered request it resumes.  True if attached (@p source is
+ *  taken over); false to handle it as a new request. */
+bool cw_rs_attach(cw_network_t *net, const struct cw_wire_msg *m,
+                  cw_na_addr_t *source, uint64_t deadline_ns);
+/** Complete suspended delegations past their deadline; lowers
+ *  @p soonest_p to the next one. */
+void cw_rs_timers(cw_context_t *ctx, uint64_t now, uint64_t *soonest_p);
+/** Complete suspended delegations on @p net (NULL: all) as cancelled. */
+void cw_rs_cancel_net(cw_context_t *ctx, cw_network_t *net);
 
 #endif /* CW_RPC_PRIV_H */

@@ -63,6 +63,7 @@ void cw_rpc_dispatch(cw_handle_t *h)
         return;
     }
     h->cls = c;
+    cw_rs_open(h);
     h->hfn = c->handler;
     h->harg = c->arg;
     h->cqe.fn = run_handler;
@@ -171,6 +172,13 @@ static void recv_request(cw_network_t *net, struct cw_urecv *u,
     cw_status_t st;
 
     ctx->stats.rx_requests++;
+    if ((m.hdr.flags & CW_HF_RESUME) && !(m.hdr.flags & CW_HF_ONE_WAY) &&
+        m.hdr.hops <= ctx->max_hops) {
+        budget = m.hdr.budget_us < CW_MAX_BUDGET_US ? m.hdr.budget_us
+                                                    : CW_MAX_BUDGET_US;
+        if (cw_rs_attach(net, &m, source, cw_now_ns() + budget * 1000ull))
+            return;
+    }
     h = cw_handle_alloc(ctx, true);
     if (h == NULL) {
         ctx->stats.rx_dropped++;
@@ -210,6 +218,9 @@ static void recv_request(cw_network_t *net, struct cw_urecv *u,
     h->hops = m.hdr.hops;
     h->one_way = (m.hdr.flags & CW_HF_ONE_WAY) != 0;
     h->overflowed = (m.hdr.flags & CW_HF_OVERFLOW) != 0;
+    h->idempotent = (m.hdr.flags & CW_HF_IDEMPOTENT) != 0;
+    h->resume = (m.hdr.flags & CW_HF_RESUME) != 0;
+    h->resume_id = m.hdr.resume_id;
     budget = m.hdr.budget_us < CW_MAX_BUDGET_US ? m.hdr.budget_us
                                                 : CW_MAX_BUDGET_US;
     h->deadline_ns = cw_now_ns() + budget * 1000ull;

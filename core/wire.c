@@ -63,6 +63,8 @@ void cw_wire_hdr_encode(void *buf, const struct cw_wire_hdr *h)
     put32(p + 48, h->payload_len);
     put16(p + 52, h->ovf_len);
     put16(p + 54, (uint16_t)h->resp_limit);
+    if (h->flags & CW_HF_IDEMPOTENT)
+        put64(p + CW_HDR_SIZE, h->resume_id);
 }
 
 size_t cw_wire_desc_size(size_t plugin_len, size_t mem_len)
@@ -200,6 +202,12 @@ cw_status_t cw_wire_decode(const void *msg, size_t len,
         return CW_PROTOCOL;
     if (m.hdr.type != CW_MSG_REQ && m.hdr.resp_limit != 0)
         return CW_PROTOCOL;
+    /* Only a request is idempotent, and only an idempotent one resumes. */
+    if ((m.hdr.flags & (CW_HF_IDEMPOTENT | CW_HF_RESUME)) &&
+        m.hdr.type != CW_MSG_REQ)
+        return CW_PROTOCOL;
+    if ((m.hdr.flags & CW_HF_RESUME) && !(m.hdr.flags & CW_HF_IDEMPOTENT))
+        return CW_PROTOCOL;
     if (!cw_status_valid(m.hdr.status))
         return CW_PROTOCOL;
     if (m.hdr.ndesc > CW_MAX_DESC)
@@ -209,13 +217,17 @@ cw_status_t cw_wire_decode(const void *msg, size_t len,
     if (m.hdr.type != CW_MSG_REQ && m.hdr.dest_len != 0)
         return CW_PROTOCOL;
     /* 64-bit sums of 16/32-bit fields cannot wrap. */
-    need = (size_t)CW_HDR_SIZE + m.hdr.dest_len + (size_t)m.hdr.desc_len +
-           m.hdr.ovf_len;
+    need = cw_wire_hdr_size(m.hdr.flags) + m.hdr.dest_len +
+           (size_t)m.hdr.desc_len + m.hdr.ovf_len;
     if (!(m.hdr.flags & CW_HF_OVERFLOW))
         need += m.hdr.payload_len;
     if (need != len)
         return CW_PROTOCOL;
     p += CW_HDR_SIZE;
+    if (m.hdr.flags & CW_HF_IDEMPOTENT) {
+        m.hdr.resume_id = get64(p);
+        p += CW_HDR_EXT_RESUME;
+    }
     m.dest = (const char *)p;
     for (size_t i = 0; i < m.hdr.dest_len; i++)
         if (p[i] <= ' ' || p[i] > '~')

@@ -376,6 +376,8 @@ static cw_status_t gw_resolve(struct gw *gw, const char *route,
 
 /* ---- forwarding --------------------------------------------------------- */
 
+static void gw_out_cb(cw_handle_t *out, cw_status_t st, void *arg);
+
 void gw_answer(cw_handle_t *in, cw_status_t st)
 {
     cw_status_t rst = cw_respond(in, st, NULL, NULL);
@@ -443,6 +445,89 @@ void gw_fwd_pool_fini(struct gw *gw)
     gw->nfree_fwds = 0;
 }
 
+#define GW_MAX_RESUMES 3
+
+/* Another gateway than the failed one (by address) for the request of
+ * @p f; a few lookups get past round robin. */
+static bool gw_resolve_other(struct gw_fwd *f, struct gw_target *t)
+{
+    struct gw *gw = f->gw;
+    char src[CW_ADDR_STR_MAX];
+
+    if (cw_addr_to_string(cw_handle_source(f->in), src, sizeof(src)) != CW_OK)
+        src[0] = '\0';
+    for (unsigned i = 0; i < 4; i++) {
+        memset(t, 0, sizeof(*t));
+        if (gw_resolve(gw, cw_fwd_dest(f->in), src, t) != CW_OK ||
+            t->res.direct || t->has_backend)
+            return false;
+        if (strcmp(t->next, f->next_addr) != 0)
+            return true;
+    }
+    return false;
+}
+
+/* The next-hop gateway of an idempotent request failed: send the request
+ * again through another gateway of its route, marked RESUME, with fresh
+ * proxy tokens, so the target continues where its transfers stopped
+ * (docs/bulk-gateway.md, "Resume").  True if it went. */
+static bool gw_fwd_resume(struct gw_fwd *f, cw_status_t st)
+{
+    struct gw *gw = f->gw;
+    cw_handle_t *in = f->in;
+    struct gw_route_stats *rs;
+    struct gw_target t;
+    cw_addr_t *next;
+    cw_status_t rst;
+
+    if (!f->has_nexthop || f->has_backend || f->cut ||
+        f->resumes >= GW_MAX_RESUMES ||
+        (st != CW_DISCONNECTED && st != CW_UNREACHABLE && st != CW_IO) ||
+        !cw_handle_idempotent(in) || cw_handle_canceled(in) ||
+        cw_handle_remaining_ms(in) == 0 || !gw_resolve_other(f, &t))
+        return false;
+    rs = gw_route_stats_get(gw, t.res.dest, t.res.gateway);
+    if (rs == NULL || gw_addr_get(gw, t.next, &next) != CW_OK)
+        return false;
+    /* The failed hop: counted and reported as a failure, its tokens
+     * revoked. */
+    f->rs->failed++;
+    f->rs->inflight--;
+    cw_route_table_nexthop_report(f->table, f->nexthop, false);
+    cw_route_table_nexthop_load(f->table, f->nexthop, -1);
+    gw_addr_forget(gw, f->next_addr);
+    gw_bulk_revoke(gw, f);
+    cw_handle_release(f->out);
+    f->out = NULL;
+    /* The new one. */
+    cw_route_table_unref(f->table);
+    f->table = cw_route_table_ref(gw->table);
+    f->rs = rs;
+    rs->inflight++;
+    f->nexthop = t.res.nexthop;
+    cw_route_table_nexthop_load(f->table, f->nexthop, 1);
+    memcpy(f->next_addr, t.next, sizeof(f->next_addr));
+    f->resumes++;
+    rst = cw_fwd_create(in, next, t.dest, &f->out);
+    if (rst == CW_OK)
+        rst = cw_fwd_set_resume(f->out);
+    if (rst == CW_OK)
+        rst = gw_bulk_rewrite(gw, f, in, t.egress, next);
+    if (rst == CW_OK) {
+        f->t_sent = cw_now_ns();
+        rst = cw_forward(f->out, 0, gw_out_cb, f);
+    }
+    if (rst != CW_OK) {
+        CW_LOG_RL(CW_LOG_WARN, GW_LOG, "cannot resume a request through %s: "
+                  "%s", t.next, cw_status_str(rst));
+        return false;
+    }
+    gw->n_resumed++;
+    CW_LOG_RL(CW_LOG_INFO, GW_LOG, "next hop failed (%s): request resumed "
+              "through %s", cw_status_name(st), t.next);
+    return true;
+}
+
 static void gw_out_cb(cw_handle_t *out, cw_status_t st, void *arg)
 {
     struct gw_fwd *f = arg;
@@ -454,6 +539,8 @@ static void gw_out_cb(cw_handle_t *out, cw_status_t st, void *arg)
     f->t_done = cw_now_ns();
     if (f->cut && st == CW_CANCELED)
         st = CW_TIMEOUT; /* limits.max_timeout, not the caller, ended it */
+    if (gw_fwd_resume(f, st))
+        return;
     rst = cw_fwd_respond(f->in, out, st, NULL, NULL);
     if (rst != CW_OK)
         CW_LOG_RL(CW_LOG_WARN, GW_LOG, "cannot relay the response: %s",
@@ -647,6 +734,25 @@ void gw_fwd_cancel_all(struct gw *gw)
     for (struct gw_fwd *f = gw->fwds; f != NULL; f = f->next)
         if (f->out != NULL)
             cw_cancel(f->out);
+}
+
+void gw_fwd_hop_down(struct gw *gw, const char *addr)
+{
+    /* The transport may take longer to notice (or never, if something
+     * answers its probes on that address again): health checks decide. */
+    unsigned n = 0;
+
+    for (struct gw_fwd *f = gw->fwds; f != NULL; f = f->next) {
+        if (f->out != NULL && f->has_nexthop && !f->hop_down && !f->cut &&
+            cw_handle_idempotent(f->in) && strcmp(f->next_addr, addr) == 0) {
+            f->hop_down = true;
+            cw_fwd_fail(f->out, CW_DISCONNECTED);
+            n++;
+        }
+    }
+    if (n > 0)
+        CW_LOG_RL(CW_LOG_INFO, GW_LOG, "next hop %s down: %u idempotent "
+                  "request(s) to re-forward", addr, n);
 }
 
 void gw_fwd_cut_old(struct gw *gw, uint64_t now)

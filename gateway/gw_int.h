@@ -81,6 +81,8 @@ struct gw_fwd {
     unsigned nexthop, service, backend;
     uint64_t t_in, t_sent, t_done;
     bool cut;                     /**< canceled at limits.max_timeout */
+    unsigned resumes;             /**< re-forwarded after a next hop failed */
+    bool hop_down;                /**< failed: health took its hop down */
     struct gw_btok *btoks;        /**< proxy bulk tokens (bulk_proxy_table.c) */
     char next_addr[CW_URI_MAX];   /**< resolved next hop (cache key) */
     struct gw_fwd *prev, *next;   /**< gw->fwds */
@@ -170,7 +172,7 @@ struct gw {
     unsigned nsrcs;
     uint64_t started_ns;
     uint64_t n_forwarded, n_failed, n_timedout, n_denied, n_busy,
-        n_noroute, n_draining, n_refused_bulk, n_canceled;
+        n_noroute, n_draining, n_refused_bulk, n_canceled, n_resumed;
 
     /* health */
     struct gw_hc *hcs;
@@ -234,6 +236,9 @@ void gw_fwd_cut_old(struct gw *gw, uint64_t now);
 void gw_fwd_pool_fini(struct gw *gw);
 /** True for statuses that say the next hop itself failed. */
 bool gw_status_is_transport(cw_status_t st);
+/** Health took next hop @p addr down: re-forward the idempotent requests
+ *  waiting on it (docs/bulk-gateway.md, "Resume"). */
+void gw_fwd_hop_down(struct gw *gw, const char *addr);
 
 /* admission.c */
 /** Admit one RPC from @p src_key on route @p rs; CW_OK or CW_BUSY. */

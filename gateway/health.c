@@ -121,6 +121,9 @@ static void gw_ping_cb(cw_handle_t *h, cw_status_t st, void *arg)
                                           ok);
         else
             cw_route_table_nexthop_report(p->table, hc->nexthop, ok);
+        if (!ok && !hc->is_backend && p->table == gw->table &&
+            !cw_route_table_nexthop_is_up(p->table, hc->nexthop))
+            gw_fwd_hop_down(gw, hc->addr);
         if (!ok)
             gw_addr_forget(gw, hc->addr);
     }

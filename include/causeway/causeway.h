@@ -146,6 +146,13 @@ struct cw_context_stats {
     uint64_t timeouts;      /**< forwards that hit their deadline */
     uint64_t overflows;     /**< messages that overflowed into bulk */
     uint64_t bulk_bytes;    /**< bytes moved by bulk transfers */
+    uint64_t resumed;       /**< RESUME requests attached to a request in
+                                 progress (its handler did not run again) */
+    uint64_t suspended;     /**< delegated transfers suspended after their
+                                 gateway failed */
+    uint64_t resume_bytes;  /**< bytes delegated again after a resume */
+    uint64_t reforwarded;   /**< idempotent forwards sent again through
+                                 another gateway of the client routes */
 };
 
 /** Copy the counters of @p ctx into @p stats_p. */
@@ -240,6 +247,22 @@ uint64_t cw_handle_remaining_ms(cw_handle_t *h);
  *  origin propagates hop by hop) or its deadline has passed.  A handler may
  *  stop early; it must still respond (nothing is sent then) and release. */
 bool cw_handle_canceled(cw_handle_t *h);
+
+/**
+ * Client: mark the request idempotent (before cw_forward; not for one-way
+ * RPCs) or not.  Running an idempotent request twice has the effect of
+ * running it once, so when a gateway on its path fails mid-transfer, a
+ * gateway before it may re-forward the request through another gateway
+ * and the target continues the request's bulk transfers from the last
+ * chunk acknowledged instead of failing (docs/bulk-gateway.md, "Resume").
+ * Marking it picks a new random resume id (getrandom).
+ * @return CW_OK; CW_INVALID_ARG for a server handle, a one-way RPC or a
+ *         forward in flight; CW_IO if no random id could be had.
+ */
+cw_status_t cw_handle_set_idempotent(cw_handle_t *h, bool on);
+
+/** True if the request is marked idempotent (client or server side). */
+bool cw_handle_idempotent(cw_handle_t *h);
 
 /** Completion of a forward: @p status is CW_OK when a response arrived and
  *  its output is decodable, else the failure (transport error, CW_TIMEOUT,

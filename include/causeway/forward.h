@@ -60,6 +60,26 @@ cw_status_t cw_fwd_create(cw_handle_t *in, cw_addr_t *next_hop,
                           const char *dest, cw_handle_t **out_p);
 
 /**
+ * Mark an outgoing handle created by cw_fwd_create for an idempotent
+ * request as a resumption of it (RESUME, same resume id): the target
+ * attaches it to the request in progress instead of running it again
+ * (docs/bulk-gateway.md, "Resume").
+ * @return CW_OK, or CW_INVALID_ARG unless @p out is such a handle and
+ *         not in flight.
+ */
+cw_status_t cw_fwd_set_resume(cw_handle_t *out);
+
+/**
+ * End the forward of outgoing handle @p out now with @p status (a
+ * transport error: CW_DISCONNECTED, CW_UNREACHABLE or CW_IO), without
+ * telling its next hop: the caller knows it is dead (health checks), so
+ * a CANCEL would only wait for the transport to find out too.  Its
+ * callback runs once, as for any completion.
+ * @return CW_OK (also when it already completed), CW_INVALID_ARG.
+ */
+cw_status_t cw_fwd_fail(cw_handle_t *out, cw_status_t status);
+
+/**
  * Answer @p in with the response of the completed outgoing handle @p out:
  * @p status (the status its forward callback got) and, when a response
  * arrived, its payload and descriptor section unchanged.  For a one-way

@@ -30,13 +30,15 @@ static void ok(bool cond, const char *what)
         failures++;
 }
 
-/* A valid request: routing destination, two descriptors, payload. */
-static size_t seed_request(uint8_t *buf)
+/* A valid request: routing destination, two descriptors, payload; with
+ * @p flags IDEMPOTENT (and RESUME), the resume id after the header. */
+static size_t seed_request_flags(uint8_t *buf, uint16_t flags)
 {
     struct cw_wire_hdr h = {.type = CW_MSG_REQ, .rpc_id = cw_rpc_id("echo"),
                             .req_id = 7, .budget_us = 1000000,
-                            .resp_tag = 3};
-    size_t d = cw_wire_desc_size(3, 16), off = CW_HDR_SIZE;
+                            .resp_tag = 3, .flags = flags,
+                            .resume_id = 0x5eed5eed5eedull};
+    size_t d = cw_wire_desc_size(3, 16), off = cw_wire_hdr_size(flags);
     uint8_t *p;
 
     memcpy(buf + off, "shm://x", 7);
@@ -56,6 +58,17 @@ static size_t seed_request(uint8_t *buf)
     h.payload_len = 20;
     cw_wire_hdr_encode(buf, &h);
     return off + 20;
+}
+
+static size_t seed_request(uint8_t *buf)
+{
+    return seed_request_flags(buf, 0);
+}
+
+/* A request resuming an idempotent one (docs/bulk-gateway.md). */
+static size_t seed_resume(uint8_t *buf)
+{
+    return seed_request_flags(buf, CW_HF_IDEMPOTENT | CW_HF_RESUME);
 }
 
 /* A valid overflowed response. */
@@ -142,20 +155,21 @@ static void exercise(const struct cw_wire_msg *m)
 
 static void fuzz_decoder(void)
 {
-    uint8_t seeds[2][1024], buf[1024];
-    size_t seed_len[2];
+    uint8_t seeds[3][1024], buf[1024];
+    size_t seed_len[3];
     uint64_t end = cw_now_ns() + (uint64_t)seconds * 1000000000ull;
     unsigned long i, accepted = 0;
 
     seed_len[0] = seed_request(seeds[0]);
     seed_len[1] = seed_response(seeds[1]);
-    for (int k = 0; k < 2; k++) {
+    seed_len[2] = seed_resume(seeds[2]);
+    for (int k = 0; k < 3; k++) {
         struct cw_wire_msg m;
         ok(cw_wire_decode(seeds[k], seed_len[k], &m) == CW_OK,
            "seed message decodes");
     }
     for (i = 0; i < iterations && cw_now_ns() < end; i++) {
-        int k = rand() % 2;
+        int k = rand() % 3;
         size_t len = seed_len[k];
         struct cw_wire_msg m;
         uint8_t *copy;
@@ -189,8 +203,8 @@ static void fuzz_live(void)
     cw_na_t *na;
     cw_na_addr_t *dst;
     char uri[CW_URI_MAX];
-    uint8_t seedmsg[1024], buf[1024];
-    size_t seed_len = seed_request(seedmsg);
+    uint8_t seedmsg[2][1024], buf[1024];
+    size_t seed_len[2] = {seed_request(seedmsg[0]), seed_resume(seedmsg[1])};
     struct cw_context_stats st;
     int posted = 0;
     struct call res = {0, CW_ERROR};
@@ -207,8 +221,9 @@ static void fuzz_live(void)
     }
     cw_rpc_register(ctx, "echo", h_echo, NULL, NULL, NULL);
     for (int i = 0; i < 3000; i++) {
-        size_t len = seed_len;
-        memcpy(buf, seedmsg, len);
+        int s = rand() % 2;
+        size_t len = seed_len[s];
+        memcpy(buf, seedmsg[s], len);
         for (int r = 1 + rand() % 3; r > 0; r--)
             mutate(buf, &len, sizeof(buf));
         if (cw_na_msg_send_unexpected(na, buf, len, dst, 0, sent_cb, NULL,
@@ -232,6 +247,30 @@ static void fuzz_live(void)
            (unsigned long long)st.no_rpc);
     ok(st.rx_dropped > 0 && st.rx_dropped + st.rx_requests <= (uint64_t)posted,
        "malformed messages dropped and counted");
+    /* A RESUME without IDEMPOTENT (no resume id): dropped and counted, one
+     * drop for one message. */
+    {
+        struct cw_context_stats after;
+        size_t len = seed_len[1];
+        memcpy(buf, seedmsg[1], len);
+        buf[6] = CW_HF_RESUME; /* flags, low byte */
+        if (cw_na_msg_send_unexpected(na, buf, len, dst, 0, sent_cb, NULL,
+                                      NULL) == CW_OK)
+            posted++;
+        for (int k = 0; k < 300 && sent < posted; k++) {
+            cw_na_progress(na, 0, NULL);
+            cw_progress(ctx, 1);
+            cw_trigger(ctx, 0, 0, NULL);
+        }
+        for (int k = 0; k < 20; k++) {
+            cw_progress(ctx, 1);
+            cw_trigger(ctx, 0, 0, NULL);
+        }
+        cw_context_stats(ctx, &after);
+        ok(after.rx_dropped == st.rx_dropped + 1 &&
+           after.rx_requests == st.rx_requests,
+           "RESUME without a resume id dropped and counted");
+    }
     cw_na_addr_free(na, dst);
     cw_na_close(na);
     /* Still serving. */
@@ -262,7 +301,7 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--seed") == 0)
             seed = (unsigned)strtoul(argv[i + 1], NULL, 10);
     }
-    printf("TAP version 13\n1..5\n# seed %u\n", seed);
+    printf("TAP version 13\n1..7\n# seed %u\n", seed);
     srand(seed);
     fuzz_decoder();
     fuzz_live();

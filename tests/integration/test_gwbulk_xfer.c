@@ -8,6 +8,10 @@
  *                                               peer / revoked tokens
  *   test_gwbulk_xfer hold TARGET SIZE           one long pull (killed)
  *   test_gwbulk_xfer cancel TARGET SIZE MS      cancel a pull after MS
+ *   test_gwbulk_xfer once TARGET SIZE pull|push idem|plain TMO_MS
+ *                                               one checked call, idempotent
+ *                                               or not; prints its status, ms
+ *                                               and the server's counters
  *
  * The client exposes a multi-segment buffer (three separate allocations);
  * the server transfers on the handle it receives, which through a gateway
@@ -17,6 +21,7 @@
 #include "../../core/bulk_proxy.h"
 #include "../../core/rpc_priv.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -270,6 +275,26 @@ static void run_hostile(cw_context_t *ctx, cw_handle_t *h, cw_bulk_t *rb)
     g_have_old = true;
 }
 
+/* How many times the handler ran for each seed (a resumed RPC runs once,
+ * a restarted one twice). */
+#define NRUNS 64
+static struct {
+    uint64_t seed;
+    uint64_t n;
+} g_runs[NRUNS];
+static unsigned g_nruns;
+
+static uint64_t *runs_of(uint64_t seed)
+{
+    for (unsigned i = 0; i < g_nruns; i++)
+        if (g_runs[i].seed == seed)
+            return &g_runs[i].n;
+    if (g_nruns == NRUNS)
+        return &g_runs[NRUNS - 1].n;
+    g_runs[g_nruns].seed = seed;
+    return &g_runs[g_nruns++].n;
+}
+
 /* One data transfer on the server, completed from its callback (several
  * run at once). */
 struct job {
@@ -282,7 +307,20 @@ struct job {
 
 static void job_end(struct job *j, cw_status_t st)
 {
-    cw_buf_put_u8(cw_handle_output(j->h), cw_bproxy_is_proxy(j->rb));
+    struct cw_context_stats cs = {0};
+    cw_buf_t *out = cw_handle_output(j->h);
+
+    cw_context_stats(cw_handle_context(j->h), &cs);
+    cw_buf_put_u8(out, cw_bproxy_is_proxy(j->rb));
+    /* What `once` prints: handler runs for this RPC, resumes attached,
+     * bytes delegated again after a resume, transfers suspended. */
+    cw_buf_put_u64(out, *runs_of(j->seed));
+    cw_buf_put_u64(out, cs.resumed);
+    cw_buf_put_u64(out, cs.resume_bytes);
+    cw_buf_put_u64(out, cs.suspended);
+    fprintf(stderr, "server: job %s of %llu bytes ended %s (handler runs %llu)"
+            "\n", j->op == OP_PULL ? "pull" : "push", (unsigned long long)j->len,
+            cw_status_name(st), (unsigned long long)*runs_of(j->seed));
     cw_respond(j->h, st, NULL, NULL);
     cw_handle_release(j->h);
     cw_bulk_free(j->rb);
@@ -320,6 +358,7 @@ static void start_job(cw_context_t *ctx, cw_handle_t *h, uint8_t op,
     j->op = op;
     j->len = len;
     j->seed = seed;
+    (*runs_of(seed))++;
     if (mbuf_alloc(&j->m, len) != 0) {
         job_end(j, CW_NOMEM);
         return;
@@ -407,8 +446,19 @@ static void run_job(cw_context_t *ctx, cw_handle_t *h, uint8_t op,
     cw_bulk_free(rb);
 }
 
+static volatile sig_atomic_t g_stop;
+
+static void on_term(int sig)
+{
+    (void)sig;
+    g_stop = 1;
+}
+
+/* Serves until SIGTERM, then shuts down cleanly (the sanitizers check for
+ * leaks at exit). */
 static int serve(const char *uri, const char *addr_file)
 {
+    struct sigaction sa = {.sa_handler = on_term};
     cw_context_t *ctx;
     cw_network_t *net;
     char self[CW_URI_MAX];
@@ -424,7 +474,8 @@ static int serve(const char *uri, const char *addr_file)
         return 2;
     fprintf(f, "%s\n", self);
     fclose(f);
-    for (;;) { /* killed by the test */
+    sigaction(SIGTERM, &sa, NULL);
+    while (!g_stop) {
         cw_progress(ctx, 20);
         cw_trigger(ctx, 0, 0, NULL);
         if (g_job != NULL) {
@@ -432,12 +483,21 @@ static int serve(const char *uri, const char *addr_file)
             g_job = NULL;
         }
     }
+    if (g_job != NULL) {
+        cw_respond(g_job, CW_CANCELED, NULL, NULL);
+        cw_handle_release(g_job);
+        cw_bulk_free(g_job_bulk);
+    }
+    cw_context_destroy(ctx);
+    return 0;
 }
 
 /* ---- client ------------------------------------------------------------- */
 
 /* Send @p op on @p len bytes of @p m; *h_p and *b_p are set (may be NULL)
  * whatever happens, for the caller to release. */
+static bool g_idempotent; /* client: mark calls idempotent */
+
 static cw_status_t start_call(cw_context_t *ctx, cw_addr_t *dst, uint8_t op,
                               size_t len, uint64_t seed, uint32_t perm,
                               struct mbuf *m, unsigned tmo, struct wait *w,
@@ -453,6 +513,8 @@ static cw_status_t start_call(cw_context_t *ctx, cw_addr_t *dst, uint8_t op,
         return st;
     }
     st = cw_handle_create(ctx, dst, cw_rpc_id(RPC_XFER), h_p);
+    if (st == CW_OK && g_idempotent)
+        st = cw_handle_set_idempotent(*h_p, true);
     if (st != CW_OK)
         return st;
     in = cw_handle_input(*h_p);
@@ -629,6 +691,53 @@ static int hostile(cw_context_t *ctx, cw_addr_t *dst)
     return fails ? 1 : 0;
 }
 
+/* One call of @p op on @p len bytes, checked; prints "STATUS MS RUNS
+ * RESUMED RESUME_BYTES SUSPENDED REFORWARDED" (four from the server, then
+ * this client's re-forwards through another gateway of its routes). */
+static int once(cw_context_t *ctx, cw_addr_t *dst, size_t len, uint8_t op,
+                unsigned tmo)
+{
+    uint64_t seed = (uint64_t)now_ms() ^ ((uint64_t)getpid() << 32);
+    uint64_t v[4] = {0}, t0 = now_ms();
+    cw_handle_t *h = NULL;
+    uint8_t proxied = 0;
+    struct mbuf m;
+    cw_status_t st;
+
+    if (mbuf_alloc(&m, len) != 0)
+        return 2;
+    if (op == OP_PULL)
+        mbuf_fill(&m, seed);
+    else
+        for (int i = 0; i < NSEG; i++)
+            memset(m.seg[i].base, 0, m.seg[i].len);
+    st = call(ctx, dst, op, len, seed,
+              op == OP_PULL ? CW_BULK_READ_ONLY : CW_BULK_WRITE_ONLY, &m, &h,
+              tmo);
+    if (st == CW_OK)
+        st = cw_buf_get_u8(cw_handle_output(h), &proxied);
+    for (int i = 0; i < 4 && st == CW_OK; i++)
+        st = cw_buf_get_u64(cw_handle_output(h), &v[i]);
+    if (st == CW_OK && op == OP_PUSH && mbuf_check(&m, seed) != len) {
+        fprintf(stderr, "pushed data differs at byte %zu\n",
+                mbuf_check(&m, seed));
+        st = CW_IO;
+    }
+    if (st == CW_OK && !proxied)
+        st = CW_ERROR;
+    {
+        struct cw_context_stats cs = {0};
+        cw_context_stats(ctx, &cs);
+        printf("%s %llu %llu %llu %llu %llu %llu\n", cw_status_name(st),
+               (unsigned long long)(now_ms() - t0), (unsigned long long)v[0],
+               (unsigned long long)v[1], (unsigned long long)v[2],
+               (unsigned long long)v[3], (unsigned long long)cs.reforwarded);
+    }
+    cw_handle_release(h);
+    mbuf_free(&m);
+    return st == CW_OK ? 0 : 1;
+}
+
 /* Start a pull of @p len bytes and cancel it after @p ms: the forward
  * must end CW_CANCELED at once. */
 static int cancel_after(cw_context_t *ctx, cw_addr_t *dst, size_t len,
@@ -699,7 +808,12 @@ int main(int argc, char **argv)
     else if (strcmp(argv[1], "cancel") == 0 && argc == 5)
         rc = cancel_after(ctx, dst, parse_size(argv[3]),
                           (unsigned)strtoul(argv[4], NULL, 10));
-    else if (strcmp(argv[1], "hold") == 0) {
+    else if (strcmp(argv[1], "once") == 0 && argc == 7) {
+        g_idempotent = strcmp(argv[5], "idem") == 0;
+        rc = once(ctx, dst, parse_size(argv[3]),
+                  strcmp(argv[4], "push") == 0 ? OP_PUSH : OP_PULL,
+                  (unsigned)strtoul(argv[6], NULL, 10));
+    } else if (strcmp(argv[1], "hold") == 0) {
         struct mbuf m;
         size_t len = parse_size(argv[3]);
         cw_status_t st;

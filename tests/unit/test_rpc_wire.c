@@ -338,6 +338,63 @@ static void test_wire_desc(void **state)
     }
 }
 
+/* The resume id of an idempotent request (docs/wire.md): 8 bytes after the
+ * header, only with IDEMPOTENT, only in a request; RESUME needs IDEMPOTENT. */
+static void test_wire_resume(void **state)
+{
+    struct cw_wire_hdr h = {
+        .type = CW_MSG_REQ, .flags = CW_HF_IDEMPOTENT | CW_HF_RESUME,
+        .rpc_id = 7, .req_id = 9, .budget_us = 1000, .resp_tag = 3,
+        .dest_len = 7, .payload_len = 2,
+        .resume_id = 0x0123456789abcdefull,
+    };
+    uint8_t buf[128], bad[128];
+    struct cw_wire_msg m;
+    size_t n = CW_HDR_SIZE + CW_HDR_EXT_RESUME + 7 + 2;
+    (void)state;
+
+    assert_int_equal(cw_wire_hdr_size(h.flags), CW_HDR_SIZE + 8);
+    assert_int_equal(cw_wire_hdr_size(CW_HF_ONE_WAY), CW_HDR_SIZE);
+    cw_wire_hdr_encode(buf, &h);
+    memcpy(buf + CW_HDR_SIZE + 8, "shm://x", 7);
+    memcpy(buf + CW_HDR_SIZE + 15, "hi", 2);
+    assert_int_equal(cw_wire_decode(buf, n, &m), CW_OK);
+    assert_int_equal(m.hdr.flags, CW_HF_IDEMPOTENT | CW_HF_RESUME);
+    assert_true(m.hdr.resume_id == 0x0123456789abcdefull);
+    assert_memory_equal(m.dest, "shm://x", 7);
+    assert_memory_equal(m.payload, "hi", 2);
+    /* IDEMPOTENT alone is fine. */
+    memcpy(bad, buf, n);
+    bad[6] = CW_HF_IDEMPOTENT;
+    assert_int_equal(cw_wire_decode(bad, n, &m), CW_OK);
+    /* The 8 bytes are counted: without the flag the lengths do not add up,
+     * nor with one byte fewer or more. */
+    bad[6] = 0;
+    assert_int_equal(cw_wire_decode(bad, n, &m), CW_PROTOCOL);
+    memcpy(bad, buf, n);
+    assert_int_equal(cw_wire_decode(bad, n - 1, &m), CW_PROTOCOL);
+    assert_int_equal(cw_wire_decode(bad, n + 1, &m), CW_PROTOCOL);
+    /* RESUME without IDEMPOTENT. */
+    bad[6] = CW_HF_RESUME;
+    assert_int_equal(cw_wire_decode(bad, n, &m), CW_PROTOCOL);
+    /* Only a request carries them. */
+    for (uint8_t type = CW_MSG_RESP; type <= CW_MSG_CANCEL; type++) {
+        struct cw_wire_hdr r = {.type = type, .flags = CW_HF_IDEMPOTENT,
+                                .req_id = 9};
+        cw_wire_hdr_encode(bad, &r);
+        assert_int_equal(cw_wire_decode(bad, CW_HDR_SIZE + 8, &m),
+                         CW_PROTOCOL);
+        assert_int_equal(cw_wire_decode(bad, CW_HDR_SIZE, &m), CW_PROTOCOL);
+    }
+    /* Truncated anywhere: refused. */
+    for (size_t k = 0; k < n; k++) {
+        uint8_t *copy = malloc(k ? k : 1);
+        memcpy(copy, buf, k);
+        assert_int_not_equal(cw_wire_decode(copy, k, &m), CW_OK);
+        free(copy);
+    }
+}
+
 /* Bit flips and truncations of a valid message with descriptors and an
  * overflow descriptor: the decoder never reads out of bounds (ASan) and
  * whatever it accepts is self-consistent. */
@@ -385,8 +442,8 @@ static void test_wire_mutations(void **state)
         for (int k = 0; k < flips && n > 0; k++)
             copy[(size_t)rand() % n] ^= (uint8_t)(1u << (rand() % 8));
         if (cw_wire_decode(copy, n, &m) == CW_OK) {
-            size_t need = CW_HDR_SIZE + m.hdr.dest_len + m.hdr.desc_len +
-                          m.hdr.ovf_len;
+            size_t need = cw_wire_hdr_size(m.hdr.flags) + m.hdr.dest_len +
+                          m.hdr.desc_len + m.hdr.ovf_len;
             if (!(m.hdr.flags & CW_HF_OVERFLOW))
                 need += m.hdr.payload_len;
             assert_int_equal(need, n);
@@ -412,6 +469,7 @@ int main(void)
         cmocka_unit_test(test_wire_hostile),
         cmocka_unit_test(test_wire_desc),
         cmocka_unit_test(test_wire_mutations),
+        cmocka_unit_test(test_wire_resume),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,496 @@
+/*
+ * Chunk-level resume of delegated transfers (docs/bulk-gateway.md,
+ * "Resume").  A transfer on a proxy handle of an idempotent request is
+ * delegated in windows; the contiguous prefix of windows the gateway
+ * answered OK is acknowledged.  When the gateway fails, the transfer is
+ * suspended until the request's deadline.  A RESUME request with the same
+ * resume id (re-forwarded by a gateway through another path) is attached
+ * to the unanswered server handle instead of running the handler again:
+ * the proxy handles take its new tokens, the handle its return path, and
+ * the suspended transfers continue from their acknowledged offset.
+ */
+#include "bulk_proxy.h"
+#include "rpc_priv.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* The gateway (or the path to it) failed; another path may work. */
+static bool rs_resumable(cw_status_t st)
+{
+    return st == CW_DISCONNECTED || st == CW_UNREACHABLE || st == CW_IO;
+}
+
+static void rs_unref(struct cw_rsess *s)
+{
+    if (s == NULL || --s->refs > 0)
+        return;
+    s->ctx->nrsess--;
+    free(s->desc);
+    free(s);
+}
+
+void cw_rs_open(cw_handle_t *h)
+{
+    cw_context_t *ctx = h->ctx;
+    struct cw_rsess *s;
+
+    if (!h->server || !h->idempotent || h->one_way || h->self_call ||
+        h->rsess != NULL)
+        return;
+    if (ctx->nrsess >= CW_RS_MAX_SESS) {
+        CW_LOG_RL(CW_LOG_WARN, "core", "%u idempotent requests in flight: "
+                  "this one will not be resumable", ctx->nrsess);
+        return;
+    }
+    s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return;
+    s->ctx = ctx;
+    s->refs = 1; /* the handle's */
+    s->id = h->resume_id;
+    s->h = h;
+    cw_list_init(&s->bulks);
+    cw_list_init(&s->ops);
+    ctx->nrsess++;
+    h->rsess = s;
+}
+
+const uint8_t *cw_rs_desc(cw_handle_t *h, const cw_buf_t *in, size_t *len_p)
+{
+    if (h->rsess != NULL && h->rsess->desc != NULL) {
+        *len_p = h->rsess->desc_len;
+        return h->rsess->desc;
+    }
+    *len_p = in->desc_len;
+    return in->desc;
+}
+
+void cw_rs_bulk_join(cw_handle_t *h, cw_bulk_t *b, unsigned idx)
+{
+    struct cw_rsess *s = h->rsess;
+
+    if (s == NULL || !cw_bproxy_is_proxy(b) || b->rsess != NULL)
+        return;
+    s->refs++;
+    b->rsess = s;
+    b->rs_idx = idx;
+    cw_list_add(&s->bulks, &b->rs_link);
+}
+
+void cw_rs_bulk_leave(cw_bulk_t *b)
+{
+    if (b->rsess == NULL)
+        return;
+    cw_list_del(&b->rs_link);
+    rs_unref(b->rsess);
+    b->rsess = NULL;
+}
+
+void cw_rs_handle_leave(cw_handle_t *h)
+{
+    if (h->rsess == NULL)
+        return;
+    h->rsess->h = NULL;
+    rs_unref(h->rsess);
+    h->rsess = NULL;
+}
+
+/* ---- windows ------------------------------------------------------------ */
+
+static void rs_step(cw_bulk_op_t *op);
+
+static void rs_done(struct cw_cqe *e)
+{
+    cw_bulk_op_t *op = cw_container_of(e, cw_bulk_op_t, cqe);
+    cw_context_t *ctx = op->ctx;
+
+    if (op->cb)
+        op->cb(op->st, op->arg);
+    cw_addr_free(op->rs_peer);
+    cw_bulk_unref(op->remote);
+    cw_bulk_unref(op->local);
+    pthread_mutex_lock(&ctx->lock);
+    rs_unref(op->rsess);
+    pthread_mutex_unlock(&ctx->lock);
+    free(op);
+}
+
+static void rs_unsuspend(cw_bulk_op_t *op)
+{
+    if (!op->suspended)
+        return;
+    op->suspended = false;
+    cw_list_del(&op->susp_link);
+    op->ctx->nsuspended--;
+}
+
+/* Complete once, from the queue (the caller may hold the lock). */
+static void rs_finish(cw_bulk_op_t *op, cw_status_t st)
+{
+    cw_context_t *ctx = op->ctx;
+
+    op->finished = true;
+    op->st = st;
+    rs_unsuspend(op);
+    cw_list_del(&op->rs_link);
+    op->cqe.fn = rs_done;
+    cw_cq_push(ctx, &op->cqe);
+    cw_ctx_wake(ctx);
+}
+
+static void rs_win_cb(cw_handle_t *h, cw_status_t st, void *arg)
+{
+    struct cw_rs_win *w = arg;
+    cw_bulk_op_t *op = w->op;
+    cw_context_t *ctx = op->ctx;
+    bool found;
+
+    (void)h;
+    pthread_mutex_lock(&ctx->lock);
+    w->busy = false;
+    cw_handle_unref_locked(w->h);
+    w->h = NULL;
+    cw_bulk_unref(w->sub);
+    w->sub = NULL;
+    if (st == CW_OK) {
+        w->ok = true;
+        ctx->stats.bulk_bytes += w->len;
+        if (op->gen > 0)
+            ctx->stats.resume_bytes += w->len;
+    } else if (op->st == CW_OK) {
+        op->st = st; /* the first failure since the last (re)start */
+    }
+    /* Advance the acknowledged prefix over windows answered OK. */
+    do {
+        found = false;
+        for (unsigned i = 0; i < CW_RS_NWIN; i++) {
+            struct cw_rs_win *x = &op->win[i];
+            if (x->ok && x->off == op->acked) {
+                op->acked += x->len;
+                x->ok = false;
+                found = true;
+            }
+        }
+    } while (found);
+    rs_step(op);
+    pthread_mutex_unlock(&ctx->lock);
+}
+
+static cw_status_t rs_win_issue(cw_bulk_op_t *op, struct cw_rs_win *w)
+{
+    cw_context_t *ctx = op->ctx;
+    size_t n = op->len - op->next;
+    uint64_t now = cw_now_ns(), tmo_ms;
+    cw_status_t st;
+
+    if (n > CW_RS_WIN_BYTES)
+        n = CW_RS_WIN_BYTES;
+    if (now >= op->remote->pexpiry_ns)
+        return CW_EXPIRED;
+    tmo_ms = (op->remote->pexpiry_ns - now) / 1000000u + 1;
+    st = cw_bproxy_sub_bulk(ctx, op->local, op->loff + op->next, n,
+                            op->dir == CW_BULK_PULL ? CW_BULK_WRITE_ONLY
+                                                    : CW_BULK_READ_ONLY,
+                            &w->sub);
+    if (st != CW_OK)
+        return st;
+    st = cw_handle_create(ctx, op->rs_peer, cw_rpc_id(CW_BPROXY_RPC), &w->h);
+    if (st == CW_OK)
+        st = cw_bproxy_req_encode(cw_handle_input(w->h), op->remote->ptoken,
+                                  op->dir, op->roff + op->next, n,
+                                  CW_BPROXY_IDEMPOTENT, w->sub);
+    if (st == CW_OK)
+        st = cw_forward(w->h, tmo_ms, rs_win_cb, w);
+    if (st != CW_OK) {
+        if (w->h != NULL)
+            cw_handle_unref_locked(w->h);
+        w->h = NULL;
+        cw_bulk_unref(w->sub);
+        w->sub = NULL;
+        return st;
+    }
+    w->op = op;
+    w->off = op->next;
+    w->len = n;
+    w->busy = true;
+    w->ok = false;
+    op->next += n;
+    return CW_OK;
+}
+
+/* Stop the windows in flight.  Only a cancel by the user is told to the
+ * gateway: otherwise it is dead, or being left for another one, and a
+ * CANCEL would only wait for the transport to notice. */
+static void rs_cancel_windows(cw_bulk_op_t *op, bool tell)
+{
+    for (unsigned i = 0; i < CW_RS_NWIN; i++) {
+        cw_handle_t *h = op->win[i].h;
+
+        if (!op->win[i].busy)
+            continue;
+        if (tell) {
+            cw_h_cancel_locked(h);
+        } else if (h->state == CW_H_ACTIVE && !h->final_set) {
+            cw_h_fail(h, CW_CANCELED);
+            cw_h_check(h);
+        }
+    }
+}
+
+static bool rs_busy(const cw_bulk_op_t *op)
+{
+    for (unsigned i = 0; i < CW_RS_NWIN; i++)
+        if (op->win[i].busy)
+            return true;
+    return false;
+}
+
+/* Decide what the transfer does next (lock held). */
+static void rs_step(cw_bulk_op_t *op)
+{
+    cw_context_t *ctx = op->ctx;
+    struct cw_rsess *s = op->rsess;
+
+    if (op->finished)
+        return;
+    if (op->st == CW_OK && !op->user_cancel) {
+        if (op->acked == op->len) {
+            rs_finish(op, CW_OK);
+            return;
+        }
+        for (unsigned i = 0; i < CW_RS_NWIN && op->next < op->len; i++) {
+            cw_status_t st;
+            if (op->win[i].busy || op->win[i].ok)
+                continue;
+            st = rs_win_issue(op, &op->win[i]);
+            if (st != CW_OK) {
+                op->st = st;
+                break;
+            }
+        }
+        if (op->st == CW_OK)
+            return;
+    }
+    if (rs_busy(op)) {
+        /* Stop the rest; decide when all of them are back. */
+        rs_cancel_windows(op, op->user_cancel);
+        return;
+    }
+    /* Nothing in flight: what was not acknowledged is done again. */
+    for (unsigned i = 0; i < CW_RS_NWIN; i++)
+        op->win[i].ok = false;
+    op->next = op->acked;
+    if (op->user_cancel) {
+        rs_finish(op, CW_CANCELED);
+        return;
+    }
+    if (op->gen != s->gen) {
+        /* A RESUME was attached meanwhile: continue on the new path. */
+        op->gen = s->gen;
+        op->st = CW_OK;
+        rs_step(op);
+        return;
+    }
+    if (rs_resumable(op->st) && s->h != NULL && !ctx->destroying &&
+        cw_now_ns() < s->h->deadline_ns &&
+        ctx->nsuspended < CW_RS_MAX_SUSPENDED) {
+        CW_LOG_RL(CW_LOG_INFO, "core", "delegated transfer suspended at "
+                  "%zu of %zu bytes (%s): waiting for a resume",
+                  op->acked, op->len, cw_status_name(op->st));
+        op->suspended = true;
+        op->susp_deadline = s->h->deadline_ns;
+        cw_list_add(&ctx->rs_suspended, &op->susp_link);
+        ctx->nsuspended++;
+        ctx->stats.suspended++;
+        cw_ctx_timer_at(ctx, op->susp_deadline);
+        return;
+    }
+    rs_finish(op, op->st);
+}
+
+cw_status_t cw_rs_transfer(cw_context_t *ctx, enum cw_bulk_dir dir,
+                           cw_addr_t *peer, cw_bulk_t *remote,
+                           size_t remote_off, cw_bulk_t *local,
+                           size_t local_off, size_t len, cw_bulk_cb_t cb,
+                           void *arg, cw_bulk_op_t **op_p)
+{
+    cw_bulk_op_t *op;
+    cw_status_t st;
+
+    st = cw_addr_dup(peer, &peer);
+    if (st != CW_OK)
+        return st;
+    op = cw_bulk_op_new(ctx, dir, remote, remote_off, local, local_off, len,
+                        cb, arg);
+    if (op == NULL) {
+        cw_addr_free(peer);
+        return CW_NOMEM;
+    }
+    op->rs_peer = peer;
+    cw_list_init(&op->susp_link);
+    pthread_mutex_lock(&ctx->lock);
+    op->rsess = remote->rsess;
+    op->rsess->refs++;
+    op->gen = op->rsess->gen;
+    cw_list_add(&op->rsess->ops, &op->rs_link);
+    if (op_p)
+        *op_p = op;
+    rs_step(op); /* a failure to start completes it through the queue */
+    pthread_mutex_unlock(&ctx->lock);
+    cw_ctx_wake(ctx);
+    return CW_OK;
+}
+
+cw_status_t cw_rs_cancel(cw_bulk_op_t *op)
+{
+    cw_context_t *ctx = op->ctx;
+
+    pthread_mutex_lock(&ctx->lock);
+    if (!op->finished) {
+        op->user_cancel = true;
+        if (op->suspended)
+            rs_finish(op, CW_CANCELED);
+        else
+            rs_cancel_windows(op, true);
+    }
+    pthread_mutex_unlock(&ctx->lock);
+    return CW_OK;
+}
+
+/* ---- attach a RESUME request -------------------------------------------- */
+
+static cw_handle_t *rs_find(cw_context_t *ctx, const struct cw_wire_msg *m)
+{
+    for (struct cw_list *e = ctx->incoming.next; e != &ctx->incoming;
+         e = e->next) {
+        cw_handle_t *h = cw_container_of(e, cw_handle_t, link);
+        if (h->rsess != NULL && h->rsess->id == m->hdr.resume_id &&
+            h->id == m->hdr.rpc_id && h->state == CW_H_IDLE &&
+            h->hfn != NULL)
+            return h;
+    }
+    return NULL;
+}
+
+/* Every proxy handle of the session has a matching descriptor in @p m. */
+static cw_status_t rs_retarget_all(struct cw_rsess *s, cw_network_t *net,
+                                   const struct cw_wire_msg *m, bool apply)
+{
+    for (struct cw_list *e = s->bulks.next; e != &s->bulks; e = e->next) {
+        cw_bulk_t *b = cw_container_of(e, cw_bulk_t, rs_link);
+        struct cw_wire_desc d;
+        cw_status_t st;
+
+        st = cw_wire_desc_get(m->desc, m->hdr.desc_len, m->hdr.ndesc,
+                              b->rs_idx, &d, NULL, NULL);
+        if (st == CW_OK)
+            st = cw_bproxy_retarget(b, net, &d, apply);
+        if (st != CW_OK)
+            return st;
+    }
+    return CW_OK;
+}
+
+bool cw_rs_attach(cw_network_t *net, const struct cw_wire_msg *m,
+                  cw_na_addr_t *source, uint64_t deadline_ns)
+{
+    cw_context_t *ctx = net->ctx;
+    cw_handle_t *h = rs_find(ctx, m);
+    struct cw_rsess *s;
+    cw_status_t st;
+
+    uint8_t *desc = NULL;
+
+    if (h == NULL)
+        return false; /* unknown or answered: run it as a new request */
+    s = h->rsess;
+    st = m->hdr.ndesc == h->in.ndesc ? rs_retarget_all(s, net, m, false)
+                                     : CW_RANGE;
+    if (st == CW_OK && m->hdr.desc_len > 0) {
+        /* Handles decoded from now on take the new tokens too. */
+        desc = malloc(m->hdr.desc_len);
+        if (desc == NULL)
+            st = CW_NOMEM;
+        else
+            memcpy(desc, m->desc, m->hdr.desc_len);
+    }
+    if (st != CW_OK) {
+        CW_LOG_RL(CW_LOG_WARN, "core", "resume of request %016llx does not "
+                  "match its descriptors (%s): handled as a new request",
+                  (unsigned long long)m->hdr.resume_id, cw_status_name(st));
+        return false;
+    }
+    rs_retarget_all(s, net, m, true);
+    free(s->desc);
+    s->desc = desc;
+    s->desc_len = m->hdr.desc_len;
+    /* The answer goes back the way the resume came. */
+    cw_net_ref(net);
+    cw_na_addr_free(h->src.net->na, h->src.na);
+    cw_net_unref_locked(h->src.net);
+    h->src.na = source;
+    h->src.net = net;
+    h->net = net;
+    h->req_id = m->hdr.req_id;
+    h->tag = m->hdr.resp_tag;
+    h->resp_limit = m->hdr.resp_limit;
+    h->hops = m->hdr.hops;
+    h->overflowed = (m->hdr.flags & CW_HF_OVERFLOW) != 0;
+    h->deadline_ns = deadline_ns;
+    /* The old path may have cancelled it on its way down; the caller has
+     * not (it resumed). */
+    h->canceled = false;
+    s->gen++;
+    ctx->stats.resumed++;
+    CW_LOG_RL(CW_LOG_INFO, "core", "request %016llx resumed (%u)",
+              (unsigned long long)s->id, s->gen);
+    for (struct cw_list *e = s->ops.next, *next; e != &s->ops; e = next) {
+        cw_bulk_op_t *op = cw_container_of(e, cw_bulk_op_t, rs_link);
+        cw_addr_t *peer;
+
+        next = e->next;
+        if (cw_addr_dup(&h->src, &peer) == CW_OK) {
+            cw_addr_unref_locked(op->rs_peer);
+            op->rs_peer = peer;
+        }
+        if (op->suspended) {
+            rs_unsuspend(op);
+            op->gen = s->gen;
+            op->st = CW_OK;
+            rs_step(op);
+        } else {
+            /* Still waiting on the old path: stop it, then continue. */
+            rs_cancel_windows(op, false);
+        }
+    }
+    return true;
+}
+
+/* ---- deadlines and shutdown --------------------------------------------- */
+
+void cw_rs_timers(cw_context_t *ctx, uint64_t now, uint64_t *soonest_p)
+{
+    struct cw_list *e, *next;
+
+    for (e = ctx->rs_suspended.next; e != &ctx->rs_suspended; e = next) {
+        cw_bulk_op_t *op = cw_container_of(e, cw_bulk_op_t, susp_link);
+        next = e->next;
+        if (now >= op->susp_deadline)
+            rs_finish(op, op->st); /* no resume came */
+        else if (op->susp_deadline < *soonest_p)
+            *soonest_p = op->susp_deadline;
+    }
+}
+
+void cw_rs_cancel_net(cw_context_t *ctx, cw_network_t *net)
+{
+    struct cw_list *e, *next;
+
+    for (e = ctx->rs_suspended.next; e != &ctx->rs_suspended; e = next) {
+        cw_bulk_op_t *op = cw_container_of(e, cw_bulk_op_t, susp_link);
+        next = e->next;
+        if (net == NULL || op->remote->net == net)
+            rs_finish(op, CW_CANCELED);
+    }
+}

@@ -1,0 +1,223 @@
+#!/bin/bash
+# Chunk-level resume (docs/bulk-gateway.md, "Resume"):
+#   client -[shm]-> front -[ofi+tcp]-> gwa | gwb -[ucx+tcp]-> server
+# A 64 MiB checksummed pull, then a push, marked idempotent, through slow
+# pipelines (4 KiB chunks, depth 1); the gateway carrying it is killed once
+# part of it has been acknowledged.  The front re-forwards the request
+# through the other gateway (RESUME) and the server continues where its
+# transfer stopped: the RPC succeeds, the data is right, the handler ran
+# once, and fewer bytes than the whole were delegated again.  The same
+# call not marked idempotent fails at the origin within its deadline.
+. "$(dirname "$0")/gw_lib.sh"
+. "$(dirname "$0")/gw_bulk_lib.sh"
+SIZE=${GWRESUME_SIZE:-64M}
+TOTAL=$((${SIZE%M} * 1048576))
+SLOW="4KiB 1 1MiB"
+TMO=60000
+
+pa=$(free_port)
+pb=$(free_port)
+# gw NAME PORT: (re)start gateway NAME on its fixed ofi+tcp port.
+gw() {
+    bulk_gw "$1" "tcp0=ofi+tcp://127.0.0.1:$2 ucx0=ucx+tcp://127.0.0.1:0" \
+        "$SLOW" "127.0.0.1:$(free_port)"
+}
+stat_of() { # ADMIN KEY: a number from `cwctl stats --json` (first match)
+    "$CWCTL" --admin "$1" stats --json 2>/dev/null |
+        grep -o "\"$2\":[0-9]*" | head -n 1 | cut -d: -f2
+}
+
+export CAUSEWAY_LOG_LEVEL=info # the server logs its suspends and resumes
+bulk_srv srv "ucx+tcp://127.0.0.1:0"
+unset CAUSEWAY_LOG_LEVEL
+gw gwa "$pa"
+gw gwb "$pb"
+cat >"$T/front.yaml" <<YAML
+gateway: { name: front, admin: "127.0.0.1:$(free_port)" }
+networks:
+  - { name: shm0, address: "shm://$TAG-front" }
+  - { name: tcp0, address: "ofi+tcp://127.0.0.1:0" }
+routes:
+  - { dest: "ucx+tcp://*", gateway: "$gwa_tcp0" }
+  - { dest: "ucx+tcp://*", gateway: "$gwb_tcp0" }
+health: { interval: 300ms, timeout: 300ms, eject_after: 2, recover_after: 2 }
+buffers: { chunk: 4KiB, depth: 1, staging: 1MiB }
+limits: { max_bulk_bytes_inflight: 1MiB }
+YAML
+start_gw front "$T/front.yaml"
+TARGET="$srv@$front_shm0"
+
+# up NAME: wait until the front has gateway NAME in rotation.
+up() {
+    local a
+    eval "a=\$${1}_tcp0"
+    wait_for sh -c "'$CWCTL' --admin '$front_admin' routes --json | grep -q '\"nexthop\":\"$a\"[^}]*\"state\":\"up\"'" ||
+        fail "front does not see $1 up"
+}
+
+# carrier MIN_BYTES: the gateway with a transfer running and at least
+# MIN_BYTES delegated (answered) through it since the call started (base_*
+# hold the counts before); sets CARRIER and CARRIED.
+carrier() {
+    local g adm act by base
+    for _ in $(seq 1200); do
+        for g in gwa gwb; do
+            eval "adm=\$${g}_admin; base=\$base_$g"
+            act=$(stat_of "$adm" active)
+            by=$(stat_of "$adm" bytes)
+            if [ "${act:-0}" -gt 0 ] && [ "$((${by:-0} - base))" -ge "$1" ]; then
+                CARRIER=$g
+                CARRIED=$((by - base))
+                return 0
+            fi
+        done
+        sleep 0.05
+    done
+    return 1
+}
+
+# call_start OP MODE [TMO]: one call in the background (pid in CP).
+call_start() {
+    base_gwa=$(stat_of "$gwa_admin" bytes)
+    base_gwb=$(stat_of "$gwb_admin" bytes)
+    timeout 120 "$XFER" once "${CALL_TARGET:-$TARGET}" "$SIZE" "$1" "$2" "${3:-$TMO}" \
+        >"$T/once.out" 2>"$T/once.err" &
+    CP=$!
+}
+
+# kill_carrier MIN_BYTES: kill the gateway carrying the call after
+# MIN_BYTES (0: one second after its transfer started).
+kill_carrier() {
+    local pid
+    carrier "$1" || { kill "$CP"; fail "no gateway carried the transfer"; }
+    [ "$1" = 0 ] && sleep 1
+    eval "pid=\$${CARRIER}_PID"
+    kill -KILL "$pid"
+    wait "$pid" 2>/dev/null
+}
+
+# call_end WHAT: wait for the call; its line goes into ST MS RUNS RESUMED
+# RBYTES SUSP (the server's counters are totals: RESUMED and RBYTES become
+# this call's by subtracting the previous call's).
+prev_resumed=0
+prev_rbytes=0
+call_end() {
+    wait "$CP"
+    read -r ST MS RUNS RESUMED RBYTES SUSP REFWD <"$T/once.out"
+    echo "    $1: $CARRIER killed after $CARRIED bytes; client: $(cat "$T/once.out")"
+    if [ -n "${RBYTES:-}" ] && [ "$RBYTES" -ge "$prev_rbytes" ]; then
+        RESUMED=$((RESUMED - prev_resumed))
+        prev_resumed=$((prev_resumed + RESUMED))
+        RBYTES=$((RBYTES - prev_rbytes))
+        prev_rbytes=$((prev_rbytes + RBYTES))
+    fi
+}
+
+# restart NAME: the killed gateway back on its port, in rotation again.
+restart() {
+    gw "$1" "$([ "$1" = gwa ] && echo "$pa" || echo "$pb")"
+    up "$1"
+}
+
+# 1. Idempotent pull and push: resumed, not restarted.
+for op in pull push; do
+    up gwa
+    up gwb
+    r0=$(stat_of "$front_admin" resumed)
+    call_start "$op" idem
+    kill_carrier $((8 << 20))
+    call_end "$op/idem"
+    [ "$ST" = CW_OK ] || fail "$op/idem: $(cat "$T/once.out") $(tail -n 3 "$T/once.err")"
+    [ "$RUNS" = 1 ] || fail "$op/idem: the handler ran $RUNS times"
+    [ "$RBYTES" -gt 0 ] && [ "$RBYTES" -le $((TOTAL - CARRIED)) ] ||
+        fail "$op/idem: $RBYTES bytes delegated after the resume ($CARRIED of $TOTAL before the kill)"
+    r1=$(stat_of "$front_admin" resumed)
+    [ "$((r1 - r0))" = 1 ] && [ "$RESUMED" = 1 ] ||
+        fail "$op/idem: front resumed $((r1 - r0)), server attached $RESUMED"
+    pass "$op $SIZE idempotent: $CARRIER killed after $CARRIED bytes, RPC $ST in $MS ms, handler ran once, $RBYTES of $TOTAL bytes delegated again after the resume"
+    restart "$CARRIER"
+done
+
+# 2. Resumed twice: the second gateway dies too, after the first is back.
+# The first is restarted only once the front has noticed its death (a
+# process on the same address would answer the probes that notice it).
+up gwb
+r0=$(stat_of "$front_admin" resumed)
+call_start pull idem
+kill_carrier $((8 << 20))
+first=$CARRIER
+for _ in $(seq 600); do
+    [ "$(stat_of "$front_admin" resumed)" -gt "$r0" ] && break
+    sleep 0.05
+done
+restart "$first"
+kill_carrier $((8 << 20)) # the other one: the restarted one carries nothing
+call_end "pull/idem twice"
+[ "$ST" = CW_OK ] && [ "$RUNS" = 1 ] && [ "$RESUMED" = 2 ] ||
+    fail "pull/idem twice: $ST, handler ran $RUNS times, $RESUMED resumes attached"
+r1=$(stat_of "$front_admin" resumed)
+pass "pull $SIZE resumed twice ($first, then $CARRIER killed): RPC $ST in $MS ms, handler ran once, front resumed $((r1 - r0))"
+restart "$CARRIER"
+
+# 3. Not idempotent: an error at the origin within its deadline.
+up gwa
+up gwb
+call_start pull plain
+kill_carrier 0
+call_end "pull/plain"
+[ "$ST" != CW_OK ] && [ "${MS:-999999}" -lt "$TMO" ] ||
+    fail "pull/plain: origin got '$ST' after ${MS:-?} ms"
+pass "pull $SIZE not idempotent: $CARRIER killed, origin's RPC ended $ST after $MS ms"
+restart "$CARRIER"
+
+# 4. No resume ever comes (both gateways die): the origin gets an error by
+# its deadline (CW_TIMEOUT when finding out that the other gateway is dead
+# too takes longer), and the server's suspended transfer ends with its
+# error at that deadline, once.
+up gwa
+up gwb
+call_start pull idem 8000
+kill_carrier $((8 << 20))
+other=$([ "$CARRIER" = gwa ] && echo gwb || echo gwa)
+eval "kill -KILL \$${other}_PID"
+call_end "pull/idem, no way left"
+[ -n "$ST" ] && [ "$ST" != CW_OK ] && [ "${MS:-999999}" -lt 9000 ] ||
+    fail "no way left: origin got '$ST' after ${MS:-?} ms"
+for _ in $(seq 300); do
+    [ "$(grep -c "job pull of $TOTAL bytes ended" "$T/srv.log")" = 4 ] && break
+    sleep 0.05
+done
+sleep 1 # and no second ending
+grep "job pull of $TOTAL bytes ended" "$T/srv.log" >"$T/pulls"
+[ "$(wc -l <"$T/pulls")" = 4 ] || fail "server: $(cat "$T/pulls"), expected 4 pulls"
+tail -n 1 "$T/pulls" | grep -q "ended CW_OK" &&
+    fail "server: the abandoned pull ended CW_OK"
+pass "no way left: origin's RPC ended $ST after $MS ms; the server's transfer ended once: $(tail -n 1 "$T/pulls")"
+gw gwa "$pa"
+gw gwb "$pb"
+
+# 5. No front: the client's own routes name both gateways; the client
+# core re-forwards through the other one.
+cat >"$T/client-routes.yaml" <<YAML
+routes:
+  - { dest: "ucx+tcp://*", gateway: "$gwa_tcp0" }
+  - { dest: "ucx+tcp://*", gateway: "$gwb_tcp0" }
+YAML
+export CAUSEWAY_ROUTES="$T/client-routes.yaml"
+CALL_TARGET=$srv
+call_start pull idem
+kill_carrier $((8 << 20))
+call_end "pull/idem, client routes"
+unset CAUSEWAY_ROUTES CALL_TARGET
+[ "$ST" = CW_OK ] && [ "$RUNS" = 1 ] && [ "$RESUMED" = 1 ] &&
+    [ "${REFWD:-0}" = 1 ] && [ "$RBYTES" -le $((TOTAL - CARRIED)) ] ||
+    fail "client routes: $ST, handler ran $RUNS times, $RESUMED attached, client re-forwarded ${REFWD:-?}, $RBYTES bytes again"
+pass "pull $SIZE with client routes: $CARRIER killed after $CARRIED bytes, the client re-forwarded, RPC $ST in $MS ms, handler ran once, $RBYTES of $TOTAL bytes delegated again"
+restart "$CARRIER"
+
+# Everything shuts down cleanly: no leak, no sanitizer report.
+stop_pid "$srv_PID"
+[ "$STOP_RC" = 0 ] && ! grep -q "Sanitizer\|runtime error\|leak of" "$T/srv.log" ||
+    fail "server exit $STOP_RC: $(grep -A 12 'ERROR\|leak of' "$T/srv.log" | head -n 40)"
+pass "server stopped cleanly"
+bulk_gw_stop front gwa gwb
