@@ -343,6 +343,8 @@ cw_status_t cw_network_open_locked(cw_context_t *ctx, const char *uri,
     net->refs = 1; /* the context's */
     if (flags & CW_NET_LISTEN)
         naflags |= CW_NA_LISTEN;
+    if (flags & CW_NET_ASYNC_RMA)
+        naflags |= CW_NA_ASYNC_RMA;
     if (ctx->opts.flags & CW_CTX_BUSY)
         naflags |= CW_NA_BUSY;
     st = cw_na_open(uri, naflags, NULL, &net->na);
@@ -422,7 +424,8 @@ cw_status_t cw_network_open(cw_context_t *ctx, const char *uri,
     cw_status_t st;
     cw_network_t *net;
 
-    if (ctx == NULL || uri == NULL || (flags & ~CW_NET_LISTEN))
+    if (ctx == NULL || uri == NULL ||
+        (flags & ~(CW_NET_LISTEN | CW_NET_ASYNC_RMA)))
         return CW_INVALID_ARG;
     pthread_mutex_lock(&ctx->lock);
     st = cw_network_open_locked(ctx, uri, flags, &net);

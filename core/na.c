@@ -49,7 +49,7 @@ cw_status_t cw_na_open(const char *uri, uint32_t flags,
     cw_status_t st;
 
     if (uri == NULL || na_p == NULL ||
-        (flags & ~(CW_NA_LISTEN | CW_NA_BUSY)) != 0)
+        (flags & ~(CW_NA_LISTEN | CW_NA_BUSY | CW_NA_ASYNC_RMA)) != 0)
         return CW_INVALID_ARG;
     cw_log_init();
     st = cw_uri_parse_err(uri, &u, err, sizeof(err));

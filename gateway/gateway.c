@@ -63,7 +63,10 @@ cw_status_t gw_net_open(struct gw *gw, const struct cw_config_network *cn,
     memset(gn, 0, sizeof(*gn));
     snprintf(gn->name, sizeof(gn->name), "%s", cn->name);
     snprintf(gn->uri, sizeof(gn->uri), "%s", cn->address);
-    st = cw_network_open(gw->ctx, cn->address, CW_NET_LISTEN, &gn->net);
+    /* Chunks staged between fabrics: let a plugin copy them on a thread of
+     * its own while this one receives the next (na-shm does). */
+    st = cw_network_open(gw->ctx, cn->address,
+                         CW_NET_LISTEN | CW_NET_ASYNC_RMA, &gn->net);
     if (st != CW_OK) {
         CW_ERROR(GW_LOG, "network %s: cannot listen on %s: %s", cn->name,
                  cn->address, cw_status_str(st));

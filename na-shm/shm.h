@@ -15,12 +15,14 @@
 #ifndef CW_NA_SHM_H
 #define CW_NA_SHM_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 #include <causeway/na_plugin.h>
 
@@ -262,6 +264,24 @@ struct cw_na_mem {
     struct cw_na_segment segs[];
 };
 
+/* The copy engine (shm_copy.c): large put/get on a thread of their own
+ * when the caller opened the endpoint with CW_NA_ASYNC_RMA. */
+#define SHM_ASYNC_MIN (256u * 1024u)
+
+struct shm_copy_req;
+
+struct shm_copy {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    pthread_t thread;
+    bool started, stop, broken;
+    struct shm_copy_req *queue, *queue_tail; /* posted, in order */
+    struct shm_copy_req *done;               /* finished, newest first */
+    atomic_uint ndone;                       /* read without the lock */
+    unsigned inflight;                       /* posted, not reaped */
+    uint64_t wake_errors;
+};
+
 struct cw_na_class {
     const struct cw_na_host *host;
     uint32_t flags;
@@ -294,6 +314,8 @@ struct cw_na_class {
     unsigned nbacklog;           /* sends waiting in peer backlogs */
     unsigned ndead;              /* dead peers not yet swept */
 
+    struct shm_copy copy;        /* the copy engine */
+    uint64_t async_min;          /* engine copies from this size */
     uint64_t dropped;            /* malformed slots dropped */
     struct cw_na_op *free_ops;   /* recycled operations (link.next) */
     unsigned nfree_ops;
@@ -337,6 +359,22 @@ bool shm_backlog_arm(struct cw_na_class *cls);
 void shm_ring_unstick(struct cw_na_class *cls);
 void shm_backlog_retry(struct cw_na_class *cls);
 void shm_early_free_all(struct cw_na_class *cls);
+
+/* shm_copy.c */
+/** True if a copy of @p len bytes should go to the engine. */
+bool shm_copy_wanted(struct cw_na_class *cls, uint64_t len);
+/** Hand a copy (iovecs copied) to the engine; it completes @p op. */
+cw_status_t shm_copy_post(struct cw_na_class *cls, struct cw_na_op *op,
+                          bool is_put, pid_t pid, const struct iovec *liov,
+                          const struct iovec *riov, unsigned niov);
+/** True if finished copies wait to be reaped. */
+bool shm_copy_pending(struct cw_na_class *cls);
+/** Complete the finished copies' operations (onto cls->done). */
+void shm_copy_reap(struct cw_na_class *cls);
+/** Let posted copies finish, stop the engine, reap. */
+void shm_copy_fini(struct cw_na_class *cls);
+/** Log the EPERM of a cross-memory-attach call with the fix. */
+void shm_rma_eperm(struct cw_na_class *cls, const char *call, pid_t pid);
 
 /* shm_progress.c */
 void shm_op_complete(struct cw_na_class *cls, struct cw_na_op *op,

@@ -367,6 +367,20 @@ static cw_status_t shm_init(const struct cw_na_host *host,
         return CW_NOMEM;
     cls->host = host;
     cls->flags = info->flags;
+    pthread_mutex_init(&cls->copy.lock, NULL);
+    pthread_cond_init(&cls->copy.cond, NULL);
+    cls->async_min = SHM_ASYNC_MIN;
+    {
+        const char *v = getenv("CAUSEWAY_SHM_ASYNC_MIN");
+        if (v != NULL && *v != '\0') {
+            char *end;
+            unsigned long long n = strtoull(v, &end, 10);
+            if (*end == '\0' && n > 0) {
+                cls->async_min = n;
+                cls->flags |= CW_NA_ASYNC_RMA;
+            }
+        }
+    }
     cls->seg_fd = cls->efd = cls->epfd = -1;
     cls->listen = (struct shm_fdref){.kind = SHM_FD_LISTEN, .fd = -1};
     cls->event = (struct shm_fdref){.kind = SHM_FD_EVENT, .fd = -1};
@@ -439,6 +453,7 @@ static void shm_finalize(cw_na_class_t *cls)
 {
     if (!cls)
         return;
+    shm_copy_fini(cls);
     shm_ops_drop_all(cls);
     shm_early_free_all(cls);
     shm_peer_destroy_all(cls);
@@ -457,6 +472,8 @@ static void shm_finalize(cw_na_class_t *cls)
     }
     if (cls->seg_fd >= 0)
         close(cls->seg_fd);
+    pthread_cond_destroy(&cls->copy.cond);
+    pthread_mutex_destroy(&cls->copy.lock);
     free(cls);
 }
 

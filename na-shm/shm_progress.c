@@ -179,6 +179,7 @@ cw_status_t shm_progress(cw_na_class_t *cls, unsigned max, unsigned *count_p)
     if (cls->nbacklog)
         shm_backlog_retry(cls);
     shm_ring_drain(cls, cls->nslots);
+    shm_copy_reap(cls);
 
     /* Run only what is done now: callbacks may post operations that
      * complete at once, and those wait for the next call. */
@@ -248,7 +249,7 @@ bool shm_safe_to_sleep(cw_na_class_t *cls)
      * before this read pushed its message first, which the check below
      * sees; one that writes later finds the flag set. */
     shm_event_drain(cls);
-    if (shm_ring_pending(cls))
+    if (shm_ring_pending(cls) || shm_copy_pending(cls))
         return false; /* progress() clears the flag */
     return true;
 }

@@ -233,7 +233,7 @@ static void shm_cursor_advance(struct shm_cursor *c, size_t n)
     }
 }
 
-static void shm_rma_eperm(struct cw_na_class *cls, const char *call,
+void shm_rma_eperm(struct cw_na_class *cls, const char *call,
                           pid_t pid)
 {
     int scope = -1;
@@ -259,6 +259,37 @@ static void shm_rma_eperm(struct cw_na_class *cls, const char *call,
                 call, (int)pid, strerror(EPERM));
 }
 
+/* Up to @p maxv pieces of at most @p left bytes from the two cursors (a
+ * piece ends where a segment ends on either side); @p bytes_p gets their
+ * total.  Returns the number of pieces. */
+static unsigned shm_iov_fill(struct shm_cursor *lc, struct shm_cursor *rc,
+                             uint64_t left, struct iovec *liov,
+                             struct iovec *riov, unsigned maxv,
+                             uint64_t *bytes_p)
+{
+    uint64_t bytes = 0;
+    unsigned cnt = 0;
+
+    while (cnt < maxv && bytes < left) {
+        size_t piece = shm_cursor_avail(lc);
+        if (shm_cursor_avail(rc) < piece)
+            piece = shm_cursor_avail(rc);
+        if (piece > left - bytes)
+            piece = (size_t)(left - bytes);
+        if (piece == 0)
+            break;
+        liov[cnt].iov_base = (char *)lc->mem->segs[lc->seg].base + lc->off;
+        riov[cnt].iov_base = (char *)rc->mem->segs[rc->seg].base + rc->off;
+        liov[cnt].iov_len = riov[cnt].iov_len = piece;
+        cnt++;
+        bytes += piece;
+        shm_cursor_advance(lc, piece);
+        shm_cursor_advance(rc, piece);
+    }
+    *bytes_p = bytes;
+    return cnt;
+}
+
 /* Copy @p len bytes between the two positions, IOV_MAX pieces a call. */
 static cw_status_t shm_rma_copy(struct cw_na_class *cls, bool is_put,
                                 const struct cw_na_mem *local, uint64_t loff,
@@ -273,24 +304,11 @@ static cw_status_t shm_rma_copy(struct cw_na_class *cls, bool is_put,
     while (done < len) {
         shm_cursor_seek(&lc, local, loff + done);
         shm_cursor_seek(&rc, remote, roff + done);
-        int cnt = 0;
-        uint64_t batch = 0;
-        while (cnt < maxv && done + batch < len) {
-            size_t piece = shm_cursor_avail(&lc);
-            if (shm_cursor_avail(&rc) < piece)
-                piece = shm_cursor_avail(&rc);
-            if (piece > len - done - batch)
-                piece = (size_t)(len - done - batch);
-            if (piece == 0)
-                return CW_ERROR; /* cannot happen: cursors skip empties */
-            liov[cnt].iov_base = (char *)local->segs[lc.seg].base + lc.off;
-            riov[cnt].iov_base = (char *)remote->segs[rc.seg].base + rc.off;
-            liov[cnt].iov_len = riov[cnt].iov_len = piece;
-            cnt++;
-            batch += piece;
-            shm_cursor_advance(&lc, piece);
-            shm_cursor_advance(&rc, piece);
-        }
+        uint64_t batch;
+        int cnt = (int)shm_iov_fill(&lc, &rc, len - done, liov, riov,
+                                    (unsigned)maxv, &batch);
+        if (cnt == 0)
+            return CW_ERROR; /* cannot happen: cursors skip empties */
         if (direct) {
             for (int i = 0; i < cnt; i++) {
                 if (is_put)
@@ -332,6 +350,33 @@ static cw_status_t shm_rma_copy(struct cw_na_class *cls, bool is_put,
     return CW_OK;
 }
 
+/* Hand the whole copy to the engine, iovecs built now (a piece ends at a
+ * segment boundary on either side, so there are at most nsegs + nsegs). */
+static cw_status_t shm_rma_async(struct cw_na_class *cls, struct cw_na_op *op,
+                                 bool is_put, const struct cw_na_mem *local,
+                                 uint64_t loff, const struct cw_na_mem *remote,
+                                 uint64_t roff, uint64_t len)
+{
+    size_t max = local->nsegs + remote->nsegs;
+    struct iovec *liov = calloc(2 * max, sizeof(*liov)), *riov;
+    struct shm_cursor lc, rc;
+    unsigned cnt;
+    uint64_t done;
+    cw_status_t st;
+
+    if (liov == NULL)
+        return CW_NOMEM;
+    riov = liov + max;
+    shm_cursor_seek(&lc, local, loff);
+    shm_cursor_seek(&rc, remote, roff);
+    cnt = shm_iov_fill(&lc, &rc, len, liov, riov, (unsigned)max, &done);
+    st = done == len ? shm_copy_post(cls, op, is_put, remote->pid, liov, riov,
+                                     cnt)
+                     : CW_ERROR; /* cannot happen: bounds checked */
+    free(liov);
+    return st;
+}
+
 static cw_status_t shm_rma(cw_na_class_t *cls, bool is_put,
                            cw_na_mem_t *local, size_t local_off,
                            cw_na_mem_t *remote, size_t remote_off, size_t len,
@@ -366,6 +411,13 @@ static cw_status_t shm_rma(cw_na_class_t *cls, bool is_put,
         return CW_NOMEM;
     shm_peer_ref(peer);
     op->peer = peer;
+    if (remote->remote && shm_copy_wanted(cls, len) &&
+        shm_rma_async(cls, op, is_put, local, local_off, remote, remote_off,
+                      len) == CW_OK) {
+        if (op_p)
+            *op_p = op;
+        return CW_OK; /* the engine completes it */
+    }
     cw_status_t st = shm_rma_copy(cls, is_put, local, local_off, remote,
                                   remote_off, len);
     shm_op_complete(cls, op, st);

@@ -87,6 +87,10 @@ void cw_context_destroy(cw_context_t *ctx);
 
 /** Network flags. */
 #define CW_NET_LISTEN 0x1u /**< accept RPCs from others */
+/** Let the plugin run large transfers on a thread of its own
+ *  (CW_NA_ASYNC_RMA; na-shm does from 256 KiB): for a process that moves
+ *  data between networks, like a gateway. */
+#define CW_NET_ASYNC_RMA 0x2u
 
 /** Eager limit of the network a destination is reached through: the
  *  largest message (header included) sent without overflow, 0 for self. */

@@ -72,7 +72,7 @@ void cw_plugins_unload(void);
  * on the search path of cw_plugins_load.
  *
  * @param[in]  uri     listen/bind address.
- * @param[in]  flags   CW_NA_LISTEN, CW_NA_BUSY.
+ * @param[in]  flags   CW_NA_LISTEN, CW_NA_BUSY, CW_NA_ASYNC_RMA.
  * @param[in]  params  NULL or NULL-terminated key/value list for the plugin.
  * @param[out] na_p    the instance.
  * @return CW_OK, CW_INVALID_ARG (bad URI), CW_NOENT (unknown plugin: the

@@ -83,13 +83,17 @@ struct cw_na_host {
 /** Instance flags given at init. */
 #define CW_NA_LISTEN 0x1u /**< accept unexpected messages from anyone */
 #define CW_NA_BUSY 0x2u   /**< busy-poll: never arm wait objects */
+/** Large put/get may be carried out by a thread of the plugin, so that the
+ *  caller's thread keeps progressing other networks meanwhile (a gateway
+ *  moving chunks between fabrics).  Plugins may ignore it. */
+#define CW_NA_ASYNC_RMA 0x4u
 
 /** What the core asks a plugin to create. */
 struct cw_na_init_info {
     const char *protocol; /**< "tcp", "shm", ... or "" when the URI has none */
     const char *location; /**< address part to listen on / bind to, may be
                                NULL or "" for "any" (plugin picks) */
-    uint32_t flags;       /**< CW_NA_LISTEN | CW_NA_BUSY */
+    uint32_t flags;       /**< CW_NA_LISTEN | CW_NA_BUSY | CW_NA_ASYNC_RMA */
     /** Optional runtime parameters as NULL-terminated key/value pairs
      *  (params[0]=key, params[1]=value, ...), may be NULL. */
     const char *const *params;
