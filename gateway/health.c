@@ -106,6 +106,8 @@ static void gw_ping_cb(cw_handle_t *h, cw_status_t st, void *arg)
     struct gw *gw = p->gw;
     bool ok = !gw_status_is_transport(st) && st != CW_CANCELED;
 
+    /* Threaded: this runs on the shard of the pinged network. */
+    gw_lock(gw);
     if (st != CW_CANCELED && p->generation == gw->health_generation &&
         p->index < gw->nhcs) {
         struct gw_hc *hc = &gw->hcs[p->index];
@@ -122,9 +124,10 @@ static void gw_ping_cb(cw_handle_t *h, cw_status_t st, void *arg)
         else
             cw_route_table_nexthop_report(p->table, hc->nexthop, ok);
         if (!ok)
-            gw_addr_forget(gw, hc->addr);
+            gw_addr_forget(gw_shard_of_uri(gw, hc->addr), hc->addr);
     }
     gw->pings_inflight--;
+    gw_unlock(gw);
     cw_route_table_unref(p->table);
     cw_handle_release(h);
     free(p);
@@ -159,10 +162,18 @@ static void gw_ping(struct gw *gw, unsigned i, uint64_t now)
 
     hc->next_ns = now + hcfg->interval_ns;
     st = gw_hc_addr(gw, hc, target, sizeof(target));
-    if (st == CW_OK)
-        st = gw_addr_get(gw, target, &addr);
-    if (st == CW_OK)
-        st = cw_handle_create(gw->ctx, addr, gw->ping_id, &h);
+    if (st == CW_OK) {
+        /* Threaded: created on the context of the network it goes out on
+         * (the caller holds gw->lock; health checks are rare). */
+        struct gw_shard *sh = gw_shard_of_uri(gw, target);
+        if (gw->threaded)
+            pthread_mutex_lock(&sh->addr_lock);
+        st = gw_addr_get(sh, target, &addr);
+        if (st == CW_OK)
+            st = cw_handle_create(sh->ctx, addr, gw->ping_id, &h);
+        if (gw->threaded)
+            pthread_mutex_unlock(&sh->addr_lock);
+    }
     if (st != CW_OK)
         goto err;
     p = calloc(1, sizeof(*p));
