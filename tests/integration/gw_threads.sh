@@ -43,17 +43,19 @@ stats=$("$CWCTL" --admin "$gw_admin" stats --json)
 [ "$(json_num "$stats" forwarded)" = 900 ] ||
     fail "gateway forwarded $(json_num "$stats" forwarded) of 900: $stats"
 pass "gateway counted 900 forwards"
-moved=$(json_num "$stats" transfers)
-[ "${moved:-0}" -ge 100 ] ||
-    fail "bulk delegations across the shards: ${moved:-none} transfers: $stats"
-pass "gateway pipelined $moved bulk transfers between the shards"
+# cw-ping's echo server does not touch the bulk handle: the tokens are
+# issued and revoked here; gw-bulk-xfer-threads moves bytes across shards.
+[ "$(json_num "$stats" tokens_issued)" = 100 ] &&
+    [ "$(json_num "$stats" tokens_live)" = 0 ] ||
+    fail "proxy tokens of the bulk calls: $stats"
+pass "100 proxy tokens issued on one shard for the other, all revoked"
 
 # Cancel at the origin, across the shards, both directions.
 ping_expect "cancel tcp -> shm" CW_CANCELED -c 3 -n 3 -t 10000 --cancel-after 100 "$shmslow@$gw_tcp0"
 ping_expect "cancel shm -> tcp" CW_CANCELED -c 3 -n 3 -t 10000 --cancel-after 100 "$tcpslow@$gw_shm0"
 wait_for sh -c "'$CWCTL' --admin '$gw_admin' stats --json | grep -q '^{\"inflight\":0,.*\"canceled\":6,'" ||
     fail "gateway did not cancel its forwards: $("$CWCTL" --admin "$gw_admin" stats --json)"
-pass "6 forwards canceled, 0 in flight, well before the targets' 1.5 s"
+pass "6 forwards canceled, 0 in flight"
 for s in shmslow tcpslow; do
     eval "stop_pid \$${s}_PID"
     grep -q "canceled by their caller 3" "$T/$s.log" ||
@@ -63,12 +65,10 @@ done
 
 # The deadline travels across the shards.
 start_echo slow3 "ofi+tcp://127.0.0.1:0" 1500
-timeout 60 "$CW_PING" --expect CW_TIMEOUT -c 2 -n 2 -t 300 "$slow3@$gw_shm0" \
-    >"$T/ping.out" 2>"$T/ping.err" || fail "300 ms deadline: $(cat "$T/ping.out")"
-worst=$(grep -o 'after [0-9]*' "$T/ping.out" | cut -d' ' -f2 | sort -n | tail -n 1)
-[ -n "$worst" ] && [ "$worst" -lt 1000000 ] ||
-    fail "timeouts took up to ${worst:-?} us (deadline 300 ms)"
-pass "300 ms deadline across the shards: CW_TIMEOUT, slowest after $worst us"
+t0=$(date +%s%N)
+ping_expect "300 ms deadline across the shards" CW_TIMEOUT -c 2 -n 2 -t 300 "$slow3@$gw_shm0"
+ms=$((($(date +%s%N) - t0) / 1000000))
+[ "$ms" -lt 1200 ] || fail "two calls with a 300 ms deadline took $ms ms"
 
 wait_for sh -c "'$CWCTL' --admin '$gw_admin' stats --json | grep -q '^{\"inflight\":0,'" ||
     fail "forwarded RPCs not freed: $("$CWCTL" --admin "$gw_admin" stats --json)"
