@@ -99,8 +99,10 @@ static void gw_out_cb_mt(cw_handle_t *out, cw_status_t st, void *arg)
     gw_shard_post(f->in_sh, &f->work);
 }
 
-/* Replace the request's descriptors by proxy tokens (bulk_proxy_table.c). */
-static cw_status_t gw_fwd_send_bulk(struct gw_fwd *f, cw_addr_t *next)
+/* Replace the descriptors of the request by proxy tokens written to
+ * @p out (bulk_proxy_table.c). */
+static cw_status_t gw_fwd_send_bulk(struct gw_fwd *f, cw_handle_t *out,
+                                    cw_addr_t *next)
 {
     struct gw *gw = f->gw;
     struct gw_net *egress = NULL;
@@ -111,8 +113,10 @@ static cw_status_t gw_fwd_send_bulk(struct gw_fwd *f, cw_addr_t *next)
         if (gw->nets[i].net != NULL &&
             cw_addr_network(next) == gw->nets[i].net)
             egress = &gw->nets[i];
+    f->out = out; /* gw_bulk_rewrite writes there; not sent yet */
     st = egress != NULL ? gw_bulk_rewrite(gw, f, f->in, egress, next)
                         : CW_UNREACHABLE;
+    f->out = NULL;
     pthread_mutex_unlock(&gw->lock);
     return st;
 }
@@ -139,11 +143,8 @@ void gw_fwd_send(struct gw_fwd *f)
     else
         next = NULL;
     pthread_mutex_unlock(&sh->addr_lock);
-    if (st == CW_OK && cw_fwd_desc_count(f->in) > 0) {
-        f->out = out; /* gw_bulk_rewrite writes to it; not listed yet */
-        st = gw_fwd_send_bulk(f, next);
-        f->out = NULL;
-    }
+    if (st == CW_OK && cw_fwd_desc_count(f->in) > 0)
+        st = gw_fwd_send_bulk(f, out, next);
     cw_addr_free(next);
     if (st == CW_OK) {
         f->t_sent = cw_now_ns();
