@@ -692,7 +692,7 @@ void gw_forward(struct gw *gw, cw_handle_t *in, bool requeued)
 void gw_fwd_cancel_all(struct gw *gw)
 {
     if (gw->threaded) {
-        gw_fwd_cancel_mt(gw, true, 0);
+        gw_fwd_cancel_mt(gw, true);
         return;
     }
     for (struct gw_fwd *f = gw->fwds; f != NULL; f = f->next)
@@ -705,7 +705,7 @@ void gw_fwd_cut_old(struct gw *gw, uint64_t now)
     uint64_t max;
 
     if (gw->threaded) {
-        gw_fwd_cancel_mt(gw, false, now);
+        gw_fwd_cancel_mt(gw, false);
         return;
     }
     max = gw->cfg->limits.max_timeout_ns;

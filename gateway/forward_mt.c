@@ -215,14 +215,18 @@ static void gw_fwd_finish_work(struct gw_work *w)
     gw_fwd_finish(gw_fwd_of_work(w));
 }
 
-void gw_fwd_cancel_mt(struct gw *gw, bool all, uint64_t now)
+void gw_fwd_cancel_mt(struct gw *gw, bool all)
 {
     cw_handle_t **outs;
     unsigned n = 0, cap;
-    uint64_t max;
+    uint64_t max, now;
 
     pthread_mutex_lock(&gw->lock);
     max = gw->cfg->limits.max_timeout_ns;
+    /* Forwards are admitted on other threads: a clock read before taking
+     * the lock could be older than a listed record's t_in and wrap
+     * "now - t_in" (a fresh forward cut as if past limits.max_timeout). */
+    now = cw_now_ns();
     if (!all) {
         /* A coarse 10 ms scan is enough for a limit in milliseconds. */
         if (now < gw->next_cut_ns) {
@@ -235,7 +239,7 @@ void gw_fwd_cancel_mt(struct gw *gw, bool all, uint64_t now)
     outs = cap > 0 ? malloc(cap * sizeof(*outs)) : NULL;
     for (struct gw_fwd *f = gw->fwds; f != NULL && outs != NULL; f = f->next) {
         if (!all) {
-            if (f->cut || now - f->t_in < max)
+            if (f->cut || now < f->t_in || now - f->t_in < max)
                 continue;
             f->cut = true; /* gw_fwd_send cancels it if not sent yet */
         }

@@ -189,7 +189,7 @@ static void gw_stop_mt(struct gw *gw)
             gw_queue_expire(gw, true, CW_CANCELED);
             pthread_mutex_unlock(&gw->lock);
             gw_deferred_flush();
-            gw_fwd_cancel_mt(gw, true, 0);
+            gw_fwd_cancel_mt(gw, true);
         }
         gw_shard_drain(&gw->shards[0]);
         cw_progress(gw->ctx, 5);
@@ -340,7 +340,7 @@ static void gw_loop_mt(struct gw *gw)
         pthread_mutex_unlock(&gw->lock);
         gw_deferred_flush();
         if (cancel)
-            gw_fwd_cancel_mt(gw, true, 0);
+            gw_fwd_cancel_mt(gw, true);
         else if (queued)
             gw_fwd_cut_old(gw, now);
     }

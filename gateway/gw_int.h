@@ -305,7 +305,7 @@ void gw_fwd_fail_account(struct gw_fwd *f, cw_status_t st);
 void gw_fwd_stage(struct gw_fwd *f);
 /** Threaded mode: cancel every forward in flight (@p all) or those past
  *  limits.max_timeout; takes gw->lock, cancels after dropping it. */
-void gw_fwd_cancel_mt(struct gw *gw, bool all, uint64_t now);
+void gw_fwd_cancel_mt(struct gw *gw, bool all);
 /** Threaded mode: the forward hook of a shard's context (@p arg). */
 void gw_forward_hook_mt(cw_handle_t *in, void *arg);
 /** Threaded mode: gw_forward taking gw->lock, answering after it. */
