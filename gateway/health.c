@@ -9,6 +9,7 @@
  */
 #include "gw_int.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,6 +19,11 @@ struct gw_ping {
     uint64_t generation;
     unsigned index;
     uint64_t t0;
+    /* threaded: sent by the shard whose network it leaves by */
+    struct gw_work work;
+    struct gw_shard *sh;
+    uint64_t timeout_ms;
+    char target[CW_ADDR_STR_MAX];
 };
 
 bool gw_health_busy(const struct gw *gw)
@@ -135,6 +141,27 @@ static void gw_ping_cb(cw_handle_t *h, cw_status_t st, void *arg)
 
 /* Address to ping @p hc at: backends reachable only through another
  * gateway are pinged through it. */
+/* Threaded: on @p p->sh's thread, which owns the network the ping leaves
+ * by (gw_ping handed it over). */
+static void gw_ping_send(struct gw_work *w)
+{
+    struct gw_ping *p =
+        (struct gw_ping *)(void *)((char *)w - offsetof(struct gw_ping, work));
+    cw_handle_t *h = NULL;
+    cw_addr_t *addr;
+    cw_status_t st;
+
+    pthread_mutex_lock(&p->sh->addr_lock);
+    st = gw_addr_get(p->sh, p->target, &addr);
+    if (st == CW_OK)
+        st = cw_handle_create(p->sh->ctx, addr, p->gw->ping_id, &h);
+    pthread_mutex_unlock(&p->sh->addr_lock);
+    if (st == CW_OK)
+        st = cw_forward(h, p->timeout_ms, gw_ping_cb, p);
+    if (st != CW_OK)
+        gw_ping_cb(h, st, p); /* a failed check; frees p */
+}
+
 static cw_status_t gw_hc_addr(struct gw *gw, struct gw_hc *hc, char *buf,
                               size_t len)
 {
@@ -162,9 +189,30 @@ static void gw_ping(struct gw *gw, unsigned i, uint64_t now)
 
     hc->next_ns = now + hcfg->interval_ns;
     st = gw_hc_addr(gw, hc, target, sizeof(target));
+    if (st == CW_OK && gw_shard_of_uri(gw, target) != gw_shard_self()) {
+        /* Threaded, another shard's network: that shard sends it. */
+        p = calloc(1, sizeof(*p));
+        if (p == NULL) {
+            st = CW_NOMEM;
+            goto err;
+        }
+        p->gw = gw;
+        p->table = cw_route_table_ref(gw->table);
+        p->generation = gw->health_generation;
+        p->index = i;
+        p->t0 = now;
+        p->sh = gw_shard_of_uri(gw, target);
+        p->timeout_ms = hcfg->timeout_ns / 1000000u ? hcfg->timeout_ns /
+                                                          1000000u : 1;
+        memcpy(p->target, target, sizeof(p->target));
+        p->work.fn = gw_ping_send;
+        hc->inflight = true;
+        gw->pings_inflight++;
+        gw_shard_post(p->sh, &p->work);
+        return;
+    }
     if (st == CW_OK) {
-        /* Threaded: created on the context of the network it goes out on
-         * (the caller holds gw->lock; health checks are rare). */
+        /* On the context of the network it goes out on. */
         struct gw_shard *sh = gw_shard_of_uri(gw, target);
         if (gw->threaded)
             pthread_mutex_lock(&sh->addr_lock);
