@@ -377,6 +377,8 @@ void gw_shards_fini(struct gw *gw);
 struct gw_shard *gw_shard_pick(struct gw *gw);
 /** Hand @p w to @p sh's thread: run at once if that is this thread. */
 void gw_shard_post(struct gw_shard *sh, struct gw_work *w);
+/** Queue @p w for @p sh's thread (its next pass, even from that thread). */
+void gw_shard_queue(struct gw_shard *sh, struct gw_work *w);
 /** Run what other threads handed to @p sh; true if anything ran. */
 bool gw_shard_drain(struct gw_shard *sh);
 /** The shard this thread drives, or NULL. */

@@ -177,77 +177,67 @@ static cw_status_t gw_hc_addr(struct gw *gw, struct gw_hc *hc, char *buf,
     return n < 0 || (size_t)n >= len ? CW_OVERFLOW : CW_OK;
 }
 
+static struct gw_ping *gw_ping_new(struct gw *gw, unsigned i, uint64_t now)
+{
+    const struct cw_config_health *hcfg = &gw->cfg->health;
+    struct gw_ping *p = calloc(1, sizeof(*p));
+
+    if (p == NULL)
+        return NULL;
+    p->gw = gw;
+    p->table = cw_route_table_ref(gw->table);
+    p->generation = gw->health_generation;
+    p->index = i;
+    p->t0 = now;
+    p->timeout_ms = hcfg->timeout_ns / 1000000u ? hcfg->timeout_ns / 1000000u
+                                                : 1;
+    return p;
+}
+
 static void gw_ping(struct gw *gw, unsigned i, uint64_t now)
 {
     struct gw_hc *hc = &gw->hcs[i];
-    const struct cw_config_health *hcfg = &gw->cfg->health;
     char target[CW_ADDR_STR_MAX];
     cw_handle_t *h = NULL;
     cw_addr_t *addr;
     struct gw_ping *p;
     cw_status_t st;
 
-    hc->next_ns = now + hcfg->interval_ns;
+    hc->next_ns = now + gw->cfg->health.interval_ns;
     st = gw_hc_addr(gw, hc, target, sizeof(target));
-    if (st == CW_OK && gw_shard_of_uri(gw, target) != gw_shard_self()) {
-        /* Threaded, another shard's network: that shard sends it. */
-        p = calloc(1, sizeof(*p));
-        if (p == NULL) {
-            st = CW_NOMEM;
-            goto err;
-        }
-        p->gw = gw;
-        p->table = cw_route_table_ref(gw->table);
-        p->generation = gw->health_generation;
-        p->index = i;
-        p->t0 = now;
+    if (st != CW_OK)
+        goto err;
+    p = gw_ping_new(gw, i, now);
+    if (p == NULL) {
+        st = CW_NOMEM;
+        goto err;
+    }
+    if (gw->threaded) {
+        /* The shard whose network it leaves by sends it, once this thread
+         * has dropped gw->lock (even when that is shard 0). */
         p->sh = gw_shard_of_uri(gw, target);
-        p->timeout_ms = hcfg->timeout_ns / 1000000u ? hcfg->timeout_ns /
-                                                          1000000u : 1;
         memcpy(p->target, target, sizeof(p->target));
         p->work.fn = gw_ping_send;
         hc->inflight = true;
         gw->pings_inflight++;
-        gw_shard_post(p->sh, &p->work);
+        gw_shard_queue(p->sh, &p->work);
         return;
     }
-    if (st == CW_OK) {
-        /* On the context of the network it goes out on. */
-        struct gw_shard *sh = gw_shard_of_uri(gw, target);
-        if (gw->threaded)
-            pthread_mutex_lock(&sh->addr_lock);
-        st = gw_addr_get(sh, target, &addr);
-        if (st == CW_OK)
-            st = cw_handle_create(sh->ctx, addr, gw->ping_id, &h);
-        if (gw->threaded)
-            pthread_mutex_unlock(&sh->addr_lock);
-    }
-    if (st != CW_OK)
-        goto err;
-    p = calloc(1, sizeof(*p));
-    if (p == NULL) {
-        st = CW_NOMEM;
-        goto err_release;
-    }
-    p->gw = gw;
-    p->table = cw_route_table_ref(gw->table);
-    p->generation = gw->health_generation;
-    p->index = i;
-    p->t0 = now;
-    st = cw_forward(h, hcfg->timeout_ns / 1000000u ? hcfg->timeout_ns /
-                                                         1000000u : 1,
-                    gw_ping_cb, p);
+    st = gw_addr_get(&gw->shards[0], target, &addr);
+    if (st == CW_OK)
+        st = cw_handle_create(gw->ctx, addr, gw->ping_id, &h);
+    if (st == CW_OK)
+        st = cw_forward(h, p->timeout_ms, gw_ping_cb, p);
     if (st != CW_OK) {
+        cw_handle_release(h);
         cw_route_table_unref(p->table);
         free(p);
-        goto err_release;
+        goto err;
     }
     hc->inflight = true;
     gw->pings_inflight++;
     return;
 
-err_release:
-    cw_handle_release(h);
 err:
     /* The target could not even be addressed: that is a failed check. */
     hc->fail++;

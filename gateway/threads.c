@@ -100,12 +100,16 @@ struct gw_shard *gw_shard_pick(struct gw *gw)
 
 void gw_shard_post(struct gw_shard *sh, struct gw_work *w)
 {
+    if (sh == gw_cur_shard)
+        w->fn(w);
+    else
+        gw_shard_queue(sh, w);
+}
+
+void gw_shard_queue(struct gw_shard *sh, struct gw_work *w)
+{
     struct gw_work *head;
 
-    if (sh == gw_cur_shard) {
-        w->fn(w);
-        return;
-    }
     head = atomic_load_explicit(&sh->inbox, memory_order_relaxed);
     do {
         w->next = head;
