@@ -28,7 +28,8 @@ static const struct cw_config_key gateway_keys[] = {
      "\"\" disables it."},
     {"threads", CW_CFG_UINT, K(cw_config_gateway, threads), "1", false, 1,
      256, NULL, false,
-     "Progress threads; networks are spread over them."},
+     "Progress threads; each runs its own context with a share of the "
+     "networks (at most one thread per network)."},
     {"log_level", CW_CFG_ENUM, K(cw_config_gateway, log_level), "warn",
      false, 0, 0, log_words, true,
      "Log threshold (CAUSEWAY_LOG_LEVEL and --log-level override it)."},

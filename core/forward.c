@@ -76,23 +76,39 @@ cw_status_t cw_fwd_desc_get(cw_handle_t *h, unsigned i, const void **p_p,
     return CW_OK;
 }
 
+pthread_mutex_t cw_fwd_link_lock = PTHREAD_MUTEX_INITIALIZER;
+
 cw_status_t cw_fwd_create(cw_handle_t *in, cw_addr_t *next_hop,
                           const char *dest, cw_handle_t **out_p)
 {
+    if (in == NULL)
+        return CW_INVALID_ARG;
+    return cw_fwd_create_on(in->ctx, in, next_hop, dest, out_p);
+}
+
+cw_status_t cw_fwd_create_on(cw_context_t *out_ctx, cw_handle_t *in,
+                             cw_addr_t *next_hop, const char *dest,
+                             cw_handle_t **out_p)
+{
     cw_context_t *ctx;
     cw_handle_t *out;
+    bool xctx;
     cw_status_t st;
 
-    if (in == NULL || !in->server || next_hop == NULL || out_p == NULL)
+    if (out_ctx == NULL || in == NULL || !in->server || next_hop == NULL ||
+        out_p == NULL || next_hop->ctx != out_ctx)
         return CW_INVALID_ARG;
     if (dest && strlen(dest) > UINT16_MAX)
         return CW_INVALID_ARG;
     ctx = in->ctx;
+    xctx = out_ctx != ctx;
     if (cw_now_ns() >= in->deadline_ns)
         return CW_TIMEOUT;
-    st = cw_handle_create(ctx, next_hop, in->id, &out);
+    st = cw_handle_create(out_ctx, next_hop, in->id, &out);
     if (st != CW_OK)
         return st;
+    /* The new handle is not known to anyone yet: filling it in needs only
+     * the incoming handle's lock (never both contexts' locks). */
     pthread_mutex_lock(&ctx->lock);
     out->one_way = in->one_way;
     out->idempotent = in->idempotent;
@@ -123,9 +139,19 @@ cw_status_t cw_fwd_create(cw_handle_t *in, cw_addr_t *next_hop,
         st = CW_CANCELED;
         goto err_unlock;
     }
-    atomic_fetch_add(&in->refs, 1);
-    out->fwd_in = in;
-    in->fwd_out = out;
+    if (xctx) {
+        /* No reference across contexts: either side unlinks itself when
+         * it is reset (cw_fwd_unlink_xctx). */
+        pthread_mutex_lock(&cw_fwd_link_lock);
+        out->fwd_xctx = in->fwd_xctx = true;
+        out->fwd_in = in;
+        in->fwd_out = out;
+        pthread_mutex_unlock(&cw_fwd_link_lock);
+    } else {
+        atomic_fetch_add(&in->refs, 1);
+        out->fwd_in = in;
+        in->fwd_out = out;
+    }
     pthread_mutex_unlock(&ctx->lock);
     *out_p = out;
     return CW_OK;
@@ -166,6 +192,69 @@ cw_status_t cw_fwd_fail(cw_handle_t *out, cw_status_t status)
     pthread_mutex_unlock(&out->ctx->lock);
     cw_ctx_wake(out->ctx);
     return CW_OK;
+}
+
+void cw_fwd_unlink_xctx(cw_handle_t *h)
+{
+    pthread_mutex_lock(&cw_fwd_link_lock);
+    if (h->server) {
+        if (h->fwd_out != NULL && h->fwd_out->fwd_in == h)
+            h->fwd_out->fwd_in = NULL;
+    } else if (h->fwd_in != NULL && h->fwd_in->fwd_out == h) {
+        h->fwd_in->fwd_out = NULL;
+    }
+    h->fwd_in = h->fwd_out = NULL;
+    h->fwd_xctx = false;
+    pthread_mutex_unlock(&cw_fwd_link_lock);
+}
+
+bool cw_fwd_in_canceled_xctx(cw_handle_t *out)
+{
+    bool canceled;
+
+    pthread_mutex_lock(&cw_fwd_link_lock);
+    canceled = out->fwd_in != NULL && out->fwd_in->canceled;
+    pthread_mutex_unlock(&cw_fwd_link_lock);
+    return canceled;
+}
+
+static void fwd_xcancel_run(struct cw_cqe *e)
+{
+    cw_handle_t *out = cw_container_of(e, cw_handle_t, xcancel_cqe);
+
+    (void)cw_cancel(out); /* takes the other context's lock */
+    cw_handle_release(out);
+}
+
+void cw_fwd_cancel_xctx(cw_handle_t *in)
+{
+    cw_handle_t *out;
+    int refs;
+
+    pthread_mutex_lock(&cw_fwd_link_lock);
+    if (in->canceled) {
+        pthread_mutex_unlock(&cw_fwd_link_lock);
+        return; /* a repeated cancel */
+    }
+    in->canceled = true;
+    out = in->fwd_out;
+    /* Keep the outgoing handle alive past the link lock unless it is
+     * already on its way back to its pool. */
+    if (out != NULL) {
+        refs = atomic_load(&out->refs);
+        while (refs > 0 &&
+               !atomic_compare_exchange_weak(&out->refs, &refs, refs + 1))
+            ;
+        if (refs == 0)
+            out = NULL;
+    }
+    pthread_mutex_unlock(&cw_fwd_link_lock);
+    if (out == NULL)
+        return;
+    /* Its context's lock cannot be taken under ours: cancel it from our
+     * cw_trigger, where no lock is held. */
+    out->xcancel_cqe.fn = fwd_xcancel_run;
+    cw_cq_push(in->ctx, &out->xcancel_cqe);
 }
 
 cw_status_t cw_fwd_desc_replace(cw_handle_t *out, unsigned i, const void *p,

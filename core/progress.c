@@ -76,6 +76,12 @@ static void progress_block(cw_context_t *ctx, unsigned ms, unsigned *unsafe)
     }
     atomic_fetch_add(&ctx->sleepers, 1);
     pthread_mutex_unlock(&ctx->lock);
+    /* After announcing the sleep: an interrupt either sees the sleeper
+     * (and writes the eventfd) or is seen here. */
+    if (atomic_load(&ctx->interrupted)) {
+        atomic_fetch_sub(&ctx->sleepers, 1);
+        return;
+    }
     if (!safe)
         (*unsafe)++;
     else
@@ -104,6 +110,25 @@ static void progress_block(cw_context_t *ctx, unsigned ms, unsigned *unsafe)
     atomic_fetch_sub(&ctx->sleepers, 1);
 }
 
+cw_status_t cw_context_interrupt(cw_context_t *ctx)
+{
+    uint64_t one = 1;
+
+    if (ctx == NULL)
+        return CW_INVALID_ARG;
+    atomic_store(&ctx->interrupted, true);
+    if (atomic_load(&ctx->sleepers) > 0)
+        (void)!write(ctx->evfd, &one, sizeof(one));
+    return CW_OK;
+}
+
+/* Consume an interrupt (cw_context_interrupt); true if there was one. */
+static inline bool progress_interrupted(cw_context_t *ctx)
+{
+    return atomic_load_explicit(&ctx->interrupted, memory_order_relaxed) &&
+           atomic_exchange(&ctx->interrupted, false);
+}
+
 cw_status_t cw_progress(cw_context_t *ctx, unsigned timeout_ms)
 {
     uint64_t start, deadline, now;
@@ -124,6 +149,8 @@ cw_status_t cw_progress(cw_context_t *ctx, unsigned timeout_ms)
             sched_yield();
         return CW_TIMEOUT;
     }
+    if (progress_interrupted(ctx))
+        return CW_OK;
     busy = (ctx->opts.flags & CW_CTX_BUSY) != 0;
     start = cw_now_ns();
     deadline = start + (uint64_t)timeout_ms * 1000000ull;
@@ -132,6 +159,8 @@ cw_status_t cw_progress(cw_context_t *ctx, unsigned timeout_ms)
             idle_polls = 0;
             return CW_OK;
         }
+        if (progress_interrupted(ctx))
+            return CW_OK;
         now = cw_now_ns();
         if (now >= deadline)
             return CW_TIMEOUT;

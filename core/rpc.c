@@ -202,7 +202,9 @@ static void handle_recycle_locked(cw_handle_t *h)
         h->ovf_local = NULL;
     }
     cw_list_del(&h->link);
-    if (h->fwd_in) {
+    if (h->fwd_xctx) {
+        cw_fwd_unlink_xctx(h);
+    } else if (h->fwd_in) {
         if (h->fwd_in->fwd_out == h)
             h->fwd_in->fwd_out = NULL;
         cw_handle_unref_locked(h->fwd_in);

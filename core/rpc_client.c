@@ -249,6 +249,12 @@ cw_status_t cw_forward(cw_handle_t *h, uint64_t timeout_ms, cw_forward_cb_t cb,
         pthread_mutex_unlock(&ctx->lock);
         return CW_DISCONNECTED; /* cw_network_close */
     }
+    if (h->fwd_xctx && cw_fwd_in_canceled_xctx(h)) {
+        /* The caller canceled before this got going: its cancel found
+         * nothing in flight to stop. */
+        pthread_mutex_unlock(&ctx->lock);
+        return CW_CANCELED;
+    }
     st = h->in.err;
     if (st != CW_OK) {
         pthread_mutex_unlock(&ctx->lock);

@@ -266,6 +266,7 @@ struct cw_context {
     int epfd;
     int evfd;
     atomic_int sleepers;
+    atomic_bool interrupted;  /**< cw_context_interrupt: return from progress */
     bool destroying;
     cw_forward_hook_t fwd_hook;
     void *fwd_arg;
@@ -343,6 +344,10 @@ struct cw_handle {
     struct cw_handle *self_peer;
     /* gateway */
     struct cw_handle *fwd_in;      /**< outgoing: the incoming one */
+    bool fwd_xctx;                 /**< fwd_in/fwd_out live in two contexts:
+                                        the link is under cw_fwd_link_lock
+                                        and holds no reference */
+    struct cw_cqe xcancel_cqe;     /**< outgoing: cancel from fwd_in's ctx */
     const uint8_t *raw_desc;       /**< outgoing: desc section to send */
     size_t raw_desc_len;
     unsigned raw_ndesc;
@@ -589,6 +594,20 @@ void cw_rpc_dispatch(cw_handle_t *h);
 /** Forward paths (lock held). */
 cw_status_t cw_fwd_net(cw_handle_t *h);
 cw_status_t cw_fwd_self(cw_handle_t *h);
+/** Guards the fwd_in/fwd_out links (and the incoming handle's canceled
+ *  flag) between handles of two contexts; a leaf lock, taken with at most
+ *  one context lock held. */
+extern pthread_mutex_t cw_fwd_link_lock;
+/** Unlink a cross-context forward pair from either side (handle's own
+ *  context lock held). */
+void cw_fwd_unlink_xctx(cw_handle_t *h);
+/** The caller of incoming handle @p in canceled (its context's lock held):
+ *  cancel its outgoing handle in another context, from cw_trigger. */
+void cw_fwd_cancel_xctx(cw_handle_t *in);
+/** True if the incoming handle of cross-context outgoing @p out was
+ *  canceled (@p out's context lock held). */
+bool cw_fwd_in_canceled_xctx(cw_handle_t *out);
+
 /** Release an address reference with the lock held. */
 void cw_addr_unref_locked(cw_addr_t *addr);
 /** Another gateway than @p addr's for the plain address it was looked up

@@ -153,6 +153,10 @@ static void recv_cancel(cw_network_t *net, const struct cw_wire_msg *m,
         cw_handle_t *h = cw_container_of(e, cw_handle_t, link);
         if (h->req_id == m->hdr.req_id && h->net == net &&
             cw_na_addr_cmp(net->na, h->src.na, source)) {
+            if (h->fwd_xctx) {
+                cw_fwd_cancel_xctx(h);
+                return;
+            }
             h->canceled = true;
             if (h->fwd_out)
                 cw_h_cancel_locked(h->fwd_out);

@@ -241,9 +241,13 @@ static void cmd_services(struct gw *gw, FILE *out, bool json)
 
 static void cmd_stats(struct gw *gw, FILE *out, bool json)
 {
-    struct cw_context_stats cs = {0};
+    struct cw_context_stats cs = {0}, one;
 
-    (void)cw_context_stats(gw->ctx, &cs);
+    for (unsigned i = 0; i < gw->nshards; i++) /* one context per shard */
+        if (cw_context_stats(gw->shards[i].ctx, &one) == CW_OK) {
+            cs.rx_dropped += one.rx_dropped;
+            cs.no_rpc += one.no_rpc;
+        }
     if (json) {
         fprintf(out, "{\"inflight\":%u,\"forwarded\":%" PRIu64 ",\"failed\":%"
                 PRIu64 ",\"timedout\":%" PRIu64 ",\"denied\":%" PRIu64

@@ -153,6 +153,28 @@ void gw_queue_run(struct gw *gw)
         gw_forward(gw, gw_queue_pop(gw), true);
 }
 
+void gw_queue_run_mt(struct gw *gw)
+{
+    unsigned n;
+
+    pthread_mutex_lock(&gw->lock);
+    n = gw->nqueued;
+    pthread_mutex_unlock(&gw->lock);
+    while (n-- > 0) {
+        unsigned limit;
+        cw_handle_t *in = NULL;
+
+        pthread_mutex_lock(&gw->lock);
+        limit = gw->cfg->limits.max_inflight_rpcs;
+        if (gw->queue_head != NULL && (limit == 0 || gw->inflight < limit))
+            in = gw_queue_pop(gw);
+        pthread_mutex_unlock(&gw->lock);
+        if (in == NULL)
+            break;
+        gw_forward_mt(gw, in, true);
+    }
+}
+
 void gw_queue_expire(struct gw *gw, bool all, cw_status_t st)
 {
     struct gw_queued **pp = &gw->queue_head;
@@ -170,7 +192,7 @@ void gw_queue_expire(struct gw *gw, bool all, cw_status_t st)
                 gw->n_timedout++;
             else
                 gw->n_canceled++;
-            gw_answer(q->in, qst);
+            gw_reject(gw, q->in, qst);
             free(q);
         } else {
             gw->queue_tail = q;

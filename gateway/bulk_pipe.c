@@ -80,8 +80,13 @@ static void slot_drop(struct gw_pipe *p, struct gw_stage_slot *slot)
 static void put_cb(cw_status_t st, void *arg)
 {
     struct gw_stage_slot *slot = arg;
-    struct gw_pipe *p = slot->pipe;
-    size_t n = slot->n;
+    struct gw *gw = slot->pipe->gb->gw;
+    struct gw_pipe *p;
+    size_t n;
+
+    gw_lock(gw); /* threaded: this runs on the destination's shard */
+    p = slot->pipe;
+    n = slot->n;
 
     if (st == CW_OK)
         p->done += n;
@@ -92,11 +97,11 @@ static void put_cb(cw_status_t st, void *arg)
         pipe_fail(p, CW_CANCELED);
     pipe_fill(p);
     pipe_check(p);
+    gw_unlock(gw);
 }
 
-static void get_cb(cw_status_t st, void *arg)
+static void get_cb_locked(cw_status_t st, struct gw_stage_slot *slot)
 {
-    struct gw_stage_slot *slot = arg;
     struct gw_pipe *p = slot->pipe;
 
     slot->op = NULL;
@@ -105,15 +110,26 @@ static void get_cb(cw_status_t st, void *arg)
     else if (!p->stop && pipe_gone(p))
         pipe_fail(p, CW_CANCELED);
     if (!p->stop) {
-        st = cw_bulk_transfer(p->gb->gw->ctx, CW_BULK_PUSH, p->dpeer,
-                              p->dbulk, p->doff + slot->off, slot->bulk, 0,
-                              slot->n, put_cb, slot, &slot->op);
+        st = cw_bulk_transfer(p->dsh->ctx, CW_BULK_PUSH, p->dpeer,
+                              p->dbulk, p->doff + slot->off,
+                              slot->bulk[p->dsh->idx], 0, slot->n, put_cb,
+                              slot, &slot->op);
         if (st == CW_OK)
             return;
         pipe_fail(p, st);
     }
     slot_drop(p, slot);
     pipe_check(p);
+}
+
+static void get_cb(cw_status_t st, void *arg)
+{
+    struct gw_stage_slot *slot = arg;
+    struct gw *gw = slot->pipe->gb->gw;
+
+    gw_lock(gw); /* threaded: this runs on the source's shard */
+    get_cb_locked(st, slot);
+    gw_unlock(gw);
 }
 
 /* Start the chunk at p->next in @p slot. */
@@ -128,9 +144,9 @@ static void pipe_start(struct gw_pipe *p, struct gw_stage_slot *slot)
     slot->n = n;
     p->next += n;
     p->active++;
-    st = cw_bulk_transfer(p->gb->gw->ctx, CW_BULK_PULL, p->speer, p->sbulk,
-                          p->soff + slot->off, slot->bulk, 0, n, get_cb, slot,
-                          &slot->op);
+    st = cw_bulk_transfer(p->ssh->ctx, CW_BULK_PULL, p->speer, p->sbulk,
+                          p->soff + slot->off, slot->bulk[p->ssh->idx], 0, n,
+                          get_cb, slot, &slot->op);
     if (st != CW_OK) {
         pipe_fail(p, st);
         slot_drop(p, slot);
@@ -193,9 +209,9 @@ static bool gw_bulk_grant(struct gw_bulk *gb, cw_handle_t *h,
     return true;
 }
 
-static void gw_bulk_handler(cw_handle_t *h, void *arg)
+static void gw_bulk_handler_locked(cw_handle_t *h, struct gw_bulk *gb,
+                                   struct gw_shard *sh)
 {
-    struct gw_bulk *gb = arg;
     struct cw_bproxy_req r;
     struct gw_btok *tok = NULL;
     struct gw_pipe *p;
@@ -234,12 +250,16 @@ static void gw_bulk_handler(cw_handle_t *h, void *arg)
         p->depth = gb->pool.nslots;
     if (r.dir == CW_BULK_PULL) {
         /* The target reads the proxied region into its bytes. */
+        p->ssh = tok->sh;
+        p->dsh = sh;
         p->sbulk = tok->bulk;
         p->speer = tok->peer;
         p->soff = r.off;
         p->dbulk = r.bulk;
         p->dpeer = cw_handle_source(h);
     } else {
+        p->ssh = sh;
+        p->dsh = tok->sh;
         p->sbulk = r.bulk;
         p->speer = cw_handle_source(h);
         p->dbulk = tok->bulk;
@@ -255,6 +275,22 @@ static void gw_bulk_handler(cw_handle_t *h, void *arg)
     pipe_check(p);
 }
 
+/* Threaded: registered on every shard's context (the delegation arrives
+ * on the network the token was issued for); runs under gw->lock. */
+static void gw_bulk_handler(cw_handle_t *h, void *arg)
+{
+    struct gw_bulk *gb = arg;
+    struct gw *gw = gb->gw;
+    struct gw_shard *sh = &gw->shards[0];
+
+    for (unsigned i = 1; i < gw->nshards; i++)
+        if (gw->shards[i].ctx == cw_handle_context(h))
+            sh = &gw->shards[i];
+    gw_lock(gw);
+    gw_bulk_handler_locked(h, gb, sh);
+    gw_unlock(gw);
+}
+
 cw_status_t gw_bulk_init(struct gw *gw, const struct cw_config *cfg)
 {
     struct gw_bulk *gb;
@@ -268,7 +304,7 @@ cw_status_t gw_bulk_init(struct gw *gw, const struct cw_config *cfg)
     if (cfg->limits.max_bulk_bytes_inflight != 0 &&
         cfg->limits.max_bulk_bytes_inflight < bytes)
         bytes = cfg->limits.max_bulk_bytes_inflight;
-    st = gw_staging_init(&gb->pool, gw->ctx, bytes, cfg->buffers.chunk);
+    st = gw_staging_init(&gb->pool, gw, bytes, cfg->buffers.chunk);
     if (st != CW_OK) {
         CW_ERROR(GW_LOG, "cannot set up %llu bytes of bulk staging in "
                  "chunks of %llu: %s", (unsigned long long)bytes,
@@ -276,14 +312,18 @@ cw_status_t gw_bulk_init(struct gw *gw, const struct cw_config *cfg)
         free(gb);
         return st;
     }
-    st = cw_rpc_register(gw->ctx, CW_BPROXY_RPC, gw_bulk_handler, gb, NULL,
-                         &gb->rpc_id);
-    if (st != CW_OK) {
-        CW_ERROR(GW_LOG, "cannot register %s: %s", CW_BPROXY_RPC,
-                 cw_status_str(st));
-        gw_staging_fini(&gb->pool);
-        free(gb);
-        return st;
+    for (unsigned i = 0; i < gw->nshards; i++) {
+        st = cw_rpc_register(gw->shards[i].ctx, CW_BPROXY_RPC,
+                             gw_bulk_handler, gb, NULL, &gb->rpc_id);
+        if (st != CW_OK) {
+            CW_ERROR(GW_LOG, "cannot register %s: %s", CW_BPROXY_RPC,
+                     cw_status_str(st));
+            while (i-- > 0)
+                cw_rpc_deregister(gw->shards[i].ctx, gb->rpc_id);
+            gw_staging_fini(&gb->pool);
+            free(gb);
+            return st;
+        }
     }
     gw->bulk = gb;
     return CW_OK;
@@ -297,11 +337,15 @@ void gw_bulk_fini(struct gw *gw)
         return;
     for (struct gw_pipe *p = gb->pipes; p != NULL; p = p->lnext)
         pipe_fail(p, CW_CANCELED);
+    /* The shards' threads are stopped by now: drive every context here. */
     for (int i = 0; i < 400 && gb->npipes > 0; i++) {
-        cw_progress(gw->ctx, 5);
-        cw_trigger(gw->ctx, 0, 0, NULL);
+        for (unsigned k = 0; k < gw->nshards; k++) {
+            cw_progress(gw->shards[k].ctx, gw->nshards > 1 ? 1 : 5);
+            cw_trigger(gw->shards[k].ctx, 0, 0, NULL);
+        }
     }
-    cw_rpc_deregister(gw->ctx, gb->rpc_id);
+    for (unsigned k = 0; k < gw->nshards; k++)
+        cw_rpc_deregister(gw->shards[k].ctx, gb->rpc_id);
     gw_btok_fini(gb);
     if (gb->npipes > 0) {
         /* Chunks still in flight may write into staging: keep it. */

@@ -78,6 +78,10 @@ static cw_status_t btok_issue(struct gw_bulk *gb, cw_handle_t *in,
     st = cw_addr_dup(cw_handle_source(in), &t->peer);
     if (st != CW_OK)
         goto err;
+    t->sh = &gb->gw->shards[0];
+    for (unsigned k = 1; k < gb->gw->nshards; k++)
+        if (gb->gw->shards[k].ctx == cw_handle_context(in))
+            t->sh = &gb->gw->shards[k];
     snprintf(t->bound, sizeof(t->bound), "%s", bound);
     t->perm = cw_bulk_perm(t->bulk);
     t->total = cw_bulk_size(t->bulk);

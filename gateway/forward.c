@@ -41,13 +41,14 @@ bool gw_status_is_transport(cw_status_t st)
 
 /* ---- address cache ------------------------------------------------------ */
 
-cw_status_t gw_addr_get(struct gw *gw, const char *uri, cw_addr_t **addr_p)
+cw_status_t gw_addr_get(struct gw_shard *sh, const char *uri,
+                        cw_addr_t **addr_p)
 {
     size_t b = gw_hash(uri) % GW_ADDR_BUCKETS, n = strlen(uri);
     struct gw_addr_ent *e;
     cw_status_t st;
 
-    for (e = gw->addrs[b]; e != NULL; e = e->next)
+    for (e = sh->addrs[b]; e != NULL; e = e->next)
         if (strcmp(e->key, uri) == 0) {
             *addr_p = e->addr;
             return CW_OK;
@@ -56,44 +57,66 @@ cw_status_t gw_addr_get(struct gw *gw, const char *uri, cw_addr_t **addr_p)
     if (e == NULL)
         return CW_NOMEM;
     memcpy(e->key, uri, n + 1);
-    st = cw_addr_lookup(gw->ctx, uri, &e->addr);
+    st = cw_addr_lookup(sh->ctx, uri, &e->addr);
     if (st != CW_OK) {
         CW_LOG_RL(CW_LOG_WARN, GW_LOG, "cannot resolve next hop %s: %s", uri,
                   cw_status_str(st));
         free(e);
         return st;
     }
-    e->next = gw->addrs[b];
-    gw->addrs[b] = e;
+    e->next = sh->addrs[b];
+    sh->addrs[b] = e;
     *addr_p = e->addr;
     return CW_OK;
 }
 
-void gw_addr_forget(struct gw *gw, const char *uri)
+void gw_addr_forget(struct gw_shard *sh, const char *uri)
 {
-    struct gw_addr_ent **pp = &gw->addrs[gw_hash(uri) % GW_ADDR_BUCKETS];
+    struct gw_addr_ent **pp = &sh->addrs[gw_hash(uri) % GW_ADDR_BUCKETS];
 
+    if (sh->gw->threaded)
+        pthread_mutex_lock(&sh->addr_lock);
     for (; *pp != NULL; pp = &(*pp)->next) {
         struct gw_addr_ent *e = *pp;
         if (strcmp(e->key, uri) == 0) {
             *pp = e->next;
             cw_addr_free(e->addr);
             free(e);
-            return;
+            break;
         }
     }
+    if (sh->gw->threaded)
+        pthread_mutex_unlock(&sh->addr_lock);
 }
 
 void gw_addr_cache_fini(struct gw *gw)
 {
-    for (unsigned b = 0; b < GW_ADDR_BUCKETS; b++) {
-        while (gw->addrs[b] != NULL) {
-            struct gw_addr_ent *e = gw->addrs[b];
-            gw->addrs[b] = e->next;
-            cw_addr_free(e->addr);
-            free(e);
+    for (unsigned i = 0; i < gw->nshards; i++) {
+        struct gw_shard *sh = &gw->shards[i];
+        if (gw->threaded)
+            pthread_mutex_lock(&sh->addr_lock);
+        for (unsigned b = 0; b < GW_ADDR_BUCKETS; b++) {
+            while (sh->addrs[b] != NULL) {
+                struct gw_addr_ent *e = sh->addrs[b];
+                sh->addrs[b] = e->next;
+                cw_addr_free(e->addr);
+                free(e);
+            }
         }
+        if (gw->threaded)
+            pthread_mutex_unlock(&sh->addr_lock);
     }
+}
+
+struct gw_shard *gw_shard_of_uri(struct gw *gw, const char *uri)
+{
+    const char *first = strrchr(uri, '@'); /* the rightmost hop */
+    struct gw_net *n;
+
+    if (!gw->threaded)
+        return &gw->shards[0];
+    n = gw_net_of_addr(gw, first != NULL ? first + 1 : uri);
+    return n != NULL ? n->sh : &gw->shards[0];
 }
 
 /* ---- per-route counters ------------------------------------------------- */
@@ -388,7 +411,7 @@ void gw_answer(cw_handle_t *in, cw_status_t st)
     cw_handle_release(in);
 }
 
-static void gw_fwd_free(struct gw_fwd *f)
+void gw_fwd_free(struct gw_fwd *f)
 {
     struct gw *gw = f->gw;
 
@@ -480,14 +503,14 @@ static bool gw_fwd_resume(struct gw_fwd *f, cw_status_t st)
     cw_addr_t *next;
     cw_status_t rst;
 
-    if (!f->has_nexthop || f->has_backend || f->cut ||
+    if (gw->threaded || !f->has_nexthop || f->has_backend || f->cut ||
         f->resumes >= GW_MAX_RESUMES ||
         (st != CW_DISCONNECTED && st != CW_UNREACHABLE && st != CW_IO) ||
         !cw_handle_idempotent(in) || cw_handle_canceled(in) ||
         cw_handle_remaining_ms(in) == 0 || !gw_resolve_other(f, &t))
         return false;
     rs = gw_route_stats_get(gw, t.res.dest, t.res.gateway);
-    if (rs == NULL || gw_addr_get(gw, t.next, &next) != CW_OK)
+    if (rs == NULL || gw_addr_get(&gw->shards[0], t.next, &next) != CW_OK)
         return false;
     /* The failed hop: counted and reported as a failure, its tokens
      * revoked. */
@@ -495,7 +518,7 @@ static bool gw_fwd_resume(struct gw_fwd *f, cw_status_t st)
     f->rs->inflight--;
     cw_route_table_nexthop_report(f->table, f->nexthop, false);
     cw_route_table_nexthop_load(f->table, f->nexthop, -1);
-    gw_addr_forget(gw, f->next_addr);
+    gw_addr_forget(&gw->shards[0], f->next_addr);
     gw_bulk_revoke(gw, f);
     cw_handle_release(f->out);
     f->out = NULL;
@@ -528,13 +551,61 @@ static bool gw_fwd_resume(struct gw_fwd *f, cw_status_t st)
     return true;
 }
 
+/* The gateway's and the route's counters for how a forward ended (@p sent:
+ * it went out; a status of our own otherwise). */
+static void gw_fwd_count(struct gw_fwd *f, cw_status_t st, bool sent)
+{
+    struct gw *gw = f->gw;
+    struct gw_route_stats *rs = f->rs;
+
+    if (st == CW_CANCELED) {
+        gw->n_canceled++;
+        rs->canceled++;
+    } else if (st == CW_TIMEOUT) {
+        gw->n_timedout++;
+        rs->timedout++;
+    } else if (sent && (st == CW_OK || !gw_status_is_transport(st))) {
+        gw->n_forwarded++;
+        rs->forwarded++;
+    } else {
+        gw->n_failed++;
+        rs->failed++;
+    }
+}
+
+/* Passive health: tell the route table how the next hop or backend did. */
+static void gw_fwd_report(struct gw_fwd *f, bool ok)
+{
+    if (f->has_nexthop)
+        cw_route_table_nexthop_report(f->table, f->nexthop, ok);
+    if (f->has_backend)
+        cw_route_table_backend_report(f->table, f->service, f->backend, ok);
+}
+
+/* Counters, passive health and the record's release once the response
+ * went back (gw->lock held in threaded mode). */
+void gw_fwd_account(struct gw_fwd *f, cw_status_t st, uint64_t t_end)
+{
+    struct gw *gw = f->gw;
+
+    gw_fwd_count(f, st, true);
+    gw_hist_add(f->rs, (f->t_sent - f->t_in) + (t_end - f->t_done));
+
+    /* Passive health: the next hop or backend answered (any status the far
+     * side chose counts) or did not. */
+    if (st != CW_CANCELED) {
+        gw_fwd_report(f, !gw_status_is_transport(st));
+        if (st == CW_DISCONNECTED || st == CW_UNREACHABLE || st == CW_IO)
+            gw_addr_forget(f->eg_sh != NULL ? f->eg_sh : &gw->shards[0],
+                           f->next_addr);
+    }
+    gw_fwd_free(f);
+}
+
 static void gw_out_cb(cw_handle_t *out, cw_status_t st, void *arg)
 {
     struct gw_fwd *f = arg;
-    struct gw *gw = f->gw;
-    struct gw_route_stats *rs = f->rs;
     cw_status_t rst;
-    uint64_t t_end;
 
     f->t_done = cw_now_ns();
     if (f->cut && st == CW_CANCELED)
@@ -547,38 +618,23 @@ static void gw_out_cb(cw_handle_t *out, cw_status_t st, void *arg)
                   cw_status_str(rst));
     cw_handle_release(f->in);
     f->in = NULL;
-    t_end = cw_now_ns();
+    gw_fwd_account(f, st, cw_now_ns());
+}
 
-    if (st == CW_OK || !gw_status_is_transport(st)) {
-        if (st == CW_CANCELED) {
-            gw->n_canceled++;
-            rs->canceled++;
-        } else {
-            gw->n_forwarded++;
-            rs->forwarded++;
-        }
-    } else if (st == CW_TIMEOUT) {
-        gw->n_timedout++;
-        rs->timedout++;
-    } else {
-        gw->n_failed++;
-        rs->failed++;
-    }
-    gw_hist_add(rs, (f->t_sent - f->t_in) + (t_end - f->t_done));
+/* The request could not be sent on (@p st): counters and passive health
+ * (gw->lock held in threaded mode). */
+void gw_fwd_fail_account(struct gw_fwd *f, cw_status_t st)
+{
+    struct gw *gw = f->gw;
 
-    /* Passive health: the next hop or backend answered (any status the far
-     * side chose counts) or did not. */
-    if (st != CW_CANCELED) {
-        bool ok = !gw_status_is_transport(st);
-        if (f->has_nexthop)
-            cw_route_table_nexthop_report(f->table, f->nexthop, ok);
-        if (f->has_backend)
-            cw_route_table_backend_report(f->table, f->service, f->backend,
-                                          ok);
-        if (st == CW_DISCONNECTED || st == CW_UNREACHABLE || st == CW_IO)
-            gw_addr_forget(gw, f->next_addr);
+    f->t_sent = f->t_done = cw_now_ns();
+    /* CW_CANCELED: the caller canceled while the request waited here. */
+    gw_fwd_count(f, st, false);
+    if (st != CW_TIMEOUT && st != CW_CANCELED) {
+        gw_fwd_report(f, false);
+        gw_addr_forget(f->eg_sh != NULL ? f->eg_sh : &gw->shards[0],
+                       f->next_addr);
     }
-    gw_fwd_free(f);
 }
 
 void gw_forward_hook(cw_handle_t *in, void *arg)
@@ -606,12 +662,12 @@ void gw_forward(struct gw *gw, cw_handle_t *in, bool requeued)
     if (ingress != NULL && ingress->removed) {
         /* The network was removed by a reload but is still bound. */
         gw->n_noroute++;
-        gw_answer(in, CW_UNREACHABLE);
+        gw_reject(gw, in, CW_UNREACHABLE);
         return;
     }
     if (gw->draining && !requeued) {
         gw->n_draining++;
-        gw_answer(in, CW_DRAINING);
+        gw_reject(gw, in, CW_DRAINING);
         return;
     }
     t.dest = "";
@@ -621,14 +677,14 @@ void gw_forward(struct gw *gw, cw_handle_t *in, bool requeued)
         gw->n_noroute++;
         CW_LOG_RL(CW_LOG_INFO, GW_LOG, "no way to \"%s\" from %s: %s",
                   cw_fwd_dest(in), src, cw_status_name(st));
-        gw_answer(in, st);
+        gw_reject(gw, in, st);
         return;
     }
     rs = gw_route_stats_get(gw, t.has_backend ? t.acl_dest : t.res.dest,
                             t.res.direct ? t.res.network_name
                                          : t.res.gateway);
     if (rs == NULL) {
-        gw_answer(in, CW_NOMEM);
+        gw_reject(gw, in, CW_NOMEM);
         return;
     }
     if (cw_route_table_acl_check(gw->table, ingress ? ingress->name : NULL,
@@ -639,7 +695,7 @@ void gw_forward(struct gw *gw, cw_handle_t *in, bool requeued)
             ingress->denied++;
         CW_LOG_RL(CW_LOG_INFO, GW_LOG, "denied: %s -> %s (%s -> %s)", src,
                   t.acl_dest, ingress ? ingress->name : "?", t.egress->name);
-        gw_answer(in, CW_DENIED);
+        gw_reject(gw, in, CW_DENIED);
         return;
     }
     st = gw_admit(gw, ingress, rs, t.res.max_inflight, src, &source);
@@ -657,13 +713,13 @@ void gw_forward(struct gw *gw, cw_handle_t *in, bool requeued)
         rs->busy++;
         if (ingress != NULL)
             ingress->busy++;
-        gw_answer(in, st);
+        gw_reject(gw, in, st);
         return;
     }
     f = gw_fwd_alloc(gw);
     if (f == NULL) {
         gw_admit_done(gw, source);
-        gw_answer(in, CW_NOMEM);
+        gw_reject(gw, in, CW_NOMEM);
         return;
     }
     memcpy(f->next_addr, t.next, sizeof(f->next_addr));
@@ -694,7 +750,15 @@ void gw_forward(struct gw *gw, cw_handle_t *in, bool requeued)
         cw_route_table_backend_load(f->table, f->service, f->backend, 1);
     }
 
-    st = gw_addr_get(gw, t.next, &next);
+    if (gw->threaded) {
+        /* The egress shard sends it (gw_fwd_send) once gw->lock is
+         * dropped: gw_forward_mt. */
+        f->eg_sh = t.egress->sh;
+        snprintf(f->dest, sizeof(f->dest), "%s", t.dest);
+        gw_fwd_stage(f);
+        return;
+    }
+    st = gw_addr_get(&gw->shards[0], t.next, &next);
     if (st == CW_OK)
         st = cw_fwd_create(in, next, t.dest, &f->out);
     if (st == CW_OK) /* descriptors become proxy tokens (bulk_proxy_table.c) */
@@ -706,24 +770,7 @@ void gw_forward(struct gw *gw, cw_handle_t *in, bool requeued)
             return;
     }
     /* Could not send: answer now with what went wrong. */
-    f->t_sent = f->t_done = cw_now_ns();
-    if (st == CW_TIMEOUT) {
-        gw->n_timedout++;
-        rs->timedout++;
-    } else if (st == CW_CANCELED) {
-        /* The caller canceled while the request waited here. */
-        gw->n_canceled++;
-        rs->canceled++;
-    } else {
-        gw->n_failed++;
-        rs->failed++;
-        if (f->has_nexthop)
-            cw_route_table_nexthop_report(f->table, f->nexthop, false);
-        if (f->has_backend)
-            cw_route_table_backend_report(f->table, f->service, f->backend,
-                                          false);
-        gw_addr_forget(gw, t.next);
-    }
+    gw_fwd_fail_account(f, st);
     f->in = NULL;
     gw_answer(in, st == CW_NOENT ? CW_UNREACHABLE : st);
     gw_fwd_free(f);
@@ -731,6 +778,10 @@ void gw_forward(struct gw *gw, cw_handle_t *in, bool requeued)
 
 void gw_fwd_cancel_all(struct gw *gw)
 {
+    if (gw->threaded) {
+        gw_fwd_cancel_mt(gw, true);
+        return;
+    }
     for (struct gw_fwd *f = gw->fwds; f != NULL; f = f->next)
         if (f->out != NULL)
             cw_cancel(f->out);
@@ -742,6 +793,8 @@ void gw_fwd_hop_down(struct gw *gw, const char *addr)
      * answers its probes on that address again): health checks decide. */
     unsigned n = 0;
 
+    if (gw->threaded)
+        return; /* resume is single-threaded (docs/gateway.md, Threads) */
     for (struct gw_fwd *f = gw->fwds; f != NULL; f = f->next) {
         if (f->out != NULL && f->has_nexthop && !f->hop_down && !f->cut &&
             cw_handle_idempotent(f->in) && strcmp(f->next_addr, addr) == 0) {
@@ -757,8 +810,13 @@ void gw_fwd_hop_down(struct gw *gw, const char *addr)
 
 void gw_fwd_cut_old(struct gw *gw, uint64_t now)
 {
-    uint64_t max = gw->cfg->limits.max_timeout_ns;
+    uint64_t max;
 
+    if (gw->threaded) {
+        gw_fwd_cancel_mt(gw, false);
+        return;
+    }
+    max = gw->cfg->limits.max_timeout_ns;
     /* A coarse 10 ms scan is enough for a limit given in milliseconds. */
     if (now < gw->next_cut_ns)
         return;

@@ -58,6 +58,7 @@ struct gw_net *gw_net_of(struct gw *gw, const cw_network_t *net)
 cw_status_t gw_net_open(struct gw *gw, const struct cw_config_network *cn,
                         struct gw_net *gn)
 {
+    struct gw_shard *sh = gw_shard_pick(gw);
     cw_status_t st;
 
     memset(gn, 0, sizeof(*gn));
@@ -65,7 +66,7 @@ cw_status_t gw_net_open(struct gw *gw, const struct cw_config_network *cn,
     snprintf(gn->uri, sizeof(gn->uri), "%s", cn->address);
     /* Chunks staged between fabrics: let a plugin copy them on a thread of
      * its own while this one receives the next (na-shm does). */
-    st = cw_network_open(gw->ctx, cn->address,
+    st = cw_network_open(sh->ctx, cn->address,
                          CW_NET_LISTEN | CW_NET_ASYNC_RMA, &gn->net);
     if (st != CW_OK) {
         CW_ERROR(GW_LOG, "network %s: cannot listen on %s: %s", cn->name,
@@ -80,8 +81,13 @@ cw_status_t gw_net_open(struct gw *gw, const struct cw_config_network *cn,
                  cn->name, cw_status_str(st));
         return st;
     }
-    GW_NOTICE("network %s listening on %s", gn->name,
-           gn->self);
+    gn->sh = sh;
+    sh->nnets++;
+    if (gw->threaded)
+        GW_NOTICE("network %s listening on %s (thread %u)", gn->name,
+                  gn->self, sh->idx);
+    else
+        GW_NOTICE("network %s listening on %s", gn->name, gn->self);
     return CW_OK;
 }
 
@@ -104,9 +110,11 @@ void gw_set_config(struct gw *gw, struct cw_config *own,
     gw_rcache_clear(gw);
     cw_route_table_unref(old_table);
     cw_config_free(old_own);
-    if (cw_context_set_max_hops(gw->ctx, cfg->limits.max_hops) != CW_OK)
-        CW_WARN(GW_LOG, "cannot set the hop limit to %u",
-                cfg->limits.max_hops);
+    for (unsigned i = 0; i < gw->nshards; i++)
+        if (cw_context_set_max_hops(gw->shards[i].ctx, cfg->limits.max_hops) !=
+            CW_OK)
+            CW_WARN(GW_LOG, "cannot set the hop limit to %u",
+                    cfg->limits.max_hops);
     if (gw_health_rebuild(gw) != CW_OK)
         CW_ERROR(GW_LOG, "health checks disabled: out of memory");
 }
@@ -125,12 +133,14 @@ static cw_status_t gw_start(struct gw *gw, const struct cw_config *cfg)
     copts.max_hops = cfg->limits.max_hops;
     /* A gateway takes requests from many clients at once. */
     copts.unexpected_bufs = 128;
-    st = cw_context_create(&copts, &gw->ctx);
-    if (st != CW_OK) {
-        CW_ERROR(GW_LOG, "cannot create the RPC context: %s",
-                 cw_status_str(st));
+    /* A shard without a network would only sleep: at most one each. */
+    st = gw_shards_init(gw, &copts,
+                        cfg->gateway.threads < cfg->nnetworks ||
+                                cfg->nnetworks == 0
+                            ? cfg->gateway.threads
+                            : (unsigned)cfg->nnetworks);
+    if (st != CW_OK)
         return st;
-    }
     st = cw_rpc_register(gw->ctx, GW_PING_RPC, gw_ping_handler, gw, NULL,
                          &gw->ping_id);
     if (st != CW_OK) {
@@ -159,30 +169,47 @@ static cw_status_t gw_start(struct gw *gw, const struct cw_config *cfg)
         return st;
     }
     gw_set_config(gw, NULL, cfg, table);
-    st = cw_context_set_forward_hook(gw->ctx, gw_forward_hook, gw);
-    if (st != CW_OK) {
-        CW_ERROR(GW_LOG, "cannot install the forward hook: %s",
-                 cw_status_str(st));
+    st = gw_shards_setup(gw);
+    if (st != CW_OK)
         return st;
-    }
     if (cfg->gateway.admin != NULL && cfg->gateway.admin[0] != '\0') {
         st = gw_admin_open(gw, cfg->gateway.admin);
         if (st != CW_OK)
             return st;
     }
-    if (cfg->gateway.threads > 1) {
-        st = gw_threads_start(gw, cfg->gateway.threads - 1);
-        if (st != CW_OK)
-            return st;
+    return gw_threads_start(gw);
+}
+
+/* Threaded: cancel what is in flight while the shards' threads still run
+ * its completions, then stop them. */
+static void gw_stop_mt(struct gw *gw)
+{
+    bool busy = true;
+
+    for (int i = 0; i < 200 && busy; i++) {
+        if (i % 10 == 0) {
+            pthread_mutex_lock(&gw->lock);
+            gw_queue_expire(gw, true, CW_CANCELED);
+            pthread_mutex_unlock(&gw->lock);
+            gw_deferred_flush();
+            gw_fwd_cancel_mt(gw, true);
+        }
+        gw_shard_drain(&gw->shards[0]);
+        cw_progress(gw->ctx, 5);
+        cw_trigger(gw->ctx, 0, 0, NULL);
+        pthread_mutex_lock(&gw->lock);
+        busy = gw->fwds != NULL || gw_health_busy(gw);
+        pthread_mutex_unlock(&gw->lock);
     }
-    return CW_OK;
+    gw_threads_stop(gw);
 }
 
 static void gw_stop(struct gw *gw)
 {
-    gw_threads_stop(gw);
+    if (gw->threaded)
+        gw_stop_mt(gw);
     gw_admin_close(gw);
-    if (gw->ctx != NULL) {
+    if (gw->ctx != NULL && !gw->threaded) {
         /* Whatever is still in flight completes (CW_CANCELED) now; the
          * callbacks answer their callers and free the forward state. */
         gw_queue_expire(gw, true, CW_CANCELED);
@@ -197,8 +224,8 @@ static void gw_stop(struct gw *gw)
     gw_fwd_pool_fini(gw);
     gw_addr_cache_fini(gw);
     gw_rcache_clear(gw);
-    cw_context_destroy(gw->ctx);
-    gw->ctx = NULL;
+    if (gw->shards != NULL)
+        gw_shards_fini(gw);
     gw_sources_fini(gw);
     gw_route_stats_fini(gw);
     cw_route_table_unref(gw->table);
@@ -277,6 +304,51 @@ static void gw_loop(struct gw *gw)
     }
 }
 
+/* Threaded: shard 0's thread, which also runs the housekeeping. */
+static void gw_loop_mt(struct gw *gw)
+{
+    struct gw_shard *sh = &gw->shards[0];
+    unsigned slice = gw->busy_poll ? 0 : GW_SLICE_MS;
+    uint64_t next_hk = 0;
+
+    while (!gw->stop) {
+        bool moved = gw_shard_drain(sh);
+        uint64_t now;
+        bool queued, cancel;
+
+        (void)cw_progress(sh->ctx, moved ? 0 : slice);
+        cw_trigger(sh->ctx, 0, 0, NULL);
+        pthread_mutex_lock(&gw->lock);
+        queued = gw->queue_head != NULL;
+        pthread_mutex_unlock(&gw->lock);
+        if (queued)
+            gw_queue_run_mt(gw);
+        now = cw_now_ns();
+        if (now < next_hk)
+            continue;
+        next_hk = now + GW_HOUSEKEEPING_NS;
+        /* Control plane under the lock (reload opens and closes networks,
+         * health pings are sent from here: rare plugin calls). */
+        pthread_mutex_lock(&gw->lock);
+        gw_signals_poll(gw);
+        gw_admin_poll(gw, now);
+        gw_health_tick(gw, now);
+        if (gw->queue_head != NULL)
+            gw_queue_expire(gw, false, CW_TIMEOUT);
+        if (gw->draining && gw_drain_check(gw, now))
+            gw->stop = true;
+        queued = gw->fwds != NULL;
+        cancel = gw->cancel_all;
+        gw->cancel_all = false;
+        pthread_mutex_unlock(&gw->lock);
+        gw_deferred_flush();
+        if (cancel)
+            gw_fwd_cancel_mt(gw, true);
+        else if (queued)
+            gw_fwd_cut_old(gw, now);
+    }
+}
+
 int cw_gateway_main(const struct cw_config *cfg, const char *config_path,
                     const struct cw_gateway_run_opts *opts)
 {
@@ -314,7 +386,10 @@ int cw_gateway_main(const struct cw_config *cfg, const char *config_path,
            "%zu services", cfg->gateway.name ? cfg->gateway.name : "",
            gw->nnets, cw_route_table_size(gw->table), cfg->nservices);
     gw_write_ready(gw, ready_fd);
-    gw_loop(gw);
+    if (gw->threaded)
+        gw_loop_mt(gw);
+    else
+        gw_loop(gw);
     GW_NOTICE("gateway stopped: %" PRIu64 " forwarded, %"
            PRIu64 " failed", gw->n_forwarded, gw->n_failed);
     rc = 0;

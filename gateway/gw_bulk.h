@@ -2,7 +2,8 @@
  * Bulk through the gateway (design §4, docs/bulk-gateway.md): proxy
  * tokens issued for the descriptors of forwarded requests
  * (bulk_proxy_table.c), the staging pool and its credits (staging.c) and
- * the pipelined delegation service (bulk_pipe.c).  Main thread only.
+ * the pipelined delegation service (bulk_pipe.c).  Threaded mode: all of
+ * it runs under gw->lock, each chunk transfer on the context of its side.
  */
 #ifndef CW_GW_BULK_H
 #define CW_GW_BULK_H
@@ -19,6 +20,7 @@ struct gw_btok {
     struct gw_btok *fnext;       /**< tokens of the same forward */
     cw_bulk_t *bulk;             /**< the descriptor it stands for */
     cw_addr_t *peer;             /**< where that descriptor came from */
+    struct gw_shard *sh;         /**< whose context bulk and peer are in */
     char bound[CW_ADDR_STR_MAX]; /**< the only peer that may use it */
     uint32_t perm;
     uint64_t total;
@@ -30,7 +32,8 @@ struct gw_btok {
 /** One staging buffer (a chunk) and the chunk it carries. */
 struct gw_stage_slot {
     struct gw_stage_slot *next;  /**< free list */
-    cw_bulk_t *bulk;             /**< registered lazily on each network */
+    cw_bulk_t *bulk[GW_MAX_NETS]; /**< per shard (its context), registered
+                                       lazily on each network */
     struct gw_pipe *pipe;        /**< user while held */
     cw_bulk_op_t *op;            /**< chunk transfer in flight */
     size_t off, n;               /**< chunk within the transfer */
@@ -55,6 +58,7 @@ struct gw_pipe {
     cw_bulk_t *req_bulk;         /**< the requester's bytes */
     cw_bulk_t *sbulk, *dbulk;    /**< source and destination */
     cw_addr_t *speer, *dpeer;
+    struct gw_shard *ssh, *dsh;  /**< contexts of the source and dest side */
     size_t soff, doff, len, next, done;
     unsigned active, depth;
     cw_status_t st;
@@ -90,7 +94,8 @@ void gw_btok_unref(struct gw_btok *t);
 void gw_btok_fini(struct gw_bulk *gb);
 
 /* staging.c */
-cw_status_t gw_staging_init(struct gw_staging *s, cw_context_t *ctx,
+/** The pool over @p bytes, one bulk handle per slot and shard. */
+cw_status_t gw_staging_init(struct gw_staging *s, struct gw *gw,
                             size_t bytes, size_t chunk);
 /** A free slot for @p p, or NULL with @p p queued for the next one. */
 struct gw_stage_slot *gw_staging_get(struct gw_staging *s, struct gw_pipe *p);

@@ -1,12 +1,15 @@
 /*
- * causewayd private state.  Everything here runs on the gateway's main
- * thread (the one that calls cw_trigger), so none of it is locked; helper
- * progress threads (gateway.threads > 1) only drive the networks.
+ * causewayd private state.  With gateway.threads = 1 everything runs on the
+ * gateway's main thread and nothing is locked.  With threads > 1 the
+ * gateway is split into shards (threads.c), one thread and one context
+ * each; the state below is then shared and guarded by gw->lock (gw_lock),
+ * held for bookkeeping only; each shard's address cache has its own lock.
  */
 #ifndef CW_GW_INT_H
 #define CW_GW_INT_H
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -36,6 +39,35 @@
 
 struct gw_btok;
 struct gw_bulk;
+struct gw_shard;
+
+/** Work handed to a shard's thread (gw_shard_post). */
+struct gw_work {
+    struct gw_work *next;
+    void (*fn)(struct gw_work *w);
+};
+
+/** Cached resolved address. */
+struct gw_addr_ent {
+    struct gw_addr_ent *next;
+    cw_addr_t *addr;
+    char key[];
+};
+
+#define GW_ADDR_BUCKETS 256
+
+/** One progress thread with its own context and the networks on it. */
+struct gw_shard {
+    struct gw *gw;
+    unsigned idx;
+    cw_context_t *ctx;
+    pthread_t tid;
+    bool started;
+    unsigned nnets;                   /**< networks opened on it */
+    _Atomic(struct gw_work *) inbox;  /**< lock-free MPSC (gw_shard_post) */
+    pthread_mutex_t addr_lock;        /**< threaded mode: the cache below */
+    struct gw_addr_ent *addrs[GW_ADDR_BUCKETS]; /**< next hops in ctx */
+};
 
 /** One open network. */
 struct gw_net {
@@ -44,6 +76,7 @@ struct gw_net {
     char self[CW_URI_MAX];      /**< what the plugin chose */
     struct cw_uri parsed;       /**< of self */
     cw_network_t *net;
+    struct gw_shard *sh;        /**< the shard whose context it is in */
     bool removed;               /**< dropped by a reload (still bound) */
     uint64_t rx, denied, busy;  /**< requests that arrived on it */
     unsigned inflight;          /**< forwarded RPCs that came in on it */
@@ -84,14 +117,21 @@ struct gw_fwd {
     unsigned resumes;             /**< re-forwarded after a next hop failed */
     bool hop_down;                /**< failed: health took its hop down */
     struct gw_btok *btoks;        /**< proxy bulk tokens (bulk_proxy_table.c) */
+    /* threaded mode (threads.c) */
+    struct gw_shard *in_sh, *eg_sh; /**< ingress and egress shards */
+    cw_status_t st;               /**< how the outgoing forward ended */
+    bool send_failed;             /**< it never left (st says why) */
+    struct gw_work work;          /**< hand-off between shards */
     char next_addr[CW_URI_MAX];   /**< resolved next hop (cache key) */
     struct gw_fwd *prev, *next;   /**< gw->fwds */
+    char dest[CW_ADDR_STR_MAX];   /**< threaded: destination beyond next */
 };
 
-/** A request waiting for a slot. */
+/** A request waiting for a slot (or, deferred, an answer to send). */
 struct gw_queued {
     struct gw_queued *next;
     cw_handle_t *in;
+    cw_status_t st;
 };
 
 /** A routing destination parsed once (forward.c): its own hops stripped,
@@ -110,14 +150,6 @@ struct gw_rent {
 #define GW_RCACHE_BUCKETS 256
 #define GW_RCACHE_MAX 4096
 
-/** Cached resolved address. */
-struct gw_addr_ent {
-    struct gw_addr_ent *next;
-    cw_addr_t *addr;
-    char key[];
-};
-
-#define GW_ADDR_BUCKETS 256
 #define GW_SRC_BUCKETS 256
 
 /** A health-checked target: next-hop gateway or service backend. */
@@ -165,7 +197,6 @@ struct gw {
     unsigned nfree_fwds;
     unsigned inflight;
     struct gw_route_stats *routes;
-    struct gw_addr_ent *addrs[GW_ADDR_BUCKETS];
     struct gw_rent *rcache[GW_RCACHE_BUCKETS];
     unsigned nrcache;
     struct gw_source *srcs[GW_SRC_BUCKETS];
@@ -187,6 +218,7 @@ struct gw {
     struct gw_admin_conn conns[GW_ADMIN_CONNS];
     bool draining;
     bool drain_canceled;
+    bool cancel_all;            /**< threaded: cancel every forward now */
     uint64_t drain_deadline_ns;
     bool stop;
     uint64_t reloads, reload_failures;
@@ -194,11 +226,31 @@ struct gw {
 
     struct gw_bulk *bulk;            /**< bulk delegation (gw_bulk.h) */
 
-    /* helper progress threads */
-    pthread_t *threads;
-    unsigned nthreads;
+    /* shards (threads.c): one without gateway.threads > 1 */
+    struct gw_shard *shards;
+    unsigned nshards;
+    bool threaded;                   /**< nshards > 1: gw->lock is used */
+    pthread_mutex_t lock;
     atomic_bool threads_stop;
 };
+
+static inline struct gw_fwd *gw_fwd_of_work(struct gw_work *w)
+{
+    return (struct gw_fwd *)(void *)((char *)w - offsetof(struct gw_fwd, work));
+}
+
+/** Take the gateway lock (threaded mode only). */
+static inline void gw_lock(struct gw *gw)
+{
+    if (gw->threaded)
+        pthread_mutex_lock(&gw->lock);
+}
+
+static inline void gw_unlock(struct gw *gw)
+{
+    if (gw->threaded)
+        pthread_mutex_unlock(&gw->lock);
+}
 
 /* gateway.c */
 struct gw_net *gw_net_by_name(struct gw *gw, const char *name);
@@ -219,9 +271,16 @@ void gw_forward_hook(cw_handle_t *in, void *arg);
 void gw_forward(struct gw *gw, cw_handle_t *in, bool requeued);
 /** Answer a request with @p st and release it. */
 void gw_answer(cw_handle_t *in, cw_status_t st);
-cw_status_t gw_addr_get(struct gw *gw, const char *uri, cw_addr_t **addr_p);
-void gw_addr_forget(struct gw *gw, const char *uri);
+/** A next hop from @p sh's cache (looked up in its context on a miss);
+ *  threaded mode: sh->addr_lock held. */
+cw_status_t gw_addr_get(struct gw_shard *sh, const char *uri,
+                        cw_addr_t **addr_p);
+/** Forget a cached next hop (takes sh->addr_lock). */
+void gw_addr_forget(struct gw_shard *sh, const char *uri);
+/** Empty every shard's address cache. */
 void gw_addr_cache_fini(struct gw *gw);
+/** The shard whose context reaches @p uri (its first hop). */
+struct gw_shard *gw_shard_of_uri(struct gw *gw, const char *uri);
 /** Forget every parsed destination (the networks or the table changed). */
 void gw_rcache_clear(struct gw *gw);
 /** The open network @p net is, or NULL. */
@@ -239,6 +298,27 @@ bool gw_status_is_transport(cw_status_t st);
 /** Health took next hop @p addr down: re-forward the idempotent requests
  *  waiting on it (docs/bulk-gateway.md, "Resume"). */
 void gw_fwd_hop_down(struct gw *gw, const char *addr);
+/** Release a finished record: counters, admission, tokens, out handle. */
+void gw_fwd_free(struct gw_fwd *f);
+/** Count how a relayed forward ended, passive health, then free it. */
+void gw_fwd_account(struct gw_fwd *f, cw_status_t st, uint64_t t_end);
+/** Count a forward that could not be sent (@p st). */
+void gw_fwd_fail_account(struct gw_fwd *f, cw_status_t st);
+
+/* forward_mt.c */
+/** Threaded mode: gw_forward queues @p f for sending (gw->lock held). */
+void gw_fwd_stage(struct gw_fwd *f);
+/** Threaded mode: cancel every forward in flight (@p all) or those past
+ *  limits.max_timeout; takes gw->lock, cancels after dropping it. */
+void gw_fwd_cancel_mt(struct gw *gw, bool all);
+/** Threaded mode: the forward hook of a shard's context (@p arg). */
+void gw_forward_hook_mt(cw_handle_t *in, void *arg);
+/** Threaded mode: gw_forward taking gw->lock, answering after it. */
+void gw_forward_mt(struct gw *gw, cw_handle_t *in, bool requeued);
+/** Threaded mode: on the egress shard, send a record gw_forward made. */
+void gw_fwd_send(struct gw_fwd *f);
+/** Threaded mode: on the ingress shard, relay how the forward ended. */
+void gw_fwd_finish(struct gw_fwd *f);
 
 /* admission.c */
 /** Admit one RPC from @p src_key on route @p rs; CW_OK or CW_BUSY. */
@@ -251,6 +331,13 @@ void gw_sources_fini(struct gw *gw);
 cw_status_t gw_queue_push(struct gw *gw, cw_handle_t *in);
 /** Forward queued requests while there is room. */
 void gw_queue_run(struct gw *gw);
+/** Threaded mode: the same, taking gw->lock per request. */
+void gw_queue_run_mt(struct gw *gw);
+/** Answer @p in with @p st, now or (threaded, gw->lock held) once the lock
+ *  is dropped (gw_deferred_flush). */
+void gw_reject(struct gw *gw, cw_handle_t *in, cw_status_t st);
+/** Send the answers gw_reject deferred on this thread. */
+void gw_deferred_flush(void);
 /** Answer queued requests past their deadline with @p st, those their
  *  caller canceled with CW_CANCELED (or @p all with @p st). */
 void gw_queue_expire(struct gw *gw, bool all, cw_status_t st);
@@ -280,7 +367,26 @@ int gw_signals_open(void);
 void gw_signals_poll(struct gw *gw);
 
 /* threads.c */
-cw_status_t gw_threads_start(struct gw *gw, unsigned n);
+/** Create the shards' contexts (@p n of them, one when n <= 1). */
+cw_status_t gw_shards_init(struct gw *gw, const struct cw_context_opts *o,
+                           unsigned n);
+/** Install the forward hook and the ping RPC on every shard. */
+cw_status_t gw_shards_setup(struct gw *gw);
+/** Start the threads of shards 1..n-1 (shard 0 is the main thread). */
+cw_status_t gw_threads_start(struct gw *gw);
+/** Stop and join them (their queues are run empty on the caller). */
 void gw_threads_stop(struct gw *gw);
+/** Destroy the shards' contexts. */
+void gw_shards_fini(struct gw *gw);
+/** The shard with the fewest networks (where a new one goes). */
+struct gw_shard *gw_shard_pick(struct gw *gw);
+/** Hand @p w to @p sh's thread: run at once if that is this thread. */
+void gw_shard_post(struct gw_shard *sh, struct gw_work *w);
+/** Queue @p w for @p sh's thread (its next pass, even from that thread). */
+void gw_shard_queue(struct gw_shard *sh, struct gw_work *w);
+/** Run what other threads handed to @p sh; true if anything ran. */
+bool gw_shard_drain(struct gw_shard *sh);
+/** The shard this thread drives, or NULL. */
+struct gw_shard *gw_shard_self(void);
 
 #endif /* CW_GW_INT_H */

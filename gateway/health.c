@@ -9,6 +9,7 @@
  */
 #include "gw_int.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,6 +19,11 @@ struct gw_ping {
     uint64_t generation;
     unsigned index;
     uint64_t t0;
+    /* threaded: sent by the shard whose network it leaves by */
+    struct gw_work work;
+    struct gw_shard *sh;
+    uint64_t timeout_ms;
+    char target[CW_ADDR_STR_MAX];
 };
 
 bool gw_health_busy(const struct gw *gw)
@@ -106,6 +112,8 @@ static void gw_ping_cb(cw_handle_t *h, cw_status_t st, void *arg)
     struct gw *gw = p->gw;
     bool ok = !gw_status_is_transport(st) && st != CW_CANCELED;
 
+    /* Threaded: this runs on the shard of the pinged network. */
+    gw_lock(gw);
     if (st != CW_CANCELED && p->generation == gw->health_generation &&
         p->index < gw->nhcs) {
         struct gw_hc *hc = &gw->hcs[p->index];
@@ -125,9 +133,10 @@ static void gw_ping_cb(cw_handle_t *h, cw_status_t st, void *arg)
             !cw_route_table_nexthop_is_up(p->table, hc->nexthop))
             gw_fwd_hop_down(gw, hc->addr);
         if (!ok)
-            gw_addr_forget(gw, hc->addr);
+            gw_addr_forget(gw_shard_of_uri(gw, hc->addr), hc->addr);
     }
     gw->pings_inflight--;
+    gw_unlock(gw);
     cw_route_table_unref(p->table);
     cw_handle_release(h);
     free(p);
@@ -135,6 +144,27 @@ static void gw_ping_cb(cw_handle_t *h, cw_status_t st, void *arg)
 
 /* Address to ping @p hc at: backends reachable only through another
  * gateway are pinged through it. */
+/* Threaded: on @p p->sh's thread, which owns the network the ping leaves
+ * by (gw_ping handed it over). */
+static void gw_ping_send(struct gw_work *w)
+{
+    struct gw_ping *p =
+        (struct gw_ping *)(void *)((char *)w - offsetof(struct gw_ping, work));
+    cw_handle_t *h = NULL;
+    cw_addr_t *addr;
+    cw_status_t st;
+
+    pthread_mutex_lock(&p->sh->addr_lock);
+    st = gw_addr_get(p->sh, p->target, &addr);
+    if (st == CW_OK)
+        st = cw_handle_create(p->sh->ctx, addr, p->gw->ping_id, &h);
+    pthread_mutex_unlock(&p->sh->addr_lock);
+    if (st == CW_OK)
+        st = cw_forward(h, p->timeout_ms, gw_ping_cb, p);
+    if (st != CW_OK)
+        gw_ping_cb(h, st, p); /* a failed check; frees p */
+}
+
 static cw_status_t gw_hc_addr(struct gw *gw, struct gw_hc *hc, char *buf,
                               size_t len)
 {
@@ -150,48 +180,67 @@ static cw_status_t gw_hc_addr(struct gw *gw, struct gw_hc *hc, char *buf,
     return n < 0 || (size_t)n >= len ? CW_OVERFLOW : CW_OK;
 }
 
+static struct gw_ping *gw_ping_new(struct gw *gw, unsigned i, uint64_t now)
+{
+    const struct cw_config_health *hcfg = &gw->cfg->health;
+    struct gw_ping *p = calloc(1, sizeof(*p));
+
+    if (p == NULL)
+        return NULL;
+    p->gw = gw;
+    p->table = cw_route_table_ref(gw->table);
+    p->generation = gw->health_generation;
+    p->index = i;
+    p->t0 = now;
+    p->timeout_ms = hcfg->timeout_ns / 1000000u ? hcfg->timeout_ns / 1000000u
+                                                : 1;
+    return p;
+}
+
 static void gw_ping(struct gw *gw, unsigned i, uint64_t now)
 {
     struct gw_hc *hc = &gw->hcs[i];
-    const struct cw_config_health *hcfg = &gw->cfg->health;
     char target[CW_ADDR_STR_MAX];
     cw_handle_t *h = NULL;
     cw_addr_t *addr;
     struct gw_ping *p;
     cw_status_t st;
 
-    hc->next_ns = now + hcfg->interval_ns;
+    hc->next_ns = now + gw->cfg->health.interval_ns;
     st = gw_hc_addr(gw, hc, target, sizeof(target));
-    if (st == CW_OK)
-        st = gw_addr_get(gw, target, &addr);
-    if (st == CW_OK)
-        st = cw_handle_create(gw->ctx, addr, gw->ping_id, &h);
     if (st != CW_OK)
         goto err;
-    p = calloc(1, sizeof(*p));
+    p = gw_ping_new(gw, i, now);
     if (p == NULL) {
         st = CW_NOMEM;
-        goto err_release;
+        goto err;
     }
-    p->gw = gw;
-    p->table = cw_route_table_ref(gw->table);
-    p->generation = gw->health_generation;
-    p->index = i;
-    p->t0 = now;
-    st = cw_forward(h, hcfg->timeout_ns / 1000000u ? hcfg->timeout_ns /
-                                                         1000000u : 1,
-                    gw_ping_cb, p);
+    if (gw->threaded) {
+        /* The shard whose network it leaves by sends it, once this thread
+         * has dropped gw->lock (even when that is shard 0). */
+        p->sh = gw_shard_of_uri(gw, target);
+        memcpy(p->target, target, sizeof(p->target));
+        p->work.fn = gw_ping_send;
+        hc->inflight = true;
+        gw->pings_inflight++;
+        gw_shard_queue(p->sh, &p->work);
+        return;
+    }
+    st = gw_addr_get(&gw->shards[0], target, &addr);
+    if (st == CW_OK)
+        st = cw_handle_create(gw->ctx, addr, gw->ping_id, &h);
+    if (st == CW_OK)
+        st = cw_forward(h, p->timeout_ms, gw_ping_cb, p);
     if (st != CW_OK) {
+        cw_handle_release(h);
         cw_route_table_unref(p->table);
         free(p);
-        goto err_release;
+        goto err;
     }
     hc->inflight = true;
     gw->pings_inflight++;
     return;
 
-err_release:
-    cw_handle_release(h);
 err:
     /* The target could not even be addressed: that is a failed check. */
     hc->fail++;

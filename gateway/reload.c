@@ -93,6 +93,8 @@ static void gw_net_close_at(struct gw *gw, unsigned i)
     gw_addr_cache_fini(gw);
     gw_rcache_clear(gw);
     st = cw_network_close(n->net);
+    if (n->sh != NULL)
+        n->sh->nnets--; /* it leaves its shard */
     if (st != CW_OK)
         CW_WARN(GW_LOG, "closing network %s failed: %s", n->name,
                 cw_status_str(st));
@@ -247,7 +249,10 @@ bool gw_drain_check(struct gw *gw, uint64_t now)
         gw_queue_expire(gw, true, CW_CANCELED);
         CW_WARN(GW_LOG, "drain grace over: canceling %u RPCs in flight",
                 gw->inflight);
-        gw_fwd_cancel_all(gw);
+        if (gw->threaded)
+            gw->cancel_all = true; /* gw_loop_mt, once gw->lock is dropped */
+        else
+            gw_fwd_cancel_all(gw);
         gw->drain_canceled = true;
     }
     return false;

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 
-cw_status_t gw_staging_init(struct gw_staging *s, cw_context_t *ctx,
+cw_status_t gw_staging_init(struct gw_staging *s, struct gw *gw,
                             size_t bytes, size_t chunk)
 {
     void *mem;
@@ -37,10 +37,12 @@ cw_status_t gw_staging_init(struct gw_staging *s, cw_context_t *ctx,
     }
     for (unsigned i = 0; i < s->nslots; i++) {
         struct cw_segment seg = {s->mem + (size_t)i * chunk, chunk};
-        st = cw_bulk_create(ctx, &seg, 1, CW_BULK_READ_WRITE,
-                            &s->slots[i].bulk);
-        if (st != CW_OK)
-            goto err;
+        for (unsigned k = 0; k < gw->nshards; k++) {
+            st = cw_bulk_create(gw->shards[k].ctx, &seg, 1,
+                                CW_BULK_READ_WRITE, &s->slots[i].bulk[k]);
+            if (st != CW_OK)
+                goto err;
+        }
         s->slots[i].next = s->free;
         s->free = &s->slots[i];
     }
@@ -121,7 +123,8 @@ void gw_staging_fini(struct gw_staging *s)
 {
     if (s->slots != NULL)
         for (unsigned i = 0; i < s->nslots; i++)
-            cw_bulk_free(s->slots[i].bulk);
+            for (unsigned k = 0; k < GW_MAX_NETS; k++)
+                cw_bulk_free(s->slots[i].bulk[k]);
     free(s->slots);
     if (s->mem != NULL)
         munmap(s->mem, s->bytes);

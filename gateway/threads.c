@@ -1,9 +1,15 @@
 /*
- * gateway.threads > 1: helper threads that drive the networks' progress
- * while the main thread runs the completions (forward hook, responses,
- * admin, health).  All gateway state stays on the main thread; the core
- * context is thread-safe and hands completions over through its queue and
- * eventfd.
+ * gateway.threads: shards.  Each shard is one thread and one context with
+ * its own lock, completion queue and wait fds, and owns the networks opened
+ * on it; only that thread calls cw_progress and cw_trigger on it, so the
+ * plugins' send and receive system calls of a network run on its shard's
+ * core.  Shard 0 is the main thread (signals, admin, health, reload, drain).
+ *
+ * Work crosses shards through a lock-free multi-producer queue per shard
+ * (a Treiber stack the owner takes whole and reverses) and a wake-up of
+ * its context (cw_context_interrupt: the context's eventfd when the thread
+ * sleeps in epoll, a flag when it polls).  With threads = 1 there is one
+ * shard, on the main thread, and none of this runs.
  */
 #include "gw_int.h"
 
@@ -11,44 +17,199 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void *gw_thread_main(void *arg)
+static _Thread_local struct gw_shard *gw_cur_shard;
+
+struct gw_shard *gw_shard_self(void)
 {
-    struct gw *gw = arg;
+    return gw_cur_shard;
+}
+
+cw_status_t gw_shards_init(struct gw *gw, const struct cw_context_opts *o,
+                           unsigned n)
+{
+    cw_status_t st;
+
+    if (n < 1)
+        n = 1;
+    if (n > GW_MAX_NETS)
+        n = GW_MAX_NETS;
+    gw->shards = calloc(n, sizeof(*gw->shards));
+    if (gw->shards == NULL) {
+        CW_ERROR(GW_LOG, "out of memory");
+        return CW_NOMEM;
+    }
+    gw->threaded = n > 1;
+    if (gw->threaded)
+        pthread_mutex_init(&gw->lock, NULL);
+    for (unsigned i = 0; i < n; i++) {
+        struct gw_shard *sh = &gw->shards[i];
+        sh->gw = gw;
+        sh->idx = i;
+        atomic_init(&sh->inbox, NULL);
+        pthread_mutex_init(&sh->addr_lock, NULL);
+        gw->nshards++;
+        st = cw_context_create(o, &sh->ctx);
+        if (st != CW_OK) {
+            CW_ERROR(GW_LOG, "cannot create the RPC context: %s",
+                     cw_status_str(st));
+            return st;
+        }
+    }
+    gw->ctx = gw->shards[0].ctx;
+    gw_cur_shard = &gw->shards[0];
+    return CW_OK;
+}
+
+cw_status_t gw_shards_setup(struct gw *gw)
+{
+    for (unsigned i = 0; i < gw->nshards; i++) {
+        struct gw_shard *sh = &gw->shards[i];
+        cw_status_t st;
+
+        if (i > 0) {
+            st = cw_rpc_register(sh->ctx, GW_PING_RPC, gw_ping_handler, gw,
+                                 NULL, NULL);
+            if (st != CW_OK) {
+                CW_ERROR(GW_LOG, "cannot register %s: %s", GW_PING_RPC,
+                         cw_status_str(st));
+                return st;
+            }
+        }
+        if (gw->threaded)
+            st = cw_context_set_forward_hook(sh->ctx, gw_forward_hook_mt, sh);
+        else
+            st = cw_context_set_forward_hook(sh->ctx, gw_forward_hook, gw);
+        if (st != CW_OK) {
+            CW_ERROR(GW_LOG, "cannot install the forward hook: %s",
+                     cw_status_str(st));
+            return st;
+        }
+    }
+    return CW_OK;
+}
+
+struct gw_shard *gw_shard_pick(struct gw *gw)
+{
+    struct gw_shard *best = &gw->shards[0];
+
+    for (unsigned i = 1; i < gw->nshards; i++)
+        if (gw->shards[i].nnets < best->nnets)
+            best = &gw->shards[i];
+    return best;
+}
+
+void gw_shard_post(struct gw_shard *sh, struct gw_work *w)
+{
+    if (sh == gw_cur_shard)
+        w->fn(w);
+    else
+        gw_shard_queue(sh, w);
+}
+
+void gw_shard_queue(struct gw_shard *sh, struct gw_work *w)
+{
+    struct gw_work *head;
+
+    head = atomic_load_explicit(&sh->inbox, memory_order_relaxed);
+    do {
+        w->next = head;
+    } while (!atomic_compare_exchange_weak_explicit(
+        &sh->inbox, &head, w, memory_order_release, memory_order_relaxed));
+    /* Only the push that found the queue empty needs to wake the owner:
+     * later ones are taken in the same pass. */
+    if (head == NULL)
+        (void)cw_context_interrupt(sh->ctx);
+}
+
+bool gw_shard_drain(struct gw_shard *sh)
+{
+    struct gw_work *w, *fifo = NULL;
+
+    if (atomic_load_explicit(&sh->inbox, memory_order_relaxed) == NULL)
+        return false;
+    w = atomic_exchange_explicit(&sh->inbox, NULL, memory_order_acquire);
+    while (w != NULL) { /* newest first: reverse into arrival order */
+        struct gw_work *next = w->next;
+        w->next = fifo;
+        fifo = w;
+        w = next;
+    }
+    while (fifo != NULL) {
+        w = fifo;
+        fifo = w->next;
+        w->fn(w);
+    }
+    return true;
+}
+
+static void *gw_shard_main(void *arg)
+{
+    struct gw_shard *sh = arg;
+    struct gw *gw = sh->gw;
     unsigned slice = gw->busy_poll ? 0 : 5;
 
+    gw_cur_shard = sh;
     while (!atomic_load_explicit(&gw->threads_stop, memory_order_acquire)) {
-        /* cw_progress returns at once while completions wait for the main
-         * thread's trigger; yield then instead of spinning on the lock. */
-        if (cw_progress(gw->ctx, slice) == CW_OK)
-            sched_yield();
+        unsigned ran = 0;
+        bool moved = gw_shard_drain(sh);
+
+        (void)cw_progress(sh->ctx, moved ? 0 : slice);
+        cw_trigger(sh->ctx, 0, 0, &ran);
     }
     return NULL;
 }
 
-cw_status_t gw_threads_start(struct gw *gw, unsigned n)
+cw_status_t gw_threads_start(struct gw *gw)
 {
-    gw->threads = calloc(n, sizeof(*gw->threads));
-    if (gw->threads == NULL)
-        return CW_NOMEM;
     atomic_store(&gw->threads_stop, false);
-    for (unsigned i = 0; i < n; i++) {
-        int rc = pthread_create(&gw->threads[i], NULL, gw_thread_main, gw);
+    for (unsigned i = 1; i < gw->nshards; i++) {
+        struct gw_shard *sh = &gw->shards[i];
+        int rc = pthread_create(&sh->tid, NULL, gw_shard_main, sh);
         if (rc != 0) {
             CW_ERROR(GW_LOG, "pthread_create() failed: %s", strerror(rc));
             return CW_NOMEM;
         }
-        gw->nthreads++;
+        sh->started = true;
     }
-    CW_LOG(CW_LOG_INFO, GW_LOG, "%u helper progress threads", n);
+    if (gw->nshards > 1)
+        CW_LOG(CW_LOG_INFO, GW_LOG, "%u shards, one progress thread each",
+               gw->nshards);
     return CW_OK;
 }
 
 void gw_threads_stop(struct gw *gw)
 {
     atomic_store_explicit(&gw->threads_stop, true, memory_order_release);
-    for (unsigned i = 0; i < gw->nthreads; i++)
-        pthread_join(gw->threads[i], NULL);
-    free(gw->threads);
-    gw->threads = NULL;
-    gw->nthreads = 0;
+    for (unsigned i = 1; i < gw->nshards; i++) {
+        struct gw_shard *sh = &gw->shards[i];
+        if (!sh->started)
+            continue;
+        (void)cw_context_interrupt(sh->ctx);
+        pthread_join(sh->tid, NULL);
+        sh->started = false;
+    }
+}
+
+void gw_shards_fini(struct gw *gw)
+{
+    /* No other thread is left: what is still queued runs here. */
+    for (bool ran = true; ran;) {
+        ran = false;
+        for (unsigned i = 0; i < gw->nshards; i++) {
+            gw_cur_shard = &gw->shards[i];
+            ran |= gw_shard_drain(&gw->shards[i]);
+        }
+    }
+    gw_cur_shard = NULL;
+    for (unsigned i = gw->nshards; i-- > 0;) {
+        struct gw_shard *sh = &gw->shards[i];
+        cw_context_destroy(sh->ctx);
+        pthread_mutex_destroy(&sh->addr_lock);
+    }
+    if (gw->threaded)
+        pthread_mutex_destroy(&gw->lock);
+    free(gw->shards);
+    gw->shards = NULL;
+    gw->nshards = 0;
+    gw->ctx = NULL;
 }

@@ -309,6 +309,15 @@ cw_status_t cw_cancel(cw_handle_t *h);
 cw_status_t cw_progress(cw_context_t *ctx, unsigned timeout_ms);
 
 /**
+ * Make the cw_progress() call running on @p ctx (or, if none is, the next
+ * one) return CW_OK at once instead of spinning or blocking, so that the
+ * thread driving the context can look at work handed to it from other
+ * threads.  Cheap when nobody sleeps (no system call); thread-safe.
+ * @return CW_OK, or CW_INVALID_ARG for NULL.
+ */
+cw_status_t cw_context_interrupt(cw_context_t *ctx);
+
+/**
  * Run up to @p max completed callbacks (0 = all ready), waiting up to
  * @p timeout_ms for the first.  @return CW_OK if any ran, else CW_TIMEOUT.
  */

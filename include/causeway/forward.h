@@ -80,6 +80,20 @@ cw_status_t cw_fwd_set_resume(cw_handle_t *out);
 cw_status_t cw_fwd_fail(cw_handle_t *out, cw_status_t status);
 
 /**
+ * Like cw_fwd_create(), with the outgoing handle in @p out_ctx, which may be
+ * another context than @p in's (a gateway with one context per progress
+ * thread).  @p next_hop must have been looked up in @p out_ctx.  Across two
+ * contexts the outgoing handle holds no reference to @p in: keep @p in until
+ * the outgoing forward has completed.  A cancel from @p in's caller still
+ * cancels the outgoing forward (from @p in's context's cw_trigger).
+ * @return as cw_fwd_create(); CW_INVALID_ARG also when @p next_hop belongs
+ *         to another context.
+ */
+cw_status_t cw_fwd_create_on(cw_context_t *out_ctx, cw_handle_t *in,
+                             cw_addr_t *next_hop, const char *dest,
+                             cw_handle_t **out_p);
+
+/**
  * Answer @p in with the response of the completed outgoing handle @p out:
  * @p status (the status its forward callback got) and, when a response
  * arrived, its payload and descriptor section unchanged.  For a one-way

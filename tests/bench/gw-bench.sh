@@ -16,6 +16,16 @@
 # (default all three): blocking; busy (server, gateway and client all
 # spinning: three pollers on a 2-vCPU machine share cores, so this measures
 # the scheduler as much as the path); gwbusy (only the gateway spins).
+#
+#   BRIDGE=IN,OUT [THREADS="1 2"] tests/bench/gw-bench.sh [BUILD_DIR]
+#
+# instead measures a gateway bridging two networks (client on fabric IN,
+# server on fabric OUT, e.g. BRIDGE=ofi+tcp,ucx+tcp; the OUT network listens
+# on 127.0.0.2 so both may be the same fabric) with each
+# gateway.threads value in THREADS: the 64 B rate with 16 in flight
+# (blocking mode) and the gateway's CPU time per forwarded RPC (utime +
+# stime from /proc/PID/stat over the rate runs, divided by the forwards
+# its admin interface counted).
 set -u
 B=$(cd "${1:-build}" && pwd)
 shift || true
@@ -50,6 +60,81 @@ listen_uri() {
     *) echo "$1://127.0.0.1:0" ;;
     esac
 }
+
+gw_cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# Per-thread CPU ticks of a process: "tid:ticks ...".
+gw_thread_ticks() {
+    local t
+    for t in /proc/"$1"/task/*; do
+        awk -v t="${t##*/}" '{printf "%s:%d ", t, $14 + $15}' "$t/stat"
+    done
+}
+# thread_split BEFORE AFTER: each thread's share of the ticks in between.
+thread_split() {
+    awk -v a="$1" -v b="$2" 'BEGIN {
+        n = split(a, x, " "); for (i = 1; i <= n; i++) { split(x[i], p, ":"); s[p[1]] = p[2] }
+        n = split(b, y, " "); tot = 0
+        for (i = 1; i <= n; i++) { split(y[i], p, ":"); d[i] = p[2] - s[p[1]]; tot += d[i] }
+        out = ""
+        for (i = 1; i <= n; i++) if (d[i] > 0 && tot > 0) out = out sprintf("%s%.0f%%", out == "" ? "" : "/", 100 * d[i] / tot)
+        print out == "" ? "n/a" : out }'
+}
+forwarded() {
+    "$B/tools/cwctl" --admin "$1" stats --json | grep -o '"forwarded":[0-9]*' |
+        head -n 1 | cut -d: -f2
+}
+
+# BRIDGE=IN,OUT: one gateway between two fabrics, per gateway.threads.
+bridge() {
+    local in=${BRIDGE%,*} out=${BRIDGE#*,} th srv gw srv_addr gw_addr admin
+    local c0 c1 f0 f1 rate hz s0 s1
+    hz=$(getconf CLK_TCK)
+    printf '%-18s %8s %12s %14s  %s\n' bridge threads via_gw_rps gw_cpu_us/rpc \
+        gw_threads_cpu_split
+    for th in ${THREADS:-1 2}; do
+        rm -f "$T/srv.addr" "$T/gw.ready"
+        "$PERF" server --listen "$(listen_uri "$out" srv-br$th)" \
+            --addr-file "$T/srv.addr" >/dev/null 2>"$T/srv.log" &
+        srv=$!
+        PIDS="$PIDS $srv"
+        wait_for test -s "$T/srv.addr" || { echo "server failed"; cat "$T/srv.log"; return 1; }
+        admin="127.0.0.1:$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+        cat >"$T/gw.yaml" <<YAML
+gateway: { name: bench, admin: "$admin", threads: $th }
+networks:
+  - { name: n0, address: "$(listen_uri "$in" gw-in$th)" }
+  - { name: n1, address: "$(listen_uri "$out" gw-out$th | sed 's/127.0.0.1/127.0.0.2/')" }
+routes:
+  - { dest: "$(cat "$T/srv.addr")", via: n1 }
+YAML
+        "$GWD" -c "$T/gw.yaml" --ready-fd 3 3>"$T/gw.ready" 2>"$T/gw.log" &
+        gw=$!
+        PIDS="$PIDS $gw"
+        wait_for grep -q '^ready$' "$T/gw.ready" || { echo "gateway failed"; cat "$T/gw.log"; return 1; }
+        srv_addr=$(cat "$T/srv.addr")
+        gw_addr=$(awk '$1=="n0"{print $2}' "$T/gw.ready")
+        c0=$(gw_cpu_ticks "$gw")
+        s0=$(gw_thread_ticks "$gw")
+        f0=$(forwarded "$admin")
+        rate=$(timeout 120 "$PERF" client --sizes 64 --iters "$ITERS" \
+            --reps "$REPS" --json --target "$srv_addr@$gw_addr" --test rate \
+            --inflight 16 | median)
+        c1=$(gw_cpu_ticks "$gw")
+        s1=$(gw_thread_ticks "$gw")
+        f1=$(forwarded "$admin")
+        awk -v b="$in->$out" -v t="$th" -v r="${rate:-}" -v c=$((c1 - c0)) \
+            -v n=$((f1 - f0)) -v hz="$hz" -v sp="$(thread_split "$s0" "$s1")" 'BEGIN {
+            printf "%-18s %8s %12s %14s  %s\n", b, t,
+                r == "" ? "n/a" : sprintf("%.0f", r),
+                n == 0 ? "n/a" : sprintf("%.2f", c * 1e6 / hz / n), sp }'
+        kill -TERM "$gw" "$srv" 2>/dev/null
+        wait "$gw" "$srv" 2>/dev/null
+    done
+}
+if [ -n "${BRIDGE:-}" ]; then
+    bridge
+    exit $?
+fi
 
 printf '%-8s %-8s %12s %12s %10s %12s %12s %8s\n' fabric mode \
     "direct_us" "via_gw_us" "added_us" "direct_rps" "via_gw_rps" "ratio"

@@ -50,9 +50,10 @@ grep -q "staging chunks not returned" "$T/gw.log" &&
 # The interrupted transfers (target died, origin died, cancel 1 s into a
 # ~3 s pipeline) were stopped, not completed: only the 18 of still_serves
 # completed.  Under load the target can die before its transfer reaches
-# the gateway's pipeline (the next hop no longer resolves), so 2 or 3 of
-# them count as failed pipelines.
-grep -q "gw: bulk: .* 18 transfers, [0-9]* bytes, [23] failed" "$T/gw.log" ||
+# the gateway's pipeline (the next hop no longer resolves), and the cancel
+# can land before its pipeline has started, so 1 to 3 of them count as
+# failed pipelines (1 seen under a loaded ASan run and under TSan).
+grep -q "gw: bulk: .* 18 transfers, [0-9]* bytes, [123] failed" "$T/gw.log" ||
     fail "bulk summary at exit: $(grep 'gw: bulk:' "$T/gw.log")"
 pass "every staging chunk returned to the pool ($(grep -o 'bulk: .*waits' "$T/gw.log"))"
 start_gw gw "$T/gw.yaml"

@@ -86,11 +86,21 @@ plugin_available() {
     return $rc
 }
 
+# gw_cfg_threads CONFIG: with CW_GW_THREADS=N set (the threaded runs of
+# these tests), give the gateway section threads: N unless it sets threads
+# itself.  Scripts that rewrite a config for a reload call it again.
+gw_cfg_threads() {
+    [ -n "${CW_GW_THREADS:-}" ] || return 0
+    grep -q "threads:" "$1" && return 0
+    sed -i "s/^gateway: *{/gateway: { threads: $CW_GW_THREADS,/" "$1"
+}
+
 # start_gw NAME CONFIG [PREFIX...]: gateway; sets ${NAME}_PID and, from its
 # ready lines, ${NAME}_<network> addresses and ${NAME}_admin.
 start_gw() {
     local name=$1 cfg=$2 k v
     shift 2
+    gw_cfg_threads "$cfg"
     rm -f "$T/$name.ready"
     "$@" "$CAUSEWAYD" -c "$cfg" --log-level info --ready-fd 3 \
         3>"$T/$name.ready" 2>"$T/$name.log" &

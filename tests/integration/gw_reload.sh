@@ -20,6 +20,7 @@ services:
   - { name: echo, backends: ["$echo"] }
 $1
 YAML
+    gw_cfg_threads "$T/gw.yaml.tmp"
     mv "$T/gw.yaml.tmp" "$T/gw.yaml"
 }
 port=$(free_port)

@@ -3,8 +3,12 @@
  * (client -> gw1 [-> gw2] -> server over na-shm, three or four endpoints
  * progressed by one loop) proves that payloads and errors pass through
  * unchanged, the hop limit is enforced, descriptors can be refused and
- * requests without a hook get CW_NO_ROUTE.
+ * requests without a hook get CW_NO_ROUTE.  In cross-context mode the
+ * forwarder sends from another context (cw_fwd_create_on, as causewayd's
+ * shards do): payloads, errors and cancel still pass, and
+ * cw_context_interrupt wakes a cw_progress blocked in another thread.
  */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -21,11 +25,12 @@
 
 #include "rpc_test_util.h"
 
-enum { SRV, GW1, GW2, CLI, NCTX };
+enum { SRV, GW1, GW2, CLI, GWX, NCTX };
 static cw_context_t *ctx[NCTX];
 static char uri[NCTX][CW_URI_MAX];
 static cw_handle_t *held;
 static unsigned refused;
+static cw_context_t *xctx_out; /* forward from this context when set */
 
 static void pump(void)
 {
@@ -138,10 +143,21 @@ static void hook(cw_handle_t *in, void *arg)
         return;
     }
     /* The destination may itself be proxied ("x@gw2"). */
-    st = cw_addr_lookup(gw, cw_fwd_dest(in), &next);
-    if (st == CW_OK) {
-        st = cw_fwd_create(in, next, NULL, &out);
-        cw_addr_free(next);
+    if (xctx_out != NULL) {
+        st = cw_addr_lookup(xctx_out, cw_fwd_dest(in), &next);
+        if (st == CW_OK) {
+            /* The next hop must belong to the outgoing context. */
+            assert_int_equal(cw_fwd_create_on(gw, in, next, NULL, &out),
+                             CW_INVALID_ARG);
+            st = cw_fwd_create_on(xctx_out, in, next, NULL, &out);
+            cw_addr_free(next);
+        }
+    } else {
+        st = cw_addr_lookup(gw, cw_fwd_dest(in), &next);
+        if (st == CW_OK) {
+            st = cw_fwd_create(in, next, NULL, &out);
+            cw_addr_free(next);
+        }
     }
     if (st == CW_OK) {
         st = cw_forward(out, 0, fwd_done, in);
@@ -489,17 +505,16 @@ static void test_default_gateway(void **state)
     }
 }
 
-static void test_cancel_propagates(void **state)
+/* Cancel a call to "hold" at @p addr at the origin: the server's handler
+ * sees it, the origin gets CW_CANCELED once. */
+static void cancel_through(const char *addr)
 {
-    char addr[3 * CW_URI_MAX];
     cw_addr_t *a;
     cw_handle_t *h;
     struct call c = {0};
     uint64_t end = cw_now_ns() + 10000000000ull;
-    (void)state;
 
     held = NULL;
-    snprintf(addr, sizeof(addr), "%s@%s@%s", uri[SRV], uri[GW2], uri[GW1]);
     assert_int_equal(cw_addr_lookup(ctx[CLI], addr, &a), CW_OK);
     assert_int_equal(cw_handle_create(ctx[CLI], a, cw_rpc_id("hold"), &h),
                      CW_OK);
@@ -525,6 +540,73 @@ static void test_cancel_propagates(void **state)
     cw_handle_release(h);
 }
 
+static void test_cancel_propagates(void **state)
+{
+    char addr[3 * CW_URI_MAX];
+    (void)state;
+
+    snprintf(addr, sizeof(addr), "%s@%s@%s", uri[SRV], uri[GW2], uri[GW1]);
+    cancel_through(addr);
+}
+
+/* GW1 receives on its context and sends from GWX's. */
+static void test_cross_context(void **state)
+{
+    static const size_t sizes[] = {0, 100, 8200, 100000};
+    char addr[2 * CW_URI_MAX];
+    struct call c;
+    cw_handle_t *h;
+    (void)state;
+
+    xctx_out = ctx[GWX];
+    snprintf(addr, sizeof(addr), "%s@%s", uri[SRV], uri[GW1]);
+    for (unsigned i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        h = call(addr, "echo", sizes[i], 0, &c);
+        assert_int_equal(c.st, CW_OK);
+        cw_handle_release(h);
+    }
+    h = call(addr, "deny", 3, 0, &c);
+    assert_int_equal(c.st, CW_DENIED);
+    cw_handle_release(h);
+    cancel_through(addr);
+    xctx_out = NULL;
+}
+
+static void *interrupt_later(void *arg)
+{
+    struct timespec ts = {0, 100000000};
+
+    nanosleep(&ts, NULL);
+    cw_context_interrupt(arg);
+    return NULL;
+}
+
+static void test_interrupt(void **state)
+{
+    cw_context_t *c;
+    pthread_t t;
+    uint64_t t0;
+    (void)state;
+
+    assert_int_equal(cw_context_interrupt(NULL), CW_INVALID_ARG);
+    assert_int_equal(cw_context_create(NULL, &c), CW_OK);
+    /* Before the call: it returns at once, once. */
+    assert_int_equal(cw_context_interrupt(c), CW_OK);
+    t0 = cw_now_ns();
+    assert_int_equal(cw_progress(c, 5000), CW_OK);
+    assert_true(cw_now_ns() - t0 < 1000000000ull);
+    t0 = cw_now_ns();
+    assert_int_equal(cw_progress(c, 30), CW_TIMEOUT);
+    assert_true(cw_now_ns() - t0 >= 25000000ull);
+    /* While it blocks in another thread's call. */
+    assert_int_equal(pthread_create(&t, NULL, interrupt_later, c), 0);
+    t0 = cw_now_ns();
+    assert_int_equal(cw_progress(c, 5000), CW_OK);
+    assert_true(cw_now_ns() - t0 < 2000000000ull);
+    pthread_join(t, NULL);
+    cw_context_destroy(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -539,6 +621,8 @@ int main(void)
         cmocka_unit_test(test_no_hook),
         cmocka_unit_test(test_deadline_through),
         cmocka_unit_test(test_cancel_propagates),
+        cmocka_unit_test(test_cross_context),
+        cmocka_unit_test(test_interrupt),
         cmocka_unit_test(test_client_routes),
         cmocka_unit_test(test_default_gateway),
     };

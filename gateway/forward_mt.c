@@ -1,0 +1,258 @@
+/*
+ * The forward path with gateway.threads > 1 (threads.c).  A request
+ * arrives on its ingress shard A, whose thread runs gw_forward (resolve,
+ * ACL, admission) under gw->lock; the record goes to the egress shard B,
+ * whose thread creates the outgoing handle on B's context and sends
+ * (gw_fwd_send).  B's cw_trigger completes it (gw_out_cb_mt) and hands it
+ * back to A, which relays the response on A's network and does the
+ * bookkeeping (gw_fwd_finish).  When A == B nothing is handed over.
+ *
+ * gw->lock is never held across a plugin call on this path: answers and
+ * sends decided under it are deferred (gw_reject, gw_fwd_stage) and run by
+ * gw_deferred_flush once it is dropped.
+ */
+#include "gw_int.h"
+#include "gw_bulk.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Decided under gw->lock on this thread, done after it is dropped. */
+static _Thread_local struct gw_queued *gw_answers, **gw_answers_tail;
+static _Thread_local struct gw_fwd *gw_sends;
+
+static void gw_fwd_send_work(struct gw_work *w);
+static void gw_fwd_finish_work(struct gw_work *w);
+
+void gw_reject(struct gw *gw, cw_handle_t *in, cw_status_t st)
+{
+    struct gw_queued *q;
+
+    if (!gw->threaded) {
+        gw_answer(in, st);
+        return;
+    }
+    q = malloc(sizeof(*q));
+    if (q == NULL) {
+        gw_answer(in, st); /* rare: answer under the lock rather than never */
+        return;
+    }
+    q->in = in;
+    q->st = st;
+    q->next = NULL;
+    if (gw_answers == NULL)
+        gw_answers_tail = &gw_answers;
+    *gw_answers_tail = q;
+    gw_answers_tail = &q->next;
+}
+
+void gw_fwd_stage(struct gw_fwd *f)
+{
+    struct gw_shard *self = gw_shard_self();
+
+    f->in_sh = f->ingress != NULL ? f->ingress->sh
+                                  : (self != NULL ? self : &f->gw->shards[0]);
+    f->work.next = (struct gw_work *)gw_sends;
+    gw_sends = f;
+}
+
+void gw_deferred_flush(void)
+{
+    while (gw_answers != NULL) {
+        struct gw_queued *q = gw_answers;
+        gw_answers = q->next;
+        gw_answer(q->in, q->st);
+        free(q);
+    }
+    gw_answers_tail = NULL;
+    while (gw_sends != NULL) {
+        struct gw_fwd *f = gw_sends;
+        gw_sends = (struct gw_fwd *)f->work.next;
+        f->work.fn = gw_fwd_send_work;
+        gw_shard_post(f->eg_sh, &f->work);
+    }
+}
+
+void gw_forward_mt(struct gw *gw, cw_handle_t *in, bool requeued)
+{
+    pthread_mutex_lock(&gw->lock);
+    gw_forward(gw, in, requeued);
+    pthread_mutex_unlock(&gw->lock);
+    gw_deferred_flush();
+}
+
+void gw_forward_hook_mt(cw_handle_t *in, void *arg)
+{
+    struct gw_shard *sh = arg;
+
+    gw_forward_mt(sh->gw, in, false);
+}
+
+static void gw_out_cb_mt(cw_handle_t *out, cw_status_t st, void *arg)
+{
+    struct gw_fwd *f = arg;
+
+    (void)out;
+    f->t_done = cw_now_ns();
+    f->st = st;
+    f->work.fn = gw_fwd_finish_work;
+    gw_shard_post(f->in_sh, &f->work);
+}
+
+/* Replace the descriptors of the request by proxy tokens written to
+ * @p out (bulk_proxy_table.c). */
+static cw_status_t gw_fwd_send_bulk(struct gw_fwd *f, cw_handle_t *out,
+                                    cw_addr_t *next)
+{
+    struct gw *gw = f->gw;
+    struct gw_net *egress = NULL;
+    cw_status_t st;
+
+    pthread_mutex_lock(&gw->lock);
+    for (unsigned i = 0; i < gw->nnets && egress == NULL; i++)
+        if (gw->nets[i].net != NULL &&
+            cw_addr_network(next) == gw->nets[i].net)
+            egress = &gw->nets[i];
+    f->out = out; /* gw_bulk_rewrite writes there; not sent yet */
+    st = egress != NULL ? gw_bulk_rewrite(gw, f, f->in, egress, next)
+                        : CW_UNREACHABLE;
+    f->out = NULL;
+    pthread_mutex_unlock(&gw->lock);
+    return st;
+}
+
+void gw_fwd_send(struct gw_fwd *f)
+{
+    struct gw *gw = f->gw;
+    struct gw_shard *sh = f->eg_sh;
+    cw_handle_t *out = NULL;
+    cw_addr_t *next = NULL;
+    bool cut;
+    cw_status_t st;
+
+    /* The cached address may be forgotten by another thread as soon as
+     * the cache lock is dropped: the outgoing handle takes its own
+     * reference before that. */
+    pthread_mutex_lock(&sh->addr_lock);
+    st = gw_addr_get(sh, f->next_addr, &next);
+    if (st == CW_OK)
+        st = cw_fwd_create_on(sh->ctx, f->in, next,
+                              f->dest[0] != '\0' ? f->dest : NULL, &out);
+    if (st == CW_OK)
+        st = cw_addr_dup(next, &next);
+    else
+        next = NULL;
+    pthread_mutex_unlock(&sh->addr_lock);
+    if (st == CW_OK && cw_fwd_desc_count(f->in) > 0)
+        st = gw_fwd_send_bulk(f, out, next);
+    cw_addr_free(next);
+    if (st == CW_OK) {
+        f->t_sent = cw_now_ns();
+        st = cw_forward(out, 0, gw_out_cb_mt, f);
+    }
+    if (st != CW_OK) {
+        /* Never left: the ingress shard answers and counts it. */
+        if (out != NULL)
+            cw_handle_release(out);
+        f->st = st;
+        f->send_failed = true;
+        f->work.fn = gw_fwd_finish_work;
+        gw_shard_post(f->in_sh, &f->work);
+        return;
+    }
+    /* From here the canceling scans (gw_fwd_cancel_mt) can see it. */
+    pthread_mutex_lock(&gw->lock);
+    f->out = out;
+    cut = f->cut;
+    pthread_mutex_unlock(&gw->lock);
+    if (cut)
+        (void)cw_cancel(out);
+}
+
+static void gw_fwd_send_work(struct gw_work *w)
+{
+    gw_fwd_send(gw_fwd_of_work(w));
+}
+
+void gw_fwd_finish(struct gw_fwd *f)
+{
+    struct gw *gw = f->gw;
+    cw_handle_t *in = f->in, *out = f->out;
+    cw_status_t st = f->st, rst;
+    uint64_t t_end;
+
+    if (f->send_failed) {
+        gw_answer(in, st == CW_NOENT ? CW_UNREACHABLE : st);
+        pthread_mutex_lock(&gw->lock);
+        gw_fwd_fail_account(f, st);
+        f->in = NULL;
+        gw_fwd_free(f);
+        pthread_mutex_unlock(&gw->lock);
+        return;
+    }
+    pthread_mutex_lock(&gw->lock); /* gw_fwd_cancel_mt sets cut */
+    if (f->cut && st == CW_CANCELED)
+        st = CW_TIMEOUT; /* limits.max_timeout, not the caller, ended it */
+    pthread_mutex_unlock(&gw->lock);
+    rst = cw_fwd_respond(in, out, st, NULL, NULL);
+    if (rst != CW_OK)
+        CW_LOG_RL(CW_LOG_WARN, GW_LOG, "cannot relay the response: %s",
+                  cw_status_str(rst));
+    t_end = cw_now_ns();
+    pthread_mutex_lock(&gw->lock);
+    f->in = NULL;
+    f->out = NULL; /* released below, outside the lock */
+    gw_fwd_account(f, st, t_end);
+    pthread_mutex_unlock(&gw->lock);
+    /* The outgoing handle first: across contexts it does not keep the
+     * incoming one alive. */
+    cw_handle_release(out);
+    cw_handle_release(in);
+}
+
+static void gw_fwd_finish_work(struct gw_work *w)
+{
+    gw_fwd_finish(gw_fwd_of_work(w));
+}
+
+void gw_fwd_cancel_mt(struct gw *gw, bool all)
+{
+    cw_handle_t **outs;
+    unsigned n = 0, cap;
+    uint64_t max, now;
+
+    pthread_mutex_lock(&gw->lock);
+    max = gw->cfg->limits.max_timeout_ns;
+    /* Forwards are admitted on other threads: a clock read before taking
+     * the lock could be older than a listed record's t_in and wrap
+     * "now - t_in" (a fresh forward cut as if past limits.max_timeout). */
+    now = cw_now_ns();
+    if (!all) {
+        /* A coarse 10 ms scan is enough for a limit in milliseconds. */
+        if (now < gw->next_cut_ns) {
+            pthread_mutex_unlock(&gw->lock);
+            return;
+        }
+        gw->next_cut_ns = now + 10000000ull;
+    }
+    cap = gw->inflight;
+    outs = cap > 0 ? malloc(cap * sizeof(*outs)) : NULL;
+    for (struct gw_fwd *f = gw->fwds; f != NULL && outs != NULL; f = f->next) {
+        if (!all) {
+            if (f->cut || now < f->t_in || now - f->t_in < max)
+                continue;
+            f->cut = true; /* gw_fwd_send cancels it if not sent yet */
+        }
+        if (f->out != NULL && n < cap) {
+            cw_handle_ref(f->out);
+            outs[n++] = f->out;
+        }
+    }
+    pthread_mutex_unlock(&gw->lock);
+    /* Canceling tells the next hop (a plugin call): outside the lock. */
+    for (unsigned i = 0; i < n; i++) {
+        (void)cw_cancel(outs[i]);
+        cw_handle_release(outs[i]);
+    }
+    free(outs);
+}
