@@ -59,7 +59,7 @@ server() { # NAME URI
 }
 gateway() { # NAME CHUNK DEPTH STAGING [SECOND_URI] [ZERO_COPY]
     cat >"$T/$1.yaml" <<YAML
-gateway: { name: $1, admin: "" }
+gateway: { name: $1, admin: "", threads: ${GW_THREADS:-1} }
 networks:
   - { name: tcp0, address: "ofi+tcp://127.0.0.1:0" }
   - { name: net1, address: "${5:-shm://$TAG-$1}" }
@@ -74,14 +74,34 @@ YAML
     eval "${1}_net1=\$(awk '/^net1/{print \$2}' \"\$T/\$1.ready\")"
 }
 # bw LABEL TARGET: MiB/s medians of 64 MiB pull and push.
+# CPU time of every process of the bench (client from time(1)), in ticks.
+cpu_ticks() {
+    local p t=0
+    for p in $PIDS; do
+        [ -r "/proc/$p/stat" ] && t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat")))
+    done
+    echo "$t"
+}
+# Also the CPU time all processes spent per MiB moved, and the rate two
+# CPUs could sustain at that cost (the CPU-bound ceiling of this machine).
 bw() {
-    local out
-    out=$(timeout 300 "$PERF" client --target "$2" --test bw --sizes 64M \
-        --iters "$ITERS" --reps "$REPS" 2>"$T/client.err")
-    local pull push
+    local out c0 c1
+    c0=$(cpu_ticks)
+    out=$( { /usr/bin/time -f "cputime %U %S" timeout 300 "$PERF" client \
+        --target "$2" --test bw --sizes 64M --iters "$ITERS" \
+        --reps "$REPS"; } 2>&1)
+    c1=$(cpu_ticks)
+    local pull push cpu
     pull=$(echo "$out" | awk '$2=="pull"{print $3}')
     push=$(echo "$out" | awk '$2=="push"{print $3}')
-    printf '%-12s %10s %10s   %s\n' "$1" "${pull:-fail}" "${push:-fail}" "$2"
+    # cw-perf moves 64 MiB ITERS x REPS times each way, plus one warm-up.
+    cpu=$(echo "$out" | awk -v d=$((c1 - c0)) -v hz="$(getconf CLK_TCK)" \
+        -v mib=$((64 * 2 * (ITERS * REPS + 1))) \
+        -v ncpu="$(getconf _NPROCESSORS_ONLN)" '
+        /^cputime/ { c = $2 + $3 }
+        END { us = (c + d / hz) * 1e6 / mib;
+              printf "cpu %.0f us/MiB, 2-CPU ceiling %.0f MiB/s", us, ncpu * 1e6 / us }')
+    printf '%-12s %10s %10s   %s   (%s)\n' "$1" "${pull:-fail}" "${push:-fail}" "$2" "$cpu"
     eval "R_$1_pull=${pull:-0} R_$1_push=${push:-0}"
 }
 
