@@ -192,7 +192,11 @@ cw_status_t cw_bproxy_transfer(cw_context_t *ctx, enum cw_bulk_dir dir,
         return CW_INVALID_ARG;
     if (now >= remote->pexpiry_ns)
         return CW_EXPIRED; /* the gateway would refuse it too */
-    if (remote->rsess != NULL && len > 0)
+    /* An idempotent request's transfer goes in resumable windows, unless
+     * the gateway may grant it (zero-staging): then the bytes never pass
+     * through the gateway, and its failure after the grant stops nothing. */
+    if (remote->rsess != NULL && len > 0 &&
+        !(remote->net->caps.flags & CW_NA_CAP_NODE_RMA))
         return cw_rs_transfer(ctx, dir, peer, remote, remote_off, local,
                               local_off, len, cb, arg, op_p);
     /* The delegation may take as long as the token lives. */

@@ -41,6 +41,20 @@ stats_of gwd
     fail "zero-staging counters: $stats"
 pass "$((2 * NSIZES)) direct transfers ($(json_num "$stats" direct_bytes) bytes), no staging chunk used"
 
+# An idempotent call asks for a grant too (no resumable windows needed:
+# the bytes never pass through the gateway).
+for d in pull push; do
+    timeout 60 "$XFER" once "$shmsrv@$gwd_shm0" 8M "$d" idem 20000 \
+        >"$T/once.out" 2>"$T/once.err"
+    grep -q '^CW_OK' "$T/once.out" ||
+        fail "idempotent $d through the zero-staging gateway: $(cat "$T/once.out" "$T/once.err")"
+done
+stats_of gwd
+[ "$(json_num "$stats" direct_transfers)" = $((2 * NSIZES + 2)) ] &&
+    [ "$(json_num "$stats" transfers)" = 0 ] ||
+    fail "idempotent calls were not granted: $stats"
+pass "idempotent 8 MiB pull and push: granted, no staging"
+
 bulk_gw gwp "shm0=shm://$TAG-gwp" "1MiB 4 8MiB false" "127.0.0.1:$(free_port)"
 xfer "shm <-> shm through a gateway, zero_copy false" "$shmsrv@$gwp_shm0" "$SIZES"
 stats_of gwp
