@@ -490,6 +490,50 @@ static bool gw_resolve_other(struct gw_fwd *f, struct gw_target *t)
     return false;
 }
 
+/* Whether @p f may be re-forwarded after its next hop failed with @p st,
+ * and through which other gateway (@p t). */
+static bool gw_fwd_resumable(struct gw_fwd *f, cw_status_t st,
+                             struct gw_target *t)
+{
+    cw_handle_t *in = f->in;
+
+    return f->has_nexthop && !f->has_backend && !f->cut &&
+           f->resumes < GW_MAX_RESUMES &&
+           (st == CW_DISCONNECTED || st == CW_UNREACHABLE || st == CW_IO) &&
+           cw_handle_idempotent(in) && !cw_handle_canceled(in) &&
+           cw_handle_remaining_ms(in) > 0 && gw_resolve_other(f, t);
+}
+
+/* Move @p f from its failed next hop to the one in @p t: the failed hop is
+ * counted and reported as a failure and its tokens revoked.  Returns the
+ * old outgoing handle, for the caller to release. */
+static cw_handle_t *gw_fwd_retarget(struct gw_fwd *f,
+                                    const struct gw_target *t,
+                                    struct gw_route_stats *rs)
+{
+    struct gw *gw = f->gw;
+    cw_handle_t *old = f->out;
+
+    f->rs->failed++;
+    f->rs->inflight--;
+    cw_route_table_nexthop_report(f->table, f->nexthop, false);
+    cw_route_table_nexthop_load(f->table, f->nexthop, -1);
+    gw_addr_forget(f->eg_sh != NULL ? f->eg_sh : &gw->shards[0],
+                   f->next_addr);
+    gw_bulk_revoke(gw, f);
+    f->out = NULL;
+    cw_route_table_unref(f->table);
+    f->table = cw_route_table_ref(gw->table);
+    f->rs = rs;
+    rs->inflight++;
+    f->nexthop = t->res.nexthop;
+    cw_route_table_nexthop_load(f->table, f->nexthop, 1);
+    memcpy(f->next_addr, t->next, sizeof(f->next_addr));
+    f->resumes++;
+    f->hop_down = false;
+    return old;
+}
+
 /* The next-hop gateway of an idempotent request failed: send the request
  * again through another gateway of its route, marked RESUME, with fresh
  * proxy tokens, so the target continues where its transfers stopped
@@ -503,34 +547,12 @@ static bool gw_fwd_resume(struct gw_fwd *f, cw_status_t st)
     cw_addr_t *next;
     cw_status_t rst;
 
-    if (gw->threaded || !f->has_nexthop || f->has_backend || f->cut ||
-        f->resumes >= GW_MAX_RESUMES ||
-        (st != CW_DISCONNECTED && st != CW_UNREACHABLE && st != CW_IO) ||
-        !cw_handle_idempotent(in) || cw_handle_canceled(in) ||
-        cw_handle_remaining_ms(in) == 0 || !gw_resolve_other(f, &t))
+    if (gw->threaded || !gw_fwd_resumable(f, st, &t))
         return false;
     rs = gw_route_stats_get(gw, t.res.dest, t.res.gateway);
     if (rs == NULL || gw_addr_get(&gw->shards[0], t.next, &next) != CW_OK)
         return false;
-    /* The failed hop: counted and reported as a failure, its tokens
-     * revoked. */
-    f->rs->failed++;
-    f->rs->inflight--;
-    cw_route_table_nexthop_report(f->table, f->nexthop, false);
-    cw_route_table_nexthop_load(f->table, f->nexthop, -1);
-    gw_addr_forget(&gw->shards[0], f->next_addr);
-    gw_bulk_revoke(gw, f);
-    cw_handle_release(f->out);
-    f->out = NULL;
-    /* The new one. */
-    cw_route_table_unref(f->table);
-    f->table = cw_route_table_ref(gw->table);
-    f->rs = rs;
-    rs->inflight++;
-    f->nexthop = t.res.nexthop;
-    cw_route_table_nexthop_load(f->table, f->nexthop, 1);
-    memcpy(f->next_addr, t.next, sizeof(f->next_addr));
-    f->resumes++;
+    cw_handle_release(gw_fwd_retarget(f, &t, rs));
     rst = cw_fwd_create(in, next, t.dest, &f->out);
     if (rst == CW_OK)
         rst = cw_fwd_set_resume(f->out);
@@ -548,6 +570,35 @@ static bool gw_fwd_resume(struct gw_fwd *f, cw_status_t st)
     gw->n_resumed++;
     CW_LOG_RL(CW_LOG_INFO, GW_LOG, "next hop failed (%s): request resumed "
               "through %s", cw_status_name(st), t.next);
+    return true;
+}
+
+bool gw_fwd_resume_mt(struct gw_fwd *f)
+{
+    struct gw *gw = f->gw;
+    struct gw_route_stats *rs = NULL;
+    struct gw_target t;
+    cw_handle_t *old;
+
+    pthread_mutex_lock(&gw->lock);
+    if (gw_fwd_resumable(f, f->st, &t))
+        rs = gw_route_stats_get(gw, t.res.dest, t.res.gateway);
+    if (rs == NULL) {
+        pthread_mutex_unlock(&gw->lock);
+        return false;
+    }
+    old = gw_fwd_retarget(f, &t, rs);
+    f->eg_sh = t.egress->sh;
+    snprintf(f->dest, sizeof(f->dest), "%s", t.dest);
+    f->resume = true; /* gw_fwd_send marks the new outgoing handle */
+    gw->n_resumed++;
+    CW_LOG_RL(CW_LOG_INFO, GW_LOG, "next hop failed (%s): request resumed "
+              "through %s", cw_status_name(f->st), t.next);
+    f->st = CW_OK;
+    gw_fwd_stage(f);
+    pthread_mutex_unlock(&gw->lock);
+    cw_handle_release(old);
+    gw_deferred_flush(); /* to the egress shard of the new next hop */
     return true;
 }
 
@@ -793,13 +844,14 @@ void gw_fwd_hop_down(struct gw *gw, const char *addr)
      * answers its probes on that address again): health checks decide. */
     unsigned n = 0;
 
-    if (gw->threaded)
-        return; /* resume is single-threaded (docs/gateway.md, Threads) */
     for (struct gw_fwd *f = gw->fwds; f != NULL; f = f->next) {
         if (f->out != NULL && f->has_nexthop && !f->hop_down && !f->cut &&
             cw_handle_idempotent(f->in) && strcmp(f->next_addr, addr) == 0) {
             f->hop_down = true;
-            cw_fwd_fail(f->out, CW_DISCONNECTED);
+            if (gw->threaded)
+                gw_fwd_fail_later(f->out); /* gw->lock is held */
+            else
+                cw_fwd_fail(f->out, CW_DISCONNECTED);
             n++;
         }
     }

@@ -20,6 +20,7 @@
 /* Decided under gw->lock on this thread, done after it is dropped. */
 static _Thread_local struct gw_queued *gw_answers, **gw_answers_tail;
 static _Thread_local struct gw_fwd *gw_sends;
+static _Thread_local struct gw_queued *gw_fails; /* q->in is the out handle */
 
 static void gw_fwd_send_work(struct gw_work *w);
 static void gw_fwd_finish_work(struct gw_work *w);
@@ -56,8 +57,28 @@ void gw_fwd_stage(struct gw_fwd *f)
     gw_sends = f;
 }
 
+void gw_fwd_fail_later(cw_handle_t *out)
+{
+    struct gw_queued *q = malloc(sizeof(*q));
+
+    if (q == NULL)
+        return; /* the transport's own timeout ends it later */
+    cw_handle_ref(out);
+    q->in = out;
+    q->st = CW_DISCONNECTED;
+    q->next = gw_fails;
+    gw_fails = q;
+}
+
 void gw_deferred_flush(void)
 {
+    while (gw_fails != NULL) {
+        struct gw_queued *q = gw_fails;
+        gw_fails = q->next;
+        (void)cw_fwd_fail(q->in, q->st);
+        cw_handle_release(q->in);
+        free(q);
+    }
     while (gw_answers != NULL) {
         struct gw_queued *q = gw_answers;
         gw_answers = q->next;
@@ -143,6 +164,8 @@ void gw_fwd_send(struct gw_fwd *f)
     else
         next = NULL;
     pthread_mutex_unlock(&sh->addr_lock);
+    if (st == CW_OK && f->resume)
+        st = cw_fwd_set_resume(out);
     if (st == CW_OK && cw_fwd_desc_count(f->in) > 0)
         st = gw_fwd_send_bulk(f, out, next);
     cw_addr_free(next);
@@ -181,6 +204,8 @@ void gw_fwd_finish(struct gw_fwd *f)
     cw_status_t st = f->st, rst;
     uint64_t t_end;
 
+    if (!f->send_failed && gw_fwd_resume_mt(f))
+        return; /* sent again through another gateway (f->in kept) */
     if (f->send_failed) {
         gw_answer(in, st == CW_NOENT ? CW_UNREACHABLE : st);
         pthread_mutex_lock(&gw->lock);

@@ -121,6 +121,7 @@ struct gw_fwd {
     struct gw_shard *in_sh, *eg_sh; /**< ingress and egress shards */
     cw_status_t st;               /**< how the outgoing forward ended */
     bool send_failed;             /**< it never left (st says why) */
+    bool resume;                  /**< re-forwarded: send it as RESUME */
     struct gw_work work;          /**< hand-off between shards */
     char next_addr[CW_URI_MAX];   /**< resolved next hop (cache key) */
     struct gw_fwd *prev, *next;   /**< gw->fwds */
@@ -336,8 +337,15 @@ void gw_queue_run_mt(struct gw *gw);
 /** Answer @p in with @p st, now or (threaded, gw->lock held) once the lock
  *  is dropped (gw_deferred_flush). */
 void gw_reject(struct gw *gw, cw_handle_t *in, cw_status_t st);
-/** Send the answers gw_reject deferred on this thread. */
+/** Send the answers gw_reject deferred on this thread (and the sends and
+ *  fails decided under gw->lock). */
 void gw_deferred_flush(void);
+/** Threaded: end outgoing forward @p out with CW_DISCONNECTED once gw->lock
+ *  is dropped (gw_deferred_flush); a reference is taken now. */
+void gw_fwd_fail_later(cw_handle_t *out);
+/** Threaded: re-forward @p f, whose next hop failed (f->st), through
+ *  another gateway of its route, marked RESUME; true if it was staged. */
+bool gw_fwd_resume_mt(struct gw_fwd *f);
 /** Answer queued requests past their deadline with @p st, those their
  *  caller canceled with CW_CANCELED (or @p all with @p st). */
 void gw_queue_expire(struct gw *gw, bool all, cw_status_t st);

@@ -137,6 +137,8 @@ static void gw_ping_cb(cw_handle_t *h, cw_status_t st, void *arg)
     }
     gw->pings_inflight--;
     gw_unlock(gw);
+    if (gw->threaded)
+        gw_deferred_flush(); /* gw_fwd_hop_down's fails */
     cw_route_table_unref(p->table);
     cw_handle_release(h);
     free(p);
