@@ -33,30 +33,14 @@ FABRICS=${*:-"shm ofi+tcp ucx+tcp"}
 ITERS=${ITERS:-20000}
 REPS=${REPS:-5}
 MODES=${MODES:-"blocking busy gwbusy"}
-export CAUSEWAY_PLUGIN_PATH=$B/na-shm:$B/na-ofi:$B/na-ucx
+. "$(dirname "$0")/bench_lib.sh" gwbench
 PERF=$B/tools/cw-perf
 GWD=$B/gateway/causewayd
-T=$(mktemp -d /tmp/cw-gwbench.XXXXXX)
-PIDS=""
-cleanup() {
-    for p in $PIDS; do kill -TERM "$p" 2>/dev/null; done
-    sleep 0.3
-    for p in $PIDS; do kill -KILL "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-    rm -rf "$T"
-    rm -f /dev/shm/causeway-gwb$$* 2>/dev/null
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-
-wait_for() {
-    for _ in $(seq 200); do "$@" && return 0; sleep 0.05; done
-    return 1
-}
 median() { grep -o '"median":[0-9.]*' | head -n 1 | cut -d: -f2; }
 
 listen_uri() {
     case $1 in
-    shm) echo "shm://gwb$$-$2" ;;
+    shm) echo "shm://$TAG-$2" ;;
     *) echo "$1://127.0.0.1:0" ;;
     esac
 }

@@ -26,30 +26,10 @@ set -u
 B=$(cd "${1:-build}" && pwd)
 REPS=${REPS:-3}
 ITERS=${ITERS:-8}
-export CAUSEWAY_PLUGIN_PATH=$B/na-shm:$B/na-ofi:$B/na-ucx
+. "$(dirname "$0")/bench_lib.sh" gwbb
 PERF=$B/tools/cw-perf
 GWD=$B/gateway/causewayd
 XFER=$B/tests/integration/test_gwbulk_xfer
-T=$(mktemp -d /tmp/cw-gwbulkbench.XXXXXX)
-TAG=gwbb$$
-PIDS=""
-cleanup() {
-    for p in $PIDS; do kill -TERM "$p" 2>/dev/null; done
-    sleep 0.3
-    for p in $PIDS; do kill -KILL "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-    rm -rf "$T"
-    rm -f /dev/shm/causeway-$TAG* 2>/dev/null
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-
-wait_for() {
-    for _ in $(seq 200); do "$@" && return 0; sleep 0.05; done
-    return 1
-}
-free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
 server() { # NAME URI
     rm -f "$T/$1.addr"
     "$PERF" server --listen "$2" --addr-file "$T/$1.addr" 2>"$T/$1.log" &

@@ -11,24 +11,9 @@
 set -u
 B=$(cd "${1:-build}" && pwd)
 REPS=${REPS:-5}
-export CAUSEWAY_PLUGIN_PATH=$B/na-shm:$B/na-ofi:$B/na-ucx
+. "$(dirname "$0")/bench_lib.sh" gwresbench
 GWD=$B/gateway/causewayd
 XFER=$B/tests/integration/test_gwbulk_xfer
-T=$(mktemp -d /tmp/cw-gwresbench.XXXXXX)
-PIDS=""
-cleanup() {
-    for p in $PIDS; do kill -TERM "$p" 2>/dev/null; done
-    sleep 0.3
-    for p in $PIDS; do kill -KILL "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-    rm -rf "$T"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-
-wait_for() {
-    for _ in $(seq 200); do "$@" && return 0; sleep 0.05; done
-    return 1
-}
 
 "$XFER" serve "ucx+tcp://127.0.0.1:0" "$T/srv.addr" 2>"$T/srv.log" &
 PIDS="$PIDS $!"

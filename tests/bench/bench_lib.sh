@@ -1,0 +1,27 @@
+# Shared set-up of the tests/bench/*.sh scripts (bash), sourced as
+#   . "$(dirname "$0")/bench_lib.sh" NAME
+# after B (the build directory) is set: plugin path, a scratch directory $T,
+# a tag $TAG for shm names, processes started in background go in $PIDS and
+# are stopped (TERM, then KILL) on exit with $T and the tag's shm segments.
+export CAUSEWAY_PLUGIN_PATH=$B/na-shm:$B/na-ofi:$B/na-ucx
+T=$(mktemp -d "/tmp/cw-$1.XXXXXX")
+TAG=$1$$
+PIDS=""
+cleanup() {
+    for p in $PIDS; do kill -TERM "$p" 2>/dev/null; done
+    sleep 0.3
+    for p in $PIDS; do kill -KILL "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+    rm -rf "$T"
+    rm -f /dev/shm/causeway-"$TAG"* 2>/dev/null
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+# wait_for CMD...: up to 10 s for CMD to succeed.
+wait_for() {
+    for _ in $(seq 200); do "$@" && return 0; sleep 0.05; done
+    return 1
+}
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
