@@ -324,8 +324,6 @@ static cw_status_t gw_rent_get(struct gw *gw, const char *route,
     st = gw_rent_build(gw, route, &e);
     if (st != CW_OK)
         return st;
-    if (gw->nrcache >= GW_RCACHE_MAX)
-        gw_rcache_clear(gw); /* a flood of distinct destinations */
     e->next = gw->rcache[b];
     gw->rcache[b] = e;
     gw->nrcache++;
@@ -338,12 +336,15 @@ static cw_status_t gw_rent_get(struct gw *gw, const char *route,
 static cw_status_t gw_resolve(struct gw *gw, const char *route,
                               const char *src, struct gw_target *t)
 {
-    struct gw_rent *e;
-    struct cw_uri svc_target;
+    struct gw_rent *e, *be;
     const struct cw_uri *target;
     const char *target_s;
     cw_status_t st;
 
+    /* Entries stay valid until the next resolution: the cache is emptied
+     * here, never while one is in use. */
+    if (gw->nrcache >= GW_RCACHE_MAX)
+        gw_rcache_clear(gw); /* a flood of distinct destinations */
     st = gw_rent_get(gw, route, &e);
     if (st != CW_OK)
         return st;
@@ -353,10 +354,14 @@ static cw_status_t gw_resolve(struct gw *gw, const char *route,
         if (st != CW_OK)
             return CW_NO_ROUTE;
         t->has_backend = true;
-        target_s = t->pick.address;
-        if (cw_uri_parse(target_s, &svc_target) != CW_OK)
+        /* The backend's address is parsed once too. */
+        st = gw_rent_get(gw, t->pick.address, &be);
+        if (st != CW_OK)
+            return st;
+        if (be->kind != GW_RK_PLAIN)
             return CW_INVALID_ARG;
-        target = &svc_target;
+        target_s = be->target_s;
+        target = &be->target;
     } else {
         target_s = e->target_s;
         target = &e->target;
