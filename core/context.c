@@ -611,14 +611,6 @@ size_t cw_rpc_header_size(void)
 
 /* ---- teardown ------------------------------------------------------------*/
 
-static bool ctx_busy(cw_context_t *ctx)
-{
-    return !cw_list_empty(&ctx->inflight) || !cw_list_empty(&ctx->wait_done) ||
-           !cw_list_empty(&ctx->bulk_ops) || !cw_list_empty(&ctx->responding) ||
-           !cw_list_empty(&ctx->rs_suspended) ||
-           ctx->cq_head != NULL;
-}
-
 void cw_context_destroy(cw_context_t *ctx)
 {
     uint64_t until;
@@ -636,7 +628,7 @@ void cw_context_destroy(cw_context_t *ctx)
         cw_trigger(ctx, 0, 0, NULL);
         pthread_mutex_lock(&ctx->lock);
         cw_rpc_cancel_all(ctx);
-        busy = ctx_busy(ctx);
+        busy = cw_ctx_busy(ctx);
         pthread_mutex_unlock(&ctx->lock);
         if (!busy)
             break;

@@ -17,7 +17,8 @@
  * window puts the caller to sleep just before its answer arrives. */
 #define CW_SPIN_NS 50000ull
 #define CW_YIELD_AFTER_NS 1000ull /* then yield between polls */
-#define CW_SLICE_MS 2            /* longest single block */
+#define CW_SLICE_MS 2            /* longest single block, work in flight */
+#define CW_IDLE_SLICE_MS 100     /* ... and with nothing in flight */
 #define CW_NOFD_SLEEP_NS 50000L  /* networks without a usable wait fd */
 #define CW_TIMER_PERIOD_NS 1000000ull
 #define CW_IDLE_POLLS 64         /* empty cw_progress(ctx, 0) calls, then yield */
@@ -57,18 +58,28 @@ static unsigned progress_poll(cw_context_t *ctx)
 }
 
 /* Block for at most @p ms on the wait fds, if every network says it is
- * safe; otherwise a short sleep.  Returns after any event or the slice. */
-static void progress_block(cw_context_t *ctx, unsigned ms, unsigned *unsafe)
+ * safe; otherwise a short sleep.  Returns after any event or the slice;
+ * true if a descriptor of the application's (cw_context_watch_fd) is
+ * readable.  The slice is short while anything is in flight (a provider
+ * may progress it without signalling its fd) and long when nothing is:
+ * then only new messages can arrive, which every wait fd signals, and an
+ * idle process wakes ten times a second instead of five hundred. */
+static bool progress_block(cw_context_t *ctx, unsigned ms, unsigned *unsafe)
 {
-    struct epoll_event evs[CW_MAX_NETS + 1];
-    bool safe = true, nofd = false;
+    struct epoll_event evs[CW_MAX_NETS + CW_MAX_WATCH + 1];
+    bool safe = true, nofd = false, watched = false;
+    unsigned cap;
     int n;
 
     pthread_mutex_lock(&ctx->lock);
     if (ctx->cq_head != NULL) {
         pthread_mutex_unlock(&ctx->lock);
-        return;
+        return false;
     }
+    cap = cw_ctx_busy(ctx) || !cw_list_empty(&ctx->incoming)
+              ? CW_SLICE_MS : CW_IDLE_SLICE_MS;
+    if (ms > cap)
+        ms = cap;
     for (unsigned i = 0; i < ctx->nnets && safe; i++) {
         cw_network_t *net = ctx->nets[i];
         nofd = net->wait_fd < 0;
@@ -80,19 +91,22 @@ static void progress_block(cw_context_t *ctx, unsigned ms, unsigned *unsafe)
      * (and writes the eventfd) or is seen here. */
     if (atomic_load(&ctx->interrupted)) {
         atomic_fetch_sub(&ctx->sleepers, 1);
-        return;
+        return false;
     }
     if (!safe)
         (*unsafe)++;
     else
         *unsafe = 0;
     if (safe) {
-        n = epoll_wait(ctx->epfd, evs, CW_MAX_NETS + 1, (int)ms);
+        n = epoll_wait(ctx->epfd, evs, (int)(sizeof(evs) / sizeof(evs[0])),
+                       (int)ms);
         if (n < 0 && errno != EINTR)
             CW_LOG_RL(CW_LOG_WARN, "core", "epoll_wait() failed: %s",
                       strerror(errno));
         for (int i = 0; i < n; i++) {
-            if (evs[i].data.fd == ctx->evfd) {
+            if (evs[i].data.u64 & CW_WATCH_TAG) {
+                watched = true;
+            } else if (evs[i].data.fd == ctx->evfd) {
                 uint64_t v;
                 (void)!read(ctx->evfd, &v, sizeof(v));
             }
@@ -108,6 +122,7 @@ static void progress_block(cw_context_t *ctx, unsigned ms, unsigned *unsafe)
         nanosleep(&ts, NULL);
     }
     atomic_fetch_sub(&ctx->sleepers, 1);
+    return watched;
 }
 
 cw_status_t cw_context_interrupt(cw_context_t *ctx)
@@ -120,6 +135,54 @@ cw_status_t cw_context_interrupt(cw_context_t *ctx)
     if (atomic_load(&ctx->sleepers) > 0)
         (void)!write(ctx->evfd, &one, sizeof(one));
     return CW_OK;
+}
+
+cw_status_t cw_context_watch_fd(cw_context_t *ctx, int fd)
+{
+    struct epoll_event ev = {.events = EPOLLIN};
+    cw_status_t st = CW_OK;
+
+    if (ctx == NULL || fd < 0)
+        return CW_INVALID_ARG;
+    pthread_mutex_lock(&ctx->lock);
+    for (unsigned i = 0; i < ctx->nwatch; i++)
+        if (ctx->watch[i] == fd)
+            st = CW_EXIST;
+    if (st == CW_OK && ctx->nwatch == CW_MAX_WATCH)
+        st = CW_BUSY;
+    ev.data.u64 = CW_WATCH_TAG | (uint32_t)fd;
+    if (st == CW_OK && epoll_ctl(ctx->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+        int err = errno;
+        /* EEXIST: one of the networks' own wait fds. */
+        st = err == EEXIST ? CW_EXIST : err == ENOMEM || err == ENOSPC
+                                            ? CW_NOMEM : CW_INVALID_ARG;
+        CW_WARN("core", "cannot watch fd %d: %s", fd, strerror(err));
+    }
+    if (st == CW_OK)
+        ctx->watch[ctx->nwatch++] = fd;
+    pthread_mutex_unlock(&ctx->lock);
+    return st;
+}
+
+cw_status_t cw_context_unwatch_fd(cw_context_t *ctx, int fd)
+{
+    cw_status_t st = CW_NOENT;
+
+    if (ctx == NULL || fd < 0)
+        return CW_INVALID_ARG;
+    pthread_mutex_lock(&ctx->lock);
+    for (unsigned i = 0; i < ctx->nwatch; i++) {
+        if (ctx->watch[i] != fd)
+            continue;
+        /* A descriptor closed before this call has left the epoll set
+         * already (ENOENT/EBADF): it is no longer watched either way. */
+        (void)epoll_ctl(ctx->epfd, EPOLL_CTL_DEL, fd, NULL);
+        ctx->watch[i] = ctx->watch[--ctx->nwatch];
+        st = CW_OK;
+        break;
+    }
+    pthread_mutex_unlock(&ctx->lock);
+    return st;
 }
 
 /* Consume an interrupt (cw_context_interrupt); true if there was one. */
@@ -173,8 +236,10 @@ cw_status_t cw_progress(cw_context_t *ctx, unsigned timeout_ms)
             continue;
         }
         uint64_t left_ms = (deadline - now + 999999ull) / 1000000ull;
-        progress_block(ctx,
-                       left_ms < CW_SLICE_MS ? (unsigned)left_ms : CW_SLICE_MS,
-                       &unsafe);
+        if (progress_block(ctx,
+                           left_ms < CW_IDLE_SLICE_MS ? (unsigned)left_ms
+                                                      : CW_IDLE_SLICE_MS,
+                           &unsafe))
+            return CW_OK;
     }
 }

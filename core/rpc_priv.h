@@ -22,6 +22,10 @@
 #include <causeway/routing.h>
 
 #define CW_MAX_NETS 8          /**< networks per context */
+#define CW_MAX_WATCH 8         /**< application fds per context (watch_fd) */
+/** Marks an application's fd in the context's epoll data (fds fit in 32
+ * bits; the networks' wait fds and the eventfd are stored bare). */
+#define CW_WATCH_TAG (1ull << 40)
 #define CW_MAX_DESC 64         /**< descriptors in one message */
 #define CW_MAX_DEPTH 16        /**< bulk chunks in flight per transfer */
 #define CW_DEFAULT_MAX_HOPS 8  /**< TTL */
@@ -278,7 +282,17 @@ struct cw_context {
     cw_network_t *closed_nets;     /**< closed, still referenced */
     struct cw_list rs_suspended;   /**< delegations waiting for a resume */
     unsigned nrsess, nsuspended;   /**< resume sessions, suspended ops */
+    int watch[CW_MAX_WATCH];       /**< cw_context_watch_fd descriptors */
+    unsigned nwatch;
 };
+
+/** Anything in flight that only progress moves on (ctx->lock held). */
+static inline bool cw_ctx_busy(const cw_context_t *ctx)
+{
+    return !cw_list_empty(&ctx->inflight) || !cw_list_empty(&ctx->wait_done) ||
+           !cw_list_empty(&ctx->bulk_ops) || !cw_list_empty(&ctx->responding) ||
+           !cw_list_empty(&ctx->rs_suspended) || ctx->cq_head != NULL;
+}
 
 /* ---- handles -------------------------------------------------------------*/
 

@@ -17,6 +17,7 @@
 
 #define GW_SLICE_MS 5
 #define GW_HOUSEKEEPING_NS 2000000ull
+#define GW_IDLE_MS 100 /* longest sleep with nothing to do (core's bound) */
 #define GW_SPIN_NS 0ull /* default off; CAUSEWAYD_SPIN_US sets it */
 #define GW_YIELD_AFTER_NS 1000ull /* busy poll: idle this long, then yield */
 
@@ -180,6 +181,62 @@ static cw_status_t gw_start(struct gw *gw, const struct cw_config *cfg)
     return gw_threads_start(gw);
 }
 
+/* Nothing in flight, queued, draining, being closed or talked to over the
+ * admin interface (gw->lock held when threaded): the loop may sleep until
+ * the next ping, a request, a signal or an admin connection. */
+static bool gw_idle(const struct gw *gw)
+{
+    if (!gw->watching || gw->busy_poll || gw->fwds != NULL ||
+        gw->queue_head != NULL || gw->draining || gw->cancel_all ||
+        gw_health_busy(gw))
+        return false;
+    for (unsigned i = 0; i < gw->nnets; i++)
+        if (gw->nets[i].removed)
+            return false;
+    for (unsigned i = 0; i < GW_ADMIN_CONNS; i++)
+        if (gw->conns[i].fd >= 0)
+            return false;
+    return true;
+}
+
+/* How long an idle loop may block: until the next ping, at most
+ * GW_IDLE_MS, at least the busy slice. */
+static unsigned gw_idle_ms(const struct gw *gw, uint64_t now)
+{
+    uint64_t next = gw_health_next(gw), ms;
+
+    if (next <= now)
+        return GW_SLICE_MS;
+    ms = (next - now + 999999ull) / 1000000ull;
+    return ms > GW_IDLE_MS ? GW_IDLE_MS : ms < GW_SLICE_MS ? GW_SLICE_MS
+                                                           : (unsigned)ms;
+}
+
+/* Let the signalfd and the admin socket end a blocking progress call, so
+ * that an idle gateway sleeps without missing either.  Without them the
+ * loop keeps its 2 ms housekeeping. */
+static void gw_watch(struct gw *gw)
+{
+    gw->watching = cw_context_watch_fd(gw->ctx, gw->sigfd) == CW_OK;
+    if (gw->watching && gw->admin_fd >= 0 &&
+        cw_context_watch_fd(gw->ctx, gw->admin_fd) != CW_OK) {
+        (void)cw_context_unwatch_fd(gw->ctx, gw->sigfd);
+        gw->watching = false;
+    }
+    if (!gw->watching)
+        CW_WARN(GW_LOG, "idle gateway polls every %d ms", GW_SLICE_MS);
+}
+
+static void gw_unwatch(struct gw *gw)
+{
+    if (!gw->watching)
+        return;
+    (void)cw_context_unwatch_fd(gw->ctx, gw->sigfd);
+    if (gw->admin_fd >= 0)
+        (void)cw_context_unwatch_fd(gw->ctx, gw->admin_fd);
+    gw->watching = false;
+}
+
 /* Threaded: cancel what is in flight while the shards' threads still run
  * its completions, then stop them. */
 static void gw_stop_mt(struct gw *gw)
@@ -206,6 +263,7 @@ static void gw_stop_mt(struct gw *gw)
 
 static void gw_stop(struct gw *gw)
 {
+    gw_unwatch(gw);
     if (gw->threaded)
         gw_stop_mt(gw);
     gw_admin_close(gw);
@@ -269,14 +327,16 @@ static void gw_loop(struct gw *gw)
 
     while (!gw->stop) {
         unsigned ran = 0;
-        uint64_t now;
+        uint64_t now = cw_now_ns();
+        bool idle = gw_idle(gw);
 
         /* While forwards are in flight, poll without sleeping for a short
          * while: their responses usually come back within tens of
          * microseconds, and a sleep/wake-up pair costs more than that. */
         cw_status_t pst = cw_progress(gw->ctx, gw->fwds != NULL &&
-                                                   cw_now_ns() < spin_until
-                                               ? 0 : slice);
+                                                   now < spin_until
+                                               ? 0 : idle ? gw_idle_ms(gw, now)
+                                                          : slice);
         cw_trigger(gw->ctx, 0, 0, &ran);
         if (gw->queue_head != NULL)
             gw_queue_run(gw);
@@ -289,7 +349,9 @@ static void gw_loop(struct gw *gw)
              * shares this core run; it is the one we are waiting for. */
             sched_yield();
         }
-        if (now < next_hk)
+        /* Idle, woken by no request: a signal, an admin client or a ping
+         * due; look now rather than at the next 2 ms mark. */
+        if (now < next_hk && !(idle && ran == 0))
             continue;
         next_hk = now + GW_HOUSEKEEPING_NS;
         gw_signals_poll(gw);
@@ -308,23 +370,29 @@ static void gw_loop(struct gw *gw)
 static void gw_loop_mt(struct gw *gw)
 {
     struct gw_shard *sh = &gw->shards[0];
-    unsigned slice = gw->busy_poll ? 0 : GW_SLICE_MS;
+    unsigned slice = gw->busy_poll ? 0 : GW_SLICE_MS, wait;
     uint64_t next_hk = 0;
+    bool idle = false;
 
     while (!gw->stop) {
         bool moved = gw_shard_drain(sh);
-        uint64_t now;
+        uint64_t now = cw_now_ns();
         bool queued, cancel;
+        unsigned ran = 0;
 
-        (void)cw_progress(sh->ctx, moved ? 0 : slice);
-        cw_trigger(sh->ctx, 0, 0, NULL);
+        pthread_mutex_lock(&gw->lock);
+        idle = gw_idle(gw);
+        wait = idle ? gw_idle_ms(gw, now) : slice;
+        pthread_mutex_unlock(&gw->lock);
+        (void)cw_progress(sh->ctx, moved ? 0 : wait);
+        cw_trigger(sh->ctx, 0, 0, &ran);
         pthread_mutex_lock(&gw->lock);
         queued = gw->queue_head != NULL;
         pthread_mutex_unlock(&gw->lock);
         if (queued)
             gw_queue_run_mt(gw);
         now = cw_now_ns();
-        if (now < next_hk)
+        if (now < next_hk && !(idle && ran == 0 && !moved))
             continue;
         next_hk = now + GW_HOUSEKEEPING_NS;
         /* Control plane under the lock (reload opens and closes networks,
@@ -385,6 +453,7 @@ int cw_gateway_main(const struct cw_config *cfg, const char *config_path,
     GW_NOTICE("gateway %s up: %u networks, %zu routes, "
            "%zu services", cfg->gateway.name ? cfg->gateway.name : "",
            gw->nnets, cw_route_table_size(gw->table), cfg->nservices);
+    gw_watch(gw);
     gw_write_ready(gw, ready_fd);
     if (gw->threaded)
         gw_loop_mt(gw);

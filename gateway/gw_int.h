@@ -215,6 +215,7 @@ struct gw {
     /* signals, admin, lifecycle */
     int sigfd;
     int admin_fd;
+    bool watching;              /**< sigfd, admin_fd wake cw_progress */
     char admin_addr[80];        /**< bound admin host:port */
     struct gw_admin_conn conns[GW_ADMIN_CONNS];
     bool draining;
@@ -356,6 +357,8 @@ void gw_health_tick(struct gw *gw, uint64_t now);
 void gw_health_fini(struct gw *gw);
 /** True while a ping is in flight. */
 bool gw_health_busy(const struct gw *gw);
+/** When the next ping is due (UINT64_MAX: none). */
+uint64_t gw_health_next(const struct gw *gw);
 void gw_ping_handler(cw_handle_t *h, void *arg);
 
 /* admin.c */

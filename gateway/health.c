@@ -31,6 +31,18 @@ bool gw_health_busy(const struct gw *gw)
     return gw->pings_inflight > 0;
 }
 
+uint64_t gw_health_next(const struct gw *gw)
+{
+    uint64_t next = UINT64_MAX;
+
+    if (!gw->cfg->health.enabled || gw->draining)
+        return next;
+    for (unsigned i = 0; i < gw->nhcs; i++)
+        if (!gw->hcs[i].inflight && gw->hcs[i].next_ns < next)
+            next = gw->hcs[i].next_ns;
+    return next;
+}
+
 void gw_ping_handler(cw_handle_t *h, void *arg)
 {
     cw_status_t st = cw_respond(h, CW_OK, NULL, NULL);

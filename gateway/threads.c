@@ -146,7 +146,9 @@ static void *gw_shard_main(void *arg)
 {
     struct gw_shard *sh = arg;
     struct gw *gw = sh->gw;
-    unsigned slice = gw->busy_poll ? 0 : 5;
+    /* Hand-offs and the stop interrupt the context; the core bounds its
+     * own sleeps (short while anything is in flight on it). */
+    unsigned slice = gw->busy_poll ? 0 : 100;
 
     gw_cur_shard = sh;
     while (!atomic_load_explicit(&gw->threads_stop, memory_order_acquire)) {

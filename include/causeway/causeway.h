@@ -318,6 +318,25 @@ cw_status_t cw_progress(cw_context_t *ctx, unsigned timeout_ms);
 cw_status_t cw_context_interrupt(cw_context_t *ctx);
 
 /**
+ * Also end a blocking cw_progress() on @p ctx when @p fd, a descriptor of
+ * the application's (a listening socket, a signalfd), becomes readable:
+ * cw_progress() then returns CW_OK and the caller reads @p fd.  Level-
+ * triggered: a readable fd nobody reads keeps cw_progress() from sleeping.
+ * At most 8 per context; remove with cw_context_unwatch_fd() before
+ * closing @p fd.  Thread-safe.
+ * @return CW_OK; CW_INVALID_ARG for NULL or a negative or unusable fd;
+ *         CW_EXIST if @p fd is already watched; CW_BUSY if 8 are.
+ */
+cw_status_t cw_context_watch_fd(cw_context_t *ctx, int fd);
+
+/**
+ * Stop watching @p fd (cw_context_watch_fd).
+ * @return CW_OK, CW_INVALID_ARG for NULL or a negative fd, CW_NOENT if
+ *         @p fd is not watched.
+ */
+cw_status_t cw_context_unwatch_fd(cw_context_t *ctx, int fd);
+
+/**
  * Run up to @p max completed callbacks (0 = all ready), waiting up to
  * @p timeout_ms for the first.  @return CW_OK if any ran, else CW_TIMEOUT.
  */

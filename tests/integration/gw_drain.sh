@@ -2,6 +2,8 @@
 # Drain: SIGTERM while 4 slow RPCs are in flight; a new RPC gets
 # CW_DRAINING at once, the 4 finish with CW_OK, the gateway exits 0.
 # Then drain by cwctl with a short grace: what is left is canceled.
+# First, the idle gateway sleeps: few wake-ups a second (it blocks on its
+# networks, signalfd and admin socket) yet answers cwctl at once.
 . "$(dirname "$0")/gw_lib.sh"
 
 start_echo slow "shm://$TAG-slow" 1000
@@ -12,6 +14,18 @@ networks:
   - { name: shm0, address: "shm://$TAG-gw" }
 YAML
 start_gw gw "$T/gw.yaml"
+
+# Voluntary context switches of all the gateway's threads: one per sleep.
+wakeups() { cat /proc/"$gw_PID"/task/*/status 2>/dev/null |
+    awk '/^voluntary_ctxt_switches/ { n += $2 } END { print n + 0 }'; }
+"$CWCTL" --admin "$gw_admin" status >/dev/null || fail "cwctl status"
+w0=$(wakeups)
+sleep 1
+w1=$(wakeups)
+[ $((w1 - w0)) -lt 100 ] ||
+    fail "idle gateway woke $((w1 - w0)) times in 1 s (polling, not sleeping)"
+"$CWCTL" --admin "$gw_admin" status >/dev/null || fail "cwctl status when idle"
+pass "idle gateway: $((w1 - w0)) wake-ups in 1 s, admin answers"
 
 timeout 30 "$CW_PING" -q -c 4 -n 4 -t 8000 "$slow@$gw_tcp0" >"$T/inflight.out" &
 inflight=$!

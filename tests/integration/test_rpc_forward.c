@@ -7,6 +7,8 @@
  * forwarder sends from another context (cw_fwd_create_on, as causewayd's
  * shards do): payloads, errors and cancel still pass, and
  * cw_context_interrupt wakes a cw_progress blocked in another thread.
+ * cw_context_watch_fd ends a blocking cw_progress on an application's fd,
+ * and an idle context sleeps in long slices instead of waking every 2 ms.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -16,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -26,6 +29,7 @@
 #include "rpc_test_util.h"
 
 enum { SRV, GW1, GW2, CLI, GWX, NCTX };
+#define CW_TEST_WATCH_MAX 8 /* cw_context_watch_fd's limit, + the pipe */
 static cw_context_t *ctx[NCTX];
 static char uri[NCTX][CW_URI_MAX];
 static cw_handle_t *held;
@@ -607,6 +611,81 @@ static void test_interrupt(void **state)
     cw_context_destroy(c);
 }
 
+static void *write_later(void *arg)
+{
+    struct timespec ts = {0, 100000000};
+
+    nanosleep(&ts, NULL);
+    assert_int_equal(write(*(int *)arg, "x", 1), 1);
+    return NULL;
+}
+
+static void test_watch_fd(void **state)
+{
+    int p[2], more[CW_TEST_WATCH_MAX][2];
+    cw_context_t *c;
+    pthread_t t;
+    uint64_t t0;
+    char b;
+    (void)state;
+
+    assert_int_equal(cw_context_create(NULL, &c), CW_OK);
+    assert_int_equal(pipe(p), 0);
+    assert_int_equal(cw_context_watch_fd(NULL, p[0]), CW_INVALID_ARG);
+    assert_int_equal(cw_context_watch_fd(c, -1), CW_INVALID_ARG);
+    assert_int_equal(cw_context_unwatch_fd(NULL, p[0]), CW_INVALID_ARG);
+    assert_int_equal(cw_context_unwatch_fd(c, -1), CW_INVALID_ARG);
+    assert_int_equal(cw_context_unwatch_fd(c, p[0]), CW_NOENT);
+    assert_int_equal(cw_context_watch_fd(c, 1 << 20), CW_INVALID_ARG);
+    assert_int_equal(cw_context_watch_fd(c, p[0]), CW_OK);
+    assert_int_equal(cw_context_watch_fd(c, p[0]), CW_EXIST);
+    /* Nothing to read: the wait runs out. */
+    assert_int_equal(cw_progress(c, 30), CW_TIMEOUT);
+    /* Written while the call blocks: it returns, well before 5 s. */
+    assert_int_equal(pthread_create(&t, NULL, write_later, &p[1]), 0);
+    t0 = cw_now_ns();
+    assert_int_equal(cw_progress(c, 5000), CW_OK);
+    assert_true(cw_now_ns() - t0 < 2000000000ull);
+    pthread_join(t, NULL);
+    /* Level-triggered: unread, it still ends the wait; read, it does not. */
+    assert_int_equal(cw_progress(c, 5000), CW_OK);
+    assert_int_equal(read(p[0], &b, 1), 1);
+    assert_int_equal(cw_progress(c, 30), CW_TIMEOUT);
+    /* At most CW_TEST_WATCH_MAX per context. */
+    for (int i = 0; i < CW_TEST_WATCH_MAX; i++) {
+        assert_int_equal(pipe(more[i]), 0);
+        assert_int_equal(cw_context_watch_fd(c, more[i][0]),
+                         i < CW_TEST_WATCH_MAX - 1 ? CW_OK : CW_BUSY);
+    }
+    for (int i = 0; i < CW_TEST_WATCH_MAX; i++) {
+        assert_int_equal(cw_context_unwatch_fd(c, more[i][0]),
+                         i < CW_TEST_WATCH_MAX - 1 ? CW_OK : CW_NOENT);
+        close(more[i][0]);
+        close(more[i][1]);
+    }
+    /* Unwatched: a readable fd no longer ends the wait. */
+    assert_int_equal(cw_context_unwatch_fd(c, p[0]), CW_OK);
+    assert_int_equal(write(p[1], "x", 1), 1);
+    assert_int_equal(cw_progress(c, 30), CW_TIMEOUT);
+    close(p[0]);
+    close(p[1]);
+    cw_context_destroy(c);
+}
+
+/* An idle context (a listening network, nothing in flight) blocks in long
+ * slices: each slice is one voluntary context switch, and 2 ms slices
+ * would make about 150 in 300 ms. */
+static void test_idle_sleeps(void **state)
+{
+    struct rusage r0, r1;
+    (void)state;
+
+    assert_int_equal(getrusage(RUSAGE_THREAD, &r0), 0);
+    assert_int_equal(cw_progress(ctx[SRV], 300), CW_TIMEOUT);
+    assert_int_equal(getrusage(RUSAGE_THREAD, &r1), 0);
+    assert_true(r1.ru_nvcsw - r0.ru_nvcsw < 30);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -623,6 +702,8 @@ int main(void)
         cmocka_unit_test(test_cancel_propagates),
         cmocka_unit_test(test_cross_context),
         cmocka_unit_test(test_interrupt),
+        cmocka_unit_test(test_watch_fd),
+        cmocka_unit_test(test_idle_sleeps),
         cmocka_unit_test(test_client_routes),
         cmocka_unit_test(test_default_gateway),
     };
