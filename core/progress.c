@@ -19,6 +19,7 @@
 #define CW_YIELD_AFTER_NS 1000ull /* then yield between polls */
 #define CW_SLICE_MS 2            /* longest single block, work in flight */
 #define CW_IDLE_SLICE_MS 100     /* ... and with nothing in flight */
+#define CW_IDLE_AFTER_NS 250000000ull /* for this long after any activity */
 #define CW_NOFD_SLEEP_NS 50000L  /* networks without a usable wait fd */
 #define CW_TIMER_PERIOD_NS 1000000ull
 #define CW_IDLE_POLLS 64         /* empty cw_progress(ctx, 0) calls, then yield */
@@ -51,6 +52,8 @@ static unsigned progress_poll(cw_context_t *ctx)
             ctx->next_timer_ns = now + CW_TIMER_PERIOD_NS;
         }
     }
+    if (total > 0)
+        ctx->active_ns = cw_now_ns();
     if (ctx->cq_head != NULL)
         total++;
     pthread_mutex_unlock(&ctx->lock);
@@ -61,13 +64,16 @@ static unsigned progress_poll(cw_context_t *ctx)
  * safe; otherwise a short sleep.  Returns after any event or the slice;
  * true if a descriptor of the application's (cw_context_watch_fd) is
  * readable.  The slice is short while anything is in flight (a provider
- * may progress it without signalling its fd) and long when nothing is:
- * then only new messages can arrive, which every wait fd signals, and an
- * idle process wakes ten times a second instead of five hundred. */
+ * may progress it without signalling its fd) and for a while after any
+ * activity (a provider's own protocol, such as rxm's connection set-up,
+ * signals its fd once and then needs polls), and long once nothing has
+ * happened for CW_IDLE_AFTER_NS: then only a new message or connection
+ * can arrive, which every wait fd signals, and an idle process wakes ten
+ * times a second instead of five hundred. */
 static bool progress_block(cw_context_t *ctx, unsigned ms, unsigned *unsafe)
 {
     struct epoll_event evs[CW_MAX_NETS + CW_MAX_WATCH + 1];
-    bool safe = true, nofd = false, watched = false;
+    bool safe = true, nofd = false, watched = false, netev = false;
     unsigned cap;
     int n;
 
@@ -76,7 +82,8 @@ static bool progress_block(cw_context_t *ctx, unsigned ms, unsigned *unsafe)
         pthread_mutex_unlock(&ctx->lock);
         return false;
     }
-    cap = cw_ctx_busy(ctx) || !cw_list_empty(&ctx->incoming)
+    cap = cw_ctx_busy(ctx) || !cw_list_empty(&ctx->incoming) ||
+                  cw_now_ns() - ctx->active_ns < CW_IDLE_AFTER_NS
               ? CW_SLICE_MS : CW_IDLE_SLICE_MS;
     if (ms > cap)
         ms = cap;
@@ -109,6 +116,9 @@ static bool progress_block(cw_context_t *ctx, unsigned ms, unsigned *unsafe)
             } else if (evs[i].data.fd == ctx->evfd) {
                 uint64_t v;
                 (void)!read(ctx->evfd, &v, sizeof(v));
+            } else {
+                /* A network's fd, whether or not a completion follows. */
+                netev = true;
             }
         }
     } else if (!nofd && *unsafe < CW_UNSAFE_YIELDS) {
@@ -122,6 +132,11 @@ static bool progress_block(cw_context_t *ctx, unsigned ms, unsigned *unsafe)
         nanosleep(&ts, NULL);
     }
     atomic_fetch_sub(&ctx->sleepers, 1);
+    if (netev) {
+        pthread_mutex_lock(&ctx->lock);
+        ctx->active_ns = cw_now_ns();
+        pthread_mutex_unlock(&ctx->lock);
+    }
     return watched;
 }
 

@@ -283,6 +283,7 @@ struct cw_context {
     struct cw_list rs_suspended;   /**< delegations waiting for a resume */
     unsigned nrsess, nsuspended;   /**< resume sessions, suspended ops */
     int watch[CW_MAX_WATCH];       /**< cw_context_watch_fd descriptors */
+    uint64_t active_ns;            /**< last completion or network event */
     unsigned nwatch;
 };
 

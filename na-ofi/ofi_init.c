@@ -5,6 +5,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -110,9 +111,24 @@ cw_status_t ofi_status(int fi_err)
 
 uint64_t ofi_now(const struct cw_na_class *cls) { return cls->host->now_ns(); }
 
+/* rxm moves a connection set-up forward only from progress calls at least
+ * this many microseconds apart (libfabric's default is 10000): the steps
+ * of the first contact with a peer then cost 10 ms each, twice the first
+ * RPC's latency.  A process that set the variable keeps its value.
+ * libfabric reads it once, at its first fi_getinfo(). */
+static pthread_once_t ofi_env_once = PTHREAD_ONCE_INIT;
+
+static void ofi_env_defaults(void)
+{
+    (void)setenv("FI_OFI_RXM_CM_PROGRESS_INTERVAL", "1000", 0);
+}
+
 static struct fi_info *ofi_hints(const struct ofi_proto *p, uint32_t flags)
 {
-    struct fi_info *hints = fi_allocinfo();
+    struct fi_info *hints;
+
+    (void)pthread_once(&ofi_env_once, ofi_env_defaults);
+    hints = fi_allocinfo();
 
     if (hints == NULL)
         return NULL;

@@ -672,14 +672,16 @@ static void test_watch_fd(void **state)
     cw_context_destroy(c);
 }
 
-/* An idle context (a listening network, nothing in flight) blocks in long
- * slices: each slice is one voluntary context switch, and 2 ms slices
- * would make about 150 in 300 ms. */
+/* An idle context (a listening network, nothing in flight, no activity
+ * for 250 ms: the first wait) blocks in long slices: each slice is one
+ * voluntary context switch, and 2 ms slices would make about 150 in the
+ * second 300 ms. */
 static void test_idle_sleeps(void **state)
 {
     struct rusage r0, r1;
     (void)state;
 
+    assert_int_equal(cw_progress(ctx[SRV], 300), CW_TIMEOUT);
     assert_int_equal(getrusage(RUSAGE_THREAD, &r0), 0);
     assert_int_equal(cw_progress(ctx[SRV], 300), CW_TIMEOUT);
     assert_int_equal(getrusage(RUSAGE_THREAD, &r1), 0);
