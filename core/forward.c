@@ -218,6 +218,17 @@ bool cw_fwd_in_canceled_xctx(cw_handle_t *out)
     return canceled;
 }
 
+void cw_fwd_set_canceled(cw_handle_t *in, bool canceled)
+{
+    if (!in->fwd_xctx) {
+        in->canceled = canceled;
+        return;
+    }
+    pthread_mutex_lock(&cw_fwd_link_lock);
+    in->canceled = canceled;
+    pthread_mutex_unlock(&cw_fwd_link_lock);
+}
+
 static void fwd_xcancel_run(struct cw_cqe *e)
 {
     cw_handle_t *out = cw_container_of(e, cw_handle_t, xcancel_cqe);

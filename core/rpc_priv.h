@@ -622,6 +622,10 @@ void cw_fwd_cancel_xctx(cw_handle_t *in);
 /** True if the incoming handle of cross-context outgoing @p out was
  *  canceled (@p out's context lock held). */
 bool cw_fwd_in_canceled_xctx(cw_handle_t *out);
+/** Set incoming handle @p in's canceled flag (its context's lock held),
+ *  under the link lock while an outgoing handle of another context may
+ *  read it (cw_fwd_in_canceled_xctx). */
+void cw_fwd_set_canceled(cw_handle_t *in, bool canceled);
 
 /** Release an address reference with the lock held. */
 void cw_addr_unref_locked(cw_addr_t *addr);

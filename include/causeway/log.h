@@ -9,6 +9,9 @@
 
 #include <stdarg.h>
 #include <stdint.h>
+#ifndef __cplusplus
+#include <stdatomic.h> /* CW_LOG_RL */
+#endif
 
 #include <causeway/na_plugin.h> /* enum cw_log_level */
 
@@ -57,24 +60,32 @@ uint64_t cw_now_ns(void);
 /**
  * Rate-limited variant for the data path: at most one message per second
  * per call site; the next printed message says how many were suppressed.
+ * The per-site state is atomic: a site may run on several threads (one
+ * context per thread, a gateway's shards) with no lock in common.
  */
 #define CW_LOG_RL(level, subsys, ...)                                          \
     do {                                                                       \
-        static uint64_t cw_rl_next_;                                           \
-        static unsigned cw_rl_dropped_;                                        \
+        static _Atomic uint64_t cw_rl_next_;                                   \
+        static _Atomic unsigned cw_rl_dropped_;                                \
         if (cw_log_level_ >= (level)) {                                        \
             uint64_t cw_rl_now_ = cw_now_ns();                                 \
-            if (cw_rl_now_ >= cw_rl_next_) {                                   \
-                if (cw_rl_dropped_)                                            \
+            uint64_t cw_rl_at_ =                                               \
+                atomic_load_explicit(&cw_rl_next_, memory_order_relaxed);      \
+            if (cw_rl_now_ >= cw_rl_at_ &&                                     \
+                atomic_compare_exchange_strong_explicit(                       \
+                    &cw_rl_next_, &cw_rl_at_, cw_rl_now_ + 1000000000ull,      \
+                    memory_order_relaxed, memory_order_relaxed)) {             \
+                unsigned cw_rl_n_ = atomic_exchange_explicit(                  \
+                    &cw_rl_dropped_, 0, memory_order_relaxed);                 \
+                if (cw_rl_n_)                                                  \
                     cw_log_write((level), (subsys), __FILE__, __LINE__,        \
                                  __func__, "(%u similar messages suppressed)", \
-                                 cw_rl_dropped_);                              \
-                cw_rl_dropped_ = 0;                                            \
-                cw_rl_next_ = cw_rl_now_ + 1000000000ull;                      \
+                                 cw_rl_n_);                                    \
                 cw_log_write((level), (subsys), __FILE__, __LINE__, __func__,  \
                              __VA_ARGS__);                                     \
             } else {                                                           \
-                cw_rl_dropped_++;                                              \
+                atomic_fetch_add_explicit(&cw_rl_dropped_, 1,                  \
+                                          memory_order_relaxed);               \
             }                                                                  \
         }                                                                      \
     } while (0)

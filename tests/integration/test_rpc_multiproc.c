@@ -217,11 +217,12 @@ static int run_server(const char *uri, int fd)
         cw_respond(srv_held[i], CW_CANCELED, NULL, NULL);
         cw_handle_release(srv_held[i]);
     }
-    cw_context_destroy(ctx);
+    /* Bulk handles before their context (cw_context_destroy's contract). */
     for (unsigned i = 0; i < srv_nexposed; i++) {
         cw_bulk_free(srv_exposed[i]);
         free(srv_exposed_buf[i]);
     }
+    cw_context_destroy(ctx);
     return 0;
 }
 

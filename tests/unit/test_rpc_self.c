@@ -7,6 +7,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -303,7 +304,7 @@ static void test_bulk_args(void **state)
 }
 
 /* A second thread forwards while this one progresses and triggers. */
-static volatile int thread_done;
+static atomic_int thread_done;
 static void *forwarder(void *arg)
 {
     struct call *calls = arg;
@@ -315,7 +316,7 @@ static void *forwarder(void *arg)
         cw_forward(h, 0, call_cb, &calls[i]);
         cw_handle_release(h);
     }
-    thread_done = 1;
+    atomic_store_explicit(&thread_done, 1, memory_order_release);
     return NULL;
 }
 
@@ -326,7 +327,7 @@ static void test_threads(void **state)
     uint64_t end = cw_now_ns() + 20000000000ull;
     int done = 0;
     (void)state;
-    thread_done = 0;
+    atomic_store(&thread_done, 0);
     assert_int_equal(pthread_create(&t, NULL, forwarder, calls), 0);
     while (cw_now_ns() < end) {
         cw_progress(ctx, 1);
@@ -334,7 +335,8 @@ static void test_threads(void **state)
         done = 0;
         for (int i = 0; i < 200; i++)
             done += calls[i].done;
-        if (thread_done && done == 200)
+        if (atomic_load_explicit(&thread_done, memory_order_acquire) &&
+            done == 200)
             break;
     }
     pthread_join(t, NULL);

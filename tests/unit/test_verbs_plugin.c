@@ -53,8 +53,9 @@ static void done_cb(const struct cw_na_cb_info *info)
 }
 
 /* The plugin's class behind a cw_na_t: the core keeps it private, so go
- * through a tiny accessor that only this test uses. */
-static cw_na_class_t *last_cls;
+ * through a tiny accessor that only this test uses.  Per thread: the
+ * threads of test_threads open instances through the spy at once. */
+static _Thread_local cw_na_class_t *last_cls;
 static cw_status_t (*real_init)(const struct cw_na_host *,
                                 const struct cw_na_init_info *,
                                 cw_na_class_t **);
