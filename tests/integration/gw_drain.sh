@@ -6,7 +6,10 @@
 # networks, signalfd and admin socket) yet answers cwctl at once.
 . "$(dirname "$0")/gw_lib.sh"
 
-start_echo slow "shm://$TAG-slow" 1000
+# 3 s: the RPC sent while draining comes from a new cw-ping, whose start
+# (plugins, first connection) took most of a second under ASan on a busy
+# machine; the drain must still be on when it arrives.
+start_echo slow "shm://$TAG-slow" 3000
 cat >"$T/gw.yaml" <<YAML
 gateway: { name: drgw, admin: "127.0.0.1:$(free_port)", drain_grace: 5s }
 networks:
