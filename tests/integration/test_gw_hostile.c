@@ -4,7 +4,7 @@
  * that the gateway's drop counters (cwctl stats: rx_dropped) must grow
  * while the legitimate load through it keeps exact accounting.
  *
- *   test_gw_hostile URI COUNT SEED
+ *   test_gw_hostile URI COUNT SEED [KIND]
  *
  * URI is the gateway network's address ("ofi+tcp://127.0.0.1:7000",
  * "shm://name"); the raw endpoint is opened on the same plugin.  Each of
@@ -21,6 +21,8 @@
  *   - a request for a random destination string (routing parses it);
  *   - an expected-class RESP on a small tag (tags the gateway's own
  *     outgoing requests use: they must be matched by sender too).
+ * With KIND (0..9), only messages of that kind (9: a flood of expected-class
+ * responses nobody waits for).
  * None may be executed, answered as someone else's, or crash the gateway.
  * Prints "hostile: N sent, M expected-class" and exits 0 once every send
  * completed (or 1 if the endpoint cannot be opened or a send stalls).
@@ -155,17 +157,19 @@ int main(int argc, char **argv)
     struct hostile *hs = NULL;
     char scheme[64];
     const char *sep;
-    unsigned count, expected = 0;
+    unsigned count, expected = 0, only = HOSTILE_KINDS;
     cw_status_t st;
     int rc = 1;
 
-    if (argc != 4 || (sep = strstr(argv[1], "://")) == NULL ||
+    if (argc < 4 || argc > 5 || (sep = strstr(argv[1], "://")) == NULL ||
         (size_t)(sep - argv[1]) + 4 > sizeof(scheme)) {
-        fprintf(stderr, "usage: test_gw_hostile URI COUNT SEED\n");
+        fprintf(stderr, "usage: test_gw_hostile URI COUNT SEED [KIND]\n");
         return 2;
     }
     count = (unsigned)strtoul(argv[2], NULL, 10);
     srand((unsigned)strtoul(argv[3], NULL, 10));
+    if (argc == 5)
+        only = (unsigned)strtoul(argv[4], NULL, 10) % HOSTILE_KINDS;
     snprintf(scheme, sizeof(scheme), "%.*s://", (int)(sep - argv[1]),
              argv[1]);
     if (strncmp(scheme, "ofi+tcp", 7) == 0 || strncmp(scheme, "ucx+", 4) == 0)
@@ -185,12 +189,12 @@ int main(int argc, char **argv)
         goto out;
     }
     for (unsigned i = 0; i < count; i++) {
-        unsigned kind = i % HOSTILE_KINDS;
+        unsigned kind = only < HOSTILE_KINDS ? only : i % HOSTILE_KINDS;
         uint8_t *p = hs->buf[kind];
         size_t len;
 
-        /* One buffer per kind, reused once its last send completed. */
-        if (i >= HOSTILE_KINDS && !hostile_drain(hs))
+        /* One buffer per kind, reused once every send completed. */
+        if (!hostile_drain(hs))
             break;
         len = hostile_build(hs, p, i, kind);
         if (kind == HOSTILE_KINDS - 1) {
