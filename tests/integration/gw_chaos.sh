@@ -12,8 +12,9 @@
 #      and hostile input (raw NA messages no peer sends,
 #      random bytes at its TCP ports).  Every call CW_OK, no duplicate, and
 #      the OK calls equal the calls the backends served, exactly.
-#   b. The same plus a backend killed (-9) and restarted mid-run and
-#      clients that cancel (calls, and a bulk pull mid-pipeline): every call completes exactly once with an
+#   b. The same plus a backend killed (-9) and restarted mid-run, callers
+#      killed (-9) with calls and a bulk pull in flight, and clients that
+#      cancel (calls, and a bulk pull mid-pipeline): every call completes exactly once with an
 #      allowed status; nothing is served more often than it was sent.
 #   c. SIGTERM: the gateway drains, exits 0, no sanitizer report.
 # After a and b the gateway has nothing in flight and all staging free.
@@ -29,6 +30,7 @@ start_echo b1 "shm://$TAG-b1"
 start_echo b2 "shm://$TAG-b2"
 start_echo d "ucx+tcp://127.0.0.1:0"
 start_echo slow "shm://$TAG-slow" 30
+start_echo v "shm://$TAG-v" 20
 bulk_srv x "shm://$TAG-x" "shm://$TAG-xalt"
 admin="127.0.0.1:$(free_port)"
 tport=$(free_port)
@@ -246,8 +248,21 @@ client b_svc -c 800 -n 8 -t 5000 -s $SZ "svc:echo@$gw_tcp0"
 client b_bulk -c 300 -n 4 -t 5000 -s 64,16K,64K --with-bulk "svc:echo@$gw_shm0"
 client b_cancel -c 300 -n 4 -t 5000 --cancel-after 1 -s 0,9K,64K "svc:echo@$gw_ucx0"
 client b_slow -c 100 -n 4 -t 5000 --cancel-after 10 -s 64,64K "$slow@$gw_tcp0"
+# Callers killed (-9) with calls in flight: an echo client (overflowed
+# requests, bulk handles; to a server of its own, 20 ms a call) and one
+# whose 64 MiB pull is in the gateway's staging pipeline.
+"$CW_PING" -q -c 1000000 -n 16 -t 5000 -s 64K --with-bulk \
+    "$v@$gw_tcp0" >/dev/null 2>&1 &
+victim=$!
+"$XFER" hold "$x@$gw_ucx0" 64M >/dev/null 2>&1 &
+xvictim=$!
+wait_for sh -c "'$CWCTL' --admin '$admin' stats --json | grep -q '\"active\":[1-9]'" ||
+    fail "no bulk pipeline active: $(stats | grep -o '"bulk":.*')"
+kill -KILL "$victim" "$xvictim"
+wait "$victim" "$xvictim" 2>/dev/null
+rm -f /dev/shm/causeway-p"$victim"-* /dev/shm/causeway-p"$xvictim"-*
 xclient bx1 run "$x@$gw_tcp0" 1,200K,1M,3M 21
-xclient bx_cancel cancel "$x@$gw_shm0" 64M 150
+xclient bx_cancel cancel "$x@$gw_tcp0" 64M 150
 wait_for sh -c "[ \$('$CWCTL' --admin '$admin' stats --json | grep -o '\"forwarded\":[0-9]*' | head -n 1 | cut -d: -f2) -ge $((fwd0 + 300)) ]" ||
     fail "load did not get going"
 kill -KILL "$b2_PID"
