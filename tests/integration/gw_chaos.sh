@@ -250,11 +250,14 @@ client b_cancel -c 300 -n 4 -t 5000 --cancel-after 1 -s 0,9K,64K "svc:echo@$gw_u
 client b_slow -c 100 -n 4 -t 5000 --cancel-after 10 -s 64,64K "$slow@$gw_tcp0"
 # Callers killed (-9) with calls in flight: an echo client (overflowed
 # requests, bulk handles; to a server of its own, 20 ms a call) and one
-# whose 64 MiB pull is in the gateway's staging pipeline.
+# whose 64 MiB pull is in the gateway's staging pipeline.  Not through
+# ucx0: a pull from a caller killed mid-rendezvous leaves a UCX receive
+# request that never completes, and freeing it when the gateway stops can
+# abort in UCX (threaded gateway; docs/gateway.md, limitations).
 "$CW_PING" -q -c 1000000 -n 16 -t 5000 -s 64K --with-bulk \
     "$v@$gw_tcp0" >/dev/null 2>&1 &
 victim=$!
-"$XFER" hold "$x@$gw_ucx0" 64M >/dev/null 2>&1 &
+"$XFER" hold "$x@$gw_tcp0" 64M >/dev/null 2>&1 &
 xvictim=$!
 wait_for sh -c "'$CWCTL' --admin '$admin' stats --json | grep -q '\"active\":[1-9]'" ||
     fail "no bulk pipeline active: $(stats | grep -o '"bulk":.*')"
