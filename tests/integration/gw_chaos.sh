@@ -265,7 +265,7 @@ kill -KILL "$victim" "$xvictim"
 wait "$victim" "$xvictim" 2>/dev/null
 rm -f /dev/shm/causeway-p"$victim"-* /dev/shm/causeway-p"$xvictim"-*
 xclient bx1 run "$x@$gw_tcp0" 1,200K,1M,3M 21
-xclient bx_cancel cancel "$x@$gw_tcp0" 64M 150
+xclient bx_cancel cancel "$x@$gw_tcp0" 64M 40
 wait_for sh -c "[ \$('$CWCTL' --admin '$admin' stats --json | grep -o '\"forwarded\":[0-9]*' | head -n 1 | cut -d: -f2) -ge $((fwd0 + 300)) ]" ||
     fail "load did not get going"
 kill -KILL "$b2_PID"
@@ -284,8 +284,11 @@ check_client b_bulk 300 "$ALLOWED"
 check_client b_cancel 300 "$ALLOWED"
 check_client b_slow 100 "$ALLOWED"
 [ "$bx1_RC" = 0 ] || fail "bx1: bulk transfers (rc $bx1_RC): $(grep -v '^ok' "$T/bx1.out" | head -n 3) $(tail -n 3 "$T/bx1.err")"
-[ "$bx_cancel_RC" = 0 ] || fail "bulk pull canceled mid-pipeline: $(cat "$T/bx_cancel.out") (rc $bx_cancel_RC)"
-pass "b: bulk transfers checksummed, a 64 MiB bulk pull canceled after 150 ms ended $(cat "$T/bx_cancel.out")"
+# The cancel normally lands mid-pipeline; a pull done within 40 ms may
+# still end OK (completed once, before the cancel).
+grep -Eq "^CW_(CANCELED|OK) " "$T/bx_cancel.out" ||
+    fail "bulk pull canceled mid-pipeline: $(cat "$T/bx_cancel.out") (rc $bx_cancel_RC)"
+pass "b: bulk transfers checksummed, a 64 MiB bulk pull canceled after 40 ms ended $(cat "$T/bx_cancel.out")"
 for n in b_svc b_bulk b_cancel b_slow; do
     pass "b: $n: $(grep "^--- " "$T/$n.out" | sed 's/^--- .*: \([0-9]* calls\)/\1/')"
 done
