@@ -64,8 +64,10 @@
 #define SHM_MAX_SLOTS 65536u
 #define SHM_MAX_SEGMENTS 1024u /* per memory handle (IOV_MAX) */
 
-/* Early (not yet matched) messages buffered locally before the ring stops
- * being drained (back-pressure on the senders). */
+/* Early (not yet matched) messages buffered locally.  When full, the oldest
+ * expected one is dropped (it may never be matched); only a queue full of
+ * unexpected messages stops the ring being drained (back-pressure on the
+ * senders, until receives are posted). */
 #define SHM_EARLY_MAX 4096u
 
 /* Connections accepted but still without HELLO; beyond this new ones are

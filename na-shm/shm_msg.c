@@ -139,8 +139,37 @@ static bool shm_slot_name_valid(const struct shm_slot *s)
            shm_name_valid(s->sender_name, s->name_len);
 }
 
-/* Take one published slot; false if it must stay (early queue full, no
- * memory).  A slot from an unknown sender with a bad name is dropped. */
+/* The early queue is full: make room by dropping its oldest expected
+ * message.  An expected message nobody posted a receive for (a response
+ * that came after its receive was cancelled, or a hostile peer's) would
+ * otherwise stay for good, and enough of them would stop this ring from
+ * being drained at all.  False if every entry is unexpected: those are
+ * taken by the next posted receives, so waiting for them is back-pressure
+ * that ends. */
+static bool shm_early_evict_expected(struct cw_na_class *cls)
+{
+    for (struct shm_list *l = cls->early.next; l != &cls->early;
+         l = l->next) {
+        struct shm_early *e = shm_container_of(l, struct shm_early, link);
+
+        if (e->type != SHM_MSG_EXPECTED)
+            continue;
+        shm_list_del(l);
+        cls->nearly--;
+        cls->dropped++;
+        SHM_WARN_RL(cls, "early queue full: dropped an expected message "
+                    "(tag %u) no receive was posted for (%llu dropped so "
+                    "far)", e->tag, (unsigned long long)cls->dropped);
+        shm_peer_unref(e->source);
+        free(e);
+        return true;
+    }
+    return false;
+}
+
+/* Take one published slot; false if it must stay (early queue full of
+ * unexpected messages, no memory).  A slot from an unknown sender with a
+ * bad name is dropped. */
 static bool shm_slot_consume(struct cw_na_class *cls, struct shm_slot *s)
 {
     uint32_t len = s->len, tag = s->tag;
@@ -170,7 +199,7 @@ static bool shm_slot_consume(struct cw_na_class *cls, struct shm_slot *s)
         shm_deliver(op, s->data, len, tag, src);
         return true;
     }
-    if (cls->nearly >= SHM_EARLY_MAX)
+    if (cls->nearly >= SHM_EARLY_MAX && !shm_early_evict_expected(cls))
         return false;
     struct shm_early *e = malloc(sizeof(*e) + len);
     if (!e)

@@ -427,24 +427,43 @@ static void test_instances_in_threads(void **state)
     assert_true(tp[1].ok);
 }
 
+/* Two listening instances, each with the other's address. */
+static void pair_open(cw_na_t *both[2], cw_na_addr_t **to_b_p,
+                      cw_na_addr_t **to_a_p)
+{
+    char ua[URI_LEN], ub[URI_LEN];
+
+    assert_int_equal(cw_na_open("shm://", CW_NA_LISTEN, NULL, &both[0]),
+                     CW_OK);
+    assert_int_equal(cw_na_open("shm://", CW_NA_LISTEN, NULL, &both[1]),
+                     CW_OK);
+    self_uri(both[0], ua);
+    self_uri(both[1], ub);
+    assert_int_equal(cw_na_addr_lookup(both[0], ub, to_b_p), CW_OK);
+    assert_int_equal(cw_na_addr_lookup(both[1], ua, to_a_p), CW_OK);
+}
+
+static void pair_close(cw_na_t *both[2], cw_na_addr_t *to_b,
+                       cw_na_addr_t *to_a)
+{
+    cw_na_addr_free(both[0], to_b);
+    cw_na_addr_free(both[1], to_a);
+    cw_na_close(both[0]);
+    cw_na_close(both[1]);
+}
+
 static void test_expected_before_post(void **state)
 {
     (void)state;
     cw_na_t *a, *b;
-    char ua[URI_LEN], ub[URI_LEN];
     cw_na_addr_t *to_b, *to_a;
     char out[100] = "early bird", in[100];
     struct done s = {0}, r = {0};
     cw_na_t *both[2];
 
-    assert_int_equal(cw_na_open("shm://", CW_NA_LISTEN, NULL, &a), CW_OK);
-    assert_int_equal(cw_na_open("shm://", CW_NA_LISTEN, NULL, &b), CW_OK);
-    both[0] = a;
-    both[1] = b;
-    self_uri(a, ua);
-    self_uri(b, ub);
-    assert_int_equal(cw_na_addr_lookup(a, ub, &to_b), CW_OK);
-    assert_int_equal(cw_na_addr_lookup(b, ua, &to_a), CW_OK);
+    pair_open(both, &to_b, &to_a);
+    a = both[0];
+    b = both[1];
     assert_int_equal(cw_na_msg_send_expected(a, out, sizeof(out), to_b, 9,
                                              done_cb, &s, NULL),
                      CW_OK);
@@ -458,10 +477,62 @@ static void test_expected_before_post(void **state)
     assert_true(wait_done(both, 2, &r.calls, 1));
     assert_int_equal(r.status, CW_OK);
     assert_string_equal(in, out);
-    cw_na_addr_free(a, to_b);
-    cw_na_addr_free(b, to_a);
-    cw_na_close(a);
-    cw_na_close(b);
+    pair_close(both, to_b, to_a);
+}
+
+/* Expected messages nobody posts a receive for (late responses, a
+ * hostile peer's) fill the early queue: the oldest are dropped and
+ * counted, and the ring keeps being drained -- an unexpected message sent
+ * after them is still received, and a fresh expected one still matches. */
+static void test_unmatched_expected_flood(void **state)
+{
+    (void)state;
+    cw_na_t *a, *b;
+    cw_na_addr_t *to_b, *to_a;
+    char out[32] = "stale", in[32];
+    struct done s = {0}, r = {0}, x = {0};
+    cw_na_t *both[2];
+    const int flood = 4096 + 300; /* SHM_EARLY_MAX + some */
+
+    pair_open(both, &to_b, &to_a);
+    a = both[0];
+    b = both[1];
+    for (int i = 0; i < flood; i++) {
+        int want = s.calls + 1;
+        assert_int_equal(cw_na_msg_send_expected(a, out, sizeof(out), to_b,
+                                                 1000000u + (uint32_t)i,
+                                                 done_cb, &s, NULL),
+                         CW_OK);
+        assert_true(wait_done(both, 2, &s.calls, want));
+    }
+    assert_int_equal(s.status, CW_OK);
+    /* The ring is still drained: an unexpected message gets through. */
+    assert_int_equal(cw_na_msg_recv_unexpected(b, in, sizeof(in), done_cb,
+                                               &r, NULL),
+                     CW_OK);
+    strcpy(out, "fresh request");
+    assert_int_equal(cw_na_msg_send_unexpected(a, out, sizeof(out), to_b, 0,
+                                               done_cb, &s, NULL),
+                     CW_OK);
+    assert_true(wait_done(both, 2, &r.calls, 1));
+    assert_int_equal(r.status, CW_OK);
+    assert_string_equal(in, "fresh request");
+    cw_na_addr_free(b, r.source);
+    /* And a response that arrives before its receive still matches it. */
+    strcpy(out, "fresh response");
+    assert_int_equal(cw_na_msg_send_expected(a, out, sizeof(out), to_b, 7,
+                                             done_cb, &s, NULL),
+                     CW_OK);
+    assert_true(wait_done(both, 2, &s.calls, flood + 2));
+    for (int i = 0; i < 50; i++)
+        cw_na_progress(b, 0, NULL);
+    assert_int_equal(cw_na_msg_recv_expected(b, in, sizeof(in), to_a, 7,
+                                             done_cb, &x, NULL),
+                     CW_OK);
+    assert_true(wait_done(both, 2, &x.calls, 1));
+    assert_int_equal(x.status, CW_OK);
+    assert_string_equal(in, "fresh response");
+    pair_close(both, to_b, to_a);
 }
 
 int main(void)
@@ -473,6 +544,7 @@ int main(void)
         cmocka_unit_test(test_forged_handle_pid),
         cmocka_unit_test(test_rma_many_iovecs),
         cmocka_unit_test(test_expected_before_post),
+        cmocka_unit_test(test_unmatched_expected_flood),
         cmocka_unit_test(test_silent_and_garbage_connections),
         cmocka_unit_test(test_instances_in_threads),
     };
