@@ -80,12 +80,12 @@ hostile() {
     local i=0 u
     # More expected-class messages nobody waits for than na-shm's early
     # queue holds (4096): its ring must keep being drained.
-    timeout 20 "$HOSTILE" "$gw_shm0" 4500 0 9 >>"$T/hostile.out" 2>&1 ||
+    timeout -k 5 20 "$HOSTILE" "$gw_shm0" 4500 0 9 >>"$T/hostile.out" 2>&1 ||
         echo "hostile flood rc $? on $gw_shm0" >>"$T/hostile.err"
     while [ ! -e "$T/stop" ] && [ $i -lt 200 ]; do
         i=$((i + 1))
         for u in "$gw_tcp0" "$gw_shm0" "$gw_ucx0"; do
-            timeout 20 "$HOSTILE" "$u" 64 "$i" >>"$T/hostile.out" 2>&1 ||
+            timeout -k 5 20 "$HOSTILE" "$u" 64 "$i" >>"$T/hostile.out" 2>&1 ||
                 echo "hostile sender rc $? on $u" >>"$T/hostile.err"
         done
         # Random bytes and a cut-short HTTP request at the TCP ports.
@@ -124,7 +124,7 @@ run_client() {
     shift
     rm -f "$T/$n.rc"
     (
-        timeout 60 "$@" >"$T/$n.out" 2>"$T/$n.err"
+        timeout -k 5 60 "$@" >"$T/$n.out" 2>"$T/$n.err"
         echo $? >"$T/$n.rc"
     ) &
     CLIENTS="$CLIENTS $n"
