@@ -175,6 +175,10 @@ cw_status_t cw_context_stats(cw_context_t *ctx,
         return CW_INVALID_ARG;
     pthread_mutex_lock(&ctx->lock);
     *stats_p = ctx->stats;
+    stats_p->unanswered = 0;
+    for (struct cw_list *e = ctx->incoming.next; e != &ctx->incoming;
+         e = e->next)
+        stats_p->unanswered++;
     pthread_mutex_unlock(&ctx->lock);
     return CW_OK;
 }

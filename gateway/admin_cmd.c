@@ -45,7 +45,8 @@ static void cmd_status(struct gw *gw, FILE *out, bool json)
         fprintf(out, "{\"name\":");
         json_str(out, name);
         fprintf(out, ",\"state\":\"%s\",\"uptime_s\":%.3f,\"inflight\":%u,"
-                "\"config\":", state, up, gw->inflight);
+                "\"unanswered\":%" PRIu64 ",\"config\":", state, up,
+                gw->inflight, gw->unanswered);
         json_str(out, gw->config_path);
         fprintf(out, ",\"reloads\":%" PRIu64 ",\"reload_failures\":%" PRIu64
                 ",\"last_reload_error\":", gw->reloads, gw->reload_failures);
@@ -67,10 +68,12 @@ static void cmd_status(struct gw *gw, FILE *out, bool json)
         return;
     }
     fprintf(out, "gateway   %s (%s)\nstate     %s\nuptime    %.1f s\n"
-            "config    %s\nin flight %u\nroutes    %zu\nreloads   %" PRIu64
+            "config    %s\nin flight %u (%" PRIu64 " requests unanswered)\n"
+            "routes    %zu\nreloads   %" PRIu64
             " ok, %" PRIu64 " failed%s%s\n\n", name,
             gw->busy_poll ? "busy-poll" : "blocking", state, up,
             gw->config_path ? gw->config_path : "-", gw->inflight,
+            gw->unanswered,
             cw_route_table_size(gw->table), gw->reloads, gw->reload_failures,
             gw->last_reload_error[0] ? ": " : "", gw->last_reload_error);
     fprintf(out, "%-10s %-40s %10s %8s %8s %8s\n", "NETWORK", "ADDRESS", "RX",

@@ -354,6 +354,7 @@ static void gw_loop(struct gw *gw)
         if (now < next_hk && !(idle && ran == 0))
             continue;
         next_hk = now + GW_HOUSEKEEPING_NS;
+        gw_unanswered_update(gw);
         gw_signals_poll(gw);
         gw_admin_poll(gw, now);
         gw_health_tick(gw, now);
@@ -395,6 +396,7 @@ static void gw_loop_mt(struct gw *gw)
         if (now < next_hk && !(idle && ran == 0 && !moved))
             continue;
         next_hk = now + GW_HOUSEKEEPING_NS;
+        gw_unanswered_update(gw); /* contexts' locks, then gw->lock */
         /* Control plane under the lock (reload opens and closes networks,
          * health pings are sent from here: rare plugin calls). */
         pthread_mutex_lock(&gw->lock);

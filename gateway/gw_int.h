@@ -220,6 +220,8 @@ struct gw {
     struct gw_admin_conn conns[GW_ADMIN_CONNS];
     bool draining;
     bool drain_canceled;
+    uint64_t unanswered;        /**< requests not answered yet, all shards
+                                     (gw_unanswered_update, housekeeping) */
     bool cancel_all;            /**< threaded: cancel every forward now */
     uint64_t drain_deadline_ns;
     bool stop;
@@ -372,6 +374,9 @@ void gw_admin_exec(struct gw *gw, const char *line, FILE *out);
 /** Reload the configuration file; on failure @p err gets a summary. */
 cw_status_t gw_reload(struct gw *gw, char *err, size_t errlen);
 void gw_drain_start(struct gw *gw, const char *why);
+/** Refresh gw->unanswered from the core's gauge on every shard (takes the
+ *  contexts' locks: never under gw->lock). */
+void gw_unanswered_update(struct gw *gw);
 /** Drain bookkeeping (returns true once the gateway may exit). */
 bool gw_drain_check(struct gw *gw, uint64_t now);
 int gw_signals_open(void);

@@ -241,9 +241,30 @@ void gw_drain_start(struct gw *gw, const char *why)
            why, gw->inflight, gw->cfg->gateway.drain_grace_ns / 1e9);
 }
 
+void gw_unanswered_update(struct gw *gw)
+{
+    uint64_t n = 0;
+
+    for (unsigned i = 0; i < gw->nshards; i++) {
+        struct cw_context_stats cs;
+        if (cw_context_stats(gw->shards[i].ctx, &cs) == CW_OK)
+            n += cs.unanswered;
+    }
+    if (gw->threaded)
+        pthread_mutex_lock(&gw->lock);
+    gw->unanswered = n;
+    if (gw->threaded)
+        pthread_mutex_unlock(&gw->lock);
+}
+
+/* Done when nothing is forwarded, queued or pinged and no request is left
+ * unanswered: one whose overflowed arguments are still being pulled is not
+ * forwarded yet, and would lose its connection if the gateway exited now.
+ * Once the grace is over, only what the cancel completes is waited for. */
 bool gw_drain_check(struct gw *gw, uint64_t now)
 {
-    if (gw->fwds == NULL && gw->queue_head == NULL && !gw_health_busy(gw))
+    if (gw->fwds == NULL && gw->queue_head == NULL && !gw_health_busy(gw) &&
+        (gw->unanswered == 0 || gw->drain_canceled))
         return true;
     if (now >= gw->drain_deadline_ns && !gw->drain_canceled) {
         gw_queue_expire(gw, true, CW_CANCELED);

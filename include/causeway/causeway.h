@@ -157,6 +157,9 @@ struct cw_context_stats {
     uint64_t resume_bytes;  /**< bytes delegated again after a resume */
     uint64_t reforwarded;   /**< idempotent forwards sent again through
                                  another gateway of the client routes */
+    uint64_t unanswered;    /**< gauge: requests received and not answered
+                                 yet (handler or forward running, or their
+                                 overflowed arguments still being pulled) */
 };
 
 /** Copy the counters of @p ctx into @p stats_p. */

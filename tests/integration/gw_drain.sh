@@ -57,3 +57,48 @@ pass "grace over: $(cat "$T/inflight.out")"
 stop_pid "$gw_PID"
 [ "$STOP_RC" = 0 ] || fail "gateway exit status $STOP_RC after cwctl drain"
 pass "gateway exited 0 after cwctl drain"
+
+# A request the gateway is still receiving when the drain starts.  In a
+# network namespace of its own whose loopback is throttled (tbf, 50 Mbit/s;
+# the bucket holds a whole 64 KiB loopback packet)
+# the gateway pulls a caller's 8 MiB of overflowed arguments for over a
+# second before it can forward them; SIGTERM meanwhile must not cut that
+# caller off: the drain waits for it and answers it CW_DRAINING (a gateway
+# that exited under it would leave the caller an error instead).
+ns=cwdr$$
+drain_ns_cleanup() { ip netns del "$ns" 2>/dev/null; }
+if [ "$(id -u)" != 0 ] || ! command -v tc >/dev/null ||
+    ! ip netns add "$ns" 2>/dev/null; then
+    echo "ok - # SKIP drain during a pull: no network namespace here"
+    exit 0
+fi
+CLEANUP_HOOKS="$CLEANUP_HOOKS drain_ns_cleanup"
+nx() { ip netns exec "$ns" "$@"; }
+nx ip link set lo up || fail "lo up in $ns"
+if ! nx tc qdisc add dev lo root tbf rate 50mbit burst 256kb latency 400ms; then
+    echo "ok - # SKIP drain during a pull: no tbf qdisc here"
+    exit 0
+fi
+start_echo nsecho "shm://$TAG-nsecho" 0 ip netns exec "$ns"
+cat >"$T/ns.yaml" <<YAML
+gateway: { name: drns, admin: "127.0.0.1:$(free_port)", drain_grace: 30s }
+networks:
+  - { name: tcp0, address: "ofi+tcp://127.0.0.1:0" }
+  - { name: shm0, address: "shm://$TAG-nsgw" }
+YAML
+start_gw ngw "$T/ns.yaml" ip netns exec "$ns"
+nx timeout 60 "$CW_PING" -c 1 -s 8388608 -t 40000 "$nsecho@$ngw_tcp0" \
+    >"$T/pull.out" 2>&1 &
+puller=$!
+# Received (unanswered) but not forwarded (nothing in flight): pulling.
+wait_for sh -c "ip netns exec '$ns' '$CWCTL' --admin '$ngw_admin' status --json |
+    grep -q '\"inflight\":0,\"unanswered\":1,'" ||
+    fail "the 8 MiB request was not seen being pulled: $(cat "$T/pull.out")"
+kill -TERM "$ngw_PID"
+wait "$puller"
+grep -q "1 calls, CW_DRAINING=1;" "$T/pull.out" ||
+    fail "the request being pulled at SIGTERM: $(cat "$T/pull.out")"
+pass "drain waited for a request being pulled, then answered it: $(tail -n 1 "$T/pull.out")"
+stop_pid "$ngw_PID"
+[ "$STOP_RC" = 0 ] || fail "gateway exit status $STOP_RC after that drain"
+pass "gateway exited 0"
