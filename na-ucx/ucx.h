@@ -283,6 +283,15 @@ static inline bool ucx_op_any_busy(const struct cw_na_op *op)
 
 /* ucx_init.c */
 cw_status_t ucx_status(ucs_status_t st);
+
+/* The status of one of @p op's requests that ended with @p st: a request
+ * cancelled by UCX itself means its endpoint failed, unless the user
+ * cancelled the op (op->cancel_status says which). */
+static inline cw_status_t ucx_req_status(const struct cw_na_op *op,
+                                         ucs_status_t st)
+{
+    return st == UCS_ERR_CANCELED ? op->cancel_status : ucx_status(st);
+}
 void ucx_log_dropped(struct ucx_cls *cls, const char *what);
 
 /* ucx_progress.c: hash tables */

@@ -364,7 +364,7 @@ static void ucx_rkey_piece_cb(void *req, ucs_status_t st, void *user_data)
         ucp_request_free(req);
     op->nrma--;
     if (st != UCS_OK && op->rma_err == CW_OK)
-        op->rma_err = ucx_status(st);
+        op->rma_err = ucx_req_status(op, st);
     ucx_rkey_check_done(op);
 }
 
@@ -377,7 +377,7 @@ static void ucx_rkey_flush_cb(void *req, ucs_status_t st, void *user_data)
     op->req = NULL;
     op->flushed = true;
     if (st != UCS_OK && op->rma_err == CW_OK)
-        op->rma_err = ucx_status(st);
+        op->rma_err = ucx_req_status(op, st);
     ucx_rkey_check_done(op);
 }
 

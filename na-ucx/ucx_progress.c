@@ -123,7 +123,8 @@ struct cw_na_op *ucx_op_new(struct ucx_cls *cls, enum cw_na_op_type type,
     op->cb = cb;
     op->arg = arg;
     op->state = UCX_OP_ACTIVE;
-    op->cancel_status = CW_CANCELED;
+    /* UCX cancels a request by itself only when its endpoint failed. */
+    op->cancel_status = CW_DISCONNECTED;
     ucx_list_add_tail(&cls->ops, &op->alink);
     return op;
 }
@@ -265,8 +266,7 @@ void ucx_op_req_done(struct cw_na_op *op, void *req, ucs_status_t st,
         return;
     }
     if (st != UCS_OK)
-        ucx_op_finish(op, st == UCS_ERR_CANCELED ? op->cancel_status
-                                                 : ucx_status(st));
+        ucx_op_finish(op, ucx_req_status(op, st));
     else if (final)
         ucx_op_finish(op, CW_OK);
     if (op->state == UCX_OP_FINISHED && !ucx_op_user_busy(op))
@@ -349,6 +349,7 @@ cw_status_t ucx_cancel(cw_na_class_t *c, cw_na_op_t *op)
         return CW_INVALID_ARG;
     if (op->state != UCX_OP_ACTIVE)
         return CW_OK; /* finished first: its real status is reported */
+    op->cancel_status = CW_CANCELED;
     switch (op->type) {
     case CW_NA_OP_RECV_UNEXPECTED:
     case CW_NA_OP_RECV_EXPECTED:

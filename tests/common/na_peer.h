@@ -22,7 +22,16 @@
 pid_t cw_test_peer_spawn(const char *uri, char *addr, size_t len);
 
 /**
- * If argv asks for a peer ("--peer URI FD"), run it and store its exit
+ * Like cw_test_peer_spawn(), and the peer also registers @p mem_size bytes
+ * (read and write, every byte 0xa5) and reports the serialized handle in
+ * @p mem (@p mem_len bytes; its length in *mem_len_p).
+ */
+pid_t cw_test_peer_spawn_mem(const char *uri, char *addr, size_t len,
+                             size_t mem_size, void *mem, size_t mem_len,
+                             size_t *mem_len_p);
+
+/**
+ * If argv asks for a peer ("--peer URI FD [MEM_SIZE]"), run it and store its exit
  * status in *rc_p; @return whether it did.
  */
 bool cw_test_peer_dispatch(int argc, char **argv, int *rc_p);

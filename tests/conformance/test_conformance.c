@@ -880,6 +880,98 @@ static void test_peer_gone(void **state)
     test_unexpected(state);
 }
 
+/* The owner of the memory a get reads (a put writes) dies while the data
+ * is on its way (a rendezvous, for the plugins that use one): the
+ * operation completes exactly once, with an error, or with every byte if
+ * it had finished first; the instance keeps serving.  The gateway pulling
+ * a killed caller's arguments is this case. */
+#define MID_RMA_SIZE (64u << 20)
+
+static void peer_gone_mid_rma(void **state, bool put)
+{
+    struct pair *p = *state;
+    char uri[URI_LEN];
+    unsigned char ser[1024];
+    size_t ser_len = 0;
+    struct cw_na_segment seg;
+    cw_na_mem_t *lmem, *remote;
+    cw_na_addr_t *c;
+    struct done g = {0};
+    unsigned char *local;
+    bool started = false, finished;
+    uint64_t t0, end;
+    pid_t pid;
+
+    pid = cw_test_peer_spawn_mem(listen_uri, uri, sizeof(uri), MID_RMA_SIZE,
+                                 ser, sizeof(ser), &ser_len);
+    assert_true(pid > 0);
+    local = calloc(1, MID_RMA_SIZE);
+    assert_non_null(local);
+    if (put)
+        memset(local, 0x5a, MID_RMA_SIZE);
+    seg.base = local;
+    seg.len = MID_RMA_SIZE;
+    assert_int_equal(cw_na_addr_lookup(p->a, uri, &c), CW_OK);
+    assert_int_equal(cw_na_mem_deserialize(p->a, ser, ser_len, &remote),
+                     CW_OK);
+    assert_int_equal(cw_na_mem_register(p->a, &seg, 1,
+                                        put ? CW_NA_MEM_READ
+                                            : CW_NA_MEM_WRITE,
+                                        &lmem),
+                     CW_OK);
+    assert_int_equal((put ? cw_na_put : cw_na_get)(p->a, lmem, 0, remote, 0,
+                                                   MID_RMA_SIZE, c, done_cb,
+                                                   &g, NULL),
+                     CW_OK);
+    /* Kill it once the first bytes of a get have landed (or it finished);
+     * a put's progress is not visible here: 3 ms after it started. */
+    end = cw_now_ns() + (put ? 3000000ull : (uint64_t)WAIT_MS * 1000000ull);
+    while (g.calls == 0 && cw_now_ns() < end) {
+        assert_int_equal(cw_na_progress(p->a, 0, NULL), CW_OK);
+        if (!put && local[0] != 0) {
+            started = true;
+            break;
+        }
+    }
+    finished = g.calls > 0 || (!put && local[MID_RMA_SIZE - 1] != 0);
+    kill_peer(pid);
+    t0 = cw_now_ns();
+    assert_true(progress_one(p, &g, WAIT_MS));
+    if (g.status == CW_OK && !put) {
+        for (size_t i = 0; i < MID_RMA_SIZE; i++)
+            if (local[i] != 0xa5)
+                fail_msg("byte %zu of a get reported complete is %#x", i,
+                         local[i]);
+    }
+    print_message("# %s: owner killed %s of a %s; it ended %s after %.1f "
+                  "ms\n",
+                  listen_uri,
+                  finished ? "after the last byte"
+                  : started ? "mid-transfer"
+                  : put ? "3 ms into the transfer" : "before any byte",
+                  put ? "put" : "get", cw_status_str(g.status),
+                  (double)(cw_now_ns() - t0) / 1e6);
+    /* Nobody cancelled it: a failure says what happened. */
+    assert_int_not_equal(g.status, CW_CANCELED);
+    progress_idle(p, 200);
+    assert_int_equal(g.calls, 1);
+    cw_na_mem_release(p->a, lmem);
+    cw_na_mem_release(p->a, remote);
+    cw_na_addr_free(p->a, c);
+    free(local);
+    test_unexpected(state);
+}
+
+static void test_peer_gone_mid_get(void **state)
+{
+    peer_gone_mid_rma(state, false);
+}
+
+static void test_peer_gone_mid_put(void **state)
+{
+    peer_gone_mid_rma(state, true);
+}
+
 static void test_unreachable(void **state)
 {
     struct pair *p = *state;
@@ -972,6 +1064,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_bad_args),
         cmocka_unit_test(test_unreachable),
         cmocka_unit_test(test_peer_gone),
+        cmocka_unit_test(test_peer_gone_mid_get),
+        cmocka_unit_test(test_peer_gone_mid_put),
     };
     cw_na_t *probe;
     cw_status_t st;
