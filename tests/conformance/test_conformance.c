@@ -540,6 +540,101 @@ static void test_eager_limits(void **state)
     free(in);
 }
 
+/* Resident set of this process, in bytes. */
+static size_t rss_bytes(void)
+{
+    unsigned long pages = 0, resident = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+
+    if (f == NULL)
+        return 0;
+    if (fscanf(f, "%lu %lu", &pages, &resident) != 2)
+        resident = 0;
+    fclose(f);
+    return resident * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+#define FLOOD_MSGS 50000u
+#define FLOOD_BATCH 256u
+#define FLOOD_RSS_MAX (24u << 20)
+
+/* B sends @p n expected messages to A with tags A posts no receive for. */
+static void flood_unmatched(struct pair *p, unsigned n)
+{
+    static struct done s[FLOOD_BATCH];
+    static char out[FLOOD_BATCH][64];
+
+    for (unsigned i = 0; i < n; i += FLOOD_BATCH) {
+        unsigned k = n - i < FLOOD_BATCH ? n - i : FLOOD_BATCH;
+        struct done *ds[FLOOD_BATCH];
+        for (unsigned j = 0; j < k; j++) {
+            s[j] = (struct done){0};
+            ds[j] = &s[j];
+            snprintf(out[j], sizeof(out[j]), "nobody waits for %u", i + j);
+            assert_int_equal(cw_na_msg_send_expected(p->b, out[j],
+                                                     sizeof(out[j]),
+                                                     p->a_at_b,
+                                                     0x1000u + ((i + j) &
+                                                                0xfffu),
+                                                     done_cb, &s[j], NULL),
+                             CW_OK);
+        }
+        assert_true(progress_until(p, ds, k, WAIT_MS));
+    }
+    progress_idle(p, 100);
+}
+
+/* An expected message may come before its receive is posted: it is kept
+ * and delivered then.  Expected messages nobody ever posts a receive for
+ * (late answers to cancelled calls, a hostile peer's) must not grow the
+ * receiver without bound: 50 000 of them may not add 24 MiB. */
+static void test_expected_early_and_unmatched(void **state)
+{
+    struct pair *p = *state;
+    char out[32] = "early", in[32];
+    struct done s = {0}, r = {0};
+    size_t rss0, rss1;
+
+    assert_int_equal(cw_na_msg_send_expected(p->b, out, sizeof(out),
+                                             p->a_at_b, 0x4242, done_cb, &s,
+                                             NULL),
+                     CW_OK);
+    assert_true(progress_one(p, &s, WAIT_MS));
+    if (s.status != CW_OK)
+        fail_msg("early expected send: %s", cw_status_str(s.status));
+    progress_idle(p, 20);
+    assert_int_equal(cw_na_msg_recv_expected(p->a, in, sizeof(in), p->b_at_a,
+                                             0x4242, done_cb, &r, NULL),
+                     CW_OK);
+    assert_true(progress_one(p, &r, WAIT_MS));
+    assert_int_equal(r.status, CW_OK);
+    assert_int_equal(r.len, sizeof(out));
+    assert_string_equal(in, "early");
+
+    flood_unmatched(p, FLOOD_MSGS / 5); /* pools reach their size */
+    rss0 = rss_bytes();
+    flood_unmatched(p, FLOOD_MSGS);
+    rss1 = rss_bytes();
+    print_message("# %s: %u unmatched expected messages grew the process by "
+                  "%.1f MiB\n",
+                  listen_uri, FLOOD_MSGS,
+                  (double)(rss1 > rss0 ? rss1 - rss0 : 0) / (1 << 20));
+    assert_true(rss1 < rss0 + FLOOD_RSS_MAX);
+
+    /* Still matching what is posted. */
+    s = (struct done){0};
+    r = (struct done){0};
+    assert_int_equal(cw_na_msg_recv_expected(p->a, in, sizeof(in), p->b_at_a,
+                                             0x4343, done_cb, &r, NULL),
+                     CW_OK);
+    assert_int_equal(cw_na_msg_send_expected(p->b, out, sizeof(out),
+                                             p->a_at_b, 0x4343, done_cb, &s,
+                                             NULL),
+                     CW_OK);
+    assert_true(progress_until(p, (struct done *[]){&r, &s}, 2, WAIT_MS));
+    assert_int_equal(r.status, CW_OK);
+}
+
 static void test_cancel_recv(void **state)
 {
     struct pair *p = *state;
@@ -1066,6 +1161,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_peer_gone),
         cmocka_unit_test(test_peer_gone_mid_get),
         cmocka_unit_test(test_peer_gone_mid_put),
+        /* Last: a plugin that fails it may leave its queues full. */
+        cmocka_unit_test(test_expected_early_and_unmatched),
     };
     cw_na_t *probe;
     cw_status_t st;
