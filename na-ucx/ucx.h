@@ -175,6 +175,7 @@ struct cw_na_op {
     struct cw_na_addr *peer;   /* expected recv: reference */
     struct cw_na_addr *source; /* unexpected recv: reference, handed over */
     struct ucx_conn *conn;     /* put/get: connection awaiting answer */
+    struct ucx_early *early;   /* expected recv: message it waits to land */
     cw_na_mem_t *local;
     size_t local_off;
     ucp_tag_recv_info_t tag_info;
@@ -185,6 +186,23 @@ struct cw_na_op {
         uint8_t unexp[UCX_UNEXP_HDR_MAX];
         struct ucx_rma_hdr rma;
     } hdr;
+};
+
+/* An expected message that came before its receive was posted (ucx_early.c):
+ * taken out of UCX's unexpected queue into the plugin's bounded one. */
+struct ucx_early {
+    struct ucx_list link;    /* cls->early */
+    struct ucx_cls *cls;
+    uint64_t tag;            /* sender id and tag, as sent */
+    size_t len;
+    void *data;              /* malloc'ed copy; NULL when len == 0 */
+    void *req;               /* UCX receive still moving it, or NULL */
+    ucs_status_t status;     /* of that receive, once done */
+    struct cw_na_op *waiter; /* receive posted while it was moving */
+    bool landed;             /* its receive completed */
+    bool posting;            /* inside ucp_tag_msg_recv_nbx() */
+    bool dropped;            /* evicted while moving: freed once it lands */
+    bool released;           /* req handed back to UCX at finalize */
 };
 
 /* A received unexpected message waiting for a posted buffer. */
@@ -223,6 +241,9 @@ struct ucx_cls {
     struct ucx_list unexp_posted; /* posted unexpected receive buffers */
     struct ucx_list unexp_queue;  /* unexpected messages without buffer */
     struct ucx_list ctls;         /* RMA control messages in flight */
+    struct ucx_list early;        /* expected messages before their recv */
+    size_t nearly;                /* entries of early not dropped */
+    size_t early_bytes;           /* their bytes */
     size_t unexp_queued;       /* bytes copied into unexp_queue */
     size_t unexp_queue_max;    /* bound on those bytes */
     uint64_t next_op_id;
@@ -371,6 +392,13 @@ cw_status_t ucx_msg_recv_expected(cw_na_class_t *c, void *buf, size_t len,
 void ucx_msg_fail_peer(struct ucx_cls *cls, struct cw_na_addr *peer,
                        cw_status_t st);
 void ucx_send_cb(void *req, ucs_status_t st, void *user_data);
+
+/* ucx_early.c */
+void ucx_early_drain(struct ucx_cls *cls);
+bool ucx_early_take(struct ucx_cls *cls, struct cw_na_op *op, uint64_t tag);
+bool ucx_early_moving(const struct ucx_cls *cls);
+void ucx_early_release_reqs(struct ucx_cls *cls);
+void ucx_early_free_all(struct ucx_cls *cls);
 
 /* ucx_live.c */
 cw_status_t ucx_live_register_am(struct ucx_cls *cls);

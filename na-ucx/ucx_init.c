@@ -117,7 +117,7 @@ void ucx_log_dropped(struct ucx_cls *cls, const char *what)
     if (now < cls->rl_next_ns)
         return;
     cls->rl_next_ns = now + 1000000000ull;
-    UCX_WARN(cls, "dropped malformed %s (%llu dropped so far)", what,
+    UCX_WARN(cls, "dropped %s (%llu dropped so far)", what,
              (unsigned long long)cls->dropped);
 }
 
@@ -308,6 +308,7 @@ static void ucx_finalize(cw_na_class_t *c)
         ucx_ops_release_reqs(cls);
         ucx_conns_release_reqs(cls);
         ucx_rma_release_ctls(cls);
+        ucx_early_release_reqs(cls);
     }
     /* Operations the core did not drain are dropped without callbacks. */
     for (struct ucx_list *l = cls->ops.next, *next; l != &cls->ops; l = next) {
@@ -324,6 +325,7 @@ static void ucx_finalize(cw_na_class_t *c)
         ucp_cleanup(cls->context);
     ucx_ops_free_all(cls);
     ucx_rma_free_ctls(cls);
+    ucx_early_free_all(cls);
     ucx_conns_free_all(cls);
     ucx_peers_free_all(cls);
     ucx_htab_destroy(&cls->peers);
@@ -369,6 +371,7 @@ static cw_status_t ucx_init(const struct cw_na_host *host,
     ucx_list_init(&cls->unexp_posted);
     ucx_list_init(&cls->unexp_queue);
     ucx_list_init(&cls->ctls);
+    ucx_list_init(&cls->early);
     /* Structure is valid (empty lists) from here: finalize can unwind. */
 
     if (info->protocol == NULL || info->protocol[0] == '\0')

@@ -52,12 +52,12 @@ static ucs_status_t ucx_am_ping_cb(void *arg, const void *header, size_t hlen,
 
     if (hlen != sizeof(magic) || length != 0 ||
         !(param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP)) {
-        ucx_log_dropped(cls, "liveness probe");
+        ucx_log_dropped(cls, "malformed liveness probe");
         return UCS_OK;
     }
     memcpy(&magic, header, sizeof(magic));
     if (magic != UCX_WIRE_MAGIC) {
-        ucx_log_dropped(cls, "liveness probe");
+        ucx_log_dropped(cls, "malformed liveness probe");
         return UCS_OK;
     }
     ucx_live_heard(cls, param->reply_ep);

@@ -170,7 +170,7 @@ nomem:
     ucx_peer_put(cls, peer);
     return UCS_OK;
 drop:
-    ucx_log_dropped(cls, "unexpected message header");
+    ucx_log_dropped(cls, "malformed unexpected message header");
     return UCS_OK;
 }
 
@@ -367,6 +367,13 @@ cw_status_t ucx_msg_recv_expected(cw_na_class_t *c, void *buf, size_t len,
     op->buf_len = len;
     op->peer = source;
     source->refs++;
+    if (ucx_early_take(cls, op, ucx_tag64(source->tag_id, tag))) {
+        if (op->state == UCX_OP_ACTIVE) /* waits for it to land */
+            ucx_list_add_tail(&source->recvs, &op->link);
+        if (op_p)
+            *op_p = op;
+        return CW_OK;
+    }
     p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
                      UCP_OP_ATTR_FIELD_RECV_INFO;
     p.cb.recv = ucx_tag_recv_cb;

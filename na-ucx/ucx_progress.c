@@ -134,6 +134,10 @@ static void ucx_op_detach(struct cw_na_op *op)
     struct ucx_cls *cls = op->cls;
 
     ucx_list_del(&op->link);
+    if (op->early) {
+        op->early->waiter = NULL;
+        op->early = NULL;
+    }
     if (op->rnode.key != 0) {
         ucx_htab_remove(&cls->rma_ops, &op->rnode);
         op->rnode.key = 0;
@@ -323,6 +327,7 @@ cw_status_t ucx_progress(cw_na_class_t *c, unsigned max, unsigned *count_p)
     for (int i = 0; i < 64; i++)
         if (ucp_worker_progress(cls->worker) == 0)
             break;
+    ucx_early_drain(cls);
     ucx_live_scan(cls);
     ucx_conns_reap(cls);
 
@@ -395,8 +400,10 @@ bool ucx_safe_to_sleep(cw_na_class_t *c)
         return false;
     if (!ucx_list_empty(&cls->done) || !ucx_list_empty(&cls->dead))
         return false;
-    if (ucp_worker_progress(cls->worker) != 0)
+    if (ucp_worker_progress(cls->worker) != 0) {
+        ucx_early_drain(cls);
         return false;
+    }
     if (!ucx_list_empty(&cls->done) || !ucx_list_empty(&cls->dead))
         return false;
     st = ucp_worker_arm(cls->worker);
@@ -415,7 +422,7 @@ void ucx_drain_requests(struct ucx_cls *cls, uint64_t timeout_ns)
 
     for (;;) {
         bool busy = !ucx_list_empty(&cls->closing) ||
-                    !ucx_list_empty(&cls->ctls);
+                    !ucx_list_empty(&cls->ctls) || ucx_early_moving(cls);
         for (struct ucx_list *l = cls->ops.next; !busy && l != &cls->ops;
              l = l->next)
             busy = ucx_op_any_busy(ucx_container_of(l, struct cw_na_op,

@@ -239,7 +239,7 @@ static ucs_status_t ucx_am_put_cb(void *arg, const void *header, size_t hlen,
     size_t count;
 
     if (!ucx_rma_hdr_ok(header, hlen, param, &h)) {
-        ucx_log_dropped(cls, "put request");
+        ucx_log_dropped(cls, "malformed put request");
         return UCS_OK;
     }
     st = ucx_rma_check(cls, &h, CW_NA_MEM_WRITE, &mem);
@@ -297,7 +297,7 @@ static ucs_status_t ucx_am_get_cb(void *arg, const void *header, size_t hlen,
     cw_status_t st;
 
     if (!ucx_rma_hdr_ok(header, hlen, param, &h) || length != 0) {
-        ucx_log_dropped(cls, "get request");
+        ucx_log_dropped(cls, "malformed get request");
         return UCS_OK;
     }
     st = ucx_rma_check(cls, &h, CW_NA_MEM_READ, &mem);
@@ -354,7 +354,7 @@ static struct cw_na_op *ucx_rma_answer(struct ucx_cls *cls,
     }
     return op;
 drop:
-    ucx_log_dropped(cls, "RMA answer");
+    ucx_log_dropped(cls, "malformed RMA answer");
     return NULL;
 }
 
@@ -394,7 +394,7 @@ static ucs_status_t ucx_am_get_resp_cb(void *arg, const void *header,
     if (op == NULL)
         return UCS_OK;
     if (st == CW_OK && length != op->buf_len) {
-        ucx_log_dropped(cls, "get answer of the wrong length");
+        ucx_log_dropped(cls, "malformed get answer (wrong length)");
         st = CW_PROTOCOL;
     }
     if (st != CW_OK || length == 0) {

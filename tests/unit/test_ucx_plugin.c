@@ -1,7 +1,8 @@
 /*
  * na-ucx specific tests, through the core NA API: interface-name and
  * parameter handling; rendezvous-sized messages queued before a buffer is
- * posted, and the byte bound on queued eager messages; 16 MiB put/get over
+ * posted, and the byte bound on queued eager messages; expected messages
+ * that come before their receive (kept, the oldest dropped past 4096); 16 MiB put/get over
  * multi-segment handles (checksummed), both through the owner (default) and
  * with UCX RMA and remote keys ("rma=rkey"); a forged handle; cancel of a
  * get whose owner never answers; peer death, with the peer started by
@@ -250,6 +251,80 @@ static void test_unexpected_queued(void **state)
         free(out[i]);
         free(in[i]);
     }
+}
+
+/* Progress both for @p ms. */
+static void idle_two(struct two *t, unsigned ms)
+{
+    for (uint64_t end = cw_now_ns() + ms * 1000000ull; cw_now_ns() < end;) {
+        cw_na_progress(t->a, 0, NULL);
+        cw_na_progress(t->b, 0, NULL);
+    }
+}
+
+#define EARLY_BOUND 4096u
+
+/* Expected messages that come before their receive: one the size of the
+ * eager limit (UCX moves it by rendezvous) is still delivered when the
+ * receive is posted; past 4096 waiting messages the oldest is dropped,
+ * the newest kept. */
+static void test_early_expected(void **state)
+{
+    struct two *t = *state;
+    size_t n = cw_na_caps(t->a)->max_expected_size;
+    unsigned char *big = malloc(n), *in = malloc(n);
+    static struct rec s[EARLY_BOUND + 1];
+    struct rec bs = {0}, r = {0};
+    cw_na_op_t *op;
+    char msg[32] = "oldest";
+
+    assert_true(big && in);
+    memset(big, 0x3c, n);
+    assert_int_equal(cw_na_msg_send_expected(t->a, big, n, t->b_at_a, 99,
+                                             rec_cb, &bs, NULL),
+                     CW_OK);
+    idle_two(t, 50);
+    assert_int_equal(cw_na_msg_recv_expected(t->b, in, n, t->a_at_b, 99,
+                                             rec_cb, &r, NULL),
+                     CW_OK);
+    assert_true(wait_rec(t->b, t->a, &r));
+    assert_true(wait_rec(t->a, t->b, &bs));
+    assert_int_equal(r.status, CW_OK);
+    assert_int_equal(r.len, n);
+    assert_memory_equal(in, big, n);
+
+    /* The oldest, then enough to push it out. */
+    for (unsigned i = 0; i <= EARLY_BOUND; i++) {
+        s[i] = (struct rec){0};
+        assert_int_equal(cw_na_msg_send_expected(t->a, msg, sizeof(msg),
+                                                 t->b_at_a, 1000u + i, rec_cb,
+                                                 &s[i], NULL),
+                         CW_OK);
+        if (i % 256 == 255)
+            idle_two(t, 5);
+    }
+    for (unsigned i = 0; i <= EARLY_BOUND; i++)
+        assert_true(wait_rec(t->a, t->b, &s[i]));
+    idle_two(t, 100);
+    r = (struct rec){0};
+    assert_int_equal(cw_na_msg_recv_expected(t->b, in, n, t->a_at_b, 1000,
+                                             rec_cb, &r, &op),
+                     CW_OK);
+    idle_two(t, 200);
+    assert_int_equal(r.calls, 0); /* dropped */
+    assert_int_equal(cw_na_cancel(t->b, op), CW_OK);
+    assert_true(wait_rec(t->b, NULL, &r));
+    assert_int_equal(r.status, CW_CANCELED);
+    r = (struct rec){0};
+    assert_int_equal(cw_na_msg_recv_expected(t->b, in, n, t->a_at_b,
+                                             1000u + EARLY_BOUND, rec_cb, &r,
+                                             NULL),
+                     CW_OK);
+    assert_true(wait_rec(t->b, NULL, &r));
+    assert_int_equal(r.status, CW_OK);
+    assert_string_equal((char *)in, "oldest");
+    free(big);
+    free(in);
 }
 
 /* Eager messages nobody has posted a buffer for are held up to a byte
@@ -563,6 +638,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_unexpected_queued, setup_two,
                                         teardown_two),
         cmocka_unit_test(test_unexpected_queue_bound),
+        cmocka_unit_test_setup_teardown(test_early_expected, setup_two,
+                                        teardown_two),
         cmocka_unit_test_setup_teardown(test_rma_big_segmented, setup_two,
                                         teardown_two),
         cmocka_unit_test_setup_teardown(test_rma_big_segmented, setup_two_rkey,
