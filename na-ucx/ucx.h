@@ -109,6 +109,8 @@ struct ucx_conn {
     bool failed;
     bool released; /* close_req handed back to UCX at finalize */
     bool probing;  /* a liveness probe is out */
+    bool posting;  /* inside ucp_ep_close_nbx() */
+    bool close_done; /* the close completed inside that call */
     ucs_status_t error;
     void *close_req;
     uint64_t heard_ns; /* last message or probe answer from the peer */
@@ -165,6 +167,7 @@ struct cw_na_op {
     void *req;                 /* main request (send, tag recv) */
     void *data_req;            /* rendezvous data receive */
     void *hdr_req;             /* send of a header only (get request) */
+    void *inline_done;         /* request completed inside its posting call */
     unsigned nrma;             /* rkey mode: put/get pieces in flight */
     bool flushed;              /* rkey mode: the endpoint flush completed */
     cw_status_t rma_err;       /* rkey mode: first piece error */
@@ -331,6 +334,7 @@ void ucx_ops_cancel_all(struct ucx_cls *cls);
 void ucx_ops_free_all(struct ucx_cls *cls);
 void ucx_ops_release_reqs(struct ucx_cls *cls);
 void ucx_op_finish(struct cw_na_op *op, cw_status_t st);
+void ucx_op_req_forget(struct cw_na_op *op, void *req);
 void ucx_op_req_done(struct cw_na_op *op, void *req, ucs_status_t st,
                      bool final);
 void ucx_op_req_posted(struct cw_na_op *op, void **slot, void *req);

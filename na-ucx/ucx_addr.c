@@ -389,6 +389,10 @@ static void ucx_close_cb(void *req, ucs_status_t st, void *user_data)
 
     if (!conn->released)
         ucp_request_free(req);
+    if (conn->posting) { /* see ucx_op_req_posted() */
+        conn->close_done = true;
+        return;
+    }
     conn->close_req = NULL;
     ucx_list_del(&conn->link);
     if (conn->peer)
@@ -415,8 +419,10 @@ static void ucx_conn_close(struct ucx_cls *cls, struct ucx_conn *conn,
         p.op_attr_mask |= UCP_OP_ATTR_FIELD_FLAGS;
         p.flags = UCP_EP_CLOSE_FLAG_FORCE;
     }
+    conn->posting = true;
     req = ucp_ep_close_nbx(conn->ep, &p);
-    if (UCS_PTR_IS_PTR(req)) {
+    conn->posting = false;
+    if (UCS_PTR_IS_PTR(req) && !conn->close_done) {
         conn->close_req = req;
         ucx_list_add_tail(&cls->closing, &conn->link);
         return;

@@ -374,7 +374,7 @@ static void ucx_rkey_flush_cb(void *req, ucs_status_t st, void *user_data)
 
     if (!op->released)
         ucp_request_free(req);
-    op->req = NULL;
+    ucx_op_req_forget(op, req);
     op->flushed = true;
     if (st != UCS_OK && op->rma_err == CW_OK)
         op->rma_err = ucx_req_status(op, st);
@@ -444,7 +444,7 @@ cw_status_t ucx_rkey_post(struct ucx_cls *cls, struct cw_na_op *op,
     p.cb.send = ucx_rkey_flush_cb;
     req = ucp_ep_flush_nbx(conn->ep, &p);
     if (UCS_PTR_IS_PTR(req)) {
-        op->req = req;
+        ucx_op_req_posted(op, &op->req, req);
     } else {
         op->flushed = true;
         if (UCS_PTR_IS_ERR(req) && op->rma_err == CW_OK)

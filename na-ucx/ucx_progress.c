@@ -248,13 +248,21 @@ void ucx_op_settle(struct cw_na_op *op)
         ucx_op_push_done(op);
 }
 
+/* UCX 1.13 may run a request's callback inside the call that posts it and
+ * still return the request (then released): seen with tagged messages
+ * whose fragments had all arrived.  Such a request is not stored. */
 void ucx_op_req_posted(struct cw_na_op *op, void **slot, void *req)
 {
-    *slot = req;
+    bool done = req == op->inline_done;
+
+    op->inline_done = NULL;
+    if (!done)
+        *slot = req;
 }
 
-void ucx_op_req_done(struct cw_na_op *op, void *req, ucs_status_t st,
-                     bool final)
+/* The slot @p req was stored in no longer holds it; a request in no slot
+ * completed inside its posting call. */
+void ucx_op_req_forget(struct cw_na_op *op, void *req)
 {
     if (op->req == req)
         op->req = NULL;
@@ -262,6 +270,14 @@ void ucx_op_req_done(struct cw_na_op *op, void *req, ucs_status_t st,
         op->data_req = NULL;
     else if (op->hdr_req == req)
         op->hdr_req = NULL;
+    else
+        op->inline_done = req;
+}
+
+void ucx_op_req_done(struct cw_na_op *op, void *req, ucs_status_t st,
+                     bool final)
+{
+    ucx_op_req_forget(op, req);
     if (req != NULL && !op->released)
         ucp_request_free(req);
     if (op->orphan) {

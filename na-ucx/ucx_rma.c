@@ -26,6 +26,9 @@ struct ucx_ctl {
     ucp_dt_iov_t iov_inline[UCX_IOV_INLINE];
     void *req;
     bool released; /* req handed back to UCX at finalize */
+    bool posting;  /* inside the UCX call that posts req */
+    bool done_inline; /* req completed inside that call */
+    ucs_status_t inline_st;
 };
 
 /* ---- segment helpers ---- */
@@ -133,6 +136,10 @@ static void ucx_ctl_sent_cb(void *req, ucs_status_t st, void *user_data)
 
     if (!ctl->released)
         ucp_request_free(req);
+    if (ctl->posting) { /* see ucx_op_req_posted() */
+        ctl->done_inline = true;
+        return;
+    }
     ucx_ctl_free(ctl);
 }
 
@@ -152,8 +159,14 @@ static void ucx_ctl_send(struct ucx_cls *cls, struct ucx_ctl *ctl,
     p.flags = UCP_AM_SEND_FLAG_REPLY;
     if (ctl->iovcnt > 0)
         ucx_iov_param(&p, ctl->iov, ctl->iovcnt, &buf, &count);
+    ctl->posting = true;
     req = ucp_am_send_nbx(ctl->ep, am_id, &ctl->ack, sizeof(ctl->ack), buf,
                           count, &p);
+    ctl->posting = false;
+    if (ctl->done_inline) {
+        ucx_ctl_free(ctl);
+        return;
+    }
     if (UCS_PTR_IS_PTR(req)) {
         ctl->req = req;
         return;
@@ -202,16 +215,12 @@ static bool ucx_rma_hdr_ok(const void *header, size_t hlen,
     return h->magic == UCX_WIRE_MAGIC;
 }
 
-static void ucx_put_data_cb(void *req, ucs_status_t st, size_t length,
-                            void *user_data)
+/* The data of a put landed (or failed): acknowledge it. */
+static void ucx_put_data_done(struct ucx_ctl *ctl, ucs_status_t st)
 {
-    struct ucx_ctl *ctl = user_data;
     struct ucx_cls *cls = ctl->cls;
     struct ucx_conn *conn = ucx_conn_by_ep(cls, ctl->ep);
 
-    if (!ctl->released)
-        ucp_request_free(req);
-    ctl->req = NULL;
     if (ctl->released || conn == NULL || conn->failed) {
         ucx_ctl_free(ctl);
         return;
@@ -222,6 +231,22 @@ static void ucx_put_data_cb(void *req, ucs_status_t st, size_t length,
     ctl->iovcnt = 0;
     ctl->ack.status = (uint32_t)ucx_status(st);
     ucx_ctl_send(cls, ctl, UCX_AM_PUT_ACK);
+}
+
+static void ucx_put_data_cb(void *req, ucs_status_t st, size_t length,
+                            void *user_data)
+{
+    struct ucx_ctl *ctl = user_data;
+
+    if (!ctl->released)
+        ucp_request_free(req);
+    ctl->req = NULL;
+    if (ctl->posting) { /* see ucx_op_req_posted() */
+        ctl->done_inline = true;
+        ctl->inline_st = st;
+        return;
+    }
+    ucx_put_data_done(ctl, st);
 }
 
 static ucs_status_t ucx_am_put_cb(void *arg, const void *header, size_t hlen,
@@ -271,7 +296,14 @@ static ucs_status_t ucx_am_put_cb(void *arg, const void *header, size_t hlen,
     p.cb.recv_am = ucx_put_data_cb;
     p.user_data = ctl;
     ucx_iov_param(&p, ctl->iov, ctl->iovcnt, &buf, &count);
+    ctl->posting = true;
     req = ucp_am_recv_data_nbx(cls->worker, data, buf, count, &p);
+    ctl->posting = false;
+    if (ctl->done_inline) {
+        ctl->done_inline = false;
+        ucx_put_data_done(ctl, ctl->inline_st);
+        return UCS_OK;
+    }
     if (UCS_PTR_IS_PTR(req)) {
         ctl->req = req;
         return UCS_OK;

@@ -248,22 +248,27 @@ client b_svc -c 800 -n 8 -t 5000 -s $SZ "svc:echo@$gw_tcp0"
 client b_bulk -c 300 -n 4 -t 5000 -s 64,16K,64K --with-bulk "svc:echo@$gw_shm0"
 client b_cancel -c 300 -n 4 -t 5000 --cancel-after 1 -s 0,9K,64K "svc:echo@$gw_ucx0"
 client b_slow -c 100 -n 4 -t 5000 --cancel-after 10 -s 64,64K "$slow@$gw_tcp0"
-# Callers killed (-9) with calls in flight: an echo client (overflowed
-# requests, bulk handles; to a server of its own, 20 ms a call) and one
-# whose 64 MiB pull is in the gateway's staging pipeline.  Not through
-# ucx0: a pull from a caller killed mid-rendezvous leaves a UCX receive
-# request that never completes, and freeing it when the gateway stops can
-# abort in UCX (threaded gateway; docs/gateway.md, limitations).
-"$CW_PING" -q -c 1000000 -n 16 -t 5000 -s 64K --with-bulk \
-    "$v@$gw_tcp0" >/dev/null 2>&1 &
-victim=$!
-"$XFER" hold "$x@$gw_tcp0" 64M >/dev/null 2>&1 &
-xvictim=$!
-wait_for sh -c "'$CWCTL' --admin '$admin' stats --json | grep -q '\"active\":[1-9]'" ||
-    fail "no bulk pipeline active: $(stats | grep -o '"bulk":.*')"
-kill -KILL "$victim" "$xvictim"
-wait "$victim" "$xvictim" 2>/dev/null
-rm -f /dev/shm/causeway-p"$victim"-* /dev/shm/causeway-p"$xvictim"-*
+# Callers killed (-9) with calls in flight, on ofi+tcp and on ucx+tcp: an
+# echo client (overflowed requests, bulk handles; to a server of its own,
+# 20 ms a call) and one whose 64 MiB pull is in the gateway's staging
+# pipeline.  The gateway is pulling from them (by rendezvous on ucx+tcp)
+# when they die.
+victims=""
+for g in "$gw_tcp0" "$gw_ucx0"; do
+    "$CW_PING" -q -c 1000000 -n 16 -t 5000 -s 64K --with-bulk \
+        "$v@$g" >/dev/null 2>&1 &
+    victims="$victims $!"
+    "$XFER" hold "$x@$g" 64M >/dev/null 2>&1 &
+    victims="$victims $!"
+done
+wait_for sh -c "'$CWCTL' --admin '$admin' stats --json | grep -Eq '\"active\":([2-9]|[1-9][0-9]+)'" ||
+    fail "no bulk pipelines active: $(stats | grep -o '"bulk":.*')"
+# shellcheck disable=SC2086
+kill -KILL $victims
+for p in $victims; do
+    wait "$p" 2>/dev/null
+    rm -f /dev/shm/causeway-p"$p"-*
+done
 xclient bx1 run "$x@$gw_tcp0" 1,200K,1M,3M 21
 xclient bx_cancel cancel "$x@$gw_tcp0" 64M 40
 wait_for sh -c "[ \$('$CWCTL' --admin '$admin' stats --json | grep -o '\"forwarded\":[0-9]*' | head -n 1 | cut -d: -f2) -ge $((fwd0 + 300)) ]" ||
