@@ -337,7 +337,10 @@ VB_HIDDEN cw_status_t vb_parse_location(const char *loc, char *dev,
 VB_HIDDEN vb_peer_t *vb_peer_get(vb_class_t *cls, const struct sockaddr_in *sin,
                                  const char *dev, uint8_t devport);
 VB_HIDDEN void vb_peer_put(vb_class_t *cls, vb_peer_t *peer);
-VB_HIDDEN void vb_peer_format(const vb_peer_t *peer, char *buf, size_t len);
+/* Returns @p buf, so that a (rate-limited) log call formats only when it
+ * logs. */
+VB_HIDDEN const char *vb_peer_format(const vb_peer_t *peer, char *buf,
+                                     size_t len);
 VB_HIDDEN void vb_addr_free(cw_na_class_t *cls, cw_na_addr_t *addr);
 VB_HIDDEN cw_status_t vb_addr_lookup(cw_na_class_t *cls, const char *location,
                                      cw_na_addr_t **addr_p);

@@ -37,10 +37,10 @@ static struct vb_early *early_new(vb_class_t *cls, vb_peer_t *peer,
     if (!e) {
         char name[64];
         cls->stats.dropped++;
-        vb_peer_format(peer, name, sizeof(name));
         VB_WARN_RL(cls, "out of memory queueing a %zu-byte message from %s: "
                         "dropped (%llu dropped so far)",
-                   len, name, (unsigned long long)cls->stats.dropped);
+                   len, vb_peer_format(peer, name, sizeof(name)),
+                   (unsigned long long)cls->stats.dropped);
         return NULL;
     }
     e->peer = peer;
@@ -168,11 +168,11 @@ static struct vb_early *early_evict(vb_class_t *cls, size_t len)
         char name[64];
         early_unlink(cls, e);
         cls->stats.dropped++;
-        vb_peer_format(e->peer, name, sizeof(name));
         VB_WARN_RL(cls, "early queue full: dropped the oldest expected "
                         "message (tag %u from %s) no receive was posted for "
                         "(%llu dropped so far)",
-                   e->tag, name, (unsigned long long)cls->stats.dropped);
+                   e->tag, vb_peer_format(e->peer, name, sizeof(name)),
+                   (unsigned long long)cls->stats.dropped);
         vb_peer_put(cls, e->peer);
         free(spare);
         spare = e;

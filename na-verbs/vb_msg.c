@@ -289,10 +289,10 @@ static void malformed(vb_class_t *cls, const struct vb_conn *conn,
 {
     char name[64];
     cls->stats.dropped++;
-    vb_peer_format(conn->peer, name, sizeof(name));
     VB_WARN_RL(cls, "dropped a malformed %u-byte message from %s (type %d, "
                     "version %d; %llu dropped so far)",
-               byte_len, name, h ? h->type : -1, h ? h->version : -1,
+               byte_len, vb_peer_format(conn->peer, name, sizeof(name)),
+               h ? h->type : -1, h ? h->version : -1,
                (unsigned long long)cls->stats.dropped);
 }
 
