@@ -9,6 +9,7 @@
 #define CW_NA_VERBS_H
 
 #include <netinet/in.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -23,6 +24,21 @@
 #define VB_WARN(cls, ...) VB_LOG(cls, CW_LOG_WARN, __VA_ARGS__)
 #define VB_DBG(cls, ...) VB_LOG(cls, CW_LOG_DEBUG, __VA_ARGS__)
 
+/* Data-path variant: at most one message per second per call site (the
+ * state is atomic: instances may run in different threads). */
+#define VB_LOG_RL(cls, lvl, ...)                                               \
+    do {                                                                       \
+        static _Atomic uint64_t vb_rl_next_;                                   \
+        uint64_t vb_rl_now_ = (cls)->host->now_ns();                           \
+        uint64_t vb_rl_at_ =                                                   \
+            atomic_load_explicit(&vb_rl_next_, memory_order_relaxed);          \
+        if (vb_rl_now_ >= vb_rl_at_ &&                                         \
+            atomic_compare_exchange_strong(&vb_rl_next_, &vb_rl_at_,           \
+                                           vb_rl_now_ + 1000000000ull))        \
+            VB_LOG(cls, lvl, __VA_ARGS__);                                     \
+    } while (0)
+#define VB_WARN_RL(cls, ...) VB_LOG_RL(cls, CW_LOG_WARN, __VA_ARGS__)
+
 #define VB_DEV_MAX 20           /* device name length we carry */
 #define VB_DEFAULT_CREDITS 32   /* receive buffers granted per connection */
 #define VB_DEFAULT_BUF 8192     /* eager buffer incl. the header */
@@ -30,7 +46,13 @@
 #define VB_SEND_BUFS 256
 #define VB_MAX_SEGS 64
 #define VB_QPN_BUCKETS 256
-#define VB_EARLY_MAX 1024  /* queued messages before credits are withheld */
+#define VB_UNEXP_QMAX 1024 /* unexpected messages queued before credits are
+                              withheld from their senders */
+#define VB_EARLY_MAX 4096  /* expected messages kept without a receive ... */
+#define VB_EARLY_BYTES (16u << 20) /* ... and their payload bytes; beyond
+                                      either, the oldest is dropped */
+#define VB_EARLY_BUCKETS 1024 /* early queue hash on (peer, tag) */
+#define VB_OP_CACHE 256 /* freed ops kept for reuse */
 #define VB_RMA_PIECE (1ull << 30) /* largest single RDMA WR we post */
 #define VB_CM_TIMEOUT_MS 2000
 #define VB_RNR_RETRY 7          /* never fail on RNR: credits prevent it */
@@ -132,14 +154,28 @@ struct cw_na_op {
     size_t pieces_done;
 };
 
-/* A queued incoming message nobody had posted a receive for. */
+/* An incoming message copied out of its receive buffer because nobody had
+ * posted a receive for it (vb_early.c): unexpected ones wait on
+ * cls->unexp_q, expected ones on cls->early (arrival order) and in a
+ * bucket of cls->early_by_key (hash of peer and tag, arrival order). */
+struct vb_elink {
+    struct vb_early *prev;
+    struct vb_early *next;
+};
 struct vb_early {
     vb_peer_t *peer; /* reference */
-    uint8_t type;
     uint32_t tag;
     size_t len;
-    struct vb_early *next;
+    size_t cap;             /* room in data[] */
+    struct vb_elink in_q;   /* its queue */
+    struct vb_elink in_key; /* expected: its bucket */
     uint8_t data[];
+};
+struct vb_equeue {
+    struct vb_early *head; /* oldest */
+    struct vb_early *tail;
+    unsigned n;
+    size_t bytes;
 };
 
 enum vb_conn_state {
@@ -222,7 +258,8 @@ struct cw_na_mem {
 struct vb_stats {
     uint64_t credit_stalls;  /* sends that waited for credits */
     uint64_t credit_msgs;    /* explicit credit messages sent */
-    uint64_t dropped;        /* malformed messages dropped */
+    uint64_t dropped;        /* messages dropped: malformed, or expected
+                                ones pushed out of the early queue */
     uint64_t rcache_hits;
     uint64_t rcache_misses;
     uint64_t conns_torn_down;
@@ -273,9 +310,12 @@ struct cw_na_class {
     struct vb_list unexp_recvs;
     struct vb_list exp_recvs;
     struct vb_list done;
-    struct vb_early *early_head;
-    struct vb_early *early_tail;
-    unsigned early_n; /* messages queued without a receive */
+    struct vb_equeue unexp_q; /* unexpected messages without a receive */
+    struct vb_equeue early;   /* expected messages without a receive */
+    struct vb_equeue early_by_key[VB_EARLY_BUCKETS];
+
+    struct cw_na_op *op_cache; /* freed ops for reuse, chained by next */
+    unsigned op_cache_n;
 
     struct ibv_wc stash[32];
     int nstash;
@@ -297,7 +337,10 @@ VB_HIDDEN cw_status_t vb_parse_location(const char *loc, char *dev,
 VB_HIDDEN vb_peer_t *vb_peer_get(vb_class_t *cls, const struct sockaddr_in *sin,
                                  const char *dev, uint8_t devport);
 VB_HIDDEN void vb_peer_put(vb_class_t *cls, vb_peer_t *peer);
-VB_HIDDEN void vb_peer_format(const vb_peer_t *peer, char *buf, size_t len);
+/* Returns @p buf, so that a (rate-limited) log call formats only when it
+ * logs. */
+VB_HIDDEN const char *vb_peer_format(const vb_peer_t *peer, char *buf,
+                                     size_t len);
 VB_HIDDEN void vb_addr_free(cw_na_class_t *cls, cw_na_addr_t *addr);
 VB_HIDDEN cw_status_t vb_addr_lookup(cw_na_class_t *cls, const char *location,
                                      cw_na_addr_t **addr_p);
@@ -339,7 +382,6 @@ VB_HIDDEN cw_status_t vb_post_send_op(struct vb_conn *conn, struct cw_na_op *op,
 VB_HIDDEN void vb_send_credits(struct vb_conn *conn, bool force);
 VB_HIDDEN void vb_fail_peer_recvs(vb_class_t *cls, vb_peer_t *peer,
                                   cw_status_t st);
-VB_HIDDEN void vb_early_free_all(vb_class_t *cls);
 VB_HIDDEN cw_status_t vb_msg_send_unexpected(cw_na_class_t *cls,
                                              const void *buf, size_t len,
                                              cw_na_addr_t *dest, uint32_t tag,
@@ -356,6 +398,17 @@ VB_HIDDEN cw_status_t vb_msg_recv_expected(cw_na_class_t *cls, void *buf,
                                            size_t len, cw_na_addr_t *source,
                                            uint32_t tag, cw_na_cb_t cb,
                                            void *arg, cw_na_op_t **op_p);
+
+/* vb_early.c */
+VB_HIDDEN void vb_unexp_queue(struct vb_conn *conn, uint32_t tag,
+                              const uint8_t *data, size_t len);
+VB_HIDDEN struct vb_early *vb_unexp_take(vb_class_t *cls);
+VB_HIDDEN void vb_early_put(vb_class_t *cls, vb_peer_t *peer, uint32_t tag,
+                            const uint8_t *data, size_t len);
+VB_HIDDEN struct vb_early *vb_early_take(vb_class_t *cls, vb_peer_t *peer,
+                                         uint32_t tag);
+VB_HIDDEN void vb_early_free(vb_class_t *cls, struct vb_early *e);
+VB_HIDDEN void vb_early_free_all(vb_class_t *cls);
 
 /* vb_rma.c */
 VB_HIDDEN cw_status_t vb_post_rma_op(struct vb_conn *conn, struct cw_na_op *op,
@@ -387,6 +440,7 @@ VB_HIDDEN void vb_rma_piece_done(struct vb_conn *conn, struct cw_na_op *op,
 VB_HIDDEN struct cw_na_op *vb_op_new(vb_class_t *cls, enum cw_na_op_type type,
                                   cw_na_cb_t cb, void *arg);
 VB_HIDDEN void vb_op_free(vb_class_t *cls, struct cw_na_op *op);
+VB_HIDDEN void vb_op_cache_fini(vb_class_t *cls);
 VB_HIDDEN void vb_list_push(struct vb_list *l, struct cw_na_op *op);
 VB_HIDDEN void vb_list_remove(struct cw_na_op *op);
 VB_HIDDEN void vb_op_done(vb_class_t *cls, struct cw_na_op *op, cw_status_t st);

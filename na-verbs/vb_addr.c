@@ -163,7 +163,7 @@ void vb_peer_put(vb_class_t *cls, vb_peer_t *peer)
     free(peer);
 }
 
-void vb_peer_format(const vb_peer_t *peer, char *buf, size_t len)
+const char *vb_peer_format(const vb_peer_t *peer, char *buf, size_t len)
 {
     char ip[INET_ADDRSTRLEN];
     inet_ntop(AF_INET, &peer->sin.sin_addr, ip, sizeof(ip));
@@ -172,6 +172,7 @@ void vb_peer_format(const vb_peer_t *peer, char *buf, size_t len)
                  ntohs(peer->sin.sin_port));
     else
         snprintf(buf, len, "%s:%u", ip, ntohs(peer->sin.sin_port));
+    return buf;
 }
 
 cw_status_t vb_addr_lookup(cw_na_class_t *cls, const char *location,

@@ -426,6 +426,7 @@ static void vb_finalize(cw_na_class_t *cls)
         vb_op_free(cls, op);
     }
     vb_early_free_all(cls);
+    vb_op_cache_fini(cls);
     if (cls->self)
         vb_peer_put(cls, cls->self);
     while (cls->peers) {

@@ -284,44 +284,16 @@ static struct cw_na_op *match_expected(vb_class_t *cls, vb_peer_t *from,
     return NULL;
 }
 
-static void early_queue(vb_class_t *cls, vb_peer_t *from, uint8_t type,
-                        uint32_t tag, const uint8_t *data, size_t len)
+static void malformed(vb_class_t *cls, const struct vb_conn *conn,
+                      uint32_t byte_len, const struct vb_hdr *h)
 {
-    cls->early_n++;
-    struct vb_early *e = malloc(sizeof(*e) + len);
-    if (!e) {
-        cls->early_n--;
-        cls->stats.dropped++;
-        VB_ERR(cls, "out of memory queueing a %zu-byte message", len);
-        return;
-    }
-    e->peer = from;
-    from->refs++;
-    e->type = type;
-    e->tag = tag;
-    e->len = len;
-    e->next = NULL;
-    memcpy(e->data, data, len);
-    if (cls->early_tail)
-        cls->early_tail->next = e;
-    else
-        cls->early_head = e;
-    cls->early_tail = e;
-}
-
-/* Back-pressure: past VB_EARLY_MAX queued messages nobody has asked for,
- * the credit of a message that had to be queued is held back (its buffer
- * is reposted all the same), so the sender stalls instead of the queue
- * growing without bound. */
-static void early_queue_from(vb_class_t *cls, struct vb_conn *conn,
-                             uint8_t type, uint32_t tag, const uint8_t *data,
-                             size_t len)
-{
-    early_queue(cls, conn->peer, type, tag, data, len);
-    if (cls->early_n > VB_EARLY_MAX) {
-        conn->owed--;
-        conn->withheld++;
-    }
+    char name[64];
+    cls->stats.dropped++;
+    VB_WARN_RL(cls, "dropped a malformed %u-byte message from %s (type %d, "
+                    "version %d; %llu dropped so far)",
+               byte_len, vb_peer_format(conn->peer, name, sizeof(name)),
+               h ? h->type : -1, h ? h->version : -1,
+               (unsigned long long)cls->stats.dropped);
 }
 
 void vb_recv_done(vb_class_t *cls, const struct ibv_wc *wc)
@@ -344,11 +316,12 @@ void vb_recv_done(vb_class_t *cls, const struct ibv_wc *wc)
     }
     if (!conn || conn->state == VC_CLOSING)
         goto repost;
-    /* The buffer is reposted below in any case: one credit back for it,
-     * unless held back in early_queue_from(). */
+    /* The buffer is reposted below in any case (a message nobody has
+     * asked for yet is copied out): one credit back for it, unless held
+     * back in vb_unexp_queue(). */
     conn->owed++;
     if (wc->byte_len < sizeof(h) || wc->byte_len > cls->buf_size) {
-        cls->stats.dropped++;
+        malformed(cls, conn, wc->byte_len, NULL);
         goto repost;
     }
     memcpy(&h, b->data, sizeof(h));
@@ -356,7 +329,7 @@ void vb_recv_done(vb_class_t *cls, const struct ibv_wc *wc)
         (h.type != VB_MSG_UNEXP && h.type != VB_MSG_EXP &&
          h.type != VB_MSG_CREDIT) ||
         h.credits > 2048) {
-        cls->stats.dropped++;
+        malformed(cls, conn, wc->byte_len, &h);
         goto repost;
     }
     conn->credits += h.credits;
@@ -366,64 +339,19 @@ void vb_recv_done(vb_class_t *cls, const struct ibv_wc *wc)
         if (cls->unexp_recvs.head)
             deliver(cls, cls->unexp_recvs.head, conn->peer, h.tag, data, len);
         else
-            early_queue_from(cls, conn, h.type, h.tag, data, len);
+            vb_unexp_queue(conn, h.tag, data, len);
     } else if (h.type == VB_MSG_EXP) {
         struct cw_na_op *op = match_expected(cls, conn->peer, h.tag);
         if (op)
             deliver(cls, op, conn->peer, h.tag, data, len);
         else
-            early_queue_from(cls, conn, h.type, h.tag, data, len);
+            vb_early_put(cls, conn->peer, h.tag, data, len);
     }
 repost:
     if (cls->srq_posted < cls->srq_target)
         rbuf_post(cls, b);
     if (conn && conn->state == VC_UP)
         vb_conn_kick(conn);
-}
-
-/* The queue went down: give back the credits held back. */
-static void early_release(vb_class_t *cls)
-{
-    if (cls->early_n > VB_EARLY_MAX / 2)
-        return;
-    for (struct vb_conn *c = cls->conns; c; c = c->next) {
-        if (!c->withheld)
-            continue;
-        c->owed += c->withheld;
-        c->withheld = 0;
-        vb_send_credits(c, true);
-    }
-}
-
-static struct vb_early *early_take(vb_class_t *cls, uint8_t type,
-                                   vb_peer_t *from, uint32_t tag)
-{
-    struct vb_early *prev = NULL;
-    for (struct vb_early *e = cls->early_head; e; prev = e, e = e->next) {
-        if (e->type != type || (from && (e->peer != from || e->tag != tag)))
-            continue;
-        if (prev)
-            prev->next = e->next;
-        else
-            cls->early_head = e->next;
-        if (cls->early_tail == e)
-            cls->early_tail = prev;
-        cls->early_n--;
-        return e;
-    }
-    return NULL;
-}
-
-void vb_early_free_all(vb_class_t *cls)
-{
-    while (cls->early_head) {
-        struct vb_early *e = cls->early_head;
-        cls->early_head = e->next;
-        vb_peer_put(cls, e->peer);
-        free(e);
-    }
-    cls->early_tail = NULL;
-    cls->early_n = 0;
 }
 
 cw_status_t vb_msg_recv_unexpected(cw_na_class_t *cls, void *buf, size_t len,
@@ -436,12 +364,10 @@ cw_status_t vb_msg_recv_unexpected(cw_na_class_t *cls, void *buf, size_t len,
         return CW_NOMEM;
     op->rbuf = buf;
     op->rlen = len;
-    struct vb_early *e = early_take(cls, VB_MSG_UNEXP, NULL, 0);
+    struct vb_early *e = vb_unexp_take(cls);
     if (e) {
         deliver(cls, op, e->peer, e->tag, e->data, e->len);
-        vb_peer_put(cls, e->peer);
-        free(e);
-        early_release(cls);
+        vb_early_free(cls, e);
     } else {
         vb_list_push(&cls->unexp_recvs, op);
     }
@@ -464,12 +390,10 @@ cw_status_t vb_msg_recv_expected(cw_na_class_t *cls, void *buf, size_t len,
     op->peer = source;
     op->tag = tag;
     source->refs++;
-    struct vb_early *e = early_take(cls, VB_MSG_EXP, source, tag);
+    struct vb_early *e = vb_early_take(cls, source, tag);
     if (e) {
         deliver(cls, op, e->peer, e->tag, e->data, e->len);
-        vb_peer_put(cls, e->peer);
-        free(e);
-        early_release(cls);
+        vb_early_free(cls, e);
     } else {
         vb_list_push(&cls->exp_recvs, op);
     }

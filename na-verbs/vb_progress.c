@@ -15,12 +15,19 @@
 #define VB_POLL_BATCH 32
 #define VB_POLL_ROUNDS 16
 
+/* Ops are recycled through a small cache: no allocator call per message
+ * once it is warm, and no allocator churn under a message flood. */
 struct cw_na_op *vb_op_new(vb_class_t *cls, enum cw_na_op_type type,
                            cw_na_cb_t cb, void *arg)
 {
-    struct cw_na_op *op = calloc(1, sizeof(*op));
-    if (!op)
+    struct cw_na_op *op = cls->op_cache;
+    if (op) {
+        cls->op_cache = op->next;
+        cls->op_cache_n--;
+        memset(op, 0, sizeof(*op));
+    } else if (!(op = calloc(1, sizeof(*op)))) {
         return NULL;
+    }
     op->type = type;
     op->cb = cb;
     op->arg = arg;
@@ -35,7 +42,23 @@ void vb_op_free(vb_class_t *cls, struct cw_na_op *op)
     vb_peer_put(cls, op->peer);
     vb_peer_put(cls, op->source);
     free(op->pieces);
-    free(op);
+    if (cls->op_cache_n < VB_OP_CACHE) {
+        op->next = cls->op_cache;
+        cls->op_cache = op;
+        cls->op_cache_n++;
+    } else {
+        free(op);
+    }
+}
+
+void vb_op_cache_fini(vb_class_t *cls)
+{
+    while (cls->op_cache) {
+        struct cw_na_op *op = cls->op_cache;
+        cls->op_cache = op->next;
+        free(op);
+    }
+    cls->op_cache_n = 0;
 }
 
 void vb_list_push(struct vb_list *l, struct cw_na_op *op)

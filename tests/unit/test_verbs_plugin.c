@@ -759,15 +759,15 @@ static void test_unexpected_backpressure(void **state)
     while (cw_now_ns() < end && (!after || cw_now_ns() < after)) {
         cw_na_progress(a, 0, NULL);
         cw_na_progress(b, 0, NULL);
-        if (cb->early_n > max_q)
-            max_q = cb->early_n;
-        if (!after && max_q >= VB_EARLY_MAX)
+        if (cb->unexp_q.n > max_q)
+            max_q = cb->unexp_q.n;
+        if (!after && max_q >= VB_UNEXP_QMAX)
             after = cw_now_ns() + 300000000ull;
     }
     print_message("# queued at most %u unreceived messages (bound %u)\n",
-                  max_q, VB_EARLY_MAX);
-    assert_true(max_q >= VB_EARLY_MAX);
-    assert_true(max_q <= VB_EARLY_MAX + 2 * VB_DEFAULT_CREDITS);
+                  max_q, VB_UNEXP_QMAX);
+    assert_true(max_q >= VB_UNEXP_QMAX);
+    assert_true(max_q <= VB_UNEXP_QMAX + 2 * VB_DEFAULT_CREDITS);
     assert_true(s[N - 1].calls == 0);
     for (uint32_t i = 0; i < N; i++) {
         struct done r = {0};
@@ -785,6 +785,205 @@ static void test_unexpected_backpressure(void **state)
     vb_fake_stats_get(&f1);
     assert_int_equal(f1.rnr_naks - f0.rnr_naks, 0);
     cw_na_addr_free(a, b_at_a);
+    cw_na_close(a);
+    cw_na_close(b);
+}
+
+/* Sends @p n expected messages from @p a to @p b, tag base + i, payload
+ * the 32-bit value base + i in @p len bytes; waits until every send has
+ * completed, which it must without B ever posting a receive. */
+static void send_unmatched(cw_na_t *a, cw_na_t *b, cw_na_addr_t *b_at_a,
+                           uint32_t base, unsigned n, size_t len)
+{
+    enum { BATCH = 256 };
+    static struct done s[BATCH];
+    cw_na_t *both[2] = {a, b};
+    uint8_t *out = calloc(BATCH, len);
+
+    assert_non_null(out);
+    assert_true(len >= sizeof(uint32_t));
+    for (unsigned i = 0; i < n; i += BATCH) {
+        unsigned k = n - i < BATCH ? n - i : BATCH;
+        struct done *ds[BATCH];
+        for (unsigned j = 0; j < k; j++) {
+            uint32_t v = base + i + j;
+            s[j] = (struct done){0};
+            ds[j] = &s[j];
+            memcpy(out + j * len, &v, sizeof(v));
+            assert_int_equal(cw_na_msg_send_expected(a, out + j * len, len,
+                                                     b_at_a, v, done_cb, &s[j],
+                                                     NULL),
+                             CW_OK);
+        }
+        assert_true(wait_all(both, 2, ds, k, WAIT_MS));
+        for (unsigned j = 0; j < k; j++)
+            assert_int_equal(s[j].status, CW_OK);
+    }
+    free(out);
+    /* Let the last ones land at B. */
+    uint64_t until = cw_now_ns() + 50000000ull;
+    while (cw_now_ns() < until) {
+        cw_na_progress(a, 0, NULL);
+        cw_na_progress(b, 0, NULL);
+    }
+}
+
+/* B posts an expected receive for (@p from, @p tag); true if it completed
+ * from the early queue at once (its payload in *v_p), false if it stayed
+ * posted (then it is cancelled and must end CANCELED, once). */
+static bool recv_early(cw_na_t *b, cw_na_addr_t *from, uint32_t tag,
+                       uint32_t *v_p)
+{
+    static uint8_t in[1 << 18];
+    struct done r = {0};
+    cw_na_op_t *op = NULL;
+    cw_na_t *one[1] = {b};
+
+    assert_int_equal(cw_na_msg_recv_expected(b, in, sizeof(in), from, tag,
+                                             done_cb, &r, &op),
+                     CW_OK);
+    cw_na_progress(b, 0, NULL);
+    if (r.calls == 0) {
+        assert_int_equal(cw_na_cancel(b, op), CW_OK);
+        assert_true(wait_all(one, 1, (struct done *[]){&r}, 1, WAIT_MS));
+        cw_na_progress(b, 0, NULL);
+        assert_int_equal(r.calls, 1);
+        assert_int_equal(r.status, CW_CANCELED);
+        return false;
+    }
+    assert_int_equal(r.calls, 1);
+    assert_int_equal(r.status, CW_OK);
+    memcpy(v_p, in, sizeof(*v_p));
+    return true;
+}
+
+/* Expected messages nobody posted a receive for: far more of them than the
+ * connection has credits and receive buffers must neither stall the sender
+ * nor hold buffers; the receiver keeps the newest VB_EARLY_MAX (dropping
+ * and counting the oldest), delivers a kept one when its receive comes
+ * (oldest first for one peer and tag, never another peer's), and still
+ * matches receives posted before their message. */
+static void test_expected_unmatched(void **state)
+{
+    enum { EXTRA = 1000, N = VB_EARLY_MAX + EXTRA };
+    cw_na_class_t *cb;
+    cw_na_t *a = open_na(URI, NULL), *b = open_na(URI, &cb);
+    cw_na_t *c = open_na(URI, NULL);
+    cw_na_t *all[3] = {a, b, c};
+    cw_na_addr_t *b_at_a = lookup_self_of(a, b), *b_at_c = lookup_self_of(c, b);
+    cw_na_addr_t *a_at_b = lookup_self_of(b, a), *c_at_b = lookup_self_of(b, c);
+    struct vb_fake_stats f0, f1;
+    struct vb_stats st0, st1;
+    uint32_t v;
+
+    vb_fake_stats_get(&f0);
+    vb_class_stats(cb, &st0);
+    send_unmatched(a, b, b_at_a, 0, N, 64);
+    vb_class_stats(cb, &st1);
+    vb_fake_stats_get(&f1);
+    print_message("# %u unmatched expected messages (grant %u): %u kept "
+                  "(%zu bytes), %llu dropped, %u receive buffers posted of "
+                  "%u, rnr naks %llu\n",
+                  (unsigned)N, cb->credits, cb->early.n, cb->early.bytes,
+                  (unsigned long long)(st1.dropped - st0.dropped),
+                  cb->srq_posted, cb->srq_target,
+                  (unsigned long long)(f1.rnr_naks - f0.rnr_naks));
+    assert_true(N > 10 * cb->credits);
+    assert_int_equal(cb->early.n, VB_EARLY_MAX);
+    assert_int_equal(cb->early.bytes, (size_t)VB_EARLY_MAX * 64);
+    assert_int_equal(st1.dropped - st0.dropped, EXTRA);
+    assert_int_equal(cb->srq_posted, cb->srq_target); /* no buffer held */
+    assert_int_equal(f1.rnr_naks - f0.rnr_naks, 0);
+
+    /* The oldest EXTRA went; the next oldest and the newest are there. */
+    assert_false(recv_early(b, a_at_b, 0, &v));
+    assert_false(recv_early(b, a_at_b, EXTRA - 1, &v));
+    assert_true(recv_early(b, a_at_b, EXTRA, &v));
+    assert_int_equal(v, EXTRA);
+    assert_true(recv_early(b, a_at_b, N - 1, &v));
+    assert_int_equal(v, N - 1);
+    assert_false(recv_early(b, a_at_b, N - 1, &v)); /* delivered once */
+    assert_int_equal(cb->early.n, VB_EARLY_MAX - 2);
+
+    /* Per (peer, tag): C's message with a tag A used is not A's; two of
+     * A's with one tag come oldest first. */
+    send_unmatched(c, b, b_at_c, 77, 1, 64);
+    assert_false(recv_early(b, a_at_b, 77, &v));
+    assert_true(recv_early(b, c_at_b, 77, &v));
+    assert_int_equal(v, 77);
+    send_unmatched(a, b, b_at_a, 0x5000, 1, 64);
+    {
+        uint32_t w = 0x6000, t = 0x5000;
+        struct done s = {0};
+        assert_int_equal(cw_na_msg_send_expected(a, &w, sizeof(w), b_at_a, t,
+                                                 done_cb, &s, NULL),
+                         CW_OK);
+        assert_true(wait_all(all, 3, (struct done *[]){&s}, 1, WAIT_MS));
+        assert_int_equal(s.status, CW_OK);
+        uint64_t until = cw_now_ns() + 50000000ull;
+        while (cw_now_ns() < until)
+            cw_na_progress(b, 0, NULL);
+    }
+    assert_true(recv_early(b, a_at_b, 0x5000, &v));
+    assert_int_equal(v, 0x5000);
+    assert_true(recv_early(b, a_at_b, 0x5000, &v));
+    assert_int_equal(v, 0x6000);
+
+    /* A receive posted first still matches its message, many times over. */
+    for (uint32_t i = 0; i < 3 * cb->credits; i++) {
+        uint32_t in = 0, out = 0xabc000 + i;
+        struct done r = {0}, s = {0};
+        assert_int_equal(cw_na_msg_recv_expected(b, &in, sizeof(in), a_at_b,
+                                                 out, done_cb, &r, NULL),
+                         CW_OK);
+        assert_int_equal(cw_na_msg_send_expected(a, &out, sizeof(out), b_at_a,
+                                                 out, done_cb, &s, NULL),
+                         CW_OK);
+        assert_true(wait_all(all, 3, (struct done *[]){&r, &s}, 2, WAIT_MS));
+        assert_int_equal(r.status, CW_OK);
+        assert_int_equal(in, out);
+    }
+    cw_na_addr_free(a, b_at_a);
+    cw_na_addr_free(c, b_at_c);
+    cw_na_addr_free(b, a_at_b);
+    cw_na_addr_free(b, c_at_b);
+    cw_na_close(a);
+    cw_na_close(b);
+    cw_na_close(c);
+}
+
+/* The early queue is bounded in bytes too: with 256 KiB messages it keeps
+ * VB_EARLY_BYTES of them and drops the oldest beyond. */
+static void test_expected_unmatched_bytes(void **state)
+{
+    const char *const big[] = {"eager_size", "262144", NULL};
+    const size_t len = 1u << 18;
+    const unsigned keep = VB_EARLY_BYTES / (1u << 18), n = keep + 4;
+    cw_na_t *a, *b;
+    cw_na_class_t *cb;
+    struct vb_stats st0, st1;
+    uint32_t v;
+
+    assert_int_equal(cw_na_open(URI, CW_NA_LISTEN, big, &a), CW_OK);
+    last_cls = NULL;
+    assert_int_equal(cw_na_open(URI, CW_NA_LISTEN, big, &b), CW_OK);
+    cb = last_cls;
+    cw_na_addr_t *b_at_a = lookup_self_of(a, b), *a_at_b = lookup_self_of(b, a);
+    vb_class_stats(cb, &st0);
+    send_unmatched(a, b, b_at_a, 100, n, len);
+    vb_class_stats(cb, &st1);
+    print_message("# %u unmatched 256 KiB messages: %u kept (%zu bytes, bound "
+                  "%u), %llu dropped\n",
+                  n, cb->early.n, cb->early.bytes, (unsigned)VB_EARLY_BYTES,
+                  (unsigned long long)(st1.dropped - st0.dropped));
+    assert_int_equal(cb->early.n, keep);
+    assert_true(cb->early.bytes <= VB_EARLY_BYTES);
+    assert_int_equal(st1.dropped - st0.dropped, n - keep);
+    assert_false(recv_early(b, a_at_b, 100 + n - keep - 1, &v));
+    assert_true(recv_early(b, a_at_b, 100 + n - keep, &v));
+    assert_int_equal(v, 100 + n - keep);
+    cw_na_addr_free(a, b_at_a);
+    cw_na_addr_free(b, a_at_b);
     cw_na_close(a);
     cw_na_close(b);
 }
@@ -1056,6 +1255,8 @@ int main(void)
         cmocka_unit_test(test_peer_process_dies),
         cmocka_unit_test(test_credit_flood),
         cmocka_unit_test(test_unexpected_backpressure),
+        cmocka_unit_test(test_expected_unmatched),
+        cmocka_unit_test(test_expected_unmatched_bytes),
     };
     signal(SIGPIPE, SIG_IGN);
     spy_ops = *cw_na_plugin_entry.ops;
