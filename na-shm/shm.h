@@ -36,16 +36,7 @@
 /* Data-path variant: at most one message per second per call site (the
  * state is atomic: instances may run in different threads). */
 #define SHM_LOG_RL(cls, level, ...)                                            \
-    do {                                                                       \
-        static _Atomic uint64_t shm_rl_next_;                                  \
-        uint64_t shm_rl_now_ = (cls)->host->now_ns();                          \
-        uint64_t shm_rl_at_ =                                                  \
-            atomic_load_explicit(&shm_rl_next_, memory_order_relaxed);         \
-        if (shm_rl_now_ >= shm_rl_at_ &&                                       \
-            atomic_compare_exchange_strong(&shm_rl_next_, &shm_rl_at_,         \
-                                           shm_rl_now_ + 1000000000ull))       \
-            SHM_LOG(cls, level, __VA_ARGS__);                                  \
-    } while (0)
+    CW_NA_LOG_RL((cls)->host, (level), SHM_SUBSYS, __VA_ARGS__)
 #define SHM_ERR_RL(cls, ...) SHM_LOG_RL(cls, CW_LOG_ERROR, __VA_ARGS__)
 #define SHM_WARN_RL(cls, ...) SHM_LOG_RL(cls, CW_LOG_WARN, __VA_ARGS__)
 

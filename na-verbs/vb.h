@@ -27,16 +27,7 @@
 /* Data-path variant: at most one message per second per call site (the
  * state is atomic: instances may run in different threads). */
 #define VB_LOG_RL(cls, lvl, ...)                                               \
-    do {                                                                       \
-        static _Atomic uint64_t vb_rl_next_;                                   \
-        uint64_t vb_rl_now_ = (cls)->host->now_ns();                           \
-        uint64_t vb_rl_at_ =                                                   \
-            atomic_load_explicit(&vb_rl_next_, memory_order_relaxed);          \
-        if (vb_rl_now_ >= vb_rl_at_ &&                                         \
-            atomic_compare_exchange_strong(&vb_rl_next_, &vb_rl_at_,           \
-                                           vb_rl_now_ + 1000000000ull))        \
-            VB_LOG(cls, lvl, __VA_ARGS__);                                     \
-    } while (0)
+    CW_NA_LOG_RL((cls)->host, lvl, VB_SUBSYS, __VA_ARGS__)
 #define VB_WARN_RL(cls, ...) VB_LOG_RL(cls, CW_LOG_WARN, __VA_ARGS__)
 
 #define VB_DEV_MAX 20           /* device name length we carry */

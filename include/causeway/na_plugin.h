@@ -316,6 +316,21 @@ struct cw_na_plugin {
                             __func__, __VA_ARGS__);                            \
     } while (0)
 
+/** CW_NA_LOG at most once a second per call site (any thread); for what a
+ *  peer can make happen at will, such as malformed or dropped messages.
+ *  The plugin includes <stdatomic.h>. */
+#define CW_NA_LOG_RL(host, level, subsys, ...)                                 \
+    do {                                                                       \
+        static _Atomic uint64_t cw_na_rl_next_;                                \
+        uint64_t cw_na_rl_now_ = (host)->now_ns();                             \
+        uint64_t cw_na_rl_at_ =                                                \
+            atomic_load_explicit(&cw_na_rl_next_, memory_order_relaxed);       \
+        if (cw_na_rl_now_ >= cw_na_rl_at_ &&                                   \
+            atomic_compare_exchange_strong(&cw_na_rl_next_, &cw_na_rl_at_,     \
+                                           cw_na_rl_now_ + 1000000000ull))     \
+            CW_NA_LOG((host), (level), (subsys), __VA_ARGS__);                 \
+    } while (0)
+
 static inline void
 #if defined(__GNUC__)
     __attribute__((format(printf, 7, 8)))
