@@ -595,6 +595,55 @@ static void test_early_queue_shm(void **state)
     early_queue("ofi+shm://");
 }
 
+/* An expected message longer than the posted buffer completes the receive
+ * with CW_OVERFLOW and leaves the connection alone: the next messages
+ * between the pair, both ways, go through at once. */
+static void overflow_keeps_connection(const char *uri)
+{
+    struct pair p;
+    char small[4], in[64];
+    const char *text = "longer than four bytes";
+    struct done r = {0}, s = {0}, r2 = {0}, s2 = {0};
+
+    pair_open(&p, uri);
+    assert_int_equal(cw_na_msg_recv_expected(p.b, small, sizeof(small),
+                                             p.a_at_b, 400, done_cb, &r, NULL),
+                     CW_OK);
+    assert_int_equal(cw_na_msg_send_expected(p.a, text, strlen(text) + 1,
+                                             p.b_at_a, 400, done_cb, &s, NULL),
+                     CW_OK);
+    assert_true(wait_done(p.a, p.b, &r, 1));
+    assert_true(wait_done(p.a, p.b, &s, 1));
+    assert_int_equal(r.status, CW_OVERFLOW);
+    assert_int_equal(s.status, CW_OK);
+    for (int dir = 0; dir < 2; dir++) {
+        cw_na_t *to = dir ? p.a : p.b, *from = dir ? p.b : p.a;
+        cw_na_addr_t *src = dir ? p.b_at_a : p.a_at_b;
+        cw_na_addr_t *dst = dir ? p.a_at_b : p.b_at_a;
+
+        r2 = (struct done){0};
+        s2 = (struct done){0};
+        assert_int_equal(cw_na_msg_recv_expected(to, in, sizeof(in), src, 401,
+                                                 done_cb, &r2, NULL),
+                         CW_OK);
+        assert_int_equal(cw_na_msg_send_expected(from, text, strlen(text) + 1,
+                                                 dst, 401, done_cb, &s2, NULL),
+                         CW_OK);
+        assert_true(wait_done(p.a, p.b, &r2, 1));
+        assert_true(wait_done(p.a, p.b, &s2, 1));
+        assert_int_equal(s2.status, CW_OK);
+        assert_int_equal(r2.status, CW_OK);
+        assert_string_equal(in, text);
+    }
+    pair_close(&p);
+}
+
+static void test_overflow_keeps_connection_tcp(void **state)
+{
+    (void)state;
+    overflow_keeps_connection("ofi+tcp://127.0.0.1:0");
+}
+
 static void test_cancel_all_kinds(void **state)
 {
     struct pair p;
@@ -775,6 +824,7 @@ int main(void)
         cmocka_unit_test(test_malformed_dropped),
         cmocka_unit_test(test_early_queue_tcp),
         cmocka_unit_test(test_early_queue_shm),
+        cmocka_unit_test(test_overflow_keeps_connection_tcp),
         cmocka_unit_test(test_cancel_all_kinds),
         cmocka_unit_test(test_released_region_recovers),
         cmocka_unit_test(test_idle_peers_dropped),
