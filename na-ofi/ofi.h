@@ -234,6 +234,7 @@ struct cw_na_class {
     struct ofi_link early[OFI_EXP_BUCKETS];  /* the same, by tag */
     size_t early_max, early_count, early_bytes;
     uint64_t drops_unlogged, next_drop_log_ns;
+    const char *drop_reason; /* of the last drop (a literal) */
     struct ofi_ctx ctrl_ctx;
     bool ctrl_posted;
     struct ofi_hdr ctrl_buf;
@@ -307,6 +308,7 @@ void ofi_exp_fini(struct cw_na_class *cls);
 cw_status_t ofi_exp_post_bufs(struct cw_na_class *cls);
 void ofi_exp_recv_post(struct cw_na_class *cls, struct cw_na_op *op);
 void ofi_exp_recv_unlink(struct cw_na_op *op);
+void ofi_exp_drop_log(struct cw_na_class *cls, uint64_t now);
 void ofi_exp_recv_done(struct cw_na_class *cls, struct ofi_ctx *ctx,
                        const struct fi_cq_tagged_entry *e, int err);
 

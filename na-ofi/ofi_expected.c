@@ -139,6 +139,8 @@ static void ofi_early_free(struct cw_na_class *cls, struct ofi_early *m)
 /* After the endpoint is closed: the provider holds no buffer any more. */
 void ofi_exp_fini(struct cw_na_class *cls)
 {
+    cls->next_drop_log_ns = 0; /* report the last drops now */
+    ofi_exp_drop_log(cls, 0);
     if (cls->early_fifo.next != NULL) {
         while (!ofi_list_empty(&cls->early_fifo))
             ofi_early_free(cls, ofi_container(cls->early_fifo.next,
@@ -194,19 +196,25 @@ void ofi_exp_recv_unlink(struct cw_na_op *op)
         ofi_list_del(&op->mlink);
 }
 
-static void ofi_exp_drop_note(struct cw_na_class *cls, const char *what)
+/* Logs the drops not reported yet, at most once per OFI_DROP_LOG_NS; also
+ * called from progress so the last ones of a burst are reported too. */
+void ofi_exp_drop_log(struct cw_na_class *cls, uint64_t now)
 {
-    uint64_t now = ofi_now(cls);
-
-    cls->dropped++;
-    cls->drops_unlogged++;
-    if (now < cls->next_drop_log_ns)
+    if (cls->drops_unlogged == 0 || now < cls->next_drop_log_ns)
         return;
     OFI_WARN(cls, "dropped %llu expected message(s) (%s; %llu dropped so far)",
-             (unsigned long long)cls->drops_unlogged, what,
+             (unsigned long long)cls->drops_unlogged, cls->drop_reason,
              (unsigned long long)cls->dropped);
     cls->drops_unlogged = 0;
     cls->next_drop_log_ns = now + OFI_DROP_LOG_NS;
+}
+
+static void ofi_exp_drop_note(struct cw_na_class *cls, const char *why)
+{
+    cls->dropped++;
+    cls->drops_unlogged++;
+    cls->drop_reason = why;
+    ofi_exp_drop_log(cls, ofi_now(cls));
 }
 
 /* Keeps a message nobody has posted a receive for yet, dropping the oldest

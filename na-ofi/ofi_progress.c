@@ -419,6 +419,7 @@ static void ofi_tick(struct cw_na_class *cls, uint64_t now)
     if (now < cls->next_liveness_ns)
         return;
     cls->next_liveness_ns = now + OFI_TICK_NS;
+    ofi_exp_drop_log(cls, now);
     for (l = cls->active.next; l != &cls->active; l = next) {
         struct cw_na_op *op = ofi_container(l, struct cw_na_op, alink);
 
