@@ -208,6 +208,11 @@ struct cw_na_class {
     int shm_lock_fd; /* fi_shm: read lock on our region, held while open */
     uint64_t mr_mode;
     size_t iov_limit, rma_iov_limit, max_msg_size;
+    /* Tail of every unexpected receive shorter than eager_size, so the
+     * provider never truncates (tcp drops the connection when it does);
+     * contents meaningless.  NULL if the provider takes fewer than three
+     * receive iovecs. */
+    void *discard;
     uint64_t next_key;
     size_t eager_size;
     uint64_t retry_timeout_ns, keepalive_ns, peer_timeout_ns, cancel_grace_ns;

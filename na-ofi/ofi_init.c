@@ -451,6 +451,13 @@ static cw_status_t ofi_init(const struct cw_na_host *host,
     cls->next_key = 1;
     if (cls->eager_size + OFI_HDR_SIZE > cls->max_msg_size)
         cls->eager_size = cls->max_msg_size - OFI_HDR_SIZE;
+    if (cls->info->rx_attr->iov_limit >= 3) {
+        cls->discard = malloc(cls->eager_size);
+        if (cls->discard == NULL) {
+            st = CW_NOMEM;
+            goto err_free;
+        }
+    }
 
     st = ofi_addr_init_self(cls);
     if (st != CW_OK)
@@ -496,6 +503,7 @@ static void ofi_finalize(cw_na_class_t *cls)
     cls->ep = NULL;
     ofi_progress_fini(cls);
     ofi_exp_fini(cls);
+    free(cls->discard);
     ofi_addr_fini(cls);
     ofi_close_fid(cls, cls->av ? &cls->av->fid : NULL, "address vector");
     ofi_close_fid(cls, cls->cq ? &cls->cq->fid : NULL, "completion queue");

@@ -15,7 +15,7 @@
 /* Posts (or re-posts) a message op; -FI_EAGAIN is the caller's business. */
 static int ofi_msg_post_fi(struct cw_na_class *cls, struct cw_na_op *op)
 {
-    struct iovec iov[2];
+    struct iovec iov[3];
     size_t n = 0;
     struct fi_msg_tagged msg = {.context = &op->ctx};
 
@@ -28,6 +28,11 @@ static int ofi_msg_post_fi(struct cw_na_class *cls, struct cw_na_op *op)
         if (op->len > 0) {
             iov[n].iov_base = op->buf;
             iov[n++].iov_len = op->len;
+        }
+        if (op->type == CW_NA_OP_RECV_UNEXPECTED && cls->discard != NULL &&
+            op->len < cls->eager_size) {
+            iov[n].iov_base = cls->discard;
+            iov[n++].iov_len = cls->eager_size - op->len;
         }
         msg.msg_iov = iov;
         msg.iov_count = n;
@@ -173,6 +178,10 @@ void ofi_msg_complete(struct cw_na_class *cls, struct cw_na_op *op,
         op->source = src;
         op->recv_len = e->len - OFI_HDR_SIZE;
         op->tag = h->tag;
+        if (op->recv_len > op->len) { /* its tail went to cls->discard */
+            ofi_op_finish(cls, op, CW_OVERFLOW);
+            return;
+        }
     } else {
         ofi_peer_alive(cls, op->peer);
     }

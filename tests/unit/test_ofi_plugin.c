@@ -595,9 +595,9 @@ static void test_early_queue_shm(void **state)
     early_queue("ofi+shm://");
 }
 
-/* An expected message longer than the posted buffer completes the receive
- * with CW_OVERFLOW and leaves the connection alone: the next messages
- * between the pair, both ways, go through at once. */
+/* An unexpected or expected message longer than the posted buffer
+ * completes the receive with CW_OVERFLOW and leaves the connection alone:
+ * the next messages between the pair, both ways, go through at once. */
 static void overflow_keeps_connection(const char *uri)
 {
     struct pair p;
@@ -606,6 +606,20 @@ static void overflow_keeps_connection(const char *uri)
     struct done r = {0}, s = {0}, r2 = {0}, s2 = {0};
 
     pair_open(&p, uri);
+    r.owner = p.b;
+    assert_int_equal(cw_na_msg_recv_unexpected(p.b, small, sizeof(small),
+                                               done_cb, &r, NULL),
+                     CW_OK);
+    assert_int_equal(cw_na_msg_send_unexpected(p.a, text, strlen(text) + 1,
+                                               p.b_at_a, 399, done_cb, &s,
+                                               NULL),
+                     CW_OK);
+    assert_true(wait_done(p.a, p.b, &r, 1));
+    assert_true(wait_done(p.a, p.b, &s, 1));
+    assert_int_equal(r.status, CW_OVERFLOW);
+    assert_int_equal(s.status, CW_OK);
+    r = (struct done){0};
+    s = (struct done){0};
     assert_int_equal(cw_na_msg_recv_expected(p.b, small, sizeof(small),
                                              p.a_at_b, 400, done_cb, &r, NULL),
                      CW_OK);
@@ -642,6 +656,12 @@ static void test_overflow_keeps_connection_tcp(void **state)
 {
     (void)state;
     overflow_keeps_connection("ofi+tcp://127.0.0.1:0");
+}
+
+static void test_overflow_keeps_connection_shm(void **state)
+{
+    (void)state;
+    overflow_keeps_connection("ofi+shm://");
 }
 
 static void test_cancel_all_kinds(void **state)
@@ -825,6 +845,7 @@ int main(void)
         cmocka_unit_test(test_early_queue_tcp),
         cmocka_unit_test(test_early_queue_shm),
         cmocka_unit_test(test_overflow_keeps_connection_tcp),
+        cmocka_unit_test(test_overflow_keeps_connection_shm),
         cmocka_unit_test(test_cancel_all_kinds),
         cmocka_unit_test(test_released_region_recovers),
         cmocka_unit_test(test_idle_peers_dropped),
