@@ -35,7 +35,7 @@
 #define OFI_ADDR_MAX 52
 #define OFI_SHM_NAME_MAX 48
 #define OFI_HDR_MAGIC 0x46574f43u /* "COWF" little-endian */
-#define OFI_HDR_VERSION 1
+#define OFI_HDR_VERSION 2 /* 2: expected messages carry it too (OFI_TAG_EXP) */
 
 /* Tag layout: one tag per class: unexpected messages, plugin control
  * traffic (liveness probes) and expected messages, so the classes can never
