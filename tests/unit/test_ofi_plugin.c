@@ -151,6 +151,7 @@ static void test_params(void **state)
 {
     const char *small[] = {"eager_size", "1024", NULL};
     const char *bad[] = {"eager_size", "lots", NULL};
+    const char *bad_early[] = {"early_max", "2000000", NULL};
     const char *tiny[] = {"keepalive_ms", "0", "eager_size", "64",
                           "spin_us", "100", NULL};
     static char buf[2048];
@@ -173,6 +174,8 @@ static void test_params(void **state)
     cw_na_close(na);
     assert_int_equal(d.calls, 0);
     assert_int_equal(cw_na_open("ofi+tcp://127.0.0.1:0", 0, bad, &na),
+                     CW_INVALID_ARG);
+    assert_int_equal(cw_na_open("ofi+tcp://127.0.0.1:0", 0, bad_early, &na),
                      CW_INVALID_ARG);
     assert_int_equal(cw_na_open("ofi+tcp://127.0.0.1:0", 0, tiny, &na), CW_OK);
     assert_int_equal(cw_na_caps(na)->max_unexpected_size, 64);
