@@ -134,7 +134,7 @@ static struct fi_info *ofi_hints(const struct ofi_proto *p, uint32_t flags)
         return NULL;
     hints->ep_attr->type = FI_EP_RDM;
     hints->caps = FI_TAGGED | FI_RMA | FI_READ | FI_WRITE | FI_SEND | FI_RECV |
-                  FI_REMOTE_READ | FI_REMOTE_WRITE | FI_DIRECTED_RECV;
+                  FI_REMOTE_READ | FI_REMOTE_WRITE;
     hints->mode = FI_CONTEXT | FI_CONTEXT2;
     hints->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
                                   FI_MR_PROV_KEY | FI_MR_ENDPOINT;
