@@ -35,30 +35,30 @@
 #define OFI_ADDR_MAX 52
 #define OFI_SHM_NAME_MAX 48
 #define OFI_HDR_MAGIC 0x46574f43u /* "COWF" little-endian */
-#define OFI_HDR_VERSION 1
+#define OFI_HDR_VERSION 2 /* 2: expected messages carry it too (OFI_TAG_EXP) */
 
-/* Tag layout: bit 63 marks unexpected messages, bit 62 plugin control
- * traffic (liveness probes); expected messages carry the bare 32-bit user
- * tag, so the classes can never match each other's receives.  Every receive
- * matches one exact tag (fi_shm in libfabric 1.17 does not honour ignore
- * masks), so the user tag of an unexpected message travels in the header. */
+/* Tag layout: one tag per class: unexpected messages, plugin control
+ * traffic (liveness probes) and expected messages, so the classes can never
+ * match each other's receives.  Every receive matches one exact tag (fi_shm
+ * in libfabric 1.17 does not honour ignore masks), so the user's tag
+ * travels in the header. */
 #define OFI_TAG_UNEXP (1ull << 63)
 #define OFI_TAG_CTRL (1ull << 62)
-#define OFI_TAG_USER_MASK 0xffffffffull
+#define OFI_TAG_EXP (1ull << 61)
 #define OFI_CTRL_PING 1u
 #define OFI_CTRL_PONG 2u
 
 #define OFI_MEM_MAGIC 0x4d574f43u
 #define OFI_MAX_SEGMENTS 256u
 
-/* Sent in front of every unexpected and control message so the receiver can
+/* Sent in front of every message so the receiver can
  * answer even when the provider cannot report the source (no FI_SOURCE). */
 struct ofi_hdr {
     uint32_t magic;
     uint8_t version;
     uint8_t kind; /* 0 = user message, OFI_CTRL_* for control */
     uint16_t addrlen;
-    uint32_t tag; /* the user's tag (unexpected messages) */
+    uint32_t tag; /* the user's tag (unexpected and expected messages) */
     uint8_t addr[OFI_ADDR_MAX];
 };
 #define OFI_HDR_SIZE sizeof(struct ofi_hdr)
@@ -89,7 +89,13 @@ static inline void ofi_list_del(struct ofi_link *l)
 
 /* Every context handed to libfabric starts with this, so a completion can
  * tell what it belongs to. */
-enum ofi_ctx_kind { OFI_CTX_OP = 1, OFI_CTX_SUB, OFI_CTX_CTRL_RECV, OFI_CTX_CTRL_SEND };
+enum ofi_ctx_kind {
+    OFI_CTX_OP = 1,
+    OFI_CTX_SUB,
+    OFI_CTX_CTRL_RECV,
+    OFI_CTX_CTRL_SEND,
+    OFI_CTX_EXP_RECV, /* a catch-all expected-message buffer */
+};
 struct ofi_ctx {
     struct fi_context2 fctx; /* must stay first */
     enum ofi_ctx_kind kind;
@@ -155,6 +161,7 @@ struct cw_na_op {
     struct ofi_link link;   /* retry list or done list */
     struct ofi_link alink;  /* active list */
     struct ofi_link zlink;  /* zombie list */
+    struct ofi_link mlink;  /* posted expected receive: cls->exp_posted */
     uint64_t retry_deadline_ns;
     uint64_t abandon_ns;    /* after cancel: complete anyway past this */
     struct cw_na_addr *peer; /* reference; dest / source / RMA peer */
@@ -180,6 +187,10 @@ struct ofi_ctrl {
 };
 
 #define OFI_HASH_BUCKETS 64
+#define OFI_EXP_BUCKETS 256
+#define OFI_EARLY_BYTES_MAX (4u << 20)
+
+struct ofi_exp_buf;
 
 struct cw_na_class {
     const struct cw_na_host *host;
@@ -197,6 +208,11 @@ struct cw_na_class {
     int shm_lock_fd; /* fi_shm: read lock on our region, held while open */
     uint64_t mr_mode;
     size_t iov_limit, rma_iov_limit, max_msg_size;
+    /* Tail of every unexpected receive shorter than eager_size, so the
+     * provider never truncates (tcp drops the connection when it does);
+     * contents meaningless.  NULL if the provider takes fewer than three
+     * receive iovecs. */
+    void *discard;
     uint64_t next_key;
     size_t eager_size;
     uint64_t retry_timeout_ns, keepalive_ns, peer_timeout_ns, cancel_grace_ns;
@@ -210,9 +226,20 @@ struct cw_na_class {
     struct ofi_link active; /* every op between post and completion */
     struct ofi_link zombies;
     struct ofi_link ctrl_sends;
+    struct ofi_link op_cache; /* freed ops for reuse (their link) */
+    unsigned nop_cache;
     unsigned nrma; /* RMA ops in flight */
     uint64_t next_liveness_ns;
-    uint64_t dropped; /* malformed messages dropped */
+    uint64_t dropped; /* malformed or unmatched messages dropped */
+    /* expected messages (ofi_expected.c) */
+    struct ofi_exp_buf **exp_bufs; /* catch-all receive buffers */
+    unsigned nexp_bufs, exp_unposted;
+    struct ofi_link exp_posted[OFI_EXP_BUCKETS]; /* posted receives, by tag */
+    struct ofi_link early_fifo;              /* unmatched, oldest first */
+    struct ofi_link early[OFI_EXP_BUCKETS];  /* the same, by tag */
+    size_t early_max, early_count, early_bytes;
+    uint64_t drops_unlogged, next_drop_log_ns;
+    const char *drop_reason; /* of the last drop (a literal) */
     struct ofi_ctx ctrl_ctx;
     bool ctrl_posted;
     struct ofi_hdr ctrl_buf;
@@ -279,6 +306,16 @@ void ofi_ctrl_recv_done(struct cw_na_class *cls, const struct fi_cq_tagged_entry
 void ofi_ctrl_send(struct cw_na_class *cls, struct cw_na_addr *peer,
                    uint8_t kind);
 void ofi_ctrl_send_done(struct cw_na_class *cls, struct ofi_ctrl *c, int err);
+
+/* ofi_expected.c */
+cw_status_t ofi_exp_init(struct cw_na_class *cls);
+void ofi_exp_fini(struct cw_na_class *cls);
+cw_status_t ofi_exp_post_bufs(struct cw_na_class *cls);
+void ofi_exp_recv_post(struct cw_na_class *cls, struct cw_na_op *op);
+void ofi_exp_recv_unlink(struct cw_na_op *op);
+void ofi_exp_drop_log(struct cw_na_class *cls, uint64_t now);
+void ofi_exp_recv_done(struct cw_na_class *cls, struct ofi_ctx *ctx,
+                       const struct fi_cq_tagged_entry *e, int err);
 
 /* ofi_rma.c */
 cw_status_t ofi_mem_register(cw_na_class_t *cls,

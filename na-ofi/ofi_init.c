@@ -134,7 +134,7 @@ static struct fi_info *ofi_hints(const struct ofi_proto *p, uint32_t flags)
         return NULL;
     hints->ep_attr->type = FI_EP_RDM;
     hints->caps = FI_TAGGED | FI_RMA | FI_READ | FI_WRITE | FI_SEND | FI_RECV |
-                  FI_REMOTE_READ | FI_REMOTE_WRITE | FI_DIRECTED_RECV;
+                  FI_REMOTE_READ | FI_REMOTE_WRITE;
     hints->mode = FI_CONTEXT | FI_CONTEXT2;
     hints->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
                                   FI_MR_PROV_KEY | FI_MR_ENDPOINT;
@@ -192,6 +192,7 @@ static const struct ofi_param ofi_param_table[] = {
           "1000"),
     OFI_P("spin_us", 0, 1000000, 1000, spin_ns, false, "0"),
     OFI_P("peer_idle_s", 0, 86400, 1000000000, peer_idle_ns, false, "300"),
+    OFI_P("early_max", 0, 1000000, 1, early_max, true, "4096"),
 };
 #define OFI_NPARAMS (sizeof(ofi_param_table) / sizeof(ofi_param_table[0]))
 
@@ -251,7 +252,7 @@ static cw_status_t ofi_params(struct cw_na_class *cls,
         if (k == OFI_NPARAMS) {
             OFI_WARN(cls, "unknown parameter %s ignored (known: eager_size, "
                           "retry_timeout_ms, keepalive_ms, peer_timeout_ms, "
-                          "cancel_grace_ms, spin_us, peer_idle_s)", key);
+                          "cancel_grace_ms, spin_us, peer_idle_s, early_max)", key);
             continue;
         }
         if (!ofi_param_set(cls, &ofi_param_table[k], val, "parameter"))
@@ -420,6 +421,7 @@ static cw_status_t ofi_init(const struct cw_na_host *host,
     ofi_list_init(&cls->active);
     ofi_list_init(&cls->zombies);
     ofi_list_init(&cls->ctrl_sends);
+    ofi_list_init(&cls->op_cache);
 
     p = ofi_proto_find(info->protocol);
     if (p == NULL) {
@@ -449,6 +451,13 @@ static cw_status_t ofi_init(const struct cw_na_host *host,
     cls->next_key = 1;
     if (cls->eager_size + OFI_HDR_SIZE > cls->max_msg_size)
         cls->eager_size = cls->max_msg_size - OFI_HDR_SIZE;
+    if (cls->info->rx_attr->iov_limit >= 3) {
+        cls->discard = malloc(cls->eager_size);
+        if (cls->discard == NULL) {
+            st = CW_NOMEM;
+            goto err_free;
+        }
+    }
 
     st = ofi_addr_init_self(cls);
     if (st != CW_OK)
@@ -456,6 +465,9 @@ static cw_status_t ofi_init(const struct cw_na_host *host,
     if (cls->str_addr)
         ofi_shm_lock_self(cls);
     st = ofi_ctrl_post_recv(cls);
+    if (st != CW_OK)
+        goto err_free;
+    st = ofi_exp_init(cls);
     if (st != CW_OK)
         goto err_free;
     OFI_DBG(cls, "opened %s endpoint (mr_mode 0x%llx, iov %zu/%zu, wait fd %d)",
@@ -490,6 +502,8 @@ static void ofi_finalize(cw_na_class_t *cls)
     ofi_close_fid(cls, cls->ep ? &cls->ep->fid : NULL, "endpoint");
     cls->ep = NULL;
     ofi_progress_fini(cls);
+    ofi_exp_fini(cls);
+    free(cls->discard);
     ofi_addr_fini(cls);
     ofi_close_fid(cls, cls->av ? &cls->av->fid : NULL, "address vector");
     ofi_close_fid(cls, cls->cq ? &cls->cq->fid : NULL, "completion queue");

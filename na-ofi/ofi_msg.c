@@ -1,10 +1,11 @@
 /*
- * na-ofi messages.  Unexpected messages are tagged sends with OFI_TAG_UNEXP
- * and a fixed header carrying the sender's address, scattered on receipt
- * into the op's header slot and the user's buffer.  Expected messages are
- * plain tagged sends matched on (source, tag) with FI_DIRECTED_RECV.
- * Control messages (liveness ping/pong) use OFI_TAG_CTRL and never reach
- * the user.
+ * na-ofi messages.  Unexpected and expected messages are tagged sends, one
+ * tag per class (OFI_TAG_UNEXP, OFI_TAG_EXP), with a fixed header carrying
+ * the sender's address and the user's tag.  An unexpected message is
+ * scattered on receipt into the op's header slot and the user's buffer; an
+ * expected one lands in a catch-all buffer and is matched on (source, tag)
+ * by the plugin (ofi_expected.c).  Control messages (liveness ping/pong)
+ * use OFI_TAG_CTRL and never reach the user.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -14,12 +15,13 @@
 /* Posts (or re-posts) a message op; -FI_EAGAIN is the caller's business. */
 static int ofi_msg_post_fi(struct cw_na_class *cls, struct cw_na_op *op)
 {
-    struct iovec iov[2];
+    struct iovec iov[3];
     size_t n = 0;
     struct fi_msg_tagged msg = {.context = &op->ctx};
 
     switch (op->type) {
     case CW_NA_OP_SEND_UNEXPECTED:
+    case CW_NA_OP_SEND_EXPECTED:
     case CW_NA_OP_RECV_UNEXPECTED:
         iov[n].iov_base = &op->hdr;
         iov[n++].iov_len = OFI_HDR_SIZE;
@@ -27,21 +29,21 @@ static int ofi_msg_post_fi(struct cw_na_class *cls, struct cw_na_op *op)
             iov[n].iov_base = op->buf;
             iov[n++].iov_len = op->len;
         }
+        if (op->type == CW_NA_OP_RECV_UNEXPECTED && cls->discard != NULL &&
+            op->len < cls->eager_size) {
+            iov[n].iov_base = cls->discard;
+            iov[n++].iov_len = cls->eager_size - op->len;
+        }
         msg.msg_iov = iov;
         msg.iov_count = n;
-        msg.tag = OFI_TAG_UNEXP;
-        if (op->type == CW_NA_OP_SEND_UNEXPECTED) {
+        msg.tag = op->type == CW_NA_OP_SEND_EXPECTED ? OFI_TAG_EXP
+                                                     : OFI_TAG_UNEXP;
+        if (op->type != CW_NA_OP_RECV_UNEXPECTED) {
             msg.addr = op->peer->fi;
             return (int)fi_tsendmsg(cls->ep, &msg, FI_COMPLETION);
         }
         msg.addr = FI_ADDR_UNSPEC;
         return (int)fi_trecvmsg(cls->ep, &msg, FI_COMPLETION);
-    case CW_NA_OP_SEND_EXPECTED:
-        return (int)fi_tsend(cls->ep, op->buf, op->len, NULL, op->peer->fi,
-                             op->tag, &op->ctx);
-    case CW_NA_OP_RECV_EXPECTED:
-        return (int)fi_trecv(cls->ep, op->buf, op->len, NULL, op->peer->fi,
-                             op->tag, 0, &op->ctx);
     default:
         return -FI_EINVAL;
     }
@@ -49,9 +51,15 @@ static int ofi_msg_post_fi(struct cw_na_class *cls, struct cw_na_op *op)
 
 cw_status_t ofi_msg_post(struct cw_na_class *cls, struct cw_na_op *op)
 {
-    int rc = ofi_msg_post_fi(cls, op);
+    int rc;
     char str[128];
 
+    if (op->type == CW_NA_OP_RECV_EXPECTED) {
+        /* Matched by the plugin, never posted to the provider. */
+        ofi_exp_recv_post(cls, op);
+        return CW_OK;
+    }
+    rc = ofi_msg_post_fi(cls, op);
     if (rc == 0) {
         op->in_provider = true;
         return CW_OK;
@@ -86,7 +94,7 @@ static cw_status_t ofi_msg_new(cw_na_class_t *cls, enum cw_na_op_type type,
     op->buf = buf;
     op->len = len;
     op->tag = tag;
-    if (type == CW_NA_OP_SEND_UNEXPECTED) {
+    if (type == CW_NA_OP_SEND_UNEXPECTED || type == CW_NA_OP_SEND_EXPECTED) {
         ofi_hdr_fill(cls, &op->hdr, 0);
         op->hdr.tag = tag;
     }
@@ -170,9 +178,10 @@ void ofi_msg_complete(struct cw_na_class *cls, struct cw_na_op *op,
         op->source = src;
         op->recv_len = e->len - OFI_HDR_SIZE;
         op->tag = h->tag;
-    } else if (op->type == CW_NA_OP_RECV_EXPECTED) {
-        op->recv_len = e->len;
-        ofi_peer_alive(cls, op->peer);
+        if (op->recv_len > op->len) { /* its tail went to cls->discard */
+            ofi_op_finish(cls, op, CW_OVERFLOW);
+            return;
+        }
     } else {
         ofi_peer_alive(cls, op->peer);
     }

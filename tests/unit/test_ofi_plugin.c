@@ -2,7 +2,8 @@
  * na-ofi specific tests, through the core NA API (plus raw libfabric for a
  * malformed sender): interface-name hosts, fi_shm names, parameters,
  * hostile serialized input, RMA over more segments than the provider's iov
- * limit, malformed unexpected messages, cancel of every kind of op.
+ * limit, malformed unexpected messages, the bounded early queue of expected
+ * messages, cancel of every kind of op.
  */
 #include <arpa/inet.h>
 #include <setjmp.h>
@@ -70,21 +71,25 @@ struct pair {
     cw_na_addr_t *b_at_a, *a_at_b;
 };
 
-static void pair_open(struct pair *p, const char *uri)
+/* @p of's own address, as @p owner looks it up. */
+static cw_na_addr_t *lookup_self(cw_na_t *owner, cw_na_t *of)
 {
-    cw_na_addr_t *self;
+    cw_na_addr_t *self, *addr;
     char s[256];
 
+    assert_int_equal(cw_na_addr_self(of, &self), CW_OK);
+    assert_int_equal(cw_na_addr_to_string(of, self, s, sizeof(s)), CW_OK);
+    cw_na_addr_free(of, self);
+    assert_int_equal(cw_na_addr_lookup(owner, s, &addr), CW_OK);
+    return addr;
+}
+
+static void pair_open(struct pair *p, const char *uri)
+{
     assert_int_equal(cw_na_open(uri, CW_NA_LISTEN, NULL, &p->a), CW_OK);
     assert_int_equal(cw_na_open(uri, CW_NA_LISTEN, NULL, &p->b), CW_OK);
-    assert_int_equal(cw_na_addr_self(p->b, &self), CW_OK);
-    assert_int_equal(cw_na_addr_to_string(p->b, self, s, sizeof(s)), CW_OK);
-    cw_na_addr_free(p->b, self);
-    assert_int_equal(cw_na_addr_lookup(p->a, s, &p->b_at_a), CW_OK);
-    assert_int_equal(cw_na_addr_self(p->a, &self), CW_OK);
-    assert_int_equal(cw_na_addr_to_string(p->a, self, s, sizeof(s)), CW_OK);
-    cw_na_addr_free(p->a, self);
-    assert_int_equal(cw_na_addr_lookup(p->b, s, &p->a_at_b), CW_OK);
+    p->b_at_a = lookup_self(p->a, p->b);
+    p->a_at_b = lookup_self(p->b, p->a);
 }
 
 static void pair_close(struct pair *p)
@@ -146,6 +151,7 @@ static void test_params(void **state)
 {
     const char *small[] = {"eager_size", "1024", NULL};
     const char *bad[] = {"eager_size", "lots", NULL};
+    const char *bad_early[] = {"early_max", "2000000", NULL};
     const char *tiny[] = {"keepalive_ms", "0", "eager_size", "64",
                           "spin_us", "100", NULL};
     static char buf[2048];
@@ -168,6 +174,8 @@ static void test_params(void **state)
     cw_na_close(na);
     assert_int_equal(d.calls, 0);
     assert_int_equal(cw_na_open("ofi+tcp://127.0.0.1:0", 0, bad, &na),
+                     CW_INVALID_ARG);
+    assert_int_equal(cw_na_open("ofi+tcp://127.0.0.1:0", 0, bad_early, &na),
                      CW_INVALID_ARG);
     assert_int_equal(cw_na_open("ofi+tcp://127.0.0.1:0", 0, tiny, &na), CW_OK);
     assert_int_equal(cw_na_caps(na)->max_unexpected_size, 64);
@@ -423,6 +431,242 @@ static void test_malformed_dropped(void **state)
     pair_close(&p);
 }
 
+/* Expected messages nobody has posted a receive for wait in a bounded early
+ * queue (early_max): a message that came early is delivered when its
+ * receive is posted, even after many unmatched ones; beyond the bound the
+ * oldest are dropped; receives match on (source, tag), oldest message
+ * first. */
+struct early_fix {
+    cw_na_t *a, *b, *c;          /* a receives; b and c send */
+    cw_na_addr_t *a_at_b, *a_at_c, *b_at_a;
+};
+
+/* Sends one expected message from @p from and waits for its completion. */
+static void early_send(struct early_fix *f, cw_na_t *from, cw_na_addr_t *to,
+                       uint32_t tag, const char *text)
+{
+    struct done d = {0};
+
+    assert_int_equal(cw_na_msg_send_expected(from, text, strlen(text) + 1, to,
+                                             tag, done_cb, &d, NULL),
+                     CW_OK);
+    for (uint64_t end = cw_now_ns() + WAIT_NS;
+         d.calls == 0 && cw_now_ns() < end;) {
+        cw_na_progress(from, 0, NULL);
+        cw_na_progress(f->a, 0, NULL);
+    }
+    assert_int_equal(d.calls, 1);
+    assert_int_equal(d.status, CW_OK);
+}
+
+static void early_progress(struct early_fix *f, struct done *d,
+                           uint64_t wait_ns)
+{
+    for (uint64_t end = cw_now_ns() + wait_ns;
+         d->calls == 0 && cw_now_ns() < end;) {
+        cw_na_progress(f->a, 0, NULL);
+        cw_na_progress(f->b, 0, NULL);
+        cw_na_progress(f->c, 0, NULL);
+    }
+}
+
+/* Posts a receive for @p tag from b on a and waits up to @p wait_ns. */
+static void early_recv(struct early_fix *f, uint32_t tag, char *in,
+                       size_t size, uint64_t wait_ns, struct done *d,
+                       cw_na_op_t **op_p)
+{
+    *d = (struct done){0};
+    memset(in, 0, size);
+    assert_int_equal(cw_na_msg_recv_expected(f->a, in, size, f->b_at_a, tag,
+                                             done_cb, d, op_p),
+                     CW_OK);
+    early_progress(f, d, wait_ns);
+}
+
+/* Cancels a receive that matched nothing: it completes once, canceled. */
+static void early_cancel(struct early_fix *f, struct done *d, cw_na_op_t *op)
+{
+    assert_int_equal(d->calls, 0);
+    assert_int_equal(cw_na_cancel(f->a, op), CW_OK);
+    early_progress(f, d, WAIT_NS);
+    assert_int_equal(d->calls, 1);
+    assert_int_equal(d->status, CW_CANCELED);
+}
+
+/* A marker message to a posted receive: once it is in, everything b sent
+ * before it has been through a's matching (one connection, in order). */
+static void early_sync(struct early_fix *f)
+{
+    char in[32];
+    struct done d = {0}, s = {0};
+
+    assert_int_equal(cw_na_msg_recv_expected(f->a, in, sizeof(in), f->b_at_a,
+                                             0xfffffff0u, done_cb, &d, NULL),
+                     CW_OK);
+    assert_int_equal(cw_na_msg_send_expected(f->b, "sync", 5, f->a_at_b,
+                                             0xfffffff0u, done_cb, &s, NULL),
+                     CW_OK);
+    for (uint64_t end = cw_now_ns() + WAIT_NS;
+         (d.calls == 0 || s.calls == 0) && cw_now_ns() < end;) {
+        cw_na_progress(f->a, 0, NULL);
+        cw_na_progress(f->b, 0, NULL);
+    }
+    assert_int_equal(d.calls, 1);
+    assert_int_equal(d.status, CW_OK);
+    assert_string_equal(in, "sync");
+}
+
+static void early_queue(const char *uri)
+{
+    const char *params[] = {"early_max", "8", NULL};
+    struct early_fix f;
+    struct done d;
+    cw_na_op_t *op = NULL;
+    char in[64], text[32];
+
+    assert_int_equal(cw_na_open(uri, CW_NA_LISTEN, params, &f.a), CW_OK);
+    assert_int_equal(cw_na_open(uri, CW_NA_LISTEN, NULL, &f.b), CW_OK);
+    assert_int_equal(cw_na_open(uri, CW_NA_LISTEN, NULL, &f.c), CW_OK);
+    f.a_at_b = lookup_self(f.b, f.a);
+    f.a_at_c = lookup_self(f.c, f.a);
+    f.b_at_a = lookup_self(f.a, f.b);
+
+    /* Early, then seven unmatched: eight kept, the early one delivered. */
+    early_send(&f, f.b, f.a_at_b, 7, "early");
+    for (uint32_t t = 100; t < 107; t++) {
+        snprintf(text, sizeof(text), "unmatched %u", t);
+        early_send(&f, f.b, f.a_at_b, t, text);
+    }
+    early_sync(&f);
+    early_recv(&f, 7, in, sizeof(in), WAIT_NS, &d, NULL);
+    assert_int_equal(d.calls, 1);
+    assert_int_equal(d.status, CW_OK);
+    assert_int_equal(d.len, 6);
+    assert_string_equal(in, "early");
+
+    /* Eight more: the seven oldest (100..106) go, 200..207 stay. */
+    for (uint32_t t = 200; t < 208; t++) {
+        snprintf(text, sizeof(text), "kept %u", t);
+        early_send(&f, f.b, f.a_at_b, t, text);
+    }
+    early_sync(&f);
+    early_recv(&f, 200, in, sizeof(in), WAIT_NS, &d, NULL);
+    assert_int_equal(d.status, CW_OK);
+    assert_string_equal(in, "kept 200");
+    early_recv(&f, 207, in, sizeof(in), WAIT_NS, &d, NULL);
+    assert_int_equal(d.status, CW_OK);
+    assert_string_equal(in, "kept 207");
+    early_recv(&f, 106, in, sizeof(in), 100000000ull, &d, &op);
+    early_cancel(&f, &d, op); /* dropped: nothing to match */
+
+    /* Same (source, tag) twice: the oldest message first. */
+    early_send(&f, f.b, f.a_at_b, 9, "one");
+    early_send(&f, f.b, f.a_at_b, 9, "two");
+    early_sync(&f);
+    early_recv(&f, 9, in, sizeof(in), WAIT_NS, &d, NULL);
+    assert_string_equal(in, "one");
+    early_recv(&f, 9, in, sizeof(in), WAIT_NS, &d, NULL);
+    assert_string_equal(in, "two");
+
+    /* Another source's message with the same tag does not match. */
+    early_send(&f, f.c, f.a_at_c, 300, "from c");
+    early_recv(&f, 300, in, sizeof(in), 100000000ull, &d, &op);
+    early_cancel(&f, &d, op);
+    early_send(&f, f.b, f.a_at_b, 300, "from b");
+    early_sync(&f);
+    early_recv(&f, 300, in, sizeof(in), WAIT_NS, &d, NULL);
+    assert_int_equal(d.status, CW_OK);
+    assert_string_equal(in, "from b");
+
+    cw_na_addr_free(f.b, f.a_at_b);
+    cw_na_addr_free(f.c, f.a_at_c);
+    cw_na_addr_free(f.a, f.b_at_a);
+    cw_na_close(f.c);
+    cw_na_close(f.b);
+    cw_na_close(f.a);
+}
+
+static void test_early_queue_tcp(void **state)
+{
+    (void)state;
+    early_queue("ofi+tcp://127.0.0.1:0");
+}
+
+static void test_early_queue_shm(void **state)
+{
+    (void)state;
+    early_queue("ofi+shm://");
+}
+
+/* An unexpected or expected message longer than the posted buffer
+ * completes the receive with CW_OVERFLOW and leaves the connection alone:
+ * the next messages between the pair, both ways, go through at once. */
+static void overflow_keeps_connection(const char *uri)
+{
+    struct pair p;
+    char small[4], in[64];
+    const char *text = "longer than four bytes";
+    struct done r = {0}, s = {0}, r2 = {0}, s2 = {0};
+
+    pair_open(&p, uri);
+    r.owner = p.b;
+    assert_int_equal(cw_na_msg_recv_unexpected(p.b, small, sizeof(small),
+                                               done_cb, &r, NULL),
+                     CW_OK);
+    assert_int_equal(cw_na_msg_send_unexpected(p.a, text, strlen(text) + 1,
+                                               p.b_at_a, 399, done_cb, &s,
+                                               NULL),
+                     CW_OK);
+    assert_true(wait_done(p.a, p.b, &r, 1));
+    assert_true(wait_done(p.a, p.b, &s, 1));
+    assert_int_equal(r.status, CW_OVERFLOW);
+    assert_int_equal(s.status, CW_OK);
+    r = (struct done){0};
+    s = (struct done){0};
+    assert_int_equal(cw_na_msg_recv_expected(p.b, small, sizeof(small),
+                                             p.a_at_b, 400, done_cb, &r, NULL),
+                     CW_OK);
+    assert_int_equal(cw_na_msg_send_expected(p.a, text, strlen(text) + 1,
+                                             p.b_at_a, 400, done_cb, &s, NULL),
+                     CW_OK);
+    assert_true(wait_done(p.a, p.b, &r, 1));
+    assert_true(wait_done(p.a, p.b, &s, 1));
+    assert_int_equal(r.status, CW_OVERFLOW);
+    assert_int_equal(s.status, CW_OK);
+    for (int dir = 0; dir < 2; dir++) {
+        cw_na_t *to = dir ? p.a : p.b, *from = dir ? p.b : p.a;
+        cw_na_addr_t *src = dir ? p.b_at_a : p.a_at_b;
+        cw_na_addr_t *dst = dir ? p.a_at_b : p.b_at_a;
+
+        r2 = (struct done){0};
+        s2 = (struct done){0};
+        assert_int_equal(cw_na_msg_recv_expected(to, in, sizeof(in), src, 401,
+                                                 done_cb, &r2, NULL),
+                         CW_OK);
+        assert_int_equal(cw_na_msg_send_expected(from, text, strlen(text) + 1,
+                                                 dst, 401, done_cb, &s2, NULL),
+                         CW_OK);
+        assert_true(wait_done(p.a, p.b, &r2, 1));
+        assert_true(wait_done(p.a, p.b, &s2, 1));
+        assert_int_equal(s2.status, CW_OK);
+        assert_int_equal(r2.status, CW_OK);
+        assert_string_equal(in, text);
+    }
+    pair_close(&p);
+}
+
+static void test_overflow_keeps_connection_tcp(void **state)
+{
+    (void)state;
+    overflow_keeps_connection("ofi+tcp://127.0.0.1:0");
+}
+
+static void test_overflow_keeps_connection_shm(void **state)
+{
+    (void)state;
+    overflow_keeps_connection("ofi+shm://");
+}
+
 static void test_cancel_all_kinds(void **state)
 {
     struct pair p;
@@ -601,6 +845,10 @@ int main(void)
         cmocka_unit_test(test_rma_segments_tcp),
         cmocka_unit_test(test_rma_segments_shm),
         cmocka_unit_test(test_malformed_dropped),
+        cmocka_unit_test(test_early_queue_tcp),
+        cmocka_unit_test(test_early_queue_shm),
+        cmocka_unit_test(test_overflow_keeps_connection_tcp),
+        cmocka_unit_test(test_overflow_keeps_connection_shm),
         cmocka_unit_test(test_cancel_all_kinds),
         cmocka_unit_test(test_released_region_recovers),
         cmocka_unit_test(test_idle_peers_dropped),

@@ -1,0 +1,303 @@
+/*
+ * na-ofi expected messages, matched by the plugin rather than the provider.
+ *
+ * Every expected message is a tagged send on the one tag OFI_TAG_EXP with
+ * the plugin header in front (the sender's address and the user's tag).
+ * The plugin keeps a few catch-all receive buffers posted for that tag, so
+ * the provider never has to hold an expected message nobody asked for: rxm
+ * would keep each one in a whole rx buffer until the connection closes, and
+ * fi_shm scans its growing unexpected list for every message.
+ *
+ * A message that arrives is matched in software against the posted expected
+ * receives (same sender address, same tag, oldest receive first) and copied
+ * into the user's buffer.  One that matches nothing goes to the early queue,
+ * which a later receive for the same (source, tag) consults first.  The
+ * early queue is bounded (early_max messages, OFI_EARLY_BYTES_MAX bytes):
+ * beyond that the oldest message is dropped and counted.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ofi.h"
+
+#define OFI_EXP_POOL_BYTES (256u * 1024u)
+#define OFI_EXP_BUFS_MIN 4u
+#define OFI_EXP_BUFS_MAX 32u
+#define OFI_DROP_LOG_NS 1000000000ull
+
+struct ofi_exp_buf {
+    struct ofi_ctx ctx;
+    bool posted;
+    struct ofi_hdr hdr; /* the payload follows in data[] */
+    uint8_t data[];
+};
+
+struct ofi_early {
+    struct ofi_link fifo;  /* cls->early_fifo, oldest first */
+    struct ofi_link blink; /* cls->early[bucket] */
+    uint32_t tag;
+    uint16_t addrlen;
+    uint8_t addr[OFI_ADDR_MAX];
+    size_t len;
+    size_t cap; /* room in data[] */
+    uint8_t data[];
+};
+
+/* Smallest room an early message gets, so that an evicted entry can carry
+ * the next small message without another allocation. */
+#define OFI_EARLY_MIN_CAP 256u
+
+static size_t ofi_exp_bucket(uint32_t tag)
+{
+    return (size_t)((tag * 2654435761u) >> 24) % OFI_EXP_BUCKETS;
+}
+
+static bool ofi_same_addr(const struct cw_na_addr *peer, const uint8_t *addr,
+                          uint16_t addrlen)
+{
+    return peer->len == addrlen && memcmp(peer->raw, addr, addrlen) == 0;
+}
+
+static cw_status_t ofi_exp_post_buf(struct cw_na_class *cls,
+                                    struct ofi_exp_buf *b)
+{
+    int rc = (int)fi_trecv(cls->ep, &b->hdr, OFI_HDR_SIZE + cls->eager_size,
+                           NULL, FI_ADDR_UNSPEC, OFI_TAG_EXP, 0, &b->ctx);
+
+    if (rc == 0) {
+        b->posted = true;
+        cls->exp_unposted--;
+        return CW_OK;
+    }
+    if (rc == -FI_EAGAIN)
+        return CW_AGAIN; /* progress() retries while exp_unposted > 0 */
+    OFI_ERR(cls, "fi_trecv() for expected messages failed: %s",
+            fi_strerror(-rc));
+    return ofi_status(rc);
+}
+
+cw_status_t ofi_exp_post_bufs(struct cw_na_class *cls)
+{
+    for (unsigned i = 0; i < cls->nexp_bufs && cls->exp_unposted > 0; i++) {
+        struct ofi_exp_buf *b = cls->exp_bufs[i];
+        cw_status_t st;
+
+        if (b->posted)
+            continue;
+        st = ofi_exp_post_buf(cls, b);
+        if (st == CW_AGAIN)
+            return CW_OK;
+        if (st != CW_OK)
+            return st;
+    }
+    return CW_OK;
+}
+
+cw_status_t ofi_exp_init(struct cw_na_class *cls)
+{
+    size_t size = sizeof(struct ofi_exp_buf) + cls->eager_size;
+    size_t n = OFI_EXP_POOL_BYTES / size;
+
+    ofi_list_init(&cls->early_fifo);
+    for (size_t i = 0; i < OFI_EXP_BUCKETS; i++) {
+        ofi_list_init(&cls->exp_posted[i]);
+        ofi_list_init(&cls->early[i]);
+    }
+    if (n < OFI_EXP_BUFS_MIN)
+        n = OFI_EXP_BUFS_MIN;
+    if (n > OFI_EXP_BUFS_MAX)
+        n = OFI_EXP_BUFS_MAX;
+    cls->exp_bufs = calloc(n, sizeof(*cls->exp_bufs));
+    if (cls->exp_bufs == NULL)
+        return CW_NOMEM;
+    for (; cls->nexp_bufs < n; cls->nexp_bufs++) {
+        struct ofi_exp_buf *b = calloc(1, size);
+
+        if (b == NULL)
+            return CW_NOMEM; /* finalize frees what was allocated */
+        b->ctx.kind = OFI_CTX_EXP_RECV;
+        cls->exp_bufs[cls->nexp_bufs] = b;
+        cls->exp_unposted++;
+    }
+    return ofi_exp_post_bufs(cls);
+}
+
+static void ofi_early_unlink(struct cw_na_class *cls, struct ofi_early *m)
+{
+    ofi_list_del(&m->fifo);
+    ofi_list_del(&m->blink);
+    cls->early_count--;
+    cls->early_bytes -= m->cap;
+}
+
+static void ofi_early_free(struct cw_na_class *cls, struct ofi_early *m)
+{
+    ofi_early_unlink(cls, m);
+    free(m);
+}
+
+/* After the endpoint is closed: the provider holds no buffer any more. */
+void ofi_exp_fini(struct cw_na_class *cls)
+{
+    cls->next_drop_log_ns = 0; /* report the last drops now */
+    ofi_exp_drop_log(cls, 0);
+    if (cls->early_fifo.next != NULL) {
+        while (!ofi_list_empty(&cls->early_fifo))
+            ofi_early_free(cls, ofi_container(cls->early_fifo.next,
+                                              struct ofi_early, fifo));
+    }
+    for (unsigned i = 0; i < cls->nexp_bufs; i++)
+        free(cls->exp_bufs[i]);
+    free(cls->exp_bufs);
+    cls->exp_bufs = NULL;
+    cls->nexp_bufs = 0;
+}
+
+/* Hands @p len bytes of @p data to the receive @p op and completes it;
+ * a message longer than the user's buffer is CW_OVERFLOW. */
+static void ofi_exp_deliver(struct cw_na_class *cls, struct cw_na_op *op,
+                            const void *data, size_t len)
+{
+    cw_status_t st = CW_OK;
+
+    if (len > op->len) {
+        OFI_DBG(cls, "expected message of %zu bytes for a %zu-byte buffer",
+                len, op->len);
+        st = CW_OVERFLOW;
+    } else if (len > 0) {
+        memcpy(op->buf, data, len);
+    }
+    op->recv_len = len;
+    ofi_op_finish(cls, op, st);
+}
+
+/* Posting an expected receive: an early message for it completes it at
+ * once, otherwise it waits in the table of posted receives. */
+void ofi_exp_recv_post(struct cw_na_class *cls, struct cw_na_op *op)
+{
+    size_t b = ofi_exp_bucket(op->tag);
+
+    for (struct ofi_link *l = cls->early[b].next; l != &cls->early[b];
+         l = l->next) {
+        struct ofi_early *m = ofi_container(l, struct ofi_early, blink);
+
+        if (m->tag == op->tag && ofi_same_addr(op->peer, m->addr, m->addrlen)) {
+            ofi_exp_deliver(cls, op, m->data, m->len);
+            ofi_early_free(cls, m);
+            return;
+        }
+    }
+    ofi_list_push(&cls->exp_posted[b], &op->mlink);
+}
+
+void ofi_exp_recv_unlink(struct cw_na_op *op)
+{
+    if (ofi_linked(&op->mlink))
+        ofi_list_del(&op->mlink);
+}
+
+/* Logs the drops not reported yet, at most once per OFI_DROP_LOG_NS; also
+ * called from progress so the last ones of a burst are reported too. */
+void ofi_exp_drop_log(struct cw_na_class *cls, uint64_t now)
+{
+    if (cls->drops_unlogged == 0 || now < cls->next_drop_log_ns)
+        return;
+    OFI_WARN(cls, "dropped %llu expected message(s) (%s; %llu dropped so far)",
+             (unsigned long long)cls->drops_unlogged, cls->drop_reason,
+             (unsigned long long)cls->dropped);
+    cls->drops_unlogged = 0;
+    cls->next_drop_log_ns = now + OFI_DROP_LOG_NS;
+}
+
+static void ofi_exp_drop_note(struct cw_na_class *cls, const char *why)
+{
+    cls->dropped++;
+    cls->drops_unlogged++;
+    cls->drop_reason = why;
+    ofi_exp_drop_log(cls, ofi_now(cls));
+}
+
+/* Keeps a message nobody has posted a receive for yet, dropping the oldest
+ * ones beyond the bound. */
+static void ofi_early_keep(struct cw_na_class *cls, const struct ofi_hdr *h,
+                           const void *data, size_t len)
+{
+    struct ofi_early *m = NULL;
+    size_t cap = len < OFI_EARLY_MIN_CAP ? OFI_EARLY_MIN_CAP : len;
+
+    if (cls->early_max == 0) {
+        ofi_exp_drop_note(cls, "no receive posted, early queue disabled");
+        return;
+    }
+    /* Drop the oldest beyond the bound; the last one dropped is reused
+     * when it has the same room (a flood then allocates nothing). */
+    while (cls->early_count > 0 &&
+           (cls->early_count >= cls->early_max ||
+            cls->early_bytes + cap > OFI_EARLY_BYTES_MAX)) {
+        free(m);
+        m = ofi_container(cls->early_fifo.next, struct ofi_early, fifo);
+        ofi_early_unlink(cls, m);
+        ofi_exp_drop_note(cls, "no receive posted, early queue full");
+    }
+    if (m != NULL && m->cap != cap) {
+        free(m);
+        m = NULL;
+    }
+    if (m == NULL) {
+        m = malloc(sizeof(*m) + cap);
+        if (m == NULL) {
+            ofi_exp_drop_note(cls, "no memory for the early queue");
+            return;
+        }
+        m->cap = cap;
+    }
+    m->tag = h->tag;
+    m->addrlen = h->addrlen;
+    memcpy(m->addr, h->addr, h->addrlen);
+    m->len = len;
+    if (len > 0)
+        memcpy(m->data, data, len);
+    ofi_list_push(&cls->early_fifo, &m->fifo);
+    ofi_list_push(&cls->early[ofi_exp_bucket(m->tag)], &m->blink);
+    cls->early_count++;
+    cls->early_bytes += m->cap;
+}
+
+/* A catch-all buffer completed (@p err != 0: with an error). */
+void ofi_exp_recv_done(struct cw_na_class *cls, struct ofi_ctx *ctx,
+                       const struct fi_cq_tagged_entry *e, int err)
+{
+    struct ofi_exp_buf *b = ofi_container(ctx, struct ofi_exp_buf, ctx);
+    const struct ofi_hdr *h = &b->hdr;
+
+    b->posted = false;
+    cls->exp_unposted++;
+    if (err != 0) {
+        if (err == FI_ETRUNC)
+            ofi_exp_drop_note(cls, "longer than eager_size");
+        else if (err != FI_ECANCELED)
+            OFI_DBG(cls, "expected-message receive failed: %s",
+                    fi_strerror(err));
+    } else if (!ofi_hdr_valid(h, e->len) || h->kind != 0) {
+        ofi_exp_drop_note(cls, "malformed header");
+    } else {
+        size_t len = e->len - OFI_HDR_SIZE;
+        size_t bk = ofi_exp_bucket(h->tag);
+        struct ofi_link *l;
+
+        for (l = cls->exp_posted[bk].next; l != &cls->exp_posted[bk];
+             l = l->next) {
+            struct cw_na_op *op = ofi_container(l, struct cw_na_op, mlink);
+
+            if (op->tag == h->tag && ofi_same_addr(op->peer, h->addr,
+                                                   h->addrlen)) {
+                ofi_peer_alive(cls, op->peer);
+                ofi_exp_deliver(cls, op, b->data, len);
+                break;
+            }
+        }
+        if (l == &cls->exp_posted[bk])
+            ofi_early_keep(cls, h, b->data, len);
+    }
+    ofi_exp_post_buf(cls, b);
+}
