@@ -322,6 +322,9 @@ struct cw_na_class {
 cw_status_t shm_errno_status(int err);
 bool shm_pid_alive(pid_t pid, uint64_t start);
 uint64_t shm_pid_start(pid_t pid);
+/* The process is gone or on its way out (its memory may already be):
+ * what a cross-memory copy failing with EFAULT then means. */
+bool shm_pid_exiting(pid_t pid);
 bool shm_name_valid(const char *name, size_t len);
 size_t shm_seg_size(uint32_t nslots);
 bool shm_seg_hdr_valid(const struct shm_seg_hdr *h, size_t size);

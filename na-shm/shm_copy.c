@@ -72,7 +72,8 @@ static cw_status_t shm_copy_run(struct shm_copy_req *r)
             r->err = n < 0 ? errno : EFAULT;
             if (r->err == EPERM)
                 return CW_PERMISSION;
-            if (r->err == ESRCH)
+            if (r->err == ESRCH ||
+                (r->err == EFAULT && shm_pid_exiting(r->pid)))
                 return CW_DISCONNECTED;
             return shm_errno_status(r->err);
         }

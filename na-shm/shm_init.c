@@ -70,31 +70,61 @@ cw_status_t shm_errno_status(int err)
     }
 }
 
-uint64_t shm_pid_start(pid_t pid)
+/* Fields of /proc/PID/stat: state (3), flags (9) and starttime (22).
+ * False if the process is gone or the file cannot be parsed. */
+static bool shm_pid_stat(pid_t pid, char *state_p, unsigned long *flags_p,
+                         uint64_t *start_p)
 {
     char path[64];
     char buf[1024];
     snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return 0;
+        return false;
     ssize_t n = read(fd, buf, sizeof(buf) - 1);
     close(fd);
     if (n <= 0)
-        return 0;
+        return false;
     buf[n] = '\0';
     /* The command name may contain spaces and ')'; fields resume after the
-     * last ')'.  starttime is field 22, the 20th after it. */
+     * last ')', with field 3 first. */
     char *p = strrchr(buf, ')');
-    if (!p)
-        return 0;
+    if (!p || p[1] != ' ' || p[2] == '\0')
+        return false;
+    *state_p = p[2];
     p++;
     for (int field = 3; field < 22 && p; field++) {
         p = strchr(p + 1, ' ');
+        if (p && field + 1 == 9)
+            *flags_p = strtoul(p + 1, NULL, 10);
     }
     if (!p)
-        return 0;
-    return strtoull(p + 1, NULL, 10);
+        return false;
+    *start_p = strtoull(p + 1, NULL, 10);
+    return true;
+}
+
+uint64_t shm_pid_start(pid_t pid)
+{
+    char state;
+    unsigned long flags = 0;
+    uint64_t start;
+
+    return shm_pid_stat(pid, &state, &flags, &start) ? start : 0;
+}
+
+/* The kernel's PF_EXITING task flag (include/linux/sched.h). */
+#define SHM_PF_EXITING 0x00000004ul
+
+bool shm_pid_exiting(pid_t pid)
+{
+    char state;
+    unsigned long flags = 0;
+    uint64_t start;
+
+    if (!shm_pid_stat(pid, &state, &flags, &start))
+        return true;
+    return state == 'Z' || state == 'X' || (flags & SHM_PF_EXITING) != 0;
 }
 
 bool shm_pid_alive(pid_t pid, uint64_t start)

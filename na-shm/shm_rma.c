@@ -335,9 +335,10 @@ static cw_status_t shm_rma_copy(struct cw_na_class *cls, bool is_put,
                 shm_rma_eperm(cls, call, remote->pid);
                 return CW_PERMISSION;
             }
-            if (err == ESRCH) {
-                SHM_ERR_RL(cls, "%s(pid %d) failed: %s", call,
-                           (int)remote->pid, strerror(err));
+            if (err == ESRCH ||
+                (err == EFAULT && shm_pid_exiting(remote->pid))) {
+                SHM_ERR_RL(cls, "%s(pid %d) failed: %s (the process is "
+                           "gone)", call, (int)remote->pid, strerror(err));
                 return CW_DISCONNECTED;
             }
             SHM_ERR_RL(cls, "%s(pid %d, %llu bytes at offset %llu) failed: %s",
