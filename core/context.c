@@ -179,6 +179,10 @@ cw_status_t cw_context_stats(cw_context_t *ctx,
     for (struct cw_list *e = ctx->incoming.next; e != &ctx->incoming;
          e = e->next)
         stats_p->unanswered++;
+    stats_p->uncollected = 0;
+    for (struct cw_list *e = ctx->wait_done.next; e != &ctx->wait_done;
+         e = e->next)
+        stats_p->uncollected++;
     pthread_mutex_unlock(&ctx->lock);
     return CW_OK;
 }

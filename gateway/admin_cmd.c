@@ -68,7 +68,8 @@ static void cmd_status(struct gw *gw, FILE *out, bool json)
         return;
     }
     fprintf(out, "gateway   %s (%s)\nstate     %s\nuptime    %.1f s\n"
-            "config    %s\nin flight %u (%" PRIu64 " requests unanswered)\n"
+            "config    %s\nin flight %u (%" PRIu64 " requests unanswered or "
+            "answers uncollected)\n"
             "routes    %zu\nreloads   %" PRIu64
             " ok, %" PRIu64 " failed%s%s\n\n", name,
             gw->busy_poll ? "busy-poll" : "blocking", state, up,

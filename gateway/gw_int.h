@@ -220,8 +220,10 @@ struct gw {
     struct gw_admin_conn conns[GW_ADMIN_CONNS];
     bool draining;
     bool drain_canceled;
-    uint64_t unanswered;        /**< requests not answered yet, all shards
-                                     (gw_unanswered_update, housekeeping) */
+    uint64_t unanswered;        /**< requests not answered yet, or whose
+                                     overflowed answer is not collected
+                                     yet, all shards (gw_unanswered_update,
+                                     housekeeping) */
     bool cancel_all;            /**< threaded: cancel every forward now */
     uint64_t drain_deadline_ns;
     bool stop;

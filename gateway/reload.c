@@ -248,7 +248,7 @@ void gw_unanswered_update(struct gw *gw)
     for (unsigned i = 0; i < gw->nshards; i++) {
         struct cw_context_stats cs;
         if (cw_context_stats(gw->shards[i].ctx, &cs) == CW_OK)
-            n += cs.unanswered;
+            n += cs.unanswered + cs.uncollected;
     }
     if (gw->threaded)
         pthread_mutex_lock(&gw->lock);
@@ -259,7 +259,9 @@ void gw_unanswered_update(struct gw *gw)
 
 /* Done when nothing is forwarded, queued or pinged and no request is left
  * unanswered: one whose overflowed arguments are still being pulled is not
- * forwarded yet, and would lose its connection if the gateway exited now.
+ * forwarded yet, and would lose its connection if the gateway exited now;
+ * nor an answer whose overflowed payload its caller is still pulling (the
+ * memory would go away under it).
  * Once the grace is over, only what the cancel completes is waited for. */
 bool gw_drain_check(struct gw *gw, uint64_t now)
 {

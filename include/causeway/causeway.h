@@ -160,6 +160,9 @@ struct cw_context_stats {
     uint64_t unanswered;    /**< gauge: requests received and not answered
                                  yet (handler or forward running, or their
                                  overflowed arguments still being pulled) */
+    uint64_t uncollected;   /**< gauge: answers whose overflowed payload
+                                 the caller has not pulled yet (its memory
+                                 is still exposed to it) */
 };
 
 /** Copy the counters of @p ctx into @p stats_p. */

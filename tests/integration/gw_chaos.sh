@@ -277,7 +277,7 @@ client b_cancel -c 300 -n 4 -t 5000 --cancel-after 1 -s 0,9K,64K "svc:echo@$gw_u
 client b_slow -c 100 -n 4 -t 5000 --cancel-after 10 -s 64,64K "$slow@$gw_tcp0"
 # Callers killed (-9) with calls in flight, on ofi+tcp and on ucx+tcp: an
 # echo client (overflowed requests, bulk handles; to a server of its own,
-# 20 ms a call) and one whose 64 MiB pull is in the gateway's staging
+# 20 ms a call) and one whose 256 MiB pull is in the gateway's staging
 # pipeline.  The gateway is pulling from them (by rendezvous on ucx+tcp)
 # when they die.
 victims=""
@@ -285,11 +285,16 @@ for g in "$gw_tcp0" "$gw_ucx0"; do
     "$CW_PING" -q -c 1000000 -n 16 -t 5000 -s 64K --with-bulk \
         "$v@$g" >/dev/null 2>&1 &
     victims="$victims $!"
-    "$XFER" hold "$x@$g" 64M >/dev/null 2>&1 &
+    "$XFER" hold "$x@$g" 256M >/dev/null 2>&1 &
     victims="$victims $!"
 done
-wait_for sh -c "'$CWCTL' --admin '$admin' stats --json | grep -Eq '\"active\":([2-9]|[1-9][0-9]+)'" ||
-    fail "no bulk pipelines active: $(stats | grep -o '"bulk":.*')"
+# Both pulls in the pipeline, if they overlap within 2 s; one at least.
+wait_for sh -c "'$CWCTL' --admin '$admin' stats --json | grep -q '\"active\":[1-9]'" ||
+    fail "no bulk pipeline active: $(stats | grep -o '"bulk":.*')"
+for _ in $(seq 40); do
+    stats | grep -Eq '"active":([2-9]|[1-9][0-9]+)' && break
+    sleep 0.05
+done
 # shellcheck disable=SC2086
 kill -KILL $victims
 for p in $victims; do

@@ -31,9 +31,16 @@ trap gw_cleanup EXIT
 trap 'exit 1' INT TERM
 
 fail() {
+    local n
     echo "FAIL: $*"
     for f in "$T"/*.log; do
         [ -s "$f" ] || continue
+        # A crash: from its first line, not only the end of the report.
+        n=$(grep -n -m1 -E "Assertion|terminated with signal|ERROR: AddressSanitizer|runtime error" "$f" | cut -d: -f1)
+        if [ -n "$n" ]; then
+            echo "--- $(basename "$f") (from line $n)"
+            sed -n "$((n > 5 ? n - 5 : 1)),$((n + 40))p" "$f"
+        fi
         echo "--- $(basename "$f") (last lines)"
         tail -n 15 "$f"
     done
