@@ -260,6 +260,7 @@ struct cw_na_addr *ofi_peer_find(struct cw_na_class *cls, const void *raw,
                                  size_t len);
 int ofi_shm_owner(const char *name);
 void ofi_shm_reap(struct cw_na_class *cls, const char *name);
+void ofi_shm_reap_dead(struct cw_na_class *cls);
 cw_status_t ofi_shm_lock_self(struct cw_na_class *cls);
 void ofi_hdr_fill(struct cw_na_class *cls, struct ofi_hdr *hdr, uint8_t kind);
 bool ofi_hdr_valid(const struct ofi_hdr *hdr, size_t len);

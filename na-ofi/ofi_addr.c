@@ -5,6 +5,7 @@
  */
 #include <arpa/inet.h>
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ifaddrs.h>
@@ -12,6 +13,7 @@
 #include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -252,6 +254,34 @@ void ofi_shm_reap(struct cw_na_class *cls, const char *name)
     snprintf(path, sizeof(path), "/dev/shm/%s", name);
     if (unlink(path) == 0)
         OFI_DBG(cls, "removed %s left by a dead peer", path);
+}
+
+/* Regions named the way this plugin names them ("cw-PID-N") whose process
+ * is gone and whose lock nobody holds: left by a process killed before any
+ * peer noticed its death (a peer removes them then).  Removed when an shm
+ * instance opens, so they do not pile up on a node. */
+void ofi_shm_reap_dead(struct cw_na_class *cls)
+{
+    DIR *d = opendir("/dev/shm");
+    struct dirent *de;
+
+    if (d == NULL)
+        return;
+    while ((de = readdir(d)) != NULL) {
+        long pid;
+        unsigned seq;
+        int end = 0;
+
+        if (strlen(de->d_name) > OFI_SHM_NAME_MAX ||
+            sscanf(de->d_name, "cw-%ld-%u%n", &pid, &seq, &end) != 2 ||
+            de->d_name[end] != '\0' || pid <= 0 || (pid_t)pid == getpid())
+            continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue;
+        if (ofi_shm_owner(de->d_name) == 0)
+            ofi_shm_reap(cls, de->d_name);
+    }
+    closedir(d);
 }
 
 cw_status_t ofi_shm_lock_self(struct cw_na_class *cls)

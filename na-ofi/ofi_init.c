@@ -462,8 +462,10 @@ static cw_status_t ofi_init(const struct cw_na_host *host,
     st = ofi_addr_init_self(cls);
     if (st != CW_OK)
         goto err_free;
-    if (cls->str_addr)
+    if (cls->str_addr) {
         ofi_shm_lock_self(cls);
+        ofi_shm_reap_dead(cls);
+    }
     st = ofi_ctrl_post_recv(cls);
     if (st != CW_OK)
         goto err_free;

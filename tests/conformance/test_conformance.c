@@ -10,6 +10,7 @@
 #include <causeway/na.h>
 #include <causeway/log.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <poll.h>
 #include <setjmp.h>
@@ -931,11 +932,32 @@ static pid_t spawn_peer(char *uri, size_t len)
     return pid;
 }
 
+/* Kill a peer and remove the shared-memory regions it leaves (na-shm's
+ * "causeway-pPID-N", fi_shm's "cw-PID-N"). */
 static void kill_peer(pid_t pid)
 {
+    char own[2][32];
+    struct dirent *de;
+    DIR *d;
     int status;
+
     kill(pid, SIGKILL);
     assert_int_equal(waitpid(pid, &status, 0), pid);
+    snprintf(own[0], sizeof(own[0]), "causeway-p%d-", (int)pid);
+    snprintf(own[1], sizeof(own[1]), "cw-%d-", (int)pid);
+    d = opendir("/dev/shm");
+    if (d == NULL)
+        return;
+    while ((de = readdir(d)) != NULL) {
+        for (int i = 0; i < 2; i++) {
+            if (strncmp(de->d_name, own[i], strlen(own[i])) == 0) {
+                char path[300];
+                snprintf(path, sizeof(path), "/dev/shm/%s", de->d_name);
+                unlink(path);
+            }
+        }
+    }
+    closedir(d);
 }
 
 static void test_peer_gone(void **state)
