@@ -191,10 +191,14 @@ struct cw_na_op {
     } hdr;
 };
 
+/* Buckets of the early queue's index on (sender, tag). */
+#define UCX_EARLY_BUCKETS 256u
+
 /* An expected message that came before its receive was posted (ucx_early.c):
  * taken out of UCX's unexpected queue into the plugin's bounded one. */
 struct ucx_early {
-    struct ucx_list link;    /* cls->early */
+    struct ucx_list link;    /* cls->early, oldest first */
+    struct ucx_list blink;   /* cls->early_hash[] bucket of its tag */
     struct ucx_cls *cls;
     uint64_t tag;            /* sender id and tag, as sent */
     size_t len;
@@ -245,6 +249,7 @@ struct ucx_cls {
     struct ucx_list unexp_queue;  /* unexpected messages without buffer */
     struct ucx_list ctls;         /* RMA control messages in flight */
     struct ucx_list early;        /* expected messages before their recv */
+    struct ucx_list early_hash[UCX_EARLY_BUCKETS]; /* the same, by tag */
     size_t nearly;                /* entries of early not dropped */
     size_t early_bytes;           /* their bytes */
     size_t unexp_queued;       /* bytes copied into unexp_queue */

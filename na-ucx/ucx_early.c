@@ -9,9 +9,10 @@
  * grew a process by tens of MiB.  So after each progress the plugin takes
  * every tagged message out of UCX's queue into its own, bounded in messages
  * and bytes; to make room the oldest is dropped and counted.  A receive
- * being posted looks there first, so one that really is early is still
- * delivered.  Messages longer than the eager limit cannot be expected
- * messages and are discarded at once.
+ * being posted looks there first (an index on the tag, which carries the
+ * sender's id, keeps that short while a flood fills the queue), so one
+ * that really is early is still delivered.  Messages longer than the
+ * eager limit cannot be expected messages and are discarded at once.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -21,9 +22,17 @@
 #define UCX_EARLY_MAX_MSGS 4096u
 #define UCX_EARLY_MAX_BYTES (16u << 20)
 
+static struct ucx_list *ucx_early_bucket(struct ucx_cls *cls, uint64_t tag)
+{
+    uint64_t h = tag * 0x9e3779b97f4a7c15ull;
+
+    return &cls->early_hash[(h >> 32) % UCX_EARLY_BUCKETS];
+}
+
 static void ucx_early_free(struct ucx_cls *cls, struct ucx_early *e)
 {
     ucx_list_del(&e->link);
+    ucx_list_del(&e->blink);
     if (!e->dropped) {
         cls->nearly--;
         cls->early_bytes -= e->len;
@@ -140,6 +149,7 @@ void ucx_early_drain(struct ucx_cls *cls)
         e->len = info.length;
         ucx_early_make_room(cls, e->len);
         ucx_list_add_tail(&cls->early, &e->link);
+        ucx_list_add_tail(ucx_early_bucket(cls, e->tag), &e->blink);
         cls->nearly++;
         cls->early_bytes += e->len;
         p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
@@ -163,10 +173,12 @@ void ucx_early_drain(struct ucx_cls *cls)
  * takes it (completes now, or when it has landed) and true is returned. */
 bool ucx_early_take(struct ucx_cls *cls, struct cw_na_op *op, uint64_t tag)
 {
+    struct ucx_list *b;
+
     ucx_early_drain(cls); /* UCX's own queue is empty from here on */
-    for (struct ucx_list *l = cls->early.next; l != &cls->early;
-         l = l->next) {
-        struct ucx_early *e = ucx_container_of(l, struct ucx_early, link);
+    b = ucx_early_bucket(cls, tag);
+    for (struct ucx_list *l = b->next; l != b; l = l->next) {
+        struct ucx_early *e = ucx_container_of(l, struct ucx_early, blink);
         if (e->dropped || e->waiter || e->tag != tag)
             continue;
         if (e->req == NULL) {

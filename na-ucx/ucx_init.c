@@ -372,6 +372,8 @@ static cw_status_t ucx_init(const struct cw_na_host *host,
     ucx_list_init(&cls->unexp_queue);
     ucx_list_init(&cls->ctls);
     ucx_list_init(&cls->early);
+    for (unsigned i = 0; i < UCX_EARLY_BUCKETS; i++)
+        ucx_list_init(&cls->early_hash[i]);
     /* Structure is valid (empty lists) from here: finalize can unwind. */
 
     if (info->protocol == NULL || info->protocol[0] == '\0')

@@ -276,7 +276,6 @@ static void test_early_expected(void **state)
     static struct rec s[EARLY_BOUND + 1];
     struct rec bs = {0}, r = {0};
     cw_na_op_t *op;
-    char msg[32] = "oldest";
 
     assert_true(big && in);
     memset(big, 0x3c, n);
@@ -294,9 +293,11 @@ static void test_early_expected(void **state)
     assert_memory_equal(in, big, n);
 
     /* The oldest, then enough to push it out. */
+    static char msgs[EARLY_BOUND + 1][16];
     for (unsigned i = 0; i <= EARLY_BOUND; i++) {
         s[i] = (struct rec){0};
-        assert_int_equal(cw_na_msg_send_expected(t->a, msg, sizeof(msg),
+        snprintf(msgs[i], sizeof(msgs[i]), "m%u", i);
+        assert_int_equal(cw_na_msg_send_expected(t->a, msgs[i], sizeof(msgs[i]),
                                                  t->b_at_a, 1000u + i, rec_cb,
                                                  &s[i], NULL),
                          CW_OK);
@@ -315,14 +316,20 @@ static void test_early_expected(void **state)
     assert_int_equal(cw_na_cancel(t->b, op), CW_OK);
     assert_true(wait_rec(t->b, NULL, &r));
     assert_int_equal(r.status, CW_CANCELED);
-    r = (struct rec){0};
-    assert_int_equal(cw_na_msg_recv_expected(t->b, in, n, t->a_at_b,
-                                             1000u + EARLY_BOUND, rec_cb, &r,
-                                             NULL),
-                     CW_OK);
-    assert_true(wait_rec(t->b, NULL, &r));
-    assert_int_equal(r.status, CW_OK);
-    assert_string_equal((char *)in, "oldest");
+    /* The 4096 kept are found by tag in any order, each with its own
+     * payload (they share the index's buckets). */
+    static const unsigned pick[] = {EARLY_BOUND, 1, 2048, 257, 4000, 2};
+    for (unsigned k = 0; k < sizeof(pick) / sizeof(pick[0]); k++) {
+        r = (struct rec){0};
+        assert_int_equal(cw_na_msg_recv_expected(t->b, in, n, t->a_at_b,
+                                                 1000u + pick[k], rec_cb, &r,
+                                                 NULL),
+                         CW_OK);
+        assert_true(wait_rec(t->b, NULL, &r));
+        assert_int_equal(r.status, CW_OK);
+        assert_int_equal(r.len, sizeof(msgs[0]));
+        assert_string_equal((char *)in, msgs[pick[k]]);
+    }
     free(big);
     free(in);
 }
