@@ -35,16 +35,31 @@
 #define OFI_ADDR_MAX 52
 #define OFI_SHM_NAME_MAX 48
 #define OFI_HDR_MAGIC 0x46574f43u /* "COWF" little-endian */
-#define OFI_HDR_VERSION 2 /* 2: expected messages carry it too (OFI_TAG_EXP) */
+/* 2: expected messages carry it too; 3: expected messages are untagged */
+#define OFI_HDR_VERSION 3
 
 /* Tag layout: one tag per class: unexpected messages, plugin control
  * traffic (liveness probes) and expected messages, so the classes can never
- * match each other's receives.  Every receive matches one exact tag (fi_shm
+ * match each other's receives.  Where the provider allows it
+ * (exp_untagged), expected messages are untagged (FI_MSG) instead: rxm keeps
+ * posted untagged receives on a list of their own, so the plugin's many
+ * catch-all buffers for them do not lengthen the list every tagged message
+ * is matched against.  Every receive matches one exact tag (fi_shm
  * in libfabric 1.17 does not honour ignore masks), so the user's tag
  * travels in the header. */
 #define OFI_TAG_UNEXP (1ull << 63)
 #define OFI_TAG_CTRL (1ull << 62)
 #define OFI_TAG_EXP (1ull << 61)
+
+/* Catch-all receive buffers for expected messages (ofi_expected.c): enough
+ * that what one progress call reads from a peer's socket lands in them
+ * rather than in rxm's unexpected queue, where each message would hold a
+ * whole rxm buffer (a pool that never shrinks) until a catch-all is
+ * reposted.  One peer flooding a gateway with expected messages nobody
+ * waits for grew it by up to 150 MiB with 31 buffers (256 KiB); with about
+ * 490 it does not grow.  Untagged, they cost tagged messages nothing. */
+#define OFI_EXP_POOL_BYTES (4096u * 1024u)
+#define OFI_EXP_POOL_BYTES_SMALL (256u * 1024u)
 #define OFI_CTRL_PING 1u
 #define OFI_CTRL_PONG 2u
 
@@ -205,6 +220,8 @@ struct cw_na_class {
     struct fid_ep *ep;
     int wait_fd;
     bool str_addr; /* FI_ADDR_STR provider (shm) */
+    bool exp_untagged; /* expected messages are FI_MSG, not OFI_TAG_EXP */
+    size_t exp_pool_bytes; /* room for catch-all expected receives */
     int shm_lock_fd; /* fi_shm: read lock on our region, held while open */
     uint64_t mr_mode;
     size_t iov_limit, rma_iov_limit, max_msg_size;

@@ -1,10 +1,11 @@
 /*
  * na-ofi expected messages, matched by the plugin rather than the provider.
  *
- * Every expected message is a tagged send on the one tag OFI_TAG_EXP with
- * the plugin header in front (the sender's address and the user's tag).
- * The plugin keeps a few catch-all receive buffers posted for that tag, so
- * the provider never has to hold an expected message nobody asked for: rxm
+ * Every expected message is an untagged send (FI_MSG; a tagged one on
+ * OFI_TAG_EXP where the provider wants that) with the plugin header in
+ * front (the sender's address and the user's tag).  The plugin keeps
+ * catch-all receive buffers posted for them, so the provider never has to
+ * hold an expected message nobody asked for: rxm
  * would keep each one in a whole rx buffer until the connection closes, and
  * fi_shm scans its growing unexpected list for every message.
  *
@@ -20,9 +21,8 @@
 
 #include "ofi.h"
 
-#define OFI_EXP_POOL_BYTES (256u * 1024u)
 #define OFI_EXP_BUFS_MIN 4u
-#define OFI_EXP_BUFS_MAX 32u
+#define OFI_EXP_BUFS_MAX 512u
 #define OFI_DROP_LOG_NS 1000000000ull
 
 struct ofi_exp_buf {
@@ -61,8 +61,12 @@ static bool ofi_same_addr(const struct cw_na_addr *peer, const uint8_t *addr,
 static cw_status_t ofi_exp_post_buf(struct cw_na_class *cls,
                                     struct ofi_exp_buf *b)
 {
-    int rc = (int)fi_trecv(cls->ep, &b->hdr, OFI_HDR_SIZE + cls->eager_size,
-                           NULL, FI_ADDR_UNSPEC, OFI_TAG_EXP, 0, &b->ctx);
+    size_t len = OFI_HDR_SIZE + cls->eager_size;
+    int rc = cls->exp_untagged
+                 ? (int)fi_recv(cls->ep, &b->hdr, len, NULL, FI_ADDR_UNSPEC,
+                                &b->ctx)
+                 : (int)fi_trecv(cls->ep, &b->hdr, len, NULL, FI_ADDR_UNSPEC,
+                                 OFI_TAG_EXP, 0, &b->ctx);
 
     if (rc == 0) {
         b->posted = true;
@@ -96,7 +100,7 @@ cw_status_t ofi_exp_post_bufs(struct cw_na_class *cls)
 cw_status_t ofi_exp_init(struct cw_na_class *cls)
 {
     size_t size = sizeof(struct ofi_exp_buf) + cls->eager_size;
-    size_t n = OFI_EXP_POOL_BYTES / size;
+    size_t n = cls->exp_pool_bytes / size;
 
     ofi_list_init(&cls->early_fifo);
     for (size_t i = 0; i < OFI_EXP_BUCKETS; i++) {

@@ -22,14 +22,20 @@ struct ofi_proto {
     const char *protocol;
     const char *prov_name;
     bool str_addr;
+    /* Expected messages untagged (see ofi.h); not on cxi, untried. */
+    bool exp_untagged;
+    /* Room for catch-all receives of expected messages (ofi_expected.c).
+     * sockets: libfabric 1.17's sockets provider leaks the receives still
+     * posted at close beyond its own pool of about 250 (LeakSanitizer). */
+    size_t exp_pool_bytes;
 };
 
 static const struct ofi_proto ofi_protos[] = {
-    {"tcp", "tcp;ofi_rxm", false},
-    {"shm", "shm", true},
-    {"sockets", "sockets", false},
-    {"verbs", "verbs;ofi_rxm", false},
-    {"cxi", "cxi", false},
+    {"tcp", "tcp;ofi_rxm", false, true, OFI_EXP_POOL_BYTES},
+    {"shm", "shm", true, true, OFI_EXP_POOL_BYTES},
+    {"sockets", "sockets", false, true, OFI_EXP_POOL_BYTES_SMALL},
+    {"verbs", "verbs;ofi_rxm", false, true, OFI_EXP_POOL_BYTES},
+    {"cxi", "cxi", false, false, OFI_EXP_POOL_BYTES_SMALL},
 };
 
 static const struct ofi_proto *ofi_proto_find(const char *protocol)
@@ -118,9 +124,45 @@ uint64_t ofi_now(const struct cw_na_class *cls) { return cls->host->now_ns(); }
  * libfabric reads it once, at its first fi_getinfo(). */
 static pthread_once_t ofi_env_once = PTHREAD_ONCE_INIT;
 
+/* rxm's bounce buffers (libfabric's default 16 KiB) hold every message that
+ * arrives before a receive takes it, and rxm preallocates pools of them:
+ * sized for the default eager_size (8 KiB) plus the plugin's and rxm's
+ * headers, an instance takes about 30 MiB less and a backlog of small
+ * messages under a flood about half the memory.  Messages longer than the
+ * buffer take a slower path (about 3x the latency), so a larger eager_size
+ * wants a larger FI_OFI_RXM_BUFFER_SIZE (ofi_check_rxm_buffer()). */
+#define OFI_RXM_BUFFER_SIZE 9216u
+#define OFI_RXM_BUFFER_SIZE_STR "9216"
+#define OFI_RXM_HDR_ROOM 512u
+
 static void ofi_env_defaults(void)
 {
     (void)setenv("FI_OFI_RXM_CM_PROGRESS_INTERVAL", "1000", 0);
+    (void)setenv("FI_OFI_RXM_BUFFER_SIZE", OFI_RXM_BUFFER_SIZE_STR, 0);
+}
+
+/* Warns when this instance's eager messages would not fit rxm's buffers
+ * (see OFI_RXM_BUFFER_SIZE); libfabric read the size once, process-wide. */
+static void ofi_check_rxm_buffer(const struct cw_na_class *cls)
+{
+    const char *v = getenv("FI_OFI_RXM_BUFFER_SIZE");
+    unsigned long long size = OFI_RXM_BUFFER_SIZE;
+    char *end;
+
+    if (strstr(cls->prov_name, "ofi_rxm") == NULL)
+        return;
+    if (v != NULL) {
+        errno = 0;
+        size = strtoull(v, &end, 0);
+        if (errno != 0 || end == v)
+            return; /* libfabric's to judge */
+    }
+    if (cls->eager_size + OFI_HDR_SIZE + OFI_RXM_HDR_ROOM > size)
+        OFI_WARN(cls, "eager_size %zu does not fit rxm's %llu-byte buffers: "
+                      "messages near it take rxm's slower path; set "
+                      "FI_OFI_RXM_BUFFER_SIZE to at least %zu",
+                 cls->eager_size, size,
+                 cls->eager_size + OFI_HDR_SIZE + OFI_RXM_HDR_ROOM);
 }
 
 static struct fi_info *ofi_hints(const struct ofi_proto *p, uint32_t flags)
@@ -133,8 +175,8 @@ static struct fi_info *ofi_hints(const struct ofi_proto *p, uint32_t flags)
     if (hints == NULL)
         return NULL;
     hints->ep_attr->type = FI_EP_RDM;
-    hints->caps = FI_TAGGED | FI_RMA | FI_READ | FI_WRITE | FI_SEND | FI_RECV |
-                  FI_REMOTE_READ | FI_REMOTE_WRITE;
+    hints->caps = FI_MSG | FI_TAGGED | FI_RMA | FI_READ | FI_WRITE | FI_SEND |
+                  FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE;
     hints->mode = FI_CONTEXT | FI_CONTEXT2;
     hints->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
                                   FI_MR_PROV_KEY | FI_MR_ENDPOINT;
@@ -433,6 +475,8 @@ static cw_status_t ofi_init(const struct cw_na_host *host,
     snprintf(cls->protocol, sizeof(cls->protocol), "%s", p->protocol);
     snprintf(cls->prov_name, sizeof(cls->prov_name), "%s", p->prov_name);
     cls->str_addr = p->str_addr;
+    cls->exp_untagged = p->exp_untagged;
+    cls->exp_pool_bytes = p->exp_pool_bytes;
     st = ofi_params(cls, info->params);
     if (st != CW_OK)
         goto err_free;
@@ -451,6 +495,7 @@ static cw_status_t ofi_init(const struct cw_na_host *host,
     cls->next_key = 1;
     if (cls->eager_size + OFI_HDR_SIZE > cls->max_msg_size)
         cls->eager_size = cls->max_msg_size - OFI_HDR_SIZE;
+    ofi_check_rxm_buffer(cls);
     if (cls->info->rx_attr->iov_limit >= 3) {
         cls->discard = malloc(cls->eager_size);
         if (cls->discard == NULL) {

@@ -1,6 +1,7 @@
 /*
- * na-ofi messages.  Unexpected and expected messages are tagged sends, one
- * tag per class (OFI_TAG_UNEXP, OFI_TAG_EXP), with a fixed header carrying
+ * na-ofi messages.  Unexpected messages are tagged sends on OFI_TAG_UNEXP,
+ * expected ones untagged sends (FI_MSG; tagged on OFI_TAG_EXP where the
+ * provider wants that), both with a fixed header carrying
  * the sender's address and the user's tag.  An unexpected message is
  * scattered on receipt into the op's header slot and the user's buffer; an
  * expected one lands in a catch-all buffer and is matched on (source, tag)
@@ -38,6 +39,13 @@ static int ofi_msg_post_fi(struct cw_na_class *cls, struct cw_na_op *op)
         msg.iov_count = n;
         msg.tag = op->type == CW_NA_OP_SEND_EXPECTED ? OFI_TAG_EXP
                                                      : OFI_TAG_UNEXP;
+        if (op->type == CW_NA_OP_SEND_EXPECTED && cls->exp_untagged) {
+            struct fi_msg m = {.msg_iov = iov,
+                               .iov_count = n,
+                               .addr = op->peer->fi,
+                               .context = &op->ctx};
+            return (int)fi_sendmsg(cls->ep, &m, FI_COMPLETION);
+        }
         if (op->type != CW_NA_OP_RECV_UNEXPECTED) {
             msg.addr = op->peer->fi;
             return (int)fi_tsendmsg(cls->ep, &msg, FI_COMPLETION);

@@ -12,7 +12,11 @@
 
 #include "ofi.h"
 
-#define OFI_CQ_BATCH 16
+/* Completions taken per fi_cq_read().  Every call also runs rxm's
+ * progress, which may read a socket's worth of new messages; returning
+ * only a few completions per call let a flooding peer's messages pile up in
+ * rxm's unexpected queue (16 KiB buffer each, a pool that never shrinks). */
+#define OFI_CQ_BATCH 64
 #define OFI_CQ_MAX_PER_CALL 256
 #define OFI_TICK_NS (50ull * 1000000ull)
 
