@@ -238,17 +238,28 @@ pass "a: exactly once: $ok OK = served $1 (b1) + $3 (b2) + $5 (direct)"
 # ---- a'. responses nobody waits for, on every network: bounded ---------
 # Each plugin keeps expected messages that come before their receive, but
 # may not keep all of those no receive is ever posted for.  A first flood
-# of the same size lets pools reach their size (rxm takes a whole receive
-# buffer for each message that arrives faster than the gateway reads
-# them, and keeps its pool); the second is measured: what a plugin still
-# held after the first would show as growth.
+# of the same size lets pools (UCX's, the allocator's) reach their size;
+# the second is measured: what a plugin still held after the first would
+# show as growth.
 gw_rss() { awk '/^VmRSS:/ { print $2 }' "/proc/$gw_PID/status"; }
+gw_rss_parts() {
+    awk '/^Rss(Anon|File|Shmem):/ { printf "%s%s %s", n++ ? ", " : "", $1, $2 }' \
+        "/proc/$gw_PID/status"
+}
+# On ofi+tcp the flood comes in bursts of 200 (below the plugin's 493
+# catch-all buffers) 5 ms apart: rxm reads whatever a socket holds at each
+# progress call and keeps what it cannot place in a bounce buffer from a
+# pool that never shrinks, so a sender faster than this (ASan) gateway
+# grew it by whatever backlog formed, 0-38 MiB, whatever the plugin keeps
+# (docs/na-ofi.md, "Limitations").  a' measures what each plugin keeps.
 flood() {
-    local u
+    local u burst
     for u in "$gw_tcp0" "$gw_shm0" "$gw_ucx0"; do
-        timeout -k 5 90 "$HOSTILE" "$u" "$1" "$2" 9 >>"$T/hostile.out" 2>&1 ||
+        burst=0
+        case $u in ofi+tcp*) burst=200 ;; esac
+        timeout -k 5 90 "$HOSTILE" "$u" "$1" "$2" 9 $burst >>"$T/hostile.out" 2>&1 ||
             fail "flood of $1 responses to $u: rc $?"
-        echo "    after $1 to $u: gateway VmRSS $(gw_rss) KiB"
+        echo "    after $1 to $u: gateway VmRSS $(gw_rss) KiB ($(gw_rss_parts))"
     done
 }
 flood 20000 1

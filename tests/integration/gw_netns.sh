@@ -58,5 +58,5 @@ fi
 pass "client cannot reach the server directly: $(tail -n 1 "$T/direct.out")"
 nx "$NC" timeout 30 "$CW_PING" -q --expect CW_OK -c 10 -s 0,64,4096,65536 \
     "$echo@$gw_client_side" >"$T/via.out" 2>&1 ||
-    fail "through the gateway: $(cat "$T/via.out")"
+    fail "through the gateway (exit status $?): $(cat "$T/via.out")"
 pass "through the gateway: $(tail -n 1 "$T/via.out")"
