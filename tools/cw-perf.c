@@ -4,6 +4,7 @@
  *   cw-perf server --listen ADDR [--addr-file F] [--busy]
  *   cw-perf client --target ADDR --test lat|rate|bw [--sizes LIST]
  *                  [--inflight N] [--iters N] [--reps N] [--busy] [--json]
+ *                  [--dir pull|push|both]
  *
  * Every figure is the median of --reps repeated runs.  The target may be a
  * proxied address ("target@gateway"), which is how gateway overhead is
@@ -27,6 +28,8 @@
 
 static volatile sig_atomic_t stop;
 static bool busy;
+/* Directions --test bw measures: bit 0 pull, bit 1 push. */
+static unsigned bw_dirs = 3;
 
 static void on_signal(int sig)
 {
@@ -41,6 +44,7 @@ static void usage(FILE *f)
             "       cw-perf client --target ADDR --test lat|rate|bw\n"
             "               [--sizes LIST] [--inflight N] [--iters N]\n"
             "               [--reps N] [--busy] [--json]\n"
+            "               [--dir pull|push|both]   (bw only; default both)\n"
             "sizes take K/M/G suffixes (powers of 1024), e.g. 0,64,4K,64K\n");
 }
 
@@ -371,6 +375,8 @@ static int bench_bw(struct cli *c, const size_t *sizes, int nsizes,
 
     for (int s = 0; s < nsizes; s++) {
         for (int d = 1; d <= 2; d++) {
+            if (!(bw_dirs & (1u << (d - 1))))
+                continue;
             cw_handle_t *hs[MAX_INFLIGHT];
             cw_bulk_t *bulks[MAX_INFLIGHT];
             uint8_t *bufs[MAX_INFLIGHT];
@@ -559,6 +565,7 @@ int main(int argc, char **argv)
         {"reps", required_argument, NULL, 'r'},
         {"busy", no_argument, NULL, 'b'},
         {"json", no_argument, NULL, 'j'},
+        {"dir", required_argument, NULL, 'd'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -586,6 +593,17 @@ int main(int argc, char **argv)
         case 'r': reps = (unsigned)strtoul(optarg, NULL, 10); break;
         case 'b': busy = true; break;
         case 'j': json = true; break;
+        case 'd':
+            bw_dirs = strcmp(optarg, "pull") == 0   ? 1
+                      : strcmp(optarg, "push") == 0 ? 2
+                      : strcmp(optarg, "both") == 0 ? 3
+                                                    : 0;
+            if (!bw_dirs) {
+                fprintf(stderr, "cw-perf: --dir pull|push|both, not \"%s\"\n",
+                        optarg);
+                return 2;
+            }
+            break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }

@@ -62,27 +62,35 @@ cpu_ticks() {
     done
     echo "$t"
 }
-# Also the CPU time all processes spent per MiB moved, and the rate two
-# CPUs could sustain at that cost (the CPU-bound ceiling of this machine).
-bw() {
+# Also, per direction, the CPU time all processes spent per MiB moved, and
+# the rate two CPUs could sustain at that cost (the CPU-bound ceiling of
+# this machine).
+bw_dir() { # TARGET DIR -> "MiB/s cpu_us_per_MiB"
     local out c0 c1
     c0=$(cpu_ticks)
     out=$( { /usr/bin/time -f "cputime %U %S" timeout 300 "$PERF" client \
-        --target "$2" --test bw --sizes 64M --iters "$ITERS" \
-        --reps "$REPS"; } 2>&1)
+        --target "$1" --test bw --sizes 64M --iters "$ITERS" \
+        --reps "$REPS" --dir "$2"; } 2>&1)
     c1=$(cpu_ticks)
-    local pull push cpu
-    pull=$(echo "$out" | awk '$2=="pull"{print $3}')
-    push=$(echo "$out" | awk '$2=="push"{print $3}')
-    # cw-perf moves 64 MiB ITERS x REPS times each way, plus one warm-up.
-    cpu=$(echo "$out" | awk -v d=$((c1 - c0)) -v hz="$(getconf CLK_TCK)" \
-        -v mib=$((64 * 2 * (ITERS * REPS + 1))) \
-        -v ncpu="$(getconf _NPROCESSORS_ONLN)" '
+    # cw-perf moves 64 MiB ITERS x REPS times, plus one warm-up.
+    echo "$out" | awk -v dir="$2" -v d=$((c1 - c0)) \
+        -v hz="$(getconf CLK_TCK)" -v mib=$((64 * (ITERS * REPS + 1))) '
+        $2 == dir { r = $3 }
         /^cputime/ { c = $2 + $3 }
-        END { us = (c + d / hz) * 1e6 / mib;
-              printf "cpu %.0f us/MiB, 2-CPU ceiling %.0f MiB/s", us, ncpu * 1e6 / us }')
-    printf '%-12s %10s %10s   %s   (%s)\n' "$1" "${pull:-fail}" "${push:-fail}" "$2" "$cpu"
-    eval "R_$1_pull=${pull:-0} R_$1_push=${push:-0}"
+        END { printf "%s %.0f", (r == "" ? "fail" : r), (c + d / hz) * 1e6 / mib }'
+}
+bw() {
+    local pull push cpull cpush ncpu
+    read -r pull cpull <<<"$(bw_dir "$2" pull)"
+    read -r push cpush <<<"$(bw_dir "$2" push)"
+    ncpu=$(getconf _NPROCESSORS_ONLN)
+    printf '%-12s %10s %10s   %s   (cpu us/MiB pull %s push %s; %s-CPU ceilings %s / %s MiB/s)\n' \
+        "$1" "$pull" "$push" "$2" "$cpull" "$cpush" "$ncpu" \
+        "$(awk -v u="$cpull" -v n="$ncpu" 'BEGIN{printf "%.0f", (u > 0 ? n * 1e6 / u : 0)}')" \
+        "$(awk -v u="$cpush" -v n="$ncpu" 'BEGIN{printf "%.0f", (u > 0 ? n * 1e6 / u : 0)}')"
+    [ "$pull" = fail ] && pull=0
+    [ "$push" = fail ] && push=0
+    eval "R_$1_pull=$pull R_$1_push=$push"
 }
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
