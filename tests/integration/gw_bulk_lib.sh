@@ -72,3 +72,27 @@ bulk_gw_stop() {
     done
     pass "gateways $* stopped cleanly"
 }
+
+# victims_start ECHO_TARGET XFER_TARGET: callers meant to be killed mid-call:
+# an echo client (64 KiB calls, 16 in flight, the data also as a bulk
+# handle; give it a server with a delay) and a 256 MiB pull held in the
+# gateway's staging.  Their pids go to $VICTIMS.
+victims_start() {
+    "$CW_PING" -q -c 1000000 -n 16 -t 5000 -s 64K --with-bulk \
+        "$1" >/dev/null 2>&1 &
+    VICTIMS="${VICTIMS:-} $!"
+    "$XFER" hold "$2" 256M >/dev/null 2>&1 &
+    VICTIMS="$VICTIMS $!"
+}
+
+# victims_kill: kill -9 every victim, reap it, remove its shm segments.
+victims_kill() {
+    local p
+    # shellcheck disable=SC2086
+    kill -KILL $VICTIMS 2>/dev/null
+    for p in $VICTIMS; do
+        wait "$p" 2>/dev/null
+        rm -f /dev/shm/causeway-p"$p"-*
+    done
+    VICTIMS=""
+}

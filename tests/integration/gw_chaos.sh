@@ -291,13 +291,9 @@ client b_slow -c 100 -n 4 -t 5000 --cancel-after 10 -s 64,64K "$slow@$gw_tcp0"
 # 20 ms a call) and one whose 256 MiB pull is in the gateway's staging
 # pipeline.  The gateway is pulling from them (by rendezvous on ucx+tcp)
 # when they die.
-victims=""
+VICTIMS=""
 for g in "$gw_tcp0" "$gw_ucx0"; do
-    "$CW_PING" -q -c 1000000 -n 16 -t 5000 -s 64K --with-bulk \
-        "$v@$g" >/dev/null 2>&1 &
-    victims="$victims $!"
-    "$XFER" hold "$x@$g" 256M >/dev/null 2>&1 &
-    victims="$victims $!"
+    victims_start "$v@$g" "$x@$g"
 done
 # Both pulls in the pipeline, if they overlap within 2 s; one at least.
 wait_for sh -c "'$CWCTL' --admin '$admin' stats --json | grep -q '\"active\":[1-9]'" ||
@@ -306,12 +302,7 @@ for _ in $(seq 40); do
     stats | grep -Eq '"active":([2-9]|[1-9][0-9]+)' && break
     sleep 0.05
 done
-# shellcheck disable=SC2086
-kill -KILL $victims
-for p in $victims; do
-    wait "$p" 2>/dev/null
-    rm -f /dev/shm/causeway-p"$p"-*
-done
+victims_kill
 xclient bx1 run "$x@$gw_tcp0" 1,200K,1M,3M 21
 xclient bx_cancel cancel "$x@$gw_tcp0" 64M 40
 # 30 s: with both chaos scripts, ASan and six clients on two CPUs, one run
