@@ -443,11 +443,10 @@ int cw_gateway_main(const struct cw_config *cfg, const char *config_path,
             gw->spin_ns = strtoull(e, NULL, 10) * 1000ull;
     }
     /* UCX 1.13's tcp put-zcopy, the data path of its rendezvous protocol,
-     * aborts the process on an internal assertion once in a few hundred
-     * callers killed mid-transfer (docs/gateway.md, "Known problems").  A
-     * gateway must outlive its peers: it runs without it (its peers then
-     * send it rendezvous data as active messages) unless the environment
-     * asks otherwise.  No thread exists yet. */
+     * aborted the gateway on an internal assertion once in a few hundred
+     * callers killed mid-transfer (docs/gateway.md, "Limitations";
+     * gw-bulk-kills).  A gateway must outlive its peers: it runs without
+     * it unless the environment says otherwise.  No thread exists yet. */
     (void)setenv("UCX_TCP_PUT_ENABLE", "n", 0);
     gw->started_ns = cw_now_ns();
     for (unsigned i = 0; i < GW_ADMIN_CONNS; i++)
