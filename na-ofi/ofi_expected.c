@@ -9,6 +9,15 @@
  * would keep each one in a whole rx buffer until the connection closes, and
  * fi_shm scans its growing unexpected list for every message.
  *
+ * Where the provider offers FI_MULTI_RECV (rxm, fi_shm, sockets), the
+ * catch-alls are a few large multi-receive buffers instead of one buffer
+ * per message: each message takes only its own length, so a flood of small
+ * ones fills them thousands at a time before rxm has to keep any in its own
+ * buffers, and the provider releases a buffer (FI_MULTI_RECV in the
+ * completion) once less than one eager message fits; it is reposted then.
+ * Each message is copied out when its completion is read, so a released
+ * buffer holds nothing the plugin still needs.
+ *
  * A message that arrives is matched in software against the posted expected
  * receives (same sender address, same tag, oldest receive first) and copied
  * into the user's buffer.  One that matches nothing goes to the early queue,
@@ -23,6 +32,9 @@
 
 #define OFI_EXP_BUFS_MIN 4u
 #define OFI_EXP_BUFS_MAX 512u
+/* Multi-receive catch-alls: the pool in this many buffers, so that while
+ * one waits to be reposted the others take what arrives. */
+#define OFI_EXP_MULTI_BUFS 4u
 #define OFI_DROP_LOG_NS 1000000000ull
 
 struct ofi_exp_buf {
@@ -58,15 +70,29 @@ static bool ofi_same_addr(const struct cw_na_addr *peer, const uint8_t *addr,
     return peer->len == addrlen && memcmp(peer->raw, addr, addrlen) == 0;
 }
 
+static int ofi_exp_recv_multi(struct cw_na_class *cls, struct ofi_exp_buf *b)
+{
+    struct iovec iov = {&b->hdr, cls->exp_buf_bytes};
+    struct fi_msg msg = {
+        .msg_iov = &iov,
+        .iov_count = 1,
+        .addr = FI_ADDR_UNSPEC,
+        .context = &b->ctx,
+    };
+
+    return (int)fi_recvmsg(cls->ep, &msg, FI_MULTI_RECV);
+}
+
 static cw_status_t ofi_exp_post_buf(struct cw_na_class *cls,
                                     struct ofi_exp_buf *b)
 {
-    size_t len = OFI_HDR_SIZE + cls->eager_size;
-    int rc = cls->exp_untagged
-                 ? (int)fi_recv(cls->ep, &b->hdr, len, NULL, FI_ADDR_UNSPEC,
-                                &b->ctx)
-                 : (int)fi_trecv(cls->ep, &b->hdr, len, NULL, FI_ADDR_UNSPEC,
-                                 OFI_TAG_EXP, 0, &b->ctx);
+    size_t len = cls->exp_buf_bytes;
+    int rc = cls->exp_multi       ? ofi_exp_recv_multi(cls, b)
+             : cls->exp_untagged ? (int)fi_recv(cls->ep, &b->hdr, len, NULL,
+                                                FI_ADDR_UNSPEC, &b->ctx)
+                                 : (int)fi_trecv(cls->ep, &b->hdr, len, NULL,
+                                                 FI_ADDR_UNSPEC, OFI_TAG_EXP,
+                                                 0, &b->ctx);
 
     if (rc == 0) {
         b->posted = true;
@@ -75,7 +101,7 @@ static cw_status_t ofi_exp_post_buf(struct cw_na_class *cls,
     }
     if (rc == -FI_EAGAIN)
         return CW_AGAIN; /* progress() retries while exp_unposted > 0 */
-    OFI_ERR(cls, "fi_trecv() for expected messages failed: %s",
+    OFI_ERR(cls, "posting a receive for expected messages failed: %s",
             fi_strerror(-rc));
     return ofi_status(rc);
 }
@@ -97,20 +123,52 @@ cw_status_t ofi_exp_post_bufs(struct cw_na_class *cls)
     return CW_OK;
 }
 
+/* Multi-receive catch-alls where the provider offers them: the provider
+ * releases a buffer once less than one eager message fits in it. */
+static bool ofi_exp_multi_setup(struct cw_na_class *cls)
+{
+    size_t min = OFI_HDR_SIZE + cls->eager_size;
+    int rc;
+
+    if (!cls->multi_recv || !(cls->info->caps & FI_MULTI_RECV))
+        return false;
+    rc = fi_setopt(&cls->ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &min,
+                   sizeof(min));
+    if (rc != 0) {
+        OFI_DBG(cls, "FI_OPT_MIN_MULTI_RECV: %s; one buffer per message",
+                fi_strerror(-rc));
+        return false;
+    }
+    cls->exp_buf_bytes = cls->exp_pool_bytes / OFI_EXP_MULTI_BUFS;
+    if (cls->exp_buf_bytes < 4 * min)
+        cls->exp_buf_bytes = 4 * min;
+    return true;
+}
+
 cw_status_t ofi_exp_init(struct cw_na_class *cls)
 {
-    size_t size = sizeof(struct ofi_exp_buf) + cls->eager_size;
-    size_t n = cls->exp_pool_bytes / size;
+    size_t n;
 
     ofi_list_init(&cls->early_fifo);
     for (size_t i = 0; i < OFI_EXP_BUCKETS; i++) {
         ofi_list_init(&cls->exp_posted[i]);
         ofi_list_init(&cls->early[i]);
     }
-    if (n < OFI_EXP_BUFS_MIN)
-        n = OFI_EXP_BUFS_MIN;
-    if (n > OFI_EXP_BUFS_MAX)
-        n = OFI_EXP_BUFS_MAX;
+    cls->exp_multi = ofi_exp_multi_setup(cls);
+    if (cls->exp_multi) {
+        n = OFI_EXP_MULTI_BUFS;
+    } else {
+        cls->exp_buf_bytes = OFI_HDR_SIZE + cls->eager_size;
+        n = cls->exp_pool_bytes / (sizeof(struct ofi_exp_buf) +
+                                   cls->eager_size);
+        if (n < OFI_EXP_BUFS_MIN)
+            n = OFI_EXP_BUFS_MIN;
+        if (n > OFI_EXP_BUFS_MAX)
+            n = OFI_EXP_BUFS_MAX;
+    }
+    /* hdr is followed by data[]: a buffer receives exp_buf_bytes there. */
+    size_t size = sizeof(struct ofi_exp_buf) + cls->exp_buf_bytes -
+                  OFI_HDR_SIZE;
     cls->exp_bufs = calloc(n, sizeof(*cls->exp_bufs));
     if (cls->exp_bufs == NULL)
         return CW_NOMEM;
@@ -267,24 +325,58 @@ static void ofi_early_keep(struct cw_na_class *cls, const struct ofi_hdr *h,
     cls->early_bytes += m->cap;
 }
 
-/* A catch-all buffer completed (@p err != 0: with an error). */
+/* Where the message of completion @p e starts in catch-all @p b, or NULL
+ * if the provider placed it outside the buffer. */
+static const uint8_t *ofi_exp_msg(const struct cw_na_class *cls,
+                                  const struct ofi_exp_buf *b,
+                                  const struct fi_cq_tagged_entry *e)
+{
+    const uint8_t *base = (const uint8_t *)&b->hdr;
+    const uint8_t *m = e->buf;
+
+    if (!cls->exp_multi)
+        return base;
+    if (m == NULL || m < base || (size_t)(m - base) > cls->exp_buf_bytes ||
+        e->len > cls->exp_buf_bytes - (size_t)(m - base))
+        return NULL;
+    return m;
+}
+
+/* A catch-all buffer completed (@p err != 0: with an error).  A
+ * multi-receive buffer stays posted until a completion says it was
+ * released (FI_MULTI_RECV). */
 void ofi_exp_recv_done(struct cw_na_class *cls, struct ofi_ctx *ctx,
                        const struct fi_cq_tagged_entry *e, int err)
 {
     struct ofi_exp_buf *b = ofi_container(ctx, struct ofi_exp_buf, ctx);
-    const struct ofi_hdr *h = &b->hdr;
+    bool released = !cls->exp_multi || (e->flags & FI_MULTI_RECV) != 0;
+    const uint8_t *msg = err == 0 ? ofi_exp_msg(cls, b, e) : NULL;
+    struct ofi_hdr hc; /* aligned: a packed message may not be */
+    const struct ofi_hdr *h = &hc;
 
-    b->posted = false;
-    cls->exp_unposted++;
+    if (released) {
+        b->posted = false;
+        cls->exp_unposted++;
+    }
+    if (msg != NULL && e->len >= OFI_HDR_SIZE)
+        memcpy(&hc, msg, OFI_HDR_SIZE);
     if (err != 0) {
         if (err == FI_ETRUNC)
             ofi_exp_drop_note(cls, "longer than eager_size");
         else if (err != FI_ECANCELED)
             OFI_DBG(cls, "expected-message receive failed: %s",
                     fi_strerror(err));
+    } else if (cls->exp_multi && e->len == 0) {
+        /* Only the release of the buffer. */
+    } else if (msg == NULL) {
+        ofi_exp_drop_note(cls, "placed outside its receive buffer");
+    } else if (e->len > OFI_HDR_SIZE + cls->eager_size) {
+        /* Fits a multi-receive buffer, not this instance's limit. */
+        ofi_exp_drop_note(cls, "longer than eager_size");
     } else if (!ofi_hdr_valid(h, e->len) || h->kind != 0) {
         ofi_exp_drop_note(cls, "malformed header");
     } else {
+        const uint8_t *data = msg + OFI_HDR_SIZE;
         size_t len = e->len - OFI_HDR_SIZE;
         size_t bk = ofi_exp_bucket(h->tag);
         struct ofi_link *l;
@@ -296,12 +388,13 @@ void ofi_exp_recv_done(struct cw_na_class *cls, struct ofi_ctx *ctx,
             if (op->tag == h->tag && ofi_same_addr(op->peer, h->addr,
                                                    h->addrlen)) {
                 ofi_peer_alive(cls, op->peer);
-                ofi_exp_deliver(cls, op, b->data, len);
+                ofi_exp_deliver(cls, op, data, len);
                 break;
             }
         }
         if (l == &cls->exp_posted[bk])
-            ofi_early_keep(cls, h, b->data, len);
+            ofi_early_keep(cls, h, data, len);
     }
-    ofi_exp_post_buf(cls, b);
+    if (released)
+        ofi_exp_post_buf(cls, b);
 }

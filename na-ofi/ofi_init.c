@@ -24,6 +24,9 @@ struct ofi_proto {
     bool str_addr;
     /* Expected messages untagged (see ofi.h); not on cxi, untried. */
     bool exp_untagged;
+    /* Their catch-alls as FI_MULTI_RECV buffers (ofi_expected.c): rxm,
+     * fi_shm and sockets list it in libfabric 1.17. */
+    bool multi_recv;
     /* Room for catch-all receives of expected messages (ofi_expected.c).
      * sockets: libfabric 1.17's sockets provider leaks the receives still
      * posted at close beyond its own pool of about 250 (LeakSanitizer). */
@@ -31,11 +34,11 @@ struct ofi_proto {
 };
 
 static const struct ofi_proto ofi_protos[] = {
-    {"tcp", "tcp;ofi_rxm", false, true, OFI_EXP_POOL_BYTES},
-    {"shm", "shm", true, true, OFI_EXP_POOL_BYTES},
-    {"sockets", "sockets", false, true, OFI_EXP_POOL_BYTES_SMALL},
-    {"verbs", "verbs;ofi_rxm", false, true, OFI_EXP_POOL_BYTES},
-    {"cxi", "cxi", false, false, OFI_EXP_POOL_BYTES_SMALL},
+    {"tcp", "tcp;ofi_rxm", false, true, true, OFI_EXP_POOL_BYTES},
+    {"shm", "shm", true, true, true, OFI_EXP_POOL_BYTES},
+    {"sockets", "sockets", false, true, true, OFI_EXP_POOL_BYTES_SMALL},
+    {"verbs", "verbs;ofi_rxm", false, true, true, OFI_EXP_POOL_BYTES},
+    {"cxi", "cxi", false, false, false, OFI_EXP_POOL_BYTES_SMALL},
 };
 
 static const struct ofi_proto *ofi_proto_find(const char *protocol)
@@ -177,6 +180,8 @@ static struct fi_info *ofi_hints(const struct ofi_proto *p, uint32_t flags)
     hints->ep_attr->type = FI_EP_RDM;
     hints->caps = FI_MSG | FI_TAGGED | FI_RMA | FI_READ | FI_WRITE | FI_SEND |
                   FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE;
+    if (p->exp_untagged && p->multi_recv)
+        hints->caps |= FI_MULTI_RECV;
     hints->mode = FI_CONTEXT | FI_CONTEXT2;
     hints->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
                                   FI_MR_PROV_KEY | FI_MR_ENDPOINT;
@@ -476,7 +481,10 @@ static cw_status_t ofi_init(const struct cw_na_host *host,
     snprintf(cls->prov_name, sizeof(cls->prov_name), "%s", p->prov_name);
     cls->str_addr = p->str_addr;
     cls->exp_untagged = p->exp_untagged;
+    cls->multi_recv = p->exp_untagged && p->multi_recv;
     cls->exp_pool_bytes = p->exp_pool_bytes;
+    if (cls->multi_recv && (info->flags & CW_NA_LISTEN))
+        cls->exp_pool_bytes *= OFI_EXP_POOL_LISTEN_MULT;
     st = ofi_params(cls, info->params);
     if (st != CW_OK)
         goto err_free;
@@ -517,9 +525,11 @@ static cw_status_t ofi_init(const struct cw_na_host *host,
     st = ofi_exp_init(cls);
     if (st != CW_OK)
         goto err_free;
-    OFI_DBG(cls, "opened %s endpoint (mr_mode 0x%llx, iov %zu/%zu, wait fd %d)",
+    OFI_DBG(cls, "opened %s endpoint (mr_mode 0x%llx, iov %zu/%zu, wait fd %d, "
+            "expected catch-alls %u x %zu bytes%s)",
             cls->prov_name, (unsigned long long)cls->mr_mode, cls->iov_limit,
-            cls->rma_iov_limit, cls->wait_fd);
+            cls->rma_iov_limit, cls->wait_fd, cls->nexp_bufs,
+            cls->exp_buf_bytes, cls->exp_multi ? ", multi-receive" : "");
     *cls_p = cls;
     return CW_OK;
 

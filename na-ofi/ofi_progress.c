@@ -363,7 +363,9 @@ static cw_status_t ofi_read_cq(struct cw_na_class *cls, unsigned *n_p)
             }
             memset(&e, 0, sizeof(e));
             e.op_context = err.op_context;
+            e.flags = err.flags;
             e.len = err.len;
+            e.buf = err.buf;
             e.tag = err.tag;
             ofi_dispatch(cls, err.op_context, &e, &err);
             total++;

@@ -667,6 +667,74 @@ static void test_overflow_keeps_connection_shm(void **state)
     overflow_keeps_connection("ofi+shm://");
 }
 
+/* Expected messages longer than the receiver's eager_size (a sender with a
+ * larger one) are dropped, and the catch-alls stay posted: then 4200
+ * eager-sized expected messages from another peer (34 MiB: each of the
+ * multi-receive buffers of a listening instance is filled, released and
+ * reposted twice) all arrive, intact. */
+static void oversized_expected(const char *uri)
+{
+    const char *big[] = {"eager_size", "65536", NULL};
+    static char payload[32768];
+    cw_na_t *a, *b, *c;
+    cw_na_addr_t *b_at_a, *b_at_c, *c_at_b;
+
+    assert_int_equal(cw_na_open(uri, CW_NA_LISTEN, big, &a), CW_OK);
+    assert_int_equal(cw_na_open(uri, CW_NA_LISTEN, NULL, &b), CW_OK);
+    assert_int_equal(cw_na_open(uri, CW_NA_LISTEN, NULL, &c), CW_OK);
+    b_at_a = lookup_self(a, b);
+    b_at_c = lookup_self(c, b);
+    c_at_b = lookup_self(b, c);
+    memset(payload, 0x5a, sizeof(payload));
+    for (uint32_t i = 0; i < 12; i++) {
+        struct done s = {0};
+        /* A connection dropped over the last one may refuse this one. */
+        if (cw_na_msg_send_expected(a, payload, sizeof(payload), b_at_a,
+                                    500 + i, done_cb, &s, NULL) == CW_OK)
+            assert_true(wait_done(a, b, &s, 1));
+    }
+    for (uint32_t k = 0; k < 4200; k++) {
+        static uint8_t in[8192], out[8192];
+        struct done r = {0}, s = {0};
+        size_t n = cw_na_caps(b)->max_expected_size;
+
+        assert_true(n <= sizeof(out));
+        memset(out, (int)(k & 0xff), n);
+        out[0] = (uint8_t)(k >> 8);
+        memset(in, 0, n);
+        assert_int_equal(cw_na_msg_recv_expected(b, in, n, c_at_b, 700 + k,
+                                                 done_cb, &r, NULL),
+                         CW_OK);
+        assert_int_equal(cw_na_msg_send_expected(c, out, n, b_at_c, 700 + k,
+                                                 done_cb, &s, NULL),
+                         CW_OK);
+        assert_true(wait_done(c, b, &r, 1));
+        assert_true(wait_done(c, b, &s, 1));
+        assert_int_equal(r.status, CW_OK);
+        assert_int_equal(s.status, CW_OK);
+        assert_int_equal(r.len, n);
+        assert_memory_equal(in, out, n);
+    }
+    cw_na_addr_free(a, b_at_a);
+    cw_na_addr_free(c, b_at_c);
+    cw_na_addr_free(b, c_at_b);
+    cw_na_close(a);
+    cw_na_close(b);
+    cw_na_close(c);
+}
+
+static void test_oversized_expected_tcp(void **state)
+{
+    (void)state;
+    oversized_expected("ofi+tcp://127.0.0.1:0");
+}
+
+static void test_oversized_expected_shm(void **state)
+{
+    (void)state;
+    oversized_expected("ofi+shm://");
+}
+
 static void test_cancel_all_kinds(void **state)
 {
     struct pair p;
@@ -849,6 +917,8 @@ int main(void)
         cmocka_unit_test(test_early_queue_shm),
         cmocka_unit_test(test_overflow_keeps_connection_tcp),
         cmocka_unit_test(test_overflow_keeps_connection_shm),
+        cmocka_unit_test(test_oversized_expected_tcp),
+        cmocka_unit_test(test_oversized_expected_shm),
         cmocka_unit_test(test_cancel_all_kinds),
         cmocka_unit_test(test_released_region_recovers),
         cmocka_unit_test(test_idle_peers_dropped),
