@@ -196,6 +196,19 @@ static struct fi_info *ofi_hints(const struct ofi_proto *p, uint32_t flags)
     return hints;
 }
 
+/* fi_getinfo(), without FI_MULTI_RECV if no provider offers it (the
+ * catch-alls then are single buffers, ofi_expected.c). */
+static int ofi_getinfo(struct fi_info *hints, struct fi_info **info)
+{
+    int rc = fi_getinfo(OFI_API_VERSION, NULL, NULL, 0, hints, info);
+
+    if (rc == -FI_ENODATA && (hints->caps & FI_MULTI_RECV)) {
+        hints->caps &= ~FI_MULTI_RECV;
+        rc = fi_getinfo(OFI_API_VERSION, NULL, NULL, 0, hints, info);
+    }
+    return rc;
+}
+
 static bool ofi_check_protocol(const char *protocol)
 {
     const struct ofi_proto *p = ofi_proto_find(protocol);
@@ -207,7 +220,7 @@ static bool ofi_check_protocol(const char *protocol)
     hints = ofi_hints(p, 0);
     if (hints == NULL)
         return false;
-    rc = fi_getinfo(OFI_API_VERSION, NULL, NULL, 0, hints, &info);
+    rc = ofi_getinfo(hints, &info);
     fi_freeinfo(hints);
     if (rc == 0)
         fi_freeinfo(info);
@@ -389,7 +402,7 @@ static cw_status_t ofi_open_endpoint(struct cw_na_class *cls,
         }
         hints->src_addrlen = (size_t)n + 1;
     }
-    rc = fi_getinfo(OFI_API_VERSION, NULL, NULL, 0, hints, &cls->info);
+    rc = ofi_getinfo(hints, &cls->info);
     if (rc != 0) {
         OFI_ERR(cls, "fi_getinfo(%s, \"%s\") failed: %s", cls->prov_name,
                 location ? location : "", fi_strerror(-rc));
