@@ -160,6 +160,9 @@ static void rs_win_cb(cw_handle_t *h, cw_status_t st, void *arg)
             ctx->stats.resume_bytes += w->len;
     } else if (op->st == CW_OK) {
         op->st = st; /* the first failure since the last (re)start */
+        if (st != CW_CANCELED)
+            CW_LOG_RL(CW_LOG_INFO, "core", "delegated window of %zu bytes at "
+                      "%zu failed: %s", w->len, w->off, cw_status_name(st));
     }
     /* Advance the acknowledged prefix over windows answered OK. */
     do {

@@ -15,10 +15,16 @@
 
 static void pipe_fill(struct gw_pipe *p);
 
-static void pipe_fail(struct gw_pipe *p, cw_status_t st)
+/* Stop the pipeline with @p st; @p where names the failed step (NULL: a
+ * cancel).  The first failure is logged: the caller only sees a status. */
+static void pipe_fail(struct gw_pipe *p, cw_status_t st, const char *where)
 {
     struct gw_staging *s = &p->gb->pool;
 
+    if (p->st == CW_OK && where != NULL && st != CW_CANCELED)
+        CW_LOG_RL(CW_LOG_INFO, GW_LOG, "bulk delegation of %zu bytes failed "
+                  "%s at byte %zu: %s", p->len, where, p->done,
+                  cw_status_name(st));
     if (p->st == CW_OK)
         p->st = st;
     if (p->stop)
@@ -91,10 +97,10 @@ static void put_cb(cw_status_t st, void *arg)
     if (st == CW_OK)
         p->done += n;
     else
-        pipe_fail(p, st);
+        pipe_fail(p, st, "writing to the destination");
     slot_drop(p, slot);
     if (!p->stop && pipe_gone(p))
-        pipe_fail(p, CW_CANCELED);
+        pipe_fail(p, CW_CANCELED, NULL);
     pipe_fill(p);
     pipe_check(p);
     gw_unlock(gw);
@@ -106,9 +112,9 @@ static void get_cb_locked(cw_status_t st, struct gw_stage_slot *slot)
 
     slot->op = NULL;
     if (st != CW_OK)
-        pipe_fail(p, st);
+        pipe_fail(p, st, "reading the source");
     else if (!p->stop && pipe_gone(p))
-        pipe_fail(p, CW_CANCELED);
+        pipe_fail(p, CW_CANCELED, NULL);
     if (!p->stop) {
         st = cw_bulk_transfer(p->dsh->ctx, CW_BULK_PUSH, p->dpeer,
                               p->dbulk, p->doff + slot->off,
@@ -116,7 +122,7 @@ static void get_cb_locked(cw_status_t st, struct gw_stage_slot *slot)
                               slot, &slot->op);
         if (st == CW_OK)
             return;
-        pipe_fail(p, st);
+        pipe_fail(p, st, "starting a write to the destination");
     }
     slot_drop(p, slot);
     pipe_check(p);
@@ -148,7 +154,7 @@ static void pipe_start(struct gw_pipe *p, struct gw_stage_slot *slot)
                           p->soff + slot->off, slot->bulk[p->ssh->idx], 0, n,
                           get_cb, slot, &slot->op);
     if (st != CW_OK) {
-        pipe_fail(p, st);
+        pipe_fail(p, st, "starting a read from the source");
         slot_drop(p, slot);
     }
 }
@@ -336,7 +342,7 @@ void gw_bulk_fini(struct gw *gw)
     if (gb == NULL)
         return;
     for (struct gw_pipe *p = gb->pipes; p != NULL; p = p->lnext)
-        pipe_fail(p, CW_CANCELED);
+        pipe_fail(p, CW_CANCELED, NULL);
     /* The shards' threads are stopped by now: drive every context here. */
     for (int i = 0; i < 400 && gb->npipes > 0; i++) {
         for (unsigned k = 0; k < gw->nshards; k++) {
