@@ -22,9 +22,7 @@
  *   - an expected-class RESP on a small tag (tags the gateway's own
  *     outgoing requests use: they must be matched by sender too).
  * With KIND (0..9), only messages of that kind (9: a flood of expected-class
- * responses nobody waits for).  With BURST > 0, it pauses 5 ms (progressing)
- * after every BURST messages: a receiver that keeps up with bursts then
- * shows what it keeps, not a backlog its transport reads ahead of it.
+ * responses nobody waits for).
  * None may be executed, answered as someone else's, or crash the gateway.
  * Prints "hostile: N sent, M expected-class" and exits 0 once every send
  * completed (or 1 if the endpoint cannot be opened or a send stalls).
@@ -159,22 +157,19 @@ int main(int argc, char **argv)
     struct hostile *hs = NULL;
     char scheme[64];
     const char *sep;
-    unsigned count, expected = 0, only = HOSTILE_KINDS, burst = 0;
+    unsigned count, expected = 0, only = HOSTILE_KINDS;
     cw_status_t st;
     int rc = 1;
 
-    if (argc < 4 || argc > 6 || (sep = strstr(argv[1], "://")) == NULL ||
+    if (argc < 4 || argc > 5 || (sep = strstr(argv[1], "://")) == NULL ||
         (size_t)(sep - argv[1]) + 4 > sizeof(scheme)) {
-        fprintf(stderr,
-                "usage: test_gw_hostile URI COUNT SEED [KIND [BURST]]\n");
+        fprintf(stderr, "usage: test_gw_hostile URI COUNT SEED [KIND]\n");
         return 2;
     }
     count = (unsigned)strtoul(argv[2], NULL, 10);
     srand((unsigned)strtoul(argv[3], NULL, 10));
-    if (argc >= 5)
+    if (argc == 5)
         only = (unsigned)strtoul(argv[4], NULL, 10) % HOSTILE_KINDS;
-    if (argc == 6)
-        burst = (unsigned)strtoul(argv[5], NULL, 10);
     snprintf(scheme, sizeof(scheme), "%.*s://", (int)(sep - argv[1]),
              argv[1]);
     if (strncmp(scheme, "ofi+tcp", 7) == 0 || strncmp(scheme, "ucx+", 4) == 0)
@@ -212,9 +207,6 @@ int main(int argc, char **argv)
         }
         if (st == CW_OK)
             hs->posted++;
-        if (burst > 0 && i % burst == burst - 1)
-            for (uint64_t end = cw_now_ns() + 5000000ull; cw_now_ns() < end;)
-                cw_na_progress_wait(hs->na, 1, NULL);
     }
     if (!hostile_drain(hs)) {
         fprintf(stderr, "test_gw_hostile: %u of %u sends never completed\n",
