@@ -29,7 +29,9 @@ struct ofi_proto {
     bool multi_recv;
     /* Room for catch-all receives of expected messages (ofi_expected.c).
      * sockets: libfabric 1.17's sockets provider leaks the receives still
-     * posted at close beyond its own pool of about 250 (LeakSanitizer). */
+     * posted at close beyond its own pool of about 250 (LeakSanitizer); its
+     * four multi-receive buffers are far below that, but should it fall
+     * back to single buffers the small pool keeps them below it too. */
     size_t exp_pool_bytes;
 };
 
