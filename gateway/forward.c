@@ -514,14 +514,15 @@ static bool gw_fwd_resumable(struct gw_fwd *f, cw_status_t st,
  * old outgoing handle, for the caller to release. */
 static cw_handle_t *gw_fwd_retarget(struct gw_fwd *f,
                                     const struct gw_target *t,
-                                    struct gw_route_stats *rs)
+                                    struct gw_route_stats *rs, cw_status_t st)
 {
     struct gw *gw = f->gw;
     cw_handle_t *old = f->out;
 
     f->rs->failed++;
     f->rs->inflight--;
-    cw_route_table_nexthop_report(f->table, f->nexthop, false);
+    gw_health_report_nexthop(gw, f->table, f->nexthop, false,
+                             "forwarded request", st);
     cw_route_table_nexthop_load(f->table, f->nexthop, -1);
     gw_addr_forget(f->eg_sh != NULL ? f->eg_sh : &gw->shards[0],
                    f->next_addr);
@@ -557,7 +558,7 @@ static bool gw_fwd_resume(struct gw_fwd *f, cw_status_t st)
     rs = gw_route_stats_get(gw, t.res.dest, t.res.gateway);
     if (rs == NULL || gw_addr_get(&gw->shards[0], t.next, &next) != CW_OK)
         return false;
-    cw_handle_release(gw_fwd_retarget(f, &t, rs));
+    cw_handle_release(gw_fwd_retarget(f, &t, rs, st));
     rst = cw_fwd_create(in, next, t.dest, &f->out);
     if (rst == CW_OK)
         rst = cw_fwd_set_resume(f->out);
@@ -592,7 +593,7 @@ bool gw_fwd_resume_mt(struct gw_fwd *f)
         pthread_mutex_unlock(&gw->lock);
         return false;
     }
-    old = gw_fwd_retarget(f, &t, rs);
+    old = gw_fwd_retarget(f, &t, rs, f->st);
     f->eg_sh = t.egress->sh;
     snprintf(f->dest, sizeof(f->dest), "%s", t.dest);
     f->resume = true; /* gw_fwd_send marks the new outgoing handle */
@@ -629,13 +630,16 @@ static void gw_fwd_count(struct gw_fwd *f, cw_status_t st, bool sent)
     }
 }
 
-/* Passive health: tell the route table how the next hop or backend did. */
-static void gw_fwd_report(struct gw_fwd *f, bool ok)
+/* Passive health: tell the route table how the next hop or backend did
+ * (@p st: how the forward ended). */
+static void gw_fwd_report(struct gw_fwd *f, bool ok, cw_status_t st)
 {
     if (f->has_nexthop)
-        cw_route_table_nexthop_report(f->table, f->nexthop, ok);
+        gw_health_report_nexthop(f->gw, f->table, f->nexthop, ok,
+                                 "forwarded request", st);
     if (f->has_backend)
-        cw_route_table_backend_report(f->table, f->service, f->backend, ok);
+        gw_health_report_backend(f->gw, f->table, f->service, f->backend, ok,
+                                 "forwarded request", st);
 }
 
 /* Counters, passive health and the record's release once the response
@@ -650,7 +654,7 @@ void gw_fwd_account(struct gw_fwd *f, cw_status_t st, uint64_t t_end)
     /* Passive health: the next hop or backend answered (any status the far
      * side chose counts) or did not. */
     if (st != CW_CANCELED) {
-        gw_fwd_report(f, !gw_status_is_transport(st));
+        gw_fwd_report(f, !gw_status_is_transport(st), st);
         if (st == CW_DISCONNECTED || st == CW_UNREACHABLE || st == CW_IO)
             gw_addr_forget(f->eg_sh != NULL ? f->eg_sh : &gw->shards[0],
                            f->next_addr);
@@ -687,7 +691,7 @@ void gw_fwd_fail_account(struct gw_fwd *f, cw_status_t st)
     /* CW_CANCELED: the caller canceled while the request waited here. */
     gw_fwd_count(f, st, false);
     if (st != CW_TIMEOUT && st != CW_CANCELED) {
-        gw_fwd_report(f, false);
+        gw_fwd_report(f, false, st);
         gw_addr_forget(f->eg_sh != NULL ? f->eg_sh : &gw->shards[0],
                        f->next_addr);
     }

@@ -357,6 +357,16 @@ void gw_queue_expire(struct gw *gw, bool all, cw_status_t st);
 
 /* health.c */
 cw_status_t gw_health_rebuild(struct gw *gw);
+/** Report an outcome (@p by: what it was, @p st: its status) on next hop
+ *  @p id of @p table, and log the hop leaving or rejoining rotation when
+ *  @p table is the current one (gw->lock held in threaded mode). */
+void gw_health_report_nexthop(struct gw *gw, struct cw_route_table *table,
+                              unsigned id, bool ok, const char *by,
+                              cw_status_t st);
+/** The same for backend @p backend of service @p service. */
+void gw_health_report_backend(struct gw *gw, struct cw_route_table *table,
+                              unsigned service, unsigned backend, bool ok,
+                              const char *by, cw_status_t st);
 void gw_health_tick(struct gw *gw, uint64_t now);
 void gw_health_fini(struct gw *gw);
 /** True while a ping is in flight. */

@@ -54,6 +54,47 @@ void gw_ping_handler(cw_handle_t *h, void *arg)
     cw_handle_release(h);
 }
 
+/* A next hop or backend left or rejoined rotation.  Leaving is a warning;
+ * rejoining is shown at the same default level, so that the log never
+ * leaves a hop looking down that is back.  Changes on a table a reload
+ * replaced are not: that table only finishes its RPCs. */
+static void gw_health_log(const struct gw *gw,
+                          const struct cw_route_table *table,
+                          enum cw_health_change ch, const char *kind,
+                          const char *name, const char *by, cw_status_t st)
+{
+    if (ch == CW_HEALTH_SAME || table != gw->table)
+        return;
+    if (name == NULL)
+        name = "?";
+    if (ch == CW_HEALTH_DOWN)
+        CW_WARN(GW_LOG, "%s %s out of rotation: %u consecutive failures, "
+                "the last a %s that ended %s", kind, name,
+                gw->cfg->health.eject_after, by, cw_status_name(st));
+    else
+        GW_NOTICE("%s %s back in rotation: %u consecutive successes, the "
+                  "last a %s", kind, name, gw->cfg->health.recover_after, by);
+}
+
+void gw_health_report_nexthop(struct gw *gw, struct cw_route_table *table,
+                              unsigned id, bool ok, const char *by,
+                              cw_status_t st)
+{
+    gw_health_log(gw, table, cw_route_table_nexthop_report(table, id, ok),
+                  "next hop", cw_route_table_nexthop_name(table, id), by, st);
+}
+
+void gw_health_report_backend(struct gw *gw, struct cw_route_table *table,
+                              unsigned service, unsigned backend, bool ok,
+                              const char *by, cw_status_t st)
+{
+    gw_health_log(gw, table,
+                  cw_route_table_backend_report(table, service, backend, ok),
+                  "backend", cw_route_table_backend_address(table, service,
+                                                            backend),
+                  by, st);
+}
+
 void gw_health_fini(struct gw *gw)
 {
     for (unsigned i = 0; i < gw->nhcs; i++)
@@ -137,10 +178,11 @@ static void gw_ping_cb(cw_handle_t *h, cw_status_t st, void *arg)
         else
             hc->fail++;
         if (hc->is_backend)
-            cw_route_table_backend_report(p->table, hc->service, hc->backend,
-                                          ok);
+            gw_health_report_backend(gw, p->table, hc->service, hc->backend,
+                                     ok, "health check", st);
         else
-            cw_route_table_nexthop_report(p->table, hc->nexthop, ok);
+            gw_health_report_nexthop(gw, p->table, hc->nexthop, ok,
+                                     "health check", st);
         if (!ok && !hc->is_backend && p->table == gw->table &&
             !cw_route_table_nexthop_is_up(p->table, hc->nexthop))
             gw_fwd_hop_down(gw, hc->addr);
@@ -260,10 +302,11 @@ err:
     hc->fail++;
     hc->last = st;
     if (hc->is_backend)
-        cw_route_table_backend_report(gw->table, hc->service, hc->backend,
-                                      false);
+        gw_health_report_backend(gw, gw->table, hc->service, hc->backend,
+                                 false, "health check", st);
     else
-        cw_route_table_nexthop_report(gw->table, hc->nexthop, false);
+        gw_health_report_nexthop(gw, gw->table, hc->nexthop, false,
+                                 "health check", st);
 }
 
 void gw_health_tick(struct gw *gw, uint64_t now)

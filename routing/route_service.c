@@ -182,15 +182,26 @@ unsigned cw_route_table_backend_inflight(const struct cw_route_table *table,
     return be ? atomic_load(&be->inflight) : 0;
 }
 
-void cw_route_table_backend_report(struct cw_route_table *table,
-                                   unsigned service, unsigned b, bool success)
+const char *cw_route_table_backend_address(const struct cw_route_table *table,
+                                           unsigned service, unsigned b)
+{
+    struct rt_backend *be =
+        backend((struct cw_route_table *)table, service, b);
+
+    return be ? be->address : NULL;
+}
+
+enum cw_health_change
+cw_route_table_backend_report(struct cw_route_table *table, unsigned service,
+                              unsigned b, bool success)
 {
     struct rt_backend *be = backend(table, service, b);
 
     if (be == NULL)
-        return;
-    rt_health_report(&be->ejected, true, &be->fails, &be->successes, success,
-                     table->eject_after, table->recover_after);
+        return CW_HEALTH_SAME;
+    return rt_health_report(&be->ejected, true, &be->fails, &be->successes,
+                            success, table->eject_after,
+                            table->recover_after);
 }
 
 void cw_route_table_backend_load(struct cw_route_table *table,

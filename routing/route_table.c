@@ -515,40 +515,48 @@ bool cw_route_table_nexthop_is_up(const struct cw_route_table *table,
     return atomic_load(&table->nexthops[id].up);
 }
 
-bool rt_health_report(atomic_bool *in_service, bool invert,
-                      atomic_uint *fails, atomic_uint *successes,
-                      bool success, unsigned eject_after,
-                      unsigned recover_after)
+/* The transition itself is a compare-and-swap, so that of two reports
+ * racing over the threshold only one returns the change. */
+enum cw_health_change rt_health_report(atomic_bool *in_service, bool invert,
+                                       atomic_uint *fails,
+                                       atomic_uint *successes, bool success,
+                                       unsigned eject_after,
+                                       unsigned recover_after)
 {
     bool cur = atomic_load(in_service) != invert;
+    bool expect;
 
     if (success) {
         atomic_store(fails, 0);
         if (!cur && atomic_fetch_add(successes, 1) + 1 >= recover_after) {
             atomic_store(successes, 0);
-            atomic_store(in_service, !invert);
-            return true;
+            expect = invert;
+            if (atomic_compare_exchange_strong(in_service, &expect, !invert))
+                return CW_HEALTH_UP;
         }
-        return cur;
+        return CW_HEALTH_SAME;
     }
     atomic_store(successes, 0);
     if (atomic_fetch_add(fails, 1) + 1 >= eject_after && cur) {
-        atomic_store(in_service, invert);
-        return false;
+        expect = !invert;
+        if (atomic_compare_exchange_strong(in_service, &expect, invert))
+            return CW_HEALTH_DOWN;
     }
-    return cur;
+    return CW_HEALTH_SAME;
 }
 
-void cw_route_table_nexthop_report(struct cw_route_table *table, unsigned id,
-                                   bool success)
+enum cw_health_change
+cw_route_table_nexthop_report(struct cw_route_table *table, unsigned id,
+                              bool success)
 {
     struct rt_nexthop *nh;
 
     if (table == NULL || id >= table->nnexthops)
-        return;
+        return CW_HEALTH_SAME;
     nh = &table->nexthops[id];
-    rt_health_report(&nh->up, false, &nh->fails, &nh->successes, success,
-                     table->eject_after, table->recover_after);
+    return rt_health_report(&nh->up, false, &nh->fails, &nh->successes,
+                            success, table->eject_after,
+                            table->recover_after);
 }
 
 void cw_route_table_nexthop_load(struct cw_route_table *table, unsigned id,

@@ -169,9 +169,11 @@ void rt_fill_result(const struct cw_route_table *t, unsigned ri,
 
 /* Consecutive failures take a next hop / backend out, consecutive
  * successes bring it back.  invert: the flag means "out" (ejected). */
-bool rt_health_report(atomic_bool *flag, bool invert, atomic_uint *fails,
-                      atomic_uint *successes, bool success,
-                      unsigned eject_after, unsigned recover_after);
+enum cw_health_change rt_health_report(atomic_bool *flag, bool invert,
+                                       atomic_uint *fails,
+                                       atomic_uint *successes, bool success,
+                                       unsigned eject_after,
+                                       unsigned recover_after);
 
 cw_status_t rt_build_services(struct cw_route_table *t,
                               const struct cw_config *cfg);

@@ -100,6 +100,15 @@ cw_status_t cw_route_table_explain(struct cw_route_table *table,
 
 /* -- Next hops: health and load ----------------------------------------- */
 
+/** What one health report changed (cw_route_table_nexthop_report,
+ *  cw_route_table_backend_report).  Of concurrent reports, exactly one
+ *  sees a given change. */
+enum cw_health_change {
+    CW_HEALTH_SAME = 0, /**< still in rotation, or still out of it */
+    CW_HEALTH_DOWN,     /**< this report took it out of rotation */
+    CW_HEALTH_UP,       /**< this report put it back in rotation */
+};
+
 /** Number of next hops (ids are 0..n-1). */
 unsigned cw_route_table_nexthop_count(const struct cw_route_table *table);
 
@@ -126,9 +135,11 @@ bool cw_route_table_nexthop_is_up(const struct cw_route_table *table,
  * Report one RPC outcome on a next hop: failures count towards
  * health.eject_after consecutive failures (then the hop is marked down),
  * successes towards health.recover_after (then it is up again).
+ * @return the change this report made (CW_HEALTH_SAME for a bad id).
  */
-void cw_route_table_nexthop_report(struct cw_route_table *table, unsigned id,
-                                   bool success);
+enum cw_health_change
+cw_route_table_nexthop_report(struct cw_route_table *table, unsigned id,
+                              bool success);
 
 /** Count an RPC starting (+1) or finishing (-1) on a next hop. */
 void cw_route_table_nexthop_load(struct cw_route_table *table, unsigned id,
@@ -172,10 +183,16 @@ bool cw_route_table_backend_is_up(const struct cw_route_table *table,
 unsigned cw_route_table_backend_inflight(const struct cw_route_table *table,
                                          unsigned service, unsigned backend);
 
-/** Report an RPC outcome on a backend (passive ejection, as next hops). */
-void cw_route_table_backend_report(struct cw_route_table *table,
-                                   unsigned service, unsigned backend,
-                                   bool success);
+/** Address of a backend; NULL for an unknown one.  Lives as long as the
+ *  table. */
+const char *cw_route_table_backend_address(const struct cw_route_table *table,
+                                           unsigned service, unsigned backend);
+
+/** Report an RPC outcome on a backend (passive ejection, as next hops).
+ *  @return the change this report made (CW_HEALTH_SAME if unknown). */
+enum cw_health_change
+cw_route_table_backend_report(struct cw_route_table *table, unsigned service,
+                              unsigned backend, bool success);
 
 /** Count an RPC starting (+1) / finishing (-1) on a backend. */
 void cw_route_table_backend_load(struct cw_route_table *table,

@@ -46,10 +46,16 @@ pass "failover after the kill: $(cat "$T/ping.out")"
 wait_for sh -c "'$CWCTL' --admin '$front_admin' routes --json | grep -q '\"nexthop\":\"$gwa_tcp0\"[^}]*\"state\":\"down\"'" ||
     fail "killed gateway not marked down"
 pass "killed gateway marked down"
+n=$(grep -c "next hop $gwa_tcp0 out of rotation: 2 consecutive failures" "$T/front.log")
+[ "$n" = 1 ] || fail "front logged the hop down $n times: $(grep rotation "$T/front.log")"
+pass "logged once: $(grep -o "next hop $gwa_tcp0 out of rotation.*" "$T/front.log")"
 ping_expect "all calls succeed on the survivor" CW_OK -c 20 "$echo@$front_shm0"
 
 start_gw gwa "$T/gwa.yaml"
 wait_for sh -c "'$CWCTL' --admin '$front_admin' routes --json | grep -q '\"nexthop\":\"$gwa_tcp0\"[^}]*\"state\":\"up\"'" ||
     fail "restarted gateway not back in rotation"
 pass "restarted gateway back in rotation (health pings)"
+n=$(grep -c "next hop $gwa_tcp0 back in rotation" "$T/front.log")
+[ "$n" = 1 ] || fail "front logged the return $n times: $(grep rotation "$T/front.log")"
+pass "the return logged once"
 ping_expect "calls after the return" CW_OK -c 10 "$echo@$front_shm0"

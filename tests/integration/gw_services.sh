@@ -56,6 +56,11 @@ wait_for sh -c "'$CWCTL' --admin '$gw_admin' services --json | grep -q '\"addres
 "$CWCTL" --admin "$gw_admin" services | grep "$b2" | grep -q ' ejected ' ||
     fail "services table does not show the backend ejected"
 pass "killed backend ejected from the route table, the other still up"
+# Exactly one log line says so (of the health checks and forwards that
+# failed at once, only the report that crossed eject_after).
+n=$(grep -c "backend $b2 out of rotation: 2 consecutive failures" "$T/gw.log")
+[ "$n" = 1 ] || fail "gateway logged the ejection $n times: $(grep rotation "$T/gw.log")"
+pass "the ejection logged once: $(grep -o "backend $b2 out of rotation.*" "$T/gw.log")"
 ping_expect "all calls go to the remaining backend" CW_OK -c 20 "svc:echo@$gw_tcp0"
 
 start_echo b2 "shm://$TAG-b2"
@@ -65,5 +70,8 @@ pass "restarted backend passes its health checks again"
 wait_for sh -c "'$CWCTL' --admin '$gw_admin' services --json | grep -q '\"address\":\"$b2\",[^}]*\"state\":\"up\"'" ||
     fail "restarted backend not back in the route table"
 pass "restarted backend back up in the route table"
+n=$(grep -c "backend $b2 back in rotation: 2 consecutive successes" "$T/gw.log")
+[ "$n" = 1 ] || fail "gateway logged the return $n times: $(grep rotation "$T/gw.log")"
+pass "the return logged once"
 ping_expect "calls after the return" CW_OK -c 20 "svc:echo@$gw_tcp0"
 "$CWCTL" --admin "$gw_admin" services

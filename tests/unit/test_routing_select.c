@@ -197,16 +197,25 @@ static void test_least_loaded_and_healthiest(void **state)
         assert_string_equal(pick(t, "ofi+cxi://1"), "ofi+tcp://10.1.0.2:1");
     /* eject_after consecutive failures take it down; recover_after
      * successes bring it back. */
-    cw_route_table_nexthop_report(t, b, false);
+    assert_int_equal(cw_route_table_nexthop_report(t, b, false),
+                     CW_HEALTH_SAME);
     assert_true(cw_route_table_nexthop_is_up(t, b));
-    cw_route_table_nexthop_report(t, b, false);
+    assert_int_equal(cw_route_table_nexthop_report(t, b, false),
+                     CW_HEALTH_DOWN);
     assert_false(cw_route_table_nexthop_is_up(t, b));
-    cw_route_table_nexthop_report(t, b, true);
+    /* Further failures change nothing; the change is reported once. */
+    assert_int_equal(cw_route_table_nexthop_report(t, b, false),
+                     CW_HEALTH_SAME);
+    assert_int_equal(cw_route_table_nexthop_report(t, b, true),
+                     CW_HEALTH_SAME);
     assert_false(cw_route_table_nexthop_is_up(t, b));
-    cw_route_table_nexthop_report(t, b, true);
+    assert_int_equal(cw_route_table_nexthop_report(t, b, true), CW_HEALTH_UP);
     assert_true(cw_route_table_nexthop_is_up(t, b));
+    assert_int_equal(cw_route_table_nexthop_report(t, b, true),
+                     CW_HEALTH_SAME);
     /* Out-of-range ids are ignored. */
-    cw_route_table_nexthop_report(t, 999, false);
+    assert_int_equal(cw_route_table_nexthop_report(t, 999, false),
+                     CW_HEALTH_SAME);
     cw_route_table_nexthop_set_up(t, 999, false);
     assert_null(cw_route_table_nexthop_name(t, 999));
     cw_route_table_unref(t);
@@ -312,11 +321,26 @@ static void test_service_least_inflight(void **state)
         assert_int_equal(p.backend, 1);
         assert_string_equal(p.address, "ucx+tcp://10.2.0.6:1");
     }
-    /* Passive ejection: eject_after (3) failures. */
+    /* Passive ejection: eject_after (3) failures; the third reports it. */
     for (int i = 0; i < 3; i++)
-        cw_route_table_backend_report(t, p.service, 1, false);
+        assert_int_equal(cw_route_table_backend_report(t, p.service, 1, false),
+                         i == 2 ? CW_HEALTH_DOWN : CW_HEALTH_SAME);
+    assert_string_equal(cw_route_table_backend_address(t, p.service, 1),
+                        "ucx+tcp://10.2.0.6:1");
+    assert_null(cw_route_table_backend_address(t, p.service, 99));
+    assert_int_equal(cw_route_table_backend_report(t, p.service, 99, false),
+                     CW_HEALTH_SAME);
     assert_int_equal(cw_route_table_service_pick(t, "least", NULL, &p), CW_OK);
     assert_int_equal(p.backend, 0);
+    /* recover_after (default) successes bring it back, reported once. */
+    {
+        unsigned ups = 0;
+        for (int i = 0; i < 16; i++)
+            ups += cw_route_table_backend_report(t, p.service, 1, true) ==
+                   CW_HEALTH_UP;
+        assert_int_equal(ups, 1);
+        assert_true(cw_route_table_backend_is_up(t, p.service, 1));
+    }
     cw_route_table_unref(t);
 }
 

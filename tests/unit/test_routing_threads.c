@@ -1,6 +1,7 @@
 /* Tables under concurrency: lookups on many threads while health flips,
  * load counters move and the table is rebuilt and swapped, each reader
- * holding a reference to the table it started with (cmocka). */
+ * holding a reference to the table it started with; health reports racing
+ * on one hop, each change of state seen by exactly one reporter (cmocka). */
 #include <causeway/config.h>
 #include <causeway/routing.h>
 
@@ -142,10 +143,59 @@ static void test_concurrent_lookup_and_swap(void **state)
     assert_true(swaps > 0);
 }
 
+/* Reporters racing on one next hop: runs of failures and successes from
+ * every thread.  Each change of state goes to exactly one reporter, so the
+ * changes seen alternate: as many "down" as "up", or one more "down" when
+ * the hop ends out of rotation. */
+static struct cw_route_table *race_table;
+static atomic_ulong race_down, race_up;
+
+static void *racer(void *arg)
+{
+    unsigned seed = (unsigned)(uintptr_t)arg;
+
+    for (int i = 0; i < 20000; i++) {
+        /* Runs of 1-8 reports of the same outcome. */
+        bool ok = (i / (1 + seed % 8)) % 2 == 0;
+        enum cw_health_change ch =
+            cw_route_table_nexthop_report(race_table, 0, ok);
+        if (ch == CW_HEALTH_DOWN)
+            atomic_fetch_add(&race_down, 1);
+        else if (ch == CW_HEALTH_UP)
+            atomic_fetch_add(&race_up, 1);
+        seed = seed * 1103515245u + 12345u;
+    }
+    return NULL;
+}
+
+static void test_concurrent_reports(void **state)
+{
+    pthread_t th[NREADERS];
+    unsigned long down, up;
+    (void)state;
+
+    race_table = build();
+    assert_non_null(race_table);
+    for (int i = 0; i < NREADERS; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, racer,
+                                        (void *)(uintptr_t)(i * 7 + 1)),
+                         0);
+    for (int i = 0; i < NREADERS; i++)
+        pthread_join(th[i], NULL);
+    down = atomic_load(&race_down);
+    up = atomic_load(&race_up);
+    printf("# %lu times out of rotation, %lu back\n", down, up);
+    assert_true(down > 0);
+    assert_true(down == up || down == up + 1);
+    assert_int_equal(cw_route_table_nexthop_is_up(race_table, 0), down == up);
+    cw_route_table_unref(race_table);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_concurrent_lookup_and_swap),
+        cmocka_unit_test(test_concurrent_reports),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
