@@ -132,7 +132,10 @@ static void gw_admin_http(struct gw *gw, const char *req, FILE *out)
     fprintf(out, "HTTP/1.0 %s\r\nContent-Type: %s\r\n"
             "Connection: close\r\n\r\n%s",
             ok ? "200 OK" : "400 Bad Request",
-            strstr(line, "json") ? "application/json" : "text/plain",
+            strstr(line, "json") ? "application/json"
+            : strncmp(line, "metrics", 7) == 0
+                ? "text/plain; version=0.0.4; charset=utf-8"
+                : "text/plain",
             ok ? body + 3 : body);
     free(body);
 }

@@ -1,6 +1,6 @@
 /*
  * Admin commands: status, routes, services, stats, explain, reload, drain;
- * each rendered as a table or as JSON.
+ * each rendered as a table or as JSON (metrics: admin_metrics.c).
  */
 #include "gw_int.h"
 #include "gw_bulk.h"
@@ -338,6 +338,9 @@ void gw_admin_exec(struct gw *gw, const char *line, FILE *out)
     } else if (strcmp(cmd, "stats") == 0) {
         fprintf(out, "OK\n");
         cmd_stats(gw, out, json);
+    } else if (strcmp(cmd, "metrics") == 0) {
+        fprintf(out, "OK\n");
+        gw_admin_metrics(gw, out);
     } else if (strcmp(cmd, "explain") == 0) {
         if (arg[0] == '\0') {
             fprintf(out, "ERR explain needs an address\n");
@@ -357,6 +360,6 @@ void gw_admin_exec(struct gw *gw, const char *line, FILE *out)
         fprintf(out, "OK\ndraining %u RPCs in flight\n", gw->inflight);
     } else {
         fprintf(out, "ERR unknown command \"%s\" (status, routes, services, "
-                "stats, explain ADDR, reload, drain)\n", cmd);
+                "stats, metrics, explain ADDR, reload, drain)\n", cmd);
     }
 }

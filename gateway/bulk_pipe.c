@@ -416,3 +416,58 @@ void gw_bulk_stats(struct gw *gw, FILE *out, bool json)
             gb->pool.nfree, (unsigned long long)gb->pool.uses,
             (unsigned long long)gb->pool.waits);
 }
+
+void gw_bulk_metrics(struct gw *gw, FILE *out)
+{
+    struct gw_bulk *gb = gw->bulk;
+
+    if (gb == NULL)
+        return;
+    /* One row per sample; a family's HELP and TYPE come with its first. */
+    const struct {
+        const char *name, *type, *help, *labels;
+        uint64_t v;
+    } m[] = {
+        {"causeway_bulk_tokens_issued_total", "counter",
+         "Proxy handles issued.", "", gb->issued},
+        {"causeway_bulk_tokens_live", "gauge", "Proxy handles not revoked yet.",
+         "", gb->issued - gb->revoked},
+        {"causeway_bulk_transfers_total", "counter",
+         "Delegated transfers, by path (staged: pipelined through staging; "
+         "direct: zero-staging grant).", "{path=\"staged\"}", gb->transfers},
+        {"causeway_bulk_transfers_total", NULL, NULL, "{path=\"direct\"}",
+         gb->direct_transfers},
+        {"causeway_bulk_bytes_total", "counter",
+         "Bytes of delegated transfers, by path.", "{path=\"staged\"}",
+         gb->bytes},
+        {"causeway_bulk_bytes_total", NULL, NULL, "{path=\"direct\"}",
+         gb->direct_bytes},
+        {"causeway_bulk_failed_total", "counter",
+         "Delegated transfers that failed.", "", gb->failed},
+        {"causeway_bulk_active_transfers", "gauge", "Staged transfers running.",
+         "", gb->npipes},
+        {"causeway_bulk_staging_chunks", "gauge", "Staging chunks, by state.",
+         "{state=\"free\"}", gb->pool.nfree},
+        {"causeway_bulk_staging_chunks", NULL, NULL, "{state=\"used\"}",
+         gb->pool.nslots - gb->pool.nfree},
+        {"causeway_bulk_staging_waits_total", "counter",
+         "Times a transfer waited for a staging chunk.", "", gb->pool.waits},
+        {"causeway_bulk_rejected_total", "counter",
+         "Delegations refused, by reason.", "{reason=\"bad_handle\"}",
+         gb->rej_bad_handle},
+        {"causeway_bulk_rejected_total", NULL, NULL, "{reason=\"expired\"}",
+         gb->rej_expired},
+        {"causeway_bulk_rejected_total", NULL, NULL, "{reason=\"range\"}",
+         gb->rej_range},
+        {"causeway_bulk_rejected_total", NULL, NULL,
+         "{reason=\"permission\"}", gb->rej_permission},
+    };
+
+    for (size_t i = 0; i < sizeof(m) / sizeof(m[0]); i++) {
+        if (m[i].type != NULL)
+            fprintf(out, "# HELP %s %s\n# TYPE %s %s\n", m[i].name, m[i].help,
+                    m[i].name, m[i].type);
+        fprintf(out, "%s%s %llu\n", m[i].name, m[i].labels,
+                (unsigned long long)m[i].v);
+    }
+}

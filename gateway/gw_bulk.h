@@ -111,6 +111,8 @@ void gw_bulk_fini(struct gw *gw);
 /** Bulk counters for the admin "stats" command (a ",\"bulk\":{...}" member
  *  in JSON, lines otherwise). */
 void gw_bulk_stats(struct gw *gw, FILE *out, bool json);
+/** The same counters in the Prometheus text format (admin "metrics"). */
+void gw_bulk_metrics(struct gw *gw, FILE *out);
 /** Staging hands @p slot to the waiting transfer @p p. */
 void gw_pipe_resume(struct gw_pipe *p, struct gw_stage_slot *slot);
 

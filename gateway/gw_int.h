@@ -355,6 +355,11 @@ bool gw_fwd_resume_mt(struct gw_fwd *f);
  *  caller canceled with CW_CANCELED (or @p all with @p st). */
 void gw_queue_expire(struct gw *gw, bool all, cw_status_t st);
 
+/* admin_metrics.c */
+/** The counters in the Prometheus text exposition format (admin
+ *  "metrics", HTTP GET /metrics). */
+void gw_admin_metrics(struct gw *gw, FILE *out);
+
 /* health.c */
 cw_status_t gw_health_rebuild(struct gw *gw);
 /** Report an outcome (@p by: what it was, @p st: its status) on next hop

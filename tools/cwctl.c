@@ -2,8 +2,8 @@
  * cwctl: talk to a running causewayd through its admin interface
  * (docs/cwctl.md).
  *
- *   cwctl [--admin HOST:PORT] status|routes|services|stats|explain ADDR|
- *         reload|drain [--json]
+ *   cwctl [--admin HOST:PORT] status|routes|services|stats|metrics|
+ *         explain ADDR|reload|drain [--json]
  */
 #include <stdbool.h>
 
@@ -27,6 +27,7 @@ static void usage(FILE *out)
             "  routes         routes with state and per-route counters\n"
             "  services       services, backends and their health\n"
             "  stats          totals and added-latency histograms per route\n"
+            "  metrics        the counters in Prometheus text format\n"
             "  explain ADDR   which route carries ADDR, and why\n"
             "  reload         re-read the configuration (like SIGHUP)\n"
             "  drain          stop accepting RPCs, finish those in flight, "
@@ -49,9 +50,9 @@ int main(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    static const char *const commands[] = {"status", "routes", "services",
-                                           "stats", "explain", "reload",
-                                           "drain"};
+    static const char *const commands[] = {"status",  "routes",  "services",
+                                           "stats",   "metrics", "explain",
+                                           "reload",  "drain"};
     const char *admin = getenv("CAUSEWAY_ADMIN");
     const char *cmd, *arg = NULL;
     char line[2560];

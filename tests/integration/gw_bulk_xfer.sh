@@ -38,7 +38,7 @@ else
 fi
 
 # Credits: 4 staging chunks, depth 2, six clients of 8 chunks at once.
-bulk_gw gws "tcp0=$TCP shm0=shm://$TAG-gws" "256KiB 2 1MiB"
+bulk_gw gws "tcp0=$TCP shm0=shm://$TAG-gws" "256KiB 2 1MiB" "127.0.0.1:$(free_port)"
 cpids=""
 for i in 1 2 3 4 5 6; do
     timeout 120 "$XFER" run "$shmsrv@$gws_tcp0" 2M "$i" >"$T/c$i.out" 2>&1 &
@@ -50,5 +50,17 @@ for p in $cpids; do
 done
 [ $n = 6 ] || fail "concurrent transfers over a small pool: $n of 6 passed: $(cat "$T"/c*.out)"
 pass "6 concurrent 2 MiB transfers through 1 MiB of staging"
+# The same story in the metrics: every transfer counted, all staging back.
+js=$("$CWCTL" --admin "$gws_admin" stats --json)
+tr=$(echo "$js" | grep -o '"transfers":[0-9]*' | cut -d: -f2)
+by=$(echo "$js" | grep -o '"bytes":[0-9]*' | head -n 1 | cut -d: -f2)
+metrics_expect "$gws_admin" "causeway_bulk_transfers_total{path=\"staged\"}=$tr" \
+    "causeway_bulk_bytes_total{path=\"staged\"}=$by" \
+    "causeway_bulk_staging_chunks{state=\"free\"}=4" \
+    "causeway_bulk_staging_chunks{state=\"used\"}=0" \
+    "causeway_bulk_active_transfers=0" "causeway_bulk_tokens_live=0"
+grep -q '^causeway_bulk_staging_waits_total [1-9]' "$T/metrics.txt" ||
+    fail "metrics: no staging wait counted: $(grep waits "$T/metrics.txt")"
+pass "metrics: $tr staged transfers, $by bytes, staging all free, waits counted"
 bulk_gw_stop gw gw2 gws
 if [ -n "${gwu_PID:-}" ]; then bulk_gw_stop gwu; fi

@@ -49,6 +49,9 @@ pass "killed gateway marked down"
 n=$(grep -c "next hop $gwa_tcp0 out of rotation: 2 consecutive failures" "$T/front.log")
 [ "$n" = 1 ] || fail "front logged the hop down $n times: $(grep rotation "$T/front.log")"
 pass "logged once: $(grep -o "next hop $gwa_tcp0 out of rotation.*" "$T/front.log")"
+metrics_expect "$front_admin" "causeway_nexthop_up{nexthop=\"$gwa_tcp0\"}=0" \
+    "causeway_nexthop_up{nexthop=\"$gwb_tcp0\"}=1"
+pass "metrics: gwa's next hop 0, gwb's 1"
 ping_expect "all calls succeed on the survivor" CW_OK -c 20 "$echo@$front_shm0"
 
 start_gw gwa "$T/gwa.yaml"
@@ -58,4 +61,6 @@ pass "restarted gateway back in rotation (health pings)"
 n=$(grep -c "next hop $gwa_tcp0 back in rotation" "$T/front.log")
 [ "$n" = 1 ] || fail "front logged the return $n times: $(grep rotation "$T/front.log")"
 pass "the return logged once"
+metrics_expect "$front_admin" "causeway_nexthop_up{nexthop=\"$gwa_tcp0\"}=1"
+pass "metrics: gwa's next hop back to 1"
 ping_expect "calls after the return" CW_OK -c 10 "$echo@$front_shm0"

@@ -134,6 +134,27 @@ stop_pid() {
     STOP_RC=$?
 }
 
+# metrics_expect ADMIN [SAMPLE=VALUE...]: `cwctl metrics` is a valid
+# Prometheus exposition (metrics_check.py) holding those samples.
+metrics_expect() {
+    local admin=$1
+    shift
+    "$CWCTL" --admin "$admin" metrics >"$T/metrics.txt" ||
+        fail "cwctl metrics failed"
+    python3 "$(dirname "${BASH_SOURCE[0]}")/metrics_check.py" "$@" \
+        <"$T/metrics.txt" >"$T/metrics.check" ||
+        fail "metrics: $(cat "$T/metrics.check")"
+}
+
+# http_get HOST:PORT PATH: the raw HTTP/1.0 answer of the admin interface.
+http_get() {
+    local fd
+    exec {fd}<>"/dev/tcp/${1%:*}/${1##*:}" || return 1
+    printf 'GET %s HTTP/1.0\r\nHost: %s\r\n\r\n' "$2" "$1" >&"$fd"
+    timeout 5 cat <&"$fd"
+    exec {fd}>&-
+}
+
 # ping_expect WHAT STATUS ARGS...: run cw-ping, require every call to end
 # with STATUS (e.g. CW_OK).
 ping_expect() {

@@ -61,6 +61,9 @@ pass "killed backend ejected from the route table, the other still up"
 n=$(grep -c "backend $b2 out of rotation: 2 consecutive failures" "$T/gw.log")
 [ "$n" = 1 ] || fail "gateway logged the ejection $n times: $(grep rotation "$T/gw.log")"
 pass "the ejection logged once: $(grep -o "backend $b2 out of rotation.*" "$T/gw.log")"
+metrics_expect "$gw_admin" "causeway_backend_up{service=\"echo\",backend=\"$b1\"}=1" \
+    "causeway_backend_up{service=\"echo\",backend=\"$b2\"}=0"
+pass "metrics: valid exposition, $b2 out ($(cat "$T/metrics.check"))"
 ping_expect "all calls go to the remaining backend" CW_OK -c 20 "svc:echo@$gw_tcp0"
 
 start_echo b2 "shm://$TAG-b2"
@@ -73,5 +76,17 @@ pass "restarted backend back up in the route table"
 n=$(grep -c "backend $b2 back in rotation: 2 consecutive successes" "$T/gw.log")
 [ "$n" = 1 ] || fail "gateway logged the return $n times: $(grep rotation "$T/gw.log")"
 pass "the return logged once"
+fwd=$("$CWCTL" --admin "$gw_admin" stats --json | grep -o '"forwarded":[0-9]*' | head -n 1 | cut -d: -f2)
+metrics_expect "$gw_admin" "causeway_backend_up{service=\"echo\",backend=\"$b2\"}=1" \
+    "causeway_gateway_rpcs_total{result=\"forwarded\"}=$fwd" \
+    "causeway_gateway_inflight_rpcs=0"
+pass "metrics: $b2 back, $fwd forwarded as in stats"
+http_get "$gw_admin" /metrics >"$T/http.out" || fail "GET /metrics: no connection"
+head -n 1 "$T/http.out" | grep -q "^HTTP/1.0 200" &&
+    grep -qi "^Content-Type: text/plain; version=0.0.4" "$T/http.out" ||
+    fail "GET /metrics: $(head -n 4 "$T/http.out")"
+sed '1,/^\r*$/d' "$T/http.out" | python3 "$(dirname "$0")/metrics_check.py" >"$T/http.check" ||
+    fail "GET /metrics body: $(cat "$T/http.check")"
+pass "HTTP GET /metrics: 200, text/plain; version=0.0.4, $(cat "$T/http.check")"
 ping_expect "calls after the return" CW_OK -c 20 "svc:echo@$gw_tcp0"
 "$CWCTL" --admin "$gw_admin" services

@@ -1,0 +1,205 @@
+/*
+ * Admin "metrics": the gateway's counters in the Prometheus text
+ * exposition format (version 0.0.4), for a scraper pointed at
+ * http://<gateway.admin>/metrics.  Counters end in _total; the added
+ * latency per route is a histogram whose buckets are the log2 buckets of
+ * `stats` (2 us, 4 us, ... in seconds).
+ */
+#include "gw_int.h"
+#include "gw_bulk.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+/* A label value: backslash, double quote and newline escaped. */
+static void label(FILE *out, const char *name, const char *v, bool more)
+{
+    fprintf(out, "%s=\"", name);
+    for (; v != NULL && *v != '\0'; v++) {
+        if (*v == '\\' || *v == '"')
+            fprintf(out, "\\%c", *v);
+        else if (*v == '\n')
+            fputs("\\n", out);
+        else
+            fputc(*v, out);
+    }
+    fprintf(out, "\"%s", more ? "," : "");
+}
+
+static void head(FILE *out, const char *name, const char *type,
+                 const char *help)
+{
+    fprintf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void route_labels(FILE *out, const struct gw_route_stats *rs)
+{
+    fputc('{', out);
+    label(out, "dest", rs->dest, true);
+    label(out, "nexthop", rs->nexthop, false);
+}
+
+static void route_results(FILE *out, const struct gw *gw)
+{
+    static const char *const results[] = {"forwarded", "failed", "timedout",
+                                          "denied", "busy", "canceled"};
+
+    head(out, "causeway_route_rpcs_total", "counter",
+         "RPCs that ended on a route, by result.");
+    for (const struct gw_route_stats *rs = gw->routes; rs; rs = rs->next) {
+        const uint64_t v[] = {rs->forwarded, rs->failed, rs->timedout,
+                              rs->denied,    rs->busy,   rs->canceled};
+        for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+            fputs("causeway_route_rpcs_total", out);
+            route_labels(out, rs);
+            fputc(',', out);
+            label(out, "result", results[i], false);
+            fprintf(out, "} %" PRIu64 "\n", v[i]);
+        }
+    }
+    head(out, "causeway_route_inflight_rpcs", "gauge",
+         "RPCs forwarded on a route and not answered yet.");
+    for (const struct gw_route_stats *rs = gw->routes; rs; rs = rs->next) {
+        fputs("causeway_route_inflight_rpcs", out);
+        route_labels(out, rs);
+        fprintf(out, "} %u\n", rs->inflight);
+    }
+}
+
+static void route_latency(FILE *out, const struct gw *gw)
+{
+    head(out, "causeway_route_added_latency_seconds", "histogram",
+         "Time RPCs spent inside the gateway (request in to forward out, "
+         "plus response in to answer out).");
+    for (const struct gw_route_stats *rs = gw->routes; rs; rs = rs->next) {
+        uint64_t cum = 0;
+        /* The last log2 bucket is the overflow: only +Inf holds it. */
+        for (unsigned b = 0; b + 1 < GW_HIST_BUCKETS; b++) {
+            cum += rs->hist[b];
+            fputs("causeway_route_added_latency_seconds_bucket", out);
+            route_labels(out, rs);
+            fprintf(out, ",le=\"%.9g\"} %" PRIu64 "\n",
+                    (double)(2ull << b) * 1e-6, cum);
+        }
+        fputs("causeway_route_added_latency_seconds_bucket", out);
+        route_labels(out, rs);
+        fprintf(out, ",le=\"+Inf\"} %" PRIu64 "\n", rs->lat_n);
+        fputs("causeway_route_added_latency_seconds_sum", out);
+        route_labels(out, rs);
+        fprintf(out, "} %.9f\n", (double)rs->lat_sum_ns * 1e-9);
+        fputs("causeway_route_added_latency_seconds_count", out);
+        route_labels(out, rs);
+        fprintf(out, "} %" PRIu64 "\n", rs->lat_n);
+    }
+}
+
+static void networks(FILE *out, const struct gw *gw)
+{
+    static const struct {
+        const char *name, *type, *help;
+    } m[] = {
+        {"causeway_network_requests_total", "counter",
+         "Requests that arrived on a network."},
+        {"causeway_network_denied_total", "counter",
+         "Requests from a network the ACL denied."},
+        {"causeway_network_busy_total", "counter",
+         "Requests from a network answered busy (limits)."},
+        {"causeway_network_inflight_rpcs", "gauge",
+         "Forwarded RPCs that came in on a network, not answered yet."},
+    };
+
+    for (size_t k = 0; k < sizeof(m) / sizeof(m[0]); k++) {
+        head(out, m[k].name, m[k].type, m[k].help);
+        for (unsigned i = 0; i < gw->nnets; i++) {
+            const struct gw_net *n = &gw->nets[i];
+            const uint64_t v[] = {n->rx, n->denied, n->busy, n->inflight};
+            fprintf(out, "%s{", m[k].name);
+            label(out, "network", n->name, true);
+            label(out, "address", n->self, false);
+            fprintf(out, "} %" PRIu64 "\n", v[k]);
+        }
+    }
+}
+
+static void health(FILE *out, const struct gw *gw)
+{
+    const struct cw_config *cfg = gw->cfg;
+
+    head(out, "causeway_nexthop_up", "gauge",
+         "1 if a next-hop gateway is in rotation, 0 if health took it out.");
+    for (unsigned i = 0; i < cw_route_table_nexthop_count(gw->table); i++) {
+        const char *name = cw_route_table_nexthop_name(gw->table, i);
+        if (name == NULL || strstr(name, "://") == NULL)
+            continue; /* a network of ours */
+        fputs("causeway_nexthop_up{", out);
+        label(out, "nexthop", name, false);
+        fprintf(out, "} %d\n", cw_route_table_nexthop_is_up(gw->table, i));
+    }
+    head(out, "causeway_backend_up", "gauge",
+         "1 if a service backend is in rotation, 0 if ejected.");
+    for (size_t s = 0; s < cfg->nservices; s++)
+        for (size_t b = 0; b < cfg->services[s].backends.n; b++) {
+            fputs("causeway_backend_up{", out);
+            label(out, "service", cfg->services[s].name, true);
+            label(out, "backend", cfg->services[s].backends.v[b], false);
+            fprintf(out, "} %d\n",
+                    cw_route_table_backend_is_up(gw->table, (unsigned)s,
+                                                 (unsigned)b));
+        }
+}
+
+void gw_admin_metrics(struct gw *gw, FILE *out)
+{
+    struct cw_context_stats cs = {0}, one;
+    static const char *const results[] = {
+        "forwarded", "failed",   "timedout",     "denied",   "busy",
+        "no_route",  "draining", "refused_bulk", "canceled", "resumed"};
+    const uint64_t totals[] = {
+        gw->n_forwarded, gw->n_failed,   gw->n_timedout,     gw->n_denied,
+        gw->n_busy,      gw->n_noroute,  gw->n_draining,     gw->n_refused_bulk,
+        gw->n_canceled,  gw->n_resumed};
+
+    for (unsigned i = 0; i < gw->nshards; i++)
+        if (cw_context_stats(gw->shards[i].ctx, &one) == CW_OK) {
+            cs.rx_dropped += one.rx_dropped;
+            cs.no_rpc += one.no_rpc;
+        }
+    head(out, "causeway_gateway_info", "gauge",
+         "The gateway's name and progress mode (value 1).");
+    fputs("causeway_gateway_info{", out);
+    label(out, "name", gw->cfg->gateway.name, true);
+    label(out, "mode", gw->busy_poll ? "busy-poll" : "blocking", false);
+    fputs("} 1\n", out);
+    head(out, "causeway_gateway_uptime_seconds", "gauge",
+         "Seconds since the gateway started.");
+    fprintf(out, "causeway_gateway_uptime_seconds %.3f\n",
+            (double)(cw_now_ns() - gw->started_ns) * 1e-9);
+    head(out, "causeway_gateway_draining", "gauge",
+         "1 while draining (SIGTERM or cwctl drain).");
+    fprintf(out, "causeway_gateway_draining %d\n", gw->draining ? 1 : 0);
+    head(out, "causeway_gateway_inflight_rpcs", "gauge",
+         "RPCs forwarded and not answered yet.");
+    fprintf(out, "causeway_gateway_inflight_rpcs %u\n", gw->inflight);
+    head(out, "causeway_gateway_queued_rpcs", "gauge",
+         "RPCs waiting for an admission slot.");
+    fprintf(out, "causeway_gateway_queued_rpcs %u\n", gw->nqueued);
+    head(out, "causeway_gateway_rpcs_total", "counter",
+         "RPCs the gateway ended, by result.");
+    for (size_t i = 0; i < sizeof(totals) / sizeof(totals[0]); i++)
+        fprintf(out, "causeway_gateway_rpcs_total{result=\"%s\"} %" PRIu64
+                "\n", results[i], totals[i]);
+    head(out, "causeway_gateway_rx_dropped_total", "counter",
+         "Malformed or unwanted messages dropped on receipt.");
+    fprintf(out, "causeway_gateway_rx_dropped_total %" PRIu64 "\n",
+            cs.rx_dropped);
+    head(out, "causeway_gateway_reloads_total", "counter",
+         "Configuration reloads, by result.");
+    fprintf(out, "causeway_gateway_reloads_total{result=\"ok\"} %" PRIu64
+            "\ncauseway_gateway_reloads_total{result=\"failed\"} %" PRIu64
+            "\n", gw->reloads, gw->reload_failures);
+    networks(out, gw);
+    route_results(out, gw);
+    route_latency(out, gw);
+    health(out, gw);
+    gw_bulk_metrics(gw, out);
+}
