@@ -25,7 +25,8 @@ static const struct cw_config_key gateway_keys[] = {
     {"admin", CW_CFG_HOSTPORT, K(cw_config_gateway, admin), "127.0.0.1:9464",
      false, 0, 0, NULL, false,
      "Admin/stats endpoint \"host:port\" (cwctl talks to it); "
-     "\"\" disables it."},
+     "\"\" disables it. reload and drain are accepted from loopback "
+     "clients only."},
     {"threads", CW_CFG_UINT, K(cw_config_gateway, threads), "1", false, 1,
      256, NULL, false,
      "Progress threads; each runs its own context with a share of the "

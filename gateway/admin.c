@@ -107,7 +107,8 @@ void gw_admin_close(struct gw *gw)
  * command line "stats json"; "GET /explain?ADDR" is "explain ADDR";
  * reload and drain also answer POST.  The body is the same; the status
  * line says 200 or 400. */
-static void gw_admin_http(struct gw *gw, const char *req, FILE *out)
+static void gw_admin_http(struct gw *gw, const char *req, bool local,
+                          FILE *out)
 {
     char line[600], path[512] = "", *q, *body = NULL;
     size_t blen = 0;
@@ -126,12 +127,14 @@ static void gw_admin_http(struct gw *gw, const char *req, FILE *out)
     b = open_memstream(&body, &blen);
     if (b == NULL)
         return;
-    gw_admin_exec(gw, line, b);
+    gw_admin_exec(gw, line, local, b);
     fclose(b);
     ok = strncmp(body, "OK\n", 3) == 0;
     fprintf(out, "HTTP/1.0 %s\r\nContent-Type: %s\r\n"
             "Connection: close\r\n\r\n%s",
-            ok ? "200 OK" : "400 Bad Request",
+            ok ? "200 OK"
+            : strncmp(body, "ERR forbidden", 13) == 0 ? "403 Forbidden"
+                                                      : "400 Bad Request",
             strstr(line, "json") ? "application/json"
             : strncmp(line, "metrics", 7) == 0
                 ? "text/plain; version=0.0.4; charset=utf-8"
@@ -154,9 +157,9 @@ static void gw_admin_reply(struct gw *gw, struct gw_admin_conn *c)
     if (out == NULL)
         goto done;
     if (strncmp(c->buf, "GET /", 5) == 0 || strncmp(c->buf, "POST /", 6) == 0)
-        gw_admin_http(gw, c->buf, out);
+        gw_admin_http(gw, c->buf, c->local, out);
     else
-        gw_admin_exec(gw, c->buf, out);
+        gw_admin_exec(gw, c->buf, c->local, out);
     fclose(out);
     /* Replies are small: write them out with a bounded blocking send. */
     flags = fcntl(c->fd, F_GETFL);
@@ -180,12 +183,30 @@ done:
     c->fd = -1;
 }
 
+/* A client on 127.0.0.0/8, ::1 or an IPv4-mapped loopback address. */
+static bool gw_admin_peer_local(const struct sockaddr_storage *ss)
+{
+    if (ss->ss_family == AF_INET) {
+        const struct sockaddr_in *a = (const struct sockaddr_in *)ss;
+        return (ntohl(a->sin_addr.s_addr) >> 24) == 127;
+    }
+    if (ss->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)ss;
+        const uint8_t *b = a->sin6_addr.s6_addr;
+        return IN6_IS_ADDR_LOOPBACK(&a->sin6_addr) ||
+               (IN6_IS_ADDR_V4MAPPED(&a->sin6_addr) && b[12] == 127);
+    }
+    return false;
+}
+
 void gw_admin_poll(struct gw *gw, uint64_t now)
 {
     if (gw->admin_fd < 0)
         return;
     for (;;) {
         struct gw_admin_conn *c = NULL;
+        struct sockaddr_storage peer;
+        socklen_t sl;
         int fd;
 
         for (unsigned i = 0; i < GW_ADMIN_CONNS && c == NULL; i++)
@@ -193,10 +214,13 @@ void gw_admin_poll(struct gw *gw, uint64_t now)
                 c = &gw->conns[i];
         if (c == NULL)
             break;
-        fd = accept4(gw->admin_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        sl = sizeof(peer);
+        fd = accept4(gw->admin_fd, (struct sockaddr *)&peer, &sl,
+                     SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0)
             break;
         c->fd = fd;
+        c->local = gw_admin_peer_local(&peer);
         c->len = 0;
         c->deadline_ns = now + GW_ADMIN_READ_NS;
     }

@@ -314,7 +314,7 @@ static void cmd_stats(struct gw *gw, FILE *out, bool json)
     }
 }
 
-void gw_admin_exec(struct gw *gw, const char *line, FILE *out)
+void gw_admin_exec(struct gw *gw, const char *line, bool local, FILE *out)
 {
     char cmd[32] = "", arg[CW_ADDR_STR_MAX] = "", extra[16] = "";
     bool json = false;
@@ -325,6 +325,13 @@ void gw_admin_exec(struct gw *gw, const char *line, FILE *out)
         arg[0] = '\0';
     } else if (n == 3 && strcmp(extra, "json") == 0) {
         json = true;
+    }
+    if (!local && (strcmp(cmd, "reload") == 0 || strcmp(cmd, "drain") == 0)) {
+        fprintf(out, "ERR forbidden: %s is accepted from this host only "
+                "(a loopback address)\n", cmd);
+        CW_LOG_RL(CW_LOG_WARN, GW_LOG, "admin: %s from a remote address "
+                  "refused", cmd);
+        return;
     }
     if (strcmp(cmd, "status") == 0) {
         fprintf(out, "OK\n");

@@ -172,6 +172,7 @@ struct gw_admin_conn {
     char buf[512];
     size_t len;
     uint64_t deadline_ns;
+    bool local;          /**< the client connected from a loopback address */
 };
 
 #define GW_ADMIN_CONNS 8
@@ -384,8 +385,11 @@ void gw_ping_handler(cw_handle_t *h, void *arg);
 cw_status_t gw_admin_open(struct gw *gw, const char *hostport);
 void gw_admin_poll(struct gw *gw, uint64_t now);
 void gw_admin_close(struct gw *gw);
-/** Run one admin command line; writes "OK\n"/"ERR ...\n" and a body. */
-void gw_admin_exec(struct gw *gw, const char *line, FILE *out);
+/** Run one admin command line; writes "OK\n"/"ERR ...\n" and a body.
+ *  Commands that change the gateway (reload, drain) need @p local: a
+ *  client on a loopback address; the others answer anyone the admin
+ *  socket accepts (a scraper on another host, with admin on 0.0.0.0). */
+void gw_admin_exec(struct gw *gw, const char *line, bool local, FILE *out);
 
 /* reload.c */
 /** Reload the configuration file; on failure @p err gets a summary. */

@@ -50,7 +50,7 @@ for p in $cpids; do
 done
 [ $n = 6 ] || fail "concurrent transfers over a small pool: $n of 6 passed: $(cat "$T"/c*.out)"
 pass "6 concurrent 2 MiB transfers through 1 MiB of staging"
-# The same story in the metrics: every transfer counted, all staging back.
+# The same in the metrics: every transfer counted, all staging back.
 js=$("$CWCTL" --admin "$gws_admin" stats --json)
 tr=$(echo "$js" | grep -o '"transfers":[0-9]*' | cut -d: -f2)
 by=$(echo "$js" | grep -o '"bytes":[0-9]*' | head -n 1 | cut -d: -f2)
@@ -59,8 +59,8 @@ metrics_expect "$gws_admin" "causeway_bulk_transfers_total{path=\"staged\"}=$tr"
     "causeway_bulk_staging_chunks{state=\"free\"}=4" \
     "causeway_bulk_staging_chunks{state=\"used\"}=0" \
     "causeway_bulk_active_transfers=0" "causeway_bulk_tokens_live=0"
-grep -q '^causeway_bulk_staging_waits_total [1-9]' "$T/metrics.txt" ||
-    fail "metrics: no staging wait counted: $(grep waits "$T/metrics.txt")"
-pass "metrics: $tr staged transfers, $by bytes, staging all free, waits counted"
+# (Whether a transfer had to wait for a chunk depends on how the six
+# overlapped: reported, not required.)
+pass "metrics: $tr staged transfers, $by bytes, staging all free, $(grep '^causeway_bulk_staging_waits_total' "$T/metrics.txt" | cut -d' ' -f2) waits"
 bulk_gw_stop gw gw2 gws
 if [ -n "${gwu_PID:-}" ]; then bulk_gw_stop gwu; fi
