@@ -9,15 +9,11 @@
 . "$(dirname "$0")/gw_lib.sh"
 
 ns=cwad$$
-admin_ns_cleanup() { ip netns del "$ns" 2>/dev/null; }
-if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null ||
-    ! ip netns add "$ns" 2>/dev/null; then
+if ! ns_make "$ns"; then
     echo "SKIP: cannot create network namespaces here (need root and iproute2)"
     exit 77
 fi
-CLEANUP_HOOKS="admin_ns_cleanup"
 nx() { ip netns exec "$ns" "$@"; }
-nx ip link set lo up || fail "lo up in $ns"
 if ! nx ip link add va type veth peer name vb 2>/dev/null; then
     echo "SKIP: cannot create veth pairs here"
     exit 77

@@ -13,6 +13,7 @@ TAG=gwt$$
 PIDS=""
 CLEANUP_HOOKS=""
 
+GW_NAMESPACES=""
 gw_cleanup() {
     for h in $CLEANUP_HOOKS; do $h; done
     for p in $PIDS; do kill -TERM "$p" 2>/dev/null; done
@@ -24,6 +25,7 @@ gw_cleanup() {
         kill -KILL "$p" 2>/dev/null
         wait "$p" 2>/dev/null
     done
+    for n in $GW_NAMESPACES; do ip netns del "$n" 2>/dev/null; done
     rm -rf "$T"
     rm -f /dev/shm/causeway-"$TAG"* 2>/dev/null
 }
@@ -132,6 +134,15 @@ stop_pid() {
     kill -KILL "$p" 2>/dev/null
     wait "$p"
     STOP_RC=$?
+}
+
+# ns_make NAME: a network namespace, deleted on exit, its loopback up;
+# false where namespaces cannot be created (not root, no iproute2).
+ns_make() {
+    [ "$(id -u)" = 0 ] && command -v ip >/dev/null &&
+        ip netns add "$1" 2>/dev/null || return 1
+    GW_NAMESPACES="$GW_NAMESPACES $1"
+    ip netns exec "$1" ip link set lo up || fail "lo up in $1"
 }
 
 # metrics_expect ADMIN [SAMPLE=VALUE...]: `cwctl metrics` is a valid
