@@ -106,7 +106,7 @@ void gw_admin_close(struct gw *gw)
 /* HTTP/1.0 for curl and monitoring agents: "GET /stats?json" is the
  * command line "stats json"; "GET /explain?ADDR" is "explain ADDR";
  * reload and drain also answer POST.  The body is the same; the status
- * line says 200 or 400. */
+ * line says 200, 403 (a change asked from a remote address) or 400. */
 static void gw_admin_http(struct gw *gw, const char *req, bool local,
                           FILE *out)
 {
