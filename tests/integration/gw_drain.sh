@@ -1,15 +1,16 @@
 #!/bin/bash
 # Drain: SIGTERM while 4 slow RPCs are in flight; a new RPC gets
-# CW_DRAINING at once, the 4 finish with CW_OK, the gateway exits 0.
+# CW_DRAINING at once (the metrics say draining, 4 in flight), the 4
+# finish with CW_OK, the gateway exits 0.
 # Then drain by cwctl with a short grace: what is left is canceled.
 # First, the idle gateway sleeps: few wake-ups a second (it blocks on its
 # networks, signalfd and admin socket) yet answers cwctl at once.
 . "$(dirname "$0")/gw_lib.sh"
 
-# 3 s: the RPC sent while draining comes from a new cw-ping, whose start
+# 4 s: the RPC sent while draining comes from a new cw-ping, whose start
 # (plugins, first connection) took most of a second under ASan on a busy
-# machine; the drain must still be on when it arrives.
-start_echo slow "shm://$TAG-slow" 3000
+# machine, and then cwctl reads the metrics; the drain must still be on.
+start_echo slow "shm://$TAG-slow" 4000
 cat >"$T/gw.yaml" <<YAML
 gateway: { name: drgw, admin: "127.0.0.1:$(free_port)", drain_grace: 5s }
 networks:
@@ -37,6 +38,11 @@ wait_for sh -c "'$CWCTL' --admin '$gw_admin' status --json | grep -q '\"inflight
 kill -TERM "$gw_PID"
 sleep 0.1
 ping_expect "new RPC while draining" CW_DRAINING -c 2 -t 2000 "$slow@$gw_tcp0"
+# The slow echo holds the 4 for 4 s: still draining, and the metrics say so.
+metrics_expect "$gw_admin" "causeway_gateway_draining=1" \
+    "causeway_gateway_inflight_rpcs=4" \
+    'causeway_gateway_rpcs_total{result="draining"}=2'
+pass "metrics while draining: draining 1, 4 in flight, 2 answered draining"
 wait "$inflight"
 grep -q "4 calls, CW_OK=4;" "$T/inflight.out" || fail "in-flight RPCs: $(cat "$T/inflight.out")"
 pass "in-flight RPCs finished: $(cat "$T/inflight.out")"
