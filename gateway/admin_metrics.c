@@ -26,11 +26,12 @@ static void label(FILE *out, const char *name, const char *v, bool more)
     fprintf(out, "\"%s", more ? "," : "");
 }
 
-static void head(FILE *out, const char *name, const char *type,
-                 const char *help)
+void gw_metric_head(FILE *out, const char *name, const char *type,
+                    const char *help)
 {
     fprintf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
+
 
 static void route_labels(FILE *out, const struct gw_route_stats *rs)
 {
@@ -44,7 +45,7 @@ static void route_results(FILE *out, const struct gw *gw)
     static const char *const results[] = {"forwarded", "failed", "timedout",
                                           "denied", "busy", "canceled"};
 
-    head(out, "causeway_route_rpcs_total", "counter",
+    gw_metric_head(out, "causeway_route_rpcs_total", "counter",
          "RPCs that ended on a route, by result.");
     for (const struct gw_route_stats *rs = gw->routes; rs; rs = rs->next) {
         const uint64_t v[] = {rs->forwarded, rs->failed, rs->timedout,
@@ -57,7 +58,7 @@ static void route_results(FILE *out, const struct gw *gw)
             fprintf(out, "} %" PRIu64 "\n", v[i]);
         }
     }
-    head(out, "causeway_route_inflight_rpcs", "gauge",
+    gw_metric_head(out, "causeway_route_inflight_rpcs", "gauge",
          "RPCs forwarded on a route and not answered yet.");
     for (const struct gw_route_stats *rs = gw->routes; rs; rs = rs->next) {
         fputs("causeway_route_inflight_rpcs", out);
@@ -68,7 +69,7 @@ static void route_results(FILE *out, const struct gw *gw)
 
 static void route_latency(FILE *out, const struct gw *gw)
 {
-    head(out, "causeway_route_added_latency_seconds", "histogram",
+    gw_metric_head(out, "causeway_route_added_latency_seconds", "histogram",
          "Time RPCs spent inside the gateway (request in to forward out, "
          "plus response in to answer out).");
     for (const struct gw_route_stats *rs = gw->routes; rs; rs = rs->next) {
@@ -109,7 +110,7 @@ static void networks(FILE *out, const struct gw *gw)
     };
 
     for (size_t k = 0; k < sizeof(m) / sizeof(m[0]); k++) {
-        head(out, m[k].name, m[k].type, m[k].help);
+        gw_metric_head(out, m[k].name, m[k].type, m[k].help);
         for (unsigned i = 0; i < gw->nnets; i++) {
             const struct gw_net *n = &gw->nets[i];
             const uint64_t v[] = {n->rx, n->denied, n->busy, n->inflight};
@@ -125,7 +126,7 @@ static void health(FILE *out, const struct gw *gw)
 {
     const struct cw_config *cfg = gw->cfg;
 
-    head(out, "causeway_nexthop_up", "gauge",
+    gw_metric_head(out, "causeway_nexthop_up", "gauge",
          "1 if a next-hop gateway is in rotation, 0 if health took it out.");
     for (unsigned i = 0; i < cw_route_table_nexthop_count(gw->table); i++) {
         const char *name = cw_route_table_nexthop_name(gw->table, i);
@@ -135,7 +136,7 @@ static void health(FILE *out, const struct gw *gw)
         label(out, "nexthop", name, false);
         fprintf(out, "} %d\n", cw_route_table_nexthop_is_up(gw->table, i));
     }
-    head(out, "causeway_backend_up", "gauge",
+    gw_metric_head(out, "causeway_backend_up", "gauge",
          "1 if a service backend is in rotation, 0 if ejected.");
     for (size_t s = 0; s < cfg->nservices; s++)
         for (size_t b = 0; b < cfg->services[s].backends.n; b++) {
@@ -164,35 +165,35 @@ void gw_admin_metrics(struct gw *gw, FILE *out)
             cs.rx_dropped += one.rx_dropped;
             cs.no_rpc += one.no_rpc;
         }
-    head(out, "causeway_gateway_info", "gauge",
+    gw_metric_head(out, "causeway_gateway_info", "gauge",
          "The gateway's name and progress mode (value 1).");
     fputs("causeway_gateway_info{", out);
     label(out, "name", gw->cfg->gateway.name, true);
     label(out, "mode", gw->busy_poll ? "busy-poll" : "blocking", false);
     fputs("} 1\n", out);
-    head(out, "causeway_gateway_uptime_seconds", "gauge",
+    gw_metric_head(out, "causeway_gateway_uptime_seconds", "gauge",
          "Seconds since the gateway started.");
     fprintf(out, "causeway_gateway_uptime_seconds %.3f\n",
             (double)(cw_now_ns() - gw->started_ns) * 1e-9);
-    head(out, "causeway_gateway_draining", "gauge",
+    gw_metric_head(out, "causeway_gateway_draining", "gauge",
          "1 while draining (SIGTERM or cwctl drain).");
     fprintf(out, "causeway_gateway_draining %d\n", gw->draining ? 1 : 0);
-    head(out, "causeway_gateway_inflight_rpcs", "gauge",
+    gw_metric_head(out, "causeway_gateway_inflight_rpcs", "gauge",
          "RPCs forwarded and not answered yet.");
     fprintf(out, "causeway_gateway_inflight_rpcs %u\n", gw->inflight);
-    head(out, "causeway_gateway_queued_rpcs", "gauge",
+    gw_metric_head(out, "causeway_gateway_queued_rpcs", "gauge",
          "RPCs waiting for an admission slot.");
     fprintf(out, "causeway_gateway_queued_rpcs %u\n", gw->nqueued);
-    head(out, "causeway_gateway_rpcs_total", "counter",
+    gw_metric_head(out, "causeway_gateway_rpcs_total", "counter",
          "RPCs the gateway ended, by result.");
     for (size_t i = 0; i < sizeof(totals) / sizeof(totals[0]); i++)
         fprintf(out, "causeway_gateway_rpcs_total{result=\"%s\"} %" PRIu64
                 "\n", results[i], totals[i]);
-    head(out, "causeway_gateway_rx_dropped_total", "counter",
+    gw_metric_head(out, "causeway_gateway_rx_dropped_total", "counter",
          "Malformed or unwanted messages dropped on receipt.");
     fprintf(out, "causeway_gateway_rx_dropped_total %" PRIu64 "\n",
             cs.rx_dropped);
-    head(out, "causeway_gateway_reloads_total", "counter",
+    gw_metric_head(out, "causeway_gateway_reloads_total", "counter",
          "Configuration reloads, by result.");
     fprintf(out, "causeway_gateway_reloads_total{result=\"ok\"} %" PRIu64
             "\ncauseway_gateway_reloads_total{result=\"failed\"} %" PRIu64

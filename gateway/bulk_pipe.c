@@ -465,8 +465,7 @@ void gw_bulk_metrics(struct gw *gw, FILE *out)
 
     for (size_t i = 0; i < sizeof(m) / sizeof(m[0]); i++) {
         if (m[i].type != NULL)
-            fprintf(out, "# HELP %s %s\n# TYPE %s %s\n", m[i].name, m[i].help,
-                    m[i].name, m[i].type);
+            gw_metric_head(out, m[i].name, m[i].type, m[i].help);
         fprintf(out, "%s%s %llu\n", m[i].name, m[i].labels,
                 (unsigned long long)m[i].v);
     }
