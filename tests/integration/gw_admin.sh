@@ -24,13 +24,7 @@ REMOTE=10.232.0.1:9464
 LOCAL=127.0.0.1:9464
 
 start_echo echo "shm://$TAG-echo" 0 ip netns exec "$ns"
-cat >"$T/gw.yaml" <<YAML
-gateway: { name: adgw, admin: "0.0.0.0:9464", drain_grace: 2s }
-networks:
-  - { name: tcp0, address: "ofi+tcp://127.0.0.1:0" }
-  - { name: shm0, address: "shm://$TAG-gw" }
-YAML
-start_gw gw "$T/gw.yaml" ip netns exec "$ns"
+tcp_shm_gw gw 'admin: "0.0.0.0:9464", drain_grace: 2s' ip netns exec "$ns"
 nx "$CW_PING" -q -c 5 "$echo@$gw_tcp0" >"$T/ping.out" ||
     fail "echo through the gateway: $(cat "$T/ping.out")"
 

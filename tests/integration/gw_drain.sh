@@ -11,13 +11,7 @@
 # (plugins, first connection) took most of a second under ASan on a busy
 # machine, and then cwctl reads the metrics; the drain must still be on.
 start_echo slow "shm://$TAG-slow" 4000
-cat >"$T/gw.yaml" <<YAML
-gateway: { name: drgw, admin: "127.0.0.1:$(free_port)", drain_grace: 5s }
-networks:
-  - { name: tcp0, address: "ofi+tcp://127.0.0.1:0" }
-  - { name: shm0, address: "shm://$TAG-gw" }
-YAML
-start_gw gw "$T/gw.yaml"
+tcp_shm_gw gw "admin: \"127.0.0.1:$(free_port)\", drain_grace: 5s"
 
 # Voluntary context switches of all the gateway's threads: one per sleep.
 wakeups() { cat /proc/"$gw_PID"/task/*/status 2>/dev/null |
@@ -82,13 +76,7 @@ if ! nx tc qdisc add dev lo root tbf rate 50mbit burst 256kb latency 400ms; then
     exit 0
 fi
 start_echo nsecho "shm://$TAG-nsecho" 0 ip netns exec "$ns"
-cat >"$T/ns.yaml" <<YAML
-gateway: { name: drns, admin: "127.0.0.1:$(free_port)", drain_grace: 30s }
-networks:
-  - { name: tcp0, address: "ofi+tcp://127.0.0.1:0" }
-  - { name: shm0, address: "shm://$TAG-nsgw" }
-YAML
-start_gw ngw "$T/ns.yaml" ip netns exec "$ns"
+tcp_shm_gw ngw "admin: \"127.0.0.1:$(free_port)\", drain_grace: 30s" ip netns exec "$ns"
 nx timeout 60 "$CW_PING" -c 1 -s 8388608 -t 40000 "$nsecho@$ngw_tcp0" \
     >"$T/pull.out" 2>&1 &
 puller=$!

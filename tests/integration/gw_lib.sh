@@ -122,6 +122,21 @@ start_gw() {
     done <"$T/$name.ready"
 }
 
+# tcp_shm_gw NAME "GATEWAY KEYS" [PREFIX...]: start gateway NAME (start_gw,
+# optionally under PREFIX, e.g. ip netns exec NS) on ofi+tcp (tcp0) and
+# shm (shm0) only: "gateway: { name: NAME, GATEWAY KEYS }".
+tcp_shm_gw() {
+    local name=$1 keys=$2
+    shift 2
+    cat >"$T/$name.yaml" <<YAML
+gateway: { name: $name, $keys }
+networks:
+  - { name: tcp0, address: "ofi+tcp://127.0.0.1:0" }
+  - { name: shm0, address: "shm://$TAG-$name" }
+YAML
+    start_gw "$name" "$T/$name.yaml" "$@"
+}
+
 # stop_pid PID: SIGTERM, wait (10 s at most); the exit status goes to
 # $STOP_RC (not a subshell: only this shell can reap its children).
 stop_pid() {

@@ -152,18 +152,23 @@ static atomic_ulong race_down, race_up;
 
 static void *racer(void *arg)
 {
-    unsigned seed = (unsigned)(uintptr_t)arg;
+    unsigned seed = (unsigned)(uintptr_t)arg, left = 0;
+    bool ok = true;
 
     for (int i = 0; i < 20000; i++) {
-        /* Runs of 1-8 reports of the same outcome. */
-        bool ok = (i / (1 + seed % 8)) % 2 == 0;
+        /* Alternating runs of 1-8 reports of the same outcome. */
+        if (left == 0) {
+            seed = seed * 1103515245u + 12345u;
+            left = 1 + (seed >> 16) % 8;
+            ok = !ok;
+        }
+        left--;
         enum cw_health_change ch =
             cw_route_table_nexthop_report(race_table, 0, ok);
         if (ch == CW_HEALTH_DOWN)
             atomic_fetch_add(&race_down, 1);
         else if (ch == CW_HEALTH_UP)
             atomic_fetch_add(&race_up, 1);
-        seed = seed * 1103515245u + 12345u;
     }
     return NULL;
 }
