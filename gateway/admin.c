@@ -136,7 +136,7 @@ static void gw_admin_http(struct gw *gw, const char *req, bool local,
             : strncmp(body, "ERR forbidden", 13) == 0 ? "403 Forbidden"
                                                       : "400 Bad Request",
             strstr(line, "json") ? "application/json"
-            : strncmp(line, "metrics", 7) == 0
+            : ok && strncmp(line, "metrics", 7) == 0
                 ? "text/plain; version=0.0.4; charset=utf-8"
                 : "text/plain",
             ok ? body + 3 : body);
