@@ -116,6 +116,10 @@ cw_status_t cw_context_create(const struct cw_context_opts *opts,
     ctx->max_hops = ctx->opts.max_hops > 255 ? 255 : ctx->opts.max_hops;
     ctx->opts.routes_file = NULL;
     ctx->opts.default_gateway = NULL;
+    if (cw_idgen_init(&ctx->req_ids) != CW_OK) {
+        free(ctx);
+        return CW_IO;
+    }
     if (ctx_routing_init(ctx, opts) != CW_OK) {
         free(ctx);
         return CW_CONFIG;
@@ -127,7 +131,6 @@ cw_status_t cw_context_create(const struct cw_context_opts *opts,
     cw_list_init(&ctx->responding);
     cw_list_init(&ctx->bulks);
     cw_list_init(&ctx->rs_suspended);
-    ctx->next_req_id = 1;
     {
         /* Recursive: releasing a handle or a bulk from inside the core
          * (lock held) and from user code (not held) takes the same path. */
@@ -349,6 +352,10 @@ cw_status_t cw_network_open_locked(cw_context_t *ctx, const char *uri,
     net->flags = flags;
     net->wait_fd = -1;
     net->refs = 1; /* the context's */
+    if (cw_idgen_init(&net->tags) != CW_OK) {
+        free(net);
+        return CW_IO;
+    }
     if (flags & CW_NET_LISTEN)
         naflags |= CW_NA_LISTEN;
     if (flags & CW_NET_ASYNC_RMA)
@@ -377,7 +384,6 @@ cw_status_t cw_network_open_locked(cw_context_t *ctx, const char *uri,
     if (st != CW_OK)
         goto err_close;
     snprintf(net->uri, sizeof(net->uri), "%s", loc);
-    net->next_tag = 1;
     net->index = ctx->nnets;
     if (flags & CW_NET_LISTEN) {
         net->nurecv = ctx->opts.unexpected_bufs;
@@ -600,16 +606,12 @@ cw_network_t *cw_net_find(cw_context_t *ctx, const char *plugin,
 
 uint64_t cw_ctx_req_id(cw_context_t *ctx)
 {
-    return ctx->next_req_id++;
+    return cw_idgen_next64(&ctx->req_ids);
 }
 
 uint32_t cw_net_tag(cw_network_t *net)
 {
-    uint32_t t = net->next_tag++;
-
-    if (net->next_tag == 0 || net->next_tag > net->caps.max_tag)
-        net->next_tag = 1;
-    return t;
+    return cw_idgen_next32(&net->tags, net->caps.max_tag);
 }
 
 size_t cw_rpc_header_size(void)

@@ -6,10 +6,8 @@
  */
 #include "rpc_priv.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 #define CW_POOL_MAX 256
 
@@ -371,21 +369,12 @@ bool cw_handle_canceled(cw_handle_t *h)
 cw_status_t cw_handle_set_idempotent(cw_handle_t *h, bool on)
 {
     uint64_t id = 0;
-    size_t got = 0;
     cw_status_t st = CW_OK;
 
     if (h == NULL || h->server)
         return CW_INVALID_ARG;
-    while (on && got < sizeof(id)) {
-        ssize_t n = getrandom((char *)&id + got, sizeof(id) - got, 0);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            CW_ERROR("core", "getrandom() failed: %s", strerror(errno));
-            return CW_IO;
-        }
-        got += (size_t)n;
-    }
+    if (on && cw_random_fill(&id, sizeof(id)) != CW_OK)
+        return CW_IO;
     pthread_mutex_lock(&h->ctx->lock);
     if (h->one_way || h->state == CW_H_ACTIVE || h->fwd_in != NULL) {
         st = CW_INVALID_ARG;

@@ -68,6 +68,24 @@ static void fwd_pull_done(cw_bulk_op_t *op, cw_status_t st, void *arg)
     cw_h_check(h);
 }
 
+static void fwd_recv_cb(const struct cw_na_cb_info *info);
+
+/* Post the receive for the response (buffer grown by cw_fwd_net). */
+static cw_status_t fwd_recv_post(cw_handle_t *h)
+{
+    cw_network_t *net = h->net;
+    cw_status_t st;
+
+    st = cw_na_msg_recv_expected(net->na, h->msg, net->caps.max_expected_size,
+                                 h->addr->na, h->tag, fwd_recv_cb, h,
+                                 &h->recv_op);
+    if (st != CW_OK)
+        return st;
+    h->pending++;
+    h->ctx->stats.na_ops++;
+    return CW_OK;
+}
+
 static void fwd_recv_cb(const struct cw_na_cb_info *info)
 {
     cw_handle_t *h = info->arg;
@@ -82,11 +100,26 @@ static void fwd_recv_cb(const struct cw_na_cb_info *info)
         goto out;
     }
     st = cw_wire_decode(h->msg, info->u.recv_expected.len, &m);
-    if (st != CW_OK || m.hdr.type != CW_MSG_RESP || m.hdr.req_id != h->req_id) {
+    if (st != CW_OK) {
         ctx->stats.rx_dropped++;
         CW_LOG_RL(CW_LOG_WARN, "core", "malformed response dropped (%s)",
-                  cw_status_str(st != CW_OK ? st : CW_PROTOCOL));
+                  cw_status_str(st));
         cw_h_fail(h, CW_PROTOCOL);
+        goto out;
+    }
+    if (m.hdr.type != CW_MSG_RESP || m.hdr.req_id != h->req_id) {
+        /* Well formed but not our answer: someone else's, or forged
+         * (docs/rpc.md, "Forged responses").  Not trusted, and not a reason
+         * to give up on the real one: wait for it again. */
+        ctx->stats.rx_dropped++;
+        CW_LOG_RL(CW_LOG_WARN, "core", "a message on the response tag of "
+                  "request %016llx was not its response: dropped",
+                  (unsigned long long)h->req_id);
+        if (!h->final_set) {
+            st = fwd_recv_post(h);
+            if (st != CW_OK)
+                cw_h_fail(h, st);
+        }
         goto out;
     }
     ctx->stats.rx_responses++;
@@ -155,14 +188,9 @@ cw_status_t cw_fwd_net(cw_handle_t *h)
         st = cw_grow(&h->msg, &h->msg_cap, net->caps.max_expected_size);
         if (st != CW_OK)
             return st;
-        st = cw_na_msg_recv_expected(net->na, h->msg,
-                                     net->caps.max_expected_size,
-                                     h->addr->na, h->tag, fwd_recv_cb, h,
-                                     &h->recv_op);
+        st = fwd_recv_post(h);
         if (st != CW_OK)
             return st;
-        h->pending++;
-        ctx->stats.na_ops++;
     }
     st = cw_na_msg_send_unexpected(net->na, msg, total, h->addr->na, 0,
                                    fwd_send_cb, h, &h->send_op);

@@ -21,6 +21,8 @@
 #include <causeway/na.h>
 #include <causeway/routing.h>
 
+#include "ids.h"
+
 #define CW_MAX_NETS 8          /**< networks per context */
 #define CW_MAX_WATCH 8         /**< application fds per context (watch_fd) */
 /** Marks an application's fd in the context's epoll data (fds fit in 32
@@ -206,7 +208,7 @@ struct cw_network {
     char uri[CW_URI_MAX];
     char plugin[CW_URI_PLUGIN_MAX];
     char protocol[CW_URI_PROTOCOL_MAX];
-    uint32_t next_tag;
+    struct cw_idgen tags;     /**< response tags (ids.c) */
     int wait_fd;
     struct cw_urecv *urecv;
     unsigned nurecv;
@@ -263,7 +265,7 @@ struct cw_context {
                                    in a plugin (cancelled on shutdown) */
     struct cw_handle *free_handles;
     unsigned nfree_handles;
-    uint64_t next_req_id;
+    struct cw_idgen req_ids;  /**< request ids (ids.c) */
     uint64_t next_timer_ns;
     uint64_t next_deadline;   /**< soonest deadline of anything listed */
     unsigned polls;

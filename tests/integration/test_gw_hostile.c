@@ -15,12 +15,13 @@
  *   - a header with a wrong version;
  *   - a RESP sent as an unexpected message;
  *   - a CANCEL and a DONE for request ids the peer never sent (ids other
- *     clients do use: they must be matched by sender, not by id alone);
+ *     clients may use: they must be matched by sender, not by id alone);
  *   - a request whose arguments "overflowed" into memory described by a
  *     forged descriptor (random memory handle bytes of this plugin);
  *   - a request for a random destination string (routing parses it);
- *   - an expected-class RESP on a small tag (tags the gateway's own
- *     outgoing requests use: they must be matched by sender too).
+ *   - an expected-class RESP on a small tag (the tags the gateway's own
+ *     requests used when they were counted from 1; now permuted, they
+ *     match nothing and wait in the plugin's early queue until dropped).
  * With KIND (0..9), only messages of that kind (9: a flood of expected-class
  * responses nobody waits for).
  * None may be executed, answered as someone else's, or crash the gateway.
@@ -60,7 +61,7 @@ static void hostile_hdr(struct cw_wire_hdr *h, unsigned i, uint8_t type)
     memset(h, 0, sizeof(*h));
     h->type = type;
     h->rpc_id = cw_rpc_id("chaos.hostile");
-    h->req_id = 1 + i % 64; /* ids real clients use too */
+    h->req_id = 1 + i % 64; /* ids clients used when they were counted */
     h->budget_us = 1000000;
     h->resp_tag = i % 64;
 }

@@ -1,0 +1,320 @@
+/*
+ * Forged responses (docs/rpc.md): a client's response tags and request
+ * ids are neither counted nor shared between requests, and a well-formed
+ * message on a request's response tag that is not its answer (another
+ * request id, another message type) is dropped and counted while the
+ * request keeps waiting for its real answer, which completes it once.
+ *
+ * The server is a raw NA endpoint on each plugin built here (shm,
+ * ofi+tcp, ucx+tcp), so the test sees the request headers the client put
+ * on the wire and can answer on their tags whatever it likes.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "rpc_priv.h"
+
+#define NREQ 32
+#define MSG_MAX 4096
+
+struct call {
+    int done;
+    cw_status_t st;
+    char answer[32];
+};
+
+struct raw {
+    cw_na_t *na;
+    char uri[CW_URI_MAX];
+    uint8_t buf[MSG_MAX];
+    int got, sent;
+    size_t len;
+    cw_na_addr_t *src;
+};
+
+struct req {
+    uint32_t tag;
+    uint64_t id;
+};
+
+static void call_done(cw_handle_t *h, cw_status_t st, void *arg)
+{
+    struct call *c = arg;
+    const void *p;
+    size_t n;
+
+    c->done++;
+    c->st = st;
+    if (st == CW_OK &&
+        cw_buf_get_bytes(cw_handle_output(h), &p, &n) == CW_OK &&
+        n < sizeof(c->answer))
+        memcpy(c->answer, p, n);
+}
+
+static void raw_recv(const struct cw_na_cb_info *info)
+{
+    struct raw *r = info->arg;
+
+    assert_int_equal(info->status, CW_OK);
+    r->len = info->u.recv_unexpected.len;
+    if (r->src == NULL)
+        r->src = info->u.recv_unexpected.source;
+    else
+        cw_na_addr_free(r->na, info->u.recv_unexpected.source);
+    r->got++;
+}
+
+static void raw_sent(const struct cw_na_cb_info *info)
+{
+    assert_int_equal(info->status, CW_OK);
+    ((struct raw *)info->arg)->sent++;
+}
+
+static void spin(cw_context_t *ctx, struct raw *r, int *flag, int want)
+{
+    for (int i = 0; i < 20000 && (flag == NULL || *flag < want); i++) {
+        cw_na_progress(r->na, 0, NULL);
+        cw_progress(ctx, 0);
+        cw_trigger(ctx, 0, 0, NULL);
+        if (flag == NULL && i == 200)
+            break;
+    }
+}
+
+/* Send on @p tag a message of @p type for @p id carrying @p text. */
+static void raw_answer(cw_context_t *ctx, struct raw *r, uint32_t tag,
+                       uint8_t type, uint64_t id, const char *text)
+{
+    struct cw_wire_hdr h = {.type = type, .req_id = id};
+    static uint8_t msg[CW_HDR_SIZE + 64];
+    size_t n = strlen(text);
+    int want = r->sent + 1;
+
+    /* The payload as cw_buf_put_bytes writes it: length (le32), bytes. */
+    h.payload_len = (uint32_t)(4 + n);
+    cw_wire_hdr_encode(msg, &h);
+    for (int i = 0; i < 4; i++)
+        msg[CW_HDR_SIZE + i] = (uint8_t)(n >> (8 * i));
+    memcpy(msg + CW_HDR_SIZE + 4, text, n);
+    assert_int_equal(cw_na_msg_send_expected(r->na, msg,
+                                             CW_HDR_SIZE + 4 + n,
+                                             r->src, tag, raw_sent, r, NULL),
+                     CW_OK);
+    spin(ctx, r, &r->sent, want);
+    assert_int_equal(r->sent, want);
+    spin(ctx, r, NULL, 0); /* let the client take it in */
+}
+
+static uint64_t dropped(cw_context_t *ctx)
+{
+    struct cw_context_stats st;
+
+    cw_context_stats(ctx, &st);
+    return st.rx_dropped;
+}
+
+static void forged_on(const char *uri)
+{
+    struct raw r = {0};
+    cw_context_t *ctx;
+    cw_na_addr_t *self;
+    cw_addr_t *dest;
+    cw_handle_t *h[NREQ];
+    struct call c[NREQ] = {{0}};
+    struct req q[NREQ];
+    int order[NREQ]; /* request indexes in the order they arrived */
+    unsigned sequential = 0;
+    uint64_t d0;
+
+    if (cw_na_open(uri, CW_NA_LISTEN, NULL, &r.na) != CW_OK) {
+        print_message("# %s: plugin not available here, skipped\n", uri);
+        return;
+    }
+    assert_int_equal(cw_na_addr_self(r.na, &self), CW_OK);
+    assert_int_equal(cw_na_addr_to_string(r.na, self, r.uri, sizeof(r.uri)),
+                     CW_OK);
+    cw_na_addr_free(r.na, self);
+    assert_int_equal(cw_context_create(NULL, &ctx), CW_OK);
+    assert_int_equal(cw_addr_lookup(ctx, r.uri, &dest), CW_OK);
+
+    /* NREQ requests in flight; the raw server reads their headers. */
+    for (int i = 0; i < NREQ; i++) {
+        char arg[16];
+        snprintf(arg, sizeof(arg), "q%d", i);
+        assert_int_equal(cw_handle_create(ctx, dest, cw_rpc_id("forged.x"),
+                                          &h[i]), CW_OK);
+        assert_int_equal(cw_buf_put_bytes(cw_handle_input(h[i]), arg,
+                                          strlen(arg)), CW_OK);
+        assert_int_equal(cw_forward(h[i], 20000, call_done, &c[i]), CW_OK);
+    }
+    memset(q, 0, sizeof(q));
+    for (int i = 0; i < NREQ; i++) {
+        struct cw_wire_msg m;
+        int want = r.got + 1, k;
+        char arg[16];
+        assert_int_equal(cw_na_msg_recv_unexpected(r.na, r.buf, sizeof(r.buf),
+                                                   raw_recv, &r, NULL), CW_OK);
+        spin(ctx, &r, &r.got, want);
+        assert_int_equal(r.got, want);
+        assert_int_equal(cw_wire_decode(r.buf, r.len, &m), CW_OK);
+        assert_int_equal(m.hdr.type, CW_MSG_REQ);
+        /* Which request (a plugin may deliver them in another order):
+         * its argument "q<k>" after the bytes' length. */
+        assert_true(m.hdr.payload_len > 5 && m.hdr.payload_len < 12);
+        memcpy(arg, m.payload + 4, m.hdr.payload_len - 4);
+        arg[m.hdr.payload_len - 4] = '\0';
+        k = atoi(arg + 1);
+        assert_true(k >= 0 && k < NREQ && q[k].tag == 0);
+        q[k].tag = m.hdr.resp_tag;
+        q[k].id = m.hdr.req_id;
+        order[i] = k;
+    }
+
+    /* Unique, and not a count: no two requests share a tag or an id, and
+     * the next ones cannot be told from the last ones.  (Each difference
+     * is 1 with probability 2^-32 or 2^-64.) */
+    for (int i = 0; i < NREQ; i++) {
+        for (int j = i + 1; j < NREQ; j++) {
+            assert_true(q[i].tag != q[j].tag);
+            assert_true(q[i].id != q[j].id);
+        }
+        assert_true(q[i].tag != 0 && q[i].id != 0);
+        if (i > 0 && (q[order[i]].tag - q[order[i - 1]].tag == 1 ||
+                      q[i].tag - q[i - 1].tag == 1 ||
+                      q[i].id - q[i - 1].id == 1))
+            sequential++;
+    }
+    assert_int_equal(sequential, 0);
+
+    /* On request 0's tag: a response for another id, then a DONE for its
+     * own id.  Both dropped and counted; the request still waits. */
+    d0 = dropped(ctx);
+    raw_answer(ctx, &r, q[0].tag, CW_MSG_RESP, q[0].id ^ 1, "forged");
+    assert_int_equal(c[0].done, 0);
+    assert_int_equal(dropped(ctx), d0 + 1);
+    raw_answer(ctx, &r, q[0].tag, CW_MSG_DONE, q[0].id, "");
+    assert_int_equal(c[0].done, 0);
+    assert_int_equal(dropped(ctx), d0 + 2);
+    /* Request 1's real answer on request 0's tag: not request 0's. */
+    raw_answer(ctx, &r, q[0].tag, CW_MSG_RESP, q[1].id, "a1");
+    assert_int_equal(c[0].done, 0);
+    assert_int_equal(c[1].done, 0);
+    assert_int_equal(dropped(ctx), d0 + 3);
+
+    /* The real answers complete every request once, with its own. */
+    for (int i = NREQ - 1; i >= 0; i--) {
+        char text[16];
+        snprintf(text, sizeof(text), "a%d", i);
+        raw_answer(ctx, &r, q[i].tag, CW_MSG_RESP, q[i].id, text);
+    }
+    for (int i = 0; i < 2000; i++) {
+        int all = 1;
+        for (int k = 0; k < NREQ; k++)
+            all &= c[k].done == 1;
+        if (all)
+            break;
+        spin(ctx, &r, NULL, 0);
+    }
+    for (int i = 0; i < NREQ; i++) {
+        char text[16];
+        snprintf(text, sizeof(text), "a%d", i);
+        assert_int_equal(c[i].done, 1);
+        assert_int_equal(c[i].st, CW_OK);
+        assert_string_equal(c[i].answer, text);
+        cw_handle_release(h[i]);
+    }
+    assert_int_equal(dropped(ctx), d0 + 3);
+    print_message("# %s: %d requests, tags and ids unique and uncounted, "
+                  "3 wrong messages on a response tag dropped\n", uri, NREQ);
+
+    cw_addr_free(dest);
+    cw_context_destroy(ctx);
+    cw_na_addr_free(r.na, r.src);
+    cw_na_close(r.na);
+}
+
+static void test_shm(void **state)
+{
+    (void)state;
+    forged_on("shm://");
+}
+
+static void test_ofi_tcp(void **state)
+{
+    (void)state;
+    forged_on("ofi+tcp://127.0.0.1:0");
+}
+
+static void test_ucx_tcp(void **state)
+{
+    (void)state;
+    forged_on("ucx+tcp://127.0.0.1:0");
+}
+
+static int cmp32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int cmp64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The permutations are injective on 2^20 consecutive inputs (as Feistel
+ * networks they are bijections), and two generators (two keys) order them
+ * differently. */
+static void test_perm(void **state)
+{
+    enum { N = 1 << 20 };
+    struct cw_idgen a, b;
+    uint32_t *o32 = malloc(N * sizeof(*o32));
+    uint64_t *o64 = malloc(N * sizeof(*o64));
+    unsigned same = 0;
+    (void)state;
+
+    assert_non_null(o32);
+    assert_non_null(o64);
+    assert_int_equal(cw_idgen_init(&a), CW_OK);
+    assert_int_equal(cw_idgen_init(&b), CW_OK);
+    for (uint32_t x = 0; x < N; x++) {
+        o32[x] = cw_idgen_perm32(&a, x);
+        o64[x] = cw_idgen_perm64(&a, x);
+        same += o32[x] == cw_idgen_perm32(&b, x);
+    }
+    assert_true(same < 4);
+    qsort(o32, N, sizeof(*o32), cmp32);
+    qsort(o64, N, sizeof(*o64), cmp64);
+    for (size_t i = 1; i < N; i++) {
+        assert_true(o32[i - 1] != o32[i]);
+        assert_true(o64[i - 1] != o64[i]);
+    }
+    free(o32);
+    free(o64);
+    /* Counted where a plugin has fewer tags. */
+    a.next = 0;
+    assert_int_equal(cw_idgen_next32(&a, 3), 1);
+    assert_int_equal(cw_idgen_next32(&a, 3), 2);
+    assert_int_equal(cw_idgen_next32(&a, 3), 3);
+    assert_int_equal(cw_idgen_next32(&a, 3), 1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_perm),
+        cmocka_unit_test(test_shm),
+        cmocka_unit_test(test_ofi_tcp),
+        cmocka_unit_test(test_ucx_tcp),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
