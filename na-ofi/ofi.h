@@ -116,6 +116,7 @@ enum ofi_ctx_kind {
     OFI_CTX_CTRL_RECV,
     OFI_CTX_CTRL_SEND,
     OFI_CTX_EXP_RECV, /* a catch-all expected-message buffer */
+    OFI_CTX_SINK,     /* a receive for tags this plugin never uses */
 };
 struct ofi_ctx {
     struct fi_context2 fctx; /* must stay first */
@@ -255,6 +256,7 @@ struct cw_na_class {
     unsigned nrma; /* RMA ops in flight */
     uint64_t next_liveness_ns;
     uint64_t dropped; /* malformed or unmatched messages dropped */
+    unsigned drained; /* of them, in this CQ read (ofi_read_cq) */
     /* expected messages (ofi_expected.c) */
     struct ofi_exp_buf **exp_bufs; /* catch-all receive buffers */
     unsigned nexp_bufs, exp_unposted;
@@ -271,6 +273,19 @@ struct cw_na_class {
     struct ofi_ctx ctrl_ctx;
     bool ctrl_posted;
     struct ofi_hdr ctrl_buf;
+    /* Tag sinks (ofi_msg.c): NULL where the provider ignores ignore masks */
+    size_t tag_sinks; /* parameter: sinks per class (0: none) */
+    uint64_t tag_ignore; /* of the plugin's tagged receives (ofi_msg.c) */
+    struct ofi_sink *sinks;
+    unsigned nsinks, sinks_unposted;
+    void *sink_buf; /* shared by all sinks; contents meaningless */
+};
+
+/* A posted tagged receive matching a set of tags nobody posts for. */
+struct ofi_sink {
+    struct ofi_ctx ctx; /* first */
+    uint64_t tag, ignore;
+    bool posted;
 };
 
 /* ofi_init.c */
@@ -335,6 +350,9 @@ void ofi_ctrl_recv_done(struct cw_na_class *cls, const struct fi_cq_tagged_entry
 void ofi_ctrl_send(struct cw_na_class *cls, struct cw_na_addr *peer,
                    uint8_t kind);
 void ofi_ctrl_send_done(struct cw_na_class *cls, struct ofi_ctrl *c, int err);
+cw_status_t ofi_sinks_init(struct cw_na_class *cls);
+void ofi_sinks_post(struct cw_na_class *cls);
+void ofi_sink_done(struct cw_na_class *cls, struct ofi_ctx *ctx, int err);
 
 /* ofi_expected.c */
 cw_status_t ofi_exp_init(struct cw_na_class *cls);
@@ -342,7 +360,8 @@ void ofi_exp_fini(struct cw_na_class *cls);
 cw_status_t ofi_exp_post_bufs(struct cw_na_class *cls);
 void ofi_exp_recv_post(struct cw_na_class *cls, struct cw_na_op *op);
 void ofi_exp_recv_unlink(struct cw_na_op *op);
-void ofi_exp_drop_log(struct cw_na_class *cls, uint64_t now);
+void ofi_drop_log(struct cw_na_class *cls, uint64_t now);
+void ofi_drop_note(struct cw_na_class *cls, const char *why);
 void ofi_exp_recv_done(struct cw_na_class *cls, struct ofi_ctx *ctx,
                        const struct fi_cq_tagged_entry *e, int err);
 

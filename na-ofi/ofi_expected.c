@@ -202,7 +202,7 @@ static void ofi_early_free(struct cw_na_class *cls, struct ofi_early *m)
 void ofi_exp_fini(struct cw_na_class *cls)
 {
     cls->next_drop_log_ns = 0; /* report the last drops now */
-    ofi_exp_drop_log(cls, 0);
+    ofi_drop_log(cls, 0);
     if (cls->early_fifo.next != NULL) {
         while (!ofi_list_empty(&cls->early_fifo))
             ofi_early_free(cls, ofi_container(cls->early_fifo.next,
@@ -260,23 +260,24 @@ void ofi_exp_recv_unlink(struct cw_na_op *op)
 
 /* Logs the drops not reported yet, at most once per OFI_DROP_LOG_NS; also
  * called from progress so the last ones of a burst are reported too. */
-void ofi_exp_drop_log(struct cw_na_class *cls, uint64_t now)
+void ofi_drop_log(struct cw_na_class *cls, uint64_t now)
 {
     if (cls->drops_unlogged == 0 || now < cls->next_drop_log_ns)
         return;
-    OFI_WARN(cls, "dropped %llu expected message(s) (%s; %llu dropped so far)",
+    OFI_WARN(cls, "dropped %llu message(s) (the last: %s; %llu dropped so far)",
              (unsigned long long)cls->drops_unlogged, cls->drop_reason,
              (unsigned long long)cls->dropped);
     cls->drops_unlogged = 0;
     cls->next_drop_log_ns = now + OFI_DROP_LOG_NS;
 }
 
-static void ofi_exp_drop_note(struct cw_na_class *cls, const char *why)
+void ofi_drop_note(struct cw_na_class *cls, const char *why)
 {
     cls->dropped++;
+    cls->drained++;
     cls->drops_unlogged++;
     cls->drop_reason = why;
-    ofi_exp_drop_log(cls, ofi_now(cls));
+    ofi_drop_log(cls, ofi_now(cls));
 }
 
 /* Keeps a message nobody has posted a receive for yet, dropping the oldest
@@ -288,7 +289,7 @@ static void ofi_early_keep(struct cw_na_class *cls, const struct ofi_hdr *h,
     size_t cap = len < OFI_EARLY_MIN_CAP ? OFI_EARLY_MIN_CAP : len;
 
     if (cls->early_max == 0) {
-        ofi_exp_drop_note(cls, "no receive posted, early queue disabled");
+        ofi_drop_note(cls, "expected, no receive posted, early queue disabled");
         return;
     }
     /* Drop the oldest beyond the bound; the last one dropped is reused
@@ -299,7 +300,7 @@ static void ofi_early_keep(struct cw_na_class *cls, const struct ofi_hdr *h,
         free(m);
         m = ofi_container(cls->early_fifo.next, struct ofi_early, fifo);
         ofi_early_unlink(cls, m);
-        ofi_exp_drop_note(cls, "no receive posted, early queue full");
+        ofi_drop_note(cls, "expected, no receive posted, early queue full");
     }
     if (m != NULL && m->cap != cap) {
         free(m);
@@ -308,7 +309,7 @@ static void ofi_early_keep(struct cw_na_class *cls, const struct ofi_hdr *h,
     if (m == NULL) {
         m = malloc(sizeof(*m) + cap);
         if (m == NULL) {
-            ofi_exp_drop_note(cls, "no memory for the early queue");
+            ofi_drop_note(cls, "no memory for the early queue");
             return;
         }
         m->cap = cap;
@@ -362,19 +363,19 @@ void ofi_exp_recv_done(struct cw_na_class *cls, struct ofi_ctx *ctx,
         memcpy(&hc, msg, OFI_HDR_SIZE);
     if (err != 0) {
         if (err == FI_ETRUNC)
-            ofi_exp_drop_note(cls, "longer than eager_size");
+            ofi_drop_note(cls, "longer than eager_size");
         else if (err != FI_ECANCELED)
             OFI_DBG(cls, "expected-message receive failed: %s",
                     fi_strerror(err));
     } else if (cls->exp_multi && e->len == 0) {
         /* Only the release of the buffer. */
     } else if (msg == NULL) {
-        ofi_exp_drop_note(cls, "placed outside its receive buffer");
+        ofi_drop_note(cls, "placed outside its receive buffer");
     } else if (e->len > OFI_HDR_SIZE + cls->eager_size) {
         /* Fits a multi-receive buffer, not this instance's limit. */
-        ofi_exp_drop_note(cls, "longer than eager_size");
+        ofi_drop_note(cls, "longer than eager_size");
     } else if (!ofi_hdr_valid(h, e->len) || h->kind != 0) {
-        ofi_exp_drop_note(cls, "malformed header");
+        ofi_drop_note(cls, "malformed header");
     } else {
         const uint8_t *data = msg + OFI_HDR_SIZE;
         size_t len = e->len - OFI_HDR_SIZE;

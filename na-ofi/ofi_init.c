@@ -33,14 +33,17 @@ struct ofi_proto {
      * four multi-receive buffers are far below that, but should it fall
      * back to single buffers the small pool keeps them below it too. */
     size_t exp_pool_bytes;
+    /* Tagged receives for the tags no receive is posted on (ofi_msg.c):
+     * rxm honours ignore masks; fi_shm in libfabric 1.17 does not. */
+    bool tag_sinks;
 };
 
 static const struct ofi_proto ofi_protos[] = {
-    {"tcp", "tcp;ofi_rxm", false, true, true, OFI_EXP_POOL_BYTES},
-    {"shm", "shm", true, true, true, OFI_EXP_POOL_BYTES},
-    {"sockets", "sockets", false, true, true, OFI_EXP_POOL_BYTES_SMALL},
-    {"verbs", "verbs;ofi_rxm", false, true, true, OFI_EXP_POOL_BYTES},
-    {"cxi", "cxi", false, false, false, OFI_EXP_POOL_BYTES_SMALL},
+    {"tcp", "tcp;ofi_rxm", false, true, true, OFI_EXP_POOL_BYTES, true},
+    {"shm", "shm", true, true, true, OFI_EXP_POOL_BYTES, false},
+    {"sockets", "sockets", false, true, true, OFI_EXP_POOL_BYTES_SMALL, false},
+    {"verbs", "verbs;ofi_rxm", false, true, true, OFI_EXP_POOL_BYTES, true},
+    {"cxi", "cxi", false, false, false, OFI_EXP_POOL_BYTES_SMALL, false},
 };
 
 static const struct ofi_proto *ofi_proto_find(const char *protocol)
@@ -255,6 +258,7 @@ static const struct ofi_param ofi_param_table[] = {
     OFI_P("spin_us", 0, 1000000, 1000, spin_ns, false, "0"),
     OFI_P("peer_idle_s", 0, 86400, 1000000000, peer_idle_ns, false, "300"),
     OFI_P("early_max", 0, 1000000, 1, early_max, true, "4096"),
+    OFI_P("tag_sinks", 0, 256, 1, tag_sinks, true, "32"),
 };
 #define OFI_NPARAMS (sizeof(ofi_param_table) / sizeof(ofi_param_table[0]))
 
@@ -314,7 +318,8 @@ static cw_status_t ofi_params(struct cw_na_class *cls,
         if (k == OFI_NPARAMS) {
             OFI_WARN(cls, "unknown parameter %s ignored (known: eager_size, "
                           "retry_timeout_ms, keepalive_ms, peer_timeout_ms, "
-                          "cancel_grace_ms, spin_us, peer_idle_s, early_max)", key);
+                          "cancel_grace_ms, spin_us, peer_idle_s, early_max, "
+                          "tag_sinks)", key);
             continue;
         }
         if (!ofi_param_set(cls, &ofi_param_table[k], val, "parameter"))
@@ -534,6 +539,11 @@ static cw_status_t ofi_init(const struct cw_na_host *host,
         ofi_shm_lock_self(cls);
         ofi_shm_reap_dead(cls);
     }
+    if (p->tag_sinks && cls->exp_untagged && cls->tag_sinks) {
+        st = ofi_sinks_init(cls); /* first: it sets the ignore mask */
+        if (st != CW_OK)
+            goto err_free;
+    }
     st = ofi_ctrl_post_recv(cls);
     if (st != CW_OK)
         goto err_free;
@@ -576,6 +586,8 @@ static void ofi_finalize(cw_na_class_t *cls)
     ofi_progress_fini(cls);
     ofi_exp_fini(cls);
     free(cls->discard);
+    free(cls->sinks);
+    free(cls->sink_buf);
     ofi_addr_fini(cls);
     ofi_close_fid(cls, cls->av ? &cls->av->fid : NULL, "address vector");
     ofi_close_fid(cls, cls->cq ? &cls->cq->fid : NULL, "completion queue");

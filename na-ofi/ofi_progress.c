@@ -18,6 +18,7 @@
  * rxm's unexpected queue (16 KiB buffer each, a pool that never shrinks). */
 #define OFI_CQ_BATCH 64
 #define OFI_CQ_MAX_PER_CALL 256
+#define OFI_DRAIN_MAX 8192 /* dropped messages per call, at most */
 #define OFI_TICK_NS (50ull * 1000000ull)
 
 /* Freed ops kept for reuse: a stream of messages then allocates nothing
@@ -323,6 +324,9 @@ static void ofi_dispatch(struct cw_na_class *cls, void *context,
     case OFI_CTX_EXP_RECV:
         ofi_exp_recv_done(cls, ctx, e, code);
         break;
+    case OFI_CTX_SINK:
+        ofi_sink_done(cls, ctx, code);
+        break;
     case OFI_CTX_CTRL_SEND: {
         struct ofi_ctrl *c = ofi_container(ctx, struct ofi_ctrl, ctx);
 
@@ -340,14 +344,22 @@ static cw_status_t ofi_read_cq(struct cw_na_class *cls, unsigned *n_p)
     struct fi_cq_tagged_entry ev[OFI_CQ_BATCH];
     unsigned total = 0;
 
-    while (total < OFI_CQ_MAX_PER_CALL) {
+    /* A receive reposted after dropping a message (a sink, a malformed
+     * unexpected or control message) completes again at once while rxm
+     * holds more for it: keep reading while messages are dropped (bounded
+     * apart), so that a flood of them goes as fast as it comes and does not
+     * pile up in rxm (ofi_msg.c, "tag sinks"). */
+    cls->drained = 0;
+    while (total - cls->drained < OFI_CQ_MAX_PER_CALL &&
+           cls->drained < OFI_DRAIN_MAX) {
+        unsigned hits = cls->drained;
         ssize_t n = fi_cq_read(cls->cq, ev, OFI_CQ_BATCH);
 
         if (n > 0) {
             for (ssize_t i = 0; i < n; i++)
                 ofi_dispatch(cls, ev[i].op_context, &ev[i], NULL);
             total += (unsigned)n;
-            if (n < OFI_CQ_BATCH)
+            if (n < OFI_CQ_BATCH && cls->drained == hits)
                 break;
         } else if (n == -FI_EAVAIL) {
             struct fi_cq_err_entry err;
@@ -425,7 +437,7 @@ static void ofi_tick(struct cw_na_class *cls, uint64_t now)
     if (now < cls->next_liveness_ns)
         return;
     cls->next_liveness_ns = now + OFI_TICK_NS;
-    ofi_exp_drop_log(cls, now);
+    ofi_drop_log(cls, now);
     for (l = cls->active.next; l != &cls->active; l = next) {
         struct cw_na_op *op = ofi_container(l, struct cw_na_op, alink);
 
@@ -523,6 +535,8 @@ cw_status_t ofi_progress(cw_na_class_t *cls, unsigned max, unsigned *count_p)
         ofi_ctrl_post_recv(cls);
     if (cls->exp_unposted > 0)
         ofi_exp_post_bufs(cls);
+    if (cls->sinks_unposted > 0)
+        ofi_sinks_post(cls);
     if (!ofi_list_empty(&cls->retry))
         ofi_run_retries(cls, now);
     ofi_tick(cls, now);
@@ -544,7 +558,7 @@ bool ofi_safe_to_sleep(cw_na_class_t *cls)
     if ((cls->flags & CW_NA_BUSY) || cls->wait_fd < 0)
         return false;
     if (!ofi_list_empty(&cls->done) || !ofi_list_empty(&cls->retry) ||
-        !cls->ctrl_posted || cls->exp_unposted > 0)
+        !cls->ctrl_posted || cls->exp_unposted > 0 || cls->sinks_unposted > 0)
         return false;
     /* rxm drives RMA (and rendezvous) from progress calls, not always from
      * events that signal the CQ's fd: keep polling while any is in flight. */
