@@ -255,7 +255,7 @@ void ofi_ctrl_recv_done(struct cw_na_class *cls,
  * tag this plugin never uses (a hostile one, or another program) grew a
  * server by about 500 MiB per 50 000 64-byte messages, without end, and
  * every receive posted later was matched against that list (a 64 B RPC
- * took 30-75 ms).  Where the provider honours ignore masks (rxm), every
+ * took 4-75 ms).  Where the provider honours ignore masks (rxm), every
  * tag has a receive: those of unexpected messages take any tag with bit 63
  * set and bit 62 clear, the control receive any with bit 62 set and bit 63
  * clear (a stray message there fails the header check like any malformed
