@@ -1,5 +1,5 @@
 /*
- * Request ids and response tags a third party cannot guess (docs/rpc.md,
+ * Request ids and response tags a third party cannot guess (docs/wire.md,
  * "Forged responses").
  *
  * A response is matched at the caller by the response tag it was sent on
@@ -102,7 +102,7 @@ uint32_t cw_idgen_next32(struct cw_idgen *g, uint32_t max)
 
     if (max != UINT32_MAX) {
         /* A plugin with fewer tags (none here): counted, as before. */
-        if (g->next == 0 || g->next >= max)
+        if (g->next >= max)
             g->next = 0;
         return (uint32_t)++g->next;
     }

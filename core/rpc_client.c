@@ -109,7 +109,7 @@ static void fwd_recv_cb(const struct cw_na_cb_info *info)
     }
     if (m.hdr.type != CW_MSG_RESP || m.hdr.req_id != h->req_id) {
         /* Well formed but not our answer: someone else's, or forged
-         * (docs/rpc.md, "Forged responses").  Not trusted, and not a reason
+         * (docs/wire.md, "Forged responses").  Not trusted, and not a reason
          * to give up on the real one: wait for it again. */
         ctx->stats.rx_dropped++;
         CW_LOG_RL(CW_LOG_WARN, "core", "a message on the response tag of "

@@ -259,9 +259,11 @@ void ofi_ctrl_recv_done(struct cw_na_class *cls,
  * tag has a receive: those of unexpected messages take any tag with bit 63
  * set and bit 62 clear, the control receive any with bit 62 set and bit 63
  * clear (a stray message there fails the header check like any malformed
- * one), and two sinks take the rest (both bits clear, both set) into one
- * shared buffer, to be dropped and counted.  Matching stays cheap: an
- * incoming message is compared with two more posted receives.
+ * one), and tag_sinks receives for each of the two other classes (both
+ * bits clear, both set; 32 by default, enough to drain a flood as it
+ * comes) take the rest into one shared buffer, to be dropped and counted.
+ * An incoming request is compared with those 64 receives before its own,
+ * which costs nothing measurable (docs/na-ofi.md, "Tag sinks").
  */
 _Static_assert(OFI_TAG_UNEXP == 1ull << 63 && OFI_TAG_CTRL == 1ull << 62,
                "the sinks split the tags on bits 63 and 62");

@@ -1,5 +1,5 @@
 /*
- * Forged responses (docs/rpc.md): a client's response tags and request
+ * Forged responses (docs/wire.md): a client's response tags and request
  * ids are neither counted nor shared between requests, and a well-formed
  * message on a request's response tag that is not its answer (another
  * request id, another message type) is dropped and counted while the
