@@ -186,6 +186,10 @@ cw_status_t cw_context_stats(cw_context_t *ctx,
     for (struct cw_list *e = ctx->wait_done.next; e != &ctx->wait_done;
          e = e->next)
         stats_p->uncollected++;
+    /* Calls on a network's NA instance are serialized by this lock. */
+    stats_p->na_dropped = 0;
+    for (unsigned i = 0; i < ctx->nnets; i++)
+        stats_p->na_dropped += cw_na_dropped(ctx->nets[i]->na);
     pthread_mutex_unlock(&ctx->lock);
     return CW_OK;
 }

@@ -343,6 +343,13 @@ cw_status_t cw_na_mem_deserialize(cw_na_t *na, const void *buf, size_t size,
     return na->ops->mem_deserialize(na->cls, buf, size, mem_p);
 }
 
+uint64_t cw_na_dropped(cw_na_t *na)
+{
+    if (na == NULL || na->ops->dropped == NULL)
+        return 0;
+    return na->ops->dropped(na->cls);
+}
+
 cw_status_t cw_na_mem_restrict(cw_na_t *na, cw_na_mem_t *mem, size_t off,
                                size_t len, uint32_t access,
                                cw_na_mem_t **mem_p)

@@ -250,6 +250,7 @@ static void cmd_stats(struct gw *gw, FILE *out, bool json)
     for (unsigned i = 0; i < gw->nshards; i++) /* one context per shard */
         if (cw_context_stats(gw->shards[i].ctx, &one) == CW_OK) {
             cs.rx_dropped += one.rx_dropped;
+            cs.na_dropped += one.na_dropped;
             cs.no_rpc += one.no_rpc;
         }
     if (json) {
@@ -258,13 +259,15 @@ static void cmd_stats(struct gw *gw, FILE *out, bool json)
                 ",\"busy\":%" PRIu64 ",\"no_route\":%" PRIu64
                 ",\"draining\":%" PRIu64 ",\"refused_bulk\":%" PRIu64
                 ",\"canceled\":%" PRIu64 ",\"rx_dropped\":%" PRIu64
+                ",\"na_dropped\":%" PRIu64
                 ",\"ttl_or_unknown\":%" PRIu64 ",\"queued\":%u"
                 ",\"queued_total\":%" PRIu64 ",\"resumed\":%" PRIu64
                 ",\"routes\":[",
                 gw->inflight, gw->n_forwarded, gw->n_failed, gw->n_timedout,
                 gw->n_denied, gw->n_busy, gw->n_noroute, gw->n_draining,
-                gw->n_refused_bulk, gw->n_canceled, cs.rx_dropped, cs.no_rpc,
-                gw->nqueued, gw->n_queued_total, gw->n_resumed);
+                gw->n_refused_bulk, gw->n_canceled, cs.rx_dropped,
+                cs.na_dropped, cs.no_rpc, gw->nqueued, gw->n_queued_total,
+                gw->n_resumed);
         for (struct gw_route_stats *rs = gw->routes; rs != NULL;
              rs = rs->next) {
             fprintf(out, "%s{\"dest\":", rs == gw->routes ? "" : ",");
@@ -293,12 +296,13 @@ static void cmd_stats(struct gw *gw, FILE *out, bool json)
             "\nbusy          %" PRIu64 "\nno route      %" PRIu64
             "\ndraining      %" PRIu64 "\nrefused bulk  %" PRIu64
             "\ncanceled      %" PRIu64 "\nrx dropped    %" PRIu64
+            "\nplugin drops  %" PRIu64
             "\nqueued now    %u\nqueued total  %" PRIu64
             "\nresumed       %" PRIu64 "\n\n",
             gw->inflight, gw->n_forwarded, gw->n_failed, gw->n_timedout,
             gw->n_denied, gw->n_busy, gw->n_noroute, gw->n_draining,
-            gw->n_refused_bulk, gw->n_canceled, cs.rx_dropped, gw->nqueued,
-            gw->n_queued_total, gw->n_resumed);
+            gw->n_refused_bulk, gw->n_canceled, cs.rx_dropped, cs.na_dropped,
+            gw->nqueued, gw->n_queued_total, gw->n_resumed);
     gw_bulk_stats(gw, out, false);
     for (struct gw_route_stats *rs = gw->routes; rs != NULL; rs = rs->next) {
         fprintf(out, "route %s -> %s: %" PRIu64 " forwarded, %" PRIu64

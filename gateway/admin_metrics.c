@@ -163,6 +163,7 @@ void gw_admin_metrics(struct gw *gw, FILE *out)
     for (unsigned i = 0; i < gw->nshards; i++)
         if (cw_context_stats(gw->shards[i].ctx, &one) == CW_OK) {
             cs.rx_dropped += one.rx_dropped;
+            cs.na_dropped += one.na_dropped;
             cs.no_rpc += one.no_rpc;
         }
     gw_metric_head(out, "causeway_gateway_info", "gauge",
@@ -193,6 +194,11 @@ void gw_admin_metrics(struct gw *gw, FILE *out)
          "Malformed or unwanted messages dropped on receipt.");
     fprintf(out, "causeway_gateway_rx_dropped_total %" PRIu64 "\n",
             cs.rx_dropped);
+    gw_metric_head(out, "causeway_gateway_plugin_dropped_total", "counter",
+         "Messages the network plugins dropped before the RPC layer saw "
+         "them (malformed, unmatched, on unused tags).");
+    fprintf(out, "causeway_gateway_plugin_dropped_total %" PRIu64 "\n",
+            cs.na_dropped);
     gw_metric_head(out, "causeway_gateway_reloads_total", "counter",
          "Configuration reloads, by result.");
     fprintf(out, "causeway_gateway_reloads_total{result=\"ok\"} %" PRIu64

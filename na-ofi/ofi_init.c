@@ -615,6 +615,11 @@ static void ofi_query(cw_na_class_t *cls, struct cw_na_caps *caps)
         caps->flags |= CW_NA_CAP_SAME_NODE;
 }
 
+static uint64_t ofi_dropped(cw_na_class_t *cls)
+{
+    return cls->dropped;
+}
+
 static const struct cw_na_ops ofi_ops = {
     .check_protocol = ofi_check_protocol,
     .init = ofi_init,
@@ -644,6 +649,7 @@ static const struct cw_na_ops ofi_ops = {
     .safe_to_sleep = ofi_safe_to_sleep,
     .progress = ofi_progress,
     .cancel = ofi_cancel,
+    .dropped = ofi_dropped,
 };
 
 CW_NA_EXPORT const struct cw_na_plugin cw_na_plugin_entry = {

@@ -526,6 +526,11 @@ static bool shm_check_protocol(const char *protocol)
     return !protocol || !protocol[0] || strcmp(protocol, "shm") == 0;
 }
 
+static uint64_t shm_dropped(cw_na_class_t *cls)
+{
+    return cls->dropped;
+}
+
 static const struct cw_na_ops shm_ops = {
     .check_protocol = shm_check_protocol,
     .init = shm_init,
@@ -556,6 +561,7 @@ static const struct cw_na_ops shm_ops = {
     .progress = shm_progress,
     .cancel = shm_cancel,
     .mem_restrict = shm_mem_restrict,
+    .dropped = shm_dropped,
 };
 
 CW_NA_EXPORT const struct cw_na_plugin cw_na_plugin_entry = {

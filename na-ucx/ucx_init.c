@@ -445,6 +445,11 @@ static void ucx_query(cw_na_class_t *c, struct cw_na_caps *caps)
     caps->flags = CW_NA_CAP_RMA | (cls->busy ? 0 : CW_NA_CAP_WAIT_FD);
 }
 
+static uint64_t ucx_dropped(cw_na_class_t *c)
+{
+    return ucx_cls(c)->dropped;
+}
+
 static const struct cw_na_ops ucx_ops = {
     .check_protocol = ucx_check_protocol,
     .init = ucx_init,
@@ -474,6 +479,7 @@ static const struct cw_na_ops ucx_ops = {
     .safe_to_sleep = ucx_safe_to_sleep,
     .progress = ucx_progress,
     .cancel = ucx_cancel,
+    .dropped = ucx_dropped,
 };
 
 CW_NA_EXPORT const struct cw_na_plugin cw_na_plugin_entry = {

@@ -479,6 +479,11 @@ unsigned vb_class_conn_count(cw_na_class_t *cls)
     return n;
 }
 
+static uint64_t vb_dropped(cw_na_class_t *cls)
+{
+    return cls->stats.dropped;
+}
+
 static const struct cw_na_ops vb_na_ops = {
     .check_protocol = NULL,
     .init = vb_init,
@@ -508,6 +513,7 @@ static const struct cw_na_ops vb_na_ops = {
     .safe_to_sleep = vb_safe_to_sleep,
     .progress = vb_progress,
     .cancel = vb_cancel,
+    .dropped = vb_dropped,
 };
 
 CW_NA_EXPORT const struct cw_na_plugin cw_na_plugin_entry = {

@@ -163,6 +163,9 @@ struct cw_context_stats {
     uint64_t uncollected;   /**< gauge: answers whose overflowed payload
                                  the caller has not pulled yet (its memory
                                  is still exposed to it) */
+    uint64_t na_dropped;    /**< messages the plugins of the context's open
+                                 networks dropped before the RPC layer saw
+                                 them (cw_na_dropped) */
 };
 
 /** Copy the counters of @p ctx into @p stats_p. */

@@ -136,6 +136,9 @@ cw_status_t cw_na_mem_serialize(cw_na_t *na, void *buf, size_t size,
                                 cw_na_mem_t *mem);
 cw_status_t cw_na_mem_deserialize(cw_na_t *na, const void *buf, size_t size,
                                   cw_na_mem_t **mem_p);
+/** Messages the instance dropped before any user operation saw them
+ *  (ops->dropped); 0 when the plugin does not count them. */
+uint64_t cw_na_dropped(cw_na_t *na);
 /** Remote handle for part of a remote handle (ops->mem_restrict);
  *  CW_UNSUPPORTED when the plugin has no such op. */
 cw_status_t cw_na_mem_restrict(cw_na_t *na, cw_na_mem_t *mem, size_t off,

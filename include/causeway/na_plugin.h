@@ -291,6 +291,10 @@ struct cw_na_ops {
     cw_status_t (*mem_restrict)(cw_na_class_t *cls, cw_na_mem_t *mem,
                                 size_t off, size_t len, uint32_t access,
                                 cw_na_mem_t **mem_p);
+    /** (optional) Incoming messages this instance has dropped since it
+     *  opened, without any operation of the user's seeing them: malformed,
+     *  unmatched beyond its own bounds, on tags it never posts for. */
+    uint64_t (*dropped)(cw_na_class_t *cls);
 };
 
 /** The one exported object. */

@@ -491,6 +491,8 @@ static void test_malformed_dropped(void **state)
                      CW_OK);
     raw_send_garbage(p.b, "127.0.0.1", (uint16_t)self_port(p.b), &tag, 1, 1);
     real_message_after(&p, &r, in);
+    assert_int_equal(cw_na_dropped(p.b), 1);
+    assert_int_equal(cw_na_dropped(p.a), 0);
     pair_close(&p);
 }
 
@@ -524,8 +526,10 @@ static void test_unused_tags_drained(void **state)
                      sizeof(tags) / sizeof(tags[0]), 20000);
     real_message_after(&p, &r, in);
     after = rss_kib();
-    print_message("# 20000 more messages on unused tags: grew by %ld KiB\n",
-                  after - before);
+    print_message("# 20000 more messages on unused tags: grew by %ld KiB; "
+                  "%llu dropped in all\n", after - before,
+                  (unsigned long long)cw_na_dropped(p.b));
+    assert_int_equal(cw_na_dropped(p.b), 40000); /* each, once */
     assert_true(after - before < UNUSED_TAGS_RSS_MAX_KIB);
     pair_close(&p);
 }
