@@ -245,14 +245,9 @@ static void cmd_services(struct gw *gw, FILE *out, bool json)
 
 static void cmd_stats(struct gw *gw, FILE *out, bool json)
 {
-    struct cw_context_stats cs = {0}, one;
+    struct cw_context_stats cs;
 
-    for (unsigned i = 0; i < gw->nshards; i++) /* one context per shard */
-        if (cw_context_stats(gw->shards[i].ctx, &one) == CW_OK) {
-            cs.rx_dropped += one.rx_dropped;
-            cs.na_dropped += one.na_dropped;
-            cs.no_rpc += one.no_rpc;
-        }
+    gw_drop_totals(gw, &cs);
     if (json) {
         fprintf(out, "{\"inflight\":%u,\"forwarded\":%" PRIu64 ",\"failed\":%"
                 PRIu64 ",\"timedout\":%" PRIu64 ",\"denied\":%" PRIu64

@@ -149,9 +149,24 @@ static void health(FILE *out, const struct gw *gw)
         }
 }
 
+/* rx_dropped, na_dropped and no_rpc summed over the shards' contexts (one
+ * per shard); the other fields zero. */
+void gw_drop_totals(struct gw *gw, struct cw_context_stats *cs)
+{
+    struct cw_context_stats one;
+
+    memset(cs, 0, sizeof(*cs));
+    for (unsigned i = 0; i < gw->nshards; i++)
+        if (cw_context_stats(gw->shards[i].ctx, &one) == CW_OK) {
+            cs->rx_dropped += one.rx_dropped;
+            cs->na_dropped += one.na_dropped;
+            cs->no_rpc += one.no_rpc;
+        }
+}
+
 void gw_admin_metrics(struct gw *gw, FILE *out)
 {
-    struct cw_context_stats cs = {0}, one;
+    struct cw_context_stats cs;
     static const char *const results[] = {
         "forwarded", "failed",   "timedout",     "denied",   "busy",
         "no_route",  "draining", "refused_bulk", "canceled", "resumed"};
@@ -160,12 +175,7 @@ void gw_admin_metrics(struct gw *gw, FILE *out)
         gw->n_busy,      gw->n_noroute,  gw->n_draining,     gw->n_refused_bulk,
         gw->n_canceled,  gw->n_resumed};
 
-    for (unsigned i = 0; i < gw->nshards; i++)
-        if (cw_context_stats(gw->shards[i].ctx, &one) == CW_OK) {
-            cs.rx_dropped += one.rx_dropped;
-            cs.na_dropped += one.na_dropped;
-            cs.no_rpc += one.no_rpc;
-        }
+    gw_drop_totals(gw, &cs);
     gw_metric_head(out, "causeway_gateway_info", "gauge",
          "The gateway's name and progress mode (value 1).");
     fputs("causeway_gateway_info{", out);
