@@ -25,3 +25,19 @@ wait_for() {
 free_port() {
     python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
+# PIN=1 emulates a bridge node on this one host: the endpoints (cw-perf
+# clients and servers, haproxy) run on CPU 0 and the gateways on CPU 1, so
+# a gateway never takes CPU time from the endpoints and the direct runs get
+# the same single CPU as the endpoints of the runs through a gateway.
+# Prefix commands with "${EP[@]}" (endpoints) or "${GWP[@]}" (gateways).
+EP=()
+GWP=()
+if [ "${PIN:-0}" = 1 ]; then
+    if [ "$(getconf _NPROCESSORS_ONLN)" -lt 2 ] || ! command -v taskset >/dev/null; then
+        echo "PIN=1 needs two CPUs and taskset" >&2
+        exit 1
+    fi
+    EP=(taskset -c 0)
+    GWP=(taskset -c 1)
+    echo "PIN=1: endpoints on CPU 0, gateways on CPU 1"
+fi

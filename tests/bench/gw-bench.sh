@@ -2,8 +2,14 @@
 # Gateway overhead benchmark: the same cw-perf RPCs sent directly and
 # through one causewayd, in the same run, per fabric and progress mode.
 #
-#   [ITERS=N] [REPS=N] tests/bench/gw-bench.sh [BUILD_DIR] [FABRICS...]
+#   [ITERS=N] [REPS=N] [PIN=1] tests/bench/gw-bench.sh [BUILD_DIR] [FABRICS...]
 #       FABRICS default: shm ofi+tcp ucx+tcp; ITERS 20000, REPS 5
+#
+# PIN=1 runs the endpoints on CPU 0 and the gateway on CPU 1 (a bridge node
+# emulated on one host, bench_lib.sh): direct runs then get one CPU for
+# client and server, and the runs through the gateway the same CPU for them
+# plus one for the gateway, so the ratios measure what the gateway itself
+# adds rather than three processes competing for two CPUs.
 #
 # ITERS below ~10000 measure the scheduler's first milliseconds as much as
 # the path: a fresh client often shares a core with the server until the
@@ -77,7 +83,7 @@ bridge() {
         gw_threads_cpu_split
     for th in ${THREADS:-1 2}; do
         rm -f "$T/srv.addr" "$T/gw.ready"
-        "$PERF" server --listen "$(listen_uri "$out" srv-br$th)" \
+        "${EP[@]}" "$PERF" server --listen "$(listen_uri "$out" srv-br$th)" \
             --addr-file "$T/srv.addr" >/dev/null 2>"$T/srv.log" &
         srv=$!
         PIDS="$PIDS $srv"
@@ -91,7 +97,7 @@ networks:
 routes:
   - { dest: "$(cat "$T/srv.addr")", via: n1 }
 YAML
-        "$GWD" -c "$T/gw.yaml" --ready-fd 3 3>"$T/gw.ready" 2>"$T/gw.log" &
+        "${GWP[@]}" "$GWD" -c "$T/gw.yaml" --ready-fd 3 3>"$T/gw.ready" 2>"$T/gw.log" &
         gw=$!
         PIDS="$PIDS $gw"
         wait_for grep -q '^ready$' "$T/gw.ready" || { echo "gateway failed"; cat "$T/gw.log"; return 1; }
@@ -100,7 +106,7 @@ YAML
         c0=$(gw_cpu_ticks "$gw")
         s0=$(gw_thread_ticks "$gw")
         f0=$(forwarded "$admin")
-        rate=$(timeout 120 "$PERF" client --sizes 64 --iters "$ITERS" \
+        rate=$(timeout 120 "${EP[@]}" "$PERF" client --sizes 64 --iters "$ITERS" \
             --reps "$REPS" --json --target "$srv_addr@$gw_addr" --test rate \
             --inflight 16 | median)
         c1=$(gw_cpu_ticks "$gw")
@@ -129,7 +135,7 @@ for fab in $FABRICS; do
         if [ $mode = busy ]; then busyflag=--busy; gwbusy=true; fi
         if [ $mode = gwbusy ]; then gwbusy=true; fi
         rm -f "$T/srv.addr" "$T/gw.ready"
-        "$PERF" server --listen "$(listen_uri "$fab" srv-$mode)" \
+        "${EP[@]}" "$PERF" server --listen "$(listen_uri "$fab" srv-$mode)" \
             --addr-file "$T/srv.addr" $busyflag >/dev/null 2>"$T/srv.log" &
         srv=$!
         PIDS="$PIDS $srv"
@@ -139,14 +145,14 @@ gateway: { name: bench, admin: "", busy_poll: $gwbusy }
 networks:
   - { name: n0, address: "$(listen_uri "$fab" gw-$mode)" }
 YAML
-        "$GWD" -c "$T/gw.yaml" --ready-fd 3 3>"$T/gw.ready" 2>"$T/gw.log" &
+        "${GWP[@]}" "$GWD" -c "$T/gw.yaml" --ready-fd 3 3>"$T/gw.ready" 2>"$T/gw.log" &
         gw=$!
         PIDS="$PIDS $gw"
         wait_for grep -q '^ready$' "$T/gw.ready" || { echo "$fab: gateway failed"; cat "$T/gw.log"; continue; }
         srv_addr=$(cat "$T/srv.addr")
         gw_addr=$(awk '$1=="n0"{print $2}' "$T/gw.ready")
         via="$srv_addr@$gw_addr"
-        perf() { timeout 120 "$PERF" client --sizes 64 --iters "$ITERS" \
+        perf() { timeout 120 "${EP[@]}" "$PERF" client --sizes 64 --iters "$ITERS" \
             --reps "$REPS" $busyflag --json "$@" | median; }
         d_lat=$(perf --target "$srv_addr" --test lat)
         g_lat=$(perf --target "$via" --test lat)
@@ -156,7 +162,7 @@ YAML
         rate_cpu() { # TARGET -> sets rate, cpu_c, cpu_s, cpu_g (us/RPC)
             local s0 g0 s1 g1 out
             s0=$(cpu_of "$srv"); g0=$(cpu_of "$gw")
-            out=$( { /usr/bin/time -f "cputime %U %S" timeout 120 "$PERF" client \
+            out=$( { /usr/bin/time -f "cputime %U %S" timeout 120 "${EP[@]}" "$PERF" client \
                 --sizes 64 --iters "$ITERS" --reps "$REPS" $busyflag --json \
                 --target "$1" --test rate --inflight 16; } 2>&1)
             s1=$(cpu_of "$srv"); g1=$(cpu_of "$gw")

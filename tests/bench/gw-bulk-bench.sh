@@ -20,7 +20,7 @@
 # shm_staged (short; prints the load average).
 #
 #   [REPS=N] [ITERS=N] [GW_CHUNK=1MiB] [GW_DEPTH=8] [UCX=0] [RSS=0] \
-#       [SHM=0] [CASES=all|shm] \
+#       [SHM=0] [CASES=all|shm] [PIN=1] \
 #       tests/bench/gw-bulk-bench.sh [BUILD_DIR]
 set -u
 B=$(cd "${1:-build}" && pwd)
@@ -32,7 +32,7 @@ GWD=$B/gateway/causewayd
 XFER=$B/tests/integration/test_gwbulk_xfer
 server() { # NAME URI
     rm -f "$T/$1.addr"
-    "$PERF" server --listen "$2" --addr-file "$T/$1.addr" 2>"$T/$1.log" &
+    "${EP[@]}" "$PERF" server --listen "$2" --addr-file "$T/$1.addr" 2>"$T/$1.log" &
     PIDS="$PIDS $!"
     wait_for test -s "$T/$1.addr" || { echo "server $1 failed"; exit 1; }
     eval "$1=\$(cat \"\$T/\$1.addr\")"
@@ -46,7 +46,7 @@ networks:
 buffers: { chunk: $2, depth: $3, staging: $4, zero_copy: ${6:-true} }
 limits: { max_bulk_bytes_inflight: $4 }
 YAML
-    "$GWD" -c "$T/$1.yaml" --ready-fd 3 3>"$T/$1.ready" 2>"$T/$1.log" &
+    "${GWP[@]}" "$GWD" -c "$T/$1.yaml" --ready-fd 3 3>"$T/$1.ready" 2>"$T/$1.log" &
     eval "${1}_pid=$!"
     PIDS="$PIDS $!"
     wait_for grep -qs "^ready$" "$T/$1.ready" || { echo "gateway $1 failed"; cat "$T/$1.log"; exit 1; }
@@ -68,7 +68,7 @@ cpu_ticks() {
 bw_dir() { # TARGET DIR -> "MiB/s cpu_us_per_MiB"
     local out c0 c1
     c0=$(cpu_ticks)
-    out=$( { /usr/bin/time -f "cputime %U %S" timeout 300 "$PERF" client \
+    out=$( { /usr/bin/time -f "cputime %U %S" timeout 300 "${EP[@]}" "$PERF" client \
         --target "$1" --test bw --sizes 64M --iters "$ITERS" \
         --reps "$REPS" --dir "$2"; } 2>&1)
     c1=$(cpu_ticks)
@@ -130,10 +130,10 @@ bw gw_nopipe "$shmsrv@$gwnp_tcp"
 # and through haproxy in TCP mode.  (An ofi+tcp client pointed at haproxy
 # does not get through: the comparison is with what haproxy does best.)
 RELAY=$B/tests/bench/tcp-relay-bw
-"$RELAY" listen "$T/relay.port" >"$T/relay.log" 2>&1 &
+"${EP[@]}" "$RELAY" listen "$T/relay.port" >"$T/relay.log" 2>&1 &
 PIDS="$PIDS $!"
 wait_for test -s "$T/relay.port" || { echo "tcp-relay-bw failed"; exit 1; }
-R_tcp_raw=$("$RELAY" send "$(cat "$T/relay.port")" 67108864 "$((REPS * 3))")
+R_tcp_raw=$("${EP[@]}" "$RELAY" send "$(cat "$T/relay.port")" 67108864 "$((REPS * 3))")
 printf '%-12s %10s %10s   %s\n' tcp_raw "$R_tcp_raw" "-" "raw TCP stream, 64 MiB"
 if command -v haproxy >/dev/null; then
     port=$(free_port)
@@ -149,10 +149,10 @@ listen relay
     bind 127.0.0.1:$port
     server s1 127.0.0.1:$(cat "$T/relay.port")
 CFG
-    haproxy -f "$T/haproxy.cfg" -db >"$T/haproxy.log" 2>&1 &
+    "${GWP[@]}" haproxy -f "$T/haproxy.cfg" -db >"$T/haproxy.log" 2>&1 &
     PIDS="$PIDS $!"
     sleep 0.5
-    R_haproxy=$("$RELAY" send "$port" 67108864 "$((REPS * 3))")
+    R_haproxy=$("${EP[@]}" "$RELAY" send "$port" 67108864 "$((REPS * 3))")
     printf '%-12s %10s %10s   %s\n' haproxy "$R_haproxy" "-" "raw TCP stream through haproxy, 64 MiB"
     R_haproxy_pull=$R_haproxy R_haproxy_push=$R_haproxy
 fi
