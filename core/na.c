@@ -408,6 +408,12 @@ bool cw_na_safe_to_sleep(cw_na_t *na)
     return na->ops->safe_to_sleep(na->cls);
 }
 
+bool cw_na_streaming(cw_na_t *na)
+{
+    return na != NULL && na->ops->streaming != NULL &&
+           na->ops->streaming(na->cls);
+}
+
 cw_status_t cw_na_progress(cw_na_t *na, unsigned max, unsigned *count_p)
 {
     unsigned count = 0;

@@ -74,6 +74,7 @@ static bool progress_block(cw_context_t *ctx, unsigned ms, unsigned *unsafe)
 {
     struct epoll_event evs[CW_MAX_NETS + CW_MAX_WATCH + 1];
     bool safe = true, nofd = false, watched = false, netev = false;
+    bool streaming = false;
     unsigned cap;
     int n;
 
@@ -92,6 +93,10 @@ static bool progress_block(cw_context_t *ctx, unsigned ms, unsigned *unsafe)
         nofd = net->wait_fd < 0;
         safe = !nofd && cw_na_safe_to_sleep(net->na);
     }
+    /* Unsafe while data is moving on any network (ops->streaming): keep
+     * polling however long that lasts, never the bounded sleeps. */
+    for (unsigned i = 0; !safe && !nofd && !streaming && i < ctx->nnets; i++)
+        streaming = cw_na_streaming(ctx->nets[i]->na);
     atomic_fetch_add(&ctx->sleepers, 1);
     pthread_mutex_unlock(&ctx->lock);
     /* After announcing the sleep: an interrupt either sees the sleeper
@@ -100,7 +105,7 @@ static bool progress_block(cw_context_t *ctx, unsigned ms, unsigned *unsafe)
         atomic_fetch_sub(&ctx->sleepers, 1);
         return false;
     }
-    if (!safe)
+    if (!safe && !streaming)
         (*unsafe)++;
     else
         *unsafe = 0;

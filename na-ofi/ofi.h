@@ -408,6 +408,7 @@ void ofi_peer_failed(struct cw_na_class *cls, struct cw_na_addr *peer,
 void ofi_progress_fini(struct cw_na_class *cls);
 int ofi_get_wait_fd(cw_na_class_t *cls);
 bool ofi_safe_to_sleep(cw_na_class_t *cls);
+bool ofi_streaming(cw_na_class_t *cls);
 cw_status_t ofi_progress(cw_na_class_t *cls, unsigned max, unsigned *count_p);
 cw_status_t ofi_cancel(cw_na_class_t *cls, cw_na_op_t *op);
 

@@ -650,6 +650,7 @@ static const struct cw_na_ops ofi_ops = {
     .progress = ofi_progress,
     .cancel = ofi_cancel,
     .dropped = ofi_dropped,
+    .streaming = ofi_streaming,
 };
 
 CW_NA_EXPORT const struct cw_na_plugin cw_na_plugin_entry = {

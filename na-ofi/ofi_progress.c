@@ -551,6 +551,13 @@ int ofi_get_wait_fd(cw_na_class_t *cls)
     return (cls->flags & CW_NA_BUSY) ? -1 : cls->wait_fd;
 }
 
+/* rxm moves RMA (and rendezvous data) only from progress calls, and a
+ * transfer completes nothing until its end: poll throughout. */
+bool ofi_streaming(cw_na_class_t *cls)
+{
+    return cls->nrma > 0;
+}
+
 bool ofi_safe_to_sleep(cw_na_class_t *cls)
 {
     struct fid *fids[1];

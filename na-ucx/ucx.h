@@ -158,6 +158,7 @@ struct cw_na_op {
     struct ucx_cls *cls;
     enum cw_na_op_type type;
     enum ucx_op_state state;
+    bool rma_counted;      /* a put/get counted in cls->rma_inflight */
     cw_na_cb_t cb;
     void *arg;
     cw_status_t status;
@@ -240,6 +241,7 @@ struct ucx_cls {
     struct ucx_htab eps;
     struct ucx_htab mems;
     struct ucx_htab rma_ops;
+    unsigned rma_inflight;        /* put/get ops posted, not finished */
     struct ucx_list conns;
     struct ucx_list dead;    /* failed, not yet closed */
     struct ucx_list closing; /* close request outstanding */
@@ -348,6 +350,16 @@ cw_status_t ucx_progress(cw_na_class_t *c, unsigned max, unsigned *count_p);
 cw_status_t ucx_cancel(cw_na_class_t *c, cw_na_op_t *op);
 int ucx_get_wait_fd(cw_na_class_t *c);
 bool ucx_safe_to_sleep(cw_na_class_t *c);
+bool ucx_streaming(cw_na_class_t *c);
+
+/* A put or get stops counting as data in flight (once). */
+static inline void ucx_op_uncount(struct cw_na_op *op)
+{
+    if (op->rma_counted) {
+        op->rma_counted = false;
+        op->cls->rma_inflight--;
+    }
+}
 void ucx_drain_requests(struct ucx_cls *cls, uint64_t timeout_ns);
 
 /* ucx_addr.c */

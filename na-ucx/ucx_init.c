@@ -480,6 +480,7 @@ static const struct cw_na_ops ucx_ops = {
     .progress = ucx_progress,
     .cancel = ucx_cancel,
     .dropped = ucx_dropped,
+    .streaming = ucx_streaming,
 };
 
 CW_NA_EXPORT const struct cw_na_plugin cw_na_plugin_entry = {

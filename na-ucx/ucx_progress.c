@@ -164,6 +164,7 @@ static void ucx_op_free(struct cw_na_op *op)
  * only freed once no UCX request can still refer to it. */
 void ucx_op_discard(struct cw_na_op *op)
 {
+    ucx_op_uncount(op);
     if (!ucx_op_any_busy(op)) {
         ucx_op_free(op);
         return;
@@ -231,6 +232,7 @@ void ucx_op_finish(struct cw_na_op *op, cw_status_t st)
         return;
     op->status = st;
     op->state = UCX_OP_FINISHED;
+    ucx_op_uncount(op);
     ucx_op_detach(op);
     if (!ucx_op_user_busy(op))
         ucx_op_push_done(op);
@@ -407,6 +409,20 @@ int ucx_get_wait_fd(cw_na_class_t *c)
     return ucx_cls(c)->efd;
 }
 
+/* Data of a put or get moves only from progress calls (UCX's tcp
+ * transport), ours or one another process drives on our memory (a ctl in
+ * flight: put data coming in, a get's answer going out), and completes
+ * nothing until its end: the core must keep polling throughout.  Sleeping
+ * between fragments made the sender pay for waking this CPU at each one
+ * (a pipelined 64 MiB transfer into a sleeping target ran a third slower),
+ * and the core's fallback sleeps stall the transfer. */
+bool ucx_streaming(cw_na_class_t *c)
+{
+    struct ucx_cls *cls = ucx_cls(c);
+
+    return cls->rma_inflight > 0 || !ucx_list_empty(&cls->ctls);
+}
+
 bool ucx_safe_to_sleep(cw_na_class_t *c)
 {
     struct ucx_cls *cls = ucx_cls(c);
@@ -420,7 +436,8 @@ bool ucx_safe_to_sleep(cw_na_class_t *c)
         ucx_early_drain(cls);
         return false;
     }
-    if (!ucx_list_empty(&cls->done) || !ucx_list_empty(&cls->dead))
+    if (!ucx_list_empty(&cls->done) || !ucx_list_empty(&cls->dead) ||
+        ucx_streaming(c))
         return false;
     st = ucp_worker_arm(cls->worker);
     if (st == UCS_OK)

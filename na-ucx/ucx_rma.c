@@ -548,6 +548,8 @@ static cw_status_t ucx_rma_post(struct ucx_cls *cls, enum cw_na_op_type type,
     op = ucx_op_new(cls, type, cb, arg);
     if (op == NULL)
         return CW_NOMEM;
+    op->rma_counted = true; /* until it finishes: ucx_streaming() */
+    cls->rma_inflight++;
     if (cls->rma_rkey && remote->rsegs != NULL) {
         ret = ucx_rkey_post(cls, op, conn, local, local_off, remote,
                             remote_off, len);

@@ -158,6 +158,9 @@ cw_status_t cw_na_get(cw_na_t *na, cw_na_mem_t *local, size_t local_off,
 int cw_na_get_wait_fd(cw_na_t *na);
 /** Arm and report whether blocking on the wait fd is safe now. */
 bool cw_na_safe_to_sleep(cw_na_t *na);
+/** Whether the instance has data moving that only polling advances
+ *  (ops->streaming); false when the plugin does not say. */
+bool cw_na_streaming(cw_na_t *na);
 /** Non-blocking progress; runs up to @p max callbacks (0 = all ready). */
 cw_status_t cw_na_progress(cw_na_t *na, unsigned max, unsigned *count_p);
 /**

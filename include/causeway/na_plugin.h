@@ -295,6 +295,15 @@ struct cw_na_ops {
      *  opened, without any operation of the user's seeing them: malformed,
      *  unmatched beyond its own bounds, on tags it never posts for. */
     uint64_t (*dropped)(cw_na_class_t *cls);
+    /** (optional) True while the instance has data moving that only its
+     *  progress calls advance and that may complete none of the caller's
+     *  operations for a long while: the far side of a put or get that
+     *  another process drives on this memory (UCX's tcp transport), or an
+     *  RMA of its own in flight (rxm).  While safe_to_sleep() says no and
+     *  this says yes, the core keeps polling (yielding between polls)
+     *  instead of falling back to bounded sleeps, which would stall the
+     *  transfer for as long as each sleep. */
+    bool (*streaming)(cw_na_class_t *cls);
 };
 
 /** The one exported object. */

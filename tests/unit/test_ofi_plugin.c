@@ -287,17 +287,24 @@ static void rma_segments(const char *uri)
      * straddles all three remote segments), then get it back. */
     size_t off = 7, len = total - 14, roff = 29990;
     memset(&d, 0, sizeof(d));
+    /* An RMA in flight is "streaming" (the core keeps polling: the
+     * provider moves it only from progress calls) until it completes. */
+    assert_false(cw_na_streaming(p.a));
     assert_int_equal(cw_na_put(p.a, lm, off, rm_at_a, roff, len, p.b_at_a,
                                done_cb, &d, NULL),
                      CW_OK);
+    assert_true(cw_na_streaming(p.a));
     assert_true(wait_done(p.a, p.b, &d, 1));
     assert_int_equal(d.status, CW_OK);
+    assert_false(cw_na_streaming(p.a));
     memset(&d, 0, sizeof(d));
     assert_int_equal(cw_na_get(p.a, bm, off, rm_at_a, roff, len, p.b_at_a,
                                done_cb, &d, NULL),
                      CW_OK);
+    assert_true(cw_na_streaming(p.a));
     assert_true(wait_done(p.a, p.b, &d, 1));
     assert_int_equal(d.status, CW_OK);
+    assert_false(cw_na_streaming(p.a));
 
     flat_src = malloc(total);
     flat_dst = malloc(total);
