@@ -98,6 +98,19 @@ static void lookup_each_other(struct two *t)
     assert_int_equal(cw_na_addr_lookup(t->b, uri, &t->a_at_b), CW_OK);
 }
 
+/* B's handle @p bmem as A sees it (serialized and deserialized). */
+static cw_na_mem_t *remote_at_a(struct two *t, cw_na_mem_t *bmem)
+{
+    unsigned char ser[256];
+    cw_na_mem_t *remote = NULL;
+    size_t sz = cw_na_mem_serialize_size(t->b, bmem);
+
+    assert_true(sz <= sizeof(ser));
+    assert_int_equal(cw_na_mem_serialize(t->b, ser, sz, bmem), CW_OK);
+    assert_int_equal(cw_na_mem_deserialize(t->a, ser, sz, &remote), CW_OK);
+    return remote;
+}
+
 static int setup_params(void **state, const char *const *params)
 {
     struct two *t = calloc(1, sizeof(*t));
@@ -400,9 +413,7 @@ static void test_rma_big_segmented(void **state)
                                   {src + BIG / 2 + 17, BIG / 2 - 17}};
     struct cw_na_segment gs[1] = {{back, BIG}};
     cw_na_mem_t *amem, *bmem, *gmem, *remote;
-    unsigned char ser[256];
     struct rec p = {0}, g = {0};
-    size_t sz;
 
     assert_true(src && dst && back);
     bs[2].len = BIG + 4096 - 1000 - (5u << 20);
@@ -418,10 +429,7 @@ static void test_rma_big_segmented(void **state)
                                         CW_NA_MEM_READ | CW_NA_MEM_WRITE,
                                         &bmem),
                      CW_OK);
-    sz = cw_na_mem_serialize_size(t->b, bmem);
-    assert_true(sz <= sizeof(ser));
-    assert_int_equal(cw_na_mem_serialize(t->b, ser, sz, bmem), CW_OK);
-    assert_int_equal(cw_na_mem_deserialize(t->a, ser, sz, &remote), CW_OK);
+    remote = remote_at_a(t, bmem);
 
     assert_int_equal(cw_na_put(t->a, amem, 0, remote, 3000, BIG, t->b_at_a,
                                rec_cb, &p, NULL),
@@ -491,10 +499,8 @@ static void test_rma_streaming(void **state)
     unsigned char *src = malloc(n), *dst = calloc(1, n);
     struct cw_na_segment as[1] = {{src, n}}, bs[1] = {{dst, n}};
     cw_na_mem_t *amem, *bmem, *remote;
-    unsigned char ser[256];
     struct rec p = {0}, g = {0};
     bool seen = false;
-    size_t sz;
 
     assert_true(src && dst);
     memset(src, 0x5a, n);
@@ -506,10 +512,7 @@ static void test_rma_streaming(void **state)
                                         CW_NA_MEM_READ | CW_NA_MEM_WRITE,
                                         &bmem),
                      CW_OK);
-    sz = cw_na_mem_serialize_size(t->b, bmem);
-    assert_true(sz <= sizeof(ser));
-    assert_int_equal(cw_na_mem_serialize(t->b, ser, sz, bmem), CW_OK);
-    assert_int_equal(cw_na_mem_deserialize(t->a, ser, sz, &remote), CW_OK);
+    remote = remote_at_a(t, bmem);
     assert_false(cw_na_streaming(t->a));
     assert_false(cw_na_streaming(t->b));
 
@@ -588,19 +591,15 @@ static void test_cancel_get(void **state)
     struct cw_na_segment seg = {buf, sizeof(buf)}, lseg = {local,
                                                           sizeof(local)};
     cw_na_mem_t *bmem, *lmem, *remote;
-    unsigned char ser[256];
     struct rec g = {0};
     cw_na_op_t *op;
-    size_t sz;
 
     assert_int_equal(cw_na_mem_register(t->b, &seg, 1, CW_NA_MEM_READ, &bmem),
                      CW_OK);
     assert_int_equal(cw_na_mem_register(t->a, &lseg, 1, CW_NA_MEM_WRITE,
                                         &lmem),
                      CW_OK);
-    sz = cw_na_mem_serialize_size(t->b, bmem);
-    assert_int_equal(cw_na_mem_serialize(t->b, ser, sz, bmem), CW_OK);
-    assert_int_equal(cw_na_mem_deserialize(t->a, ser, sz, &remote), CW_OK);
+    remote = remote_at_a(t, bmem);
     assert_int_equal(cw_na_get(t->a, lmem, 0, remote, 0, sizeof(local),
                                t->b_at_a, rec_cb, &g, &op),
                      CW_OK);
