@@ -199,6 +199,25 @@ cw_status_t cw_plugins_register(const struct cw_na_plugin *plugin)
     return st;
 }
 
+/* Libraries a plugin pulls in must not take the application's signals.
+ * Debian's libfabric links the PSM providers' libraries, and their
+ * constructors (libinfinipath, libpsm2) install handlers for SIGINT,
+ * SIGTERM, SIGSEGV, SIGBUS, SIGILL and SIGABRT that print a backtrace and
+ * exit(1), replacing the application's own: a server's SIGTERM handler
+ * would never run and its shared-memory segments would be left behind.
+ * Their documented switches turn that off; a user who set them keeps his
+ * choice.  Set once, before the first dlopen (registry_lock held). */
+static void plugin_env_once(void)
+{
+    static bool done;
+
+    if (done)
+        return;
+    done = true;
+    (void)setenv("IPATH_NO_BACKTRACE", "1", 0);
+    (void)setenv("HFI_NO_BACKTRACE", "1", 0);
+}
+
 static cw_status_t load_file_locked(const char *path, char *err,
                                     size_t errlen)
 {
@@ -206,6 +225,7 @@ static cw_status_t load_file_locked(const char *path, char *err,
     void *dl;
     cw_status_t st;
 
+    plugin_env_once();
     dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (dl == NULL) {
         PLUGIN_ERR(err, errlen, "dlopen(%s) failed: %s", path, dlerror());
