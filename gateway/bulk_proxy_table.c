@@ -107,13 +107,14 @@ cw_status_t gw_bulk_rewrite(struct gw *gw, struct gw_fwd *f, cw_handle_t *in,
     unsigned n = cw_fwd_desc_count(in);
     char bound[CW_ADDR_STR_MAX];
     uint8_t desc[64];
-    uint64_t now = cw_now_ns();
+    uint64_t now;
     cw_status_t st;
 
-    if (n == 0)
+    if (n == 0) /* most requests: no clock read */
         return CW_OK;
     if (gb == NULL)
         return CW_UNSUPPORTED;
+    now = cw_now_ns();
     st = cw_addr_to_string(next, bound, sizeof(bound));
     if (st != CW_OK)
         return st;

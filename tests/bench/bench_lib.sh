@@ -22,8 +22,9 @@ wait_for() {
     for _ in $(seq 200); do "$@" && return 0; sleep 0.05; done
     return 1
 }
+# A free port outside the ephemeral range (free_port.py).
 free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+    python3 "$(dirname "${BASH_SOURCE[0]}")/../integration/free_port.py"
 }
 # PIN=1 emulates a bridge node on this one host: the endpoints (cw-perf
 # clients and servers, haproxy) run on CPU 0 and the gateways on CPU 1, so

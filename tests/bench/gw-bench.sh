@@ -88,7 +88,7 @@ bridge() {
         srv=$!
         PIDS="$PIDS $srv"
         wait_for test -s "$T/srv.addr" || { echo "server failed"; cat "$T/srv.log"; return 1; }
-        admin="127.0.0.1:$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+        admin="127.0.0.1:$(free_port)"
         cat >"$T/gw.yaml" <<YAML
 gateway: { name: bench, admin: "$admin", threads: $th }
 networks:

@@ -60,8 +60,9 @@ wait_for() {
     return 1
 }
 
+# A free port outside the ephemeral range (free_port.py).
 free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+    python3 "$(dirname "${BASH_SOURCE[0]}")/free_port.py"
 }
 
 # start_echo NAME URI [DELAY_MS] [PREFIX...]: echo server; sets $NAME (its
