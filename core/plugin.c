@@ -200,13 +200,14 @@ cw_status_t cw_plugins_register(const struct cw_na_plugin *plugin)
 }
 
 /* Libraries a plugin pulls in must not take the application's signals.
- * Debian's libfabric links the PSM providers' libraries, and their
- * constructors (libinfinipath, libpsm2) install handlers for SIGINT,
- * SIGTERM, SIGSEGV, SIGBUS, SIGILL and SIGABRT that print a backtrace and
- * exit(1), replacing the application's own: a server's SIGTERM handler
- * would never run and its shared-memory segments would be left behind.
- * Their documented switches turn that off; a user who set them keeps his
- * choice.  Set once, before the first dlopen (registry_lock held). */
+ * Debian's libfabric links the PSM providers' libraries, and
+ * libinfinipath's constructor installs handlers for SIGINT, SIGTERM,
+ * SIGSEGV, SIGBUS, SIGILL and SIGABRT that print a backtrace and exit(1),
+ * replacing the application's own: a server's SIGTERM handler never ran
+ * and its shared-memory segments were left behind.  IPATH_NO_BACKTRACE
+ * (and HFI_NO_BACKTRACE for libpsm2) turn that off, the variables Open
+ * MPI sets for the same reason; a value the user set is kept.  Set once,
+ * before the first dlopen (registry_lock held). */
 static void plugin_env_once(void)
 {
     static bool done;

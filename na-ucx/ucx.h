@@ -360,6 +360,7 @@ static inline void ucx_op_uncount(struct cw_na_op *op)
         op->cls->rma_inflight--;
     }
 }
+
 void ucx_drain_requests(struct ucx_cls *cls, uint64_t timeout_ns);
 
 /* ucx_addr.c */
