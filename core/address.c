@@ -259,21 +259,14 @@ void cw_addr_free(cw_addr_t *addr)
     pthread_mutex_unlock(&ctx->lock);
 }
 
-cw_status_t cw_addr_to_string(const cw_addr_t *addr, char *buf, size_t len)
+/* The plugin's string of the (first hop's) NA address. */
+static cw_status_t addr_na_string(const cw_addr_t *addr, char *buf,
+                                  size_t len)
 {
     char loc[CW_ADDR_STR_MAX];
     cw_status_t st;
     int n;
 
-    if (addr == NULL || buf == NULL || len == 0)
-        return CW_INVALID_ARG;
-    if (addr->str) {
-        size_t sl = strlen(addr->str);
-        if (sl >= len)
-            return CW_OVERFLOW;
-        memcpy(buf, addr->str, sl + 1);
-        return CW_OK;
-    }
     pthread_mutex_lock(&addr->ctx->lock);
     st = cw_na_addr_to_string(addr->net->na, addr->na, loc, sizeof(loc));
     pthread_mutex_unlock(&addr->ctx->lock);
@@ -284,6 +277,28 @@ cw_status_t cw_addr_to_string(const cw_addr_t *addr, char *buf, size_t len)
         return CW_OVERFLOW;
     memcpy(buf, loc, (size_t)n + 1);
     return CW_OK;
+}
+
+cw_status_t cw_addr_to_string(const cw_addr_t *addr, char *buf, size_t len)
+{
+    if (addr == NULL || buf == NULL || len == 0)
+        return CW_INVALID_ARG;
+    if (addr->str) {
+        size_t sl = strlen(addr->str);
+        if (sl >= len)
+            return CW_OVERFLOW;
+        memcpy(buf, addr->str, sl + 1);
+        return CW_OK;
+    }
+    return addr_na_string(addr, buf, len);
+}
+
+cw_status_t cw_addr_to_canonical(const cw_addr_t *addr, char *buf,
+                                 size_t len)
+{
+    if (addr == NULL || buf == NULL || len == 0 || addr->route != NULL)
+        return CW_INVALID_ARG;
+    return addr_na_string(addr, buf, len);
 }
 
 bool cw_addr_is_self(const cw_addr_t *addr)

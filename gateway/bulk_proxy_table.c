@@ -115,7 +115,9 @@ cw_status_t gw_bulk_rewrite(struct gw *gw, struct gw_fwd *f, cw_handle_t *in,
     if (gb == NULL)
         return CW_UNSUPPORTED;
     now = cw_now_ns();
-    st = cw_addr_to_string(next, bound, sizeof(bound));
+    /* Bound to the next hop as its plugin writes it, which is how the
+     * delegation's source will read, whatever name the route used. */
+    st = cw_addr_to_canonical(next, bound, sizeof(bound));
     if (st != CW_OK)
         return st;
     for (unsigned i = 0; i < n; i++) {

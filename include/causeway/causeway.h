@@ -194,6 +194,15 @@ cw_status_t cw_addr_dup(cw_addr_t *addr, cw_addr_t **addr_p);
 void cw_addr_free(cw_addr_t *addr);
 /** Address string as it would be given to cw_addr_lookup. */
 cw_status_t cw_addr_to_string(const cw_addr_t *addr, char *buf, size_t len);
+/**
+ * The address as its network's plugin writes it, whatever string it was
+ * looked up with (a host name resolved: "ofi+tcp://localhost:7000" gives
+ * "ofi+tcp://127.0.0.1:7000"), so that two addresses of one peer on one
+ * network give the same string; a request's source is written this way.
+ * CW_INVALID_ARG for a proxy address ("target@gw"), which is not one peer.
+ */
+cw_status_t cw_addr_to_canonical(const cw_addr_t *addr, char *buf,
+                                 size_t len);
 /** True if @p addr is one of this context's own networks (RPCs to it never
  *  touch the network). */
 bool cw_addr_is_self(const cw_addr_t *addr);

@@ -7,6 +7,9 @@
 #   4. client -[ofi+tcp]-> gw1 -[ucx+tcp]-> gw2 -[shm]-> server (two hops)
 #   5. 6 concurrent transfers of 8 chunks each through a 4-chunk staging
 #      pool: they wait for credits and all complete.
+#   6. a target named by host name ("localhost" for 127.0.0.1): its
+#      delegations come from its numeric address, which the tokens are
+#      bound to.
 # Sizes 1 B .. GWBULK_MAX (default 64M; 16M when CW_ASAN=1 is set); the
 # 1 GiB case, with the gateway's peak RSS checked, is gw_bulk_big.sh.
 . "$(dirname "$0")/gw_lib.sh"
@@ -22,11 +25,15 @@ bulk_srv tcpsrv "$TCP"
 bulk_gw gw "tcp0=$TCP shm0=shm://$TAG-gw" "1MiB 4 8MiB"
 xfer "shm <-> ofi+tcp through a gateway" "$shmsrv@$gw_tcp0" "$SIZES"
 xfer "ofi+tcp <-> shm through a gateway" "$tcpsrv@$gw_shm0" "$SIZES"
+xfer "a target named by host name (ofi+tcp)" \
+    "${tcpsrv/127.0.0.1/localhost}@$gw_shm0" "1,1048579"
 
 if plugin_available "$UCX"; then
     bulk_srv ucxsrv "$UCX"
     bulk_gw gwu "tcp0=$TCP ucx0=$UCX" "1MiB 4 8MiB"
     xfer "ofi+tcp <-> ucx+tcp through a gateway" "$ucxsrv@$gwu_tcp0" "$SIZES"
+    xfer "a target named by host name (ucx+tcp)" \
+        "${ucxsrv/127.0.0.1/localhost}@$gwu_tcp0" "1,1048579"
     bulk_gw gw2 "ucx0=$UCX shm0=shm://$TAG-gw2" "256KiB 4 2MiB"
     xfer "two gateways: ofi+tcp -> ucx+tcp -> shm" \
         "$shmsrv@$gw2_ucx0@$gwu_tcp0" "1,65536,1048579,$MAX"

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -412,6 +413,45 @@ static void test_hostile_dropped(void **state)
     cw_handle_release(h);
 }
 
+/* An address looked up by host name prints as it was given, and in its
+ * plugin's own form (what a request's source from that peer reads) as
+ * numbers; a proxy address has no single plugin form. */
+static void test_addr_canonical(void **state)
+{
+    cw_context_t *c;
+    cw_network_t *net;
+    cw_addr_t *a, *p;
+    char uri[256], name[300], buf[300];
+    const char *port;
+
+    (void)state;
+    assert_int_equal(cw_context_create(NULL, &c), CW_OK);
+    if (cw_network_open(c, "ofi+tcp://127.0.0.1:0", CW_NET_LISTEN, &net) !=
+        CW_OK) {
+        cw_context_destroy(c);
+        skip();
+    }
+    assert_int_equal(cw_network_uri(net, uri, sizeof(uri)), CW_OK);
+    port = strrchr(uri, ':');
+    assert_non_null(port);
+    snprintf(name, sizeof(name), "ofi+tcp://localhost%s", port);
+    assert_int_equal(cw_addr_lookup(c, name, &a), CW_OK);
+    assert_int_equal(cw_addr_to_string(a, buf, sizeof(buf)), CW_OK);
+    assert_string_equal(buf, name);
+    assert_int_equal(cw_addr_to_canonical(a, buf, sizeof(buf)), CW_OK);
+    assert_string_equal(buf, uri);
+    assert_int_equal(cw_addr_to_canonical(a, buf, 8), CW_OVERFLOW);
+    assert_int_equal(cw_addr_to_canonical(NULL, buf, sizeof(buf)),
+                     CW_INVALID_ARG);
+    snprintf(name, sizeof(name), "shm://x@%s", uri);
+    assert_int_equal(cw_addr_lookup(c, name, &p), CW_OK);
+    assert_int_equal(cw_addr_to_canonical(p, buf, sizeof(buf)),
+                     CW_INVALID_ARG);
+    cw_addr_free(p);
+    cw_addr_free(a);
+    cw_context_destroy(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -425,6 +465,7 @@ int main(void)
         cmocka_unit_test(test_bulk_args),
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_hostile_dropped),
+        cmocka_unit_test(test_addr_canonical),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
