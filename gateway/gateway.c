@@ -20,6 +20,7 @@
 #define GW_IDLE_MS 100 /* longest sleep with nothing to do (core's bound) */
 #define GW_SPIN_NS 0ull /* default off; CAUSEWAYD_SPIN_US sets it */
 #define GW_YIELD_AFTER_NS 1000ull /* busy poll: idle this long, then yield */
+#define GW_UCX_EAGER_MAX (4ull << 20) /* chunks up to this go eagerly (ucx) */
 
 struct gw_net *gw_net_by_name(struct gw *gw, const char *name)
 {
@@ -448,6 +449,23 @@ int cw_gateway_main(const struct cw_config *cfg, const char *config_path,
      * gw-bulk-kills).  A gateway must outlive its peers: it runs without
      * it unless the environment says otherwise.  No thread exists yet. */
     (void)setenv("UCX_TCP_PUT_ENABLE", "n", 0);
+    /* A bulk chunk the gateway puts to a ucx peer goes in one eager active
+     * message rather than by UCX's rendezvous, whose handshake with the
+     * peer costs each chunk more than the copy it saves (ofi+tcp ->
+     * ucx+tcp, 1 MiB chunks, gateway on its own CPU: pull 1420-1480 ->
+     * 1840-1870 MiB/s).  The gateway's own sends only: the same policy in
+     * na-ucx for every process halved direct ucx+tcp transfers (64 MiB
+     * pull 4500-5460 -> 2710-2850 MiB/s), where both ends keep up with
+     * the handshake.  Up to GW_UCX_EAGER_MAX: an eager message is held
+     * whole by the receiver until it is copied in.  The environment may
+     * say otherwise. */
+    if (cfg->buffers.chunk <= GW_UCX_EAGER_MAX) {
+        char thresh[32];
+
+        snprintf(thresh, sizeof(thresh), "%llu",
+                 (unsigned long long)cfg->buffers.chunk + 4096);
+        (void)setenv("UCX_RNDV_THRESH", thresh, 0);
+    }
     gw->started_ns = cw_now_ns();
     for (unsigned i = 0; i < GW_ADMIN_CONNS; i++)
         gw->conns[i].fd = -1;
