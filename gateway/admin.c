@@ -183,6 +183,19 @@ done:
     c->fd = -1;
 }
 
+/* A command is one line; an HTTP request ends with its headers (an empty
+ * line): answering after its first line and closing would reset the
+ * connection under a client still writing the rest (bash writes each line
+ * of a request separately), which then dies of SIGPIPE. */
+static bool gw_admin_complete(struct gw_admin_conn *c)
+{
+    c->buf[c->len] = '\0';
+    if (strncmp(c->buf, "GET /", 5) == 0 || strncmp(c->buf, "POST /", 6) == 0)
+        return strstr(c->buf, "\r\n\r\n") != NULL ||
+               strstr(c->buf, "\n\n") != NULL;
+    return memchr(c->buf, '\n', c->len) != NULL;
+}
+
 /* A client on 127.0.0.0/8, ::1 or an IPv4-mapped loopback address. */
 static bool gw_admin_peer_local(const struct sockaddr_storage *ss)
 {
@@ -233,8 +246,7 @@ void gw_admin_poll(struct gw *gw, uint64_t now)
         n = recv(c->fd, c->buf + c->len, sizeof(c->buf) - 1 - c->len, 0);
         if (n > 0)
             c->len += (size_t)n;
-        if (memchr(c->buf, '\n', c->len) != NULL || n == 0 ||
-            c->len == sizeof(c->buf) - 1) {
+        if (gw_admin_complete(c) || n == 0 || c->len == sizeof(c->buf) - 1) {
             gw_admin_reply(gw, c);
         } else if ((n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) ||
                    now >= c->deadline_ns) {
