@@ -131,6 +131,7 @@ cw_status_t cw_context_create(const struct cw_context_opts *opts,
     cw_list_init(&ctx->responding);
     cw_list_init(&ctx->bulks);
     cw_list_init(&ctx->rs_suspended);
+    cw_list_init(&ctx->sendq);
     {
         /* Recursive: releasing a handle or a bulk from inside the core
          * (lock held) and from user code (not held) takes the same path. */
@@ -223,6 +224,7 @@ cw_status_t cw_trigger(cw_context_t *ctx, unsigned timeout_ms, unsigned max,
     unsigned n = 0;
     struct timespec abs;
     bool have_abs = false;
+    cw_context_t *prev;
 
     if (ctx == NULL)
         return CW_INVALID_ARG;
@@ -233,6 +235,7 @@ cw_status_t cw_trigger(cw_context_t *ctx, unsigned timeout_ms, unsigned max,
             *count_p = 0;
         return CW_TIMEOUT;
     }
+    prev = cw_sq_enter(ctx);
     pthread_mutex_lock(&ctx->lock);
     while (max == 0 || n < max) {
         struct cw_cqe *e = ctx->cq_head;
@@ -266,6 +269,7 @@ cw_status_t cw_trigger(cw_context_t *ctx, unsigned timeout_ms, unsigned max,
         pthread_mutex_lock(&ctx->lock);
     }
     pthread_mutex_unlock(&ctx->lock);
+    cw_sq_leave(ctx, prev);
     if (count_p)
         *count_p = n;
     return n > 0 ? CW_OK : CW_TIMEOUT;

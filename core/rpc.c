@@ -148,6 +148,7 @@ struct cw_handle *cw_handle_alloc(cw_context_t *ctx, bool server)
         cw_buf_init_writer(&h->out, CW_HDR_SIZE);
         cw_list_init(&h->link);
         cw_list_init(&h->resp_link);
+        cw_list_init(&h->sq_link);
     }
     atomic_init(&h->refs, 1);
     h->server = server;
@@ -413,7 +414,11 @@ void cw_h_set_final(cw_handle_t *h, cw_status_t st)
 
 static void h_cancel_ops(cw_handle_t *h)
 {
-    if (h->send_op)
+    /* A queued request is dropped at the flush; one inside a batch in
+     * flight completes with its batch (coalesce.c). */
+    if (h->send_op == CW_SQ_QUEUED)
+        h->sq_cancel = true;
+    else if (h->send_op && h->send_op != CW_SQ_BATCHED)
         cw_na_cancel(h->net->na, h->send_op);
     if (h->recv_op)
         cw_na_cancel(h->net->na, h->recv_op);

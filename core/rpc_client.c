@@ -7,17 +7,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void fwd_send_cb(const struct cw_na_cb_info *info)
+void cw_fwd_send_done(cw_handle_t *h, cw_status_t st)
 {
-    cw_handle_t *h = info->arg;
-
     h->send_op = NULL;
     h->pending--;
-    if (info->status != CW_OK)
-        cw_h_fail(h, info->status);
+    if (st != CW_OK)
+        cw_h_fail(h, st);
     else if (h->one_way && !h->overflowed)
         cw_h_set_final(h, CW_OK);
     cw_h_check(h);
+}
+
+void cw_fwd_send_cb(const struct cw_na_cb_info *info)
+{
+    cw_fwd_send_done(info->arg, info->status);
 }
 
 static void fwd_ack_cb(const struct cw_na_cb_info *info)
@@ -192,8 +195,11 @@ cw_status_t cw_fwd_net(cw_handle_t *h)
         if (st != CW_OK)
             return st;
     }
-    st = cw_na_msg_send_unexpected(net->na, msg, total, h->addr->na, 0,
-                                   fwd_send_cb, h, &h->send_op);
+    if (cw_sq_offer(h, msg, total))
+        st = CW_OK;
+    else
+        st = cw_na_msg_send_unexpected(net->na, msg, total, h->addr->na, 0,
+                                       cw_fwd_send_cb, h, &h->send_op);
     if (st != CW_OK) {
         /* The receive is posted: report the failure through completion. */
         h->send_op = NULL;

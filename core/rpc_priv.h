@@ -44,7 +44,12 @@ enum cw_msg_type {
     CW_MSG_RESP = 2, /**< response (expected, tag from the request) */
     CW_MSG_DONE = 3, /**< client pulled an overflowed response (unexpected) */
     CW_MSG_CANCEL = 4, /**< client cancelled a request (unexpected) */
+    CW_MSG_BATCH = 5, /**< several unexpected messages to one peer, each
+                           as it would travel alone (coalesce.c) */
 };
+#define CW_MSG_LAST CW_MSG_BATCH
+#define CW_BATCH_ENTRY_HDR 4u /**< length prefix of a batch entry */
+#define CW_BATCH_MAX 64u      /**< messages in one batch */
 
 #define CW_HF_ONE_WAY 0x1u  /**< no response wanted */
 #define CW_HF_OVERFLOW 0x2u /**< payload left in sender memory: pull it */
@@ -107,6 +112,13 @@ static inline size_t cw_wire_hdr_size(uint16_t flags)
 /** Validate a whole message; CW_PROTOCOL/CW_VERSION on hostile input. */
 cw_status_t cw_wire_decode(const void *msg, size_t len,
                            struct cw_wire_msg *m_p);
+/** Next entry of a validated batch payload at *@p off_p: CW_OK and the
+ *  entry's message, CW_NOENT at the end, CW_PROTOCOL on a bad frame. */
+cw_status_t cw_wire_batch_next(const uint8_t *p, size_t len, size_t *off_p,
+                               const uint8_t **msg_p, size_t *msg_len_p);
+/** Append one batch entry (length prefix and @p len bytes of @p msg) at
+ *  @p p; returns the bytes written. */
+size_t cw_wire_batch_put(uint8_t *p, const void *msg, size_t len);
 /** Validate a descriptor section of @p n entries in @p len bytes. */
 cw_status_t cw_wire_desc_check(const uint8_t *p, size_t len, unsigned n);
 /** Find descriptor @p i of a validated section.  @p raw_p/@p raw_len_p
@@ -287,6 +299,10 @@ struct cw_context {
     int watch[CW_MAX_WATCH];       /**< cw_context_watch_fd descriptors */
     uint64_t active_ns;            /**< last completion or network event */
     unsigned nwatch;
+    /* CW_CTX_COALESCE (coalesce.c) */
+    struct cw_list sendq;          /**< client handles whose request waits
+                                        for the end of the pass */
+    unsigned nsendq;
 };
 
 /** Anything in flight that only progress moves on (ctx->lock held). */
@@ -392,7 +408,37 @@ struct cw_handle {
     struct cw_rsess *rsess; /**< server: its resume session, or NULL */
     uint8_t reforwards;  /**< client: sent again through another gateway */
     bool reforwarding;   /**< client: cw_forward called by the core */
+    /* coalesced request (coalesce.c): send_op is CW_SQ_QUEUED while on
+     * ctx->sendq, CW_SQ_BATCHED once inside a batch in flight */
+    struct cw_list sq_link;
+    const uint8_t *sq_msg;
+    size_t sq_len;
+    bool sq_cancel;      /**< cancelled while queued: never sent */
 };
+
+extern const char cw_sq_marks[2];
+#define CW_SQ_QUEUED ((cw_na_op_t *)(void *)&cw_sq_marks[0])
+#define CW_SQ_BATCHED ((cw_na_op_t *)(void *)&cw_sq_marks[1])
+
+/** Queue a built request instead of sending it, when the context
+ *  coalesces and this thread is inside its cw_trigger; true if queued
+ *  (send_op set; the caller counts it pending as if sent). */
+bool cw_sq_offer(cw_handle_t *h, const uint8_t *msg, size_t len);
+/** Send everything queued (lock held): per peer, one message alone as it
+ *  is, several as one CW_MSG_BATCH. */
+void cw_sq_flush(cw_context_t *ctx);
+/** Open a pass of @p ctx on this thread (returns the enclosing one) and
+ *  close it, flushing what it queued (takes the lock). */
+cw_context_t *cw_sq_enter(cw_context_t *ctx);
+void cw_sq_leave(cw_context_t *ctx, cw_context_t *prev);
+/** Request send finished (NA completion, or a queued one failed). */
+void cw_fwd_send_done(cw_handle_t *h, cw_status_t st);
+/** The NA completion of a request sent alone (arg: the handle). */
+void cw_fwd_send_cb(const struct cw_na_cb_info *info);
+
+/** A CW_MSG_BATCH arrived on @p net (lock held; takes @p source). */
+void cw_rpc_recv_batch(cw_network_t *net, struct cw_urecv *u,
+                       const struct cw_wire_msg *m, cw_na_addr_t *source);
 
 /* ---- bulk ----------------------------------------------------------------*/
 

@@ -294,7 +294,73 @@ void cw_rpc_recv_unexpected(cw_network_t *net, struct cw_urecv *u,
         cw_na_addr_free(net->na, source);
         return;
     }
+    if (m.hdr.type == CW_MSG_BATCH) {
+        cw_rpc_recv_batch(net, u, &m, source);
+        return;
+    }
     recv_request(net, u, &m, source);
+}
+
+/* Each entry of a batch as if it had arrived alone.  A request takes its
+ * own buffer (copied from the batch, into memory of the same size as a
+ * receive slot, so the pooled handles' buffers stay interchangeable) and
+ * its own reference to the source.  Entries are checked one by one: a
+ * malformed one is dropped and counted, a broken frame ends the batch. */
+void cw_rpc_recv_batch(cw_network_t *net, struct cw_urecv *u,
+                       const struct cw_wire_msg *bm, cw_na_addr_t *source)
+{
+    cw_context_t *ctx = net->ctx;
+    struct cw_urecv tmp = {.net = net, .len = u->len};
+    size_t off = 0, len;
+    const uint8_t *msg;
+    unsigned n = 0;
+    cw_status_t st;
+
+    ctx->stats.rx_batches++;
+    for (;;) {
+        struct cw_wire_msg m;
+        cw_na_addr_t *src;
+
+        st = cw_wire_batch_next(bm->payload, bm->hdr.payload_len, &off, &msg,
+                                &len);
+        if (st == CW_NOENT)
+            break;
+        if (st != CW_OK || ++n > CW_BATCH_MAX) {
+            ctx->stats.rx_dropped++;
+            CW_LOG_RL(CW_LOG_WARN, "core", "malformed batch on %s: rest "
+                      "dropped", net->uri);
+            break;
+        }
+        if (tmp.buf == NULL && (tmp.buf = malloc(tmp.len)) == NULL) {
+            ctx->stats.rx_dropped++;
+            continue;
+        }
+        memcpy(tmp.buf, msg, len);
+        st = cw_wire_decode(tmp.buf, len, &m);
+        if (st != CW_OK || m.hdr.type == CW_MSG_RESP ||
+            m.hdr.type == CW_MSG_BATCH) {
+            ctx->stats.rx_dropped++;
+            CW_LOG_RL(CW_LOG_WARN, "core", "malformed message in a batch on "
+                      "%s dropped (%zu bytes)", net->uri, len);
+            continue;
+        }
+        if (cw_na_addr_dup(net->na, source, &src) != CW_OK) {
+            ctx->stats.rx_dropped++;
+            continue;
+        }
+        if (m.hdr.type == CW_MSG_DONE) {
+            recv_done(net, &m, src);
+            cw_na_addr_free(net->na, src);
+        } else if (m.hdr.type == CW_MSG_CANCEL) {
+            recv_cancel(net, &m, src);
+            cw_na_addr_free(net->na, src);
+        } else {
+            /* Takes src, and tmp.buf in exchange for a free buffer. */
+            recv_request(net, &tmp, &m, src);
+        }
+    }
+    free(tmp.buf);
+    cw_na_addr_free(net->na, source);
 }
 
 /* ---- respond ------------------------------------------------------------ */

@@ -195,7 +195,13 @@ cw_status_t cw_wire_decode(const void *msg, size_t len,
     m.hdr.desc_len = get32(p + 44);
     m.hdr.payload_len = get32(p + 48);
     m.hdr.ovf_len = get16(p + 52);
-    if (m.hdr.type < CW_MSG_REQ || m.hdr.type > CW_MSG_CANCEL)
+    if (m.hdr.type < CW_MSG_REQ || m.hdr.type > CW_MSG_LAST)
+        return CW_PROTOCOL;
+    if (m.hdr.type == CW_MSG_BATCH &&
+        (m.hdr.flags != 0 || m.hdr.rpc_id != 0 || m.hdr.req_id != 0 ||
+         m.hdr.budget_us != 0 || m.hdr.resp_tag != 0 || m.hdr.status != 0 ||
+         m.hdr.hops != 0 || m.hdr.ndesc != 0 || m.hdr.desc_len != 0 ||
+         m.hdr.payload_len == 0))
         return CW_PROTOCOL;
     m.hdr.resp_limit = (uint32_t)p[39] << 16 | get16(p + 54);
     if ((m.hdr.flags & ~CW_HF_ALL) != 0)
@@ -251,4 +257,30 @@ cw_status_t cw_wire_decode(const void *msg, size_t len,
     }
     *m_p = m;
     return CW_OK;
+}
+
+cw_status_t cw_wire_batch_next(const uint8_t *p, size_t len, size_t *off_p,
+                               const uint8_t **msg_p, size_t *msg_len_p)
+{
+    size_t off = *off_p, n;
+
+    if (off == len)
+        return CW_NOENT;
+    if (off > len || len - off < CW_BATCH_ENTRY_HDR)
+        return CW_PROTOCOL;
+    n = get32(p + off);
+    off += CW_BATCH_ENTRY_HDR;
+    if (n < CW_HDR_SIZE || n > len - off)
+        return CW_PROTOCOL;
+    *msg_p = p + off;
+    *msg_len_p = n;
+    *off_p = off + n;
+    return CW_OK;
+}
+
+size_t cw_wire_batch_put(uint8_t *p, const void *msg, size_t len)
+{
+    put32(p, (uint32_t)len);
+    memcpy(p + CW_BATCH_ENTRY_HDR, msg, len);
+    return CW_BATCH_ENTRY_HDR + len;
 }

@@ -121,6 +121,13 @@ void gw_set_config(struct gw *gw, struct cw_config *own,
         CW_ERROR(GW_LOG, "health checks disabled: out of memory");
 }
 
+static bool gw_coalesce_enabled(void)
+{
+    const char *v = getenv("CAUSEWAY_COALESCE");
+
+    return v == NULL || strcmp(v, "0") != 0;
+}
+
 static cw_status_t gw_start(struct gw *gw, const struct cw_config *cfg)
 {
     struct cw_context_opts copts;
@@ -131,6 +138,10 @@ static cw_status_t gw_start(struct gw *gw, const struct cw_config *cfg)
     cw_context_opts_init(&copts);
     if (gw->busy_poll)
         copts.flags |= CW_CTX_BUSY;
+    /* Requests forwarded in one pass to the same next hop leave as one
+     * message (docs/wire.md, "Batches"); CAUSEWAY_COALESCE=0 turns it off. */
+    if (gw_coalesce_enabled())
+        copts.flags |= CW_CTX_COALESCE;
     copts.default_timeout_ms = cfg->limits.default_timeout_ns / 1000000u;
     copts.max_hops = cfg->limits.max_hops;
     /* A gateway takes requests from many clients at once. */

@@ -1,0 +1,187 @@
+/*
+ * Request coalescing (CW_CTX_COALESCE, docs/wire.md "Batches").
+ *
+ * A gateway forwards many requests to the same next hop in one pass of its
+ * completion queue; each one sent alone costs a system call, and on
+ * loopback TCP the receiver's whole stack as well.  In a coalescing
+ * context, a request built inside cw_trigger waits on ctx->sendq until the
+ * pass ends; then the requests bound for one peer leave as one
+ * CW_MSG_BATCH (a single one still leaves alone, exactly as without
+ * coalescing, so a lone RPC pays nothing).  Nothing waits beyond the pass
+ * that queued it, so no timer is involved and latency is unchanged when
+ * there is nothing to coalesce.
+ *
+ * Only requests: a batch is an unexpected message, and a client network
+ * posts no unexpected receives, so responses keep travelling one by one on
+ * their tags.
+ *
+ * Ownership: a queued handle counts its send pending, as if a plugin held
+ * it; send_op is CW_SQ_QUEUED, then CW_SQ_BATCHED once its batch is in a
+ * plugin.  A cancel marks a queued request (never sent, completed with
+ * CW_CANCELED at the flush) and leaves a batched one alone: the batch
+ * completes soon, or fails with the connection.
+ */
+#include "rpc_priv.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+const char cw_sq_marks[2];
+
+struct cw_batch {
+    cw_context_t *ctx;
+    cw_na_op_t *op;
+    unsigned n;
+    uint8_t *msg;
+    cw_handle_t *h[CW_BATCH_MAX];
+};
+
+/* The context whose pass this thread is in (cw_trigger), or NULL. */
+static _Thread_local cw_context_t *sq_scope;
+
+bool cw_sq_offer(cw_handle_t *h, const uint8_t *msg, size_t len)
+{
+    cw_context_t *ctx = h->ctx;
+
+    if (sq_scope != ctx || !(ctx->opts.flags & CW_CTX_COALESCE) ||
+        len + CW_HDR_SIZE + CW_BATCH_ENTRY_HDR > h->net->caps.max_unexpected_size)
+        return false;
+    h->sq_msg = msg;
+    h->sq_len = len;
+    h->sq_cancel = false;
+    h->send_op = CW_SQ_QUEUED;
+    cw_list_add(&ctx->sendq, &h->sq_link);
+    ctx->nsendq++;
+    return true;
+}
+
+static void sq_take(cw_context_t *ctx, cw_handle_t *h)
+{
+    cw_list_del(&h->sq_link);
+    ctx->nsendq--;
+}
+
+static void batch_sent_cb(const struct cw_na_cb_info *info)
+{
+    struct cw_batch *b = info->arg;
+
+    for (unsigned i = 0; i < b->n; i++)
+        cw_fwd_send_done(b->h[i], info->status);
+    free(b->msg);
+    free(b);
+}
+
+/* Send one queued request by itself, as cw_fwd_net would have. */
+static void sq_send_alone(cw_handle_t *h)
+{
+    cw_status_t st;
+
+    st = cw_na_msg_send_unexpected(h->net->na, h->sq_msg, h->sq_len,
+                                   h->addr->na, 0, cw_fwd_send_cb, h,
+                                   &h->send_op);
+    if (st != CW_OK)
+        cw_fwd_send_done(h, st);
+}
+
+/* Send the batch of @p n requests (n >= 2) in @p hs: one message whose
+ * entries are the requests as each would have travelled alone. */
+static void sq_send_batch(cw_context_t *ctx, cw_handle_t **hs, unsigned n,
+                          size_t bytes)
+{
+    struct cw_wire_hdr hdr = {.type = CW_MSG_BATCH};
+    cw_network_t *net = hs[0]->net;
+    struct cw_batch *b;
+    size_t off = CW_HDR_SIZE;
+    cw_status_t st;
+
+    b = malloc(sizeof(*b));
+    if (b == NULL || (b->msg = malloc(CW_HDR_SIZE + bytes)) == NULL) {
+        /* No memory for the batch: each one alone. */
+        free(b);
+        for (unsigned i = 0; i < n; i++)
+            sq_send_alone(hs[i]);
+        return;
+    }
+    b->ctx = ctx;
+    b->n = n;
+    hdr.payload_len = (uint32_t)bytes;
+    cw_wire_hdr_encode(b->msg, &hdr);
+    for (unsigned i = 0; i < n; i++) {
+        off += cw_wire_batch_put(b->msg + off, hs[i]->sq_msg, hs[i]->sq_len);
+        b->h[i] = hs[i];
+        hs[i]->send_op = CW_SQ_BATCHED;
+    }
+    st = cw_na_msg_send_unexpected(net->na, b->msg, off, hs[0]->addr->na, 0,
+                                   batch_sent_cb, b, &b->op);
+    if (st != CW_OK) {
+        struct cw_na_cb_info info = {.status = st, .arg = b};
+        batch_sent_cb(&info);
+        return;
+    }
+    ctx->stats.na_ops++;
+    ctx->stats.tx_batches++;
+    ctx->stats.tx_batched += n;
+}
+
+void cw_sq_flush(cw_context_t *ctx)
+{
+    cw_handle_t *hs[CW_BATCH_MAX];
+
+    while (!cw_list_empty(&ctx->sendq)) {
+        cw_handle_t *first =
+            cw_container_of(ctx->sendq.next, cw_handle_t, sq_link);
+        cw_network_t *net = first->net;
+        size_t limit = net->caps.max_unexpected_size - CW_HDR_SIZE;
+        size_t bytes = 0;
+        unsigned n = 0;
+        struct cw_list *e, *next;
+
+        /* The first request's peer: gather its requests in order, as many
+         * as one batch holds; the rest wait for the next round. */
+        for (e = ctx->sendq.next; e != &ctx->sendq && n < CW_BATCH_MAX;
+             e = next) {
+            cw_handle_t *h = cw_container_of(e, cw_handle_t, sq_link);
+            size_t need = CW_BATCH_ENTRY_HDR + h->sq_len;
+            next = e->next;
+            if (h != first && (h->net != net ||
+                               !cw_na_addr_cmp(net->na, h->addr->na,
+                                               first->addr->na)))
+                continue;
+            if (h->sq_cancel || net->closed) {
+                sq_take(ctx, h);
+                cw_fwd_send_done(h, h->sq_cancel ? CW_CANCELED : CW_DISCONNECTED);
+                if (h == first)
+                    break;
+                continue;
+            }
+            if (bytes + need > limit)
+                break;
+            sq_take(ctx, h);
+            hs[n++] = h;
+            bytes += need;
+        }
+        if (n == 1)
+            sq_send_alone(hs[0]);
+        else if (n > 1)
+            sq_send_batch(ctx, hs, n, bytes);
+    }
+}
+
+cw_context_t *cw_sq_enter(cw_context_t *ctx)
+{
+    cw_context_t *prev = sq_scope;
+
+    sq_scope = ctx;
+    return prev;
+}
+
+void cw_sq_leave(cw_context_t *ctx, cw_context_t *prev)
+{
+    sq_scope = prev;
+    if (!(ctx->opts.flags & CW_CTX_COALESCE))
+        return;
+    pthread_mutex_lock(&ctx->lock);
+    if (ctx->nsendq > 0)
+        cw_sq_flush(ctx);
+    pthread_mutex_unlock(&ctx->lock);
+}

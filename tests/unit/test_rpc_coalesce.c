@@ -1,0 +1,456 @@
+/*
+ * Request coalescing (CW_CTX_COALESCE, docs/wire.md "Batches"): requests a
+ * coalescing context forwards from the callbacks of one cw_trigger call to
+ * one peer leave as one CW_MSG_BATCH when the call returns; each completes
+ * once with its own answer; one cancelled while queued never leaves; a
+ * lone request leaves alone; a context without the flag never batches.
+ * The receiving side checks each entry of a batch by itself: hostile
+ * batches (bad frames, nested batches, responses, garbage) built by a raw
+ * NA endpoint are dropped and counted, and the valid entries around them
+ * still run.  On shm, ofi+tcp and ucx+tcp.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "rpc_priv.h"
+#include "tests/rpc_test_util.h"
+
+#define NBATCH 20 /* requests forwarded from one callback */
+#define CANCEL_AT 5
+
+struct pair {
+    cw_context_t *srv, *cli;
+    cw_addr_t *dest;
+    char uri[CW_URI_MAX];
+    int served;
+};
+
+struct echo_call {
+    int done;
+    cw_status_t st;
+    uint32_t want; /* the echoed value expected */
+    uint32_t got;
+};
+
+struct kick {
+    struct pair *p;
+    cw_handle_t *h[NBATCH];
+    struct echo_call c[NBATCH];
+    bool cancel;
+};
+
+static void h_count_echo(cw_handle_t *h, void *arg)
+{
+    struct pair *p = arg;
+    uint32_t v = 0;
+
+    p->served++;
+    cw_buf_get_u32(cw_handle_input(h), &v);
+    cw_buf_put_u32(cw_handle_output(h), v);
+    cw_respond(h, CW_OK, NULL, NULL);
+    cw_handle_release(h);
+}
+
+static void h_oneway(cw_handle_t *h, void *arg)
+{
+    ((struct pair *)arg)->served++;
+    cw_handle_release(h);
+}
+
+static void echo_done(cw_handle_t *h, cw_status_t st, void *arg)
+{
+    struct echo_call *c = arg;
+
+    c->done++;
+    c->st = st;
+    if (st == CW_OK)
+        cw_buf_get_u32(cw_handle_output(h), &c->got);
+}
+
+/* Runs inside the client's cw_trigger: NBATCH forwards to one peer. */
+static void kick_done(cw_handle_t *h0, cw_status_t st, void *arg)
+{
+    struct kick *k = arg;
+    (void)h0;
+
+    assert_int_equal(st, CW_OK);
+    for (int i = 0; i < NBATCH; i++) {
+        k->c[i].want = 1000u + (uint32_t)i;
+        assert_int_equal(cw_handle_create(k->p->cli, k->p->dest,
+                                          cw_rpc_id("coalesce.echo"),
+                                          &k->h[i]), CW_OK);
+        assert_int_equal(cw_buf_put_u32(cw_handle_input(k->h[i]),
+                                        k->c[i].want), CW_OK);
+        assert_int_equal(cw_forward(k->h[i], 20000, echo_done, &k->c[i]),
+                         CW_OK);
+        if (k->cancel && i == CANCEL_AT)
+            assert_int_equal(cw_cancel(k->h[i]), CW_OK);
+    }
+}
+
+static void pump(struct pair *p, int iters)
+{
+    for (int i = 0; i < iters; i++) {
+        cw_progress(p->srv, 0);
+        cw_trigger(p->srv, 0, 0, NULL);
+        cw_progress(p->cli, 0);
+        cw_trigger(p->cli, 0, 0, NULL);
+    }
+}
+
+static bool pair_open(struct pair *p, const char *uri, uint32_t cli_flags)
+{
+    struct cw_context_opts o;
+    cw_network_t *net;
+    cw_addr_t *self;
+    struct cw_rpc_opts ow = {.one_way = true};
+
+    memset(p, 0, sizeof(*p));
+    assert_int_equal(cw_context_create(NULL, &p->srv), CW_OK);
+    if (cw_network_open(p->srv, uri, CW_NA_LISTEN, &net) != CW_OK) {
+        cw_context_destroy(p->srv);
+        return false;
+    }
+    assert_int_equal(cw_network_self(net, &self), CW_OK);
+    assert_int_equal(cw_addr_to_string(self, p->uri, sizeof(p->uri)), CW_OK);
+    cw_addr_free(self);
+    assert_int_equal(cw_rpc_register(p->srv, "coalesce.echo", h_count_echo, p,
+                                     NULL, NULL), CW_OK);
+    assert_int_equal(cw_rpc_register(p->srv, "coalesce.oneway", h_oneway, p,
+                                     &ow, NULL), CW_OK);
+    cw_context_opts_init(&o);
+    o.flags |= cli_flags;
+    assert_int_equal(cw_context_create(&o, &p->cli), CW_OK);
+    assert_int_equal(cw_addr_lookup(p->cli, p->uri, &p->dest), CW_OK);
+    return true;
+}
+
+static void pair_close(struct pair *p)
+{
+    cw_addr_free(p->dest);
+    cw_context_destroy(p->cli);
+    cw_context_destroy(p->srv);
+}
+
+/* One kick RPC; its callback forwards NBATCH more.  Returns the client's
+ * and server's counters after all completed. */
+static void run_kick(struct pair *p, bool cancel, struct cw_context_stats *cs,
+                     struct cw_context_stats *ss)
+{
+    struct kick k = {.p = p, .cancel = cancel};
+    cw_handle_t *h0;
+    int all = 0;
+
+    assert_int_equal(cw_handle_create(p->cli, p->dest,
+                                      cw_rpc_id("coalesce.echo"), &h0),
+                     CW_OK);
+    assert_int_equal(cw_buf_put_u32(cw_handle_input(h0), 7), CW_OK);
+    assert_int_equal(cw_forward(h0, 20000, kick_done, &k), CW_OK);
+    for (int round = 0; round < 20000 && all < NBATCH; round++) {
+        pump(p, 10);
+        all = 0;
+        for (int i = 0; i < NBATCH; i++)
+            all += k.c[i].done;
+    }
+    for (int i = 0; i < NBATCH; i++) {
+        assert_int_equal(k.c[i].done, 1);
+        if (cancel && i == CANCEL_AT) {
+            assert_int_equal(k.c[i].st, CW_CANCELED);
+        } else {
+            assert_int_equal(k.c[i].st, CW_OK);
+            assert_int_equal(k.c[i].got, k.c[i].want);
+        }
+        cw_handle_release(k.h[i]);
+    }
+    cw_handle_release(h0);
+    /* Let the server finish its responses before reading counters. */
+    pump(p, 2000);
+    cw_context_stats(p->cli, cs);
+    cw_context_stats(p->srv, ss);
+}
+
+static void coalesce_on(const char *uri)
+{
+    struct pair p;
+    struct cw_context_stats cs, ss;
+
+    if (!pair_open(&p, uri, CW_CTX_COALESCE)) {
+        print_message("# %s: plugin not available here, skipped\n", uri);
+        return;
+    }
+    /* The kick request left alone (no batch); its callback's NBATCH
+     * requests left as one batch. */
+    run_kick(&p, false, &cs, &ss);
+    assert_int_equal(cs.tx_batches, 1);
+    assert_int_equal(cs.tx_batched, NBATCH);
+    assert_int_equal(cs.tx_requests, 1 + NBATCH);
+    assert_int_equal(ss.rx_batches, 1);
+    assert_int_equal(ss.rx_requests, 1 + NBATCH);
+    assert_int_equal(ss.rx_dropped, 0);
+    assert_int_equal(p.served, 1 + NBATCH);
+
+    /* One cancelled while queued: completes CW_CANCELED, never leaves. */
+    run_kick(&p, true, &cs, &ss);
+    assert_int_equal(cs.tx_batches, 2);
+    assert_int_equal(cs.tx_batched, 2 * NBATCH - 1);
+    assert_int_equal(ss.rx_requests, 2 * (1 + NBATCH) - 1);
+    assert_int_equal(p.served, 2 * (1 + NBATCH) - 1);
+    assert_int_equal(ss.rx_dropped, 0);
+    print_message("# %s: %d requests in one batch, each answered once; one "
+                  "cancelled while queued never sent\n", uri, NBATCH);
+    pair_close(&p);
+
+    /* Without the flag: the same requests, no batch. */
+    assert_true(pair_open(&p, uri, 0));
+    run_kick(&p, false, &cs, &ss);
+    assert_int_equal(cs.tx_batches, 0);
+    assert_int_equal(ss.rx_batches, 0);
+    assert_int_equal(ss.rx_requests, 1 + NBATCH);
+    pair_close(&p);
+}
+
+/* ---- hostile batches ----------------------------------------------------*/
+
+struct raw {
+    cw_na_t *na;
+    cw_na_addr_t *srv;
+    int sent;
+};
+
+static void raw_sent(const struct cw_na_cb_info *info)
+{
+    ((struct raw *)info->arg)->sent++;
+}
+
+/* A one-way request for "coalesce.oneway" (@p len bytes at @p buf). */
+static size_t oneway_req(uint8_t *buf, uint64_t id)
+{
+    struct cw_wire_hdr h = {.type = CW_MSG_REQ, .flags = CW_HF_ONE_WAY,
+                            .rpc_id = cw_rpc_id("coalesce.oneway"),
+                            .req_id = id, .budget_us = 10000000};
+
+    cw_wire_hdr_encode(buf, &h);
+    return CW_HDR_SIZE;
+}
+
+static void put_le32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* A batch holding @p n messages; returns its length. */
+static size_t batch(uint8_t *out, const uint8_t *const *msgs,
+                    const size_t *lens, unsigned n)
+{
+    struct cw_wire_hdr h = {.type = CW_MSG_BATCH};
+    size_t off = CW_HDR_SIZE;
+
+    for (unsigned i = 0; i < n; i++) {
+        put_le32(out + off, (uint32_t)lens[i]);
+        memcpy(out + off + 4, msgs[i], lens[i]);
+        off += 4 + lens[i];
+    }
+    h.payload_len = (uint32_t)(off - CW_HDR_SIZE);
+    cw_wire_hdr_encode(out, &h);
+    return off;
+}
+
+static void raw_send(struct pair *p, struct raw *r, const uint8_t *msg,
+                     size_t len)
+{
+    int want = r->sent + 1;
+
+    assert_int_equal(cw_na_msg_send_unexpected(r->na, msg, len, r->srv, 0,
+                                               raw_sent, r, NULL), CW_OK);
+    for (int i = 0; i < 200000 && r->sent < want; i++) {
+        cw_na_progress(r->na, 0, NULL);
+        cw_progress(p->srv, 0);
+    }
+    assert_int_equal(r->sent, want);
+    for (int i = 0; i < 3000; i++) {
+        cw_na_progress(r->na, 0, NULL);
+        cw_progress(p->srv, 0);
+        cw_trigger(p->srv, 0, 0, NULL);
+    }
+}
+
+static uint64_t srv_stat(struct pair *p, int which)
+{
+    struct cw_context_stats s;
+
+    cw_context_stats(p->srv, &s);
+    return which == 0 ? s.rx_dropped : which == 1 ? s.rx_batches
+                                                  : s.rx_requests;
+}
+
+static void hostile_on(const char *uri)
+{
+    struct pair p;
+    struct raw r = {0};
+    uint8_t a[CW_HDR_SIZE], b[CW_HDR_SIZE], junk[CW_HDR_SIZE], resp[CW_HDR_SIZE];
+    uint8_t inner[512], out[2048];
+    const uint8_t *msgs[4];
+    size_t lens[4], n;
+    uint64_t d0, q0;
+    struct cw_wire_hdr rh = {.type = CW_MSG_RESP, .req_id = 9};
+
+    if (!pair_open(&p, uri, 0)) {
+        print_message("# %s: plugin not available here, skipped\n", uri);
+        return;
+    }
+    assert_int_equal(cw_na_open(uri[0] == 's' ? "shm://" : uri[0] == 'o'
+                                ? "ofi+tcp://127.0.0.1:0" : "ucx+tcp://127.0.0.1:0",
+                                0, NULL, &r.na), CW_OK);
+    assert_int_equal(cw_na_addr_lookup(r.na, p.uri, &r.srv), CW_OK);
+    oneway_req(a, 1);
+    oneway_req(b, 2);
+    memset(junk, 0x5a, sizeof(junk));
+    cw_wire_hdr_encode(resp, &rh);
+    d0 = srv_stat(&p, 0);
+    q0 = srv_stat(&p, 2);
+
+    /* Valid, garbage, response, valid: both valid ones run, two dropped. */
+    msgs[0] = a; msgs[1] = junk; msgs[2] = resp; msgs[3] = b;
+    for (int i = 0; i < 4; i++)
+        lens[i] = CW_HDR_SIZE;
+    n = batch(out, msgs, lens, 4);
+    raw_send(&p, &r, out, n);
+    assert_int_equal(p.served, 2);
+    assert_int_equal(srv_stat(&p, 0), d0 + 2);
+    assert_int_equal(srv_stat(&p, 1), 1);
+
+    /* A batch inside a batch: dropped; the valid entry before it runs. */
+    msgs[0] = a;
+    lens[0] = CW_HDR_SIZE;
+    n = batch(inner, msgs, lens, 1);
+    msgs[0] = b; msgs[1] = inner;
+    lens[0] = CW_HDR_SIZE; lens[1] = n;
+    n = batch(out, msgs, lens, 2);
+    raw_send(&p, &r, out, n);
+    assert_int_equal(p.served, 3);
+    assert_int_equal(srv_stat(&p, 0), d0 + 3);
+
+    /* A frame claiming more bytes than the batch holds: the rest dropped
+     * (the entry before it still ran), counted once. */
+    msgs[0] = a; msgs[1] = b;
+    lens[0] = lens[1] = CW_HDR_SIZE;
+    n = batch(out, msgs, lens, 2);
+    put_le32(out + CW_HDR_SIZE + 4 + CW_HDR_SIZE, 100000);
+    raw_send(&p, &r, out, n);
+    assert_int_equal(p.served, 4);
+    assert_int_equal(srv_stat(&p, 0), d0 + 4);
+
+    /* A frame shorter than a header, and a trailing partial length. */
+    n = batch(out, msgs, lens, 1);
+    put_le32(out + CW_HDR_SIZE, 3);
+    raw_send(&p, &r, out, n);
+    n = batch(out, msgs, lens, 1);
+    out[n] = 1; /* two bytes of a length prefix after the entry */
+    out[n + 1] = 0;
+    {
+        struct cw_wire_hdr h = {.type = CW_MSG_BATCH,
+                                .payload_len = (uint32_t)(n + 2 - CW_HDR_SIZE)};
+        cw_wire_hdr_encode(out, &h);
+    }
+    raw_send(&p, &r, out, n + 2);
+    assert_int_equal(p.served, 5);
+    assert_int_equal(srv_stat(&p, 0), d0 + 6);
+
+    /* An empty batch, and one with fields a batch must not carry: the
+     * whole message is malformed. */
+    {
+        struct cw_wire_hdr h = {.type = CW_MSG_BATCH};
+        cw_wire_hdr_encode(out, &h);
+        raw_send(&p, &r, out, CW_HDR_SIZE);
+        n = batch(out, msgs, lens, 1);
+        h.payload_len = (uint32_t)(n - CW_HDR_SIZE);
+        h.rpc_id = 5;
+        cw_wire_hdr_encode(out, &h);
+        raw_send(&p, &r, out, n);
+    }
+    assert_int_equal(p.served, 5);
+    assert_int_equal(srv_stat(&p, 0), d0 + 8);
+    assert_int_equal(srv_stat(&p, 2), q0 + 5);
+    print_message("# %s: hostile batches: 8 bad entries or frames dropped and "
+                  "counted, the 5 valid requests around them ran\n", uri);
+
+    cw_na_addr_free(r.na, r.srv);
+    cw_na_close(r.na);
+    pair_close(&p);
+}
+
+static void test_wire(void **state)
+{
+    uint8_t a[CW_HDR_SIZE], out[512];
+    const uint8_t *msgs[2] = {a, a}, *m;
+    size_t lens[2] = {CW_HDR_SIZE, CW_HDR_SIZE}, n, off = 0, len;
+    struct cw_wire_msg w;
+    (void)state;
+
+    oneway_req(a, 3);
+    n = batch(out, msgs, lens, 2);
+    assert_int_equal(cw_wire_decode(out, n, &w), CW_OK);
+    assert_int_equal(w.hdr.type, CW_MSG_BATCH);
+    assert_int_equal(cw_wire_batch_next(w.payload, w.hdr.payload_len, &off,
+                                        &m, &len), CW_OK);
+    assert_int_equal(len, CW_HDR_SIZE);
+    assert_memory_equal(m, a, CW_HDR_SIZE);
+    assert_int_equal(cw_wire_batch_next(w.payload, w.hdr.payload_len, &off,
+                                        &m, &len), CW_OK);
+    assert_int_equal(cw_wire_batch_next(w.payload, w.hdr.payload_len, &off,
+                                        &m, &len), CW_NOENT);
+    /* Every truncation of the payload is a bad frame, never a read past
+     * its end. */
+    for (size_t cut = 1; cut < w.hdr.payload_len; cut++) {
+        cw_status_t st = CW_OK;
+        off = 0;
+        while (st == CW_OK)
+            st = cw_wire_batch_next(w.payload, w.hdr.payload_len - cut, &off,
+                                    &m, &len);
+        if (w.hdr.payload_len - cut == 4 + CW_HDR_SIZE)
+            assert_int_equal(st, CW_NOENT);
+        else
+            assert_int_equal(st, CW_PROTOCOL);
+    }
+}
+
+static void test_shm(void **state)
+{
+    (void)state;
+    coalesce_on("shm://");
+    hostile_on("shm://");
+}
+
+static void test_ofi_tcp(void **state)
+{
+    (void)state;
+    coalesce_on("ofi+tcp://127.0.0.1:0");
+    hostile_on("ofi+tcp://127.0.0.1:0");
+}
+
+static void test_ucx_tcp(void **state)
+{
+    (void)state;
+    coalesce_on("ucx+tcp://127.0.0.1:0");
+    hostile_on("ucx+tcp://127.0.0.1:0");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_wire),
+        cmocka_unit_test(test_shm),
+        cmocka_unit_test(test_ofi_tcp),
+        cmocka_unit_test(test_ucx_tcp),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
