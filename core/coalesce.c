@@ -44,6 +44,7 @@ bool cw_sq_offer(cw_handle_t *h, const uint8_t *msg, size_t len)
     cw_context_t *ctx = h->ctx;
 
     if (sq_scope != ctx || !(ctx->opts.flags & CW_CTX_COALESCE) ||
+        !(h->net->caps.flags & CW_NA_CAP_COALESCE) ||
         len + CW_HDR_SIZE + CW_BATCH_ENTRY_HDR > h->net->caps.max_unexpected_size)
         return false;
     h->sq_msg = msg;

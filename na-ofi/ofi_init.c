@@ -613,6 +613,8 @@ static void ofi_query(cw_na_class_t *cls, struct cw_na_caps *caps)
         caps->flags |= CW_NA_CAP_WAIT_FD;
     if (cls->str_addr)
         caps->flags |= CW_NA_CAP_SAME_NODE;
+    else
+        caps->flags |= CW_NA_CAP_COALESCE; /* a socket or a NIC per send */
 }
 
 static uint64_t ofi_dropped(cw_na_class_t *cls)

@@ -442,7 +442,8 @@ static void ucx_query(cw_na_class_t *c, struct cw_na_caps *caps)
     caps->max_tag = UINT32_MAX;
     caps->max_rma_size = 0;
     caps->max_segments = 1024;
-    caps->flags = CW_NA_CAP_RMA | (cls->busy ? 0 : CW_NA_CAP_WAIT_FD);
+    caps->flags = CW_NA_CAP_RMA | CW_NA_CAP_COALESCE |
+                  (cls->busy ? 0 : CW_NA_CAP_WAIT_FD);
 }
 
 static uint64_t ucx_dropped(cw_na_class_t *c)

@@ -119,6 +119,11 @@ struct cw_na_caps {
  *  then hand a peer a restricted handle instead of staging
  *  (docs/bulk-gateway.md, "Zero-staging"). */
 #define CW_NA_CAP_NODE_RMA 0x8u
+/** Each message sent costs a system call or a doorbell: a coalescing
+ *  context (CW_CTX_COALESCE) sends several small ones to the same peer as
+ *  one (docs/wire.md, "Batches").  Not set where a message is a copy into
+ *  shared memory, which the batch's extra copies would only slow down. */
+#define CW_NA_CAP_COALESCE 0x10u
 
 /** Operation kinds reported to callbacks. */
 enum cw_na_op_type {
