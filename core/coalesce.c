@@ -1,23 +1,24 @@
 /*
- * Request coalescing (CW_CTX_COALESCE, docs/wire.md "Batches").
+ * Coalescing (CW_CTX_COALESCE, docs/wire.md "Batches").
  *
- * A gateway forwards many requests to the same next hop in one pass of its
- * completion queue; each one sent alone costs a system call, and on
- * loopback TCP the receiver's whole stack as well.  In a coalescing
- * context, a request built inside cw_trigger waits on ctx->sendq until the
- * pass ends; then the requests bound for one peer leave as one
- * CW_MSG_BATCH (a single one still leaves alone, exactly as without
- * coalescing, so a lone RPC pays nothing).  Nothing waits beyond the pass
- * that queued it, so no timer is involved and latency is unchanged when
- * there is nothing to coalesce.
+ * A gateway forwards many requests to the same next hop, and answers many
+ * requests of one client, in one pass of its completion queue; each
+ * message sent alone costs a system call, and on loopback TCP the
+ * receiver's whole stack as well.  In a coalescing context, a message
+ * built inside cw_trigger waits on ctx->sendq until the pass ends; then
+ * the messages bound for one peer leave as one CW_MSG_BATCH (a single one
+ * still leaves alone, exactly as without coalescing, so a lone RPC pays
+ * nothing).  Nothing waits beyond the pass that queued it, so no timer is
+ * involved and latency is unchanged when there is nothing to coalesce.
  *
- * Only requests: a batch is an unexpected message, and a client network
- * posts no unexpected receives, so responses keep travelling one by one on
- * their tags.
+ * Requests, and responses to a caller whose request said it takes
+ * batches (CW_HF_BATCHES: its network posts unexpected receives); a
+ * response inside a batch reaches its request by request id and source,
+ * and the receive posted for it is withdrawn (rpc_client.c).
  *
  * Ownership: a queued handle counts its send pending, as if a plugin held
  * it; send_op is CW_SQ_QUEUED, then CW_SQ_BATCHED once its batch is in a
- * plugin.  A cancel marks a queued request (never sent, completed with
+ * plugin.  A cancel marks a queued message (never sent, completed with
  * CW_CANCELED at the flush) and leaves a batched one alone: the batch
  * completes soon, or fails with the connection.
  */
@@ -45,6 +46,7 @@ bool cw_sq_offer(cw_handle_t *h, const uint8_t *msg, size_t len)
 
     if (sq_scope != ctx || !(ctx->opts.flags & CW_CTX_COALESCE) ||
         !(h->net->caps.flags & CW_NA_CAP_COALESCE) ||
+        (h->server && !h->batches) ||
         len + CW_HDR_SIZE + CW_BATCH_ENTRY_HDR > h->net->caps.max_unexpected_size)
         return false;
     h->sq_msg = msg;
@@ -54,6 +56,21 @@ bool cw_sq_offer(cw_handle_t *h, const uint8_t *msg, size_t len)
     cw_list_add(&ctx->sendq, &h->sq_link);
     ctx->nsendq++;
     return true;
+}
+
+/* Where the handle's message goes: a request to its destination, a
+ * response to the request's source. */
+static inline cw_na_addr_t *sq_dest(cw_handle_t *h)
+{
+    return h->server ? h->src.na : h->addr->na;
+}
+
+static void sq_done(cw_handle_t *h, cw_status_t st)
+{
+    if (h->server)
+        cw_resp_send_done(h, st);
+    else
+        cw_fwd_send_done(h, st);
 }
 
 static void sq_take(cw_context_t *ctx, cw_handle_t *h)
@@ -67,21 +84,26 @@ static void batch_sent_cb(const struct cw_na_cb_info *info)
     struct cw_batch *b = info->arg;
 
     for (unsigned i = 0; i < b->n; i++)
-        cw_fwd_send_done(b->h[i], info->status);
+        sq_done(b->h[i], info->status);
     free(b->msg);
     free(b);
 }
 
-/* Send one queued request by itself, as cw_fwd_net would have. */
+/* Send one queued message by itself, as it would have gone unqueued. */
 static void sq_send_alone(cw_handle_t *h)
 {
     cw_status_t st;
 
-    st = cw_na_msg_send_unexpected(h->net->na, h->sq_msg, h->sq_len,
-                                   h->addr->na, 0, cw_fwd_send_cb, h,
-                                   &h->send_op);
+    if (h->server)
+        st = cw_na_msg_send_expected(h->net->na, h->sq_msg, h->sq_len,
+                                     h->src.na, h->tag, cw_resp_send_cb, h,
+                                     &h->send_op);
+    else
+        st = cw_na_msg_send_unexpected(h->net->na, h->sq_msg, h->sq_len,
+                                       h->addr->na, 0, cw_fwd_send_cb, h,
+                                       &h->send_op);
     if (st != CW_OK)
-        cw_fwd_send_done(h, st);
+        sq_done(h, st);
 }
 
 /* Send the batch of @p n requests (n >= 2) in @p hs: one message whose
@@ -112,7 +134,7 @@ static void sq_send_batch(cw_context_t *ctx, cw_handle_t **hs, unsigned n,
         b->h[i] = hs[i];
         hs[i]->send_op = CW_SQ_BATCHED;
     }
-    st = cw_na_msg_send_unexpected(net->na, b->msg, off, hs[0]->addr->na, 0,
+    st = cw_na_msg_send_unexpected(net->na, b->msg, off, sq_dest(hs[0]), 0,
                                    batch_sent_cb, b, &b->op);
     if (st != CW_OK) {
         struct cw_na_cb_info info = {.status = st, .arg = b};
@@ -137,7 +159,7 @@ void cw_sq_flush(cw_context_t *ctx)
         unsigned n = 0;
         struct cw_list *e, *next;
 
-        /* The first request's peer: gather its requests in order, as many
+        /* The first message's peer: gather its messages in order, as many
          * as one batch holds; the rest wait for the next round. */
         for (e = ctx->sendq.next; e != &ctx->sendq && n < CW_BATCH_MAX;
              e = next) {
@@ -145,12 +167,12 @@ void cw_sq_flush(cw_context_t *ctx)
             size_t need = CW_BATCH_ENTRY_HDR + h->sq_len;
             next = e->next;
             if (h != first && (h->net != net ||
-                               !cw_na_addr_cmp(net->na, h->addr->na,
-                                               first->addr->na)))
+                               !cw_na_addr_cmp(net->na, sq_dest(h),
+                                               sq_dest(first))))
                 continue;
             if (h->sq_cancel || net->closed) {
                 sq_take(ctx, h);
-                cw_fwd_send_done(h, h->sq_cancel ? CW_CANCELED : CW_DISCONNECTED);
+                sq_done(h, h->sq_cancel ? CW_CANCELED : CW_DISCONNECTED);
                 if (h == first)
                     break;
                 continue;

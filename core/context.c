@@ -13,6 +13,9 @@
 #include <time.h>
 #include <unistd.h>
 
+/* Unexpected receives on a client network that may get batches. */
+#define CW_CLIENT_URECVS 8u
+
 #define CW_DEFAULT_UNEXPECTED 64
 #define CW_DEFAULT_TIMEOUT_MS 30000
 #define CW_DEFAULT_CHUNK (1u << 20)
@@ -78,6 +81,7 @@ static void ctx_free(cw_context_t *ctx)
 {
     cw_route_table_unref(ctx->routes);
     free(ctx->default_gateway);
+    free(ctx->rwait);
     pthread_cond_destroy(&ctx->cq_cond);
     pthread_mutex_destroy(&ctx->progress_lock);
     pthread_mutex_destroy(&ctx->lock);
@@ -143,6 +147,9 @@ cw_status_t cw_context_create(const struct cw_context_opts *opts,
     }
     pthread_mutex_init(&ctx->progress_lock, NULL);
     pthread_cond_init(&ctx->cq_cond, NULL);
+    ctx->rwait = calloc(CW_RWAIT_BUCKETS, sizeof(*ctx->rwait));
+    if (ctx->rwait == NULL)
+        goto err_free;
     ctx->epfd = epoll_create1(EPOLL_CLOEXEC);
     if (ctx->epfd < 0) {
         CW_ERROR("core", "epoll_create1() failed: %s", strerror(errno));
@@ -393,8 +400,12 @@ cw_status_t cw_network_open_locked(cw_context_t *ctx, const char *uri,
         goto err_close;
     snprintf(net->uri, sizeof(net->uri), "%s", loc);
     net->index = ctx->nnets;
-    if (flags & CW_NET_LISTEN) {
-        net->nurecv = ctx->opts.unexpected_bufs;
+    /* A client network takes unexpected messages too where its answers
+     * may come in batches (docs/wire.md, "Batches"): a few receives, and
+     * none if the plugin refuses them. */
+    if ((flags & CW_NET_LISTEN) || (net->caps.flags & CW_NA_CAP_COALESCE)) {
+        net->nurecv = (flags & CW_NET_LISTEN) ? ctx->opts.unexpected_bufs
+                                              : CW_CLIENT_URECVS;
         net->urecv = calloc(net->nurecv, sizeof(*net->urecv));
         if (net->urecv == NULL) {
             st = CW_NOMEM;
@@ -410,6 +421,12 @@ cw_status_t cw_network_open_locked(cw_context_t *ctx, const char *uri,
                 goto err_cancel;
             }
             st = net_urecv_post(u);
+            if (st != CW_OK && !(flags & CW_NET_LISTEN)) {
+                free(u->buf);
+                u->buf = NULL;
+                net->nurecv = i; /* those posted; answers come one by one */
+                break;
+            }
             if (st != CW_OK)
                 goto err_cancel;
         }

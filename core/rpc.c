@@ -241,6 +241,11 @@ static void handle_recycle_locked(cw_handle_t *h)
     h->final_set = false;
     h->queued = false;
     h->send_op = h->recv_op = NULL;
+    h->recv_canceled = false;
+    h->batches = false;
+    cw_rwait_del(h);
+    free(h->bresp); /* only if a batch answered a handle already failed */
+    h->bresp = NULL;
     h->bulk_op = NULL;
     h->net = NULL;
     if (h->route)
@@ -412,16 +417,23 @@ void cw_h_set_final(cw_handle_t *h, cw_status_t st)
     }
 }
 
-static void h_cancel_ops(cw_handle_t *h)
+void cw_h_cancel_send(cw_handle_t *h)
 {
-    /* A queued request is dropped at the flush; one inside a batch in
+    /* A queued message is dropped at the flush; one inside a batch in
      * flight completes with its batch (coalesce.c). */
     if (h->send_op == CW_SQ_QUEUED)
         h->sq_cancel = true;
     else if (h->send_op && h->send_op != CW_SQ_BATCHED)
         cw_na_cancel(h->net->na, h->send_op);
-    if (h->recv_op)
+}
+
+static void h_cancel_ops(cw_handle_t *h)
+{
+    cw_h_cancel_send(h);
+    if (h->recv_op && !h->recv_canceled) {
+        h->recv_canceled = true;
         cw_na_cancel(h->net->na, h->recv_op);
+    }
 }
 
 void cw_h_fail(cw_handle_t *h, cw_status_t st)
@@ -633,7 +645,7 @@ void cw_rpc_cancel_net(cw_context_t *ctx, cw_network_t *net)
         if ((net && h->net != net) || h->send_op == NULL || h->send_canceled)
             continue;
         h->send_canceled = true;
-        (void)cw_na_cancel(h->net->na, h->send_op);
+        cw_h_cancel_send(h);
     }
 }
 

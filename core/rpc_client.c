@@ -73,17 +73,84 @@ static void fwd_pull_done(cw_bulk_op_t *op, cw_status_t st, void *arg)
 
 static void fwd_recv_cb(const struct cw_na_cb_info *info);
 
+/* ---- requests waiting for a response, by request id ---------------------*/
+
+static inline unsigned rwait_bucket(uint64_t req_id)
+{
+    /* Request ids are a keyed permutation (ids.c): any bits are uniform. */
+    return (unsigned)(req_id ^ (req_id >> 32)) & (CW_RWAIT_BUCKETS - 1);
+}
+
+static void rwait_add(cw_handle_t *h)
+{
+    cw_handle_t **b = &h->ctx->rwait[rwait_bucket(h->req_id)];
+
+    h->rwait_next = *b;
+    *b = h;
+    h->rwaiting = true;
+}
+
+void cw_rwait_del(cw_handle_t *h)
+{
+    cw_handle_t **p;
+
+    if (!h->rwaiting)
+        return;
+    for (p = &h->ctx->rwait[rwait_bucket(h->req_id)]; *p;
+         p = &(*p)->rwait_next)
+        if (*p == h) {
+            *p = h->rwait_next;
+            break;
+        }
+    h->rwait_next = NULL;
+    h->rwaiting = false;
+}
+
+bool cw_rpc_batch_resp(cw_network_t *net, const struct cw_wire_msg *m,
+                       uint8_t *msg, size_t cap, size_t len,
+                       cw_na_addr_t *source)
+{
+    cw_context_t *ctx = net->ctx;
+    cw_handle_t *h;
+
+    for (h = ctx->rwait[rwait_bucket(m->hdr.req_id)]; h; h = h->rwait_next)
+        if (h->req_id == m->hdr.req_id)
+            break;
+    /* Only the peer the request went to may answer it, and once: as on
+     * its tag (the plugin matches the source there, we do here). */
+    if (h == NULL || h->net != net || h->recv_op == NULL || h->bresp ||
+        !cw_na_addr_cmp(net->na, h->addr->na, source)) {
+        ctx->stats.rx_dropped++;
+        CW_LOG_RL(CW_LOG_WARN, "core", "a response in a batch on %s matched "
+                  "no request waiting for it from its source: dropped",
+                  net->uri);
+        return false;
+    }
+    /* Its receive, posted for the response alone, is withdrawn; the
+     * response is taken in when that completes (fwd_recv_cb). */
+    h->bresp = msg;
+    h->bresp_cap = cap;
+    h->bresp_len = len;
+    if (!h->recv_canceled) {
+        h->recv_canceled = true;
+        cw_na_cancel(net->na, h->recv_op);
+    }
+    return true;
+}
+
 /* Post the receive for the response (buffer grown by cw_fwd_net). */
 static cw_status_t fwd_recv_post(cw_handle_t *h)
 {
     cw_network_t *net = h->net;
     cw_status_t st;
 
+    h->recv_canceled = false;
     st = cw_na_msg_recv_expected(net->na, h->msg, net->caps.max_expected_size,
                                  h->addr->na, h->tag, fwd_recv_cb, h,
                                  &h->recv_op);
     if (st != CW_OK)
         return st;
+    rwait_add(h);
     h->pending++;
     h->ctx->stats.na_ops++;
     return CW_OK;
@@ -94,15 +161,25 @@ static void fwd_recv_cb(const struct cw_na_cb_info *info)
     cw_handle_t *h = info->arg;
     cw_context_t *ctx = h->ctx;
     struct cw_wire_msg m;
+    size_t len = info->u.recv_expected.len;
     cw_status_t st;
 
     h->recv_op = NULL;
     h->pending--;
-    if (info->status != CW_OK) {
+    cw_rwait_del(h);
+    if (h->bresp != NULL) {
+        /* The response came in a batch: whatever ended the receive, the
+         * answer is that one, and its buffer becomes the handle's. */
+        free(h->msg);
+        h->msg = h->bresp;
+        h->msg_cap = h->bresp_cap;
+        len = h->bresp_len;
+        h->bresp = NULL;
+    } else if (info->status != CW_OK) {
         cw_h_fail(h, info->status);
         goto out;
     }
-    st = cw_wire_decode(h->msg, info->u.recv_expected.len, &m);
+    st = cw_wire_decode(h->msg, len, &m);
     if (st != CW_OK) {
         ctx->stats.rx_dropped++;
         CW_LOG_RL(CW_LOG_WARN, "core", "malformed response dropped (%s)",
@@ -164,6 +241,11 @@ cw_status_t cw_fwd_net(cw_handle_t *h)
     memset(&hdr, 0, sizeof(hdr));
     hdr.type = CW_MSG_REQ;
     hdr.flags = h->one_way ? CW_HF_ONE_WAY : 0;
+    /* Answers may come batched where this network takes unexpected
+     * messages and batching pays (docs/wire.md, "Batches"). */
+    if (!h->one_way && net->nurecv > 0 &&
+        (net->caps.flags & CW_NA_CAP_COALESCE))
+        hdr.flags |= CW_HF_BATCHES;
     if (h->idempotent) {
         hdr.flags |= CW_HF_IDEMPOTENT | (h->resume ? CW_HF_RESUME : 0);
         hdr.resume_id = h->resume_id;

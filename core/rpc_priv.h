@@ -56,7 +56,10 @@ enum cw_msg_type {
 #define CW_HF_IDEMPOTENT 0x4u /**< REQ: may be resumed; a resume id follows
                                   the header (docs/bulk-gateway.md) */
 #define CW_HF_RESUME 0x8u   /**< REQ: resumes the request with that id */
-#define CW_HF_ALL 0xfu
+#define CW_HF_BATCHES 0x10u /**< REQ: the sender takes unexpected messages on
+                                 this network: its response may come inside
+                                 a batch (docs/wire.md, "Batches") */
+#define CW_HF_ALL 0x1fu
 #define CW_HDR_EXT_RESUME 8u /**< bytes of the resume id after the header */
 
 #define CW_DF_PROXY 0x1u /**< descriptor names a gateway proxy handle */
@@ -300,10 +303,13 @@ struct cw_context {
     uint64_t active_ns;            /**< last completion or network event */
     unsigned nwatch;
     /* CW_CTX_COALESCE (coalesce.c) */
-    struct cw_list sendq;          /**< client handles whose request waits
-                                        for the end of the pass */
+    struct cw_list sendq;          /**< handles whose request or response
+                                        waits for the end of the pass */
     unsigned nsendq;
+    struct cw_handle **rwait;      /**< handles with a response receive
+                                        posted, by req_id (CW_RWAIT_BUCKETS) */
 };
+#define CW_RWAIT_BUCKETS 1024u
 
 /** Anything in flight that only progress moves on (ctx->lock held). */
 static inline bool cw_ctx_busy(const cw_context_t *ctx)
@@ -414,6 +420,12 @@ struct cw_handle {
     const uint8_t *sq_msg;
     size_t sq_len;
     bool sq_cancel;      /**< cancelled while queued: never sent */
+    bool batches;        /**< server: the caller takes batches (REQ flag) */
+    bool recv_canceled;  /**< cw_na_cancel already asked for recv_op */
+    struct cw_handle *rwait_next; /**< ctx->rwait chain */
+    bool rwaiting;       /**< on ctx->rwait */
+    uint8_t *bresp;      /**< response that came in a batch, or NULL */
+    size_t bresp_cap, bresp_len;
 };
 
 extern const char cw_sq_marks[2];
@@ -435,6 +447,19 @@ void cw_sq_leave(cw_context_t *ctx, cw_context_t *prev);
 void cw_fwd_send_done(cw_handle_t *h, cw_status_t st);
 /** The NA completion of a request sent alone (arg: the handle). */
 void cw_fwd_send_cb(const struct cw_na_cb_info *info);
+/** Response send finished, and its NA completion when sent alone. */
+void cw_resp_send_done(cw_handle_t *h, cw_status_t st);
+void cw_resp_send_cb(const struct cw_na_cb_info *info);
+/** Cancel a handle's send, wherever it is (queued, batched, in a plugin). */
+void cw_h_cancel_send(cw_handle_t *h);
+/** A response inside a batch (@p msg, @p len bytes, in a buffer of @p cap
+ *  the call takes when it returns true): delivered to the request waiting
+ *  for it from that source, or dropped and counted (false). */
+bool cw_rpc_batch_resp(cw_network_t *net, const struct cw_wire_msg *m,
+                       uint8_t *msg, size_t cap, size_t len,
+                       cw_na_addr_t *source);
+/** Requests waiting for a response, by request id (rpc_client.c). */
+void cw_rwait_del(cw_handle_t *h);
 
 /** A CW_MSG_BATCH arrived on @p net (lock held; takes @p source). */
 void cw_rpc_recv_batch(cw_network_t *net, struct cw_urecv *u,

@@ -225,6 +225,7 @@ static void recv_request(cw_network_t *net, struct cw_urecv *u,
     h->idempotent = (m.hdr.flags & CW_HF_IDEMPOTENT) != 0;
     h->resume = (m.hdr.flags & CW_HF_RESUME) != 0;
     h->resume_id = m.hdr.resume_id;
+    h->batches = (m.hdr.flags & CW_HF_BATCHES) != 0;
     budget = m.hdr.budget_us < CW_MAX_BUDGET_US ? m.hdr.budget_us
                                                 : CW_MAX_BUDGET_US;
     h->deadline_ns = cw_now_ns() + budget * 1000ull;
@@ -301,7 +302,8 @@ void cw_rpc_recv_unexpected(cw_network_t *net, struct cw_urecv *u,
     recv_request(net, u, &m, source);
 }
 
-/* Each entry of a batch as if it had arrived alone.  A request takes its
+/* Each entry of a batch as if it had arrived alone.  A response goes to
+ * the request waiting for it (rpc_client.c); a request takes its
  * own buffer (copied from the batch, into memory of the same size as a
  * receive slot, so the pooled handles' buffers stay interchangeable) and
  * its own reference to the source.  Entries are checked one by one: a
@@ -337,8 +339,14 @@ void cw_rpc_recv_batch(cw_network_t *net, struct cw_urecv *u,
         }
         memcpy(tmp.buf, msg, len);
         st = cw_wire_decode(tmp.buf, len, &m);
-        if (st != CW_OK || m.hdr.type == CW_MSG_RESP ||
-            m.hdr.type == CW_MSG_BATCH) {
+        if (st == CW_OK && m.hdr.type == CW_MSG_RESP) {
+            /* Hands tmp.buf to the request waiting for it, or drops and
+             * counts. */
+            if (cw_rpc_batch_resp(net, &m, tmp.buf, tmp.len, len, source))
+                tmp.buf = NULL;
+            continue;
+        }
+        if (st != CW_OK || m.hdr.type == CW_MSG_BATCH) {
             ctx->stats.rx_dropped++;
             CW_LOG_RL(CW_LOG_WARN, "core", "malformed message in a batch on "
                       "%s dropped (%zu bytes)", net->uri, len);
@@ -365,20 +373,23 @@ void cw_rpc_recv_batch(cw_network_t *net, struct cw_urecv *u,
 
 /* ---- respond ------------------------------------------------------------ */
 
-static void resp_send_cb(const struct cw_na_cb_info *info)
+void cw_resp_send_cb(const struct cw_na_cb_info *info)
 {
-    cw_handle_t *h = info->arg;
+    cw_resp_send_done(info->arg, info->status);
+}
 
+void cw_resp_send_done(cw_handle_t *h, cw_status_t status)
+{
     h->send_op = NULL;
     cw_list_del(&h->resp_link);
     h->pending--;
     h->net->resp_sending--;
-    if (info->status != CW_OK) {
+    if (status != CW_OK) {
         if (!cw_list_empty(&h->link)) {
             cw_list_del(&h->link);
             h->pending--;
         }
-        cw_h_set_final(h, info->status);
+        cw_h_set_final(h, status);
     } else if (cw_list_empty(&h->link)) {
         cw_h_set_final(h, CW_OK);
     }
@@ -434,10 +445,12 @@ static cw_status_t respond_net(cw_handle_t *h, cw_status_t status)
                       &msg, &total);
     if (st != CW_OK)
         return st;
-    st = cw_na_msg_send_expected(net->na, msg, total, h->src.na, h->tag,
-                                 resp_send_cb, h, &h->send_op);
-    if (st != CW_OK)
-        return st;
+    if (!cw_sq_offer(h, msg, total)) {
+        st = cw_na_msg_send_expected(net->na, msg, total, h->src.na, h->tag,
+                                     cw_resp_send_cb, h, &h->send_op);
+        if (st != CW_OK)
+            return st;
+    }
     h->pending++;
     net->resp_sending++;
     h->send_canceled = false;

@@ -214,6 +214,8 @@ cw_status_t cw_wire_decode(const void *msg, size_t len,
         return CW_PROTOCOL;
     if ((m.hdr.flags & CW_HF_RESUME) && !(m.hdr.flags & CW_HF_IDEMPOTENT))
         return CW_PROTOCOL;
+    if ((m.hdr.flags & CW_HF_BATCHES) && m.hdr.type != CW_MSG_REQ)
+        return CW_PROTOCOL;
     if (!cw_status_valid(m.hdr.status))
         return CW_PROTOCOL;
     if (m.hdr.ndesc > CW_MAX_DESC)

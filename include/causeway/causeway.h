@@ -48,9 +48,10 @@ typedef uint64_t cw_rpc_id_t;           /**< 64-bit hash of the RPC name */
 
 /** Context flags. */
 #define CW_CTX_BUSY 0x1u /**< busy-poll: never block in the kernel */
-/** Coalesce requests: those forwarded from callbacks of one cw_trigger
- *  call to the same peer leave as one message when the call returns
- *  (a gateway's many requests to one next hop; docs/wire.md). */
+/** Coalesce: requests forwarded and responses given from callbacks of one
+ *  cw_trigger call to the same peer leave as one message when the call
+ *  returns, on plugins where a message costs a system call (a gateway's
+ *  many requests to one next hop; docs/wire.md, "Batches"). */
 #define CW_CTX_COALESCE 0x2u
 
 struct cw_context_opts {
@@ -171,7 +172,7 @@ struct cw_context_stats {
                                  networks dropped before the RPC layer saw
                                  them (cw_na_dropped) */
     uint64_t tx_batches;    /**< batches sent (CW_CTX_COALESCE) */
-    uint64_t tx_batched;    /**< requests that left inside them */
+    uint64_t tx_batched;    /**< messages that left inside them */
     uint64_t rx_batches;    /**< batches received */
 };
 

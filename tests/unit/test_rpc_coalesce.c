@@ -33,7 +33,10 @@ struct pair {
     cw_addr_t *dest;
     char uri[CW_URI_MAX];
     int served;
+    cw_handle_t *held; /* coalesce.hold: answered by the test */
 };
+
+static bool cli_listen;
 
 struct echo_call {
     int done;
@@ -59,6 +62,11 @@ static void h_count_echo(cw_handle_t *h, void *arg)
     cw_buf_put_u32(cw_handle_output(h), v);
     cw_respond(h, CW_OK, NULL, NULL);
     cw_handle_release(h);
+}
+
+static void h_hold(cw_handle_t *h, void *arg)
+{
+    ((struct pair *)arg)->held = h;
 }
 
 static void h_oneway(cw_handle_t *h, void *arg)
@@ -108,15 +116,19 @@ static void pump(struct pair *p, int iters)
     }
 }
 
-static bool pair_open(struct pair *p, const char *uri, uint32_t cli_flags)
+static bool pair_open2(struct pair *p, const char *uri, uint32_t cli_flags,
+                       uint32_t srv_flags)
 {
     struct cw_context_opts o;
     cw_network_t *net;
     cw_addr_t *self;
     struct cw_rpc_opts ow = {.one_way = true};
+    cw_network_t *cnet;
 
     memset(p, 0, sizeof(*p));
-    assert_int_equal(cw_context_create(NULL, &p->srv), CW_OK);
+    cw_context_opts_init(&o);
+    o.flags |= srv_flags;
+    assert_int_equal(cw_context_create(&o, &p->srv), CW_OK);
     if (cw_network_open(p->srv, uri, CW_NA_LISTEN, &net) != CW_OK) {
         cw_context_destroy(p->srv);
         return false;
@@ -128,11 +140,22 @@ static bool pair_open(struct pair *p, const char *uri, uint32_t cli_flags)
                                      NULL, NULL), CW_OK);
     assert_int_equal(cw_rpc_register(p->srv, "coalesce.oneway", h_oneway, p,
                                      &ow, NULL), CW_OK);
+    assert_int_equal(cw_rpc_register(p->srv, "coalesce.hold", h_hold, p,
+                                     NULL, NULL), CW_OK);
     cw_context_opts_init(&o);
     o.flags |= cli_flags;
     assert_int_equal(cw_context_create(&o, &p->cli), CW_OK);
+    /* A listening client network, which other peers can reach. */
+    if (cli_listen)
+        assert_int_equal(cw_network_open(p->cli, uri, CW_NET_LISTEN, &cnet),
+                         CW_OK);
     assert_int_equal(cw_addr_lookup(p->cli, p->uri, &p->dest), CW_OK);
     return true;
+}
+
+static bool pair_open(struct pair *p, const char *uri, uint32_t cli_flags)
+{
+    return pair_open2(p, uri, cli_flags, 0);
 }
 
 static void pair_close(struct pair *p)
@@ -216,6 +239,28 @@ static void coalesce_on(const char *uri)
     else
         print_message("# %s: not a coalescing plugin: %d requests sent one "
                       "by one, each answered once\n", uri, NBATCH);
+    pair_close(&p);
+
+    /* The server coalescing too: its handlers answer the batch from one
+     * cw_trigger call, and the answers travel back as one batch (the
+     * client network takes unexpected messages), each reaching its
+     * request once, its posted receive withdrawn. */
+    assert_true(pair_open2(&p, uri, CW_CTX_COALESCE, CW_CTX_COALESCE));
+    run_kick(&p, false, &cs, &ss);
+    /* The requests arrive in one batch, so their handlers usually run in
+     * one pass; a plugin may still hand them over in two. */
+    if (batches) {
+        assert_true(ss.tx_batches >= 1 && ss.tx_batches <= 2);
+        assert_true(ss.tx_batched >= NBATCH - 1 && ss.tx_batched <= NBATCH);
+        assert_int_equal(cs.rx_batches, ss.tx_batches);
+    } else {
+        assert_int_equal(ss.tx_batches, 0);
+    }
+    assert_int_equal(cs.rx_responses, 1 + NBATCH);
+    assert_int_equal(cs.rx_dropped, 0);
+    if (batches)
+        print_message("# %s: %d answers in %d batch(es), each to its "
+                      "request once\n", uri, NBATCH, (int)ss.tx_batches);
     pair_close(&p);
 
     /* Without the flag: the same requests, no batch. */
@@ -398,6 +443,89 @@ static void hostile_on(const char *uri)
     pair_close(&p);
 }
 
+/* A response in a batch for a request in flight, sent by a peer the
+ * request did not go to: dropped and counted; the real answer still
+ * completes the request, once. */
+static void forged_resp_on(const char *uri)
+{
+    struct pair p;
+    struct raw r = {0};
+    struct echo_call c = {0};
+    cw_handle_t *h;
+    cw_addr_t *cself;
+    char curi[CW_URI_MAX];
+    uint8_t resp[CW_HDR_SIZE + 8], out[256];
+    const uint8_t *msgs[1] = {resp};
+    size_t lens[1] = {sizeof(resp)}, n;
+    struct cw_context_stats cs;
+    uint64_t d0;
+
+    cli_listen = true;
+    if (!pair_open(&p, uri, 0)) {
+        cli_listen = false;
+        return;
+    }
+    cli_listen = false;
+    if (!(p.dest->net->caps.flags & CW_NA_CAP_COALESCE)) {
+        pair_close(&p);
+        return;
+    }
+    assert_int_equal(cw_handle_create(p.cli, p.dest, cw_rpc_id("coalesce.hold"),
+                                      &h), CW_OK);
+    assert_int_equal(cw_forward(h, 20000, echo_done, &c), CW_OK);
+    for (int i = 0; i < 100000 && p.held == NULL; i++)
+        pump(&p, 1);
+    assert_non_null(p.held);
+    /* Another peer answers in the server's stead, in a batch, to the
+     * client network. */
+    assert_int_equal(cw_network_self(p.dest->net, &cself), CW_OK);
+    assert_int_equal(cw_addr_to_string(cself, curi, sizeof(curi)), CW_OK);
+    cw_addr_free(cself);
+    assert_int_equal(cw_na_open(uri, 0, NULL, &r.na), CW_OK);
+    assert_int_equal(cw_na_addr_lookup(r.na, curi, &r.srv), CW_OK);
+    {
+        struct cw_wire_hdr rh = {.type = CW_MSG_RESP, .req_id = h->req_id,
+                                 .rpc_id = cw_rpc_id("coalesce.hold"),
+                                 .payload_len = 8};
+        cw_wire_hdr_encode(resp, &rh);
+        memcpy(resp + CW_HDR_SIZE, "\x04\0\0\0forg", 8);
+    }
+    cw_context_stats(p.cli, &cs);
+    d0 = cs.rx_dropped;
+    n = batch(out, msgs, lens, 1);
+    {
+        int want = r.sent + 1;
+        assert_int_equal(cw_na_msg_send_unexpected(r.na, out, n, r.srv, 0,
+                                                   raw_sent, &r, NULL), CW_OK);
+        for (int i = 0; i < 200000 && r.sent < want; i++) {
+            cw_na_progress(r.na, 0, NULL);
+            pump(&p, 1);
+        }
+        for (int i = 0; i < 3000; i++) {
+            cw_na_progress(r.na, 0, NULL);
+            pump(&p, 1);
+        }
+    }
+    cw_context_stats(p.cli, &cs);
+    assert_int_equal(cs.rx_dropped, d0 + 1);
+    assert_int_equal(c.done, 0);
+    /* The real answer. */
+    cw_buf_put_u32(cw_handle_output(p.held), 77);
+    assert_int_equal(cw_respond(p.held, CW_OK, NULL, NULL), CW_OK);
+    cw_handle_release(p.held);
+    for (int i = 0; i < 100000 && c.done == 0; i++)
+        pump(&p, 1);
+    assert_int_equal(c.done, 1);
+    assert_int_equal(c.st, CW_OK);
+    assert_int_equal(c.got, 77);
+    cw_handle_release(h);
+    cw_na_addr_free(r.na, r.srv);
+    cw_na_close(r.na);
+    pair_close(&p);
+    print_message("# %s: a response in a batch from another peer dropped; "
+                  "the real one completed the request once\n", uri);
+}
+
 static void test_wire(void **state)
 {
     uint8_t a[CW_HDR_SIZE], out[512];
@@ -445,6 +573,7 @@ static void test_ofi_tcp(void **state)
     (void)state;
     coalesce_on("ofi+tcp://127.0.0.1:0");
     hostile_on("ofi+tcp://127.0.0.1:0");
+    forged_resp_on("ofi+tcp://127.0.0.1:0");
 }
 
 static void test_ucx_tcp(void **state)
@@ -452,6 +581,7 @@ static void test_ucx_tcp(void **state)
     (void)state;
     coalesce_on("ucx+tcp://127.0.0.1:0");
     hostile_on("ucx+tcp://127.0.0.1:0");
+    forged_resp_on("ucx+tcp://127.0.0.1:0");
 }
 
 int main(void)
