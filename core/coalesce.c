@@ -29,8 +29,10 @@
 
 const char cw_sq_marks[2];
 
+/* Queued messages looked at for one batch. */
+#define CW_SQ_SCAN (4u * CW_BATCH_MAX)
+
 struct cw_batch {
-    cw_context_t *ctx;
     cw_na_op_t *op;
     unsigned n;
     uint8_t *msg;
@@ -125,7 +127,6 @@ static void sq_send_batch(cw_context_t *ctx, cw_handle_t **hs, unsigned n,
             sq_send_alone(hs[i]);
         return;
     }
-    b->ctx = ctx;
     b->n = n;
     hdr.payload_len = (uint32_t)bytes;
     cw_wire_hdr_encode(b->msg, &hdr);
@@ -156,13 +157,17 @@ void cw_sq_flush(cw_context_t *ctx)
         cw_network_t *net = first->net;
         size_t limit = net->caps.max_unexpected_size - CW_HDR_SIZE;
         size_t bytes = 0;
-        unsigned n = 0;
+        unsigned n = 0, seen = 0;
         struct cw_list *e, *next;
 
         /* The first message's peer: gather its messages in order, as many
-         * as one batch holds; the rest wait for the next round. */
-        for (e = ctx->sendq.next; e != &ctx->sendq && n < CW_BATCH_MAX;
-             e = next) {
+         * as one batch holds; the rest wait for the next round.  The scan
+         * for them is bounded, so that a pass answering hundreds of
+         * different peers costs a constant per message, not one address
+         * comparison per pair. */
+        for (e = ctx->sendq.next; e != &ctx->sendq && n < CW_BATCH_MAX &&
+                                  seen < CW_SQ_SCAN;
+             e = next, seen++) {
             cw_handle_t *h = cw_container_of(e, cw_handle_t, sq_link);
             size_t need = CW_BATCH_ENTRY_HDR + h->sq_len;
             next = e->next;
