@@ -97,6 +97,43 @@ static bool parse_prefix(const char *loc, struct cw_addr_pattern *pat,
     return true;
 }
 
+/* The location part of a pattern as cw_addr_pattern_format writes it;
+ * returns its length. */
+static size_t pattern_loc(const struct cw_addr_pattern *pat, char *loc,
+                          size_t size)
+{
+    int n;
+
+    switch (pat->kind) {
+    case CW_PATTERN_ANY:
+        n = snprintf(loc, size, "*");
+        break;
+    case CW_PATTERN_PREFIX: {
+        char ipbuf[INET6_ADDRSTRLEN];
+        inet_ntop(pat->family == 4 ? AF_INET : AF_INET6, pat->ip, ipbuf,
+                  sizeof(ipbuf));
+        n = snprintf(loc, size, "%s/%u", ipbuf, pat->prefix_len);
+        break;
+    }
+    case CW_PATTERN_HOSTPORT:
+        if (strchr(pat->host, ':'))
+            n = snprintf(loc, size, "[%s]:%u", pat->host, pat->port);
+        else
+            n = snprintf(loc, size, "%s:%u", pat->host, pat->port);
+        break;
+    case CW_PATTERN_HOST:
+        /* An IPv6 host keeps its brackets: "fd00::1" would read back as
+         * host "fd00:" and port 1. */
+        n = snprintf(loc, size, strchr(pat->host, ':') ? "[%s]" : "%s",
+                     pat->host);
+        break;
+    default:
+        n = snprintf(loc, size, "%s", pat->host);
+        break;
+    }
+    return n < 0 ? 0 : (size_t)n;
+}
+
 cw_status_t cw_addr_pattern_parse(const char *s, struct cw_addr_pattern *pat_p,
                                   char *err, size_t errlen)
 {
@@ -190,8 +227,19 @@ cw_status_t cw_addr_pattern_parse(const char *s, struct cw_addr_pattern *pat_p,
             if (strchr(loc, '/') == NULL &&
                 cw_location_host(loc, pat.host, &port, &fam, ip) == CW_OK &&
                 pat.host[0] != '\0') {
+                char canon[CW_URI_LOCATION_MAX + 64];
+
                 pat.port = port;
                 pat.kind = port ? CW_PATTERN_HOSTPORT : CW_PATTERN_HOST;
+                /* Written back with brackets around a host with ':'
+                 * (cw_addr_pattern_format), it must still fit. */
+                if (pattern_loc(&pat, canon, sizeof(canon)) >=
+                    CW_URI_LOCATION_MAX) {
+                    snprintf(err, errlen, "location in '%.64s...' is longer "
+                             "than %d bytes in its canonical form", s,
+                             CW_URI_LOCATION_MAX - 1);
+                    return CW_INVALID_ARG;
+                }
             } else {
                 /* Device-qualified or plugin-specific: compare exactly. */
                 pat.kind = CW_PATTERN_EXACT;
@@ -271,27 +319,7 @@ cw_status_t cw_addr_pattern_format(const struct cw_addr_pattern *pat,
         snprintf(scheme, sizeof(scheme), "%s+%s", pat->plugin, pat->protocol);
     else
         snprintf(scheme, sizeof(scheme), "%s", pat->plugin);
-    switch (pat->kind) {
-    case CW_PATTERN_ANY:
-        snprintf(loc, sizeof(loc), "*");
-        break;
-    case CW_PATTERN_PREFIX: {
-        char ipbuf[INET6_ADDRSTRLEN];
-        inet_ntop(pat->family == 4 ? AF_INET : AF_INET6, pat->ip, ipbuf,
-                  sizeof(ipbuf));
-        snprintf(loc, sizeof(loc), "%s/%u", ipbuf, pat->prefix_len);
-        break;
-    }
-    case CW_PATTERN_HOSTPORT:
-        if (strchr(pat->host, ':'))
-            snprintf(loc, sizeof(loc), "[%s]:%u", pat->host, pat->port);
-        else
-            snprintf(loc, sizeof(loc), "%s:%u", pat->host, pat->port);
-        break;
-    default:
-        snprintf(loc, sizeof(loc), "%s", pat->host);
-        break;
-    }
+    pattern_loc(pat, loc, sizeof(loc));
     n = snprintf(buf, len, "%s://%s", scheme, loc);
     if (n < 0)
         return CW_ERROR;

@@ -1,11 +1,15 @@
 /*
  * Fuzz the RPC wire decoders (TAP output):
  *   1. mutated and random messages through cw_wire_decode, and whatever it
- *      accepts through the descriptor walker and the argument decoders;
- *   2. mutated messages sent from a raw NA endpoint into a live context,
+ *      accepts through the descriptor walker, the batch walker, the
+ *      address parser and the argument decoders (wire_fuzz_one.c);
+ *   2. mutated addresses through the address and pattern parsers, which
+ *      must format back to what they parsed;
+ *   3. mutated messages sent from a raw NA endpoint into a live context,
  *      which must survive, count what it drops and keep answering.
  *
  *   fuzz_rpc_wire [--iterations N] [--seconds S] [--seed X]
+ *   fuzz_rpc_wire --write-seeds DIR   (a corpus for fuzz_wire_libfuzzer)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +20,7 @@
 
 #include "rpc_priv.h"
 #include "rpc_test_util.h"
+#include "wire_fuzz_one.h"
 
 static unsigned long iterations = 200000;
 static unsigned seconds = 30;
@@ -138,57 +143,13 @@ static void mutate(uint8_t *buf, size_t *len, size_t cap)
     }
 }
 
-/* Decode an accepted message as a handler would. */
-static void exercise(const struct cw_wire_msg *m)
-{
-    cw_buf_t *r;
-    const void *p;
-    size_t len;
-    const char *s;
-    uint32_t idx;
-
-    if (m->hdr.type == CW_MSG_BATCH) {
-        /* Each entry as the receiver takes it: copied, then decoded. */
-        size_t off = 0, n;
-        const uint8_t *e;
-        while (cw_wire_batch_next(m->payload, m->hdr.payload_len, &off, &e,
-                                  &n) == CW_OK) {
-            struct cw_wire_msg em;
-            uint8_t *copy = malloc(n);
-            memcpy(copy, e, n);
-            if (cw_wire_decode(copy, n, &em) == CW_OK &&
-                em.hdr.type != CW_MSG_BATCH)
-                exercise(&em);
-            free(copy);
-        }
-        return;
-    }
-    for (unsigned i = 0; i < m->hdr.ndesc; i++) {
-        struct cw_wire_desc d;
-        if (cw_wire_desc_get(m->desc, m->hdr.desc_len, m->hdr.ndesc, i, &d,
-                             NULL, NULL) != CW_OK)
-            ok(false, "accepted section has an unreadable descriptor");
-    }
-    if (m->payload == NULL)
-        return;
-    if (cw_buf_create_reader(m->payload, m->hdr.payload_len, &r) != CW_OK)
-        return;
-    for (int k = 0; k < 8 && cw_buf_error(r) == CW_OK; k++) {
-        switch (rand() % 3) {
-        case 0: cw_buf_get_bytes(r, &p, &len); break;
-        case 1: cw_buf_get_str(r, &s); break;
-        default: cw_buf_get_u32(r, &idx); break;
-        }
-    }
-    cw_buf_destroy(r);
-}
-
 static void fuzz_decoder(void)
 {
     uint8_t seeds[4][1024], buf[1024];
     size_t seed_len[4];
     uint64_t end = cw_now_ns() + (uint64_t)seconds * 1000000000ull;
-    unsigned long i, accepted = 0;
+    unsigned long i;
+    int broken = 0;
 
     seed_len[0] = seed_request(seeds[0]);
     seed_len[1] = seed_response(seeds[1]);
@@ -202,22 +163,95 @@ static void fuzz_decoder(void)
     for (i = 0; i < iterations && cw_now_ns() < end; i++) {
         int k = rand() % 4;
         size_t len = seed_len[k];
-        struct cw_wire_msg m;
-        uint8_t *copy;
 
         memcpy(buf, seeds[k], len);
         for (int r = 1 + rand() % 3; r > 0; r--)
             mutate(buf, &len, sizeof(buf));
-        copy = malloc(len ? len : 1); /* exact size: ASan sees overruns */
-        memcpy(copy, buf, len);
-        if (cw_wire_decode(copy, len, &m) == CW_OK) {
-            accepted++;
-            exercise(&m);
-        }
-        free(copy);
+        if (wire_fuzz_one(buf, len) != 0)
+            broken++;
     }
-    printf("# %lu decoder iterations, %lu accepted\n", i, accepted);
-    ok(i > 0, "decoder survived mutated input");
+    printf("# %lu decoder iterations, %lu accepted\n", i,
+           wire_fuzz_accepted);
+    ok(i > 0 && broken == 0, "decoder survived mutated input");
+}
+
+/* Addresses: mutated valid ones and random text (wire_fuzz_one.c). */
+static void fuzz_addresses(void)
+{
+    static const char *const seeds[] = {
+        "ofi+tcp://10.1.0.5:7000", "ucx+tcp://[fd00::1]:7000",
+        "verbs://mlx5_0:1/10.3.0.4:7000", "shm://cw-1234",
+        "shm://a@ofi+tcp://127.0.0.1:1@ucx+tcp://10.0.0.1:2",
+        "svc:storage@ofi+tcp://gw:7000", "ofi+tcp://10.2.0.0/16",
+        "ucx+*://*", "*://host:7", "ofi+tcp://fd00::/8",
+    };
+    static const char alphabet[] = "shmofiucx+tcp:/@svc.0123456789ab_-*[]% ";
+    uint64_t end = cw_now_ns() + 5000000000ull;
+    uint8_t buf[512];
+    unsigned long i;
+    int broken = 0;
+
+    for (i = 0; i < iterations && cw_now_ns() < end; i++) {
+        const char *s = seeds[(size_t)rand() % (sizeof(seeds) / sizeof(*seeds))];
+        size_t len = strlen(s);
+
+        memcpy(buf, s, len);
+        for (int r = 1 + rand() % 3; r > 0; r--) {
+            size_t at = len ? (size_t)rand() % len : 0;
+            switch (rand() % 4) {
+            case 0: /* replace */
+                if (len)
+                    buf[at] = (uint8_t)alphabet[(size_t)rand() %
+                                                 (sizeof(alphabet) - 1)];
+                break;
+            case 1: /* insert */
+                if (len < sizeof(buf) - 1) {
+                    memmove(buf + at + 1, buf + at, len - at);
+                    buf[at] = (uint8_t)alphabet[(size_t)rand() %
+                                                 (sizeof(alphabet) - 1)];
+                    len++;
+                }
+                break;
+            case 2: /* cut */
+                len = at;
+                break;
+            default: /* grow a part past its limit */
+                while (len < sizeof(buf) - 1 && rand() % 64)
+                    buf[len++] = (uint8_t)"a1:."[rand() % 4];
+                break;
+            }
+        }
+        if (addr_fuzz_one(buf, len) != 0)
+            broken++;
+    }
+    printf("# %lu address iterations, %lu parsed\n", i, addr_fuzz_accepted);
+    ok(i > 0 && broken == 0, "address parsers survived and round-trip");
+}
+
+/* --write-seeds DIR: the seed messages as files, a corpus for the
+ * libFuzzer build (fuzz_wire_libfuzzer). */
+static int write_seeds(const char *dir)
+{
+    uint8_t buf[1024];
+    size_t (*const fn[])(uint8_t *) = {seed_request, seed_response,
+                                       seed_resume, seed_batch};
+    char path[4096];
+
+    for (unsigned k = 0; k < 4; k++) {
+        size_t len = fn[k](buf);
+        FILE *f;
+
+        snprintf(path, sizeof(path), "%s/seed-%u", dir, k);
+        f = fopen(path, "wb");
+        if (f == NULL || fwrite(buf, 1, len, f) != len) {
+            perror(path);
+            if (f != NULL)
+                fclose(f);
+            return 1;
+        }
+        fclose(f);
+    }
+    return 0;
 }
 
 static int sent;
@@ -336,10 +370,13 @@ int main(int argc, char **argv)
             seconds = (unsigned)strtoul(argv[i + 1], NULL, 10);
         else if (strcmp(argv[i], "--seed") == 0)
             seed = (unsigned)strtoul(argv[i + 1], NULL, 10);
+        else if (strcmp(argv[i], "--write-seeds") == 0)
+            return write_seeds(argv[i + 1]);
     }
-    printf("TAP version 13\n1..8\n# seed %u\n", seed);
+    printf("TAP version 13\n1..9\n# seed %u\n", seed);
     srand(seed);
     fuzz_decoder();
+    fuzz_addresses();
     fuzz_live();
     return failures ? 1 : 0;
 }

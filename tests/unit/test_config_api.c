@@ -89,7 +89,7 @@ static void test_pattern_format(void **state)
     static const char *const pats[] = {
         "ucx+tcp://10.2.0.0/16", "*://*", "ofi+*://fd00::/8",
         "ofi+tcp://node1:7000", "ofi+tcp://[fd00::1]:7000", "shm://gw1",
-        "ofi://host",
+        "ofi://host", "ucx+tcp://[fd00::1]", /* not "fd00::1": host "fd00:" */
     };
     (void)state;
     for (size_t i = 0; i < sizeof(pats) / sizeof(pats[0]); i++) {
@@ -101,6 +101,19 @@ static void test_pattern_format(void **state)
         assert_int_equal(cw_addr_pattern_parse(buf, &b, NULL, 0), CW_OK);
         assert_memory_equal(&a, &b, sizeof(a));
         assert_int_equal(cw_addr_pattern_format(&a, buf, 4), CW_OVERFLOW);
+    }
+    /* A host with ':' that fits only without its brackets is refused: its
+     * canonical form would not parse back (found by fuzz-rpc-wire). */
+    {
+        char s[CW_URI_MAX], err[256] = "";
+        struct cw_addr_pattern a;
+        int n = snprintf(s, sizeof(s), "ofi+tcp://");
+
+        memset(s + n, 'a', CW_URI_LOCATION_MAX - 5);
+        memcpy(s + n + CW_URI_LOCATION_MAX - 5, ":b:1", 5);
+        assert_int_equal(cw_addr_pattern_parse(s, &a, err, sizeof(err)),
+                         CW_INVALID_ARG);
+        assert_non_null(strstr(err, "canonical"));
     }
 }
 
