@@ -24,7 +24,21 @@ REMOTE=10.232.0.1:9464
 LOCAL=127.0.0.1:9464
 
 start_echo echo "shm://$TAG-echo" 0 ip netns exec "$ns"
-tcp_shm_gw gw 'admin: "0.0.0.0:9464", drain_grace: 2s' ip netns exec "$ns"
+# 2000 routes: the answer to "routes" (about 250 KB) outgrows the socket
+# buffers of a client that does not read (below).
+{
+    cat <<YAML
+gateway: { name: gw, admin: "0.0.0.0:9464", drain_grace: 2s }
+networks:
+  - { name: tcp0, address: "ofi+tcp://127.0.0.1:0" }
+  - { name: shm0, address: "shm://$TAG-gw" }
+routes:
+YAML
+    for i in $(seq 0 1999); do
+        echo "  - { dest: \"ofi+tcp://10.9.$((i / 250)).$((i % 250 + 1)):7000\", via: tcp0 }"
+    done
+} >"$T/gw.yaml"
+start_gw gw "$T/gw.yaml" ip netns exec "$ns"
 nx "$CW_PING" -q -c 5 "$echo@$gw_tcp0" >"$T/ping.out" ||
     fail "echo through the gateway: $(cat "$T/ping.out")"
 
@@ -37,6 +51,50 @@ python3 "$(dirname "$0")/metrics_check.py" 'causeway_gateway_rpcs_total{result="
 nx bash -c "exec 3<>/dev/tcp/10.232.0.1/9464; printf 'GET /stats?json HTTP/1.0\r\n\r\n' >&3; timeout 5 cat <&3" >"$T/get.out"
 head -n 1 "$T/get.out" | grep -q "^HTTP/1.0 200" || fail "remote GET: $(head -n 3 "$T/get.out")"
 pass "reads answer a client on 10.232.0.1: status, metrics, HTTP GET"
+
+# Hostile admin clients do not stall forwarding: one sends a command and
+# then writes without pause; one asks for the routes (about 250 KB) with a
+# 1 KiB receive buffer and never reads.  RPCs through the gateway, each
+# with a 500 ms deadline, go on meanwhile; the gateway closes the writer.
+cat >"$T/hostile.py" <<'PY'
+import socket, sys, time
+host, port, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+if mode == "noread":
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1024)
+s.connect((host, port))
+s.sendall(b"routes\n" if mode == "noread" else b"status\n")
+start, junk = time.time(), b"x" * 65536
+if mode == "noread":
+    time.sleep(4)
+    print("held")
+    sys.exit(0)
+while time.time() - start < 8:
+    try:
+        s.send(junk)
+    except OSError:
+        print("closed after %.1f s" % (time.time() - start))
+        sys.exit(0)
+print("still open after 8 s")
+sys.exit(1)
+PY
+nx python3 "$T/hostile.py" 10.232.0.1 9464 stream >"$T/stream.out" 2>&1 &
+h1=$!
+nx python3 "$T/hostile.py" 10.232.0.1 9464 noread >"$T/noread.out" 2>&1 &
+h2=$!
+PIDS="$PIDS $h1 $h2"
+sleep 0.5
+t0=$(date +%s%N)
+nx timeout 20 "$CW_PING" -q -c 40 -i 50 -t 500 "$echo@$gw_tcp0" >"$T/ping.out" ||
+    fail "echo while admin clients misbehave: $(cat "$T/ping.out")"
+t1=$(date +%s%N)
+wait "$h1" || fail "writing admin client: $(cat "$T/stream.out")"
+wait "$h2"
+ms=$(((t1 - t0) / 1000000))
+[ "$ms" -lt 10000 ] || fail "40 RPCs took $ms ms while admin clients misbehaved"
+nx "$CWCTL" --admin "$LOCAL" status | grep -q "^state *serving" ||
+    fail "admin interface after hostile clients"
+pass "hostile admin clients: 40 RPCs 50 ms apart in $ms ms meanwhile, none late; writer $(cat "$T/stream.out"); admin still answers"
 
 # Changes from the other address: refused, nothing happens.
 for cmd in reload drain; do
