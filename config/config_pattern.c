@@ -216,6 +216,16 @@ cw_status_t cw_addr_pattern_parse(const char *s, struct cw_addr_pattern *pat_p,
                  "10.0.0.0/8 for address ranges", s);
         return CW_INVALID_ARG;
     } else {
+        uint8_t ip6[16];
+
+        /* "fd00::1:7000" is an IPv6 address or host "fd00::1" and port
+         * 7000: ask for the brackets rather than guess. */
+        if (loc[0] != '[' && inet_pton(AF_INET6, loc, ip6) == 1) {
+            snprintf(err, errlen, "'%.64s': an IPv6 address in a pattern "
+                     "takes brackets ([%s], or [ADDRESS]:PORT with a port)",
+                     s, loc);
+            return CW_INVALID_ARG;
+        }
         if (!parse_prefix(loc, &pat, err, errlen, &is_prefix))
             return CW_INVALID_ARG;
         if (is_prefix) {

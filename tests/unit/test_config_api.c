@@ -61,7 +61,8 @@ static void test_patterns(void **state)
         "", "ofi+tcp", "ofi+tcp://", "OFI://*", "ofi+://*", "ofi+tcp://1.*",
         "ofi+tcp://10.0.0.0/33", "ofi+tcp://fd00::/129", "ofi+tcp://x y",
         "ofi+tcp://a@b", "ofi+tcp://300.0.0.0/8", "ofi+tcp:///8",
-        "waytoolongpluginname+tcp://*",
+        "waytoolongpluginname+tcp://*", "ucx+tcp://fd00::1",
+        "ofi+tcp://fd00::1:7000", /* IPv6 without brackets: ambiguous */
     };
     (void)state;
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
