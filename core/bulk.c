@@ -433,8 +433,8 @@ cw_status_t cw_bulk_transfer(cw_context_t *ctx, enum cw_bulk_dir dir,
 {
     cw_status_t st;
 
-    if (ctx == NULL || remote == NULL || local == NULL || local->remote ||
-        (dir != CW_BULK_PULL && dir != CW_BULK_PUSH))
+    if (ctx == NULL || peer == NULL || remote == NULL || local == NULL ||
+        local->remote || (dir != CW_BULK_PULL && dir != CW_BULK_PUSH))
         return CW_INVALID_ARG;
     if (dir == CW_BULK_PULL && !(remote->perm & CW_BULK_READ_ONLY))
         return CW_PERMISSION;

@@ -95,7 +95,8 @@ cw_status_t cw_context_create(const struct cw_context_opts *opts,
     struct epoll_event ev = {.events = EPOLLIN};
     char names[256];
 
-    if (ctx_p == NULL)
+    if (ctx_p == NULL ||
+        (opts && (opts->flags & ~(CW_CTX_BUSY | CW_CTX_COALESCE))))
         return CW_INVALID_ARG;
     cw_log_init();
     ctx = calloc(1, sizeof(*ctx));

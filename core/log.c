@@ -74,9 +74,17 @@ void cw_log_vwrite(int level, const char *subsys, const char *file, int line,
     int saved_errno = errno;
     char msg[1024];
     struct timespec ts;
-    const char *base = strrchr(file, '/');
+    const char *base;
 
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    if (file == NULL)
+        file = "?";
+    if (func == NULL)
+        func = "?";
+    base = strrchr(file, '/');
+    if (fmt != NULL)
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+    else
+        msg[0] = '\0';
     clock_gettime(CLOCK_REALTIME, &ts);
     /* One fprintf call per message keeps lines whole across threads. */
     fprintf(stderr, "%lld.%06ld %d %-5s %s: %s (%s:%d %s)\n",

@@ -79,6 +79,9 @@ void cw_context_opts_init(struct cw_context_opts *opts);
 /**
  * Create a context.  Calls cw_plugins_load(NULL) if no plugin is loaded.
  * @param[in] opts  NULL for defaults.
+ * @return CW_OK or an error, among them CW_INVALID_ARG for a NULL @p ctx_p
+ *         or a flag that is not a CW_CTX_* one and CW_CONFIG for bad
+ *         client routing options.
  */
 cw_status_t cw_context_create(const struct cw_context_opts *opts,
                               cw_context_t **ctx_p);
@@ -465,7 +468,9 @@ typedef void (*cw_bulk_cb_t)(cw_status_t status, void *arg);
  * Move @p len bytes between @p remote (a handle received from @p peer) at
  * @p remote_off and @p local at @p local_off.  Large transfers are split in
  * chunks with several in flight.  The remote handle's permission is checked
- * (CW_PERMISSION), so are bounds (CW_RANGE).
+ * (CW_PERMISSION), so are bounds (CW_RANGE).  @p cb and @p op_p may be
+ * NULL; @p peer may not (CW_INVALID_ARG), also for a handle of this
+ * process (an RPC to self).
  */
 cw_status_t cw_bulk_transfer(cw_context_t *ctx, enum cw_bulk_dir dir,
                              cw_addr_t *peer, cw_bulk_t *remote,

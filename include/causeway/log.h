@@ -31,7 +31,8 @@ int cw_log_level_parse(const char *s);
 /** Name of a level. */
 const char *cw_log_level_name(int level);
 
-/** Write one message to stderr (used by the macros below). */
+/** Write one message to stderr (used by the macros below).  A NULL
+ *  subsystem, file, function or format is written as a placeholder. */
 void cw_log_write(int level, const char *subsys, const char *file, int line,
                   const char *func, const char *fmt, ...)
 #if defined(__GNUC__)
