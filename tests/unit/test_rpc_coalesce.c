@@ -25,6 +25,15 @@
 #include "rpc_priv.h"
 #include "tests/rpc_test_util.h"
 
+/* Run @p body until @p cond holds, for 10 s at most: ucx+tcp connects
+ * from UCX's own thread, which a loaded machine may not run for a while,
+ * so a count of polls is no bound. */
+#define POLL_UNTIL(cond, body)                                                 \
+    for (uint64_t end_ = cw_now_ns() + 10000000000ull;                         \
+         !(cond) && cw_now_ns() < end_;) {                                     \
+        body;                                                                  \
+    }
+
 #define NBATCH 20 /* requests forwarded from one callback */
 #define CANCEL_AT 5
 
@@ -179,12 +188,12 @@ static void run_kick(struct pair *p, bool cancel, struct cw_context_stats *cs,
                      CW_OK);
     assert_int_equal(cw_buf_put_u32(cw_handle_input(h0), 7), CW_OK);
     assert_int_equal(cw_forward(h0, 20000, kick_done, &k), CW_OK);
-    for (int round = 0; round < 20000 && all < NBATCH; round++) {
+    POLL_UNTIL(all >= NBATCH, {
         pump(p, 10);
         all = 0;
         for (int i = 0; i < NBATCH; i++)
             all += k.c[i].done;
-    }
+    });
     for (int i = 0; i < NBATCH; i++) {
         assert_int_equal(k.c[i].done, 1);
         if (cancel && i == CANCEL_AT) {
@@ -326,10 +335,10 @@ static void raw_send(struct pair *p, struct raw *r, const uint8_t *msg,
 
     assert_int_equal(cw_na_msg_send_unexpected(r->na, msg, len, r->srv, 0,
                                                raw_sent, r, NULL), CW_OK);
-    for (int i = 0; i < 200000 && r->sent < want; i++) {
+    POLL_UNTIL(r->sent >= want, {
         cw_na_progress(r->na, 0, NULL);
         cw_progress(p->srv, 0);
-    }
+    });
     assert_int_equal(r->sent, want);
     for (int i = 0; i < 3000; i++) {
         cw_na_progress(r->na, 0, NULL);
@@ -473,8 +482,7 @@ static void forged_resp_on(const char *uri)
     assert_int_equal(cw_handle_create(p.cli, p.dest, cw_rpc_id("coalesce.hold"),
                                       &h), CW_OK);
     assert_int_equal(cw_forward(h, 20000, echo_done, &c), CW_OK);
-    for (int i = 0; i < 100000 && p.held == NULL; i++)
-        pump(&p, 1);
+    POLL_UNTIL(p.held != NULL, pump(&p, 1));
     assert_non_null(p.held);
     /* Another peer answers in the server's stead, in a batch, to the
      * client network. */
@@ -497,10 +505,10 @@ static void forged_resp_on(const char *uri)
         int want = r.sent + 1;
         assert_int_equal(cw_na_msg_send_unexpected(r.na, out, n, r.srv, 0,
                                                    raw_sent, &r, NULL), CW_OK);
-        for (int i = 0; i < 200000 && r.sent < want; i++) {
+        POLL_UNTIL(r.sent >= want, {
             cw_na_progress(r.na, 0, NULL);
             pump(&p, 1);
-        }
+        });
         for (int i = 0; i < 3000; i++) {
             cw_na_progress(r.na, 0, NULL);
             pump(&p, 1);
@@ -513,8 +521,7 @@ static void forged_resp_on(const char *uri)
     cw_buf_put_u32(cw_handle_output(p.held), 77);
     assert_int_equal(cw_respond(p.held, CW_OK, NULL, NULL), CW_OK);
     cw_handle_release(p.held);
-    for (int i = 0; i < 100000 && c.done == 0; i++)
-        pump(&p, 1);
+    POLL_UNTIL(c.done != 0, pump(&p, 1));
     assert_int_equal(c.done, 1);
     assert_int_equal(c.st, CW_OK);
     assert_int_equal(c.got, 77);
