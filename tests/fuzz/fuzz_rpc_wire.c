@@ -19,7 +19,6 @@
 #include <causeway/na.h>
 
 #include "rpc_priv.h"
-#include "rpc_test_util.h"
 #include "wire_fuzz_one.h"
 
 static unsigned long iterations = 200000;
@@ -254,111 +253,57 @@ static int write_seeds(const char *dir)
     return 0;
 }
 
-static int sent;
-static void sent_cb(const struct cw_na_cb_info *info)
-{
-    (void)info;
-    sent++;
-}
-
 static void fuzz_live(void)
 {
-    cw_context_t *ctx;
-    cw_network_t *net;
-    cw_na_t *na;
-    cw_na_addr_t *dst;
-    char uri[CW_URI_MAX];
+    struct live_fuzz lf;
     uint8_t seedmsg[3][1024], buf[1024];
     size_t seed_len[3] = {seed_request(seedmsg[0]), seed_resume(seedmsg[1]),
                           seed_batch(seedmsg[2])};
-    struct cw_context_stats st;
-    int posted = 0;
-    struct call res = {0, CW_ERROR};
-    cw_addr_t *self;
-    cw_handle_t *h;
+    struct cw_context_stats st, after;
 
-    if (cw_context_create(NULL, &ctx) != CW_OK ||
-        cw_network_open(ctx, "shm://", CW_NET_LISTEN, &net) != CW_OK ||
-        cw_network_uri(net, uri, sizeof(uri)) != CW_OK ||
-        cw_na_open("shm://", 0, NULL, &na) != CW_OK ||
-        cw_na_addr_lookup(na, uri, &dst) != CW_OK) {
+    if (live_fuzz_open(&lf) != 0) {
         ok(false, "live context and raw endpoint");
         return;
     }
-    cw_rpc_register(ctx, "echo", h_echo, NULL, NULL, NULL);
     for (int i = 0; i < 3000; i++) {
         int s = rand() % 3;
         size_t len = seed_len[s];
         memcpy(buf, seedmsg[s], len);
         for (int r = 1 + rand() % 3; r > 0; r--)
             mutate(buf, &len, sizeof(buf));
-        if (cw_na_msg_send_unexpected(na, buf, len, dst, 0, sent_cb, NULL,
-                                      NULL) == CW_OK)
-            posted++;
-        for (int k = 0; k < 200 && sent < posted; k++) {
-            cw_na_progress(na, 0, NULL);
-            cw_progress(ctx, 0);
-            cw_trigger(ctx, 0, 0, NULL);
-        }
+        (void)live_fuzz_send(&lf, buf, len);
     }
     for (int k = 0; k < 300; k++) {
-        cw_na_progress(na, 0, NULL);
-        cw_progress(ctx, 1);
-        cw_trigger(ctx, 0, 0, NULL);
+        cw_na_progress(lf.na, 0, NULL);
+        cw_progress(lf.ctx, 1);
+        cw_trigger(lf.ctx, 0, 0, NULL);
     }
-    cw_context_stats(ctx, &st);
+    cw_context_stats(lf.ctx, &st);
     printf("# %d sent: %llu dropped, %llu requests, %llu unknown RPC\n",
-           posted, (unsigned long long)st.rx_dropped,
+           lf.posted, (unsigned long long)st.rx_dropped,
            (unsigned long long)st.rx_requests,
            (unsigned long long)st.no_rpc);
     /* A message counts once, dropped or as a request; a batch once for
      * itself and once per entry at most. */
     ok(st.rx_dropped > 0 && st.rx_batches > 0 &&
            st.rx_dropped + st.rx_requests <=
-               (uint64_t)posted + st.rx_batches * CW_BATCH_MAX,
+               (uint64_t)lf.posted + st.rx_batches * CW_BATCH_MAX,
        "malformed messages dropped and counted");
     /* A RESUME without IDEMPOTENT (no resume id): dropped and counted, one
      * drop for one message. */
-    {
-        struct cw_context_stats after;
-        size_t len = seed_len[1];
-        memcpy(buf, seedmsg[1], len);
-        buf[6] = CW_HF_RESUME; /* flags, low byte */
-        if (cw_na_msg_send_unexpected(na, buf, len, dst, 0, sent_cb, NULL,
-                                      NULL) == CW_OK)
-            posted++;
-        for (int k = 0; k < 300 && sent < posted; k++) {
-            cw_na_progress(na, 0, NULL);
-            cw_progress(ctx, 1);
-            cw_trigger(ctx, 0, 0, NULL);
-        }
-        for (int k = 0; k < 20; k++) {
-            cw_progress(ctx, 1);
-            cw_trigger(ctx, 0, 0, NULL);
-        }
-        cw_context_stats(ctx, &after);
-        ok(after.rx_dropped == st.rx_dropped + 1 &&
+    memcpy(buf, seedmsg[1], seed_len[1]);
+    buf[6] = CW_HF_RESUME; /* flags, low byte */
+    (void)live_fuzz_send(&lf, buf, seed_len[1]);
+    for (int k = 0; k < 20; k++) {
+        cw_progress(lf.ctx, 1);
+        cw_trigger(lf.ctx, 0, 0, NULL);
+    }
+    cw_context_stats(lf.ctx, &after);
+    ok(after.rx_dropped == st.rx_dropped + 1 &&
            after.rx_requests == st.rx_requests,
-           "RESUME without a resume id dropped and counted");
-    }
-    cw_na_addr_free(na, dst);
-    cw_na_close(na);
-    /* Still serving. */
-    if (cw_network_self(net, &self) == CW_OK &&
-        cw_handle_create(ctx, self, cw_rpc_id("echo"), &h) == CW_OK) {
-        uint64_t end = cw_now_ns() + 5000000000ull;
-        cw_buf_put_bytes(cw_handle_input(h), "ok", 2);
-        if (cw_forward(h, 0, call_cb, &res) == CW_OK)
-            while (res.done == 0 && cw_now_ns() < end) {
-                cw_progress(ctx, 1);
-                cw_trigger(ctx, 0, 0, NULL);
-            }
-        cw_handle_release(h);
-        cw_addr_free(self);
-    }
-    ok(res.done == 1 && res.st == CW_OK,
-       "context still answers after the fuzzing");
-    cw_context_destroy(ctx);
+       "RESUME without a resume id dropped and counted");
+    ok(live_fuzz_alive(&lf), "context still answers after the fuzzing");
+    live_fuzz_close(&lf);
 }
 
 int main(int argc, char **argv)

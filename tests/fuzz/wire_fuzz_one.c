@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "rpc_priv.h"
+#include "rpc_test_util.h"
 
 unsigned long wire_fuzz_accepted, addr_fuzz_accepted;
 
@@ -178,4 +179,109 @@ int addr_fuzz_one(const uint8_t *data, size_t len)
     rc = addr_round_trip(s);
     free(s);
     return rc;
+}
+
+int live_fuzz_open(struct live_fuzz *lf)
+{
+    char uri[CW_URI_MAX];
+
+    memset(lf, 0, sizeof(*lf));
+    if (cw_context_create(NULL, &lf->ctx) != CW_OK ||
+        cw_network_open(lf->ctx, "shm://", CW_NET_LISTEN, &lf->net) != CW_OK ||
+        cw_network_uri(lf->net, uri, sizeof(uri)) != CW_OK ||
+        cw_rpc_register(lf->ctx, "echo", h_echo, NULL, NULL, NULL) != CW_OK ||
+        cw_na_open("shm://", 0, NULL, &lf->na) != CW_OK ||
+        cw_na_addr_lookup(lf->na, uri, &lf->dst) != CW_OK) {
+        fprintf(stderr, "live context and raw endpoint: cannot open (is "
+                "CAUSEWAY_PLUGIN_PATH set?)\n");
+        live_fuzz_close(lf);
+        return -1;
+    }
+    return 0;
+}
+
+static void live_sent(const struct cw_na_cb_info *info)
+{
+    ((struct live_fuzz *)info->arg)->sent++;
+}
+
+static void live_pump(struct live_fuzz *lf)
+{
+    cw_na_progress(lf->na, 0, NULL);
+    cw_progress(lf->ctx, 0);
+    cw_trigger(lf->ctx, 0, 0, NULL);
+}
+
+bool live_fuzz_send(struct live_fuzz *lf, const void *msg, size_t len)
+{
+    if (cw_na_msg_send_unexpected(lf->na, msg, len, lf->dst, 0, live_sent,
+                                  lf, NULL) != CW_OK)
+        return false;
+    lf->posted++;
+    for (int k = 0; k < 200 && lf->sent < lf->posted; k++)
+        live_pump(lf);
+    return true;
+}
+
+bool live_fuzz_alive(struct live_fuzz *lf)
+{
+    struct call res = {0, CW_ERROR};
+    cw_addr_t *self;
+    cw_handle_t *h;
+    uint64_t end = cw_now_ns() + 5000000000ull;
+
+    if (cw_network_self(lf->net, &self) != CW_OK)
+        return false;
+    if (cw_handle_create(lf->ctx, self, cw_rpc_id("echo"), &h) != CW_OK) {
+        cw_addr_free(self);
+        return false;
+    }
+    cw_buf_put_bytes(cw_handle_input(h), "ok", 2);
+    if (cw_forward(h, 0, call_cb, &res) == CW_OK)
+        while (res.done == 0 && cw_now_ns() < end)
+            live_pump(lf);
+    cw_handle_release(h);
+    cw_addr_free(self);
+    return res.done == 1 && res.st == CW_OK;
+}
+
+void live_fuzz_close(struct live_fuzz *lf)
+{
+    if (lf->na != NULL) {
+        /* What it still sends completes before it closes. */
+        for (int k = 0; k < 1000 && lf->sent < lf->posted; k++)
+            live_pump(lf);
+        if (lf->dst != NULL)
+            cw_na_addr_free(lf->na, lf->dst);
+        cw_na_close(lf->na);
+    }
+    if (lf->ctx != NULL)
+        cw_context_destroy(lf->ctx);
+    memset(lf, 0, sizeof(*lf));
+}
+
+static struct live_fuzz live_one;
+static unsigned long live_inputs;
+
+static void live_one_close(void)
+{
+    live_fuzz_close(&live_one);
+}
+
+int live_fuzz_one(const uint8_t *data, size_t len)
+{
+    if (live_one.ctx == NULL) {
+        if (live_fuzz_open(&live_one) != 0)
+            return -1;
+        atexit(live_one_close);
+    }
+    (void)live_fuzz_send(&live_one, data, len);
+    for (int k = 0; k < 20; k++)
+        live_pump(&live_one);
+    if (++live_inputs % 256 == 0 && !live_fuzz_alive(&live_one)) {
+        fprintf(stderr, "the context no longer answers after %lu inputs\n",
+                live_inputs);
+        return -1;
+    }
+    return 0;
 }
