@@ -12,13 +12,17 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include <causeway/causeway.h>
+
+#include "cli_num.h"
 
 #define RPC_ECHO "cw-perf.rpc"
 #define RPC_BULK "cw-perf.bulk"
@@ -50,24 +54,9 @@ static void usage(FILE *f)
 
 static bool parse_size(const char *s, size_t *v_p)
 {
-    char *end;
     unsigned long long v;
 
-    errno = 0;
-    v = strtoull(s, &end, 10);
-    if (errno || end == s)
-        return false;
-    switch (*end) {
-    case 'k': case 'K': v <<= 10; end++; break;
-    case 'm': case 'M': v <<= 20; end++; break;
-    case 'g': case 'G': v <<= 30; end++; break;
-    default: break;
-    }
-    if (*end == 'i')
-        end++;
-    if (*end == 'B')
-        end++;
-    if (*end != '\0')
+    if (!cli_size(s, SIZE_MAX, &v))
         return false;
     *v_p = (size_t)v;
     return true;
@@ -588,9 +577,20 @@ int main(int argc, char **argv)
         case 't': target = optarg; break;
         case 'T': test = optarg; break;
         case 's': sizes = optarg; break;
-        case 'i': inflight = (unsigned)strtoul(optarg, NULL, 10); break;
-        case 'n': iters = (unsigned)strtoul(optarg, NULL, 10); break;
-        case 'r': reps = (unsigned)strtoul(optarg, NULL, 10); break;
+        case 'i':
+        case 'n':
+        case 'r': {
+            unsigned long long v;
+            if (!cli_uint(optarg, UINT_MAX, &v)) {
+                fprintf(stderr, "cw-perf: --%s: expected a number, got "
+                        "'%s'\n", c == 'i' ? "inflight" : c == 'n' ? "iters"
+                                                              : "reps",
+                        optarg);
+                return 2;
+            }
+            *(c == 'i' ? &inflight : c == 'n' ? &iters : &reps) = (unsigned)v;
+            break;
+        }
         case 'b': busy = true; break;
         case 'j': json = true; break;
         case 'd':

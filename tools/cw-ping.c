@@ -5,6 +5,7 @@
  *   cw-ping [options] ADDR            client
  *   cw-ping --serve URI [--addr-file F] [--delay MS]
  */
+#include "cli_num.h"
 #include "echo.h"
 
 #include <causeway/causeway.h>
@@ -12,6 +13,7 @@
 
 #include <getopt.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -305,13 +307,8 @@ static int parse_sizes(const char *s, struct ping_opts *o)
         return -1;
     for (tok = strtok_r(copy, ",", &save); tok != NULL;
          tok = strtok_r(NULL, ",", &save)) {
-        char *end;
-        unsigned long long v = strtoull(tok, &end, 10);
-        if (*end == 'K' || *end == 'k')
-            v <<= 10, end++;
-        else if (*end == 'M')
-            v <<= 20, end++;
-        if (*end != '\0' || o->nsizes == PING_MAX_SIZES || v > (64u << 20)) {
+        unsigned long long v;
+        if (!cli_size(tok, 64u << 20, &v) || o->nsizes == PING_MAX_SIZES) {
             free(copy);
             return -1;
         }
@@ -319,6 +316,18 @@ static int parse_sizes(const char *s, struct ping_opts *o)
     }
     free(copy);
     return o->nsizes ? 0 : -1;
+}
+
+static const char *opt_name(int opt)
+{
+    switch (opt) {
+    case 'c': return "-c";
+    case 'n': return "-n";
+    case 'i': return "-i";
+    case 't': return "-t";
+    case 'D': return "--delay";
+    default: return "--cancel-after";
+    }
 }
 
 static int status_parse(const char *s)
@@ -369,24 +378,37 @@ int main(int argc, char **argv)
     struct ping_opts o = {.count = 4, .inflight = 1, .timeout_ms = 5000,
                           .sizes = {64}, .nsizes = 1, .expect = -1};
     const char *serve = NULL, *addr_file = NULL;
-    unsigned delay = 0;
+    unsigned delay = 0, timeout_ms = 5000;
     int opt;
 
     cw_log_init();
     while ((opt = getopt_long(argc, argv, "c:s:n:i:t:qh", longopts, NULL)) !=
            -1) {
         switch (opt) {
-        case 'c': o.count = (unsigned)strtoul(optarg, NULL, 10); break;
-        case 'n': o.inflight = (unsigned)strtoul(optarg, NULL, 10); break;
-        case 'i': o.interval_ms = (unsigned)strtoul(optarg, NULL, 10); break;
-        case 't': o.timeout_ms = strtoull(optarg, NULL, 10); break;
+        case 'c':
+        case 'n':
+        case 'i':
+        case 't':
+        case 'D':
+        case 'C': {
+            unsigned long long v;
+            if (!cli_uint(optarg, UINT_MAX, &v)) {
+                fprintf(stderr, "cw-ping: %s: expected a number, got '%s'\n",
+                        opt_name(opt), optarg);
+                return 2;
+            }
+            *(opt == 'c'   ? &o.count
+              : opt == 'n' ? &o.inflight
+              : opt == 'i' ? &o.interval_ms
+              : opt == 'D' ? &delay
+              : opt == 'C' ? &o.cancel_after_ms
+                           : &timeout_ms) = (unsigned)v;
+            break;
+        }
         case 'q': o.quiet = true; break;
         case 'S': serve = optarg; break;
         case 'A': addr_file = optarg; break;
-        case 'D': delay = (unsigned)strtoul(optarg, NULL, 10); break;
         case 'B': o.with_bulk = true; break;
-        case 'C': o.cancel_after_ms = (unsigned)strtoul(optarg, NULL, 10);
-            break;
         case 's':
             if (parse_sizes(optarg, &o) != 0) {
                 fprintf(stderr, "cw-ping: bad size list '%s'\n", optarg);
@@ -404,6 +426,7 @@ int main(int argc, char **argv)
         default: usage(stderr); return 2;
         }
     }
+    o.timeout_ms = timeout_ms;
     if (serve != NULL)
         return ping_serve(serve, addr_file, delay);
     if (optind + 1 != argc || o.count == 0 || o.inflight == 0) {

@@ -1,0 +1,43 @@
+#!/bin/sh
+# cw-ping and cw-perf refuse malformed numbers on their command lines with
+# exit status 2 and a message naming the option (a "-c -5" used to become
+# four billion calls), and take the well-formed ones (TAP).
+# usage: test_tools_args.sh CW_PING CW_PERF
+PING=$1
+PERF=$2
+TMP=$(mktemp -d /tmp/cw-tools-args.XXXXXX) || exit 1
+trap 'rm -rf "$TMP"' EXIT
+n=0
+fails=0
+echo "1..12"
+
+# expect NAME RC PATTERN CMD...: exit status RC and PATTERN on stderr.
+expect() {
+    name=$1 want=$2 pat=$3
+    shift 3
+    timeout 20 "$@" >"$TMP/out" 2>"$TMP/err"
+    rc=$?
+    n=$((n + 1))
+    if [ "$rc" = "$want" ] && grep -q -e "$pat" "$TMP/err"; then
+        echo "ok $n - $name"
+    else
+        echo "not ok $n - $name (rc $rc, expected $want; stderr: $(head -c 200 "$TMP/err"))"
+        fails=$((fails + 1))
+    fi
+}
+
+NOWHERE=shm://cw-tools-args-nobody-$$
+expect "cw-ping -c -5" 2 "-c: expected a number, got '-5'" "$PING" -c -5 "$NOWHERE"
+expect "cw-ping -c 5x" 2 "-c: expected a number, got '5x'" "$PING" -c 5x "$NOWHERE"
+expect "cw-ping -n ''" 2 "-n: expected a number" "$PING" -n "" "$NOWHERE"
+expect "cw-ping -t beyond 32 bits" 2 "-t: expected a number" "$PING" -t 99999999999 "$NOWHERE"
+expect "cw-ping --cancel-after 1e3" 2 "--cancel-after: expected a number" "$PING" --cancel-after 1e3 "$NOWHERE"
+expect "cw-ping -s 1Q" 2 "bad size list '1Q'" "$PING" -s 1Q "$NOWHERE"
+expect "cw-ping -s beyond 64 MiB" 2 "bad size list" "$PING" -s 65M "$NOWHERE"
+# Well-formed: past the parsing, the call fails to reach nobody (exit 1).
+expect "cw-ping -c 2 -n 2 -t 500 -s 0,4K,1MiB" 1 "unreachable" "$PING" -c 2 -n 2 -t 500 -s 0,4K,1MiB "$NOWHERE"
+expect "cw-perf --iters -1" 2 "--iters: expected a number, got '-1'" "$PERF" client --target "$NOWHERE" --test lat --iters -1
+expect "cw-perf --inflight 16x" 2 "--inflight: expected a number" "$PERF" client --target "$NOWHERE" --test rate --inflight 16x
+expect "cw-perf --sizes 4KiB,-3" 2 'bad --sizes "4KiB,-3"' "$PERF" client --target "$NOWHERE" --test lat --sizes 4KiB,-3
+expect "cw-perf well-formed options" 1 "." "$PERF" client --target "$NOWHERE" --test lat --sizes 0,4KiB,1M --iters 10 --reps 1 --inflight 2
+[ "$fails" = 0 ]
