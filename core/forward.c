@@ -304,15 +304,24 @@ cw_status_t cw_fwd_respond(cw_handle_t *in, cw_handle_t *out,
 {
     cw_context_t *ctx;
     cw_status_t st = CW_OK;
+    bool done;
 
     if (in == NULL || !in->server || out == NULL || out->server)
         return CW_INVALID_ARG;
     if (in->one_way)
         return CW_OK; /* nobody waits for an answer */
+    /* @p out may belong to another context, whose thread can still be
+     * finishing it (a lingering handle's last acknowledgement sets its
+     * state): read the state under that context's lock.  Its response
+     * does not change once it has completed, and the caller's reference
+     * keeps it. */
+    pthread_mutex_lock(&out->ctx->lock);
+    done = out->state == CW_H_DONE;
+    pthread_mutex_unlock(&out->ctx->lock);
     ctx = in->ctx;
     pthread_mutex_lock(&ctx->lock);
     cw_buf_reset(&in->out);
-    if (out->state == CW_H_DONE && out->out.data != NULL) {
+    if (done && out->out.data != NULL) {
         st = cw_buf_reserve(&in->out, out->out.len ? out->out.len : 1);
         if (st == CW_OK) {
             memcpy(in->out.data, out->out.data, out->out.len);
