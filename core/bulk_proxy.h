@@ -113,38 +113,44 @@ cw_status_t cw_bgrant_start(cw_bulk_op_t *op, cw_buf_t *out);
 
 /* ---- gateway side ------------------------------------------------------- */
 
+/* CW_PUBLIC here marks the few internals causewayd and the white-box
+ * tests call: exported by libcauseway, declared by no installed header, not
+ * part of the API. */
+
 /** Descriptor @p i of the incoming request @p in as a remote bulk handle on
  *  the network it arrived on (a proxy handle again when it came from
  *  another gateway).  Permission and length are the descriptor's. */
-cw_status_t cw_bproxy_desc_bulk(cw_handle_t *in, unsigned i, cw_bulk_t **b_p);
+CW_PUBLIC cw_status_t cw_bproxy_desc_bulk(cw_handle_t *in, unsigned i,
+                                          cw_bulk_t **b_p);
 
 /** Write a proxy descriptor for @p egress into @p buf (@p cap bytes); the
  *  token stays valid @p life_ms from now. */
-cw_status_t cw_bproxy_desc_encode(cw_network_t *egress,
-                                  const uint8_t token[CW_BPROXY_TOKEN_LEN],
-                                  uint32_t perm, uint64_t total,
-                                  uint64_t life_ms, void *buf, size_t cap,
-                                  size_t *len_p);
+CW_PUBLIC cw_status_t cw_bproxy_desc_encode(
+    cw_network_t *egress, const uint8_t token[CW_BPROXY_TOKEN_LEN],
+    uint32_t perm, uint64_t total, uint64_t life_ms, void *buf, size_t cap,
+    size_t *len_p);
 
 /** Decode a delegation request received by a CW_BPROXY_RPC handler. */
-cw_status_t cw_bproxy_req_decode(cw_handle_t *h, struct cw_bproxy_req *r);
+CW_PUBLIC cw_status_t cw_bproxy_req_decode(cw_handle_t *h,
+                                           struct cw_bproxy_req *r);
 
 /** Whether the delegation @p h (decoded into @p r) on the proxied handle
  *  @p origin may be answered with a grant: the requester asked for one,
  *  @p origin is a native handle (not a proxy of an earlier gateway), and
  *  it and the requester are on networks of the same plugin, one that says
  *  CW_NA_CAP_NODE_RMA. */
-bool cw_bgrant_possible(cw_handle_t *h, const struct cw_bproxy_req *r,
-                        const cw_bulk_t *origin);
+CW_PUBLIC bool cw_bgrant_possible(cw_handle_t *h, const struct cw_bproxy_req *r,
+                                  const cw_bulk_t *origin);
 
 /** Write into the output of @p h a grant for exactly [r->off, r->off +
  *  r->len) of @p origin, with the one right r->dir needs, owned by
  *  @p owner, valid @p life_ms.  The output is left empty on failure. */
-cw_status_t cw_bgrant_write(cw_handle_t *h, const struct cw_bproxy_req *r,
-                            cw_bulk_t *origin, cw_addr_t *owner,
-                            uint64_t life_ms);
+CW_PUBLIC cw_status_t cw_bgrant_write(cw_handle_t *h,
+                                      const struct cw_bproxy_req *r,
+                                      cw_bulk_t *origin, cw_addr_t *owner,
+                                      uint64_t life_ms);
 
 /** True if @p b is a proxy handle. */
-bool cw_bproxy_is_proxy(const cw_bulk_t *b);
+CW_PUBLIC bool cw_bproxy_is_proxy(const cw_bulk_t *b);
 
 #endif /* CW_BULK_PROXY_H */

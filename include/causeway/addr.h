@@ -42,25 +42,26 @@ struct cw_uri {
  * @return CW_OK, or CW_INVALID_ARG naming nothing (use cw_uri_parse_err for
  *         a message).
  */
-cw_status_t cw_uri_parse(const char *s, struct cw_uri *uri_p);
+CW_PUBLIC cw_status_t cw_uri_parse(const char *s, struct cw_uri *uri_p);
 
 /** As cw_uri_parse, with a human-readable reason in @p err on failure. */
-cw_status_t cw_uri_parse_err(const char *s, struct cw_uri *uri_p, char *err,
-                             size_t errlen);
+CW_PUBLIC cw_status_t cw_uri_parse_err(const char *s, struct cw_uri *uri_p,
+                                       char *err, size_t errlen);
 
 /** Format back to "plugin[+proto]://location"; CW_OVERFLOW if too small. */
-cw_status_t cw_uri_format(const struct cw_uri *uri, char *buf, size_t len);
+CW_PUBLIC cw_status_t cw_uri_format(const struct cw_uri *uri, char *buf,
+                                    size_t len);
 
 /** True if both name the same plugin, protocol and location. */
-bool cw_uri_equal(const struct cw_uri *a, const struct cw_uri *b);
+CW_PUBLIC bool cw_uri_equal(const struct cw_uri *a, const struct cw_uri *b);
 
 /**
  * Split a location "host:port", "[v6]:port" or "host" into its parts.
  * @param[out] host  at least CW_URI_LOCATION_MAX bytes.
  * @param[out] port_p  port, or 0 when absent.
  */
-cw_status_t cw_location_split(const char *location, char *host,
-                              uint16_t *port_p);
+CW_PUBLIC cw_status_t cw_location_split(const char *location, char *host,
+                                        uint16_t *port_p);
 
 /** A parsed, possibly proxied or service, address. */
 struct cw_addr_path {
@@ -76,12 +77,13 @@ struct cw_addr_path {
  * Parse "target", "target@gw", "target@gw2@gw1", "svc:name@gw".
  * A service address must name at least one gateway.
  */
-cw_status_t cw_addr_path_parse(const char *s, struct cw_addr_path *path_p,
-                               char *err, size_t errlen);
+CW_PUBLIC cw_status_t cw_addr_path_parse(const char *s,
+                                         struct cw_addr_path *path_p, char *err,
+                                         size_t errlen);
 
 /** Format back (inverse of cw_addr_path_parse). */
-cw_status_t cw_addr_path_format(const struct cw_addr_path *path, char *buf,
-                                size_t len);
+CW_PUBLIC cw_status_t cw_addr_path_format(const struct cw_addr_path *path,
+                                          char *buf, size_t len);
 
 #ifdef __cplusplus
 }

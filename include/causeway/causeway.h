@@ -74,7 +74,7 @@ struct cw_context_opts {
 };
 
 /** Fill @p opts with defaults. */
-void cw_context_opts_init(struct cw_context_opts *opts);
+CW_PUBLIC void cw_context_opts_init(struct cw_context_opts *opts);
 
 /**
  * Create a context.  Calls cw_plugins_load(NULL) if no plugin is loaded.
@@ -83,15 +83,15 @@ void cw_context_opts_init(struct cw_context_opts *opts);
  *         or a flag that is not a CW_CTX_* one and CW_CONFIG for bad
  *         client routing options.
  */
-cw_status_t cw_context_create(const struct cw_context_opts *opts,
-                              cw_context_t **ctx_p);
+CW_PUBLIC cw_status_t cw_context_create(const struct cw_context_opts *opts,
+                                        cw_context_t **ctx_p);
 
 /**
  * Destroy a context: cancels what is in flight, runs the remaining
  * callbacks with CW_CANCELED, closes the networks.  Accepts NULL.
  * Release every handle, address and bulk handle of the context first.
  */
-void cw_context_destroy(cw_context_t *ctx);
+CW_PUBLIC void cw_context_destroy(cw_context_t *ctx);
 
 /** Network flags. */
 #define CW_NET_LISTEN 0x1u /**< accept RPCs from others */
@@ -102,11 +102,11 @@ void cw_context_destroy(cw_context_t *ctx);
 
 /** Eager limit of the network a destination is reached through: the
  *  largest message (header included) sent without overflow, 0 for self. */
-size_t cw_addr_eager_limit(const cw_addr_t *addr);
+CW_PUBLIC size_t cw_addr_eager_limit(const cw_addr_t *addr);
 
 /** Size of the fixed RPC header (for computing payloads at the eager
  *  edge). */
-size_t cw_rpc_header_size(void);
+CW_PUBLIC size_t cw_rpc_header_size(void);
 
 /**
  * Open a network ("shm://demo", "ofi+tcp://127.0.0.1:0").  Port 0 / empty
@@ -114,8 +114,8 @@ size_t cw_rpc_header_size(void);
  * Clients need not call this: cw_addr_lookup opens a client network for a
  * plugin+protocol that has none.
  */
-cw_status_t cw_network_open(cw_context_t *ctx, const char *uri,
-                            uint32_t flags, cw_network_t **net_p);
+CW_PUBLIC cw_status_t cw_network_open(cw_context_t *ctx, const char *uri,
+                                      uint32_t flags, cw_network_t **net_p);
 
 /**
  * Close one network of a context; the others keep working.
@@ -143,7 +143,7 @@ cw_status_t cw_network_open(cw_context_t *ctx, const char *uri,
  * @return CW_OK, or CW_INVALID_ARG for NULL, a network already closed or a
  *         context being destroyed.
  */
-cw_status_t cw_network_close(cw_network_t *net);
+CW_PUBLIC cw_status_t cw_network_close(cw_network_t *net);
 
 /** Counters of a context (cw_context_stats). */
 struct cw_context_stats {
@@ -180,14 +180,14 @@ struct cw_context_stats {
 };
 
 /** Copy the counters of @p ctx into @p stats_p. */
-cw_status_t cw_context_stats(cw_context_t *ctx,
-                             struct cw_context_stats *stats_p);
+CW_PUBLIC cw_status_t cw_context_stats(cw_context_t *ctx,
+                                       struct cw_context_stats *stats_p);
 
 /** Address of a network (for printing or handing to peers). */
-cw_status_t cw_network_self(cw_network_t *net, cw_addr_t **addr_p);
+CW_PUBLIC cw_status_t cw_network_self(cw_network_t *net, cw_addr_t **addr_p);
 
 /** Full URI of a network's own address into @p buf. */
-cw_status_t cw_network_uri(cw_network_t *net, char *buf, size_t len);
+CW_PUBLIC cw_status_t cw_network_uri(cw_network_t *net, char *buf, size_t len);
 
 /* ------------------------------------------------------------------------ */
 /* Addresses                                                                */
@@ -197,14 +197,15 @@ cw_status_t cw_network_uri(cw_network_t *net, char *buf, size_t len);
  * A plain address no open network can reach goes through the client
  * routing table or default gateway if one is configured.
  */
-cw_status_t cw_addr_lookup(cw_context_t *ctx, const char *addr,
-                           cw_addr_t **addr_p);
+CW_PUBLIC cw_status_t cw_addr_lookup(cw_context_t *ctx, const char *addr,
+                                     cw_addr_t **addr_p);
 /** New reference. */
-cw_status_t cw_addr_dup(cw_addr_t *addr, cw_addr_t **addr_p);
+CW_PUBLIC cw_status_t cw_addr_dup(cw_addr_t *addr, cw_addr_t **addr_p);
 /** Release; accepts NULL. */
-void cw_addr_free(cw_addr_t *addr);
+CW_PUBLIC void cw_addr_free(cw_addr_t *addr);
 /** Address string as it would be given to cw_addr_lookup. */
-cw_status_t cw_addr_to_string(const cw_addr_t *addr, char *buf, size_t len);
+CW_PUBLIC cw_status_t cw_addr_to_string(const cw_addr_t *addr, char *buf,
+                                        size_t len);
 /**
  * The address as its network's plugin writes it, whatever string it was
  * looked up with (a host name resolved: "ofi+tcp://localhost:7000" gives
@@ -212,14 +213,14 @@ cw_status_t cw_addr_to_string(const cw_addr_t *addr, char *buf, size_t len);
  * network give the same string; a request's source is written this way.
  * CW_INVALID_ARG for a proxy address ("target@gw"), which is not one peer.
  */
-cw_status_t cw_addr_to_canonical(const cw_addr_t *addr, char *buf,
-                                 size_t len);
+CW_PUBLIC cw_status_t cw_addr_to_canonical(const cw_addr_t *addr, char *buf,
+                                           size_t len);
 /** True if @p addr is one of this context's own networks (RPCs to it never
  *  touch the network). */
-bool cw_addr_is_self(const cw_addr_t *addr);
+CW_PUBLIC bool cw_addr_is_self(const cw_addr_t *addr);
 /** The network @p addr is reached on (for a request's source: the network
  *  it arrived on), or NULL for a self address or NULL. */
-cw_network_t *cw_addr_network(const cw_addr_t *addr);
+CW_PUBLIC cw_network_t *cw_addr_network(const cw_addr_t *addr);
 
 /* ------------------------------------------------------------------------ */
 /* RPC registration                                                         */
@@ -234,52 +235,52 @@ struct cw_rpc_opts {
 };
 
 /** The 64-bit id of an RPC name (stable across builds and hosts). */
-cw_rpc_id_t cw_rpc_id(const char *name);
+CW_PUBLIC cw_rpc_id_t cw_rpc_id(const char *name);
 
 /**
  * Register an RPC by name.  @p handler may be NULL on a client.
  * @return CW_OK, CW_EXIST (same name again), or CW_EXIST when another name
  *         hashes to the same id (the log names both).
  */
-cw_status_t cw_rpc_register(cw_context_t *ctx, const char *name,
-                            cw_rpc_handler_t handler, void *arg,
-                            const struct cw_rpc_opts *opts,
-                            cw_rpc_id_t *id_p);
+CW_PUBLIC cw_status_t cw_rpc_register(cw_context_t *ctx, const char *name,
+                                      cw_rpc_handler_t handler, void *arg,
+                                      const struct cw_rpc_opts *opts,
+                                      cw_rpc_id_t *id_p);
 
 /** Remove a registration. */
-cw_status_t cw_rpc_deregister(cw_context_t *ctx, cw_rpc_id_t id);
+CW_PUBLIC cw_status_t cw_rpc_deregister(cw_context_t *ctx, cw_rpc_id_t id);
 
 /* ------------------------------------------------------------------------ */
 /* RPC handles                                                              */
 
 /** Create a handle to call RPC @p id at @p dest. */
-cw_status_t cw_handle_create(cw_context_t *ctx, cw_addr_t *dest,
-                             cw_rpc_id_t id, cw_handle_t **h_p);
+CW_PUBLIC cw_status_t cw_handle_create(cw_context_t *ctx, cw_addr_t *dest,
+                                       cw_rpc_id_t id, cw_handle_t **h_p);
 
 /** Drop a reference; the handle is freed when the last one goes.  A handle
  *  with a forward in flight stays alive until its callback has run. */
-void cw_handle_release(cw_handle_t *h);
+CW_PUBLIC void cw_handle_release(cw_handle_t *h);
 /** Take a reference. */
-void cw_handle_ref(cw_handle_t *h);
+CW_PUBLIC void cw_handle_ref(cw_handle_t *h);
 
 /** Client: encoder for the request.  Server: decoder of the request. */
-cw_buf_t *cw_handle_input(cw_handle_t *h);
+CW_PUBLIC cw_buf_t *cw_handle_input(cw_handle_t *h);
 /** Server: encoder for the response.  Client (after completion): decoder
  *  of the response. */
-cw_buf_t *cw_handle_output(cw_handle_t *h);
+CW_PUBLIC cw_buf_t *cw_handle_output(cw_handle_t *h);
 
 /** Server: who sent the request (the peer for bulk transfers). */
-cw_addr_t *cw_handle_source(cw_handle_t *h);
+CW_PUBLIC cw_addr_t *cw_handle_source(cw_handle_t *h);
 /** Context of a handle. */
-cw_context_t *cw_handle_context(cw_handle_t *h);
+CW_PUBLIC cw_context_t *cw_handle_context(cw_handle_t *h);
 /** RPC id of a handle. */
-cw_rpc_id_t cw_handle_rpc_id(cw_handle_t *h);
+CW_PUBLIC cw_rpc_id_t cw_handle_rpc_id(cw_handle_t *h);
 /** Server: time left before the caller's deadline, in ms (0 if past). */
-uint64_t cw_handle_remaining_ms(cw_handle_t *h);
+CW_PUBLIC uint64_t cw_handle_remaining_ms(cw_handle_t *h);
 /** Server: true once the caller has cancelled the request (cw_cancel at the
  *  origin propagates hop by hop) or its deadline has passed.  A handler may
  *  stop early; it must still respond (nothing is sent then) and release. */
-bool cw_handle_canceled(cw_handle_t *h);
+CW_PUBLIC bool cw_handle_canceled(cw_handle_t *h);
 
 /**
  * Client: mark the request idempotent (before cw_forward; not for one-way
@@ -292,10 +293,10 @@ bool cw_handle_canceled(cw_handle_t *h);
  * @return CW_OK; CW_INVALID_ARG for a server handle, a one-way RPC or a
  *         forward in flight; CW_IO if no random id could be had.
  */
-cw_status_t cw_handle_set_idempotent(cw_handle_t *h, bool on);
+CW_PUBLIC cw_status_t cw_handle_set_idempotent(cw_handle_t *h, bool on);
 
 /** True if the request is marked idempotent (client or server side). */
-bool cw_handle_idempotent(cw_handle_t *h);
+CW_PUBLIC bool cw_handle_idempotent(cw_handle_t *h);
 
 /** Completion of a forward: @p status is CW_OK when a response arrived and
  *  its output is decodable, else the failure (transport error, CW_TIMEOUT,
@@ -307,8 +308,8 @@ typedef void (*cw_forward_cb_t)(cw_handle_t *h, cw_status_t status,
  * Send the request.  @p timeout_ms 0 takes the RPC's default.  Arguments
  * larger than the network's eager limit are moved by bulk automatically.
  */
-cw_status_t cw_forward(cw_handle_t *h, uint64_t timeout_ms,
-                       cw_forward_cb_t cb, void *arg);
+CW_PUBLIC cw_status_t cw_forward(cw_handle_t *h, uint64_t timeout_ms,
+                                 cw_forward_cb_t cb, void *arg);
 
 /** Completion of a respond (the response has left or failed). */
 typedef void (*cw_respond_cb_t)(cw_handle_t *h, cw_status_t status,
@@ -319,12 +320,12 @@ typedef void (*cw_respond_cb_t)(cw_handle_t *h, cw_status_t status,
  * non-OK status reaches the caller's forward callback as its status.
  * @p cb may be NULL.
  */
-cw_status_t cw_respond(cw_handle_t *h, cw_status_t status, cw_respond_cb_t cb,
-                       void *arg);
+CW_PUBLIC cw_status_t cw_respond(cw_handle_t *h, cw_status_t status,
+                                 cw_respond_cb_t cb, void *arg);
 
 /** Cancel a forward in flight: its callback runs once with CW_CANCELED
  *  (or its real status if it had already completed). */
-cw_status_t cw_cancel(cw_handle_t *h);
+CW_PUBLIC cw_status_t cw_cancel(cw_handle_t *h);
 
 /* ------------------------------------------------------------------------ */
 /* Progress                                                                 */
@@ -335,7 +336,7 @@ cw_status_t cw_cancel(cw_handle_t *h);
  * (never longer than a bounded slice before polling again).
  * @return CW_OK if something completed, CW_TIMEOUT if not.
  */
-cw_status_t cw_progress(cw_context_t *ctx, unsigned timeout_ms);
+CW_PUBLIC cw_status_t cw_progress(cw_context_t *ctx, unsigned timeout_ms);
 
 /**
  * Make the cw_progress() call running on @p ctx (or, if none is, the next
@@ -344,7 +345,7 @@ cw_status_t cw_progress(cw_context_t *ctx, unsigned timeout_ms);
  * threads.  Cheap when nobody sleeps (no system call); thread-safe.
  * @return CW_OK, or CW_INVALID_ARG for NULL.
  */
-cw_status_t cw_context_interrupt(cw_context_t *ctx);
+CW_PUBLIC cw_status_t cw_context_interrupt(cw_context_t *ctx);
 
 /**
  * Also end a blocking cw_progress() on @p ctx when @p fd, a descriptor of
@@ -356,21 +357,21 @@ cw_status_t cw_context_interrupt(cw_context_t *ctx);
  * @return CW_OK; CW_INVALID_ARG for NULL or a negative or unusable fd;
  *         CW_EXIST if @p fd is already watched; CW_BUSY if 8 are.
  */
-cw_status_t cw_context_watch_fd(cw_context_t *ctx, int fd);
+CW_PUBLIC cw_status_t cw_context_watch_fd(cw_context_t *ctx, int fd);
 
 /**
  * Stop watching @p fd (cw_context_watch_fd).
  * @return CW_OK, CW_INVALID_ARG for NULL or a negative fd, CW_NOENT if
  *         @p fd is not watched.
  */
-cw_status_t cw_context_unwatch_fd(cw_context_t *ctx, int fd);
+CW_PUBLIC cw_status_t cw_context_unwatch_fd(cw_context_t *ctx, int fd);
 
 /**
  * Run up to @p max completed callbacks (0 = all ready), waiting up to
  * @p timeout_ms for the first.  @return CW_OK if any ran, else CW_TIMEOUT.
  */
-cw_status_t cw_trigger(cw_context_t *ctx, unsigned timeout_ms, unsigned max,
-                       unsigned *count_p);
+CW_PUBLIC cw_status_t cw_trigger(cw_context_t *ctx, unsigned timeout_ms,
+                                 unsigned max, unsigned *count_p);
 
 /* ------------------------------------------------------------------------ */
 /* Argument encoding (checked: every read is bounds-checked; errors stick) */
@@ -387,49 +388,50 @@ cw_status_t cw_trigger(cw_context_t *ctx, unsigned timeout_ms, unsigned max,
  */
 
 /** Append a fixed-size integer (1, 2, 4, 8 bytes). */
-cw_status_t cw_buf_put_u8(cw_buf_t *b, uint8_t v);
-cw_status_t cw_buf_put_u16(cw_buf_t *b, uint16_t v);
-cw_status_t cw_buf_put_u32(cw_buf_t *b, uint32_t v);
-cw_status_t cw_buf_put_u64(cw_buf_t *b, uint64_t v);
-cw_status_t cw_buf_put_i64(cw_buf_t *b, int64_t v);
+CW_PUBLIC cw_status_t cw_buf_put_u8(cw_buf_t *b, uint8_t v);
+CW_PUBLIC cw_status_t cw_buf_put_u16(cw_buf_t *b, uint16_t v);
+CW_PUBLIC cw_status_t cw_buf_put_u32(cw_buf_t *b, uint32_t v);
+CW_PUBLIC cw_status_t cw_buf_put_u64(cw_buf_t *b, uint64_t v);
+CW_PUBLIC cw_status_t cw_buf_put_i64(cw_buf_t *b, int64_t v);
 /** Length-prefixed byte string. */
-cw_status_t cw_buf_put_bytes(cw_buf_t *b, const void *p, size_t len);
+CW_PUBLIC cw_status_t cw_buf_put_bytes(cw_buf_t *b, const void *p, size_t len);
 /** Length-prefixed string (NULL encodes as absent). */
-cw_status_t cw_buf_put_str(cw_buf_t *b, const char *s);
+CW_PUBLIC cw_status_t cw_buf_put_str(cw_buf_t *b, const char *s);
 /** Append a bulk handle to the descriptor section; the payload carries its
  *  index.  The handle must outlive the forward/respond. */
-cw_status_t cw_buf_put_bulk(cw_buf_t *b, cw_bulk_t *bulk);
+CW_PUBLIC cw_status_t cw_buf_put_bulk(cw_buf_t *b, cw_bulk_t *bulk);
 
 /** Read a fixed-size integer; @p v_p may be NULL to skip it. */
-cw_status_t cw_buf_get_u8(cw_buf_t *b, uint8_t *v_p);
-cw_status_t cw_buf_get_u16(cw_buf_t *b, uint16_t *v_p);
-cw_status_t cw_buf_get_u32(cw_buf_t *b, uint32_t *v_p);
-cw_status_t cw_buf_get_u64(cw_buf_t *b, uint64_t *v_p);
-cw_status_t cw_buf_get_i64(cw_buf_t *b, int64_t *v_p);
+CW_PUBLIC cw_status_t cw_buf_get_u8(cw_buf_t *b, uint8_t *v_p);
+CW_PUBLIC cw_status_t cw_buf_get_u16(cw_buf_t *b, uint16_t *v_p);
+CW_PUBLIC cw_status_t cw_buf_get_u32(cw_buf_t *b, uint32_t *v_p);
+CW_PUBLIC cw_status_t cw_buf_get_u64(cw_buf_t *b, uint64_t *v_p);
+CW_PUBLIC cw_status_t cw_buf_get_i64(cw_buf_t *b, int64_t *v_p);
 /** View into the message (valid while the handle lives). */
-cw_status_t cw_buf_get_bytes(cw_buf_t *b, const void **p_p, size_t *len_p);
+CW_PUBLIC cw_status_t cw_buf_get_bytes(cw_buf_t *b, const void **p_p,
+                                       size_t *len_p);
 /** View of a NUL-terminated string (NULL if it was encoded absent). */
-cw_status_t cw_buf_get_str(cw_buf_t *b, const char **s_p);
+CW_PUBLIC cw_status_t cw_buf_get_str(cw_buf_t *b, const char **s_p);
 /** A remote bulk handle from the descriptor section; caller frees it with
  *  cw_bulk_free. */
-cw_status_t cw_buf_get_bulk(cw_buf_t *b, cw_bulk_t **bulk_p);
+CW_PUBLIC cw_status_t cw_buf_get_bulk(cw_buf_t *b, cw_bulk_t **bulk_p);
 
 /** First error met by this buffer (CW_OK if none). */
-cw_status_t cw_buf_error(const cw_buf_t *b);
+CW_PUBLIC cw_status_t cw_buf_error(const cw_buf_t *b);
 /** Bytes written (encoder) or total (decoder). */
-size_t cw_buf_len(const cw_buf_t *b);
+CW_PUBLIC size_t cw_buf_len(const cw_buf_t *b);
 /** Bytes not yet read. */
-size_t cw_buf_remaining(const cw_buf_t *b);
+CW_PUBLIC size_t cw_buf_remaining(const cw_buf_t *b);
 
 /** Standalone buffers, for tests and tools: a decoder over @p len bytes
  *  (no descriptor section) and a growable encoder.  Free with
  *  cw_buf_destroy. */
-cw_status_t cw_buf_create_reader(const void *data, size_t len,
-                                 cw_buf_t **b_p);
-cw_status_t cw_buf_create_writer(size_t initial, cw_buf_t **b_p);
+CW_PUBLIC cw_status_t cw_buf_create_reader(const void *data, size_t len,
+                                           cw_buf_t **b_p);
+CW_PUBLIC cw_status_t cw_buf_create_writer(size_t initial, cw_buf_t **b_p);
 /** Contents of an encoder. */
-const void *cw_buf_data(const cw_buf_t *b);
-void cw_buf_destroy(cw_buf_t *b);
+CW_PUBLIC const void *cw_buf_data(const cw_buf_t *b);
+CW_PUBLIC void cw_buf_destroy(cw_buf_t *b);
 
 /* ------------------------------------------------------------------------ */
 /* Bulk                                                                     */
@@ -447,15 +449,16 @@ struct cw_segment {
 
 /** Describe 1..n segments as one handle (registration happens lazily per
  *  network). */
-cw_status_t cw_bulk_create(cw_context_t *ctx, const struct cw_segment *segs,
-                           size_t n, uint32_t perm, cw_bulk_t **bulk_p);
+CW_PUBLIC cw_status_t cw_bulk_create(cw_context_t *ctx,
+                                     const struct cw_segment *segs, size_t n,
+                                     uint32_t perm, cw_bulk_t **bulk_p);
 /** Release; accepts NULL.  A handle with transfers in flight is freed when
  *  they complete. */
-void cw_bulk_free(cw_bulk_t *bulk);
+CW_PUBLIC void cw_bulk_free(cw_bulk_t *bulk);
 /** Total bytes. */
-size_t cw_bulk_size(const cw_bulk_t *bulk);
+CW_PUBLIC size_t cw_bulk_size(const cw_bulk_t *bulk);
 /** Permission flags. */
-uint32_t cw_bulk_perm(const cw_bulk_t *bulk);
+CW_PUBLIC uint32_t cw_bulk_perm(const cw_bulk_t *bulk);
 
 enum cw_bulk_dir {
     CW_BULK_PULL = 1, /**< remote -> local */
@@ -472,16 +475,17 @@ typedef void (*cw_bulk_cb_t)(cw_status_t status, void *arg);
  * NULL; @p peer may not (CW_INVALID_ARG), also for a handle of this
  * process (an RPC to self).
  */
-cw_status_t cw_bulk_transfer(cw_context_t *ctx, enum cw_bulk_dir dir,
-                             cw_addr_t *peer, cw_bulk_t *remote,
-                             size_t remote_off, cw_bulk_t *local,
-                             size_t local_off, size_t len, cw_bulk_cb_t cb,
-                             void *arg, cw_bulk_op_t **op_p);
+CW_PUBLIC cw_status_t cw_bulk_transfer(cw_context_t *ctx, enum cw_bulk_dir dir,
+                                       cw_addr_t *peer, cw_bulk_t *remote,
+                                       size_t remote_off, cw_bulk_t *local,
+                                       size_t local_off, size_t len,
+                                       cw_bulk_cb_t cb, void *arg,
+                                       cw_bulk_op_t **op_p);
 
 /** Stop a transfer; its callback runs once with CW_CANCELED (or its real
  *  status if it had already finished).  @p op is valid until its callback
  *  has run; do not cancel it afterwards. */
-cw_status_t cw_bulk_cancel(cw_bulk_op_t *op);
+CW_PUBLIC cw_status_t cw_bulk_cancel(cw_bulk_op_t *op);
 
 #ifdef __cplusplus
 }

@@ -37,32 +37,35 @@ extern "C" {
 struct cw_config_diag;
 
 /** Create an empty diagnostics list; NULL on allocation failure. */
-struct cw_config_diag *cw_config_diag_new(void);
+CW_PUBLIC struct cw_config_diag *cw_config_diag_new(void);
 
 /** Free a list (NULL is accepted). */
-void cw_config_diag_free(struct cw_config_diag *diag);
+CW_PUBLIC void cw_config_diag_free(struct cw_config_diag *diag);
 
 /** Number of messages recorded so far. */
-size_t cw_config_diag_count(const struct cw_config_diag *diag);
+CW_PUBLIC size_t cw_config_diag_count(const struct cw_config_diag *diag);
 
 /**
  * Message @p i (0-based, in the order found).
  * @return the message, or NULL when @p i is out of range.
  */
-const char *cw_config_diag_get(const struct cw_config_diag *diag, size_t i);
+CW_PUBLIC const char *cw_config_diag_get(const struct cw_config_diag *diag,
+                                         size_t i);
 
 /** Write every message to @p out, one a line. */
-void cw_config_diag_print(const struct cw_config_diag *diag, FILE *out);
+CW_PUBLIC void cw_config_diag_print(const struct cw_config_diag *diag,
+                                    FILE *out);
 
 /** Drop all messages (the list can be reused). */
-void cw_config_diag_clear(struct cw_config_diag *diag);
+CW_PUBLIC void cw_config_diag_clear(struct cw_config_diag *diag);
 
 /**
  * Append a message "file:line:column: <fmt...>".  @p file may be NULL (the
  * prefix is then omitted); line/column 0 omits those parts.
  */
-void cw_config_diag_add(struct cw_config_diag *diag, const char *file,
-                        unsigned line, unsigned column, const char *fmt, ...)
+CW_PUBLIC void cw_config_diag_add(struct cw_config_diag *diag, const char *file,
+                                  unsigned line, unsigned column,
+                                  const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 5, 6)))
 #endif
@@ -108,16 +111,17 @@ struct cw_addr_pattern {
  * @param[out] err     reason on failure ("expected ..."), may be NULL.
  * @return CW_OK or CW_INVALID_ARG.
  */
-cw_status_t cw_addr_pattern_parse(const char *s, struct cw_addr_pattern *pat_p,
-                                  char *err, size_t errlen);
+CW_PUBLIC cw_status_t cw_addr_pattern_parse(const char *s,
+                                            struct cw_addr_pattern *pat_p,
+                                            char *err, size_t errlen);
 
 /** True if plain address @p uri matches @p pat. */
-bool cw_addr_pattern_match(const struct cw_addr_pattern *pat,
-                           const struct cw_uri *uri);
+CW_PUBLIC bool cw_addr_pattern_match(const struct cw_addr_pattern *pat,
+                                     const struct cw_uri *uri);
 
 /** Format back to text (canonical form); CW_OVERFLOW if @p len is short. */
-cw_status_t cw_addr_pattern_format(const struct cw_addr_pattern *pat,
-                                   char *buf, size_t len);
+CW_PUBLIC cw_status_t cw_addr_pattern_format(const struct cw_addr_pattern *pat,
+                                             char *buf, size_t len);
 
 /**
  * Host part of a location for matching: the text after the last '/' split
@@ -127,8 +131,9 @@ cw_status_t cw_addr_pattern_format(const struct cw_addr_pattern *pat,
  * @param[out] family_p 4, 6, or 0 when the host is not an IP literal.
  * @param[out] ip      16 bytes, network order, when *family_p != 0.
  */
-cw_status_t cw_location_host(const char *location, char *host,
-                             uint16_t *port_p, uint8_t *family_p, uint8_t *ip);
+CW_PUBLIC cw_status_t cw_location_host(const char *location, char *host,
+                                       uint16_t *port_p, uint8_t *family_p,
+                                       uint8_t *ip);
 
 /* ------------------------------------------------------------------------ */
 /* The typed configuration                                                  */
@@ -273,27 +278,27 @@ enum {
  * @return CW_OK; CW_CONFIG when the file has errors (see @p diag); CW_IO
  *         when it cannot be read; CW_NOMEM.
  */
-cw_status_t cw_config_load(const char *path, unsigned flags,
-                           struct cw_config_diag *diag,
-                           struct cw_config **cfg_p);
+CW_PUBLIC cw_status_t cw_config_load(const char *path, unsigned flags,
+                                     struct cw_config_diag *diag,
+                                     struct cw_config **cfg_p);
 
 /**
  * As cw_config_load, from memory.  @p name is used in messages.
  */
-cw_status_t cw_config_load_buffer(const char *name, const char *text,
-                                  size_t len, unsigned flags,
-                                  struct cw_config_diag *diag,
-                                  struct cw_config **cfg_p);
+CW_PUBLIC cw_status_t cw_config_load_buffer(const char *name, const char *text,
+                                            size_t len, unsigned flags,
+                                            struct cw_config_diag *diag,
+                                            struct cw_config **cfg_p);
 
 /** Free a config (NULL accepted). */
-void cw_config_free(struct cw_config *cfg);
+CW_PUBLIC void cw_config_free(struct cw_config *cfg);
 
 /**
  * Write the normalized configuration, every default filled in, as YAML that
  * loads back to an identical config.
  * @return CW_OK or CW_IO.
  */
-cw_status_t cw_config_dump(const struct cw_config *cfg, FILE *out);
+CW_PUBLIC cw_status_t cw_config_dump(const struct cw_config *cfg, FILE *out);
 
 /**
  * Check that @p next may replace @p cur by a reload: every key whose schema
@@ -303,15 +308,17 @@ cw_status_t cw_config_dump(const struct cw_config *cfg, FILE *out);
  * violation is added to @p diag with the location in @p next.
  * @return CW_OK or CW_CONFIG.
  */
-cw_status_t cw_config_check_reload(const struct cw_config *cur,
-                                   const struct cw_config *next,
-                                   struct cw_config_diag *diag);
+CW_PUBLIC cw_status_t cw_config_check_reload(const struct cw_config *cur,
+                                             const struct cw_config *next,
+                                             struct cw_config_diag *diag);
 
 /** Index of the network called @p name, or -1. */
-int cw_config_network_find(const struct cw_config *cfg, const char *name);
+CW_PUBLIC int cw_config_network_find(const struct cw_config *cfg,
+                                     const char *name);
 
 /** Index of the service called @p name, or -1. */
-int cw_config_service_find(const struct cw_config *cfg, const char *name);
+CW_PUBLIC int cw_config_service_find(const struct cw_config *cfg,
+                                     const char *name);
 
 /* ------------------------------------------------------------------------ */
 /* Schema (for docs and tools)                                              */
@@ -364,13 +371,13 @@ struct cw_config_section {
  * The schema: every section in file order.
  * @param[out] count_p number of sections.
  */
-const struct cw_config_section *cw_config_schema(size_t *count_p);
+CW_PUBLIC const struct cw_config_section *cw_config_schema(size_t *count_p);
 
 /** Name of a type as shown in docs and errors ("size", "duration"...). */
-const char *cw_config_type_name(enum cw_config_type type);
+CW_PUBLIC const char *cw_config_type_name(enum cw_config_type type);
 
 /** Write the schema as the Markdown reference tables of docs/config.md. */
-void cw_config_schema_markdown(FILE *out);
+CW_PUBLIC void cw_config_schema_markdown(FILE *out);
 
 #ifdef __cplusplus
 }

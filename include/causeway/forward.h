@@ -36,17 +36,19 @@ typedef void (*cw_forward_hook_t)(cw_handle_t *in, void *arg);
  * Install (or with NULL remove) the forward hook.  Without a hook, such
  * requests are answered with CW_NO_ROUTE.
  */
-cw_status_t cw_context_set_forward_hook(cw_context_t *ctx,
-                                        cw_forward_hook_t hook, void *arg);
+CW_PUBLIC cw_status_t cw_context_set_forward_hook(cw_context_t *ctx,
+                                                  cw_forward_hook_t hook,
+                                                  void *arg);
 
 /** Set the hop limit (default 8, at most 255). */
-cw_status_t cw_context_set_max_hops(cw_context_t *ctx, unsigned max_hops);
+CW_PUBLIC cw_status_t cw_context_set_max_hops(cw_context_t *ctx,
+                                              unsigned max_hops);
 
 /** Routing destination of an incoming request ("" if it is for us). */
-const char *cw_fwd_dest(cw_handle_t *in);
+CW_PUBLIC const char *cw_fwd_dest(cw_handle_t *in);
 
 /** Gateways the request has crossed so far. */
-unsigned cw_fwd_hops(cw_handle_t *in);
+CW_PUBLIC unsigned cw_fwd_hops(cw_handle_t *in);
 
 /**
  * Create the outgoing handle for @p in towards @p next_hop.  The handle
@@ -56,8 +58,8 @@ unsigned cw_fwd_hops(cw_handle_t *in);
  *                  @p next_hop is the final target.
  * @return CW_OK, CW_TIMEOUT (no budget left), CW_NOMEM, CW_INVALID_ARG.
  */
-cw_status_t cw_fwd_create(cw_handle_t *in, cw_addr_t *next_hop,
-                          const char *dest, cw_handle_t **out_p);
+CW_PUBLIC cw_status_t cw_fwd_create(cw_handle_t *in, cw_addr_t *next_hop,
+                                    const char *dest, cw_handle_t **out_p);
 
 /**
  * Mark an outgoing handle created by cw_fwd_create for an idempotent
@@ -67,7 +69,7 @@ cw_status_t cw_fwd_create(cw_handle_t *in, cw_addr_t *next_hop,
  * @return CW_OK, or CW_INVALID_ARG unless @p out is such a handle and
  *         not in flight.
  */
-cw_status_t cw_fwd_set_resume(cw_handle_t *out);
+CW_PUBLIC cw_status_t cw_fwd_set_resume(cw_handle_t *out);
 
 /**
  * End the forward of outgoing handle @p out now with @p status (a
@@ -77,7 +79,7 @@ cw_status_t cw_fwd_set_resume(cw_handle_t *out);
  * callback runs once, as for any completion.
  * @return CW_OK (also when it already completed), CW_INVALID_ARG.
  */
-cw_status_t cw_fwd_fail(cw_handle_t *out, cw_status_t status);
+CW_PUBLIC cw_status_t cw_fwd_fail(cw_handle_t *out, cw_status_t status);
 
 /**
  * Like cw_fwd_create(), with the outgoing handle in @p out_ctx, which may be
@@ -89,9 +91,9 @@ cw_status_t cw_fwd_fail(cw_handle_t *out, cw_status_t status);
  * @return as cw_fwd_create(); CW_INVALID_ARG also when @p next_hop belongs
  *         to another context.
  */
-cw_status_t cw_fwd_create_on(cw_context_t *out_ctx, cw_handle_t *in,
-                             cw_addr_t *next_hop, const char *dest,
-                             cw_handle_t **out_p);
+CW_PUBLIC cw_status_t cw_fwd_create_on(cw_context_t *out_ctx, cw_handle_t *in,
+                                       cw_addr_t *next_hop, const char *dest,
+                                       cw_handle_t **out_p);
 
 /**
  * Answer @p in with the response of the completed outgoing handle @p out:
@@ -100,25 +102,26 @@ cw_status_t cw_fwd_create_on(cw_context_t *out_ctx, cw_handle_t *in,
  * request there is nothing to answer: returns CW_OK and @p cb is not
  * called.
  */
-cw_status_t cw_fwd_respond(cw_handle_t *in, cw_handle_t *out,
-                           cw_status_t status, cw_respond_cb_t cb, void *arg);
+CW_PUBLIC cw_status_t cw_fwd_respond(cw_handle_t *in, cw_handle_t *out,
+                                     cw_status_t status, cw_respond_cb_t cb,
+                                     void *arg);
 
 /** Number of bulk descriptors an incoming request carries. */
-unsigned cw_fwd_desc_count(cw_handle_t *in);
+CW_PUBLIC unsigned cw_fwd_desc_count(cw_handle_t *in);
 
 /**
  * Raw bytes of descriptor @p i (see docs/wire.md), valid while @p in lives
  * and until the next cw_fwd_desc_replace.
  */
-cw_status_t cw_fwd_desc_get(cw_handle_t *in, unsigned i, const void **p_p,
-                            size_t *len_p);
+CW_PUBLIC cw_status_t cw_fwd_desc_get(cw_handle_t *in, unsigned i,
+                                      const void **p_p, size_t *len_p);
 
 /**
  * Replace descriptor @p i of an outgoing handle created by cw_fwd_create
  * with @p len raw bytes (validated as a descriptor).
  */
-cw_status_t cw_fwd_desc_replace(cw_handle_t *out, unsigned i, const void *p,
-                                size_t len);
+CW_PUBLIC cw_status_t cw_fwd_desc_replace(cw_handle_t *out, unsigned i,
+                                          const void *p, size_t len);
 
 #ifdef __cplusplus
 }

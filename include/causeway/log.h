@@ -20,30 +20,31 @@ extern "C" {
 #endif
 
 /** Current threshold (messages at or below it are printed). */
-extern volatile int cw_log_level_;
+CW_PUBLIC extern volatile int cw_log_level_;
 
 /** Read CAUSEWAY_LOG_LEVEL once; later calls do nothing. */
-void cw_log_init(void);
+CW_PUBLIC void cw_log_init(void);
 /** Set the threshold. */
-void cw_log_set_level(int level);
+CW_PUBLIC void cw_log_set_level(int level);
 /** Parse "error", "warn", "info", "debug", "trace", "none"; -1 if bad. */
-int cw_log_level_parse(const char *s);
+CW_PUBLIC int cw_log_level_parse(const char *s);
 /** Name of a level. */
-const char *cw_log_level_name(int level);
+CW_PUBLIC const char *cw_log_level_name(int level);
 
 /** Write one message to stderr (used by the macros below).  A NULL
  *  subsystem, file, function or format is written as a placeholder. */
-void cw_log_write(int level, const char *subsys, const char *file, int line,
-                  const char *func, const char *fmt, ...)
+CW_PUBLIC void cw_log_write(int level, const char *subsys, const char *file,
+                            int line, const char *func, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 6, 7)))
 #endif
     ;
-void cw_log_vwrite(int level, const char *subsys, const char *file, int line,
-                   const char *func, const char *fmt, va_list ap);
+CW_PUBLIC void cw_log_vwrite(int level, const char *subsys, const char *file,
+                             int line, const char *func, const char *fmt,
+                             va_list ap);
 
 /** Monotonic clock in nanoseconds. */
-uint64_t cw_now_ns(void);
+CW_PUBLIC uint64_t cw_now_ns(void);
 
 #define CW_LOG(level, subsys, ...)                                             \
     do {                                                                       \

@@ -39,7 +39,7 @@ typedef struct cw_na cw_na_t;
  * @return CW_OK if at least one plugin is registered, CW_NOENT if none was
  *         found (the log names every directory tried).
  */
-cw_status_t cw_plugins_load(const char *dir);
+CW_PUBLIC cw_status_t cw_plugins_load(const char *dir);
 
 /**
  * Load and register one module file.
@@ -47,20 +47,21 @@ cw_status_t cw_plugins_load(const char *dir);
  *         CW_EXIST (name already registered), CW_INVALID_ARG (missing op).
  *         @p err (may be NULL, size @p errlen) receives the reason.
  */
-cw_status_t cw_plugins_load_file(const char *path, char *err, size_t errlen);
+CW_PUBLIC cw_status_t cw_plugins_load_file(const char *path, char *err,
+                                           size_t errlen);
 
 /** Register a plugin already linked into the process (tests, static
  *  builds).  Same checks as for a module. */
-cw_status_t cw_plugins_register(const struct cw_na_plugin *plugin);
+CW_PUBLIC cw_status_t cw_plugins_register(const struct cw_na_plugin *plugin);
 
 /** Names of registered plugins, comma-separated, into @p buf. */
-cw_status_t cw_plugins_list(char *buf, size_t len);
+CW_PUBLIC cw_status_t cw_plugins_list(char *buf, size_t len);
 
 /** The registered plugin named @p name, or NULL. */
-const struct cw_na_plugin *cw_plugins_find(const char *name);
+CW_PUBLIC const struct cw_na_plugin *cw_plugins_find(const char *name);
 
 /** Unload every module (no instance may remain open). */
-void cw_plugins_unload(void);
+CW_PUBLIC void cw_plugins_unload(void);
 
 /* ------------------------------------------------------------------------ */
 /* Instances                                                                */
@@ -79,99 +80,105 @@ void cw_plugins_unload(void);
  *         log says which were tried), CW_UNSUPPORTED (protocol), or the
  *         plugin's error.
  */
-cw_status_t cw_na_open(const char *uri, uint32_t flags,
-                       const char *const *params, cw_na_t **na_p);
+CW_PUBLIC cw_status_t cw_na_open(const char *uri, uint32_t flags,
+                                 const char *const *params, cw_na_t **na_p);
 
 /** Close an instance.  Operations still pending are dropped without
  *  callbacks (callers cancel and drain theirs first).  Accepts NULL. */
-void cw_na_close(cw_na_t *na);
+CW_PUBLIC void cw_na_close(cw_na_t *na);
 
 /** Plugin name ("ofi"). */
-const char *cw_na_plugin_name(const cw_na_t *na);
+CW_PUBLIC const char *cw_na_plugin_name(const cw_na_t *na);
 /** Protocol ("tcp"), "" if none. */
-const char *cw_na_protocol(const cw_na_t *na);
+CW_PUBLIC const char *cw_na_protocol(const cw_na_t *na);
 /** Capabilities of the instance. */
-const struct cw_na_caps *cw_na_caps(const cw_na_t *na);
+CW_PUBLIC const struct cw_na_caps *cw_na_caps(const cw_na_t *na);
 
 /* Addresses.  Strings are full URIs ("ofi+tcp://1.2.3.4:7000"). */
-cw_status_t cw_na_addr_lookup(cw_na_t *na, const char *uri,
-                              cw_na_addr_t **addr_p);
-cw_status_t cw_na_addr_self(cw_na_t *na, cw_na_addr_t **addr_p);
-cw_status_t cw_na_addr_dup(cw_na_t *na, cw_na_addr_t *addr,
-                           cw_na_addr_t **addr_p);
-void cw_na_addr_free(cw_na_t *na, cw_na_addr_t *addr);
-bool cw_na_addr_cmp(cw_na_t *na, cw_na_addr_t *a, cw_na_addr_t *b);
+CW_PUBLIC cw_status_t cw_na_addr_lookup(cw_na_t *na, const char *uri,
+                                        cw_na_addr_t **addr_p);
+CW_PUBLIC cw_status_t cw_na_addr_self(cw_na_t *na, cw_na_addr_t **addr_p);
+CW_PUBLIC cw_status_t cw_na_addr_dup(cw_na_t *na, cw_na_addr_t *addr,
+                                     cw_na_addr_t **addr_p);
+CW_PUBLIC void cw_na_addr_free(cw_na_t *na, cw_na_addr_t *addr);
+CW_PUBLIC bool cw_na_addr_cmp(cw_na_t *na, cw_na_addr_t *a, cw_na_addr_t *b);
 /** Full URI of @p addr into @p buf; CW_OVERFLOW if @p len is too small. */
-cw_status_t cw_na_addr_to_string(cw_na_t *na, cw_na_addr_t *addr, char *buf,
-                                 size_t len);
-size_t cw_na_addr_serialize_size(cw_na_t *na, cw_na_addr_t *addr);
-cw_status_t cw_na_addr_serialize(cw_na_t *na, void *buf, size_t size,
-                                 cw_na_addr_t *addr);
-cw_status_t cw_na_addr_deserialize(cw_na_t *na, const void *buf, size_t size,
-                                   cw_na_addr_t **addr_p);
+CW_PUBLIC cw_status_t cw_na_addr_to_string(cw_na_t *na, cw_na_addr_t *addr,
+                                           char *buf, size_t len);
+CW_PUBLIC size_t cw_na_addr_serialize_size(cw_na_t *na, cw_na_addr_t *addr);
+CW_PUBLIC cw_status_t cw_na_addr_serialize(cw_na_t *na, void *buf, size_t size,
+                                           cw_na_addr_t *addr);
+CW_PUBLIC cw_status_t cw_na_addr_deserialize(cw_na_t *na, const void *buf,
+                                             size_t size,
+                                             cw_na_addr_t **addr_p);
 
 /* Messages. */
-cw_status_t cw_na_msg_send_unexpected(cw_na_t *na, const void *buf,
-                                      size_t len, cw_na_addr_t *dest,
-                                      uint32_t tag, cw_na_cb_t cb, void *arg,
-                                      cw_na_op_t **op_p);
-cw_status_t cw_na_msg_recv_unexpected(cw_na_t *na, void *buf, size_t len,
-                                      cw_na_cb_t cb, void *arg,
-                                      cw_na_op_t **op_p);
-cw_status_t cw_na_msg_send_expected(cw_na_t *na, const void *buf, size_t len,
-                                    cw_na_addr_t *dest, uint32_t tag,
-                                    cw_na_cb_t cb, void *arg,
-                                    cw_na_op_t **op_p);
-cw_status_t cw_na_msg_recv_expected(cw_na_t *na, void *buf, size_t len,
-                                    cw_na_addr_t *source, uint32_t tag,
-                                    cw_na_cb_t cb, void *arg,
-                                    cw_na_op_t **op_p);
+CW_PUBLIC cw_status_t cw_na_msg_send_unexpected(cw_na_t *na, const void *buf,
+                                                size_t len, cw_na_addr_t *dest,
+                                                uint32_t tag, cw_na_cb_t cb,
+                                                void *arg, cw_na_op_t **op_p);
+CW_PUBLIC cw_status_t cw_na_msg_recv_unexpected(cw_na_t *na, void *buf,
+                                                size_t len, cw_na_cb_t cb,
+                                                void *arg, cw_na_op_t **op_p);
+CW_PUBLIC cw_status_t cw_na_msg_send_expected(cw_na_t *na, const void *buf,
+                                              size_t len, cw_na_addr_t *dest,
+                                              uint32_t tag, cw_na_cb_t cb,
+                                              void *arg, cw_na_op_t **op_p);
+CW_PUBLIC cw_status_t cw_na_msg_recv_expected(cw_na_t *na, void *buf,
+                                              size_t len, cw_na_addr_t *source,
+                                              uint32_t tag, cw_na_cb_t cb,
+                                              void *arg, cw_na_op_t **op_p);
 
 /* Memory and RMA. */
-cw_status_t cw_na_mem_register(cw_na_t *na, const struct cw_na_segment *segs,
-                               size_t n, uint32_t access, cw_na_mem_t **mem_p);
-void cw_na_mem_release(cw_na_t *na, cw_na_mem_t *mem);
-size_t cw_na_mem_serialize_size(cw_na_t *na, cw_na_mem_t *mem);
-cw_status_t cw_na_mem_serialize(cw_na_t *na, void *buf, size_t size,
-                                cw_na_mem_t *mem);
-cw_status_t cw_na_mem_deserialize(cw_na_t *na, const void *buf, size_t size,
-                                  cw_na_mem_t **mem_p);
+CW_PUBLIC cw_status_t cw_na_mem_register(cw_na_t *na,
+                                         const struct cw_na_segment *segs,
+                                         size_t n, uint32_t access,
+                                         cw_na_mem_t **mem_p);
+CW_PUBLIC void cw_na_mem_release(cw_na_t *na, cw_na_mem_t *mem);
+CW_PUBLIC size_t cw_na_mem_serialize_size(cw_na_t *na, cw_na_mem_t *mem);
+CW_PUBLIC cw_status_t cw_na_mem_serialize(cw_na_t *na, void *buf, size_t size,
+                                          cw_na_mem_t *mem);
+CW_PUBLIC cw_status_t cw_na_mem_deserialize(cw_na_t *na, const void *buf,
+                                            size_t size, cw_na_mem_t **mem_p);
 /** Messages the instance dropped before any user operation saw them
  *  (ops->dropped); 0 when the plugin does not count them. */
-uint64_t cw_na_dropped(cw_na_t *na);
+CW_PUBLIC uint64_t cw_na_dropped(cw_na_t *na);
 /** Remote handle for part of a remote handle (ops->mem_restrict);
  *  CW_UNSUPPORTED when the plugin has no such op. */
-cw_status_t cw_na_mem_restrict(cw_na_t *na, cw_na_mem_t *mem, size_t off,
-                               size_t len, uint32_t access,
-                               cw_na_mem_t **mem_p);
-cw_status_t cw_na_put(cw_na_t *na, cw_na_mem_t *local, size_t local_off,
-                      cw_na_mem_t *remote, size_t remote_off, size_t len,
-                      cw_na_addr_t *peer, cw_na_cb_t cb, void *arg,
-                      cw_na_op_t **op_p);
-cw_status_t cw_na_get(cw_na_t *na, cw_na_mem_t *local, size_t local_off,
-                      cw_na_mem_t *remote, size_t remote_off, size_t len,
-                      cw_na_addr_t *peer, cw_na_cb_t cb, void *arg,
-                      cw_na_op_t **op_p);
+CW_PUBLIC cw_status_t cw_na_mem_restrict(cw_na_t *na, cw_na_mem_t *mem,
+                                         size_t off, size_t len,
+                                         uint32_t access, cw_na_mem_t **mem_p);
+CW_PUBLIC cw_status_t cw_na_put(cw_na_t *na, cw_na_mem_t *local,
+                                size_t local_off, cw_na_mem_t *remote,
+                                size_t remote_off, size_t len,
+                                cw_na_addr_t *peer, cw_na_cb_t cb, void *arg,
+                                cw_na_op_t **op_p);
+CW_PUBLIC cw_status_t cw_na_get(cw_na_t *na, cw_na_mem_t *local,
+                                size_t local_off, cw_na_mem_t *remote,
+                                size_t remote_off, size_t len,
+                                cw_na_addr_t *peer, cw_na_cb_t cb, void *arg,
+                                cw_na_op_t **op_p);
 
 /* Progress. */
 /** Wait fd of the instance or -1. */
-int cw_na_get_wait_fd(cw_na_t *na);
+CW_PUBLIC int cw_na_get_wait_fd(cw_na_t *na);
 /** Arm and report whether blocking on the wait fd is safe now. */
-bool cw_na_safe_to_sleep(cw_na_t *na);
+CW_PUBLIC bool cw_na_safe_to_sleep(cw_na_t *na);
 /** Whether the instance has data moving that only polling advances
  *  (ops->streaming); false when the plugin does not say. */
-bool cw_na_streaming(cw_na_t *na);
+CW_PUBLIC bool cw_na_streaming(cw_na_t *na);
 /** Non-blocking progress; runs up to @p max callbacks (0 = all ready). */
-cw_status_t cw_na_progress(cw_na_t *na, unsigned max, unsigned *count_p);
+CW_PUBLIC cw_status_t cw_na_progress(cw_na_t *na, unsigned max,
+                                     unsigned *count_p);
 /**
  * Progress, blocking up to @p timeout_ms for something to happen: polls,
  * then (unless the instance is busy-polling) waits on the wait fd for a
  * bounded slice and polls again.  Never trusts the fd alone.
  * @return CW_OK if at least one callback ran, CW_TIMEOUT otherwise.
  */
-cw_status_t cw_na_progress_wait(cw_na_t *na, unsigned timeout_ms,
-                                unsigned *count_p);
-cw_status_t cw_na_cancel(cw_na_t *na, cw_na_op_t *op);
+CW_PUBLIC cw_status_t cw_na_progress_wait(cw_na_t *na, unsigned timeout_ms,
+                                          unsigned *count_p);
+CW_PUBLIC cw_status_t cw_na_cancel(cw_na_t *na, cw_na_op_t *op);
 
 #ifdef __cplusplus
 }

@@ -61,17 +61,18 @@ struct cw_route_result {
  * @param[out] table_p  written only on success; refcount 1.
  * @return CW_OK, CW_NOMEM, CW_INVALID_ARG.
  */
-cw_status_t cw_route_table_build(const struct cw_config *cfg,
-                                 struct cw_route_table **table_p);
+CW_PUBLIC cw_status_t cw_route_table_build(const struct cw_config *cfg,
+                                           struct cw_route_table **table_p);
 
 /** Take a reference; returns @p table. */
-struct cw_route_table *cw_route_table_ref(struct cw_route_table *table);
+CW_PUBLIC struct cw_route_table *
+cw_route_table_ref(struct cw_route_table *table);
 
 /** Drop a reference; the last one frees the table (NULL accepted). */
-void cw_route_table_unref(struct cw_route_table *table);
+CW_PUBLIC void cw_route_table_unref(struct cw_route_table *table);
 
 /** Number of written (non-implicit) routes. */
-size_t cw_route_table_size(const struct cw_route_table *table);
+CW_PUBLIC size_t cw_route_table_size(const struct cw_route_table *table);
 
 /**
  * Choose the route for a plain destination.
@@ -79,14 +80,14 @@ size_t cw_route_table_size(const struct cw_route_table *table);
  *                    the table.
  * @return CW_OK, or CW_NO_ROUTE when no pattern matches.
  */
-cw_status_t cw_route_table_lookup(struct cw_route_table *table,
-                                  const struct cw_uri *dest,
-                                  struct cw_route_result *res_p);
+CW_PUBLIC cw_status_t cw_route_table_lookup(struct cw_route_table *table,
+                                            const struct cw_uri *dest,
+                                            struct cw_route_result *res_p);
 
 /** As cw_route_table_lookup from a string (CW_INVALID_ARG if unparsable). */
-cw_status_t cw_route_table_lookup_str(struct cw_route_table *table,
-                                      const char *dest,
-                                      struct cw_route_result *res_p);
+CW_PUBLIC cw_status_t cw_route_table_lookup_str(struct cw_route_table *table,
+                                                const char *dest,
+                                                struct cw_route_result *res_p);
 
 /**
  * Explain, like `ip route get`, which route would carry a message to
@@ -95,8 +96,8 @@ cw_status_t cw_route_table_lookup_str(struct cw_route_table *table,
  * Writes to @p out.  Services ("svc:name") are resolved too.
  * @return CW_OK, CW_NO_ROUTE, or CW_INVALID_ARG for an unparsable address.
  */
-cw_status_t cw_route_table_explain(struct cw_route_table *table,
-                                   const char *addr, FILE *out);
+CW_PUBLIC cw_status_t cw_route_table_explain(struct cw_route_table *table,
+                                             const char *addr, FILE *out);
 
 /* -- Next hops: health and load ----------------------------------------- */
 
@@ -110,26 +111,27 @@ enum cw_health_change {
 };
 
 /** Number of next hops (ids are 0..n-1). */
-unsigned cw_route_table_nexthop_count(const struct cw_route_table *table);
+CW_PUBLIC unsigned
+cw_route_table_nexthop_count(const struct cw_route_table *table);
 
 /** Address (gateway) or network name of next hop @p id; NULL if bad id. */
-const char *cw_route_table_nexthop_name(const struct cw_route_table *table,
-                                        unsigned id);
+CW_PUBLIC const char *
+cw_route_table_nexthop_name(const struct cw_route_table *table, unsigned id);
 
 /**
  * Find a next hop by gateway address or network name.
  * @return CW_OK or CW_NOENT.
  */
-cw_status_t cw_route_table_nexthop_find(const struct cw_route_table *table,
-                                        const char *name, unsigned *id_p);
+CW_PUBLIC cw_status_t cw_route_table_nexthop_find(
+    const struct cw_route_table *table, const char *name, unsigned *id_p);
 
 /** Mark a next hop up or down (health checks). */
-void cw_route_table_nexthop_set_up(struct cw_route_table *table, unsigned id,
-                                   bool up);
+CW_PUBLIC void cw_route_table_nexthop_set_up(struct cw_route_table *table,
+                                             unsigned id, bool up);
 
 /** True if the next hop is up (unknown ids: false). */
-bool cw_route_table_nexthop_is_up(const struct cw_route_table *table,
-                                  unsigned id);
+CW_PUBLIC bool cw_route_table_nexthop_is_up(const struct cw_route_table *table,
+                                            unsigned id);
 
 /**
  * Report one RPC outcome on a next hop: failures count towards
@@ -137,17 +139,18 @@ bool cw_route_table_nexthop_is_up(const struct cw_route_table *table,
  * successes towards health.recover_after (then it is up again).
  * @return the change this report made (CW_HEALTH_SAME for a bad id).
  */
-enum cw_health_change
+CW_PUBLIC enum cw_health_change
 cw_route_table_nexthop_report(struct cw_route_table *table, unsigned id,
                               bool success);
 
 /** Count an RPC starting (+1) or finishing (-1) on a next hop. */
-void cw_route_table_nexthop_load(struct cw_route_table *table, unsigned id,
-                                 int delta);
+CW_PUBLIC void cw_route_table_nexthop_load(struct cw_route_table *table,
+                                           unsigned id, int delta);
 
 /** RPCs currently counted in flight on a next hop. */
-unsigned cw_route_table_nexthop_inflight(const struct cw_route_table *table,
-                                         unsigned id);
+CW_PUBLIC unsigned
+cw_route_table_nexthop_inflight(const struct cw_route_table *table,
+                                unsigned id);
 
 /* -- Services ------------------------------------------------------------ */
 
@@ -165,39 +168,42 @@ struct cw_service_pick {
  *                    address); may be NULL for the other policies.
  * @return CW_OK, CW_NOENT (no such service).
  */
-cw_status_t cw_route_table_service_pick(struct cw_route_table *table,
-                                        const char *name, const char *caller,
-                                        struct cw_service_pick *pick_p);
+CW_PUBLIC cw_status_t
+cw_route_table_service_pick(struct cw_route_table *table, const char *name,
+                            const char *caller, struct cw_service_pick *pick_p);
 
 /** Mark a backend ejected (true) or back in rotation (false). */
-void cw_route_table_backend_set_ejected(struct cw_route_table *table,
-                                        unsigned service, unsigned backend,
-                                        bool ejected);
+CW_PUBLIC void cw_route_table_backend_set_ejected(struct cw_route_table *table,
+                                                  unsigned service,
+                                                  unsigned backend,
+                                                  bool ejected);
 
 /** True unless the backend is ejected (false for an unknown backend). */
-bool cw_route_table_backend_is_up(const struct cw_route_table *table,
-                                  unsigned service, unsigned backend);
+CW_PUBLIC bool cw_route_table_backend_is_up(const struct cw_route_table *table,
+                                            unsigned service, unsigned backend);
 
 /** RPCs in flight on a backend, as counted by cw_route_table_backend_load
  *  (0 for an unknown backend). */
-unsigned cw_route_table_backend_inflight(const struct cw_route_table *table,
-                                         unsigned service, unsigned backend);
+CW_PUBLIC unsigned
+cw_route_table_backend_inflight(const struct cw_route_table *table,
+                                unsigned service, unsigned backend);
 
 /** Address of a backend; NULL for an unknown one.  Lives as long as the
  *  table. */
-const char *cw_route_table_backend_address(const struct cw_route_table *table,
-                                           unsigned service, unsigned backend);
+CW_PUBLIC const char *
+cw_route_table_backend_address(const struct cw_route_table *table,
+                               unsigned service, unsigned backend);
 
 /** Report an RPC outcome on a backend (passive ejection, as next hops).
  *  @return the change this report made (CW_HEALTH_SAME if unknown). */
-enum cw_health_change
+CW_PUBLIC enum cw_health_change
 cw_route_table_backend_report(struct cw_route_table *table, unsigned service,
                               unsigned backend, bool success);
 
 /** Count an RPC starting (+1) / finishing (-1) on a backend. */
-void cw_route_table_backend_load(struct cw_route_table *table,
-                                 unsigned service, unsigned backend,
-                                 int delta);
+CW_PUBLIC void cw_route_table_backend_load(struct cw_route_table *table,
+                                           unsigned service, unsigned backend,
+                                           int delta);
 
 /* -- ACL ----------------------------------------------------------------- */
 
@@ -209,9 +215,9 @@ void cw_route_table_backend_load(struct cw_route_table *table,
  * allows.
  * @return CW_OK or CW_DENIED (CW_INVALID_ARG for an unparsable dest).
  */
-cw_status_t cw_route_table_acl_check(const struct cw_route_table *table,
-                                     const char *from, const char *to,
-                                     const char *dest);
+CW_PUBLIC cw_status_t
+cw_route_table_acl_check(const struct cw_route_table *table, const char *from,
+                         const char *to, const char *dest);
 
 /* -- Clients ------------------------------------------------------------- */
 
@@ -223,9 +229,9 @@ cw_status_t cw_route_table_acl_check(const struct cw_route_table *table,
  * @return CW_OK; CW_NOENT when @p path is NULL and CAUSEWAY_ROUTES is unset
  *         or empty; else as cw_config_load.
  */
-cw_status_t cw_route_table_load_client(const char *path,
-                                       struct cw_config_diag *diag,
-                                       struct cw_route_table **table_p);
+CW_PUBLIC cw_status_t
+cw_route_table_load_client(const char *path, struct cw_config_diag *diag,
+                           struct cw_route_table **table_p);
 
 /**
  * Client lookup of a plain address.
@@ -235,9 +241,11 @@ cw_status_t cw_route_table_load_client(const char *path,
  *                       @p gateway (as "<addr>@<gateway>").
  * @return CW_OK, CW_INVALID_ARG (unparsable), CW_OVERFLOW (buffer short).
  */
-cw_status_t cw_route_table_client_lookup(struct cw_route_table *table,
-                                         const char *addr, char *gateway,
-                                         size_t gateway_len, bool *direct_p);
+CW_PUBLIC cw_status_t cw_route_table_client_lookup(struct cw_route_table *table,
+                                                   const char *addr,
+                                                   char *gateway,
+                                                   size_t gateway_len,
+                                                   bool *direct_p);
 
 /* -- Several gateways together ------------------------------------------ */
 
@@ -249,8 +257,8 @@ cw_status_t cw_route_table_client_lookup(struct cw_route_table *table,
  * problem names the file:line of the routes involved.
  * @return CW_OK or CW_CONFIG (problems in @p diag); CW_NOMEM.
  */
-cw_status_t cw_route_check_set(const struct cw_config *const *cfgs, size_t n,
-                               struct cw_config_diag *diag);
+CW_PUBLIC cw_status_t cw_route_check_set(const struct cw_config *const *cfgs,
+                                         size_t n, struct cw_config_diag *diag);
 
 #ifdef __cplusplus
 }

@@ -11,6 +11,14 @@
 
 #include <stdbool.h>
 
+/* What libcauseway exports: the functions and variables these headers
+ * declare, nothing else (the library is built with hidden visibility). */
+#if defined(__GNUC__)
+#define CW_PUBLIC __attribute__((visibility("default")))
+#else
+#define CW_PUBLIC
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -64,16 +72,16 @@ typedef enum cw_status {
  * @param[in] status  any value; unknown values give "unknown status".
  * @return a static string, never NULL.
  */
-const char *cw_status_str(cw_status_t status);
+CW_PUBLIC const char *cw_status_str(cw_status_t status);
 
 /**
  * Symbolic name of a status ("CW_TIMEOUT").
  * @return a static string, never NULL ("CW_UNKNOWN" for unknown values).
  */
-const char *cw_status_name(cw_status_t status);
+CW_PUBLIC const char *cw_status_name(cw_status_t status);
 
 /** True if @p status is a code this build knows. */
-bool cw_status_valid(int status);
+CW_PUBLIC bool cw_status_valid(int status);
 
 #ifdef __cplusplus
 }
