@@ -20,6 +20,11 @@
 #define GW_IDLE_MS 100 /* longest sleep with nothing to do (core's bound) */
 #define GW_SPIN_NS 0ull /* default off; CAUSEWAYD_SPIN_US sets it */
 #define GW_YIELD_AFTER_NS 1000ull /* busy poll: idle this long, then yield */
+/* An idle loop woken by no callback looks at signals, admin clients and
+ * pings at once, but at most this often: at low load every forwarded RPC
+ * ends in such a wake-up (its last send completing), and the housekeeping
+ * system calls (signalfd, accept) would otherwise be paid per RPC. */
+#define GW_EARLY_HK_NS 500000ull
 #define GW_UCX_EAGER_MAX (4ull << 20) /* chunks up to this go eagerly (ucx) */
 
 struct gw_net *gw_net_by_name(struct gw *gw, const char *name)
@@ -332,7 +337,7 @@ static void gw_write_ready(struct gw *gw, int fd)
 
 static void gw_loop(struct gw *gw)
 {
-    uint64_t next_hk = 0;
+    uint64_t next_hk = 0, last_hk = 0;
     unsigned slice = gw->busy_poll ? 0 : GW_SLICE_MS;
 
     uint64_t spin_until = 0, idle_since = 0;
@@ -362,9 +367,12 @@ static void gw_loop(struct gw *gw)
             sched_yield();
         }
         /* Idle, woken by no request: a signal, an admin client or a ping
-         * due; look now rather than at the next 2 ms mark. */
-        if (now < next_hk && !(idle && ran == 0))
+         * due; look now rather than at the next 2 ms mark (a watched fd
+         * nobody reads keeps waking the loop until then). */
+        if (now < next_hk &&
+            !(idle && ran == 0 && now - last_hk >= GW_EARLY_HK_NS))
             continue;
+        last_hk = now;
         next_hk = now + GW_HOUSEKEEPING_NS;
         gw_unanswered_update(gw);
         gw_signals_poll(gw);
@@ -384,7 +392,7 @@ static void gw_loop_mt(struct gw *gw)
 {
     struct gw_shard *sh = &gw->shards[0];
     unsigned slice = gw->busy_poll ? 0 : GW_SLICE_MS, wait;
-    uint64_t next_hk = 0;
+    uint64_t next_hk = 0, last_hk = 0;
     bool idle = false;
 
     while (!gw->stop) {
@@ -405,8 +413,10 @@ static void gw_loop_mt(struct gw *gw)
         if (queued)
             gw_queue_run_mt(gw);
         now = cw_now_ns();
-        if (now < next_hk && !(idle && ran == 0 && !moved))
+        if (now < next_hk && !(idle && ran == 0 && !moved &&
+                               now - last_hk >= GW_EARLY_HK_NS))
             continue;
+        last_hk = now;
         next_hk = now + GW_HOUSEKEEPING_NS;
         gw_unanswered_update(gw); /* contexts' locks, then gw->lock */
         /* Control plane under the lock (reload opens and closes networks,
