@@ -162,13 +162,7 @@ int main(int argc, char **argv)
         return 2;
     }
     if (demo) {
-#ifdef CW_NO_GATEWAY_RUN
-        fprintf(stderr, "causewayd: --demo is not available: this build has "
-                "no gateway run mode (gateway/gateway.c missing)\n");
-        return 2;
-#else
         return cw_gateway_demo(dump);
-#endif
     }
     if (nconfigs == 0) {
         fprintf(stderr, "causewayd: no configuration: give -c FILE\n");
@@ -191,13 +185,6 @@ int main(int argc, char **argv)
                 "and --explain\n");
         return 2;
     }
-#ifdef CW_NO_GATEWAY_RUN
-    (void)ready_fd;
-    fprintf(stderr, "causewayd: the run mode is not available in this build "
-            "(gateway/gateway.c missing); --check, --dump and --explain "
-            "work\n");
-    return 2;
-#else
     {
         struct cw_config_diag *diag = cw_config_diag_new();
         struct cw_gateway_run_opts opts = {.ready_fd = ready_fd,
@@ -226,5 +213,4 @@ int main(int argc, char **argv)
         cw_config_free(cfg);
         return rc;
     }
-#endif
 }
