@@ -362,18 +362,31 @@ cw_status_t cw_na_mem_restrict(cw_na_t *na, cw_na_mem_t *mem, size_t off,
     return na->ops->mem_restrict(na->cls, mem, off, len, access, mem_p);
 }
 
+/* put and get check the same arguments and differ only in the op called. */
+static cw_status_t na_rma(cw_na_t *na, bool is_put, cw_na_mem_t *local,
+                          size_t local_off, cw_na_mem_t *remote,
+                          size_t remote_off, size_t len, cw_na_addr_t *peer,
+                          cw_na_cb_t cb, void *arg, cw_na_op_t **op_p)
+{
+    if (na == NULL || local == NULL || remote == NULL || peer == NULL ||
+        cb == NULL)
+        return CW_INVALID_ARG;
+    cw_status_t (*op)(cw_na_class_t *, cw_na_mem_t *, size_t, cw_na_mem_t *,
+                      size_t, size_t, cw_na_addr_t *, cw_na_cb_t, void *,
+                      cw_na_op_t **) = is_put ? na->ops->put : na->ops->get;
+    if (op == NULL)
+        return CW_UNSUPPORTED;
+    return op(na->cls, local, local_off, remote, remote_off, len, peer, cb,
+              arg, op_p);
+}
+
 cw_status_t cw_na_put(cw_na_t *na, cw_na_mem_t *local, size_t local_off,
                       cw_na_mem_t *remote, size_t remote_off, size_t len,
                       cw_na_addr_t *peer, cw_na_cb_t cb, void *arg,
                       cw_na_op_t **op_p)
 {
-    if (na == NULL || local == NULL || remote == NULL || peer == NULL ||
-        cb == NULL)
-        return CW_INVALID_ARG;
-    if (na->ops->put == NULL)
-        return CW_UNSUPPORTED;
-    return na->ops->put(na->cls, local, local_off, remote, remote_off, len,
-                        peer, cb, arg, op_p);
+    return na_rma(na, true, local, local_off, remote, remote_off, len, peer,
+                  cb, arg, op_p);
 }
 
 cw_status_t cw_na_get(cw_na_t *na, cw_na_mem_t *local, size_t local_off,
@@ -381,13 +394,8 @@ cw_status_t cw_na_get(cw_na_t *na, cw_na_mem_t *local, size_t local_off,
                       cw_na_addr_t *peer, cw_na_cb_t cb, void *arg,
                       cw_na_op_t **op_p)
 {
-    if (na == NULL || local == NULL || remote == NULL || peer == NULL ||
-        cb == NULL)
-        return CW_INVALID_ARG;
-    if (na->ops->get == NULL)
-        return CW_UNSUPPORTED;
-    return na->ops->get(na->cls, local, local_off, remote, remote_off, len,
-                        peer, cb, arg, op_p);
+    return na_rma(na, false, local, local_off, remote, remote_off, len, peer,
+                  cb, arg, op_p);
 }
 
 /* ---- progress ---- */

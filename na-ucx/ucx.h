@@ -314,6 +314,9 @@ static inline bool ucx_op_any_busy(const struct cw_na_op *op)
 
 /* ucx_init.c */
 cw_status_t ucx_status(ucs_status_t st);
+/** One active-message handler on the worker (@p flags: UCP_AM_FLAG_*). */
+cw_status_t ucx_set_am_handler(struct ucx_cls *cls, unsigned id,
+                               ucp_am_recv_callback_t cb, uint32_t flags);
 
 /* The status of one of @p op's requests that ended with @p st: a request
  * cancelled by UCX itself means its endpoint failed, unless the user

@@ -57,6 +57,29 @@ static void ucx_proc_leave(struct ucx_cls *cls)
 }
 
 /* The one place UCS statuses become Causeway statuses. */
+cw_status_t ucx_set_am_handler(struct ucx_cls *cls, unsigned id,
+                               ucp_am_recv_callback_t cb, uint32_t flags)
+{
+    ucp_am_handler_param_t p = {0};
+    ucs_status_t st;
+
+    p.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID |
+                   UCP_AM_HANDLER_PARAM_FIELD_FLAGS |
+                   UCP_AM_HANDLER_PARAM_FIELD_CB |
+                   UCP_AM_HANDLER_PARAM_FIELD_ARG;
+    p.id = id;
+    p.flags = flags;
+    p.cb = cb;
+    p.arg = cls;
+    st = ucp_worker_set_am_recv_handler(cls->worker, &p);
+    if (st != UCS_OK) {
+        UCX_ERR(cls, "ucp_worker_set_am_recv_handler(%u) failed: %s", id,
+                ucs_status_string(st));
+        return ucx_status(st);
+    }
+    return CW_OK;
+}
+
 cw_status_t ucx_status(ucs_status_t st)
 {
     switch (st) {

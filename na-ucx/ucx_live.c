@@ -82,20 +82,9 @@ cw_status_t ucx_live_register_am(struct ucx_cls *cls)
     } h[] = {{UCX_AM_PING, ucx_am_ping_cb}, {UCX_AM_PONG, ucx_am_pong_cb}};
 
     for (size_t i = 0; i < sizeof(h) / sizeof(h[0]); i++) {
-        ucp_am_handler_param_t p = {0};
-        ucs_status_t st;
-        p.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID |
-                       UCP_AM_HANDLER_PARAM_FIELD_CB |
-                       UCP_AM_HANDLER_PARAM_FIELD_ARG;
-        p.id = h[i].id;
-        p.cb = h[i].cb;
-        p.arg = cls;
-        st = ucp_worker_set_am_recv_handler(cls->worker, &p);
-        if (st != UCS_OK) {
-            UCX_ERR(cls, "ucp_worker_set_am_recv_handler(%u) failed: %s",
-                    h[i].id, ucs_status_string(st));
-            return ucx_status(st);
-        }
+        cw_status_t st = ucx_set_am_handler(cls, h[i].id, h[i].cb, 0);
+        if (st != CW_OK)
+            return st;
     }
     return CW_OK;
 }

@@ -176,24 +176,8 @@ drop:
 
 cw_status_t ucx_msg_register_am(struct ucx_cls *cls)
 {
-    ucp_am_handler_param_t p = {0};
-    ucs_status_t st;
-
-    p.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID |
-                   UCP_AM_HANDLER_PARAM_FIELD_FLAGS |
-                   UCP_AM_HANDLER_PARAM_FIELD_CB |
-                   UCP_AM_HANDLER_PARAM_FIELD_ARG;
-    p.id = UCX_AM_UNEXP;
-    p.flags = UCP_AM_FLAG_WHOLE_MSG;
-    p.cb = ucx_am_unexp_cb;
-    p.arg = cls;
-    st = ucp_worker_set_am_recv_handler(cls->worker, &p);
-    if (st != UCS_OK) {
-        UCX_ERR(cls, "ucp_worker_set_am_recv_handler() failed: %s",
-                ucs_status_string(st));
-        return ucx_status(st);
-    }
-    return CW_OK;
+    return ucx_set_am_handler(cls, UCX_AM_UNEXP, ucx_am_unexp_cb,
+                              UCP_AM_FLAG_WHOLE_MSG);
 }
 
 void ucx_msg_flush_queue(struct ucx_cls *cls)

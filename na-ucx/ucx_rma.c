@@ -470,22 +470,9 @@ cw_status_t ucx_rma_register_am(struct ucx_cls *cls)
     };
 
     for (size_t i = 0; i < sizeof(h) / sizeof(h[0]); i++) {
-        ucp_am_handler_param_t p = {0};
-        ucs_status_t st;
-        p.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID |
-                       UCP_AM_HANDLER_PARAM_FIELD_FLAGS |
-                       UCP_AM_HANDLER_PARAM_FIELD_CB |
-                       UCP_AM_HANDLER_PARAM_FIELD_ARG;
-        p.id = h[i].id;
-        p.flags = UCP_AM_FLAG_WHOLE_MSG;
-        p.cb = h[i].cb;
-        p.arg = cls;
-        st = ucp_worker_set_am_recv_handler(cls->worker, &p);
-        if (st != UCS_OK) {
-            UCX_ERR(cls, "ucp_worker_set_am_recv_handler(%u) failed: %s",
-                    h[i].id, ucs_status_string(st));
-            return ucx_status(st);
-        }
+        cw_status_t st = ucx_set_am_handler(cls, h[i].id, h[i].cb, UCP_AM_FLAG_WHOLE_MSG);
+        if (st != CW_OK)
+            return st;
     }
     return CW_OK;
 }
