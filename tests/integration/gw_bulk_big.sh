@@ -25,4 +25,4 @@ echo "# gateway VmHWM ${before} kB -> ${after} kB (+${grow} kB) for $SIZE each w
 [ "$grow" -le $((STAGING_KB + SLACK_KB)) ] ||
     fail "gateway peak RSS grew by $grow kB (staging $STAGING_KB kB + $SLACK_KB kB allowed)"
 pass "gateway peak RSS grew by $grow kB, within staging + $SLACK_KB kB"
-bulk_gw_stop gw
+gw_stop_clean gw

@@ -120,4 +120,4 @@ stats_of gwm
     [ "$(json_num "$stats" direct_transfers)" = 0 ] ||
     fail "second gateway of the chain: $stats"
 pass "chain: first gateway granted $((d1 - d0)) chunk transfers, second pipelined 6"
-bulk_gw_stop gwd gwp gwm
+gw_stop_clean gwd gwp gwm

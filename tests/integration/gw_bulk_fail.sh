@@ -44,7 +44,7 @@ still_serves "a cancel"
 # Every staging chunk came back: the gateway says so when it stops, and it
 # stops without a sanitizer report (the response to the killed origin is
 # withdrawn at shutdown, not leaked).
-bulk_gw_stop gw
+gw_stop_clean gw
 grep -q "staging chunks not returned" "$T/gw.log" &&
     fail "staging leaked: $(grep 'not returned' "$T/gw.log")"
 # The interrupted transfers (target died, origin died, cancel 1 s into a

@@ -29,4 +29,4 @@ exp=$(json_num "$stats" rejected_expired)
     [ "$(json_num "$stats" staging_free)" = "$(json_num "$stats" staging_chunks)" ] ||
     fail "bulk counters: $stats"
 pass "rejections counted ($bad bad handle, $exp expired, 1 range, 1 permission), staging all free"
-bulk_gw_stop gw
+gw_stop_clean gw

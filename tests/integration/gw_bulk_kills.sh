@@ -49,4 +49,4 @@ wait_for staging_idle || wait_for staging_idle ||
 pass "nothing in flight, staging all free, no live token"
 ping_expect "still forwards" CW_OK -c 20 -n 4 -s 0,64K --with-bulk "$v@$gw_ucx0"
 xfer "and still pipelines" "$x@$gw_ucx0" 1,3M
-bulk_gw_stop gw
+gw_stop_clean gw

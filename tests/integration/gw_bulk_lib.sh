@@ -56,23 +56,6 @@ hold_kill() {
     pass "$1 killed mid-transfer: origin's RPC ended $st after $ms ms"
 }
 
-# bulk_gw_stop NAME...: stop gateways with SIGTERM; each must exit 0 with
-# no sanitizer report (leaks included) in its log.
-bulk_gw_stop() {
-    local g p
-    for g in "$@"; do
-        eval "p=\${${g}_PID}"
-        stop_pid "$p"
-        [ "$STOP_RC" = 0 ] || {
-            grep -A 24 "ERROR: \|leak of" "$T/$g.log" | head -n 120
-            fail "gateway $g exited with status $STOP_RC"
-        }
-        grep -q "Sanitizer\|runtime error" "$T/$g.log" &&
-            fail "gateway $g: $(grep -m 3 'Sanitizer\|runtime error' "$T/$g.log")"
-    done
-    pass "gateways $* stopped cleanly"
-}
-
 # victims_start ECHO_TARGET XFER_TARGET: callers meant to be killed mid-call:
 # an echo client (64 KiB calls, 16 in flight, the data also as a bulk
 # handle; give it a server with a delay) and a 256 MiB pull held in the

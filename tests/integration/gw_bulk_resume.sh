@@ -232,4 +232,4 @@ stop_pid "$srv_PID"
 [ "$STOP_RC" = 0 ] && ! grep -q "Sanitizer\|runtime error\|leak of" "$T/srv.log" ||
     fail "server exit $STOP_RC: $(grep -A 12 'ERROR\|leak of' "$T/srv.log" | head -n 40)"
 pass "server stopped cleanly"
-bulk_gw_stop front gwa gwb
+gw_stop_clean front gwa gwb

@@ -69,5 +69,5 @@ metrics_expect "$gws_admin" "causeway_bulk_transfers_total{path=\"staged\"}=$tr"
 # (Whether a transfer had to wait for a chunk depends on how the six
 # overlapped: reported, not required.)
 pass "metrics: $tr staged transfers, $by bytes, staging all free, $(grep '^causeway_bulk_staging_waits_total' "$T/metrics.txt" | cut -d' ' -f2) waits"
-bulk_gw_stop gw gw2 gws
-if [ -n "${gwu_PID:-}" ]; then bulk_gw_stop gwu; fi
+gw_stop_clean gw gw2 gws
+if [ -n "${gwu_PID:-}" ]; then gw_stop_clean gwu; fi

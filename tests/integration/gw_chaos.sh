@@ -20,7 +20,7 @@
 # After a and b the gateway has nothing in flight and all staging free.
 #   gw_chaos.sh CAUSEWAYD CW_PING CWCTL TEST_GWBULK_XFER TEST_GW_HOSTILE
 . "$(dirname "$0")/gw_lib.sh"
-. "$(dirname "$0")/gw_bulk_lib.sh" # XFER, bulk_srv, bulk_gw_stop
+. "$(dirname "$0")/gw_bulk_lib.sh" # XFER, bulk_srv, gw_stop_clean
 HOSTILE=$5
 # UCX warns about every unmatched message at exit (the hostile sender's,
 # responses to canceled calls): errors only.
@@ -362,7 +362,7 @@ CLIENTS=""
 client c_drain -c 200 -n 8 -t 10000 -s 64,64K "$slow@$gw_shm0"
 wait_for sh -c "'$CWCTL' --admin '$admin' stats --json | grep -q '^{\"inflight\":[1-9]'" ||
     fail "no call in flight before the drain"
-bulk_gw_stop gw
+gw_stop_clean gw
 clients_wait
 check_client c_drain 200 "CW_OK|CW_DRAINING|CW_DISCONNECTED|CW_UNREACHABLE|CW_CANCELED"
 [ "$(count_of c_drain CW_OK)" -gt 0 ] || fail "no call in flight finished during the drain: $(grep '^--- ' "$T/c_drain.out")"

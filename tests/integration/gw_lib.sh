@@ -152,6 +152,23 @@ stop_pid() {
     STOP_RC=$?
 }
 
+# gw_stop_clean NAME...: stop gateways with SIGTERM; each must exit 0 with
+# no sanitizer report (leaks included) in its log.
+gw_stop_clean() {
+    local g p
+    for g in "$@"; do
+        eval "p=\${${g}_PID}"
+        stop_pid "$p"
+        [ "$STOP_RC" = 0 ] || {
+            grep -A 24 "ERROR: \|leak of" "$T/$g.log" | head -n 120
+            fail "gateway $g exited with status $STOP_RC"
+        }
+        grep -q "Sanitizer\|runtime error" "$T/$g.log" &&
+            fail "gateway $g: $(grep -m 3 'Sanitizer\|runtime error' "$T/$g.log")"
+    done
+    pass "gateways $* stopped cleanly"
+}
+
 # ns_make NAME: a network namespace, deleted on exit, its loopback up;
 # false where namespaces cannot be created (not root, no iproute2).
 ns_make() {
