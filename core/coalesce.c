@@ -20,7 +20,9 @@
  * it; send_op is CW_SQ_QUEUED, then CW_SQ_BATCHED once its batch is in a
  * plugin.  A cancel marks a queued message (never sent, completed with
  * CW_CANCELED at the flush) and leaves a batched one alone: the batch
- * completes soon, or fails with the connection.
+ * completes soon, or fails with the connection.  Only closing the network
+ * or the context withdraws batches in flight (cw_sq_cancel_net): a batch
+ * to a peer that died may never complete by itself.
  */
 #include "rpc_priv.h"
 
@@ -33,7 +35,10 @@ const char cw_sq_marks[2];
 #define CW_SQ_SCAN (4u * CW_BATCH_MAX)
 
 struct cw_batch {
+    struct cw_list link; /**< ctx->batches */
+    cw_network_t *net;
     cw_na_op_t *op;
+    bool canceled;
     unsigned n;
     uint8_t *msg;
     cw_handle_t *h[CW_BATCH_MAX];
@@ -85,6 +90,7 @@ static void batch_sent_cb(const struct cw_na_cb_info *info)
 {
     struct cw_batch *b = info->arg;
 
+    cw_list_del(&b->link);
     for (unsigned i = 0; i < b->n; i++)
         sq_done(b->h[i], info->status);
     free(b->msg);
@@ -128,6 +134,10 @@ static void sq_send_batch(cw_context_t *ctx, cw_handle_t **hs, unsigned n,
         return;
     }
     b->n = n;
+    b->net = net;
+    b->op = NULL;
+    b->canceled = false;
+    cw_list_add(&ctx->batches, &b->link); /* before: it may complete at once */
     hdr.payload_len = (uint32_t)bytes;
     cw_wire_hdr_encode(b->msg, &hdr);
     for (unsigned i = 0; i < n; i++) {
@@ -192,6 +202,20 @@ void cw_sq_flush(cw_context_t *ctx)
             sq_send_alone(hs[0]);
         else if (n > 1)
             sq_send_batch(ctx, hs, n, bytes);
+    }
+}
+
+void cw_sq_cancel_net(cw_context_t *ctx, cw_network_t *net)
+{
+    struct cw_list *e, *next;
+
+    for (e = ctx->batches.next; e != &ctx->batches; e = next) {
+        struct cw_batch *b = cw_container_of(e, struct cw_batch, link);
+        next = e->next; /* a plugin may complete it inside the cancel */
+        if ((net && b->net != net) || b->canceled || b->op == NULL)
+            continue;
+        b->canceled = true;
+        cw_na_cancel(b->net->na, b->op);
     }
 }
 

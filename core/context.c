@@ -137,6 +137,7 @@ cw_status_t cw_context_create(const struct cw_context_opts *opts,
     cw_list_init(&ctx->bulks);
     cw_list_init(&ctx->rs_suspended);
     cw_list_init(&ctx->sendq);
+    cw_list_init(&ctx->batches);
     {
         /* Recursive: releasing a handle or a bulk from inside the core
          * (lock held) and from user code (not held) takes the same path. */

@@ -647,6 +647,7 @@ void cw_rpc_cancel_net(cw_context_t *ctx, cw_network_t *net)
         h->send_canceled = true;
         cw_h_cancel_send(h);
     }
+    cw_sq_cancel_net(ctx, net);
 }
 
 #define CW_MAX_REFORWARDS 3

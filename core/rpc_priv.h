@@ -313,6 +313,7 @@ struct cw_context {
     struct cw_list sendq;          /**< handles whose request or response
                                         waits for the end of the pass */
     unsigned nsendq;
+    struct cw_list batches;        /**< batches in a plugin (coalesce.c) */
     struct cw_handle **rwait;      /**< handles with a response receive
                                         posted, by req_id (CW_RWAIT_BUCKETS) */
 };
@@ -446,6 +447,9 @@ bool cw_sq_offer(cw_handle_t *h, const uint8_t *msg, size_t len);
 /** Send everything queued (lock held): per peer, one message alone as it
  *  is, several as one CW_MSG_BATCH. */
 void cw_sq_flush(cw_context_t *ctx);
+/** Withdraw the batches in flight on @p net (NULL: all), once each: their
+ *  handles complete with the batch (lock held). */
+void cw_sq_cancel_net(cw_context_t *ctx, cw_network_t *net);
 /** Open a pass of @p ctx on this thread (returns the enclosing one) and
  *  close it, flushing what it queued (takes the lock). */
 cw_context_t *cw_sq_enter(cw_context_t *ctx);
