@@ -1,14 +1,17 @@
 /*
  * Admission control: bounded RPCs in flight (total, per ingress network,
  * per route) and per-source fairness.  A request over a capacity bound
- * waits in a bounded FIFO (limits.max_queued_rpcs) for a slot; a full
+ * waits in a bounded queue (limits.max_queued_rpcs) for a slot; a full
  * queue, or a source over its fair share, gets CW_BUSY at once.  A queued
  * request whose deadline passes is answered CW_TIMEOUT; none is dropped.
  *
- * Fairness: a quarter of the total limit is kept for sources that have
- * nothing in flight yet, and the rest is shared equally among the sources
- * that do, so a flooding client hits CW_BUSY while a newcomer still gets
- * through and then holds its own share.
+ * Fairness, in flight and in the queue alike: a quarter of the limit is
+ * kept for sources that hold nothing yet, and the rest is shared equally
+ * among the sources that do, so a flooding client hits CW_BUSY while a
+ * newcomer still gets through and then holds its own share.  The queue is
+ * one FIFO per source, served in turn (round robin) as slots free up: a
+ * request waits behind its own source's earlier requests, and behind at
+ * most one of each other source's per slot, not behind a flood.
  */
 #include "gw_int.h"
 
@@ -29,14 +32,64 @@ static struct gw_source *gw_source_find(struct gw *gw, const char *key)
     return NULL;
 }
 
+static struct gw_source *gw_source_new(struct gw *gw, const char *key)
+{
+    size_t n = strlen(key), b = gw_src_bucket(key);
+    struct gw_source *s = malloc(sizeof(*s) + n + 1);
+
+    if (s == NULL)
+        return NULL;
+    memset(s, 0, sizeof(*s));
+    memcpy(s->key, key, n + 1);
+    s->next = gw->srcs[b];
+    gw->srcs[b] = s;
+    gw->nsrcs++;
+    return s;
+}
+
+/* Drop @p s once it holds nothing, so that shares are computed over the
+ * sources active now. */
+static void gw_source_tidy(struct gw *gw, struct gw_source *s)
+{
+    struct gw_source **pp;
+
+    if (s->inflight > 0 || s->queued > 0)
+        return;
+    for (pp = &gw->srcs[gw_src_bucket(s->key)]; *pp != NULL;
+         pp = &(*pp)->next) {
+        if (*pp == s) {
+            *pp = s->next;
+            free(s);
+            gw->nsrcs--;
+            return;
+        }
+    }
+}
+
+/* Whether a source holding @p held of a @p limit shared by @p active
+ * sources (itself included) is at its fair share. */
+static bool gw_over_share(unsigned limit, unsigned active, unsigned held)
+{
+    unsigned reserve, share;
+
+    if (limit < 4)
+        return false;
+    reserve = limit / 4;
+    share = (limit - reserve) / (active ? active : 1);
+    return held >= (share ? share : 1);
+}
+
 cw_status_t gw_admit(struct gw *gw, struct gw_net *ingress,
                      struct gw_route_stats *rs, unsigned route_cap,
                      const char *src_key, struct gw_source **src_p)
 {
     unsigned limit = gw->cfg->limits.max_inflight_rpcs;
     struct gw_source *s = gw_source_find(gw, src_key);
-    size_t n;
 
+    /* Over its share the source is told at once, not queued. */
+    if (s != NULL && s->inflight > 0 &&
+        gw_over_share(limit, gw->nsrcs, s->inflight))
+        return CW_BUSY;
     if (limit != 0 && gw->inflight >= limit)
         return CW_AGAIN;
     if (route_cap != 0 && rs->inflight >= route_cap)
@@ -44,28 +97,10 @@ cw_status_t gw_admit(struct gw *gw, struct gw_net *ingress,
     if (ingress != NULL && ingress->max_inflight != 0 &&
         ingress->inflight >= ingress->max_inflight)
         return CW_AGAIN;
-    if (limit >= 4) {
-        /* A quarter of the slots is kept for sources that are not active
-         * yet; the rest is shared equally among the active ones. */
-        unsigned reserve = limit / 4;
-        unsigned active = gw->nsrcs + (s == NULL ? 1 : 0);
-        unsigned share = (limit - reserve) / (active ? active : 1);
-        if (share == 0)
-            share = 1;
-        if (s != NULL && s->inflight >= share)
-            return CW_BUSY;
-    }
     if (s == NULL) {
-        n = strlen(src_key);
-        s = malloc(sizeof(*s) + n + 1);
+        s = gw_source_new(gw, src_key);
         if (s == NULL)
             return CW_NOMEM;
-        memcpy(s->key, src_key, n + 1);
-        s->inflight = 0;
-        size_t b = gw_src_bucket(src_key);
-        s->next = gw->srcs[b];
-        gw->srcs[b] = s;
-        gw->nsrcs++;
     }
     s->inflight++;
     *src_p = s;
@@ -74,21 +109,10 @@ cw_status_t gw_admit(struct gw *gw, struct gw_net *ingress,
 
 void gw_admit_done(struct gw *gw, struct gw_source *src)
 {
-    struct gw_source **pp;
-
-    if (src == NULL || --src->inflight > 0)
+    if (src == NULL)
         return;
-    /* Idle sources are dropped so that the share is computed over the
-     * sources that are active now. */
-    for (pp = &gw->srcs[gw_src_bucket(src->key)]; *pp != NULL;
-         pp = &(*pp)->next) {
-        if (*pp == src) {
-            *pp = src->next;
-            free(src);
-            gw->nsrcs--;
-            return;
-        }
-    }
+    src->inflight--;
+    gw_source_tidy(gw, src);
 }
 
 void gw_sources_fini(struct gw *gw)
@@ -97,96 +121,186 @@ void gw_sources_fini(struct gw *gw)
         while (gw->srcs[b] != NULL) {
             struct gw_source *s = gw->srcs[b];
             gw->srcs[b] = s->next;
+            while (s->qhead != NULL) { /* gw_queue_expire answered them */
+                struct gw_queued *q = s->qhead;
+                s->qhead = q->next;
+                free(q);
+            }
             free(s);
         }
     }
     gw->nsrcs = 0;
+    gw->qring = NULL;
+    gw->nqsrcs = 0;
+    gw->nqueued = 0;
 }
 
 /* ---- the wait queue ------------------------------------------------------ */
 
-cw_status_t gw_queue_push(struct gw *gw, cw_handle_t *in)
+/* The ring of sources with queued requests; gw->qring is served next, so a
+ * source joins at the end of the round, just before it. */
+static void gw_ring_join(struct gw *gw, struct gw_source *s)
 {
+    struct gw_source *first = gw->qring;
+
+    if (first == NULL) {
+        s->qprev = s->qnext = s;
+        gw->qring = s;
+    } else {
+        s->qnext = first;
+        s->qprev = first->qprev;
+        first->qprev->qnext = s;
+        first->qprev = s;
+    }
+    gw->nqsrcs++;
+}
+
+static void gw_ring_leave(struct gw *gw, struct gw_source *s)
+{
+    if (s->qnext == s) {
+        gw->qring = NULL;
+    } else {
+        s->qprev->qnext = s->qnext;
+        s->qnext->qprev = s->qprev;
+        if (gw->qring == s)
+            gw->qring = s->qnext;
+    }
+    s->qprev = s->qnext = NULL;
+    gw->nqsrcs--;
+}
+
+cw_status_t gw_queue_push(struct gw *gw, cw_handle_t *in, const char *src_key,
+                          bool requeued)
+{
+    unsigned limit = gw->cfg->limits.max_queued_rpcs;
+    struct gw_source *s = gw_source_find(gw, src_key);
     struct gw_queued *q;
 
-    if (gw->nqueued >= gw->cfg->limits.max_queued_rpcs)
+    /* A request taken from the queue that still finds no slot goes back
+     * where it was; only new ones are bounded. */
+    if (!requeued &&
+        (gw->nqueued >= limit ||
+         (s != NULL && s->queued > 0 &&
+          gw_over_share(limit, gw->nqsrcs, s->queued))))
         return CW_BUSY;
     q = malloc(sizeof(*q));
     if (q == NULL)
         return CW_NOMEM;
+    if (s == NULL && (s = gw_source_new(gw, src_key)) == NULL) {
+        free(q);
+        return CW_NOMEM;
+    }
     q->in = in;
-    q->next = NULL;
-    if (gw->queue_tail != NULL)
-        gw->queue_tail->next = q;
-    else
-        gw->queue_head = q;
-    gw->queue_tail = q;
+    if (requeued) {
+        q->next = s->qhead;
+        s->qhead = q;
+        if (s->qtail == NULL)
+            s->qtail = q;
+    } else {
+        q->next = NULL;
+        if (s->qtail != NULL)
+            s->qtail->next = q;
+        else
+            s->qhead = q;
+        s->qtail = q;
+    }
+    if (s->queued++ == 0)
+        gw_ring_join(gw, s);
     gw->nqueued++;
     return CW_OK;
 }
 
-static cw_handle_t *gw_queue_pop(struct gw *gw)
+/* Unlink the oldest request of @p s; the source is dropped if it holds
+ * nothing else (gw_forward finds or makes it again). */
+static cw_handle_t *gw_source_pop(struct gw *gw, struct gw_source *s)
 {
-    struct gw_queued *q = gw->queue_head;
+    struct gw_queued *q = s->qhead;
+    cw_handle_t *in = q->in;
+
+    s->qhead = q->next;
+    if (s->qhead == NULL)
+        s->qtail = NULL;
+    free(q);
+    gw->nqueued--;
+    if (--s->queued == 0)
+        gw_ring_leave(gw, s);
+    gw_source_tidy(gw, s);
+    return in;
+}
+
+/* The next request in round-robin order, or NULL when none may go now. */
+static cw_handle_t *gw_queue_next(struct gw *gw, unsigned misses)
+{
+    unsigned limit = gw->cfg->limits.max_inflight_rpcs;
+    struct gw_source *s = gw->qring;
+
+    if (s == NULL || misses >= gw->nqsrcs ||
+        (limit != 0 && gw->inflight >= limit))
+        return NULL;
+    gw->qring = s->qnext; /* the next source goes next */
+    return gw_source_pop(gw, s);
+}
+
+/* Offer queued requests, one source after another, until there is no room
+ * or a whole round finds none (each source's oldest request went back to
+ * the queue: its route or network is still full). */
+static void gw_queue_round(struct gw *gw, bool mt)
+{
+    unsigned misses = 0, before;
     cw_handle_t *in;
 
-    if (q == NULL)
-        return NULL;
-    gw->queue_head = q->next;
-    if (gw->queue_head == NULL)
-        gw->queue_tail = NULL;
-    gw->nqueued--;
-    in = q->in;
-    free(q);
-    return in;
+    for (;;) {
+        if (mt)
+            pthread_mutex_lock(&gw->lock);
+        in = gw_queue_next(gw, misses);
+        before = gw->nqueued;
+        if (mt)
+            pthread_mutex_unlock(&gw->lock);
+        if (in == NULL)
+            return;
+        if (mt)
+            gw_forward_mt(gw, in, true);
+        else
+            gw_forward(gw, in, true);
+        if (mt)
+            pthread_mutex_lock(&gw->lock);
+        misses = gw->nqueued > before ? misses + 1 : 0;
+        if (mt)
+            pthread_mutex_unlock(&gw->lock);
+    }
 }
 
 void gw_queue_run(struct gw *gw)
 {
-    unsigned limit = gw->cfg->limits.max_inflight_rpcs;
-    unsigned n = gw->nqueued;
-
-    /* One pass over what is queued now; a request that still finds no
-     * slot goes back to the tail. */
-    while (n-- > 0 && gw->queue_head != NULL &&
-           (limit == 0 || gw->inflight < limit))
-        gw_forward(gw, gw_queue_pop(gw), true);
+    gw_queue_round(gw, false);
 }
 
 void gw_queue_run_mt(struct gw *gw)
 {
-    unsigned n;
-
-    pthread_mutex_lock(&gw->lock);
-    n = gw->nqueued;
-    pthread_mutex_unlock(&gw->lock);
-    while (n-- > 0) {
-        unsigned limit;
-        cw_handle_t *in = NULL;
-
-        pthread_mutex_lock(&gw->lock);
-        limit = gw->cfg->limits.max_inflight_rpcs;
-        if (gw->queue_head != NULL && (limit == 0 || gw->inflight < limit))
-            in = gw_queue_pop(gw);
-        pthread_mutex_unlock(&gw->lock);
-        if (in == NULL)
-            break;
-        gw_forward_mt(gw, in, true);
-    }
+    gw_queue_round(gw, true);
 }
 
 void gw_queue_expire(struct gw *gw, bool all, cw_status_t st)
 {
-    struct gw_queued **pp = &gw->queue_head;
+    unsigned n = gw->nqsrcs;
+    struct gw_source *s = gw->qring, *next;
 
-    gw->queue_tail = NULL;
-    while (*pp != NULL) {
-        struct gw_queued *q = *pp;
-        cw_status_t qst = st;
-        if (!all && cw_handle_remaining_ms(q->in) > 0)
-            qst = cw_handle_canceled(q->in) ? CW_CANCELED : CW_OK;
-        if (qst != CW_OK) {
+    for (; n-- > 0; s = next) {
+        struct gw_queued **pp = &s->qhead, *last = NULL;
+
+        next = s->qnext;
+        while (*pp != NULL) {
+            struct gw_queued *q = *pp;
+            cw_status_t qst = st;
+            if (!all && cw_handle_remaining_ms(q->in) > 0)
+                qst = cw_handle_canceled(q->in) ? CW_CANCELED : CW_OK;
+            if (qst == CW_OK) {
+                last = q;
+                pp = &q->next;
+                continue;
+            }
             *pp = q->next;
+            s->queued--;
             gw->nqueued--;
             if (qst == CW_TIMEOUT)
                 gw->n_timedout++;
@@ -194,9 +308,11 @@ void gw_queue_expire(struct gw *gw, bool all, cw_status_t st)
                 gw->n_canceled++;
             gw_reject(gw, q->in, qst);
             free(q);
-        } else {
-            gw->queue_tail = q;
-            pp = &q->next;
+        }
+        s->qtail = last;
+        if (s->queued == 0) {
+            gw_ring_leave(gw, s);
+            gw_source_tidy(gw, s);
         }
     }
 }

@@ -204,7 +204,7 @@ static cw_status_t gw_start(struct gw *gw, const struct cw_config *cfg)
 static bool gw_idle(const struct gw *gw)
 {
     if (!gw->watching || gw->busy_poll || gw->fwds != NULL ||
-        gw->queue_head != NULL || gw->draining || gw->cancel_all ||
+        gw->nqueued != 0 || gw->draining || gw->cancel_all ||
         gw_health_busy(gw))
         return false;
     for (unsigned i = 0; i < gw->nnets; i++)
@@ -355,7 +355,7 @@ static void gw_loop(struct gw *gw)
                                                ? 0 : idle ? gw_idle_ms(gw, now)
                                                           : slice);
         cw_trigger(gw->ctx, 0, 0, &ran);
-        if (gw->queue_head != NULL)
+        if (gw->nqueued != 0)
             gw_queue_run(gw);
         now = cw_now_ns();
         if (ran > 0 || pst == CW_OK) {
@@ -378,7 +378,7 @@ static void gw_loop(struct gw *gw)
         gw_signals_poll(gw);
         gw_admin_poll(gw, now);
         gw_health_tick(gw, now);
-        if (gw->queue_head != NULL)
+        if (gw->nqueued != 0)
             gw_queue_expire(gw, false, CW_TIMEOUT);
         if (gw->fwds != NULL)
             gw_fwd_cut_old(gw, now);
@@ -408,7 +408,7 @@ static void gw_loop_mt(struct gw *gw)
         (void)cw_progress(sh->ctx, moved ? 0 : wait);
         cw_trigger(sh->ctx, 0, 0, &ran);
         pthread_mutex_lock(&gw->lock);
-        queued = gw->queue_head != NULL;
+        queued = gw->nqueued != 0;
         pthread_mutex_unlock(&gw->lock);
         if (queued)
             gw_queue_run_mt(gw);
@@ -425,7 +425,7 @@ static void gw_loop_mt(struct gw *gw)
         gw_signals_poll(gw);
         gw_admin_poll(gw, now);
         gw_health_tick(gw, now);
-        if (gw->queue_head != NULL)
+        if (gw->nqueued != 0)
             gw_queue_expire(gw, false, CW_TIMEOUT);
         if (gw->draining && gw_drain_check(gw, now))
             gw->stop = true;

@@ -95,10 +95,14 @@ struct gw_route_stats {
     uint64_t lat_sum_ns, lat_n;
 };
 
-/** One caller (per-source fairness). */
+/** One caller (per-source fairness): kept while it has RPCs in flight or
+ *  waiting in the queue. */
 struct gw_source {
     struct gw_source *next;
     unsigned inflight;
+    unsigned queued;                  /**< requests waiting for a slot */
+    struct gw_queued *qhead, *qtail;  /**< those requests, oldest first */
+    struct gw_source *qprev, *qnext;  /**< gw->qring while queued > 0 */
     char key[];
 };
 
@@ -192,8 +196,9 @@ struct gw {
     /* forwarding */
     struct gw_fwd *fwds;
     struct gw_fwd *free_fwds;        /**< pool: no malloc per RPC */
-    struct gw_queued *queue_head, *queue_tail;
-    unsigned nqueued;
+    struct gw_source *qring;         /**< sources with queued requests,
+                                          next to be served first */
+    unsigned nqueued, nqsrcs;
     uint64_t next_cut_ns;
     uint64_t n_queued_total;
     unsigned nfree_fwds;
@@ -328,15 +333,19 @@ void gw_fwd_send(struct gw_fwd *f);
 void gw_fwd_finish(struct gw_fwd *f);
 
 /* admission.c */
-/** Admit one RPC from @p src_key on route @p rs; CW_OK or CW_BUSY. */
+/** Admit one RPC from @p src_key on route @p rs: CW_OK; CW_AGAIN over a
+ *  capacity bound (queue it); CW_BUSY over the source's fair share. */
 cw_status_t gw_admit(struct gw *gw, struct gw_net *ingress,
                      struct gw_route_stats *rs, unsigned route_cap,
                      const char *src_key, struct gw_source **src_p);
 void gw_admit_done(struct gw *gw, struct gw_source *src);
 void gw_sources_fini(struct gw *gw);
-/** Queue a request over capacity; CW_BUSY when the queue is full. */
-cw_status_t gw_queue_push(struct gw *gw, cw_handle_t *in);
-/** Forward queued requests while there is room. */
+/** Queue a request from @p src_key over capacity; CW_BUSY when the queue
+ *  or the source's fair share of it is full.  @p requeued: it was queued
+ *  already and goes back in front of that source's other requests. */
+cw_status_t gw_queue_push(struct gw *gw, cw_handle_t *in, const char *src_key,
+                          bool requeued);
+/** Forward queued requests while there is room, one source after another. */
 void gw_queue_run(struct gw *gw);
 /** Threaded mode: the same, taking gw->lock per request. */
 void gw_queue_run_mt(struct gw *gw);

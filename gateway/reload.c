@@ -265,7 +265,7 @@ void gw_unanswered_update(struct gw *gw)
  * Once the grace is over, only what the cancel completes is waited for. */
 bool gw_drain_check(struct gw *gw, uint64_t now)
 {
-    if (gw->fwds == NULL && gw->queue_head == NULL && !gw_health_busy(gw) &&
+    if (gw->fwds == NULL && gw->nqueued == 0 && !gw_health_busy(gw) &&
         (gw->unanswered == 0 || gw->drain_canceled))
         return true;
     if (now >= gw->drain_deadline_ns && !gw->drain_canceled) {
