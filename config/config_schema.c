@@ -55,8 +55,8 @@ static const struct cw_config_key network_keys[] = {
      "other gateways use as a next hop."},
     {"max_inflight", CW_CFG_UINT, K(cw_config_network, max_inflight), "0",
      false, 0, 1048576, NULL, true,
-     "RPCs in flight out of this network (LNet credits); 0 = only "
-     "limits.max_inflight_rpcs."},
+     "RPCs forwarded at once that arrived on this network (LNet "
+     "credits); 0 = only limits.max_inflight_rpcs."},
     {"busy_poll", CW_CFG_BOOL, K(cw_config_network, busy_poll), "false",
      false, 0, 0, NULL, false, "Spin on this network's progress."},
 };

@@ -5,7 +5,8 @@
 # (fairness).  Then with a limit of 2 and a queue of 4, of which one
 # client may hold 3 (a quarter is kept for other sources): 5 calls are
 # served 2 by 2 and 5 more get CW_BUSY; queued calls whose deadline passes
-# are answered CW_TIMEOUT.
+# are answered CW_TIMEOUT.  Then the per-route and per-network caps, with
+# fairness in the queue (below).
 . "$(dirname "$0")/gw_lib.sh"
 
 start_echo slow "shm://$TAG-slow" 300
@@ -89,3 +90,28 @@ wait "$flood" 2>/dev/null || true
 # Its queued calls are still there: a drain answers or forwards them all,
 # and the gateway exits 0 with nothing leaked.
 gw_stop_clean gwr
+
+# Per-network cap (networks[].max_inflight: 2, LNet credits) counts what
+# arrived on that network: 6 calls in flight over tcp0 hold 2 slots and
+# queue 4, and a call arriving on shm0 meanwhile goes straight through
+# (within a 450 ms deadline at a 300 ms target: it waits for no slot).
+cat >"$T/gwn.yaml" <<YAML
+gateway: { name: netgw, admin: "127.0.0.1:$(free_port)", drain_grace: 2s }
+networks:
+  - { name: tcp0, address: "ofi+tcp://127.0.0.1:0", max_inflight: 2 }
+  - { name: shm0, address: "shm://$TAG-gwn" }
+YAML
+start_gw gwn "$T/gwn.yaml"
+timeout 60 "$CW_PING" -q -c 6 -n 6 -t 30000 "$slow@$gwn_tcp0" >"$T/nflood.out" &
+flood=$!
+wait_for sh -c "'$CWCTL' --admin '$gwn_admin' stats --json | grep -q '\"queued\":4,'" ||
+    fail "tcp0 cap did not queue: $("$CWCTL" --admin "$gwn_admin" stats --json)"
+stats=$("$CWCTL" --admin "$gwn_admin" stats --json)
+[ "$(json_num "$stats" inflight)" = 2 ] || fail "tcp0 cap not held: $stats"
+pass "tcp0 holds 2 in flight, 4 queued"
+ping_expect "a call arriving on shm0 is not held by tcp0's cap" CW_OK -c 1 -t 450 \
+    "$slow@$gwn_shm0"
+wait "$flood" || fail "tcp0 flood: $(cat "$T/nflood.out")"
+grep -q "6 calls, CW_OK=6;" "$T/nflood.out" || fail "tcp0 flood: $(cat "$T/nflood.out")"
+pass "tcp0 flood served 2 by 2: $(cat "$T/nflood.out")"
+gw_stop_clean gwn
