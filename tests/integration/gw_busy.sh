@@ -9,6 +9,23 @@
 # fairness in the queue (below).
 . "$(dirname "$0")/gw_lib.sh"
 
+# flood_held GW CALLS INFLIGHT QUEUED_RE WHAT: CALLS echo calls, INFLIGHT at
+# once, to $slow through GW's tcp0 network, in the background ($flood, its
+# summary in $T/GW-flood.out); waits until GW's queue matches QUEUED_RE
+# with exactly 2 forwarded, the cap under test.
+flood_held() {
+    local gw=$1 admin addr stats
+    eval "admin=\${${gw}_admin} addr=\${${gw}_tcp0}"
+    timeout 60 "$CW_PING" -q -c "$2" -n "$3" -t 30000 "$slow@$addr" \
+        >"$T/$gw-flood.out" &
+    flood=$!
+    wait_for sh -c "'$CWCTL' --admin '$admin' stats --json | grep -q '\"queued\":$4,'" ||
+        fail "$5: flood did not queue: $("$CWCTL" --admin "$admin" stats --json)"
+    stats=$("$CWCTL" --admin "$admin" stats --json)
+    [ "$(json_num "$stats" inflight)" = 2 ] || fail "$5: cap not held: $stats"
+    pass "$5: 2 in flight, the rest queued"
+}
+
 start_echo slow "shm://$TAG-slow" 300
 cat >"$T/gw.yaml" <<YAML
 gateway: { name: busygw, admin: "127.0.0.1:$(free_port)" }
@@ -77,13 +94,7 @@ routes:
   - { dest: "shm://*", via: shm0, max_inflight: 2 }
 YAML
 start_gw gwr "$T/gwr.yaml"
-timeout 60 "$CW_PING" -q -c 80 -n 40 -t 30000 "$slow@$gwr_tcp0" >"$T/rflood.out" &
-flood=$!
-wait_for sh -c "'$CWCTL' --admin '$gwr_admin' stats --json | grep -q '\"queued\":3[0-9],'" ||
-    fail "flood did not queue: $("$CWCTL" --admin "$gwr_admin" stats --json)"
-stats=$("$CWCTL" --admin "$gwr_admin" stats --json)
-[ "$(json_num "$stats" inflight)" = 2 ] || fail "route cap not held: $stats"
-pass "route cap of 2 held with the rest queued"
+flood_held gwr 80 40 "3[0-9]" "route cap"
 ping_expect "second client served past the queued flood" CW_OK -c 2 -t 3000 "$slow@$gwr_tcp0"
 kill "$flood" 2>/dev/null
 wait "$flood" 2>/dev/null || true
@@ -102,16 +113,10 @@ networks:
   - { name: shm0, address: "shm://$TAG-gwn" }
 YAML
 start_gw gwn "$T/gwn.yaml"
-timeout 60 "$CW_PING" -q -c 6 -n 6 -t 30000 "$slow@$gwn_tcp0" >"$T/nflood.out" &
-flood=$!
-wait_for sh -c "'$CWCTL' --admin '$gwn_admin' stats --json | grep -q '\"queued\":4,'" ||
-    fail "tcp0 cap did not queue: $("$CWCTL" --admin "$gwn_admin" stats --json)"
-stats=$("$CWCTL" --admin "$gwn_admin" stats --json)
-[ "$(json_num "$stats" inflight)" = 2 ] || fail "tcp0 cap not held: $stats"
-pass "tcp0 holds 2 in flight, 4 queued"
+flood_held gwn 6 6 4 "tcp0 cap"
 ping_expect "a call arriving on shm0 is not held by tcp0's cap" CW_OK -c 1 -t 450 \
     "$slow@$gwn_shm0"
-wait "$flood" || fail "tcp0 flood: $(cat "$T/nflood.out")"
-grep -q "6 calls, CW_OK=6;" "$T/nflood.out" || fail "tcp0 flood: $(cat "$T/nflood.out")"
-pass "tcp0 flood served 2 by 2: $(cat "$T/nflood.out")"
+wait "$flood" || fail "tcp0 flood: $(cat "$T/gwn-flood.out")"
+grep -q "6 calls, CW_OK=6;" "$T/gwn-flood.out" || fail "tcp0 flood: $(cat "$T/gwn-flood.out")"
+pass "tcp0 flood served 2 by 2: $(cat "$T/gwn-flood.out")"
 gw_stop_clean gwn
