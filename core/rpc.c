@@ -229,7 +229,12 @@ static void handle_recycle_locked(cw_handle_t *h)
     h->self_call = false;
     h->auto_release = false;
     h->overflowed = false;
-    h->self_peer = NULL;
+    if (h->self_peer) {
+        /* A self request dropped unanswered: its caller must not reach
+         * this handle once it serves another request. */
+        h->self_peer->self_peer = NULL;
+        h->self_peer = NULL;
+    }
     h->one_way = false;
     cw_rs_handle_leave(h);
     h->idempotent = false;
