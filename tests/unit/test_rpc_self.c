@@ -265,6 +265,35 @@ static void test_self_dropped_then_cancel(void **state)
     cw_handle_release(h2);
 }
 
+/* A timeout too large to add to the clock means "no deadline to speak
+ * of", not one in the past. */
+static void test_self_huge_timeout(void **state)
+{
+    const uint64_t tmo[] = {UINT64_MAX, UINT64_MAX / 1000, 1ull << 45};
+    (void)state;
+    for (size_t i = 0; i < sizeof(tmo) / sizeof(tmo[0]); i++) {
+        cw_handle_t *h;
+        struct call c = {0};
+        uint64_t end = cw_now_ns() + 50000000ull;
+        held = NULL;
+        assert_int_equal(cw_handle_create(ctx, self, cw_rpc_id("hold"), &h),
+                         CW_OK);
+        assert_int_equal(cw_forward(h, tmo[i], call_cb, &c), CW_OK);
+        while (cw_now_ns() < end) {
+            cw_progress(ctx, 1);
+            cw_trigger(ctx, 0, 0, NULL);
+        }
+        assert_int_equal(c.done, 0);
+        assert_non_null(held);
+        assert_true(cw_handle_remaining_ms(held) > 0);
+        assert_int_equal(cw_respond(held, CW_OK, NULL, NULL), CW_OK);
+        cw_handle_release(held);
+        wait_call(&c);
+        assert_int_equal(c.st, CW_OK);
+        cw_handle_release(h);
+    }
+}
+
 static void test_self_one_way(void **state)
 {
     cw_handle_t *h;
@@ -500,6 +529,7 @@ int main(void)
         cmocka_unit_test(test_self_timeout_then_late_respond),
         cmocka_unit_test(test_self_cancel),
         cmocka_unit_test(test_self_dropped_then_cancel),
+        cmocka_unit_test(test_self_huge_timeout),
         cmocka_unit_test(test_self_one_way),
         cmocka_unit_test(test_self_bulk),
         cmocka_unit_test(test_bulk_args),
