@@ -462,6 +462,10 @@ void cw_h_fail(cw_handle_t *h, cw_status_t st)
     if (h->bulk_op)
         cw_bulk_op_cancel_locked(h->bulk_op);
     if (h->self_peer) {
+        /* The server side of a self call hears of a cancel as a remote
+         * one would (cw_handle_canceled). */
+        if (!h->server && st == CW_CANCELED)
+            h->self_peer->canceled = true;
         h->self_peer->self_peer = NULL;
         h->self_peer = NULL;
     }

@@ -226,6 +226,9 @@ static void test_self_cancel(void **state)
     assert_int_equal(cw_cancel(h), CW_OK);
     wait_call(&c);
     assert_int_equal(c.st, CW_CANCELED);
+    /* The server side hears of it, as over a network (docs/api.md). */
+    assert_non_null(held);
+    assert_true(cw_handle_canceled(held));
     if (held) {
         cw_respond(held, CW_OK, NULL, NULL);
         cw_handle_release(held);
