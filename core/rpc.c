@@ -229,7 +229,12 @@ static void handle_recycle_locked(cw_handle_t *h)
     h->self_call = false;
     h->auto_release = false;
     h->overflowed = false;
-    h->self_peer = NULL;
+    if (h->self_peer) {
+        /* A self request dropped unanswered: its caller must not reach
+         * this handle once it serves another request. */
+        h->self_peer->self_peer = NULL;
+        h->self_peer = NULL;
+    }
     h->one_way = false;
     cw_rs_handle_leave(h);
     h->idempotent = false;
@@ -457,6 +462,10 @@ void cw_h_fail(cw_handle_t *h, cw_status_t st)
     if (h->bulk_op)
         cw_bulk_op_cancel_locked(h->bulk_op);
     if (h->self_peer) {
+        /* The server side of a self call hears of a cancel as a remote
+         * one would (cw_handle_canceled). */
+        if (!h->server && st == CW_CANCELED)
+            h->self_peer->canceled = true;
         h->self_peer->self_peer = NULL;
         h->self_peer = NULL;
     }

@@ -7,6 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Longer timeouts (about 35 years) mean "none to speak of": clamped so
+ * that deadlines and the grace added to them cannot wrap. */
+#define CW_MAX_TIMEOUT_MS (1ull << 40)
+
 void cw_fwd_send_done(cw_handle_t *h, cw_status_t st)
 {
     h->send_op = NULL;
@@ -379,6 +383,8 @@ cw_status_t cw_forward(cw_handle_t *h, uint64_t timeout_ms, cw_forward_cb_t cb,
     if (timeout_ms == 0)
         timeout_ms = h->cls_timeout_ms ? h->cls_timeout_ms
                                        : ctx->opts.default_timeout_ms;
+    if (timeout_ms > CW_MAX_TIMEOUT_MS)
+        timeout_ms = CW_MAX_TIMEOUT_MS;
     h->fcb = cb;
     h->farg = arg;
     if (!h->reforwarding) {

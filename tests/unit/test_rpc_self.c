@@ -38,6 +38,13 @@ static void h_oneway(cw_handle_t *h, void *arg)
     cw_handle_release(h);
 }
 
+/* Drops the request without answering it (a buggy or shedding handler). */
+static void h_drop(cw_handle_t *h, void *arg)
+{
+    (void)arg;
+    cw_handle_release(h);
+}
+
 struct pull {
     cw_handle_t *h;
     cw_bulk_t *remote, *local;
@@ -88,6 +95,7 @@ static int setup(void **state)
     if (cw_rpc_register(ctx, "echo", h_echo, NULL, NULL, NULL) != CW_OK ||
         cw_rpc_register(ctx, "hold", h_hold, NULL, NULL, NULL) != CW_OK ||
         cw_rpc_register(ctx, "pull", h_pull, NULL, NULL, NULL) != CW_OK ||
+        cw_rpc_register(ctx, "drop", h_drop, NULL, NULL, NULL) != CW_OK ||
         cw_rpc_register(ctx, "oneway", h_oneway, NULL, &ow, NULL) != CW_OK)
         return -1;
     return 0;
@@ -218,12 +226,75 @@ static void test_self_cancel(void **state)
     assert_int_equal(cw_cancel(h), CW_OK);
     wait_call(&c);
     assert_int_equal(c.st, CW_CANCELED);
+    /* The server side hears of it, as over a network (docs/api.md). */
+    assert_non_null(held);
+    assert_true(cw_handle_canceled(held));
     if (held) {
         cw_respond(held, CW_OK, NULL, NULL);
         cw_handle_release(held);
     }
     wait_call(&c);
     cw_handle_release(h);
+}
+
+/* A handler drops a self request without answering; its server handle is
+ * recycled and serves the next self request.  Cancelling the first call
+ * must not touch that recycled handle: the second call still gets its
+ * answer. */
+static void test_self_dropped_then_cancel(void **state)
+{
+    cw_handle_t *h1, *h2;
+    struct call c1 = {0}, c2 = {0};
+    (void)state;
+    held = NULL;
+    assert_int_equal(cw_handle_create(ctx, self, cw_rpc_id("drop"), &h1),
+                     CW_OK);
+    assert_int_equal(cw_handle_create(ctx, self, cw_rpc_id("hold"), &h2),
+                     CW_OK);
+    assert_int_equal(cw_forward(h1, 5000, call_cb, &c1), CW_OK);
+    cw_trigger(ctx, 0, 0, NULL); /* h_drop releases its handle */
+    assert_int_equal(c1.done, 0);
+    assert_int_equal(cw_forward(h2, 2000, call_cb, &c2), CW_OK);
+    cw_trigger(ctx, 0, 0, NULL);
+    assert_non_null(held);
+    assert_int_equal(cw_cancel(h1), CW_OK);
+    wait_call(&c1);
+    assert_int_equal(c1.st, CW_CANCELED);
+    assert_int_equal(cw_respond(held, CW_OK, NULL, NULL), CW_OK);
+    cw_handle_release(held);
+    wait_call(&c2);
+    assert_int_equal(c2.st, CW_OK);
+    cw_handle_release(h1);
+    cw_handle_release(h2);
+}
+
+/* A timeout too large to add to the clock means "no deadline to speak
+ * of", not one in the past. */
+static void test_self_huge_timeout(void **state)
+{
+    const uint64_t tmo[] = {UINT64_MAX, UINT64_MAX / 1000, 1ull << 45};
+    (void)state;
+    for (size_t i = 0; i < sizeof(tmo) / sizeof(tmo[0]); i++) {
+        cw_handle_t *h;
+        struct call c = {0};
+        uint64_t end = cw_now_ns() + 50000000ull;
+        held = NULL;
+        assert_int_equal(cw_handle_create(ctx, self, cw_rpc_id("hold"), &h),
+                         CW_OK);
+        assert_int_equal(cw_forward(h, tmo[i], call_cb, &c), CW_OK);
+        while (cw_now_ns() < end) {
+            cw_progress(ctx, 1);
+            cw_trigger(ctx, 0, 0, NULL);
+        }
+        assert_int_equal(c.done, 0);
+        assert_non_null(held);
+        assert_true(cw_handle_remaining_ms(held) > 0);
+        assert_int_equal(cw_respond(held, CW_OK, NULL, NULL), CW_OK);
+        cw_handle_release(held);
+        wait_call(&c);
+        assert_int_equal(c.st, CW_OK);
+        cw_handle_release(h);
+    }
 }
 
 static void test_self_one_way(void **state)
@@ -460,6 +531,8 @@ int main(void)
         cmocka_unit_test(test_self_unknown),
         cmocka_unit_test(test_self_timeout_then_late_respond),
         cmocka_unit_test(test_self_cancel),
+        cmocka_unit_test(test_self_dropped_then_cancel),
+        cmocka_unit_test(test_self_huge_timeout),
         cmocka_unit_test(test_self_one_way),
         cmocka_unit_test(test_self_bulk),
         cmocka_unit_test(test_bulk_args),
