@@ -465,7 +465,7 @@ void cw_h_fail(cw_handle_t *h, cw_status_t st)
         /* The server side of a self call hears of a cancel as a remote
          * one would (cw_handle_canceled). */
         if (!h->server && st == CW_CANCELED)
-            h->self_peer->canceled = true;
+            cw_fwd_set_canceled(h->self_peer, true);
         h->self_peer->self_peer = NULL;
         h->self_peer = NULL;
     }
@@ -714,10 +714,15 @@ void cw_h_complete(struct cw_cqe *e)
 
     pthread_mutex_lock(&ctx->lock);
     keep = h->linger; /* still exposed to the peer: see cw_h_fail */
-    if (keep)
+    if (keep) {
+        /* The linger may end (cw_h_check drops the forward's reference)
+         * on another thread, or in a progress call the callback makes,
+         * while the callback still uses the handle: hold it until then. */
         h->user_done = true;
-    else
+        cw_handle_ref(h);
+    } else {
         h->state = CW_H_DONE;
+    }
     cb = h->server ? h->rcb : h->fcb;
     arg = h->server ? h->rarg : h->farg;
     st = h->final;
@@ -728,8 +733,7 @@ void cw_h_complete(struct cw_cqe *e)
     }
     if (cb)
         cb(h, st, arg);
-    if (!keep)
-        cw_handle_release(h);
+    cw_handle_release(h); /* the forward's, or the one held above */
 }
 
 cw_status_t cw_h_pull(cw_handle_t *h, const struct cw_wire_msg *m,
