@@ -78,10 +78,10 @@ static void ack_sent_cb(const struct cw_na_cb_info *info)
 }
 
 /* A one-way request that overflowed: tell the client its memory is free. */
-static void srv_send_ack(cw_handle_t *h)
+static void srv_send_ack(cw_handle_t *h, cw_status_t st)
 {
     struct cw_wire_hdr hdr = {.type = CW_MSG_RESP, .rpc_id = h->id,
-                              .req_id = h->req_id};
+                              .req_id = h->req_id, .status = (uint16_t)st};
     cw_na_op_t *op;
 
     cw_wire_hdr_encode(h->done_msg, &hdr);
@@ -104,8 +104,8 @@ static void srv_pull_done(cw_bulk_op_t *op, cw_status_t st, void *arg)
 
     h->bulk_op = NULL;
     h->pending--;
-    if (h->one_way)
-        srv_send_ack(h);
+    if (h->one_way) /* the caller hears whether its payload arrived */
+        srv_send_ack(h, st);
     if (st != CW_OK) {
         CW_LOG_RL(CW_LOG_WARN, "core", "pulling an overflowed request "
                   "failed: %s", cw_status_str(st));
@@ -257,7 +257,7 @@ static void recv_request(cw_network_t *net, struct cw_urecv *u,
         st = cw_h_pull(h, &m, h->src.na, srv_pull_done);
         if (st != CW_OK) {
             if (h->one_way) {
-                srv_send_ack(h);
+                srv_send_ack(h, st);
                 cw_handle_unref_locked(h);
             } else {
                 cw_respond_internal(h, st);
