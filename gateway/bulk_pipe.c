@@ -76,11 +76,14 @@ static bool pipe_gone(const struct gw_pipe *p)
     return p->tok->revoked || cw_handle_canceled(p->h);
 }
 
+/* The slot goes back while @p p still counts it: the pool may hand it to
+ * @p p itself, whose next chunk may fail to start, and @p p must not finish
+ * (and be freed) under its caller, which checks it afterwards. */
 static void slot_drop(struct gw_pipe *p, struct gw_stage_slot *slot)
 {
     slot->op = NULL;
-    p->active--;
     gw_staging_put(&p->gb->pool, slot);
+    p->active--;
 }
 
 static void put_cb(cw_status_t st, void *arg)
