@@ -174,8 +174,12 @@ static void pipe_fill(struct gw_pipe *p)
 
 void gw_pipe_resume(struct gw_pipe *p, struct gw_stage_slot *slot)
 {
+    /* Its token may have been revoked (or the delegation cancelled) while
+     * it waited: no byte moves after that. */
+    if (!p->stop && pipe_gone(p))
+        pipe_fail(p, CW_CANCELED, NULL);
     if (p->stop || p->next >= p->len) {
-        /* Cannot happen (stopped transfers leave the queue); be safe. */
+        /* Stopped just above (stopped transfers leave the queue). */
         slot->pipe = p;
         p->active++;
         slot_drop(p, slot);

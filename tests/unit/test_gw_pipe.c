@@ -358,10 +358,42 @@ static void test_own_slot_sync_failure(void **state)
     gw_del(fx);
 }
 
+/* A transfer waiting for staging whose token is revoked meanwhile (its RPC
+ * completed: the origin may reuse its buffer) must not move a byte when a
+ * chunk frees up: it stops with CW_CANCELED. */
+static void test_revoked_while_waiting(void **state)
+{
+    struct fixture *fx = gw_new(2, 2);
+    cw_handle_t big, late;
+    unsigned before;
+
+    (void)state;
+    delegate(fx, &big, CW_BULK_PULL, 4 * CHUNK, SIZE_MAX);
+    assert_int_equal(nops, 2);
+    delegate(fx, &late, CW_BULK_PUSH, 2 * CHUNK, SIZE_MAX);
+    assert_int_equal(nops, 2); /* waiting, nothing started */
+    late.tok.revoked = true;   /* gw_bulk_revoke */
+    complete(0, CW_OK);        /* big's read -> its write (op 2) */
+    before = nops;
+    complete(2, CW_OK);        /* big's write returns a chunk */
+    for (unsigned i = before; i < nops; i++)
+        assert_ptr_not_equal(ops[i].remote, &late.bulk);
+    assert_int_equal(late.answers, 1);
+    assert_int_equal(late.st, CW_CANCELED);
+    drain();
+    drain();
+    assert_int_equal(big.answers, 1);
+    assert_int_equal(big.st, CW_OK);
+    assert_int_equal(fx->gw.bulk->pool.nfree, fx->gw.bulk->pool.nslots);
+    assert_int_equal(late.tok.refs, 1);
+    gw_del(fx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_own_slot_sync_failure),
+        cmocka_unit_test(test_revoked_while_waiting),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
