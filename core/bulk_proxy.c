@@ -237,11 +237,12 @@ cw_status_t cw_bproxy_transfer(cw_context_t *ctx, enum cw_bulk_dir dir,
                               op->proxy_sub);
     if (st != CW_OK)
         goto err;
-    if (op_p)
-        *op_p = op;
     st = cw_forward(op->proxy_h, tmo_ms, px_fwd_cb, op);
     if (st != CW_OK)
         goto err;
+    /* Only now: a failed forward frees the operation. */
+    if (op_p)
+        *op_p = op;
     return CW_OK;
 
 err:

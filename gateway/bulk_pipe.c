@@ -76,11 +76,14 @@ static bool pipe_gone(const struct gw_pipe *p)
     return p->tok->revoked || cw_handle_canceled(p->h);
 }
 
+/* The slot goes back while @p p still counts it: the pool may hand it to
+ * @p p itself, whose next chunk may fail to start, and @p p must not finish
+ * (and be freed) under its caller, which checks it afterwards. */
 static void slot_drop(struct gw_pipe *p, struct gw_stage_slot *slot)
 {
     slot->op = NULL;
-    p->active--;
     gw_staging_put(&p->gb->pool, slot);
+    p->active--;
 }
 
 static void put_cb(cw_status_t st, void *arg)
@@ -171,8 +174,12 @@ static void pipe_fill(struct gw_pipe *p)
 
 void gw_pipe_resume(struct gw_pipe *p, struct gw_stage_slot *slot)
 {
+    /* Its token may have been revoked (or the delegation cancelled) while
+     * it waited: no byte moves after that. */
+    if (!p->stop && pipe_gone(p))
+        pipe_fail(p, CW_CANCELED, NULL);
     if (p->stop || p->next >= p->len) {
-        /* Cannot happen (stopped transfers leave the queue); be safe. */
+        /* Stopped just above (stopped transfers leave the queue). */
         slot->pipe = p;
         p->active++;
         slot_drop(p, slot);

@@ -9,7 +9,8 @@
  * plugin, an expired or malformed grant fails the transfer with its
  * status and moves nothing.  A cancel before the grant and one during the
  * granted transfer end it with CW_CANCELED.  Every transfer completes
- * exactly once.
+ * exactly once; one whose delegation cannot be sent fails at once and
+ * does not hand out its operation.
  *
  * The endpoints are named cwgrant<pid>-{or,gw,tg}.
  */
@@ -214,16 +215,18 @@ static bool step_all(struct env *e, const struct done *dn)
     return dn->calls > 0;
 }
 
-/* One transfer of @p len bytes on a proxy handle at the target, cancelled
- * as @p cancel says; returns its status (or CW_ERROR if it did not
- * complete exactly once, or the cancel found nothing to cancel). */
+/* One transfer of @p len bytes on a proxy handle at the target, into
+ * @p nseg segments of @p tbuf, cancelled as @p cancel says; returns its
+ * status (or CW_ERROR if it did not complete exactly once, the cancel
+ * found nothing to cancel, or a transfer that failed to start wrote its
+ * operation). */
 static cw_status_t one_len(struct env *e, enum cw_bulk_dir dir, uint8_t *tbuf,
-                           size_t len, enum cancel cancel)
+                           size_t len, size_t nseg, enum cancel cancel)
 {
     uint8_t desc[64], tok[CW_BPROXY_TOKEN_LEN];
     struct cw_wire_desc d;
     struct done dn = {0};
-    struct cw_segment seg = {tbuf, len};
+    struct cw_segment *seg = calloc(nseg, sizeof(*seg));
     cw_bulk_t *pb = NULL, *lb = NULL;
     cw_bulk_op_t *op = NULL;
     cw_addr_t *gw = NULL;
@@ -233,6 +236,12 @@ static cw_status_t one_len(struct env *e, enum cw_bulk_dir dir, uint8_t *tbuf,
     uint64_t end;
     cw_status_t st;
 
+    if (seg == NULL)
+        return CW_NOMEM;
+    for (size_t i = 0; i < nseg; i++) {
+        seg[i].base = tbuf + i * (len / nseg);
+        seg[i].len = i + 1 < nseg ? len / nseg : len - i * (len / nseg);
+    }
     memset(tok, 0x5a, sizeof(tok));
     st = cw_bproxy_desc_encode(e->tnet, tok, CW_BULK_READ_WRITE, len, 10000,
                                desc, sizeof(desc), &dlen);
@@ -244,7 +253,7 @@ static cw_status_t one_len(struct env *e, enum cw_bulk_dir dir, uint8_t *tbuf,
         pthread_mutex_unlock(&e->tctx->lock);
     }
     if (st == CW_OK)
-        st = cw_bulk_create(e->tctx, &seg, 1, CW_BULK_READ_WRITE, &lb);
+        st = cw_bulk_create(e->tctx, seg, nseg, CW_BULK_READ_WRITE, &lb);
     if (st == CW_OK)
         st = cw_network_uri(e->gnet, gaddr, sizeof(gaddr));
     if (st == CW_OK)
@@ -252,6 +261,8 @@ static cw_status_t one_len(struct env *e, enum cw_bulk_dir dir, uint8_t *tbuf,
     if (st == CW_OK)
         st = cw_bulk_transfer(e->tctx, dir, gw, pb, 0, lb, 0, len, xfer_cb, &dn,
                               &op);
+    if (st != CW_OK && op != NULL)
+        st = CW_ERROR; /* written on failure: a dangling operation */
     if (st == CW_OK && cancel == C_EARLY)
         canceled = cw_bulk_cancel(op) == CW_OK;
     end = now_ms() + 10000;
@@ -272,12 +283,13 @@ static cw_status_t one_len(struct env *e, enum cw_bulk_dir dir, uint8_t *tbuf,
     cw_addr_free(gw);
     cw_bulk_free(lb);
     cw_bulk_free(pb);
+    free(seg);
     return st;
 }
 
 static cw_status_t one(struct env *e, enum cw_bulk_dir dir, uint8_t *tbuf)
 {
-    return one_len(e, dir, tbuf, LEN, C_NONE);
+    return one_len(e, dir, tbuf, LEN, 1, C_NONE);
 }
 
 static int check(const char *what, cw_status_t got, cw_status_t want)
@@ -380,17 +392,26 @@ int main(void)
     /* Cancel before the answer and during the granted transfer: once,
      * CW_CANCELED. */
     e.gc = G_HONEST;
-    fails += check("cancel before the grant",
-                   one_len(&e, CW_BULK_PULL, tbuf, BIG, C_EARLY), CW_CANCELED);
-    fails += check("cancel during a granted pull",
-                   one_len(&e, CW_BULK_PULL, tbuf, BIG, C_DIRECT), CW_CANCELED);
-    fails += check("cancel during a granted push",
-                   one_len(&e, CW_BULK_PUSH, tbuf, BIG, C_DIRECT), CW_CANCELED);
+    fails +=
+        check("cancel before the grant",
+              one_len(&e, CW_BULK_PULL, tbuf, BIG, 1, C_EARLY), CW_CANCELED);
+    fails +=
+        check("cancel during a granted pull",
+              one_len(&e, CW_BULK_PULL, tbuf, BIG, 1, C_DIRECT), CW_CANCELED);
+    fails +=
+        check("cancel during a granted push",
+              one_len(&e, CW_BULK_PUSH, tbuf, BIG, 1, C_DIRECT), CW_CANCELED);
     memset(e.obuf, 0xe5, BIG);
     fails += check("a 16 MiB pull on a grant after the cancels",
-                   one_len(&e, CW_BULK_PULL, tbuf, BIG, C_NONE), CW_OK);
+                   one_len(&e, CW_BULK_PULL, tbuf, BIG, 1, C_NONE), CW_OK);
     fails +=
         check("pulled 16 MiB", all(tbuf, BIG, 0xe5) ? CW_OK : CW_IO, CW_OK);
+    /* A delegation that cannot be sent (its descriptor of 1000 segments
+     * exceeds the eager limit) fails the transfer at once, without
+     * handing out the operation it freed. */
+    fails +=
+        check("a delegation too large to send",
+              one_len(&e, CW_BULK_PULL, tbuf, LEN, 1000, C_NONE), CW_OVERFLOW);
     cw_bulk_free(e.obulk);
     cw_context_destroy(e.tctx);
     cw_context_destroy(e.gctx);
