@@ -61,6 +61,7 @@ static void pipe_finish(struct gw_pipe *p)
                   cw_status_str(st));
     cw_handle_release(p->h);
     cw_bulk_free(p->req_bulk);
+    p->tok->npipes--;
     gw_btok_unref(p->tok);
     free(p);
 }
@@ -203,7 +204,7 @@ static bool gw_bulk_grant(struct gw_bulk *gb, cw_handle_t *h,
     if (!gb->gw->cfg->buffers.zero_copy ||
         !cw_bgrant_possible(h, r, tok->bulk))
         return false;
-    life_ms = (tok->expiry_ns - now) / 1000000u;
+    life_ms = tok->expiry_ns > now ? (tok->expiry_ns - now) / 1000000u : 0;
     if (life_ms > CW_BPROXY_GRANT_LIFE_MS)
         life_ms = CW_BPROXY_GRANT_LIFE_MS;
     if (life_ms == 0)
@@ -237,6 +238,8 @@ static void gw_bulk_handler_locked(cw_handle_t *h, struct gw_bulk *gb,
         gb->rej_bad_handle++;
     else if (st == CW_RANGE)
         gb->rej_range++;
+    else
+        gb->rej_malformed++;
     if (st != CW_OK) {
         cw_bulk_free(r.bulk);
         gw_answer(h, st);
@@ -244,6 +247,15 @@ static void gw_bulk_handler_locked(cw_handle_t *h, struct gw_bulk *gb,
     }
     if (gw_bulk_grant(gb, h, &r, tok))
         return;
+    if (tok->npipes >= GW_BTOK_MAX_PIPES) {
+        /* Each waits for staging with a little state of its own: one token
+         * does not get to queue without bound. */
+        gb->rej_busy++;
+        gw_btok_unref(tok);
+        cw_bulk_free(r.bulk);
+        gw_answer(h, CW_BUSY);
+        return;
+    }
     p = calloc(1, sizeof(*p));
     if (p == NULL) {
         gw_btok_unref(tok);
@@ -284,6 +296,7 @@ static void gw_bulk_handler_locked(cw_handle_t *h, struct gw_bulk *gb,
         gb->pipes->prev = p;
     gb->pipes = p;
     gb->npipes++;
+    tok->npipes++;
     pipe_fill(p);
     pipe_check(p);
 }
@@ -372,7 +385,8 @@ void gw_bulk_fini(struct gw *gw)
     }
     CW_INFO(GW_LOG, "bulk: %llu tokens issued, %llu transfers, %llu bytes, "
              "%llu failed, %llu direct (%llu bytes), rejected %llu bad "
-             "%llu expired %llu range %llu permission, %llu staging waits",
+             "%llu expired %llu range %llu permission %llu malformed %llu "
+             "busy, %llu staging waits",
              (unsigned long long)gb->issued,
              (unsigned long long)gb->transfers,
              (unsigned long long)gb->bytes, (unsigned long long)gb->failed,
@@ -382,6 +396,8 @@ void gw_bulk_fini(struct gw *gw)
              (unsigned long long)gb->rej_expired,
              (unsigned long long)gb->rej_range,
              (unsigned long long)gb->rej_permission,
+             (unsigned long long)gb->rej_malformed,
+             (unsigned long long)gb->rej_busy,
              (unsigned long long)gb->pool.waits);
     free(gb);
     gw->bulk = NULL;
@@ -398,7 +414,9 @@ void gw_bulk_stats(struct gw *gw, FILE *out, bool json)
                         "%llu,\"active\":%u,\"direct_transfers\":%llu,"
                         "\"direct_bytes\":%llu,\"rejected_bad_handle\":%llu,"
                         "\"rejected_expired\":%llu,\"rejected_range\":%llu,"
-                        "\"rejected_permission\":%llu,\"staging_chunks\":%u,"
+                        "\"rejected_permission\":%llu,"
+                        "\"rejected_malformed\":%llu,\"rejected_busy\":%llu,"
+                        "\"staging_chunks\":%u,"
                         "\"staging_free\":%u,\"staging_uses\":%llu,"
                         "\"staging_waits\":%llu}"
                       : "bulk tokens   %llu issued, %llu live\n"
@@ -407,7 +425,7 @@ void gw_bulk_stats(struct gw *gw, FILE *out, bool json)
                         "bulk direct   %llu transfers, %llu bytes "
                         "(zero-staging grants)\n"
                         "bulk rejected %llu bad handle, %llu expired, %llu "
-                        "range, %llu permission\n"
+                        "range, %llu permission, %llu malformed, %llu busy\n"
                         "bulk staging  %u chunks, %u free, %llu uses, %llu "
                         "waits\n\n",
             (unsigned long long)gb->issued,
@@ -419,7 +437,9 @@ void gw_bulk_stats(struct gw *gw, FILE *out, bool json)
             (unsigned long long)gb->rej_bad_handle,
             (unsigned long long)gb->rej_expired,
             (unsigned long long)gb->rej_range,
-            (unsigned long long)gb->rej_permission, gb->pool.nslots,
+            (unsigned long long)gb->rej_permission,
+            (unsigned long long)gb->rej_malformed,
+            (unsigned long long)gb->rej_busy, gb->pool.nslots,
             gb->pool.nfree, (unsigned long long)gb->pool.uses,
             (unsigned long long)gb->pool.waits);
 }
@@ -468,6 +488,10 @@ void gw_bulk_metrics(struct gw *gw, FILE *out)
          gb->rej_range},
         {"causeway_bulk_rejected_total", NULL, NULL,
          "{reason=\"permission\"}", gb->rej_permission},
+        {"causeway_bulk_rejected_total", NULL, NULL, "{reason=\"malformed\"}",
+         gb->rej_malformed},
+        {"causeway_bulk_rejected_total", NULL, NULL, "{reason=\"busy\"}",
+         gb->rej_busy},
     };
 
     for (size_t i = 0; i < sizeof(m) / sizeof(m[0]); i++) {

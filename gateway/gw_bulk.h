@@ -12,6 +12,9 @@
 #include "../core/bulk_proxy.h"
 
 #define GW_BTOK_BUCKETS 256
+/** Staged delegations one proxy handle may have at once; more get CW_BUSY
+ *  (a target splitting one region into many transfers stays far below). */
+#define GW_BTOK_MAX_PIPES 256
 
 /** One issued proxy token. */
 struct gw_btok {
@@ -26,6 +29,7 @@ struct gw_btok {
     uint64_t total;
     uint64_t expiry_ns;
     unsigned refs;               /**< table + running pipes */
+    unsigned npipes;             /**< staged delegations on it now */
     bool revoked;
 };
 
@@ -76,6 +80,7 @@ struct gw_bulk {
     unsigned npipes;
     uint64_t issued, revoked;
     uint64_t rej_bad_handle, rej_expired, rej_range, rej_permission;
+    uint64_t rej_malformed, rej_busy;
     uint64_t transfers, bytes, failed;
     uint64_t direct_transfers, direct_bytes; /**< answered with a grant */
 };

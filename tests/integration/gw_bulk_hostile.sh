@@ -2,9 +2,9 @@
 # Proxy tokens are checked on every use (docs/bulk-gateway.md):
 #   client -[ofi+tcp]-> gw -[shm]-> server
 # The server abuses the token it received: forged, out of bounds, push on
-# a read-only handle, presented from another endpoint, reused after its
-# RPC completed, used after its RPC's deadline; each is refused with its
-# status and counted.
+# a read-only handle, presented from another endpoint, in a malformed
+# delegation, reused after its RPC completed, used after its RPC's
+# deadline; each is refused with its status and counted.
 . "$(dirname "$0")/gw_lib.sh"
 . "$(dirname "$0")/gw_bulk_lib.sh"
 
@@ -26,7 +26,8 @@ exp=$(json_num "$stats" rejected_expired)
 [ "$((bad + exp))" = 4 ] && [ "$exp" -le 1 ] &&
     [ "$(json_num "$stats" rejected_range)" = 1 ] &&
     [ "$(json_num "$stats" rejected_permission)" = 1 ] &&
+    [ "$(json_num "$stats" rejected_malformed)" = 1 ] &&
     [ "$(json_num "$stats" staging_free)" = "$(json_num "$stats" staging_chunks)" ] ||
     fail "bulk counters: $stats"
-pass "rejections counted ($bad bad handle, $exp expired, 1 range, 1 permission), staging all free"
+pass "rejections counted ($bad bad handle, $exp expired, 1 range, 1 permission, 1 malformed), staging all free"
 gw_stop_clean gw

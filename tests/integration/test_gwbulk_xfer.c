@@ -271,6 +271,8 @@ static void run_hostile(cw_context_t *ctx, cw_handle_t *h, cw_bulk_t *rb)
     /* And the legitimate use still works. */
     cw_buf_put_u32(out, raw_deleg(ctx, gw, rb->ptoken, CW_BULK_PULL, 0, 64));
     cw_buf_put_u32(out, g_granted);
+    /* A request no target's core would send: direction 7. */
+    cw_buf_put_u32(out, raw_deleg(ctx, gw, rb->ptoken, 7, 0, 64));
     memcpy(g_old_token, rb->ptoken, sizeof(g_old_token));
     g_have_old = true;
 }
@@ -627,7 +629,7 @@ static int hostile(cw_context_t *ctx, cw_addr_t *dst)
 {
     struct mbuf m;
     cw_handle_t *h = NULL;
-    uint32_t v[7] = {0};
+    uint32_t v[8] = {0};
     int fails = 0;
     cw_status_t st;
 
@@ -636,7 +638,7 @@ static int hostile(cw_context_t *ctx, cw_addr_t *dst)
     mbuf_fill(&m, 7);
     st = call(ctx, dst, OP_HOSTILE, 4096, 7, CW_BULK_READ_ONLY, &m, &h,
               60000);
-    for (int i = 0; i < 7 && st == CW_OK; i++)
+    for (int i = 0; i < 8 && st == CW_OK; i++)
         st = cw_buf_get_u32(cw_handle_output(h), &v[i]);
     cw_handle_release(h);
     h = NULL;
@@ -654,6 +656,7 @@ static int hostile(cw_context_t *ctx, cw_addr_t *dst)
     fails += expect("legitimate use", v[5], CW_OK);
     printf(v[6] ? "ok - legitimate use answered with a grant\n"
                 : "# legitimate use staged by the gateway\n");
+    fails += expect("malformed delegation (direction 7)", v[7], CW_PROTOCOL);
     st = call(ctx, dst, OP_REPLAY, 4096, 7, CW_BULK_READ_ONLY, &m, &h, 60000);
     if (st == CW_OK)
         st = cw_buf_get_u32(cw_handle_output(h), &v[0]);

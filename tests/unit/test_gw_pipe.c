@@ -18,7 +18,7 @@
 #include "gw_bulk.h"
 
 #define CHUNK 64u
-#define MAX_OPS 64
+#define MAX_OPS 1024
 
 /* ---- the fake core ------------------------------------------------------ */
 
@@ -59,6 +59,8 @@ static unsigned nops;
 static cw_rpc_handler_t bproxy_handler;
 static void *bproxy_arg;
 static cw_bulk_t origin = {SIZE_MAX, false};
+/* When set, every delegation presents this token (else its own). */
+static struct gw_btok *shared_tok;
 
 cw_status_t cw_rpc_register(cw_context_t *ctx, const char *name,
                             cw_rpc_handler_t handler, void *arg,
@@ -229,10 +231,12 @@ void gw_metric_head(FILE *out, const char *name, const char *type,
 cw_status_t gw_btok_check(struct gw_bulk *gb, const struct cw_bproxy_req *r,
                           cw_handle_t *h, struct gw_btok **tok_p)
 {
+    struct gw_btok *t = shared_tok != NULL ? shared_tok : &h->tok;
+
     (void)gb;
     (void)r;
-    h->tok.refs++;
-    *tok_p = &h->tok;
+    t->refs++;
+    *tok_p = t;
     return CW_OK;
 }
 
@@ -389,11 +393,50 @@ static void test_revoked_while_waiting(void **state)
     gw_del(fx);
 }
 
+/* One token may hold GW_BTOK_MAX_PIPES staged delegations at once; the
+ * next is answered CW_BUSY at once and counted, and the others all finish
+ * and give the token back. */
+static void test_token_pipe_cap(void **state)
+{
+    struct fixture *fx = gw_new(1, 1);
+    cw_handle_t *hs = calloc(GW_BTOK_MAX_PIPES + 1, sizeof(*hs));
+    struct gw_btok tok = {.refs = 1};
+
+    (void)state;
+    assert_non_null(hs);
+    tok.bulk = &origin;
+    tok.peer = &fake_peer;
+    tok.sh = &fx->gw.shards[0];
+    tok.perm = CW_BULK_READ_WRITE;
+    tok.total = 1u << 20;
+    shared_tok = &tok;
+    for (unsigned i = 0; i < GW_BTOK_MAX_PIPES; i++)
+        delegate(fx, &hs[i], CW_BULK_PULL, CHUNK, SIZE_MAX);
+    assert_int_equal(nops, 1); /* one chunk: the rest wait */
+    assert_int_equal(tok.npipes, GW_BTOK_MAX_PIPES);
+    delegate(fx, &hs[GW_BTOK_MAX_PIPES], CW_BULK_PULL, CHUNK, SIZE_MAX);
+    assert_int_equal(hs[GW_BTOK_MAX_PIPES].answers, 1);
+    assert_int_equal(hs[GW_BTOK_MAX_PIPES].st, CW_BUSY);
+    assert_int_equal(fx->gw.bulk->rej_busy, 1);
+    drain();
+    for (unsigned i = 0; i < GW_BTOK_MAX_PIPES; i++) {
+        assert_int_equal(hs[i].answers, 1);
+        assert_int_equal(hs[i].st, CW_OK);
+    }
+    assert_int_equal(tok.npipes, 0);
+    assert_int_equal(tok.refs, 1);
+    assert_int_equal(fx->gw.bulk->pool.nfree, fx->gw.bulk->pool.nslots);
+    shared_tok = NULL;
+    free(hs);
+    gw_del(fx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_own_slot_sync_failure),
         cmocka_unit_test(test_revoked_while_waiting),
+        cmocka_unit_test(test_token_pipe_cap),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
