@@ -448,7 +448,8 @@ bool cw_sq_offer(cw_handle_t *h, const uint8_t *msg, size_t len);
  *  is, several as one CW_MSG_BATCH. */
 void cw_sq_flush(cw_context_t *ctx);
 /** Withdraw the batches in flight on @p net (NULL: all), once each: their
- *  handles complete with the batch (lock held). */
+ *  handles complete with the batch; messages still queued for it complete
+ *  CW_CANCELED at once (lock held). */
 void cw_sq_cancel_net(cw_context_t *ctx, cw_network_t *net);
 /** Open a pass of @p ctx on this thread (returns the enclosing one) and
  *  close it, flushing what it queued (takes the lock). */
