@@ -12,6 +12,8 @@
  * The other way round, a server does not take a caller's word for the
  * size of an overflowed request: past the context's max_request_size it
  * refuses it with CW_OVERFLOW before allocating or pulling anything.
+ * And a receive slot whose re-post the plugin refused (a wrapper of na-shm
+ * registered here) is posted again later instead of being lost.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -403,6 +405,90 @@ static void test_request_limit(void **state)
     cw_context_destroy(srv);
 }
 
+/* ---- receive slots whose re-post fails -----------------------------------*/
+
+/* "flaky": na-shm with a switch that makes posting unexpected receives
+ * fail, registered from here. */
+static struct cw_na_ops flaky_ops;
+static struct cw_na_plugin flaky_plugin;
+static const struct cw_na_ops *flaky_real;
+static int flaky_fail; /* posts still to refuse */
+
+static cw_status_t flaky_recv_unexpected(cw_na_class_t *cls, void *buf,
+                                         size_t len, cw_na_cb_t cb, void *arg,
+                                         cw_na_op_t **op_p)
+{
+    if (flaky_fail > 0) {
+        flaky_fail--;
+        return CW_AGAIN;
+    }
+    return flaky_real->msg_recv_unexpected(cls, buf, len, cb, arg, op_p);
+}
+
+static void flaky_register(void)
+{
+    const struct cw_na_plugin *shm;
+
+    if (flaky_real != NULL)
+        return;
+    assert_int_equal(cw_plugins_load(NULL), CW_OK);
+    shm = cw_plugins_find("shm");
+    assert_non_null(shm);
+    flaky_real = shm->ops;
+    flaky_ops = *shm->ops;
+    flaky_ops.msg_recv_unexpected = flaky_recv_unexpected;
+    flaky_plugin = *shm;
+    flaky_plugin.name = "flaky";
+    flaky_plugin.ops = &flaky_ops;
+    assert_int_equal(cw_plugins_register(&flaky_plugin), CW_OK);
+}
+
+/* A server with two receive slots whose re-posts failed after two requests
+ * has none left: once the plugin takes receives again they are posted
+ * again by a later progress pass, and the third request is served. */
+static void test_urecv_repost(void **state)
+{
+    struct cw_context_opts o;
+    cw_context_t *srv, *cli;
+    cw_network_t *net;
+    cw_addr_t *dest;
+    char uri[CW_URI_MAX];
+    uint64_t t0;
+    (void)state;
+
+    flaky_register();
+    cw_context_opts_init(&o);
+    o.unexpected_bufs = 2;
+    assert_int_equal(cw_context_create(&o, &srv), CW_OK);
+    assert_int_equal(cw_network_open(srv, "flaky://", CW_NET_LISTEN, &net),
+                     CW_OK);
+    assert_int_equal(net->urecv_posted, 2);
+    assert_int_equal(cw_network_uri(net, uri, sizeof(uri)), CW_OK);
+    assert_int_equal(cw_rpc_register(srv, "big.echo", h_big, NULL, NULL,
+                                     NULL), CW_OK);
+    assert_int_equal(cw_context_create(NULL, &cli), CW_OK);
+    assert_int_equal(cw_addr_lookup(cli, uri, &dest), CW_OK);
+    big_runs = 0;
+    /* Every re-post refused: each request served takes its slot away. */
+    flaky_fail = 1 << 30;
+    assert_int_equal(big_call(srv, cli, dest, "big.echo", 16), CW_OK);
+    assert_int_equal(big_call(srv, cli, dest, "big.echo", 16), CW_OK);
+    assert_int_equal(net->urecv_posted, 0);
+    /* The plugin takes receives again: both slots come back. */
+    flaky_fail = 0;
+    t0 = cw_now_ns();
+    while (net->urecv_posted < 2 && cw_now_ns() - t0 < 2000000000ull)
+        cw_progress(srv, 1);
+    assert_int_equal(net->urecv_posted, 2);
+    assert_int_equal(big_call(srv, cli, dest, "big.echo", 16), CW_OK);
+    assert_int_equal(big_runs, 3);
+    print_message("# flaky (shm): both receive slots lost to failed "
+                  "re-posts came back; the third request served\n");
+    cw_addr_free(dest);
+    cw_context_destroy(cli);
+    cw_context_destroy(srv);
+}
+
 static int cmp32(const void *a, const void *b)
 {
     uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
@@ -458,6 +544,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_perm),
         cmocka_unit_test(test_request_limit),
+        cmocka_unit_test(test_urecv_repost),
         cmocka_unit_test(test_shm),
         cmocka_unit_test(test_ofi_tcp),
         cmocka_unit_test(test_ucx_tcp),
