@@ -22,7 +22,9 @@
  * CW_CANCELED at the flush) and leaves a batched one alone: the batch
  * completes soon, or fails with the connection.  Only closing the network
  * or the context withdraws batches in flight (cw_sq_cancel_net): a batch
- * to a peer that died may never complete by itself.
+ * to a peer that died may never complete by itself; it completes the
+ * queued messages for that network at once too, since the close may be
+ * called from a callback of the very pass they wait for.
  */
 #include "rpc_priv.h"
 
@@ -84,6 +86,14 @@ static void sq_take(cw_context_t *ctx, cw_handle_t *h)
 {
     cw_list_del(&h->sq_link);
     ctx->nsendq--;
+}
+
+/* Complete a queued message that will not be sent: cancelled, or its
+ * network closed. */
+static void sq_drop(cw_context_t *ctx, cw_handle_t *h)
+{
+    sq_take(ctx, h);
+    sq_done(h, h->sq_cancel ? CW_CANCELED : CW_DISCONNECTED);
 }
 
 static void batch_sent_cb(const struct cw_na_cb_info *info)
@@ -186,8 +196,7 @@ void cw_sq_flush(cw_context_t *ctx)
                                                sq_dest(first))))
                 continue;
             if (h->sq_cancel || net->closed) {
-                sq_take(ctx, h);
-                sq_done(h, h->sq_cancel ? CW_CANCELED : CW_DISCONNECTED);
+                sq_drop(ctx, h);
                 if (h == first)
                     break;
                 continue;
@@ -209,6 +218,16 @@ void cw_sq_cancel_net(cw_context_t *ctx, cw_network_t *net)
 {
     struct cw_list *e, *next;
 
+    /* Queued messages complete now, not at the end of the pass: the close
+     * may run inside that pass (a callback), waiting for them. */
+    for (e = ctx->sendq.next; e != &ctx->sendq; e = next) {
+        cw_handle_t *h = cw_container_of(e, cw_handle_t, sq_link);
+        next = e->next;
+        if (net == NULL || h->net == net) {
+            sq_take(ctx, h);
+            sq_done(h, CW_CANCELED);
+        }
+    }
     for (e = ctx->batches.next; e != &ctx->batches; e = next) {
         struct cw_batch *b = cw_container_of(e, struct cw_batch, link);
         next = e->next; /* a plugin may complete it inside the cancel */

@@ -20,6 +20,7 @@
 #define CW_DEFAULT_TIMEOUT_MS 30000
 #define CW_DEFAULT_CHUNK (1u << 20)
 #define CW_DEFAULT_DEPTH 4
+#define CW_DEFAULT_MAX_REQUEST (64u << 20)
 #define CW_DRAIN_NS 2000000000ull
 
 void cw_context_opts_init(struct cw_context_opts *opts)
@@ -32,6 +33,7 @@ void cw_context_opts_init(struct cw_context_opts *opts)
     opts->bulk_chunk = CW_DEFAULT_CHUNK;
     opts->bulk_depth = CW_DEFAULT_DEPTH;
     opts->max_hops = CW_DEFAULT_MAX_HOPS;
+    opts->max_request_size = CW_DEFAULT_MAX_REQUEST;
 }
 
 /* Client routing (design §2): a routes file and/or a default gateway, from
@@ -117,6 +119,8 @@ cw_status_t cw_context_create(const struct cw_context_opts *opts,
             ctx->opts.bulk_depth = CW_MAX_DEPTH;
         if (!ctx->opts.max_hops)
             ctx->opts.max_hops = CW_DEFAULT_MAX_HOPS;
+        if (!ctx->opts.max_request_size)
+            ctx->opts.max_request_size = CW_DEFAULT_MAX_REQUEST;
     }
     ctx->max_hops = ctx->opts.max_hops > 255 ? 255 : ctx->opts.max_hops;
     ctx->opts.routes_file = NULL;
@@ -296,8 +300,8 @@ static cw_status_t net_urecv_post(struct cw_urecv *u)
     st = cw_na_msg_recv_unexpected(net->na, u->buf, u->len, net_urecv_cb, u,
                                    &u->op);
     if (st != CW_OK) {
-        CW_ERROR("core", "posting an unexpected receive on %s failed: %s",
-                 net->uri, cw_status_str(st));
+        CW_LOG_RL(CW_LOG_ERROR, "core", "posting an unexpected receive on "
+                  "%s failed: %s", net->uri, cw_status_str(st));
         u->op = NULL;
         return st;
     }
@@ -332,8 +336,31 @@ static void net_urecv_cb(const struct cw_na_cb_info *info)
         if (info->u.recv_unexpected.source)
             cw_na_addr_free(net->na, info->u.recv_unexpected.source);
     }
-    if (!ctx->destroying && info->status != CW_CANCELED)
-        (void)net_urecv_post(u);
+    if (!ctx->destroying && info->status != CW_CANCELED &&
+        net_urecv_post(u) != CW_OK) {
+        u->lost = true; /* not for good: cw_net_urecv_retry */
+        net->urecv_lost++;
+    }
+}
+
+void cw_net_urecv_retry(cw_context_t *ctx)
+{
+    if (ctx->destroying)
+        return;
+    for (unsigned i = 0; i < ctx->nnets; i++) {
+        cw_network_t *net = ctx->nets[i];
+        if (net->closed)
+            continue;
+        for (unsigned k = 0; k < net->nurecv && net->urecv_lost > 0; k++) {
+            struct cw_urecv *u = &net->urecv[k];
+            if (!u->lost)
+                continue;
+            if (net_urecv_post(u) != CW_OK)
+                break; /* the plugin still refuses: next time */
+            u->lost = false;
+            net->urecv_lost--;
+        }
+    }
 }
 
 static void net_close(cw_network_t *net)

@@ -49,6 +49,7 @@ static unsigned progress_poll(cw_context_t *ctx)
         now = cw_now_ns();
         if (now >= ctx->next_timer_ns) {
             cw_rpc_timers(ctx, now);
+            cw_net_urecv_retry(ctx);
             ctx->next_timer_ns = now + CW_TIMER_PERIOD_NS;
         }
     }

@@ -432,6 +432,14 @@ void cw_h_cancel_send(cw_handle_t *h)
         cw_na_cancel(h->net->na, h->send_op);
 }
 
+/* The request is on a network, or was: a message still queued for the
+ * end of the pass (coalesce.c) has not left, and never will once
+ * cancelled. */
+static bool h_left(const cw_handle_t *h)
+{
+    return h->sent && h->send_op != CW_SQ_QUEUED;
+}
+
 static void h_cancel_ops(cw_handle_t *h)
 {
     cw_h_cancel_send(h);
@@ -446,7 +454,7 @@ void cw_h_fail(cw_handle_t *h, cw_status_t st)
     if (h->final_set)
         return;
     cw_h_set_final(h, st);
-    if (!h->server && h->overflowed && h->sent && h->recv_op) {
+    if (!h->server && h->overflowed && h_left(h) && h->recv_op) {
         /* The server may be pulling our payload right now: keep it exposed
          * until its answer (it answers even a cancelled or expired request
          * that overflowed), so that it never reads released memory.  The
@@ -532,7 +540,7 @@ void cw_h_cancel_locked(cw_handle_t *h)
         return;
     /* Tell the next hop, so that cancel propagates downstream (best
      * effort: the local completion does not wait for an answer). */
-    if (h->sent && !h->one_way && h->recv_op != NULL) {
+    if (h_left(h) && !h->one_way && h->recv_op != NULL) {
         hdr.rpc_id = h->id;
         hdr.req_id = h->req_id;
         cw_wire_hdr_encode(h->cancel_msg, &hdr);

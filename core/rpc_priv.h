@@ -218,6 +218,7 @@ struct cw_urecv {
     uint8_t *buf;
     size_t len;
     cw_na_op_t *op;
+    bool lost;       /**< its re-post failed (cw_net_urecv_retry) */
 };
 
 struct cw_network {
@@ -235,6 +236,8 @@ struct cw_network {
     struct cw_urecv *urecv;
     unsigned nurecv;
     unsigned urecv_posted;
+    unsigned urecv_lost;      /**< slots whose re-post failed: posted again
+                                   by the timers (cw_net_urecv_retry) */
     /* cw_network_close (ctx->lock): the context's list holds one reference,
      * so do addresses, server handles' sources and remote bulk handles on
      * it; the NA instance is closed when the last one goes. */
@@ -448,7 +451,8 @@ bool cw_sq_offer(cw_handle_t *h, const uint8_t *msg, size_t len);
  *  is, several as one CW_MSG_BATCH. */
 void cw_sq_flush(cw_context_t *ctx);
 /** Withdraw the batches in flight on @p net (NULL: all), once each: their
- *  handles complete with the batch (lock held). */
+ *  handles complete with the batch; messages still queued for it complete
+ *  CW_CANCELED at once (lock held). */
 void cw_sq_cancel_net(cw_context_t *ctx, cw_network_t *net);
 /** Open a pass of @p ctx on this thread (returns the enclosing one) and
  *  close it, flushing what it queued (takes the lock). */
@@ -642,6 +646,8 @@ static inline void cw_net_ref(cw_network_t *net) { net->refs++; }
 /** Drop a network reference (lock held); the last one of a closed network
  *  closes its NA instance and frees it. */
 void cw_net_unref_locked(cw_network_t *net);
+/** Post again the receive slots whose re-post failed (lock held). */
+void cw_net_urecv_retry(cw_context_t *ctx);
 /** Track a new bulk handle in ctx->bulks (takes the lock). */
 void cw_bulk_track(cw_bulk_t *b);
 /** Cancel what depends on @p net (cw_network_close, lock held). */

@@ -2,7 +2,8 @@
  * Request coalescing (CW_CTX_COALESCE, docs/wire.md "Batches"): requests a
  * coalescing context forwards from the callbacks of one cw_trigger call to
  * one peer leave as one CW_MSG_BATCH when the call returns; each completes
- * once with its own answer; one cancelled while queued never leaves; a
+ * once with its own answer; one cancelled while queued never leaves (nor
+ * lingers, also when it overflowed: nobody can be pulling it); a
  * lone request leaves alone; a context without the flag never batches.
  * The receiving side checks each entry of a batch by itself: hostile
  * batches (bad frames, nested batches, responses, garbage) built by a raw
@@ -278,6 +279,132 @@ static void coalesce_on(const char *uri)
     assert_int_equal(cs.tx_batches, 0);
     assert_int_equal(ss.rx_batches, 0);
     assert_int_equal(ss.rx_requests, 1 + NBATCH);
+    pair_close(&p);
+}
+
+/* ---- an overflowed request cancelled while queued -----------------------*/
+
+struct ovf_kick {
+    struct pair *p;
+    cw_handle_t *h;
+    uint8_t *arg;
+    size_t len;
+    struct echo_call c;
+};
+
+static bool hold_bytes;
+
+/* Echoes its bytes; while hold_bytes, the test holds the request
+ * unanswered (p->held) and answers it itself. */
+static void h_bytes_echo(cw_handle_t *h, void *arg)
+{
+    struct pair *p = arg;
+
+    p->served++;
+    if (hold_bytes && p->held == NULL) {
+        p->held = h;
+        return;
+    }
+    h_echo(h, NULL);
+}
+
+/* Runs inside the client's cw_trigger: an overflowed request, queued
+ * until the pass ends, cancelled before it leaves. */
+static void ovf_kick_done(cw_handle_t *h0, cw_status_t st, void *arg)
+{
+    struct ovf_kick *k = arg;
+    (void)h0;
+
+    assert_int_equal(st, CW_OK);
+    assert_int_equal(cw_handle_create(k->p->cli, k->p->dest,
+                                      cw_rpc_id("coalesce.bytes"), &k->h),
+                     CW_OK);
+    assert_int_equal(cw_buf_put_bytes(cw_handle_input(k->h), k->arg, k->len),
+                     CW_OK);
+    assert_int_equal(cw_forward(k->h, 20000, echo_done, &k->c), CW_OK);
+    assert_int_equal(cw_cancel(k->h), CW_OK);
+}
+
+static bool cli_idle(struct pair *p)
+{
+    bool idle;
+
+    pthread_mutex_lock(&p->cli->lock);
+    idle = cw_list_empty(&p->cli->inflight);
+    pthread_mutex_unlock(&p->cli->lock);
+    return idle;
+}
+
+/* The request never left, so nobody can be pulling its payload: it
+ * completes CW_CANCELED at the flush, once, and lets go of the payload
+ * then, not 5 s after its deadline (the server would hold it unanswered);
+ * the handle can be forwarded again. */
+static void cancel_overflow_on(const char *uri)
+{
+    struct pair p;
+    struct ovf_kick k = {.p = &p};
+    cw_handle_t *h0;
+    uint64_t t0;
+    bool batches;
+    int served;
+
+    if (!pair_open(&p, uri, CW_CTX_COALESCE)) {
+        print_message("# %s: plugin not available here, skipped\n", uri);
+        return;
+    }
+    assert_int_equal(cw_rpc_register(p.srv, "coalesce.bytes", h_bytes_echo,
+                                     &p, NULL, NULL), CW_OK);
+    batches = (p.dest->net->caps.flags & CW_NA_CAP_COALESCE) != 0;
+    k.len = cw_addr_eager_limit(p.dest) + 1024;
+    k.arg = malloc(k.len);
+    assert_non_null(k.arg);
+    fill(k.arg, k.len, 7);
+    assert_int_equal(cw_handle_create(p.cli, p.dest,
+                                      cw_rpc_id("coalesce.echo"), &h0),
+                     CW_OK);
+    assert_int_equal(cw_buf_put_u32(cw_handle_input(h0), 7), CW_OK);
+    hold_bytes = true;
+    assert_int_equal(cw_forward(h0, 20000, ovf_kick_done, &k), CW_OK);
+    POLL_UNTIL(k.c.done > 0, pump(&p, 10));
+    assert_int_equal(k.c.done, 1);
+    assert_int_equal(k.c.st, CW_CANCELED);
+    pump(&p, 200);
+    if (batches) {
+        /* Never sent: nothing to wait for. */
+        t0 = cw_now_ns();
+        POLL_UNTIL(cli_idle(&p) || cw_now_ns() - t0 > 2000000000ull,
+                   pump(&p, 10));
+        assert_true(cli_idle(&p));
+        assert_int_equal(p.served, 1); /* the kick only */
+        assert_null(p.held);
+    } else {
+        /* It left at once: its payload stays exposed until the server,
+         * which may be pulling it, answers. */
+        POLL_UNTIL(p.held != NULL, pump(&p, 10));
+        assert_non_null(p.held);
+        assert_false(cli_idle(&p));
+        assert_int_equal(cw_respond(p.held, CW_OK, NULL, NULL), CW_OK);
+        cw_handle_release(p.held);
+        POLL_UNTIL(cli_idle(&p), pump(&p, 10));
+        assert_true(cli_idle(&p));
+    }
+    assert_int_equal(k.c.done, 1);
+    hold_bytes = false;
+    served = p.served;
+
+    /* Forwarded again, not cancelled: it goes and is answered. */
+    k.c.done = 0;
+    assert_int_equal(cw_forward(k.h, 20000, echo_done, &k.c), CW_OK);
+    POLL_UNTIL(k.c.done > 0, pump(&p, 10));
+    assert_int_equal(k.c.done, 1);
+    assert_int_equal(k.c.st, CW_OK);
+    assert_int_equal(p.served, served + 1);
+    print_message("# %s: an overflowed request cancelled %s completed "
+                  "once; its handle went again\n", uri,
+                  batches ? "while queued (never sent)" : "after it left");
+    cw_handle_release(k.h);
+    cw_handle_release(h0);
+    free(k.arg);
     pair_close(&p);
 }
 
@@ -572,6 +699,7 @@ static void test_shm(void **state)
 {
     (void)state;
     coalesce_on("shm://");
+    cancel_overflow_on("shm://");
     hostile_on("shm://");
 }
 
@@ -579,6 +707,7 @@ static void test_ofi_tcp(void **state)
 {
     (void)state;
     coalesce_on("ofi+tcp://127.0.0.1:0");
+    cancel_overflow_on("ofi+tcp://127.0.0.1:0");
     hostile_on("ofi+tcp://127.0.0.1:0");
     forged_resp_on("ofi+tcp://127.0.0.1:0");
 }
@@ -587,6 +716,7 @@ static void test_ucx_tcp(void **state)
 {
     (void)state;
     coalesce_on("ucx+tcp://127.0.0.1:0");
+    cancel_overflow_on("ucx+tcp://127.0.0.1:0");
     hostile_on("ucx+tcp://127.0.0.1:0");
     forged_resp_on("ucx+tcp://127.0.0.1:0");
 }

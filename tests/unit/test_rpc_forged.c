@@ -8,6 +8,12 @@
  * The server is a raw NA endpoint on each plugin built here (shm,
  * ofi+tcp, ucx+tcp), so the test sees the request headers the client put
  * on the wire and can answer on their tags whatever it likes.
+ *
+ * The other way round, a server does not take a caller's word for the
+ * size of an overflowed request: past the context's max_request_size it
+ * refuses it with CW_OVERFLOW before allocating or pulling anything.
+ * And a receive slot whose re-post the plugin refused (a wrapper of na-shm
+ * registered here) is posted again later instead of being lost.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -263,6 +269,226 @@ static void test_ucx_tcp(void **state)
     forged_on("ucx+tcp://127.0.0.1:0");
 }
 
+/* ---- oversized requests ------------------------------------------------*/
+
+static int big_runs;
+
+static void h_big(cw_handle_t *h, void *arg)
+{
+    const void *p;
+    size_t n;
+    (void)arg;
+    big_runs++;
+    if (cw_buf_get_bytes(cw_handle_input(h), &p, &n) == CW_OK)
+        cw_buf_put_bytes(cw_handle_output(h), p, n);
+    cw_respond(h, cw_buf_error(cw_handle_input(h)), NULL, NULL);
+    cw_handle_release(h);
+}
+
+static void h_big_oneway(cw_handle_t *h, void *arg)
+{
+    (void)arg;
+    big_runs++;
+    cw_handle_release(h);
+}
+
+/* Forward @p n argument bytes (a length-prefixed byte string: n + 4 bytes
+ * of payload) from @p cli to @p dest and wait for the completion; returns
+ * its status.  The forward must complete exactly once. */
+static cw_status_t big_call(cw_context_t *srv, cw_context_t *cli,
+                            cw_addr_t *dest, const char *rpc, size_t n)
+{
+    struct call c = {0};
+    uint8_t *arg = malloc(n ? n : 1);
+    cw_handle_t *h;
+    uint64_t end = cw_now_ns() + 20000000000ull;
+
+    assert_non_null(arg);
+    memset(arg, 0x5a, n);
+    assert_int_equal(cw_handle_create(cli, dest, cw_rpc_id(rpc), &h), CW_OK);
+    assert_int_equal(cw_buf_put_bytes(cw_handle_input(h), arg, n), CW_OK);
+    assert_int_equal(cw_forward(h, 20000, call_done, &c), CW_OK);
+    while (c.done == 0 && cw_now_ns() < end) {
+        cw_progress(srv, 0);
+        cw_trigger(srv, 0, 0, NULL);
+        cw_progress(cli, 0);
+        cw_trigger(cli, 0, 0, NULL);
+    }
+    for (int i = 0; i < 200; i++) { /* nothing more may come */
+        cw_progress(srv, 0);
+        cw_trigger(srv, 0, 0, NULL);
+        cw_progress(cli, 0);
+        cw_trigger(cli, 0, 0, NULL);
+    }
+    assert_int_equal(c.done, 1);
+    cw_handle_release(h);
+    free(arg);
+    return c.st;
+}
+
+/* A server context with @p max_request_size (0: the default) on shm, and a
+ * client context reaching it. */
+static void big_pair(size_t max_request_size, cw_context_t **srv_p,
+                     cw_context_t **cli_p, cw_addr_t **dest_p)
+{
+    struct cw_context_opts o;
+    struct cw_rpc_opts ow = {.one_way = true};
+    cw_network_t *net;
+    char uri[CW_URI_MAX];
+
+    cw_context_opts_init(&o);
+    assert_int_equal(o.max_request_size, 64u << 20);
+    o.max_request_size = max_request_size;
+    assert_int_equal(cw_context_create(&o, srv_p), CW_OK);
+    assert_int_equal(cw_network_open(*srv_p, "shm://", CW_NET_LISTEN, &net),
+                     CW_OK);
+    assert_int_equal(cw_network_uri(net, uri, sizeof(uri)), CW_OK);
+    assert_int_equal(cw_rpc_register(*srv_p, "big.echo", h_big, NULL, NULL,
+                                     NULL), CW_OK);
+    assert_int_equal(cw_rpc_register(*srv_p, "big.oneway", h_big_oneway, NULL,
+                                     &ow, NULL), CW_OK);
+    assert_int_equal(cw_context_create(NULL, cli_p), CW_OK);
+    assert_int_equal(cw_rpc_register(*cli_p, "big.oneway", NULL, NULL, &ow,
+                                     NULL), CW_OK);
+    assert_int_equal(cw_addr_lookup(*cli_p, uri, dest_p), CW_OK);
+}
+
+static void test_request_limit(void **state)
+{
+    struct cw_context_stats s0, s1;
+    cw_context_t *srv, *cli;
+    cw_addr_t *dest;
+    (void)state;
+
+    /* The default limit (64 MiB): a request just past it is refused,
+     * unpulled; the handler never runs. */
+    big_pair(0, &srv, &cli, &dest);
+    big_runs = 0;
+    cw_context_stats(srv, &s0);
+    assert_int_equal(big_call(srv, cli, dest, "big.echo", 64u << 20),
+                     CW_OVERFLOW);
+    cw_context_stats(srv, &s1);
+    assert_int_equal(big_runs, 0);
+    assert_int_equal(s1.rx_dropped, s0.rx_dropped + 1);
+    assert_int_equal(s1.overflows, s0.overflows);
+    assert_int_equal(s1.bulk_bytes, s0.bulk_bytes);
+    assert_int_equal(s1.unanswered, 0);
+    cw_addr_free(dest);
+    cw_context_destroy(cli);
+    cw_context_destroy(srv);
+
+    /* A limit of 1 MiB: a request of exactly that is served, one byte
+     * more is refused, also a one-way one (its ack says why). */
+    big_pair(1u << 20, &srv, &cli, &dest);
+    big_runs = 0;
+    cw_context_stats(srv, &s0);
+    assert_int_equal(big_call(srv, cli, dest, "big.echo", (1u << 20) - 4),
+                     CW_OK);
+    assert_int_equal(big_runs, 1);
+    assert_int_equal(big_call(srv, cli, dest, "big.echo", (1u << 20) - 3),
+                     CW_OVERFLOW);
+    assert_int_equal(big_call(srv, cli, dest, "big.oneway", (1u << 20) - 3),
+                     CW_OVERFLOW);
+    assert_int_equal(big_runs, 1);
+    assert_int_equal(big_call(srv, cli, dest, "big.oneway", 1u << 16), CW_OK);
+    assert_int_equal(big_runs, 2);
+    cw_context_stats(srv, &s1);
+    assert_int_equal(s1.rx_dropped, s0.rx_dropped + 2);
+    /* Pulled: the request served and the one-way one; the echo's answer
+     * overflowed too. */
+    assert_int_equal(s1.overflows, s0.overflows + 3);
+    assert_int_equal(s1.unanswered, 0);
+    print_message("# shm: overflowed requests past max_request_size refused "
+                  "with CW_OVERFLOW, unpulled, counted\n");
+    cw_addr_free(dest);
+    cw_context_destroy(cli);
+    cw_context_destroy(srv);
+}
+
+/* ---- receive slots whose re-post fails -----------------------------------*/
+
+/* "flaky": na-shm with a switch that makes posting unexpected receives
+ * fail, registered from here. */
+static struct cw_na_ops flaky_ops;
+static struct cw_na_plugin flaky_plugin;
+static const struct cw_na_ops *flaky_real;
+static int flaky_fail; /* posts still to refuse */
+
+static cw_status_t flaky_recv_unexpected(cw_na_class_t *cls, void *buf,
+                                         size_t len, cw_na_cb_t cb, void *arg,
+                                         cw_na_op_t **op_p)
+{
+    if (flaky_fail > 0) {
+        flaky_fail--;
+        return CW_AGAIN;
+    }
+    return flaky_real->msg_recv_unexpected(cls, buf, len, cb, arg, op_p);
+}
+
+static void flaky_register(void)
+{
+    const struct cw_na_plugin *shm;
+
+    if (flaky_real != NULL)
+        return;
+    assert_int_equal(cw_plugins_load(NULL), CW_OK);
+    shm = cw_plugins_find("shm");
+    assert_non_null(shm);
+    flaky_real = shm->ops;
+    flaky_ops = *shm->ops;
+    flaky_ops.msg_recv_unexpected = flaky_recv_unexpected;
+    flaky_plugin = *shm;
+    flaky_plugin.name = "flaky";
+    flaky_plugin.ops = &flaky_ops;
+    assert_int_equal(cw_plugins_register(&flaky_plugin), CW_OK);
+}
+
+/* A server with two receive slots whose re-posts failed after two requests
+ * has none left: once the plugin takes receives again they are posted
+ * again by a later progress pass, and the third request is served. */
+static void test_urecv_repost(void **state)
+{
+    struct cw_context_opts o;
+    cw_context_t *srv, *cli;
+    cw_network_t *net;
+    cw_addr_t *dest;
+    char uri[CW_URI_MAX];
+    uint64_t t0;
+    (void)state;
+
+    flaky_register();
+    cw_context_opts_init(&o);
+    o.unexpected_bufs = 2;
+    assert_int_equal(cw_context_create(&o, &srv), CW_OK);
+    assert_int_equal(cw_network_open(srv, "flaky://", CW_NET_LISTEN, &net),
+                     CW_OK);
+    assert_int_equal(net->urecv_posted, 2);
+    assert_int_equal(cw_network_uri(net, uri, sizeof(uri)), CW_OK);
+    assert_int_equal(cw_rpc_register(srv, "big.echo", h_big, NULL, NULL,
+                                     NULL), CW_OK);
+    assert_int_equal(cw_context_create(NULL, &cli), CW_OK);
+    assert_int_equal(cw_addr_lookup(cli, uri, &dest), CW_OK);
+    big_runs = 0;
+    /* Every re-post refused: each request served takes its slot away. */
+    flaky_fail = 1 << 30;
+    assert_int_equal(big_call(srv, cli, dest, "big.echo", 16), CW_OK);
+    assert_int_equal(big_call(srv, cli, dest, "big.echo", 16), CW_OK);
+    assert_int_equal(net->urecv_posted, 0);
+    /* The plugin takes receives again: both slots come back. */
+    flaky_fail = 0;
+    t0 = cw_now_ns();
+    while (net->urecv_posted < 2 && cw_now_ns() - t0 < 2000000000ull)
+        cw_progress(srv, 1);
+    assert_int_equal(net->urecv_posted, 2);
+    assert_int_equal(big_call(srv, cli, dest, "big.echo", 16), CW_OK);
+    assert_int_equal(big_runs, 3);
+    print_message("# flaky (shm): both receive slots lost to failed "
+                  "re-posts came back; the third request served\n");
+    cw_addr_free(dest);
+    cw_context_destroy(cli);
+    cw_context_destroy(srv);
+}
+
 static int cmp32(const void *a, const void *b)
 {
     uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
@@ -317,6 +543,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_perm),
+        cmocka_unit_test(test_request_limit),
+        cmocka_unit_test(test_urecv_repost),
         cmocka_unit_test(test_shm),
         cmocka_unit_test(test_ofi_tcp),
         cmocka_unit_test(test_ucx_tcp),

@@ -4,7 +4,8 @@
  * on the closed network fail with CW_DISCONNECTED, its listening port is
  * gone, and the context keeps working on its other networks.  Two contexts
  * in one process, progressed from one thread, over ofi+tcp (loopback) and
- * shm.
+ * shm.  Closing from a callback of a coalescing context does not wait for
+ * the end of the pass that callback runs in.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -257,6 +258,73 @@ static void test_client_close_inflight(void **state)
     assert_int_equal(echo_once(E.tcp_uri, 5000), CW_OK);
 }
 
+struct cb_close {
+    cw_network_t *net;
+    cw_addr_t *a;
+    cw_handle_t *h;
+    struct call queued;
+    uint64_t close_ns;
+    int done;
+};
+
+/* Runs inside cw_trigger of a coalescing context: forward a request
+ * (queued for the end of the pass), then close the network it is for. */
+static void close_in_cb(cw_handle_t *h0, cw_status_t st, void *arg)
+{
+    struct cb_close *c = arg;
+    uint64_t t0;
+    (void)h0;
+
+    assert_int_equal(st, CW_OK);
+    assert_int_equal(cw_handle_create(E.cli, c->a, cw_rpc_id("echo"), &c->h),
+                     CW_OK);
+    assert_int_equal(cw_buf_put_bytes(cw_handle_input(c->h), "ping", 5),
+                     CW_OK);
+    assert_int_equal(cw_forward(c->h, 20000, call_cb, &c->queued), CW_OK);
+    t0 = cw_now_ns();
+    assert_int_equal(cw_network_close(c->net), CW_OK);
+    c->close_ns = cw_now_ns() - t0;
+    c->done++;
+}
+
+/* cw_network_close from a callback of a coalescing context, with a
+ * request it queued in that pass: the close does not wait for the end of
+ * the pass (which cannot come while it waits), the queued request
+ * completes once with CW_CANCELED, never sent. */
+static void test_close_in_callback_coalescing(void **state)
+{
+    struct cw_context_opts o;
+    struct cb_close c = {0};
+    cw_handle_t *h0;
+    (void)state;
+
+    cw_context_destroy(E.cli);
+    cw_context_opts_init(&o);
+    o.flags |= CW_CTX_COALESCE;
+    assert_int_equal(cw_context_create(&o, &E.cli), CW_OK);
+    assert_int_equal(cw_rpc_register(E.cli, "echo", NULL, NULL, NULL, NULL),
+                     CW_OK);
+    assert_int_equal(cw_network_open(E.cli, TCP_URI, 0, &c.net), CW_OK);
+    assert_int_equal(cw_addr_lookup(E.cli, E.tcp_uri, &c.a), CW_OK);
+    assert_int_equal(cw_handle_create(E.cli, c.a, cw_rpc_id("echo"), &h0),
+                     CW_OK);
+    assert_int_equal(cw_buf_put_bytes(cw_handle_input(h0), "ping", 5), CW_OK);
+    assert_int_equal(cw_forward(h0, 20000, close_in_cb, &c), CW_OK);
+    pump_until(&c.done, 1);
+    assert_int_equal(c.done, 1);
+    wait_each_once(&c.queued, 1);
+    assert_int_equal(c.queued.st, CW_CANCELED);
+    print_message("# close from a callback of a coalescing context took "
+                  "%llu ms\n", (unsigned long long)(c.close_ns / 1000000));
+    assert_true(c.close_ns < 1000000000ull);
+    cw_handle_release(c.h);
+    cw_handle_release(h0);
+    cw_addr_free(c.a);
+
+    /* The context still works on a new network. */
+    assert_int_equal(echo_once(E.tcp_uri, 5000), CW_OK);
+}
+
 /* The server closes a listening network with requests held: the handlers
  * see them canceled, each respond completes once with CW_CANCELED, the
  * port is closed once they are released, and the shm network still
@@ -468,6 +536,7 @@ int main(void)
          * closed (see the report); the client test leaves such a peer. */
         cmocka_unit_test(test_server_close_inflight),
         cmocka_unit_test(test_client_close_inflight),
+        cmocka_unit_test(test_close_in_callback_coalescing),
         cmocka_unit_test(test_close_bulk_inflight),
         cmocka_unit_test(test_destroy_with_responses_pending),
     };
