@@ -24,7 +24,13 @@ bool shm_ring_push(struct shm_peer *dest, uint32_t type, uint32_t tag,
     uint64_t mask = dest->nslots - 1;
     uint64_t pos = atomic_load_explicit(&seg->tail, memory_order_relaxed);
     struct shm_slot *s;
-    for (;;) {
+    /* The ring is the receiver's memory: a slot ahead of a tail that does
+     * not move (only a corrupt ring has one) or a tail that never settles
+     * ends the attempt as a full ring would, and the send waits in the
+     * backlog. */
+    for (unsigned tries = 0;; tries++) {
+        if (tries == SHM_PUSH_TRIES)
+            return false;
         s = &slots[pos & mask];
         uint64_t seq = atomic_load_explicit(&s->seq, memory_order_acquire);
         int64_t diff = (int64_t)(seq - pos);
@@ -36,7 +42,13 @@ bool shm_ring_push(struct shm_peer *dest, uint32_t type, uint32_t tag,
         } else if (diff < 0) {
             return false; /* full */
         } else {
-            pos = atomic_load_explicit(&seg->tail, memory_order_relaxed);
+            /* The slot was claimed at pos already, so the tail has moved
+             * on (that claim happens before the seq we acquired). */
+            uint64_t tail =
+                atomic_load_explicit(&seg->tail, memory_order_relaxed);
+            if (tail == pos)
+                return false;
+            pos = tail;
         }
     }
     atomic_store_explicit(&s->sender_uid, cls->uid, memory_order_relaxed);
