@@ -1,11 +1,14 @@
 /*
  * na-shm against a hostile peer that writes into the shared ring memory
  * while we use it: a receiver whose slot sequence numbers run ahead of its
- * tail (a send must return).  Children are reaped (and killed if stuck) on
- * every path; the segments are the endpoints' own and go with them.
+ * tail (a send must return), and a segment header whose geometry changes
+ * after it was validated (the sender keeps the geometry it checked).
+ * Children are reaped (and killed if stuck) on every path; the segments
+ * are the endpoints' own and go with them.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -43,6 +46,19 @@ static struct shm_seg_hdr *hostile_map(const char *name, size_t *size_p)
 static struct shm_slot *hostile_slots(struct shm_seg_hdr *h)
 {
     return (struct shm_slot *)(void *)(h + 1);
+}
+
+/* Open a 4-slot endpoint, its URI in @p uri, and map its segment. */
+static struct shm_seg_hdr *open_mapped(cw_na_t **na_p, char *uri,
+                                       size_t *size_p)
+{
+    assert_int_equal(cw_na_open("shm://", CW_NA_LISTEN,
+                                (const char *[]){"slots", "4", NULL}, na_p),
+                     CW_OK);
+    self_uri(*na_p, uri);
+    struct shm_seg_hdr *h = hostile_map(uri + strlen("shm://"), size_p);
+    assert_non_null(h);
+    return h;
 }
 
 /* Child: send one message to the endpoint named @p arg; report when the
@@ -87,12 +103,7 @@ static void test_slot_ahead_of_tail(void **state)
     size_t size;
     int rfd;
 
-    assert_int_equal(cw_na_open("shm://", CW_NA_LISTEN,
-                                (const char *[]){"slots", "4", NULL}, &rcv),
-                     CW_OK);
-    self_uri(rcv, ruri);
-    struct shm_seg_hdr *h = hostile_map(ruri + strlen("shm://"), &size);
-    assert_non_null(h);
+    struct shm_seg_hdr *h = open_mapped(&rcv, ruri, &size);
     struct shm_slot *s = &hostile_slots(h)[0];
     atomic_store(&s->seq, 5); /* the tail is 0 */
 
@@ -123,10 +134,70 @@ static void test_slot_ahead_of_tail(void **state)
     assert_int_equal(rc, 0);
 }
 
+/* Flips the ring size in a segment header until told to stop. */
+struct flipper {
+    volatile uint32_t *word;
+    uint32_t a, b;
+    atomic_bool stop;
+};
+
+static void *flip_main(void *arg)
+{
+    struct flipper *f = arg;
+    while (!atomic_load_explicit(&f->stop, memory_order_relaxed)) {
+        *f->word = f->b;
+        *f->word = f->a;
+    }
+    return NULL;
+}
+
+/* The owner of a segment can rewrite its header at any time.  The sender
+ * validated the ring size and then read it again to keep: a size changed
+ * in between (here to 65536 slots in a 4-slot segment) became the mask of
+ * every later push, so slots far beyond the mapping were written.  The
+ * sender must keep the geometry it validated. */
+static void test_header_changed_after_check(void **state)
+{
+    (void)state;
+    cw_na_t *rcv, *snd;
+    char ruri[URI_LEN];
+    size_t size;
+    unsigned attached = 0, wrong = 0;
+
+    struct shm_seg_hdr *h = open_mapped(&rcv, ruri, &size);
+    struct flipper f = {.word = &h->nslots, .a = 4, .b = SHM_MAX_SLOTS};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, flip_main, &f), 0);
+
+    assert_int_equal(cw_na_open("shm://", 0, NULL, &snd), CW_OK);
+    uint64_t deadline = cw_now_ns() + 3000000000ull;
+    while (attached < 1000 && wrong == 0 && cw_now_ns() < deadline) {
+        cw_na_addr_t *r;
+        cw_na_progress(rcv, 0, NULL);
+        if (cw_na_addr_lookup(snd, ruri, &r) != CW_OK)
+            continue; /* saw the bad size: refused, as it should be */
+        attached++;
+        if (((struct shm_peer *)(void *)r)->nslots != 4)
+            wrong++;
+        cw_na_addr_free(snd, r);
+        cw_na_close(snd); /* a fresh sender for the next try */
+        assert_int_equal(cw_na_open("shm://", 0, NULL, &snd), CW_OK);
+    }
+    atomic_store(&f.stop, true);
+    pthread_join(t, NULL);
+    h->nslots = 4;
+    cw_na_close(snd);
+    munmap(h, size);
+    cw_na_close(rcv);
+    assert_true(attached > 0);
+    assert_int_equal(wrong, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_slot_ahead_of_tail),
+        cmocka_unit_test(test_header_changed_after_check),
     };
     cw_log_init();
     int rc = cmocka_run_group_tests_name("na-shm-hostile", tests, NULL, NULL);
