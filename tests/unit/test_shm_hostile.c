@@ -1,8 +1,10 @@
 /*
  * na-shm against a hostile peer that writes into the shared ring memory
  * while we use it: a receiver whose slot sequence numbers run ahead of its
- * tail (a send must return), and a segment header whose geometry changes
- * after it was validated (the sender keeps the geometry it checked).
+ * tail (a send must return), a segment header whose geometry changes
+ * after it was validated (the sender keeps the geometry it checked), and
+ * a producer that changes a published slot's length while it is being
+ * consumed (the receiver uses the length it checked).
  * Children are reaped (and killed if stuck) on every path; the segments
  * are the endpoints' own and go with them.
  */
@@ -193,11 +195,115 @@ static void test_header_changed_after_check(void **state)
     assert_int_equal(wrong, 0);
 }
 
+#define HOSTILE_UID 0x686f7374696c65ull
+#define HOSTILE_BIG_LEN (16u << 20)
+
+struct early_rcv {
+    cw_na_t *na;
+    unsigned got;
+};
+
+static void early_cb(const struct cw_na_cb_info *info)
+{
+    struct early_rcv *e = info->arg;
+    if (info->status == CW_OK)
+        e->got++;
+    cw_na_addr_free(e->na, info->u.recv_unexpected.source);
+}
+
+/* Child: a receiver that never has a receive posted while it drains its
+ * ring (so every message goes to the early queue, copied by the slot's
+ * length) and empties that queue after each pass.  Reports its name, runs
+ * for 3 s, exits 0 if it lived and got messages. */
+static int child_early_receiver(void *arg, int wfd)
+{
+    (void)arg;
+    char uri[URI_LEN], line[URI_LEN + 8];
+    unsigned char buf[64];
+    struct early_rcv e = {0};
+    if (cw_na_open("shm://", CW_NA_LISTEN,
+                   (const char *[]){"slots", "4", NULL}, &e.na) != CW_OK)
+        return 1;
+    self_uri(e.na, uri);
+    int n = snprintf(line, sizeof(line), "%s\n", uri + strlen("shm://"));
+    if (write(wfd, line, (size_t)n) != n)
+        return 2;
+    uint64_t deadline = cw_now_ns() + 3000000000ull;
+    while (cw_now_ns() < deadline) {
+        cw_na_progress(e.na, 0, NULL);
+        /* Take what was queued; a receive left posted is cancelled. */
+        for (int i = 0; i < 8; i++) {
+            cw_na_op_t *op;
+            if (cw_na_msg_recv_unexpected(e.na, buf, sizeof(buf), early_cb,
+                                          &e, &op) != CW_OK)
+                return 3;
+            if (cw_na_cancel(e.na, op) != CW_OK)
+                return 4;
+        }
+    }
+    cw_na_progress(e.na, 0, NULL);
+    cw_na_close(e.na);
+    return e.got > 0 ? 0 : 5;
+}
+
+/* A producer may rewrite a slot it published while the receiver consumes
+ * it.  The receiver checked the length and read it again to copy: a
+ * length changed in between (here to 16 MiB) was copied out of the
+ * 33 KiB segment.  Each published message here has its length flipped
+ * until it is consumed; the receiver must survive and drop or deliver
+ * each one by the length it checked. */
+static void test_slot_changed_after_check(void **state)
+{
+    (void)state;
+    char name[URI_LEN];
+    size_t size;
+    int rfd;
+    unsigned sent = 0;
+
+    pid_t pid = fork_child(child_early_receiver, NULL, &rfd);
+    assert_true(read_line(rfd, name, sizeof(name)));
+    close(rfd);
+    struct shm_seg_hdr *h = hostile_map(name, &size);
+    assert_non_null(h);
+    struct shm_slot *slots = hostile_slots(h);
+    uint64_t mask = h->nslots - 1;
+    uint64_t deadline = cw_now_ns() + 2000000000ull;
+    while (cw_now_ns() < deadline) {
+        uint64_t pos = atomic_fetch_add(&h->tail, 1);
+        struct shm_slot *s = &slots[pos & mask];
+        while (atomic_load(&s->seq) != pos && cw_now_ns() < deadline)
+            ;
+        if (atomic_load(&s->seq) != pos)
+            break;
+        atomic_store(&s->sender_uid, HOSTILE_UID);
+        s->type = SHM_MSG_UNEXPECTED;
+        s->tag = 1;
+        s->len = 8;
+        s->name_len = 4;
+        memcpy(s->sender_name, "evil", 5);
+        memset(s->data, 'x', 8);
+        atomic_store(&s->seq, pos + 1);
+        sent++;
+        /* Each length stays for a while, so that either is seen. */
+        volatile uint32_t *len = &s->len;
+        for (unsigned k = 1; atomic_load(&s->seq) == pos + 1; k++) {
+            *len = k & 1 ? HOSTILE_BIG_LEN : 8;
+            if ((k & 255) == 0 && cw_now_ns() >= deadline)
+                break;
+        }
+    }
+    munmap(h, size);
+    int rc = reap(pid);
+    assert_true(sent > 0);
+    assert_int_equal(rc, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_slot_ahead_of_tail),
         cmocka_unit_test(test_header_changed_after_check),
+        cmocka_unit_test(test_slot_changed_after_check),
     };
     cw_log_init();
     int rc = cmocka_run_group_tests_name("na-shm-hostile", tests, NULL, NULL);
