@@ -55,6 +55,10 @@
 #define SHM_MAX_SLOTS 65536u
 #define SHM_MAX_SEGMENTS 1024u /* per memory handle (IOV_MAX) */
 
+/* Claim attempts of one push before the ring counts as full (the tail is
+ * in the receiver's memory; a legitimate race needs a handful). */
+#define SHM_PUSH_TRIES 1024u
+
 /* Early (not yet matched) messages buffered locally.  When full, the oldest
  * expected one is dropped (it may never be matched); only a queue full of
  * unexpected messages stops the ring being drained (back-pressure on the

@@ -215,16 +215,21 @@ static cw_status_t shm_seg_map(struct cw_na_class *cls, struct shm_peer *peer)
         close(fd);
         return shm_errno_status(err);
     }
-    struct shm_seg_hdr *h = p;
-    if (!shm_seg_hdr_valid(h, (size_t)st.st_size) ||
-        strncmp(h->name, peer->name, SHM_NAME_MAX) != 0)
+    /* The owner may rewrite its header at any time: check one copy of it
+     * (taken after the magic, which is stored last) and keep that. */
+    struct shm_seg_hdr *h = p, hdr;
+    if (atomic_load_explicit(&h->magic, memory_order_acquire) != SHM_SEG_MAGIC)
         goto err_bad;
-    if (!shm_pid_alive((pid_t)h->owner_pid, h->owner_start)) {
+    memcpy(&hdr, h, sizeof(hdr));
+    if (!shm_seg_hdr_valid(&hdr, (size_t)st.st_size) ||
+        strncmp(hdr.name, peer->name, SHM_NAME_MAX) != 0)
+        goto err_bad;
+    if (!shm_pid_alive((pid_t)hdr.owner_pid, hdr.owner_start)) {
         SHM_ERR(cls, "shm://%s: segment %s belongs to dead pid %u", peer->name,
-                path, h->owner_pid);
+                path, hdr.owner_pid);
         goto err_unmap;
     }
-    if (peer->uid && peer->uid != h->uid) {
+    if (peer->uid && peer->uid != hdr.uid) {
         SHM_ERR(cls, "shm://%s: the endpoint was restarted since this address "
                 "was obtained", peer->name);
         ret = CW_DISCONNECTED;
@@ -233,9 +238,9 @@ static cw_status_t shm_seg_map(struct cw_na_class *cls, struct shm_peer *peer)
     close(fd);
     peer->seg = h;
     peer->seg_size = (size_t)st.st_size;
-    peer->uid = h->uid;
-    peer->pid = (pid_t)h->owner_pid;
-    peer->nslots = h->nslots;
+    peer->uid = hdr.uid;
+    peer->pid = (pid_t)hdr.owner_pid;
+    peer->nslots = hdr.nslots;
     return CW_OK;
 
 err_bad:

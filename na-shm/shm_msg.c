@@ -24,7 +24,13 @@ bool shm_ring_push(struct shm_peer *dest, uint32_t type, uint32_t tag,
     uint64_t mask = dest->nslots - 1;
     uint64_t pos = atomic_load_explicit(&seg->tail, memory_order_relaxed);
     struct shm_slot *s;
-    for (;;) {
+    /* The ring is the receiver's memory: a slot ahead of a tail that does
+     * not move (only a corrupt ring has one) or a tail that never settles
+     * ends the attempt as a full ring would, and the send waits in the
+     * backlog. */
+    for (unsigned tries = 0;; tries++) {
+        if (tries == SHM_PUSH_TRIES)
+            return false;
         s = &slots[pos & mask];
         uint64_t seq = atomic_load_explicit(&s->seq, memory_order_acquire);
         int64_t diff = (int64_t)(seq - pos);
@@ -36,7 +42,13 @@ bool shm_ring_push(struct shm_peer *dest, uint32_t type, uint32_t tag,
         } else if (diff < 0) {
             return false; /* full */
         } else {
-            pos = atomic_load_explicit(&seg->tail, memory_order_relaxed);
+            /* The slot was claimed at pos already, so the tail has moved
+             * on (that claim happens before the seq we acquired). */
+            uint64_t tail =
+                atomic_load_explicit(&seg->tail, memory_order_relaxed);
+            if (tail == pos)
+                return false;
+            pos = tail;
         }
     }
     atomic_store_explicit(&s->sender_uid, cls->uid, memory_order_relaxed);
@@ -126,17 +138,36 @@ static struct cw_na_op *shm_match_expected(struct cw_na_class *cls,
     return NULL;
 }
 
-static bool shm_slot_valid(const struct shm_slot *s)
+/* What the consumer uses of a published slot.  The producer can still
+ * write the slot, so each field is read from it once (volatile: not
+ * again behind our back) and only these copies are checked and used. */
+struct shm_slot_head {
+    uint32_t type;
+    uint32_t tag;
+    uint32_t len;
+    uint32_t name_len;
+    uint64_t uid;
+};
+
+static bool shm_slot_read(const struct shm_slot *s, struct shm_slot_head *h)
 {
-    return (s->type == SHM_MSG_UNEXPECTED || s->type == SHM_MSG_EXPECTED) &&
-           s->len <= SHM_EAGER_SIZE &&
-           atomic_load_explicit(&s->sender_uid, memory_order_relaxed) != 0;
+    const volatile struct shm_slot *v = s;
+    h->type = v->type;
+    h->tag = v->tag;
+    h->len = v->len;
+    h->name_len = v->name_len;
+    h->uid = atomic_load_explicit(&s->sender_uid, memory_order_relaxed);
+    return (h->type == SHM_MSG_UNEXPECTED || h->type == SHM_MSG_EXPECTED) &&
+           h->len <= SHM_EAGER_SIZE && h->uid != 0;
 }
 
-static bool shm_slot_name_valid(const struct shm_slot *s)
+/* Copy the sender's name out of the slot and check the copy. */
+static bool shm_slot_name(const struct shm_slot *s, uint32_t name_len,
+                          char name[SHM_NAME_MAX])
 {
-    return s->name_len < SHM_NAME_MAX && s->sender_name[s->name_len] == '\0' &&
-           shm_name_valid(s->sender_name, s->name_len);
+    memcpy(name, s->sender_name, SHM_NAME_MAX);
+    return name_len < SHM_NAME_MAX && name[name_len] == '\0' &&
+           shm_name_valid(name, name_len);
 }
 
 /* The early queue is full: make room by dropping its oldest expected
@@ -167,49 +198,49 @@ static bool shm_early_evict_expected(struct cw_na_class *cls)
     return false;
 }
 
-/* Take one published slot; false if it must stay (early queue full of
- * unexpected messages, no memory).  A slot from an unknown sender with a
- * bad name is dropped. */
-static bool shm_slot_consume(struct cw_na_class *cls, struct shm_slot *s)
+/* Take one published slot (@p h: its checked fields); false if it must
+ * stay (early queue full of unexpected messages, no memory).  A slot from
+ * an unknown sender with a bad name is dropped. */
+static bool shm_slot_consume(struct cw_na_class *cls, struct shm_slot *s,
+                             const struct shm_slot_head *h)
 {
-    uint32_t len = s->len, tag = s->tag;
-    uint64_t uid = atomic_load_explicit(&s->sender_uid, memory_order_relaxed);
-    struct shm_peer *src = shm_peer_find_uid(cls, uid);
+    struct shm_peer *src = shm_peer_find_uid(cls, h->uid);
     struct cw_na_op *op = NULL;
 
     if (!src) {
-        if (!shm_slot_name_valid(s)) {
+        char name[SHM_NAME_MAX];
+        if (!shm_slot_name(s, h->name_len, name)) {
             cls->dropped++;
             SHM_WARN_RL(cls, "dropped a message with a malformed sender name "
                      "(%llu dropped so far)",
                      (unsigned long long)cls->dropped);
             return true;
         }
-        if (shm_peer_get(cls, s->sender_name, uid, &src) != CW_OK)
+        if (shm_peer_get(cls, name, h->uid, &src) != CW_OK)
             return false;
         shm_peer_unref(src); /* the table keeps it */
     }
-    if (s->type == SHM_MSG_EXPECTED) {
-        op = shm_match_expected(cls, uid, tag);
+    if (h->type == SHM_MSG_EXPECTED) {
+        op = shm_match_expected(cls, h->uid, h->tag);
     } else if (!shm_list_empty(&cls->unexp_posted)) {
         op = shm_container_of(cls->unexp_posted.next, struct cw_na_op, link);
         shm_list_del(&op->link);
     }
     if (op) {
-        shm_deliver(op, s->data, len, tag, src);
+        shm_deliver(op, s->data, h->len, h->tag, src);
         return true;
     }
     if (cls->nearly >= SHM_EARLY_MAX && !shm_early_evict_expected(cls))
         return false;
-    struct shm_early *e = malloc(sizeof(*e) + len);
+    struct shm_early *e = malloc(sizeof(*e) + h->len);
     if (!e)
         return false;
-    e->type = s->type;
-    e->tag = tag;
-    e->len = len;
+    e->type = h->type;
+    e->tag = h->tag;
+    e->len = h->len;
     e->source = src;
     shm_peer_ref(src);
-    memcpy(e->data, s->data, len);
+    memcpy(e->data, s->data, h->len);
     shm_list_add_tail(&cls->early, &e->link);
     cls->nearly++;
     return true;
@@ -226,12 +257,13 @@ unsigned shm_ring_drain(struct cw_na_class *cls, unsigned max)
         struct shm_slot *s = &slots[head & mask];
         if (atomic_load_explicit(&s->seq, memory_order_acquire) != head + 1)
             break;
-        if (!shm_slot_valid(s)) {
+        struct shm_slot_head h;
+        if (!shm_slot_read(s, &h)) {
             cls->dropped++;
             SHM_WARN_RL(cls, "dropped a malformed message in slot %llu "
                      "(%llu dropped so far)", (unsigned long long)head,
                      (unsigned long long)cls->dropped);
-        } else if (!shm_slot_consume(cls, s)) {
+        } else if (!shm_slot_consume(cls, s, &h)) {
             break;
         }
         atomic_store_explicit(&s->sender_uid, 0, memory_order_relaxed);

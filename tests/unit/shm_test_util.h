@@ -7,6 +7,8 @@
 #define CW_TEST_SHM_UTIL_H
 
 #include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -108,10 +110,20 @@ static inline pid_t fork_child(int (*fn)(void *, int), void *arg, int *rfd_p)
     return pid;
 }
 
-static inline bool read_line(int fd, char *buf, size_t len)
+/* Read a line from @p fd, progressing @p na (if not NULL) while waiting:
+ * the writer may need us to take its message.  False at EOF or after
+ * @p ms. */
+static inline bool read_line_progress(cw_na_t *na, int fd, char *buf,
+                                      size_t len, unsigned ms)
 {
+    uint64_t deadline = cw_now_ns() + (uint64_t)ms * 1000000ull;
     size_t got = 0;
-    while (got + 1 < len) {
+    while (got + 1 < len && cw_now_ns() < deadline) {
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        if (na)
+            cw_na_progress(na, 0, NULL);
+        if (poll(&pfd, 1, na ? 1 : 100) <= 0)
+            continue;
         ssize_t n = read(fd, buf + got, 1);
         if (n <= 0)
             return false;
@@ -122,6 +134,11 @@ static inline bool read_line(int fd, char *buf, size_t len)
         got++;
     }
     return false;
+}
+
+static inline bool read_line(int fd, char *buf, size_t len)
+{
+    return read_line_progress(NULL, fd, buf, len, UINT_MAX);
 }
 
 static inline int reap(pid_t pid)

@@ -1,0 +1,312 @@
+/*
+ * na-shm against a hostile peer that writes into the shared ring memory
+ * while we use it: a receiver whose slot sequence numbers run ahead of its
+ * tail (a send must return), a segment header whose geometry changes
+ * after it was validated (the sender keeps the geometry it checked), and
+ * a producer that changes a published slot's length while it is being
+ * consumed (the receiver uses the length it checked).
+ * Children are reaped (and killed if stuck) on every path; the segments
+ * are the endpoints' own and go with them.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "shm.h" /* segment layout, to play the hostile side */
+#include "shm_test_util.h"
+
+/* Map the segment of endpoint @p name read-write, as its peers do. */
+static struct shm_seg_hdr *hostile_map(const char *name, size_t *size_p)
+{
+    char path[URI_LEN + 16];
+    struct stat st;
+    snprintf(path, sizeof(path), "/causeway-%s", name);
+    int fd = shm_open(path, O_RDWR, 0);
+    if (fd < 0)
+        return NULL;
+    void *p = MAP_FAILED;
+    if (fstat(fd, &st) == 0)
+        p = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED,
+                 fd, 0);
+    close(fd);
+    if (p == MAP_FAILED)
+        return NULL;
+    *size_p = (size_t)st.st_size;
+    return p;
+}
+
+static struct shm_slot *hostile_slots(struct shm_seg_hdr *h)
+{
+    return (struct shm_slot *)(void *)(h + 1);
+}
+
+/* Open a 4-slot endpoint, its URI in @p uri, and map its segment. */
+static struct shm_seg_hdr *open_mapped(cw_na_t **na_p, char *uri,
+                                       size_t *size_p)
+{
+    assert_int_equal(cw_na_open("shm://", CW_NA_LISTEN,
+                                (const char *[]){"slots", "4", NULL}, na_p),
+                     CW_OK);
+    self_uri(*na_p, uri);
+    struct shm_seg_hdr *h = hostile_map(uri + strlen("shm://"), size_p);
+    assert_non_null(h);
+    return h;
+}
+
+/* Child: send one message to the endpoint named @p arg; report when the
+ * send call has returned and when it has completed. */
+static int child_send_one(void *arg, int wfd)
+{
+    const char *rname = arg;
+    char uri[URI_LEN], line[64];
+    cw_na_t *na;
+    cw_na_addr_t *r;
+    struct done d = {0};
+    snprintf(uri, sizeof(uri), "shm://%s", rname);
+    if (cw_na_open("shm://", 0, NULL, &na) != CW_OK)
+        return 1;
+    if (cw_na_addr_lookup(na, uri, &r) != CW_OK)
+        return 2;
+    cw_status_t st = cw_na_msg_send_unexpected(na, "hi", 3, r, 7, done_cb, &d,
+                                               NULL);
+    int n = snprintf(line, sizeof(line), "sent %d\n", (int)st);
+    if (write(wfd, line, (size_t)n) != n)
+        return 3;
+    bool ok = st == CW_OK && wait_done(&na, 1, &d.calls, 1);
+    n = snprintf(line, sizeof(line), "done %d\n", ok ? (int)d.status : -1);
+    if (write(wfd, line, (size_t)n) != n)
+        return 4;
+    cw_na_addr_free(na, r);
+    cw_na_close(na);
+    return ok ? 0 : 5;
+}
+
+/* A receiver's slot whose sequence number is ahead of the ring's tail
+ * (only a corrupt or hostile receiver has one) used to make the sender's
+ * push re-read the tail forever: the send call never returned.  Now the
+ * ring counts as full, the send waits in the backlog, and it goes out
+ * once the slot is sane again. */
+static void test_slot_ahead_of_tail(void **state)
+{
+    (void)state;
+    cw_na_t *rcv;
+    char ruri[URI_LEN], line[64], in[16];
+    struct done r = {0};
+    size_t size;
+    int rfd;
+
+    struct shm_seg_hdr *h = open_mapped(&rcv, ruri, &size);
+    struct shm_slot *s = &hostile_slots(h)[0];
+    atomic_store(&s->seq, 5); /* the tail is 0 */
+
+    pid_t pid = fork_child(child_send_one, ruri + strlen("shm://"), &rfd);
+    bool sent = read_line_progress(rcv, rfd, line, sizeof(line), WAIT_MS);
+    if (sent) {
+        assert_string_equal(line, "sent 0");
+        atomic_store(&s->seq, 0); /* sane again */
+        assert_int_equal(cw_na_msg_recv_unexpected(rcv, in, sizeof(in),
+                                                   done_cb, &r, NULL),
+                         CW_OK);
+        assert_true(wait_done(&rcv, 1, &r.calls, 1));
+        assert_int_equal(r.status, CW_OK);
+        assert_string_equal(in, "hi");
+        assert_int_equal(r.tag, 7);
+        cw_na_addr_free(rcv, r.source);
+        assert_true(read_line_progress(rcv, rfd, line, sizeof(line),
+                                       WAIT_MS));
+        assert_string_equal(line, "done 0");
+    } else {
+        kill(pid, SIGKILL); /* stuck in the send */
+    }
+    close(rfd);
+    int rc = reap(pid);
+    munmap(h, size);
+    cw_na_close(rcv);
+    assert_true(sent);
+    assert_int_equal(rc, 0);
+}
+
+/* Flips the ring size in a segment header until told to stop. */
+struct flipper {
+    volatile uint32_t *word;
+    uint32_t a, b;
+    atomic_bool stop;
+};
+
+static void *flip_main(void *arg)
+{
+    struct flipper *f = arg;
+    while (!atomic_load_explicit(&f->stop, memory_order_relaxed)) {
+        *f->word = f->b;
+        *f->word = f->a;
+    }
+    return NULL;
+}
+
+/* The owner of a segment can rewrite its header at any time.  The sender
+ * validated the ring size and then read it again to keep: a size changed
+ * in between (here to 65536 slots in a 4-slot segment) became the mask of
+ * every later push, so slots far beyond the mapping were written.  The
+ * sender must keep the geometry it validated. */
+static void test_header_changed_after_check(void **state)
+{
+    (void)state;
+    cw_na_t *rcv, *snd;
+    char ruri[URI_LEN];
+    size_t size;
+    unsigned attached = 0, wrong = 0;
+
+    struct shm_seg_hdr *h = open_mapped(&rcv, ruri, &size);
+    struct flipper f = {.word = &h->nslots, .a = 4, .b = SHM_MAX_SLOTS};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, flip_main, &f), 0);
+
+    assert_int_equal(cw_na_open("shm://", 0, NULL, &snd), CW_OK);
+    uint64_t deadline = cw_now_ns() + 3000000000ull;
+    while (attached < 1000 && wrong == 0 && cw_now_ns() < deadline) {
+        cw_na_addr_t *r;
+        cw_na_progress(rcv, 0, NULL);
+        if (cw_na_addr_lookup(snd, ruri, &r) != CW_OK)
+            continue; /* saw the bad size: refused, as it should be */
+        attached++;
+        if (((struct shm_peer *)(void *)r)->nslots != 4)
+            wrong++;
+        cw_na_addr_free(snd, r);
+        cw_na_close(snd); /* a fresh sender for the next try */
+        assert_int_equal(cw_na_open("shm://", 0, NULL, &snd), CW_OK);
+    }
+    atomic_store(&f.stop, true);
+    pthread_join(t, NULL);
+    h->nslots = 4;
+    cw_na_close(snd);
+    munmap(h, size);
+    cw_na_close(rcv);
+    assert_true(attached > 0);
+    assert_int_equal(wrong, 0);
+}
+
+#define HOSTILE_UID 0x686f7374696c65ull
+#define HOSTILE_BIG_LEN (16u << 20)
+
+struct early_rcv {
+    cw_na_t *na;
+    unsigned got;
+};
+
+static void early_cb(const struct cw_na_cb_info *info)
+{
+    struct early_rcv *e = info->arg;
+    if (info->status == CW_OK)
+        e->got++;
+    cw_na_addr_free(e->na, info->u.recv_unexpected.source);
+}
+
+/* Child: a receiver that never has a receive posted while it drains its
+ * ring (so every message goes to the early queue, copied by the slot's
+ * length) and empties that queue after each pass.  Reports its name, runs
+ * for 3 s, exits 0 if it lived and got messages. */
+static int child_early_receiver(void *arg, int wfd)
+{
+    (void)arg;
+    char uri[URI_LEN], line[URI_LEN + 8];
+    unsigned char buf[64];
+    struct early_rcv e = {0};
+    if (cw_na_open("shm://", CW_NA_LISTEN,
+                   (const char *[]){"slots", "4", NULL}, &e.na) != CW_OK)
+        return 1;
+    self_uri(e.na, uri);
+    int n = snprintf(line, sizeof(line), "%s\n", uri + strlen("shm://"));
+    if (write(wfd, line, (size_t)n) != n)
+        return 2;
+    uint64_t deadline = cw_now_ns() + 3000000000ull;
+    while (cw_now_ns() < deadline) {
+        cw_na_progress(e.na, 0, NULL);
+        /* Take what was queued; a receive left posted is cancelled. */
+        for (int i = 0; i < 8; i++) {
+            cw_na_op_t *op;
+            if (cw_na_msg_recv_unexpected(e.na, buf, sizeof(buf), early_cb,
+                                          &e, &op) != CW_OK)
+                return 3;
+            if (cw_na_cancel(e.na, op) != CW_OK)
+                return 4;
+        }
+    }
+    cw_na_progress(e.na, 0, NULL);
+    cw_na_close(e.na);
+    return e.got > 0 ? 0 : 5;
+}
+
+/* A producer may rewrite a slot it published while the receiver consumes
+ * it.  The receiver checked the length and read it again to copy: a
+ * length changed in between (here to 16 MiB) was copied out of the
+ * 33 KiB segment.  Each published message here has its length flipped
+ * until it is consumed; the receiver must survive and drop or deliver
+ * each one by the length it checked. */
+static void test_slot_changed_after_check(void **state)
+{
+    (void)state;
+    char name[URI_LEN];
+    size_t size;
+    int rfd;
+    unsigned sent = 0;
+
+    pid_t pid = fork_child(child_early_receiver, NULL, &rfd);
+    assert_true(read_line(rfd, name, sizeof(name)));
+    close(rfd);
+    struct shm_seg_hdr *h = hostile_map(name, &size);
+    assert_non_null(h);
+    struct shm_slot *slots = hostile_slots(h);
+    uint64_t mask = h->nslots - 1;
+    uint64_t deadline = cw_now_ns() + 2000000000ull;
+    while (cw_now_ns() < deadline) {
+        uint64_t pos = atomic_fetch_add(&h->tail, 1);
+        struct shm_slot *s = &slots[pos & mask];
+        while (atomic_load(&s->seq) != pos && cw_now_ns() < deadline)
+            ;
+        if (atomic_load(&s->seq) != pos)
+            break;
+        atomic_store(&s->sender_uid, HOSTILE_UID);
+        s->type = SHM_MSG_UNEXPECTED;
+        s->tag = 1;
+        s->len = 8;
+        s->name_len = 4;
+        memcpy(s->sender_name, "evil", 5);
+        memset(s->data, 'x', 8);
+        atomic_store(&s->seq, pos + 1);
+        sent++;
+        /* Each length stays for a while, so that either is seen. */
+        volatile uint32_t *len = &s->len;
+        for (unsigned k = 1; atomic_load(&s->seq) == pos + 1; k++) {
+            *len = k & 1 ? HOSTILE_BIG_LEN : 8;
+            if ((k & 255) == 0 && cw_now_ns() >= deadline)
+                break;
+        }
+    }
+    munmap(h, size);
+    int rc = reap(pid);
+    assert_true(sent > 0);
+    assert_int_equal(rc, 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_slot_ahead_of_tail),
+        cmocka_unit_test(test_header_changed_after_check),
+        cmocka_unit_test(test_slot_changed_after_check),
+    };
+    cw_log_init();
+    int rc = cmocka_run_group_tests_name("na-shm-hostile", tests, NULL, NULL);
+    cw_plugins_unload();
+    return rc;
+}
