@@ -126,11 +126,11 @@ static const struct cw_config_key limits_keys[] = {
     {"max_queued_rpcs", CW_CFG_UINT, K(cw_config_limits, max_queued_rpcs),
      "1024", false, 0, 1048576, NULL, true,
      "RPCs waiting for a slot; beyond, new ones get CW_BUSY at once."},
-    {"max_request_size", CW_CFG_SIZE, K(cw_config_limits, max_request_size),
+    {"max_payload_size", CW_CFG_SIZE, K(cw_config_limits, max_payload_size),
      "64MiB", false, 4 * KIB, 4 * GIB, NULL, false,
-     "Largest RPC argument taken from a caller (beyond the eager limit it "
-     "is pulled); larger ones are refused with CW_OVERFLOW before any "
-     "memory is set aside for them."},
+     "Largest RPC arguments taken from a caller, or answer from a target "
+     "(beyond the eager limit they are pulled); larger ones are refused "
+     "with CW_OVERFLOW before any memory is set aside for them."},
 };
 
 static const struct cw_config_key health_keys[] = {

@@ -20,7 +20,7 @@
 #define CW_DEFAULT_TIMEOUT_MS 30000
 #define CW_DEFAULT_CHUNK (1u << 20)
 #define CW_DEFAULT_DEPTH 4
-#define CW_DEFAULT_MAX_REQUEST (64u << 20)
+#define CW_DEFAULT_MAX_PAYLOAD (64u << 20)
 #define CW_DRAIN_NS 2000000000ull
 
 void cw_context_opts_init(struct cw_context_opts *opts)
@@ -33,7 +33,7 @@ void cw_context_opts_init(struct cw_context_opts *opts)
     opts->bulk_chunk = CW_DEFAULT_CHUNK;
     opts->bulk_depth = CW_DEFAULT_DEPTH;
     opts->max_hops = CW_DEFAULT_MAX_HOPS;
-    opts->max_request_size = CW_DEFAULT_MAX_REQUEST;
+    opts->max_payload_size = CW_DEFAULT_MAX_PAYLOAD;
 }
 
 /* Client routing (design §2): a routes file and/or a default gateway, from
@@ -119,8 +119,8 @@ cw_status_t cw_context_create(const struct cw_context_opts *opts,
             ctx->opts.bulk_depth = CW_MAX_DEPTH;
         if (!ctx->opts.max_hops)
             ctx->opts.max_hops = CW_DEFAULT_MAX_HOPS;
-        if (!ctx->opts.max_request_size)
-            ctx->opts.max_request_size = CW_DEFAULT_MAX_REQUEST;
+        if (!ctx->opts.max_payload_size)
+            ctx->opts.max_payload_size = CW_DEFAULT_MAX_PAYLOAD;
     }
     ctx->max_hops = ctx->opts.max_hops > 255 ? 255 : ctx->opts.max_hops;
     ctx->opts.routes_file = NULL;

@@ -744,6 +744,20 @@ void cw_h_complete(struct cw_cqe *e)
     cw_handle_release(h); /* the forward's, or the one held above */
 }
 
+cw_status_t cw_payload_check(cw_context_t *ctx, const struct cw_wire_msg *m,
+                             const char *what, const cw_network_t *net)
+{
+    /* The size is the sender's word: refuse what we would not take before
+     * allocating room for it. */
+    if (m->hdr.payload_len <= ctx->opts.max_payload_size)
+        return CW_OK;
+    ctx->stats.rx_dropped++;
+    CW_LOG_RL(CW_LOG_WARN, "core", "overflowed %s of %u bytes on %s refused "
+              "(max_payload_size %zu)", what, m->hdr.payload_len, net->uri,
+              ctx->opts.max_payload_size);
+    return CW_OVERFLOW;
+}
+
 cw_status_t cw_h_pull(cw_handle_t *h, const struct cw_wire_msg *m,
                       cw_na_addr_t *peer,
                       void (*done)(cw_bulk_op_t *, cw_status_t, void *))

@@ -219,7 +219,10 @@ static void fwd_recv_cb(const struct cw_na_cb_info *info)
     h->out.ndesc = m.hdr.ndesc;
     if (m.hdr.flags & CW_HF_OVERFLOW) {
         h->resp_status = (cw_status_t)m.hdr.status;
-        st = cw_h_pull(h, &m, h->addr->na, fwd_pull_done);
+        /* The size is the server's word (rpc_server.c, requests). */
+        st = cw_payload_check(ctx, &m, "answer", h->net);
+        if (st == CW_OK)
+            st = cw_h_pull(h, &m, h->addr->na, fwd_pull_done);
         if (st != CW_OK) {
             cw_h_fail(h, st);
             fwd_send_ack(h);

@@ -674,6 +674,11 @@ cw_status_t cw_grow(uint8_t **p, size_t *cap, size_t need);
 void cw_h_cancel_locked(cw_handle_t *h);
 /** Queued completion of a forward or respond. */
 void cw_h_complete(struct cw_cqe *e);
+/** CW_OK if the overflowed payload @p m announces is at most the context's
+ *  max_payload_size; else count it in rx_dropped, log it (@p what: request
+ *  or answer, arrived on @p net) and return CW_OVERFLOW. */
+cw_status_t cw_payload_check(cw_context_t *ctx, const struct cw_wire_msg *m,
+                             const char *what, const cw_network_t *net);
 /** Pull an overflowed payload described by @p m from @p peer into
  *  h->ovf_buf; @p done runs under the lock (h->pending is counted). */
 cw_status_t cw_h_pull(cw_handle_t *h, const struct cw_wire_msg *m,

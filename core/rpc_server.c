@@ -254,18 +254,9 @@ static void recv_request(cw_network_t *net, struct cw_urecv *u,
         return;
     }
     if (m.hdr.flags & CW_HF_OVERFLOW) {
-        /* The size is the sender's word: refuse what we would not take
-         * before allocating room for it. */
-        if (m.hdr.payload_len > ctx->opts.max_request_size) {
-            ctx->stats.rx_dropped++;
-            CW_LOG_RL(CW_LOG_WARN, "core", "overflowed request of %u bytes "
-                      "on %s refused (max_request_size %zu)",
-                      m.hdr.payload_len, net->uri,
-                      ctx->opts.max_request_size);
-            st = CW_OVERFLOW;
-        } else {
+        st = cw_payload_check(ctx, &m, "request", net);
+        if (st == CW_OK)
             st = cw_h_pull(h, &m, h->src.na, srv_pull_done);
-        }
         if (st != CW_OK) {
             if (h->one_way) {
                 srv_send_ack(h, st);

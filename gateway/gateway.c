@@ -149,7 +149,7 @@ static cw_status_t gw_start(struct gw *gw, const struct cw_config *cfg)
         copts.flags |= CW_CTX_COALESCE;
     copts.default_timeout_ms = cfg->limits.default_timeout_ns / 1000000u;
     copts.max_hops = cfg->limits.max_hops;
-    copts.max_request_size = (size_t)cfg->limits.max_request_size;
+    copts.max_payload_size = (size_t)cfg->limits.max_payload_size;
     /* A gateway takes requests from many clients at once. */
     copts.unexpected_bufs = 128;
     /* A shard without a network would only sleep: at most one each. */

@@ -71,11 +71,12 @@ struct cw_context_opts {
                                      at most 16) */
     unsigned max_hops;          /**< hop limit (TTL) of forwarded requests
                                      (0 = 8) */
-    /** Largest request argument a server takes, in bytes (0 = 64 MiB).
-     *  An overflowed request announcing more is refused before anything
-     *  is allocated for it: its caller's forward completes with
-     *  CW_OVERFLOW and rx_dropped counts it. */
-    size_t max_request_size;
+    /** Largest RPC payload taken from a peer, in bytes (0 = 64 MiB): a
+     *  request's arguments on a server, an answer on a client.  An
+     *  overflowed one announcing more is refused before anything is
+     *  allocated for it: the forward completes with CW_OVERFLOW (the
+     *  caller's, for a request) and rx_dropped counts it. */
+    size_t max_payload_size;
 };
 
 /** Fill @p opts with defaults. */

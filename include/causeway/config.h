@@ -223,7 +223,7 @@ struct cw_config_limits {
     uint64_t max_timeout_ns;
     uint32_t max_hops;        /**< TTL given to forwarded messages */
     uint32_t max_queued_rpcs; /**< queued beyond that: CW_BUSY */
-    uint64_t max_request_size; /**< cw_context_opts.max_request_size */
+    uint64_t max_payload_size; /**< cw_context_opts.max_payload_size */
 };
 
 /** health: active checks and passive ejection of next hops/backends. */

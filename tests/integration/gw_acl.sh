@@ -2,7 +2,7 @@
 # ACL: from tcp0 to shm0 only svc:echo is allowed; a plain target is
 # denied with CW_DENIED and counted; traffic from shm0 has no entry at all.
 # A request carrying a bulk descriptor crosses (proxy handle).  Also the
-# other per-request admission check, limits.max_request_size (1 MiB here):
+# other per-request admission check, limits.max_payload_size (1 MiB here):
 # a larger argument is refused with CW_OVERFLOW, one of 1 MiB crosses.
 . "$(dirname "$0")/gw_lib.sh"
 
@@ -17,7 +17,7 @@ services:
   - { name: echo, backends: ["$echo"] }
 acl:
   - { from: tcp0, to: shm0, allow: ["svc:echo"] }
-limits: { max_request_size: 1MiB }
+limits: { max_payload_size: 1MiB }
 YAML
 start_gw gw "$T/gw.yaml"
 
@@ -28,7 +28,7 @@ stats=$("$CWCTL" --admin "$gw_admin" stats --json)
 [ "$(json_num "$stats" denied)" = 8 ] || fail "denied count: $stats"
 pass "gateway counted 8 denials"
 # (cw-ping's argument is its data plus a 4-byte length.)
-ping_expect "request of 1 MiB (max_request_size)" CW_OK -c 2 -s 1048572 \
+ping_expect "request of 1 MiB (max_payload_size)" CW_OK -c 2 -s 1048572 \
     "svc:echo@$gw_tcp0"
 ping_expect "request of 1 MiB + 1 refused" CW_OVERFLOW -c 2 -s 1048573 \
     "svc:echo@$gw_tcp0"

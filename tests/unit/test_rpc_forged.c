@@ -10,7 +10,7 @@
  * on the wire and can answer on their tags whatever it likes.
  *
  * The other way round, a server does not take a caller's word for the
- * size of an overflowed request: past the context's max_request_size it
+ * size of an overflowed request: past the context's max_payload_size it
  * refuses it with CW_OVERFLOW before allocating or pulling anything.
  * And a receive slot whose re-post the plugin refused (a wrapper of na-shm
  * registered here) is posted again later instead of being lost.
@@ -326,9 +326,9 @@ static cw_status_t big_call(cw_context_t *srv, cw_context_t *cli,
     return c.st;
 }
 
-/* A server context with @p max_request_size (0: the default) on shm, and a
- * client context reaching it. */
-static void big_pair(size_t max_request_size, cw_context_t **srv_p,
+/* A server context with max_payload_size @p srv_max (0: the default) on
+ * shm, and a client context with @p cli_max reaching it. */
+static void big_pair(size_t srv_max, size_t cli_max, cw_context_t **srv_p,
                      cw_context_t **cli_p, cw_addr_t **dest_p)
 {
     struct cw_context_opts o;
@@ -337,8 +337,8 @@ static void big_pair(size_t max_request_size, cw_context_t **srv_p,
     char uri[CW_URI_MAX];
 
     cw_context_opts_init(&o);
-    assert_int_equal(o.max_request_size, 64u << 20);
-    o.max_request_size = max_request_size;
+    assert_int_equal(o.max_payload_size, 64u << 20);
+    o.max_payload_size = srv_max;
     assert_int_equal(cw_context_create(&o, srv_p), CW_OK);
     assert_int_equal(cw_network_open(*srv_p, "shm://", CW_NET_LISTEN, &net),
                      CW_OK);
@@ -347,7 +347,8 @@ static void big_pair(size_t max_request_size, cw_context_t **srv_p,
                                      NULL), CW_OK);
     assert_int_equal(cw_rpc_register(*srv_p, "big.oneway", h_big_oneway, NULL,
                                      &ow, NULL), CW_OK);
-    assert_int_equal(cw_context_create(NULL, cli_p), CW_OK);
+    o.max_payload_size = cli_max;
+    assert_int_equal(cw_context_create(&o, cli_p), CW_OK);
     assert_int_equal(cw_rpc_register(*cli_p, "big.oneway", NULL, NULL, &ow,
                                      NULL), CW_OK);
     assert_int_equal(cw_addr_lookup(*cli_p, uri, dest_p), CW_OK);
@@ -362,7 +363,7 @@ static void test_request_limit(void **state)
 
     /* The default limit (64 MiB): a request just past it is refused,
      * unpulled; the handler never runs. */
-    big_pair(0, &srv, &cli, &dest);
+    big_pair(0, 0, &srv, &cli, &dest);
     big_runs = 0;
     cw_context_stats(srv, &s0);
     assert_int_equal(big_call(srv, cli, dest, "big.echo", 64u << 20),
@@ -379,7 +380,7 @@ static void test_request_limit(void **state)
 
     /* A limit of 1 MiB: a request of exactly that is served, one byte
      * more is refused, also a one-way one (its ack says why). */
-    big_pair(1u << 20, &srv, &cli, &dest);
+    big_pair(1u << 20, 0, &srv, &cli, &dest);
     big_runs = 0;
     cw_context_stats(srv, &s0);
     assert_int_equal(big_call(srv, cli, dest, "big.echo", (1u << 20) - 4),
@@ -398,8 +399,43 @@ static void test_request_limit(void **state)
      * overflowed too. */
     assert_int_equal(s1.overflows, s0.overflows + 3);
     assert_int_equal(s1.unanswered, 0);
-    print_message("# shm: overflowed requests past max_request_size refused "
+    print_message("# shm: overflowed requests past max_payload_size refused "
                   "with CW_OVERFLOW, unpulled, counted\n");
+    cw_addr_free(dest);
+    cw_context_destroy(cli);
+    cw_context_destroy(srv);
+}
+
+/* The client's side: an overflowed answer past its max_payload_size is
+ * refused unpulled, and the server told to release it. */
+static void test_answer_limit(void **state)
+{
+    struct cw_context_stats c0, c1, s1;
+    cw_context_t *srv, *cli;
+    cw_addr_t *dest;
+    (void)state;
+
+    big_pair(0, 1u << 20, &srv, &cli, &dest);
+    big_runs = 0;
+    /* Arguments and answer of exactly 1 MiB: taken. */
+    assert_int_equal(big_call(srv, cli, dest, "big.echo", (1u << 20) - 4),
+                     CW_OK);
+    cw_context_stats(cli, &c0);
+    /* 2 MiB: the server takes it (its limit is 64 MiB) and answers; the
+     * client refuses the answer. */
+    assert_int_equal(big_call(srv, cli, dest, "big.echo", 2u << 20),
+                     CW_OVERFLOW);
+    assert_int_equal(big_runs, 2);
+    cw_context_stats(cli, &c1);
+    assert_int_equal(c1.rx_dropped, c0.rx_dropped + 1);
+    assert_int_equal(c1.overflows, c0.overflows + 1); /* its request only */
+    cw_context_stats(srv, &s1);
+    assert_int_equal(s1.uncollected, 0); /* released on the client's word */
+    assert_int_equal(s1.unanswered, 0);
+    /* The client is served afterwards. */
+    assert_int_equal(big_call(srv, cli, dest, "big.echo", 1u << 16), CW_OK);
+    print_message("# shm: an overflowed answer past the client's "
+                  "max_payload_size refused with CW_OVERFLOW, unpulled\n");
     cw_addr_free(dest);
     cw_context_destroy(cli);
     cw_context_destroy(srv);
@@ -544,6 +580,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_perm),
         cmocka_unit_test(test_request_limit),
+        cmocka_unit_test(test_answer_limit),
         cmocka_unit_test(test_urecv_repost),
         cmocka_unit_test(test_shm),
         cmocka_unit_test(test_ofi_tcp),
