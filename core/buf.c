@@ -47,6 +47,17 @@ void cw_buf_reset(cw_buf_t *b)
     b->err = CW_OK;
 }
 
+void cw_buf_trim(cw_buf_t *b, size_t keep)
+{
+    if (b->writer && b->cap > keep) {
+        free(b->alloc);
+        b->alloc = NULL;
+        b->data = NULL;
+        b->cap = 0;
+        b->len = 0;
+    }
+}
+
 void cw_buf_fini(cw_buf_t *b)
 {
     buf_drop_bulks(b);

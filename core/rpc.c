@@ -10,6 +10,9 @@
 #include <string.h>
 
 #define CW_POOL_MAX 256
+/* A pooled handle keeps buffers up to this size for its next use, not
+ * what one large RPC grew them to (up to max_payload_size each). */
+#define CW_POOL_KEEP_BYTES (1u << 20)
 
 /* FNV-1a, 64 bit: stable across builds, hosts and endianness. */
 cw_rpc_id_t cw_rpc_id(const char *name)
@@ -199,6 +202,13 @@ static void handle_recycle_locked(cw_handle_t *h)
     if (h->ovf_local) {
         cw_bulk_unref(h->ovf_local);
         h->ovf_local = NULL;
+    }
+    /* After the registrations of these buffers are gone. */
+    cw_buf_trim(w, CW_POOL_KEEP_BYTES);
+    if (h->ovf_cap > CW_POOL_KEEP_BYTES) {
+        free(h->ovf_buf);
+        h->ovf_buf = NULL;
+        h->ovf_cap = 0;
     }
     cw_list_del(&h->link);
     if (h->fwd_xctx) {

@@ -204,6 +204,8 @@ void cw_buf_init_writer(cw_buf_t *b, size_t head);
 void cw_buf_init_reader(cw_buf_t *b, const void *data, size_t len);
 /** Writer back to empty (keeps memory), dropping bulk references. */
 void cw_buf_reset(cw_buf_t *b);
+/** Free a writer's allocation if its capacity is over @p keep bytes. */
+void cw_buf_trim(cw_buf_t *b, size_t keep);
 /** Release memory and bulk references of an embedded buffer. */
 void cw_buf_fini(cw_buf_t *b);
 /** Make sure the writer has @p need bytes free at @p b->len. */

@@ -441,6 +441,40 @@ static void test_answer_limit(void **state)
     cw_context_destroy(srv);
 }
 
+/* Handles go back to the pool without what a large RPC grew their
+ * buffers to: a pool of 256 could otherwise keep 2 x max_payload_size
+ * each. */
+static void pool_check(cw_context_t *ctx)
+{
+    unsigned n = 0;
+
+    for (cw_handle_t *h = ctx->free_handles; h != NULL; h = h->next_free) {
+        assert_true(h->ovf_cap <= 1u << 20);
+        assert_true(h->in.cap <= 1u << 20);
+        assert_true(h->out.cap <= 1u << 20);
+        n++;
+    }
+    assert_int_equal(n, ctx->nfree_handles);
+    assert_true(n > 0);
+}
+
+static void test_pool_trim(void **state)
+{
+    cw_context_t *srv, *cli;
+    cw_addr_t *dest;
+    (void)state;
+
+    big_pair(0, 0, &srv, &cli, &dest);
+    assert_int_equal(big_call(srv, cli, dest, "big.echo", 8u << 20), CW_OK);
+    pool_check(srv);
+    pool_check(cli);
+    print_message("# shm: after an 8 MiB echo, no pooled handle keeps more "
+                  "than 1 MiB of buffer\n");
+    cw_addr_free(dest);
+    cw_context_destroy(cli);
+    cw_context_destroy(srv);
+}
+
 /* ---- receive slots whose re-post fails -----------------------------------*/
 
 /* "flaky": na-shm with a switch that makes posting unexpected receives
@@ -581,6 +615,7 @@ int main(void)
         cmocka_unit_test(test_perm),
         cmocka_unit_test(test_request_limit),
         cmocka_unit_test(test_answer_limit),
+        cmocka_unit_test(test_pool_trim),
         cmocka_unit_test(test_urecv_repost),
         cmocka_unit_test(test_shm),
         cmocka_unit_test(test_ofi_tcp),
