@@ -189,8 +189,10 @@ static cw_status_t shm_sock_send(int fd, enum shm_sock_kind kind,
     return CW_OK;
 }
 
-/* Open and check the peer's segment; on success it is mapped read-write. */
-static cw_status_t shm_seg_map(struct cw_na_class *cls, struct shm_peer *peer)
+/* Open and check the segment of the peer whose listener is process @p pid
+ * (the kernel's word); on success it is mapped read-write. */
+static cw_status_t shm_seg_map(struct cw_na_class *cls, struct shm_peer *peer,
+                               pid_t pid)
 {
     char path[SHM_NAME_MAX + 16];
     snprintf(path, sizeof(path), "/" SHM_SEG_PREFIX "%s", peer->name);
@@ -229,6 +231,14 @@ static cw_status_t shm_seg_map(struct cw_na_class *cls, struct shm_peer *peer)
                 path, hdr.owner_pid);
         goto err_unmap;
     }
+    /* The pid of a memory handle is checked against this one, so it must
+     * not be the peer's say: a header naming another process would steer
+     * our copies into it. */
+    if (hdr.owner_pid != (uint32_t)pid) {
+        SHM_ERR(cls, "shm://%s: segment %s names pid %u, the endpoint is "
+                "pid %d", peer->name, path, hdr.owner_pid, (int)pid);
+        goto err_unmap;
+    }
     if (peer->uid && peer->uid != hdr.uid) {
         SHM_ERR(cls, "shm://%s: the endpoint was restarted since this address "
                 "was obtained", peer->name);
@@ -239,7 +249,7 @@ static cw_status_t shm_seg_map(struct cw_na_class *cls, struct shm_peer *peer)
     peer->seg = h;
     peer->seg_size = (size_t)st.st_size;
     peer->uid = hdr.uid;
-    peer->pid = (pid_t)hdr.owner_pid;
+    peer->pid = pid;
     peer->nslots = hdr.nslots;
     return CW_OK;
 
@@ -281,7 +291,16 @@ cw_status_t shm_peer_attach(struct cw_na_class *cls, struct shm_peer *peer)
         close(fd);
         return err == EAGAIN ? CW_AGAIN : CW_UNREACHABLE;
     }
-    cw_status_t st = shm_seg_map(cls, peer);
+    struct ucred cr;
+    socklen_t crlen = sizeof(cr);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) < 0) {
+        int err = errno;
+        SHM_ERR(cls, "shm://%s: getsockopt(SO_PEERCRED) failed: %s",
+                peer->name, strerror(err));
+        close(fd);
+        return shm_errno_status(err);
+    }
+    cw_status_t st = shm_seg_map(cls, peer, cr.pid);
     if (st != CW_OK)
         goto err_close;
     st = shm_sock_send(fd, SHM_SOCK_HELLO, cls, -1);

@@ -298,12 +298,125 @@ static void test_slot_changed_after_check(void **state)
     assert_int_equal(rc, 0);
 }
 
+/* What a hostile endpoint hands to its peers for the pid test below. */
+struct pid_forge {
+    int go_fd;                  /* the child waits for the forged header */
+    const char *name;           /* the hostile endpoint */
+    unsigned char handle[64];   /* serialized handle of pid_target */
+    size_t handle_len;
+};
+
+static char pid_target[16] = "untouched";
+
+/* Child: attach to the hostile endpoint, whose segment header names this
+ * child's pid, and put into the handle it gave out, patched to name this
+ * pid too (a handle is the owner's to forge).  Reports "lookup <status>"
+ * or "put <status>"; exits 0 if pid_target (here: in this process, which
+ * is not the peer) was left alone. */
+static int child_forged_pid(void *arg, int wfd)
+{
+    struct pid_forge *f = arg;
+    char uri[URI_LEN], line[64], go;
+    cw_na_t *na;
+    cw_na_addr_t *h;
+    cw_na_mem_t *local, *remote;
+    struct done d = {0};
+    uint32_t me = (uint32_t)getpid();
+    int n;
+
+    if (read(f->go_fd, &go, 1) != 1)
+        return 1;
+    if (cw_na_open("shm://", 0, NULL, &na) != CW_OK)
+        return 2;
+    snprintf(uri, sizeof(uri), "shm://%s", f->name);
+    cw_status_t st = cw_na_addr_lookup(na, uri, &h);
+    if (st != CW_OK) {
+        n = snprintf(line, sizeof(line), "lookup %d\n", (int)st);
+        cw_na_close(na);
+        return write(wfd, line, (size_t)n) == n &&
+                       strcmp(pid_target, "untouched") == 0
+                   ? 0
+                   : 3;
+    }
+    memcpy(f->handle + 8, &me, 4); /* the handle's pid */
+    char pwned[] = "PWNED";
+    struct cw_na_segment ls = {.base = pwned, .len = sizeof(pwned)};
+    if (cw_na_mem_register(na, &ls, 1, CW_NA_MEM_READ, &local) != CW_OK)
+        return 4;
+    if (cw_na_mem_deserialize(na, f->handle, f->handle_len, &remote) != CW_OK)
+        return 5;
+    st = cw_na_put(na, local, 0, remote, 0, 6, h, done_cb, &d, NULL);
+    if (st == CW_OK && wait_done(&na, 1, &d.calls, 1))
+        st = d.status;
+    n = snprintf(line, sizeof(line), "put %d\n", (int)st);
+    cw_na_mem_release(na, remote);
+    cw_na_mem_release(na, local);
+    cw_na_addr_free(na, h);
+    cw_na_close(na);
+    if (write(wfd, line, (size_t)n) != n)
+        return 6;
+    return strcmp(pid_target, "untouched") == 0 ? 0 : 7;
+}
+
+/* A peer's pid (against which the pid in every memory handle it sends is
+ * checked) was taken from the peer's own segment header, which the peer
+ * writes.  A hostile endpoint naming another process there, and in its
+ * handles, steered our process_vm_writev into that process (here: the
+ * attaching child itself).  The pid is now the kernel's (SO_PEERCRED of
+ * the connection), and a header that disagrees is refused. */
+static void test_header_pid_forged(void **state)
+{
+    (void)state;
+    cw_na_t *hna;
+    cw_na_mem_t *mem;
+    char huri[URI_LEN], line[64];
+    size_t size;
+    int rfd, go[2];
+    struct pid_forge f;
+
+    struct shm_seg_hdr *h = open_mapped(&hna, huri, &size);
+    struct cw_na_segment seg = {.base = pid_target, .len = sizeof(pid_target)};
+    assert_int_equal(cw_na_mem_register(hna, &seg, 1, CW_NA_MEM_WRITE, &mem),
+                     CW_OK);
+    f.handle_len = cw_na_mem_serialize_size(hna, mem);
+    assert_true(f.handle_len <= sizeof(f.handle));
+    assert_int_equal(cw_na_mem_serialize(hna, f.handle, f.handle_len, mem),
+                     CW_OK);
+    assert_int_equal(pipe2(go, O_CLOEXEC), 0);
+    f.go_fd = go[0];
+    f.name = huri + strlen("shm://");
+
+    pid_t pid = fork_child(child_forged_pid, &f, &rfd);
+    close(go[0]);
+    uint32_t owner_pid = h->owner_pid;
+    uint64_t owner_start = h->owner_start;
+    h->owner_pid = (uint32_t)pid; /* alive; start 0 is not checked */
+    h->owner_start = 0;
+    assert_int_equal(write(go[1], "g", 1), 1);
+    close(go[1]);
+    bool got = read_line_progress(hna, rfd, line, sizeof(line), WAIT_MS);
+    close(rfd);
+    int rc = reap(pid);
+    h->owner_pid = owner_pid;
+    h->owner_start = owner_start;
+    munmap(h, size);
+    cw_na_mem_release(hna, mem);
+    cw_na_close(hna);
+    assert_true(got);
+    char want[32];
+    snprintf(want, sizeof(want), "lookup %d", (int)CW_UNREACHABLE);
+    assert_string_equal(line, want);
+    assert_int_equal(rc, 0);
+    assert_string_equal(pid_target, "untouched");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_slot_ahead_of_tail),
         cmocka_unit_test(test_header_changed_after_check),
         cmocka_unit_test(test_slot_changed_after_check),
+        cmocka_unit_test(test_header_pid_forged),
     };
     cw_log_init();
     int rc = cmocka_run_group_tests_name("na-shm-hostile", tests, NULL, NULL);
