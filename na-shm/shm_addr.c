@@ -189,8 +189,10 @@ static cw_status_t shm_sock_send(int fd, enum shm_sock_kind kind,
     return CW_OK;
 }
 
-/* Open and check the peer's segment; on success it is mapped read-write. */
-static cw_status_t shm_seg_map(struct cw_na_class *cls, struct shm_peer *peer)
+/* Open and check the segment of the peer whose listener is process @p pid
+ * (the kernel's word); on success it is mapped read-write. */
+static cw_status_t shm_seg_map(struct cw_na_class *cls, struct shm_peer *peer,
+                               pid_t pid)
 {
     char path[SHM_NAME_MAX + 16];
     snprintf(path, sizeof(path), "/" SHM_SEG_PREFIX "%s", peer->name);
@@ -229,6 +231,14 @@ static cw_status_t shm_seg_map(struct cw_na_class *cls, struct shm_peer *peer)
                 path, hdr.owner_pid);
         goto err_unmap;
     }
+    /* The pid of a memory handle is checked against this one, so it must
+     * not be the peer's say: a header naming another process would steer
+     * our copies into it. */
+    if (hdr.owner_pid != (uint32_t)pid) {
+        SHM_ERR(cls, "shm://%s: segment %s names pid %u, the endpoint is "
+                "pid %d", peer->name, path, hdr.owner_pid, (int)pid);
+        goto err_unmap;
+    }
     if (peer->uid && peer->uid != hdr.uid) {
         SHM_ERR(cls, "shm://%s: the endpoint was restarted since this address "
                 "was obtained", peer->name);
@@ -239,7 +249,7 @@ static cw_status_t shm_seg_map(struct cw_na_class *cls, struct shm_peer *peer)
     peer->seg = h;
     peer->seg_size = (size_t)st.st_size;
     peer->uid = hdr.uid;
-    peer->pid = (pid_t)hdr.owner_pid;
+    peer->pid = pid;
     peer->nslots = hdr.nslots;
     return CW_OK;
 
@@ -281,7 +291,16 @@ cw_status_t shm_peer_attach(struct cw_na_class *cls, struct shm_peer *peer)
         close(fd);
         return err == EAGAIN ? CW_AGAIN : CW_UNREACHABLE;
     }
-    cw_status_t st = shm_seg_map(cls, peer);
+    struct ucred cr;
+    socklen_t crlen = sizeof(cr);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) < 0) {
+        int err = errno;
+        SHM_ERR(cls, "shm://%s: getsockopt(SO_PEERCRED) failed: %s",
+                peer->name, strerror(err));
+        close(fd);
+        return shm_errno_status(err);
+    }
+    cw_status_t st = shm_seg_map(cls, peer, cr.pid);
     if (st != CW_OK)
         goto err_close;
     st = shm_sock_send(fd, SHM_SOCK_HELLO, cls, -1);
@@ -423,6 +442,49 @@ void shm_listen_accept(struct cw_na_class *cls)
     }
 }
 
+/* The pid of the process listening under @p name, by the kernel; 0 if
+ * nobody does, -1 if that cannot be told (its backlog is full). */
+static pid_t shm_listener_pid(const char *name)
+{
+    struct sockaddr_un sun;
+    socklen_t slen;
+    struct ucred cr;
+    socklen_t crlen = sizeof(cr);
+    pid_t pid = -1;
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    shm_abstract_name(name, &sun, &slen);
+    if (connect(fd, (struct sockaddr *)&sun, slen) == 0) {
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) == 0)
+            pid = cr.pid;
+    } else if (errno == ECONNREFUSED) {
+        pid = 0;
+    }
+    close(fd); /* it sees a connection without HELLO go */
+    return pid;
+}
+
+/* Ids and names are not secret (they are in every address and ring
+ * slot): a HELLO speaks for an endpoint only if it comes from the process
+ * listening under the name it claims, and names the peer its id is known
+ * by.  Otherwise anyone could replace a peer's connection with its own
+ * and, by closing it, make the peer look dead.  Returns the pid the HELLO
+ * must come from, 0 if nobody listens under the name (the endpoint is
+ * gone), -1 if no pid will do. */
+static pid_t shm_hello_pid(struct cw_na_class *cls,
+                           const struct shm_sock_msg *m)
+{
+    struct shm_peer *known = shm_peer_find_uid(cls, m->uid);
+
+    if (strcmp(m->name, cls->name) == 0 ||
+        (known && strcmp(known->name, m->name) != 0))
+        return -1;
+    if (known && known->pid)
+        return known->pid;
+    return shm_listener_pid(m->name);
+}
+
 /* HELLO on an accepted connection: bind it to its peer and reply. */
 static void shm_accepted_hello(struct cw_na_class *cls, struct shm_fdref *ref,
                                const struct shm_sock_msg *m)
@@ -442,13 +504,27 @@ static void shm_accepted_hello(struct cw_na_class *cls, struct shm_fdref *ref,
         goto err_close;
     }
     if (m->kind != SHM_SOCK_HELLO || m->uid == 0 ||
-        !shm_name_valid(m->name, m->name_len) ||
-        shm_peer_get(cls, m->name, m->uid, &peer) != CW_OK) {
+        !shm_name_valid(m->name, m->name_len)) {
         cls->dropped++;
         goto err_close;
     }
+    pid_t want = shm_hello_pid(cls, m);
+    if (want != 0 && want != cr.pid) {
+        SHM_WARN_RL(cls, "dropped a HELLO from pid %d claiming to be "
+                    "shm://%s (pid %d)", (int)cr.pid, m->name, (int)want);
+        cls->dropped++;
+        goto err_close;
+    }
+    if (shm_peer_get(cls, m->name, m->uid, &peer) != CW_OK)
+        goto err_close;
     if (peer->self || peer->state == SHM_PEER_DEAD)
         goto err_unref;
+    if (want == 0) {
+        /* Nobody listens under its name: it said HELLO and left, and
+         * what it sent (or claimed) in our ring is all it will send. */
+        shm_peer_failed(cls, peer, CW_DISCONNECTED);
+        goto err_unref;
+    }
     if (peer->in.fd >= 0)
         shm_fdref_close(cls, &peer->in);
     cw_status_t st = shm_sock_send(ref->fd, SHM_SOCK_REPLY, cls, cls->efd);

@@ -18,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -298,12 +300,297 @@ static void test_slot_changed_after_check(void **state)
     assert_int_equal(rc, 0);
 }
 
+/* What a hostile endpoint hands to its peers for the pid test below. */
+struct pid_forge {
+    int go_fd;                  /* the child waits for the forged header */
+    const char *name;           /* the hostile endpoint */
+    unsigned char handle[64];   /* serialized handle of pid_target */
+    size_t handle_len;
+};
+
+static char pid_target[16] = "untouched";
+
+/* Child: attach to the hostile endpoint, whose segment header names this
+ * child's pid, and put into the handle it gave out, patched to name this
+ * pid too (a handle is the owner's to forge).  Reports "lookup <status>"
+ * or "put <status>"; exits 0 if pid_target (here: in this process, which
+ * is not the peer) was left alone. */
+static int child_forged_pid(void *arg, int wfd)
+{
+    struct pid_forge *f = arg;
+    char uri[URI_LEN], line[64], go;
+    cw_na_t *na;
+    cw_na_addr_t *h;
+    cw_na_mem_t *local, *remote;
+    struct done d = {0};
+    uint32_t me = (uint32_t)getpid();
+    int n;
+
+    if (read(f->go_fd, &go, 1) != 1)
+        return 1;
+    if (cw_na_open("shm://", 0, NULL, &na) != CW_OK)
+        return 2;
+    snprintf(uri, sizeof(uri), "shm://%s", f->name);
+    cw_status_t st = cw_na_addr_lookup(na, uri, &h);
+    if (st != CW_OK) {
+        n = snprintf(line, sizeof(line), "lookup %d\n", (int)st);
+        cw_na_close(na);
+        return write(wfd, line, (size_t)n) == n &&
+                       strcmp(pid_target, "untouched") == 0
+                   ? 0
+                   : 3;
+    }
+    memcpy(f->handle + 8, &me, 4); /* the handle's pid */
+    char pwned[] = "PWNED";
+    struct cw_na_segment ls = {.base = pwned, .len = sizeof(pwned)};
+    if (cw_na_mem_register(na, &ls, 1, CW_NA_MEM_READ, &local) != CW_OK)
+        return 4;
+    if (cw_na_mem_deserialize(na, f->handle, f->handle_len, &remote) != CW_OK)
+        return 5;
+    st = cw_na_put(na, local, 0, remote, 0, 6, h, done_cb, &d, NULL);
+    if (st == CW_OK && wait_done(&na, 1, &d.calls, 1))
+        st = d.status;
+    n = snprintf(line, sizeof(line), "put %d\n", (int)st);
+    cw_na_mem_release(na, remote);
+    cw_na_mem_release(na, local);
+    cw_na_addr_free(na, h);
+    cw_na_close(na);
+    if (write(wfd, line, (size_t)n) != n)
+        return 6;
+    return strcmp(pid_target, "untouched") == 0 ? 0 : 7;
+}
+
+/* A peer's pid (against which the pid in every memory handle it sends is
+ * checked) was taken from the peer's own segment header, which the peer
+ * writes.  A hostile endpoint naming another process there, and in its
+ * handles, steered our process_vm_writev into that process (here: the
+ * attaching child itself).  The pid is now the kernel's (SO_PEERCRED of
+ * the connection), and a header that disagrees is refused. */
+static void test_header_pid_forged(void **state)
+{
+    (void)state;
+    cw_na_t *hna;
+    cw_na_mem_t *mem;
+    char huri[URI_LEN], line[64];
+    size_t size;
+    int rfd, go[2];
+    struct pid_forge f;
+
+    struct shm_seg_hdr *h = open_mapped(&hna, huri, &size);
+    struct cw_na_segment seg = {.base = pid_target, .len = sizeof(pid_target)};
+    assert_int_equal(cw_na_mem_register(hna, &seg, 1, CW_NA_MEM_WRITE, &mem),
+                     CW_OK);
+    f.handle_len = cw_na_mem_serialize_size(hna, mem);
+    assert_true(f.handle_len <= sizeof(f.handle));
+    assert_int_equal(cw_na_mem_serialize(hna, f.handle, f.handle_len, mem),
+                     CW_OK);
+    assert_int_equal(pipe2(go, O_CLOEXEC), 0);
+    f.go_fd = go[0];
+    f.name = huri + strlen("shm://");
+
+    pid_t pid = fork_child(child_forged_pid, &f, &rfd);
+    close(go[0]);
+    uint32_t owner_pid = h->owner_pid;
+    uint64_t owner_start = h->owner_start;
+    h->owner_pid = (uint32_t)pid; /* alive; start 0 is not checked */
+    h->owner_start = 0;
+    assert_int_equal(write(go[1], "g", 1), 1);
+    close(go[1]);
+    bool got = read_line_progress(hna, rfd, line, sizeof(line), WAIT_MS);
+    close(rfd);
+    int rc = reap(pid);
+    h->owner_pid = owner_pid;
+    h->owner_start = owner_start;
+    munmap(h, size);
+    cw_na_mem_release(hna, mem);
+    cw_na_close(hna);
+    assert_true(got);
+    char want[32];
+    snprintf(want, sizeof(want), "lookup %d", (int)CW_UNREACHABLE);
+    assert_string_equal(line, want);
+    assert_int_equal(rc, 0);
+    assert_string_equal(pid_target, "untouched");
+}
+
+/* Who the impostor below claims to be, and whom it tells. */
+struct forge_hello {
+    const char *to;          /* the receiving endpoint */
+    const char *as;          /* the endpoint it pretends to be */
+    uint64_t as_uid;
+};
+
+/* Child: connect to @p to's socket and say HELLO as @p as (name and id are
+ * in any serialized address).  Reports "reply" if answered, "closed" if
+ * refused; exits (closing the connection) right after. */
+static int child_forge_hello(void *arg, int wfd)
+{
+    const struct forge_hello *f = arg;
+    struct sockaddr_un sun = {.sun_family = AF_UNIX};
+    struct shm_sock_msg m = {.magic = SHM_SEG_MAGIC,
+                             .version = SHM_VERSION,
+                             .kind = SHM_SOCK_HELLO,
+                             .pid = (uint32_t)getpid(),
+                             .name_len = (uint32_t)strlen(f->as),
+                             .uid = f->as_uid};
+    int n = snprintf(sun.sun_path + 1, sizeof(sun.sun_path) - 1,
+                     "causeway-%s", f->to);
+    socklen_t slen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
+                                 (size_t)n);
+    memcpy(m.name, f->as, m.name_len + 1);
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&sun, slen) < 0)
+        return 1;
+    if (send(fd, &m, sizeof(m), MSG_NOSIGNAL) != (ssize_t)sizeof(m))
+        return 2;
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    if (poll(&pfd, 1, (int)WAIT_MS) != 1)
+        return 3;
+    const char *what = recv(fd, &m, sizeof(m), 0) > 0 ? "reply\n" : "closed\n";
+    close(fd);
+    return write(wfd, what, strlen(what)) == (ssize_t)strlen(what) ? 0 : 4;
+}
+
+/* Run the impostor against @p to, progressing @p nas meanwhile and for a
+ * while after it is gone (so that any EOF is seen); its report in @p line. */
+static void run_impostor(cw_na_t **nas, size_t n, const char *to,
+                         cw_na_t *as, char *line, size_t len)
+{
+    char as_uri[URI_LEN];
+    unsigned char ser[64];
+    cw_na_addr_t *self;
+    int rfd;
+
+    self_uri(as, as_uri);
+    assert_int_equal(cw_na_addr_self(as, &self), CW_OK);
+    assert_true(cw_na_addr_serialize_size(as, self) <= sizeof(ser));
+    assert_int_equal(cw_na_addr_serialize(as, ser, sizeof(ser), self), CW_OK);
+    cw_na_addr_free(as, self);
+    struct forge_hello f = {.to = to, .as = as_uri + strlen("shm://")};
+    memcpy(&f.as_uid, ser + 8, 8); /* the id in a serialized address */
+
+    pid_t pid = fork_child(child_forge_hello, &f, &rfd);
+    bool got = read_line_progress(nas[0], rfd, line, len, WAIT_MS);
+    close(rfd);
+    int rc = reap(pid);
+    uint64_t until = cw_now_ns() + 200000000ull;
+    while (cw_now_ns() < until)
+        for (size_t i = 0; i < n; i++)
+            cw_na_progress(nas[i], 0, NULL);
+    assert_true(got);
+    assert_int_equal(rc, 0);
+}
+
+/* Send @p msg from @p snd to @p to and have @p rcv take it (bounded). */
+static cw_status_t send_and_take(cw_na_t *nas[2], cw_na_addr_t *to,
+                                 const char *msg)
+{
+    struct done s = {0}, r = {0};
+    char in[16] = "";
+    cw_status_t st = cw_na_msg_send_unexpected(nas[1], msg, strlen(msg) + 1,
+                                               to, 3, done_cb, &s, NULL);
+    if (st != CW_OK)
+        return st;
+    assert_int_equal(cw_na_msg_recv_unexpected(nas[0], in, sizeof(in),
+                                               done_cb, &r, NULL),
+                     CW_OK);
+    assert_true(wait_done(nas, 2, &s.calls, 1));
+    assert_true(wait_done(nas, 2, &r.calls, 1));
+    cw_na_addr_free(nas[0], r.source);
+    if (s.status != CW_OK)
+        return s.status;
+    assert_int_equal(r.status, CW_OK);
+    assert_string_equal(in, msg);
+    return CW_OK;
+}
+
+/* The ids of endpoints are not secret.  A HELLO carrying the id of a
+ * connected peer used to replace the peer's connection: the peer saw EOF
+ * and took the receiver for dead (its next send: CW_DISCONNECTED).  A
+ * HELLO now counts only from the process listening under the name it
+ * claims (SO_PEERCRED); the impostor's is dropped. */
+static void test_forged_hello_connected(void **state)
+{
+    (void)state;
+    cw_na_t *nas[2]; /* receiver, sender */
+    cw_na_addr_t *to;
+    char ruri[URI_LEN], line[16];
+
+    assert_int_equal(cw_na_open("shm://", CW_NA_LISTEN, NULL, &nas[0]), CW_OK);
+    assert_int_equal(cw_na_open("shm://", CW_NA_LISTEN, NULL, &nas[1]), CW_OK);
+    self_uri(nas[0], ruri);
+    assert_int_equal(cw_na_addr_lookup(nas[1], ruri, &to), CW_OK);
+    assert_int_equal(send_and_take(nas, to, "one"), CW_OK);
+    uint64_t dropped = cw_na_dropped(nas[0]);
+
+    run_impostor(nas, 2, ruri + strlen("shm://"), nas[1], line,
+                 sizeof(line));
+    cw_status_t st = send_and_take(nas, to, "two");
+    uint64_t dropped_after = cw_na_dropped(nas[0]);
+
+    cw_na_addr_free(nas[1], to);
+    cw_na_close(nas[1]);
+    cw_na_close(nas[0]);
+    assert_int_equal(st, CW_OK);
+    assert_string_equal(line, "closed");
+    assert_int_equal(dropped_after, dropped + 1);
+}
+
+/* The same before the peer connects: the impostor's HELLO created the
+ * peer, and its EOF then failed the receive posted for the real one
+ * (CW_DISCONNECTED), which is alive and sends afterwards. */
+static void test_forged_hello_first(void **state)
+{
+    (void)state;
+    cw_na_t *nas[2]; /* receiver, sender */
+    cw_na_addr_t *to, *from, *self;
+    char ruri[URI_LEN], line[16], in[16] = "";
+    unsigned char ser[64];
+    struct done s = {0}, r = {0};
+
+    assert_int_equal(cw_na_open("shm://", CW_NA_LISTEN, NULL, &nas[0]), CW_OK);
+    assert_int_equal(cw_na_open("shm://", CW_NA_LISTEN, NULL, &nas[1]), CW_OK);
+    self_uri(nas[0], ruri);
+    assert_int_equal(cw_na_addr_self(nas[1], &self), CW_OK);
+    size_t sz = cw_na_addr_serialize_size(nas[1], self);
+    assert_int_equal(cw_na_addr_serialize(nas[1], ser, sizeof(ser), self),
+                     CW_OK);
+    cw_na_addr_free(nas[1], self);
+    assert_int_equal(cw_na_addr_deserialize(nas[0], ser, sz, &from), CW_OK);
+    assert_int_equal(cw_na_msg_recv_expected(nas[0], in, sizeof(in), from, 9,
+                                             done_cb, &r, NULL),
+                     CW_OK);
+
+    run_impostor(nas, 2, ruri + strlen("shm://"), nas[1], line,
+                 sizeof(line));
+    int early_calls = r.calls;
+    assert_int_equal(cw_na_addr_lookup(nas[1], ruri, &to), CW_OK);
+    assert_int_equal(cw_na_msg_send_expected(nas[1], "late", 5, to, 9,
+                                             done_cb, &s, NULL),
+                     CW_OK);
+    bool sent = wait_done(nas, 2, &s.calls, 1);
+    bool taken = wait_done(nas, 2, &r.calls, 1);
+
+    cw_na_addr_free(nas[1], to);
+    cw_na_addr_free(nas[0], from);
+    cw_na_close(nas[1]);
+    cw_na_close(nas[0]);
+    assert_int_equal(early_calls, 0);
+    assert_true(sent && taken);
+    assert_int_equal(s.status, CW_OK);
+    assert_int_equal(r.status, CW_OK);
+    assert_string_equal(in, "late");
+    assert_string_equal(line, "closed");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_slot_ahead_of_tail),
         cmocka_unit_test(test_header_changed_after_check),
         cmocka_unit_test(test_slot_changed_after_check),
+        cmocka_unit_test(test_header_pid_forged),
+        cmocka_unit_test(test_forged_hello_connected),
+        cmocka_unit_test(test_forged_hello_first),
     };
     cw_log_init();
     int rc = cmocka_run_group_tests_name("na-shm-hostile", tests, NULL, NULL);
