@@ -9,9 +9,11 @@
  * kept for sources that hold nothing yet, and the rest is shared equally
  * among the sources that do, so a flooding client hits CW_BUSY while a
  * newcomer still gets through and then holds its own share.  The queue is
- * one FIFO per source, served in turn (round robin) as slots free up: a
- * request waits behind its own source's earlier requests, and behind at
- * most one of each other source's per slot, not behind a flood.
+ * one FIFO per source and route (a lane), the sources served in turn
+ * (round robin) as slots free up, each from its next lane whose route has
+ * room: a request waits behind its own source's earlier requests to the
+ * same route, and behind at most one of each other source's per slot, not
+ * behind a flood nor behind a full route it does not use.
  */
 #include "gw_int.h"
 
@@ -121,10 +123,15 @@ void gw_sources_fini(struct gw *gw)
         while (gw->srcs[b] != NULL) {
             struct gw_source *s = gw->srcs[b];
             gw->srcs[b] = s->next;
-            while (s->qhead != NULL) { /* gw_queue_expire answered them */
-                struct gw_queued *q = s->qhead;
-                s->qhead = q->next;
-                free(q);
+            while (s->lanes != NULL) { /* gw_queue_expire answered them */
+                struct gw_lane *l = s->lanes;
+                s->lanes = l->next;
+                while (l->qhead != NULL) {
+                    struct gw_queued *q = l->qhead;
+                    l->qhead = q->next;
+                    free(q);
+                }
+                free(l);
             }
             free(s);
         }
@@ -169,11 +176,35 @@ static void gw_ring_leave(struct gw *gw, struct gw_source *s)
     gw->nqsrcs--;
 }
 
+static struct gw_lane *gw_lane_find(struct gw_source *s,
+                                    const struct gw_route_stats *rs)
+{
+    for (struct gw_lane *l = s->lanes; l != NULL; l = l->next)
+        if (l->rs == rs)
+            return l;
+    return NULL;
+}
+
+/* Unlink and free the empty lane @p l of @p s. */
+static void gw_lane_drop(struct gw_source *s, struct gw_lane *l)
+{
+    struct gw_lane **pp = &s->lanes;
+
+    while (*pp != l)
+        pp = &(*pp)->next;
+    *pp = l->next;
+    if (s->lcur == l)
+        s->lcur = l->next;
+    free(l);
+}
+
 cw_status_t gw_queue_push(struct gw *gw, cw_handle_t *in, const char *src_key,
+                          struct gw_route_stats *rs, unsigned route_cap,
                           bool requeued)
 {
     unsigned limit = gw->cfg->limits.max_queued_rpcs;
     struct gw_source *s = gw_source_find(gw, src_key);
+    struct gw_lane *l = NULL;
     struct gw_queued *q;
 
     /* A request taken from the queue that still finds no slot goes back
@@ -186,40 +217,66 @@ cw_status_t gw_queue_push(struct gw *gw, cw_handle_t *in, const char *src_key,
     q = malloc(sizeof(*q));
     if (q == NULL)
         return CW_NOMEM;
-    if (s == NULL && (s = gw_source_new(gw, src_key)) == NULL) {
-        free(q);
-        return CW_NOMEM;
+    if (s == NULL && (s = gw_source_new(gw, src_key)) == NULL)
+        goto err_free_q;
+    if ((l = gw_lane_find(s, rs)) == NULL) {
+        l = calloc(1, sizeof(*l));
+        if (l == NULL)
+            goto err_tidy;
+        l->rs = rs;
+        l->next = s->lanes;
+        s->lanes = l;
     }
+    /* What the request found full now, so that the queue looks at this
+     * lane again only once that route has room (or the table changed). */
+    l->cap = route_cap;
+    l->gen = gw->reloads;
     q->in = in;
     if (requeued) {
-        q->next = s->qhead;
-        s->qhead = q;
-        if (s->qtail == NULL)
-            s->qtail = q;
+        q->next = l->qhead;
+        l->qhead = q;
+        if (l->qtail == NULL)
+            l->qtail = q;
     } else {
         q->next = NULL;
-        if (s->qtail != NULL)
-            s->qtail->next = q;
+        if (l->qtail != NULL)
+            l->qtail->next = q;
         else
-            s->qhead = q;
-        s->qtail = q;
+            l->qhead = q;
+        l->qtail = q;
     }
     if (s->queued++ == 0)
         gw_ring_join(gw, s);
     gw->nqueued++;
     return CW_OK;
+
+err_tidy:
+    gw_source_tidy(gw, s);
+err_free_q:
+    free(q);
+    return CW_NOMEM;
 }
 
-/* Unlink the oldest request of @p s; the source is dropped if it holds
- * nothing else (gw_forward finds or makes it again). */
-static cw_handle_t *gw_source_pop(struct gw *gw, struct gw_source *s)
+/* Whether the oldest request of @p l may find a slot on its route: it
+ * waited for another bound (total, network), or the route has room, or
+ * the table was reloaded since (its route or cap may have changed). */
+static bool gw_lane_open(const struct gw *gw, const struct gw_lane *l)
 {
-    struct gw_queued *q = s->qhead;
+    return l->cap == 0 || l->rs->inflight < l->cap || l->gen != gw->reloads;
+}
+
+/* Unlink the oldest request of lane @p l of @p s; the lane is dropped when
+ * empty, and the source if it holds nothing else (gw_forward finds or
+ * makes it again). */
+static cw_handle_t *gw_lane_pop(struct gw *gw, struct gw_source *s,
+                                struct gw_lane *l)
+{
+    struct gw_queued *q = l->qhead;
     cw_handle_t *in = q->in;
 
-    s->qhead = q->next;
-    if (s->qhead == NULL)
-        s->qtail = NULL;
+    l->qhead = q->next;
+    if (l->qhead == NULL)
+        gw_lane_drop(s, l);
     free(q);
     gw->nqueued--;
     if (--s->queued == 0)
@@ -228,22 +285,46 @@ static cw_handle_t *gw_source_pop(struct gw *gw, struct gw_source *s)
     return in;
 }
 
-/* The next request in round-robin order, or NULL when none may go now. */
-static cw_handle_t *gw_queue_next(struct gw *gw, unsigned misses)
+/* The next request of @p s in turn among its lanes that are open, or NULL
+ * when every route it waits for is full.  At most one look per lane. */
+static cw_handle_t *gw_source_next(struct gw *gw, struct gw_source *s)
+{
+    struct gw_lane *first = s->lcur != NULL ? s->lcur : s->lanes, *l = first;
+
+    do {
+        if (gw_lane_open(gw, l)) {
+            s->lcur = l->next;
+            return gw_lane_pop(gw, s, l);
+        }
+        l = l->next != NULL ? l->next : s->lanes;
+    } while (l != first);
+    return NULL;
+}
+
+/* The next request in round-robin order, or NULL when none may go now;
+ * a source with nothing that may go counts as a miss. */
+static cw_handle_t *gw_queue_next(struct gw *gw, unsigned *misses)
 {
     unsigned limit = gw->cfg->limits.max_inflight_rpcs;
-    struct gw_source *s = gw->qring;
 
-    if (s == NULL || misses >= gw->nqsrcs ||
-        (limit != 0 && gw->inflight >= limit))
+    if (limit != 0 && gw->inflight >= limit)
         return NULL;
-    gw->qring = s->qnext; /* the next source goes next */
-    return gw_source_pop(gw, s);
+    while (gw->qring != NULL && *misses < gw->nqsrcs) {
+        struct gw_source *s = gw->qring;
+        cw_handle_t *in;
+
+        gw->qring = s->qnext; /* the next source goes next */
+        in = gw_source_next(gw, s);
+        if (in != NULL)
+            return in;
+        ++*misses;
+    }
+    return NULL;
 }
 
 /* Offer queued requests, one source after another, until there is no room
- * or a whole round finds none (each source's oldest request went back to
- * the queue: its route or network is still full). */
+ * or a whole round finds none (each source's routes are full, or what it
+ * offered went back to the queue: its network is still full). */
 static void gw_queue_round(struct gw *gw, bool mt)
 {
     unsigned misses = 0, before;
@@ -252,7 +333,7 @@ static void gw_queue_round(struct gw *gw, bool mt)
     for (;;) {
         if (mt)
             pthread_mutex_lock(&gw->lock);
-        in = gw_queue_next(gw, misses);
+        in = gw_queue_next(gw, &misses);
         before = gw->nqueued;
         if (mt)
             pthread_mutex_unlock(&gw->lock);
@@ -280,36 +361,51 @@ void gw_queue_run_mt(struct gw *gw)
     gw_queue_round(gw, true);
 }
 
+/* Answer the requests of lane @p l of @p s that expired (all of them with
+ * @p all); the lane is left, maybe empty, to the caller. */
+static void gw_lane_expire(struct gw *gw, struct gw_source *s,
+                           struct gw_lane *l, bool all, cw_status_t st)
+{
+    struct gw_queued **pp = &l->qhead, *last = NULL;
+
+    while (*pp != NULL) {
+        struct gw_queued *q = *pp;
+        cw_status_t qst = st;
+        if (!all && cw_handle_remaining_ms(q->in) > 0)
+            qst = cw_handle_canceled(q->in) ? CW_CANCELED : CW_OK;
+        if (qst == CW_OK) {
+            last = q;
+            pp = &q->next;
+            continue;
+        }
+        *pp = q->next;
+        s->queued--;
+        gw->nqueued--;
+        if (qst == CW_TIMEOUT)
+            gw->n_timedout++;
+        else
+            gw->n_canceled++;
+        gw_reject(gw, q->in, qst);
+        free(q);
+    }
+    l->qtail = last;
+}
+
 void gw_queue_expire(struct gw *gw, bool all, cw_status_t st)
 {
     unsigned n = gw->nqsrcs;
     struct gw_source *s = gw->qring, *next;
 
     for (; n-- > 0; s = next) {
-        struct gw_queued **pp = &s->qhead, *last = NULL;
+        struct gw_lane *l, *lnext;
 
         next = s->qnext;
-        while (*pp != NULL) {
-            struct gw_queued *q = *pp;
-            cw_status_t qst = st;
-            if (!all && cw_handle_remaining_ms(q->in) > 0)
-                qst = cw_handle_canceled(q->in) ? CW_CANCELED : CW_OK;
-            if (qst == CW_OK) {
-                last = q;
-                pp = &q->next;
-                continue;
-            }
-            *pp = q->next;
-            s->queued--;
-            gw->nqueued--;
-            if (qst == CW_TIMEOUT)
-                gw->n_timedout++;
-            else
-                gw->n_canceled++;
-            gw_reject(gw, q->in, qst);
-            free(q);
+        for (l = s->lanes; l != NULL; l = lnext) {
+            lnext = l->next;
+            gw_lane_expire(gw, s, l, all, st);
+            if (l->qhead == NULL)
+                gw_lane_drop(s, l);
         }
-        s->qtail = last;
         if (s->queued == 0) {
             gw_ring_leave(gw, s);
             gw_source_tidy(gw, s);

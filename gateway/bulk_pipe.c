@@ -192,6 +192,23 @@ void gw_pipe_resume(struct gw_pipe *p, struct gw_stage_slot *slot)
     pipe_check(p);
 }
 
+void gw_pipe_revoke(struct gw_bulk *gb, struct gw_btok *t)
+{
+    struct gw_pipe *p, *next;
+
+    /* A waiting transfer would otherwise learn of it only when a chunk
+     * frees up, which may be long after. */
+    if (t->npipes == 0)
+        return;
+    for (p = gb->pool.wait_head; p != NULL; p = next) {
+        next = p->wnext;
+        if (p->tok != t)
+            continue;
+        pipe_fail(p, CW_CANCELED, NULL);
+        pipe_check(p);
+    }
+}
+
 /* Zero-staging: answer a checked delegation with a grant when origin and
  * requester share a node-local plugin (docs/bulk-gateway.md).  True when
  * answered; false leaves it to the pipeline. */

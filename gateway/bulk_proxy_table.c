@@ -158,6 +158,7 @@ void gw_bulk_revoke(struct gw *gw, struct gw_fwd *f)
         t->revoked = true;
         btok_unlink(gb, t);
         gb->revoked++;
+        gw_pipe_revoke(gb, t);
         gw_btok_unref(t);
     }
 }

@@ -761,7 +761,7 @@ void gw_forward(struct gw *gw, cw_handle_t *in, bool requeued)
     st = gw_admit(gw, ingress, rs, t.res.max_inflight, src, &source);
     if (st == CW_AGAIN) {
         /* Over capacity: wait for a slot (bounded), else busy. */
-        st = gw_queue_push(gw, in, src, requeued);
+        st = gw_queue_push(gw, in, src, rs, t.res.max_inflight, requeued);
         if (st == CW_OK) {
             if (!requeued)
                 gw->n_queued_total++;

@@ -120,5 +120,8 @@ void gw_bulk_stats(struct gw *gw, FILE *out, bool json);
 void gw_bulk_metrics(struct gw *gw, FILE *out);
 /** Staging hands @p slot to the waiting transfer @p p. */
 void gw_pipe_resume(struct gw_pipe *p, struct gw_stage_slot *slot);
+/** @p t was just revoked: answer its delegations waiting for staging
+ *  (CW_CANCELED) now; its running ones stop at their next chunk. */
+void gw_pipe_revoke(struct gw_bulk *gb, struct gw_btok *t);
 
 #endif /* CW_GW_BULK_H */

@@ -95,13 +95,23 @@ struct gw_route_stats {
     uint64_t lat_sum_ns, lat_n;
 };
 
+/** A source's queued requests to one route, oldest first. */
+struct gw_lane {
+    struct gw_lane *next;             /**< the source's other lanes */
+    struct gw_route_stats *rs;
+    unsigned cap;                     /**< its routes[].max_inflight ... */
+    uint64_t gen;                     /**< ... under table gw->reloads */
+    struct gw_queued *qhead, *qtail;
+};
+
 /** One caller (per-source fairness): kept while it has RPCs in flight or
  *  waiting in the queue. */
 struct gw_source {
     struct gw_source *next;
     unsigned inflight;
     unsigned queued;                  /**< requests waiting for a slot */
-    struct gw_queued *qhead, *qtail;  /**< those requests, oldest first */
+    struct gw_lane *lanes;            /**< those requests, one FIFO a route */
+    struct gw_lane *lcur;             /**< the lane tried next (NULL: first) */
     struct gw_source *qprev, *qnext;  /**< gw->qring while queued > 0 */
     char key[];
 };
@@ -340,10 +350,12 @@ cw_status_t gw_admit(struct gw *gw, struct gw_net *ingress,
                      const char *src_key, struct gw_source **src_p);
 void gw_admit_done(struct gw *gw, struct gw_source *src);
 void gw_sources_fini(struct gw *gw);
-/** Queue a request from @p src_key over capacity; CW_BUSY when the queue
- *  or the source's fair share of it is full.  @p requeued: it was queued
- *  already and goes back in front of that source's other requests. */
+/** Queue a request from @p src_key over capacity, for route @p rs capped
+ *  at @p route_cap; CW_BUSY when the queue or the source's fair share of
+ *  it is full.  @p requeued: it was queued already and goes back in front
+ *  of that source's other requests to @p rs. */
 cw_status_t gw_queue_push(struct gw *gw, cw_handle_t *in, const char *src_key,
+                          struct gw_route_stats *rs, unsigned route_cap,
                           bool requeued);
 /** Forward queued requests while there is room, one source after another. */
 void gw_queue_run(struct gw *gw);

@@ -2,7 +2,7 @@
  * cw-ping: call the echo RPC at any address (plain, target@gateway,
  * svc:name@gateway) and report round trips and statuses; or serve it.
  *
- *   cw-ping [options] ADDR            client
+ *   cw-ping [options] ADDR...         client (the same calls to each)
  *   cw-ping --serve URI [--addr-file F] [--delay MS]
  */
 #include "cli_num.h"
@@ -148,55 +148,103 @@ static cw_status_t ping_start(cw_context_t *ctx, cw_addr_t *dest,
     return st;
 }
 
-static int ping_client(const char *target, const struct ping_opts *o)
+/* One address called: its calls and their tally. */
+struct ping_target {
+    const char *name;
+    cw_addr_t *dest;
+    struct ping_run run;
+    struct ping_call *calls;
+    uint64_t next_ns;
+};
+
+static bool ping_busy(const struct ping_target *t, unsigned n)
 {
-    struct ping_run run = {.o = o};
-    struct ping_call *calls = NULL;
+    for (unsigned k = 0; k < n; k++)
+        if (t[k].run.done < t[k].run.o->count)
+            return true;
+    return false;
+}
+
+static void ping_summary(const struct ping_target *t)
+{
+    const struct ping_run *r = &t->run;
+
+    printf("--- %s: %u calls", t->name, r->done);
+    for (unsigned s = 0; s <= CW_STATUS_MAX; s++)
+        if (r->counts[s])
+            printf(", %s=%" PRIu64, s < CW_STATUS_MAX ?
+                   cw_status_name((cw_status_t)s) : "other", r->counts[s]);
+    if (r->nrtt)
+        printf("; rtt min/avg/max %.1f/%.1f/%.1f us", r->rtt_min / 1e3,
+               r->rtt_sum / 1e3 / r->nrtt, r->rtt_max / 1e3);
+    printf("; duplicate=%u\n", r->duplicate);
+}
+
+/* The same calls to each of @p n addresses at once, from one context (so
+ * one source address as the gateway sees it). */
+static int ping_client(char **names, unsigned n, const struct ping_opts *o)
+{
+    struct ping_target *tg;
     cw_context_t *ctx = NULL;
-    cw_addr_t *dest = NULL;
     cw_rpc_id_t id = cw_rpc_id(CW_ECHO_RPC);
     size_t maxlen = 0;
-    uint64_t next_ns = 0;
+    unsigned k;
     cw_status_t st;
     int rc = 1;
 
     for (unsigned i = 0; i < o->nsizes; i++)
         if (o->sizes[i] > maxlen)
             maxlen = o->sizes[i];
-    calls = calloc(o->inflight, sizeof(*calls));
-    if (calls == NULL)
-        goto out;
-    for (unsigned i = 0; i < o->inflight; i++) {
-        calls[i].run = &run;
-        calls[i].data = malloc(maxlen ? maxlen : 1);
-        if (calls[i].data == NULL)
+    tg = calloc(n, sizeof(*tg));
+    if (tg == NULL)
+        return 1;
+    for (k = 0; k < n; k++) {
+        tg[k].name = names[k];
+        tg[k].run.o = o;
+        tg[k].calls = calloc(o->inflight, sizeof(*tg[k].calls));
+        if (tg[k].calls == NULL)
             goto out;
+        for (unsigned i = 0; i < o->inflight; i++) {
+            tg[k].calls[i].run = &tg[k].run;
+            tg[k].calls[i].data = malloc(maxlen ? maxlen : 1);
+            if (tg[k].calls[i].data == NULL)
+                goto out;
+        }
     }
     st = cw_context_create(NULL, &ctx);
     if (st == CW_OK)
         st = cw_rpc_register(ctx, CW_ECHO_RPC, NULL, NULL, NULL, NULL);
-    if (st == CW_OK)
-        st = cw_addr_lookup(ctx, target, &dest);
+    for (k = 0; k < n && st == CW_OK; k++)
+        st = cw_addr_lookup(ctx, names[k], &tg[k].dest);
     if (st != CW_OK) {
-        fprintf(stderr, "cw-ping: %s: %s\n", target, cw_status_str(st));
+        fprintf(stderr, "cw-ping: %s: %s\n", names[k > 0 ? k - 1 : 0],
+                cw_status_str(st));
         goto out;
     }
-    while (run.done < o->count) {
+    while (ping_busy(tg, n)) {
         uint64_t now = cw_now_ns();
 
-        for (unsigned i = 0; i < o->inflight && run.sent < o->count; i++) {
-            if (calls[i].active || now < next_ns)
-                continue;
-            ping_start(ctx, dest, id, &calls[i]);
-            next_ns = o->interval_ms ? now + o->interval_ms * 1000000ull : 0;
+        for (k = 0; k < n; k++) {
+            struct ping_target *t = &tg[k];
+            for (unsigned i = 0; i < o->inflight && t->run.sent < o->count;
+                 i++) {
+                if (t->calls[i].active || now < t->next_ns)
+                    continue;
+                ping_start(ctx, t->dest, id, &t->calls[i]);
+                t->next_ns = o->interval_ms
+                                 ? now + o->interval_ms * 1000000ull : 0;
+            }
         }
         now = cw_now_ns(); /* calls started above have a later t0 */
         if (o->cancel_after_ms)
-            for (unsigned i = 0; i < o->inflight; i++)
-                if (calls[i].active && !calls[i].canceled &&
-                    now - calls[i].t0 >= o->cancel_after_ms * 1000000ull) {
-                    calls[i].canceled = true;
-                    cw_cancel(calls[i].h);
+            for (k = 0; k < n; k++)
+                for (unsigned i = 0; i < o->inflight; i++) {
+                    struct ping_call *c = &tg[k].calls[i];
+                    if (c->active && !c->canceled &&
+                        now - c->t0 >= o->cancel_after_ms * 1000000ull) {
+                        c->canceled = true;
+                        cw_cancel(c->h);
+                    }
                 }
         cw_progress(ctx, 1);
         cw_trigger(ctx, 0, 0, NULL);
@@ -207,33 +255,31 @@ static int ping_client(const char *target, const struct ping_opts *o)
         cw_progress(ctx, 1);
         cw_trigger(ctx, 0, 0, NULL);
     }
-    printf("--- %s: %u calls", target, run.done);
-    for (unsigned s = 0; s <= CW_STATUS_MAX; s++)
-        if (run.counts[s])
-            printf(", %s=%" PRIu64, s < CW_STATUS_MAX ?
-                   cw_status_name((cw_status_t)s) : "other", run.counts[s]);
-    if (run.nrtt)
-        printf("; rtt min/avg/max %.1f/%.1f/%.1f us", run.rtt_min / 1e3,
-               run.rtt_sum / 1e3 / run.nrtt, run.rtt_max / 1e3);
-    printf("; duplicate=%u\n", run.duplicate);
-    {
+    rc = 0;
+    for (k = 0; k < n; k++) {
+        const struct ping_run *r = &tg[k].run;
         int want = o->expect < 0 ? CW_OK : o->expect;
-        rc = run.counts[want] == run.done && run.duplicate == 0 ? 0 : 1;
+        ping_summary(&tg[k]);
+        if (r->counts[want] != r->done || r->duplicate != 0)
+            rc = 1;
     }
 out:
-    cw_addr_free(dest);
-    if (calls != NULL)
-        for (unsigned i = 0; i < o->inflight; i++) {
-            cw_bulk_free(calls[i].bulk);
-            calls[i].bulk = NULL;
-        }
+    for (k = 0; k < n; k++) {
+        cw_addr_free(tg[k].dest);
+        if (tg[k].calls != NULL)
+            for (unsigned i = 0; i < o->inflight; i++) {
+                cw_bulk_free(tg[k].calls[i].bulk);
+                tg[k].calls[i].bulk = NULL;
+            }
+    }
     cw_context_destroy(ctx);
-    if (calls != NULL)
-        for (unsigned i = 0; i < o->inflight; i++) {
-            cw_bulk_free(calls[i].bulk);
-            free(calls[i].data);
-        }
-    free(calls);
+    for (k = 0; k < n; k++) {
+        if (tg[k].calls != NULL)
+            for (unsigned i = 0; i < o->inflight; i++)
+                free(tg[k].calls[i].data);
+        free(tg[k].calls);
+    }
+    free(tg);
     return rc;
 }
 
@@ -343,8 +389,10 @@ static int status_parse(const char *s)
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: cw-ping [options] ADDR     call causeway.echo at ADDR "
+            "usage: cw-ping [options] ADDR...  call causeway.echo at ADDR "
             "(plain, target@gw, svc:name@gw)\n"
+            "                                  (several: the same calls to "
+            "each at once, a summary each)\n"
             "  -c N            calls (default 4)\n"
             "  -s LIST         sizes in bytes, comma separated, K/M suffixes "
             "(default 64)\n"
@@ -429,11 +477,11 @@ int main(int argc, char **argv)
     o.timeout_ms = timeout_ms;
     if (serve != NULL)
         return ping_serve(serve, addr_file, delay);
-    if (optind + 1 != argc || o.count == 0 || o.inflight == 0) {
+    if (optind >= argc || o.count == 0 || o.inflight == 0) {
         usage(stderr);
         return 2;
     }
     if (o.inflight > o.count)
         o.inflight = o.count;
-    return ping_client(argv[optind], &o);
+    return ping_client(argv + optind, (unsigned)(argc - optind), &o);
 }

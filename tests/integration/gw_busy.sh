@@ -120,3 +120,40 @@ wait "$flood" || fail "tcp0 flood: $(cat "$T/gwn-flood.out")"
 grep -q "6 calls, CW_OK=6;" "$T/gwn-flood.out" || fail "tcp0 flood: $(cat "$T/gwn-flood.out")"
 pass "tcp0 flood served 2 by 2: $(cat "$T/gwn-flood.out")"
 gw_stop_clean gwn
+
+# A route's cap holds back only that route's requests.  At most 3 RPCs in
+# flight (no fair split below 4), the route to $slow capped at 2: a call
+# of a second client to $slow2 (1 s) holds the third slot while one client
+# (one source address) sends 30 calls to $slow and then 30 to $fast, all
+# at once.  2 go to $slow, everything else waits for a slot.  When $slow2
+# answers, the calls to $fast must take the free slot one after another
+# (about 1 s after they were sent), not wait behind the calls to $slow
+# queued before them, whose route stays full for 4.5 s.
+start_echo fast "shm://$TAG-fast" 0
+start_echo slow2 "shm://$TAG-slow2" 1000
+cat >"$T/gwl.yaml" <<YAML
+gateway: { name: lanegw, admin: "127.0.0.1:$(free_port)", drain_grace: 2s }
+networks:
+  - { name: tcp0, address: "ofi+tcp://127.0.0.1:0" }
+  - { name: shm0, address: "shm://$TAG-gwl" }
+limits: { max_inflight_rpcs: 3 }
+routes:
+  - { dest: "$slow", via: shm0, max_inflight: 2 }
+  - { dest: "shm://*", via: shm0 }
+YAML
+start_gw gwl "$T/gwl.yaml"
+timeout 60 "$CW_PING" -q -c 1 -t 30000 "$slow2@$gwl_tcp0" >"$T/hold.out" &
+hold=$!
+wait_for sh -c "'$CWCTL' --admin '$gwl_admin' stats --json | grep -q '\"inflight\":1,'" ||
+    fail "the call to slow2 is not in flight: $("$CWCTL" --admin "$gwl_admin" stats --json)"
+timeout 60 "$CW_PING" -q -c 30 -n 30 -i 20 -t 30000 "$slow@$gwl_tcp0" \
+    "$fast@$gwl_tcp0" >"$T/lanes.out" || fail "two routes: $(cat "$T/lanes.out")"
+wait "$hold" || fail "slow2: $(cat "$T/hold.out")"
+grep -q "^--- $slow@.*30 calls, CW_OK=30;" "$T/lanes.out" &&
+    grep -q "^--- $fast@.*30 calls, CW_OK=30;" "$T/lanes.out" ||
+    fail "two routes: $(cat "$T/lanes.out")"
+fast_max=$(grep "^--- $fast@" "$T/lanes.out" | sed 's|.*/\([0-9]*\)\.[0-9]* us;.*|\1|')
+[ "${fast_max:-99999999}" -lt 2500000 ] ||
+    fail "calls to the free route waited behind the full one: $(cat "$T/lanes.out")"
+pass "full route, the other one served as slots free: $(grep "^--- $fast@" "$T/lanes.out")"
+gw_stop_clean gwl

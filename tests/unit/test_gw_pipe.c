@@ -284,18 +284,25 @@ static void gw_del(struct fixture *fx)
     free(fx);
 }
 
+/* A token of the table (one reference) for 1 MiB of the origin. */
+static void token_init(struct fixture *fx, struct gw_btok *t)
+{
+    memset(t, 0, sizeof(*t));
+    t->bulk = &origin;
+    t->peer = &fake_peer;
+    t->sh = &fx->gw.shards[0];
+    t->perm = CW_BULK_READ_WRITE;
+    t->total = 1u << 20;
+    t->refs = 1;
+}
+
 /* A delegation of @p len bytes; the requester's handle is good for its
  * first @p valid bytes. */
 static void delegate(struct fixture *fx, cw_handle_t *h, enum cw_bulk_dir dir,
                      size_t len, size_t valid)
 {
     memset(h, 0, sizeof(*h));
-    h->tok.bulk = &origin;
-    h->tok.peer = &fake_peer;
-    h->tok.sh = &fx->gw.shards[0];
-    h->tok.perm = CW_BULK_READ_WRITE;
-    h->tok.total = 1u << 20;
-    h->tok.refs = 1; /* the table's */
+    token_init(fx, &h->tok);
     h->req.dir = dir;
     h->req.len = len;
     h->bulk.valid = valid;
@@ -393,6 +400,59 @@ static void test_revoked_while_waiting(void **state)
     gw_del(fx);
 }
 
+/* Revocation answers the delegations on the token that wait for staging
+ * at once, not when a chunk next frees up (which may be long after, or
+ * never), each once; a delegation on another token keeps its place, and
+ * the pool's accounting is intact. */
+static void test_revoke_wakes_waiting(void **state)
+{
+    struct fixture *fx = gw_new(2, 2);
+    cw_handle_t big, late, late2, other;
+    struct gw_btok tok;
+
+    (void)state;
+    delegate(fx, &big, CW_BULK_PULL, 4 * CHUNK, SIZE_MAX);
+    assert_int_equal(nops, 2); /* big holds both chunks */
+    token_init(fx, &tok);
+    shared_tok = &tok;
+    delegate(fx, &late, CW_BULK_PUSH, 2 * CHUNK, SIZE_MAX);
+    delegate(fx, &late2, CW_BULK_PULL, CHUNK, SIZE_MAX);
+    shared_tok = NULL;
+    delegate(fx, &other, CW_BULK_PULL, CHUNK, SIZE_MAX);
+    assert_int_equal(nops, 2); /* three waiting, nothing started */
+    assert_int_equal(tok.npipes, 2);
+
+    tok.revoked = true; /* as gw_bulk_revoke does */
+    gw_pipe_revoke(fx->gw.bulk, &tok);
+    assert_int_equal(late.answers, 1);
+    assert_int_equal(late.st, CW_CANCELED);
+    assert_true(late.released);
+    assert_int_equal(late2.answers, 1);
+    assert_int_equal(late2.st, CW_CANCELED);
+    assert_int_equal(tok.npipes, 0);
+    assert_int_equal(tok.refs, 1);
+    assert_int_equal(other.answers, 0);
+    assert_int_equal(fx->gw.bulk->npipes, 2);
+    assert_ptr_equal(fx->gw.bulk->pool.wait_head, fx->gw.bulk->pipes);
+
+    drain(); /* big's reads; its writes hand other a chunk */
+    drain();
+    drain();
+    assert_int_equal(big.answers, 1);
+    assert_int_equal(big.st, CW_OK);
+    assert_int_equal(other.answers, 1);
+    assert_int_equal(other.st, CW_OK);
+    assert_int_equal(late.answers, 1);
+    assert_int_equal(late2.answers, 1);
+    for (unsigned i = 0; i < nops; i++)
+        assert_ptr_not_equal(ops[i].remote, &late.bulk);
+    assert_int_equal(fx->gw.bulk->pool.nfree, fx->gw.bulk->pool.nslots);
+    assert_null(fx->gw.bulk->pool.wait_head);
+    assert_null(fx->gw.bulk->pool.wait_tail);
+    assert_int_equal(fx->gw.bulk->failed, 2);
+    gw_del(fx);
+}
+
 /* One token may hold GW_BTOK_MAX_PIPES staged delegations at once; the
  * next is answered CW_BUSY at once and counted, and the others all finish
  * and give the token back. */
@@ -400,15 +460,11 @@ static void test_token_pipe_cap(void **state)
 {
     struct fixture *fx = gw_new(1, 1);
     cw_handle_t *hs = calloc(GW_BTOK_MAX_PIPES + 1, sizeof(*hs));
-    struct gw_btok tok = {.refs = 1};
+    struct gw_btok tok;
 
     (void)state;
     assert_non_null(hs);
-    tok.bulk = &origin;
-    tok.peer = &fake_peer;
-    tok.sh = &fx->gw.shards[0];
-    tok.perm = CW_BULK_READ_WRITE;
-    tok.total = 1u << 20;
+    token_init(fx, &tok);
     shared_tok = &tok;
     for (unsigned i = 0; i < GW_BTOK_MAX_PIPES; i++)
         delegate(fx, &hs[i], CW_BULK_PULL, CHUNK, SIZE_MAX);
@@ -436,6 +492,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_own_slot_sync_failure),
         cmocka_unit_test(test_revoked_while_waiting),
+        cmocka_unit_test(test_revoke_wakes_waiting),
         cmocka_unit_test(test_token_pipe_cap),
     };
 
