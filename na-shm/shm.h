@@ -121,7 +121,9 @@ struct shm_seg_hdr {
     char pad1_[SHM_CACHELINE - 8];
     _Atomic uint64_t tail; /* producers */
     char pad2_[SHM_CACHELINE - 8];
-    _Atomic uint64_t head; /* consumer (read by nobody else) */
+    /* A copy of the consumer's head, for anyone to look at; producers
+     * can write it too, so the consumer never reads it back. */
+    _Atomic uint64_t head;
     char pad3_[SHM_CACHELINE - 8];
 };
 _Static_assert(sizeof(struct shm_seg_hdr) == 5 * SHM_CACHELINE, "hdr layout");
@@ -290,6 +292,7 @@ struct cw_na_class {
     int seg_fd;
     struct shm_seg_hdr *seg; /* own segment */
     size_t seg_size;
+    uint64_t head;           /* next slot to read (seg->head: a copy) */
     int efd;                 /* own eventfd */
     int epfd;                /* wait fd */
     struct shm_fdref listen;

@@ -99,9 +99,8 @@ bool shm_backlog_arm(struct cw_na_class *cls)
 
 bool shm_ring_pending(struct cw_na_class *cls)
 {
-    struct shm_seg_hdr *seg = cls->seg;
-    uint64_t head = atomic_load_explicit(&seg->head, memory_order_relaxed);
-    struct shm_slot *s = &shm_slots(seg)[head & (cls->nslots - 1)];
+    uint64_t head = cls->head;
+    struct shm_slot *s = &shm_slots(cls->seg)[head & (cls->nslots - 1)];
     return atomic_load_explicit(&s->seq, memory_order_acquire) == head + 1;
 }
 
@@ -251,7 +250,7 @@ unsigned shm_ring_drain(struct cw_na_class *cls, unsigned max)
     struct shm_seg_hdr *seg = cls->seg;
     struct shm_slot *slots = shm_slots(seg);
     uint64_t mask = cls->nslots - 1;
-    uint64_t head = atomic_load_explicit(&seg->head, memory_order_relaxed);
+    uint64_t head = cls->head;
     unsigned n = 0;
     while (n < max) {
         struct shm_slot *s = &slots[head & mask];
@@ -270,6 +269,7 @@ unsigned shm_ring_drain(struct cw_na_class *cls, unsigned max)
         atomic_store_explicit(&s->seq, head + cls->nslots,
                               memory_order_release);
         head++;
+        cls->head = head;
         atomic_store_explicit(&seg->head, head, memory_order_relaxed);
         n++;
     }
@@ -284,7 +284,7 @@ unsigned shm_ring_drain(struct cw_na_class *cls, unsigned max)
 void shm_ring_unstick(struct cw_na_class *cls)
 {
     struct shm_seg_hdr *seg = cls->seg;
-    uint64_t head = atomic_load_explicit(&seg->head, memory_order_relaxed);
+    uint64_t head = cls->head;
     struct shm_slot *s = &shm_slots(seg)[head & (cls->nslots - 1)];
     if (atomic_load_explicit(&s->seq, memory_order_acquire) == head + 1 ||
         atomic_load_explicit(&seg->tail, memory_order_relaxed) == head) {
@@ -314,7 +314,8 @@ void shm_ring_unstick(struct cw_na_class *cls)
              (unsigned long long)head, (double)(now - cls->stuck_since) / 1e9);
     atomic_store_explicit(&s->sender_uid, 0, memory_order_relaxed);
     atomic_store_explicit(&s->seq, head + cls->nslots, memory_order_release);
-    atomic_store_explicit(&seg->head, head + 1, memory_order_relaxed);
+    cls->head = head + 1;
+    atomic_store_explicit(&seg->head, cls->head, memory_order_relaxed);
     cls->stuck_since = 0;
 }
 

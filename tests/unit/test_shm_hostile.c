@@ -4,7 +4,8 @@
  * tail (a send must return), a segment header whose geometry changes
  * after it was validated (the sender keeps the geometry it checked), and
  * a producer that changes a published slot's length while it is being
- * consumed (the receiver uses the length it checked).
+ * consumed (the receiver uses the length it checked), and a producer
+ * that rewrites the ring's shared head (the consumer keeps its own).
  * Children are reaped (and killed if stuck) on every path; the segments
  * are the endpoints' own and go with them.
  */
@@ -582,6 +583,106 @@ static void test_forged_hello_first(void **state)
     assert_string_equal(line, "closed");
 }
 
+/* Rewrites a ring's shared head near its value until told to stop. */
+struct head_writer {
+    struct shm_seg_hdr *h;
+    atomic_bool stop;
+    unsigned long writes;
+};
+
+static void *head_writer_main(void *arg)
+{
+    struct head_writer *w = arg;
+    uint64_t x = 88172645463325252ull;
+    while (!atomic_load_explicit(&w->stop, memory_order_relaxed)) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        uint64_t head = atomic_load(&w->h->head);
+        atomic_store(&w->h->head, head + (x % 5) - 2);
+        w->writes++;
+        for (volatile int i = 0; i < 200; i++)
+            ;
+    }
+    return NULL;
+}
+
+/* The ring's read index lives in the shared segment so that producers can
+ * see it, and the consumer read it back from there: a producer rewriting
+ * it made the consumer skip messages (left published in the ring, which
+ * then stalls) or stop.  The consumer now keeps its head to itself and
+ * only publishes a copy.  Here a thread rewrites the shared head (by -2..2)
+ * while 5000 numbered messages flow; each must arrive once, in order. */
+static void test_shared_head_rewritten(void **state)
+{
+    (void)state;
+    cw_na_t *nas[2]; /* receiver, sender */
+    cw_na_addr_t *to;
+    char ruri[URI_LEN];
+    size_t size;
+    const unsigned n = 5000;
+    unsigned sent = 0, got = 0, wrong = 0, last = 0;
+    int first_wrong = -1;
+    uint32_t vals[64], in = 0;
+    struct done s[64], r;
+
+    assert_int_equal(cw_na_open("shm://", CW_NA_LISTEN,
+                                (const char *[]){"slots", "16", NULL}, &nas[0]),
+                     CW_OK);
+    self_uri(nas[0], ruri);
+    struct shm_seg_hdr *h = hostile_map(ruri + strlen("shm://"), &size);
+    assert_non_null(h);
+    assert_int_equal(cw_na_open("shm://", 0, NULL, &nas[1]), CW_OK);
+    assert_int_equal(cw_na_addr_lookup(nas[1], ruri, &to), CW_OK);
+
+    struct head_writer w = {.h = h};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, head_writer_main, &w), 0);
+    uint64_t idle_since = cw_now_ns();
+    while (got < n && cw_now_ns() - idle_since < 2000000000ull) {
+        /* Up to 64 sends in flight, one receive posted at a time. */
+        while (sent < n && sent - last < 64) {
+            unsigned k = sent % 64;
+            vals[k] = sent;
+            s[k] = (struct done){0};
+            assert_int_equal(cw_na_msg_send_unexpected(nas[1], &vals[k], 4,
+                                                       to, 1, done_cb, &s[k],
+                                                       NULL),
+                             CW_OK);
+            sent++;
+        }
+        r = (struct done){0};
+        assert_int_equal(cw_na_msg_recv_unexpected(nas[0], &in, sizeof(in),
+                                                   done_cb, &r, NULL),
+                         CW_OK);
+        while (r.calls == 0 && cw_now_ns() - idle_since < 2000000000ull) {
+            cw_na_progress(nas[1], 0, NULL);
+            cw_na_progress(nas[0], 0, NULL);
+        }
+        if (r.calls == 0)
+            break; /* stalled; the receive stays posted until close */
+        cw_na_addr_free(nas[0], r.source);
+        if (in != got && first_wrong < 0)
+            first_wrong = (int)in;
+        wrong += in != got;
+        got++;
+        last = in + 1 > last ? in + 1 : last;
+        idle_since = cw_now_ns();
+        cw_na_progress(nas[1], 0, NULL);
+    }
+    atomic_store(&w.stop, true);
+    pthread_join(t, NULL);
+    print_message("%u of %u messages arrived, %u out of place (first: %d), "
+                  "%lu rewrites of the shared head\n", got, n, wrong,
+                  first_wrong, w.writes);
+    cw_na_addr_free(nas[1], to);
+    munmap(h, size);
+    cw_na_close(nas[1]);
+    cw_na_close(nas[0]);
+    assert_int_equal(got, n);
+    assert_int_equal(wrong, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -591,6 +692,7 @@ int main(void)
         cmocka_unit_test(test_header_pid_forged),
         cmocka_unit_test(test_forged_hello_connected),
         cmocka_unit_test(test_forged_hello_first),
+        cmocka_unit_test(test_shared_head_rewritten),
     };
     cw_log_init();
     int rc = cmocka_run_group_tests_name("na-shm-hostile", tests, NULL, NULL);
