@@ -336,6 +336,9 @@ bool shm_name_valid(const char *name, size_t len);
 size_t shm_seg_size(uint32_t nslots);
 bool shm_seg_hdr_valid(const struct shm_seg_hdr *h, size_t size);
 void shm_abstract_name(const char *name, void *sun, socklen_t *len_p);
+/* The pid listening under @p name (kernel's word), 0 if nobody, -1 if
+ * that cannot be told. */
+pid_t shm_listener_pid(const char *name);
 bool shm_stale_check(const struct cw_na_host *host, const char *name);
 
 /* shm_addr.c */

@@ -442,29 +442,6 @@ void shm_listen_accept(struct cw_na_class *cls)
     }
 }
 
-/* The pid of the process listening under @p name, by the kernel; 0 if
- * nobody does, -1 if that cannot be told (its backlog is full). */
-static pid_t shm_listener_pid(const char *name)
-{
-    struct sockaddr_un sun;
-    socklen_t slen;
-    struct ucred cr;
-    socklen_t crlen = sizeof(cr);
-    pid_t pid = -1;
-    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -1;
-    shm_abstract_name(name, &sun, &slen);
-    if (connect(fd, (struct sockaddr *)&sun, slen) == 0) {
-        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) == 0)
-            pid = cr.pid;
-    } else if (errno == ECONNREFUSED) {
-        pid = 0;
-    }
-    close(fd); /* it sees a connection without HELLO go */
-    return pid;
-}
-
 /* Ids and names are not secret (they are in every address and ring
  * slot): a HELLO speaks for an endpoint only if it comes from the process
  * listening under the name it claims, and names the peer its id is known

@@ -4,8 +4,10 @@
  * tail (a send must return), a segment header whose geometry changes
  * after it was validated (the sender keeps the geometry it checked), and
  * a producer that changes a published slot's length while it is being
- * consumed (the receiver uses the length it checked), and a producer
- * that rewrites the ring's shared head (the consumer keeps its own).
+ * consumed (the receiver uses the length it checked), a producer that
+ * rewrites the ring's shared head (the consumer keeps its own), and a
+ * dead pid written into a live endpoint's header (the next init's scan
+ * leaves the segment alone).
  * Children are reaped (and killed if stuck) on every path; the segments
  * are the endpoints' own and go with them.
  */
@@ -683,6 +685,70 @@ static void test_shared_head_rewritten(void **state)
     assert_int_equal(wrong, 0);
 }
 
+/* Child: exit at once (its pid is then dead). */
+static int child_exit(void *arg, int wfd)
+{
+    (void)arg;
+    (void)wfd;
+    return 0;
+}
+
+/* Every init removes the segments of dead owners, and took the owner from
+ * the segment's header, which any peer can write: a dead pid written into
+ * a live endpoint's header made the next init unlink the live segment, so
+ * nobody could reach that endpoint again.  A segment is now removed only
+ * if nobody listens under its name. */
+static void test_header_dead_pid_scan(void **state)
+{
+    (void)state;
+    cw_na_t *live, *other, *snd;
+    cw_na_addr_t *to = NULL;
+    char name[64], uri[URI_LEN], in[16] = "";
+    size_t size;
+    int rfd;
+    struct done s = {0}, r = {0};
+
+    unique_name(name, sizeof(name), "deadpid");
+    snprintf(uri, sizeof(uri), "shm://%s", name);
+    assert_int_equal(cw_na_open(uri, CW_NA_LISTEN, NULL, &live), CW_OK);
+    struct shm_seg_hdr *h = hostile_map(name, &size);
+    assert_non_null(h);
+    pid_t dead = fork_child(child_exit, NULL, &rfd);
+    close(rfd);
+    assert_int_equal(reap(dead), 0);
+    uint32_t owner_pid = h->owner_pid;
+    h->owner_pid = (uint32_t)dead;
+
+    assert_int_equal(cw_na_open("shm://", 0, NULL, &other), CW_OK);
+    bool kept = seg_exists(name);
+    cw_na_close(other);
+    h->owner_pid = owner_pid; /* the hostile writer goes away */
+    munmap(h, size);
+
+    assert_int_equal(cw_na_open("shm://", 0, NULL, &snd), CW_OK);
+    cw_na_t *nas[2] = {live, snd};
+    cw_status_t st = cw_na_addr_lookup(snd, uri, &to);
+    if (st == CW_OK) {
+        assert_int_equal(cw_na_msg_send_unexpected(snd, "alive", 6, to, 2,
+                                                   done_cb, &s, NULL),
+                         CW_OK);
+        assert_int_equal(cw_na_msg_recv_unexpected(live, in, sizeof(in),
+                                                   done_cb, &r, NULL),
+                         CW_OK);
+        assert_true(wait_done(nas, 2, &r.calls, 1));
+        cw_na_addr_free(live, r.source);
+        cw_na_addr_free(snd, to);
+    }
+    print_message("after another init: segment %s, lookup %d, received "
+                  "\"%s\"\n", kept ? "kept" : "removed", (int)st, in);
+    cw_na_close(snd);
+    cw_na_close(live);
+    assert_true(kept);
+    assert_int_equal(st, CW_OK);
+    assert_int_equal(r.status, CW_OK);
+    assert_string_equal(in, "alive");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -693,6 +759,7 @@ int main(void)
         cmocka_unit_test(test_forged_hello_connected),
         cmocka_unit_test(test_forged_hello_first),
         cmocka_unit_test(test_shared_head_rewritten),
+        cmocka_unit_test(test_header_dead_pid_scan),
     };
     cw_log_init();
     int rc = cmocka_run_group_tests_name("na-shm-hostile", tests, NULL, NULL);
