@@ -442,12 +442,14 @@ static cw_status_t shm_init(const struct cw_na_host *host,
     cls->listen = (struct shm_fdref){.kind = SHM_FD_LISTEN, .fd = -1};
     cls->event = (struct shm_fdref){.kind = SHM_FD_EVENT, .fd = -1};
     shm_list_init(&cls->peers);
+    shm_list_init(&cls->unsolicited);
     shm_list_init(&cls->accepted);
     shm_list_init(&cls->unexp_posted);
     shm_list_init(&cls->exp_posted);
     shm_list_init(&cls->early);
     shm_list_init(&cls->done);
     cls->uid = shm_new_uid();
+    cls->index_seed = shm_new_uid();
     cls->nslots = shm_param_slots(info);
     cw_status_t st = CW_INVALID_ARG;
     if (cls->nslots == 0) {

@@ -4,7 +4,8 @@
  * tail (a send must return), a segment header whose geometry changes
  * after it was validated (the sender keeps the geometry it checked), and
  * a producer that changes a published slot's length while it is being
- * consumed (the receiver uses the length it checked), a producer that
+ * consumed (the receiver uses the length it checked), a producer claiming
+ * a new sender id in every slot (the peer table stays bounded), one that
  * rewrites the ring's shared head (the consumer keeps its own), and a
  * dead pid written into a live endpoint's header (the next init's scan
  * leaves the segment alone).
@@ -585,6 +586,169 @@ static void test_forged_hello_first(void **state)
     assert_string_equal(line, "closed");
 }
 
+/* The plugin's state behind an instance (its self address is a peer). */
+static struct cw_na_class *hostile_cls(cw_na_t *na)
+{
+    cw_na_addr_t *self;
+    assert_int_equal(cw_na_addr_self(na, &self), CW_OK);
+    struct cw_na_class *cls = ((struct shm_peer *)(void *)self)->cls;
+    cw_na_addr_free(na, self);
+    return cls;
+}
+
+static unsigned hostile_npeers(cw_na_t *na)
+{
+    struct cw_na_class *cls = hostile_cls(na);
+    unsigned n = 0;
+    for (struct shm_list *l = cls->peers.next; l != &cls->peers; l = l->next)
+        n++;
+    return n;
+}
+
+/* Write one message into the ring as a producer that never connected,
+ * claiming sender id @p uid and name "evil"; false if the ring is full. */
+static bool hostile_push(struct shm_seg_hdr *h, uint64_t uid, uint32_t tag)
+{
+    uint64_t pos = atomic_load(&h->tail);
+    struct shm_slot *s = &hostile_slots(h)[pos & (h->nslots - 1)];
+    if (atomic_load(&s->seq) != pos ||
+        !atomic_compare_exchange_strong(&h->tail, &pos, pos + 1))
+        return false;
+    atomic_store(&s->sender_uid, uid);
+    s->type = SHM_MSG_UNEXPECTED;
+    s->tag = tag;
+    s->len = 4;
+    s->name_len = 4;
+    memcpy(s->sender_name, "evil", 5);
+    memcpy(s->data, &tag, 4);
+    atomic_store(&s->seq, pos + 1);
+    return true;
+}
+
+/* Push @p n messages from ids @p uid0.. into @p rcv's ring, progressing
+ * it between ring fulls; with @p take, a receive is posted for each. */
+static void hostile_flood(cw_na_t *rcv, struct shm_seg_hdr *h, uint64_t uid0,
+                          unsigned n, bool take, struct early_rcv *u)
+{
+    static unsigned char buf[16];
+    unsigned pushed = 0;
+    uint64_t deadline = cw_now_ns() + 60000000000ull;
+    while (pushed < n && cw_now_ns() < deadline) {
+        unsigned batch = 0;
+        while (pushed < n && hostile_push(h, uid0 + pushed, pushed)) {
+            pushed++;
+            batch++;
+        }
+        for (unsigned i = 0; take && i < batch; i++)
+            assert_int_equal(cw_na_msg_recv_unexpected(rcv, buf, sizeof(buf),
+                                                       early_cb, u,
+                                                       NULL),
+                             CW_OK);
+        cw_na_progress(rcv, 0, NULL);
+    }
+    for (int i = 0; i < 100; i++)
+        cw_na_progress(rcv, 0, NULL);
+    assert_int_equal(pushed, n);
+}
+
+/* A producer that never connects can claim a new sender id in every slot.
+ * Each one used to add a peer to the table for good, searched linearly on
+ * every message from an unknown sender: 20000 slots left 20000 peers
+ * behind and slowed each lookup.  Peers known only from slots are now
+ * bounded (SHM_UNSOLICITED_MAX); idle ones are forgotten, and when all are
+ * still referenced (their messages wait in the early queue) a slot from
+ * yet another unknown sender is dropped and counted.  A peer that has
+ * connected is never counted, so a new sender still gets through. */
+static void test_unsolicited_ids_bounded(void **state)
+{
+    (void)state;
+    cw_na_t *nas[3]; /* receiver, connected sender, new sender */
+    cw_na_addr_t *to, *to2;
+    char ruri[URI_LEN], in[16] = "";
+    size_t size;
+    struct early_rcv u = {0};
+    struct done s = {0}, s1 = {0}, r1 = {0};
+    const unsigned n = 20000, over = 500;
+
+    assert_int_equal(cw_na_open("shm://", CW_NA_LISTEN, NULL, &nas[0]), CW_OK);
+    u.na = nas[0];
+    self_uri(nas[0], ruri);
+    struct shm_seg_hdr *h = hostile_map(ruri + strlen("shm://"), &size);
+    assert_non_null(h);
+    assert_int_equal(cw_na_open("shm://", 0, NULL, &nas[1]), CW_OK);
+    assert_int_equal(cw_na_addr_lookup(nas[1], ruri, &to), CW_OK);
+    assert_int_equal(cw_na_msg_send_unexpected(nas[1], "hello", 6, to, 3,
+                                               done_cb, &s1, NULL),
+                     CW_OK);
+    assert_int_equal(cw_na_msg_recv_unexpected(nas[0], in, sizeof(in),
+                                               done_cb, &r1, NULL),
+                     CW_OK);
+    assert_true(wait_done(nas, 2, &r1.calls, 1));
+    cw_na_addr_t *from = r1.source; /* kept: the connected sender */
+
+    /* Every message taken and its source freed: the peers are idle. */
+    uint64_t t0 = cw_now_ns();
+    hostile_flood(nas[0], h, HOSTILE_UID, n, true, &u);
+    uint64_t t1 = cw_now_ns();
+    unsigned npeers = hostile_npeers(nas[0]);
+    uint64_t dropped = cw_na_dropped(nas[0]);
+    print_message("%u unsolicited ids: %u messages taken, %u peers, "
+                  "%llu dropped, %.0f ns a message\n", n, u.got, npeers,
+                  (unsigned long long)dropped, (double)(t1 - t0) / n);
+
+    /* No receives: each message holds its peer in the early queue. */
+    hostile_flood(nas[0], h, HOSTILE_UID + n, SHM_UNSOLICITED_MAX + over,
+                  false, &u);
+    unsigned npeers2 = hostile_npeers(nas[0]);
+    uint64_t dropped2 = cw_na_dropped(nas[0]) - dropped;
+    print_message("%u more, none taken: %u peers, %llu dropped\n",
+                  SHM_UNSOLICITED_MAX + over, npeers2,
+                  (unsigned long long)dropped2);
+
+    /* The connected sender and a new one are still heard. */
+    r1 = (struct done){0};
+    assert_int_equal(cw_na_msg_recv_expected(nas[0], in, sizeof(in), from, 4,
+                                             done_cb, &r1, NULL),
+                     CW_OK);
+    assert_int_equal(cw_na_msg_send_expected(nas[1], "still", 6, to, 4,
+                                             done_cb, &s1, NULL),
+                     CW_OK);
+    bool still = wait_done(nas, 2, &r1.calls, 1);
+    assert_int_equal(cw_na_open("shm://", 0, NULL, &nas[2]), CW_OK);
+    assert_int_equal(cw_na_addr_lookup(nas[2], ruri, &to2), CW_OK);
+    assert_int_equal(cw_na_msg_send_unexpected(nas[2], "new", 4, to2, 5,
+                                               done_cb, &s, NULL),
+                     CW_OK);
+    bool sent = wait_done(&nas[2], 1, &s.calls, 1);
+    unsigned got = u.got, want = SHM_UNSOLICITED_MAX + 1;
+    unsigned char buf[16] = "";
+    for (unsigned i = 0; i < want; i++)
+        assert_int_equal(cw_na_msg_recv_unexpected(nas[0], buf, sizeof(buf),
+                                                   early_cb, &u, NULL),
+                         CW_OK);
+    uint64_t deadline = cw_now_ns() + WAIT_MS * 1000000ull;
+    while (u.got < got + want && cw_now_ns() < deadline)
+        cw_na_progress(nas[0], 0, NULL);
+
+    cw_na_addr_free(nas[2], to2);
+    cw_na_addr_free(nas[1], to);
+    cw_na_addr_free(nas[0], from);
+    munmap(h, size);
+    for (int i = 2; i >= 0; i--)
+        cw_na_close(nas[i]);
+    assert_true(still);
+    assert_int_equal(r1.status, CW_OK);
+    assert_string_equal(in, "still");
+    assert_int_equal(u.got, got + want);
+    assert_string_equal((char *)buf, "new");
+    assert_true(sent);
+    assert_int_equal(s.status, CW_OK);
+    assert_int_equal(dropped, 0);
+    assert_true(npeers <= SHM_UNSOLICITED_MAX + 3);
+    assert_int_equal(dropped2, over);
+    assert_true(npeers2 <= SHM_UNSOLICITED_MAX + 3);
+}
+
 /* Rewrites a ring's shared head near its value until told to stop. */
 struct head_writer {
     struct shm_seg_hdr *h;
@@ -758,6 +922,7 @@ int main(void)
         cmocka_unit_test(test_header_pid_forged),
         cmocka_unit_test(test_forged_hello_connected),
         cmocka_unit_test(test_forged_hello_first),
+        cmocka_unit_test(test_unsolicited_ids_bounded),
         cmocka_unit_test(test_shared_head_rewritten),
         cmocka_unit_test(test_header_dead_pid_scan),
     };
