@@ -70,6 +70,12 @@
  * descriptors here. */
 #define SHM_ACCEPTED_MAX 256u
 
+/* Peers known only from slots of our ring: a sender whose HELLO is not
+ * read yet, or a writer that never connects and may claim a new id in
+ * every slot.  At this many the idle ones are forgotten; if none is idle,
+ * a slot from yet another unknown sender is dropped and counted. */
+#define SHM_UNSOLICITED_MAX 1024u
+
 /* How often the busy path looks at the sockets (connects, peers gone). */
 #define SHM_SOCK_CHECK_NS 100000ull
 
@@ -121,7 +127,9 @@ struct shm_seg_hdr {
     char pad1_[SHM_CACHELINE - 8];
     _Atomic uint64_t tail; /* producers */
     char pad2_[SHM_CACHELINE - 8];
-    _Atomic uint64_t head; /* consumer (read by nobody else) */
+    /* A copy of the consumer's head, for anyone to look at; producers
+     * can write it too, so the consumer never reads it back. */
+    _Atomic uint64_t head;
     char pad3_[SHM_CACHELINE - 8];
 };
 _Static_assert(sizeof(struct shm_seg_hdr) == 5 * SHM_CACHELINE, "hdr layout");
@@ -201,6 +209,8 @@ struct shm_peer {
     enum shm_peer_state state;
     bool self;
     bool in_table;
+    bool indexed;            /* in cls->index (live, id known) */
+    bool unsolicited;        /* known only from ring slots */
     uint64_t uid;            /* 0 until known */
     pid_t pid;
     char name[SHM_NAME_MAX];
@@ -212,6 +222,7 @@ struct shm_peer {
     struct shm_fdref in;     /* its connection to us (fd -1 if none) */
     struct shm_list backlog; /* sends waiting for ring space */
     struct shm_list link;    /* cls->peers */
+    struct shm_list ulink;   /* cls->unsolicited */
 };
 
 static inline cw_na_addr_t *shm_addr(struct shm_peer *p)
@@ -290,6 +301,7 @@ struct cw_na_class {
     int seg_fd;
     struct shm_seg_hdr *seg; /* own segment */
     size_t seg_size;
+    uint64_t head;           /* next slot to read (seg->head: a copy) */
     int efd;                 /* own eventfd */
     int epfd;                /* wait fd */
     struct shm_fdref listen;
@@ -301,6 +313,12 @@ struct cw_na_class {
 
     struct shm_peer *self;
     struct shm_list peers;
+    struct shm_peer **index;     /* live peers by id (shm_table.c) */
+    size_t index_size;           /* a power of two, 0 until the first */
+    size_t nindexed;
+    uint64_t index_seed;         /* ids are the peers' choice: hash seeded */
+    struct shm_list unsolicited; /* peers known only from ring slots */
+    unsigned nunsolicited;
     struct shm_list accepted;    /* shm_fdref awaiting HELLO */
     unsigned naccepted;
     struct shm_list unexp_posted;
@@ -333,10 +351,30 @@ bool shm_name_valid(const char *name, size_t len);
 size_t shm_seg_size(uint32_t nslots);
 bool shm_seg_hdr_valid(const struct shm_seg_hdr *h, size_t size);
 void shm_abstract_name(const char *name, void *sun, socklen_t *len_p);
+/* The pid listening under @p name (kernel's word), 0 if nobody, -1 if
+ * that cannot be told. */
+pid_t shm_listener_pid(const char *name);
 bool shm_stale_check(const struct cw_na_host *host, const char *name);
 
-/* shm_addr.c */
+/* shm_table.c */
+/** The live peer with id @p uid, or NULL. */
 struct shm_peer *shm_peer_find_uid(struct cw_na_class *cls, uint64_t uid);
+/** Make a live peer whose id is known findable by it; false: no memory. */
+bool shm_peer_index(struct cw_na_class *cls, struct shm_peer *peer);
+/** Take a peer out of the index (it died or goes) and out of the count
+ *  of unsolicited peers. */
+void shm_peer_unindex(struct cw_na_class *cls, struct shm_peer *peer);
+/** The peer has a connection: it no longer counts as unsolicited. */
+void shm_peer_connected(struct cw_na_class *cls, struct shm_peer *peer);
+/** Free the index (the peers are gone). */
+void shm_peer_index_fini(struct cw_na_class *cls);
+/** The peer of a slot from unknown sender @p uid named @p name (the
+ *  table's reference, in *peer_p); CW_OVERFLOW if SHM_UNSOLICITED_MAX
+ *  peers known only from slots are all in use (drop the slot). */
+cw_status_t shm_peer_from_slot(struct cw_na_class *cls, const char *name,
+                               uint64_t uid, struct shm_peer **peer_p);
+
+/* shm_addr.c */
 cw_status_t shm_peer_get(struct cw_na_class *cls, const char *name,
                          uint64_t uid, struct shm_peer **peer_p);
 cw_status_t shm_peer_attach(struct cw_na_class *cls, struct shm_peer *peer);

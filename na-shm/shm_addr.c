@@ -61,6 +61,7 @@ static void shm_peer_detach(struct shm_peer *peer)
 
 static void shm_peer_free(struct shm_peer *peer)
 {
+    shm_peer_unindex(peer->cls, peer);
     if (peer->in_table)
         shm_list_del(&peer->link);
     shm_peer_detach(peer);
@@ -87,26 +88,8 @@ void shm_peer_destroy_all(struct cw_na_class *cls)
             shm_container_of(cls->peers.next, struct shm_peer, link);
         shm_peer_free(p);
     }
+    shm_peer_index_fini(cls);
     cls->self = NULL;
-}
-
-struct shm_peer *shm_peer_find_uid(struct cw_na_class *cls, uint64_t uid)
-{
-    for (struct shm_list *l = cls->peers.next; l != &cls->peers;
-         l = l->next) {
-        struct shm_peer *p = shm_container_of(l, struct shm_peer, link);
-        if (p->uid == uid && p->state != SHM_PEER_DEAD) {
-            if (l != cls->peers.next) { /* move to front: hot peers first */
-                shm_list_del(l);
-                l->next = cls->peers.next;
-                l->prev = &cls->peers;
-                cls->peers.next->prev = l;
-                cls->peers.next = l;
-            }
-            return p;
-        }
-    }
-    return NULL;
 }
 
 static struct shm_peer *shm_peer_find_name(struct cw_na_class *cls,
@@ -140,6 +123,10 @@ cw_status_t shm_peer_get(struct cw_na_class *cls, const char *name,
                                    .peer = p};
         snprintf(p->name, sizeof(p->name), "%s", name);
         shm_list_init(&p->backlog);
+        if (!shm_peer_index(cls, p)) {
+            free(p);
+            return CW_NOMEM;
+        }
         shm_list_add_tail(&cls->peers, &p->link);
         p->in_table = true;
     }
@@ -303,6 +290,10 @@ cw_status_t shm_peer_attach(struct cw_na_class *cls, struct shm_peer *peer)
     cw_status_t st = shm_seg_map(cls, peer, cr.pid);
     if (st != CW_OK)
         goto err_close;
+    if (!shm_peer_index(cls, peer)) { /* its id may be new */
+        st = CW_NOMEM;
+        goto err_unmap;
+    }
     st = shm_sock_send(fd, SHM_SOCK_HELLO, cls, -1);
     if (st != CW_OK)
         goto err_unmap;
@@ -316,6 +307,7 @@ cw_status_t shm_peer_attach(struct cw_na_class *cls, struct shm_peer *peer)
         goto err_unmap;
     }
     peer->state = SHM_PEER_ATTACHED;
+    shm_peer_connected(cls, peer);
     return CW_OK;
 
 err_unmap:
@@ -325,6 +317,7 @@ err_close:
     close(fd);
     if (st == CW_DISCONNECTED) { /* another incarnation holds the name */
         peer->state = SHM_PEER_DEAD;
+        shm_peer_unindex(cls, peer);
         cls->ndead++;
     }
     return st;
@@ -442,29 +435,6 @@ void shm_listen_accept(struct cw_na_class *cls)
     }
 }
 
-/* The pid of the process listening under @p name, by the kernel; 0 if
- * nobody does, -1 if that cannot be told (its backlog is full). */
-static pid_t shm_listener_pid(const char *name)
-{
-    struct sockaddr_un sun;
-    socklen_t slen;
-    struct ucred cr;
-    socklen_t crlen = sizeof(cr);
-    pid_t pid = -1;
-    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -1;
-    shm_abstract_name(name, &sun, &slen);
-    if (connect(fd, (struct sockaddr *)&sun, slen) == 0) {
-        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) == 0)
-            pid = cr.pid;
-    } else if (errno == ECONNREFUSED) {
-        pid = 0;
-    }
-    close(fd); /* it sees a connection without HELLO go */
-    return pid;
-}
-
 /* Ids and names are not secret (they are in every address and ring
  * slot): a HELLO speaks for an endpoint only if it comes from the process
  * listening under the name it claims, and names the peer its id is known
@@ -541,6 +511,7 @@ static void shm_accepted_hello(struct cw_na_class *cls, struct shm_fdref *ref,
     peer->in.fd = ref->fd;
     if (!peer->pid)
         peer->pid = cr.pid;
+    shm_peer_connected(cls, peer);
     shm_peer_unref(peer);
     free(ref);
     return;

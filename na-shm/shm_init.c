@@ -187,8 +187,34 @@ void shm_abstract_name(const char *name, void *sun_v, socklen_t *len_p)
                          (size_t)n);
 }
 
-/* Remove /dev/shm/causeway-<name> if its header names an owner that is gone.
- * Segments being created (no magic yet) and foreign ones are left alone. */
+/* The pid of the process listening under @p name, by the kernel; 0 if
+ * nobody does, -1 if that cannot be told (its backlog is full). */
+pid_t shm_listener_pid(const char *name)
+{
+    struct sockaddr_un sun;
+    socklen_t slen;
+    struct ucred cr;
+    socklen_t crlen = sizeof(cr);
+    pid_t pid = -1;
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    shm_abstract_name(name, &sun, &slen);
+    if (connect(fd, (struct sockaddr *)&sun, slen) == 0) {
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) == 0)
+            pid = cr.pid;
+    } else if (errno == ECONNREFUSED) {
+        pid = 0;
+    }
+    close(fd); /* it sees a connection without HELLO go */
+    return pid;
+}
+
+/* Remove /dev/shm/causeway-<name> if its owner is gone.  Any peer can
+ * write the header, so its word is not enough: the segment goes only if
+ * nobody listens under the name either (the owner binds the name before
+ * it creates the segment and holds it while it lives).  Segments being
+ * created (no magic yet) and foreign ones are left alone. */
 bool shm_stale_check(const struct cw_na_host *host, const char *name)
 {
     char path[SHM_NAME_MAX + 16];
@@ -202,7 +228,8 @@ bool shm_stale_check(const struct cw_na_host *host, const char *name)
     ssize_t n = pread(fd, &h, sizeof(h), 0);
     if (n == (ssize_t)sizeof(h) && fstat(fd, &st1) == 0 &&
         shm_seg_hdr_valid(&h, (size_t)st1.st_size) &&
-        !shm_pid_alive((pid_t)h.owner_pid, h.owner_start)) {
+        !shm_pid_alive((pid_t)h.owner_pid, h.owner_start) &&
+        shm_listener_pid(name) == 0) {
         char devpath[SHM_NAME_MAX + 32];
         snprintf(devpath, sizeof(devpath), "/dev/shm%s", path);
         /* Unlink only if the name still refers to the file we examined. */
@@ -415,12 +442,14 @@ static cw_status_t shm_init(const struct cw_na_host *host,
     cls->listen = (struct shm_fdref){.kind = SHM_FD_LISTEN, .fd = -1};
     cls->event = (struct shm_fdref){.kind = SHM_FD_EVENT, .fd = -1};
     shm_list_init(&cls->peers);
+    shm_list_init(&cls->unsolicited);
     shm_list_init(&cls->accepted);
     shm_list_init(&cls->unexp_posted);
     shm_list_init(&cls->exp_posted);
     shm_list_init(&cls->early);
     shm_list_init(&cls->done);
     cls->uid = shm_new_uid();
+    cls->index_seed = shm_new_uid();
     cls->nslots = shm_param_slots(info);
     cw_status_t st = CW_INVALID_ARG;
     if (cls->nslots == 0) {

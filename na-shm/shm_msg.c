@@ -99,9 +99,8 @@ bool shm_backlog_arm(struct cw_na_class *cls)
 
 bool shm_ring_pending(struct cw_na_class *cls)
 {
-    struct shm_seg_hdr *seg = cls->seg;
-    uint64_t head = atomic_load_explicit(&seg->head, memory_order_relaxed);
-    struct shm_slot *s = &shm_slots(seg)[head & (cls->nslots - 1)];
+    uint64_t head = cls->head;
+    struct shm_slot *s = &shm_slots(cls->seg)[head & (cls->nslots - 1)];
     return atomic_load_explicit(&s->seq, memory_order_acquire) == head + 1;
 }
 
@@ -200,7 +199,8 @@ static bool shm_early_evict_expected(struct cw_na_class *cls)
 
 /* Take one published slot (@p h: its checked fields); false if it must
  * stay (early queue full of unexpected messages, no memory).  A slot from
- * an unknown sender with a bad name is dropped. */
+ * an unknown sender with a bad name, or from one more unknown sender than
+ * the table takes, is dropped. */
 static bool shm_slot_consume(struct cw_na_class *cls, struct shm_slot *s,
                              const struct shm_slot_head *h)
 {
@@ -216,9 +216,17 @@ static bool shm_slot_consume(struct cw_na_class *cls, struct shm_slot *s,
                      (unsigned long long)cls->dropped);
             return true;
         }
-        if (shm_peer_get(cls, name, h->uid, &src) != CW_OK)
+        cw_status_t st = shm_peer_from_slot(cls, name, h->uid, &src);
+        if (st == CW_OVERFLOW) {
+            cls->dropped++;
+            SHM_WARN_RL(cls, "dropped a message from unknown sender "
+                        "shm://%s: %u peers known only from the ring are "
+                        "in use (%llu dropped so far)", name,
+                        cls->nunsolicited, (unsigned long long)cls->dropped);
+            return true;
+        }
+        if (st != CW_OK)
             return false;
-        shm_peer_unref(src); /* the table keeps it */
     }
     if (h->type == SHM_MSG_EXPECTED) {
         op = shm_match_expected(cls, h->uid, h->tag);
@@ -251,7 +259,7 @@ unsigned shm_ring_drain(struct cw_na_class *cls, unsigned max)
     struct shm_seg_hdr *seg = cls->seg;
     struct shm_slot *slots = shm_slots(seg);
     uint64_t mask = cls->nslots - 1;
-    uint64_t head = atomic_load_explicit(&seg->head, memory_order_relaxed);
+    uint64_t head = cls->head;
     unsigned n = 0;
     while (n < max) {
         struct shm_slot *s = &slots[head & mask];
@@ -270,6 +278,7 @@ unsigned shm_ring_drain(struct cw_na_class *cls, unsigned max)
         atomic_store_explicit(&s->seq, head + cls->nslots,
                               memory_order_release);
         head++;
+        cls->head = head;
         atomic_store_explicit(&seg->head, head, memory_order_relaxed);
         n++;
     }
@@ -284,7 +293,7 @@ unsigned shm_ring_drain(struct cw_na_class *cls, unsigned max)
 void shm_ring_unstick(struct cw_na_class *cls)
 {
     struct shm_seg_hdr *seg = cls->seg;
-    uint64_t head = atomic_load_explicit(&seg->head, memory_order_relaxed);
+    uint64_t head = cls->head;
     struct shm_slot *s = &shm_slots(seg)[head & (cls->nslots - 1)];
     if (atomic_load_explicit(&s->seq, memory_order_acquire) == head + 1 ||
         atomic_load_explicit(&seg->tail, memory_order_relaxed) == head) {
@@ -302,19 +311,16 @@ void shm_ring_unstick(struct cw_na_class *cls)
         return; /* slow, or the claimer is not known yet */
     /* Every producer connects before it pushes, so a live one is a peer
      * here whose connection is open; only a gone one is skipped. */
-    for (struct shm_list *l = cls->peers.next; l != &cls->peers;
-         l = l->next) {
-        struct shm_peer *p = shm_container_of(l, struct shm_peer, link);
-        if (p->uid == uid && p->state != SHM_PEER_DEAD)
-            return;
-    }
+    if (shm_peer_find_uid(cls, uid))
+        return;
     cls->dropped++;
     SHM_WARN(cls, "skipping ring slot %llu: claimed %.1f s ago by an "
              "endpoint that is gone and never published",
              (unsigned long long)head, (double)(now - cls->stuck_since) / 1e9);
     atomic_store_explicit(&s->sender_uid, 0, memory_order_relaxed);
     atomic_store_explicit(&s->seq, head + cls->nslots, memory_order_release);
-    atomic_store_explicit(&seg->head, head + 1, memory_order_relaxed);
+    cls->head = head + 1;
+    atomic_store_explicit(&seg->head, cls->head, memory_order_relaxed);
     cls->stuck_since = 0;
 }
 

@@ -96,6 +96,7 @@ void shm_peer_failed(struct cw_na_class *cls, struct shm_peer *peer,
             "pending operations (status %d)", peer->name, (int)peer->pid,
             (int)st);
     peer->state = SHM_PEER_DEAD;
+    shm_peer_unindex(cls, peer);
     cls->ndead++;
     while (!shm_list_empty(&peer->backlog)) {
         struct cw_na_op *op =

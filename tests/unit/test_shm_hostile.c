@@ -4,7 +4,11 @@
  * tail (a send must return), a segment header whose geometry changes
  * after it was validated (the sender keeps the geometry it checked), and
  * a producer that changes a published slot's length while it is being
- * consumed (the receiver uses the length it checked).
+ * consumed (the receiver uses the length it checked), a producer claiming
+ * a new sender id in every slot (the peer table stays bounded), one that
+ * rewrites the ring's shared head (the consumer keeps its own), and a
+ * dead pid written into a live endpoint's header (the next init's scan
+ * leaves the segment alone).
  * Children are reaped (and killed if stuck) on every path; the segments
  * are the endpoints' own and go with them.
  */
@@ -582,6 +586,333 @@ static void test_forged_hello_first(void **state)
     assert_string_equal(line, "closed");
 }
 
+/* The plugin's state behind an instance (its self address is a peer). */
+static struct cw_na_class *hostile_cls(cw_na_t *na)
+{
+    cw_na_addr_t *self;
+    assert_int_equal(cw_na_addr_self(na, &self), CW_OK);
+    struct cw_na_class *cls = ((struct shm_peer *)(void *)self)->cls;
+    cw_na_addr_free(na, self);
+    return cls;
+}
+
+static unsigned hostile_npeers(cw_na_t *na)
+{
+    struct cw_na_class *cls = hostile_cls(na);
+    unsigned n = 0;
+    for (struct shm_list *l = cls->peers.next; l != &cls->peers; l = l->next)
+        n++;
+    return n;
+}
+
+/* Write one message into the ring as a producer that never connected,
+ * claiming sender id @p uid and name "evil"; false if the ring is full. */
+static bool hostile_push(struct shm_seg_hdr *h, uint64_t uid, uint32_t tag)
+{
+    uint64_t pos = atomic_load(&h->tail);
+    struct shm_slot *s = &hostile_slots(h)[pos & (h->nslots - 1)];
+    if (atomic_load(&s->seq) != pos ||
+        !atomic_compare_exchange_strong(&h->tail, &pos, pos + 1))
+        return false;
+    atomic_store(&s->sender_uid, uid);
+    s->type = SHM_MSG_UNEXPECTED;
+    s->tag = tag;
+    s->len = 4;
+    s->name_len = 4;
+    memcpy(s->sender_name, "evil", 5);
+    memcpy(s->data, &tag, 4);
+    atomic_store(&s->seq, pos + 1);
+    return true;
+}
+
+/* Push @p n messages from ids @p uid0.. into @p rcv's ring, progressing
+ * it between ring fulls; with @p take, a receive is posted for each. */
+static void hostile_flood(cw_na_t *rcv, struct shm_seg_hdr *h, uint64_t uid0,
+                          unsigned n, bool take, struct early_rcv *u)
+{
+    static unsigned char buf[16];
+    unsigned pushed = 0;
+    uint64_t deadline = cw_now_ns() + 60000000000ull;
+    while (pushed < n && cw_now_ns() < deadline) {
+        unsigned batch = 0;
+        while (pushed < n && hostile_push(h, uid0 + pushed, pushed)) {
+            pushed++;
+            batch++;
+        }
+        for (unsigned i = 0; take && i < batch; i++)
+            assert_int_equal(cw_na_msg_recv_unexpected(rcv, buf, sizeof(buf),
+                                                       early_cb, u,
+                                                       NULL),
+                             CW_OK);
+        cw_na_progress(rcv, 0, NULL);
+    }
+    for (int i = 0; i < 100; i++)
+        cw_na_progress(rcv, 0, NULL);
+    assert_int_equal(pushed, n);
+}
+
+/* A producer that never connects can claim a new sender id in every slot.
+ * Each one used to add a peer to the table for good, searched linearly on
+ * every message from an unknown sender: 20000 slots left 20000 peers
+ * behind and slowed each lookup.  Peers known only from slots are now
+ * bounded (SHM_UNSOLICITED_MAX); idle ones are forgotten, and when all are
+ * still referenced (their messages wait in the early queue) a slot from
+ * yet another unknown sender is dropped and counted.  A peer that has
+ * connected is never counted, so a new sender still gets through. */
+static void test_unsolicited_ids_bounded(void **state)
+{
+    (void)state;
+    cw_na_t *nas[3]; /* receiver, connected sender, new sender */
+    cw_na_addr_t *to, *to2;
+    char ruri[URI_LEN], in[16] = "";
+    size_t size;
+    struct early_rcv u = {0};
+    struct done s = {0}, s1 = {0}, r1 = {0};
+    const unsigned n = 20000, over = 500;
+
+    assert_int_equal(cw_na_open("shm://", CW_NA_LISTEN, NULL, &nas[0]), CW_OK);
+    u.na = nas[0];
+    self_uri(nas[0], ruri);
+    struct shm_seg_hdr *h = hostile_map(ruri + strlen("shm://"), &size);
+    assert_non_null(h);
+    assert_int_equal(cw_na_open("shm://", 0, NULL, &nas[1]), CW_OK);
+    assert_int_equal(cw_na_addr_lookup(nas[1], ruri, &to), CW_OK);
+    assert_int_equal(cw_na_msg_send_unexpected(nas[1], "hello", 6, to, 3,
+                                               done_cb, &s1, NULL),
+                     CW_OK);
+    assert_int_equal(cw_na_msg_recv_unexpected(nas[0], in, sizeof(in),
+                                               done_cb, &r1, NULL),
+                     CW_OK);
+    assert_true(wait_done(nas, 2, &r1.calls, 1));
+    cw_na_addr_t *from = r1.source; /* kept: the connected sender */
+
+    /* Every message taken and its source freed: the peers are idle. */
+    uint64_t t0 = cw_now_ns();
+    hostile_flood(nas[0], h, HOSTILE_UID, n, true, &u);
+    uint64_t t1 = cw_now_ns();
+    unsigned npeers = hostile_npeers(nas[0]);
+    uint64_t dropped = cw_na_dropped(nas[0]);
+    print_message("%u unsolicited ids: %u messages taken, %u peers, "
+                  "%llu dropped, %.0f ns a message\n", n, u.got, npeers,
+                  (unsigned long long)dropped, (double)(t1 - t0) / n);
+
+    /* No receives: each message holds its peer in the early queue. */
+    hostile_flood(nas[0], h, HOSTILE_UID + n, SHM_UNSOLICITED_MAX + over,
+                  false, &u);
+    unsigned npeers2 = hostile_npeers(nas[0]);
+    uint64_t dropped2 = cw_na_dropped(nas[0]) - dropped;
+    print_message("%u more, none taken: %u peers, %llu dropped\n",
+                  SHM_UNSOLICITED_MAX + over, npeers2,
+                  (unsigned long long)dropped2);
+
+    /* The connected sender and a new one are still heard. */
+    r1 = (struct done){0};
+    assert_int_equal(cw_na_msg_recv_expected(nas[0], in, sizeof(in), from, 4,
+                                             done_cb, &r1, NULL),
+                     CW_OK);
+    assert_int_equal(cw_na_msg_send_expected(nas[1], "still", 6, to, 4,
+                                             done_cb, &s1, NULL),
+                     CW_OK);
+    bool still = wait_done(nas, 2, &r1.calls, 1);
+    assert_int_equal(cw_na_open("shm://", 0, NULL, &nas[2]), CW_OK);
+    assert_int_equal(cw_na_addr_lookup(nas[2], ruri, &to2), CW_OK);
+    assert_int_equal(cw_na_msg_send_unexpected(nas[2], "new", 4, to2, 5,
+                                               done_cb, &s, NULL),
+                     CW_OK);
+    bool sent = wait_done(&nas[2], 1, &s.calls, 1);
+    unsigned got = u.got, want = SHM_UNSOLICITED_MAX + 1;
+    unsigned char buf[16] = "";
+    for (unsigned i = 0; i < want; i++)
+        assert_int_equal(cw_na_msg_recv_unexpected(nas[0], buf, sizeof(buf),
+                                                   early_cb, &u, NULL),
+                         CW_OK);
+    uint64_t deadline = cw_now_ns() + WAIT_MS * 1000000ull;
+    while (u.got < got + want && cw_now_ns() < deadline)
+        cw_na_progress(nas[0], 0, NULL);
+
+    cw_na_addr_free(nas[2], to2);
+    cw_na_addr_free(nas[1], to);
+    cw_na_addr_free(nas[0], from);
+    munmap(h, size);
+    for (int i = 2; i >= 0; i--)
+        cw_na_close(nas[i]);
+    assert_true(still);
+    assert_int_equal(r1.status, CW_OK);
+    assert_string_equal(in, "still");
+    assert_int_equal(u.got, got + want);
+    assert_string_equal((char *)buf, "new");
+    assert_true(sent);
+    assert_int_equal(s.status, CW_OK);
+    assert_int_equal(dropped, 0);
+    assert_true(npeers <= SHM_UNSOLICITED_MAX + 3);
+    assert_int_equal(dropped2, over);
+    assert_true(npeers2 <= SHM_UNSOLICITED_MAX + 3);
+}
+
+/* Rewrites a ring's shared head near its value until told to stop. */
+struct head_writer {
+    struct shm_seg_hdr *h;
+    atomic_bool stop;
+    unsigned long writes;
+};
+
+static void *head_writer_main(void *arg)
+{
+    struct head_writer *w = arg;
+    uint64_t x = 88172645463325252ull;
+    while (!atomic_load_explicit(&w->stop, memory_order_relaxed)) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        uint64_t head = atomic_load(&w->h->head);
+        atomic_store(&w->h->head, head + (x % 5) - 2);
+        w->writes++;
+        for (volatile int i = 0; i < 200; i++)
+            ;
+    }
+    return NULL;
+}
+
+/* The ring's read index lives in the shared segment so that producers can
+ * see it, and the consumer read it back from there: a producer rewriting
+ * it made the consumer skip messages (left published in the ring, which
+ * then stalls) or stop.  The consumer now keeps its head to itself and
+ * only publishes a copy.  Here a thread rewrites the shared head (by -2..2)
+ * while 5000 numbered messages flow; each must arrive once, in order. */
+static void test_shared_head_rewritten(void **state)
+{
+    (void)state;
+    cw_na_t *nas[2]; /* receiver, sender */
+    cw_na_addr_t *to;
+    char ruri[URI_LEN];
+    size_t size;
+    const unsigned n = 5000;
+    unsigned sent = 0, got = 0, wrong = 0, last = 0;
+    int first_wrong = -1;
+    uint32_t vals[64], in = 0;
+    struct done s[64], r;
+
+    assert_int_equal(cw_na_open("shm://", CW_NA_LISTEN,
+                                (const char *[]){"slots", "16", NULL}, &nas[0]),
+                     CW_OK);
+    self_uri(nas[0], ruri);
+    struct shm_seg_hdr *h = hostile_map(ruri + strlen("shm://"), &size);
+    assert_non_null(h);
+    assert_int_equal(cw_na_open("shm://", 0, NULL, &nas[1]), CW_OK);
+    assert_int_equal(cw_na_addr_lookup(nas[1], ruri, &to), CW_OK);
+
+    struct head_writer w = {.h = h};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, head_writer_main, &w), 0);
+    uint64_t idle_since = cw_now_ns();
+    while (got < n && cw_now_ns() - idle_since < 2000000000ull) {
+        /* Up to 64 sends in flight, one receive posted at a time. */
+        while (sent < n && sent - last < 64) {
+            unsigned k = sent % 64;
+            vals[k] = sent;
+            s[k] = (struct done){0};
+            assert_int_equal(cw_na_msg_send_unexpected(nas[1], &vals[k], 4,
+                                                       to, 1, done_cb, &s[k],
+                                                       NULL),
+                             CW_OK);
+            sent++;
+        }
+        r = (struct done){0};
+        assert_int_equal(cw_na_msg_recv_unexpected(nas[0], &in, sizeof(in),
+                                                   done_cb, &r, NULL),
+                         CW_OK);
+        while (r.calls == 0 && cw_now_ns() - idle_since < 2000000000ull) {
+            cw_na_progress(nas[1], 0, NULL);
+            cw_na_progress(nas[0], 0, NULL);
+        }
+        if (r.calls == 0)
+            break; /* stalled; the receive stays posted until close */
+        cw_na_addr_free(nas[0], r.source);
+        if (in != got && first_wrong < 0)
+            first_wrong = (int)in;
+        wrong += in != got;
+        got++;
+        last = in + 1 > last ? in + 1 : last;
+        idle_since = cw_now_ns();
+        cw_na_progress(nas[1], 0, NULL);
+    }
+    atomic_store(&w.stop, true);
+    pthread_join(t, NULL);
+    print_message("%u of %u messages arrived, %u out of place (first: %d), "
+                  "%lu rewrites of the shared head\n", got, n, wrong,
+                  first_wrong, w.writes);
+    cw_na_addr_free(nas[1], to);
+    munmap(h, size);
+    cw_na_close(nas[1]);
+    cw_na_close(nas[0]);
+    assert_int_equal(got, n);
+    assert_int_equal(wrong, 0);
+}
+
+/* Child: exit at once (its pid is then dead). */
+static int child_exit(void *arg, int wfd)
+{
+    (void)arg;
+    (void)wfd;
+    return 0;
+}
+
+/* Every init removes the segments of dead owners, and took the owner from
+ * the segment's header, which any peer can write: a dead pid written into
+ * a live endpoint's header made the next init unlink the live segment, so
+ * nobody could reach that endpoint again.  A segment is now removed only
+ * if nobody listens under its name. */
+static void test_header_dead_pid_scan(void **state)
+{
+    (void)state;
+    cw_na_t *live, *other, *snd;
+    cw_na_addr_t *to = NULL;
+    char name[64], uri[URI_LEN], in[16] = "";
+    size_t size;
+    int rfd;
+    struct done s = {0}, r = {0};
+
+    unique_name(name, sizeof(name), "deadpid");
+    snprintf(uri, sizeof(uri), "shm://%s", name);
+    assert_int_equal(cw_na_open(uri, CW_NA_LISTEN, NULL, &live), CW_OK);
+    struct shm_seg_hdr *h = hostile_map(name, &size);
+    assert_non_null(h);
+    pid_t dead = fork_child(child_exit, NULL, &rfd);
+    close(rfd);
+    assert_int_equal(reap(dead), 0);
+    uint32_t owner_pid = h->owner_pid;
+    h->owner_pid = (uint32_t)dead;
+
+    assert_int_equal(cw_na_open("shm://", 0, NULL, &other), CW_OK);
+    bool kept = seg_exists(name);
+    cw_na_close(other);
+    h->owner_pid = owner_pid; /* the hostile writer goes away */
+    munmap(h, size);
+
+    assert_int_equal(cw_na_open("shm://", 0, NULL, &snd), CW_OK);
+    cw_na_t *nas[2] = {live, snd};
+    cw_status_t st = cw_na_addr_lookup(snd, uri, &to);
+    if (st == CW_OK) {
+        assert_int_equal(cw_na_msg_send_unexpected(snd, "alive", 6, to, 2,
+                                                   done_cb, &s, NULL),
+                         CW_OK);
+        assert_int_equal(cw_na_msg_recv_unexpected(live, in, sizeof(in),
+                                                   done_cb, &r, NULL),
+                         CW_OK);
+        assert_true(wait_done(nas, 2, &r.calls, 1));
+        cw_na_addr_free(live, r.source);
+        cw_na_addr_free(snd, to);
+    }
+    print_message("after another init: segment %s, lookup %d, received "
+                  "\"%s\"\n", kept ? "kept" : "removed", (int)st, in);
+    cw_na_close(snd);
+    cw_na_close(live);
+    assert_true(kept);
+    assert_int_equal(st, CW_OK);
+    assert_int_equal(r.status, CW_OK);
+    assert_string_equal(in, "alive");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -591,6 +922,9 @@ int main(void)
         cmocka_unit_test(test_header_pid_forged),
         cmocka_unit_test(test_forged_hello_connected),
         cmocka_unit_test(test_forged_hello_first),
+        cmocka_unit_test(test_unsolicited_ids_bounded),
+        cmocka_unit_test(test_shared_head_rewritten),
+        cmocka_unit_test(test_header_dead_pid_scan),
     };
     cw_log_init();
     int rc = cmocka_run_group_tests_name("na-shm-hostile", tests, NULL, NULL);
