@@ -81,9 +81,11 @@ static bool gw_over_share(unsigned limit, unsigned active, unsigned held)
     return held >= (share ? share : 1);
 }
 
-cw_status_t gw_admit(struct gw *gw, struct gw_net *ingress,
-                     struct gw_route_stats *rs, unsigned route_cap,
-                     const char *src_key, struct gw_source **src_p)
+/* Admit one RPC from @p src_key on route @p rs: CW_OK; CW_AGAIN over a
+ * capacity bound (queue it); CW_BUSY over the source's fair share. */
+static cw_status_t gw_admit(struct gw *gw, struct gw_net *ingress,
+                            struct gw_route_stats *rs, unsigned route_cap,
+                            const char *src_key, struct gw_source **src_p)
 {
     unsigned limit = gw->cfg->limits.max_inflight_rpcs;
     struct gw_source *s = gw_source_find(gw, src_key);
@@ -198,9 +200,14 @@ static void gw_lane_drop(struct gw_source *s, struct gw_lane *l)
     free(l);
 }
 
-cw_status_t gw_queue_push(struct gw *gw, cw_handle_t *in, const char *src_key,
-                          struct gw_route_stats *rs, unsigned route_cap,
-                          bool requeued)
+/* Queue a request from @p src_key over capacity, for route @p rs capped at
+ * @p route_cap; CW_BUSY when the queue or the source's fair share of it is
+ * full.  @p requeued: it was queued already and goes back in front of that
+ * source's other requests to @p rs. */
+static cw_status_t gw_queue_push(struct gw *gw, cw_handle_t *in,
+                                 const char *src_key,
+                                 struct gw_route_stats *rs,
+                                 unsigned route_cap, bool requeued)
 {
     unsigned limit = gw->cfg->limits.max_queued_rpcs;
     struct gw_source *s = gw_source_find(gw, src_key);
@@ -255,6 +262,31 @@ err_tidy:
 err_free_q:
     free(q);
     return CW_NOMEM;
+}
+
+cw_status_t gw_admission(struct gw *gw, cw_handle_t *in,
+                         struct gw_net *ingress, struct gw_route_stats *rs,
+                         unsigned route_cap, const char *src_key,
+                         bool requeued, struct gw_source **src_p)
+{
+    cw_status_t st = gw_admit(gw, ingress, rs, route_cap, src_key, src_p);
+
+    if (st == CW_AGAIN) {
+        /* Over capacity: wait for a slot (bounded), else busy. */
+        st = gw_queue_push(gw, in, src_key, rs, route_cap, requeued);
+        if (st == CW_OK) {
+            if (!requeued)
+                gw->n_queued_total++;
+            return CW_AGAIN;
+        }
+    }
+    if (st != CW_OK) {
+        gw->n_busy++;
+        rs->busy++;
+        if (ingress != NULL)
+            ingress->busy++;
+    }
+    return st;
 }
 
 /* Whether the oldest request of @p l may find a slot on its route: it

@@ -758,21 +758,11 @@ void gw_forward(struct gw *gw, cw_handle_t *in, bool requeued)
         gw_reject(gw, in, CW_DENIED);
         return;
     }
-    st = gw_admit(gw, ingress, rs, t.res.max_inflight, src, &source);
-    if (st == CW_AGAIN) {
-        /* Over capacity: wait for a slot (bounded), else busy. */
-        st = gw_queue_push(gw, in, src, rs, t.res.max_inflight, requeued);
-        if (st == CW_OK) {
-            if (!requeued)
-                gw->n_queued_total++;
-            return;
-        }
-    }
+    st = gw_admission(gw, in, ingress, rs, t.res.max_inflight, src, requeued,
+                      &source);
+    if (st == CW_AGAIN)
+        return; /* it waits in the queue */
     if (st != CW_OK) {
-        gw->n_busy++;
-        rs->busy++;
-        if (ingress != NULL)
-            ingress->busy++;
         gw_reject(gw, in, st);
         return;
     }

@@ -343,20 +343,19 @@ void gw_fwd_send(struct gw_fwd *f);
 void gw_fwd_finish(struct gw_fwd *f);
 
 /* admission.c */
-/** Admit one RPC from @p src_key on route @p rs: CW_OK; CW_AGAIN over a
- *  capacity bound (queue it); CW_BUSY over the source's fair share. */
-cw_status_t gw_admit(struct gw *gw, struct gw_net *ingress,
-                     struct gw_route_stats *rs, unsigned route_cap,
-                     const char *src_key, struct gw_source **src_p);
+/** Admission of request @p in from @p src_key, which arrived on @p ingress
+ *  (or NULL), on route @p rs capped at @p route_cap (0: no cap).
+ *  @p requeued: it comes from the wait queue.  Returns CW_OK when it holds
+ *  a slot and goes now (*src_p: its source, for gw_admit_done); CW_AGAIN
+ *  when it waits in the queue (it is the queue's now); else the status to
+ *  answer it with (CW_BUSY: over a queue bound or the source's fair share;
+ *  counted as busy). */
+cw_status_t gw_admission(struct gw *gw, cw_handle_t *in,
+                         struct gw_net *ingress, struct gw_route_stats *rs,
+                         unsigned route_cap, const char *src_key,
+                         bool requeued, struct gw_source **src_p);
 void gw_admit_done(struct gw *gw, struct gw_source *src);
 void gw_sources_fini(struct gw *gw);
-/** Queue a request from @p src_key over capacity, for route @p rs capped
- *  at @p route_cap; CW_BUSY when the queue or the source's fair share of
- *  it is full.  @p requeued: it was queued already and goes back in front
- *  of that source's other requests to @p rs. */
-cw_status_t gw_queue_push(struct gw *gw, cw_handle_t *in, const char *src_key,
-                          struct gw_route_stats *rs, unsigned route_cap,
-                          bool requeued);
 /** Forward queued requests while there is room, one source after another. */
 void gw_queue_run(struct gw *gw);
 /** Threaded mode: the same, taking gw->lock per request. */
