@@ -68,6 +68,15 @@ static void gw_source_tidy(struct gw *gw, struct gw_source *s)
     }
 }
 
+static struct gw_lane *gw_lane_find(struct gw_source *s,
+                                    const struct gw_route_stats *rs)
+{
+    for (struct gw_lane *l = s->lanes; l != NULL; l = l->next)
+        if (l->rs == rs)
+            return l;
+    return NULL;
+}
+
 /* Whether a source holding @p held of a @p limit shared by @p active
  * sources (itself included) is at its fair share. */
 static bool gw_over_share(unsigned limit, unsigned active, unsigned held)
@@ -85,7 +94,8 @@ static bool gw_over_share(unsigned limit, unsigned active, unsigned held)
  * capacity bound (queue it); CW_BUSY over the source's fair share. */
 static cw_status_t gw_admit(struct gw *gw, struct gw_net *ingress,
                             struct gw_route_stats *rs, unsigned route_cap,
-                            const char *src_key, struct gw_source **src_p)
+                            const char *src_key, bool requeued,
+                            struct gw_source **src_p)
 {
     unsigned limit = gw->cfg->limits.max_inflight_rpcs;
     struct gw_source *s = gw_source_find(gw, src_key);
@@ -100,6 +110,12 @@ static cw_status_t gw_admit(struct gw *gw, struct gw_net *ingress,
         return CW_AGAIN;
     if (ingress != NULL && ingress->max_inflight != 0 &&
         ingress->inflight >= ingress->max_inflight)
+        return CW_AGAIN;
+    /* A slot freed by a completion is handed to the queue only at the end
+     * of the pass: a new request must not take it from its own source's
+     * older requests to the same route (FIFO per source and route).  A
+     * requeued one is the oldest of its lane. */
+    if (!requeued && s != NULL && s->queued > 0 && gw_lane_find(s, rs) != NULL)
         return CW_AGAIN;
     if (s == NULL) {
         s = gw_source_new(gw, src_key);
@@ -176,15 +192,6 @@ static void gw_ring_leave(struct gw *gw, struct gw_source *s)
     }
     s->qprev = s->qnext = NULL;
     gw->nqsrcs--;
-}
-
-static struct gw_lane *gw_lane_find(struct gw_source *s,
-                                    const struct gw_route_stats *rs)
-{
-    for (struct gw_lane *l = s->lanes; l != NULL; l = l->next)
-        if (l->rs == rs)
-            return l;
-    return NULL;
 }
 
 /* Unlink and free the empty lane @p l of @p s. */
@@ -269,7 +276,8 @@ cw_status_t gw_admission(struct gw *gw, cw_handle_t *in,
                          unsigned route_cap, const char *src_key,
                          bool requeued, struct gw_source **src_p)
 {
-    cw_status_t st = gw_admit(gw, ingress, rs, route_cap, src_key, src_p);
+    cw_status_t st = gw_admit(gw, ingress, rs, route_cap, src_key, requeued,
+                              src_p);
 
     if (st == CW_AGAIN) {
         /* Over capacity: wait for a slot (bounded), else busy. */
@@ -356,31 +364,38 @@ static cw_handle_t *gw_queue_next(struct gw *gw, unsigned *misses)
 
 /* Offer queued requests, one source after another, until there is no room
  * or a whole round finds none (each source's routes are full, or what it
- * offered went back to the queue: its network is still full). */
+ * offered went back to the queue: its network is still full).  Threaded,
+ * each request is taken and forwarded under one hold of gw->lock, so that
+ * no new request of its source takes its slot in between. */
 static void gw_queue_round(struct gw *gw, bool mt)
 {
+    static _Thread_local bool running;
     unsigned misses = 0, before;
     cw_handle_t *in;
 
+    /* A forward that fails at once may end (gw_fwd_finish) on this thread
+     * within gw_deferred_flush, and run the queue again: this loop goes on
+     * instead. */
+    if (running)
+        return;
+    running = true;
     for (;;) {
         if (mt)
             pthread_mutex_lock(&gw->lock);
         in = gw_queue_next(gw, &misses);
-        before = gw->nqueued;
-        if (mt)
-            pthread_mutex_unlock(&gw->lock);
-        if (in == NULL)
-            return;
-        if (mt)
-            gw_forward_mt(gw, in, true);
-        else
+        if (in != NULL) {
+            before = gw->nqueued;
             gw_forward(gw, in, true);
-        if (mt)
-            pthread_mutex_lock(&gw->lock);
-        misses = gw->nqueued > before ? misses + 1 : 0;
-        if (mt)
+            misses = gw->nqueued > before ? misses + 1 : 0;
+        }
+        if (mt) {
             pthread_mutex_unlock(&gw->lock);
+            gw_deferred_flush();
+        }
+        if (in == NULL)
+            break;
     }
+    running = false;
 }
 
 void gw_queue_run(struct gw *gw)
