@@ -94,10 +94,10 @@ void gw_deferred_flush(void)
     }
 }
 
-void gw_forward_mt(struct gw *gw, cw_handle_t *in, bool requeued)
+void gw_forward_mt(struct gw *gw, cw_handle_t *in, uint64_t qseq)
 {
     pthread_mutex_lock(&gw->lock);
-    gw_forward(gw, in, requeued);
+    gw_forward(gw, in, qseq);
     pthread_mutex_unlock(&gw->lock);
     gw_deferred_flush();
 }
@@ -106,7 +106,7 @@ void gw_forward_hook_mt(cw_handle_t *in, void *arg)
 {
     struct gw_shard *sh = arg;
 
-    gw_forward_mt(sh->gw, in, false);
+    gw_forward_mt(sh->gw, in, 0);
 }
 
 static void gw_out_cb_mt(cw_handle_t *out, cw_status_t st, void *arg)

@@ -82,14 +82,14 @@ void gw_deferred_flush(void)
 
 /* gateway/forward.c's gw_forward from the route lookup on: admission, and
  * for an admitted request the counters of a forward in flight. */
-void gw_forward(struct gw *g, cw_handle_t *in, bool requeued)
+void gw_forward(struct gw *g, cw_handle_t *in, uint64_t qseq)
 {
     unsigned r = dest_route[in->dest];
     struct gw_source *source = NULL;
     cw_status_t st;
 
     st = gw_admission(g, in, NULL, &routes[r], route_cap[r], in->src,
-                      requeued, &source);
+                      qseq, &source);
     if (st == CW_AGAIN)
         return;
     if (st != CW_OK) {
@@ -105,10 +105,10 @@ void gw_forward(struct gw *g, cw_handle_t *in, bool requeued)
     sent[nsent++] = in->id;
 }
 
-void gw_forward_mt(struct gw *g, cw_handle_t *in, bool requeued)
+void gw_forward_mt(struct gw *g, cw_handle_t *in, uint64_t qseq)
 {
     pthread_mutex_lock(&g->lock);
-    gw_forward(g, in, requeued);
+    gw_forward(g, in, qseq);
     pthread_mutex_unlock(&g->lock);
     gw_deferred_flush();
 }
@@ -157,9 +157,9 @@ static struct cw_handle *arrive(const char *src, unsigned dest)
     h->dest = dest;
     h->remaining_ms = 10000;
     if (gw.threaded)
-        gw_forward_mt(&gw, h, false);
+        gw_forward_mt(&gw, h, 0);
     else
-        gw_forward(&gw, h, false);
+        gw_forward(&gw, h, 0);
     return h;
 }
 
@@ -187,6 +187,13 @@ static void pass(void)
         gw_queue_run_mt(&gw);
     else
         gw_queue_run(&gw);
+}
+
+/* A reload that changed the route table (gw_reload). */
+static void reload(void)
+{
+    gw.reloads++;
+    gw_queue_relane(&gw);
 }
 
 /* Complete what is in flight, one forward a pass, oldest first, until
@@ -307,6 +314,53 @@ static void test_other_route_not_held(void **state)
     teardown_gw();
 }
 
+/* A reload moves a destination with queued requests to another route,
+ * which is full: the requests move to their source's lane of that route,
+ * and must keep their order. */
+static void test_reload_keeps_order(void **state)
+{
+    struct cw_handle *b;
+
+    (void)state;
+    setup_gw(0, 16, false);
+    route_cap[0] = 1;
+    route_cap[1] = 1;
+    for (unsigned i = 0; i < 5; i++)
+        arrive("A", 0); /* 0 in flight on route 0; 1..4 queued */
+    b = arrive("B", 1); /* route 1 full */
+    assert_int_equal(b->forwarded, 1);
+    assert_int_equal(gw.nqueued, 4);
+
+    dest_route[0] = 1; /* A's destination now goes through route 1 */
+    reload();
+    for (unsigned i = 0; i < 8; i++)
+        pass(); /* the queued requests find route 1 full */
+    assert_int_equal(nsent, 2);
+    complete_all();
+    assert_int_equal(nsent, 6);
+    assert_fifo("A", 0);
+    teardown_gw();
+}
+
+/* After the reload, a new request of the same source to the moved
+ * destination must not overtake the older ones still to be moved. */
+static void test_reload_new_behind_moved(void **state)
+{
+    (void)state;
+    setup_gw(0, 16, false);
+    route_cap[0] = 1;
+    route_cap[1] = 1;
+    for (unsigned i = 0; i < 4; i++)
+        arrive("A", 0); /* 0 in flight on route 0; 1..3 queued */
+    dest_route[0] = 1; /* route 1 is empty */
+    reload();
+    arrive("A", 0); /* before the queue ran */
+    complete_all();
+    assert_int_equal(nsent, 5);
+    assert_fifo("A", 0);
+    teardown_gw();
+}
+
 /* The queue bounds still hold for a request that queues behind its lane,
  * and a queued request past its deadline is answered once, CW_TIMEOUT,
  * without disturbing the order of the others. */
@@ -341,6 +395,8 @@ int main(void)
         cmocka_unit_test(test_new_behind_lane),
         cmocka_unit_test(test_new_behind_lane_threads),
         cmocka_unit_test(test_other_route_not_held),
+        cmocka_unit_test(test_reload_keeps_order),
+        cmocka_unit_test(test_reload_new_behind_moved),
         cmocka_unit_test(test_bounds_and_expiry),
     };
 
