@@ -14,6 +14,13 @@
  * room: a request waits behind its own source's earlier requests to the
  * same route, and behind at most one of each other source's per slot, not
  * behind a flood nor behind a full route it does not use.
+ *
+ * Order: a source's requests to one route are forwarded in the order they
+ * arrived.  A request does not take a free slot while an older one of its
+ * source waits for its route (gw_older_waits); queued requests carry their
+ * arrival number, and one that goes back to the queue goes back in that
+ * order; a reload merges each source's lanes into one to be routed again
+ * (gw_queue_relane).
  */
 #include "gw_int.h"
 
