@@ -14,6 +14,13 @@
  * room: a request waits behind its own source's earlier requests to the
  * same route, and behind at most one of each other source's per slot, not
  * behind a flood nor behind a full route it does not use.
+ *
+ * Order: a source's requests to one route are forwarded in the order they
+ * arrived.  A request does not take a free slot while an older one of its
+ * source waits for its route (gw_older_waits); queued requests carry their
+ * arrival number, and one that goes back to the queue goes back in that
+ * order; a reload merges each source's lanes into one to be routed again
+ * (gw_queue_relane).
  */
 #include "gw_int.h"
 
@@ -68,6 +75,28 @@ static void gw_source_tidy(struct gw *gw, struct gw_source *s)
     }
 }
 
+static struct gw_lane *gw_lane_find(struct gw_source *s,
+                                    const struct gw_route_stats *rs)
+{
+    for (struct gw_lane *l = s->lanes; l != NULL; l = l->next)
+        if (l->rs == rs)
+            return l;
+    return NULL;
+}
+
+/* Whether @p s has a request older than arrival number @p qseq (0: a new
+ * request, younger than all) waiting for route @p rs, or waiting to be
+ * routed again after a reload (it may be for @p rs). */
+static bool gw_older_waits(const struct gw_source *s,
+                           const struct gw_route_stats *rs, uint64_t qseq)
+{
+    for (const struct gw_lane *l = s->lanes; l != NULL; l = l->next)
+        if ((l->rs == rs || l->rs == NULL) && l->qhead != NULL &&
+            (qseq == 0 || l->qhead->seq < qseq))
+            return true;
+    return false;
+}
+
 /* Whether a source holding @p held of a @p limit shared by @p active
  * sources (itself included) is at its fair share. */
 static bool gw_over_share(unsigned limit, unsigned active, unsigned held)
@@ -81,9 +110,12 @@ static bool gw_over_share(unsigned limit, unsigned active, unsigned held)
     return held >= (share ? share : 1);
 }
 
-cw_status_t gw_admit(struct gw *gw, struct gw_net *ingress,
-                     struct gw_route_stats *rs, unsigned route_cap,
-                     const char *src_key, struct gw_source **src_p)
+/* Admit one RPC from @p src_key on route @p rs: CW_OK; CW_AGAIN over a
+ * capacity bound (queue it); CW_BUSY over the source's fair share. */
+static cw_status_t gw_admit(struct gw *gw, struct gw_net *ingress,
+                            struct gw_route_stats *rs, unsigned route_cap,
+                            const char *src_key, uint64_t qseq,
+                            struct gw_source **src_p)
 {
     unsigned limit = gw->cfg->limits.max_inflight_rpcs;
     struct gw_source *s = gw_source_find(gw, src_key);
@@ -98,6 +130,12 @@ cw_status_t gw_admit(struct gw *gw, struct gw_net *ingress,
         return CW_AGAIN;
     if (ingress != NULL && ingress->max_inflight != 0 &&
         ingress->inflight >= ingress->max_inflight)
+        return CW_AGAIN;
+    /* A slot freed by a completion is handed to the queue only at the end
+     * of the pass: a request must not take it from its own source's older
+     * requests to the same route (FIFO per source and route).  The oldest
+     * of a lane, taken from it by the queue, is not held. */
+    if (s != NULL && s->queued > 0 && gw_older_waits(s, rs, qseq))
         return CW_AGAIN;
     if (s == NULL) {
         s = gw_source_new(gw, src_key);
@@ -176,15 +214,6 @@ static void gw_ring_leave(struct gw *gw, struct gw_source *s)
     gw->nqsrcs--;
 }
 
-static struct gw_lane *gw_lane_find(struct gw_source *s,
-                                    const struct gw_route_stats *rs)
-{
-    for (struct gw_lane *l = s->lanes; l != NULL; l = l->next)
-        if (l->rs == rs)
-            return l;
-    return NULL;
-}
-
 /* Unlink and free the empty lane @p l of @p s. */
 static void gw_lane_drop(struct gw_source *s, struct gw_lane *l)
 {
@@ -198,14 +227,22 @@ static void gw_lane_drop(struct gw_source *s, struct gw_lane *l)
     free(l);
 }
 
-cw_status_t gw_queue_push(struct gw *gw, cw_handle_t *in, const char *src_key,
-                          struct gw_route_stats *rs, unsigned route_cap,
-                          bool requeued)
+/* Queue a request from @p src_key over capacity, for route @p rs capped at
+ * @p route_cap; CW_BUSY when the queue or the source's fair share of it is
+ * full.  @p qseq: 0 for a new request, which goes last; else the arrival
+ * number of one taken from the queue, which goes back among that source's
+ * requests to @p rs in arrival order (in front of them, unless it was
+ * routed again after a reload, behind older ones moved there before). */
+static cw_status_t gw_queue_push(struct gw *gw, cw_handle_t *in,
+                                 const char *src_key,
+                                 struct gw_route_stats *rs,
+                                 unsigned route_cap, uint64_t qseq)
 {
+    bool requeued = qseq != 0;
     unsigned limit = gw->cfg->limits.max_queued_rpcs;
     struct gw_source *s = gw_source_find(gw, src_key);
     struct gw_lane *l = NULL;
-    struct gw_queued *q;
+    struct gw_queued *q, **pp;
 
     /* A request taken from the queue that still finds no slot goes back
      * where it was; only new ones are bounded. */
@@ -230,12 +267,15 @@ cw_status_t gw_queue_push(struct gw *gw, cw_handle_t *in, const char *src_key,
     /* What the request found full now, so that the queue looks at this
      * lane again only once that route has room (or the table changed). */
     l->cap = route_cap;
-    l->gen = gw->reloads;
     q->in = in;
+    q->seq = requeued ? qseq : ++gw->qseq;
     if (requeued) {
-        q->next = l->qhead;
-        l->qhead = q;
-        if (l->qtail == NULL)
+        for (pp = &l->qhead; *pp != NULL && (*pp)->seq < qseq;
+             pp = &(*pp)->next)
+            ;
+        q->next = *pp;
+        *pp = q;
+        if (q->next == NULL)
             l->qtail = q;
     } else {
         q->next = NULL;
@@ -257,43 +297,76 @@ err_free_q:
     return CW_NOMEM;
 }
 
-/* Whether the oldest request of @p l may find a slot on its route: it
- * waited for another bound (total, network), or the route has room, or
- * the table was reloaded since (its route or cap may have changed). */
-static bool gw_lane_open(const struct gw *gw, const struct gw_lane *l)
+cw_status_t gw_admission(struct gw *gw, cw_handle_t *in,
+                         struct gw_net *ingress, struct gw_route_stats *rs,
+                         unsigned route_cap, const char *src_key,
+                         uint64_t qseq, struct gw_source **src_p)
 {
-    return l->cap == 0 || l->rs->inflight < l->cap || l->gen != gw->reloads;
+    cw_status_t st = gw_admit(gw, ingress, rs, route_cap, src_key, qseq,
+                              src_p);
+
+    if (st == CW_AGAIN) {
+        /* Over capacity: wait for a slot (bounded), else busy. */
+        st = gw_queue_push(gw, in, src_key, rs, route_cap, qseq);
+        if (st == CW_OK) {
+            if (qseq == 0)
+                gw->n_queued_total++;
+            return CW_AGAIN;
+        }
+    }
+    if (st != CW_OK) {
+        gw->n_busy++;
+        rs->busy++;
+        if (ingress != NULL)
+            ingress->busy++;
+    }
+    return st;
 }
 
-/* Unlink the oldest request of lane @p l of @p s; the lane is dropped when
- * empty, and the source if it holds nothing else (gw_forward finds or
- * makes it again). */
-static cw_handle_t *gw_lane_pop(struct gw *gw, struct gw_source *s,
-                                struct gw_lane *l)
+/* Whether the oldest request of @p l may find a slot on its route: it
+ * waited for another bound (total, network), or the route has room, or
+ * it is to be routed again after a reload. */
+static bool gw_lane_open(const struct gw_lane *l)
+{
+    return l->rs == NULL || l->cap == 0 || l->rs->inflight < l->cap;
+}
+
+/* Unlink the oldest request of lane @p l of @p s, for the caller to free;
+ * the lane is dropped when empty, and the source if it holds nothing else
+ * (gw_forward finds or makes it again). */
+static struct gw_queued *gw_lane_pop(struct gw *gw, struct gw_source *s,
+                                     struct gw_lane *l)
 {
     struct gw_queued *q = l->qhead;
-    cw_handle_t *in = q->in;
 
     l->qhead = q->next;
     if (l->qhead == NULL)
         gw_lane_drop(s, l);
-    free(q);
     gw->nqueued--;
     if (--s->queued == 0)
         gw_ring_leave(gw, s);
     gw_source_tidy(gw, s);
-    return in;
+    return q;
 }
 
-/* The next request of @p s in turn among its lanes that are open, or NULL
- * when every route it waits for is full.  At most one look per lane. */
-static cw_handle_t *gw_source_next(struct gw *gw, struct gw_source *s)
+/* The next request of @p s: the oldest of those a reload left to be routed
+ * again (*unrouted_p), else the next in turn among its lanes that are
+ * open; NULL when every route it waits for is full.  At most one look per
+ * lane. */
+static struct gw_queued *gw_source_next(struct gw *gw, struct gw_source *s,
+                                        bool *unrouted_p)
 {
-    struct gw_lane *first = s->lcur != NULL ? s->lcur : s->lanes, *l = first;
+    struct gw_lane *first, *l = gw_lane_find(s, NULL);
 
+    if (l != NULL) {
+        *unrouted_p = true;
+        return gw_lane_pop(gw, s, l);
+    }
+    first = l = s->lcur != NULL ? s->lcur : s->lanes;
     do {
-        if (gw_lane_open(gw, l)) {
+        if (gw_lane_open(l)) {
             s->lcur = l->next;
+            *unrouted_p = false;
             return gw_lane_pop(gw, s, l);
         }
         l = l->next != NULL ? l->next : s->lanes;
@@ -303,7 +376,8 @@ static cw_handle_t *gw_source_next(struct gw *gw, struct gw_source *s)
 
 /* The next request in round-robin order, or NULL when none may go now;
  * a source with nothing that may go counts as a miss. */
-static cw_handle_t *gw_queue_next(struct gw *gw, unsigned *misses)
+static struct gw_queued *gw_queue_next(struct gw *gw, unsigned *misses,
+                                       bool *unrouted_p)
 {
     unsigned limit = gw->cfg->limits.max_inflight_rpcs;
 
@@ -311,12 +385,12 @@ static cw_handle_t *gw_queue_next(struct gw *gw, unsigned *misses)
         return NULL;
     while (gw->qring != NULL && *misses < gw->nqsrcs) {
         struct gw_source *s = gw->qring;
-        cw_handle_t *in;
+        struct gw_queued *q;
 
         gw->qring = s->qnext; /* the next source goes next */
-        in = gw_source_next(gw, s);
-        if (in != NULL)
-            return in;
+        q = gw_source_next(gw, s, unrouted_p);
+        if (q != NULL)
+            return q;
         ++*misses;
     }
     return NULL;
@@ -324,31 +398,46 @@ static cw_handle_t *gw_queue_next(struct gw *gw, unsigned *misses)
 
 /* Offer queued requests, one source after another, until there is no room
  * or a whole round finds none (each source's routes are full, or what it
- * offered went back to the queue: its network is still full). */
+ * offered went back to the queue: its network is still full).  Threaded,
+ * each request is taken and forwarded under one hold of gw->lock, so that
+ * no new request of its source takes its slot in between. */
 static void gw_queue_round(struct gw *gw, bool mt)
 {
+    static _Thread_local bool running;
     unsigned misses = 0, before;
+    struct gw_queued *q;
     cw_handle_t *in;
+    uint64_t seq;
+    bool unrouted = false;
 
+    /* A forward that fails at once may end (gw_fwd_finish) on this thread
+     * within gw_deferred_flush, and run the queue again: this loop goes on
+     * instead. */
+    if (running)
+        return;
+    running = true;
     for (;;) {
         if (mt)
             pthread_mutex_lock(&gw->lock);
-        in = gw_queue_next(gw, &misses);
-        before = gw->nqueued;
-        if (mt)
+        q = gw_queue_next(gw, &misses, &unrouted);
+        if (q != NULL) {
+            in = q->in;
+            seq = q->seq;
+            free(q);
+            before = gw->nqueued;
+            gw_forward(gw, in, seq);
+            /* Back in the queue is a miss, unless it only found its lane
+             * after a reload. */
+            misses = gw->nqueued > before && !unrouted ? misses + 1 : 0;
+        }
+        if (mt) {
             pthread_mutex_unlock(&gw->lock);
-        if (in == NULL)
-            return;
-        if (mt)
-            gw_forward_mt(gw, in, true);
-        else
-            gw_forward(gw, in, true);
-        if (mt)
-            pthread_mutex_lock(&gw->lock);
-        misses = gw->nqueued > before ? misses + 1 : 0;
-        if (mt)
-            pthread_mutex_unlock(&gw->lock);
+            gw_deferred_flush();
+        }
+        if (q == NULL)
+            break;
     }
+    running = false;
 }
 
 void gw_queue_run(struct gw *gw)
@@ -359,6 +448,49 @@ void gw_queue_run(struct gw *gw)
 void gw_queue_run_mt(struct gw *gw)
 {
     gw_queue_round(gw, true);
+}
+
+/* Merge the arrival-ordered request lists @p a and @p b. */
+static struct gw_queued *gw_queued_merge(struct gw_queued *a,
+                                         struct gw_queued *b)
+{
+    struct gw_queued *head = NULL, **tail = &head;
+
+    while (a != NULL && b != NULL) {
+        struct gw_queued **min = a->seq < b->seq ? &a : &b;
+        *tail = *min;
+        tail = &(*min)->next;
+        *min = (*min)->next;
+    }
+    *tail = a != NULL ? a : b;
+    return head;
+}
+
+/* A reload may route a destination through another lane: requests taken
+ * from the old one and requeued one at a time would each go in front of
+ * those moved before them, reversing them.  So every source's lanes become
+ * one, in arrival order, served before its other lanes; each request is
+ * routed again when its turn comes, and goes into its new lane in arrival
+ * order (gw_queue_push). */
+void gw_queue_relane(struct gw *gw)
+{
+    struct gw_source *s = gw->qring;
+
+    for (unsigned n = gw->nqsrcs; n-- > 0; s = s->qnext) {
+        struct gw_lane *l = s->lanes, *o; /* not empty: it has queued ones */
+
+        while ((o = l->next) != NULL) {
+            l->qhead = gw_queued_merge(l->qhead, o->qhead);
+            l->next = o->next;
+            free(o);
+        }
+        l->rs = NULL;
+        l->cap = 0;
+        for (l->qtail = l->qhead; l->qtail->next != NULL;
+             l->qtail = l->qtail->next)
+            ;
+        s->lcur = NULL;
+    }
 }
 
 /* Answer the requests of lane @p l of @p s that expired (all of them with

@@ -699,11 +699,12 @@ void gw_fwd_fail_account(struct gw_fwd *f, cw_status_t st)
 
 void gw_forward_hook(cw_handle_t *in, void *arg)
 {
-    gw_forward(arg, in, false);
+    gw_forward(arg, in, 0);
 }
 
-void gw_forward(struct gw *gw, cw_handle_t *in, bool requeued)
+void gw_forward(struct gw *gw, cw_handle_t *in, uint64_t qseq)
 {
+    bool requeued = qseq != 0;
     uint64_t t_in = cw_now_ns();
     char src[CW_ADDR_STR_MAX];
     struct gw_target t;
@@ -758,21 +759,11 @@ void gw_forward(struct gw *gw, cw_handle_t *in, bool requeued)
         gw_reject(gw, in, CW_DENIED);
         return;
     }
-    st = gw_admit(gw, ingress, rs, t.res.max_inflight, src, &source);
-    if (st == CW_AGAIN) {
-        /* Over capacity: wait for a slot (bounded), else busy. */
-        st = gw_queue_push(gw, in, src, rs, t.res.max_inflight, requeued);
-        if (st == CW_OK) {
-            if (!requeued)
-                gw->n_queued_total++;
-            return;
-        }
-    }
+    st = gw_admission(gw, in, ingress, rs, t.res.max_inflight, src, qseq,
+                      &source);
+    if (st == CW_AGAIN)
+        return; /* it waits in the queue */
     if (st != CW_OK) {
-        gw->n_busy++;
-        rs->busy++;
-        if (ingress != NULL)
-            ingress->busy++;
         gw_reject(gw, in, st);
         return;
     }

@@ -94,10 +94,10 @@ void gw_deferred_flush(void)
     }
 }
 
-void gw_forward_mt(struct gw *gw, cw_handle_t *in, bool requeued)
+void gw_forward_mt(struct gw *gw, cw_handle_t *in, uint64_t qseq)
 {
     pthread_mutex_lock(&gw->lock);
-    gw_forward(gw, in, requeued);
+    gw_forward(gw, in, qseq);
     pthread_mutex_unlock(&gw->lock);
     gw_deferred_flush();
 }
@@ -106,7 +106,7 @@ void gw_forward_hook_mt(cw_handle_t *in, void *arg)
 {
     struct gw_shard *sh = arg;
 
-    gw_forward_mt(sh->gw, in, false);
+    gw_forward_mt(sh->gw, in, 0);
 }
 
 static void gw_out_cb_mt(cw_handle_t *out, cw_status_t st, void *arg)
@@ -203,6 +203,7 @@ void gw_fwd_finish(struct gw_fwd *f)
     cw_handle_t *in = f->in, *out = f->out;
     cw_status_t st = f->st, rst;
     uint64_t t_end;
+    bool queued;
 
     if (!f->send_failed && gw_fwd_resume_mt(f))
         return; /* sent again through another gateway (f->in kept) */
@@ -212,7 +213,10 @@ void gw_fwd_finish(struct gw_fwd *f)
         gw_fwd_fail_account(f, st);
         f->in = NULL;
         gw_fwd_free(f);
+        queued = gw->nqueued != 0;
         pthread_mutex_unlock(&gw->lock);
+        if (queued)
+            gw_queue_run_mt(gw); /* the slot it held */
         return;
     }
     pthread_mutex_lock(&gw->lock); /* gw_fwd_cancel_mt sets cut */
@@ -228,11 +232,15 @@ void gw_fwd_finish(struct gw_fwd *f)
     f->in = NULL;
     f->out = NULL; /* released below, outside the lock */
     gw_fwd_account(f, st, t_end);
+    queued = gw->nqueued != 0;
     pthread_mutex_unlock(&gw->lock);
     /* The outgoing handle first: across contexts it does not keep the
      * incoming one alive. */
     cw_handle_release(out);
     cw_handle_release(in);
+    /* Its slot goes to the queue now, not at shard 0's next pass. */
+    if (queued)
+        gw_queue_run_mt(gw);
 }
 
 static void gw_fwd_finish_work(struct gw_work *w)

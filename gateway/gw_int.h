@@ -98,9 +98,9 @@ struct gw_route_stats {
 /** A source's queued requests to one route, oldest first. */
 struct gw_lane {
     struct gw_lane *next;             /**< the source's other lanes */
-    struct gw_route_stats *rs;
-    unsigned cap;                     /**< its routes[].max_inflight ... */
-    uint64_t gen;                     /**< ... under table gw->reloads */
+    struct gw_route_stats *rs;        /**< NULL: to be routed again (reload,
+                                           gw_queue_relane) */
+    unsigned cap;                     /**< its routes[].max_inflight */
     struct gw_queued *qhead, *qtail;
 };
 
@@ -147,6 +147,7 @@ struct gw_queued {
     struct gw_queued *next;
     cw_handle_t *in;
     cw_status_t st;
+    uint64_t seq;                 /**< queued: its arrival (gw->qseq) */
 };
 
 /** A routing destination parsed once (forward.c): its own hops stripped,
@@ -209,6 +210,8 @@ struct gw {
     struct gw_source *qring;         /**< sources with queued requests,
                                           next to be served first */
     unsigned nqueued, nqsrcs;
+    uint64_t qseq;                   /**< the last arrival number given to
+                                          a queued request */
     uint64_t next_cut_ns;
     uint64_t n_queued_total;
     unsigned nfree_fwds;
@@ -289,8 +292,9 @@ void gw_set_config(struct gw *gw, struct cw_config *own,
 /** FNV-1a of a string (cache and source tables). */
 uint64_t gw_hash(const char *s);
 void gw_forward_hook(cw_handle_t *in, void *arg);
-/** Forward one request (@p requeued: it comes from the wait queue). */
-void gw_forward(struct gw *gw, cw_handle_t *in, bool requeued);
+/** Forward one request: @p qseq is 0 for a new one, else its arrival
+ *  number in the wait queue, where it comes from. */
+void gw_forward(struct gw *gw, cw_handle_t *in, uint64_t qseq);
 /** Answer a request with @p st and release it. */
 void gw_answer(cw_handle_t *in, cw_status_t st);
 /** A next hop from @p sh's cache (looked up in its context on a miss);
@@ -336,31 +340,36 @@ void gw_fwd_cancel_mt(struct gw *gw, bool all);
 /** Threaded mode: the forward hook of a shard's context (@p arg). */
 void gw_forward_hook_mt(cw_handle_t *in, void *arg);
 /** Threaded mode: gw_forward taking gw->lock, answering after it. */
-void gw_forward_mt(struct gw *gw, cw_handle_t *in, bool requeued);
+void gw_forward_mt(struct gw *gw, cw_handle_t *in, uint64_t qseq);
 /** Threaded mode: on the egress shard, send a record gw_forward made. */
 void gw_fwd_send(struct gw_fwd *f);
 /** Threaded mode: on the ingress shard, relay how the forward ended. */
 void gw_fwd_finish(struct gw_fwd *f);
 
 /* admission.c */
-/** Admit one RPC from @p src_key on route @p rs: CW_OK; CW_AGAIN over a
- *  capacity bound (queue it); CW_BUSY over the source's fair share. */
-cw_status_t gw_admit(struct gw *gw, struct gw_net *ingress,
-                     struct gw_route_stats *rs, unsigned route_cap,
-                     const char *src_key, struct gw_source **src_p);
+/** Admission of request @p in from @p src_key, which arrived on @p ingress
+ *  (or NULL), on route @p rs capped at @p route_cap (0: no cap).
+ *  @p qseq: 0 for a new request, else its arrival number in the wait queue,
+ *  where it comes from.  Returns CW_OK when it holds a slot and goes now
+ *  (*src_p: its source, for gw_admit_done); CW_AGAIN when it waits in the
+ *  queue (it is the queue's now); else the status to answer it with
+ *  (CW_BUSY: over a queue bound or the source's fair share; counted as
+ *  busy).  A request never takes a slot while an older one of its source
+ *  waits for the same route (or to be routed again after a reload). */
+cw_status_t gw_admission(struct gw *gw, cw_handle_t *in,
+                         struct gw_net *ingress, struct gw_route_stats *rs,
+                         unsigned route_cap, const char *src_key,
+                         uint64_t qseq, struct gw_source **src_p);
 void gw_admit_done(struct gw *gw, struct gw_source *src);
 void gw_sources_fini(struct gw *gw);
-/** Queue a request from @p src_key over capacity, for route @p rs capped
- *  at @p route_cap; CW_BUSY when the queue or the source's fair share of
- *  it is full.  @p requeued: it was queued already and goes back in front
- *  of that source's other requests to @p rs. */
-cw_status_t gw_queue_push(struct gw *gw, cw_handle_t *in, const char *src_key,
-                          struct gw_route_stats *rs, unsigned route_cap,
-                          bool requeued);
 /** Forward queued requests while there is room, one source after another. */
 void gw_queue_run(struct gw *gw);
-/** Threaded mode: the same, taking gw->lock per request. */
+/** Threaded mode: the same, taking gw->lock per request (any shard). */
 void gw_queue_run_mt(struct gw *gw);
+/** The route table changed (reload): each source's queued requests go into
+ *  one lane, in arrival order, and are routed again, oldest first, as the
+ *  queue serves them (gw->lock held in threaded mode). */
+void gw_queue_relane(struct gw *gw);
 /** Answer @p in with @p st, now or (threaded, gw->lock held) once the lock
  *  is dropped (gw_deferred_flush). */
 void gw_reject(struct gw *gw, cw_handle_t *in, cw_status_t st);

@@ -215,6 +215,8 @@ cw_status_t gw_reload(struct gw *gw, char *err, size_t errlen)
     gw_set_config(gw, next, next, table);
     gw_reload_reap(gw);
     gw->reloads++;
+    /* Queued requests may go through other routes now. */
+    gw_queue_relane(gw);
     gw->last_reload_error[0] = '\0';
     GW_NOTICE("reloaded %s: %zu routes, %zu services",
            gw->config_path, cw_route_table_size(table), next->nservices);

@@ -1,0 +1,405 @@
+/*
+ * The gateway's admission queue (gateway/admission.c) against a fake
+ * forward path: the test decides when requests arrive, when forwarded ones
+ * complete and when the gateway loop hands freed slots to the queue
+ * (gw_queue_run after each cw_trigger batch), so the order in which
+ * requests reach the target is exact.  Every request is forwarded or
+ * answered exactly once, and nothing leaks (run under ASan).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "gw_int.h"
+
+#define MAX_REQS 64
+#define NROUTES 2
+#define NDESTS 2
+
+/* ---- the fake forward path ---------------------------------------------- */
+
+/* One incoming request: its source, its destination (routed by dest_route
+ * below) and what became of it. */
+struct cw_handle {
+    unsigned id;
+    const char *src;
+    unsigned dest;
+    uint64_t remaining_ms;
+    bool canceled;
+    int answers;       /* gw_reject */
+    cw_status_t st;
+    int forwarded;     /* reached the target */
+    bool done;         /* its forward completed */
+    struct gw_source *source;
+    struct gw_route_stats *rs;
+};
+
+static struct gw gw;
+static struct cw_config cfg;
+static struct gw_route_stats routes[NROUTES];
+static unsigned route_cap[NROUTES];
+static unsigned dest_route[NDESTS]; /* the route table */
+static struct cw_handle reqs[MAX_REQS];
+static unsigned nreqs;
+static unsigned sent[MAX_REQS]; /* ids in the order they reached the target */
+static unsigned nsent;
+
+/* The source table's buckets: any hash will do here. */
+uint64_t gw_hash(const char *s)
+{
+    return (uint8_t)s[0];
+}
+
+uint64_t cw_handle_remaining_ms(cw_handle_t *h)
+{
+    return h->remaining_ms;
+}
+
+bool cw_handle_canceled(cw_handle_t *h)
+{
+    return h->canceled;
+}
+
+void gw_reject(struct gw *g, cw_handle_t *in, cw_status_t st)
+{
+    (void)g;
+    in->answers++;
+    in->st = st;
+}
+
+void gw_deferred_flush(void)
+{
+}
+
+/* gateway/forward.c's gw_forward from the route lookup on: admission, and
+ * for an admitted request the counters of a forward in flight. */
+void gw_forward(struct gw *g, cw_handle_t *in, uint64_t qseq)
+{
+    unsigned r = dest_route[in->dest];
+    struct gw_source *source = NULL;
+    cw_status_t st;
+
+    st = gw_admission(g, in, NULL, &routes[r], route_cap[r], in->src,
+                      qseq, &source);
+    if (st == CW_AGAIN)
+        return;
+    if (st != CW_OK) {
+        gw_reject(g, in, st);
+        return;
+    }
+    g->inflight++;
+    routes[r].inflight++;
+    in->rs = &routes[r];
+    in->source = source;
+    in->forwarded++;
+    assert_true(nsent < MAX_REQS);
+    sent[nsent++] = in->id;
+}
+
+void gw_forward_mt(struct gw *g, cw_handle_t *in, uint64_t qseq)
+{
+    pthread_mutex_lock(&g->lock);
+    gw_forward(g, in, qseq);
+    pthread_mutex_unlock(&g->lock);
+    gw_deferred_flush();
+}
+
+/* ---- what the gateway loop does ----------------------------------------- */
+
+static void setup_gw(unsigned max_inflight, unsigned max_queued, bool threaded)
+{
+    memset(&gw, 0, sizeof(gw));
+    memset(&cfg, 0, sizeof(cfg));
+    memset(routes, 0, sizeof(routes));
+    memset(reqs, 0, sizeof(reqs));
+    nreqs = nsent = 0;
+    cfg.limits.max_inflight_rpcs = max_inflight;
+    cfg.limits.max_queued_rpcs = max_queued;
+    gw.cfg = &cfg;
+    gw.threaded = threaded;
+    if (threaded)
+        pthread_mutex_init(&gw.lock, NULL);
+    for (unsigned i = 0; i < NROUTES; i++) {
+        route_cap[i] = 0;
+        dest_route[i] = i;
+    }
+}
+
+static void teardown_gw(void)
+{
+    for (unsigned i = 0; i < nreqs; i++)
+        assert_int_equal(reqs[i].forwarded + reqs[i].answers, 1);
+    assert_int_equal(gw.nqueued, 0);
+    assert_int_equal(gw.nsrcs, 0); /* every source tidied away */
+    gw_sources_fini(&gw);
+    if (gw.threaded)
+        pthread_mutex_destroy(&gw.lock);
+}
+
+/* A request from @p src to @p dest arrives (the forward hook, run from
+ * cw_trigger). */
+static struct cw_handle *arrive(const char *src, unsigned dest)
+{
+    struct cw_handle *h = &reqs[nreqs];
+
+    assert_true(nreqs < MAX_REQS);
+    h->id = nreqs++;
+    h->src = src;
+    h->dest = dest;
+    h->remaining_ms = 10000;
+    if (gw.threaded)
+        gw_forward_mt(&gw, h, 0);
+    else
+        gw_forward(&gw, h, 0);
+    return h;
+}
+
+/* The forward of @p h completes (gw_fwd_free's admission part). */
+static void complete(struct cw_handle *h)
+{
+    assert_int_equal(h->forwarded, 1);
+    assert_false(h->done);
+    h->done = true;
+    if (gw.threaded)
+        pthread_mutex_lock(&gw.lock);
+    gw.inflight--;
+    h->rs->inflight--;
+    gw_admit_done(&gw, h->source);
+    if (gw.threaded)
+        pthread_mutex_unlock(&gw.lock);
+}
+
+/* The end of one pass of the gateway loop: freed slots go to the queue. */
+static void pass(void)
+{
+    if (gw.nqueued == 0)
+        return;
+    if (gw.threaded)
+        gw_queue_run_mt(&gw);
+    else
+        gw_queue_run(&gw);
+}
+
+/* A reload that changed the route table (gw_reload). */
+static void reload(void)
+{
+    gw.reloads++;
+    gw_queue_relane(&gw);
+}
+
+/* Complete what is in flight, one forward a pass, oldest first, until
+ * everything was forwarded or answered. */
+static void complete_all(void)
+{
+    for (unsigned guard = 0; guard < 4 * MAX_REQS; guard++) {
+        unsigned i = 0;
+
+        pass();
+        while (i < nsent && reqs[sent[i]].done)
+            i++;
+        if (i == nsent) {
+            if (gw.nqueued == 0)
+                return;
+            fail_msg("%u requests queued, none in flight", gw.nqueued);
+        }
+        complete(&reqs[sent[i]]);
+    }
+    fail_msg("the queue did not empty");
+}
+
+static void print_order(const char *what, const unsigned *ids, unsigned n)
+{
+    printf("# %s:", what);
+    for (unsigned i = 0; i < n; i++)
+        printf(" %u", ids[i]);
+    printf("\n");
+}
+
+/* The ids of @p src's requests to @p dest in the order they reached the
+ * target. */
+static unsigned order_of(const char *src, unsigned dest, unsigned *ids)
+{
+    unsigned n = 0;
+
+    for (unsigned i = 0; i < nsent; i++)
+        if (strcmp(reqs[sent[i]].src, src) == 0 && reqs[sent[i]].dest == dest)
+            ids[n++] = sent[i];
+    return n;
+}
+
+static void assert_fifo(const char *src, unsigned dest)
+{
+    unsigned ids[MAX_REQS], n = order_of(src, dest, ids);
+
+    print_order("reached the target", ids, n);
+    for (unsigned i = 1; i < n; i++)
+        if (ids[i] < ids[i - 1])
+            fail_msg("%s's request %u to dest %u overtook its request %u",
+                     src, ids[i], dest, ids[i - 1]);
+}
+
+/* ---- the tests ---------------------------------------------------------- */
+
+/* A slot freed by a completion in one cw_trigger batch is taken by a new
+ * request of the same batch before the queue runs at the end of the pass:
+ * it must not overtake its own source's older requests to that route, and
+ * the queue must hand the slot on in the same pass. */
+static void run_new_behind_lane(bool threaded)
+{
+    struct cw_handle *h[6];
+    unsigned n, third;
+
+    setup_gw(0, 16, threaded);
+    route_cap[0] = 2;
+    for (unsigned i = 0; i < 5; i++)
+        h[i] = arrive("A", 0);
+    assert_int_equal(nsent, 2); /* 0, 1 in flight; 2, 3, 4 queued */
+    assert_int_equal(gw.nqueued, 3);
+
+    /* One batch: 0 completes, then 5 arrives; the pass ends. */
+    complete(h[0]);
+    h[5] = arrive("A", 0);
+    pass();
+    n = nsent;
+    third = n >= 3 ? sent[2] : 0;
+    complete_all();
+    assert_int_equal(nsent, 6);
+    assert_fifo("A", 0);
+    /* The freed slot went to the oldest queued request, at once. */
+    assert_int_equal(n, 3);
+    assert_int_equal(third, 2);
+    teardown_gw();
+}
+
+static void test_new_behind_lane(void **state)
+{
+    (void)state;
+    run_new_behind_lane(false);
+}
+
+static void test_new_behind_lane_threads(void **state)
+{
+    (void)state;
+    run_new_behind_lane(true);
+}
+
+/* The ordering is per source and route: a source's new request to a route
+ * with room goes at once while its requests to a full route wait, and so
+ * does another source's. */
+static void test_other_route_not_held(void **state)
+{
+    struct cw_handle *a, *b;
+
+    (void)state;
+    setup_gw(0, 16, false);
+    route_cap[0] = 1;
+    for (unsigned i = 0; i < 3; i++)
+        arrive("A", 0);
+    assert_int_equal(gw.nqueued, 2);
+    a = arrive("A", 1);
+    b = arrive("B", 1);
+    assert_int_equal(a->forwarded, 1);
+    assert_int_equal(b->forwarded, 1);
+    complete_all();
+    assert_fifo("A", 0);
+    teardown_gw();
+}
+
+/* Two routes capped at 1 RPC in flight; source A sends @p n requests to
+ * destination 0 (route 0): the first goes, the others wait. */
+static void setup_queued_on_route0(unsigned n)
+{
+    setup_gw(0, 16, false);
+    route_cap[0] = 1;
+    route_cap[1] = 1;
+    for (unsigned i = 0; i < n; i++)
+        arrive("A", 0);
+    assert_int_equal(gw.nqueued, n - 1);
+}
+
+/* A reload moves a destination with queued requests to another route,
+ * which is full: the requests move to their source's lane of that route,
+ * and must keep their order. */
+static void test_reload_keeps_order(void **state)
+{
+    struct cw_handle *b;
+
+    (void)state;
+    setup_queued_on_route0(5); /* 0 in flight on route 0; 1..4 queued */
+    b = arrive("B", 1); /* route 1 full */
+    assert_int_equal(b->forwarded, 1);
+    assert_int_equal(gw.nqueued, 4);
+
+    dest_route[0] = 1; /* A's destination now goes through route 1 */
+    reload();
+    for (unsigned i = 0; i < 8; i++)
+        pass(); /* the queued requests find route 1 full */
+    assert_int_equal(nsent, 2);
+    complete_all();
+    assert_int_equal(nsent, 6);
+    assert_fifo("A", 0);
+    teardown_gw();
+}
+
+/* After the reload, a new request of the same source to the moved
+ * destination must not overtake the older ones still to be moved. */
+static void test_reload_new_behind_moved(void **state)
+{
+    (void)state;
+    setup_queued_on_route0(4); /* 0 in flight on route 0; 1..3 queued */
+    dest_route[0] = 1; /* route 1 is empty */
+    reload();
+    arrive("A", 0); /* before the queue ran */
+    complete_all();
+    assert_int_equal(nsent, 5);
+    assert_fifo("A", 0);
+    teardown_gw();
+}
+
+/* The queue bounds still hold for a request that queues behind its lane,
+ * and a queued request past its deadline is answered once, CW_TIMEOUT,
+ * without disturbing the order of the others. */
+static void test_bounds_and_expiry(void **state)
+{
+    struct cw_handle *h[6];
+
+    (void)state;
+    setup_gw(0, 3, false);
+    route_cap[0] = 1;
+    for (unsigned i = 0; i < 4; i++)
+        h[i] = arrive("A", 0); /* 0 in flight, 1..3 queued: full */
+    complete(h[0]);
+    h[4] = arrive("A", 0); /* a slot is free, but the queue is full */
+    assert_int_equal(h[4]->answers, 1);
+    assert_int_equal(h[4]->st, CW_BUSY);
+    h[2]->remaining_ms = 0;
+    gw_queue_expire(&gw, false, CW_TIMEOUT);
+    assert_int_equal(h[2]->answers, 1);
+    assert_int_equal(h[2]->st, CW_TIMEOUT);
+    h[5] = arrive("A", 0);
+    assert_int_equal(h[5]->forwarded, 0);
+    complete_all();
+    assert_int_equal(nsent, 4); /* 0, 1, 3, 5 */
+    assert_fifo("A", 0);
+    teardown_gw();
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_new_behind_lane),
+        cmocka_unit_test(test_new_behind_lane_threads),
+        cmocka_unit_test(test_other_route_not_held),
+        cmocka_unit_test(test_reload_keeps_order),
+        cmocka_unit_test(test_reload_new_behind_moved),
+        cmocka_unit_test(test_bounds_and_expiry),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
