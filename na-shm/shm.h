@@ -225,6 +225,14 @@ struct shm_peer {
     struct shm_list ulink;   /* cls->unsolicited */
 };
 
+/* Known only from ring slots: never connected, its name and id are the
+ * word of whoever wrote the slot (a verified record has the pid of the
+ * process listening under its name, from SO_PEERCRED). */
+static inline bool shm_peer_slot_only(const struct shm_peer *p)
+{
+    return p->unsolicited && p->pid == 0;
+}
+
 static inline cw_na_addr_t *shm_addr(struct shm_peer *p)
 {
     return (cw_na_addr_t *)(void *)p;
@@ -366,6 +374,15 @@ bool shm_peer_index(struct cw_na_class *cls, struct shm_peer *peer);
 void shm_peer_unindex(struct cw_na_class *cls, struct shm_peer *peer);
 /** The peer has a connection: it no longer counts as unsolicited. */
 void shm_peer_connected(struct cw_na_class *cls, struct shm_peer *peer);
+/** Forget a record known only from ring slots that a verified endpoint
+ *  contradicts (@p why, for the log): its queued messages are dropped and
+ *  counted, receives posted on it fail, it is dead and loses its id. */
+void shm_peer_forget_forged(struct cw_na_class *cls, struct shm_peer *peer,
+                            const char *why);
+/** The endpoint listening under @p name has id @p uid: forget the records
+ *  known only from ring slots that claim the name under another id. */
+void shm_peer_forget_name_claims(struct cw_na_class *cls, const char *name,
+                                 uint64_t uid);
 /** Free the index (the peers are gone). */
 void shm_peer_index_fini(struct cw_na_class *cls);
 /** The peer of a slot from unknown sender @p uid named @p name (the
@@ -386,6 +403,9 @@ void shm_wake_senders(struct cw_na_class *cls);
 void shm_fdref_close(struct cw_na_class *cls, struct shm_fdref *ref);
 void shm_sock_handle(struct cw_na_class *cls, struct shm_fdref *ref);
 void shm_listen_accept(struct cw_na_class *cls);
+/** Read the HELLOs that wait on the listening socket and on accepted
+ *  connections (a sender says HELLO before it pushes). */
+void shm_hello_read_pending(struct cw_na_class *cls);
 
 /* shm_msg.c */
 bool shm_ring_push(struct shm_peer *dest, uint32_t type, uint32_t tag,

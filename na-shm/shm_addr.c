@@ -92,16 +92,23 @@ void shm_peer_destroy_all(struct cw_na_class *cls)
     cls->self = NULL;
 }
 
+/* A live record of @p name; one known only from ring slots (whose name
+ * anyone can claim) only if there is no other. */
 static struct shm_peer *shm_peer_find_name(struct cw_na_class *cls,
                                            const char *name)
 {
+    struct shm_peer *slot_only = NULL;
     for (struct shm_list *l = cls->peers.next; l != &cls->peers;
          l = l->next) {
         struct shm_peer *p = shm_container_of(l, struct shm_peer, link);
-        if (p->state != SHM_PEER_DEAD && strcmp(p->name, name) == 0)
+        if (p->state == SHM_PEER_DEAD || strcmp(p->name, name) != 0)
+            continue;
+        if (!shm_peer_slot_only(p))
             return p;
+        if (!slot_only)
+            slot_only = p;
     }
-    return NULL;
+    return slot_only;
 }
 
 cw_status_t shm_peer_get(struct cw_na_class *cls, const char *name,
@@ -109,6 +116,12 @@ cw_status_t shm_peer_get(struct cw_na_class *cls, const char *name,
 {
     struct shm_peer *p =
         uid ? shm_peer_find_uid(cls, uid) : shm_peer_find_name(cls, name);
+    /* The id is held under another name: the address is not that record
+     * (sends to it must go to @p name).  The new record is indexed when
+     * attaching it proves that @p name listens with this id. */
+    bool held = p && strcmp(p->name, name) != 0;
+    if (held)
+        p = NULL;
     if (!p) {
         p = calloc(1, sizeof(*p));
         if (!p)
@@ -123,7 +136,7 @@ cw_status_t shm_peer_get(struct cw_na_class *cls, const char *name,
                                    .peer = p};
         snprintf(p->name, sizeof(p->name), "%s", name);
         shm_list_init(&p->backlog);
-        if (!shm_peer_index(cls, p)) {
+        if (!held && !shm_peer_index(cls, p)) {
             free(p);
             return CW_NOMEM;
         }
@@ -226,6 +239,13 @@ static cw_status_t shm_seg_map(struct cw_na_class *cls, struct shm_peer *peer,
                 "pid %d", peer->name, path, hdr.owner_pid, (int)pid);
         goto err_unmap;
     }
+    if (peer->uid && peer->uid != hdr.uid && shm_peer_slot_only(peer)) {
+        /* Its id was only the word of whoever wrote a slot in our ring
+         * under this name; forget every such false claim at once. */
+        shm_peer_forget_name_claims(cls, peer->name, hdr.uid);
+        ret = CW_DISCONNECTED;
+        goto err_unmap;
+    }
     if (peer->uid && peer->uid != hdr.uid) {
         SHM_ERR(cls, "shm://%s: the endpoint was restarted since this address "
                 "was obtained", peer->name);
@@ -290,7 +310,22 @@ cw_status_t shm_peer_attach(struct cw_na_class *cls, struct shm_peer *peer)
     cw_status_t st = shm_seg_map(cls, peer, cr.pid);
     if (st != CW_OK)
         goto err_close;
-    if (!shm_peer_index(cls, peer)) { /* its id may be new */
+    /* The endpoint listening under the name has this id: a record known
+     * only from ring slots that gives the id another name was forged.
+     * Any other holder stays (a verified one is never displaced), and
+     * this record is then not indexed (the holder gets its slots). */
+    struct shm_peer *holder = shm_peer_find_uid(cls, peer->uid);
+    if (holder && holder != peer && strcmp(holder->name, peer->name) != 0) {
+        if (shm_peer_slot_only(holder)) {
+            shm_peer_forget_forged(cls, holder, "another name listens with "
+                                   "its id");
+            holder = NULL;
+        } else {
+            SHM_WARN(cls, "shm://%s: its id is also claimed by shm://%s",
+                     peer->name, holder->name);
+        }
+    }
+    if (!holder && !shm_peer_index(cls, peer)) { /* its id may be new */
         st = CW_NOMEM;
         goto err_unmap;
     }
@@ -315,7 +350,8 @@ err_unmap:
     peer->seg = NULL;
 err_close:
     close(fd);
-    if (st == CW_DISCONNECTED) { /* another incarnation holds the name */
+    if (st == CW_DISCONNECTED && peer->state != SHM_PEER_DEAD) {
+        /* Another incarnation holds the name. */
         peer->state = SHM_PEER_DEAD;
         shm_peer_unindex(cls, peer);
         cls->ndead++;
@@ -435,20 +471,35 @@ void shm_listen_accept(struct cw_na_class *cls)
     }
 }
 
+void shm_hello_read_pending(struct cw_na_class *cls)
+{
+    shm_listen_accept(cls);
+    for (struct shm_list *l = cls->accepted.next; l != &cls->accepted;) {
+        struct shm_fdref *ref = shm_container_of(l, struct shm_fdref, link);
+        l = l->next; /* ref leaves the list once its HELLO is read */
+        shm_sock_handle(cls, ref);
+    }
+}
+
 /* Ids and names are not secret (they are in every address and ring
  * slot): a HELLO speaks for an endpoint only if it comes from the process
  * listening under the name it claims, and names the peer its id is known
- * by.  Otherwise anyone could replace a peer's connection with its own
- * and, by closing it, make the peer look dead.  Returns the pid the HELLO
- * must come from, 0 if nobody listens under the name (the endpoint is
- * gone), -1 if no pid will do. */
+ * by, unless that peer is known only from ring slots (anyone can write
+ * one; the verified HELLO then wins).  Otherwise anyone could replace a
+ * peer's connection with its own and, by closing it, make the peer look
+ * dead.  Returns the pid the HELLO must come from, 0 if nobody listens
+ * under the name (the endpoint is gone), -1 if no pid will do. */
 static pid_t shm_hello_pid(struct cw_na_class *cls,
                            const struct shm_sock_msg *m)
 {
     struct shm_peer *known = shm_peer_find_uid(cls, m->uid);
 
-    if (strcmp(m->name, cls->name) == 0 ||
-        (known && strcmp(known->name, m->name) != 0))
+    if (known && strcmp(known->name, m->name) != 0) {
+        if (!shm_peer_slot_only(known))
+            return -1;
+        known = NULL;
+    }
+    if (strcmp(m->name, cls->name) == 0)
         return -1;
     if (known && known->pid)
         return known->pid;
@@ -484,6 +535,16 @@ static void shm_accepted_hello(struct cw_na_class *cls, struct shm_fdref *ref,
                     "shm://%s (pid %d)", (int)cr.pid, m->name, (int)want);
         cls->dropped++;
         goto err_close;
+    }
+    struct shm_peer *known = shm_peer_find_uid(cls, m->uid);
+    if (known && strcmp(known->name, m->name) != 0) {
+        /* Known only from ring slots (shm_hello_pid): forged, if the HELLO
+         * is verified; if nobody listens under its name, neither is. */
+        if (want == 0) {
+            cls->dropped++;
+            goto err_close;
+        }
+        shm_peer_forget_forged(cls, known, "a verified endpoint has its id");
     }
     if (shm_peer_get(cls, m->name, m->uid, &peer) != CW_OK)
         goto err_close;
@@ -586,7 +647,17 @@ cw_status_t shm_addr_lookup(cw_na_class_t *cls, const char *location,
     cw_status_t st = shm_peer_get(cls, location, 0, &peer);
     if (st != CW_OK)
         return st;
+    bool slot_only = shm_peer_slot_only(peer);
     st = shm_peer_attach(cls, peer);
+    if (st == CW_DISCONNECTED && slot_only) {
+        /* Its id was a slot writer's claim, now forgotten with all other
+         * false claims to the name: the next record is the endpoint's. */
+        shm_peer_unref(peer);
+        st = shm_peer_get(cls, location, 0, &peer);
+        if (st != CW_OK)
+            return st;
+        st = shm_peer_attach(cls, peer);
+    }
     if (st != CW_OK) {
         shm_peer_unref(peer);
         return st;

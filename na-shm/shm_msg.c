@@ -197,16 +197,46 @@ static bool shm_early_evict_expected(struct cw_na_class *cls)
     return false;
 }
 
+/* The sender of a slot whose id is held by a record known only from
+ * ring slots: that record's name must be the slot's.  Otherwise one of
+ * the two was forged; the endpoint that really has the id said HELLO
+ * before it pushed, and reading that HELLO forgets the forged record.
+ * False (drop the slot) if the names still disagree. */
+static bool shm_slot_sender_check(struct cw_na_class *cls,
+                                  const struct shm_slot *s,
+                                  const struct shm_slot_head *h,
+                                  struct shm_peer **src_p)
+{
+    char name[SHM_NAME_MAX];
+    if (!shm_slot_name(s, h->name_len, name))
+        return false;
+    if (strcmp(name, (*src_p)->name) == 0)
+        return true;
+    shm_hello_read_pending(cls);
+    *src_p = shm_peer_find_uid(cls, h->uid);
+    return !*src_p || !shm_peer_slot_only(*src_p) ||
+           strcmp(name, (*src_p)->name) == 0;
+}
+
 /* Take one published slot (@p h: its checked fields); false if it must
  * stay (early queue full of unexpected messages, no memory).  A slot from
  * an unknown sender with a bad name, or from one more unknown sender than
- * the table takes, is dropped. */
+ * the table takes, is dropped, as is one whose name contradicts the
+ * record of its id known only from ring slots. */
 static bool shm_slot_consume(struct cw_na_class *cls, struct shm_slot *s,
                              const struct shm_slot_head *h)
 {
     struct shm_peer *src = shm_peer_find_uid(cls, h->uid);
     struct cw_na_op *op = NULL;
 
+    if (src && shm_peer_slot_only(src) &&
+        !shm_slot_sender_check(cls, s, h, &src)) {
+        cls->dropped++;
+        SHM_WARN_RL(cls, "dropped a message whose sender name contradicts "
+                    "the one its id was first seen with (%llu dropped so "
+                    "far)", (unsigned long long)cls->dropped);
+        return true;
+    }
     if (!src) {
         char name[SHM_NAME_MAX];
         if (!shm_slot_name(s, h->name_len, name)) {

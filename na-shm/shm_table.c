@@ -7,6 +7,7 @@
  * claims a new id in every slot cannot make the table grow without end.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "shm.h"
 
@@ -107,6 +108,61 @@ void shm_peer_unindex(struct cw_na_class *cls, struct shm_peer *peer)
     cls->index[hole] = NULL;
     peer->indexed = false;
     cls->nindexed--;
+}
+
+void shm_peer_forget_forged(struct cw_na_class *cls, struct shm_peer *peer,
+                            const char *why)
+{
+    unsigned n = 0;
+
+    /* What was queued under it came from whoever wrote those slots, not
+     * provably from the endpoint that holds the id or the name. */
+    for (struct shm_list *l = cls->early.next; l != &cls->early;) {
+        struct shm_early *e = shm_container_of(l, struct shm_early, link);
+        l = l->next;
+        if (e->source != peer)
+            continue;
+        shm_list_del(&e->link);
+        cls->nearly--;
+        n++;
+        shm_peer_unref(peer); /* the table's reference remains */
+        free(e);
+    }
+    cls->dropped += n;
+    SHM_WARN_RL(cls, "forgot shm://%s, known only from ring slots: %s; "
+                "dropped its %u queued messages (%llu dropped so far)",
+                peer->name, why, n, (unsigned long long)cls->dropped);
+    /* Receives posted on this record (not on its id, which belongs to
+     * another endpoint) will get nothing from it.  It has no backlog: a
+     * send attaches first, and an attached record is not slot-only. */
+    for (struct shm_list *l = cls->exp_posted.next; l != &cls->exp_posted;) {
+        struct cw_na_op *op = shm_container_of(l, struct cw_na_op, link);
+        l = l->next;
+        if (op->peer == peer) {
+            shm_list_del(&op->link);
+            shm_op_complete(cls, op, CW_DISCONNECTED);
+        }
+    }
+    shm_peer_unindex(cls, peer);
+    peer->state = SHM_PEER_DEAD;
+    cls->ndead++;
+    /* The id is not its own: addresses still held compare and match
+     * messages by name from now on (ids in slots are never 0). */
+    peer->uid = 0;
+}
+
+void shm_peer_forget_name_claims(struct cw_na_class *cls, const char *name,
+                                 uint64_t uid)
+{
+    for (struct shm_list *l = cls->unsolicited.next;
+         l != &cls->unsolicited;) {
+        struct shm_peer *p = shm_container_of(l, struct shm_peer, ulink);
+        l = l->next;
+        if (shm_peer_slot_only(p) && p->uid != uid &&
+            strcmp(p->name, name) == 0)
+            shm_peer_forget_forged(cls, p, "another id listens under its "
+                                   "name");
+    }
 }
 
 void shm_peer_index_fini(struct cw_na_class *cls)

@@ -6,9 +6,11 @@
  * a producer that changes a published slot's length while it is being
  * consumed (the receiver uses the length it checked), a producer claiming
  * a new sender id in every slot (the peer table stays bounded), one that
- * rewrites the ring's shared head (the consumer keeps its own), and a
- * dead pid written into a live endpoint's header (the next init's scan
- * leaves the segment alone).
+ * rewrites the ring's shared head (the consumer keeps its own), a dead
+ * pid written into a live endpoint's header (the next init's scan leaves
+ * the segment alone), and slots claiming another endpoint's id or name
+ * before it talks to us (its verified HELLO, our lookup and its address
+ * still reach it).
  * Children are reaped (and killed if stuck) on every path; the segments
  * are the endpoints' own and go with them.
  */
@@ -606,8 +608,9 @@ static unsigned hostile_npeers(cw_na_t *na)
 }
 
 /* Write one message into the ring as a producer that never connected,
- * claiming sender id @p uid and name "evil"; false if the ring is full. */
-static bool hostile_push(struct shm_seg_hdr *h, uint64_t uid, uint32_t tag)
+ * claiming sender id @p uid and name @p name; false if the ring is full. */
+static bool hostile_push_as(struct shm_seg_hdr *h, uint64_t uid,
+                            const char *name, uint32_t tag)
 {
     uint64_t pos = atomic_load(&h->tail);
     struct shm_slot *s = &hostile_slots(h)[pos & (h->nslots - 1)];
@@ -618,11 +621,16 @@ static bool hostile_push(struct shm_seg_hdr *h, uint64_t uid, uint32_t tag)
     s->type = SHM_MSG_UNEXPECTED;
     s->tag = tag;
     s->len = 4;
-    s->name_len = 4;
-    memcpy(s->sender_name, "evil", 5);
+    s->name_len = (uint32_t)strlen(name);
+    memcpy(s->sender_name, name, s->name_len + 1);
     memcpy(s->data, &tag, 4);
     atomic_store(&s->seq, pos + 1);
     return true;
+}
+
+static bool hostile_push(struct shm_seg_hdr *h, uint64_t uid, uint32_t tag)
+{
+    return hostile_push_as(h, uid, "evil", tag);
 }
 
 /* Push @p n messages from ids @p uid0.. into @p rcv's ring, progressing
@@ -747,6 +755,201 @@ static void test_unsolicited_ids_bounded(void **state)
     assert_true(npeers <= SHM_UNSOLICITED_MAX + 3);
     assert_int_equal(dropped2, over);
     assert_true(npeers2 <= SHM_UNSOLICITED_MAX + 3);
+}
+
+/* The serialized address of @p na (name and id: what anyone can learn)
+ * in @p ser; its size. */
+static size_t hostile_self_ser(cw_na_t *na, unsigned char ser[64])
+{
+    cw_na_addr_t *self;
+    assert_int_equal(cw_na_addr_self(na, &self), CW_OK);
+    size_t sz = cw_na_addr_serialize_size(na, self);
+    assert_true(sz <= 64);
+    assert_int_equal(cw_na_addr_serialize(na, ser, sz, self), CW_OK);
+    cw_na_addr_free(na, self);
+    return sz;
+}
+
+static uint64_t hostile_self_uid(cw_na_t *na)
+{
+    unsigned char ser[64];
+    uint64_t uid;
+    hostile_self_ser(na, ser);
+    memcpy(&uid, ser + 8, 8);
+    return uid;
+}
+
+/* A receiver (its segment mapped, returned) and a victim, in @p nas. */
+static struct shm_seg_hdr *squat_open(cw_na_t *nas[2], char *ruri,
+                                      char *vuri, size_t *size_p)
+{
+    assert_int_equal(cw_na_open("shm://", CW_NA_LISTEN, NULL, &nas[0]), CW_OK);
+    assert_int_equal(cw_na_open("shm://", CW_NA_LISTEN, NULL, &nas[1]), CW_OK);
+    self_uri(nas[0], ruri);
+    self_uri(nas[1], vuri);
+    struct shm_seg_hdr *h = hostile_map(ruri + strlen("shm://"), size_p);
+    assert_non_null(h);
+    return h;
+}
+
+/* A slot from @p uid named @p name in @p rcv's ring, consumed (queued). */
+static void hostile_plant(cw_na_t *rcv, struct shm_seg_hdr *h, uint64_t uid,
+                          const char *name)
+{
+    assert_true(hostile_push_as(h, uid, name, 1));
+    for (int i = 0; i < 100; i++)
+        cw_na_progress(rcv, 0, NULL);
+    assert_int_equal(atomic_load(&hostile_slots(h)[0].sender_uid), 0);
+}
+
+/* Identity squatting.  A writer that never connects put the id of an
+ * endpoint that had not talked to us yet in a slot under another name;
+ * the record made from it (known only from the ring) then refused the
+ * endpoint's genuine HELLO (the names differ), so our connection to it
+ * closed and it took us for dead: any local process knowing an id could
+ * cut that endpoint off from us for good.  A verified HELLO now replaces
+ * a record known only from the ring, and the forged message queued under
+ * it is dropped and counted. */
+static void test_squat_id_before_hello(void **state)
+{
+    (void)state;
+    cw_na_t *nas[2]; /* receiver, victim */
+    cw_na_addr_t *to;
+    char ruri[URI_LEN], vuri[URI_LEN], src[URI_LEN] = "", in[16] = "",
+         back[16] = "";
+    size_t size;
+    struct done s = {0}, r = {0}, s2 = {0}, r2 = {0}, s3 = {0};
+
+    struct shm_seg_hdr *h = squat_open(nas, ruri, vuri, &size);
+    uint64_t dropped = cw_na_dropped(nas[0]);
+    hostile_plant(nas[0], h, hostile_self_uid(nas[1]), "evil");
+
+    assert_int_equal(cw_na_addr_lookup(nas[1], ruri, &to), CW_OK);
+    assert_int_equal(cw_na_msg_send_unexpected(nas[1], "real", 5, to, 3,
+                                               done_cb, &s, NULL),
+                     CW_OK);
+    assert_true(wait_done(nas, 2, &s.calls, 1));
+    uint64_t until = cw_now_ns() + 200000000ull; /* any EOF is seen */
+    while (cw_now_ns() < until)
+        for (int i = 0; i < 2; i++)
+            cw_na_progress(nas[i], 0, NULL);
+    assert_int_equal(cw_na_msg_recv_unexpected(nas[0], in, sizeof(in),
+                                               done_cb, &r, NULL),
+                     CW_OK);
+    assert_true(wait_done(nas, 2, &r.calls, 1));
+    assert_int_equal(cw_na_addr_to_string(nas[0], r.source, src, sizeof(src)),
+                     CW_OK);
+    uint64_t dropped_after = cw_na_dropped(nas[0]) - dropped;
+
+    /* The answer goes back to the source, and the victim talks on. */
+    cw_status_t rst = cw_na_msg_recv_expected(nas[1], back, sizeof(back), to,
+                                              4, done_cb, &r2, NULL);
+    cw_status_t sst = cw_na_msg_send_expected(nas[0], "back", 5, r.source, 4,
+                                              done_cb, &s2, NULL);
+    bool answered = rst == CW_OK && sst == CW_OK &&
+                    wait_done(nas, 2, &r2.calls, 1);
+    cw_status_t again = cw_na_msg_send_unexpected(nas[1], "two", 4, to, 3,
+                                                  done_cb, &s3, NULL);
+    if (again == CW_OK && wait_done(nas, 2, &s3.calls, 1))
+        again = s3.status;
+    print_message("victim's first message: \"%s\" from %s (%llu dropped); "
+                  "answer: recv %d send %d status %d \"%s\"; its next "
+                  "send: %d\n", in, src, (unsigned long long)dropped_after,
+                  (int)rst, (int)sst, answered ? (int)r2.status : -1, back,
+                  (int)again);
+
+    cw_na_addr_free(nas[0], r.source);
+    cw_na_addr_free(nas[1], to);
+    munmap(h, size);
+    cw_na_close(nas[1]);
+    cw_na_close(nas[0]);
+    assert_int_equal(r.status, CW_OK);
+    assert_string_equal(in, "real");
+    assert_string_equal(src, vuri);
+    assert_int_equal(dropped_after, 1); /* the forged message */
+    assert_true(answered);
+    assert_int_equal(r2.status, CW_OK);
+    assert_string_equal(back, "back");
+    assert_int_equal(again, CW_OK);
+}
+
+/* The same with the name: a slot claiming an endpoint's name under a
+ * made-up id made our own lookup of that name take the record from the
+ * ring, whose id then disagreed with the endpoint's segment: the lookup
+ * failed (CW_DISCONNECTED) although the endpoint was alive. */
+static void test_squat_name_before_lookup(void **state)
+{
+    (void)state;
+    cw_na_t *nas[2]; /* receiver (looks up), victim */
+    cw_na_addr_t *to = NULL;
+    char ruri[URI_LEN], vuri[URI_LEN], in[16] = "";
+    size_t size;
+    struct done s = {0}, r = {0};
+
+    struct shm_seg_hdr *h = squat_open(nas, ruri, vuri, &size);
+    hostile_plant(nas[0], h, HOSTILE_UID + 7, vuri + strlen("shm://"));
+
+    cw_status_t st = cw_na_addr_lookup(nas[0], vuri, &to);
+    if (st == CW_OK) {
+        assert_int_equal(cw_na_msg_send_unexpected(nas[0], "hi", 3, to, 2,
+                                                   done_cb, &s, NULL),
+                         CW_OK);
+        assert_int_equal(cw_na_msg_recv_unexpected(nas[1], in, sizeof(in),
+                                                   done_cb, &r, NULL),
+                         CW_OK);
+        if (wait_done(nas, 2, &r.calls, 1))
+            cw_na_addr_free(nas[1], r.source);
+        cw_na_addr_free(nas[0], to);
+    }
+    print_message("lookup of the name claimed in the ring: %d, received "
+                  "\"%s\"\n", (int)st, in);
+    munmap(h, size);
+    cw_na_close(nas[1]);
+    cw_na_close(nas[0]);
+    assert_int_equal(st, CW_OK);
+    assert_int_equal(r.status, CW_OK);
+    assert_string_equal(in, "hi");
+}
+
+/* And with an address: the victim's serialized address (its name and id)
+ * was resolved by the id alone to the record made from a forged slot, so
+ * it came back under the forger's name, and a send to it went to that
+ * name (here nobody: CW_UNREACHABLE) instead of the victim. */
+static void test_squat_id_deserialize(void **state)
+{
+    (void)state;
+    cw_na_t *nas[2]; /* receiver, victim */
+    cw_na_addr_t *to;
+    char ruri[URI_LEN], vuri[URI_LEN], name[URI_LEN] = "", in[16] = "";
+    unsigned char ser[64];
+    size_t size;
+    struct done s = {0}, r = {0};
+
+    struct shm_seg_hdr *h = squat_open(nas, ruri, vuri, &size);
+    hostile_plant(nas[0], h, hostile_self_uid(nas[1]), "evil");
+
+    size_t sz = hostile_self_ser(nas[1], ser);
+    assert_int_equal(cw_na_addr_deserialize(nas[0], ser, sz, &to), CW_OK);
+    assert_int_equal(cw_na_addr_to_string(nas[0], to, name, sizeof(name)), CW_OK);
+    cw_status_t st = cw_na_msg_send_unexpected(nas[0], "hi", 3, to, 2,
+                                               done_cb, &s, NULL);
+    if (st == CW_OK) {
+        assert_int_equal(cw_na_msg_recv_unexpected(nas[1], in, sizeof(in),
+                                                   done_cb, &r, NULL),
+                         CW_OK);
+        if (wait_done(nas, 2, &r.calls, 1))
+            cw_na_addr_free(nas[1], r.source);
+    }
+    print_message("victim's address resolved to %s, send %d, received "
+                  "\"%s\"\n", name, (int)st, in);
+    cw_na_addr_free(nas[0], to);
+    munmap(h, size);
+    cw_na_close(nas[1]);
+    cw_na_close(nas[0]);
+    assert_string_equal(name, vuri);
+    assert_int_equal(st, CW_OK);
+    assert_int_equal(r.status, CW_OK);
+    assert_string_equal(in, "hi");
 }
 
 /* Rewrites a ring's shared head near its value until told to stop. */
@@ -923,6 +1126,9 @@ int main(void)
         cmocka_unit_test(test_forged_hello_connected),
         cmocka_unit_test(test_forged_hello_first),
         cmocka_unit_test(test_unsolicited_ids_bounded),
+        cmocka_unit_test(test_squat_id_before_hello),
+        cmocka_unit_test(test_squat_name_before_lookup),
+        cmocka_unit_test(test_squat_id_deserialize),
         cmocka_unit_test(test_shared_head_rewritten),
         cmocka_unit_test(test_header_dead_pid_scan),
     };
