@@ -22,6 +22,8 @@
 # (default all three): blocking; busy (server, gateway and client all
 # spinning: three pollers on a 2-vCPU machine share cores, so this measures
 # the scheduler as much as the path); gwbusy (only the gateway spins).
+# The direct runs go while the gateway is stopped (SIGSTOP), so that a
+# spinning gateway does not take a CPU from them.
 #
 #   BRIDGE=IN,OUT [THREADS="1 2"] tests/bench/gw-bench.sh [BUILD_DIR]
 #
@@ -154,8 +156,6 @@ YAML
         via="$srv_addr@$gw_addr"
         perf() { timeout 120 "${EP[@]}" "$PERF" client --sizes 64 --iters "$ITERS" \
             --reps "$REPS" $busyflag --json "$@" | median; }
-        d_lat=$(perf --target "$srv_addr" --test lat)
-        g_lat=$(perf --target "$via" --test lat)
         # The rate runs also account CPU: ticks of server and gateway from
         # /proc, the client's from time(1), per RPC (ITERS x REPS RPCs).
         cpu_of() { awk '{print $14 + $15}' "/proc/$1/stat"; }
@@ -173,8 +173,15 @@ YAML
                 END { printf "%.2f %.2f %.2f", c * 1e6 / n, ds / hz * 1e6 / n,
                       dg / hz * 1e6 / n }')"
         }
+        # The direct runs go with the gateway stopped: a busy-polling one
+        # would otherwise take a CPU from them (gwbusy: shm direct 4.3 us
+        # instead of 1.0 in a run of 2026-11-24).
+        kill -STOP "$gw"
+        d_lat=$(perf --target "$srv_addr" --test lat)
         rate_cpu "$srv_addr"
         d_rate=$rate d_cpu="$cpu_c/$cpu_s"
+        kill -CONT "$gw"
+        g_lat=$(perf --target "$via" --test lat)
         rate_cpu "$via"
         g_rate=$rate g_cpu="$cpu_c/$cpu_s/$cpu_g"
         CPU_LINES="${CPU_LINES:-}$(printf '%-8s %-8s %18s %24s' "$fab" "$mode" "$d_cpu" "$g_cpu")
