@@ -1116,6 +1116,93 @@ static void test_header_dead_pid_scan(void **state)
     assert_string_equal(in, "alive");
 }
 
+/* Connect to @p to's socket as a raw client, without a word yet. */
+static int hostile_connect(const char *to)
+{
+    struct sockaddr_un sun = {.sun_family = AF_UNIX};
+    int n = snprintf(sun.sun_path + 1, sizeof(sun.sun_path) - 1,
+                     "causeway-%s", to);
+    socklen_t slen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
+                                 (size_t)n);
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    assert_true(fd >= 0);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sun, slen), 0);
+    return fd;
+}
+
+/* Say HELLO on @p fd as endpoint @p as with id @p uid. */
+static void hostile_hello(int fd, const char *as, uint64_t uid)
+{
+    struct shm_sock_msg m = {.magic = SHM_SEG_MAGIC,
+                             .version = SHM_VERSION,
+                             .kind = SHM_SOCK_HELLO,
+                             .pid = (uint32_t)getpid(),
+                             .name_len = (uint32_t)strlen(as),
+                             .uid = uid};
+    memcpy(m.name, as, m.name_len + 1);
+    assert_int_equal(send(fd, &m, sizeof(m), MSG_NOSIGNAL),
+                     (ssize_t)sizeof(m));
+}
+
+/* At the bound on peers known only from slots (all still referenced), a
+ * slot from a new sender is refused unless that sender's HELLO is read
+ * first.  Only connections not accepted yet were read: a sender whose
+ * connection had been accepted before its HELLO arrived (a receiver
+ * polling its sockets between the sender's connect and its HELLO) lost
+ * its message although its HELLO was waiting. */
+static void test_bound_hello_accepted_earlier(void **state)
+{
+    (void)state;
+    cw_na_t *nas[2]; /* receiver, sender (its name listens in this process) */
+    char ruri[URI_LEN], vuri[URI_LEN];
+    size_t size;
+    struct early_rcv u = {0};
+
+    struct shm_seg_hdr *h = squat_open(nas, ruri, vuri, &size);
+    u.na = nas[0];
+    struct cw_na_class *cls = hostile_cls(nas[0]);
+    hostile_flood(nas[0], h, HOSTILE_UID, SHM_UNSOLICITED_MAX, false, &u);
+    assert_int_equal(cls->nunsolicited, SHM_UNSOLICITED_MAX);
+
+    /* The sender connects; the receiver accepts before its HELLO. */
+    unsigned accepted = cls->naccepted;
+    int fd = hostile_connect(ruri + strlen("shm://"));
+    uint64_t deadline = cw_now_ns() + WAIT_MS * 1000000ull;
+    while (cls->naccepted == accepted && cw_now_ns() < deadline)
+        cw_na_progress(nas[0], 0, NULL);
+    assert_int_equal(cls->naccepted, accepted + 1);
+    /* Its HELLO, then its message, as a sender does. */
+    uint64_t dropped = cw_na_dropped(nas[0]);
+    hostile_hello(fd, vuri + strlen("shm://"), hostile_self_uid(nas[1]));
+    assert_true(hostile_push_as(h, hostile_self_uid(nas[1]),
+                                vuri + strlen("shm://"), 77));
+    cw_na_progress(nas[0], 0, NULL);
+    uint64_t dropped_after = cw_na_dropped(nas[0]) - dropped;
+
+    unsigned char buf[16];
+    for (unsigned i = 0; i < SHM_UNSOLICITED_MAX + 1; i++)
+        assert_int_equal(cw_na_msg_recv_unexpected(nas[0], buf, sizeof(buf),
+                                                   early_cb, &u, NULL),
+                         CW_OK);
+    deadline = cw_now_ns() + WAIT_MS * 1000000ull;
+    while (u.got < SHM_UNSOLICITED_MAX + 1 && cw_now_ns() < deadline)
+        cw_na_progress(nas[0], 0, NULL);
+    uint32_t last;
+    memcpy(&last, buf, 4);
+    print_message("at the bound, a sender accepted before its HELLO: "
+                  "%llu dropped, %u of %u taken, last tag %u\n",
+                  (unsigned long long)dropped_after, u.got,
+                  SHM_UNSOLICITED_MAX + 1, last);
+
+    close(fd);
+    munmap(h, size);
+    cw_na_close(nas[1]);
+    cw_na_close(nas[0]);
+    assert_int_equal(dropped_after, 0);
+    assert_int_equal(u.got, SHM_UNSOLICITED_MAX + 1);
+    assert_int_equal(last, 77);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1131,6 +1218,7 @@ int main(void)
         cmocka_unit_test(test_squat_id_deserialize),
         cmocka_unit_test(test_shared_head_rewritten),
         cmocka_unit_test(test_header_dead_pid_scan),
+        cmocka_unit_test(test_bound_hello_accepted_earlier),
     };
     cw_log_init();
     int rc = cmocka_run_group_tests_name("na-shm-hostile", tests, NULL, NULL);
