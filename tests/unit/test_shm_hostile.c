@@ -1203,6 +1203,38 @@ static void test_bound_hello_accepted_earlier(void **state)
     assert_int_equal(last, 77);
 }
 
+/* An address whose id a record of another name holds (here one made from
+ * a forged slot) is a record of its own until attaching it proves the
+ * pair.  Each deserialization of the same address made one more such
+ * record, which nothing ever freed: an address passed along in every
+ * request grew the peer table (searched linearly by name) without end. */
+static void test_held_id_deserialize_repeated(void **state)
+{
+    (void)state;
+    cw_na_t *nas[2]; /* receiver, victim */
+    char ruri[URI_LEN], vuri[URI_LEN];
+    unsigned char ser[64];
+    size_t size;
+
+    struct shm_seg_hdr *h = squat_open(nas, ruri, vuri, &size);
+    hostile_plant(nas[0], h, hostile_self_uid(nas[1]), "evil");
+    size_t sz = hostile_self_ser(nas[1], ser);
+    unsigned before = hostile_npeers(nas[0]);
+    for (int i = 0; i < 1000; i++) {
+        cw_na_addr_t *a;
+        assert_int_equal(cw_na_addr_deserialize(nas[0], ser, sz, &a), CW_OK);
+        cw_na_addr_free(nas[0], a);
+    }
+    unsigned after = hostile_npeers(nas[0]);
+    print_message("1000 deserializations of an address whose id is held "
+                  "under another name: %u peers before, %u after\n", before,
+                  after);
+    munmap(h, size);
+    cw_na_close(nas[1]);
+    cw_na_close(nas[0]);
+    assert_true(after <= before + 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1219,6 +1251,7 @@ int main(void)
         cmocka_unit_test(test_shared_head_rewritten),
         cmocka_unit_test(test_header_dead_pid_scan),
         cmocka_unit_test(test_bound_hello_accepted_earlier),
+        cmocka_unit_test(test_held_id_deserialize_repeated),
     };
     cw_log_init();
     int rc = cmocka_run_group_tests_name("na-shm-hostile", tests, NULL, NULL);
