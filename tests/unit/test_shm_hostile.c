@@ -1235,6 +1235,60 @@ static void test_held_id_deserialize_repeated(void **state)
     assert_true(after <= before + 1);
 }
 
+/* A slot claimed and never published is skipped after SHM_STUCK_NS if
+ * its claimer is no live producer.  A record known only from ring slots
+ * (never connected: no producer we know of) counted as a live producer,
+ * so a claim under its id stopped the ring for good and nobody was heard
+ * again. */
+static void test_stuck_slot_slot_only_claimer(void **state)
+{
+    (void)state;
+    cw_na_t *nas[2]; /* receiver, sender */
+    cw_na_addr_t *to;
+    char ruri[URI_LEN], vuri[URI_LEN], in[16] = "";
+    size_t size;
+    struct done s = {0}, r = {0};
+
+    struct shm_seg_hdr *h = squat_open(nas, ruri, vuri, &size);
+    hostile_plant(nas[0], h, HOSTILE_UID + 9, "ghost");
+    /* A claim under that id, never published. */
+    uint64_t pos = atomic_load(&h->tail);
+    struct shm_slot *sl = &hostile_slots(h)[pos & (h->nslots - 1)];
+    assert_true(atomic_compare_exchange_strong(&h->tail, &pos, pos + 1));
+    atomic_store(&sl->sender_uid, HOSTILE_UID + 9);
+    uint64_t dropped = cw_na_dropped(nas[0]);
+
+    assert_int_equal(cw_na_addr_lookup(nas[1], ruri, &to), CW_OK);
+    assert_int_equal(cw_na_msg_send_unexpected(nas[1], "after", 6, to, 2,
+                                               done_cb, &s, NULL),
+                     CW_OK);
+    assert_int_equal(cw_na_msg_recv_unexpected(nas[0], in, sizeof(in),
+                                               done_cb, &r, NULL),
+                     CW_OK);
+    /* The early message of "ghost" takes the first receive. */
+    assert_true(wait_done(nas, 2, &r.calls, 1));
+    cw_na_addr_free(nas[0], r.source);
+    r = (struct done){0};
+    assert_int_equal(cw_na_msg_recv_unexpected(nas[0], in, sizeof(in),
+                                               done_cb, &r, NULL),
+                     CW_OK);
+    bool got = wait_done(nas, 2, &r.calls, 1);
+    uint64_t dropped_after = cw_na_dropped(nas[0]) - dropped;
+    print_message("slot claimed under an id known only from the ring: "
+                  "next message %s \"%s\", %llu dropped\n",
+                  got ? "received" : "not received", in,
+                  (unsigned long long)dropped_after);
+    if (got)
+        cw_na_addr_free(nas[0], r.source);
+    cw_na_addr_free(nas[1], to);
+    munmap(h, size);
+    cw_na_close(nas[1]);
+    cw_na_close(nas[0]);
+    assert_true(got);
+    assert_string_equal(in, "after");
+    assert_int_equal(dropped_after, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1252,6 +1306,7 @@ int main(void)
         cmocka_unit_test(test_header_dead_pid_scan),
         cmocka_unit_test(test_bound_hello_accepted_earlier),
         cmocka_unit_test(test_held_id_deserialize_repeated),
+        cmocka_unit_test(test_stuck_slot_slot_only_claimer),
     };
     cw_log_init();
     int rc = cmocka_run_group_tests_name("na-shm-hostile", tests, NULL, NULL);
