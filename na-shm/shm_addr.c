@@ -111,6 +111,22 @@ static struct shm_peer *shm_peer_find_name(struct cw_na_class *cls,
     return slot_only;
 }
 
+/* The live record of @p name with id @p uid that is not indexed (its id
+ * is held under another name), made by an earlier shm_peer_get: reused, so
+ * that the same address resolved again does not add a record each time. */
+static struct shm_peer *shm_peer_find_held(struct cw_na_class *cls,
+                                           const char *name, uint64_t uid)
+{
+    for (struct shm_list *l = cls->peers.next; l != &cls->peers;
+         l = l->next) {
+        struct shm_peer *p = shm_container_of(l, struct shm_peer, link);
+        if (p->uid == uid && !p->indexed && p->state != SHM_PEER_DEAD &&
+            strcmp(p->name, name) == 0)
+            return p;
+    }
+    return NULL;
+}
+
 cw_status_t shm_peer_get(struct cw_na_class *cls, const char *name,
                          uint64_t uid, struct shm_peer **peer_p)
 {
@@ -121,7 +137,7 @@ cw_status_t shm_peer_get(struct cw_na_class *cls, const char *name,
      * attaching it proves that @p name listens with this id. */
     bool held = p && strcmp(p->name, name) != 0;
     if (held)
-        p = NULL;
+        p = shm_peer_find_held(cls, name, uid);
     if (!p) {
         p = calloc(1, sizeof(*p));
         if (!p)

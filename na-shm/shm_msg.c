@@ -340,8 +340,15 @@ void shm_ring_unstick(struct cw_na_class *cls)
     if (now - cls->stuck_since < SHM_STUCK_NS || uid == 0)
         return; /* slow, or the claimer is not known yet */
     /* Every producer connects before it pushes, so a live one is a peer
-     * here whose connection is open; only a gone one is skipped. */
-    if (shm_peer_find_uid(cls, uid))
+     * here whose connection is open; only a gone one is skipped.  One
+     * known only from ring slots has not connected (its HELLO, if any,
+     * is read first). */
+    struct shm_peer *p = shm_peer_find_uid(cls, uid);
+    if (p && shm_peer_slot_only(p)) {
+        shm_hello_read_pending(cls);
+        p = shm_peer_find_uid(cls, uid);
+    }
+    if (p && !shm_peer_slot_only(p))
         return;
     cls->dropped++;
     SHM_WARN(cls, "skipping ring slot %llu: claimed %.1f s ago by an "

@@ -195,8 +195,9 @@ cw_status_t shm_peer_from_slot(struct cw_na_class *cls, const char *name,
         shm_unsolicited_reap(cls);
     if (cls->nunsolicited >= SHM_UNSOLICITED_MAX) {
         /* A new sender connects and says HELLO before it pushes: read
-         * that before refusing its message. */
-        shm_listen_accept(cls);
+         * that before refusing its message (its connection may have been
+         * accepted before the HELLO came). */
+        shm_hello_read_pending(cls);
         p = shm_peer_find_uid(cls, uid);
         if (!p)
             return CW_OVERFLOW;

@@ -1116,6 +1116,179 @@ static void test_header_dead_pid_scan(void **state)
     assert_string_equal(in, "alive");
 }
 
+/* Connect to @p to's socket as a raw client, without a word yet. */
+static int hostile_connect(const char *to)
+{
+    struct sockaddr_un sun = {.sun_family = AF_UNIX};
+    int n = snprintf(sun.sun_path + 1, sizeof(sun.sun_path) - 1,
+                     "causeway-%s", to);
+    socklen_t slen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
+                                 (size_t)n);
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    assert_true(fd >= 0);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sun, slen), 0);
+    return fd;
+}
+
+/* Say HELLO on @p fd as endpoint @p as with id @p uid. */
+static void hostile_hello(int fd, const char *as, uint64_t uid)
+{
+    struct shm_sock_msg m = {.magic = SHM_SEG_MAGIC,
+                             .version = SHM_VERSION,
+                             .kind = SHM_SOCK_HELLO,
+                             .pid = (uint32_t)getpid(),
+                             .name_len = (uint32_t)strlen(as),
+                             .uid = uid};
+    memcpy(m.name, as, m.name_len + 1);
+    assert_int_equal(send(fd, &m, sizeof(m), MSG_NOSIGNAL),
+                     (ssize_t)sizeof(m));
+}
+
+/* At the bound on peers known only from slots (all still referenced), a
+ * slot from a new sender is refused unless that sender's HELLO is read
+ * first.  Only connections not accepted yet were read: a sender whose
+ * connection had been accepted before its HELLO arrived (a receiver
+ * polling its sockets between the sender's connect and its HELLO) lost
+ * its message although its HELLO was waiting. */
+static void test_bound_hello_accepted_earlier(void **state)
+{
+    (void)state;
+    cw_na_t *nas[2]; /* receiver, sender (its name listens in this process) */
+    char ruri[URI_LEN], vuri[URI_LEN];
+    size_t size;
+    struct early_rcv u = {0};
+
+    struct shm_seg_hdr *h = squat_open(nas, ruri, vuri, &size);
+    u.na = nas[0];
+    struct cw_na_class *cls = hostile_cls(nas[0]);
+    hostile_flood(nas[0], h, HOSTILE_UID, SHM_UNSOLICITED_MAX, false, &u);
+    assert_int_equal(cls->nunsolicited, SHM_UNSOLICITED_MAX);
+
+    /* The sender connects; the receiver accepts before its HELLO. */
+    unsigned accepted = cls->naccepted;
+    int fd = hostile_connect(ruri + strlen("shm://"));
+    uint64_t deadline = cw_now_ns() + WAIT_MS * 1000000ull;
+    while (cls->naccepted == accepted && cw_now_ns() < deadline)
+        cw_na_progress(nas[0], 0, NULL);
+    assert_int_equal(cls->naccepted, accepted + 1);
+    /* Its HELLO, then its message, as a sender does. */
+    uint64_t dropped = cw_na_dropped(nas[0]);
+    hostile_hello(fd, vuri + strlen("shm://"), hostile_self_uid(nas[1]));
+    assert_true(hostile_push_as(h, hostile_self_uid(nas[1]),
+                                vuri + strlen("shm://"), 77));
+    cw_na_progress(nas[0], 0, NULL);
+    uint64_t dropped_after = cw_na_dropped(nas[0]) - dropped;
+
+    unsigned char buf[16];
+    for (unsigned i = 0; i < SHM_UNSOLICITED_MAX + 1; i++)
+        assert_int_equal(cw_na_msg_recv_unexpected(nas[0], buf, sizeof(buf),
+                                                   early_cb, &u, NULL),
+                         CW_OK);
+    deadline = cw_now_ns() + WAIT_MS * 1000000ull;
+    while (u.got < SHM_UNSOLICITED_MAX + 1 && cw_now_ns() < deadline)
+        cw_na_progress(nas[0], 0, NULL);
+    uint32_t last;
+    memcpy(&last, buf, 4);
+    print_message("at the bound, a sender accepted before its HELLO: "
+                  "%llu dropped, %u of %u taken, last tag %u\n",
+                  (unsigned long long)dropped_after, u.got,
+                  SHM_UNSOLICITED_MAX + 1, last);
+
+    close(fd);
+    munmap(h, size);
+    cw_na_close(nas[1]);
+    cw_na_close(nas[0]);
+    assert_int_equal(dropped_after, 0);
+    assert_int_equal(u.got, SHM_UNSOLICITED_MAX + 1);
+    assert_int_equal(last, 77);
+}
+
+/* An address whose id a record of another name holds (here one made from
+ * a forged slot) is a record of its own until attaching it proves the
+ * pair.  Each deserialization of the same address made one more such
+ * record, which nothing ever freed: an address passed along in every
+ * request grew the peer table (searched linearly by name) without end. */
+static void test_held_id_deserialize_repeated(void **state)
+{
+    (void)state;
+    cw_na_t *nas[2]; /* receiver, victim */
+    char ruri[URI_LEN], vuri[URI_LEN];
+    unsigned char ser[64];
+    size_t size;
+
+    struct shm_seg_hdr *h = squat_open(nas, ruri, vuri, &size);
+    hostile_plant(nas[0], h, hostile_self_uid(nas[1]), "evil");
+    size_t sz = hostile_self_ser(nas[1], ser);
+    unsigned before = hostile_npeers(nas[0]);
+    for (int i = 0; i < 1000; i++) {
+        cw_na_addr_t *a;
+        assert_int_equal(cw_na_addr_deserialize(nas[0], ser, sz, &a), CW_OK);
+        cw_na_addr_free(nas[0], a);
+    }
+    unsigned after = hostile_npeers(nas[0]);
+    print_message("1000 deserializations of an address whose id is held "
+                  "under another name: %u peers before, %u after\n", before,
+                  after);
+    munmap(h, size);
+    cw_na_close(nas[1]);
+    cw_na_close(nas[0]);
+    assert_true(after <= before + 1);
+}
+
+/* A slot claimed and never published is skipped after SHM_STUCK_NS if
+ * its claimer is no live producer.  A record known only from ring slots
+ * (never connected: no producer we know of) counted as a live producer,
+ * so a claim under its id stopped the ring for good and nobody was heard
+ * again. */
+static void test_stuck_slot_slot_only_claimer(void **state)
+{
+    (void)state;
+    cw_na_t *nas[2]; /* receiver, sender */
+    cw_na_addr_t *to;
+    char ruri[URI_LEN], vuri[URI_LEN], in[16] = "";
+    size_t size;
+    struct done s = {0}, r = {0};
+
+    struct shm_seg_hdr *h = squat_open(nas, ruri, vuri, &size);
+    hostile_plant(nas[0], h, HOSTILE_UID + 9, "ghost");
+    /* A claim under that id, never published. */
+    uint64_t pos = atomic_load(&h->tail);
+    struct shm_slot *sl = &hostile_slots(h)[pos & (h->nslots - 1)];
+    assert_true(atomic_compare_exchange_strong(&h->tail, &pos, pos + 1));
+    atomic_store(&sl->sender_uid, HOSTILE_UID + 9);
+    uint64_t dropped = cw_na_dropped(nas[0]);
+
+    assert_int_equal(cw_na_addr_lookup(nas[1], ruri, &to), CW_OK);
+    assert_int_equal(cw_na_msg_send_unexpected(nas[1], "after", 6, to, 2,
+                                               done_cb, &s, NULL),
+                     CW_OK);
+    assert_int_equal(cw_na_msg_recv_unexpected(nas[0], in, sizeof(in),
+                                               done_cb, &r, NULL),
+                     CW_OK);
+    /* The early message of "ghost" takes the first receive. */
+    assert_true(wait_done(nas, 2, &r.calls, 1));
+    cw_na_addr_free(nas[0], r.source);
+    r = (struct done){0};
+    assert_int_equal(cw_na_msg_recv_unexpected(nas[0], in, sizeof(in),
+                                               done_cb, &r, NULL),
+                     CW_OK);
+    bool got = wait_done(nas, 2, &r.calls, 1);
+    uint64_t dropped_after = cw_na_dropped(nas[0]) - dropped;
+    print_message("slot claimed under an id known only from the ring: "
+                  "next message %s \"%s\", %llu dropped\n",
+                  got ? "received" : "not received", in,
+                  (unsigned long long)dropped_after);
+    if (got)
+        cw_na_addr_free(nas[0], r.source);
+    cw_na_addr_free(nas[1], to);
+    munmap(h, size);
+    cw_na_close(nas[1]);
+    cw_na_close(nas[0]);
+    assert_true(got);
+    assert_string_equal(in, "after");
+    assert_int_equal(dropped_after, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1131,6 +1304,9 @@ int main(void)
         cmocka_unit_test(test_squat_id_deserialize),
         cmocka_unit_test(test_shared_head_rewritten),
         cmocka_unit_test(test_header_dead_pid_scan),
+        cmocka_unit_test(test_bound_hello_accepted_earlier),
+        cmocka_unit_test(test_held_id_deserialize_repeated),
+        cmocka_unit_test(test_stuck_slot_slot_only_claimer),
     };
     cw_log_init();
     int rc = cmocka_run_group_tests_name("na-shm-hostile", tests, NULL, NULL);
