@@ -146,8 +146,8 @@ void shm_peer_forget_forged(struct cw_na_class *cls, struct shm_peer *peer,
     shm_peer_unindex(cls, peer);
     peer->state = SHM_PEER_DEAD;
     cls->ndead++;
-    /* The id is not its own: addresses still held compare and match
-     * messages by name from now on (ids in slots are never 0). */
+    /* The id is not its own: addresses still held compare by name from
+     * now on, and match no message (ids in slots are never 0). */
     peer->uid = 0;
 }
 
