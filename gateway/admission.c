@@ -234,6 +234,7 @@ static void gw_lane_drop(struct gw_source *s, struct gw_lane *l)
  * requests to @p rs in arrival order (in front of them, unless it was
  * routed again after a reload, behind older ones moved there before). */
 static cw_status_t gw_queue_push(struct gw *gw, cw_handle_t *in,
+                                 const struct gw_net *ingress,
                                  const char *src_key,
                                  struct gw_route_stats *rs,
                                  unsigned route_cap, uint64_t qseq)
@@ -268,6 +269,7 @@ static cw_status_t gw_queue_push(struct gw *gw, cw_handle_t *in,
      * lane again only once that route has room (or the table changed). */
     l->cap = route_cap;
     q->in = in;
+    q->net = ingress != NULL ? ingress->net : NULL;
     q->seq = requeued ? qseq : ++gw->qseq;
     if (requeued) {
         for (pp = &l->qhead; *pp != NULL && (*pp)->seq < qseq;
@@ -307,7 +309,7 @@ cw_status_t gw_admission(struct gw *gw, cw_handle_t *in,
 
     if (st == CW_AGAIN) {
         /* Over capacity: wait for a slot (bounded), else busy. */
-        st = gw_queue_push(gw, in, src_key, rs, route_cap, qseq);
+        st = gw_queue_push(gw, in, ingress, src_key, rs, route_cap, qseq);
         if (st == CW_OK) {
             if (qseq == 0)
                 gw->n_queued_total++;
@@ -494,16 +496,21 @@ void gw_queue_relane(struct gw *gw)
 }
 
 /* Answer the requests of lane @p l of @p s that expired (all of them with
- * @p all); the lane is left, maybe empty, to the caller. */
-static void gw_lane_expire(struct gw *gw, struct gw_source *s,
-                           struct gw_lane *l, bool all, cw_status_t st)
+ * @p all), or with @p net those that came in on it; the lane is left,
+ * maybe empty, to the caller.  Returns how many were answered. */
+static unsigned gw_lane_expire(struct gw *gw, struct gw_source *s,
+                               struct gw_lane *l, bool all,
+                               const cw_network_t *net, cw_status_t st)
 {
     struct gw_queued **pp = &l->qhead, *last = NULL;
+    unsigned n = 0;
 
     while (*pp != NULL) {
         struct gw_queued *q = *pp;
         cw_status_t qst = st;
-        if (!all && cw_handle_remaining_ms(q->in) > 0)
+        if (net != NULL)
+            qst = q->net == net ? st : CW_OK;
+        else if (!all && cw_handle_remaining_ms(q->in) > 0)
             qst = cw_handle_canceled(q->in) ? CW_CANCELED : CW_OK;
         if (qst == CW_OK) {
             last = q;
@@ -515,17 +522,22 @@ static void gw_lane_expire(struct gw *gw, struct gw_source *s,
         gw->nqueued--;
         if (qst == CW_TIMEOUT)
             gw->n_timedout++;
-        else
+        else if (qst == CW_CANCELED)
             gw->n_canceled++;
+        else
+            gw->n_noroute++; /* its network was removed (gw_forward) */
         gw_reject(gw, q->in, qst);
         free(q);
+        n++;
     }
     l->qtail = last;
+    return n;
 }
 
-void gw_queue_expire(struct gw *gw, bool all, cw_status_t st)
+static unsigned gw_queue_sweep(struct gw *gw, bool all,
+                               const cw_network_t *net, cw_status_t st)
 {
-    unsigned n = gw->nqsrcs;
+    unsigned n = gw->nqsrcs, answered = 0;
     struct gw_source *s = gw->qring, *next;
 
     for (; n-- > 0; s = next) {
@@ -534,7 +546,7 @@ void gw_queue_expire(struct gw *gw, bool all, cw_status_t st)
         next = s->qnext;
         for (l = s->lanes; l != NULL; l = lnext) {
             lnext = l->next;
-            gw_lane_expire(gw, s, l, all, st);
+            answered += gw_lane_expire(gw, s, l, all, net, st);
             if (l->qhead == NULL)
                 gw_lane_drop(s, l);
         }
@@ -543,4 +555,16 @@ void gw_queue_expire(struct gw *gw, bool all, cw_status_t st)
             gw_source_tidy(gw, s);
         }
     }
+    return answered;
+}
+
+void gw_queue_expire(struct gw *gw, bool all, cw_status_t st)
+{
+    (void)gw_queue_sweep(gw, all, NULL, st);
+}
+
+unsigned gw_queue_answer_net(struct gw *gw, const cw_network_t *net,
+                             cw_status_t st)
+{
+    return gw_queue_sweep(gw, false, net, st);
 }

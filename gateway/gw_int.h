@@ -148,6 +148,7 @@ struct gw_queued {
     cw_handle_t *in;
     cw_status_t st;
     uint64_t seq;                 /**< queued: its arrival (gw->qseq) */
+    const cw_network_t *net;      /**< queued: the network it came in on */
 };
 
 /** A routing destination parsed once (forward.c): its own hops stripped,
@@ -385,6 +386,10 @@ bool gw_fwd_resume_mt(struct gw_fwd *f);
 /** Answer queued requests past their deadline with @p st, those their
  *  caller canceled with CW_CANCELED (or @p all with @p st). */
 void gw_queue_expire(struct gw *gw, bool all, cw_status_t st);
+/** Answer the queued requests that came in on network @p net with @p st
+ *  (a reload removed it); returns how many there were. */
+unsigned gw_queue_answer_net(struct gw *gw, const cw_network_t *net,
+                             cw_status_t st);
 
 /* admin_metrics.c */
 /** The counters in the Prometheus text exposition format (admin

@@ -9,7 +9,9 @@
  * refused, and no route leaves through them), and are closed
  * (cw_network_close: port released, gone from cwctl status) as soon as no
  * forwarded RPC that came in on them is in flight any more.  Those drain
- * normally, bounded by their deadlines and limits.max_timeout.  RPCs that
+ * normally, bounded by their deadlines and limits.max_timeout; requests
+ * from them still queued are answered CW_UNREACHABLE on them before they
+ * are closed (gw_reload_reap).  RPCs that
  * were sent out through the closed network (it was the one the core picked
  * for their next hop's plugin) are cancelled by the close and their callers
  * get CW_CANCELED.
@@ -108,11 +110,20 @@ static void gw_net_close_at(struct gw *gw, unsigned i)
     memset(&gw->nets[gw->nnets], 0, sizeof(gw->nets[0]));
 }
 
-/* Close the removed networks nothing in flight came in on any more. */
+/* Close the removed networks nothing in flight came in on any more.
+ * Requests that came in on one and still wait in the queue are refused
+ * as the ones arriving on it now are, while it is open to carry their
+ * answers; it is closed at a later pass (after gw->lock is dropped, the
+ * deferred answers are sent). */
 static void gw_reload_reap(struct gw *gw)
 {
     for (unsigned i = 0; i < gw->nnets;) {
-        if (gw->nets[i].removed && gw->nets[i].inflight == 0)
+        struct gw_net *n = &gw->nets[i];
+
+        if (n->removed && gw->nqueued != 0 &&
+            gw_queue_answer_net(gw, n->net, CW_UNREACHABLE) > 0)
+            i++;
+        else if (n->removed && n->inflight == 0)
             gw_net_close_at(gw, i);
         else
             i++;

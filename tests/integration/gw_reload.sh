@@ -95,3 +95,53 @@ stop_pid "$gw_PID"
 grep -q "ERROR: AddressSanitizer\|ERROR: LeakSanitizer\|runtime error" "$T/gw.log" &&
     fail "sanitizer report in the gateway log"
 pass "gateway stopped cleanly"
+
+# A request waiting in the admission queue when a reload drops the network
+# it came in on is answered CW_UNREACHABLE on that network, like the
+# requests that arrive on it after the reload, before the network is
+# closed.  The route to $slow3 (3 s) is capped at 1 and held by a call over
+# tcp0; a call over tcp1 queues behind it; the reload drops tcp1, which has
+# nothing in flight.  Before, tcp1 was closed at once and the queued
+# request answered into the closed network: its caller got no answer and
+# saw CW_DISCONNECTED only when its transport gave up on the peer (6.5 s).
+start_echo slow3 "shm://$TAG-slow3" 3000
+qadmin="127.0.0.1:$(free_port)"
+qport=$(free_port)
+write_qcfg() {
+    cat >"$T/gwq.yaml.tmp" <<YAML
+gateway: { name: rlqgw, admin: "$qadmin" }
+networks:
+  - { name: tcp0, address: "ofi+tcp://127.0.0.1:0" }
+  - { name: shm0, address: "shm://$TAG-gwq" }
+$1
+routes:
+  - { dest: "shm://*", via: shm0, max_inflight: 1 }
+YAML
+    gw_cfg_threads "$T/gwq.yaml.tmp"
+    mv "$T/gwq.yaml.tmp" "$T/gwq.yaml"
+}
+write_qcfg "  - { name: tcp1, address: \"ofi+tcp://127.0.0.1:$qport\" }"
+start_gw gwq "$T/gwq.yaml"
+timeout 60 "$CW_PING" -q -c 1 -t 20000 "$slow3@$gwq_tcp0" >"$T/hold.out" 2>&1 &
+hold=$!
+wait_for sh -c "'$CWCTL' --admin '$qadmin' stats --json | grep -q '\"inflight\":1,'" ||
+    fail "the call holding the route is not in flight: $("$CWCTL" --admin "$qadmin" stats --json)"
+timeout 60 "$CW_PING" -q -c 1 -t 20000 "$slow3@$gwq_tcp1" >"$T/queued.out" 2>"$T/queued.err" &
+queued=$!
+wait_for sh -c "'$CWCTL' --admin '$qadmin' stats --json | grep -q '\"queued\":1,'" ||
+    fail "the call over tcp1 is not queued: $("$CWCTL" --admin "$qadmin" stats --json)"
+write_qcfg ""
+t0=$(date +%s%N)
+"$CWCTL" --admin "$qadmin" reload >"$T/reload.out" 2>&1 || fail "reload dropping tcp1: $(cat "$T/reload.out")"
+wait "$queued"
+ms=$((($(date +%s%N) - t0) / 1000000))
+grep -q "1 calls, CW_UNREACHABLE=1;" "$T/queued.out" ||
+    fail "queued call on the dropped network (after $ms ms): $(cat "$T/queued.out") $(tail -n 2 "$T/queued.err")"
+[ "$ms" -lt 2500 ] || fail "queued call on the dropped network answered after $ms ms"
+pass "queued call on the dropped network answered in $ms ms: $(cat "$T/queued.out")"
+wait_for sh -c "! '$CWCTL' --admin '$qadmin' status | grep -q '^tcp1 '" ||
+    fail "tcp1 still listed: $("$CWCTL" --admin "$qadmin" status)"
+wait "$hold" || fail "the call holding the route: $(cat "$T/hold.out")"
+grep -q "1 calls, CW_OK=1;" "$T/hold.out" || fail "the call holding the route: $(cat "$T/hold.out")"
+pass "tcp1 closed; the call over tcp0 served: $(cat "$T/hold.out")"
+gw_stop_clean gwq
