@@ -459,6 +459,9 @@ static void on_event(vb_class_t *cls, struct rdma_cm_id *id, int event,
         vb_peer_format(conn->peer, name, sizeof(name));
         VB_DBG(cls, "connection to %s: %s", name,
                vb_strerr(VB_E_CM, event, eb, sizeof(eb)));
+        /* What the peer sent before it disconnected has arrived (its sends
+         * completed): take it from the CQ before failing its receives. */
+        vb_drain_cq(cls);
         vb_conn_fail(conn, CW_DISCONNECTED);
         return;
     }

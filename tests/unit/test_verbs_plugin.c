@@ -1125,6 +1125,45 @@ static void test_hostile_input(void **state)
     cw_na_close(b);
 }
 
+/* A message the sender saw complete (on hardware: acknowledged by our
+ * HCA, its completion waiting in our CQ) and then the sender closes.  Our
+ * next progress finds both the receive completion and the DISCONNECTED
+ * event: the message is delivered, not dropped with its receive failed. */
+static void test_last_message_before_close(void **state)
+{
+    cw_na_class_t *ca;
+    cw_na_t *a = open_na(URI, &ca), *b = open_na(URI, NULL);
+    cw_na_t *both[2] = {a, b};
+    cw_na_addr_t *b_at_a = lookup_self_of(a, b), *a_at_b = lookup_self_of(b, a);
+    uint32_t v = 0x5eed, got = 0;
+    struct done er = {0}, es = {0};
+
+    assert_int_equal(cw_na_msg_recv_expected(a, &got, sizeof(got), b_at_a, 9,
+                                             done_cb, &er, NULL),
+                     CW_OK);
+    assert_int_equal(cw_na_msg_send_expected(b, &v, sizeof(v), a_at_b, 9,
+                                             done_cb, &es, NULL),
+                     CW_OK);
+    /* A's "HCA" runs (its rdma_cm channel pumps the fake wire, which
+     * receives and acknowledges), A's software does not poll its CQ. */
+    uint64_t end = cw_now_ns() + (uint64_t)WAIT_MS * 1000000ull;
+    while (es.calls == 0 && cw_now_ns() < end) {
+        cw_na_progress(b, 0, NULL);
+        vb_cm_progress(ca);
+    }
+    assert_int_equal(es.calls, 1);
+    assert_int_equal(es.status, CW_OK);
+    assert_int_equal(er.calls, 0);
+    cw_na_addr_free(b, a_at_b);
+    cw_na_close(b);
+    assert_true(wait_all(both, 1, (struct done *[]){&er}, 1, WAIT_MS));
+    assert_int_equal(er.calls, 1);
+    assert_int_equal(er.status, CW_OK);
+    assert_int_equal(got, 0x5eed);
+    cw_na_addr_free(a, b_at_a);
+    cw_na_close(a);
+}
+
 /* Instances used from several threads at once (one pair per thread). */
 static void *thread_pair(void *arg)
 {
@@ -1250,6 +1289,7 @@ int main(void)
         cmocka_unit_test(test_params),
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_hostile_input),
+        cmocka_unit_test(test_last_message_before_close),
         cmocka_unit_test(test_rcache),
         cmocka_unit_test(test_qp_error_teardown),
         cmocka_unit_test(test_peer_process_dies),
