@@ -1082,11 +1082,15 @@ static void test_hostile_input(void **state)
     assert_non_null(c);
     struct vb_stats st0, st1;
     vb_class_stats(cb, &st0);
-    const uint32_t lens[3] = {3, 8, 8};
-    const uint8_t garbage[3][8] = {{1, 1, 0},
+    /* The last returns 2048 credits: more than B ever granted A (B's
+     * credits towards A would exceed the grant, and repeated, overflow). */
+    const uint32_t lens[4] = {3, 8, 8, 8};
+    const uint8_t garbage[4][8] = {{1, 1, 0},
                                    {9, VB_WIRE_VERSION, 0, 0, 1, 0, 0, 0},
-                                   {VB_MSG_UNEXP, 99, 0, 0, 1, 0, 0, 0}};
-    for (int i = 0; i < 3; i++) {
+                                   {VB_MSG_UNEXP, 99, 0, 0, 1, 0, 0, 0},
+                                   {VB_MSG_CREDIT, VB_WIRE_VERSION, 0x00, 0x08,
+                                    0, 0, 0, 0}};
+    for (int i = 0; i < 4; i++) {
         uint8_t *slot = ca->smem; /* send buffer 0 is free between sends */
         memcpy(slot, garbage[i], lens[i]);
         struct ibv_sge sge = {.addr = (uintptr_t)slot, .length = lens[i],
@@ -1104,8 +1108,10 @@ static void test_hostile_input(void **state)
         cw_na_progress(a, 0, NULL);
         cw_na_progress(b, 0, NULL);
         vb_class_stats(cb, &st1);
-    } while (st1.dropped - st0.dropped < 3 && cw_now_ns() < end);
-    assert_int_equal(st1.dropped - st0.dropped, 3);
+    } while (st1.dropped - st0.dropped < 4 && cw_now_ns() < end);
+    assert_int_equal(st1.dropped - st0.dropped, 4);
+    for (struct vb_conn *bc = cb->conns; bc; bc = bc->next)
+        assert_true(bc->credits <= VB_DEFAULT_CREDITS);
     for (int k = 0; k < 100; k++) { /* and the connection still works */
         r = (struct done){0};
         s = (struct done){0};
