@@ -347,6 +347,48 @@ static void test_rcache(void **state)
     free(dst);
 }
 
+/* A read-only handle over memory that another handle exports read-write
+ * must not carry the read-write MR's rkey: the access bits of a serialized
+ * handle are only the initiator's word, the MR is what the device checks.
+ * A peer that sets the write bit in the read-only handle it was given
+ * gets a remote access error and the memory is untouched. */
+static void test_rcache_access_exact(void **state)
+{
+    cw_na_t *a = open_na(URI, NULL), *b = open_na(URI, NULL);
+    cw_na_t *both[2] = {a, b};
+    cw_na_addr_t *a_at_b = lookup_self_of(b, a);
+    static char amem[4096], bmem[4096];
+    struct cw_na_segment as = {amem, sizeof(amem)}, bs = {bmem, sizeof(bmem)};
+    cw_na_mem_t *rw, *ro, *forged, *local;
+    uint8_t ser[128];
+    uint32_t acc = CW_NA_MEM_READ | CW_NA_MEM_WRITE;
+
+    memset(amem, 0x11, sizeof(amem));
+    memset(bmem, 0x77, sizeof(bmem));
+    assert_int_equal(cw_na_mem_register(a, &as, 1, acc, &rw), CW_OK);
+    assert_int_equal(cw_na_mem_register(a, &as, 1, CW_NA_MEM_READ, &ro),
+                     CW_OK);
+    size_t n = cw_na_mem_serialize_size(a, ro);
+    assert_int_equal(cw_na_mem_serialize(a, ser, n, ro), CW_OK);
+    memcpy(ser + 4, &acc, 4); /* the hostile peer's edit */
+    assert_int_equal(cw_na_mem_deserialize(b, ser, n, &forged), CW_OK);
+    assert_int_equal(cw_na_mem_register(b, &bs, 1, 0, &local), CW_OK);
+    struct done pd = {0};
+    assert_int_equal(cw_na_put(b, local, 0, forged, 0, 64, a_at_b, done_cb,
+                               &pd, NULL),
+                     CW_OK);
+    assert_true(wait_all(both, 2, (struct done *[]){&pd}, 1, WAIT_MS));
+    assert_int_equal(pd.status, CW_PERMISSION);
+    assert_int_equal(amem[0], 0x11);
+    cw_na_mem_release(b, forged);
+    cw_na_mem_release(b, local);
+    cw_na_mem_release(a, ro);
+    cw_na_mem_release(a, rw);
+    cw_na_addr_free(b, a_at_b);
+    cw_na_close(a);
+    cw_na_close(b);
+}
+
 /* One client's QP goes to error (a put with a forged rkey is NAKed by the
  * server's device): that client's op fails, its connection is torn down on
  * both sides, and another client carries on; the first reconnects. */
@@ -1297,6 +1339,7 @@ int main(void)
         cmocka_unit_test(test_hostile_input),
         cmocka_unit_test(test_last_message_before_close),
         cmocka_unit_test(test_rcache),
+        cmocka_unit_test(test_rcache_access_exact),
         cmocka_unit_test(test_qp_error_teardown),
         cmocka_unit_test(test_peer_process_dies),
         cmocka_unit_test(test_credit_flood),
