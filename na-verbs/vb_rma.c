@@ -1,6 +1,6 @@
 /*
  * na-verbs: memory handles and one-sided RMA.  Registrations go through a
- * cache keyed by address range: a segment inside a range already
+ * cache keyed by address range: a segment whose exact range is already
  * registered with the same access reuses that MR; an entry is deregistered
  * (invalidated) when the last handle using it is released, so no MR ever
  * outlives the handles that name it and memory freed after release is
@@ -26,10 +26,10 @@ static struct vb_rce *rcache_get(vb_class_t *cls, uintptr_t addr, size_t len,
                                  int access, cw_status_t *st_p)
 {
     for (struct vb_rce *e = cls->rcache; e; e = e->next) {
-        /* Same access exactly: a handle's rkey must not allow more than
-         * the handle says (the device checks the MR, not the handle). */
-        if (addr >= e->addr && len <= e->len && addr - e->addr <= e->len - len &&
-            e->access == access) {
+        /* Same range and access exactly: a handle's rkey must not allow
+         * more than the handle says (the device checks the MR, not the
+         * handle, whose copy at the peer is the peer's to edit). */
+        if (addr == e->addr && len == e->len && e->access == access) {
             e->refs++;
             cls->stats.rcache_hits++;
             return e;

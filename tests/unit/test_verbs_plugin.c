@@ -273,7 +273,7 @@ static void test_rcache(void **state)
     char *buf = malloc(len), *dst = malloc(len);
     struct vb_fake_stats f0, f;
     struct vb_stats s0, s;
-    cw_na_mem_t *big, *inner, *rw, *remote, *local, *again;
+    cw_na_mem_t *big, *same, *inner, *rw, *remote, *local, *again;
     uint8_t ser[256], ser2[256];
 
     assert_non_null(buf);
@@ -281,26 +281,33 @@ static void test_rcache(void **state)
     vb_fake_stats_get(&f0);
     vb_class_stats(ca, &s0);
     struct cw_na_segment sb = {buf, len}, si = {buf + 4096, 4096};
+    /* The same range and access again: a hit.  A range inside it: its
+     * own MR, so its rkey reaches no further than the handle. */
     assert_int_equal(cw_na_mem_register(a, &sb, 1, CW_NA_MEM_READ, &big),
+                     CW_OK);
+    assert_int_equal(cw_na_mem_register(a, &sb, 1, CW_NA_MEM_READ, &same),
                      CW_OK);
     assert_int_equal(cw_na_mem_register(a, &si, 1, CW_NA_MEM_READ, &inner),
                      CW_OK);
     vb_fake_stats_get(&f);
     vb_class_stats(ca, &s);
-    assert_int_equal(f.mrs_live - f0.mrs_live, 1);
-    assert_int_equal(s.rcache_misses - s0.rcache_misses, 1);
+    assert_int_equal(f.mrs_live - f0.mrs_live, 2);
+    assert_int_equal(s.rcache_misses - s0.rcache_misses, 2);
     assert_int_equal(s.rcache_hits - s0.rcache_hits, 1);
     /* More access than the cached MR has: a new registration. */
     assert_int_equal(cw_na_mem_register(a, &si, 1,
                                         CW_NA_MEM_READ | CW_NA_MEM_WRITE, &rw),
                      CW_OK);
     vb_fake_stats_get(&f);
-    assert_int_equal(f.mrs_live - f0.mrs_live, 2);
-    /* The inner handle keeps the big MR alive, and it still works: B reads
-     * through A's inner handle. */
+    assert_int_equal(f.mrs_live - f0.mrs_live, 3);
+    /* The second handle keeps the big MR alive. */
     cw_na_mem_release(a, big);
     vb_fake_stats_get(&f);
+    assert_int_equal(f.mrs_live - f0.mrs_live, 3);
+    cw_na_mem_release(a, same);
+    vb_fake_stats_get(&f);
     assert_int_equal(f.mrs_live - f0.mrs_live, 2);
+    /* B reads through A's inner handle. */
     for (size_t i = 0; i < len; i++)
         buf[i] = (char)(i * 3);
     size_t n = cw_na_mem_serialize_size(a, inner);
@@ -384,6 +391,51 @@ static void test_rcache_access_exact(void **state)
     cw_na_mem_release(b, local);
     cw_na_mem_release(a, ro);
     cw_na_mem_release(a, rw);
+    cw_na_addr_free(b, a_at_b);
+    cw_na_close(a);
+    cw_na_close(b);
+}
+
+/* Likewise a handle over part of a range another handle has registered
+ * must not carry the bigger MR's rkey: a peer that widens the segment in
+ * its copy of the handle gets a remote access error, not the rest of the
+ * bigger registration. */
+static void test_rcache_range_exact(void **state)
+{
+    cw_na_t *a = open_na(URI, NULL), *b = open_na(URI, NULL);
+    cw_na_t *both[2] = {a, b};
+    cw_na_addr_t *a_at_b = lookup_self_of(b, a);
+    static char amem[1 << 16], bmem[1 << 16];
+    struct cw_na_segment big = {amem, sizeof(amem)},
+                         inner = {amem + 4096, 4096},
+                         bs = {bmem, sizeof(bmem)};
+    cw_na_mem_t *hbig, *hinner, *forged, *local;
+    uint8_t ser[128];
+    uint64_t addr = (uintptr_t)amem, len = sizeof(amem);
+
+    memset(amem, 0x11, sizeof(amem));
+    assert_int_equal(cw_na_mem_register(a, &big, 1, CW_NA_MEM_READ, &hbig),
+                     CW_OK);
+    assert_int_equal(cw_na_mem_register(a, &inner, 1, CW_NA_MEM_READ,
+                                        &hinner),
+                     CW_OK);
+    size_t n = cw_na_mem_serialize_size(a, hinner);
+    assert_int_equal(cw_na_mem_serialize(a, ser, n, hinner), CW_OK);
+    memcpy(ser + 16, &addr, 8); /* the hostile peer widens its copy */
+    memcpy(ser + 24, &len, 8);
+    assert_int_equal(cw_na_mem_deserialize(b, ser, n, &forged), CW_OK);
+    assert_int_equal(cw_na_mem_register(b, &bs, 1, 0, &local), CW_OK);
+    struct done g = {0};
+    assert_int_equal(cw_na_get(b, local, 0, forged, 0, sizeof(bmem), a_at_b,
+                               done_cb, &g, NULL),
+                     CW_OK);
+    assert_true(wait_all(both, 2, (struct done *[]){&g}, 1, WAIT_MS));
+    assert_int_equal(g.status, CW_PERMISSION);
+    assert_int_not_equal(bmem[0], 0x11);
+    cw_na_mem_release(b, forged);
+    cw_na_mem_release(b, local);
+    cw_na_mem_release(a, hinner);
+    cw_na_mem_release(a, hbig);
     cw_na_addr_free(b, a_at_b);
     cw_na_close(a);
     cw_na_close(b);
@@ -1340,6 +1392,7 @@ int main(void)
         cmocka_unit_test(test_last_message_before_close),
         cmocka_unit_test(test_rcache),
         cmocka_unit_test(test_rcache_access_exact),
+        cmocka_unit_test(test_rcache_range_exact),
         cmocka_unit_test(test_qp_error_teardown),
         cmocka_unit_test(test_peer_process_dies),
         cmocka_unit_test(test_credit_flood),
