@@ -354,88 +354,63 @@ static void test_rcache(void **state)
     free(dst);
 }
 
-/* A read-only handle over memory that another handle exports read-write
- * must not carry the read-write MR's rkey: the access bits of a serialized
- * handle are only the initiator's word, the MR is what the device checks.
- * A peer that sets the write bit in the read-only handle it was given
- * gets a remote access error and the memory is untouched. */
-static void test_rcache_access_exact(void **state)
+/* B's copy of a handle A gave it, edited by B at byte @p off of the
+ * serialized form (a hostile peer's copy is its own to change). */
+static cw_na_mem_t *edited_copy(cw_na_t *a, cw_na_t *b, cw_na_mem_t *given,
+                                size_t off, const void *val, size_t vlen)
 {
-    cw_na_t *a = open_na(URI, NULL), *b = open_na(URI, NULL);
-    cw_na_t *both[2] = {a, b};
-    cw_na_addr_t *a_at_b = lookup_self_of(b, a);
-    static char amem[4096], bmem[4096];
-    struct cw_na_segment as = {amem, sizeof(amem)}, bs = {bmem, sizeof(bmem)};
-    cw_na_mem_t *rw, *ro, *forged, *local;
     uint8_t ser[128];
-    uint32_t acc = CW_NA_MEM_READ | CW_NA_MEM_WRITE;
-
-    memset(amem, 0x11, sizeof(amem));
-    memset(bmem, 0x77, sizeof(bmem));
-    assert_int_equal(cw_na_mem_register(a, &as, 1, acc, &rw), CW_OK);
-    assert_int_equal(cw_na_mem_register(a, &as, 1, CW_NA_MEM_READ, &ro),
-                     CW_OK);
-    size_t n = cw_na_mem_serialize_size(a, ro);
-    assert_int_equal(cw_na_mem_serialize(a, ser, n, ro), CW_OK);
-    memcpy(ser + 4, &acc, 4); /* the hostile peer's edit */
-    assert_int_equal(cw_na_mem_deserialize(b, ser, n, &forged), CW_OK);
-    assert_int_equal(cw_na_mem_register(b, &bs, 1, 0, &local), CW_OK);
-    struct done pd = {0};
-    assert_int_equal(cw_na_put(b, local, 0, forged, 0, 64, a_at_b, done_cb,
-                               &pd, NULL),
-                     CW_OK);
-    assert_true(wait_all(both, 2, (struct done *[]){&pd}, 1, WAIT_MS));
-    assert_int_equal(pd.status, CW_PERMISSION);
-    assert_int_equal(amem[0], 0x11);
-    cw_na_mem_release(b, forged);
-    cw_na_mem_release(b, local);
-    cw_na_mem_release(a, ro);
-    cw_na_mem_release(a, rw);
-    cw_na_addr_free(b, a_at_b);
-    cw_na_close(a);
-    cw_na_close(b);
+    cw_na_mem_t *m;
+    size_t n = cw_na_mem_serialize_size(a, given);
+    assert_int_equal(cw_na_mem_serialize(a, ser, n, given), CW_OK);
+    memcpy(ser + off, val, vlen);
+    assert_int_equal(cw_na_mem_deserialize(b, ser, n, &m), CW_OK);
+    return m;
 }
 
-/* Likewise a handle over part of a range another handle has registered
- * must not carry the bigger MR's rkey: a peer that widens the segment in
- * its copy of the handle gets a remote access error, not the rest of the
- * bigger registration. */
-static void test_rcache_range_exact(void **state)
+/* A handle's rkey must not allow more than the handle says: the device
+ * checks the MR, not the handle.  A read-only handle over memory another
+ * handle exports read-write, with the write bit set by the peer, and a
+ * handle over part of a bigger registration, widened by the peer to all
+ * of it, both get a remote access error and touch nothing. */
+static void test_rcache_rkey_exact(void **state)
 {
     cw_na_t *a = open_na(URI, NULL), *b = open_na(URI, NULL);
     cw_na_t *both[2] = {a, b};
     cw_na_addr_t *a_at_b = lookup_self_of(b, a);
     static char amem[1 << 16], bmem[1 << 16];
-    struct cw_na_segment big = {amem, sizeof(amem)},
+    struct cw_na_segment whole = {amem, sizeof(amem)},
                          inner = {amem + 4096, 4096},
                          bs = {bmem, sizeof(bmem)};
-    cw_na_mem_t *hbig, *hinner, *forged, *local;
-    uint8_t ser[128];
-    uint64_t addr = (uintptr_t)amem, len = sizeof(amem);
+    cw_na_mem_t *rw, *ro, *part, *forged, *local;
+    uint32_t acc = CW_NA_MEM_READ | CW_NA_MEM_WRITE;
+    uint64_t wide[2] = {(uintptr_t)amem, sizeof(amem)};
+    struct done d[2] = {{0}};
 
     memset(amem, 0x11, sizeof(amem));
-    assert_int_equal(cw_na_mem_register(a, &big, 1, CW_NA_MEM_READ, &hbig),
+    memset(bmem, 0x77, sizeof(bmem));
+    assert_int_equal(cw_na_mem_register(a, &whole, 1, acc, &rw), CW_OK);
+    assert_int_equal(cw_na_mem_register(a, &whole, 1, CW_NA_MEM_READ, &ro),
                      CW_OK);
-    assert_int_equal(cw_na_mem_register(a, &inner, 1, CW_NA_MEM_READ,
-                                        &hinner),
-                     CW_OK);
-    size_t n = cw_na_mem_serialize_size(a, hinner);
-    assert_int_equal(cw_na_mem_serialize(a, ser, n, hinner), CW_OK);
-    memcpy(ser + 16, &addr, 8); /* the hostile peer widens its copy */
-    memcpy(ser + 24, &len, 8);
-    assert_int_equal(cw_na_mem_deserialize(b, ser, n, &forged), CW_OK);
+    assert_int_equal(cw_na_mem_register(a, &inner, 1, acc, &part), CW_OK);
     assert_int_equal(cw_na_mem_register(b, &bs, 1, 0, &local), CW_OK);
-    struct done g = {0};
-    assert_int_equal(cw_na_get(b, local, 0, forged, 0, sizeof(bmem), a_at_b,
-                               done_cb, &g, NULL),
-                     CW_OK);
-    assert_true(wait_all(both, 2, (struct done *[]){&g}, 1, WAIT_MS));
-    assert_int_equal(g.status, CW_PERMISSION);
-    assert_int_not_equal(bmem[0], 0x11);
-    cw_na_mem_release(b, forged);
+    for (int k = 0; k < 2; k++) {
+        forged = k ? edited_copy(a, b, part, 16, wide, sizeof(wide))
+                   : edited_copy(a, b, ro, 4, &acc, sizeof(acc));
+        assert_int_equal((k ? cw_na_get : cw_na_put)(b, local, 0, forged, 0,
+                                                     sizeof(bmem), a_at_b,
+                                                     done_cb, &d[k], NULL),
+                         CW_OK);
+        assert_true(wait_all(both, 2, (struct done *[]){&d[k]}, 1, WAIT_MS));
+        assert_int_equal(d[k].status, CW_PERMISSION);
+        cw_na_mem_release(b, forged);
+    }
+    assert_int_equal(amem[0], 0x11);
+    assert_int_equal(bmem[0], 0x77);
     cw_na_mem_release(b, local);
-    cw_na_mem_release(a, hinner);
-    cw_na_mem_release(a, hbig);
+    cw_na_mem_release(a, part);
+    cw_na_mem_release(a, ro);
+    cw_na_mem_release(a, rw);
     cw_na_addr_free(b, a_at_b);
     cw_na_close(a);
     cw_na_close(b);
@@ -1391,8 +1366,7 @@ int main(void)
         cmocka_unit_test(test_hostile_input),
         cmocka_unit_test(test_last_message_before_close),
         cmocka_unit_test(test_rcache),
-        cmocka_unit_test(test_rcache_access_exact),
-        cmocka_unit_test(test_rcache_range_exact),
+        cmocka_unit_test(test_rcache_rkey_exact),
         cmocka_unit_test(test_qp_error_teardown),
         cmocka_unit_test(test_peer_process_dies),
         cmocka_unit_test(test_credit_flood),
