@@ -189,6 +189,8 @@ struct vb_conn {
     uint32_t qpn;
     cw_status_t fail_status;
     int credits;       /* sends we may still post */
+    unsigned peer_grant; /* buffers the peer granted us: credits never
+                            exceed it */
     unsigned owed;     /* credits to return to the peer */
     unsigned withheld; /* credits held back while too much is queued */
     unsigned grant;    /* buffers we granted at setup */

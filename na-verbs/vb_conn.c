@@ -348,6 +348,7 @@ static void on_connect_request(vb_class_t *cls, struct rdma_cm_id *id,
     id->context = conn;
     conn->state = VC_ACCEPTING;
     conn->credits = pd->credits;
+    conn->peer_grant = pd->credits;
     if (conn_create_qp(conn) != CW_OK) {
         cls->ops->reject(id, NULL, 0);
         vb_conn_fail(conn, CW_BUSY);
@@ -397,6 +398,7 @@ static void on_established(struct vb_conn *conn, const struct vb_pdata *pd,
             return;
         }
         conn->credits = pd->credits;
+        conn->peer_grant = pd->credits;
     }
     conn->state = VC_UP;
     conn->counted = true;
@@ -459,6 +461,9 @@ static void on_event(vb_class_t *cls, struct rdma_cm_id *id, int event,
         vb_peer_format(conn->peer, name, sizeof(name));
         VB_DBG(cls, "connection to %s: %s", name,
                vb_strerr(VB_E_CM, event, eb, sizeof(eb)));
+        /* What the peer sent before it disconnected has arrived (its sends
+         * completed): take it from the CQ before failing its receives. */
+        vb_drain_cq(cls);
         vb_conn_fail(conn, CW_DISCONNECTED);
         return;
     }

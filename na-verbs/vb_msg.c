@@ -328,7 +328,7 @@ void vb_recv_done(vb_class_t *cls, const struct ibv_wc *wc)
     if (h.version != VB_WIRE_VERSION ||
         (h.type != VB_MSG_UNEXP && h.type != VB_MSG_EXP &&
          h.type != VB_MSG_CREDIT) ||
-        h.credits > 2048) {
+        h.credits > conn->peer_grant - (unsigned)conn->credits) {
         malformed(cls, conn, wc->byte_len, &h);
         goto repost;
     }

@@ -1,7 +1,7 @@
 /*
  * na-verbs: memory handles and one-sided RMA.  Registrations go through a
- * cache keyed by address range: a segment inside a range already
- * registered with enough access reuses that MR; an entry is deregistered
+ * cache keyed by address range: a segment whose exact range is already
+ * registered with the same access reuses that MR; an entry is deregistered
  * (invalidated) when the last handle using it is released, so no MR ever
  * outlives the handles that name it and memory freed after release is
  * never reached through a stale key.  put/get check bounds and the remote
@@ -26,8 +26,10 @@ static struct vb_rce *rcache_get(vb_class_t *cls, uintptr_t addr, size_t len,
                                  int access, cw_status_t *st_p)
 {
     for (struct vb_rce *e = cls->rcache; e; e = e->next) {
-        if (addr >= e->addr && len <= e->len && addr - e->addr <= e->len - len &&
-            (e->access & access) == access) {
+        /* Same range and access exactly: a handle's rkey must not allow
+         * more than the handle says (the device checks the MR, not the
+         * handle, whose copy at the peer is the peer's to edit). */
+        if (addr == e->addr && len == e->len && e->access == access) {
             e->refs++;
             cls->stats.rcache_hits++;
             return e;

@@ -273,7 +273,7 @@ static void test_rcache(void **state)
     char *buf = malloc(len), *dst = malloc(len);
     struct vb_fake_stats f0, f;
     struct vb_stats s0, s;
-    cw_na_mem_t *big, *inner, *rw, *remote, *local, *again;
+    cw_na_mem_t *big, *same, *inner, *rw, *remote, *local, *again;
     uint8_t ser[256], ser2[256];
 
     assert_non_null(buf);
@@ -281,26 +281,33 @@ static void test_rcache(void **state)
     vb_fake_stats_get(&f0);
     vb_class_stats(ca, &s0);
     struct cw_na_segment sb = {buf, len}, si = {buf + 4096, 4096};
+    /* The same range and access again: a hit.  A range inside it: its
+     * own MR, so its rkey reaches no further than the handle. */
     assert_int_equal(cw_na_mem_register(a, &sb, 1, CW_NA_MEM_READ, &big),
+                     CW_OK);
+    assert_int_equal(cw_na_mem_register(a, &sb, 1, CW_NA_MEM_READ, &same),
                      CW_OK);
     assert_int_equal(cw_na_mem_register(a, &si, 1, CW_NA_MEM_READ, &inner),
                      CW_OK);
     vb_fake_stats_get(&f);
     vb_class_stats(ca, &s);
-    assert_int_equal(f.mrs_live - f0.mrs_live, 1);
-    assert_int_equal(s.rcache_misses - s0.rcache_misses, 1);
+    assert_int_equal(f.mrs_live - f0.mrs_live, 2);
+    assert_int_equal(s.rcache_misses - s0.rcache_misses, 2);
     assert_int_equal(s.rcache_hits - s0.rcache_hits, 1);
     /* More access than the cached MR has: a new registration. */
     assert_int_equal(cw_na_mem_register(a, &si, 1,
                                         CW_NA_MEM_READ | CW_NA_MEM_WRITE, &rw),
                      CW_OK);
     vb_fake_stats_get(&f);
-    assert_int_equal(f.mrs_live - f0.mrs_live, 2);
-    /* The inner handle keeps the big MR alive, and it still works: B reads
-     * through A's inner handle. */
+    assert_int_equal(f.mrs_live - f0.mrs_live, 3);
+    /* The second handle keeps the big MR alive. */
     cw_na_mem_release(a, big);
     vb_fake_stats_get(&f);
+    assert_int_equal(f.mrs_live - f0.mrs_live, 3);
+    cw_na_mem_release(a, same);
+    vb_fake_stats_get(&f);
     assert_int_equal(f.mrs_live - f0.mrs_live, 2);
+    /* B reads through A's inner handle. */
     for (size_t i = 0; i < len; i++)
         buf[i] = (char)(i * 3);
     size_t n = cw_na_mem_serialize_size(a, inner);
@@ -345,6 +352,68 @@ static void test_rcache(void **state)
     cw_na_close(b);
     free(buf);
     free(dst);
+}
+
+/* B's copy of a handle A gave it, edited by B at byte @p off of the
+ * serialized form (a hostile peer's copy is its own to change). */
+static cw_na_mem_t *edited_copy(cw_na_t *a, cw_na_t *b, cw_na_mem_t *given,
+                                size_t off, const void *val, size_t vlen)
+{
+    uint8_t ser[128];
+    cw_na_mem_t *m;
+    size_t n = cw_na_mem_serialize_size(a, given);
+    assert_int_equal(cw_na_mem_serialize(a, ser, n, given), CW_OK);
+    memcpy(ser + off, val, vlen);
+    assert_int_equal(cw_na_mem_deserialize(b, ser, n, &m), CW_OK);
+    return m;
+}
+
+/* A handle's rkey must not allow more than the handle says: the device
+ * checks the MR, not the handle.  A read-only handle over memory another
+ * handle exports read-write, with the write bit set by the peer, and a
+ * handle over part of a bigger registration, widened by the peer to all
+ * of it, both get a remote access error and touch nothing. */
+static void test_rcache_rkey_exact(void **state)
+{
+    cw_na_t *a = open_na(URI, NULL), *b = open_na(URI, NULL);
+    cw_na_t *both[2] = {a, b};
+    cw_na_addr_t *a_at_b = lookup_self_of(b, a);
+    static char amem[1 << 16], bmem[1 << 16];
+    struct cw_na_segment whole = {amem, sizeof(amem)},
+                         inner = {amem + 4096, 4096},
+                         bs = {bmem, sizeof(bmem)};
+    cw_na_mem_t *rw, *ro, *part, *forged, *local;
+    uint32_t acc = CW_NA_MEM_READ | CW_NA_MEM_WRITE;
+    uint64_t wide[2] = {(uintptr_t)amem, sizeof(amem)};
+    struct done d[2] = {{0}};
+
+    memset(amem, 0x11, sizeof(amem));
+    memset(bmem, 0x77, sizeof(bmem));
+    assert_int_equal(cw_na_mem_register(a, &whole, 1, acc, &rw), CW_OK);
+    assert_int_equal(cw_na_mem_register(a, &whole, 1, CW_NA_MEM_READ, &ro),
+                     CW_OK);
+    assert_int_equal(cw_na_mem_register(a, &inner, 1, acc, &part), CW_OK);
+    assert_int_equal(cw_na_mem_register(b, &bs, 1, 0, &local), CW_OK);
+    for (int k = 0; k < 2; k++) {
+        forged = k ? edited_copy(a, b, part, 16, wide, sizeof(wide))
+                   : edited_copy(a, b, ro, 4, &acc, sizeof(acc));
+        assert_int_equal((k ? cw_na_get : cw_na_put)(b, local, 0, forged, 0,
+                                                     sizeof(bmem), a_at_b,
+                                                     done_cb, &d[k], NULL),
+                         CW_OK);
+        assert_true(wait_all(both, 2, (struct done *[]){&d[k]}, 1, WAIT_MS));
+        assert_int_equal(d[k].status, CW_PERMISSION);
+        cw_na_mem_release(b, forged);
+    }
+    assert_int_equal(amem[0], 0x11);
+    assert_int_equal(bmem[0], 0x77);
+    cw_na_mem_release(b, local);
+    cw_na_mem_release(a, part);
+    cw_na_mem_release(a, ro);
+    cw_na_mem_release(a, rw);
+    cw_na_addr_free(b, a_at_b);
+    cw_na_close(a);
+    cw_na_close(b);
 }
 
 /* One client's QP goes to error (a put with a forged rkey is NAKed by the
@@ -1082,11 +1151,15 @@ static void test_hostile_input(void **state)
     assert_non_null(c);
     struct vb_stats st0, st1;
     vb_class_stats(cb, &st0);
-    const uint32_t lens[3] = {3, 8, 8};
-    const uint8_t garbage[3][8] = {{1, 1, 0},
+    /* The last returns 2048 credits: more than B ever granted A (B's
+     * credits towards A would exceed the grant, and repeated, overflow). */
+    const uint32_t lens[4] = {3, 8, 8, 8};
+    const uint8_t garbage[4][8] = {{1, 1, 0},
                                    {9, VB_WIRE_VERSION, 0, 0, 1, 0, 0, 0},
-                                   {VB_MSG_UNEXP, 99, 0, 0, 1, 0, 0, 0}};
-    for (int i = 0; i < 3; i++) {
+                                   {VB_MSG_UNEXP, 99, 0, 0, 1, 0, 0, 0},
+                                   {VB_MSG_CREDIT, VB_WIRE_VERSION, 0x00, 0x08,
+                                    0, 0, 0, 0}};
+    for (int i = 0; i < 4; i++) {
         uint8_t *slot = ca->smem; /* send buffer 0 is free between sends */
         memcpy(slot, garbage[i], lens[i]);
         struct ibv_sge sge = {.addr = (uintptr_t)slot, .length = lens[i],
@@ -1104,8 +1177,10 @@ static void test_hostile_input(void **state)
         cw_na_progress(a, 0, NULL);
         cw_na_progress(b, 0, NULL);
         vb_class_stats(cb, &st1);
-    } while (st1.dropped - st0.dropped < 3 && cw_now_ns() < end);
-    assert_int_equal(st1.dropped - st0.dropped, 3);
+    } while (st1.dropped - st0.dropped < 4 && cw_now_ns() < end);
+    assert_int_equal(st1.dropped - st0.dropped, 4);
+    for (struct vb_conn *bc = cb->conns; bc; bc = bc->next)
+        assert_true(bc->credits <= VB_DEFAULT_CREDITS);
     for (int k = 0; k < 100; k++) { /* and the connection still works */
         r = (struct done){0};
         s = (struct done){0};
@@ -1123,6 +1198,45 @@ static void test_hostile_input(void **state)
     cw_na_addr_free(a, b_at_a);
     cw_na_close(a);
     cw_na_close(b);
+}
+
+/* A message the sender saw complete (on hardware: acknowledged by our
+ * HCA, its completion waiting in our CQ) and then the sender closes.  Our
+ * next progress finds both the receive completion and the DISCONNECTED
+ * event: the message is delivered, not dropped with its receive failed. */
+static void test_last_message_before_close(void **state)
+{
+    cw_na_class_t *ca;
+    cw_na_t *a = open_na(URI, &ca), *b = open_na(URI, NULL);
+    cw_na_t *both[2] = {a, b};
+    cw_na_addr_t *b_at_a = lookup_self_of(a, b), *a_at_b = lookup_self_of(b, a);
+    uint32_t v = 0x5eed, got = 0;
+    struct done er = {0}, es = {0};
+
+    assert_int_equal(cw_na_msg_recv_expected(a, &got, sizeof(got), b_at_a, 9,
+                                             done_cb, &er, NULL),
+                     CW_OK);
+    assert_int_equal(cw_na_msg_send_expected(b, &v, sizeof(v), a_at_b, 9,
+                                             done_cb, &es, NULL),
+                     CW_OK);
+    /* A's "HCA" runs (its rdma_cm channel pumps the fake wire, which
+     * receives and acknowledges), A's software does not poll its CQ. */
+    uint64_t end = cw_now_ns() + (uint64_t)WAIT_MS * 1000000ull;
+    while (es.calls == 0 && cw_now_ns() < end) {
+        cw_na_progress(b, 0, NULL);
+        vb_cm_progress(ca);
+    }
+    assert_int_equal(es.calls, 1);
+    assert_int_equal(es.status, CW_OK);
+    assert_int_equal(er.calls, 0);
+    cw_na_addr_free(b, a_at_b);
+    cw_na_close(b);
+    assert_true(wait_all(both, 1, (struct done *[]){&er}, 1, WAIT_MS));
+    assert_int_equal(er.calls, 1);
+    assert_int_equal(er.status, CW_OK);
+    assert_int_equal(got, 0x5eed);
+    cw_na_addr_free(a, b_at_a);
+    cw_na_close(a);
 }
 
 /* Instances used from several threads at once (one pair per thread). */
@@ -1250,7 +1364,9 @@ int main(void)
         cmocka_unit_test(test_params),
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_hostile_input),
+        cmocka_unit_test(test_last_message_before_close),
         cmocka_unit_test(test_rcache),
+        cmocka_unit_test(test_rcache_rkey_exact),
         cmocka_unit_test(test_qp_error_teardown),
         cmocka_unit_test(test_peer_process_dies),
         cmocka_unit_test(test_credit_flood),
