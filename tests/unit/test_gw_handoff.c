@@ -45,12 +45,13 @@ struct cw_network {
     int unused;
 };
 /* An incoming request (from @c src on shard @c in_shard's network, to
- * route 0) or an outgoing one (@c in: the request it forwards). */
+ * route @c route) or an outgoing one (@c in: the request it forwards). */
 struct cw_handle {
     unsigned id;
     const char *src;
-    unsigned in_shard;
+    unsigned in_shard, route;
     int answers, relayed, released;
+    bool done; /* outgoing: completed by the next hop */
     cw_status_t st;
     struct cw_handle *in;
     cw_context_t *ctx;
@@ -60,8 +61,10 @@ struct cw_handle {
 
 static struct gw gw;
 static struct cw_config cfg;
-static struct gw_route_stats route;
-static unsigned route_cap;
+/* Route 0 leaves by a network on shard 1, route 1 by one on shard 2. */
+static struct gw_route_stats routes[2];
+static unsigned route_cap[2];
+static const unsigned route_shard[2] = {1, 2};
 static struct cw_addr next_hop;
 static struct cw_network nets[NSHARDS];
 static struct cw_handle reqs[MAX_REQS];
@@ -69,7 +72,7 @@ static unsigned nreqs;
 static struct cw_handle outs[MAX_REQS]; /* kept to the end: wire[] */
 static unsigned nouts;
 static struct cw_handle *wire[MAX_REQS]; /* outgoing, in the order sent */
-static unsigned nwire, ncompleted;
+static unsigned nwire;
 static const char *harness_error; /* seen on a shard's thread */
 
 /* Guards everything above that shard threads touch, and the steps. */
@@ -387,17 +390,17 @@ int __wrap_pthread_mutex_unlock(pthread_mutex_t *m)
     return rc;
 }
 
-/* gateway/forward.c's gw_forward from the route lookup on, threaded: every
- * request goes through route 0, whose network is on shard 1. */
+/* gateway/forward.c's gw_forward from the route lookup on, threaded. */
 void gw_forward(struct gw *g, cw_handle_t *in, uint64_t qseq)
 {
     struct gw_net *ingress = &g->nets[in->in_shard];
+    struct gw_route_stats *rs = &routes[in->route];
     struct gw_source *source = NULL;
     struct gw_fwd *f;
     cw_status_t st;
 
-    st = gw_admission(g, in, ingress, &route, route_cap, in->src, qseq,
-                      &source);
+    st = gw_admission(g, in, ingress, rs, route_cap[in->route], in->src,
+                      qseq, &source);
     if (st == CW_AGAIN)
         return;
     if (st != CW_OK) {
@@ -412,13 +415,13 @@ void gw_forward(struct gw *g, cw_handle_t *in, uint64_t qseq)
     }
     f->gw = g;
     f->in = in;
-    f->rs = &route;
+    f->rs = rs;
     f->src = source;
     f->ingress = ingress;
     g->inflight++;
     ingress->inflight++;
-    route.inflight++;
-    f->eg_sh = &g->shards[1];
+    rs->inflight++;
+    f->eg_sh = &g->shards[route_shard[in->route]];
     snprintf(f->next_addr, sizeof(f->next_addr), "tcp://next:1");
     if (qseq != 0 && in->id == pause_id && gw_shard_self() == &g->shards[0])
         pause_armed = true;
@@ -552,31 +555,50 @@ static void arrive_step(void *arg)
     gw_forward_hook_mt(h, &gw.shards[h->in_shard]);
 }
 
-static struct cw_handle *arrive(const char *src, unsigned shard)
+static struct cw_handle *arrive_to(const char *src, unsigned shard,
+                                   unsigned route)
 {
     struct cw_handle *h = new_req(src, shard);
 
+    h->route = route;
     run_on(shard, arrive_step, h);
     return h;
 }
 
-/* The outgoing forward of @p in completes at the next hop: its callback
- * runs on the egress shard (shard 1), from cw_trigger. */
-static void complete_step(void *arg)
+static struct cw_handle *arrive(const char *src, unsigned shard)
 {
-    struct cw_handle *in = arg, *out = NULL;
+    return arrive_to(src, shard, 0);
+}
+
+static struct cw_handle *out_of(const struct cw_handle *in)
+{
+    struct cw_handle *out = NULL;
 
     pthread_mutex_lock(&hx);
     for (unsigned i = 0; i < nwire; i++)
         if (wire[i]->in == in)
             out = wire[i];
-    ncompleted++;
     pthread_mutex_unlock(&hx);
-    if (out == NULL) {
-        harness_error = "completing a request that was not sent";
+    return out;
+}
+
+/* The outgoing forward of @p arg (the request) completes at the next hop:
+ * its callback runs on the egress shard, from cw_trigger. */
+static void complete_step(void *arg)
+{
+    struct cw_handle *out = out_of(arg);
+
+    if (out == NULL || out->done) {
+        harness_error = "completing a request not in flight";
         return;
     }
+    out->done = true;
     out->cb(out, CW_OK, out->cb_arg);
+}
+
+static unsigned egress_of(const struct cw_handle *in)
+{
+    return route_shard[in->route];
 }
 
 static void noop_step(void *arg)
@@ -602,21 +624,23 @@ static bool was_sent(const struct cw_handle *in)
     return false;
 }
 
-static void setup_gw(unsigned cap)
+/* Up to @p total RPCs in flight (0: no bound), @p cap on route 0. */
+static void setup_gw(unsigned total, unsigned cap)
 {
     struct cw_context_opts o;
 
     memset(&gw, 0, sizeof(gw));
     memset(&cfg, 0, sizeof(cfg));
-    memset(&route, 0, sizeof(route));
+    memset(routes, 0, sizeof(routes));
     memset(&o, 0, sizeof(o));
-    nreqs = nouts = nwire = ncompleted = 0;
+    nreqs = nouts = nwire = 0;
     harness_error = NULL;
     pause_id = MAX_REQS;
-    cfg.limits.max_inflight_rpcs = 0;
+    cfg.limits.max_inflight_rpcs = total;
     cfg.limits.max_queued_rpcs = 16;
     gw.cfg = &cfg;
-    route_cap = cap;
+    route_cap[0] = cap;
+    route_cap[1] = 0;
     assert_int_equal(gw_shards_init(&gw, &o, NSHARDS), CW_OK);
     for (unsigned i = 0; i < NSHARDS; i++) {
         gw.shards[i].ctx->idx = i;
@@ -636,8 +660,10 @@ static void teardown_gw(const char *src)
     bool first = true;
 
     settle();
-    while (ncompleted < nwire) {
-        run_on(1, complete_step, wire[ncompleted]->in);
+    for (unsigned i = 0; i < nwire; i++) {
+        if (wire[i]->done)
+            continue;
+        run_on(egress_of(wire[i]->in), complete_step, wire[i]->in);
         settle();
     }
     printf("# reached the next hop:");
@@ -678,7 +704,7 @@ static struct cw_handle *fill_route(unsigned nqueued, struct cw_handle **t1_p)
 {
     struct cw_handle *t0, *first = NULL;
 
-    setup_gw(2);
+    setup_gw(0, 2);
     t0 = arrive("T", 0);
     *t1_p = arrive("U", 1);
     for (unsigned i = 0; i < nqueued; i++) {
@@ -740,7 +766,7 @@ static void test_two_queue_runs(void **state)
     struct cw_handle *t0, *s1;
 
     (void)state;
-    setup_gw(2);
+    setup_gw(0, 2);
     t0 = arrive("T", 0);
     late_t1 = arrive("U", 2);
     s1 = arrive("S", 1);
@@ -774,7 +800,7 @@ static void test_inbox_before_own_send(void **state)
     unsigned target;
 
     (void)state;
-    setup_gw(2);
+    setup_gw(0, 2);
     park_t = arrive("U", 1);
     settle();
     target = post_step(1, complete_after_park, NULL);
@@ -788,12 +814,44 @@ static void test_inbox_before_own_send(void **state)
     teardown_gw("S");
 }
 
+static void park_step(void *arg)
+{
+    (void)arg;
+    park();
+}
+
+/* Shard 1 takes, in one batch from its inbox, the end of U's forward
+ * (handed back by shard 2) and then S's older request; the end runs the
+ * queue, which takes S's younger request, for shard 1 itself: it must
+ * leave after the rest of the batch, not from a drain nested in it. */
+static void test_batch_before_own_send(void **state)
+{
+    struct cw_handle *u, *s0, *s1;
+    unsigned target;
+
+    (void)state;
+    setup_gw(2, 0);
+    u = arrive_to("U", 1, 1); /* route 1: shard 2 sends it */
+    settle();
+    target = post_step(1, park_step, NULL);
+    wait_parked();
+    run_on(2, complete_step, u); /* its end goes to shard 1's inbox */
+    s0 = arrive("S", 0);         /* and S's request behind it */
+    s1 = arrive("S", 0);         /* two in flight: queued */
+    assert_int_equal(gw.nqueued, 1);
+    unpark();
+    wait_step(1, target);
+    assert_true(s0->id < s1->id);
+    teardown_gw("S");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_new_request_on_egress_shard),
         cmocka_unit_test(test_two_queue_runs),
         cmocka_unit_test(test_inbox_before_own_send),
+        cmocka_unit_test(test_batch_before_own_send),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
