@@ -10,6 +10,12 @@
  * gw->lock is never held across a plugin call on this path: answers and
  * sends decided under it are deferred (gw_reject, gw_fwd_stage) and run by
  * gw_deferred_flush once it is dropped.
+ *
+ * Order: a request is put in its egress shard's queue under the hold of
+ * gw->lock that admitted it, so each shard's queue holds its requests in
+ * the order they were admitted, and a shard sends only from its queue,
+ * oldest first (a request its own thread admitted too), so they leave in
+ * that order: FIFO per source and route holds on the wire (admission.c).
  */
 #include "gw_int.h"
 #include "gw_bulk.h"
@@ -19,8 +25,11 @@
 
 /* Decided under gw->lock on this thread, done after it is dropped. */
 static _Thread_local struct gw_queued *gw_answers, **gw_answers_tail;
-static _Thread_local struct gw_fwd *gw_sends;
 static _Thread_local struct gw_queued *gw_fails; /* q->in is the out handle */
+/* Shards gw_fwd_stage found idle, and whether it handed this one work. */
+static _Thread_local struct gw_shard *gw_wakes[GW_MAX_NETS];
+static _Thread_local unsigned gw_nwakes;
+static _Thread_local bool gw_sends_self;
 
 static void gw_fwd_send_work(struct gw_work *w);
 static void gw_fwd_finish_work(struct gw_work *w);
@@ -50,11 +59,25 @@ void gw_reject(struct gw *gw, cw_handle_t *in, cw_status_t st)
 void gw_fwd_stage(struct gw_fwd *f)
 {
     struct gw_shard *self = gw_shard_self();
+    unsigned i = 0;
+    bool idle;
 
     f->in_sh = f->ingress != NULL ? f->ingress->sh
                                   : (self != NULL ? self : &f->gw->shards[0]);
-    f->work.next = (struct gw_work *)gw_sends;
-    gw_sends = f;
+    f->work.fn = gw_fwd_send_work;
+    /* Pushed now, under the lock that admitted it; the wake-up, a system
+     * call, waits until the lock is dropped. */
+    idle = gw_shard_push(f->eg_sh, &f->work);
+    if (f->eg_sh == self) {
+        gw_sends_self = true;
+        return;
+    }
+    if (!idle)
+        return;
+    while (i < gw_nwakes && gw_wakes[i] != f->eg_sh)
+        i++;
+    if (i == gw_nwakes) /* at most one entry per shard */
+        gw_wakes[gw_nwakes++] = f->eg_sh;
 }
 
 void gw_fwd_fail_later(cw_handle_t *out)
@@ -86,11 +109,13 @@ void gw_deferred_flush(void)
         free(q);
     }
     gw_answers_tail = NULL;
-    while (gw_sends != NULL) {
-        struct gw_fwd *f = gw_sends;
-        gw_sends = (struct gw_fwd *)f->work.next;
-        f->work.fn = gw_fwd_send_work;
-        gw_shard_post(f->eg_sh, &f->work);
+    while (gw_nwakes > 0)
+        gw_shard_wake(gw_wakes[--gw_nwakes]);
+    /* What this thread admitted for its own shard leaves from its queue
+     * too, behind what other shards handed it before. */
+    if (gw_sends_self) {
+        gw_sends_self = false;
+        (void)gw_shard_drain(gw_shard_self());
     }
 }
 

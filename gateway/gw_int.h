@@ -333,7 +333,11 @@ void gw_fwd_account(struct gw_fwd *f, cw_status_t st, uint64_t t_end);
 void gw_fwd_fail_account(struct gw_fwd *f, cw_status_t st);
 
 /* forward_mt.c */
-/** Threaded mode: gw_forward queues @p f for sending (gw->lock held). */
+/** Threaded mode: gw_forward hands @p f to its egress shard for sending
+ *  (gw->lock held, so that a shard's queue holds the requests in the
+ *  order they were admitted); the caller runs gw_deferred_flush once it
+ *  dropped the lock, which wakes that shard, or sends when it is this
+ *  one. */
 void gw_fwd_stage(struct gw_fwd *f);
 /** Threaded mode: cancel every forward in flight (@p all) or those past
  *  limits.max_timeout; takes gw->lock, cancels after dropping it. */
@@ -374,8 +378,9 @@ void gw_queue_relane(struct gw *gw);
 /** Answer @p in with @p st, now or (threaded, gw->lock held) once the lock
  *  is dropped (gw_deferred_flush). */
 void gw_reject(struct gw *gw, cw_handle_t *in, cw_status_t st);
-/** Send the answers gw_reject deferred on this thread (and the sends and
- *  fails decided under gw->lock). */
+/** Send the answers gw_reject deferred on this thread (and the fails
+ *  decided under gw->lock); wake the shards gw_fwd_stage handed requests
+ *  to, and run this shard's own queue if it handed itself some. */
 void gw_deferred_flush(void);
 /** Threaded: end outgoing forward @p out with CW_DISCONNECTED once gw->lock
  *  is dropped (gw_deferred_flush); a reference is taken now. */
@@ -462,7 +467,16 @@ struct gw_shard *gw_shard_pick(struct gw *gw);
 void gw_shard_post(struct gw_shard *sh, struct gw_work *w);
 /** Queue @p w for @p sh's thread (its next pass, even from that thread). */
 void gw_shard_queue(struct gw_shard *sh, struct gw_work *w);
-/** Run what other threads handed to @p sh; true if anything ran. */
+/** Queue @p w for @p sh's thread without waking it.  Returns true when the
+ *  queue was empty: the caller must then gw_shard_wake(@p sh) (unless it
+ *  is @p sh's thread and drains it itself). */
+bool gw_shard_push(struct gw_shard *sh, struct gw_work *w);
+/** Wake @p sh's thread to look at its queue. */
+void gw_shard_wake(struct gw_shard *sh);
+/** Run what was queued for @p sh, in the order it was queued; true if
+ *  anything ran.  Called again from within a work item it runs, it leaves
+ *  the new items to the outer call, which runs them after the rest of its
+ *  batch. */
 bool gw_shard_drain(struct gw_shard *sh);
 /** The shard this thread drives, or NULL. */
 struct gw_shard *gw_shard_self(void);

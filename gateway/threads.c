@@ -106,7 +106,7 @@ void gw_shard_post(struct gw_shard *sh, struct gw_work *w)
         gw_shard_queue(sh, w);
 }
 
-void gw_shard_queue(struct gw_shard *sh, struct gw_work *w)
+bool gw_shard_push(struct gw_shard *sh, struct gw_work *w)
 {
     struct gw_work *head;
 
@@ -117,29 +117,55 @@ void gw_shard_queue(struct gw_shard *sh, struct gw_work *w)
         &sh->inbox, &head, w, memory_order_release, memory_order_relaxed));
     /* Only the push that found the queue empty needs to wake the owner:
      * later ones are taken in the same pass. */
-    if (head == NULL)
-        (void)cw_context_interrupt(sh->ctx);
+    return head == NULL;
+}
+
+void gw_shard_wake(struct gw_shard *sh)
+{
+    (void)cw_context_interrupt(sh->ctx);
+}
+
+void gw_shard_queue(struct gw_shard *sh, struct gw_work *w)
+{
+    if (gw_shard_push(sh, w))
+        gw_shard_wake(sh);
 }
 
 bool gw_shard_drain(struct gw_shard *sh)
 {
-    struct gw_work *w, *fifo = NULL;
+    static _Thread_local bool draining, again;
+    struct gw_work *w, *fifo;
+    bool ran = false;
 
-    if (atomic_load_explicit(&sh->inbox, memory_order_relaxed) == NULL)
+    /* A work item that queues more for this shard and drains it (a
+     * forward's end running the queue, gw_deferred_flush) must not run
+     * them ahead of the older items of the batch being run: they are
+     * taken after it. */
+    if (draining) {
+        again = true;
         return false;
-    w = atomic_exchange_explicit(&sh->inbox, NULL, memory_order_acquire);
-    while (w != NULL) { /* newest first: reverse into arrival order */
-        struct gw_work *next = w->next;
-        w->next = fifo;
-        fifo = w;
-        w = next;
     }
-    while (fifo != NULL) {
-        w = fifo;
-        fifo = w->next;
-        w->fn(w);
-    }
-    return true;
+    draining = true;
+    do {
+        again = false;
+        if (atomic_load_explicit(&sh->inbox, memory_order_relaxed) == NULL)
+            break;
+        w = atomic_exchange_explicit(&sh->inbox, NULL, memory_order_acquire);
+        for (fifo = NULL; w != NULL;) { /* newest first: reverse */
+            struct gw_work *next = w->next;
+            w->next = fifo;
+            fifo = w;
+            w = next;
+        }
+        while (fifo != NULL) {
+            w = fifo;
+            fifo = w->next;
+            w->fn(w);
+        }
+        ran = true;
+    } while (again);
+    draining = false;
+    return ran;
 }
 
 static void *gw_shard_main(void *arg)
