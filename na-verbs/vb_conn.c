@@ -121,8 +121,9 @@ static cw_status_t conn_create_qp(struct vb_conn *conn)
     };
     cw_status_t st = vb_pool_grant(cls, cls->credits);
     if (st != CW_OK) {
-        VB_WARN(cls, "no receive buffers left for another connection (%u)",
-                cls->max_conns);
+        if (st == CW_BUSY)
+            VB_WARN(cls, "no receive buffers left for another connection "
+                         "(%u)", cls->max_conns);
         return st;
     }
     conn->granted = true;

@@ -114,8 +114,13 @@ cw_status_t vb_pool_grant(vb_class_t *cls, unsigned n)
     cls->srq_target += n;
     for (struct vb_rchunk *c = cls->rchunks; c; c = c->next)
         for (unsigned i = 0; i < c->n && cls->srq_posted < cls->srq_target; i++)
-            if (!c->bufs[i].posted && (st = rbuf_post(cls, &c->bufs[i])))
+            if (!c->bufs[i].posted && (st = rbuf_post(cls, &c->bufs[i]))) {
+                /* Nothing is granted on failure: the caller does not
+                 * ungrant.  Buffers already posted stay in the SRQ and are
+                 * not reposted once used while above the target. */
+                cls->srq_target -= n;
                 return st;
+            }
     return CW_OK;
 }
 
