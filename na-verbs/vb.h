@@ -256,6 +256,8 @@ struct vb_stats {
     uint64_t rcache_hits;
     uint64_t rcache_misses;
     uint64_t conns_torn_down;
+    uint64_t conns_refused;  /* connect requests from an IP other than the
+                                one their private data claims */
 };
 
 struct cw_na_class {

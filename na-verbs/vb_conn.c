@@ -8,6 +8,7 @@
  * state, fails what was queued on it and is destroyed once every posted
  * operation has come back flushed; other connections are not touched.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +47,31 @@ static bool pdata_ok(const void *p, size_t len, struct vb_pdata *out)
             return false;
     }
     return true;
+}
+
+/* The listening address a peer claims is its word; the IP it connected
+ * from is rdma_cm's (on hardware, set by the peer's kernel).  The active
+ * side binds its id to its listening IP (vb_conn_for_send), so the two
+ * must match.  The port cannot be checked: the connection's source port is
+ * rdma_cm's own, not the listening one. */
+static bool peer_ip_ok(vb_class_t *cls, struct rdma_cm_id *id,
+                       const struct vb_pdata *pd)
+{
+    const struct sockaddr *sa = rdma_get_peer_addr(id);
+    const struct sockaddr_in *src = (const struct sockaddr_in *)sa;
+    char from[INET_ADDRSTRLEN] = "?", claim[INET_ADDRSTRLEN];
+
+    if (sa->sa_family == AF_INET && src->sin_addr.s_addr == pd->ip)
+        return true;
+    cls->stats.conns_refused++;
+    if (sa->sa_family == AF_INET)
+        inet_ntop(AF_INET, &src->sin_addr, from, sizeof(from));
+    inet_ntop(AF_INET, &pd->ip, claim, sizeof(claim));
+    VB_WARN_RL(cls, "refused a connection from %s claiming to be %s:%u "
+                    "(%llu refused so far)",
+               from, claim, ntohs(pd->port),
+               (unsigned long long)cls->stats.conns_refused);
+    return false;
 }
 
 static struct vb_conn *conn_new(vb_class_t *cls, vb_peer_t *peer, bool active)
@@ -420,6 +446,11 @@ static void on_event(vb_class_t *cls, struct rdma_cm_id *id, int event,
         if (!pd_valid) {
             VB_WARN(cls, "rejecting connection with bad private data");
             cls->stats.dropped++;
+            cls->ops->reject(id, NULL, 0);
+            cls->ops->destroy_id(id);
+            return;
+        }
+        if (!peer_ip_ok(cls, id, pd)) {
             cls->ops->reject(id, NULL, 0);
             cls->ops->destroy_id(id);
             return;

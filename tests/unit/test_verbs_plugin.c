@@ -1483,6 +1483,9 @@ static void test_peer_identity(void **state)
         fail_msg("H's message was delivered as %s's",
                  cw_na_addr_cmp(a, r.source, v_at_a) ? "V" : "someone");
     assert_int_not_equal(s.status, CW_OK);
+    struct vb_stats st;
+    vb_class_stats(ca, &st);
+    assert_true(st.conns_refused >= 1);
 
     /* H goes away: V's expected reply is still awaited. */
     cw_na_addr_free(h, a_at_h);
