@@ -10,6 +10,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,17 +29,22 @@ void vb_pdata_fill(vb_class_t *cls, struct vb_pdata *pd)
     pd->credits = (uint16_t)cls->credits;
     pd->devlen = (uint8_t)strlen(cls->dev);
     memcpy(pd->dev, cls->dev, pd->devlen);
+    pd->eager = htonl((uint32_t)(cls->buf_size - sizeof(struct vb_hdr)));
 }
 
-/* Private data from a peer is untrusted. */
+/* Private data from a peer is untrusted.  When it is refused, @p out
+ * still holds what came (zeros beyond), so that the caller can name a
+ * wire version it does not speak. */
 static bool pdata_ok(const void *p, size_t len, struct vb_pdata *out)
 {
-    if (!p || len < sizeof(*out))
+    memset(out, 0, sizeof(*out));
+    if (!p)
         return false;
-    memcpy(out, p, sizeof(*out));
-    if (out->magic != VB_PDATA_MAGIC || out->version != VB_WIRE_VERSION ||
+    memcpy(out, p, len < sizeof(*out) ? len : sizeof(*out));
+    if (len < sizeof(*out) || out->magic != VB_PDATA_MAGIC || out->version != VB_WIRE_VERSION ||
         out->devlen > VB_DEV_MAX || out->credits < 2 || out->credits > 1024 ||
-        out->port == 0 || out->ip == 0)
+        out->port == 0 || out->ip == 0 || ntohl(out->eager) < VB_EAGER_MIN ||
+        ntohl(out->eager) > VB_EAGER_MAX)
         return false;
     for (unsigned i = 0; i < out->devlen; i++) {
         char c = out->dev[i];
@@ -72,6 +78,35 @@ static bool peer_ip_ok(vb_class_t *cls, struct rdma_cm_id *id,
                from, claim, ntohs(pd->port),
                (unsigned long long)cls->stats.conns_refused);
     return false;
+}
+
+/* What the peer's private data tells us about the connection. */
+static void conn_peer_params(struct vb_conn *conn, const struct vb_pdata *pd)
+{
+    vb_class_t *cls = conn->cls;
+    size_t ours = cls->buf_size - sizeof(struct vb_hdr);
+    char name[64];
+
+    conn->credits = pd->credits;
+    conn->peer_grant = pd->credits;
+    conn->peer_eager = ntohl(pd->eager);
+    if (conn->peer_eager < ours)
+        VB_WARN_RL(cls, "%s takes messages of up to %zu bytes, ours may be "
+                        "up to %zu (eager_size): larger sends to it fail "
+                        "with CW_OVERFLOW",
+                   vb_peer_format(conn->peer, name, sizeof(name)),
+                   conn->peer_eager, ours);
+}
+
+/* Why a peer's private data was refused, for the log. */
+static const char *pdata_why(const struct vb_pdata *pd, char *buf, size_t len)
+{
+    if (pd->magic == VB_PDATA_MAGIC && pd->version != VB_WIRE_VERSION)
+        snprintf(buf, len, "wire version %u, we speak %u", pd->version,
+                 VB_WIRE_VERSION);
+    else
+        snprintf(buf, len, "bad private data");
+    return buf;
 }
 
 static struct vb_conn *conn_new(vb_class_t *cls, vb_peer_t *peer, bool active)
@@ -374,8 +409,7 @@ static void on_connect_request(vb_class_t *cls, struct rdma_cm_id *id,
     conn->id = id;
     id->context = conn;
     conn->state = VC_ACCEPTING;
-    conn->credits = pd->credits;
-    conn->peer_grant = pd->credits;
+    conn_peer_params(conn, pd);
     if (conn_create_qp(conn) != CW_OK) {
         cls->ops->reject(id, NULL, 0);
         vb_conn_fail(conn, CW_BUSY);
@@ -417,15 +451,15 @@ static void on_established(struct vb_conn *conn, const struct vb_pdata *pd,
     vb_class_t *cls = conn->cls;
     if (conn->active) {
         if (!pd_valid) {
-            char name[64];
+            char name[64], why[64];
             vb_peer_format(conn->peer, name, sizeof(name));
-            VB_ERR(cls, "connection to %s: bad private data in reply", name);
+            VB_ERR(cls, "connection to %s: %s in reply", name,
+                   pdata_why(pd, why, sizeof(why)));
             cls->stats.dropped++;
             vb_conn_fail(conn, CW_PROTOCOL);
             return;
         }
-        conn->credits = pd->credits;
-        conn->peer_grant = pd->credits;
+        conn_peer_params(conn, pd);
     }
     conn->state = VC_UP;
     conn->counted = true;
@@ -444,7 +478,9 @@ static void on_event(vb_class_t *cls, struct rdma_cm_id *id, int event,
 
     if (event == RDMA_CM_EVENT_CONNECT_REQUEST) {
         if (!pd_valid) {
-            VB_WARN(cls, "rejecting connection with bad private data");
+            char why[64];
+            VB_WARN_RL(cls, "rejecting a connection: %s",
+                       pdata_why(pd, why, sizeof(why)));
             cls->stats.dropped++;
             cls->ops->reject(id, NULL, 0);
             cls->ops->destroy_id(id);

@@ -1605,6 +1605,46 @@ static void test_eager_mismatch(void **state)
     cw_na_close(c);
 }
 
+/* A peer of wire version 1 (no eager size in its 36 bytes of private
+ * data) is refused, not misread. */
+static int v1_connect(struct rdma_cm_id *id, struct rdma_conn_param *cp)
+{
+    struct vb_pdata pd;
+    struct rdma_conn_param mine = *cp;
+    memcpy(&pd, cp->private_data, sizeof(pd));
+    pd.version = 1;
+    mine.private_data = &pd;
+    mine.private_data_len = offsetof(struct vb_pdata, eager);
+    return vb_fake_ops.connect(id, &mine);
+}
+
+static void test_wire_v1_refused(void **state)
+{
+    cw_na_class_t *ca, *ch;
+    cw_na_t *a = open_na(URI, &ca), *h = open_na(URI, &ch);
+    cw_na_t *both[2] = {a, h};
+    cw_na_addr_t *a_at_h = lookup_self_of(h, a);
+    struct vb_stats st0, st1;
+    struct done s = {0};
+    uint32_t x = 1;
+
+    spoof_ops = *ch->ops;
+    spoof_ops.connect = v1_connect;
+    ch->ops = &spoof_ops;
+    vb_class_stats(ca, &st0);
+    assert_int_equal(cw_na_msg_send_unexpected(h, &x, sizeof(x), a_at_h, 1,
+                                               done_cb, &s, NULL),
+                     CW_OK);
+    assert_true(wait_all(both, 2, (struct done *[]){&s}, 1, WAIT_MS));
+    assert_int_not_equal(s.status, CW_OK);
+    vb_class_stats(ca, &st1);
+    assert_int_equal(st1.dropped - st0.dropped, 1);
+    assert_int_equal(vb_class_conn_count(ca), 0);
+    cw_na_addr_free(h, a_at_h);
+    cw_na_close(h);
+    cw_na_close(a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1627,6 +1667,7 @@ int main(void)
         cmocka_unit_test(test_grant_fail_no_leak),
         cmocka_unit_test(test_peer_identity),
         cmocka_unit_test(test_eager_mismatch),
+        cmocka_unit_test(test_wire_v1_refused),
     };
     signal(SIGPIPE, SIG_IGN);
     spy_ops = *cw_na_plugin_entry.ops;
