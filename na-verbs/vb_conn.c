@@ -1,8 +1,9 @@
 /*
  * na-verbs: RC connections.  The active side resolves address and route,
  * creates its QP on the instance's PD/CQ/SRQ and connects with private
- * data naming its listening address and the credits it grants; the
- * passive side checks that data, creates its QP and accepts.  The rdma_cm
+ * data naming its listening address, the credits it grants and its eager
+ * size; the passive side checks that data (the claimed IP against the one
+ * the request comes from), creates its QP and accepts.  The rdma_cm
  * event channel is drained by progress.  A connection that fails (error
  * completion, reject, disconnect, peer gone) moves its QP to the error
  * state, fails what was queued on it and is destroyed once every posted
