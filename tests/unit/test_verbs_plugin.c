@@ -1357,6 +1357,30 @@ static void test_params(void **state)
 
 /* ---- fault injection and a hostile peer, behind the ops table ---- */
 
+/* One unexpected message of @p len bytes from @p from to @p to (at
+ * @p dest), delivered intact. */
+static void roundtrip(cw_na_t **nas, size_t nn, cw_na_t *from,
+                      cw_na_addr_t *dest, cw_na_t *to, size_t len,
+                      uint32_t tag)
+{
+    static char out[1024], in[1024];
+    struct done r = {0}, s = {0};
+    assert_true(len <= sizeof(out));
+    assert_int_equal(cw_na_msg_recv_unexpected(to, in, sizeof(in), done_cb,
+                                               &r, NULL),
+                     CW_OK);
+    assert_int_equal(cw_na_msg_send_unexpected(from, out, len, dest, tag,
+                                               done_cb, &s, NULL),
+                     CW_OK);
+    assert_true(wait_all(nas, nn, (struct done *[]){&s}, 1, WAIT_MS));
+    assert_int_equal(s.status, CW_OK); /* e.g. not CW_BUSY */
+    assert_true(wait_all(nas, nn, (struct done *[]){&r}, 1, WAIT_MS));
+    assert_int_equal(r.status, CW_OK);
+    assert_int_equal(r.tag, tag);
+    assert_int_equal(r.len, len);
+    cw_na_addr_free(to, r.source);
+}
+
 /* A copy of the fake's ops with post_srq_recv failing once, after
  * srq_fail_after more calls have succeeded (-1: never). */
 static struct vb_ops fault_ops;
@@ -1386,7 +1410,7 @@ static void test_grant_fail_no_leak(void **state)
     const char *const big[] = {"credits", "1024", "eager_size", "256", NULL};
     cw_na_t *a, *b;
     cw_na_class_t *ca;
-    uint32_t v = 7, in[2];
+    uint32_t v = 7;
 
     last_cls = NULL;
     assert_int_equal(cw_na_open(URI, CW_NA_LISTEN, big, &a), CW_OK);
@@ -1412,20 +1436,9 @@ static void test_grant_fail_no_leak(void **state)
     }
     ca->ops = &vb_fake_ops;
 
-    struct done r = {0}, s = {0};
-    assert_int_equal(cw_na_msg_recv_unexpected(b, in, sizeof(in), done_cb, &r,
-                                               NULL),
-                     CW_OK);
-    assert_int_equal(cw_na_msg_send_unexpected(a, &v, sizeof(v), b_at_a, 2,
-                                               done_cb, &s, NULL),
-                     CW_OK);
-    assert_true(wait_all(both, 2, (struct done *[]){&s}, 1, WAIT_MS));
-    assert_int_equal(s.status, CW_OK); /* not CW_BUSY */
-    assert_true(wait_all(both, 2, (struct done *[]){&r}, 1, WAIT_MS));
-    assert_int_equal(r.status, CW_OK);
+    roundtrip(both, 2, a, b_at_a, b, sizeof(v), 2);
     assert_int_equal(ca->srq_target, 1024);
     assert_int_equal(ca->srq_posted, 1024);
-    cw_na_addr_free(b, r.source);
     cw_na_addr_free(a, b_at_a);
     cw_na_close(a);
     cw_na_close(b);
@@ -1466,15 +1479,13 @@ static void test_peer_identity(void **state)
     spoof_ops.connect = spoof_connect;
     ch->ops = &spoof_ops;
 
-    assert_int_equal(cw_na_msg_recv_expected(a, &got, sizeof(got), v_at_a, 9,
-                                             done_cb, &er, NULL),
-                     CW_OK);
-    assert_int_equal(cw_na_msg_recv_unexpected(a, in, sizeof(in), done_cb, &r,
-                                               NULL),
-                     CW_OK);
-    assert_int_equal(cw_na_msg_send_unexpected(h, &x, sizeof(x), a_at_h, 1,
-                                               done_cb, &s, NULL),
-                     CW_OK);
+    /* A awaits V's reply and any message; H sends one, posing as V. */
+    assert_true(cw_na_msg_recv_expected(a, &got, sizeof(got), v_at_a, 9,
+                                        done_cb, &er, NULL) == CW_OK &&
+                cw_na_msg_recv_unexpected(a, in, sizeof(in), done_cb, &r,
+                                          NULL) == CW_OK &&
+                cw_na_msg_send_unexpected(h, &x, sizeof(x), a_at_h, 1,
+                                          done_cb, &s, NULL) == CW_OK);
     assert_true(wait_all(all, 3, (struct done *[]){&s}, 1, WAIT_MS));
     for (uint64_t end = cw_now_ns() + 200000000ull; cw_now_ns() < end;)
         for (int i = 0; i < 3; i++)
@@ -1496,21 +1507,19 @@ static void test_peer_identity(void **state)
     }
     assert_int_equal(er.calls, 0);
 
-    /* The real V is still V. */
+    /* The real V is still V: its reply and its message are its own. */
     x = 0xbeef;
-    s = (struct done){0};
-    assert_int_equal(cw_na_msg_send_expected(v, &x, sizeof(x), a_at_v, 9,
-                                             done_cb, &s, NULL),
-                     CW_OK);
-    assert_int_equal(cw_na_msg_send_unexpected(v, &x, sizeof(x), a_at_v, 3,
-                                               done_cb, &s, NULL),
-                     CW_OK);
+    struct done s2[2] = {{0}};
+    cw_status_t st2[2] = {
+        cw_na_msg_send_expected(v, &x, sizeof(x), a_at_v, 9, done_cb, &s2[0],
+                                NULL),
+        cw_na_msg_send_unexpected(v, &x, sizeof(x), a_at_v, 3, done_cb,
+                                  &s2[1], NULL)};
+    assert_true(st2[0] == CW_OK && st2[1] == CW_OK);
     assert_true(wait_all(all, 2, (struct done *[]){&er, &r}, 2, WAIT_MS));
-    assert_int_equal(er.status, CW_OK);
-    assert_int_equal(got, 0xbeef);
-    assert_int_equal(r.status, CW_OK);
-    assert_int_equal(r.tag, 3);
-    assert_true(cw_na_addr_cmp(a, r.source, v_at_a));
+    assert_true(er.status == CW_OK && got == 0xbeef);
+    assert_true(r.status == CW_OK && r.tag == 3 &&
+                cw_na_addr_cmp(a, r.source, v_at_a));
     cw_na_addr_free(a, r.source);
     cw_na_addr_free(a, v_at_a);
     cw_na_addr_free(v, a_at_v);
@@ -1543,17 +1552,8 @@ static void test_eager_mismatch(void **state)
 
     /* Connected first: the oversize send is refused when posted. */
     struct done r = {0}, s = {0};
-    assert_int_equal(cw_na_msg_recv_unexpected(b, in, sizeof(in), done_cb, &r,
-                                               NULL),
-                     CW_OK);
-    assert_int_equal(cw_na_msg_send_unexpected(a, out, 256, b_at_a, 1, done_cb,
-                                               &s, NULL),
-                     CW_OK);
-    assert_true(wait_all(all, 2, (struct done *[]){&r, &s}, 2, WAIT_MS));
-    assert_int_equal(r.status, CW_OK);
-    cw_na_addr_free(b, r.source);
+    roundtrip(all, 2, a, b_at_a, b, 256, 1);
     vb_class_stats(ca, &st0);
-    s = (struct done){0};
     cw_status_t st = cw_na_msg_send_unexpected(a, out, 257, b_at_a, 2, done_cb,
                                                &s, NULL);
     if (st == CW_OK) {
@@ -1562,17 +1562,7 @@ static void test_eager_mismatch(void **state)
     }
     assert_int_equal(st, CW_OVERFLOW);
     /* The other way round is fine: B's messages fit A's buffers. */
-    r = (struct done){0};
-    s = (struct done){0};
-    assert_int_equal(cw_na_msg_recv_unexpected(a, in, sizeof(in), done_cb, &r,
-                                               NULL),
-                     CW_OK);
-    assert_int_equal(cw_na_msg_send_unexpected(b, out, 256, a_at_b, 3, done_cb,
-                                               &s, NULL),
-                     CW_OK);
-    assert_true(wait_all(all, 2, (struct done *[]){&r, &s}, 2, WAIT_MS));
-    assert_int_equal(r.status, CW_OK);
-    cw_na_addr_free(a, r.source);
+    roundtrip(all, 2, b, a_at_b, a, 256, 3);
     vb_class_stats(ca, &st1);
     assert_int_equal(st1.conns_torn_down, st0.conns_torn_down);
 
