@@ -33,6 +33,8 @@
 #define VB_DEV_MAX 20           /* device name length we carry */
 #define VB_DEFAULT_CREDITS 32   /* receive buffers granted per connection */
 #define VB_DEFAULT_BUF 8192     /* eager buffer incl. the header */
+#define VB_EAGER_MIN 256        /* eager_size bounds (payload) */
+#define VB_EAGER_MAX (1u << 20)
 #define VB_SQ_DEPTH 128
 #define VB_SEND_BUFS 256
 #define VB_MAX_SEGS 64
@@ -48,7 +50,7 @@
 #define VB_CM_TIMEOUT_MS 2000
 #define VB_RNR_RETRY 7          /* never fail on RNR: credits prevent it */
 #define VB_PDATA_MAGIC 0x42565743u /* "CWVB" */
-#define VB_WIRE_VERSION 1
+#define VB_WIRE_VERSION 2 /* 2: eager size in the private data */
 
 /* Message header at the start of every SEND. */
 enum vb_msg_type { VB_MSG_UNEXP = 1, VB_MSG_EXP = 2, VB_MSG_CREDIT = 3 };
@@ -70,6 +72,8 @@ struct vb_pdata {
     uint8_t devlen;
     uint8_t pad;
     char dev[VB_DEV_MAX];
+    uint32_t eager; /* largest payload the sender can receive, network
+                       order (wire version 2) */
 };
 
 /* wr_id tags in the low two bits. */
@@ -194,6 +198,7 @@ struct vb_conn {
     unsigned owed;     /* credits to return to the peer */
     unsigned withheld; /* credits held back while too much is queued */
     unsigned grant;    /* buffers we granted at setup */
+    size_t peer_eager; /* largest payload the peer can receive */
     uint64_t posted_seq;    /* WRs posted */
     uint64_t completed_seq; /* WRs known complete */
     uint64_t *sig;          /* ring: seq of each signalled WR, post order */
@@ -256,6 +261,8 @@ struct vb_stats {
     uint64_t rcache_hits;
     uint64_t rcache_misses;
     uint64_t conns_torn_down;
+    uint64_t conns_refused;  /* connect requests from an IP other than the
+                                one their private data claims */
 };
 
 struct cw_na_class {

@@ -1,14 +1,17 @@
 /*
  * na-verbs: RC connections.  The active side resolves address and route,
  * creates its QP on the instance's PD/CQ/SRQ and connects with private
- * data naming its listening address and the credits it grants; the
- * passive side checks that data, creates its QP and accepts.  The rdma_cm
+ * data naming its listening address, the credits it grants and its eager
+ * size; the passive side checks that data (the claimed IP against the one
+ * the request comes from), creates its QP and accepts.  The rdma_cm
  * event channel is drained by progress.  A connection that fails (error
  * completion, reject, disconnect, peer gone) moves its QP to the error
  * state, fails what was queued on it and is destroyed once every posted
  * operation has come back flushed; other connections are not touched.
  */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,17 +30,22 @@ void vb_pdata_fill(vb_class_t *cls, struct vb_pdata *pd)
     pd->credits = (uint16_t)cls->credits;
     pd->devlen = (uint8_t)strlen(cls->dev);
     memcpy(pd->dev, cls->dev, pd->devlen);
+    pd->eager = htonl((uint32_t)(cls->buf_size - sizeof(struct vb_hdr)));
 }
 
-/* Private data from a peer is untrusted. */
+/* Private data from a peer is untrusted.  When it is refused, @p out
+ * still holds what came (zeros beyond), so that the caller can name a
+ * wire version it does not speak. */
 static bool pdata_ok(const void *p, size_t len, struct vb_pdata *out)
 {
-    if (!p || len < sizeof(*out))
+    memset(out, 0, sizeof(*out));
+    if (!p)
         return false;
-    memcpy(out, p, sizeof(*out));
-    if (out->magic != VB_PDATA_MAGIC || out->version != VB_WIRE_VERSION ||
+    memcpy(out, p, len < sizeof(*out) ? len : sizeof(*out));
+    if (len < sizeof(*out) || out->magic != VB_PDATA_MAGIC || out->version != VB_WIRE_VERSION ||
         out->devlen > VB_DEV_MAX || out->credits < 2 || out->credits > 1024 ||
-        out->port == 0 || out->ip == 0)
+        out->port == 0 || out->ip == 0 || ntohl(out->eager) < VB_EAGER_MIN ||
+        ntohl(out->eager) > VB_EAGER_MAX)
         return false;
     for (unsigned i = 0; i < out->devlen; i++) {
         char c = out->dev[i];
@@ -46,6 +54,60 @@ static bool pdata_ok(const void *p, size_t len, struct vb_pdata *out)
             return false;
     }
     return true;
+}
+
+/* The listening address a peer claims is its word; the IP it connected
+ * from is rdma_cm's (on hardware, set by the peer's kernel).  The active
+ * side binds its id to its listening IP (vb_conn_for_send), so the two
+ * must match.  The port cannot be checked: the connection's source port is
+ * rdma_cm's own, not the listening one. */
+static bool peer_ip_ok(vb_class_t *cls, struct rdma_cm_id *id,
+                       const struct vb_pdata *pd)
+{
+    const struct sockaddr *sa = rdma_get_peer_addr(id);
+    const struct sockaddr_in *src = (const struct sockaddr_in *)sa;
+    char from[INET_ADDRSTRLEN] = "?", claim[INET_ADDRSTRLEN];
+
+    if (sa->sa_family == AF_INET && src->sin_addr.s_addr == pd->ip)
+        return true;
+    cls->stats.conns_refused++;
+    if (sa->sa_family == AF_INET)
+        inet_ntop(AF_INET, &src->sin_addr, from, sizeof(from));
+    inet_ntop(AF_INET, &pd->ip, claim, sizeof(claim));
+    VB_WARN_RL(cls, "refused a connection from %s claiming to be %s:%u "
+                    "(%llu refused so far)",
+               from, claim, ntohs(pd->port),
+               (unsigned long long)cls->stats.conns_refused);
+    return false;
+}
+
+/* What the peer's private data tells us about the connection. */
+static void conn_peer_params(struct vb_conn *conn, const struct vb_pdata *pd)
+{
+    vb_class_t *cls = conn->cls;
+    size_t ours = cls->buf_size - sizeof(struct vb_hdr);
+    char name[64];
+
+    conn->credits = pd->credits;
+    conn->peer_grant = pd->credits;
+    conn->peer_eager = ntohl(pd->eager);
+    if (conn->peer_eager < ours)
+        VB_WARN_RL(cls, "%s takes messages of up to %zu bytes, ours may be "
+                        "up to %zu (eager_size): larger sends to it fail "
+                        "with CW_OVERFLOW",
+                   vb_peer_format(conn->peer, name, sizeof(name)),
+                   conn->peer_eager, ours);
+}
+
+/* Why a peer's private data was refused, for the log. */
+static const char *pdata_why(const struct vb_pdata *pd, char *buf, size_t len)
+{
+    if (pd->magic == VB_PDATA_MAGIC && pd->version != VB_WIRE_VERSION)
+        snprintf(buf, len, "wire version %u, we speak %u", pd->version,
+                 VB_WIRE_VERSION);
+    else
+        snprintf(buf, len, "bad private data");
+    return buf;
 }
 
 static struct vb_conn *conn_new(vb_class_t *cls, vb_peer_t *peer, bool active)
@@ -121,8 +183,9 @@ static cw_status_t conn_create_qp(struct vb_conn *conn)
     };
     cw_status_t st = vb_pool_grant(cls, cls->credits);
     if (st != CW_OK) {
-        VB_WARN(cls, "no receive buffers left for another connection (%u)",
-                cls->max_conns);
+        if (st == CW_BUSY)
+            VB_WARN(cls, "no receive buffers left for another connection "
+                         "(%u)", cls->max_conns);
         return st;
     }
     conn->granted = true;
@@ -347,8 +410,7 @@ static void on_connect_request(vb_class_t *cls, struct rdma_cm_id *id,
     conn->id = id;
     id->context = conn;
     conn->state = VC_ACCEPTING;
-    conn->credits = pd->credits;
-    conn->peer_grant = pd->credits;
+    conn_peer_params(conn, pd);
     if (conn_create_qp(conn) != CW_OK) {
         cls->ops->reject(id, NULL, 0);
         vb_conn_fail(conn, CW_BUSY);
@@ -390,15 +452,15 @@ static void on_established(struct vb_conn *conn, const struct vb_pdata *pd,
     vb_class_t *cls = conn->cls;
     if (conn->active) {
         if (!pd_valid) {
-            char name[64];
+            char name[64], why[64];
             vb_peer_format(conn->peer, name, sizeof(name));
-            VB_ERR(cls, "connection to %s: bad private data in reply", name);
+            VB_ERR(cls, "connection to %s: %s in reply", name,
+                   pdata_why(pd, why, sizeof(why)));
             cls->stats.dropped++;
             vb_conn_fail(conn, CW_PROTOCOL);
             return;
         }
-        conn->credits = pd->credits;
-        conn->peer_grant = pd->credits;
+        conn_peer_params(conn, pd);
     }
     conn->state = VC_UP;
     conn->counted = true;
@@ -417,8 +479,15 @@ static void on_event(vb_class_t *cls, struct rdma_cm_id *id, int event,
 
     if (event == RDMA_CM_EVENT_CONNECT_REQUEST) {
         if (!pd_valid) {
-            VB_WARN(cls, "rejecting connection with bad private data");
+            char why[64];
+            VB_WARN_RL(cls, "rejecting a connection: %s",
+                       pdata_why(pd, why, sizeof(why)));
             cls->stats.dropped++;
+            cls->ops->reject(id, NULL, 0);
+            cls->ops->destroy_id(id);
+            return;
+        }
+        if (!peer_ip_ok(cls, id, pd)) {
             cls->ops->reject(id, NULL, 0);
             cls->ops->destroy_id(id);
             return;

@@ -135,9 +135,9 @@ static cw_status_t vb_params(vb_class_t *cls, const char *const *params)
             }
             cls->credits = (unsigned)v;
         } else if (strcmp(params[i], "eager_size") == 0) {
-            if (!ok || v < 256 || v > (1ul << 20)) {
-                VB_ERR(cls, "parameter eager_size=%s: want 256..1048576",
-                       params[i + 1]);
+            if (!ok || v < VB_EAGER_MIN || v > VB_EAGER_MAX) {
+                VB_ERR(cls, "parameter eager_size=%s: want %u..%u",
+                       params[i + 1], VB_EAGER_MIN, VB_EAGER_MAX);
                 return CW_INVALID_ARG;
             }
             cls->buf_size = (size_t)v + sizeof(struct vb_hdr);

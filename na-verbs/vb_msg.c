@@ -114,8 +114,13 @@ cw_status_t vb_pool_grant(vb_class_t *cls, unsigned n)
     cls->srq_target += n;
     for (struct vb_rchunk *c = cls->rchunks; c; c = c->next)
         for (unsigned i = 0; i < c->n && cls->srq_posted < cls->srq_target; i++)
-            if (!c->bufs[i].posted && (st = rbuf_post(cls, &c->bufs[i])))
+            if (!c->bufs[i].posted && (st = rbuf_post(cls, &c->bufs[i]))) {
+                /* Nothing is granted on failure: the caller does not
+                 * ungrant.  Buffers already posted stay in the SRQ and are
+                 * not reposted once used while above the target. */
+                cls->srq_target -= n;
                 return st;
+            }
     return CW_OK;
 }
 
@@ -161,6 +166,16 @@ cw_status_t vb_post_send_op(struct vb_conn *conn, struct cw_na_op *op,
                             bool *blocked_p)
 {
     vb_class_t *cls = conn->cls;
+    if (op->slen > conn->peer_eager) {
+        /* Queued before the peer's eager size was known. */
+        char name[64];
+        VB_WARN_RL(cls, "%zu-byte message to %s refused: it takes at most "
+                        "%zu bytes",
+                   op->slen, vb_peer_format(conn->peer, name, sizeof(name)),
+                   conn->peer_eager);
+        vb_op_done(cls, op, CW_OVERFLOW);
+        return CW_OK;
+    }
     /* One credit stays in reserve for an explicit credit message. */
     if (conn->credits < 2 || vb_sq_full(conn) || cls->nsfree == 0) {
         if (conn->credits < 2 && !op->stalled) {
@@ -225,6 +240,14 @@ static cw_status_t msg_send(vb_class_t *cls, const void *buf, size_t len,
     cw_status_t st = vb_conn_for_send(cls, dest, &conn);
     if (st != CW_OK)
         return st;
+    if (conn->state == VC_UP && len > conn->peer_eager) {
+        char name[64];
+        VB_WARN_RL(cls, "%zu-byte message to %s refused: it takes at most "
+                        "%zu bytes",
+                   len, vb_peer_format(dest, name, sizeof(name)),
+                   conn->peer_eager);
+        return CW_OVERFLOW;
+    }
     struct cw_na_op *op = vb_op_new(
         cls, unexpected ? CW_NA_OP_SEND_UNEXPECTED : CW_NA_OP_SEND_EXPECTED, cb,
         arg);

@@ -8,6 +8,7 @@
 #include <causeway/log.h>
 #include <causeway/na.h>
 
+#include <errno.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -1354,6 +1355,286 @@ static void test_params(void **state)
     cw_na_close(b);
 }
 
+/* ---- fault injection and a hostile peer, behind the ops table ---- */
+
+/* One unexpected message of @p len bytes from @p from to @p to (at
+ * @p dest), delivered intact. */
+static void roundtrip(cw_na_t **nas, size_t nn, cw_na_t *from,
+                      cw_na_addr_t *dest, cw_na_t *to, size_t len,
+                      uint32_t tag)
+{
+    static char out[1024], in[1024];
+    struct done r = {0}, s = {0};
+    assert_true(len <= sizeof(out));
+    assert_int_equal(cw_na_msg_recv_unexpected(to, in, sizeof(in), done_cb,
+                                               &r, NULL),
+                     CW_OK);
+    assert_int_equal(cw_na_msg_send_unexpected(from, out, len, dest, tag,
+                                               done_cb, &s, NULL),
+                     CW_OK);
+    assert_true(wait_all(nas, nn, (struct done *[]){&s}, 1, WAIT_MS));
+    assert_int_equal(s.status, CW_OK); /* e.g. not CW_BUSY */
+    assert_true(wait_all(nas, nn, (struct done *[]){&r}, 1, WAIT_MS));
+    assert_int_equal(r.status, CW_OK);
+    assert_int_equal(r.tag, tag);
+    assert_int_equal(r.len, len);
+    cw_na_addr_free(to, r.source);
+}
+
+/* A copy of the fake's ops with post_srq_recv failing once, after
+ * srq_fail_after more calls have succeeded (-1: never). */
+static struct vb_ops fault_ops;
+static int srq_fail_after = -1;
+
+static int fault_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr,
+                               struct ibv_recv_wr **bad)
+{
+    if (srq_fail_after == 0) {
+        srq_fail_after = -1;
+        if (bad)
+            *bad = wr;
+        return ENOMEM;
+    }
+    if (srq_fail_after > 0)
+        srq_fail_after--;
+    return vb_fake_ops.post_srq_recv(srq, wr, bad);
+}
+
+/* A receive buffer that cannot be posted while a connection is being set
+ * up fails that connection only: the receive budget raised for it is given
+ * back.  Leaked, it would be gone for good: 16 such failures use up the
+ * whole SRQ of an instance granting 1024 buffers a connection, and every
+ * later connection fails with CW_BUSY. */
+static void test_grant_fail_no_leak(void **state)
+{
+    const char *const big[] = {"credits", "1024", "eager_size", "256", NULL};
+    cw_na_t *a, *b;
+    cw_na_class_t *ca;
+    uint32_t v = 7;
+
+    last_cls = NULL;
+    assert_int_equal(cw_na_open(URI, CW_NA_LISTEN, big, &a), CW_OK);
+    ca = last_cls;
+    assert_int_equal(cw_na_open(URI, CW_NA_LISTEN, big, &b), CW_OK);
+    cw_na_t *both[2] = {a, b};
+    cw_na_addr_t *b_at_a = lookup_self_of(a, b);
+    unsigned attempts = ca->max_conns;
+    assert_true(attempts >= 2 && attempts <= 64);
+
+    fault_ops = *ca->ops;
+    fault_ops.post_srq_recv = fault_post_srq_recv;
+    ca->ops = &fault_ops;
+    for (unsigned i = 0; i < attempts; i++) {
+        struct done s = {0};
+        srq_fail_after = 5; /* some buffers posted, then a failure */
+        assert_int_equal(cw_na_msg_send_unexpected(a, &v, sizeof(v), b_at_a,
+                                                   1, done_cb, &s, NULL),
+                         CW_OK);
+        assert_true(wait_all(both, 2, (struct done *[]){&s}, 1, WAIT_MS));
+        assert_int_not_equal(s.status, CW_OK);
+        assert_int_equal(srq_fail_after, -1);
+    }
+    ca->ops = &vb_fake_ops;
+
+    roundtrip(both, 2, a, b_at_a, b, sizeof(v), 2);
+    assert_int_equal(ca->srq_target, 1024);
+    assert_int_equal(ca->srq_posted, 1024);
+    cw_na_addr_free(a, b_at_a);
+    cw_na_close(a);
+    cw_na_close(b);
+}
+
+/* A hostile instance whose connect private data claims another address. */
+static struct vb_ops spoof_ops;
+static struct sockaddr_in spoof_as;
+
+static int spoof_connect(struct rdma_cm_id *id, struct rdma_conn_param *cp)
+{
+    struct vb_pdata pd;
+    struct rdma_conn_param mine = *cp;
+    memcpy(&pd, cp->private_data, sizeof(pd));
+    pd.ip = spoof_as.sin_addr.s_addr;
+    pd.port = spoof_as.sin_port;
+    mine.private_data = &pd;
+    return vb_fake_ops.connect(id, &mine);
+}
+
+/* H (127.0.0.3) connects to A claiming to be V (127.0.0.2).  A must not
+ * take it for V: neither hand H's message to A's application as V's, nor,
+ * when H goes away, fail the receive A has posted for V's reply. */
+static void test_peer_identity(void **state)
+{
+    cw_na_class_t *ca, *ch;
+    cw_na_t *a = open_na(URI, &ca),
+            *v = open_na("verbs://fake1:1/127.0.0.2:0", NULL),
+            *h = open_na("verbs://fake2:1/127.0.0.3:0", &ch);
+    cw_na_t *all[3] = {a, v, h};
+    cw_na_addr_t *a_at_h = lookup_self_of(h, a), *a_at_v = lookup_self_of(v, a),
+                 *v_at_a = lookup_self_of(a, v);
+    struct done r = {0}, er = {0}, s = {0};
+    uint32_t x = 1, got = 0, in[2];
+
+    spoof_as = v_at_a->sin;
+    spoof_ops = *ch->ops;
+    spoof_ops.connect = spoof_connect;
+    ch->ops = &spoof_ops;
+
+    /* A awaits V's reply and any message; H sends one, posing as V. */
+    assert_true(cw_na_msg_recv_expected(a, &got, sizeof(got), v_at_a, 9,
+                                        done_cb, &er, NULL) == CW_OK &&
+                cw_na_msg_recv_unexpected(a, in, sizeof(in), done_cb, &r,
+                                          NULL) == CW_OK &&
+                cw_na_msg_send_unexpected(h, &x, sizeof(x), a_at_h, 1,
+                                          done_cb, &s, NULL) == CW_OK);
+    assert_true(wait_all(all, 3, (struct done *[]){&s}, 1, WAIT_MS));
+    for (uint64_t end = cw_now_ns() + 200000000ull; cw_now_ns() < end;)
+        for (int i = 0; i < 3; i++)
+            cw_na_progress(all[i], 0, NULL);
+    if (r.calls)
+        fail_msg("H's message was delivered as %s's",
+                 cw_na_addr_cmp(a, r.source, v_at_a) ? "V" : "someone");
+    assert_int_not_equal(s.status, CW_OK);
+    struct vb_stats st;
+    vb_class_stats(ca, &st);
+    assert_true(st.conns_refused >= 1);
+
+    /* H goes away: V's expected reply is still awaited. */
+    cw_na_addr_free(h, a_at_h);
+    cw_na_close(h);
+    for (uint64_t end = cw_now_ns() + 200000000ull; cw_now_ns() < end;) {
+        cw_na_progress(a, 0, NULL);
+        cw_na_progress(v, 0, NULL);
+    }
+    assert_int_equal(er.calls, 0);
+
+    /* The real V is still V: its reply and its message are its own. */
+    x = 0xbeef;
+    struct done s2[2] = {{0}};
+    cw_status_t st2[2] = {
+        cw_na_msg_send_expected(v, &x, sizeof(x), a_at_v, 9, done_cb, &s2[0],
+                                NULL),
+        cw_na_msg_send_unexpected(v, &x, sizeof(x), a_at_v, 3, done_cb,
+                                  &s2[1], NULL)};
+    assert_true(st2[0] == CW_OK && st2[1] == CW_OK);
+    assert_true(wait_all(all, 2, (struct done *[]){&er, &r}, 2, WAIT_MS));
+    assert_true(er.status == CW_OK && got == 0xbeef);
+    assert_true(r.status == CW_OK && r.tag == 3 &&
+                cw_na_addr_cmp(a, r.source, v_at_a));
+    cw_na_addr_free(a, r.source);
+    cw_na_addr_free(a, v_at_a);
+    cw_na_addr_free(v, a_at_v);
+    cw_na_close(v);
+    cw_na_close(a);
+}
+
+/* A sender configured with a larger eager size than its peer: a message
+ * the peer has no room for fails at post time with CW_OVERFLOW, and the
+ * connection carries on (before, the receiver's SRQ buffer was too short:
+ * local length error, and the connection was torn down). */
+static void test_eager_mismatch(void **state)
+{
+    const char *const large[] = {"eager_size", "1024", NULL};
+    const char *const small[] = {"eager_size", "256", NULL};
+    cw_na_t *a, *b, *c;
+    cw_na_class_t *ca;
+    static char out[1024];
+    char in[1024];
+    struct vb_stats st0, st1;
+
+    last_cls = NULL;
+    assert_int_equal(cw_na_open(URI, CW_NA_LISTEN, large, &a), CW_OK);
+    ca = last_cls;
+    assert_int_equal(cw_na_open(URI, CW_NA_LISTEN, small, &b), CW_OK);
+    assert_int_equal(cw_na_open(URI, CW_NA_LISTEN, large, &c), CW_OK);
+    cw_na_t *all[3] = {a, b, c};
+    cw_na_addr_t *b_at_a = lookup_self_of(a, b), *a_at_b = lookup_self_of(b, a),
+                 *b_at_c = lookup_self_of(c, b);
+
+    /* Connected first: the oversize send is refused when posted. */
+    struct done r = {0}, s = {0};
+    roundtrip(all, 2, a, b_at_a, b, 256, 1);
+    vb_class_stats(ca, &st0);
+    cw_status_t st = cw_na_msg_send_unexpected(a, out, 257, b_at_a, 2, done_cb,
+                                               &s, NULL);
+    if (st == CW_OK) {
+        assert_true(wait_all(all, 2, (struct done *[]){&s}, 1, WAIT_MS));
+        st = s.status;
+    }
+    assert_int_equal(st, CW_OVERFLOW);
+    /* The other way round is fine: B's messages fit A's buffers. */
+    roundtrip(all, 2, b, a_at_b, a, 256, 3);
+    vb_class_stats(ca, &st1);
+    assert_int_equal(st1.conns_torn_down, st0.conns_torn_down);
+
+    /* Not connected yet: the oversize send, queued while connecting,
+     * completes with CW_OVERFLOW; the next one goes through. */
+    struct done s1 = {0}, s2 = {0};
+    r = (struct done){0};
+    assert_int_equal(cw_na_msg_recv_unexpected(b, in, sizeof(in), done_cb, &r,
+                                               NULL),
+                     CW_OK);
+    assert_int_equal(cw_na_msg_send_unexpected(c, out, 1024, b_at_c, 4,
+                                               done_cb, &s1, NULL),
+                     CW_OK);
+    assert_int_equal(cw_na_msg_send_unexpected(c, out, 100, b_at_c, 5, done_cb,
+                                               &s2, NULL),
+                     CW_OK);
+    assert_true(wait_all(all, 3, (struct done *[]){&s1, &s2, &r}, 3, WAIT_MS));
+    assert_int_equal(s1.status, CW_OVERFLOW);
+    assert_int_equal(s2.status, CW_OK);
+    assert_int_equal(r.status, CW_OK);
+    assert_int_equal(r.tag, 5);
+    assert_int_equal(r.len, 100);
+    cw_na_addr_free(b, r.source);
+
+    cw_na_addr_free(a, b_at_a);
+    cw_na_addr_free(b, a_at_b);
+    cw_na_addr_free(c, b_at_c);
+    cw_na_close(a);
+    cw_na_close(b);
+    cw_na_close(c);
+}
+
+/* A peer of wire version 1 (no eager size in its 36 bytes of private
+ * data) is refused, not misread. */
+static int v1_connect(struct rdma_cm_id *id, struct rdma_conn_param *cp)
+{
+    struct vb_pdata pd;
+    struct rdma_conn_param mine = *cp;
+    memcpy(&pd, cp->private_data, sizeof(pd));
+    pd.version = 1;
+    mine.private_data = &pd;
+    mine.private_data_len = offsetof(struct vb_pdata, eager);
+    return vb_fake_ops.connect(id, &mine);
+}
+
+static void test_wire_v1_refused(void **state)
+{
+    cw_na_class_t *ca, *ch;
+    cw_na_t *a = open_na(URI, &ca), *h = open_na(URI, &ch);
+    cw_na_t *both[2] = {a, h};
+    cw_na_addr_t *a_at_h = lookup_self_of(h, a);
+    struct vb_stats st0, st1;
+    struct done s = {0};
+    uint32_t x = 1;
+
+    spoof_ops = *ch->ops;
+    spoof_ops.connect = v1_connect;
+    ch->ops = &spoof_ops;
+    vb_class_stats(ca, &st0);
+    assert_int_equal(cw_na_msg_send_unexpected(h, &x, sizeof(x), a_at_h, 1,
+                                               done_cb, &s, NULL),
+                     CW_OK);
+    assert_true(wait_all(both, 2, (struct done *[]){&s}, 1, WAIT_MS));
+    assert_int_not_equal(s.status, CW_OK);
+    vb_class_stats(ca, &st1);
+    assert_int_equal(st1.dropped - st0.dropped, 1);
+    assert_int_equal(vb_class_conn_count(ca), 0);
+    cw_na_addr_free(h, a_at_h);
+    cw_na_close(h);
+    cw_na_close(a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1373,6 +1654,10 @@ int main(void)
         cmocka_unit_test(test_unexpected_backpressure),
         cmocka_unit_test(test_expected_unmatched),
         cmocka_unit_test(test_expected_unmatched_bytes),
+        cmocka_unit_test(test_grant_fail_no_leak),
+        cmocka_unit_test(test_peer_identity),
+        cmocka_unit_test(test_eager_mismatch),
+        cmocka_unit_test(test_wire_v1_refused),
     };
     signal(SIGPIPE, SIG_IGN);
     spy_ops = *cw_na_plugin_entry.ops;
