@@ -42,9 +42,10 @@ static bool pdata_ok(const void *p, size_t len, struct vb_pdata *out)
     if (!p)
         return false;
     memcpy(out, p, len < sizeof(*out) ? len : sizeof(*out));
-    if (len < sizeof(*out) || out->magic != VB_PDATA_MAGIC || out->version != VB_WIRE_VERSION ||
-        out->devlen > VB_DEV_MAX || out->credits < 2 || out->credits > 1024 ||
-        out->port == 0 || out->ip == 0 || ntohl(out->eager) < VB_EAGER_MIN ||
+    if (len < sizeof(*out) || out->magic != VB_PDATA_MAGIC ||
+        out->version != VB_WIRE_VERSION || out->devlen > VB_DEV_MAX ||
+        out->credits < 2 || out->credits > 1024 || out->port == 0 ||
+        out->ip == 0 || ntohl(out->eager) < VB_EAGER_MIN ||
         ntohl(out->eager) > VB_EAGER_MAX)
         return false;
     for (unsigned i = 0; i < out->devlen; i++) {
