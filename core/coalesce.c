@@ -256,3 +256,19 @@ void cw_sq_leave(cw_context_t *ctx, cw_context_t *prev)
         cw_sq_flush(ctx);
     pthread_mutex_unlock(&ctx->lock);
 }
+
+void *cw_context_batch_begin(cw_context_t *ctx)
+{
+    if (ctx == NULL)
+        return NULL;
+    /* The token is the enclosing scope, only ever compared, never
+     * dereferenced: a wrong one cannot crash. */
+    return cw_sq_enter(ctx);
+}
+
+void cw_context_batch_end(cw_context_t *ctx, void *token)
+{
+    if (ctx == NULL)
+        return;
+    cw_sq_leave(ctx, token);
+}

@@ -49,9 +49,10 @@ typedef uint64_t cw_rpc_id_t;           /**< 64-bit hash of the RPC name */
 /** Context flags. */
 #define CW_CTX_BUSY 0x1u /**< busy-poll: never block in the kernel */
 /** Coalesce: requests forwarded and responses given from callbacks of one
- *  cw_trigger call to the same peer leave as one message when the call
- *  returns, on plugins where a message costs a system call (a gateway's
- *  many requests to one next hop; docs/wire.md, "Batches"). */
+ *  cw_trigger call (or inside cw_context_batch_begin/_end) to the same peer
+ *  leave as one message when the call returns, on plugins where a message
+ *  costs a system call (a gateway's many requests to one next hop;
+ *  docs/wire.md, "Batches"). */
 #define CW_CTX_COALESCE 0x2u
 
 struct cw_context_opts {
@@ -352,6 +353,24 @@ CW_PUBLIC cw_status_t cw_progress(cw_context_t *ctx, unsigned timeout_ms);
  * @return CW_OK, or CW_INVALID_ARG for NULL.
  */
 CW_PUBLIC cw_status_t cw_context_interrupt(cw_context_t *ctx);
+
+/**
+ * Open a batch scope on this thread: until the matching
+ * cw_context_batch_end(), requests forwarded and responses given on @p ctx
+ * by this thread are coalesced as if they came from callbacks of one
+ * cw_trigger() call (CW_CTX_COALESCE; without the flag the scope changes
+ * nothing).  For a thread that sends from outside cw_trigger(), e.g. work
+ * handed over by another thread.  Scopes nest, each one flushing at its
+ * end; do not wait for a message sent inside an open scope.
+ * @return a token for cw_context_batch_end() (NULL for a NULL @p ctx).
+ */
+CW_PUBLIC void *cw_context_batch_begin(cw_context_t *ctx);
+
+/**
+ * Close the scope cw_context_batch_begin() opened, which returned @p token:
+ * the messages it queued leave now, those to one peer as one message.
+ */
+CW_PUBLIC void cw_context_batch_end(cw_context_t *ctx, void *token);
 
 /**
  * Also end a blocking cw_progress() on @p ctx when @p fd, a descriptor of

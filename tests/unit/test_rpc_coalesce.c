@@ -212,6 +212,64 @@ static void run_kick(struct pair *p, bool cancel, struct cw_context_stats *cs,
     cw_context_stats(p->srv, ss);
 }
 
+/* The NBATCH forwards of kick_done issued from outside cw_trigger, inside
+ * a batch scope (@p scoped) or not.  Returns the client's counters. */
+static void run_scoped(struct pair *p, bool scoped,
+                       struct cw_context_stats *cs)
+{
+    struct kick k = {.p = p};
+    void *scope = NULL;
+    int all = 0;
+
+    if (scoped)
+        scope = cw_context_batch_begin(p->cli);
+    kick_done(NULL, CW_OK, &k);
+    if (scoped)
+        cw_context_batch_end(p->cli, scope);
+    POLL_UNTIL(all >= NBATCH, {
+        pump(p, 10);
+        all = 0;
+        for (int i = 0; i < NBATCH; i++)
+            all += k.c[i].done;
+    });
+    for (int i = 0; i < NBATCH; i++) {
+        assert_int_equal(k.c[i].done, 1);
+        assert_int_equal(k.c[i].st, CW_OK);
+        assert_int_equal(k.c[i].got, k.c[i].want);
+        cw_handle_release(k.h[i]);
+    }
+    pump(p, 200);
+    cw_context_stats(p->cli, cs);
+}
+
+/* Forwards from outside cw_trigger leave one by one, unless a batch scope
+ * holds them: then as one batch when it closes. */
+static void coalesce_scope(const char *uri)
+{
+    struct pair p;
+    struct cw_context_stats cs;
+    bool batches;
+
+    if (!pair_open(&p, uri, CW_CTX_COALESCE))
+        return;
+    batches = (p.dest->net->caps.flags & CW_NA_CAP_COALESCE) != 0;
+    run_scoped(&p, false, &cs);
+    assert_int_equal(cs.tx_batches, 0);
+    assert_int_equal(cs.tx_requests, NBATCH);
+    run_scoped(&p, true, &cs);
+    assert_int_equal(cs.tx_batches, batches ? 1 : 0);
+    assert_int_equal(cs.tx_batched, batches ? NBATCH : 0);
+    assert_int_equal(cs.tx_requests, 2 * NBATCH);
+    /* NULL contexts: no effect, no crash. */
+    assert_null(cw_context_batch_begin(NULL));
+    cw_context_batch_end(NULL, NULL);
+    if (batches)
+        print_message("# %s: %d requests sent outside cw_trigger: one by "
+                      "one, then in a batch scope as one batch\n", uri,
+                      NBATCH);
+    pair_close(&p);
+}
+
 static void coalesce_on(const char *uri)
 {
     struct pair p;
@@ -699,6 +757,7 @@ static void test_shm(void **state)
 {
     (void)state;
     coalesce_on("shm://");
+    coalesce_scope("shm://");
     cancel_overflow_on("shm://");
     hostile_on("shm://");
 }
@@ -707,6 +766,7 @@ static void test_ofi_tcp(void **state)
 {
     (void)state;
     coalesce_on("ofi+tcp://127.0.0.1:0");
+    coalesce_scope("ofi+tcp://127.0.0.1:0");
     cancel_overflow_on("ofi+tcp://127.0.0.1:0");
     hostile_on("ofi+tcp://127.0.0.1:0");
     forged_resp_on("ofi+tcp://127.0.0.1:0");
@@ -716,6 +776,7 @@ static void test_ucx_tcp(void **state)
 {
     (void)state;
     coalesce_on("ucx+tcp://127.0.0.1:0");
+    coalesce_scope("ucx+tcp://127.0.0.1:0");
     cancel_overflow_on("ucx+tcp://127.0.0.1:0");
     hostile_on("ucx+tcp://127.0.0.1:0");
     forged_resp_on("ucx+tcp://127.0.0.1:0");
