@@ -247,7 +247,7 @@ static void cmd_stats(struct gw *gw, FILE *out, bool json)
 {
     struct cw_context_stats cs;
 
-    gw_drop_totals(gw, &cs);
+    gw_ctx_totals(gw, &cs);
     if (json) {
         fprintf(out, "{\"inflight\":%u,\"forwarded\":%" PRIu64 ",\"failed\":%"
                 PRIu64 ",\"timedout\":%" PRIu64 ",\"denied\":%" PRIu64
@@ -257,12 +257,13 @@ static void cmd_stats(struct gw *gw, FILE *out, bool json)
                 ",\"na_dropped\":%" PRIu64
                 ",\"ttl_or_unknown\":%" PRIu64 ",\"queued\":%u"
                 ",\"queued_total\":%" PRIu64 ",\"resumed\":%" PRIu64
+                ",\"tx_batches\":%" PRIu64 ",\"tx_batched\":%" PRIu64
                 ",\"routes\":[",
                 gw->inflight, gw->n_forwarded, gw->n_failed, gw->n_timedout,
                 gw->n_denied, gw->n_busy, gw->n_noroute, gw->n_draining,
                 gw->n_refused_bulk, gw->n_canceled, cs.rx_dropped,
                 cs.na_dropped, cs.no_rpc, gw->nqueued, gw->n_queued_total,
-                gw->n_resumed);
+                gw->n_resumed, cs.tx_batches, cs.tx_batched);
         for (struct gw_route_stats *rs = gw->routes; rs != NULL;
              rs = rs->next) {
             fprintf(out, "%s{\"dest\":", rs == gw->routes ? "" : ",");
@@ -293,11 +294,13 @@ static void cmd_stats(struct gw *gw, FILE *out, bool json)
             "\ncanceled      %" PRIu64 "\nrx dropped    %" PRIu64
             "\nplugin drops  %" PRIu64
             "\nqueued now    %u\nqueued total  %" PRIu64
-            "\nresumed       %" PRIu64 "\n\n",
+            "\nresumed       %" PRIu64
+            "\nbatches sent  %" PRIu64 " (%" PRIu64 " messages)\n\n",
             gw->inflight, gw->n_forwarded, gw->n_failed, gw->n_timedout,
             gw->n_denied, gw->n_busy, gw->n_noroute, gw->n_draining,
             gw->n_refused_bulk, gw->n_canceled, cs.rx_dropped, cs.na_dropped,
-            gw->nqueued, gw->n_queued_total, gw->n_resumed);
+            gw->nqueued, gw->n_queued_total, gw->n_resumed, cs.tx_batches,
+            cs.tx_batched);
     gw_bulk_stats(gw, out, false);
     for (struct gw_route_stats *rs = gw->routes; rs != NULL; rs = rs->next) {
         fprintf(out, "route %s -> %s: %" PRIu64 " forwarded, %" PRIu64

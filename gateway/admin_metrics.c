@@ -149,9 +149,9 @@ static void health(FILE *out, const struct gw *gw)
         }
 }
 
-/* rx_dropped, na_dropped and no_rpc summed over the shards' contexts (one
- * per shard); the other fields zero. */
-void gw_drop_totals(struct gw *gw, struct cw_context_stats *cs)
+/* rx_dropped, na_dropped, no_rpc, tx_batches and tx_batched summed over
+ * the shards' contexts (one per shard); the other fields zero. */
+void gw_ctx_totals(struct gw *gw, struct cw_context_stats *cs)
 {
     struct cw_context_stats one;
 
@@ -161,6 +161,8 @@ void gw_drop_totals(struct gw *gw, struct cw_context_stats *cs)
             cs->rx_dropped += one.rx_dropped;
             cs->na_dropped += one.na_dropped;
             cs->no_rpc += one.no_rpc;
+            cs->tx_batches += one.tx_batches;
+            cs->tx_batched += one.tx_batched;
         }
 }
 
@@ -175,7 +177,7 @@ void gw_admin_metrics(struct gw *gw, FILE *out)
         gw->n_busy,      gw->n_noroute,  gw->n_draining,     gw->n_refused_bulk,
         gw->n_canceled,  gw->n_resumed};
 
-    gw_drop_totals(gw, &cs);
+    gw_ctx_totals(gw, &cs);
     gw_metric_head(out, "causeway_gateway_info", "gauge",
          "The gateway's name and progress mode (value 1).");
     fputs("causeway_gateway_info{", out);
@@ -209,6 +211,15 @@ void gw_admin_metrics(struct gw *gw, FILE *out)
          "them (malformed, unmatched, on unused tags).");
     fprintf(out, "causeway_gateway_plugin_dropped_total %" PRIu64 "\n",
             cs.na_dropped);
+    gw_metric_head(out, "causeway_gateway_batches_total", "counter",
+         "Messages sent as batches (coalescing): batches, and the requests "
+         "and answers they carried.");
+    fprintf(out, "causeway_gateway_batches_total %" PRIu64 "\n",
+            cs.tx_batches);
+    gw_metric_head(out, "causeway_gateway_batched_messages_total", "counter",
+         "Requests and answers sent inside batches.");
+    fprintf(out, "causeway_gateway_batched_messages_total %" PRIu64 "\n",
+            cs.tx_batched);
     gw_metric_head(out, "causeway_gateway_reloads_total", "counter",
          "Configuration reloads, by result.");
     fprintf(out, "causeway_gateway_reloads_total{result=\"ok\"} %" PRIu64

@@ -402,7 +402,7 @@ unsigned gw_queue_answer_net(struct gw *gw, const cw_network_t *net,
 void gw_admin_metrics(struct gw *gw, FILE *out);
 /** Messages dropped and requests for unknown RPCs, summed over the shards
  *  (rx_dropped, na_dropped, no_rpc of @p cs; the rest zero). */
-void gw_drop_totals(struct gw *gw, struct cw_context_stats *cs);
+void gw_ctx_totals(struct gw *gw, struct cw_context_stats *cs);
 /** A metric family's "# HELP" and "# TYPE" lines. */
 void gw_metric_head(FILE *out, const char *name, const char *type,
                     const char *help);

@@ -135,6 +135,7 @@ bool gw_shard_drain(struct gw_shard *sh)
 {
     static _Thread_local bool draining, again;
     struct gw_work *w, *fifo;
+    void *scope = NULL;
     bool ran = false;
 
     /* A work item that queues more for this shard and drains it (a
@@ -150,6 +151,11 @@ bool gw_shard_drain(struct gw_shard *sh)
         again = false;
         if (atomic_load_explicit(&sh->inbox, memory_order_relaxed) == NULL)
             break;
+        /* The requests and answers the batch sends leave as from one pass
+         * of the context's completion queue: those to one peer together
+         * (coalescing, docs/wire.md "Batches"). */
+        if (!ran)
+            scope = cw_context_batch_begin(sh->ctx);
         w = atomic_exchange_explicit(&sh->inbox, NULL, memory_order_acquire);
         for (fifo = NULL; w != NULL;) { /* newest first: reverse */
             struct gw_work *next = w->next;
@@ -164,6 +170,8 @@ bool gw_shard_drain(struct gw_shard *sh)
         }
         ran = true;
     } while (again);
+    if (ran)
+        cw_context_batch_end(sh->ctx, scope);
     draining = false;
     return ran;
 }

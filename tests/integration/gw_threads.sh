@@ -43,6 +43,13 @@ stats=$("$CWCTL" --admin "$gw_admin" stats --json)
 [ "$(json_num "$stats" forwarded)" = 900 ] ||
     fail "gateway forwarded $(json_num "$stats" forwarded) of 900: $stats"
 pass "gateway counted 900 forwards"
+# Requests one shard hands another leave in batches when several go to one
+# next hop (core: cw_context_batch_begin), a batch holding two or more.
+nb=$(json_num "$stats" tx_batches)
+nm=$(json_num "$stats" tx_batched)
+[ -n "$nb" ] && [ -n "$nm" ] && [ "$nm" -ge $((2 * nb)) ] ||
+    fail "batch counters: $nb batches of $nm messages: $stats"
+pass "$nb batches sent, carrying $nm requests and answers"
 # cw-ping's echo server does not touch the bulk handle: the tokens are
 # issued and revoked here; gw-bulk-xfer-threads moves bytes across shards.
 [ "$(json_num "$stats" tokens_issued)" = 100 ] &&

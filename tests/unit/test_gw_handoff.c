@@ -104,6 +104,29 @@ void cw_context_destroy(cw_context_t *ctx)
     free(ctx);
 }
 
+/* The context whose batch scope (coalescing) this thread has open: a
+ * shard sends what it was handed inside one, so that requests to one next
+ * hop leave together (cw_forward checks). */
+static _Thread_local cw_context_t *scope_open;
+
+void *cw_context_batch_begin(cw_context_t *ctx)
+{
+    cw_context_t *prev = scope_open;
+
+    scope_open = ctx;
+    return prev;
+}
+
+void cw_context_batch_end(cw_context_t *ctx, void *token)
+{
+    if (scope_open != ctx) {
+        pthread_mutex_lock(&hx);
+        harness_error = "batch scope closed on another context";
+        pthread_mutex_unlock(&hx);
+    }
+    scope_open = token;
+}
+
 cw_status_t cw_context_interrupt(cw_context_t *ctx)
 {
     pthread_mutex_lock(&hx);
@@ -184,6 +207,8 @@ cw_status_t cw_forward(cw_handle_t *h, uint64_t timeout_ms,
     pthread_mutex_lock(&hx);
     if (gw_shard_self() != &gw.shards[h->ctx->idx])
         harness_error = "cw_forward called off the egress shard's thread";
+    if (scope_open != h->ctx)
+        harness_error = "cw_forward outside a batch scope of its context";
     h->cb = cb;
     h->cb_arg = arg;
     if (nwire < MAX_REQS)
