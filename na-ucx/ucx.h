@@ -242,6 +242,7 @@ struct ucx_cls {
     struct ucx_htab mems;
     struct ucx_htab rma_ops;
     unsigned rma_inflight;        /* put/get ops posted, not finished */
+    unsigned flushing;            /* finalize: endpoint flushes out */
     struct ucx_list conns;
     struct ucx_list dead;    /* failed, not yet closed */
     struct ucx_list closing; /* close request outstanding */

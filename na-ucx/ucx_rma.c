@@ -374,9 +374,11 @@ static struct cw_na_op *ucx_rma_answer(struct ucx_cls *cls,
     }
     if (op == NULL)
         return NULL;
+    /* Our answers always carry their endpoint: one without it could come
+     * from any peer that guessed the (sequential) operation id. */
     if (op->type != type ||
-        ((param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) && op->conn &&
-         op->conn->ep != param->reply_ep))
+        !(param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) ||
+        op->conn == NULL || op->conn->ep != param->reply_ep)
         goto drop;
     *st_p = a.status < CW_STATUS_MAX ? (cw_status_t)a.status
                                            : CW_PROTOCOL;

@@ -7,7 +7,8 @@
  * with UCX RMA and remote keys ("rma=rkey"); a forged handle; cancel of a
  * get whose owner never answers; peer death, with the peer started by
  * fork+exec (UCX state does not survive a bare fork()), and a stopped peer
- * caught by the liveness probe.
+ * caught by the liveness probe; a burst of sends that completed just before
+ * the sender closed its instance all arrive.
  *
  * The dying peer is tests/common/na_peer.c ("--peer URI FD").
  */
@@ -727,6 +728,123 @@ static void test_peer_stopped(void **state)
     cw_na_close(na);
 }
 
+/* ---- a peer that sends a burst and closes at once ---- */
+
+struct burst {
+    int done, ok;
+};
+
+static void burst_cb(const struct cw_na_cb_info *info)
+{
+    struct burst *b = info->arg;
+
+    b->done++;
+    if (info->status == CW_OK)
+        b->ok++;
+}
+
+/* "--burst TARGET FD N SIZE": send N unexpected messages of SIZE bytes to
+ * TARGET (tag i, first bytes i), wait up to 3 s for their completions,
+ * report how many succeeded on FD, then close the instance and exit. */
+static int burst_main(const char *target, int fd, int n, size_t size)
+{
+    struct burst b = {0};
+    cw_na_addr_t *to;
+    cw_na_t *na;
+    char *msg = calloc(1, size);
+    int sent = 0;
+
+    if (msg == NULL || cw_na_open(URI, 0, NULL, &na) != CW_OK ||
+        cw_na_addr_lookup(na, target, &to) != CW_OK)
+        return 1;
+    for (uint64_t end = cw_now_ns() + 3000000000ull;
+         b.done < n && cw_now_ns() < end;) {
+        while (sent < n && sent - b.done < 64) {
+            memcpy(msg, &sent, sizeof(sent));
+            if (cw_na_msg_send_unexpected(na, msg, size, to, (uint32_t)sent,
+                                          burst_cb, &b, NULL) != CW_OK)
+                return 1;
+            sent++;
+        }
+        cw_na_progress(na, 0, NULL);
+    }
+    if (write(fd, &b.ok, sizeof(b.ok)) != (ssize_t)sizeof(b.ok))
+        return 1;
+    close(fd);
+    cw_na_addr_free(na, to);
+    cw_na_close(na);
+    free(msg);
+    return 0;
+}
+
+/* Messages a peer's sends reported delivered (CW_OK) and that it sent just
+ * before closing its instance reach the receiver: closing flushes them
+ * rather than discarding what UCX still buffers.  The receiver stops
+ * reading once the burst started, so the sender's buffers fill up. */
+static void test_burst_then_close(void **state)
+{
+    enum { N = 6000, SIZE = 4000 };
+    static const char *const big[] = {"unexpected_queue_bytes", "67108864",
+                                      NULL};
+    char uri[256], fdstr[16], nstr[16], sizestr[16];
+    static char in[SIZE];
+    cw_na_addr_t *self;
+    cw_na_t *na;
+    struct rec r = {0};
+    int fds[2], ok = -1, got = 0, status;
+    pid_t pid;
+
+    assert_int_equal(cw_na_open(URI, CW_NA_LISTEN, big, &na), CW_OK);
+    assert_int_equal(cw_na_addr_self(na, &self), CW_OK);
+    assert_int_equal(cw_na_addr_to_string(na, self, uri, sizeof(uri)), CW_OK);
+    cw_na_addr_free(na, self);
+    assert_int_equal(pipe(fds), 0);
+    snprintf(fdstr, sizeof(fdstr), "%d", fds[1]);
+    snprintf(nstr, sizeof(nstr), "%d", N);
+    snprintf(sizestr, sizeof(sizestr), "%d", SIZE);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(fds[0]);
+        execl("/proc/self/exe", "cw-test-burst", "--burst", uri, fdstr, nstr,
+              sizestr, (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    /* Accept the connection and take the first message, then stop. */
+    assert_int_equal(cw_na_msg_recv_unexpected(na, in, sizeof(in), rec_cb, &r,
+                                               NULL),
+                     CW_OK);
+    assert_true(wait_rec(na, NULL, &r));
+    assert_int_equal(r.status, CW_OK);
+    cw_na_addr_free(na, r.source);
+    got = 1;
+    assert_int_equal(read(fds[0], &ok, sizeof(ok)), (ssize_t)sizeof(ok));
+    close(fds[0]);
+    print_message("# %d of %d sends reported done before the close\n", ok, N);
+    assert_true(ok > 1);
+    /* Now read everything that came. */
+    for (uint64_t end = cw_now_ns() + WAIT_NS; got < ok && cw_now_ns() < end;) {
+        r = (struct rec){0};
+        assert_int_equal(cw_na_msg_recv_unexpected(na, in, sizeof(in), rec_cb,
+                                                   &r, NULL),
+                         CW_OK);
+        while (r.calls == 0 && cw_now_ns() < end)
+            cw_na_progress(na, 0, NULL);
+        if (r.calls == 0)
+            break; /* the posted receive goes with the instance */
+        assert_int_equal(r.status, CW_OK);
+        assert_int_equal(r.tag, (uint32_t)got);
+        cw_na_addr_free(na, r.source);
+        got++;
+    }
+    print_message("# %d received\n", got);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    cw_na_close(na);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    assert_int_equal(got, ok);
+}
+
 int main(int argc, char **argv)
 {
     int rc;
@@ -751,9 +869,13 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_peer_gone_exec, setup_two,
                                         teardown_two),
         cmocka_unit_test(test_peer_stopped),
+        cmocka_unit_test(test_burst_then_close),
     };
 
     cw_log_init();
+    if (argc == 6 && strcmp(argv[1], "--burst") == 0)
+        return burst_main(argv[2], atoi(argv[3]), atoi(argv[4]),
+                          (size_t)atoi(argv[5]));
     if (cw_test_peer_dispatch(argc, argv, &rc))
         return rc;
     if (cw_plugins_find("ucx") == NULL &&

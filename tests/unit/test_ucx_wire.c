@@ -108,18 +108,18 @@ static void raw_close(struct raw *r)
     ucp_cleanup(r->ctx);
 }
 
-/* Send one AM (header, data) and wait for local completion while also
- * progressing the instance under test. */
-static void raw_send(struct raw *r, cw_na_t *na, unsigned id,
-                     const void *hdr, size_t hlen, const void *data,
-                     size_t len)
+/* Send one AM (header, data) with UCP_AM_SEND_FLAG_* @p flags and wait for
+ * local completion while also progressing the instance under test. */
+static void raw_send_flags(struct raw *r, cw_na_t *na, unsigned id,
+                           uint32_t flags, const void *hdr, size_t hlen,
+                           const void *data, size_t len)
 {
     ucp_request_param_t p = {0};
     uint64_t end = cw_now_ns() + 5000000000ull;
     void *req;
 
     p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    p.flags = UCP_AM_SEND_FLAG_REPLY;
+    p.flags = flags;
     req = ucp_am_send_nbx(r->ep, id, hdr, hlen, data, len, &p);
     assert_false(UCS_PTR_IS_ERR(req));
     while (UCS_PTR_IS_PTR(req) &&
@@ -134,6 +134,14 @@ static void raw_send(struct raw *r, cw_na_t *na, unsigned id,
         ucp_worker_progress(r->worker);
         cw_na_progress(na, 0, NULL);
     }
+}
+
+/* The same, as the plugin sends: with a reply endpoint. */
+static void raw_send(struct raw *r, cw_na_t *na, unsigned id,
+                     const void *hdr, size_t hlen, const void *data,
+                     size_t len)
+{
+    raw_send_flags(r, na, id, UCP_AM_SEND_FLAG_REPLY, hdr, hlen, data, len);
 }
 
 struct rec {
@@ -263,10 +271,83 @@ static void test_hostile_messages(void **state)
     cw_na_close(na);
 }
 
+/* A get's answer must come from the peer the get went to: a raw client
+ * that answers it in the owner's place (right operation id, right length)
+ * is dropped, also when it sends without a reply endpoint (which skipped
+ * the check), and the real
+ * answer then completes the get with the owner's data. */
+static void test_forged_get_answer(void **state)
+{
+    char uri[256], buri[256], owner_buf[16], local[16];
+    struct cw_na_segment oseg = {owner_buf, sizeof(owner_buf)},
+                         lseg = {local, sizeof(local)};
+    cw_na_mem_t *omem, *lmem, *remote;
+    cw_na_addr_t *self, *b_at_na;
+    unsigned char ser[256];
+    uint32_t magic = MAGIC;
+    uint64_t ans[2] = {0};
+    struct raw raw = {0};
+    struct rec g = {0};
+    cw_na_t *na, *b;
+    size_t sz;
+
+    memset(owner_buf, 'B', sizeof(owner_buf));
+    memset(local, 0, sizeof(local));
+    assert_int_equal(cw_na_open(URI, CW_NA_LISTEN, NULL, &na), CW_OK);
+    assert_int_equal(cw_na_open(URI, CW_NA_LISTEN, NULL, &b), CW_OK);
+    assert_int_equal(cw_na_addr_self(na, &self), CW_OK);
+    assert_int_equal(cw_na_addr_to_string(na, self, uri, sizeof(uri)), CW_OK);
+    cw_na_addr_free(na, self);
+    assert_int_equal(cw_na_addr_self(b, &self), CW_OK);
+    assert_int_equal(cw_na_addr_to_string(b, self, buri, sizeof(buri)),
+                     CW_OK);
+    cw_na_addr_free(b, self);
+    assert_int_equal(cw_na_addr_lookup(na, buri, &b_at_na), CW_OK);
+    assert_int_equal(cw_na_mem_register(b, &oseg, 1, CW_NA_MEM_READ, &omem),
+                     CW_OK);
+    assert_int_equal(cw_na_mem_register(na, &lseg, 1, CW_NA_MEM_WRITE, &lmem),
+                     CW_OK);
+    sz = cw_na_mem_serialize_size(b, omem);
+    assert_true(sz <= sizeof(ser));
+    assert_int_equal(cw_na_mem_serialize(b, ser, sz, omem), CW_OK);
+    assert_int_equal(cw_na_mem_deserialize(na, ser, sz, &remote), CW_OK);
+
+    /* The owner does not progress: the get waits for its answer. */
+    assert_int_equal(cw_na_get(na, lmem, 0, remote, 0, sizeof(local),
+                               b_at_na, rec_cb, &g, NULL),
+                     CW_OK);
+    raw_open(&raw, (uint16_t)atoi(strrchr(uri, ':') + 1));
+    memcpy(ans, &magic, 4); /* status 0 = CW_OK */
+    ans[1] = 1;             /* the instance's first operation id */
+    raw_send_flags(&raw, na, 5, 0, ans, sizeof(ans), "EVILEVILEVILEVIL",
+                   16);
+    raw_send(&raw, na, 5, ans, sizeof(ans), "EVILEVILEVILEVIL", 16);
+    assert_int_equal(g.calls, 0);
+    assert_int_equal(memcmp(local, "EVIL", 4) == 0, 0);
+    assert_true(cw_na_dropped(na) >= 2);
+
+    for (uint64_t end = cw_now_ns() + 10000000000ull;
+         g.calls == 0 && cw_now_ns() < end;) {
+        cw_na_progress(na, 0, NULL);
+        cw_na_progress(b, 0, NULL);
+    }
+    assert_int_equal(g.calls, 1);
+    assert_int_equal(g.status, CW_OK);
+    assert_int_equal(memcmp(local, owner_buf, sizeof(local)), 0);
+    raw_close(&raw);
+    cw_na_mem_release(na, remote);
+    cw_na_mem_release(na, lmem);
+    cw_na_mem_release(b, omem);
+    cw_na_addr_free(na, b_at_na);
+    cw_na_close(b);
+    cw_na_close(na);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hostile_messages),
+        cmocka_unit_test(test_forged_get_answer),
     };
 
     cw_log_init();
