@@ -444,7 +444,12 @@ static void gw_queue_round(struct gw *gw, bool mt)
 
 void gw_queue_run(struct gw *gw)
 {
+    /* It runs after a pass of cw_trigger: what it forwards to one next
+     * hop leaves together all the same (coalescing). */
+    void *scope = cw_context_batch_begin(gw->ctx);
+
     gw_queue_round(gw, false);
+    cw_context_batch_end(gw->ctx, scope);
 }
 
 void gw_queue_run_mt(struct gw *gw)

@@ -95,6 +95,23 @@ void gw_deferred_flush(void)
     }
 }
 
+/* The batch scope a one-thread queue run opens (coalescing). */
+static int scope_depth;
+
+void *cw_context_batch_begin(cw_context_t *ctx)
+{
+    (void)ctx;
+    scope_depth++;
+    return NULL;
+}
+
+void cw_context_batch_end(cw_context_t *ctx, void *token)
+{
+    (void)ctx;
+    (void)token;
+    scope_depth--;
+}
+
 /* gateway/forward.c's gw_forward from the route lookup on: admission, and
  * for an admitted request the counters of a forward in flight. */
 void gw_forward(struct gw *g, cw_handle_t *in, uint64_t qseq)
@@ -102,6 +119,11 @@ void gw_forward(struct gw *g, cw_handle_t *in, uint64_t qseq)
     unsigned r = dest_route[in->dest];
     struct gw_source *source = NULL;
     cw_status_t st;
+
+    /* A queued request leaves from a queue run: with one thread, inside
+     * a batch scope, so that several to one next hop go as one message. */
+    if (qseq != 0 && !g->threaded)
+        assert_true(scope_depth > 0);
 
     st = gw_admission(g, in, NULL, &routes[r], route_cap[r], in->src,
                       qseq, &source);
