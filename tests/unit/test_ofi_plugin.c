@@ -1297,6 +1297,115 @@ static void test_handle_widening_shm(void **state)
     handle_widening("ofi+shm://");
 }
 
+/* ---- what a peer sent before it went away ----
+ *
+ * A child sends many expected messages nobody waits for, then the one the
+ * parent has a receive posted for, and exits once all are sent (fi_shm:
+ * complete at the sender, in the parent's region).  The parent, which
+ * did not progress meanwhile, then notices the death (the region's lock
+ * is gone) while those messages are still to be read: the posted receive
+ * must get its message, not CW_DISCONNECTED. */
+#define LAST_WORDS_FLOOD 400u
+#define LAST_WORDS_TAG 7u
+
+static void last_words_child(const char *uri, int up, int down)
+{
+    char addr[256], parent[256];
+    cw_na_addr_t *self, *to;
+    struct done d = {0};
+    cw_na_t *na;
+    char c;
+
+    if (cw_na_open(uri, CW_NA_LISTEN, NULL, &na) != CW_OK ||
+        cw_na_addr_self(na, &self) != CW_OK ||
+        cw_na_addr_to_string(na, self, addr, sizeof(addr)) != CW_OK)
+        _exit(92);
+    write_all(up, addr, sizeof(addr));
+    if (!read_all(down, parent, sizeof(parent)) ||
+        cw_na_addr_lookup(na, parent, &to) != CW_OK)
+        _exit(93);
+    /* First contact (fi_shm connects through the receiver's progress). */
+    if (cw_na_msg_send_expected(na, "hello", 6, to, 1, done_cb, &d, NULL) !=
+        CW_OK)
+        _exit(94);
+    for (uint64_t end = cw_now_ns() + WAIT_NS;
+         d.calls < 1 && cw_now_ns() < end;)
+        cw_na_progress(na, 0, NULL);
+    if (d.calls != 1 || d.status != CW_OK || !read_all(down, &c, 1))
+        _exit(95);
+    d = (struct done){0};
+    for (unsigned i = 0; i < LAST_WORDS_FLOOD; i++)
+        if (cw_na_msg_send_expected(na, "unwanted", 9, to, 1000 + i, done_cb,
+                                    &d, NULL) != CW_OK)
+            _exit(96);
+    if (cw_na_msg_send_expected(na, "last words", 11, to, LAST_WORDS_TAG,
+                                done_cb, &d, NULL) != CW_OK)
+        _exit(97);
+    for (uint64_t end = cw_now_ns() + WAIT_NS;
+         d.calls < (int)LAST_WORDS_FLOOD + 1 && cw_now_ns() < end;)
+        cw_na_progress(na, 0, NULL);
+    if (d.calls != (int)LAST_WORDS_FLOOD + 1 || d.status != CW_OK)
+        _exit(98);
+    cw_na_addr_free(na, to);
+    cw_na_addr_free(na, self);
+    cw_na_close(na);
+    _exit(0);
+}
+
+static void test_last_words_shm(void **state)
+{
+    const char *uri = "ofi+shm://";
+    int up[2], down[2], status;
+    char addr[256], in[32] = "", hello[8];
+    cw_na_addr_t *self, *child;
+    struct done h = {0}, r = {0};
+    cw_na_t *na;
+    pid_t pid;
+    (void)state;
+
+    assert_int_equal(pipe(up), 0);
+    assert_int_equal(pipe(down), 0);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(up[0]);
+        close(down[1]);
+        last_words_child(uri, up[1], down[0]);
+    }
+    close(up[1]);
+    close(down[0]);
+    assert_int_equal(cw_na_open(uri, CW_NA_LISTEN, NULL, &na), CW_OK);
+    assert_int_equal(cw_na_addr_self(na, &self), CW_OK);
+    assert_int_equal(cw_na_addr_to_string(na, self, addr, sizeof(addr)),
+                     CW_OK);
+    cw_na_addr_free(na, self);
+    write_all(down[1], addr, sizeof(addr));
+    assert_true(read_all(up[0], addr, sizeof(addr)));
+    assert_int_equal(cw_na_addr_lookup(na, addr, &child), CW_OK);
+    assert_int_equal(cw_na_msg_recv_expected(na, hello, sizeof(hello), child,
+                                             1, done_cb, &h, NULL),
+                     CW_OK);
+    assert_true(wait_done(na, NULL, &h, 1));
+    assert_int_equal(h.status, CW_OK);
+    assert_int_equal(cw_na_msg_recv_expected(na, in, sizeof(in), child,
+                                             LAST_WORDS_TAG, done_cb, &r,
+                                             NULL),
+                     CW_OK);
+    /* Let the child send everything and go, without progressing here. */
+    write_all(down[1], "g", 1);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    usleep(100000); /* past the plugin's 50 ms liveness tick */
+    assert_true(wait_done(na, NULL, &r, 1));
+    assert_int_equal(r.status, CW_OK);
+    assert_string_equal(in, "last words");
+    close(up[0]);
+    close(down[1]);
+    cw_na_addr_free(na, child);
+    cw_na_close(na);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1319,6 +1428,7 @@ int main(void)
         cmocka_unit_test(test_idle_peers_dropped),
         cmocka_unit_test(test_handle_widening_tcp),
         cmocka_unit_test(test_handle_widening_shm),
+        cmocka_unit_test(test_last_words_shm),
     };
     int rc;
 
