@@ -31,6 +31,8 @@
 #include <causeway/log.h>
 #include <causeway/na.h>
 
+#include "na_peer.h"
+
 #define WAIT_NS (10ull * 1000000000ull)
 
 struct done {
@@ -1046,18 +1048,62 @@ static void write_all(int fd, const void *buf, size_t len)
     }
 }
 
-static bool read_all(int fd, void *buf, size_t len)
+/* Child processes are the test binary run again ("--child ROLE URI UP
+ * DOWN", see main()), so no libfabric state crosses fork.  @p up_p gets
+ * the end to read from the child, @p down_p the one to write to it. */
+static pid_t child_spawn(const char *role, const char *uri, int *up_p,
+                         int *down_p)
 {
-    char *p = buf;
+    int up[2], down[2];
+    char ups[16], downs[16];
+    pid_t pid;
 
-    while (len > 0) {
-        ssize_t n = read(fd, p, len);
-        if (n <= 0)
-            return false;
-        p += n;
-        len -= (size_t)n;
+    assert_int_equal(pipe(up), 0);
+    assert_int_equal(pipe(down), 0);
+    snprintf(ups, sizeof(ups), "%d", up[1]);
+    snprintf(downs, sizeof(downs), "%d", down[0]);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(up[0]);
+        close(down[1]);
+        execl("/proc/self/exe", "test_ofi_plugin", "--child", role, uri, ups,
+              downs, (char *)NULL);
+        _exit(89);
     }
-    return true;
+    close(up[1]);
+    close(down[0]);
+    *up_p = up[0];
+    *down_p = down[1];
+    return pid;
+}
+
+/* Waits for a child and checks it exited with 0. */
+static void child_reap(pid_t pid, int up, int down)
+{
+    int status;
+
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    close(up);
+    close(down);
+}
+
+/* In a child: opens an instance on @p uri and sends its address up. */
+static cw_na_t *child_open(const char *uri, int up)
+{
+    cw_na_addr_t *self;
+    char addr[256];
+    cw_na_t *na;
+
+    if (cw_na_open(uri, CW_NA_LISTEN, NULL, &na) != CW_OK ||
+        cw_na_addr_self(na, &self) != CW_OK ||
+        cw_na_addr_to_string(na, self, addr, sizeof(addr)) != CW_OK)
+        _exit(92);
+    cw_na_addr_free(na, self);
+    write_all(up, addr, sizeof(addr));
+    return na;
 }
 
 static bool all_bytes(const uint8_t *b, size_t len, uint8_t v)
@@ -1077,9 +1123,7 @@ static void widen_target(const char *uri, int up, int down)
     struct cw_na_segment given = {region + WID_PAGE, WID_PAGE};
     struct cw_na_segment wonly = {region + 3 * WID_PAGE, WID_PAGE};
     cw_na_mem_t *sm, *gm, *wm;
-    cw_na_addr_t *self;
     cw_na_t *na;
-    char addr[256];
     uint8_t ser[256];
     uint32_t n32;
     uint8_t mask = 0;
@@ -1092,18 +1136,15 @@ static void widen_target(const char *uri, int up, int down)
     memset(region + WID_PAGE, WID_GIVEN, WID_PAGE);
     memset(region + 2 * WID_PAGE, WID_SECRET, WID_PAGE);
     memset(region + 3 * WID_PAGE, WID_WONLY, WID_PAGE);
-    if (cw_na_open(uri, CW_NA_LISTEN, NULL, &na) != CW_OK ||
-        cw_na_mem_register(na, &secret, 1, CW_NA_MEM_READ | CW_NA_MEM_WRITE,
+    na = child_open(uri, up);
+    if (cw_na_mem_register(na, &secret, 1, CW_NA_MEM_READ | CW_NA_MEM_WRITE,
                            &sm) != CW_OK ||
         cw_na_mem_register(na, &given, 1, CW_NA_MEM_READ, &gm) != CW_OK ||
-        cw_na_mem_register(na, &wonly, 1, CW_NA_MEM_WRITE, &wm) != CW_OK ||
-        cw_na_addr_self(na, &self) != CW_OK ||
-        cw_na_addr_to_string(na, self, addr, sizeof(addr)) != CW_OK)
-        _exit(92);
+        cw_na_mem_register(na, &wonly, 1, CW_NA_MEM_WRITE, &wm) != CW_OK)
+        _exit(93);
     n = cw_na_mem_serialize_size(na, gm);
     if (n > sizeof(ser) || cw_na_mem_serialize(na, ser, n, gm) != CW_OK)
         _exit(93);
-    write_all(up, addr, sizeof(addr));
     n32 = (uint32_t)n;
     write_all(up, &n32, sizeof(n32));
     write_all(up, ser, n);
@@ -1126,26 +1167,22 @@ static void widen_target(const char *uri, int up, int down)
     cw_na_mem_release(na, wm);
     cw_na_mem_release(na, gm);
     cw_na_mem_release(na, sm);
-    cw_na_addr_free(na, self);
     cw_na_close(na);
     free(region);
-    _exit(0);
 }
+
+/* Serialized handles are little-endian, like every host this runs on. */
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "little-endian");
 
 static uint64_t wid_get64(const uint8_t *p)
 {
-    uint64_t v = 0;
+    uint64_t v;
 
-    for (int i = 7; i >= 0; i--)
-        v = (v << 8) | p[i];
+    memcpy(&v, p, sizeof(v));
     return v;
 }
 
-static void wid_put64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
+static void wid_put64(uint8_t *p, uint64_t v) { memcpy(p, &v, sizeof(v)); }
 
 enum wid_edit { WID_NONE, WID_ACCESS, WID_LONGER, WID_EARLIER, WID_KEY };
 
@@ -1226,30 +1263,19 @@ static void handle_widening(const char *uri)
         {WID_EARLIER, false, false, 0}, {WID_EARLIER, true, false, 0},
         {WID_KEY, false, false, 0},     {WID_KEY, true, false, 0},
     };
-    int up[2], down[2], status;
+    int up, down;
     char addr[256];
     uint8_t ser[256], wser[256], got[16], mask = 0xff;
     int leaked = 0;
     uint32_t n32;
     cw_status_t st;
-    pid_t pid;
+    pid_t pid = child_spawn("widen-target", uri, &up, &down);
 
-    assert_int_equal(pipe(up), 0);
-    assert_int_equal(pipe(down), 0);
-    pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        close(up[0]);
-        close(down[1]);
-        widen_target(uri, up[1], down[0]);
-    }
-    close(up[1]);
-    close(down[0]);
-    assert_true(read_all(up[0], addr, sizeof(addr)));
-    assert_true(read_all(up[0], &n32, sizeof(n32)));
+    assert_true(cw_test_read_all(up, addr, sizeof(addr)));
+    assert_true(cw_test_read_all(up, &n32, sizeof(n32)));
     assert_true(n32 >= 40 && n32 <= sizeof(ser));
-    assert_true(read_all(up[0], ser, n32));
-    assert_true(read_all(up[0], wser, n32));
+    assert_true(cw_test_read_all(up, ser, n32));
+    assert_true(cw_test_read_all(up, wser, n32));
 
     /* The handle as given works for what it grants. */
     st = widen_try(uri, addr, ser, n32, WID_NONE, false, 0, got);
@@ -1271,12 +1297,9 @@ static void handle_widening(const char *uri)
     /* And the target still serves it. */
     st = widen_try(uri, addr, ser, n32, WID_NONE, false, 0, got);
     assert_int_equal(st, CW_OK);
-    write_all(down[1], "x", 1);
-    assert_true(read_all(up[0], &mask, 1));
-    assert_int_equal(waitpid(pid, &status, 0), pid);
-    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    close(up[0]);
-    close(down[1]);
+    write_all(down, "x", 1);
+    assert_true(cw_test_read_all(up, &mask, 1));
+    child_reap(pid, up, down);
     /* Bit 0: the guard page changed, 1: the read-only region, 2: the
      * secret one, 3: the write-only one. */
     print_message("pages written: 0x%x, reads outside the handle: %d\n",
@@ -1310,18 +1333,13 @@ static void test_handle_widening_shm(void **state)
 
 static void last_words_child(const char *uri, int up, int down)
 {
-    char addr[256], parent[256];
-    cw_na_addr_t *self, *to;
+    char parent[256];
+    cw_na_addr_t *to;
     struct done d = {0};
-    cw_na_t *na;
+    cw_na_t *na = child_open(uri, up);
     char c;
 
-    if (cw_na_open(uri, CW_NA_LISTEN, NULL, &na) != CW_OK ||
-        cw_na_addr_self(na, &self) != CW_OK ||
-        cw_na_addr_to_string(na, self, addr, sizeof(addr)) != CW_OK)
-        _exit(92);
-    write_all(up, addr, sizeof(addr));
-    if (!read_all(down, parent, sizeof(parent)) ||
+    if (!cw_test_read_all(down, parent, sizeof(parent)) ||
         cw_na_addr_lookup(na, parent, &to) != CW_OK)
         _exit(93);
     /* First contact (fi_shm connects through the receiver's progress). */
@@ -1331,7 +1349,7 @@ static void last_words_child(const char *uri, int up, int down)
     for (uint64_t end = cw_now_ns() + WAIT_NS;
          d.calls < 1 && cw_now_ns() < end;)
         cw_na_progress(na, 0, NULL);
-    if (d.calls != 1 || d.status != CW_OK || !read_all(down, &c, 1))
+    if (d.calls != 1 || d.status != CW_OK || !cw_test_read_all(down, &c, 1))
         _exit(95);
     d = (struct done){0};
     for (unsigned i = 0; i < LAST_WORDS_FLOOD; i++)
@@ -1347,40 +1365,27 @@ static void last_words_child(const char *uri, int up, int down)
     if (d.calls != (int)LAST_WORDS_FLOOD + 1 || d.status != CW_OK)
         _exit(98);
     cw_na_addr_free(na, to);
-    cw_na_addr_free(na, self);
     cw_na_close(na);
-    _exit(0);
 }
 
 static void test_last_words_shm(void **state)
 {
     const char *uri = "ofi+shm://";
-    int up[2], down[2], status;
+    int up, down;
     char addr[256], in[32] = "", hello[8];
     cw_na_addr_t *self, *child;
     struct done h = {0}, r = {0};
     cw_na_t *na;
-    pid_t pid;
+    pid_t pid = child_spawn("last-words", uri, &up, &down);
     (void)state;
 
-    assert_int_equal(pipe(up), 0);
-    assert_int_equal(pipe(down), 0);
-    pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        close(up[0]);
-        close(down[1]);
-        last_words_child(uri, up[1], down[0]);
-    }
-    close(up[1]);
-    close(down[0]);
     assert_int_equal(cw_na_open(uri, CW_NA_LISTEN, NULL, &na), CW_OK);
     assert_int_equal(cw_na_addr_self(na, &self), CW_OK);
     assert_int_equal(cw_na_addr_to_string(na, self, addr, sizeof(addr)),
                      CW_OK);
     cw_na_addr_free(na, self);
-    write_all(down[1], addr, sizeof(addr));
-    assert_true(read_all(up[0], addr, sizeof(addr)));
+    write_all(down, addr, sizeof(addr));
+    assert_true(cw_test_read_all(up, addr, sizeof(addr)));
     assert_int_equal(cw_na_addr_lookup(na, addr, &child), CW_OK);
     assert_int_equal(cw_na_msg_recv_expected(na, hello, sizeof(hello), child,
                                              1, done_cb, &h, NULL),
@@ -1392,21 +1397,17 @@ static void test_last_words_shm(void **state)
                                              NULL),
                      CW_OK);
     /* Let the child send everything and go, without progressing here. */
-    write_all(down[1], "g", 1);
-    assert_int_equal(waitpid(pid, &status, 0), pid);
-    assert_true(WIFEXITED(status));
-    assert_int_equal(WEXITSTATUS(status), 0);
+    write_all(down, "g", 1);
+    child_reap(pid, up, down);
     usleep(100000); /* past the plugin's 50 ms liveness tick */
     assert_true(wait_done(na, NULL, &r, 1));
     assert_int_equal(r.status, CW_OK);
     assert_string_equal(in, "last words");
-    close(up[0]);
-    close(down[1]);
     cw_na_addr_free(na, child);
     cw_na_close(na);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_iface_host),
@@ -1433,6 +1434,18 @@ int main(void)
     int rc;
 
     cw_log_init();
+    if (argc == 6 && strcmp(argv[1], "--child") == 0) {
+        int up = atoi(argv[4]), down = atoi(argv[5]);
+
+        if (strcmp(argv[2], "widen-target") == 0)
+            widen_target(argv[3], up, down);
+        else if (strcmp(argv[2], "last-words") == 0)
+            last_words_child(argv[3], up, down);
+        else
+            return 2;
+        cw_plugins_unload();
+        return 0;
+    }
     rc = cmocka_run_group_tests_name("na-ofi", tests, NULL, NULL);
     cw_plugins_unload();
     return rc;
