@@ -238,7 +238,6 @@ struct cw_na_class {
      * contents meaningless.  NULL if the provider takes fewer than three
      * receive iovecs. */
     void *discard;
-    uint64_t next_key;
     size_t eager_size;
     uint64_t retry_timeout_ns, keepalive_ns, peer_timeout_ns, cancel_grace_ns;
     uint64_t spin_ns;          /* keep polling this long after activity */

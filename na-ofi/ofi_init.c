@@ -36,14 +36,25 @@ struct ofi_proto {
     /* Tagged receives for the tags no receive is posted on (ofi_msg.c):
      * rxm honours ignore masks; fi_shm in libfabric 1.17 does not. */
     bool tag_sinks;
+    /* Ask for FI_MR_VIRT_ADDR.  Not on fi_shm: given it (and no RMA
+     * ordering), libfabric 1.17's shm takes its "fast RMA" path, which
+     * reads and writes the target's memory with process_vm_readv/writev
+     * at whatever address the initiator names, checking neither key,
+     * bounds nor access: a peer that edited its copy of a read-only handle
+     * wrote anywhere in the target.  Without it every RMA goes through the
+     * target, which checks the key, range and access of the registration
+     * (ofi_mr_map_verify). */
+    bool mr_virt_addr;
 };
 
 static const struct ofi_proto ofi_protos[] = {
-    {"tcp", "tcp;ofi_rxm", false, true, true, OFI_EXP_POOL_BYTES, true},
-    {"shm", "shm", true, true, true, OFI_EXP_POOL_BYTES, false},
-    {"sockets", "sockets", false, true, true, OFI_EXP_POOL_BYTES_SMALL, false},
-    {"verbs", "verbs;ofi_rxm", false, true, true, OFI_EXP_POOL_BYTES, true},
-    {"cxi", "cxi", false, false, false, OFI_EXP_POOL_BYTES_SMALL, false},
+    {"tcp", "tcp;ofi_rxm", false, true, true, OFI_EXP_POOL_BYTES, true, true},
+    {"shm", "shm", true, true, true, OFI_EXP_POOL_BYTES, false, false},
+    {"sockets", "sockets", false, true, true, OFI_EXP_POOL_BYTES_SMALL, false,
+     true},
+    {"verbs", "verbs;ofi_rxm", false, true, true, OFI_EXP_POOL_BYTES, true,
+     true},
+    {"cxi", "cxi", false, false, false, OFI_EXP_POOL_BYTES_SMALL, false, true},
 };
 
 static const struct ofi_proto *ofi_proto_find(const char *protocol)
@@ -188,8 +199,10 @@ static struct fi_info *ofi_hints(const struct ofi_proto *p, uint32_t flags)
     if (p->exp_untagged && p->multi_recv)
         hints->caps |= FI_MULTI_RECV;
     hints->mode = FI_CONTEXT | FI_CONTEXT2;
-    hints->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
-                                  FI_MR_PROV_KEY | FI_MR_ENDPOINT;
+    hints->domain_attr->mr_mode = FI_MR_ALLOCATED | FI_MR_PROV_KEY |
+                                  FI_MR_ENDPOINT;
+    if (p->mr_virt_addr)
+        hints->domain_attr->mr_mode |= FI_MR_VIRT_ADDR;
     hints->domain_attr->threading = FI_THREAD_DOMAIN;
     hints->domain_attr->data_progress = FI_PROGRESS_MANUAL;
     hints->fabric_attr->prov_name = strdup(p->prov_name);
@@ -520,7 +533,6 @@ static cw_status_t ofi_init(const struct cw_na_host *host,
         cls->iov_limit = 1;
     if (cls->max_msg_size == 0)
         cls->max_msg_size = SIZE_MAX;
-    cls->next_key = 1;
     if (cls->eager_size + OFI_HDR_SIZE > cls->max_msg_size)
         cls->eager_size = cls->max_msg_size - OFI_HDR_SIZE;
     ofi_check_rxm_buffer(cls);

@@ -338,11 +338,14 @@ static void ofi_dispatch(struct cw_na_class *cls, void *context,
     }
 }
 
-/* Reads the CQ until empty (bounded); *n_p gets how many entries. */
-static cw_status_t ofi_read_cq(struct cw_na_class *cls, unsigned *n_p)
+/* Reads the CQ until empty (bounded); *n_p gets how many entries and
+ * *empty_p whether the provider had nothing more. */
+static cw_status_t ofi_read_cq(struct cw_na_class *cls, unsigned *n_p,
+                               bool *empty_p)
 {
     struct fi_cq_tagged_entry ev[OFI_CQ_BATCH];
     unsigned total = 0;
+    bool empty = false;
 
     /* A receive reposted after dropping a message (a sink, a malformed
      * unexpected or control message) completes again at once while rxm
@@ -382,6 +385,7 @@ static cw_status_t ofi_read_cq(struct cw_na_class *cls, unsigned *n_p)
             ofi_dispatch(cls, err.op_context, &e, &err);
             total++;
         } else if (n == -FI_EAGAIN) {
+            empty = true;
             break;
         } else {
             OFI_ERR(cls, "fi_cq_read() failed: %s", fi_strerror((int)-n));
@@ -389,7 +393,24 @@ static cw_status_t ofi_read_cq(struct cw_na_class *cls, unsigned *n_p)
         }
     }
     *n_p = total;
+    *empty_p = empty;
     return CW_OK;
+}
+
+/* Reads the CQ until the provider has nothing more (bounded); false if
+ * it still had. */
+static bool ofi_read_cq_all(struct cw_na_class *cls)
+{
+    for (int i = 0; i < 64; i++) {
+        unsigned n;
+        bool empty;
+
+        if (ofi_read_cq(cls, &n, &empty) != CW_OK)
+            return false;
+        if (empty)
+            return true;
+    }
+    return false;
 }
 
 static void ofi_run_retries(struct cw_na_class *cls, uint64_t now)
@@ -471,6 +492,11 @@ static void ofi_tick(struct cw_na_class *cls, uint64_t now)
                 } else if (owner < 0 || p->lock_seen) {
                     if (owner == 0)
                         ofi_shm_reap(cls, (const char *)p->raw);
+                    /* What it sent before it went is in our region, not
+                     * all of it read yet: read it first, or the receives
+                     * it completes would fail instead. */
+                    if (!ofi_read_cq_all(cls))
+                        continue; /* judged at the next tick */
                     ofi_peer_failed(cls, p, CW_DISCONNECTED);
                     continue;
                 }
@@ -524,7 +550,8 @@ static unsigned ofi_run_callbacks(struct cw_na_class *cls, unsigned max)
 cw_status_t ofi_progress(cw_na_class_t *cls, unsigned max, unsigned *count_p)
 {
     unsigned n = 0;
-    cw_status_t st = ofi_read_cq(cls, &n);
+    bool empty;
+    cw_status_t st = ofi_read_cq(cls, &n, &empty);
     uint64_t now = ofi_now(cls);
 
     if (st != CW_OK)

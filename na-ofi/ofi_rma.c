@@ -5,8 +5,10 @@
  * one contiguous remote range and up to iov_limit local pieces, never more
  * than the provider's max_msg_size.
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "ofi.h"
 
@@ -41,21 +43,46 @@ static uint32_t ofi_get32(const uint8_t *p)
            ((uint32_t)p[3] << 24);
 }
 
+/* A key for a registration whose key the plugin chooses (no
+ * FI_MR_PROV_KEY: tcp;ofi_rxm and fi_shm here).  Those providers check
+ * only that the key names a registration that covers the range, and
+ * addresses are offsets into it: with keys 1, 2, 3..., a peer holding any
+ * handle reached every other registration by editing its key.  A random
+ * 64-bit key makes the handle the capability. */
+static bool ofi_mr_key(const struct cw_na_class *cls, uint64_t *key_p)
+{
+    size_t size = cls->info->domain_attr->mr_key_size;
+    uint64_t key;
+
+    if (getrandom(&key, sizeof(key), 0) != (ssize_t)sizeof(key))
+        return false;
+    if (size > 0 && size < sizeof(key))
+        key &= (1ull << (8 * size)) - 1;
+    *key_p = key;
+    return true;
+}
+
 static cw_status_t ofi_mr_open(struct cw_na_class *cls, struct ofi_seg *s,
                                uint32_t access)
 {
     uint64_t acc = FI_READ | FI_WRITE;
     uint64_t key = 0;
-    int rc;
+    int rc, tries = 0;
 
     if (access & CW_NA_MEM_READ)
         acc |= FI_REMOTE_READ;
     if (access & CW_NA_MEM_WRITE)
         acc |= FI_REMOTE_WRITE;
-    if (!(cls->mr_mode & FI_MR_PROV_KEY))
-        key = cls->next_key++;
-    rc = fi_mr_reg(cls->domain, s->base, (size_t)s->len, acc, 0, key, 0, &s->mr,
-                   NULL);
+    do {
+        if (!(cls->mr_mode & FI_MR_PROV_KEY) && !ofi_mr_key(cls, &key)) {
+            OFI_ERR(cls, "getrandom() for a memory key failed: %s",
+                    strerror(errno));
+            return CW_ERROR;
+        }
+        rc = fi_mr_reg(cls->domain, s->base, (size_t)s->len, acc, 0, key, 0,
+                       &s->mr, NULL);
+    } while (rc == -FI_ENOKEY && !(cls->mr_mode & FI_MR_PROV_KEY) &&
+             ++tries < 4); /* that key is taken */
     if (rc != 0) {
         OFI_ERR(cls, "fi_mr_reg(%p, %llu) failed: %s", s->base,
                 (unsigned long long)s->len, fi_strerror(-rc));

@@ -92,8 +92,7 @@ bool cw_test_peer_dispatch(int argc, char **argv, int *rc_p)
     return true;
 }
 
-/* Read exactly @p len bytes, or fail. */
-static bool peer_read_all(int fd, void *buf, size_t len)
+bool cw_test_read_all(int fd, void *buf, size_t len)
 {
     char *p = buf;
 
@@ -158,8 +157,8 @@ pid_t cw_test_peer_spawn_mem(const char *uri, char *addr, size_t len,
         goto fail;
     }
     if (mem_size > 0) {
-        if (!peer_read_all(fds[0], &n, sizeof(n)) || n > mem_len ||
-            !peer_read_all(fds[0], mem, n)) {
+        if (!cw_test_read_all(fds[0], &n, sizeof(n)) || n > mem_len ||
+            !cw_test_read_all(fds[0], mem, n)) {
             fprintf(stderr, "peer %d reported no memory handle\n", (int)pid);
             goto fail;
         }

@@ -36,4 +36,7 @@ pid_t cw_test_peer_spawn_mem(const char *uri, char *addr, size_t len,
  */
 bool cw_test_peer_dispatch(int argc, char **argv, int *rc_p);
 
+/** Read exactly @p len bytes from @p fd; @return false on EOF or error. */
+bool cw_test_read_all(int fd, void *buf, size_t len);
+
 #endif

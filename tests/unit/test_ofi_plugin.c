@@ -3,7 +3,8 @@
  * malformed sender): interface-name hosts, fi_shm names, parameters,
  * hostile serialized input, RMA over more segments than the provider's iov
  * limit, malformed unexpected messages, the bounded early queue of expected
- * messages, cancel of every kind of op.
+ * messages, cancel of every kind of op, a peer editing its copy of a
+ * memory handle (a real process as the target).
  */
 #include <arpa/inet.h>
 #include <setjmp.h>
@@ -13,6 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -26,6 +30,8 @@
 
 #include <causeway/log.h>
 #include <causeway/na.h>
+
+#include "na_peer.h"
 
 #define WAIT_NS (10ull * 1000000000ull)
 
@@ -1013,7 +1019,395 @@ static void test_idle_peers_dropped(void **state)
     cw_na_close(b);
 }
 
-int main(void)
+/* ---- a peer editing its copy of a serialized memory handle ----
+ *
+ * The target (a child process) registers two neighbouring regions: a
+ * "secret" one, read-write, meant for somebody else, and the one it hands
+ * out, read-only, with guard bytes in front.  The attacker edits the
+ * handle it was given (access bits, length, address, key) and tries put
+ * and get through each edit, each from a fresh instance (tcp drops the
+ * connection on a rejected access).  Nothing outside the handed-out
+ * region may be read, and nothing at all written. */
+#define WID_PAGE 4096u
+#define WID_GUARD 0xaa
+#define WID_GIVEN 0x11
+#define WID_SECRET 0x5e
+#define WID_EVIL 0x77
+#define WID_WONLY 0x33
+
+static void write_all(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+
+    while (len > 0) {
+        ssize_t n = write(fd, p, len);
+        if (n <= 0)
+            _exit(90);
+        p += n;
+        len -= (size_t)n;
+    }
+}
+
+/* Child processes are the test binary run again ("--child ROLE URI UP
+ * DOWN", see main()), so no libfabric state crosses fork.  @p up_p gets
+ * the end to read from the child, @p down_p the one to write to it. */
+static pid_t child_spawn(const char *role, const char *uri, int *up_p,
+                         int *down_p)
+{
+    int up[2], down[2];
+    char ups[16], downs[16];
+    pid_t pid;
+
+    assert_int_equal(pipe(up), 0);
+    assert_int_equal(pipe(down), 0);
+    snprintf(ups, sizeof(ups), "%d", up[1]);
+    snprintf(downs, sizeof(downs), "%d", down[0]);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(up[0]);
+        close(down[1]);
+        execl("/proc/self/exe", "test_ofi_plugin", "--child", role, uri, ups,
+              downs, (char *)NULL);
+        _exit(89);
+    }
+    close(up[1]);
+    close(down[0]);
+    *up_p = up[0];
+    *down_p = down[1];
+    return pid;
+}
+
+/* Waits for a child and checks it exited with 0. */
+static void child_reap(pid_t pid, int up, int down)
+{
+    int status;
+
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    close(up);
+    close(down);
+}
+
+/* In a child: opens an instance on @p uri and sends its address up. */
+static cw_na_t *child_open(const char *uri, int up)
+{
+    cw_na_addr_t *self;
+    char addr[256];
+    cw_na_t *na;
+
+    if (cw_na_open(uri, CW_NA_LISTEN, NULL, &na) != CW_OK ||
+        cw_na_addr_self(na, &self) != CW_OK ||
+        cw_na_addr_to_string(na, self, addr, sizeof(addr)) != CW_OK)
+        _exit(92);
+    cw_na_addr_free(na, self);
+    write_all(up, addr, sizeof(addr));
+    return na;
+}
+
+static bool all_bytes(const uint8_t *b, size_t len, uint8_t v)
+{
+    for (size_t i = 0; i < len; i++)
+        if (b[i] != v)
+            return false;
+    return true;
+}
+
+/* Child: serves the regions until the parent says stop, then reports
+ * which pages changed (bit 0 guard, 1 given, 2 secret, 3 write-only). */
+static void widen_target(const char *uri, int up, int down)
+{
+    uint8_t *region = aligned_alloc(WID_PAGE, 4 * WID_PAGE);
+    struct cw_na_segment secret = {region + 2 * WID_PAGE, WID_PAGE};
+    struct cw_na_segment given = {region + WID_PAGE, WID_PAGE};
+    struct cw_na_segment wonly = {region + 3 * WID_PAGE, WID_PAGE};
+    cw_na_mem_t *sm, *gm, *wm;
+    cw_na_t *na;
+    uint8_t ser[256];
+    uint32_t n32;
+    uint8_t mask = 0;
+    char c;
+    size_t n;
+
+    if (region == NULL)
+        _exit(91);
+    memset(region, WID_GUARD, WID_PAGE);
+    memset(region + WID_PAGE, WID_GIVEN, WID_PAGE);
+    memset(region + 2 * WID_PAGE, WID_SECRET, WID_PAGE);
+    memset(region + 3 * WID_PAGE, WID_WONLY, WID_PAGE);
+    na = child_open(uri, up);
+    if (cw_na_mem_register(na, &secret, 1, CW_NA_MEM_READ | CW_NA_MEM_WRITE,
+                           &sm) != CW_OK ||
+        cw_na_mem_register(na, &given, 1, CW_NA_MEM_READ, &gm) != CW_OK ||
+        cw_na_mem_register(na, &wonly, 1, CW_NA_MEM_WRITE, &wm) != CW_OK)
+        _exit(93);
+    n = cw_na_mem_serialize_size(na, gm);
+    if (n > sizeof(ser) || cw_na_mem_serialize(na, ser, n, gm) != CW_OK)
+        _exit(93);
+    n32 = (uint32_t)n;
+    write_all(up, &n32, sizeof(n32));
+    write_all(up, ser, n);
+    if (cw_na_mem_serialize(na, ser, n, wm) != CW_OK)
+        _exit(94);
+    write_all(up, ser, n);
+    fcntl(down, F_SETFL, O_NONBLOCK);
+    for (uint64_t end = cw_now_ns() + 60 * 1000000000ull;
+         cw_now_ns() < end && read(down, &c, 1) != 1;)
+        cw_na_progress(na, 0, NULL);
+    if (!all_bytes(region, WID_PAGE, WID_GUARD))
+        mask |= 1;
+    if (!all_bytes(region + WID_PAGE, WID_PAGE, WID_GIVEN))
+        mask |= 2;
+    if (!all_bytes(region + 2 * WID_PAGE, WID_PAGE, WID_SECRET))
+        mask |= 4;
+    if (!all_bytes(region + 3 * WID_PAGE, WID_PAGE, WID_WONLY))
+        mask |= 8;
+    write_all(up, &mask, 1);
+    cw_na_mem_release(na, wm);
+    cw_na_mem_release(na, gm);
+    cw_na_mem_release(na, sm);
+    cw_na_close(na);
+    free(region);
+}
+
+/* Serialized handles are little-endian, like every host this runs on. */
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "little-endian");
+
+static uint64_t wid_get64(const uint8_t *p)
+{
+    uint64_t v;
+
+    memcpy(&v, p, sizeof(v));
+    return v;
+}
+
+static void wid_put64(uint8_t *p, uint64_t v) { memcpy(p, &v, sizeof(v)); }
+
+enum wid_edit { WID_NONE, WID_ACCESS, WID_LONGER, WID_EARLIER, WID_KEY };
+
+/* One attempt from a fresh instance: put or get 16 bytes at @p off
+ * through the handle edited by @p edit.  Returns the op's status (or the
+ * status of the call that refused it); *got gets what a get read. */
+static cw_status_t widen_try(const char *uri, const char *addr,
+                             const uint8_t *ser, size_t n, enum wid_edit edit,
+                             bool put, size_t off, uint8_t *got)
+{
+    const char *params[] = {"keepalive_ms", "100", "peer_timeout_ms", "1000",
+                            NULL};
+    uint8_t h[256], buf[16];
+    struct cw_na_segment ls = {buf, sizeof(buf)};
+    cw_na_mem_t *lm, *rm;
+    cw_na_addr_t *peer;
+    struct done d = {0};
+    cw_status_t st;
+    cw_na_t *na;
+    uint64_t a = wid_get64(ser + 16), len = wid_get64(ser + 24);
+
+    memcpy(h, ser, n);
+    switch (edit) {
+    case WID_NONE:
+        break;
+    case WID_ACCESS: /* claim the access the handle does not grant */
+        h[4] |= 3;
+        break;
+    case WID_LONGER: /* into the secret page after it */
+        wid_put64(h + 24, len + WID_PAGE);
+        h[4] |= 3;
+        break;
+    case WID_EARLIER: /* into the guard page before it */
+        wid_put64(h + 16, a - WID_PAGE);
+        wid_put64(h + 24, len + WID_PAGE);
+        h[4] |= 3;
+        break;
+    case WID_KEY: /* the secret region: registered just before, next page */
+        wid_put64(h + 32, wid_get64(ser + 32) - 1);
+        if (a != 0)
+            wid_put64(h + 16, a + WID_PAGE);
+        h[4] |= 3;
+        break;
+    }
+    memset(buf, put ? WID_EVIL : 0, sizeof(buf));
+    assert_int_equal(cw_na_open(uri, 0, params, &na), CW_OK);
+    assert_int_equal(cw_na_addr_lookup(na, addr, &peer), CW_OK);
+    assert_int_equal(cw_na_mem_register(na, &ls, 1, 0, &lm), CW_OK);
+    st = cw_na_mem_deserialize(na, h, n, &rm);
+    if (st == CW_OK) {
+        st = put ? cw_na_put(na, lm, 0, rm, off, sizeof(buf), peer, done_cb,
+                             &d, NULL)
+                 : cw_na_get(na, lm, 0, rm, off, sizeof(buf), peer, done_cb,
+                             &d, NULL);
+        if (st == CW_OK) {
+            assert_true(wait_done(na, NULL, &d, 1));
+            st = d.status;
+        }
+        cw_na_mem_release(na, rm);
+    }
+    memcpy(got, buf, sizeof(buf));
+    cw_na_mem_release(na, lm);
+    cw_na_addr_free(na, peer);
+    cw_na_close(na);
+    return st;
+}
+
+static void handle_widening(const char *uri)
+{
+    static const struct {
+        enum wid_edit edit;
+        bool put, wonly;
+        size_t off;
+    } tries[] = {
+        {WID_ACCESS, true, false, 0},  {WID_ACCESS, false, true, 0},
+        {WID_LONGER, false, false, WID_PAGE},
+        {WID_LONGER, true, false, WID_PAGE},
+        {WID_EARLIER, false, false, 0}, {WID_EARLIER, true, false, 0},
+        {WID_KEY, false, false, 0},     {WID_KEY, true, false, 0},
+    };
+    int up, down;
+    char addr[256];
+    uint8_t ser[256], wser[256], got[16], mask = 0xff;
+    int leaked = 0;
+    uint32_t n32;
+    cw_status_t st;
+    pid_t pid = child_spawn("widen-target", uri, &up, &down);
+
+    assert_true(cw_test_read_all(up, addr, sizeof(addr)));
+    assert_true(cw_test_read_all(up, &n32, sizeof(n32)));
+    assert_true(n32 >= 40 && n32 <= sizeof(ser));
+    assert_true(cw_test_read_all(up, ser, n32));
+    assert_true(cw_test_read_all(up, wser, n32));
+
+    /* The handle as given works for what it grants. */
+    st = widen_try(uri, addr, ser, n32, WID_NONE, false, 0, got);
+    assert_int_equal(st, CW_OK);
+    assert_true(all_bytes(got, sizeof(got), WID_GIVEN));
+    for (size_t i = 0; i < sizeof(tries) / sizeof(tries[0]); i++) {
+        st = widen_try(uri, addr, tries[i].wonly ? wser : ser, n32,
+                       tries[i].edit, tries[i].put, tries[i].off, got);
+        print_message("edit %d %s%s: %s\n", tries[i].edit,
+                      tries[i].put ? "put" : "get",
+                      tries[i].wonly ? " (write-only handle)" : "",
+                      cw_status_str(st));
+        if (!tries[i].put && st == CW_OK &&
+            (all_bytes(got, sizeof(got), WID_GUARD) ||
+             all_bytes(got, sizeof(got), WID_SECRET) ||
+             all_bytes(got, sizeof(got), WID_WONLY)))
+            leaked++;
+    }
+    /* And the target still serves it. */
+    st = widen_try(uri, addr, ser, n32, WID_NONE, false, 0, got);
+    assert_int_equal(st, CW_OK);
+    write_all(down, "x", 1);
+    assert_true(cw_test_read_all(up, &mask, 1));
+    child_reap(pid, up, down);
+    /* Bit 0: the guard page changed, 1: the read-only region, 2: the
+     * secret one, 3: the write-only one. */
+    print_message("pages written: 0x%x, reads outside the handle: %d\n",
+                  mask, leaked);
+    assert_int_equal(mask, 0);
+    assert_int_equal(leaked, 0);
+}
+
+static void test_handle_widening_tcp(void **state)
+{
+    (void)state;
+    handle_widening("ofi+tcp://127.0.0.1:0");
+}
+
+static void test_handle_widening_shm(void **state)
+{
+    (void)state;
+    handle_widening("ofi+shm://");
+}
+
+/* ---- what a peer sent before it went away ----
+ *
+ * A child sends many expected messages nobody waits for, then the one the
+ * parent has a receive posted for, and exits once all are sent (fi_shm:
+ * complete at the sender, in the parent's region).  The parent, which
+ * did not progress meanwhile, then notices the death (the region's lock
+ * is gone) while those messages are still to be read: the posted receive
+ * must get its message, not CW_DISCONNECTED. */
+#define LAST_WORDS_FLOOD 400u
+#define LAST_WORDS_TAG 7u
+
+static void last_words_child(const char *uri, int up, int down)
+{
+    char parent[256];
+    cw_na_addr_t *to;
+    struct done d = {0};
+    cw_na_t *na = child_open(uri, up);
+    char c;
+
+    if (!cw_test_read_all(down, parent, sizeof(parent)) ||
+        cw_na_addr_lookup(na, parent, &to) != CW_OK)
+        _exit(93);
+    /* First contact (fi_shm connects through the receiver's progress). */
+    if (cw_na_msg_send_expected(na, "hello", 6, to, 1, done_cb, &d, NULL) !=
+        CW_OK)
+        _exit(94);
+    for (uint64_t end = cw_now_ns() + WAIT_NS;
+         d.calls < 1 && cw_now_ns() < end;)
+        cw_na_progress(na, 0, NULL);
+    if (d.calls != 1 || d.status != CW_OK || !cw_test_read_all(down, &c, 1))
+        _exit(95);
+    d = (struct done){0};
+    for (unsigned i = 0; i < LAST_WORDS_FLOOD; i++)
+        if (cw_na_msg_send_expected(na, "unwanted", 9, to, 1000 + i, done_cb,
+                                    &d, NULL) != CW_OK)
+            _exit(96);
+    if (cw_na_msg_send_expected(na, "last words", 11, to, LAST_WORDS_TAG,
+                                done_cb, &d, NULL) != CW_OK)
+        _exit(97);
+    for (uint64_t end = cw_now_ns() + WAIT_NS;
+         d.calls < (int)LAST_WORDS_FLOOD + 1 && cw_now_ns() < end;)
+        cw_na_progress(na, 0, NULL);
+    if (d.calls != (int)LAST_WORDS_FLOOD + 1 || d.status != CW_OK)
+        _exit(98);
+    cw_na_addr_free(na, to);
+    cw_na_close(na);
+}
+
+static void test_last_words_shm(void **state)
+{
+    const char *uri = "ofi+shm://";
+    int up, down;
+    char addr[256], in[32] = "", hello[8];
+    cw_na_addr_t *self, *child;
+    struct done h = {0}, r = {0};
+    cw_na_t *na;
+    pid_t pid = child_spawn("last-words", uri, &up, &down);
+    (void)state;
+
+    assert_int_equal(cw_na_open(uri, CW_NA_LISTEN, NULL, &na), CW_OK);
+    assert_int_equal(cw_na_addr_self(na, &self), CW_OK);
+    assert_int_equal(cw_na_addr_to_string(na, self, addr, sizeof(addr)),
+                     CW_OK);
+    cw_na_addr_free(na, self);
+    write_all(down, addr, sizeof(addr));
+    assert_true(cw_test_read_all(up, addr, sizeof(addr)));
+    assert_int_equal(cw_na_addr_lookup(na, addr, &child), CW_OK);
+    assert_int_equal(cw_na_msg_recv_expected(na, hello, sizeof(hello), child,
+                                             1, done_cb, &h, NULL),
+                     CW_OK);
+    assert_true(wait_done(na, NULL, &h, 1));
+    assert_int_equal(h.status, CW_OK);
+    assert_int_equal(cw_na_msg_recv_expected(na, in, sizeof(in), child,
+                                             LAST_WORDS_TAG, done_cb, &r,
+                                             NULL),
+                     CW_OK);
+    /* Let the child send everything and go, without progressing here. */
+    write_all(down, "g", 1);
+    child_reap(pid, up, down);
+    usleep(100000); /* past the plugin's 50 ms liveness tick */
+    assert_true(wait_done(na, NULL, &r, 1));
+    assert_int_equal(r.status, CW_OK);
+    assert_string_equal(in, "last words");
+    cw_na_addr_free(na, child);
+    cw_na_close(na);
+}
+
+int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_iface_host),
@@ -1033,10 +1427,25 @@ int main(void)
         cmocka_unit_test(test_cancel_all_kinds),
         cmocka_unit_test(test_released_region_recovers),
         cmocka_unit_test(test_idle_peers_dropped),
+        cmocka_unit_test(test_handle_widening_tcp),
+        cmocka_unit_test(test_handle_widening_shm),
+        cmocka_unit_test(test_last_words_shm),
     };
     int rc;
 
     cw_log_init();
+    if (argc == 6 && strcmp(argv[1], "--child") == 0) {
+        int up = atoi(argv[4]), down = atoi(argv[5]);
+
+        if (strcmp(argv[2], "widen-target") == 0)
+            widen_target(argv[3], up, down);
+        else if (strcmp(argv[2], "last-words") == 0)
+            last_words_child(argv[3], up, down);
+        else
+            return 2;
+        cw_plugins_unload();
+        return 0;
+    }
     rc = cmocka_run_group_tests_name("na-ofi", tests, NULL, NULL);
     cw_plugins_unload();
     return rc;
