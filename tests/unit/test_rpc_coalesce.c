@@ -175,6 +175,20 @@ static void pair_close(struct pair *p)
     cw_context_destroy(p->srv);
 }
 
+/* Progress both sides until the NBATCH calls of @p k completed (10 s at
+ * most). */
+static void kick_wait(struct pair *p, struct kick *k)
+{
+    int all = 0;
+
+    POLL_UNTIL(all >= NBATCH, {
+        pump(p, 10);
+        all = 0;
+        for (int i = 0; i < NBATCH; i++)
+            all += k->c[i].done;
+    });
+}
+
 /* One kick RPC; its callback forwards NBATCH more.  Returns the client's
  * and server's counters after all completed. */
 static void run_kick(struct pair *p, bool cancel, struct cw_context_stats *cs,
@@ -182,19 +196,13 @@ static void run_kick(struct pair *p, bool cancel, struct cw_context_stats *cs,
 {
     struct kick k = {.p = p, .cancel = cancel};
     cw_handle_t *h0;
-    int all = 0;
 
     assert_int_equal(cw_handle_create(p->cli, p->dest,
                                       cw_rpc_id("coalesce.echo"), &h0),
                      CW_OK);
     assert_int_equal(cw_buf_put_u32(cw_handle_input(h0), 7), CW_OK);
     assert_int_equal(cw_forward(h0, 20000, kick_done, &k), CW_OK);
-    POLL_UNTIL(all >= NBATCH, {
-        pump(p, 10);
-        all = 0;
-        for (int i = 0; i < NBATCH; i++)
-            all += k.c[i].done;
-    });
+    kick_wait(p, &k);
     for (int i = 0; i < NBATCH; i++) {
         assert_int_equal(k.c[i].done, 1);
         if (cancel && i == CANCEL_AT) {
@@ -219,19 +227,13 @@ static void run_scoped(struct pair *p, bool scoped,
 {
     struct kick k = {.p = p};
     void *scope = NULL;
-    int all = 0;
 
     if (scoped)
         scope = cw_context_batch_begin(p->cli);
     kick_done(NULL, CW_OK, &k);
     if (scoped)
         cw_context_batch_end(p->cli, scope);
-    POLL_UNTIL(all >= NBATCH, {
-        pump(p, 10);
-        all = 0;
-        for (int i = 0; i < NBATCH; i++)
-            all += k.c[i].done;
-    });
+    kick_wait(p, &k);
     for (int i = 0; i < NBATCH; i++) {
         assert_int_equal(k.c[i].done, 1);
         assert_int_equal(k.c[i].st, CW_OK);
