@@ -10,17 +10,20 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/time.h>
 #include <unistd.h>
 
+/* A client's time to send its request, to take the answer and to close
+ * after it, and what it may send meanwhile. */
 #define GW_ADMIN_READ_NS 2000000000ull
+#define GW_ADMIN_WRITE_NS   5000000000ull
+#define GW_ADMIN_LINGER_NS  1000000000ull
+#define GW_ADMIN_LINGER_MAX 65536u
 
 cw_status_t gw_admin_open(struct gw *gw, const char *hostport)
 {
@@ -91,13 +94,21 @@ err_free:
     return errno == EADDRINUSE ? CW_ADDR_IN_USE : CW_IO;
 }
 
+static void gw_admin_conn_close(struct gw_admin_conn *c)
+{
+    if (c->fd >= 0)
+        close(c->fd);
+    c->fd = -1;
+    free(c->out);
+    c->out = NULL;
+    c->out_len = c->out_off = 0;
+    c->closing = false;
+}
+
 void gw_admin_close(struct gw *gw)
 {
-    for (unsigned i = 0; i < GW_ADMIN_CONNS; i++) {
-        if (gw->conns[i].fd >= 0)
-            close(gw->conns[i].fd);
-        gw->conns[i].fd = -1;
-    }
+    for (unsigned i = 0; i < GW_ADMIN_CONNS; i++)
+        gw_admin_conn_close(&gw->conns[i]);
     if (gw->admin_fd >= 0)
         close(gw->admin_fd);
     gw->admin_fd = -1;
@@ -143,44 +154,89 @@ static void gw_admin_http(struct gw *gw, const char *req, bool local,
     free(body);
 }
 
-static void gw_admin_reply(struct gw *gw, struct gw_admin_conn *c)
+/* The request is complete: run it and keep the answer for the writes. */
+static void gw_admin_answer(struct gw *gw, struct gw_admin_conn *c,
+                            uint64_t now)
 {
-    struct timeval tv = {.tv_sec = 1};
     char *text = NULL;
-    size_t len = 0, off = 0;
+    size_t len = 0;
     FILE *out;
-    int flags;
 
     c->buf[c->len] = '\0';
     c->buf[strcspn(c->buf, "\r\n")] = '\0';
     out = open_memstream(&text, &len);
-    if (out == NULL)
-        goto done;
+    if (out == NULL) {
+        gw_admin_conn_close(c);
+        return;
+    }
     if (strncmp(c->buf, "GET /", 5) == 0 || strncmp(c->buf, "POST /", 6) == 0)
         gw_admin_http(gw, c->buf, c->local, out);
     else
         gw_admin_exec(gw, c->buf, c->local, out);
-    fclose(out);
-    /* Replies are small: write them out with a bounded blocking send. */
-    flags = fcntl(c->fd, F_GETFL);
-    fcntl(c->fd, F_SETFL, flags & ~O_NONBLOCK);
-    setsockopt(c->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-    while (off < len) {
-        ssize_t n = send(c->fd, text + off, len - off, MSG_NOSIGNAL);
-        if (n <= 0)
-            break;
-        off += (size_t)n;
+    if (fclose(out) != 0) {
+        free(text);
+        gw_admin_conn_close(c);
+        return;
     }
-    /* Read what the client still sent (HTTP headers) so that closing does
-     * not reset the connection before it has read the answer. */
+    c->out = text;
+    c->out_len = len;
+    c->out_off = 0;
+    c->deadline_ns = now + GW_ADMIN_WRITE_NS;
+}
+
+/* Write what the socket takes now; never block the thread that forwards
+ * (a client that does not read once held it 1 s per answer).  Returns
+ * false once the connection is closed. */
+static bool gw_admin_write(struct gw_admin_conn *c, uint64_t now)
+{
+    while (c->out_off < c->out_len) {
+        ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off,
+                         MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n > 0) {
+            c->out_off += (size_t)n;
+            continue;
+        }
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) &&
+            now < c->deadline_ns)
+            return true;
+        if (n < 0 && errno == EINTR)
+            continue;
+        gw_admin_conn_close(c);
+        return false;
+    }
+    /* Then read what the client still sends (HTTP headers) until it
+     * closes, so that closing does not reset the connection before it has
+     * read the answer. */
     shutdown(c->fd, SHUT_WR);
-    fcntl(c->fd, F_SETFL, flags | O_NONBLOCK);
-    while (recv(c->fd, c->buf, sizeof(c->buf), 0) > 0)
-        ;
-done:
-    free(text);
-    close(c->fd);
-    c->fd = -1;
+    free(c->out);
+    c->out = NULL;
+    c->closing = true;
+    c->len = 0;
+    c->deadline_ns = now + GW_ADMIN_LINGER_NS;
+    return true;
+}
+
+/* Closing: discard what the client sends until it closes, the deadline
+ * passes or it has sent more than any request's remainder would be. */
+static void gw_admin_linger(struct gw_admin_conn *c, uint64_t now)
+{
+    char junk[4096];
+
+    while (c->len <= GW_ADMIN_LINGER_MAX) {
+        ssize_t n = recv(c->fd, junk, sizeof(junk), MSG_DONTWAIT);
+        if (n > 0) {
+            c->len += (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            break;
+        gw_admin_conn_close(c); /* closed by the client, or an error */
+        return;
+    }
+    if (now >= c->deadline_ns || c->len > GW_ADMIN_LINGER_MAX)
+        gw_admin_conn_close(c);
 }
 
 /* A command is one line; an HTTP request ends with its headers (an empty
@@ -243,15 +299,24 @@ void gw_admin_poll(struct gw *gw, uint64_t now)
 
         if (c->fd < 0)
             continue;
+        if (c->closing) {
+            gw_admin_linger(c, now);
+            continue;
+        }
+        if (c->out != NULL) {
+            gw_admin_write(c, now);
+            continue;
+        }
         n = recv(c->fd, c->buf + c->len, sizeof(c->buf) - 1 - c->len, 0);
         if (n > 0)
             c->len += (size_t)n;
         if (gw_admin_complete(c) || n == 0 || c->len == sizeof(c->buf) - 1) {
-            gw_admin_reply(gw, c);
+            gw_admin_answer(gw, c, now);
+            if (c->fd >= 0)
+                gw_admin_write(c, now);
         } else if ((n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) ||
                    now >= c->deadline_ns) {
-            close(c->fd);
-            c->fd = -1;
+            gw_admin_conn_close(c);
         }
     }
 }

@@ -183,12 +183,18 @@ struct gw_hc {
 };
 
 /** An admin connection. */
+/* An admin connection: it reads one request, then writes the answer
+ * without blocking (as the socket takes it), then reads what the client
+ * still sends until it closes; each phase has a deadline. */
 struct gw_admin_conn {
     int fd;
     char buf[512];
     size_t len;
     uint64_t deadline_ns;
     bool local;          /**< the client connected from a loopback address */
+    char *out;           /**< the answer, once the request is complete */
+    size_t out_len, out_off;
+    bool closing; /**< answer sent, write side shut */
 };
 
 #define GW_ADMIN_CONNS 8

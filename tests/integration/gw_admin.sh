@@ -20,6 +20,11 @@ if ! nx ip link add va type veth peer name vb 2>/dev/null; then
 fi
 nx ip addr add 10.232.0.1/24 dev va && nx ip link set va up &&
     nx ip link set vb up || fail "veth up in $ns"
+# Small TCP send buffers in this namespace (the setting is per namespace),
+# so that an answer of a few hundred KB to a client that does not read
+# fills them, as a far larger one would with the defaults (up to 4 MiB).
+nx sysctl -q -w net.ipv4.tcp_wmem="4096 16384 65536" ||
+    fail "cannot set net.ipv4.tcp_wmem in $ns"
 REMOTE=10.232.0.1:9464
 LOCAL=127.0.0.1:9464
 
@@ -53,8 +58,8 @@ head -n 1 "$T/get.out" | grep -q "^HTTP/1.0 200" || fail "remote GET: $(head -n 
 pass "reads answer a client on 10.232.0.1: status, metrics, HTTP GET"
 
 # Hostile admin clients do not stall forwarding: one sends a command and
-# then writes without pause; one asks for the routes (about 250 KB) with a
-# 1 KiB receive buffer and never reads.  RPCs through the gateway, each
+# then writes without pause; six ask for the routes (about 250 KB) with a
+# 1 KiB receive buffer and never read.  RPCs through the gateway, each
 # with a 500 ms deadline, go on meanwhile; the gateway closes the writer.
 cat >"$T/hostile.py" <<'PY'
 import socket, sys, time
@@ -63,12 +68,24 @@ s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
 if mode == "noread":
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1024)
 s.connect((host, port))
-s.sendall(b"routes\n" if mode == "noread" else b"status\n")
+s.sendall(b"status\n" if mode == "stream" else b"routes\n")
 start, junk = time.time(), b"x" * 65536
 if mode == "noread":
     time.sleep(4)
     print("held")
     sys.exit(0)
+if mode == "slow":
+    # Reads the answer only after 1 s, and then all of it.
+    time.sleep(1)
+    data = b""
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        data += b
+    lines = data.decode().splitlines()
+    print("%d bytes, %d lines, first %r" % (len(data), len(lines), lines[0]))
+    sys.exit(0 if lines[0] == "OK" and len(lines) > 2000 else 1)
 while time.time() - start < 8:
     try:
         s.send(junk)
@@ -80,21 +97,30 @@ sys.exit(1)
 PY
 nx python3 "$T/hostile.py" 10.232.0.1 9464 stream >"$T/stream.out" 2>&1 &
 h1=$!
-nx python3 "$T/hostile.py" 10.232.0.1 9464 noread >"$T/noread.out" 2>&1 &
-h2=$!
-PIDS="$PIDS $h1 $h2"
+# Six that do not read: each answer was once written with a blocking
+# send bounded at 1 s, on the thread that forwards, so together they held
+# forwarding for 6 s.
+hn=""
+for i in 1 2 3 4 5 6; do
+    nx python3 "$T/hostile.py" 10.232.0.1 9464 noread >"$T/noread$i.out" 2>&1 &
+    hn="$hn $!"
+done
+nx python3 "$T/hostile.py" 10.232.0.1 9464 slow >"$T/slow.out" 2>&1 &
+h3=$!
+PIDS="$PIDS $h1 $hn $h3"
 sleep 0.5
 t0=$(date +%s%N)
 nx timeout 20 "$CW_PING" -q -c 40 -i 50 -t 500 "$echo@$gw_tcp0" >"$T/ping.out" ||
     fail "echo while admin clients misbehave: $(cat "$T/ping.out")"
 t1=$(date +%s%N)
 wait "$h1" || fail "writing admin client: $(cat "$T/stream.out")"
-wait "$h2"
+for h in $hn; do wait "$h"; done
+wait "$h3" || fail "slow admin client: $(cat "$T/slow.out")"
 ms=$(((t1 - t0) / 1000000))
 [ "$ms" -lt 10000 ] || fail "40 RPCs took $ms ms while admin clients misbehaved"
 nx "$CWCTL" --admin "$LOCAL" status | grep -q "^state *serving" ||
     fail "admin interface after hostile clients"
-pass "hostile admin clients: 40 RPCs 50 ms apart in $ms ms meanwhile, none late; writer $(cat "$T/stream.out"); admin still answers"
+pass "hostile admin clients: 40 RPCs 50 ms apart in $ms ms meanwhile, none late; writer $(cat "$T/stream.out"); slow reader got the answer, $(cat "$T/slow.out"); admin still answers"
 
 # Changes from the other address: refused, nothing happens.
 for cmd in reload drain; do
