@@ -443,6 +443,7 @@ void ucx_rkey_conn_closed(struct ucx_conn *conn);
 cw_status_t ucx_rma_register_am(struct ucx_cls *cls);
 void ucx_rma_fail_conn(struct ucx_cls *cls, struct ucx_conn *conn,
                        cw_status_t st);
+void ucx_rma_mem_released(struct ucx_cls *cls, struct cw_na_mem *mem);
 void ucx_mems_release_all(struct ucx_cls *cls);
 void ucx_rma_free_ctls(struct ucx_cls *cls);
 void ucx_rma_release_ctls(struct ucx_cls *cls);

@@ -8,7 +8,9 @@
  * get whose owner never answers; peer death, with the peer started by
  * fork+exec (UCX state does not survive a bare fork()), and a stopped peer
  * caught by the liveness probe; a burst of sends that completed just before
- * the sender closed its instance all arrive.
+ * the sender closed its instance all arrive; handles released while a put or
+ * get moves data through them, at the initiator and at the owner (who frees
+ * the memory at once: ASan).
  *
  * The dying peer is tests/common/na_peer.c ("--peer URI FD").
  */
@@ -134,6 +136,13 @@ static int setup_two_rkey(void **state)
 {
     static const char *const rkey[] = {"rma", "rkey", NULL};
     return setup_params(state, rkey);
+}
+
+/* As causewayd runs UCX: no tcp put-zcopy (docs/na-ucx.md, LIMITATIONS). */
+static int setup_two_noput(void **state)
+{
+    static const char *const noput[] = {"UCX_TCP_PUT_ENABLE", "n", NULL};
+    return setup_params(state, noput);
 }
 
 static void teardown_two_ptr(void **state)
@@ -620,6 +629,143 @@ static void test_cancel_get(void **state)
     cw_na_mem_release(t->b, bmem);
 }
 
+/* ---- handles released while their data moves ---- */
+
+/* Progress both until @p r completed; true if it completed once. */
+static bool wait_both(struct two *t, struct rec *r)
+{
+    return wait_rec(t->a, t->b, r);
+}
+
+/* The initiator releases its local handles and the remote one right after
+ * posting a put and a get on them: both still complete, with the data
+ * (the memory itself stays valid until completion, as for any operation). */
+static void test_release_local_inflight(void **state)
+{
+    struct two *t = *state;
+    size_t n = 16u << 20;
+    unsigned char *src = malloc(n), *dst = calloc(1, n), *back = calloc(1, n);
+    struct cw_na_segment as = {src, n}, bs = {dst, n}, gs = {back, n};
+    cw_na_mem_t *amem, *gmem, *bmem, *remote;
+    struct rec p = {0}, g = {0};
+
+    assert_true(src && dst && back);
+    for (size_t i = 0; i < n; i++)
+        src[i] = (unsigned char)(i * 13 + (i >> 11));
+    assert_int_equal(cw_na_mem_register(t->a, &as, 1, CW_NA_MEM_READ, &amem),
+                     CW_OK);
+    assert_int_equal(cw_na_mem_register(t->a, &gs, 1, CW_NA_MEM_WRITE, &gmem),
+                     CW_OK);
+    assert_int_equal(cw_na_mem_register(
+                         t->b, &bs, 1, CW_NA_MEM_READ | CW_NA_MEM_WRITE, &bmem),
+                     CW_OK);
+    remote = remote_at_a(t, bmem);
+    assert_int_equal(
+        cw_na_put(t->a, amem, 0, remote, 0, n, t->b_at_a, rec_cb, &p, NULL),
+        CW_OK);
+    cw_na_mem_release(t->a, amem);
+    assert_true(wait_both(t, &p));
+    assert_int_equal(p.status, CW_OK);
+    assert_true(checksum(dst, n) == checksum(src, n));
+
+    assert_int_equal(
+        cw_na_get(t->a, gmem, 0, remote, 0, n, t->b_at_a, rec_cb, &g, NULL),
+        CW_OK);
+    cw_na_mem_release(t->a, gmem);
+    cw_na_mem_release(t->a, remote);
+    assert_true(wait_both(t, &g));
+    assert_int_equal(g.status, CW_OK);
+    assert_true(checksum(back, n) == checksum(src, n));
+    cw_na_mem_release(t->b, bmem);
+    free(src);
+    free(dst);
+    free(back);
+}
+
+/* Progress both until the transfer of @p r is under way: for a get, until
+ * the owner (B) sends its answer out of the handle's memory; for a put,
+ * whose data reaches the owner inside UCX before any callback of ours on
+ * tcp, for 20 rounds.  False if @p r completed first. */
+static bool wait_moving(struct two *t, struct rec *r, bool put)
+{
+    uint64_t end = cw_now_ns() + WAIT_NS;
+
+    for (int i = 0; r->calls == 0 && cw_now_ns() < end; i++) {
+        cw_na_progress(t->a, 0, NULL);
+        cw_na_progress(t->b, 0, NULL);
+        if (put ? i >= 20 : cw_na_streaming(t->b))
+            return r->calls == 0;
+    }
+    return false;
+}
+
+/* The owner releases its handle, and frees the memory, while a peer's put
+ * into it or get from it is moving: the plugin must not touch the memory
+ * after mem_release returned (ASan), and the peer's operation completes
+ * once (a get: CW_DISCONNECTED, the owner closed the connection to stop
+ * UCX reading the memory). */
+static void release_owner_mid(void **state, bool put)
+{
+    struct two *t = *state;
+    size_t n = 16u << 20;
+    unsigned char *mine = malloc(n), *theirs = calloc(1, n);
+    struct cw_na_segment as = {mine, n}, bs = {theirs, n};
+    cw_na_mem_t *amem, *bmem, *remote;
+    struct rec r = {0}, after = {0};
+    bool moving;
+
+    assert_true(mine && theirs);
+    memset(mine, 0x5a, n);
+    assert_int_equal(cw_na_mem_register(
+                         t->a, &as, 1, CW_NA_MEM_READ | CW_NA_MEM_WRITE, &amem),
+                     CW_OK);
+    assert_int_equal(cw_na_mem_register(
+                         t->b, &bs, 1, CW_NA_MEM_READ | CW_NA_MEM_WRITE, &bmem),
+                     CW_OK);
+    remote = remote_at_a(t, bmem);
+    if (put)
+        assert_int_equal(
+            cw_na_put(t->a, amem, 0, remote, 0, n, t->b_at_a, rec_cb, &r, NULL),
+            CW_OK);
+    else
+        assert_int_equal(
+            cw_na_get(t->a, amem, 0, remote, 0, n, t->b_at_a, rec_cb, &r, NULL),
+            CW_OK);
+    moving = wait_moving(t, &r, put);
+    assert_true(moving);
+    cw_na_mem_release(t->b, bmem);
+    free(theirs);
+    assert_true(wait_both(t, &r));
+    print_message("# %s after the owner released its handle: %s\n",
+                  put ? "put" : "get", cw_status_str(r.status));
+    if (put)
+        assert_true(r.status == CW_BAD_HANDLE || r.status == CW_OK);
+    else
+        assert_int_equal(r.status, CW_DISCONNECTED);
+    settle_owner(t);
+    assert_false(cw_na_streaming(t->b));
+
+    /* The handle is gone at the owner: a new request is refused. */
+    assert_int_equal(cw_na_get(t->a, amem, 0, remote, 0, 64, t->b_at_a, rec_cb,
+                               &after, NULL),
+                     CW_OK);
+    assert_true(wait_both(t, &after));
+    assert_int_equal(after.status, CW_BAD_HANDLE);
+    cw_na_mem_release(t->a, remote);
+    cw_na_mem_release(t->a, amem);
+    free(mine);
+}
+
+static void test_release_owner_put(void **state)
+{
+    release_owner_mid(state, true);
+}
+
+static void test_release_owner_get(void **state)
+{
+    release_owner_mid(state, false);
+}
+
 /* ---- peer that dies (started with fork+exec) ---- */
 
 static pid_t spawn_peer(char *uri, size_t len)
@@ -865,6 +1011,16 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_rma_forged_handle, setup_two,
                                         teardown_two),
         cmocka_unit_test_setup_teardown(test_cancel_get, setup_two,
+                                        teardown_two),
+        cmocka_unit_test_setup_teardown(test_release_local_inflight, setup_two,
+                                        teardown_two),
+        cmocka_unit_test_setup_teardown(test_release_local_inflight,
+                                        setup_two_rkey, teardown_two),
+        cmocka_unit_test_setup_teardown(test_release_owner_put, setup_two,
+                                        teardown_two),
+        cmocka_unit_test_setup_teardown(test_release_owner_get, setup_two,
+                                        teardown_two),
+        cmocka_unit_test_setup_teardown(test_release_owner_get, setup_two_noput,
                                         teardown_two),
         cmocka_unit_test_setup_teardown(test_peer_gone_exec, setup_two,
                                         teardown_two),
