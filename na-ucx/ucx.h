@@ -228,6 +228,7 @@ struct ucx_cls {
     uint32_t flags;
     bool busy;
     bool proc_counted; /* counted in the process-wide instance count */
+    bool finalizing;   /* requests and messages from peers are dropped */
     char tls[64];
     size_t eager_size;
     bool rma_rkey; /* put/get with UCX RMA and remote keys */

@@ -407,6 +407,8 @@ static void ucx_conn_close(struct ucx_cls *cls, struct ucx_conn *conn,
     void *req;
 
     ucx_htab_remove(&cls->eps, &conn->hnode);
+    /* Its put/get wait on conn->rma, which goes with it. */
+    ucx_rma_fail_conn(cls, conn, CW_DISCONNECTED);
     conn->failed = true; /* later error callbacks are for the close */
     if (conn->peer && conn->peer->conn == conn)
         conn->peer->conn = NULL;

@@ -265,6 +265,8 @@ static ucs_status_t ucx_am_put_cb(void *arg, const void *header, size_t hlen,
     void *buf;
     size_t count;
 
+    if (cls->finalizing)
+        return UCS_OK;
     if (!ucx_rma_hdr_ok(header, hlen, param, &h)) {
         ucx_log_dropped(cls, "malformed put request");
         return UCS_OK;
@@ -331,6 +333,8 @@ static ucs_status_t ucx_am_get_cb(void *arg, const void *header, size_t hlen,
     struct ucx_ctl *ctl;
     cw_status_t st;
 
+    if (cls->finalizing)
+        return UCS_OK;
     if (!ucx_rma_hdr_ok(header, hlen, param, &h) || length != 0) {
         ucx_log_dropped(cls, "malformed get request");
         return UCS_OK;
@@ -365,6 +369,8 @@ static struct cw_na_op *ucx_rma_answer(struct ucx_cls *cls,
     struct ucx_rma_ack a;
     struct cw_na_op *op = NULL;
 
+    if (cls->finalizing)
+        return NULL; /* the op is dropped with the instance */
     if (hlen != sizeof(a))
         goto drop;
     memcpy(&a, header, sizeof(a));

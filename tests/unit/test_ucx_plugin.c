@@ -10,7 +10,9 @@
  * caught by the liveness probe; a burst of sends that completed just before
  * the sender closed its instance all arrive; handles released while a put or
  * get moves data through them, at the initiator and at the owner (who frees
- * the memory at once: ASan).
+ * the memory at once: ASan); closing an instance while a peer floods it with
+ * messages and put/get requests, and closing the flooding one with put/get
+ * in flight.
  *
  * The dying peer is tests/common/na_peer.c ("--peer URI FD").
  */
@@ -991,6 +993,147 @@ static void test_burst_then_close(void **state)
     assert_int_equal(got, ok);
 }
 
+/* ---- a peer that keeps sending while we finalize ---- */
+
+struct flood {
+    int unexp, exp, rma, failed;
+};
+
+static void flood_cb(const struct cw_na_cb_info *info)
+{
+    struct flood *f = info->arg;
+
+    if (info->status != CW_OK)
+        f->failed++;
+    if (info->type == CW_NA_OP_SEND_UNEXPECTED)
+        f->unexp--;
+    else if (info->type == CW_NA_OP_SEND_EXPECTED)
+        f->exp--;
+    else
+        f->rma--;
+}
+
+/* "--flood TARGET HANDLE_HEX": for 4 s, keep unexpected messages (eager
+ * and rendezvous sizes), expected messages, and puts and gets on TARGET's
+ * handle in flight to TARGET, reconnecting whenever it is gone. */
+static int flood_main(const char *target, const char *hex)
+{
+    static char small[64], big[60000], buf[1 << 20];
+    unsigned char ser[256];
+    size_t serlen = strlen(hex) / 2;
+    struct cw_na_segment seg = {buf, sizeof(buf)};
+    struct flood f = {0};
+    cw_na_mem_t *mine, *theirs;
+    cw_na_addr_t *to;
+    cw_na_t *na;
+    uint32_t i = 0;
+
+    if (serlen > sizeof(ser) || cw_na_open(URI, 0, NULL, &na) != CW_OK ||
+        cw_na_addr_lookup(na, target, &to) != CW_OK)
+        return 1;
+    for (size_t k = 0; k < serlen; k++)
+        if (sscanf(hex + 2 * k, "%2hhx", &ser[k]) != 1)
+            return 1;
+    if (cw_na_mem_deserialize(na, ser, serlen, &theirs) != CW_OK ||
+        cw_na_mem_register(na, &seg, 1, CW_NA_MEM_READ | CW_NA_MEM_WRITE,
+                           &mine) != CW_OK)
+        return 1;
+    for (uint64_t end = cw_now_ns() + 4000000000ull; cw_now_ns() < end; i++) {
+        if (f.unexp < 32 &&
+            cw_na_msg_send_unexpected(na, i & 1 ? big : small,
+                                      i & 1 ? sizeof(big) : sizeof(small), to,
+                                      i, flood_cb, &f, NULL) == CW_OK)
+            f.unexp++;
+        if (f.exp < 8 &&
+            cw_na_msg_send_expected(na, small, sizeof(small), to, i, flood_cb,
+                                    &f, NULL) == CW_OK)
+            f.exp++;
+        if (f.rma < 4 &&
+            (i & 1 ? cw_na_get : cw_na_put)(na, mine, 0, theirs, 0, sizeof(buf),
+                                            to, flood_cb, &f, NULL) == CW_OK)
+            f.rma++;
+        cw_na_progress(na, 0, NULL);
+    }
+    cw_na_mem_release(na, theirs);
+    cw_na_mem_release(na, mine);
+    cw_na_addr_free(na, to);
+    cw_na_close(na);
+    return 0;
+}
+
+/* Finalize while a peer keeps sending every kind of message and put/get
+ * request: the callbacks UCX runs during the final flush and drain must
+ * not use freed state (ASan, LSan), and the close stays bounded. */
+static void test_finalize_under_flood(void **state)
+{
+    static char mem[4 << 20], in[4][65536];
+    struct cw_na_segment seg = {mem, sizeof(mem)};
+
+    for (int round = 0; round < 3; round++) {
+        char uri[256], hex[513];
+        unsigned char ser[256];
+        struct rec r[4] = {{0}};
+        cw_na_addr_t *self;
+        cw_na_mem_t *h;
+        cw_na_t *na;
+        size_t sz;
+        int got = 0, status;
+        uint64_t t0, ms;
+        pid_t pid;
+
+        assert_int_equal(cw_na_open(URI, CW_NA_LISTEN, NULL, &na), CW_OK);
+        assert_int_equal(cw_na_addr_self(na, &self), CW_OK);
+        assert_int_equal(cw_na_addr_to_string(na, self, uri, sizeof(uri)),
+                         CW_OK);
+        cw_na_addr_free(na, self);
+        assert_int_equal(cw_na_mem_register(
+                             na, &seg, 1, CW_NA_MEM_READ | CW_NA_MEM_WRITE, &h),
+                         CW_OK);
+        sz = cw_na_mem_serialize_size(na, h);
+        assert_true(sz <= sizeof(ser));
+        assert_int_equal(cw_na_mem_serialize(na, ser, sz, h), CW_OK);
+        for (size_t k = 0; k < sz; k++)
+            snprintf(hex + 2 * k, 3, "%02x", ser[k]);
+        pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            execl("/proc/self/exe", "cw-test-flood", "--flood", uri, hex,
+                  (char *)NULL);
+            _exit(127);
+        }
+        for (int k = 0; k < 4; k++)
+            assert_int_equal(cw_na_msg_recv_unexpected(na, in[k], sizeof(in[k]),
+                                                       rec_cb, &r[k], NULL),
+                             CW_OK);
+        /* Serve the flood for a while, then close in the middle of it
+         * (the last receives stay posted). */
+        for (uint64_t end = cw_now_ns() + WAIT_NS;
+             got < 40 * (round + 1) && cw_now_ns() < end;) {
+            cw_na_progress(na, 0, NULL);
+            for (int k = 0; k < 4; k++) {
+                if (r[k].calls == 0)
+                    continue;
+                if (r[k].status == CW_OK)
+                    cw_na_addr_free(na, r[k].source);
+                got++;
+                r[k] = (struct rec){0};
+                assert_int_equal(cw_na_msg_recv_unexpected(na, in[k],
+                                                           sizeof(in[k]),
+                                                           rec_cb, &r[k], NULL),
+                                 CW_OK);
+            }
+        }
+        assert_true(got >= 40 * (round + 1));
+        t0 = cw_now_ns();
+        cw_na_close(na);
+        ms = (cw_now_ns() - t0) / 1000000u;
+        print_message("# round %d: %d messages, close took %llu ms\n", round,
+                      got, (unsigned long long)ms);
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+}
+
 int main(int argc, char **argv)
 {
     int rc;
@@ -1026,12 +1169,15 @@ int main(int argc, char **argv)
                                         teardown_two),
         cmocka_unit_test(test_peer_stopped),
         cmocka_unit_test(test_burst_then_close),
+        cmocka_unit_test(test_finalize_under_flood),
     };
 
     cw_log_init();
     if (argc == 6 && strcmp(argv[1], "--burst") == 0)
         return burst_main(argv[2], atoi(argv[3]), atoi(argv[4]),
                           (size_t)atoi(argv[5]));
+    if (argc == 4 && strcmp(argv[1], "--flood") == 0)
+        return flood_main(argv[2], argv[3]);
     if (cw_test_peer_dispatch(argc, argv, &rc))
         return rc;
     if (cw_plugins_find("ucx") == NULL &&
