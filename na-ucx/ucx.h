@@ -228,6 +228,7 @@ struct ucx_cls {
     uint32_t flags;
     bool busy;
     bool proc_counted; /* counted in the process-wide instance count */
+    bool finalizing;   /* requests and messages from peers are dropped */
     char tls[64];
     size_t eager_size;
     bool rma_rkey; /* put/get with UCX RMA and remote keys */
@@ -443,6 +444,7 @@ void ucx_rkey_conn_closed(struct ucx_conn *conn);
 cw_status_t ucx_rma_register_am(struct ucx_cls *cls);
 void ucx_rma_fail_conn(struct ucx_cls *cls, struct ucx_conn *conn,
                        cw_status_t st);
+void ucx_rma_mem_released(struct ucx_cls *cls, struct cw_na_mem *mem);
 void ucx_mems_release_all(struct ucx_cls *cls);
 void ucx_rma_free_ctls(struct ucx_cls *cls);
 void ucx_rma_release_ctls(struct ucx_cls *cls);

@@ -407,6 +407,8 @@ static void ucx_conn_close(struct ucx_cls *cls, struct ucx_conn *conn,
     void *req;
 
     ucx_htab_remove(&cls->eps, &conn->hnode);
+    /* Its put/get wait on conn->rma, which goes with it. */
+    ucx_rma_fail_conn(cls, conn, CW_DISCONNECTED);
     conn->failed = true; /* later error callbacks are for the close */
     if (conn->peer && conn->peer->conn == conn)
         conn->peer->conn = NULL;
@@ -465,10 +467,16 @@ static void ucx_flush_cb(void *req, ucs_status_t st, void *user_data)
  * hold (a burst sent just before closing lost a thousand completed
  * sends).  So first flush every live endpoint, for at most @p timeout_ns;
  * unlike a graceful close, a flush needs nothing from a peer that is not
- * progressing beyond reading its socket. */
-static void ucx_conns_flush(struct ucx_cls *cls, uint64_t timeout_ns)
+ * progressing beyond reading its socket.  A peer that reads keeps the
+ * worker busy (the 6000-send burst flushed in 15 ms); one that stopped
+ * reading leaves it idle, and the flush gives up after @p idle_ns without
+ * an event rather than hold the caller (a gateway's shard thread closing
+ * a network on reload) for the whole timeout. */
+static void ucx_conns_flush(struct ucx_cls *cls, uint64_t timeout_ns,
+                            uint64_t idle_ns)
 {
-    uint64_t deadline = cls->host->now_ns() + timeout_ns;
+    uint64_t now = cls->host->now_ns();
+    uint64_t deadline = now + timeout_ns, quiet_until = now + idle_ns;
 
     for (struct ucx_list *l = cls->conns.next; l != &cls->conns;
          l = l->next) {
@@ -486,14 +494,20 @@ static void ucx_conns_flush(struct ucx_cls *cls, uint64_t timeout_ns)
         if (!UCS_PTR_IS_PTR(req))
             cls->flushing--;
     }
-    while (cls->flushing > 0 && cls->host->now_ns() < deadline)
-        ucp_worker_progress(cls->worker);
+    while (cls->flushing > 0 && now < deadline && now < quiet_until) {
+        if (ucp_worker_progress(cls->worker) != 0)
+            quiet_until = now + idle_ns;
+        now = cls->host->now_ns();
+    }
+    if (cls->flushing > 0)
+        UCX_DBG(cls, "closing with %u endpoint flush(es) unfinished: %s",
+                cls->flushing, now < deadline ? "peers idle" : "timeout");
 }
 
 void ucx_conns_close_all(struct ucx_cls *cls)
 {
     ucx_conns_reap(cls);
-    ucx_conns_flush(cls, 1000000000ull);
+    ucx_conns_flush(cls, 1000000000ull, 100000000ull);
     ucx_conns_reap(cls);
     while (!ucx_list_empty(&cls->conns))
         ucx_conn_close(cls,

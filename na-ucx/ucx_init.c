@@ -320,6 +320,10 @@ static void ucx_finalize(cw_na_class_t *c)
 
     if (cls == NULL)
         return;
+    /* The final flush and drain progress the worker: what peers send
+     * meanwhile must start nothing new (a queued message, data moving into
+     * or out of memory) that the teardown below would have to undo. */
+    cls->finalizing = true;
     if (cls->worker) {
         if (cls->listener)
             ucp_listener_destroy(cls->listener);

@@ -170,8 +170,10 @@ void ucx_mem_release(cw_na_class_t *c, cw_na_mem_t *mem)
 {
     if (mem == NULL)
         return;
-    if (mem->local)
+    if (mem->local) {
         ucx_htab_remove(&ucx_cls(c)->mems, &mem->hnode);
+        ucx_rma_mem_released(ucx_cls(c), mem);
+    }
     ucx_mem_free(ucx_cls(c), mem);
 }
 

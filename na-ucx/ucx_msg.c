@@ -95,6 +95,8 @@ static ucs_status_t ucx_am_unexp_cb(void *arg, const void *header,
     struct ucx_umsg *m;
     size_t alen;
 
+    if (cls->finalizing)
+        return UCS_OK;
     if (hlen < UCX_UNEXP_HDR_FIXED)
         goto drop;
     memcpy(&magic, h, 4);

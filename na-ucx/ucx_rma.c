@@ -24,6 +24,7 @@ struct ucx_ctl {
     ucp_dt_iov_t *iov;
     size_t iovcnt;
     ucp_dt_iov_t iov_inline[UCX_IOV_INLINE];
+    struct cw_na_mem *mem; /* our handle req moves data of, or NULL */
     void *req;
     bool released; /* req handed back to UCX at finalize */
     bool posting;  /* inside the UCX call that posts req */
@@ -221,6 +222,7 @@ static void ucx_put_data_done(struct ucx_ctl *ctl, ucs_status_t st)
     struct ucx_cls *cls = ctl->cls;
     struct ucx_conn *conn = ucx_conn_by_ep(cls, ctl->ep);
 
+    ctl->mem = NULL;
     if (ctl->released || conn == NULL || conn->failed) {
         ucx_ctl_free(ctl);
         return;
@@ -263,6 +265,8 @@ static ucs_status_t ucx_am_put_cb(void *arg, const void *header, size_t hlen,
     void *buf;
     size_t count;
 
+    if (cls->finalizing)
+        return UCS_OK;
     if (!ucx_rma_hdr_ok(header, hlen, param, &h)) {
         ucx_log_dropped(cls, "malformed put request");
         return UCS_OK;
@@ -306,6 +310,7 @@ static ucs_status_t ucx_am_put_cb(void *arg, const void *header, size_t hlen,
     }
     if (UCS_PTR_IS_PTR(req)) {
         ctl->req = req;
+        ctl->mem = mem;
         return UCS_OK;
     }
     ctl->ack.status = (uint32_t)(req == NULL ? CW_OK
@@ -328,6 +333,8 @@ static ucs_status_t ucx_am_get_cb(void *arg, const void *header, size_t hlen,
     struct ucx_ctl *ctl;
     cw_status_t st;
 
+    if (cls->finalizing)
+        return UCS_OK;
     if (!ucx_rma_hdr_ok(header, hlen, param, &h) || length != 0) {
         ucx_log_dropped(cls, "malformed get request");
         return UCS_OK;
@@ -342,6 +349,8 @@ static ucs_status_t ucx_am_get_cb(void *arg, const void *header, size_t hlen,
         st = ucx_build_iov(mem, h.off, h.len, ctl->iov_inline, &ctl->iov,
                            &ctl->iovcnt);
         ctl->ack.status = (uint32_t)st;
+        if (st == CW_OK)
+            ctl->mem = mem;
     }
     ucx_ctl_send(cls, ctl, UCX_AM_GET_RESP);
     return UCS_OK;
@@ -360,6 +369,8 @@ static struct cw_na_op *ucx_rma_answer(struct ucx_cls *cls,
     struct ucx_rma_ack a;
     struct cw_na_op *op = NULL;
 
+    if (cls->finalizing)
+        return NULL; /* the op is dropped with the instance */
     if (hlen != sizeof(a))
         goto drop;
     memcpy(&a, header, sizeof(a));
@@ -485,6 +496,40 @@ void ucx_rma_fail_conn(struct ucx_cls *cls, struct ucx_conn *conn,
     while (!ucx_list_empty(&conn->rma))
         ucx_op_finish(ucx_container_of(conn->rma.next, struct cw_na_op, link),
                       st);
+}
+
+/* Our handle @p mem is being released while UCX may still move a peer's
+ * put or get through it (rendezvous: a get's answer is read from the
+ * segments as the peer pulls it).  ucp_request_cancel() stops tagged
+ * receives only, so the one way to make UCX let go of the memory before
+ * the caller frees it is to close the connection the transfer runs on:
+ * the peer's operation, and whatever else it has in flight on that
+ * connection, fails, and its next operation connects again. */
+void ucx_rma_mem_released(struct ucx_cls *cls, struct cw_na_mem *mem)
+{
+    bool closing = false;
+
+    for (struct ucx_list *l = cls->ctls.next; l != &cls->ctls; l = l->next) {
+        struct ucx_ctl *ctl = ucx_container_of(l, struct ucx_ctl, link);
+        struct ucx_conn *conn;
+
+        if (ctl->mem != mem)
+            continue;
+        ctl->mem = NULL;
+        if (ctl->req == NULL || ctl->released)
+            continue;
+        conn = ucx_conn_by_ep(cls, ctl->ep);
+        if (conn == NULL)
+            continue;
+        UCX_WARN(cls,
+                 "memory handle released while %s moves data through "
+                 "it: closing that connection",
+                 conn->peer ? conn->peer->str : "a peer");
+        ucx_conn_fail(conn, UCS_ERR_CANCELED);
+        closing = true;
+    }
+    if (closing)
+        ucx_conns_reap(cls);
 }
 
 void ucx_rma_release_ctls(struct ucx_cls *cls)

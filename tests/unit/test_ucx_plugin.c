@@ -2,13 +2,18 @@
  * na-ucx specific tests, through the core NA API: interface-name and
  * parameter handling; rendezvous-sized messages queued before a buffer is
  * posted, and the byte bound on queued eager messages; expected messages
- * that come before their receive (kept, the oldest dropped past 4096); 16 MiB put/get over
- * multi-segment handles (checksummed), both through the owner (default) and
- * with UCX RMA and remote keys ("rma=rkey"); a forged handle; cancel of a
- * get whose owner never answers; peer death, with the peer started by
- * fork+exec (UCX state does not survive a bare fork()), and a stopped peer
+ * that come before their receive (kept, the oldest dropped past 4096); 16 MiB
+ * put/get over multi-segment handles (checksummed), both through the owner
+ * (default) and with UCX RMA and remote keys ("rma=rkey"); a forged handle;
+ * cancel of a get whose owner never answers; peer death, with the peer started
+ * by fork+exec (UCX state does not survive a bare fork()), and a stopped peer
  * caught by the liveness probe; a burst of sends that completed just before
- * the sender closed its instance all arrive.
+ * the sender closed its instance all arrive; handles released while a put or
+ * get moves data through them, at the initiator and at the owner (who frees
+ * the memory at once: ASan); closing an instance while a peer floods it with
+ * messages and put/get requests, and closing the flooding one with put/get
+ * in flight; closing while a stopped peer holds up the final flush is
+ * bounded (100 ms without progress).
  *
  * The dying peer is tests/common/na_peer.c ("--peer URI FD").
  */
@@ -134,6 +139,13 @@ static int setup_two_rkey(void **state)
 {
     static const char *const rkey[] = {"rma", "rkey", NULL};
     return setup_params(state, rkey);
+}
+
+/* As causewayd runs UCX: no tcp put-zcopy (docs/na-ucx.md, LIMITATIONS). */
+static int setup_two_noput(void **state)
+{
+    static const char *const noput[] = {"UCX_TCP_PUT_ENABLE", "n", NULL};
+    return setup_params(state, noput);
 }
 
 static void teardown_two_ptr(void **state)
@@ -620,6 +632,143 @@ static void test_cancel_get(void **state)
     cw_na_mem_release(t->b, bmem);
 }
 
+/* ---- handles released while their data moves ---- */
+
+/* Progress both until @p r completed; true if it completed once. */
+static bool wait_both(struct two *t, struct rec *r)
+{
+    return wait_rec(t->a, t->b, r);
+}
+
+/* The initiator releases its local handles and the remote one right after
+ * posting a put and a get on them: both still complete, with the data
+ * (the memory itself stays valid until completion, as for any operation). */
+static void test_release_local_inflight(void **state)
+{
+    struct two *t = *state;
+    size_t n = 16u << 20;
+    unsigned char *src = malloc(n), *dst = calloc(1, n), *back = calloc(1, n);
+    struct cw_na_segment as = {src, n}, bs = {dst, n}, gs = {back, n};
+    cw_na_mem_t *amem, *gmem, *bmem, *remote;
+    struct rec p = {0}, g = {0};
+
+    assert_true(src && dst && back);
+    for (size_t i = 0; i < n; i++)
+        src[i] = (unsigned char)(i * 13 + (i >> 11));
+    assert_int_equal(cw_na_mem_register(t->a, &as, 1, CW_NA_MEM_READ, &amem),
+                     CW_OK);
+    assert_int_equal(cw_na_mem_register(t->a, &gs, 1, CW_NA_MEM_WRITE, &gmem),
+                     CW_OK);
+    assert_int_equal(cw_na_mem_register(
+                         t->b, &bs, 1, CW_NA_MEM_READ | CW_NA_MEM_WRITE, &bmem),
+                     CW_OK);
+    remote = remote_at_a(t, bmem);
+    assert_int_equal(
+        cw_na_put(t->a, amem, 0, remote, 0, n, t->b_at_a, rec_cb, &p, NULL),
+        CW_OK);
+    cw_na_mem_release(t->a, amem);
+    assert_true(wait_both(t, &p));
+    assert_int_equal(p.status, CW_OK);
+    assert_true(checksum(dst, n) == checksum(src, n));
+
+    assert_int_equal(
+        cw_na_get(t->a, gmem, 0, remote, 0, n, t->b_at_a, rec_cb, &g, NULL),
+        CW_OK);
+    cw_na_mem_release(t->a, gmem);
+    cw_na_mem_release(t->a, remote);
+    assert_true(wait_both(t, &g));
+    assert_int_equal(g.status, CW_OK);
+    assert_true(checksum(back, n) == checksum(src, n));
+    cw_na_mem_release(t->b, bmem);
+    free(src);
+    free(dst);
+    free(back);
+}
+
+/* Progress both until the transfer of @p r is under way: for a get, until
+ * the owner (B) sends its answer out of the handle's memory; for a put,
+ * whose data reaches the owner inside UCX before any callback of ours on
+ * tcp, for 20 rounds.  False if @p r completed first. */
+static bool wait_moving(struct two *t, struct rec *r, bool put)
+{
+    uint64_t end = cw_now_ns() + WAIT_NS;
+
+    for (int i = 0; r->calls == 0 && cw_now_ns() < end; i++) {
+        cw_na_progress(t->a, 0, NULL);
+        cw_na_progress(t->b, 0, NULL);
+        if (put ? i >= 20 : cw_na_streaming(t->b))
+            return r->calls == 0;
+    }
+    return false;
+}
+
+/* The owner releases its handle, and frees the memory, while a peer's put
+ * into it or get from it is moving: the plugin must not touch the memory
+ * after mem_release returned (ASan), and the peer's operation completes
+ * once (a get: CW_DISCONNECTED, the owner closed the connection to stop
+ * UCX reading the memory). */
+static void release_owner_mid(void **state, bool put)
+{
+    struct two *t = *state;
+    size_t n = 16u << 20;
+    unsigned char *mine = malloc(n), *theirs = calloc(1, n);
+    struct cw_na_segment as = {mine, n}, bs = {theirs, n};
+    cw_na_mem_t *amem, *bmem, *remote;
+    struct rec r = {0}, after = {0};
+    bool moving;
+
+    assert_true(mine && theirs);
+    memset(mine, 0x5a, n);
+    assert_int_equal(cw_na_mem_register(
+                         t->a, &as, 1, CW_NA_MEM_READ | CW_NA_MEM_WRITE, &amem),
+                     CW_OK);
+    assert_int_equal(cw_na_mem_register(
+                         t->b, &bs, 1, CW_NA_MEM_READ | CW_NA_MEM_WRITE, &bmem),
+                     CW_OK);
+    remote = remote_at_a(t, bmem);
+    if (put)
+        assert_int_equal(
+            cw_na_put(t->a, amem, 0, remote, 0, n, t->b_at_a, rec_cb, &r, NULL),
+            CW_OK);
+    else
+        assert_int_equal(
+            cw_na_get(t->a, amem, 0, remote, 0, n, t->b_at_a, rec_cb, &r, NULL),
+            CW_OK);
+    moving = wait_moving(t, &r, put);
+    assert_true(moving);
+    cw_na_mem_release(t->b, bmem);
+    free(theirs);
+    assert_true(wait_both(t, &r));
+    print_message("# %s after the owner released its handle: %s\n",
+                  put ? "put" : "get", cw_status_str(r.status));
+    if (put)
+        assert_true(r.status == CW_BAD_HANDLE || r.status == CW_OK);
+    else
+        assert_int_equal(r.status, CW_DISCONNECTED);
+    settle_owner(t);
+    assert_false(cw_na_streaming(t->b));
+
+    /* The handle is gone at the owner: a new request is refused. */
+    assert_int_equal(cw_na_get(t->a, amem, 0, remote, 0, 64, t->b_at_a, rec_cb,
+                               &after, NULL),
+                     CW_OK);
+    assert_true(wait_both(t, &after));
+    assert_int_equal(after.status, CW_BAD_HANDLE);
+    cw_na_mem_release(t->a, remote);
+    cw_na_mem_release(t->a, amem);
+    free(mine);
+}
+
+static void test_release_owner_put(void **state)
+{
+    release_owner_mid(state, true);
+}
+
+static void test_release_owner_get(void **state)
+{
+    release_owner_mid(state, false);
+}
+
 /* ---- peer that dies (started with fork+exec) ---- */
 
 static pid_t spawn_peer(char *uri, size_t len)
@@ -745,14 +894,16 @@ static void burst_cb(const struct cw_na_cb_info *info)
 
 /* "--burst TARGET FD N SIZE": send N unexpected messages of SIZE bytes to
  * TARGET (tag i, first bytes i), wait up to 3 s for their completions,
- * report how many succeeded on FD, then close the instance and exit. */
+ * report how many succeeded on FD, then close the instance, report how many
+ * milliseconds that took, and exit. */
 static int burst_main(const char *target, int fd, int n, size_t size)
 {
     struct burst b = {0};
     cw_na_addr_t *to;
     cw_na_t *na;
     char *msg = calloc(1, size);
-    int sent = 0;
+    int sent = 0, ms;
+    uint64_t t0;
 
     if (msg == NULL || cw_na_open(URI, 0, NULL, &na) != CW_OK ||
         cw_na_addr_lookup(na, target, &to) != CW_OK)
@@ -770,9 +921,13 @@ static int burst_main(const char *target, int fd, int n, size_t size)
     }
     if (write(fd, &b.ok, sizeof(b.ok)) != (ssize_t)sizeof(b.ok))
         return 1;
-    close(fd);
     cw_na_addr_free(na, to);
+    t0 = cw_now_ns();
     cw_na_close(na);
+    ms = (int)((cw_now_ns() - t0) / 1000000u);
+    if (write(fd, &ms, sizeof(ms)) != (ssize_t)sizeof(ms))
+        return 1;
+    close(fd);
     free(msg);
     return 0;
 }
@@ -791,7 +946,7 @@ static void test_burst_then_close(void **state)
     cw_na_addr_t *self;
     cw_na_t *na;
     struct rec r = {0};
-    int fds[2], ok = -1, got = 0, status;
+    int fds[2], ok = -1, got = 0, status, close_ms = -1;
     pid_t pid;
 
     assert_int_equal(cw_na_open(URI, CW_NA_LISTEN, big, &na), CW_OK);
@@ -820,7 +975,6 @@ static void test_burst_then_close(void **state)
     cw_na_addr_free(na, r.source);
     got = 1;
     assert_int_equal(read(fds[0], &ok, sizeof(ok)), (ssize_t)sizeof(ok));
-    close(fds[0]);
     print_message("# %d of %d sends reported done before the close\n", ok, N);
     assert_true(ok > 1);
     /* Now read everything that came. */
@@ -839,10 +993,205 @@ static void test_burst_then_close(void **state)
         got++;
     }
     print_message("# %d received\n", got);
+    assert_int_equal(read(fds[0], &close_ms, sizeof(close_ms)),
+                     (ssize_t)sizeof(close_ms));
+    close(fds[0]);
+    print_message("# the sender's close took %d ms\n", close_ms);
     assert_int_equal(waitpid(pid, &status, 0), pid);
     cw_na_close(na);
     assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     assert_int_equal(got, ok);
+}
+
+/* ---- a peer that keeps sending while we finalize ---- */
+
+struct flood {
+    int unexp, exp, rma, failed;
+};
+
+static void flood_cb(const struct cw_na_cb_info *info)
+{
+    struct flood *f = info->arg;
+
+    if (info->status != CW_OK)
+        f->failed++;
+    if (info->type == CW_NA_OP_SEND_UNEXPECTED)
+        f->unexp--;
+    else if (info->type == CW_NA_OP_SEND_EXPECTED)
+        f->exp--;
+    else
+        f->rma--;
+}
+
+/* "--flood TARGET HANDLE_HEX": for 4 s, keep unexpected messages (eager
+ * and rendezvous sizes), expected messages, and puts and gets on TARGET's
+ * handle in flight to TARGET, reconnecting whenever it is gone.  Without
+ * tcp put-zcopy, as causewayd: with it UCX 1.13 can abort a process whose
+ * put's peer went away mid-transfer (docs/na-ucx.md, LIMITATIONS). */
+static int flood_main(const char *target, const char *hex)
+{
+    static const char *const noput[] = {"UCX_TCP_PUT_ENABLE", "n", NULL};
+    static char small[64], big[60000], buf[1 << 20];
+    unsigned char ser[256];
+    size_t serlen = strlen(hex) / 2;
+    struct cw_na_segment seg = {buf, sizeof(buf)};
+    struct flood f = {0};
+    cw_na_mem_t *mine, *theirs;
+    cw_na_addr_t *to;
+    cw_na_t *na;
+    uint32_t i = 0;
+
+    if (serlen > sizeof(ser) || cw_na_open(URI, 0, noput, &na) != CW_OK ||
+        cw_na_addr_lookup(na, target, &to) != CW_OK)
+        return 1;
+    for (size_t k = 0; k < serlen; k++)
+        if (sscanf(hex + 2 * k, "%2hhx", &ser[k]) != 1)
+            return 1;
+    if (cw_na_mem_deserialize(na, ser, serlen, &theirs) != CW_OK ||
+        cw_na_mem_register(na, &seg, 1, CW_NA_MEM_READ | CW_NA_MEM_WRITE,
+                           &mine) != CW_OK)
+        return 1;
+    for (uint64_t end = cw_now_ns() + 4000000000ull; cw_now_ns() < end; i++) {
+        if (f.unexp < 32 &&
+            cw_na_msg_send_unexpected(na, i & 1 ? big : small,
+                                      i & 1 ? sizeof(big) : sizeof(small), to,
+                                      i, flood_cb, &f, NULL) == CW_OK)
+            f.unexp++;
+        if (f.exp < 8 &&
+            cw_na_msg_send_expected(na, small, sizeof(small), to, i, flood_cb,
+                                    &f, NULL) == CW_OK)
+            f.exp++;
+        if (f.rma < 4 &&
+            (i & 1 ? cw_na_get : cw_na_put)(na, mine, 0, theirs, 0, sizeof(buf),
+                                            to, flood_cb, &f, NULL) == CW_OK)
+            f.rma++;
+        cw_na_progress(na, 0, NULL);
+    }
+    cw_na_mem_release(na, theirs);
+    cw_na_mem_release(na, mine);
+    cw_na_addr_free(na, to);
+    cw_na_close(na);
+    return 0;
+}
+
+/* Finalize while a peer keeps sending every kind of message and put/get
+ * request: the callbacks UCX runs during the final flush and drain must
+ * not use freed state (ASan, LSan), and the close stays bounded. */
+static void test_finalize_under_flood(void **state)
+{
+    static char mem[4 << 20], in[4][65536];
+    struct cw_na_segment seg = {mem, sizeof(mem)};
+
+    for (int round = 0; round < 3; round++) {
+        char uri[256], hex[513];
+        unsigned char ser[256];
+        struct rec r[4] = {{0}};
+        cw_na_addr_t *self;
+        cw_na_mem_t *h;
+        cw_na_t *na;
+        size_t sz;
+        int got = 0, status;
+        uint64_t t0, ms;
+        pid_t pid;
+
+        assert_int_equal(cw_na_open(URI, CW_NA_LISTEN, NULL, &na), CW_OK);
+        assert_int_equal(cw_na_addr_self(na, &self), CW_OK);
+        assert_int_equal(cw_na_addr_to_string(na, self, uri, sizeof(uri)),
+                         CW_OK);
+        cw_na_addr_free(na, self);
+        assert_int_equal(cw_na_mem_register(
+                             na, &seg, 1, CW_NA_MEM_READ | CW_NA_MEM_WRITE, &h),
+                         CW_OK);
+        sz = cw_na_mem_serialize_size(na, h);
+        assert_true(sz <= sizeof(ser));
+        assert_int_equal(cw_na_mem_serialize(na, ser, sz, h), CW_OK);
+        for (size_t k = 0; k < sz; k++)
+            snprintf(hex + 2 * k, 3, "%02x", ser[k]);
+        pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            execl("/proc/self/exe", "cw-test-flood", "--flood", uri, hex,
+                  (char *)NULL);
+            _exit(127);
+        }
+        for (int k = 0; k < 4; k++)
+            assert_int_equal(cw_na_msg_recv_unexpected(na, in[k], sizeof(in[k]),
+                                                       rec_cb, &r[k], NULL),
+                             CW_OK);
+        /* Serve the flood for a while, then close in the middle of it
+         * (the last receives stay posted). */
+        for (uint64_t end = cw_now_ns() + WAIT_NS;
+             got < 40 * (round + 1) && cw_now_ns() < end;) {
+            cw_na_progress(na, 0, NULL);
+            for (int k = 0; k < 4; k++) {
+                if (r[k].calls == 0)
+                    continue;
+                if (r[k].status == CW_OK)
+                    cw_na_addr_free(na, r[k].source);
+                got++;
+                r[k] = (struct rec){0};
+                assert_int_equal(cw_na_msg_recv_unexpected(na, in[k],
+                                                           sizeof(in[k]),
+                                                           rec_cb, &r[k], NULL),
+                                 CW_OK);
+            }
+        }
+        assert_true(got >= 40 * (round + 1));
+        t0 = cw_now_ns();
+        cw_na_close(na);
+        ms = (cw_now_ns() - t0) / 1000000u;
+        print_message("# round %d: %d messages, close took %llu ms\n", round,
+                      got, (unsigned long long)ms);
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+}
+
+/* Closing an instance whose peer stopped reading (its process is stopped
+ * with SIGSTOP) while sends to it fill the connection: the final flush
+ * cannot finish and must not hold the caller (a gateway's shard thread on
+ * a reload that removes the network) for long. */
+static void test_close_stopped_peer(void **state)
+{
+    enum { N = 300, SIZE = 60000 };
+    static char msg[SIZE];
+    char uri[256];
+    struct burst b = {0};
+    cw_na_addr_t *c;
+    cw_na_t *na;
+    uint64_t t0, ms;
+    int posted = 0;
+    pid_t pid = spawn_peer(uri, sizeof(uri));
+
+    assert_int_equal(cw_na_open(URI, 0, NULL, &na), CW_OK);
+    assert_int_equal(cw_na_addr_lookup(na, uri, &c), CW_OK);
+    /* Connected and answering first. */
+    assert_int_equal(
+        cw_na_msg_send_unexpected(na, msg, 64, c, 0, burst_cb, &b, NULL),
+        CW_OK);
+    for (uint64_t end = cw_now_ns() + WAIT_NS;
+         b.done == 0 && cw_now_ns() < end;)
+        cw_na_progress(na, 0, NULL);
+    assert_int_equal(b.ok, 1);
+    kill(pid, SIGSTOP);
+    for (; posted < N; posted++)
+        assert_int_equal(cw_na_msg_send_unexpected(na, msg, SIZE, c,
+                                                   (uint32_t)posted, burst_cb,
+                                                   &b, NULL),
+                         CW_OK);
+    for (uint64_t end = cw_now_ns() + 200000000ull; cw_now_ns() < end;)
+        cw_na_progress(na, 0, NULL);
+    print_message("# %d of %d sends done before the close\n", b.done - 1, N);
+    assert_true(b.done - 1 < N); /* the connection is full */
+    cw_na_addr_free(na, c);
+    t0 = cw_now_ns();
+    cw_na_close(na);
+    ms = (cw_now_ns() - t0) / 1000000u;
+    print_message("# close with a stopped peer took %llu ms\n",
+                  (unsigned long long)ms);
+    kill(pid, SIGKILL);
+    assert_int_equal(waitpid(pid, NULL, 0), pid);
+    assert_true(ms < 400);
 }
 
 int main(int argc, char **argv)
@@ -866,16 +1215,30 @@ int main(int argc, char **argv)
                                         teardown_two),
         cmocka_unit_test_setup_teardown(test_cancel_get, setup_two,
                                         teardown_two),
+        cmocka_unit_test_setup_teardown(test_release_local_inflight, setup_two,
+                                        teardown_two),
+        cmocka_unit_test_setup_teardown(test_release_local_inflight,
+                                        setup_two_rkey, teardown_two),
+        cmocka_unit_test_setup_teardown(test_release_owner_put, setup_two,
+                                        teardown_two),
+        cmocka_unit_test_setup_teardown(test_release_owner_get, setup_two,
+                                        teardown_two),
+        cmocka_unit_test_setup_teardown(test_release_owner_get, setup_two_noput,
+                                        teardown_two),
         cmocka_unit_test_setup_teardown(test_peer_gone_exec, setup_two,
                                         teardown_two),
         cmocka_unit_test(test_peer_stopped),
         cmocka_unit_test(test_burst_then_close),
+        cmocka_unit_test(test_close_stopped_peer),
+        cmocka_unit_test(test_finalize_under_flood),
     };
 
     cw_log_init();
     if (argc == 6 && strcmp(argv[1], "--burst") == 0)
         return burst_main(argv[2], atoi(argv[3]), atoi(argv[4]),
                           (size_t)atoi(argv[5]));
+    if (argc == 4 && strcmp(argv[1], "--flood") == 0)
+        return flood_main(argv[2], argv[3]);
     if (cw_test_peer_dispatch(argc, argv, &rc))
         return rc;
     if (cw_plugins_find("ucx") == NULL &&
