@@ -769,9 +769,10 @@ static void complete_step(void *arg)
     out->cb(out, CW_OK, out->cb_arg);
 }
 
+/* The shard that sent @p in (a reload may have moved its route since). */
 static unsigned egress_of(const struct cw_handle *in)
 {
-    return route_shard[in->route];
+    return out_of(in)->ctx->idx;
 }
 
 static void noop_step(void *arg)
@@ -999,6 +1000,16 @@ static void park_step(void *arg)
     park();
 }
 
+/* Shard @p i stops in a step (it is busy) until unpark(); wait_step(@p i,
+ * the value returned) waits for it to end. */
+static unsigned park_shard(unsigned i)
+{
+    unsigned target = post_step(i, park_step, NULL);
+
+    wait_parked();
+    return target;
+}
+
 /* Shard 1 takes, in one batch from its inbox, the end of U's forward
  * (handed back by shard 2) and then S's older request; the end runs the
  * queue, which takes S's younger request, for shard 1 itself: it must
@@ -1012,8 +1023,7 @@ static void test_batch_before_own_send(void **state)
     setup_gw(2, 0);
     u = arrive_to("U", 1, 1); /* route 1: shard 2 sends it */
     settle();
-    target = post_step(1, park_step, NULL);
-    wait_parked();
+    target = park_shard(1);
     run_on(2, complete_step, u); /* its end goes to shard 1's inbox */
     s0 = arrive("S", 0);         /* and S's request behind it */
     s1 = arrive("S", 0);         /* two in flight: queued */
@@ -1052,8 +1062,7 @@ static void test_reload_moves_route(void **state)
 
     (void)state;
     setup_gw(0, 0);
-    target = post_step(1, park_step, NULL); /* shard 1 is busy */
-    wait_parked();
+    target = park_shard(1); /* shard 1 is busy */
     s0 = arrive("S", 0);
     reload_to(2);
     s1 = arrive("S", 0);
@@ -1061,6 +1070,54 @@ static void test_reload_moves_route(void **state)
     unpark();
     wait_step(1, target);
     assert_true(s0->id < s1->id);
+    teardown_gw("S");
+}
+
+/* The same with S's younger request waiting in the admission queue at
+ * the reload: the end of T's forward on shard 2 runs the queue there,
+ * which routes it on the new table, for shard 2 itself. */
+static void test_reload_moves_queued(void **state)
+{
+    struct cw_handle *t, *s0, *s1;
+    unsigned target;
+
+    (void)state;
+    setup_gw(2, 0);
+    t = arrive_to("T", 2, 1); /* route 1: shard 2 sends it */
+    settle();
+    target = park_shard(1);
+    s0 = arrive("S", 0);
+    s1 = arrive("S", 0); /* two in flight: queued */
+    assert_int_equal(gw.nqueued, 1);
+    reload_to(2);
+    run_on(2, complete_step, t);
+    assert_int_equal(gw.nqueued, 0);
+    unpark();
+    wait_step(1, target);
+    assert_true(s0->id < s1->id);
+    teardown_gw("S");
+}
+
+/* Two reloads while shard 1 still holds S's oldest request: route 0 goes
+ * to shard 2 and back.  Shard 2 runs the second reload's marker while it
+ * holds S's request of the first; the request of the second, on shard 1,
+ * must still wait for it. */
+static void test_two_reloads(void **state)
+{
+    unsigned target;
+
+    (void)state;
+    setup_gw(0, 0);
+    target = park_shard(1);
+    (void)arrive("S", 0);
+    reload_to(2);
+    (void)arrive("S", 0);
+    run_on(2, noop_step, NULL);
+    reload_to(1);
+    (void)arrive("S", 0);
+    run_on(2, noop_step, NULL);
+    unpark();
+    wait_step(1, target);
     teardown_gw("S");
 }
 
@@ -1072,6 +1129,8 @@ int main(void)
         cmocka_unit_test(test_inbox_before_own_send),
         cmocka_unit_test(test_batch_before_own_send),
         cmocka_unit_test(test_reload_moves_route),
+        cmocka_unit_test(test_reload_moves_queued),
+        cmocka_unit_test(test_two_reloads),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
