@@ -16,6 +16,9 @@
  * the order they were admitted, and a shard sends only from its queue,
  * oldest first (a request its own thread admitted too), so they leave in
  * that order: FIFO per source and route holds on the wire (admission.c).
+ * A reload may move a route to another shard's network: a barrier
+ * (gw_fwd_barrier) keeps the requests staged after it from leaving before
+ * every shard has sent those staged before.
  */
 #include "gw_int.h"
 #include "gw_bulk.h"
@@ -56,28 +59,109 @@ void gw_reject(struct gw *gw, cw_handle_t *in, cw_status_t st)
     gw_answers_tail = &q->next;
 }
 
-void gw_fwd_stage(struct gw_fwd *f)
+/* Push @p w on @p sh's queue now, under gw->lock; the wake-up, a system
+ * call, waits until the lock is dropped (gw_deferred_flush). */
+static void gw_stage_work(struct gw_shard *sh, struct gw_work *w)
 {
-    struct gw_shard *self = gw_shard_self();
     unsigned i = 0;
-    bool idle;
+    bool idle = gw_shard_push(sh, w);
 
-    f->in_sh = f->ingress != NULL ? f->ingress->sh
-                                  : (self != NULL ? self : &f->gw->shards[0]);
-    f->work.fn = gw_fwd_send_work;
-    /* Pushed now, under the lock that admitted it; the wake-up, a system
-     * call, waits until the lock is dropped. */
-    idle = gw_shard_push(f->eg_sh, &f->work);
-    if (f->eg_sh == self) {
+    if (sh == gw_shard_self()) {
         gw_sends_self = true;
         return;
     }
     if (!idle)
         return;
-    while (i < gw_nwakes && gw_wakes[i] != f->eg_sh)
+    while (i < gw_nwakes && gw_wakes[i] != sh)
         i++;
     if (i == gw_nwakes) /* at most one entry per shard */
-        gw_wakes[gw_nwakes++] = f->eg_sh;
+        gw_wakes[gw_nwakes++] = sh;
+}
+
+void gw_fwd_stage(struct gw_fwd *f)
+{
+    struct gw_shard *self = gw_shard_self();
+
+    f->in_sh = f->ingress != NULL ? f->ingress->sh
+                                  : (self != NULL ? self : &f->gw->shards[0]);
+    f->work.fn = gw_fwd_send_work;
+    f->epoch = f->gw->epoch;
+    gw_stage_work(f->eg_sh, &f->work);
+}
+
+static void gw_barrier_pass(struct gw_work *w);
+
+void gw_fwd_barrier(struct gw *gw)
+{
+    gw->epoch++;
+    for (unsigned i = 0; i < gw->nshards; i++) {
+        struct gw_shard *sh = &gw->shards[i];
+
+        /* One still queued for an earlier reload goes again for this one
+         * once it has run (gw_barrier_pass). */
+        if (sh->mark_queued)
+            continue;
+        sh->mark_queued = true;
+        sh->mark_epoch = gw->epoch;
+        sh->mark.fn = gw_barrier_pass;
+        gw_stage_work(sh, &sh->mark);
+    }
+}
+
+/* On @p sh's thread, gw->lock held: every send staged on @p sh before
+ * the epoch its last marker passed was run, and those not held were sent
+ * (a shard's sends are in epoch order).  Raises gw->epoch_clear to the
+ * lowest such epoch of all shards; true if it rose. */
+static bool gw_barrier_update(struct gw *gw, struct gw_shard *sh)
+{
+    uint64_t clear = UINT64_MAX;
+
+    sh->passed = sh->mark_passed;
+    if (sh->held != NULL && gw_fwd_of_work(sh->held)->epoch < sh->passed)
+        sh->passed = gw_fwd_of_work(sh->held)->epoch;
+    for (unsigned i = 0; i < gw->nshards; i++)
+        if (gw->shards[i].passed < clear)
+            clear = gw->shards[i].passed;
+    if (clear <= atomic_load_explicit(&gw->epoch_clear, memory_order_relaxed))
+        return false;
+    atomic_store_explicit(&gw->epoch_clear, clear, memory_order_release);
+    return true;
+}
+
+/* The other shards may hold sends the barrier now lets go. */
+static void gw_barrier_wake(struct gw *gw, struct gw_shard *sh)
+{
+    for (unsigned i = 0; i < gw->nshards; i++)
+        if (&gw->shards[i] != sh)
+            gw_shard_wake(&gw->shards[i]);
+}
+
+/* A shard's marker ran: every send staged on it before the reload of
+ * sh->mark_epoch was run (sent, or held behind the barrier of an earlier
+ * reload). */
+static void gw_barrier_pass(struct gw_work *w)
+{
+    struct gw_shard *sh =
+        (struct gw_shard *)(void *)((char *)w -
+                                    offsetof(struct gw_shard, mark));
+    struct gw *gw = sh->gw;
+    bool raised;
+
+    pthread_mutex_lock(&gw->lock);
+    sh->mark_passed = sh->mark_epoch;
+    if (sh->mark_epoch < gw->epoch) {
+        /* Sends staged here since it was queued may still be behind it:
+         * it vouches for the later reload from the end of the queue. */
+        sh->mark_epoch = gw->epoch;
+        gw_stage_work(sh, &sh->mark);
+    } else {
+        sh->mark_queued = false;
+    }
+    raised = gw_barrier_update(gw, sh);
+    pthread_mutex_unlock(&gw->lock);
+    if (raised)
+        gw_barrier_wake(gw, sh);
+    gw_deferred_flush(); /* its own queue, if it went again */
 }
 
 void gw_fwd_fail_later(cw_handle_t *out)
@@ -217,9 +301,55 @@ void gw_fwd_send(struct gw_fwd *f)
         (void)cw_cancel(out);
 }
 
+/* A send staged after a reload waits until every shard has sent those
+ * staged before it, and the later ones of this shard wait behind it. */
 static void gw_fwd_send_work(struct gw_work *w)
 {
-    gw_fwd_send(gw_fwd_of_work(w));
+    struct gw_fwd *f = gw_fwd_of_work(w);
+    struct gw_shard *sh = f->eg_sh;
+
+    if (sh->held == NULL &&
+        f->epoch <=
+            atomic_load_explicit(&f->gw->epoch_clear, memory_order_acquire)) {
+        gw_fwd_send(f);
+        return;
+    }
+    w->next = NULL;
+    if (sh->held == NULL)
+        sh->held = w;
+    else
+        sh->held_tail->next = w;
+    sh->held_tail = w;
+}
+
+bool gw_fwd_held_ready(struct gw_shard *sh)
+{
+    return sh->held != NULL &&
+           gw_fwd_of_work(sh->held)->epoch <=
+               atomic_load_explicit(&sh->gw->epoch_clear, memory_order_acquire);
+}
+
+void gw_fwd_held_run(struct gw_shard *sh)
+{
+    struct gw *gw = sh->gw;
+    uint64_t clear =
+        atomic_load_explicit(&gw->epoch_clear, memory_order_acquire);
+    bool raised;
+
+    while (sh->held != NULL && gw_fwd_of_work(sh->held)->epoch <= clear) {
+        struct gw_work *w = sh->held;
+
+        sh->held = w->next;
+        gw_fwd_send(gw_fwd_of_work(w));
+    }
+    /* Sent: a later marker of this shard may vouch for more now. */
+    if (sh->passed == sh->mark_passed)
+        return;
+    pthread_mutex_lock(&gw->lock);
+    raised = gw_barrier_update(gw, sh);
+    pthread_mutex_unlock(&gw->lock);
+    if (raised)
+        gw_barrier_wake(gw, sh);
 }
 
 void gw_fwd_finish(struct gw_fwd *f)

@@ -65,6 +65,17 @@ struct gw_shard {
     bool started;
     unsigned nnets;                   /**< networks opened on it */
     _Atomic(struct gw_work *) inbox;  /**< lock-free MPSC (gw_shard_post) */
+    /* A reload's barrier (gw_fwd_barrier): the marker goes through the
+     * inbox behind the sends staged before the reload. */
+    struct gw_work mark;
+    bool mark_queued;                 /**< in the inbox (gw->lock) */
+    uint64_t mark_epoch;              /**< what it passes (gw->lock) */
+    uint64_t mark_passed;             /**< the last one it passed */
+    uint64_t passed;                  /**< every send staged on it before
+                                           this epoch was sent (gw->lock) */
+    struct gw_work *held, *held_tail; /**< sends of a later epoch than
+                                           gw->epoch_clear, oldest first
+                                           (the shard's thread only) */
     pthread_mutex_t addr_lock;        /**< threaded mode: the cache below */
     struct gw_addr_ent *addrs[GW_ADDR_BUCKETS]; /**< next hops in ctx */
 };
@@ -137,6 +148,7 @@ struct gw_fwd {
     bool send_failed;             /**< it never left (st says why) */
     bool resume;                  /**< re-forwarded: send it as RESUME */
     struct gw_work work;          /**< hand-off between shards */
+    uint64_t epoch;               /**< gw->epoch when it was staged */
     char next_addr[CW_URI_MAX];   /**< resolved next hop (cache key) */
     struct gw_fwd *prev, *next;   /**< gw->fwds */
     char dest[CW_ADDR_STR_MAX];   /**< threaded: destination beyond next */
@@ -264,6 +276,9 @@ struct gw {
     bool threaded;                   /**< nshards > 1: gw->lock is used */
     pthread_mutex_t lock;
     atomic_bool threads_stop;
+    uint64_t epoch;               /**< reloads so far (gw->lock) */
+    _Atomic uint64_t epoch_clear; /**< every shard passed this epoch's
+                                       barrier: its sends may go */
 };
 
 static inline struct gw_fwd *gw_fwd_of_work(struct gw_work *w)
@@ -345,6 +360,16 @@ void gw_fwd_fail_account(struct gw_fwd *f, cw_status_t st);
  *  dropped the lock, which wakes that shard, or sends when it is this
  *  one. */
 void gw_fwd_stage(struct gw_fwd *f);
+/** Threaded mode, gw->lock held, where a reload swaps the route table:
+ *  requests staged from now on are sent only once every shard has sent
+ *  those staged before (a route may have moved to another shard's
+ *  network: FIFO per source and route across the reload).  The caller
+ *  runs gw_deferred_flush once it dropped the lock. */
+void gw_fwd_barrier(struct gw *gw);
+/** Threaded mode: whether @p sh holds sends its barrier has let go. */
+bool gw_fwd_held_ready(struct gw_shard *sh);
+/** Threaded mode: on @p sh's thread, send what gw_fwd_held_ready found. */
+void gw_fwd_held_run(struct gw_shard *sh);
 /** Threaded mode: cancel every forward in flight (@p all) or those past
  *  limits.max_timeout; takes gw->lock, cancels after dropping it. */
 void gw_fwd_cancel_mt(struct gw *gw, bool all);
@@ -479,10 +504,11 @@ void gw_shard_queue(struct gw_shard *sh, struct gw_work *w);
 bool gw_shard_push(struct gw_shard *sh, struct gw_work *w);
 /** Wake @p sh's thread to look at its queue. */
 void gw_shard_wake(struct gw_shard *sh);
-/** Run what was queued for @p sh, in the order it was queued; true if
- *  anything ran.  Called again from within a work item it runs, it leaves
- *  the new items to the outer call, which runs them after the rest of its
- *  batch. */
+/** Run what was queued for @p sh, in the order it was queued, behind the
+ *  sends a reload's barrier held here once it lets them go
+ *  (gw_fwd_barrier); true if anything ran.  Called again from within a
+ *  work item it runs, it leaves the new items to the outer call, which
+ *  runs them after the rest of its batch. */
 bool gw_shard_drain(struct gw_shard *sh);
 /** The shard this thread drives, or NULL. */
 struct gw_shard *gw_shard_self(void);

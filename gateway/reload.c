@@ -224,6 +224,10 @@ cw_status_t gw_reload(struct gw *gw, char *err, size_t errlen)
         goto fail;
     }
     gw_set_config(gw, next, next, table);
+    /* A route may leave by another shard now: what is admitted from here
+     * waits for what was admitted before (FIFO per source and route). */
+    if (gw->threaded)
+        gw_fwd_barrier(gw);
     gw_reload_reap(gw);
     gw->reloads++;
     /* Queued requests may go through other routes now. */

@@ -39,6 +39,8 @@ cw_status_t gw_shards_init(struct gw *gw, const struct cw_context_opts *o,
         return CW_NOMEM;
     }
     gw->threaded = n > 1;
+    gw->epoch = 0;
+    atomic_init(&gw->epoch_clear, 0);
     if (gw->threaded)
         pthread_mutex_init(&gw->lock, NULL);
     for (unsigned i = 0; i < n; i++) {
@@ -148,14 +150,20 @@ bool gw_shard_drain(struct gw_shard *sh)
     }
     draining = true;
     do {
+        bool held = gw_fwd_held_ready(sh);
+
         again = false;
-        if (atomic_load_explicit(&sh->inbox, memory_order_relaxed) == NULL)
+        if (!held &&
+            atomic_load_explicit(&sh->inbox, memory_order_relaxed) == NULL)
             break;
         /* The requests and answers the batch sends leave as from one pass
          * of the context's completion queue: those to one peer together
          * (coalescing, docs/wire.md "Batches"). */
         if (!ran)
             scope = cw_context_batch_begin(sh->ctx);
+        /* Sends a reload's barrier held are older than the queue's. */
+        if (held)
+            gw_fwd_held_run(sh);
         w = atomic_exchange_explicit(&sh->inbox, NULL, memory_order_acquire);
         for (fifo = NULL; w != NULL;) { /* newest first: reverse */
             struct gw_work *next = w->next;
@@ -169,7 +177,7 @@ bool gw_shard_drain(struct gw_shard *sh)
             w->fn(w);
         }
         ran = true;
-    } while (again);
+    } while (again || gw_fwd_held_ready(sh));
     if (ran)
         cw_context_batch_end(sh->ctx, scope);
     draining = false;

@@ -6,9 +6,11 @@
  * the test hands it at a time, and a step can stop half-way (park) while
  * another thread runs, so the interleavings below are exact.  Shard 0 is
  * this thread; it can be stopped just after it drops gw->lock (a
- * --wrap of pthread_mutex_unlock) while another shard runs.  What is
- * checked is the order of the cw_forward calls (what reaches the next
- * hop): FIFO per source and route.
+ * --wrap of pthread_mutex_unlock) while another shard runs, and it runs
+ * the real reload (gateway/reload.c) against a fake configuration whose
+ * table moves a route to another shard.  What is checked is the order of
+ * the cw_forward calls (what reaches the next hop): FIFO per source and
+ * route.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -64,7 +66,9 @@ static struct cw_config cfg;
 /* Route 0 leaves by a network on shard 1, route 1 by one on shard 2. */
 static struct gw_route_stats routes[2];
 static unsigned route_cap[2];
-static const unsigned route_shard[2] = {1, 2};
+static unsigned route_shard[2];
+/* What a reload's new table makes of route 0 (gw_set_config). */
+static unsigned reload_shard0;
 static struct cw_addr next_hop;
 static struct cw_network nets[NSHARDS];
 static struct cw_handle reqs[MAX_REQS];
@@ -356,6 +360,150 @@ void gw_forward_hook(cw_handle_t *in, void *arg)
     gw_forward(arg, in, 0);
 }
 
+/* ---- the fake configuration (gateway/reload.c) ------------------------- */
+
+static struct cw_config next_cfg;
+static struct cw_config_network next_nets[NSHARDS];
+static char net_names[NSHARDS][8];
+static struct cw_route_table *fake_table = (struct cw_route_table *)&next_cfg;
+
+struct cw_config_diag *cw_config_diag_new(void)
+{
+    return (struct cw_config_diag *)&next_cfg;
+}
+
+void cw_config_diag_free(struct cw_config_diag *diag)
+{
+    (void)diag;
+}
+
+void cw_config_diag_clear(struct cw_config_diag *diag)
+{
+    (void)diag;
+}
+
+size_t cw_config_diag_count(const struct cw_config_diag *diag)
+{
+    (void)diag;
+    return 0;
+}
+
+const char *cw_config_diag_get(const struct cw_config_diag *diag, size_t i)
+{
+    (void)diag;
+    (void)i;
+    return "";
+}
+
+/* The same networks, the same names: the reload changes the table only. */
+cw_status_t cw_config_load(const char *path, unsigned flags,
+                           struct cw_config_diag *diag,
+                           struct cw_config **cfg_p)
+{
+    (void)path;
+    (void)flags;
+    (void)diag;
+    next_cfg = cfg;
+    next_cfg.networks = next_nets;
+    next_cfg.nnetworks = NSHARDS;
+    for (unsigned i = 0; i < NSHARDS; i++) {
+        next_nets[i].name = net_names[i];
+        next_nets[i].address = net_names[i];
+    }
+    *cfg_p = &next_cfg;
+    return CW_OK;
+}
+
+void cw_config_free(struct cw_config *c)
+{
+    (void)c;
+}
+
+cw_status_t cw_config_check_reload(const struct cw_config *cur,
+                                   const struct cw_config *next,
+                                   struct cw_config_diag *diag)
+{
+    (void)cur;
+    (void)next;
+    (void)diag;
+    return CW_OK;
+}
+
+cw_status_t cw_route_table_build(const struct cw_config *c,
+                                 struct cw_route_table **table_p)
+{
+    (void)c;
+    *table_p = fake_table;
+    return CW_OK;
+}
+
+size_t cw_route_table_size(const struct cw_route_table *table)
+{
+    (void)table;
+    return 2;
+}
+
+void cw_route_table_unref(struct cw_route_table *table)
+{
+    (void)table;
+}
+
+/* The new table is current from here: route 0 leaves by another network
+ * (same next hop, so the same route). */
+void gw_set_config(struct gw *g, struct cw_config *own,
+                   const struct cw_config *c, struct cw_route_table *table)
+{
+    (void)own;
+    (void)c;
+    g->table = table;
+    route_shard[0] = reload_shard0;
+}
+
+/* Not reached: no network is opened, removed or closed. */
+cw_status_t gw_net_open(struct gw *g, const struct cw_config_network *cn,
+                        struct gw_net *gn)
+{
+    (void)g;
+    (void)cn;
+    (void)gn;
+    return CW_UNSUPPORTED;
+}
+
+cw_status_t cw_network_close(cw_network_t *net)
+{
+    (void)net;
+    return CW_OK;
+}
+
+void gw_addr_cache_fini(struct gw *g)
+{
+    (void)g;
+}
+
+void gw_rcache_clear(struct gw *g)
+{
+    (void)g;
+}
+
+cw_status_t cw_context_stats(cw_context_t *ctx,
+                             struct cw_context_stats *stats_p)
+{
+    (void)ctx;
+    memset(stats_p, 0, sizeof(*stats_p));
+    return CW_OK;
+}
+
+void gw_fwd_cancel_all(struct gw *g)
+{
+    (void)g;
+}
+
+bool gw_health_busy(const struct gw *g)
+{
+    (void)g;
+    return false;
+}
+
 /* ---- the fake forward path ---------------------------------------------- */
 
 uint64_t gw_hash(const char *s)
@@ -621,9 +769,10 @@ static void complete_step(void *arg)
     out->cb(out, CW_OK, out->cb_arg);
 }
 
+/* The shard that sent @p in (a reload may have moved its route since). */
 static unsigned egress_of(const struct cw_handle *in)
 {
-    return route_shard[in->route];
+    return out_of(in)->ctx->idx;
 }
 
 static void noop_step(void *arg)
@@ -666,10 +815,16 @@ static void setup_gw(unsigned total, unsigned cap)
     gw.cfg = &cfg;
     route_cap[0] = cap;
     route_cap[1] = 0;
+    route_shard[0] = reload_shard0 = 1;
+    route_shard[1] = 2;
+    gw.config_path = "gw.yaml";
     assert_int_equal(gw_shards_init(&gw, &o, NSHARDS), CW_OK);
     for (unsigned i = 0; i < NSHARDS; i++) {
         gw.shards[i].ctx->idx = i;
         gw.nets[i].net = &nets[i];
+        snprintf(net_names[i], sizeof(net_names[i]), "n%u", i);
+        snprintf(gw.nets[i].name, sizeof(gw.nets[i].name), "n%u", i);
+        snprintf(gw.nets[i].uri, sizeof(gw.nets[i].uri), "n%u", i);
         gw.nets[i].sh = &gw.shards[i];
         gw.shards[i].nnets = 1;
     }
@@ -845,6 +1000,16 @@ static void park_step(void *arg)
     park();
 }
 
+/* Shard @p i stops in a step (it is busy) until unpark(); wait_step(@p i,
+ * the value returned) waits for it to end. */
+static unsigned park_shard(unsigned i)
+{
+    unsigned target = post_step(i, park_step, NULL);
+
+    wait_parked();
+    return target;
+}
+
 /* Shard 1 takes, in one batch from its inbox, the end of U's forward
  * (handed back by shard 2) and then S's older request; the end runs the
  * queue, which takes S's younger request, for shard 1 itself: it must
@@ -858,8 +1023,7 @@ static void test_batch_before_own_send(void **state)
     setup_gw(2, 0);
     u = arrive_to("U", 1, 1); /* route 1: shard 2 sends it */
     settle();
-    target = post_step(1, park_step, NULL);
-    wait_parked();
+    target = park_shard(1);
     run_on(2, complete_step, u); /* its end goes to shard 1's inbox */
     s0 = arrive("S", 0);         /* and S's request behind it */
     s1 = arrive("S", 0);         /* two in flight: queued */
@@ -870,6 +1034,93 @@ static void test_batch_before_own_send(void **state)
     teardown_gw("S");
 }
 
+/* A reload on shard 0 (gw_loop_mt: under gw->lock, then what it decided
+ * is done) whose table sends route 0 through shard @p shard's network. */
+static void reload_to(unsigned shard)
+{
+    char err[128];
+    cw_status_t st;
+
+    reload_shard0 = shard;
+    pthread_mutex_lock(&gw.lock);
+    st = gw_reload(&gw, err, sizeof(err));
+    pthread_mutex_unlock(&gw.lock);
+    gw_deferred_flush();
+    assert_int_equal(st, CW_OK);
+    assert_int_equal(route_shard[0], shard);
+}
+
+/* docs/gateway.md's reload window: S's request, admitted for route 0 and
+ * handed to shard 1, still waits in shard 1's inbox when a reload moves
+ * route 0 to a network of shard 2 (same next hop); S's next request,
+ * admitted on the new table, goes to shard 2, which is idle.  It must
+ * not leave before the older one. */
+static void test_reload_moves_route(void **state)
+{
+    struct cw_handle *s0, *s1;
+    unsigned target;
+
+    (void)state;
+    setup_gw(0, 0);
+    target = park_shard(1); /* shard 1 is busy */
+    s0 = arrive("S", 0);
+    reload_to(2);
+    s1 = arrive("S", 0);
+    run_on(2, noop_step, NULL); /* shard 2 runs its inbox */
+    unpark();
+    wait_step(1, target);
+    assert_true(s0->id < s1->id);
+    teardown_gw("S");
+}
+
+/* The same with S's younger request waiting in the admission queue at
+ * the reload: the end of T's forward on shard 2 runs the queue there,
+ * which routes it on the new table, for shard 2 itself. */
+static void test_reload_moves_queued(void **state)
+{
+    struct cw_handle *t, *s0, *s1;
+    unsigned target;
+
+    (void)state;
+    setup_gw(2, 0);
+    t = arrive_to("T", 2, 1); /* route 1: shard 2 sends it */
+    settle();
+    target = park_shard(1);
+    s0 = arrive("S", 0);
+    s1 = arrive("S", 0); /* two in flight: queued */
+    assert_int_equal(gw.nqueued, 1);
+    reload_to(2);
+    run_on(2, complete_step, t);
+    assert_int_equal(gw.nqueued, 0);
+    unpark();
+    wait_step(1, target);
+    assert_true(s0->id < s1->id);
+    teardown_gw("S");
+}
+
+/* Two reloads while shard 1 still holds S's oldest request: route 0 goes
+ * to shard 2 and back.  Shard 2 runs the second reload's marker while it
+ * holds S's request of the first; the request of the second, on shard 1,
+ * must still wait for it. */
+static void test_two_reloads(void **state)
+{
+    unsigned target;
+
+    (void)state;
+    setup_gw(0, 0);
+    target = park_shard(1);
+    (void)arrive("S", 0);
+    reload_to(2);
+    (void)arrive("S", 0);
+    run_on(2, noop_step, NULL);
+    reload_to(1);
+    (void)arrive("S", 0);
+    run_on(2, noop_step, NULL);
+    unpark();
+    wait_step(1, target);
+    teardown_gw("S");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -877,6 +1128,9 @@ int main(void)
         cmocka_unit_test(test_two_queue_runs),
         cmocka_unit_test(test_inbox_before_own_send),
         cmocka_unit_test(test_batch_before_own_send),
+        cmocka_unit_test(test_reload_moves_route),
+        cmocka_unit_test(test_reload_moves_queued),
+        cmocka_unit_test(test_two_reloads),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
