@@ -155,6 +155,7 @@ struct ofi_seg {
 };
 
 struct cw_na_mem {
+    struct ofi_link link; /* cls->mems: released with the instance */
     bool local;
     uint32_t access;
     uint32_t nseg;
@@ -251,6 +252,7 @@ struct cw_na_class {
     struct ofi_link zombies;
     struct ofi_link ctrl_sends;
     struct ofi_link op_cache; /* freed ops for reuse (their link) */
+    struct ofi_link mems;     /* every memory handle not yet released */
     unsigned nop_cache;
     unsigned nrma; /* RMA ops in flight */
     uint64_t next_liveness_ns;
@@ -369,6 +371,7 @@ cw_status_t ofi_mem_register(cw_na_class_t *cls,
                              const struct cw_na_segment *segs, size_t n,
                              uint32_t access, cw_na_mem_t **mem_p);
 void ofi_mem_release(cw_na_class_t *cls, cw_na_mem_t *mem);
+void ofi_mem_fini(struct cw_na_class *cls);
 size_t ofi_mem_serialize_size(cw_na_class_t *cls, cw_na_mem_t *mem);
 cw_status_t ofi_mem_serialize(cw_na_class_t *cls, void *buf, size_t size,
                               cw_na_mem_t *mem);

@@ -502,6 +502,7 @@ static cw_status_t ofi_init(const struct cw_na_host *host,
     ofi_list_init(&cls->zombies);
     ofi_list_init(&cls->ctrl_sends);
     ofi_list_init(&cls->op_cache);
+    ofi_list_init(&cls->mems);
 
     p = ofi_proto_find(info->protocol);
     if (p == NULL) {
@@ -596,6 +597,7 @@ static void ofi_finalize(cw_na_class_t *cls)
     ofi_close_fid(cls, cls->ep ? &cls->ep->fid : NULL, "endpoint");
     cls->ep = NULL;
     ofi_progress_fini(cls);
+    ofi_mem_fini(cls);
     ofi_exp_fini(cls);
     free(cls->discard);
     free(cls->sinks);
