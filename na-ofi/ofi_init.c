@@ -519,6 +519,8 @@ static cw_status_t ofi_init(const struct cw_na_host *host,
     cls->exp_pool_bytes = p->exp_pool_bytes;
     if (cls->multi_recv && (info->flags & CW_NA_LISTEN))
         cls->exp_pool_bytes *= OFI_EXP_POOL_LISTEN_MULT;
+    cls->pong_tokens = OFI_PONG_UNKNOWN_PER_S;
+    cls->pong_refill_ns = ofi_now(cls);
     st = ofi_params(cls, info->params);
     if (st != CW_OK)
         goto err_free;
