@@ -244,6 +244,7 @@ struct cw_na_class {
     size_t exp_pool_bytes; /* room for catch-all expected receives */
     int shm_lock_fd; /* fi_shm: read lock on our region, held while open */
     uint64_t mr_mode;
+    uint64_t put_flags; /* FI_DELIVERY_COMPLETE where it reports rejections */
     size_t iov_limit, rma_iov_limit, max_msg_size;
     /* Tail of every unexpected receive shorter than eager_size, so the
      * provider never truncates (tcp drops the connection when it does);

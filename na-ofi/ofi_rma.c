@@ -335,7 +335,8 @@ cw_status_t ofi_rma_post(struct cw_na_class *cls, struct cw_na_op *op)
         msg.rma_iov_count = 1;
         msg.context = &sub->ctx;
         rc = op->type == CW_NA_OP_PUT
-                 ? (int)fi_writemsg(cls->ep, &msg, FI_COMPLETION)
+                 ? (int)fi_writemsg(cls->ep, &msg,
+                                    FI_COMPLETION | cls->put_flags)
                  : (int)fi_readmsg(cls->ep, &msg, FI_COMPLETION);
         if (rc == -FI_EAGAIN) {
             free(sub);

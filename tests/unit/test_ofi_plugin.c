@@ -1546,6 +1546,64 @@ static void test_forged_ping_bounded(void **state)
     cw_na_close(t);
 }
 
+/* A put the target's provider rejects (a key it does not know, a range
+ * past the registration) must not be reported CW_OK to its initiator:
+ * before, tcp;ofi_rxm completed it when the data left (transmit complete)
+ * and only the target knew it was dropped. */
+static cw_status_t rejected_put(struct pair *p, size_t len, bool bad_key)
+{
+    static uint8_t lbuf[65536], rbuf[65536];
+    struct cw_na_segment ls = {lbuf, len}, rs = {rbuf, len};
+    cw_na_mem_t *lm, *rm, *rm_at_a;
+    uint8_t ser[256];
+    struct done d = {0};
+    size_t n;
+
+    memset(lbuf, 0x77, sizeof(lbuf));
+    memset(rbuf, 0, sizeof(rbuf));
+    assert_int_equal(cw_na_mem_register(p->a, &ls, 1, 0, &lm), CW_OK);
+    assert_int_equal(cw_na_mem_register(p->b, &rs, 1, CW_NA_MEM_WRITE, &rm),
+                     CW_OK);
+    n = cw_na_mem_serialize_size(p->b, rm);
+    assert_int_equal(cw_na_mem_serialize(p->b, ser, n, rm), CW_OK);
+    if (bad_key)
+        ser[32] ^= 1; /* seg[0].key, lowest byte */
+    else
+        ser[24] += 1; /* seg[0].len: one byte past the registration */
+    assert_int_equal(cw_na_mem_deserialize(p->a, ser, n, &rm_at_a), CW_OK);
+    assert_int_equal(cw_na_put(p->a, lm, 0, rm_at_a, bad_key ? 0 : 1, len,
+                               p->b_at_a, done_cb, &d, NULL),
+                     CW_OK);
+    assert_true(wait_done(p->a, p->b, &d, 1));
+    assert_true(all_bytes(rbuf, sizeof(rbuf), 0)); /* nothing written */
+    cw_na_mem_release(p->a, rm_at_a);
+    cw_na_mem_release(p->b, rm);
+    cw_na_mem_release(p->a, lm);
+    return d.status;
+}
+
+static void test_rejected_put_reported_tcp(void **state)
+{
+    const size_t lens[] = {64, 4096, 65536};
+    struct pair p;
+    int bad = 0;
+    (void)state;
+
+    for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+        for (int bad_key = 0; bad_key < 2; bad_key++) {
+            cw_status_t st;
+
+            pair_open(&p, "ofi+tcp://127.0.0.1:0");
+            st = rejected_put(&p, lens[i], bad_key);
+            fprintf(stderr, "rejected put of %zu bytes (%s): %s\n", lens[i],
+                    bad_key ? "bad key" : "past the end", cw_status_str(st));
+            bad += st == CW_OK;
+            pair_close(&p);
+        }
+    }
+    assert_int_equal(bad, 0);
+}
+
 /* Runs cw_na_close(@p na) with stderr going to a file; returns what the
  * close logged (static buffer). */
 static const char *close_logged(cw_na_t *na)
@@ -1637,6 +1695,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_close_with_registrations_tcp),
         cmocka_unit_test(test_close_with_registrations_shm),
         cmocka_unit_test(test_forged_ping_bounded),
+        cmocka_unit_test(test_rejected_put_reported_tcp),
     };
     int rc;
 
