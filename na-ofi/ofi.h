@@ -69,6 +69,15 @@
 #define OFI_CTRL_PING 1u
 #define OFI_CTRL_PONG 2u
 
+/* A ping names the address to answer, and nothing checks that it came from
+ * there: pongs are bounded so that forged pings cannot turn the plugin
+ * into a reflector (ofi_msg.c, ofi_ctrl_ping()).  A peer gets at most one
+ * pong per interval (later pings are answered when it has passed); pings
+ * naming addresses the instance does not know are answered at most
+ * OFI_PONG_UNKNOWN_PER_S a second (bursts of as many), the rest dropped. */
+#define OFI_PONG_INTERVAL_NS   (50ull * 1000000ull)
+#define OFI_PONG_UNKNOWN_PER_S 16u
+
 #define OFI_MEM_MAGIC 0x4d574f43u
 #define OFI_MAX_SEGMENTS 256u
 
@@ -142,6 +151,8 @@ struct cw_na_addr {
     bool dead;
     bool ever_alive; /* we have heard from it at least once */
     bool lock_seen;  /* fi_shm: its owner held the liveness lock */
+    bool pong_due;   /* a ping came within OFI_PONG_INTERVAL_NS of a pong */
+    uint64_t last_pong_ns;
     int last_err;    /* last libfabric error seen with it (positive) */
 };
 
@@ -155,6 +166,7 @@ struct ofi_seg {
 };
 
 struct cw_na_mem {
+    struct ofi_link link; /* cls->mems: released with the instance */
     bool local;
     uint32_t access;
     uint32_t nseg;
@@ -232,6 +244,7 @@ struct cw_na_class {
     size_t exp_pool_bytes; /* room for catch-all expected receives */
     int shm_lock_fd; /* fi_shm: read lock on our region, held while open */
     uint64_t mr_mode;
+    uint64_t put_flags; /* FI_DELIVERY_COMPLETE where it reports rejections */
     size_t iov_limit, rma_iov_limit, max_msg_size;
     /* Tail of every unexpected receive shorter than eager_size, so the
      * provider never truncates (tcp drops the connection when it does);
@@ -251,9 +264,13 @@ struct cw_na_class {
     struct ofi_link zombies;
     struct ofi_link ctrl_sends;
     struct ofi_link op_cache; /* freed ops for reuse (their link) */
+    struct ofi_link mems;     /* every memory handle not yet released */
     unsigned nop_cache;
     unsigned nrma; /* RMA ops in flight */
     uint64_t next_liveness_ns;
+    unsigned pongs_due;      /* peers with pong_due set */
+    unsigned pong_tokens;    /* pongs to unknown addresses allowed now */
+    uint64_t pong_refill_ns; /* when pong_tokens last grew */
     uint64_t dropped; /* malformed or unmatched messages dropped */
     unsigned drained; /* of them, in this CQ read (ofi_read_cq) */
     /* expected messages (ofi_expected.c) */
@@ -349,6 +366,7 @@ void ofi_ctrl_recv_done(struct cw_na_class *cls, const struct fi_cq_tagged_entry
 void ofi_ctrl_send(struct cw_na_class *cls, struct cw_na_addr *peer,
                    uint8_t kind);
 void ofi_ctrl_send_done(struct cw_na_class *cls, struct ofi_ctrl *c, int err);
+void ofi_pongs_due(struct cw_na_class *cls, uint64_t now);
 cw_status_t ofi_sinks_init(struct cw_na_class *cls);
 void ofi_sinks_post(struct cw_na_class *cls);
 void ofi_sink_done(struct cw_na_class *cls, struct ofi_ctx *ctx, int err);
@@ -369,6 +387,7 @@ cw_status_t ofi_mem_register(cw_na_class_t *cls,
                              const struct cw_na_segment *segs, size_t n,
                              uint32_t access, cw_na_mem_t **mem_p);
 void ofi_mem_release(cw_na_class_t *cls, cw_na_mem_t *mem);
+void ofi_mem_fini(struct cw_na_class *cls);
 size_t ofi_mem_serialize_size(cw_na_class_t *cls, cw_na_mem_t *mem);
 cw_status_t ofi_mem_serialize(cw_na_class_t *cls, void *buf, size_t size,
                               cw_na_mem_t *mem);

@@ -498,7 +498,8 @@ void ofi_peers_reap(struct cw_na_class *cls, uint64_t now)
 
             next = l->next;
             if (a == cls->self || a->refs > 0 || a->nactive > 0 ||
-                a->nctrl > 0 || now - a->last_used_ns < cls->peer_idle_ns)
+                a->nctrl > 0 || a->pong_due ||
+                now - a->last_used_ns < cls->peer_idle_ns)
                 continue;
             rc = fi_av_remove(cls->av, &a->fi, 1, 0);
             if (rc != 0)

@@ -45,16 +45,27 @@ struct ofi_proto {
      * target, which checks the key, range and access of the registration
      * (ofi_mr_map_verify). */
     bool mr_virt_addr;
+    /* Post puts with FI_DELIVERY_COMPLETE.  The target's provider checks
+     * a write's key and range only when it arrives, and a transmit-complete
+     * write it rejected was reported CW_OK.  rxm passes the flag to tcp,
+     * which then completes the write on the target's acknowledgement, or
+     * with an error when the target dropped the connection over it; the
+     * cost was not measurable (docs/na-ofi.md).  Not on fi_shm: it never
+     * answers a rejected access, and a put would wait for the peer
+     * timeout instead of being reported done. */
+    bool delivery_complete;
 };
 
 static const struct ofi_proto ofi_protos[] = {
-    {"tcp", "tcp;ofi_rxm", false, true, true, OFI_EXP_POOL_BYTES, true, true},
-    {"shm", "shm", true, true, true, OFI_EXP_POOL_BYTES, false, false},
+    {"tcp", "tcp;ofi_rxm", false, true, true, OFI_EXP_POOL_BYTES, true, true,
+     true},
+    {"shm", "shm", true, true, true, OFI_EXP_POOL_BYTES, false, false, false},
     {"sockets", "sockets", false, true, true, OFI_EXP_POOL_BYTES_SMALL, false,
-     true},
+     true, false},
     {"verbs", "verbs;ofi_rxm", false, true, true, OFI_EXP_POOL_BYTES, true,
-     true},
-    {"cxi", "cxi", false, false, false, OFI_EXP_POOL_BYTES_SMALL, false, true},
+     true, false},
+    {"cxi", "cxi", false, false, false, OFI_EXP_POOL_BYTES_SMALL, false, true,
+     false},
 };
 
 static const struct ofi_proto *ofi_proto_find(const char *protocol)
@@ -502,6 +513,7 @@ static cw_status_t ofi_init(const struct cw_na_host *host,
     ofi_list_init(&cls->zombies);
     ofi_list_init(&cls->ctrl_sends);
     ofi_list_init(&cls->op_cache);
+    ofi_list_init(&cls->mems);
 
     p = ofi_proto_find(info->protocol);
     if (p == NULL) {
@@ -516,8 +528,11 @@ static cw_status_t ofi_init(const struct cw_na_host *host,
     cls->exp_untagged = p->exp_untagged;
     cls->multi_recv = p->exp_untagged && p->multi_recv;
     cls->exp_pool_bytes = p->exp_pool_bytes;
+    cls->put_flags = p->delivery_complete ? FI_DELIVERY_COMPLETE : 0;
     if (cls->multi_recv && (info->flags & CW_NA_LISTEN))
         cls->exp_pool_bytes *= OFI_EXP_POOL_LISTEN_MULT;
+    cls->pong_tokens = OFI_PONG_UNKNOWN_PER_S;
+    cls->pong_refill_ns = ofi_now(cls);
     st = ofi_params(cls, info->params);
     if (st != CW_OK)
         goto err_free;
@@ -596,6 +611,7 @@ static void ofi_finalize(cw_na_class_t *cls)
     ofi_close_fid(cls, cls->ep ? &cls->ep->fid : NULL, "endpoint");
     cls->ep = NULL;
     ofi_progress_fini(cls);
+    ofi_mem_fini(cls);
     ofi_exp_fini(cls);
     free(cls->discard);
     free(cls->sinks);

@@ -219,6 +219,86 @@ cw_status_t ofi_ctrl_post_recv(struct cw_na_class *cls)
     return ofi_status(rc);
 }
 
+/* One more pong to an address the instance did not know (token bucket). */
+static bool ofi_pong_unknown_allowed(struct cw_na_class *cls, uint64_t now)
+{
+    const uint64_t every = 1000000000ull / OFI_PONG_UNKNOWN_PER_S;
+    uint64_t add = (now - cls->pong_refill_ns) / every;
+
+    if (add > 0) {
+        uint64_t tokens = cls->pong_tokens + add;
+
+        cls->pong_tokens = tokens > OFI_PONG_UNKNOWN_PER_S
+                               ? OFI_PONG_UNKNOWN_PER_S
+                               : (unsigned)tokens;
+        cls->pong_refill_ns += add * every;
+    }
+    if (cls->pong_tokens == 0)
+        return false;
+    cls->pong_tokens--;
+    return true;
+}
+
+static void ofi_pong(struct cw_na_class *cls, struct cw_na_addr *peer,
+                     uint64_t now)
+{
+    if (peer->pong_due) {
+        peer->pong_due = false;
+        cls->pongs_due--;
+    }
+    peer->last_pong_ns = now;
+    ofi_ctrl_send(cls, peer, OFI_CTRL_PONG);
+}
+
+/* A ping says where to answer, and with no FI_SOURCE nothing tells whether
+ * it came from there: a forged one made the plugin send a pong to (and
+ * connect to) any address it named, once per ping.  Answers are bounded
+ * instead (ofi.h, OFI_PONG_*): what a prober needs is one pong within
+ * peer_timeout_ms, not one per ping. */
+static void ofi_ctrl_ping(struct cw_na_class *cls, const struct ofi_hdr *h)
+{
+    struct cw_na_addr *peer = ofi_peer_find(cls, h->addr, h->addrlen);
+    uint64_t now = ofi_now(cls);
+
+    if (peer == NULL) {
+        if (!ofi_pong_unknown_allowed(cls, now)) {
+            ofi_drop_note(cls, "control, ping from an unknown address "
+                               "beyond the rate limit");
+            return;
+        }
+        if (ofi_peer_get(cls, h->addr, h->addrlen, &peer) != CW_OK) {
+            ofi_drop_note(cls, "control, bad sender address");
+            return;
+        }
+        ofi_addr_free(cls, peer); /* the table keeps it */
+    }
+    ofi_peer_alive(cls, peer);
+    if (peer->last_pong_ns != 0 &&
+        now - peer->last_pong_ns < OFI_PONG_INTERVAL_NS) {
+        if (!peer->pong_due) {
+            peer->pong_due = true;
+            cls->pongs_due++;
+        }
+        return;
+    }
+    ofi_pong(cls, peer, now);
+}
+
+/* Answers the pings deferred by ofi_ctrl_ping() whose interval is over. */
+void ofi_pongs_due(struct cw_na_class *cls, uint64_t now)
+{
+    for (size_t i = 0; i < OFI_HASH_BUCKETS && cls->pongs_due > 0; i++) {
+        struct ofi_link *l;
+
+        for (l = cls->peers[i].next; l != &cls->peers[i]; l = l->next) {
+            struct cw_na_addr *p = ofi_container(l, struct cw_na_addr, hlink);
+
+            if (p->pong_due && now - p->last_pong_ns >= OFI_PONG_INTERVAL_NS)
+                ofi_pong(cls, p, now);
+        }
+    }
+}
+
 void ofi_ctrl_recv_done(struct cw_na_class *cls,
                         const struct fi_cq_tagged_entry *e, int err)
 {
@@ -233,13 +313,7 @@ void ofi_ctrl_recv_done(struct cw_na_class *cls,
                (h->kind != OFI_CTRL_PING && h->kind != OFI_CTRL_PONG)) {
         ofi_drop_note(cls, "control, malformed");
     } else if (h->kind == OFI_CTRL_PING) {
-        if (ofi_peer_get(cls, h->addr, h->addrlen, &peer) == CW_OK) {
-            ofi_addr_free(cls, peer); /* the table keeps it */
-            ofi_peer_alive(cls, peer);
-            ofi_ctrl_send(cls, peer, OFI_CTRL_PONG);
-        } else {
-            ofi_drop_note(cls, "control, bad sender address");
-        }
+        ofi_ctrl_ping(cls, h);
     } else {
         peer = ofi_peer_find(cls, h->addr, h->addrlen);
         if (peer != NULL)

@@ -474,6 +474,8 @@ static void ofi_tick(struct cw_na_class *cls, uint64_t now)
             ofi_list_push(&cls->done, &op->link);
         }
     }
+    if (cls->pongs_due > 0)
+        ofi_pongs_due(cls, now);
     ofi_peers_reap(cls, now);
     if (cls->keepalive_ns == 0)
         return;

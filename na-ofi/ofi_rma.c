@@ -119,6 +119,7 @@ cw_status_t ofi_mem_register(cw_na_class_t *cls,
     m = calloc(1, sizeof(*m) + n * sizeof(m->seg[0]));
     if (m == NULL)
         return CW_NOMEM;
+    ofi_list_push(&cls->mems, &m->link);
     m->local = true;
     m->access = access;
     m->nseg = (uint32_t)n;
@@ -152,6 +153,7 @@ void ofi_mem_release(cw_na_class_t *cls, cw_na_mem_t *mem)
 {
     if (mem == NULL)
         return;
+    ofi_list_del(&mem->link);
     for (uint32_t i = 0; i < mem->nseg; i++) {
         if (mem->seg[i].mr != NULL) {
             int rc = fi_close(&mem->seg[i].mr->fid);
@@ -162,6 +164,40 @@ void ofi_mem_release(cw_na_class_t *cls, cw_na_mem_t *mem)
         }
     }
     free(mem);
+}
+
+/* Handles the user did not release before closing the instance.  An open
+ * registration keeps the domain busy (fi_close() answers -FI_EBUSY and the
+ * domain and fabric leak), so they go with the instance, like its
+ * addresses: the handles are invalid from here on.  The endpoint is
+ * already closed, so no RMA can still be using them. */
+void ofi_mem_fini(struct cw_na_class *cls)
+{
+    unsigned nlocal = 0, nremote = 0;
+
+    if (cls->mems.next == NULL)
+        return;
+    while (!ofi_list_empty(&cls->mems)) {
+        struct cw_na_mem *m =
+            ofi_container(cls->mems.next, struct cw_na_mem, link);
+
+        if (m->local)
+            nlocal++;
+        else
+            nremote++;
+        ofi_mem_release(cls, m);
+    }
+    if (nlocal > 0)
+        OFI_WARN(cls,
+                 "closing with %u memory registration(s) still open "
+                 "(and %u remote handle(s)): released; callers should "
+                 "release them first",
+                 nlocal, nremote);
+    else if (nremote > 0)
+        OFI_DBG(cls,
+                "closing with %u remote handle(s) not released: "
+                "released",
+                nremote);
 }
 
 size_t ofi_mem_serialize_size(cw_na_class_t *cls, cw_na_mem_t *mem)
@@ -213,6 +249,7 @@ cw_status_t ofi_mem_deserialize(cw_na_class_t *cls, const void *buf,
         return CW_NOMEM;
     m->access = access;
     m->nseg = n;
+    ofi_list_push(&cls->mems, &m->link);
     p += OFI_MEM_HDR;
     for (uint32_t i = 0; i < n; i++, p += OFI_MEM_SEG) {
         m->seg[i].addr = ofi_get64(p);
@@ -220,7 +257,7 @@ cw_status_t ofi_mem_deserialize(cw_na_class_t *cls, const void *buf,
         m->seg[i].key = ofi_get64(p + 16);
         if (m->seg[i].len > UINT64_MAX - m->total ||
             m->seg[i].len > UINT64_MAX - m->seg[i].addr) {
-            free(m);
+            ofi_mem_release(cls, m);
             return CW_PROTOCOL;
         }
         m->total += m->seg[i].len;
@@ -298,7 +335,8 @@ cw_status_t ofi_rma_post(struct cw_na_class *cls, struct cw_na_op *op)
         msg.rma_iov_count = 1;
         msg.context = &sub->ctx;
         rc = op->type == CW_NA_OP_PUT
-                 ? (int)fi_writemsg(cls->ep, &msg, FI_COMPLETION)
+                 ? (int)fi_writemsg(cls->ep, &msg,
+                                    FI_COMPLETION | cls->put_flags)
                  : (int)fi_readmsg(cls->ep, &msg, FI_COMPLETION);
         if (rc == -FI_EAGAIN) {
             free(sub);

@@ -84,7 +84,10 @@ CW_PUBLIC cw_status_t cw_na_open(const char *uri, uint32_t flags,
                                  const char *const *params, cw_na_t **na_p);
 
 /** Close an instance.  Operations still pending are dropped without
- *  callbacks (callers cancel and drain theirs first).  Accepts NULL. */
+ *  callbacks (callers cancel and drain theirs first).  Addresses and memory
+ *  handles obtained from it are invalid afterwards; callers release theirs
+ *  first (na-ofi releases any left, and warns about open registrations).
+ *  Accepts NULL. */
 CW_PUBLIC void cw_na_close(cw_na_t *na);
 
 /** Plugin name ("ofi"). */

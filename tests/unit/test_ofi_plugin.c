@@ -352,6 +352,53 @@ static void test_rma_segments_shm(void **state)
     rma_segments("ofi+shm://");
 }
 
+/* A raw tcp;ofi_rxm endpoint on 127.0.0.1 (an ephemeral port). */
+struct raw_ep {
+    struct fi_info *info;
+    struct fid_fabric *fabric;
+    struct fid_domain *domain;
+    struct fid_av *av;
+    struct fid_cq *cq;
+    struct fid_ep *ep;
+    struct sockaddr_in sin; /* its address */
+};
+
+static void raw_ep_open(struct raw_ep *r)
+{
+    struct fi_info *hints = fi_allocinfo();
+    struct fi_av_attr av_attr = {.type = FI_AV_UNSPEC};
+    struct fi_cq_attr cq_attr = {.format = FI_CQ_FORMAT_TAGGED};
+    size_t len = sizeof(r->sin);
+
+    hints->ep_attr->type = FI_EP_RDM;
+    hints->caps = FI_TAGGED;
+    hints->mode = FI_CONTEXT | FI_CONTEXT2;
+    hints->fabric_attr->prov_name = strdup("tcp;ofi_rxm");
+    assert_int_equal(fi_getinfo(FI_VERSION(1, 17), "127.0.0.1", "0", FI_SOURCE,
+                                hints, &r->info),
+                     0);
+    fi_freeinfo(hints);
+    assert_int_equal(fi_fabric(r->info->fabric_attr, &r->fabric, NULL), 0);
+    assert_int_equal(fi_domain(r->fabric, r->info, &r->domain, NULL), 0);
+    assert_int_equal(fi_av_open(r->domain, &av_attr, &r->av, NULL), 0);
+    assert_int_equal(fi_cq_open(r->domain, &cq_attr, &r->cq, NULL), 0);
+    assert_int_equal(fi_endpoint(r->domain, r->info, &r->ep, NULL), 0);
+    assert_int_equal(fi_ep_bind(r->ep, &r->av->fid, 0), 0);
+    assert_int_equal(fi_ep_bind(r->ep, &r->cq->fid, FI_TRANSMIT | FI_RECV), 0);
+    assert_int_equal(fi_enable(r->ep), 0);
+    assert_int_equal(fi_getname(&r->ep->fid, &r->sin, &len), 0);
+}
+
+static void raw_ep_close(struct raw_ep *r)
+{
+    fi_close(&r->ep->fid);
+    fi_close(&r->av->fid);
+    fi_close(&r->cq->fid);
+    fi_close(&r->domain->fid);
+    fi_close(&r->fabric->fid);
+    fi_freeinfo(r->info);
+}
+
 /* A raw libfabric sender that knows the tag layout but not the header:
  * @p count messages of 40 bytes on @p tags in turn, up to 64 in flight,
  * progressing @p target meanwhile. */
@@ -360,14 +407,7 @@ static void raw_send_garbage(cw_na_t *target, const char *dest_ip,
                              uint16_t port, const uint64_t *tags, size_t ntags,
                              unsigned count)
 {
-    struct fi_info *hints = fi_allocinfo(), *info;
-    struct fid_fabric *fabric;
-    struct fid_domain *domain;
-    struct fid_av *av;
-    struct fid_cq *cq;
-    struct fid_ep *ep;
-    struct fi_av_attr av_attr = {.type = FI_AV_UNSPEC};
-    struct fi_cq_attr cq_attr = {.format = FI_CQ_FORMAT_TAGGED};
+    struct raw_ep r;
     struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons(port)};
     static struct fi_context2 ctx[RAW_WINDOW];
     struct fi_cq_tagged_entry ev[RAW_WINDOW];
@@ -378,36 +418,21 @@ static void raw_send_garbage(cw_na_t *target, const char *dest_ip,
 
     memset(junk, 0x5a, sizeof(junk));
     inet_pton(AF_INET, dest_ip, &sin.sin_addr);
-    hints->ep_attr->type = FI_EP_RDM;
-    hints->caps = FI_TAGGED;
-    hints->mode = FI_CONTEXT | FI_CONTEXT2;
-    hints->fabric_attr->prov_name = strdup("tcp;ofi_rxm");
-    assert_int_equal(fi_getinfo(FI_VERSION(1, 17), "127.0.0.1", "0", FI_SOURCE,
-                                hints, &info),
-                     0);
-    fi_freeinfo(hints);
-    assert_int_equal(fi_fabric(info->fabric_attr, &fabric, NULL), 0);
-    assert_int_equal(fi_domain(fabric, info, &domain, NULL), 0);
-    assert_int_equal(fi_av_open(domain, &av_attr, &av, NULL), 0);
-    assert_int_equal(fi_cq_open(domain, &cq_attr, &cq, NULL), 0);
-    assert_int_equal(fi_endpoint(domain, info, &ep, NULL), 0);
-    assert_int_equal(fi_ep_bind(ep, &av->fid, 0), 0);
-    assert_int_equal(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV), 0);
-    assert_int_equal(fi_enable(ep), 0);
-    assert_int_equal(fi_av_insert(av, &sin, 1, &dest, 0, NULL), 1);
+    raw_ep_open(&r);
+    assert_int_equal(fi_av_insert(r.av, &sin, 1, &dest, 0, NULL), 1);
     /* rxm connects only while both sides progress. */
     while (done < count && cw_now_ns() < end) {
         ssize_t rc = 0, n;
 
         while (sent < count && sent - done < RAW_WINDOW && rc == 0) {
-            rc = fi_tsend(ep, junk, sizeof(junk), NULL, dest,
+            rc = fi_tsend(r.ep, junk, sizeof(junk), NULL, dest,
                           tags[sent % ntags], &ctx[sent % RAW_WINDOW]);
             if (rc == 0)
                 sent++;
             else
                 assert_int_equal(rc, -FI_EAGAIN);
         }
-        n = fi_cq_read(cq, ev, RAW_WINDOW);
+        n = fi_cq_read(r.cq, ev, RAW_WINDOW);
         if (n > 0)
             done += (unsigned)n;
         else
@@ -415,12 +440,7 @@ static void raw_send_garbage(cw_na_t *target, const char *dest_ip,
         cw_na_progress(target, 0, NULL);
     }
     assert_int_equal(done, count);
-    fi_close(&ep->fid);
-    fi_close(&av->fid);
-    fi_close(&cq->fid);
-    fi_close(&domain->fid);
-    fi_close(&fabric->fid);
-    fi_freeinfo(info);
+    raw_ep_close(&r);
 }
 
 static unsigned self_port(cw_na_t *na)
@@ -1407,6 +1427,248 @@ static void test_last_words_shm(void **state)
     cw_na_close(na);
 }
 
+/* A control ping as the plugin sends it (ofi.h, struct ofi_hdr), claiming
+ * to come from @p from. */
+static void forged_ping(uint8_t hdr[64], const struct sockaddr_in *from)
+{
+    uint32_t magic = 0x46574f43u;
+    uint16_t len = sizeof(*from);
+
+    memset(hdr, 0, 64);
+    memcpy(hdr, &magic, 4);
+    hdr[4] = 3; /* version */
+    hdr[5] = 1; /* OFI_CTRL_PING */
+    memcpy(hdr + 6, &len, 2);
+    memcpy(hdr + 12, from, sizeof(*from));
+}
+
+#define PING_TAG   (1ull << 62)
+#define PING_COUNT 400u
+
+/* @p s sends PING_COUNT control pings to @p target, each claiming to come
+ * from the next of @p nfrom addresses, progressing @p target and @p v (may
+ * be NULL) meanwhile, then for @p linger_ns more.  Returns how many
+ * control messages @p v received. */
+static unsigned forge_pings(struct raw_ep *s, cw_na_t *target, struct raw_ep *v,
+                            const struct sockaddr_in *from, unsigned nfrom,
+                            uint64_t linger_ns)
+{
+    static struct fi_context2 sctx[RAW_WINDOW], vctx[RAW_WINDOW];
+    static uint8_t hdr[RAW_WINDOW][64], vbuf[RAW_WINDOW][64];
+    struct fi_cq_tagged_entry ev[RAW_WINDOW];
+    struct sockaddr_in sin = {.sin_family = AF_INET};
+    uint64_t end = cw_now_ns() + 3 * WAIT_NS, stop = 0;
+    unsigned sent = 0, done = 0, pongs = 0;
+    fi_addr_t dest;
+
+    inet_pton(AF_INET, "127.0.0.1", &sin.sin_addr);
+    sin.sin_port = htons((uint16_t)self_port(target));
+    assert_int_equal(fi_av_insert(s->av, &sin, 1, &dest, 0, NULL), 1);
+    for (unsigned i = 0; v != NULL && i < RAW_WINDOW; i++)
+        assert_int_equal(fi_trecv(v->ep, vbuf[i], 64, NULL, FI_ADDR_UNSPEC,
+                                  PING_TAG, 0, &vctx[i]),
+                         0);
+    while (cw_now_ns() < end && (stop == 0 || cw_now_ns() < stop)) {
+        ssize_t rc = 0, n;
+
+        while (sent < PING_COUNT && sent - done < RAW_WINDOW && rc == 0) {
+            uint8_t *h = hdr[sent % RAW_WINDOW];
+
+            forged_ping(h, &from[sent % nfrom]);
+            rc = fi_tsend(s->ep, h, 64, NULL, dest, PING_TAG,
+                          &sctx[sent % RAW_WINDOW]);
+            if (rc == 0)
+                sent++;
+            else
+                assert_int_equal(rc, -FI_EAGAIN);
+        }
+        n = fi_cq_read(s->cq, ev, RAW_WINDOW);
+        if (n > 0)
+            done += (unsigned)n;
+        else
+            assert_int_equal(n, -FI_EAGAIN);
+        if (done == PING_COUNT && stop == 0)
+            stop = cw_now_ns() + linger_ns;
+        cw_na_progress(target, 0, NULL);
+        if (v == NULL)
+            continue;
+        n = fi_cq_read(v->cq, ev, RAW_WINDOW);
+        for (ssize_t i = 0; i < n; i++) {
+            struct fi_context2 *c = ev[i].op_context;
+
+            pongs++;
+            assert_int_equal(fi_trecv(v->ep, vbuf[c - vctx], 64, NULL,
+                                      FI_ADDR_UNSPEC, PING_TAG, 0, c),
+                             0);
+        }
+    }
+    assert_int_equal(done, PING_COUNT);
+    return pongs;
+}
+
+/* Control pings claim their sender's address and are answered there: a
+ * forged one made the plugin send a pong (and connect) wherever it said.
+ * Answers are bounded: pings from addresses the instance does not know
+ * are answered at a bounded rate (the rest dropped and counted), and a
+ * known peer gets at most one pong per tick however many pings name it. */
+static void test_forged_ping_bounded(void **state)
+{
+    struct raw_ep s, v;
+    struct sockaddr_in nowhere[PING_COUNT];
+    uint64_t dropped;
+    unsigned pongs;
+    cw_na_t *t;
+    (void)state;
+
+    assert_int_equal(
+        cw_na_open("ofi+tcp://127.0.0.1:0", CW_NA_LISTEN, NULL, &t), CW_OK);
+    raw_ep_open(&s);
+    raw_ep_open(&v);
+    /* One victim: before, one pong each (400). */
+    pongs = forge_pings(&s, t, &v, &v.sin, 1, 300000000ull);
+    fprintf(stderr, "pongs reflected to one claimed address: %u of %u\n", pongs,
+            PING_COUNT);
+    assert_true(pongs >= 1);
+    assert_true(pongs <= 16);
+    /* Many addresses nobody listens on: before, none dropped. */
+    for (unsigned i = 0; i < PING_COUNT; i++) {
+        nowhere[i] = v.sin;
+        nowhere[i].sin_port = htons((uint16_t)(20000 + i));
+    }
+    dropped = cw_na_dropped(t);
+    forge_pings(&s, t, NULL, nowhere, PING_COUNT, 500000000ull);
+    dropped = cw_na_dropped(t) - dropped;
+    fprintf(stderr, "pings from %u unknown addresses dropped: %llu\n",
+            PING_COUNT, (unsigned long long)dropped);
+    assert_true(dropped >= PING_COUNT - 64);
+    raw_ep_close(&s);
+    raw_ep_close(&v);
+    cw_na_close(t);
+}
+
+/* A put the target's provider rejects (a key it does not know, a range
+ * past the registration) must not be reported CW_OK to its initiator:
+ * before, tcp;ofi_rxm completed it when the data left (transmit complete)
+ * and only the target knew it was dropped. */
+static cw_status_t rejected_put(struct pair *p, size_t len, bool bad_key)
+{
+    static uint8_t lbuf[65536], rbuf[65536];
+    struct cw_na_segment ls = {lbuf, len}, rs = {rbuf, len};
+    cw_na_mem_t *lm, *rm, *rm_at_a;
+    uint8_t ser[256];
+    struct done d = {0};
+    size_t n;
+
+    memset(lbuf, 0x77, sizeof(lbuf));
+    memset(rbuf, 0, sizeof(rbuf));
+    assert_int_equal(cw_na_mem_register(p->a, &ls, 1, 0, &lm), CW_OK);
+    assert_int_equal(cw_na_mem_register(p->b, &rs, 1, CW_NA_MEM_WRITE, &rm),
+                     CW_OK);
+    n = cw_na_mem_serialize_size(p->b, rm);
+    assert_int_equal(cw_na_mem_serialize(p->b, ser, n, rm), CW_OK);
+    if (bad_key)
+        ser[32] ^= 1; /* seg[0].key, lowest byte */
+    else
+        ser[24] += 1; /* seg[0].len: one byte past the registration */
+    assert_int_equal(cw_na_mem_deserialize(p->a, ser, n, &rm_at_a), CW_OK);
+    assert_int_equal(cw_na_put(p->a, lm, 0, rm_at_a, bad_key ? 0 : 1, len,
+                               p->b_at_a, done_cb, &d, NULL),
+                     CW_OK);
+    assert_true(wait_done(p->a, p->b, &d, 1));
+    assert_true(all_bytes(rbuf, sizeof(rbuf), 0)); /* nothing written */
+    cw_na_mem_release(p->a, rm_at_a);
+    cw_na_mem_release(p->b, rm);
+    cw_na_mem_release(p->a, lm);
+    return d.status;
+}
+
+static void test_rejected_put_reported_tcp(void **state)
+{
+    const size_t lens[] = {64, 4096, 65536};
+    struct pair p;
+    int bad = 0;
+    (void)state;
+
+    for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+        for (int bad_key = 0; bad_key < 2; bad_key++) {
+            cw_status_t st;
+
+            pair_open(&p, "ofi+tcp://127.0.0.1:0");
+            st = rejected_put(&p, lens[i], bad_key);
+            fprintf(stderr, "rejected put of %zu bytes (%s): %s\n", lens[i],
+                    bad_key ? "bad key" : "past the end", cw_status_str(st));
+            bad += st == CW_OK;
+            pair_close(&p);
+        }
+    }
+    assert_int_equal(bad, 0);
+}
+
+/* Runs cw_na_close(@p na) with stderr going to a file; returns what the
+ * close logged (static buffer). */
+static const char *close_logged(cw_na_t *na)
+{
+    static char log[4096];
+    FILE *f = tmpfile();
+    int saved = dup(2);
+    size_t n;
+
+    assert_non_null(f);
+    assert_true(saved >= 0);
+    fflush(stderr);
+    assert_int_equal(dup2(fileno(f), 2), 2);
+    cw_na_close(na);
+    fflush(stderr);
+    assert_int_equal(dup2(saved, 2), 2);
+    close(saved);
+    rewind(f);
+    n = fread(log, 1, sizeof(log) - 1, f);
+    log[n] = '\0';
+    fclose(f);
+    fputs(log, stderr);
+    return log;
+}
+
+/* An instance closed while memory registrations (and a remote handle) are
+ * still open releases them: every libfabric object is closed (before,
+ * fi_close(domain) failed with -FI_EBUSY and the domain, the fabric and
+ * the registrations leaked), and LeakSanitizer finds nothing at exit. */
+static void close_with_registrations(const char *uri)
+{
+    static char buf[2][4096];
+    struct cw_na_segment segs[2] = {{buf[0], sizeof(buf[0])},
+                                    {buf[1], sizeof(buf[1])}};
+    cw_na_mem_t *mem, *mem2, *remote;
+    uint8_t ser[256];
+    const char *log;
+    cw_na_t *na;
+    size_t n;
+
+    assert_int_equal(cw_na_open(uri, CW_NA_LISTEN, NULL, &na), CW_OK);
+    assert_int_equal(cw_na_mem_register(na, segs, 2, CW_NA_MEM_READ, &mem),
+                     CW_OK);
+    assert_int_equal(cw_na_mem_register(na, segs, 1, CW_NA_MEM_WRITE, &mem2),
+                     CW_OK);
+    n = cw_na_mem_serialize_size(na, mem);
+    assert_int_equal(cw_na_mem_serialize(na, ser, n, mem), CW_OK);
+    assert_int_equal(cw_na_mem_deserialize(na, ser, n, &remote), CW_OK);
+    log = close_logged(na);
+    assert_null(strstr(log, "fi_close("));
+    assert_non_null(strstr(log, "2 memory registration(s)"));
+}
+
+static void test_close_with_registrations_tcp(void **state)
+{
+    (void)state;
+    close_with_registrations("ofi+tcp://127.0.0.1:0");
+}
+
+static void test_close_with_registrations_shm(void **state)
+{
+    (void)state;
+    close_with_registrations("ofi+shm://");
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
@@ -1430,6 +1692,10 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_handle_widening_tcp),
         cmocka_unit_test(test_handle_widening_shm),
         cmocka_unit_test(test_last_words_shm),
+        cmocka_unit_test(test_close_with_registrations_tcp),
+        cmocka_unit_test(test_close_with_registrations_shm),
+        cmocka_unit_test(test_forged_ping_bounded),
+        cmocka_unit_test(test_rejected_put_reported_tcp),
     };
     int rc;
 
