@@ -502,6 +502,10 @@ static void ofi_tick(struct cw_na_class *cls, uint64_t now)
                     ofi_peer_failed(cls, p, CW_DISCONNECTED);
                     continue;
                 }
+            } else if (cls->str_addr) {
+                /* Dead, its ops failed, some still held by the provider:
+                 * no probe (ofi_ctrl_send). */
+                continue;
             }
             if (p->ping_sent_ns != 0) {
                 if (now - p->ping_sent_ns > cls->peer_timeout_ns)
