@@ -420,8 +420,8 @@ void ofi_ctrl_send(struct cw_na_class *cls, struct cw_na_addr *peer,
      * system calls; probes are rare).  Data sends in the window before
      * the death is noticed can still hang (docs/na-ofi.md). */
     if (cls->str_addr &&
-        (peer->dead || (peer->lock_seen &&
-                        ofi_shm_owner((const char *)peer->raw) <= 0)))
+        (peer->dead ||
+         (peer->lock_seen && ofi_shm_owner((const char *)peer->raw) <= 0)))
         return; /* ofi_tick fails it */
     c = calloc(1, sizeof(*c));
     if (c == NULL)
