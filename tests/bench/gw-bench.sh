@@ -3,7 +3,9 @@
 # through one causewayd, in the same run, per fabric and progress mode.
 #
 #   [ITERS=N] [REPS=N] [PIN=1] tests/bench/gw-bench.sh [BUILD_DIR] [FABRICS...]
-#       FABRICS default: shm ofi+tcp ucx+tcp; ITERS 20000, REPS 5
+#       FABRICS default: shm ofi+tcp ucx+tcp tcp; ITERS 20000, REPS 5
+#       ("tcp" is raw TCP through a minimal relay, tcp-relay-rtt: the floor
+#       under a hop over TCP on this machine, not a Causeway path)
 #
 # PIN=1 runs the endpoints on CPU 0 and the gateway on CPU 1 (a bridge node
 # emulated on one host, bench_lib.sh): direct runs then get one CPU for
@@ -37,7 +39,7 @@
 set -u
 B=$(cd "${1:-build}" && pwd)
 shift || true
-FABRICS=${*:-"shm ofi+tcp ucx+tcp"}
+FABRICS=${*:-"shm ofi+tcp ucx+tcp tcp"}
 ITERS=${ITERS:-20000}
 REPS=${REPS:-5}
 MODES=${MODES:-"blocking busy gwbusy"}
@@ -128,9 +130,75 @@ if [ -n "${BRIDGE:-}" ]; then
     exit $?
 fi
 
+# Fabric "tcp": raw TCP messages (tcp-relay-rtt) directly and through a
+# minimal L4 relay with the progress engine's waiting policy.  Not a Causeway
+# path: the floor under what a gateway hop can cost over TCP here.
+row() { # FABRIC MODE DIRECT_LAT VIA_LAT DIRECT_RATE VIA_RATE
+    awk -v f="$1" -v m="$2" -v dl="${3:-}" -v gl="${4:-}" -v dr="${5:-}" -v gr="${6:-}" '
+        function v(x, fmt) { return x == "" ? "n/a" : sprintf(fmt, x) }
+        BEGIN {
+        printf "%-8s %-8s %12s %12s %10s %12s %12s %8s\n", f, m,
+            v(dl, "%.2f"), v(gl, "%.2f"),
+            (dl == "" || gl == "") ? "n/a" : sprintf("%.2f", gl - dl),
+            v(dr, "%.0f"), v(gr, "%.0f"),
+            (dr == "" || gr == "" || dr == 0) ? "n/a" : sprintf("%.2f", gr / dr) }'
+}
+raw_tcp() {
+    local mode=$1 rtt=$B/tests/bench/tcp-relay-rtt sb="" rb="" cb="" srv rel
+    local sp rp dl gl dr gr dcpu r cpu
+    case $mode in
+    busy) sb=--busy; rb=--busy; cb=--busy ;;
+    gwbusy) rb=--busy ;;
+    esac
+    rm -f "$T/rtt.s" "$T/rtt.r"
+    "${EP[@]}" "$rtt" server "$T/rtt.s" $sb 2>"$T/rtt.log" &
+    srv=$!
+    PIDS="$PIDS $srv"
+    wait_for test -s "$T/rtt.s" || { echo "tcp: server failed"; cat "$T/rtt.log"; return 1; }
+    sp=$(cat "$T/rtt.s")
+    "${GWP[@]}" "$rtt" relay "$T/rtt.r" "$sp" $rb 2>>"$T/rtt.log" &
+    rel=$!
+    PIDS="$PIDS $rel"
+    wait_for test -s "$T/rtt.r" || { echo "tcp: relay failed"; cat "$T/rtt.log"; return 1; }
+    rp=$(cat "$T/rtt.r")
+    c() { timeout 120 "${EP[@]}" "$rtt" client "$@" --iters "$ITERS" --reps "$REPS" \
+        --inflight 16 $cb | median; }
+    # rate PORT: sets r and cpu ("client/server[/relay]" us per message).
+    rate() {
+        local s0 g0 s1 g1 out hz n
+        hz=$(getconf CLK_TCK) n=$((ITERS * REPS))
+        s0=$(gw_cpu_ticks "$srv"); g0=$(gw_cpu_ticks "$rel")
+        out=$( { /usr/bin/time -f "cputime %U %S" timeout 120 "${EP[@]}" "$rtt" client \
+            "$1" --test rate --iters "$ITERS" --reps "$REPS" --inflight 16 $cb; } 2>&1)
+        s1=$(gw_cpu_ticks "$srv"); g1=$(gw_cpu_ticks "$rel")
+        r=$(echo "$out" | median)
+        cpu=$(echo "$out" | awk -v n="$n" -v hz="$hz" -v ds=$((s1 - s0)) \
+            -v dg=$((g1 - g0)) -v via="$2" '/^cputime/ { c = $2 + $3 }
+            END { printf "%.2f/%.2f", c * 1e6 / n, ds / hz * 1e6 / n
+                  if (via) printf "/%.2f", dg / hz * 1e6 / n }')
+    }
+    kill -STOP "$rel"
+    dl=$(c "$sp" --test lat)
+    rate "$sp" 0
+    dr=$r dcpu=$cpu
+    kill -CONT "$rel"
+    gl=$(c "$rp" --test lat)
+    rate "$rp" 1
+    gr=$r
+    row tcp-raw "$mode" "$dl" "$gl" "$dr" "$gr"
+    CPU_LINES="${CPU_LINES:-}$(printf '%-8s %-8s %18s %24s' tcp-raw "$mode" "$dcpu" "$cpu")
+"
+    kill -TERM "$rel" "$srv" 2>/dev/null
+    wait "$rel" "$srv" 2>/dev/null
+}
+
 printf '%-8s %-8s %12s %12s %10s %12s %12s %8s\n' fabric mode \
     "direct_us" "via_gw_us" "added_us" "direct_rps" "via_gw_rps" "ratio"
 for fab in $FABRICS; do
+    if [ "$fab" = tcp ]; then
+        for mode in $MODES; do raw_tcp "$mode"; done
+        continue
+    fi
     for mode in $MODES; do
         busyflag=""
         gwbusy=false
@@ -187,15 +255,7 @@ YAML
         CPU_LINES="${CPU_LINES:-}$(printf '%-8s %-8s %18s %24s' "$fab" "$mode" "$d_cpu" "$g_cpu")
 "
         # A run that failed or hit its time limit prints n/a, not 0.
-        awk -v f="$fab" -v m="$mode" -v dl="${d_lat:-}" -v gl="${g_lat:-}" \
-            -v dr="${d_rate:-}" -v gr="${g_rate:-}" '
-            function v(x, fmt) { return x == "" ? "n/a" : sprintf(fmt, x) }
-            BEGIN {
-            printf "%-8s %-8s %12s %12s %10s %12s %12s %8s\n", f, m,
-                v(dl, "%.2f"), v(gl, "%.2f"),
-                (dl == "" || gl == "") ? "n/a" : sprintf("%.2f", gl - dl),
-                v(dr, "%.0f"), v(gr, "%.0f"),
-                (dr == "" || gr == "" || dr == 0) ? "n/a" : sprintf("%.2f", gr / dr) }'
+        row "$fab" "$mode" "${d_lat:-}" "${g_lat:-}" "${d_rate:-}" "${g_rate:-}"
         kill -TERM "$gw" "$srv" 2>/dev/null
         wait "$gw" "$srv" 2>/dev/null
     done

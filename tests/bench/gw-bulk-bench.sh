@@ -8,6 +8,8 @@
 #   gw-nopipe    the same gateway with depth 1 and chunk = 64 MiB
 #   tcp_raw      a raw TCP stream on loopback (tcp-relay-bw)
 #   haproxy      the same stream through haproxy in TCP mode (if installed)
+#   min_relay    the same stream through a minimal user-space relay
+#                (tcp-relay-rtt relay): the floor under any TCP-to-TCP hop
 #   direct-ucx, gwu, gwu-nopipe: the same with a ucx+tcp server and an
 #                ofi+tcp -> ucx+tcp gateway (legs of similar speed; UCX=0
 #                skips them)
@@ -155,6 +157,18 @@ CFG
     R_haproxy=$("${EP[@]}" "$RELAY" send "$port" 67108864 "$((REPS * 3))")
     printf '%-12s %10s %10s   %s\n' haproxy "$R_haproxy" "-" "raw TCP stream through haproxy, 64 MiB"
     R_haproxy_pull=$R_haproxy R_haproxy_push=$R_haproxy
+fi
+
+# The same stream through the least a user-space relay can do (one read
+# and one write of up to 1 MiB per wake-up, nothing parsed: tcp-relay-rtt
+# relay), the floor under any gateway between two TCP legs on this machine.
+"${GWP[@]}" "$B/tests/bench/tcp-relay-rtt" relay "$T/minrelay.port" "$(cat "$T/relay.port")" \
+    >"$T/minrelay.log" 2>&1 &
+PIDS="$PIDS $!"
+if wait_for test -s "$T/minrelay.port"; then
+    R_minrelay=$("${EP[@]}" "$RELAY" send "$(cat "$T/minrelay.port")" 67108864 "$((REPS * 3))")
+    printf '%-12s %10s %10s   %s\n' min_relay "$R_minrelay" "-" "raw TCP stream through a minimal relay (tcp-relay-rtt), 64 MiB"
+    echo "min_relay / tcp_raw = $(ratio "$R_minrelay" "$R_tcp_raw"): what relaying alone keeps of a TCP stream here"
 fi
 
 if [ "${UCX:-1}" = 1 ]; then
