@@ -1,7 +1,9 @@
 #!/bin/bash
 # bench-smoke: the benchmark scripts still run end to end (a few hundred
 # RPCs each, no figure checked): gw-bench.sh over shm and raw TCP through
-# the minimal relay, each row complete (no "n/a").
+# the minimal relay, and over ofi+tcp with coalescing endpoints
+# (COALESCE=1, cw-perf --coalesce) where na-ofi is built, each row
+# complete (no "n/a").
 #   tests/bench/bench_smoke.sh BUILD_DIR
 set -u
 B=${1:?build dir}
@@ -19,4 +21,14 @@ done
 cpu=$(echo "$out" | awk '$1 == "tcp-raw" && NF == 4' | tail -n 1)
 echo "$cpu" | grep -Eq '^tcp-raw +blocking +[0-9.]+/[0-9.]+ +[0-9.]+/[0-9.]+/[0-9.]+$' ||
     { echo "not ok: no CPU line for tcp-raw"; exit 1; }
+if [ -f "$B/na-ofi/cw-na-ofi.so" ]; then
+    out=$(COALESCE=1 ITERS=300 REPS=1 MODES=blocking timeout 120 \
+        bash "$(dirname "$0")/gw-bench.sh" "$B" ofi+tcp 2>&1)
+    echo "$out"
+    row=$(echo "$out" | awk '$1 == "ofi+tcp" && $2 == "blocking"' | head -n 1)
+    if [ -z "$row" ] || echo "$row" | grep -q 'n/a'; then
+        echo "not ok: no complete ofi+tcp row with COALESCE=1"
+        exit 1
+    fi
+fi
 echo "ok: gw-bench.sh rows complete"

@@ -43,6 +43,10 @@ FABRICS=${*:-"shm ofi+tcp ucx+tcp tcp"}
 ITERS=${ITERS:-20000}
 REPS=${REPS:-5}
 MODES=${MODES:-"blocking busy gwbusy"}
+# COALESCE=1: the cw-perf endpoints coalesce too (--coalesce), direct and
+# through the gateway alike (the gateway always does, CAUSEWAY_COALESCE).
+EPFLAGS=""
+[ "${COALESCE:-0}" = 1 ] && EPFLAGS=--coalesce
 . "$(dirname "$0")/bench_lib.sh" gwbench
 PERF=$B/tools/cw-perf
 GWD=$B/gateway/causewayd
@@ -206,7 +210,7 @@ for fab in $FABRICS; do
         if [ $mode = gwbusy ]; then gwbusy=true; fi
         rm -f "$T/srv.addr" "$T/gw.ready"
         "${EP[@]}" "$PERF" server --listen "$(listen_uri "$fab" srv-$mode)" \
-            --addr-file "$T/srv.addr" $busyflag >/dev/null 2>"$T/srv.log" &
+            --addr-file "$T/srv.addr" $busyflag $EPFLAGS >/dev/null 2>"$T/srv.log" &
         srv=$!
         PIDS="$PIDS $srv"
         wait_for test -s "$T/srv.addr" || { echo "$fab: server failed"; cat "$T/srv.log"; continue; }
@@ -223,7 +227,7 @@ YAML
         gw_addr=$(awk '$1=="n0"{print $2}' "$T/gw.ready")
         via="$srv_addr@$gw_addr"
         perf() { timeout 120 "${EP[@]}" "$PERF" client --sizes 64 --iters "$ITERS" \
-            --reps "$REPS" $busyflag --json "$@" | median; }
+            --reps "$REPS" $busyflag $EPFLAGS --json "$@" | median; }
         # The rate runs also account CPU: ticks of server and gateway from
         # /proc, the client's from time(1), per RPC (ITERS x REPS RPCs).
         cpu_of() { awk '{print $14 + $15}' "/proc/$1/stat"; }
@@ -231,7 +235,7 @@ YAML
             local s0 g0 s1 g1 out
             s0=$(cpu_of "$srv"); g0=$(cpu_of "$gw")
             out=$( { /usr/bin/time -f "cputime %U %S" timeout 120 "${EP[@]}" "$PERF" client \
-                --sizes 64 --iters "$ITERS" --reps "$REPS" $busyflag --json \
+                --sizes 64 --iters "$ITERS" --reps "$REPS" $busyflag $EPFLAGS --json \
                 --target "$1" --test rate --inflight 16; } 2>&1)
             s1=$(cpu_of "$srv"); g1=$(cpu_of "$gw")
             rate=$(echo "$out" | median)
