@@ -16,6 +16,14 @@
  * response inside a batch reaches its request by request id and source,
  * and the receive posted for it is withdrawn (rpc_client.c).
  *
+ * Answers in kind: a context without the flag still queues the answers
+ * its handlers give, inside the pass, to requests that came in a batch
+ * from a caller that takes batches.  That caller (a gateway forwarding
+ * many clients' requests, or a coalescing client) sent them together, so
+ * answering them together delays none by more than the pass that ran
+ * them, and saves the server a send per answer and the caller a receive
+ * (docs/wire.md, "Batches").
+ *
  * Ownership: a queued handle counts its send pending, as if a plugin held
  * it; send_op is CW_SQ_QUEUED, then CW_SQ_BATCHED once its batch is in a
  * plugin.  A cancel marks a queued message (never sent, completed with
@@ -48,16 +56,25 @@ struct cw_batch {
 
 /* The context whose pass this thread is in (cw_trigger), or NULL. */
 static _Thread_local cw_context_t *sq_scope;
+/* Messages this thread queued in contexts without CW_CTX_COALESCE (answers
+ * in kind) since its outermost pass began: only then does leaving a pass
+ * of such a context take its lock to flush. */
+static _Thread_local unsigned sq_in_kind;
 
 bool cw_sq_offer(cw_handle_t *h, const uint8_t *msg, size_t len)
 {
     cw_context_t *ctx = h->ctx;
 
-    if (sq_scope != ctx || !(ctx->opts.flags & CW_CTX_COALESCE) ||
+    bool in_kind = h->server && h->from_batch;
+
+    if (sq_scope != ctx ||
+        (!(ctx->opts.flags & CW_CTX_COALESCE) && !in_kind) ||
         !(h->net->caps.flags & CW_NA_CAP_COALESCE) ||
         (h->server && !h->batches) ||
         len + CW_HDR_SIZE + CW_BATCH_ENTRY_HDR > h->net->caps.max_unexpected_size)
         return false;
+    if (!(ctx->opts.flags & CW_CTX_COALESCE))
+        sq_in_kind++;
     h->sq_msg = msg;
     h->sq_len = len;
     h->sq_cancel = false;
@@ -248,8 +265,15 @@ cw_context_t *cw_sq_enter(cw_context_t *ctx)
 
 void cw_sq_leave(cw_context_t *ctx, cw_context_t *prev)
 {
+    bool in_kind = sq_in_kind > 0;
+
     sq_scope = prev;
-    if (!(ctx->opts.flags & CW_CTX_COALESCE))
+    /* A pass nested in another context's may have queued nothing here:
+     * the count is per thread, so it is cleared only by the outermost
+     * pass, and an inner one just finds an empty queue. */
+    if (prev == NULL)
+        sq_in_kind = 0;
+    if (!(ctx->opts.flags & CW_CTX_COALESCE) && !in_kind)
         return;
     pthread_mutex_lock(&ctx->lock);
     if (ctx->nsendq > 0)

@@ -258,6 +258,7 @@ static void handle_recycle_locked(cw_handle_t *h)
     h->send_op = h->recv_op = NULL;
     h->recv_canceled = false;
     h->batches = false;
+    h->from_batch = false;
     cw_rwait_del(h);
     free(h->bresp); /* only if a batch answered a handle already failed */
     h->bresp = NULL;

@@ -434,6 +434,7 @@ struct cw_handle {
     size_t sq_len;
     bool sq_cancel;      /**< cancelled while queued: never sent */
     bool batches;        /**< server: the caller takes batches (REQ flag) */
+    bool from_batch;     /**< server: the request came in a CW_MSG_BATCH */
     bool recv_canceled;  /**< cw_na_cancel already asked for recv_op */
     struct cw_handle *rwait_next; /**< ctx->rwait chain */
     bool rwaiting;       /**< on ctx->rwait */
@@ -445,9 +446,11 @@ extern const char cw_sq_marks[2];
 #define CW_SQ_QUEUED ((cw_na_op_t *)(void *)&cw_sq_marks[0])
 #define CW_SQ_BATCHED ((cw_na_op_t *)(void *)&cw_sq_marks[1])
 
-/** Queue a built request instead of sending it, when the context
- *  coalesces and this thread is inside its cw_trigger; true if queued
- *  (send_op set; the caller counts it pending as if sent). */
+/** Queue a built message instead of sending it, when this thread is inside
+ *  a pass (cw_trigger or a batch scope) of the context and either the
+ *  context coalesces or the message answers, in kind, a request that came
+ *  in a batch; true if queued (send_op set; the caller counts it pending
+ *  as if sent). */
 bool cw_sq_offer(cw_handle_t *h, const uint8_t *msg, size_t len);
 /** Send everything queued (lock held): per peer, one message alone as it
  *  is, several as one CW_MSG_BATCH. */

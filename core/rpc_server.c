@@ -166,7 +166,7 @@ static void recv_cancel(cw_network_t *net, const struct cw_wire_msg *m,
     /* Already answered, or never seen: nothing to do. */
 }
 
-static void recv_request(cw_network_t *net, struct cw_urecv *u,
+static void recv_request(cw_network_t *net, struct cw_urecv *u, bool batched,
                          const struct cw_wire_msg *wm, cw_na_addr_t *source)
 {
     cw_context_t *ctx = net->ctx;
@@ -226,6 +226,7 @@ static void recv_request(cw_network_t *net, struct cw_urecv *u,
     h->resume = (m.hdr.flags & CW_HF_RESUME) != 0;
     h->resume_id = m.hdr.resume_id;
     h->batches = (m.hdr.flags & CW_HF_BATCHES) != 0;
+    h->from_batch = batched;
     budget = m.hdr.budget_us < CW_MAX_BUDGET_US ? m.hdr.budget_us
                                                 : CW_MAX_BUDGET_US;
     h->deadline_ns = cw_now_ns() + budget * 1000ull;
@@ -301,7 +302,7 @@ void cw_rpc_recv_unexpected(cw_network_t *net, struct cw_urecv *u,
         cw_rpc_recv_batch(net, u, &m, source);
         return;
     }
-    recv_request(net, u, &m, source);
+    recv_request(net, u, false, &m, source);
 }
 
 /* Each entry of a batch as if it had arrived alone.  A response goes to
@@ -366,7 +367,7 @@ void cw_rpc_recv_batch(cw_network_t *net, struct cw_urecv *u,
             cw_na_addr_free(net->na, src);
         } else {
             /* Takes src, and tmp.buf in exchange for a free buffer. */
-            recv_request(net, &tmp, &m, src);
+            recv_request(net, &tmp, true, &m, src);
         }
     }
     free(tmp.buf);

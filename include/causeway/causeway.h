@@ -52,7 +52,9 @@ typedef uint64_t cw_rpc_id_t;           /**< 64-bit hash of the RPC name */
  *  cw_trigger call (or inside cw_context_batch_begin/_end) to the same peer
  *  leave as one message when the call returns, on plugins where a message
  *  costs a system call (a gateway's many requests to one next hop;
- *  docs/wire.md, "Batches"). */
+ *  docs/wire.md, "Batches").  Without the flag a context still answers in
+ *  kind: responses given in one such pass to requests that arrived in a
+ *  batch leave as one message. */
 #define CW_CTX_COALESCE 0x2u
 
 struct cw_context_opts {
