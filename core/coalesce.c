@@ -64,11 +64,9 @@ static _Thread_local unsigned sq_in_kind;
 bool cw_sq_offer(cw_handle_t *h, const uint8_t *msg, size_t len)
 {
     cw_context_t *ctx = h->ctx;
-
     bool in_kind = h->server && h->from_batch;
 
-    if (sq_scope != ctx ||
-        (!(ctx->opts.flags & CW_CTX_COALESCE) && !in_kind) ||
+    if (sq_scope != ctx || (!(ctx->opts.flags & CW_CTX_COALESCE) && !in_kind) ||
         !(h->net->caps.flags & CW_NA_CAP_COALESCE) ||
         (h->server && !h->batches) ||
         len + CW_HDR_SIZE + CW_BATCH_ENTRY_HDR > h->net->caps.max_unexpected_size)
