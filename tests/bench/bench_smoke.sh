@@ -1,13 +1,13 @@
 #!/bin/bash
 # bench-smoke: the benchmark scripts still run end to end (a few hundred
 # RPCs each, no figure checked): gw-bench.sh over shm and raw TCP through
-# the minimal relay, and over ofi+tcp with coalescing endpoints
-# (COALESCE=1, cw-perf --coalesce) where na-ofi is built, each row
-# complete (no "n/a").
+# the minimal relay in two alternating rounds (ROUNDS=2), and over ofi+tcp
+# with coalescing endpoints (COALESCE=1, cw-perf --coalesce) where na-ofi
+# is built, each row complete (no "n/a").
 #   tests/bench/bench_smoke.sh BUILD_DIR
 set -u
 B=${1:?build dir}
-out=$(ITERS=300 REPS=1 MODES=blocking timeout 120 bash "$(dirname "$0")/gw-bench.sh" "$B" shm tcp 2>&1)
+out=$(ROUNDS=2 ITERS=300 REPS=1 MODES=blocking timeout 120 bash "$(dirname "$0")/gw-bench.sh" "$B" shm tcp 2>&1)
 rc=$?
 echo "$out"
 [ $rc -eq 0 ] || { echo "not ok: gw-bench.sh exited $rc"; exit 1; }

@@ -2,8 +2,9 @@
 # Gateway overhead benchmark: the same cw-perf RPCs sent directly and
 # through one causewayd, in the same run, per fabric and progress mode.
 #
-#   [ITERS=N] [REPS=N] [PIN=1] tests/bench/gw-bench.sh [BUILD_DIR] [FABRICS...]
-#       FABRICS default: shm ofi+tcp ucx+tcp tcp; ITERS 20000, REPS 5
+#   [ITERS=N] [REPS=N] [ROUNDS=N] [PIN=1] tests/bench/gw-bench.sh [BUILD_DIR] [FABRICS...]
+#       FABRICS default: shm ofi+tcp ucx+tcp tcp; ITERS 20000, REPS 5,
+#       ROUNDS 1
 #       ("tcp" is raw TCP through a minimal relay, tcp-relay-rtt: the floor
 #       under a hop over TCP on this machine, not a Causeway path)
 #
@@ -27,6 +28,13 @@
 # The direct runs go while the gateway is stopped (SIGSTOP), so that a
 # spinning gateway does not take a CPU from them.
 #
+# ROUNDS=N alternates the direct and the via-gateway measurements N times
+# against the same server and gateway, and reports the median over the
+# rounds of each figure, of each round's added latency and of each round's
+# rate ratio, with the range of the ratios in the last column: on a shared
+# VM whose speed drifts over minutes, a ratio of two runs taken seconds
+# apart is steadier than a ratio of two medians taken a minute apart.
+#
 #   BRIDGE=IN,OUT [THREADS="1 2"] tests/bench/gw-bench.sh [BUILD_DIR]
 #
 # instead measures a gateway bridging two networks (client on fabric IN,
@@ -42,6 +50,7 @@ shift || true
 FABRICS=${*:-"shm ofi+tcp ucx+tcp tcp"}
 ITERS=${ITERS:-20000}
 REPS=${REPS:-5}
+ROUNDS=${ROUNDS:-1}
 MODES=${MODES:-"blocking busy gwbusy"}
 # COALESCE=1: the cw-perf endpoints coalesce too (--coalesce), direct and
 # through the gateway alike (the gateway always does, CAUSEWAY_COALESCE).
@@ -137,19 +146,60 @@ fi
 # Fabric "tcp": raw TCP messages (tcp-relay-rtt) directly and through a
 # minimal L4 relay with the progress engine's waiting policy.  Not a Causeway
 # path: the floor under what a gateway hop can cost over TCP here.
-row() { # FABRIC MODE DIRECT_LAT VIA_LAT DIRECT_RATE VIA_RATE
-    awk -v f="$1" -v m="$2" -v dl="${3:-}" -v gl="${4:-}" -v dr="${5:-}" -v gr="${6:-}" '
+# One round's figures, "direct_lat via_lat direct_rate via_rate" ("-" for a
+# run that failed or hit its time limit), go to $T/rounds; row prints the
+# medians (a figure no round measured prints n/a, never 0).
+round() { echo "${1:--} ${2:--} ${3:--} ${4:--}" >>"$T/rounds"; }
+row() { # FABRIC MODE
+    awk -v f="$1" -v m="$2" '
+        function med(a, n,    i, j, t) {
+            if (n == 0) return ""
+            for (i = 2; i <= n; i++)
+                for (j = i; j > 1 && a[j - 1] > a[j]; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
+            return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+        }
         function v(x, fmt) { return x == "" ? "n/a" : sprintf(fmt, x) }
-        BEGIN {
-        printf "%-8s %-8s %12s %12s %10s %12s %12s %8s\n", f, m,
-            v(dl, "%.2f"), v(gl, "%.2f"),
-            (dl == "" || gl == "") ? "n/a" : sprintf("%.2f", gl - dl),
-            v(dr, "%.0f"), v(gr, "%.0f"),
-            (dr == "" || gr == "" || dr == 0) ? "n/a" : sprintf("%.2f", gr / dr) }'
+        { if ($1 != "-") dl[++ndl] = $1
+          if ($2 != "-") gl[++ngl] = $2
+          if ($1 != "-" && $2 != "-") ad[++nad] = $2 - $1
+          if ($3 != "-") dr[++ndr] = $3
+          if ($4 != "-") gr[++ngr] = $4
+          if ($3 != "-" && $4 != "-" && $3 > 0) { x = $4 / $3; ra[++nra] = x
+              if (lo == "" || x < lo) lo = x
+              if (hi == "" || x > hi) hi = x } }
+        END {
+        printf "%-8s %-8s %12s %12s %10s %12s %12s %8s", f, m,
+            v(med(dl, ndl), "%.2f"), v(med(gl, ngl), "%.2f"),
+            v(med(ad, nad), "%.2f"), v(med(dr, ndr), "%.0f"),
+            v(med(gr, ngr), "%.0f"), v(med(ra, nra), "%.2f")
+        if (NR > 1) printf " %11s", nra ? sprintf("%.2f-%.2f", lo, hi) : "n/a"
+        printf "\n" }' "$T/rounds"
+    rm -f "$T/rounds"
 }
+# CPU accounting of the rate runs: the client's from time(1), the server's
+# and the relay's or gateway's ticks from /proc, summed over the rounds.
+cpu_reset() { acc_c=0 acc_s=0 acc_g=0; }
+# cpu_run SERVER_PID RELAY_PID CMD...: runs CMD, sets out to its output.
+cpu_run() {
+    local s0 g0 s1 g1 srv=$1 rel=$2
+    shift 2
+    s0=$(gw_cpu_ticks "$srv"); g0=$(gw_cpu_ticks "$rel")
+    out=$( { /usr/bin/time -f "cputime %U %S" timeout 120 "$@"; } 2>&1)
+    s1=$(gw_cpu_ticks "$srv"); g1=$(gw_cpu_ticks "$rel")
+    acc_c=$(echo "$out" | awk -v a="$acc_c" '/^cputime/ { a += $2 + $3 } END { print a }')
+    acc_s=$((acc_s + s1 - s0)) acc_g=$((acc_g + g1 - g0))
+}
+# cpu_per_rpc VIA: "client/server[/relay]" us per RPC over the rounds.
+cpu_per_rpc() {
+    awk -v n=$((ITERS * REPS * ROUNDS)) -v hz="$(getconf CLK_TCK)" -v c="$acc_c" \
+        -v ds="$acc_s" -v dg="$acc_g" -v via="$1" 'BEGIN {
+        printf "%.2f/%.2f", c * 1e6 / n, ds / hz * 1e6 / n
+        if (via) printf "/%.2f", dg / hz * 1e6 / n }'
+}
+
 raw_tcp() {
     local mode=$1 rtt=$B/tests/bench/tcp-relay-rtt sb="" rb="" cb="" srv rel
-    local sp rp dl gl dr gr dcpu r cpu
+    local sp rp dl gl dr gr dcpu gcpu r
     case $mode in
     busy) sb=--busy; rb=--busy; cb=--busy ;;
     gwbusy) rb=--busy ;;
@@ -167,37 +217,39 @@ raw_tcp() {
     rp=$(cat "$T/rtt.r")
     c() { timeout 120 "${EP[@]}" "$rtt" client "$@" --iters "$ITERS" --reps "$REPS" \
         --inflight 16 $cb | median; }
-    # rate PORT: sets r and cpu ("client/server[/relay]" us per message).
-    rate() {
-        local s0 g0 s1 g1 out hz n
-        hz=$(getconf CLK_TCK) n=$((ITERS * REPS))
-        s0=$(gw_cpu_ticks "$srv"); g0=$(gw_cpu_ticks "$rel")
-        out=$( { /usr/bin/time -f "cputime %U %S" timeout 120 "${EP[@]}" "$rtt" client \
-            "$1" --test rate --iters "$ITERS" --reps "$REPS" --inflight 16 $cb; } 2>&1)
-        s1=$(gw_cpu_ticks "$srv"); g1=$(gw_cpu_ticks "$rel")
+    rate() { # PORT: sets r
+        cpu_run "$srv" "$rel" "${EP[@]}" "$rtt" client "$1" --test rate \
+            --iters "$ITERS" --reps "$REPS" --inflight 16 $cb
         r=$(echo "$out" | median)
-        cpu=$(echo "$out" | awk -v n="$n" -v hz="$hz" -v ds=$((s1 - s0)) \
-            -v dg=$((g1 - g0)) -v via="$2" '/^cputime/ { c = $2 + $3 }
-            END { printf "%.2f/%.2f", c * 1e6 / n, ds / hz * 1e6 / n
-                  if (via) printf "/%.2f", dg / hz * 1e6 / n }')
     }
-    kill -STOP "$rel"
-    dl=$(c "$sp" --test lat)
-    rate "$sp" 0
-    dr=$r dcpu=$cpu
-    kill -CONT "$rel"
-    gl=$(c "$rp" --test lat)
-    rate "$rp" 1
-    gr=$r
-    row tcp-raw "$mode" "$dl" "$gl" "$dr" "$gr"
-    CPU_LINES="${CPU_LINES:-}$(printf '%-8s %-8s %18s %24s' tcp-raw "$mode" "$dcpu" "$cpu")
+    local dacc gacc i
+    cpu_reset; dacc="$acc_c $acc_s $acc_g"; gacc=$dacc
+    for ((i = 0; i < ROUNDS; i++)); do
+        kill -STOP "$rel"
+        dl=$(c "$sp" --test lat)
+        read -r acc_c acc_s acc_g <<<"$dacc"
+        rate "$sp"
+        dacc="$acc_c $acc_s $acc_g" dr=$r
+        kill -CONT "$rel"
+        gl=$(c "$rp" --test lat)
+        read -r acc_c acc_s acc_g <<<"$gacc"
+        rate "$rp"
+        gacc="$acc_c $acc_s $acc_g" gr=$r
+        round "$dl" "$gl" "$dr" "$gr"
+    done
+    row tcp-raw "$mode"
+    read -r acc_c acc_s acc_g <<<"$dacc"; dcpu=$(cpu_per_rpc 0)
+    read -r acc_c acc_s acc_g <<<"$gacc"; gcpu=$(cpu_per_rpc 1)
+    CPU_LINES="${CPU_LINES:-}$(printf '%-8s %-8s %18s %24s' tcp-raw "$mode" "$dcpu" "$gcpu")
 "
     kill -TERM "$rel" "$srv" 2>/dev/null
     wait "$rel" "$srv" 2>/dev/null
 }
 
-printf '%-8s %-8s %12s %12s %10s %12s %12s %8s\n' fabric mode \
+printf '%-8s %-8s %12s %12s %10s %12s %12s %8s' fabric mode \
     "direct_us" "via_gw_us" "added_us" "direct_rps" "via_gw_rps" "ratio"
+[ "$ROUNDS" -gt 1 ] && printf ' %11s' ratio_range
+printf '\n'
 for fab in $FABRICS; do
     if [ "$fab" = tcp ]; then
         for mode in $MODES; do raw_tcp "$mode"; done
@@ -228,38 +280,36 @@ YAML
         via="$srv_addr@$gw_addr"
         perf() { timeout 120 "${EP[@]}" "$PERF" client --sizes 64 --iters "$ITERS" \
             --reps "$REPS" $busyflag $EPFLAGS --json "$@" | median; }
-        # The rate runs also account CPU: ticks of server and gateway from
-        # /proc, the client's from time(1), per RPC (ITERS x REPS RPCs).
-        cpu_of() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-        rate_cpu() { # TARGET -> sets rate, cpu_c, cpu_s, cpu_g (us/RPC)
-            local s0 g0 s1 g1 out
-            s0=$(cpu_of "$srv"); g0=$(cpu_of "$gw")
-            out=$( { /usr/bin/time -f "cputime %U %S" timeout 120 "${EP[@]}" "$PERF" client \
-                --sizes 64 --iters "$ITERS" --reps "$REPS" $busyflag $EPFLAGS --json \
-                --target "$1" --test rate --inflight 16; } 2>&1)
-            s1=$(cpu_of "$srv"); g1=$(cpu_of "$gw")
+        # The rate runs also account CPU (cpu_run), per RPC over the rounds.
+        rate_of() { # TARGET: sets rate
+            cpu_run "$srv" "$gw" "${EP[@]}" "$PERF" client --sizes 64 \
+                --iters "$ITERS" --reps "$REPS" $busyflag $EPFLAGS --json \
+                --target "$1" --test rate --inflight 16
             rate=$(echo "$out" | median)
-            read -r cpu_c cpu_s cpu_g <<<"$(echo "$out" | awk -v n=$((ITERS * REPS)) \
-                -v hz="$(getconf CLK_TCK)" -v ds=$((s1 - s0)) -v dg=$((g1 - g0)) '
-                /^cputime/ { c = $2 + $3 }
-                END { printf "%.2f %.2f %.2f", c * 1e6 / n, ds / hz * 1e6 / n,
-                      dg / hz * 1e6 / n }')"
         }
-        # The direct runs go with the gateway stopped: a busy-polling one
-        # would otherwise take a CPU from them (gwbusy: shm direct 4.3 us
-        # instead of 1.0 in a run of 2026-11-24).
-        kill -STOP "$gw"
-        d_lat=$(perf --target "$srv_addr" --test lat)
-        rate_cpu "$srv_addr"
-        d_rate=$rate d_cpu="$cpu_c/$cpu_s"
-        kill -CONT "$gw"
-        g_lat=$(perf --target "$via" --test lat)
-        rate_cpu "$via"
-        g_rate=$rate g_cpu="$cpu_c/$cpu_s/$cpu_g"
+        cpu_reset; dacc="$acc_c $acc_s $acc_g"; gacc=$dacc
+        for ((i = 0; i < ROUNDS; i++)); do
+            # The direct runs go with the gateway stopped: a busy-polling
+            # one would otherwise take a CPU from them (gwbusy: shm direct
+            # 4.3 us instead of 1.0 in a run of 2026-11-24).
+            kill -STOP "$gw"
+            d_lat=$(perf --target "$srv_addr" --test lat)
+            read -r acc_c acc_s acc_g <<<"$dacc"
+            rate_of "$srv_addr"
+            dacc="$acc_c $acc_s $acc_g" d_rate=$rate
+            kill -CONT "$gw"
+            g_lat=$(perf --target "$via" --test lat)
+            read -r acc_c acc_s acc_g <<<"$gacc"
+            rate_of "$via"
+            gacc="$acc_c $acc_s $acc_g" g_rate=$rate
+            round "${d_lat:-}" "${g_lat:-}" "${d_rate:-}" "${g_rate:-}"
+        done
+        row "$fab" "$mode"
+        read -r acc_c acc_s acc_g <<<"$dacc"; d_cpu=$(cpu_per_rpc 0)
+        read -r acc_c acc_s acc_g <<<"$gacc"
+        g_cpu=$(cpu_per_rpc 1)
         CPU_LINES="${CPU_LINES:-}$(printf '%-8s %-8s %18s %24s' "$fab" "$mode" "$d_cpu" "$g_cpu")
 "
-        # A run that failed or hit its time limit prints n/a, not 0.
-        row "$fab" "$mode" "${d_lat:-}" "${g_lat:-}" "${d_rate:-}" "${g_rate:-}"
         kill -TERM "$gw" "$srv" 2>/dev/null
         wait "$gw" "$srv" 2>/dev/null
     done
