@@ -687,13 +687,18 @@ void cw_rpc_cancel_net(cw_context_t *ctx, cw_network_t *net)
 static bool h_reforward(cw_handle_t *h, cw_status_t st)
 {
     cw_context_t *ctx = h->ctx;
-    uint64_t now = cw_now_ns();
     cw_status_t fst;
     cw_addr_t *addr;
+    uint64_t now;
 
+    /* Every completion asks: the clock is read only for the few that may
+     * go again. */
     if (h->server || !h->idempotent || h->one_way || h->fwd_in != NULL ||
         (st != CW_DISCONNECTED && st != CW_UNREACHABLE && st != CW_IO) ||
-        h->reforwards >= CW_MAX_REFORWARDS || now + 1000000 >= h->deadline_ns ||
+        h->reforwards >= CW_MAX_REFORWARDS)
+        return false;
+    now = cw_now_ns();
+    if (now + 1000000 >= h->deadline_ns ||
         cw_addr_reroute(h->addr, &addr) != CW_OK)
         return false;
     pthread_mutex_lock(&ctx->lock);

@@ -17,6 +17,8 @@ struct gw_target {
     char next[CW_URI_MAX];          /**< address the RPC is sent to */
     const char *dest;               /**< routing destination beyond it */
     const char *acl_dest;           /**< what the ACL is asked about */
+    const char *acl_svc;            /**< ... parsed: a service's name */
+    const struct cw_uri *acl_uri;   /**< ... or a plain address */
     char dest_buf[CW_ADDR_STR_MAX]; /**< dest when built for this request */
     struct cw_route_result res;
     struct gw_net *egress;
@@ -288,6 +290,10 @@ static cw_status_t gw_rent_build(struct gw *gw, const char *route,
     p += lk;
     memcpy(p, acl, la);
     e->acl_dest = p;
+    if (path.is_service)
+        e->acl_svc = p + 4;
+    else
+        e->acl_uri = path.target;
     p += la;
     if (lt != 0) {
         memcpy(p, target, lt);
@@ -337,6 +343,7 @@ static cw_status_t gw_resolve(struct gw *gw, const char *route,
                               const char *src, struct gw_target *t)
 {
     struct gw_rent *e, *be;
+    struct cw_route_memo *memo;
     const struct cw_uri *target;
     const char *target_s;
     cw_status_t st;
@@ -349,6 +356,8 @@ static cw_status_t gw_resolve(struct gw *gw, const char *route,
     if (st != CW_OK)
         return st;
     t->acl_dest = e->acl_dest;
+    t->acl_svc = e->acl_svc;
+    t->acl_uri = e->acl_svc ? NULL : &e->acl_uri;
     if (e->kind == GW_RK_SERVICE) {
         st = cw_route_table_service_pick(gw->table, e->service, src, &t->pick);
         if (st != CW_OK)
@@ -362,14 +371,16 @@ static cw_status_t gw_resolve(struct gw *gw, const char *route,
             return CW_INVALID_ARG;
         target_s = be->target_s;
         target = &be->target;
+        memo = &be->memo;
     } else {
         target_s = e->target_s;
         target = &e->target;
+        memo = &e->memo;
     }
     if (strlen(target_s) >= sizeof(t->next))
         return CW_OVERFLOW;
 
-    st = cw_route_table_lookup(gw->table, target, &t->res);
+    st = cw_route_table_lookup_memo(gw->table, target, memo, &t->res);
     if (st != CW_OK)
         return st == CW_INVALID_ARG ? CW_INVALID_ARG : CW_NO_ROUTE;
     if (t->res.direct) {
@@ -748,8 +759,10 @@ void gw_forward(struct gw *gw, cw_handle_t *in, uint64_t qseq)
         gw_reject(gw, in, CW_NOMEM);
         return;
     }
-    if (cw_route_table_acl_check(gw->table, ingress ? ingress->name : NULL,
-                                 t.egress->name, t.acl_dest) != CW_OK) {
+    if (cw_route_table_acl_check_parsed(gw->table,
+                                        ingress ? ingress->name : NULL,
+                                        t.egress->name, t.acl_svc,
+                                        t.acl_uri) != CW_OK) {
         gw->n_denied++;
         rs->denied++;
         if (ingress != NULL)

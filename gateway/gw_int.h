@@ -172,6 +172,9 @@ struct gw_rent {
     const char *target_s;       /**< formatted target (HOPS, PLAIN) */
     const char *rest;           /**< HOPS: the path beyond the next gateway */
     const char *acl_dest;       /**< "svc:name" or the final target */
+    const char *acl_svc;        /**< the name in acl_dest, if a service */
+    struct cw_uri acl_uri;      /**< acl_dest parsed, if not a service */
+    struct cw_route_memo memo;  /**< the routes target matched */
     const char *service;        /**< SERVICE: its name */
     char key[];                 /**< the destination string, then the rest */
 };

@@ -278,13 +278,23 @@ cw_status_t cw_route_table_acl_check(const struct cw_route_table *table,
                                      const char *dest)
 {
     struct cw_uri uri;
-    const char *svc = NULL;
 
     if (table == NULL || dest == NULL)
         return CW_INVALID_ARG;
     if (strncmp(dest, "svc:", 4) == 0)
-        svc = dest + 4;
-    else if (cw_uri_parse(dest, &uri) != CW_OK)
+        return cw_route_table_acl_check_parsed(table, from, to, dest + 4,
+                                               NULL);
+    if (cw_uri_parse(dest, &uri) != CW_OK)
+        return CW_INVALID_ARG;
+    return cw_route_table_acl_check_parsed(table, from, to, NULL, &uri);
+}
+
+cw_status_t cw_route_table_acl_check_parsed(const struct cw_route_table *table,
+                                            const char *from, const char *to,
+                                            const char *svc,
+                                            const struct cw_uri *uri)
+{
+    if (table == NULL || (svc == NULL) == (uri == NULL))
         return CW_INVALID_ARG;
     if (!table->has_acl)
         return CW_OK;
@@ -296,7 +306,7 @@ cw_status_t cw_route_table_acl_check(const struct cw_route_table *table,
         if (to && strcmp(a->to, "*") != 0 && strcmp(a->to, to) != 0)
             continue;
         for (size_t k = 0; k < a->nallow; k++)
-            if (allow_match(&a->allow[k], svc, svc ? NULL : &uri))
+            if (allow_match(&a->allow[k], svc, uri))
                 return CW_OK;
     }
     return CW_DENIED;

@@ -5,6 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Serial numbers of built tables (route memos tell them apart even when
+ * one is allocated where a freed one was). */
+static atomic_uint_fast64_t rt_serials;
+
 static void table_free(struct cw_route_table *t)
 {
     if (t == NULL)
@@ -295,6 +299,7 @@ cw_status_t cw_route_table_build(const struct cw_config *cfg,
     if (t == NULL)
         return CW_NOMEM;
     atomic_init(&t->refs, 1);
+    t->serial = atomic_fetch_add(&rt_serials, 1) + 1;
     t->path = strdup(cfg->path ? cfg->path : "");
     t->network_names = calloc(cfg->nnetworks ? cfg->nnetworks : 1,
                               sizeof(char *));
@@ -414,21 +419,28 @@ static void fill_result(const struct cw_route_table *t, unsigned ri,
     res->loc = r->loc;
 }
 
-long rt_select(struct cw_route_table *t, const struct cw_uri *dest,
-               struct rt_match_set *set)
+/* The route among the matched groups @p g (most specific first). */
+static long select_in(struct cw_route_table *t, struct rt_group *const *g,
+                      size_t n)
 {
     unsigned ri;
 
-    rt_match(t, dest, set);
-    if (set->n == 0)
+    if (n == 0)
         return -1;
-    for (size_t i = 0; i < set->n; i++)
-        if (group_select(t, set->g[i], true, &ri))
+    for (size_t i = 0; i < n; i++)
+        if (group_select(t, g[i], true, &ri))
             return ri;
     /* Every next hop is down: better to try than to drop. */
-    if (group_select(t, set->g[0], false, &ri))
+    if (group_select(t, g[0], false, &ri))
         return ri;
     return -1;
+}
+
+long rt_select(struct cw_route_table *t, const struct cw_uri *dest,
+               struct rt_match_set *set)
+{
+    rt_match(t, dest, set);
+    return select_in(t, set->g, set->n);
 }
 
 cw_status_t cw_route_table_lookup(struct cw_route_table *table,
@@ -441,6 +453,39 @@ cw_status_t cw_route_table_lookup(struct cw_route_table *table,
     if (table == NULL || dest == NULL || res_p == NULL)
         return CW_INVALID_ARG;
     ri = rt_select(table, dest, &set);
+    if (ri < 0)
+        return CW_NO_ROUTE;
+    fill_result(table, (unsigned)ri, res_p);
+    return CW_OK;
+}
+
+cw_status_t cw_route_table_lookup_memo(struct cw_route_table *table,
+                                       const struct cw_uri *dest,
+                                       struct cw_route_memo *memo,
+                                       struct cw_route_result *res_p)
+{
+    struct rt_group *g[CW_ROUTE_MEMO_GROUPS];
+    long ri;
+
+    if (table == NULL || dest == NULL || memo == NULL || res_p == NULL)
+        return CW_INVALID_ARG;
+    if (memo->table_serial == table->serial &&
+        memo->n <= CW_ROUTE_MEMO_GROUPS) {
+        for (uint32_t i = 0; i < memo->n; i++)
+            g[i] = (struct rt_group *)memo->group[i];
+        ri = select_in(table, g, memo->n);
+    } else {
+        /* Matching builds keys from the destination and probes the
+         * indexes: the part worth remembering, when it fits. */
+        struct rt_match_set set;
+
+        rt_match(table, dest, &set);
+        memo->table_serial = table->serial;
+        memo->n = (uint32_t)set.n;
+        for (size_t i = 0; i < set.n && i < CW_ROUTE_MEMO_GROUPS; i++)
+            memo->group[i] = set.g[i];
+        ri = select_in(table, set.g, set.n);
+    }
     if (ri < 0)
         return CW_NO_ROUTE;
     fill_result(table, (unsigned)ri, res_p);

@@ -115,6 +115,7 @@ struct rt_acl {
 
 struct cw_route_table {
     atomic_uint refs;
+    uint64_t serial; /* unique per built table, never 0 (route memos) */
     char *path;
     char **network_names;
     size_t nnetworks;

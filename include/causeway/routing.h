@@ -84,6 +84,33 @@ CW_PUBLIC cw_status_t cw_route_table_lookup(struct cw_route_table *table,
                                             const struct cw_uri *dest,
                                             struct cw_route_result *res_p);
 
+/** Route groups a destination matched in one table, as many as fit. */
+#define CW_ROUTE_MEMO_GROUPS 8
+
+/**
+ * What a destination matched in one table, kept by a caller that looks the
+ * same destination up again and again (a gateway, per destination string).
+ * Zero-initialise it; it stays tied to the table it was filled from and
+ * is refilled when used with another one.  Opaque.
+ */
+struct cw_route_memo {
+    uint64_t table_serial;  /**< 0: empty */
+    uint32_t n;             /**< matched groups; > CW_ROUTE_MEMO_GROUPS: too many to keep */
+    const void *group[CW_ROUTE_MEMO_GROUPS];
+};
+
+/**
+ * As cw_route_table_lookup, remembering in @p memo which route patterns
+ * @p dest matched, so that the next lookup of the same destination in the
+ * same table only chooses among them (health, load and round robin are
+ * taken into account on every call, exactly as by cw_route_table_lookup).
+ * The caller must pass the same @p dest with the same @p memo.
+ */
+CW_PUBLIC cw_status_t cw_route_table_lookup_memo(struct cw_route_table *table,
+                                                 const struct cw_uri *dest,
+                                                 struct cw_route_memo *memo,
+                                                 struct cw_route_result *res_p);
+
 /** As cw_route_table_lookup from a string (CW_INVALID_ARG if unparsable). */
 CW_PUBLIC cw_status_t cw_route_table_lookup_str(struct cw_route_table *table,
                                                 const char *dest,
@@ -218,6 +245,19 @@ CW_PUBLIC void cw_route_table_backend_load(struct cw_route_table *table,
 CW_PUBLIC cw_status_t
 cw_route_table_acl_check(const struct cw_route_table *table, const char *from,
                          const char *to, const char *dest);
+
+/**
+ * As cw_route_table_acl_check, for a destination already parsed: the
+ * service @p service (its name, without "svc:"), or else the plain
+ * address @p dest.  A caller that checks the same destination on every
+ * message parses it once.
+ * @return CW_OK, CW_DENIED, or CW_INVALID_ARG when both or neither of
+ *         @p service and @p dest are given.
+ */
+CW_PUBLIC cw_status_t
+cw_route_table_acl_check_parsed(const struct cw_route_table *table,
+                                const char *from, const char *to,
+                                const char *service, const struct cw_uri *dest);
 
 /* -- Clients ------------------------------------------------------------- */
 

@@ -121,14 +121,19 @@ static void test_priority_then_hop(void **state)
     cw_route_table_unref(t);
 }
 
+/* A /16 with two next hops of different priority, and a default. */
+#define FALLBACK_ROUTES                                                        \
+    NETS "routes:\n"                                                           \
+         "  - { dest: \"ofi+cxi://10.9.0.0/16\", gateway: "                    \
+         "\"ofi+tcp://10.1.0.2:1\" }\n"                                          \
+         "  - { dest: \"ofi+cxi://10.9.0.0/16\", gateway: "                    \
+         "\"ofi+tcp://10.1.0.3:1\", priority: 1 }\n"                             \
+         "  - { dest: \"ofi+cxi://*\", gateway: \"ofi+tcp://10.1.0.4:1\" }\n"
+
 static void test_all_down_and_fallback(void **state)
 {
     struct cw_route_table *t = table_from(
-        NETS "routes:\n"
-             "  - { dest: \"ofi+cxi://10.9.0.0/16\", gateway: \"ofi+tcp://10.1.0.2:1\" }\n"
-             "  - { dest: \"ofi+cxi://10.9.0.0/16\", gateway: \"ofi+tcp://10.1.0.3:1\", priority: 1 }\n"
-             "  - { dest: \"ofi+cxi://*\", gateway: \"ofi+tcp://10.1.0.4:1\" }\n",
-        0);
+        FALLBACK_ROUTES, 0);
     unsigned a, b, c;
     (void)state;
     assert_int_equal(cw_route_table_nexthop_find(t, "ofi+tcp://10.1.0.2:1", &a), CW_OK);
@@ -147,6 +152,91 @@ static void test_all_down_and_fallback(void **state)
     cw_route_table_nexthop_set_up(t, c, false);
     assert_string_equal(pick(t, "ofi+cxi://10.9.1.1"), "ofi+tcp://10.1.0.2:1");
     cw_route_table_unref(t);
+}
+
+/* A lookup through a memo answers as one without: health, fallback and
+ * round robin on every call, the memo refilled for another table, and
+ * destinations matching more patterns than a memo keeps. */
+static const char *pick_memo(struct cw_route_table *t, const char *addr,
+                             struct cw_route_memo *memo)
+{
+    struct cw_route_result res;
+    struct cw_uri uri;
+
+    assert_int_equal(cw_uri_parse(addr, &uri), CW_OK);
+    if (cw_route_table_lookup_memo(t, &uri, memo, &res) != CW_OK)
+        return "NONE";
+    return res.gateway ? res.gateway : res.network_name;
+}
+
+static void test_lookup_memo(void **state)
+{
+    struct cw_route_table *t = table_from(
+        FALLBACK_ROUTES, 0);
+    struct cw_route_table *t2 = table_from(
+        NETS "routes:\n"
+             "  - { dest: \"ofi+cxi://*\", gateway: \"ofi+tcp://10.1.0.9:1\" }\n"
+             "  - { dest: \"ofi+cxi://*\", gateway: \"ofi+tcp://10.1.0.8:1\" }\n",
+        0);
+    char many[4096] = NETS "routes:\n";
+    struct cw_route_table *t3;
+    struct cw_route_memo memo, none, deep;
+    struct cw_route_result res;
+    struct cw_uri uri;
+    unsigned a, b, c, counts[2] = {0};
+    (void)state;
+    memset(&memo, 0, sizeof(memo));
+    memset(&none, 0, sizeof(none));
+    memset(&deep, 0, sizeof(deep));
+    assert_int_equal(cw_route_table_nexthop_find(t, "ofi+tcp://10.1.0.2:1", &a), CW_OK);
+    assert_int_equal(cw_route_table_nexthop_find(t, "ofi+tcp://10.1.0.3:1", &b), CW_OK);
+    assert_int_equal(cw_route_table_nexthop_find(t, "ofi+tcp://10.1.0.4:1", &c), CW_OK);
+    assert_string_equal(pick_memo(t, "ofi+cxi://10.9.1.1", &memo), "ofi+tcp://10.1.0.2:1");
+    assert_string_equal(pick_memo(t, "ofi+cxi://10.9.1.1", &memo), "ofi+tcp://10.1.0.2:1");
+    cw_route_table_nexthop_set_up(t, a, false);
+    assert_string_equal(pick_memo(t, "ofi+cxi://10.9.1.1", &memo), "ofi+tcp://10.1.0.3:1");
+    cw_route_table_nexthop_set_up(t, b, false);
+    assert_string_equal(pick_memo(t, "ofi+cxi://10.9.1.1", &memo), "ofi+tcp://10.1.0.4:1");
+    cw_route_table_nexthop_set_up(t, c, false);
+    assert_string_equal(pick_memo(t, "ofi+cxi://10.9.1.1", &memo), "ofi+tcp://10.1.0.2:1");
+    cw_route_table_nexthop_set_up(t, a, true);
+    /* Another table (a reload): the memo is refilled from it, and round
+     * robin among its equal routes goes on through the memo. */
+    for (int i = 0; i < 10; i++) {
+        const char *g = pick_memo(t2, "ofi+cxi://10.9.1.1", &memo);
+        counts[strcmp(g, "ofi+tcp://10.1.0.9:1") == 0 ? 0 : 1]++;
+        assert_true(strcmp(g, "ofi+tcp://10.1.0.9:1") == 0 ||
+                    strcmp(g, "ofi+tcp://10.1.0.8:1") == 0);
+    }
+    assert_int_equal(counts[0], 5);
+    assert_int_equal(counts[1], 5);
+    assert_string_equal(pick_memo(t, "ofi+cxi://10.9.1.1", &memo), "ofi+tcp://10.1.0.2:1");
+    /* No route, remembered as such. */
+    assert_string_equal(pick_memo(t2, "ucx+verbs://10.9.1.1", &none), "NONE");
+    assert_string_equal(pick_memo(t2, "ucx+verbs://10.9.1.1", &none), "NONE");
+    /* Thirteen nested prefixes match: more than a memo keeps, and the
+     * most specific up one still wins. */
+    for (int len = 8; len <= 20; len++) {
+        char line[160];
+        snprintf(line, sizeof(line),
+                 "  - { dest: \"ofi+cxi://10.9.0.0/%d\", gateway: \"ofi+tcp://10.1.1.%d:1\" }\n",
+                 len, len);
+        strcat(many, line);
+    }
+    t3 = table_from(many, 0);
+    assert_string_equal(pick_memo(t3, "ofi+cxi://10.9.1.1", &deep), "ofi+tcp://10.1.1.20:1");
+    assert_true(deep.n > CW_ROUTE_MEMO_GROUPS);
+    assert_int_equal(cw_route_table_nexthop_find(t3, "ofi+tcp://10.1.1.20:1", &a), CW_OK);
+    cw_route_table_nexthop_set_up(t3, a, false);
+    assert_string_equal(pick_memo(t3, "ofi+cxi://10.9.1.1", &deep), "ofi+tcp://10.1.1.19:1");
+    /* Bad arguments. */
+    assert_int_equal(cw_uri_parse("ofi+cxi://10.9.1.1", &uri), CW_OK);
+    assert_int_equal(cw_route_table_lookup_memo(t, &uri, NULL, &res), CW_INVALID_ARG);
+    assert_int_equal(cw_route_table_lookup_memo(NULL, &uri, &memo, &res), CW_INVALID_ARG);
+    assert_int_equal(cw_route_table_lookup_memo(t, NULL, &memo, &res), CW_INVALID_ARG);
+    cw_route_table_unref(t);
+    cw_route_table_unref(t2);
+    cw_route_table_unref(t3);
 }
 
 static void test_round_robin_fairness(void **state)
@@ -406,6 +496,23 @@ static void test_acl(void **state)
     assert_int_equal(cw_route_table_acl_check(t, NULL, NULL, "svc:meta"), CW_DENIED);
     assert_int_equal(cw_route_table_acl_check(t, "eth0", "ib0", "garbage"), CW_INVALID_ARG);
     assert_int_equal(cw_route_table_acl_check(deny, "eth0", "ib0", "svc:storage"), CW_DENIED);
+    /* The same questions with the destination parsed beforehand. */
+    {
+        struct cw_uri in16, out16;
+        assert_int_equal(cw_uri_parse("ucx+tcp://10.2.3.4:1", &in16), CW_OK);
+        assert_int_equal(cw_uri_parse("ucx+tcp://10.3.3.4:1", &out16), CW_OK);
+        assert_int_equal(cw_route_table_acl_check_parsed(open_t, "eth0", "ib0", "x", NULL), CW_OK);
+        assert_int_equal(cw_route_table_acl_check_parsed(t, "eth0", "ib0", "storage", NULL), CW_OK);
+        assert_int_equal(cw_route_table_acl_check_parsed(t, "eth0", "ib0", "meta", NULL), CW_DENIED);
+        assert_int_equal(cw_route_table_acl_check_parsed(t, "eth0", "ib0", NULL, &in16), CW_OK);
+        assert_int_equal(cw_route_table_acl_check_parsed(t, "eth0", "ib0", NULL, &out16), CW_DENIED);
+        assert_int_equal(cw_route_table_acl_check_parsed(t, "ib0", NULL, "meta", NULL), CW_OK);
+        assert_int_equal(cw_route_table_acl_check_parsed(deny, "eth0", "ib0", "storage", NULL), CW_DENIED);
+        /* Exactly one of a service and an address. */
+        assert_int_equal(cw_route_table_acl_check_parsed(t, "eth0", "ib0", NULL, NULL), CW_INVALID_ARG);
+        assert_int_equal(cw_route_table_acl_check_parsed(t, "eth0", "ib0", "storage", &in16), CW_INVALID_ARG);
+        assert_int_equal(cw_route_table_acl_check_parsed(NULL, "eth0", "ib0", "storage", NULL), CW_INVALID_ARG);
+    }
     cw_route_table_unref(open_t);
     cw_route_table_unref(t);
     cw_route_table_unref(deny);
@@ -505,6 +612,7 @@ int main(void)
         cmocka_unit_test(test_no_route_and_bad_input),
         cmocka_unit_test(test_priority_then_hop),
         cmocka_unit_test(test_all_down_and_fallback),
+        cmocka_unit_test(test_lookup_memo),
         cmocka_unit_test(test_round_robin_fairness),
         cmocka_unit_test(test_least_loaded_and_healthiest),
         cmocka_unit_test(test_two_networks_one_fabric),
