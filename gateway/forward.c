@@ -21,6 +21,7 @@ struct gw_target {
     const struct cw_uri *acl_uri;   /**< ... or a plain address */
     char dest_buf[CW_ADDR_STR_MAX]; /**< dest when built for this request */
     struct cw_route_result res;
+    struct gw_rent *rent;           /**< the destination's cache entry */
     struct gw_net *egress;
     bool has_backend;
     struct cw_service_pick pick;
@@ -123,16 +124,17 @@ struct gw_shard *gw_shard_of_uri(struct gw *gw, const char *uri)
 
 /* ---- per-route counters ------------------------------------------------- */
 
+/* Counters per (route, next hop): looked up on every request, so hashed
+ * rather than searched (a gateway may serve thousands of routes). */
 struct gw_route_stats *gw_route_stats_get(struct gw *gw, const char *dest,
                                           const char *nexthop)
 {
-    struct gw_route_stats *rs, **tail = &gw->routes;
+    size_t b = (gw_hash(dest) * 31 + gw_hash(nexthop)) % GW_RSTATS_BUCKETS;
+    struct gw_route_stats *rs;
 
-    for (rs = gw->routes; rs != NULL; rs = rs->next) {
+    for (rs = gw->rstats[b]; rs != NULL; rs = rs->hnext)
         if (strcmp(rs->dest, dest) == 0 && strcmp(rs->nexthop, nexthop) == 0)
             return rs;
-        tail = &rs->next;
-    }
     rs = calloc(1, sizeof(*rs));
     if (rs == NULL)
         return NULL;
@@ -144,7 +146,13 @@ struct gw_route_stats *gw_route_stats_get(struct gw *gw, const char *dest,
         free(rs);
         return NULL;
     }
-    *tail = rs; /* keep first-seen order for the admin listing */
+    rs->hnext = gw->rstats[b];
+    gw->rstats[b] = rs;
+    /* The admin listing keeps first-seen order. */
+    if (gw->routes_tail == NULL)
+        gw->routes_tail = &gw->routes;
+    *gw->routes_tail = rs;
+    gw->routes_tail = &rs->next;
     return rs;
 }
 
@@ -157,6 +165,30 @@ void gw_route_stats_fini(struct gw *gw)
         free(rs->nexthop);
         free(rs);
     }
+    gw->routes_tail = NULL;
+    memset(gw->rstats, 0, sizeof(gw->rstats));
+}
+
+/* The counters of the route @p t takes: the destination's cache entry
+ * remembers the last ones, found again by the identity of the route
+ * table's strings (the entry does not outlive the table). */
+static struct gw_route_stats *gw_target_stats(struct gw *gw,
+                                              const struct gw_target *t)
+{
+    const char *dest = t->has_backend ? t->acl_dest : t->res.dest;
+    const char *hop = t->res.direct ? t->res.network_name : t->res.gateway;
+    struct gw_rent *e = t->rent;
+    struct gw_route_stats *rs;
+
+    if (e->rs != NULL && e->rs_dest == dest && e->rs_hop == hop)
+        return e->rs;
+    rs = gw_route_stats_get(gw, dest, hop);
+    if (rs != NULL) {
+        e->rs = rs;
+        e->rs_dest = dest;
+        e->rs_hop = hop;
+    }
+    return rs;
 }
 
 static void gw_hist_add(struct gw_route_stats *rs, uint64_t ns)
@@ -355,6 +387,7 @@ static cw_status_t gw_resolve(struct gw *gw, const char *route,
     st = gw_rent_get(gw, route, &e);
     if (st != CW_OK)
         return st;
+    t->rent = e;
     t->acl_dest = e->acl_dest;
     t->acl_svc = e->acl_svc;
     t->acl_uri = e->acl_svc ? NULL : &e->acl_uri;
@@ -752,9 +785,7 @@ void gw_forward(struct gw *gw, cw_handle_t *in, uint64_t qseq)
         gw_reject(gw, in, st);
         return;
     }
-    rs = gw_route_stats_get(gw, t.has_backend ? t.acl_dest : t.res.dest,
-                            t.res.direct ? t.res.network_name
-                                         : t.res.gateway);
+    rs = gw_target_stats(gw, &t);
     if (rs == NULL) {
         gw_reject(gw, in, CW_NOMEM);
         return;

@@ -96,8 +96,8 @@ struct gw_net {
 
 /** Counters of one route (kept across reloads, keyed by text). */
 struct gw_route_stats {
-    struct gw_route_stats *next;
-    char *key;                  /**< "dest -> next hop" */
+    struct gw_route_stats *next;  /**< gw->routes, in first-seen order */
+    struct gw_route_stats *hnext; /**< gw->rstats bucket */
     char *dest;                 /**< pattern or kind ("proxy", "svc:x") */
     char *nexthop;              /**< network name or gateway address */
     uint64_t forwarded, failed, timedout, denied, busy, canceled;
@@ -175,10 +175,13 @@ struct gw_rent {
     const char *acl_svc;        /**< the name in acl_dest, if a service */
     struct cw_uri acl_uri;      /**< acl_dest parsed, if not a service */
     struct cw_route_memo memo;  /**< the routes target matched */
+    struct gw_route_stats *rs;  /**< counters of the last route taken... */
+    const char *rs_dest, *rs_hop; /**< ... its pattern and next hop */
     const char *service;        /**< SERVICE: its name */
     char key[];                 /**< the destination string, then the rest */
 };
 
+#define GW_RSTATS_BUCKETS 256
 #define GW_RCACHE_BUCKETS 256
 #define GW_RCACHE_MAX 4096
 
@@ -239,6 +242,8 @@ struct gw {
     unsigned nfree_fwds;
     unsigned inflight;
     struct gw_route_stats *routes;
+    struct gw_route_stats **routes_tail; /**< where the next one goes */
+    struct gw_route_stats *rstats[GW_RSTATS_BUCKETS]; /**< by dest, next hop */
     struct gw_rent *rcache[GW_RCACHE_BUCKETS];
     unsigned nrcache;
     struct gw_source *srcs[GW_SRC_BUCKETS];
