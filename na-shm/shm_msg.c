@@ -3,7 +3,7 @@
  * number per slot: a producer claims a slot by CAS on the tail, fills it
  * and publishes it by storing seq = pos + 1; the consumer frees it by
  * storing seq = pos + nslots.  No locks, no system calls; the eventfd is
- * written only if the consumer said it may sleep.
+ * written only if the consumer said it may sleep, once per sleep.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -61,10 +61,15 @@ bool shm_ring_push(struct shm_peer *dest, uint32_t type, uint32_t tag,
         memcpy(s->data, buf, len);
     atomic_store_explicit(&s->seq, pos + 1, memory_order_release);
     /* Pairs with the fence in shm_safe_to_sleep: either the consumer sees
-     * the slot or we see its sleeping flag. */
+     * the slot or we see its sleeping flag.  The sender that sees it takes
+     * it and wakes the consumer; the pushes after it, until the consumer
+     * sleeps again, find it clear and cost no system call: the woken
+     * consumer drains the whole ring, and sets the flag again (and then
+     * looks at the ring) before it sleeps. */
     atomic_thread_fence(memory_order_seq_cst);
     if (!dest->self &&
-        atomic_load_explicit(&seg->sleeping, memory_order_relaxed))
+        atomic_load_explicit(&seg->sleeping, memory_order_relaxed) &&
+        atomic_exchange_explicit(&seg->sleeping, 0, memory_order_relaxed))
         shm_peer_wake(dest);
     return true;
 }
