@@ -17,12 +17,14 @@
 #                (buffers.zero_copy true, the default)
 #   shm_staged   the same gateway setup with zero_copy false (pipelined)
 #                (SHM=0 skips both; against direct-shm)
+# with ROUNDS=N, the ofi+tcp -> shm cases and the TCP streams N times more
+# in alternation, and the medians of each round's ratios;
 # then the gateway's peak RSS (VmHWM) across a 1 GiB pull and push with
 # 64 MiB of staging.  CASES=shm runs only direct-shm, shm_zc and
 # shm_staged (short; prints the load average).
 #
 #   [REPS=N] [ITERS=N] [GW_CHUNK=1MiB] [GW_DEPTH=8] [UCX=0] [RSS=0] \
-#       [SHM=0] [CASES=all|shm] [PIN=1] \
+#       [SHM=0] [CASES=all|shm] [PIN=1] [ROUNDS=N] \
 #       tests/bench/gw-bulk-bench.sh [BUILD_DIR]
 set -u
 B=$(cd "${1:-build}" && pwd)
@@ -195,6 +197,55 @@ for d in pull push; do
         echo "$d: ofi+tcp->ucx+tcp: gw / slower leg = $(ratio "$g" "$slow")   gw / no pipelining = $(ratio "$g" "$n")   gw / haproxy TCP relay = $(ratio "$g" "$h")"
     fi
 done
+
+# ROUNDS=N: the ofi+tcp -> shm comparisons again, N times in alternation
+# (direct, pipelined, not pipelined, and the three TCP streams, each round
+# within seconds), and the median over the rounds of each round's ratios:
+# on a VM whose speed drifts over minutes, ratios of neighbours.
+if [ "${ROUNDS:-1}" -gt 1 ]; then
+    echo "alternated rounds (ROUNDS=$ROUNDS; each bw: ITERS=$ITERS REPS=$REPS):"
+    for ((i = 0; i < ROUNDS; i++)); do
+        bw direct_tcp "$tcpsrv" >>"$T/rounds.log"
+        bw gw "$shmsrv@$gw_tcp" >>"$T/rounds.log"
+        bw gw_nopipe "$shmsrv@$gwnp_tcp" >>"$T/rounds.log"
+        raw=$("${EP[@]}" "$RELAY" send "$(cat "$T/relay.port")" 67108864 "$((REPS * 3))")
+        hap=0
+        command -v haproxy >/dev/null &&
+            hap=$("${EP[@]}" "$RELAY" send "$port" 67108864 "$((REPS * 3))")
+        minr=$("${EP[@]}" "$RELAY" send "$(cat "$T/minrelay.port")" 67108864 "$((REPS * 3))")
+        echo "$R_direct_tcp_pull $R_direct_tcp_push $R_gw_pull $R_gw_push" \
+            "$R_gw_nopipe_pull $R_gw_nopipe_push $raw $hap $minr" >>"$T/brounds"
+    done
+    awk '
+        function med(a, n,    i, j, t) {
+            for (i = 2; i <= n; i++)
+                for (j = i; j > 1 && a[j - 1] > a[j]; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
+            return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+        }
+        function add(k, v) { if (v != "") { n[k]++; x[k, n[k]] = v
+            if (!(k in lo) || v < lo[k]) lo[k] = v
+            if (!(k in hi) || v > hi[k]) hi[k] = v } }
+        function q(a, b) { return (b > 0) ? a / b : "" }
+        { add("pull: gw / slower leg (direct ofi+tcp)", q($3, $1))
+          add("push: gw / slower leg (direct ofi+tcp)", q($4, $2))
+          add("pull: gw / no pipelining", q($3, $5))
+          add("push: gw / no pipelining", q($4, $6))
+          add("pull: gw / haproxy TCP relay", q($3, $8))
+          add("push: gw / haproxy TCP relay", q($4, $8))
+          add("min_relay / tcp_raw", q($9, $7))
+          add("direct ofi+tcp pull MiB/s", $1); add("direct ofi+tcp push MiB/s", $2)
+          add("gw pull MiB/s", $3); add("gw push MiB/s", $4) }
+        END {
+            split("direct ofi+tcp pull MiB/s|direct ofi+tcp push MiB/s|gw pull MiB/s|gw push MiB/s|pull: gw / slower leg (direct ofi+tcp)|push: gw / slower leg (direct ofi+tcp)|pull: gw / no pipelining|push: gw / no pipelining|pull: gw / haproxy TCP relay|push: gw / haproxy TCP relay|min_relay / tcp_raw", keys, "|")
+            for (i = 1; i <= 11; i++) {
+                k = keys[i]
+                if (!(k in n)) { printf "  %-40s n/a\n", k; continue }
+                for (j = 1; j <= n[k]; j++) a[j] = x[k, j]
+                fmt = (k ~ /MiB/) ? "  %-40s median %.0f  (%.0f-%.0f)\n" : "  %-40s median %.2f  (%.2f-%.2f)\n"
+                printf fmt, k, med(a, n[k]), lo[k], hi[k]
+            }
+        }' "$T/brounds"
+fi
 
 # Peak RSS of a gateway across 1 GiB pulled and pushed, checksummed
 # (RSS=0 skips it).
