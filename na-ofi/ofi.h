@@ -144,6 +144,10 @@ struct cw_na_addr {
     fi_addr_t fi;
     uint16_t len;
     uint8_t raw[OFI_ADDR_MAX];
+    /* raw as text, formatted on first use: a gateway asks for a caller's
+     * address on every request (per-source fairness) */
+    uint8_t str_len; /* 0: not formatted yet (or too long to keep) */
+    char str[OFI_ADDR_MAX + 8];
     /* liveness */
     unsigned nactive;       /* posted ops bound to this peer */
     uint64_t last_alive_ns; /* last evidence the peer is alive */

@@ -532,7 +532,19 @@ cw_status_t ofi_addr_to_string(cw_na_class_t *cls, cw_na_addr_t *addr,
 
     if (addr == NULL || len_p == NULL)
         return CW_INVALID_ARG;
-    n = ofi_format_raw(cls, addr->raw, addr->len, buf, buf ? *len_p : 0);
+    if (addr->str_len == 0) {
+        n = ofi_format_raw(cls, addr->raw, addr->len, addr->str,
+                           sizeof(addr->str));
+        if (n > 0 && (size_t)n < sizeof(addr->str))
+            addr->str_len = (uint8_t)n;
+    }
+    if (addr->str_len != 0) {
+        n = addr->str_len;
+        if (buf != NULL && (size_t)n + 1 <= *len_p)
+            memcpy(buf, addr->str, (size_t)n + 1);
+    } else {
+        n = ofi_format_raw(cls, addr->raw, addr->len, buf, buf ? *len_p : 0);
+    }
     if (n < 0)
         return CW_ERROR;
     if ((size_t)n + 1 > *len_p) {
