@@ -29,6 +29,8 @@
 #include <rdma/fi_tagged.h>
 
 #include <causeway/log.h>
+
+#include "proc_self.h"
 #include <causeway/na.h>
 
 #include "na_peer.h"
@@ -474,16 +476,10 @@ const char *__asan_default_options(void)
 /* Resident set of this process, KiB. */
 static long rss_kib(void)
 {
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[128];
-    long kib = -1;
+    long long kib = proc_self_value("status", "VmRSS");
 
-    assert_non_null(f);
-    while (fgets(line, sizeof(line), f) != NULL)
-        if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
-            break;
-    fclose(f);
-    return kib;
+    assert_true(kib >= 0);
+    return (long)kib;
 }
 
 /* Garbage was sent to p->b, whose one unexpected receive (into @p in) must

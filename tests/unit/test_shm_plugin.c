@@ -23,6 +23,7 @@
 
 #include <cmocka.h>
 
+#include "proc_self.h"
 #include "shm_test_util.h"
 
 static void test_names_and_params(void **state)
@@ -472,16 +473,10 @@ out:
 /* write(2) calls of this process so far (eventfd wake-ups among them). */
 static unsigned long long writes_so_far(void)
 {
-    unsigned long long v = 0;
-    char line[128];
-    FILE *f = fopen("/proc/self/io", "r");
+    long long v = proc_self_value("io", "syscw");
 
-    assert_non_null(f);
-    while (fgets(line, sizeof(line), f) != NULL)
-        if (sscanf(line, "syscw: %llu", &v) == 1)
-            break;
-    fclose(f);
-    return v;
+    assert_true(v >= 0);
+    return (unsigned long long)v;
 }
 
 static void test_wake_once_per_sleep(void **state)
