@@ -280,6 +280,7 @@ enum cw_pin_state {
     CW_PIN_ASKED,   /**< a request carries CW_HF_PIN_ASK */
     CW_PIN_MOVING,  /**< pinned: waiting for the published address to
                          finish what was sent to it */
+    CW_PIN_WARMING, /**< one forward at the member: the rest wait for it */
     CW_PIN_MOVED,   /**< everything goes to the member */
     CW_PIN_HOME,    /**< the peer does not spread: use it as it is */
 };
@@ -291,7 +292,8 @@ struct cw_pin {
     cw_na_addr_t *member;      /**< MOVING, MOVED: the member given */
     enum cw_pin_state state;
     unsigned home_inflight;    /**< forwards sent to home, not complete */
-    struct cw_list held;       /**< MOVING: forwards waiting, in order */
+    struct cw_list held;       /**< MOVING, WARMING: forwards waiting, in
+                                    order */
 };
 
 struct cw_rpc_class {
@@ -477,6 +479,7 @@ struct cw_handle {
                               own, or the member it is pinned to */
     struct cw_pin *pin;  /**< client: the pin it counts on or waits in */
     bool pin_home;       /**< client: counted in pin->home_inflight */
+    bool pin_warm;       /**< client: the first forward to the member */
     bool pin_asker;      /**< client: carries CW_HF_PIN_ASK */
     bool pin_held;       /**< client: waiting on pin->held */
     struct cw_list pin_link;
@@ -789,8 +792,9 @@ void cw_spread_free(cw_network_t *net);
 bool cw_pin_route(cw_handle_t *h, uint16_t *flags);
 /** Client: the answer to @p h named member @p uri (@p len bytes). */
 void cw_pin_answer(cw_handle_t *h, const char *uri, size_t len);
-/** Client: forward @p h, counted on its pin's published address, is over. */
-void cw_pin_home_done(cw_handle_t *h);
+/** Client: forward @p h, counted on its pin's published address or the
+ *  first to its member (h->pin_home, h->pin_warm), is over. */
+void cw_pin_gate_done(cw_handle_t *h);
 /** Client: take held forward @p h off its pin (it failed while waiting). */
 void cw_pin_unhold(cw_handle_t *h);
 /** Free @p net's pins (network freed). */

@@ -14,10 +14,13 @@
  *
  * Order per caller holds across the move: requests already on their way to
  * the published endpoint finish there first, and the ones made meanwhile
- * wait in the caller (pin->held) until the last of those has completed,
- * then leave for the member in the order they were made.  A server that
- * does not spread answers without CW_HF_PIN and the caller stays where it
- * is.
+ * wait in the caller (pin->held) until the last of those has completed.
+ * Then the first of them goes to the member alone, and the rest once it
+ * has completed: over libfabric's rxm the first messages on a connection
+ * just made reached the server after later ones (unit-rpc-spread-ofi-tcp,
+ * docs/na-ofi.md), and one round trip per caller and address is a small
+ * price for the order.  A server that does not spread answers without
+ * CW_HF_PIN and the caller stays where it is.
  *
  * Everything here runs with the context's lock held.
  */
@@ -186,16 +189,22 @@ bool cw_pin_route(cw_handle_t *h, uint16_t *flags)
         p->home_inflight++;
         return false;
     case CW_PIN_MOVING:
-        if (p->home_inflight > 0) {
+        if (p->home_inflight == 0) {
+            /* The first at the member: alone until it has completed. */
+            p->state = CW_PIN_WARMING;
             h->pin = p;
-            h->pin_held = true;
-            h->pending++;
-            cw_list_add(&p->held, &h->pin_link);
-            h->ctx->stats.pin_held++;
-            return true;
+            h->pin_warm = true;
+            h->peer = p->member;
+            return false;
         }
-        p->state = CW_PIN_MOVED;
         /* fall through */
+    case CW_PIN_WARMING:
+        h->pin = p;
+        h->pin_held = true;
+        h->pending++;
+        cw_list_add(&p->held, &h->pin_link);
+        h->ctx->stats.pin_held++;
+        return true;
     case CW_PIN_MOVED:
         h->peer = p->member;
         return false;
@@ -236,28 +245,40 @@ void cw_pin_answer(cw_handle_t *h, const char *uri, size_t len)
     h->ctx->stats.pins_taken++;
 }
 
-/* The published address has nothing of ours left: send what waited. */
+/* Send what waited, oldest first, as long as the pin lets them go: in
+ * MOVING the first becomes the warm-up and the others wait on. */
 static void pin_release_held(struct cw_pin *p)
 {
-    p->state = CW_PIN_MOVED;
-    while (!cw_list_empty(&p->held)) {
+    while (!cw_list_empty(&p->held) && p->state != CW_PIN_WARMING) {
         cw_handle_t *h = cw_container_of(p->held.next, cw_handle_t, pin_link);
         cw_status_t st;
 
         cw_list_del(&h->pin_link);
         h->pin_held = false;
         h->pending--;
-        st = cw_fwd_net(h);
+        /* Released by a cancel sweep (network closing, context going):
+         * what waited fails with the rest. */
+        if (h->net->closed || h->ctx->destroying)
+            st = CW_DISCONNECTED;
+        else
+            st = cw_fwd_net(h);
         if (st != CW_OK)
             cw_h_fail(h, st);
         cw_h_check(h);
     }
 }
 
-void cw_pin_home_done(cw_handle_t *h)
+void cw_pin_gate_done(cw_handle_t *h)
 {
     struct cw_pin *p = h->pin;
 
+    if (h->pin_warm) {
+        /* Whatever its outcome, the member has had its first message. */
+        h->pin_warm = false;
+        p->state = CW_PIN_MOVED;
+        pin_release_held(p);
+        return;
+    }
     h->pin_home = false;
     if (h->pin_asker) {
         h->pin_asker = false;
