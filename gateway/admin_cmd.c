@@ -258,12 +258,17 @@ static void cmd_stats(struct gw *gw, FILE *out, bool json)
                 ",\"ttl_or_unknown\":%" PRIu64 ",\"queued\":%u"
                 ",\"queued_total\":%" PRIu64 ",\"resumed\":%" PRIu64
                 ",\"tx_batches\":%" PRIu64 ",\"tx_batched\":%" PRIu64
-                ",\"routes\":[",
+                ",\"handoffs\":%" PRIu64 ",\"workers\":[",
                 gw->inflight, gw->n_forwarded, gw->n_failed, gw->n_timedout,
                 gw->n_denied, gw->n_busy, gw->n_noroute, gw->n_draining,
                 gw->n_refused_bulk, gw->n_canceled, cs.rx_dropped,
                 cs.na_dropped, cs.no_rpc, gw->nqueued, gw->n_queued_total,
-                gw->n_resumed, cs.tx_batches, cs.tx_batched);
+                gw->n_resumed, cs.tx_batches, cs.tx_batched,
+                (uint64_t)atomic_load(&gw->handoffs));
+        for (unsigned k = 0; k < gw->nshards; k++)
+            fprintf(out, "%s{\"forwarded\":%" PRIu64 "}", k ? "," : "",
+                    gw->shards[k].forwarded);
+        fprintf(out, "],\"routes\":[");
         for (struct gw_route_stats *rs = gw->routes; rs != NULL;
              rs = rs->next) {
             fprintf(out, "%s{\"dest\":", rs == gw->routes ? "" : ",");
@@ -301,6 +306,11 @@ static void cmd_stats(struct gw *gw, FILE *out, bool json)
             gw->n_refused_bulk, gw->n_canceled, cs.rx_dropped, cs.na_dropped,
             gw->nqueued, gw->n_queued_total, gw->n_resumed, cs.tx_batches,
             cs.tx_batched);
+    fprintf(out, "handoffs      %" PRIu64 "\nper worker   ",
+            (uint64_t)atomic_load(&gw->handoffs));
+    for (unsigned k = 0; k < gw->nshards; k++)
+        fprintf(out, " %" PRIu64, gw->shards[k].forwarded);
+    fprintf(out, " forwarded\n\n");
     gw_bulk_stats(gw, out, false);
     for (struct gw_route_stats *rs = gw->routes; rs != NULL; rs = rs->next) {
         fprintf(out, "route %s -> %s: %" PRIu64 " forwarded, %" PRIu64
