@@ -86,7 +86,7 @@ bool cw_sq_offer(cw_handle_t *h, const uint8_t *msg, size_t len)
  * response to the request's source. */
 static inline cw_na_addr_t *sq_dest(cw_handle_t *h)
 {
-    return h->server ? h->src.na : h->addr->na;
+    return h->server ? h->src.na : h->peer;
 }
 
 static void sq_done(cw_handle_t *h, cw_status_t st)
@@ -133,7 +133,7 @@ static void sq_send_alone(cw_handle_t *h)
                                      &h->send_op);
     else
         st = cw_na_msg_send_unexpected(h->net->na, h->sq_msg, h->sq_len,
-                                       h->addr->na, 0, cw_fwd_send_cb, h,
+                                       h->peer, 0, cw_fwd_send_cb, h,
                                        &h->send_op);
     if (st != CW_OK)
         sq_done(h, st);

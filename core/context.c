@@ -372,6 +372,8 @@ static void net_close(cw_network_t *net)
     free(net->urecv);
     if (net->self)
         cw_na_addr_free(net->na, net->self);
+    cw_pins_free(net);
+    cw_spread_free(net);
     cw_na_close(net->na);
     free(net);
 }

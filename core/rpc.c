@@ -465,6 +465,8 @@ void cw_h_fail(cw_handle_t *h, cw_status_t st)
     if (h->final_set)
         return;
     cw_h_set_final(h, st);
+    if (h->pin_held)
+        cw_pin_unhold(h);
     if (!h->server && h->overflowed && h_left(h) && h->recv_op) {
         /* The server may be pulling our payload right now: keep it exposed
          * until its answer (it answers even a cancelled or expired request
@@ -494,6 +496,8 @@ void cw_h_check(cw_handle_t *h)
 {
     if (!h->final_set || h->state != CW_H_ACTIVE)
         return;
+    if ((h->pin_home || h->pin_warm) && h->pending == 0)
+        cw_pin_gate_done(h); /* may send forwards that waited on it */
     if (h->pending > 0) {
         if (h->linger && !h->queued) {
             h->queued = true; /* the caller hears now */
@@ -556,7 +560,7 @@ void cw_h_cancel_locked(cw_handle_t *h)
         hdr.req_id = h->req_id;
         cw_wire_hdr_encode(h->cancel_msg, &hdr);
         if (cw_na_msg_send_unexpected(h->net->na, h->cancel_msg, CW_HDR_SIZE,
-                                      h->addr->na, 0, cancel_sent_cb, h,
+                                      h->peer, 0, cancel_sent_cb, h,
                                       &op) == CW_OK) {
             h->pending++;
             h->ctx->stats.na_ops++;

@@ -45,7 +45,7 @@ static void fwd_send_ack(cw_handle_t *h)
 
     cw_wire_hdr_encode(h->done_msg, &hdr);
     st = cw_na_msg_send_unexpected(h->net->na, h->done_msg, CW_HDR_SIZE,
-                                   h->addr->na, 0, fwd_ack_cb, h, &op);
+                                   h->peer, 0, fwd_ack_cb, h, &op);
     if (st == CW_OK) {
         h->pending++;
         h->ctx->stats.na_ops++;
@@ -123,7 +123,7 @@ bool cw_rpc_batch_resp(cw_network_t *net, const struct cw_wire_msg *m,
     /* Only the peer the request went to may answer it, and once: as on
      * its tag (the plugin matches the source there, we do here). */
     if (h == NULL || h->net != net || h->recv_op == NULL || h->bresp ||
-        !cw_na_addr_cmp(net->na, h->addr->na, source)) {
+        !cw_na_addr_cmp(net->na, h->peer, source)) {
         ctx->stats.rx_dropped++;
         CW_LOG_RL(CW_LOG_WARN, "core", "a response in a batch on %s matched "
                   "no request waiting for it from its source: dropped",
@@ -150,7 +150,7 @@ static cw_status_t fwd_recv_post(cw_handle_t *h)
 
     h->recv_canceled = false;
     st = cw_na_msg_recv_expected(net->na, h->msg, net->caps.max_expected_size,
-                                 h->addr->na, h->tag, fwd_recv_cb, h,
+                                 h->peer, h->tag, fwd_recv_cb, h,
                                  &h->recv_op);
     if (st != CW_OK)
         return st;
@@ -207,6 +207,8 @@ static void fwd_recv_cb(const struct cw_na_cb_info *info)
         goto out;
     }
     ctx->stats.rx_responses++;
+    if (m.hdr.flags & CW_HF_PIN)
+        cw_pin_answer(h, m.dest, m.hdr.dest_len);
     if (h->final_set) {
         /* Too late for the caller; still release the server's memory. */
         if (m.hdr.flags & CW_HF_OVERFLOW)
@@ -222,7 +224,7 @@ static void fwd_recv_cb(const struct cw_na_cb_info *info)
         /* The size is the server's word (rpc_server.c, requests). */
         st = cw_payload_check(ctx, &m, "answer", h->net);
         if (st == CW_OK)
-            st = cw_h_pull(h, &m, h->addr->na, fwd_pull_done);
+            st = cw_h_pull(h, &m, h->peer, fwd_pull_done);
         if (st != CW_OK) {
             cw_h_fail(h, st);
             fwd_send_ack(h);
@@ -248,6 +250,8 @@ cw_status_t cw_fwd_net(cw_handle_t *h)
     memset(&hdr, 0, sizeof(hdr));
     hdr.type = CW_MSG_REQ;
     hdr.flags = h->one_way ? CW_HF_ONE_WAY : 0;
+    if (cw_pin_route(h, &hdr.flags))
+        return CW_OK; /* waits for its peer's move (core/spread.c) */
     /* Answers may come batched where this network takes unexpected
      * messages and batching pays (docs/wire.md, "Batches"). */
     if (!h->one_way && net->nurecv > 0 &&
@@ -287,7 +291,7 @@ cw_status_t cw_fwd_net(cw_handle_t *h)
     if (cw_sq_offer(h, msg, total))
         st = CW_OK;
     else
-        st = cw_na_msg_send_unexpected(net->na, msg, total, h->addr->na, 0,
+        st = cw_na_msg_send_unexpected(net->na, msg, total, h->peer, 0,
                                        cw_fwd_send_cb, h, &h->send_op);
     if (st != CW_OK) {
         /* The receive is posted: report the failure through completion. */

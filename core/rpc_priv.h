@@ -59,7 +59,11 @@ enum cw_msg_type {
 #define CW_HF_BATCHES 0x10u /**< REQ: the sender takes unexpected messages on
                                  this network: its response may come inside
                                  a batch (docs/wire.md, "Batches") */
-#define CW_HF_ALL 0x1fu
+#define CW_HF_PIN_ASK 0x20u /**< REQ: the sender asks which member of a spread
+                                 address to use (core/spread.c) */
+#define CW_HF_PIN 0x40u     /**< RESP: the routing section names the member
+                                 the caller is to use from now on */
+#define CW_HF_ALL 0x7fu
 #define CW_HDR_EXT_RESUME 8u /**< bytes of the resume id after the header */
 
 #define CW_DF_PROXY 0x1u /**< descriptor names a gateway proxy handle */
@@ -246,6 +250,9 @@ struct cw_network {
     unsigned refs;
     unsigned resp_sending;       /**< responses handed to the plugin */
     bool closed;                 /**< off ctx->nets: every use fails */
+    struct cw_spread *spread;    /**< a spread address's published endpoint:
+                                      its members (core/spread.c) */
+    struct cw_pin *pins;         /**< peers asked or pinned, CW_PIN_MAX */
     struct cw_network *next_closed; /**< ctx->closed_nets */
 };
 
@@ -260,6 +267,33 @@ struct cw_addr {
     char *str;     /**< the string it was looked up with, or NULL */
     bool via_routes; /**< a plain address the client routes sent through
                           a gateway (route is that address) */
+    struct cw_pin *pin; /**< its first hop's pin (core/spread.c), or NULL */
+    bool pin_none;      /**< no pin to be had: the table was full */
+};
+
+/* ---- one address on several contexts (core/spread.c) ------------------- */
+
+#define CW_PIN_MAX 1024 /**< peers a network remembers pins for */
+
+enum cw_pin_state {
+    CW_PIN_NEW = 0, /**< nothing asked yet */
+    CW_PIN_ASKED,   /**< a request carries CW_HF_PIN_ASK */
+    CW_PIN_MOVING,  /**< pinned: waiting for the published address to
+                         finish what was sent to it */
+    CW_PIN_WARMING, /**< one forward at the member: the rest wait for it */
+    CW_PIN_MOVED,   /**< everything goes to the member */
+    CW_PIN_HOME,    /**< the peer does not spread: use it as it is */
+};
+
+/** What a caller's network knows of one peer address (ctx->lock). */
+struct cw_pin {
+    struct cw_pin *next;       /**< net->pins */
+    cw_na_addr_t *home;        /**< the published address */
+    cw_na_addr_t *member;      /**< MOVING, MOVED: the member given */
+    enum cw_pin_state state;
+    unsigned home_inflight;    /**< forwards sent to home, not complete */
+    struct cw_list held;       /**< MOVING, WARMING: forwards waiting, in
+                                    order */
 };
 
 struct cw_rpc_class {
@@ -440,6 +474,16 @@ struct cw_handle {
     bool rwaiting;       /**< on ctx->rwait */
     uint8_t *bresp;      /**< response that came in a batch, or NULL */
     size_t bresp_cap, bresp_len;
+    /* spread addresses (core/spread.c) */
+    cw_na_addr_t *peer;  /**< client: where this forward goes: the address's
+                              own, or the member it is pinned to */
+    struct cw_pin *pin;  /**< client: the pin it counts on or waits in */
+    bool pin_home;       /**< client: counted in pin->home_inflight */
+    bool pin_warm;       /**< client: the first forward to the member */
+    bool pin_asker;      /**< client: carries CW_HF_PIN_ASK */
+    bool pin_held;       /**< client: waiting on pin->held */
+    struct cw_list pin_link;
+    bool pin_ask;        /**< server: the caller asked for a member */
 };
 
 extern const char cw_sq_marks[2];
@@ -734,6 +778,27 @@ void cw_addr_unref_locked(cw_addr_t *addr);
 /** Another gateway than @p addr's for the plain address it was looked up
  *  with, from the client routes (no lock held).  CW_NOENT if none. */
 cw_status_t cw_addr_reroute(cw_addr_t *addr, cw_addr_t **addr_p);
+
+/* ---- spread addresses (core/spread.c), lock held ------------------------ */
+
+/** Server: the member to name in an answer to a CW_HF_PIN_ASK request on
+ *  @p net, or NULL when @p net is not a spread address's published one. */
+const char *cw_spread_pick(cw_network_t *net);
+/** Free @p net's member list (network freed). */
+void cw_spread_free(cw_network_t *net);
+/** Client, first thing of a send on the network: choose h->peer, mark
+ *  @p flags with CW_HF_PIN_ASK when it asks.  True when @p h must wait
+ *  (queued on its pin, counted pending): the caller sends nothing now. */
+bool cw_pin_route(cw_handle_t *h, uint16_t *flags);
+/** Client: the answer to @p h named member @p uri (@p len bytes). */
+void cw_pin_answer(cw_handle_t *h, const char *uri, size_t len);
+/** Client: forward @p h, counted on its pin's published address or the
+ *  first to its member (h->pin_home, h->pin_warm), is over. */
+void cw_pin_gate_done(cw_handle_t *h);
+/** Client: take held forward @p h off its pin (it failed while waiting). */
+void cw_pin_unhold(cw_handle_t *h);
+/** Free @p net's pins (network freed). */
+void cw_pins_free(cw_network_t *net);
 
 /* ---- chunk-level resume (core/bulk_resume.c), lock held ---------------- */
 

@@ -226,6 +226,7 @@ static void recv_request(cw_network_t *net, struct cw_urecv *u, bool batched,
     h->resume = (m.hdr.flags & CW_HF_RESUME) != 0;
     h->resume_id = m.hdr.resume_id;
     h->batches = (m.hdr.flags & CW_HF_BATCHES) != 0;
+    h->pin_ask = (m.hdr.flags & CW_HF_PIN_ASK) != 0;
     h->from_batch = batched;
     budget = m.hdr.budget_us < CW_MAX_BUDGET_US ? m.hdr.budget_us
                                                 : CW_MAX_BUDGET_US;
@@ -426,6 +427,7 @@ static cw_status_t respond_net(cw_handle_t *h, cw_status_t status)
 {
     cw_context_t *ctx = h->ctx;
     cw_network_t *net = h->net;
+    const char *member = NULL;
     size_t limit;
     struct cw_wire_hdr hdr;
     uint8_t *msg;
@@ -443,7 +445,9 @@ static cw_status_t respond_net(cw_handle_t *h, cw_status_t status)
     limit = net->caps.max_expected_size;
     if (h->resp_limit >= CW_HDR_SIZE + 64 && h->resp_limit < limit)
         limit = h->resp_limit;
-    st = cw_msg_build(h, &h->out, limit, NULL,
+    if (h->pin_ask && (member = cw_spread_pick(net)) != NULL)
+        hdr.flags |= CW_HF_PIN;
+    st = cw_msg_build(h, &h->out, limit, member,
                       h->resp_desc, h->resp_desc_len, h->resp_ndesc, &hdr,
                       &msg, &total);
     if (st != CW_OK)

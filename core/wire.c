@@ -222,7 +222,15 @@ cw_status_t cw_wire_decode(const void *msg, size_t len,
         return CW_PROTOCOL;
     if (((m.hdr.flags & CW_HF_OVERFLOW) != 0) != (m.hdr.ovf_len != 0))
         return CW_PROTOCOL;
-    if (m.hdr.type != CW_MSG_REQ && m.hdr.dest_len != 0)
+    /* A request asks for a member; only an answer names one, and it has
+     * a name exactly when it says so. */
+    if ((m.hdr.flags & CW_HF_PIN_ASK) && m.hdr.type != CW_MSG_REQ)
+        return CW_PROTOCOL;
+    if ((m.hdr.flags & CW_HF_PIN) &&
+        (m.hdr.type != CW_MSG_RESP || m.hdr.dest_len == 0))
+        return CW_PROTOCOL;
+    if (m.hdr.type != CW_MSG_REQ && m.hdr.dest_len != 0 &&
+        !(m.hdr.flags & CW_HF_PIN))
         return CW_PROTOCOL;
     /* 64-bit sums of 16/32-bit fields cannot wrap. */
     need = cw_wire_hdr_size(m.hdr.flags) + m.hdr.dest_len +

@@ -80,6 +80,34 @@ void ofi_retry_push(struct cw_na_class *cls, struct cw_na_op *op)
 
 static void ofi_op_deactivate(struct cw_na_class *cls, struct cw_na_op *op);
 
+static bool ofi_is_send(const struct cw_na_op *op)
+{
+    return op->type == CW_NA_OP_SEND_UNEXPECTED ||
+           op->type == CW_NA_OP_SEND_EXPECTED;
+}
+
+/* A send to the same peer as @p op waits ahead of it in the retry list.
+ * rxm answers -FI_EAGAIN while it connects and moves the connection on
+ * inside the send calls themselves, so of a window posted at once the
+ * first sends were refused and the last ones accepted: requests reached a
+ * server out of order (unit-rpc-spread-ofi-tcp).  A later send therefore
+ * queues behind an earlier one still waiting.  The list is empty except
+ * while the provider pushes back. */
+static bool ofi_send_queued_ahead(struct cw_na_class *cls,
+                                  const struct cw_na_op *op)
+{
+    if (op->peer == NULL || !ofi_is_send(op))
+        return false;
+    for (struct ofi_link *l = cls->retry.next; l != &cls->retry; l = l->next) {
+        const struct cw_na_op *q = ofi_container(l, struct cw_na_op, link);
+        if (q == op)
+            return false;
+        if (q->peer != NULL && q->peer->fi == op->peer->fi && ofi_is_send(q))
+            return true;
+    }
+    return false;
+}
+
 static cw_status_t ofi_op_post(struct cw_na_class *cls, struct cw_na_op *op)
 {
     if (op->type == CW_NA_OP_PUT || op->type == CW_NA_OP_GET)
@@ -101,6 +129,10 @@ cw_status_t ofi_op_start(struct cw_na_class *cls, struct cw_na_op *op)
         ofi_shm_owner((const char *)op->peer->raw) <= 0) {
         /* A dead fi_shm peer's region swallows sends without error. */
         ofi_op_finish(cls, op, CW_DISCONNECTED);
+        return CW_OK;
+    }
+    if (ofi_send_queued_ahead(cls, op)) {
+        ofi_retry_push(cls, op);
         return CW_OK;
     }
     st = ofi_op_post(cls, op);

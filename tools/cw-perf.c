@@ -2,6 +2,7 @@
  * cw-perf: RPC latency/rate and bulk bandwidth benchmark.
  *
  *   cw-perf server --listen ADDR [--addr-file F] [--busy] [--coalesce]
+ *                  [--contexts N]
  *   cw-perf client --target ADDR --test lat|rate|bw [--sizes LIST]
  *                  [--inflight N] [--iters N] [--reps N] [--busy] [--json]
  *                  [--dir pull|push|both] [--coalesce]
@@ -11,11 +12,15 @@
  * measured.  --coalesce opens the context with CW_CTX_COALESCE: the
  * server's answers given in one cw_trigger() pass, and the requests the
  * client sends in one refill of its window, leave one message per peer.
+ * --contexts N serves the one address from N contexts on N threads, the
+ * callers spread over them (cw_network_open_spread).
  */
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,8 +36,9 @@
 #define RPC_QUIT "cw-perf.quit"
 #define MAX_SIZES 16
 #define MAX_INFLIGHT 256
+#define MAX_CONTEXTS 64
 
-static volatile sig_atomic_t stop;
+static atomic_int stop; /* signals, the quit RPC, any server thread */
 static bool busy;
 static bool coalesce;
 /* Directions --test bw measures: bit 0 pull, bit 1 push. */
@@ -48,7 +54,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: cw-perf server --listen ADDR [--addr-file F] [--busy]\n"
-            "               [--coalesce]\n"
+            "               [--coalesce] [--contexts N]\n"
             "       cw-perf client --target ADDR --test lat|rate|bw\n"
             "               [--sizes LIST] [--inflight N] [--iters N]\n"
             "               [--reps N] [--busy] [--json] [--coalesce]\n"
@@ -197,52 +203,120 @@ static int write_addr_file(const char *path, const char *uri)
     return 0;
 }
 
-static int run_server(const char *listen, const char *addr_file)
+static int srv_init(struct srv *s)
 {
     struct cw_context_opts o;
-    struct srv s = {0};
-    cw_network_t *net;
-    char uri[CW_URI_MAX];
     cw_status_t st;
-    int rc = 1;
 
     cw_context_opts_init(&o);
     if (busy)
         o.flags |= CW_CTX_BUSY;
     if (coalesce)
         o.flags |= CW_CTX_COALESCE;
-    st = cw_context_create(&o, &s.ctx);
+    st = cw_context_create(&o, &s->ctx);
     if (st != CW_OK) {
         fprintf(stderr, "cw-perf: context: %s\n", cw_status_str(st));
-        return 1;
+        return -1;
     }
-    st = cw_network_open(s.ctx, listen, CW_NET_LISTEN, &net);
+    if ((st = cw_rpc_register(s->ctx, RPC_ECHO, h_rpc, s, NULL, NULL)) !=
+            CW_OK ||
+        (st = cw_rpc_register(s->ctx, RPC_BULK, h_bulk, s, NULL, NULL)) !=
+            CW_OK ||
+        (st = cw_rpc_register(s->ctx, RPC_QUIT, h_quit, s, NULL, NULL)) !=
+            CW_OK) {
+        fprintf(stderr, "cw-perf: cw_rpc_register: %s\n", cw_status_str(st));
+        return -1;
+    }
+    return 0;
+}
+
+/* One context's thread: its own progress and trigger, nothing shared. */
+static void *srv_thread(void *arg)
+{
+    struct srv *s = arg;
+
+    while (!stop)
+        pump(s->ctx);
+    return NULL;
+}
+
+/* With --contexts N, one published address served by N contexts, each on
+ * its own thread (cw_network_open_spread); on exit each context's request
+ * count goes to stderr as "cw-perf: context I served N requests". */
+static int run_server(const char *listen, const char *addr_file,
+                      unsigned nctx)
+{
+    struct srv *s;
+    cw_context_t **ctxs;
+    cw_network_t **nets;
+    pthread_t *tids;
+    unsigned i, started = 0;
+    char uri[CW_URI_MAX];
+    cw_status_t st;
+    int rc = 1;
+
+    s = calloc(nctx, sizeof(*s));
+    ctxs = calloc(nctx, sizeof(*ctxs));
+    nets = calloc(nctx, sizeof(*nets));
+    tids = calloc(nctx, sizeof(*tids));
+    if (s == NULL || ctxs == NULL || nets == NULL || tids == NULL) {
+        fprintf(stderr, "cw-perf: out of memory\n");
+        goto out;
+    }
+    for (i = 0; i < nctx; i++) {
+        if (srv_init(&s[i]) != 0)
+            goto out;
+        ctxs[i] = s[i].ctx;
+    }
+    st = cw_network_open_spread(ctxs, nctx, listen, CW_NET_LISTEN, nets);
     if (st == CW_OK)
-        st = cw_network_uri(net, uri, sizeof(uri));
+        st = cw_network_uri(nets[0], uri, sizeof(uri));
     if (st != CW_OK) {
         fprintf(stderr, "cw-perf: cannot listen on %s: %s\n", listen,
                 cw_status_str(st));
         goto out;
     }
-    cw_rpc_register(s.ctx, RPC_ECHO, h_rpc, &s, NULL, NULL);
-    cw_rpc_register(s.ctx, RPC_BULK, h_bulk, &s, NULL, NULL);
-    cw_rpc_register(s.ctx, RPC_QUIT, h_quit, &s, NULL, NULL);
-    if (addr_file && write_addr_file(addr_file, uri) != 0)
-        goto out;
+    for (started = 1; started < nctx; started++) {
+        int e = pthread_create(&tids[started], NULL, srv_thread, &s[started]);
+        if (e != 0) {
+            fprintf(stderr, "cw-perf: pthread_create: %s\n", strerror(e));
+            stop = 1;
+            goto join;
+        }
+    }
+    if (addr_file && write_addr_file(addr_file, uri) != 0) {
+        stop = 1;
+        goto join;
+    }
     printf("%s\n", uri);
     fflush(stdout);
-    while (!stop)
-        pump(s.ctx);
-    /* Let the last answer leave. */
-    for (int i = 0; i < 20; i++) {
-        cw_progress(s.ctx, 1);
-        cw_trigger(s.ctx, 0, 0, NULL);
-    }
+    srv_thread(&s[0]);
     rc = 0;
+join:
+    for (i = 1; i < started; i++)
+        pthread_join(tids[i], NULL);
+    /* Let the last answers leave. */
+    for (int k = 0; k < 20; k++)
+        for (i = 0; i < nctx; i++) {
+            cw_progress(s[i].ctx, 1);
+            cw_trigger(s[i].ctx, 0, 0, NULL);
+        }
+    for (i = 0; i < nctx && rc == 0; i++) {
+        struct cw_context_stats cs;
+        if (cw_context_stats(s[i].ctx, &cs) == CW_OK)
+            fprintf(stderr, "cw-perf: context %u served %llu requests\n", i,
+                    (unsigned long long)cs.rx_requests);
+    }
 out:
-    cw_bulk_free(s.local);
-    cw_context_destroy(s.ctx);
-    free(s.buf);
+    for (i = 0; s != NULL && i < nctx; i++) {
+        cw_bulk_free(s[i].local);
+        cw_context_destroy(s[i].ctx);
+        free(s[i].buf);
+    }
+    free(tids);
+    free(nets);
+    free(ctxs);
+    free(s);
     return rc;
 }
 
@@ -569,12 +643,13 @@ int main(int argc, char **argv)
         {"coalesce", no_argument, NULL, 'C'},
         {"json", no_argument, NULL, 'j'},
         {"dir", required_argument, NULL, 'd'},
+        {"contexts", required_argument, NULL, 'c'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *listen = NULL, *addr_file = NULL, *target = NULL;
     const char *test = NULL, *sizes = NULL, *mode;
-    unsigned inflight = 0, iters = 0, reps = 5;
+    unsigned inflight = 0, iters = 0, reps = 5, nctx = 1;
     bool json = false;
     int c;
 
@@ -591,6 +666,16 @@ int main(int argc, char **argv)
         case 't': target = optarg; break;
         case 'T': test = optarg; break;
         case 's': sizes = optarg; break;
+        case 'c': {
+            unsigned long long v;
+            if (!cli_uint(optarg, MAX_CONTEXTS, &v) || v == 0) {
+                fprintf(stderr, "cw-perf: --contexts: expected 1 to %d, got "
+                        "'%s'\n", MAX_CONTEXTS, optarg);
+                return 2;
+            }
+            nctx = (unsigned)v;
+            break;
+        }
         case 'i':
         case 'n':
         case 'r': {
@@ -631,7 +716,7 @@ int main(int argc, char **argv)
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
     if (strcmp(mode, "server") == 0 && listen)
-        return run_server(listen, addr_file);
+        return run_server(listen, addr_file, nctx);
     if (strcmp(mode, "client") == 0 && target && test)
         return run_client(target, test, sizes, inflight, iters, reps, json);
     if (strcmp(mode, "quit") == 0 && target)

@@ -154,6 +154,36 @@ CW_PUBLIC cw_status_t cw_network_open(cw_context_t *ctx, const char *uri,
  */
 CW_PUBLIC cw_status_t cw_network_close(cw_network_t *net);
 
+/**
+ * Open one published address served by @p n contexts, each driven by its
+ * own thread (docs/api.md, "Serving on several threads").
+ *
+ * @p uri is opened on @p ctxs[0] as cw_network_open would; each other
+ * context gets an endpoint of the same plugin and protocol of its own (the
+ * same host with a port the system chooses, or a name the plugin chooses).
+ * Callers address only the published one: the first request a caller's
+ * context sends there is answered with the member it is to use, round
+ * robin over the @p n contexts, and that context sends everything for the
+ * address to that member from then on, keeping its requests in order
+ * across the move.  Each caller therefore stays on one context, and a
+ * handler runs on the context that received its request and answers
+ * there.  Register the same RPCs in every context.
+ *
+ * @param[in]  ctxs    @p n distinct contexts
+ * @param[in]  n       at least 1 (1 is cw_network_open)
+ * @param[in]  uri     the published address
+ * @param[in]  flags   must include CW_NET_LISTEN
+ * @param[out] nets_p  @p n networks, [i] in @p ctxs[i]; close each with
+ *                     cw_network_close (the published one, [0], first)
+ * @return CW_OK, CW_INVALID_ARG (NULL, n = 0, repeated contexts, no
+ *         CW_NET_LISTEN) or what opening a network returns; on failure
+ *         nothing stays open.
+ */
+CW_PUBLIC cw_status_t cw_network_open_spread(cw_context_t *const *ctxs,
+                                             unsigned n, const char *uri,
+                                             uint32_t flags,
+                                             cw_network_t **nets_p);
+
 /** Counters of a context (cw_context_stats). */
 struct cw_context_stats {
     uint64_t rx_requests;   /**< requests received from networks */
@@ -186,6 +216,14 @@ struct cw_context_stats {
     uint64_t tx_batches;    /**< batches sent (CW_CTX_COALESCE) */
     uint64_t tx_batched;    /**< messages that left inside them */
     uint64_t rx_batches;    /**< batches received */
+    uint64_t pins_given;    /**< answers that told a caller which member of
+                                 a spread address to use
+                                 (cw_network_open_spread) */
+    uint64_t pins_taken;    /**< peers this context moved to the member a
+                                 spread address named */
+    uint64_t pin_held;      /**< forwards that waited for the requests
+                                 still at a spread address's published
+                                 endpoint before going to the member */
 };
 
 /** Copy the counters of @p ctx into @p stats_p. */

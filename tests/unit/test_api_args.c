@@ -291,6 +291,33 @@ static void test_network(void **state)
     cw_context_destroy(c2);
 }
 
+static void test_network_spread(void **state)
+{
+    cw_context_t *cs[2] = {NULL, NULL}, *twice[2];
+    cw_network_t *ns[2] = {NULL, NULL};
+    char uri[CW_URI_MAX];
+    (void)state;
+
+    assert_int_equal(cw_context_create(NULL, &cs[0]), CW_OK);
+    assert_int_equal(cw_context_create(NULL, &cs[1]), CW_OK);
+    twice[0] = twice[1] = cs[0];
+    INVAL(cw_network_open_spread(NULL, 2, "shm://", CW_NET_LISTEN, ns));
+    INVAL(cw_network_open_spread(cs, 0, "shm://", CW_NET_LISTEN, ns));
+    INVAL(cw_network_open_spread(cs, 2, NULL, CW_NET_LISTEN, ns));
+    INVAL(cw_network_open_spread(cs, 2, "shm://", CW_NET_LISTEN, NULL));
+    INVAL(cw_network_open_spread(cs, 2, "shm://", 0, ns));
+    INVAL(cw_network_open_spread(twice, 2, "shm://", CW_NET_LISTEN, ns));
+    FAILS(cw_network_open_spread(cs, 2, "nosuch://", CW_NET_LISTEN, ns));
+    /* A failed open leaves nothing open: the same call then works. */
+    assert_int_equal(cw_network_open_spread(cs, 2, "shm://", CW_NET_LISTEN,
+                                            ns), CW_OK);
+    assert_int_equal(cw_network_uri(ns[0], uri, sizeof(uri)), CW_OK);
+    assert_int_equal(cw_network_close(ns[0]), CW_OK);
+    assert_int_equal(cw_network_close(ns[1]), CW_OK);
+    cw_context_destroy(cs[0]);
+    cw_context_destroy(cs[1]);
+}
+
 static void test_addr(void **state)
 {
     char uri[CW_URI_MAX], buf[CW_ADDR_STR_MAX], proxied[2 * CW_URI_MAX];
@@ -974,6 +1001,7 @@ int main(void)
     const struct CMUnitTest core[] = {
         cmocka_unit_test(test_context),
         cmocka_unit_test(test_network),
+        cmocka_unit_test(test_network_spread),
         cmocka_unit_test(test_addr),
         cmocka_unit_test(test_rpc_register),
         cmocka_unit_test(test_handle_null),

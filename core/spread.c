@@ -1,0 +1,313 @@
+/*
+ * One address, several contexts (docs/api.md, "Serving on several
+ * threads").
+ *
+ * A server opens its published address on its first context and a private
+ * endpoint of the same plugin and protocol on each of the others
+ * (cw_network_open_spread).  Callers keep using the published address: the
+ * first request a caller's context sends to an address carries
+ * CW_HF_PIN_ASK, and the published endpoint answers it with CW_HF_PIN and
+ * the address of the member the caller is given, round robin.  From then
+ * on the caller's context sends everything for that address to the member,
+ * so each caller's requests stay on one thread of the server and nothing
+ * changes thread on the server's side.
+ *
+ * Order per caller holds across the move: requests already on their way to
+ * the published endpoint finish there first, and the ones made meanwhile
+ * wait in the caller (pin->held) until the last of those has completed.
+ * Then the first of them goes to the member alone, and the rest once it
+ * has completed: over libfabric's rxm the first messages on a connection
+ * just made reached the server after later ones (unit-rpc-spread-ofi-tcp,
+ * docs/na-ofi.md), and one round trip per caller and address is a small
+ * price for the order.  A server that does not spread answers without
+ * CW_HF_PIN and the caller stays where it is.
+ *
+ * Everything here runs with the context's lock held.
+ */
+#include "rpc_priv.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* The member endpoints' URIs, on the published network (net->spread). */
+struct cw_spread {
+    unsigned n;
+    unsigned next;              /**< round robin over members */
+    char uri[][CW_URI_MAX];
+};
+
+/* ---- server: giving pins -------------------------------------------------*/
+
+const char *cw_spread_pick(cw_network_t *net)
+{
+    struct cw_spread *s = net->spread;
+    unsigned k;
+
+    if (s == NULL)
+        return NULL;
+    k = s->next++ % s->n;
+    net->ctx->stats.pins_given++;
+    return s->uri[k];
+}
+
+void cw_spread_free(cw_network_t *net)
+{
+    free(net->spread);
+    net->spread = NULL;
+}
+
+/* "ofi+tcp://10.0.0.1:7000" -> "ofi+tcp://10.0.0.1:0"; a location without
+ * a port ("shm://name") -> "shm://": the plugin chooses. */
+static cw_status_t member_uri(const char *published, char *buf, size_t len)
+{
+    struct cw_uri u;
+    size_t n, i;
+    cw_status_t st;
+
+    st = cw_uri_parse(published, &u);
+    if (st != CW_OK)
+        return st;
+    n = strlen(u.location);
+    for (i = n; i > 0 && u.location[i - 1] >= '0' && u.location[i - 1] <= '9';
+         i--)
+        ;
+    if (i > 0 && i < n && u.location[i - 1] == ':') {
+        u.location[i] = '0';
+        u.location[i + 1] = '\0';
+    } else {
+        u.location[0] = '\0';
+    }
+    return cw_uri_format(&u, buf, len);
+}
+
+cw_status_t cw_network_open_spread(cw_context_t *const *ctxs, unsigned n,
+                                   const char *uri, uint32_t flags,
+                                   cw_network_t **nets_p)
+{
+    struct cw_spread *s;
+    char muri[CW_URI_MAX];
+    unsigned i;
+    cw_status_t st;
+
+    if (ctxs == NULL || n == 0 || uri == NULL || nets_p == NULL ||
+        !(flags & CW_NET_LISTEN))
+        return CW_INVALID_ARG;
+    for (i = 0; i < n; i++)
+        for (unsigned j = 0; j < i; j++)
+            if (ctxs[i] == NULL || ctxs[i] == ctxs[j])
+                return CW_INVALID_ARG;
+    if (ctxs[0] == NULL)
+        return CW_INVALID_ARG;
+    s = calloc(1, sizeof(*s) + (size_t)n * CW_URI_MAX);
+    if (s == NULL)
+        return CW_NOMEM;
+    s->n = n;
+    st = cw_network_open(ctxs[0], uri, flags, &nets_p[0]);
+    if (st != CW_OK)
+        goto err_free;
+    snprintf(s->uri[0], CW_URI_MAX, "%s", nets_p[0]->uri);
+    st = member_uri(nets_p[0]->uri, muri, sizeof(muri));
+    if (st != CW_OK) {
+        CW_ERROR("core", "cannot derive member endpoints from %s",
+                 nets_p[0]->uri);
+        i = 1;
+        goto err_close;
+    }
+    for (i = 1; i < n; i++) {
+        st = cw_network_open(ctxs[i], muri, flags, &nets_p[i]);
+        if (st != CW_OK)
+            goto err_close;
+        snprintf(s->uri[i], CW_URI_MAX, "%s", nets_p[i]->uri);
+    }
+    pthread_mutex_lock(&ctxs[0]->lock);
+    nets_p[0]->spread = s;
+    pthread_mutex_unlock(&ctxs[0]->lock);
+    return CW_OK;
+
+err_close:
+    while (i-- > 0)
+        cw_network_close(nets_p[i]);
+err_free:
+    free(s);
+    return st;
+}
+
+/* ---- caller: taking pins -------------------------------------------------*/
+
+/* The pin of @p h's first hop, made on first use; NULL when the network's
+ * table is full (that address is then used as it is). */
+static struct cw_pin *pin_of(cw_handle_t *h)
+{
+    cw_addr_t *a = h->addr;
+    cw_network_t *net = h->net;
+    struct cw_pin *p;
+    unsigned n = 0;
+
+    if (a->pin != NULL || a->pin_none)
+        return a->pin;
+    for (p = net->pins; p; p = p->next, n++)
+        if (cw_na_addr_cmp(net->na, p->home, a->na))
+            break;
+    if (p == NULL && n < CW_PIN_MAX) {
+        p = calloc(1, sizeof(*p));
+        if (p != NULL && cw_na_addr_dup(net->na, a->na, &p->home) != CW_OK) {
+            free(p);
+            p = NULL;
+        }
+        if (p != NULL) {
+            cw_list_init(&p->held);
+            p->next = net->pins;
+            net->pins = p;
+        }
+    }
+    a->pin = p;
+    a->pin_none = p == NULL;
+    return p;
+}
+
+bool cw_pin_route(cw_handle_t *h, uint16_t *flags)
+{
+    struct cw_pin *p;
+
+    h->peer = h->addr->na;
+    if (h->addr->self)
+        return false;
+    p = pin_of(h);
+    if (p == NULL)
+        return false;
+    switch (p->state) {
+    case CW_PIN_NEW:
+        if (h->one_way)
+            return false; /* no answer to carry the pin */
+        *flags |= CW_HF_PIN_ASK;
+        p->state = CW_PIN_ASKED;
+        h->pin_asker = true;
+        /* fall through */
+    case CW_PIN_ASKED:
+        h->pin = p;
+        h->pin_home = true;
+        p->home_inflight++;
+        return false;
+    case CW_PIN_MOVING:
+        if (p->home_inflight == 0) {
+            /* The first at the member: alone until it has completed. */
+            p->state = CW_PIN_WARMING;
+            h->pin = p;
+            h->pin_warm = true;
+            h->peer = p->member;
+            return false;
+        }
+        /* fall through */
+    case CW_PIN_WARMING:
+        h->pin = p;
+        h->pin_held = true;
+        h->pending++;
+        cw_list_add(&p->held, &h->pin_link);
+        h->ctx->stats.pin_held++;
+        return true;
+    case CW_PIN_MOVED:
+        h->peer = p->member;
+        return false;
+    case CW_PIN_HOME:
+        return false;
+    }
+    return false;
+}
+
+void cw_pin_answer(cw_handle_t *h, const char *uri, size_t len)
+{
+    struct cw_pin *p = h->pin;
+    cw_network_t *net = h->net;
+    char s[CW_URI_MAX];
+    cw_na_addr_t *member;
+
+    if (p == NULL || !h->pin_asker || p->state != CW_PIN_ASKED)
+        return;
+    if (len == 0 || len >= sizeof(s)) {
+        p->state = CW_PIN_HOME;
+        return;
+    }
+    memcpy(s, uri, len);
+    s[len] = '\0';
+    if (cw_na_addr_lookup(net->na, s, &member) != CW_OK) {
+        CW_LOG_RL(CW_LOG_WARN, "core", "%s named member %s, which does not "
+                  "resolve: staying on the address", net->uri, s);
+        p->state = CW_PIN_HOME;
+        return;
+    }
+    if (cw_na_addr_cmp(net->na, member, p->home)) {
+        cw_na_addr_free(net->na, member);
+        p->state = CW_PIN_HOME;
+        return;
+    }
+    p->member = member;
+    p->state = CW_PIN_MOVING;
+    h->ctx->stats.pins_taken++;
+}
+
+/* Send what waited, oldest first, as long as the pin lets them go: in
+ * MOVING the first becomes the warm-up and the others wait on. */
+static void pin_release_held(struct cw_pin *p)
+{
+    while (!cw_list_empty(&p->held) && p->state != CW_PIN_WARMING) {
+        cw_handle_t *h = cw_container_of(p->held.next, cw_handle_t, pin_link);
+        cw_status_t st;
+
+        cw_list_del(&h->pin_link);
+        h->pin_held = false;
+        h->pending--;
+        /* Released by a cancel sweep (network closing, context going):
+         * what waited fails with the rest. */
+        if (h->net->closed || h->ctx->destroying)
+            st = CW_DISCONNECTED;
+        else
+            st = cw_fwd_net(h);
+        if (st != CW_OK)
+            cw_h_fail(h, st);
+        cw_h_check(h);
+    }
+}
+
+void cw_pin_gate_done(cw_handle_t *h)
+{
+    struct cw_pin *p = h->pin;
+
+    if (h->pin_warm) {
+        /* Whatever its outcome, the member has had its first message. */
+        h->pin_warm = false;
+        p->state = CW_PIN_MOVED;
+        pin_release_held(p);
+        return;
+    }
+    h->pin_home = false;
+    if (h->pin_asker) {
+        h->pin_asker = false;
+        /* Answered without a pin: the peer does not spread.  Failed before
+         * any answer: ask again with the next request. */
+        if (p->state == CW_PIN_ASKED)
+            p->state = h->final == CW_OK ? CW_PIN_HOME : CW_PIN_NEW;
+    }
+    if (--p->home_inflight == 0 && p->state == CW_PIN_MOVING)
+        pin_release_held(p);
+}
+
+void cw_pin_unhold(cw_handle_t *h)
+{
+    cw_list_del(&h->pin_link);
+    h->pin_held = false;
+    h->pending--;
+}
+
+void cw_pins_free(cw_network_t *net)
+{
+    struct cw_pin *p, *next;
+
+    for (p = net->pins; p; p = next) {
+        next = p->next;
+        cw_na_addr_free(net->na, p->home);
+        if (p->member)
+            cw_na_addr_free(net->na, p->member);
+        free(p);
+    }
+    net->pins = NULL;
+}
