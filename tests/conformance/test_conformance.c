@@ -1125,6 +1125,19 @@ static void test_peer_gone_mid_put(void **state)
     peer_gone_mid_rma(state, true);
 }
 
+/* Whether a send to an endpoint that has closed must fail on this plugin
+ * (refused at lookup, at post or as its completion).  Every one run here
+ * can tell: na-shm and fi_shm find no segment under the name at lookup;
+ * ofi+tcp (tcp;ofi_rxm), ucx+tcp and na-verbs (RC over rdma_cm; its fake
+ * device over TCP) see the connection refused.  cxi is connectionless and
+ * no Slingshot NIC runs this suite: what it reports for a lost message is
+ * unverified, so there the send is only required not to hang. */
+static bool must_report_closed(const struct pair *p)
+{
+    return !(strcmp(cw_na_plugin_name(p->a), "ofi") == 0 &&
+             strcmp(cw_na_protocol(p->a), "cxi") == 0);
+}
+
 static void test_unreachable(void **state)
 {
     struct pair *p = *state;
@@ -1144,16 +1157,22 @@ static void test_unreachable(void **state)
     st = cw_na_addr_lookup(p->a, uri, &gone);
     if (st != CW_OK) {
         assert_int_not_equal(st, CW_INVALID_ARG);
-        return; /* refused at lookup: fine */
+        print_message("# %s: lookup of the closed %s refused: %s\n",
+                      listen_uri, uri, cw_status_str(st));
+        return;
     }
     st = cw_na_msg_send_unexpected(p->a, out, sizeof(out), gone, 1, done_cb,
                                    &s, NULL);
     if (st == CW_OK) {
+        /* Never hangs. */
         assert_true(progress_one(p, &s, WAIT_MS));
-        /* Datagram-like plugins may report success for a lost message; but
-         * never hang.  Connection-based ones must report the failure. */
-        if (s.status == CW_OK)
-            print_message("# send to a closed address reported success\n");
+        st = s.status;
+    }
+    print_message("# %s: send to the closed %s: %s\n", listen_uri, uri,
+                  cw_status_str(st));
+    if (must_report_closed(p)) {
+        assert_int_not_equal(st, CW_OK);
+        assert_int_not_equal(st, CW_CANCELED); /* nobody cancelled it */
     }
     cw_na_addr_free(p->a, gone);
     /* Still serving. */
