@@ -14,6 +14,7 @@
 #define CW_TEST_NET_EXPECT_H
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,6 +33,18 @@ static inline bool cw_test_plugin_built(const char *uri)
         p += len + (p[len] == ',');
     }
     return false;
+}
+
+/* For a whole-program test: true, having said why on stdout (TAP), when
+ * the plugin of @p uri was not built here; main() then exits 77. */
+static inline bool cw_test_skip_unbuilt(const char *uri)
+{
+    if (cw_test_plugin_built(uri))
+        return false;
+    printf("1..0 # SKIP %s: its plugin was not built here "
+           "(CW_TEST_PLUGINS=%s)\n",
+           uri, getenv("CW_TEST_PLUGINS"));
+    return true;
 }
 
 /* Whether this run's protocol needs hardware the machine may lack. */

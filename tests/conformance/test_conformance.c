@@ -1254,12 +1254,8 @@ int main(int argc, char **argv)
     }
     listen_uri = argv[1];
     signal(SIGPIPE, SIG_IGN);
-    if (!cw_test_plugin_built(listen_uri)) {
-        printf("1..0 # SKIP %s: its plugin was not built here "
-               "(CW_TEST_PLUGINS=%s)\n",
-               listen_uri, getenv("CW_TEST_PLUGINS"));
+    if (cw_test_skip_unbuilt(listen_uri))
         return 77;
-    }
     st = cw_na_open(listen_uri, CW_NA_LISTEN, NULL, &probe);
     if (st == CW_UNSUPPORTED && cw_test_needs_hw()) {
         printf("1..0 # SKIP %s needs hardware this machine lacks: %s (see "
