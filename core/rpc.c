@@ -496,8 +496,11 @@ void cw_h_check(cw_handle_t *h)
 {
     if (!h->final_set || h->state != CW_H_ACTIVE)
         return;
-    if ((h->pin_home || h->pin_warm) && h->pending == 0)
-        cw_pin_gate_done(h); /* may send forwards that waited on it */
+    if (h->pin != NULL && h->pending == 0) {
+        cw_pin_check_member(h);
+        if (h->pin_home || h->pin_warm)
+            cw_pin_gate_done(h); /* may send forwards that waited on it */
+    }
     if (h->pending > 0) {
         if (h->linger && !h->queued) {
             h->queued = true; /* the caller hears now */

@@ -292,6 +292,9 @@ struct cw_pin {
     cw_na_addr_t *member;      /**< MOVING, MOVED: the member given */
     enum cw_pin_state state;
     unsigned home_inflight;    /**< forwards sent to home, not complete */
+    struct cw_pin_retired *retired; /**< members given up on, freed with
+                                         the network (forwards sent there
+                                         may still use them) */
     struct cw_list held;       /**< MOVING, WARMING: forwards waiting, in
                                     order */
 };
@@ -797,6 +800,9 @@ void cw_pin_answer(cw_handle_t *h, const char *uri, size_t len);
 void cw_pin_gate_done(cw_handle_t *h);
 /** Client: take held forward @p h off its pin (it failed while waiting). */
 void cw_pin_unhold(cw_handle_t *h);
+/** Client: forward @p h is over; if it went to its pin's member and the
+ *  member is gone, forget the member (h->pin set, lock held). */
+void cw_pin_check_member(cw_handle_t *h);
 /** Free @p net's pins (network freed). */
 void cw_pins_free(cw_network_t *net);
 

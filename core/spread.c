@@ -20,7 +20,10 @@
  * just made reached the server after later ones (unit-rpc-spread-ofi-tcp,
  * docs/na-ofi.md), and one round trip per caller and address is a small
  * price for the order.  A server that does not spread answers without
- * CW_HF_PIN and the caller stays where it is.
+ * CW_HF_PIN and the caller stays where it is.  A member that fails on its
+ * transport (the server restarted: its members listen elsewhere now) is
+ * forgotten: the next request goes to the published address and asks
+ * again.
  *
  * Everything here runs with the context's lock held.
  */
@@ -291,6 +294,39 @@ void cw_pin_gate_done(cw_handle_t *h)
         pin_release_held(p);
 }
 
+/* A member given up on: its NA address stays valid (forwards sent there
+ * still point at it) until the network is freed. */
+struct cw_pin_retired {
+    struct cw_pin_retired *next;
+    cw_na_addr_t *addr;
+};
+
+void cw_pin_check_member(cw_handle_t *h)
+{
+    struct cw_pin *p = h->pin;
+    struct cw_pin_retired *r;
+    cw_status_t st = h->final;
+
+    if (h->server || p->member == NULL || h->peer != p->member ||
+        (st != CW_DISCONNECTED && st != CW_UNREACHABLE && st != CW_IO))
+        return;
+    r = malloc(sizeof(*r));
+    if (r == NULL)
+        return; /* keep the pin: forwards fail until memory comes back */
+    r->addr = p->member;
+    r->next = p->retired;
+    p->retired = r;
+    p->member = NULL;
+    h->pin_warm = false;
+    p->state = CW_PIN_NEW;
+    CW_LOG_RL(CW_LOG_INFO, "core", "%s: the member of a spread address "
+              "failed (%s): asking the address again", h->net->uri,
+              cw_status_name(st));
+    /* What waited for a warm-up that failed goes by the address now. */
+    if (p->home_inflight == 0)
+        pin_release_held(p);
+}
+
 void cw_pin_unhold(cw_handle_t *h)
 {
     cw_list_del(&h->pin_link);
@@ -303,10 +339,17 @@ void cw_pins_free(cw_network_t *net)
     struct cw_pin *p, *next;
 
     for (p = net->pins; p; p = next) {
+        struct cw_pin_retired *r, *rnext;
+
         next = p->next;
         cw_na_addr_free(net->na, p->home);
         if (p->member)
             cw_na_addr_free(net->na, p->member);
+        for (r = p->retired; r; r = rnext) {
+            rnext = r->next;
+            cw_na_addr_free(net->na, r->addr);
+            free(r);
+        }
         free(p);
     }
     net->pins = NULL;

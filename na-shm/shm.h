@@ -11,6 +11,9 @@
  * the other endpoint is gone (EOF).  The eventfd is written only when the
  * receiver has announced in its segment that it may sleep, so the busy path
  * makes no system call.  RMA is a single copy with process_vm_readv/writev.
+ * Under a namespace (CAUSEWAY_SHM_NAMESPACE or the "namespace" parameter)
+ * both names are "causeway.<ns>-<name>": endpoints see, reach and sweep
+ * only those of their own namespace.
  */
 #ifndef CW_NA_SHM_H
 #define CW_NA_SHM_H
@@ -43,6 +46,11 @@
 #define SHM_CACHELINE 64
 #define SHM_NAME_MAX 48           /* incl. NUL: names are 1..47 chars */
 #define SHM_SEG_PREFIX "causeway-" /* /dev/shm/causeway-<name> */
+#define SHM_NS_MAX     16          /* namespace: 1..16 of [A-Za-z0-9_] */
+/* "causeway.<ns>-" with its NUL */
+#define SHM_PREFIX_MAX (sizeof("causeway.-") + SHM_NS_MAX)
+/* "/<prefix><name>" with its NUL */
+#define SHM_PATH_MAX  (1 + SHM_PREFIX_MAX + SHM_NAME_MAX)
 #define SHM_SEG_MAGIC 0x43575348u  /* "CWSH" */
 #define SHM_VERSION 2u /* 2: name in the slot tail */
 
@@ -303,6 +311,7 @@ struct cw_na_class {
     uint32_t flags;
     char name[SHM_NAME_MAX];
     uint32_t name_len;
+    char prefix[SHM_PREFIX_MAX]; /* of segment and socket names */
     uint64_t uid;
     uint32_t nslots;
 
@@ -358,11 +367,18 @@ bool shm_pid_exiting(pid_t pid);
 bool shm_name_valid(const char *name, size_t len);
 size_t shm_seg_size(uint32_t nslots);
 bool shm_seg_hdr_valid(const struct shm_seg_hdr *h, size_t size);
-void shm_abstract_name(const char *name, void *sun, socklen_t *len_p);
+/* Names are taken in a namespace: @p prefix is an instance's prefix
+ * ("causeway-" or "causeway.<ns>-"). */
+void shm_abstract_name(const char *prefix, const char *name, void *sun,
+                       socklen_t *len_p);
+/* "/<prefix><name>", the segment's name for shm_open. */
+void shm_seg_path(const char *prefix, const char *name,
+                  char path[SHM_PATH_MAX]);
 /* The pid listening under @p name (kernel's word), 0 if nobody, -1 if
  * that cannot be told. */
-pid_t shm_listener_pid(const char *name);
-bool shm_stale_check(const struct cw_na_host *host, const char *name);
+pid_t shm_listener_pid(const char *prefix, const char *name);
+bool shm_stale_check(const struct cw_na_host *host, const char *prefix,
+                     const char *name);
 
 /* shm_table.c */
 /** The live peer with id @p uid, or NULL. */

@@ -210,8 +210,8 @@ static cw_status_t shm_sock_send(int fd, enum shm_sock_kind kind,
 static cw_status_t shm_seg_map(struct cw_na_class *cls, struct shm_peer *peer,
                                pid_t pid)
 {
-    char path[SHM_NAME_MAX + 16];
-    snprintf(path, sizeof(path), "/" SHM_SEG_PREFIX "%s", peer->name);
+    char path[SHM_PATH_MAX];
+    shm_seg_path(cls->prefix, peer->name, path);
     int fd = shm_open(path, O_RDWR | O_CLOEXEC, 0);
     if (fd < 0) {
         int err = errno;
@@ -302,12 +302,12 @@ cw_status_t shm_peer_attach(struct cw_na_class *cls, struct shm_peer *peer)
                 strerror(err));
         return shm_errno_status(err);
     }
-    shm_abstract_name(peer->name, &sun, &slen);
+    shm_abstract_name(cls->prefix, peer->name, &sun, &slen);
     if (connect(fd, (struct sockaddr *)&sun, slen) < 0) {
         int err = errno;
         /* Nobody holds the name: a segment left under it is stale. */
-        bool stale = err == ECONNREFUSED && shm_stale_check(cls->host,
-                                                            peer->name);
+        bool stale = err == ECONNREFUSED &&
+                     shm_stale_check(cls->host, cls->prefix, peer->name);
         SHM_ERR_RL(cls, "shm://%s: cannot connect to the endpoint: %s%s",
                 peer->name, strerror(err),
                 stale ? " (removed the stale segment of its dead owner)" : "");
@@ -519,7 +519,7 @@ static pid_t shm_hello_pid(struct cw_na_class *cls,
         return -1;
     if (known && known->pid)
         return known->pid;
-    return shm_listener_pid(m->name);
+    return shm_listener_pid(cls->prefix, m->name);
 }
 
 /* HELLO on an accepted connection: bind it to its peer and reply. */

@@ -176,20 +176,26 @@ bool shm_seg_hdr_valid(const struct shm_seg_hdr *h, size_t size)
     return h->name_len > 0 && h->name_len < SHM_NAME_MAX;
 }
 
-void shm_abstract_name(const char *name, void *sun_v, socklen_t *len_p)
+void shm_abstract_name(const char *prefix, const char *name, void *sun_v,
+                       socklen_t *len_p)
 {
     struct sockaddr_un *sun = sun_v;
     memset(sun, 0, sizeof(*sun));
     sun->sun_family = AF_UNIX;
-    int n = snprintf(sun->sun_path + 1, sizeof(sun->sun_path) - 1,
-                     SHM_SEG_PREFIX "%s", name);
+    int n = snprintf(sun->sun_path + 1, sizeof(sun->sun_path) - 1, "%s%s",
+                     prefix, name);
     *len_p = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
                          (size_t)n);
 }
 
+void shm_seg_path(const char *prefix, const char *name, char path[SHM_PATH_MAX])
+{
+    snprintf(path, SHM_PATH_MAX, "/%s%s", prefix, name);
+}
+
 /* The pid of the process listening under @p name, by the kernel; 0 if
  * nobody does, -1 if that cannot be told (its backlog is full). */
-pid_t shm_listener_pid(const char *name)
+pid_t shm_listener_pid(const char *prefix, const char *name)
 {
     struct sockaddr_un sun;
     socklen_t slen;
@@ -199,7 +205,7 @@ pid_t shm_listener_pid(const char *name)
     int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -1;
-    shm_abstract_name(name, &sun, &slen);
+    shm_abstract_name(prefix, name, &sun, &slen);
     if (connect(fd, (struct sockaddr *)&sun, slen) == 0) {
         if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) == 0)
             pid = cr.pid;
@@ -210,15 +216,16 @@ pid_t shm_listener_pid(const char *name)
     return pid;
 }
 
-/* Remove /dev/shm/causeway-<name> if its owner is gone.  Any peer can
+/* Remove /dev/shm/<prefix><name> if its owner is gone.  Any peer can
  * write the header, so its word is not enough: the segment goes only if
  * nobody listens under the name either (the owner binds the name before
  * it creates the segment and holds it while it lives).  Segments being
  * created (no magic yet) and foreign ones are left alone. */
-bool shm_stale_check(const struct cw_na_host *host, const char *name)
+bool shm_stale_check(const struct cw_na_host *host, const char *prefix,
+                     const char *name)
 {
-    char path[SHM_NAME_MAX + 16];
-    snprintf(path, sizeof(path), "/" SHM_SEG_PREFIX "%s", name);
+    char path[SHM_PATH_MAX];
+    shm_seg_path(prefix, name, path);
     int fd = shm_open(path, O_RDONLY | O_CLOEXEC, 0);
     if (fd < 0)
         return false;
@@ -229,8 +236,8 @@ bool shm_stale_check(const struct cw_na_host *host, const char *name)
     if (n == (ssize_t)sizeof(h) && fstat(fd, &st1) == 0 &&
         shm_seg_hdr_valid(&h, (size_t)st1.st_size) &&
         !shm_pid_alive((pid_t)h.owner_pid, h.owner_start) &&
-        shm_listener_pid(name) == 0) {
-        char devpath[SHM_NAME_MAX + 32];
+        shm_listener_pid(prefix, name) == 0) {
+        char devpath[SHM_PATH_MAX + 8];
         snprintf(devpath, sizeof(devpath), "/dev/shm%s", path);
         /* Unlink only if the name still refers to the file we examined. */
         if (stat(devpath, &st2) == 0 && st1.st_ino == st2.st_ino &&
@@ -245,19 +252,21 @@ bool shm_stale_check(const struct cw_na_host *host, const char *name)
     return removed;
 }
 
-static void shm_stale_scan(const struct cw_na_host *host)
+/* Only the segments of the instance's namespace: another namespace's
+ * prefix does not start with "causeway-", nor ours with theirs. */
+static void shm_stale_scan(const struct cw_na_host *host, const char *prefix)
 {
     DIR *d = opendir("/dev/shm");
     if (!d)
         return;
     struct dirent *e;
-    size_t plen = strlen(SHM_SEG_PREFIX);
+    size_t plen = strlen(prefix);
     while ((e = readdir(d)) != NULL) {
-        if (strncmp(e->d_name, SHM_SEG_PREFIX, plen) != 0)
+        if (strncmp(e->d_name, prefix, plen) != 0)
             continue;
         const char *name = e->d_name + plen;
         if (shm_name_valid(name, strlen(name)))
-            shm_stale_check(host, name);
+            shm_stale_check(host, prefix, name);
     }
     closedir(d);
 }
@@ -291,6 +300,28 @@ static uint32_t shm_param_slots(const struct cw_na_init_info *info)
     return (uint32_t)n;
 }
 
+/* The namespace (parameter "namespace", else CAUSEWAY_SHM_NAMESPACE) into
+ * cls->prefix; false if it is not 1..SHM_NS_MAX of [A-Za-z0-9_]. */
+static bool shm_param_namespace(struct cw_na_class *cls,
+                                const struct cw_na_init_info *info)
+{
+    const char *v = getenv("CAUSEWAY_SHM_NAMESPACE");
+    for (const char *const *p = info->params; p && p[0] && p[1]; p += 2) {
+        if (strcmp(p[0], "namespace") == 0)
+            v = p[1];
+    }
+    if (!v || !v[0]) {
+        strcpy(cls->prefix, SHM_SEG_PREFIX);
+        return true;
+    }
+    size_t n = strspn(v, "abcdefghijklmnopqrstuvwxyz"
+                         "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_");
+    if (v[n] != '\0' || n > SHM_NS_MAX)
+        return false;
+    snprintf(cls->prefix, sizeof(cls->prefix), "causeway.%s-", v);
+    return true;
+}
+
 static int shm_epoll_add(struct cw_na_class *cls, struct shm_fdref *ref)
 {
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = ref};
@@ -309,11 +340,11 @@ static cw_status_t shm_listen_open(struct cw_na_class *cls)
         SHM_ERR(cls, "socket(AF_UNIX) failed: %s", strerror(err));
         return shm_errno_status(err);
     }
-    shm_abstract_name(cls->name, &sun, &slen);
+    shm_abstract_name(cls->prefix, cls->name, &sun, &slen);
     if (bind(fd, (struct sockaddr *)&sun, slen) < 0 || listen(fd, 128) < 0) {
         int err = errno;
         if (err != EADDRINUSE)
-            SHM_ERR(cls, "bind/listen on @" SHM_SEG_PREFIX "%s failed: %s",
+            SHM_ERR(cls, "bind/listen on @%s%s failed: %s", cls->prefix,
                     cls->name, strerror(err));
         close(fd);
         return shm_errno_status(err);
@@ -324,8 +355,8 @@ static cw_status_t shm_listen_open(struct cw_na_class *cls)
 
 static cw_status_t shm_seg_create(struct cw_na_class *cls)
 {
-    char path[SHM_NAME_MAX + 16];
-    snprintf(path, sizeof(path), "/" SHM_SEG_PREFIX "%s", cls->name);
+    char path[SHM_PATH_MAX];
+    shm_seg_path(cls->prefix, cls->name, path);
     size_t size = shm_seg_size(cls->nslots);
     int fd = shm_open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0 && errno == EEXIST) {
@@ -457,8 +488,12 @@ static cw_status_t shm_init(const struct cw_na_host *host,
                 SHM_MIN_SLOTS, SHM_MAX_SLOTS);
         goto err;
     }
+    if (!shm_param_namespace(cls, info)) {
+        SHM_ERR(cls, "namespace must be 1-%d of [A-Za-z0-9_]", SHM_NS_MAX);
+        goto err;
+    }
 
-    shm_stale_scan(host);
+    shm_stale_scan(host, cls->prefix);
     st = shm_pick_name(cls, info->location);
     if (st != CW_OK)
         goto err;
@@ -523,8 +558,8 @@ static void shm_finalize(cw_na_class_t *cls)
     if (cls->listen.fd >= 0)
         close(cls->listen.fd);
     if (cls->seg) {
-        char path[SHM_NAME_MAX + 16];
-        snprintf(path, sizeof(path), "/" SHM_SEG_PREFIX "%s", cls->name);
+        char path[SHM_PATH_MAX];
+        shm_seg_path(cls->prefix, cls->name, path);
         atomic_store(&cls->seg->magic, 0);
         munmap(cls->seg, cls->seg_size);
         shm_unlink(path);

@@ -52,7 +52,11 @@ demo)
     exec build/tools/cw-demo
     ;;
 test)
-    setup build-test -Dsanitize=true -Dwerror_ci=true -Dtests=enabled
+    # Every plugin's dependency required: a missing -dev package fails the
+    # build here instead of dropping that plugin's tests (the demo stays
+    # auto).
+    setup build-test -Dsanitize=true -Dwerror_ci=true -Dtests=enabled \
+        -Dofi=enabled -Ducx=enabled -Dverbs=enabled
     exec meson test -C build-test --print-errorlogs --num-processes 2 \
         --timeout-multiplier 3
     ;;

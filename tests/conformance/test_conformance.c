@@ -4,14 +4,19 @@
  * ("shm://", "ofi+tcp://127.0.0.1:0", ...).  Two instances are opened in
  * this process; the peer-gone tests fork a child that owns a third.
  *
- * Exit status 77 (meson: skipped) when the plugin or its protocol is not
- * available here, with the reason on stdout.
+ * Exit status 77 (meson: skipped), with the reason on stdout, only when
+ * the plugin was not built here, or when a protocol that needs hardware
+ * (CW_TEST_NEEDS_HW=1: ofi+verbs, ofi+cxi) is reported absent.  Every other
+ * protocol of a built plugin must open: a failure to open it fails
+ * (tests/common/net_expect.h).
  */
 #include <causeway/na.h>
 #include <causeway/log.h>
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -20,12 +25,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
 #include "na_peer.h"
+#include "net_expect.h"
 
 #define WAIT_MS 10000u   /* upper bound for anything that should complete */
 #define URI_LEN 512
@@ -332,7 +339,8 @@ static void test_reply_to_source(void **state)
 static void test_expected_tags(void **state)
 {
     struct pair *p = *state;
-    uint32_t tags[4] = {1, 2, 0x1234, 0xfffe};
+    /* The last one is the largest the plugin says it takes. */
+    uint32_t tags[4] = {1, 2, 0x1234, cw_na_caps(p->a)->max_tag};
     char in[4][64];
     char out[4][64];
     struct done r[4] = {{0}}, s[4] = {{0}};
@@ -1121,6 +1129,57 @@ static void test_peer_gone_mid_put(void **state)
     peer_gone_mid_rma(state, true);
 }
 
+/* Whether a send to an endpoint that has closed must fail on this plugin
+ * (refused at lookup, at post or as its completion).  Every one run here
+ * can tell: na-shm and fi_shm find no segment under the name at lookup;
+ * ofi+tcp (tcp;ofi_rxm), ucx+tcp and na-verbs (RC over rdma_cm; its fake
+ * device over TCP) see the connection refused.  cxi is connectionless and
+ * no Slingshot NIC runs this suite: what it reports for a lost message is
+ * unverified, so there the send is only required not to hang. */
+static bool must_report_closed(const struct pair *p)
+{
+    return !(strcmp(cw_na_plugin_name(p->a), "ofi") == 0 &&
+             strcmp(cw_na_protocol(p->a), "cxi") == 0);
+}
+
+/* Keep the TCP port of the closed IPv4 endpoint @p uri
+ * ("scheme://[device/]a.b.c.d:port") bound, not listening, while the test
+ * sends there: a connection to it is refused as to a closed one, and no
+ * other process (a test running beside this one) can take the port
+ * meanwhile and answer.  Returns the socket, -1 for a URI with no such
+ * port (shm), -2 if another process already holds the port. */
+static int hold_port(const char *uri)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    const char *rest = strstr(uri, "://"), *slash, *colon;
+    char host[64];
+    int fd;
+
+    if (rest == NULL)
+        return -1;
+    rest += 3;
+    slash = strrchr(rest, '/');
+    if (slash != NULL)
+        rest = slash + 1;
+    colon = strrchr(rest, ':');
+    if (colon == NULL || (size_t)(colon - rest) >= sizeof(host))
+        return -1;
+    memcpy(host, rest, (size_t)(colon - rest));
+    host[colon - rest] = '\0';
+    if (inet_pton(AF_INET, host, &sa.sin_addr) != 1)
+        return -1;
+    sa.sin_port = htons((uint16_t)atoi(colon + 1));
+    /* No SO_REUSEADDR: then nobody else can share the port either. */
+    fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(fd >= 0);
+    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+        assert_int_equal(errno, EADDRINUSE);
+        close(fd);
+        return -2;
+    }
+    return fd;
+}
+
 static void test_unreachable(void **state)
 {
     struct pair *p = *state;
@@ -1130,6 +1189,7 @@ static void test_unreachable(void **state)
     char out[16] = "anyone?";
     struct done s = {0};
     cw_status_t st;
+    int held;
 
     /* An address that existed and is now closed. */
     assert_int_equal(cw_na_open(listen_uri, CW_NA_LISTEN, NULL, &c), CW_OK);
@@ -1137,21 +1197,36 @@ static void test_unreachable(void **state)
     assert_int_equal(cw_na_addr_to_string(c, self, uri, sizeof(uri)), CW_OK);
     cw_na_addr_free(c, self);
     cw_na_close(c);
+    held = hold_port(uri);
     st = cw_na_addr_lookup(p->a, uri, &gone);
     if (st != CW_OK) {
         assert_int_not_equal(st, CW_INVALID_ARG);
-        return; /* refused at lookup: fine */
+        print_message("# %s: lookup of the closed %s refused: %s\n",
+                      listen_uri, uri, cw_status_str(st));
+        if (held >= 0)
+            close(held);
+        return;
     }
     st = cw_na_msg_send_unexpected(p->a, out, sizeof(out), gone, 1, done_cb,
                                    &s, NULL);
     if (st == CW_OK) {
+        /* Never hangs. */
         assert_true(progress_one(p, &s, WAIT_MS));
-        /* Datagram-like plugins may report success for a lost message; but
-         * never hang.  Connection-based ones must report the failure. */
-        if (s.status == CW_OK)
-            print_message("# send to a closed address reported success\n");
+        st = s.status;
+    }
+    print_message("# %s: send to the closed %s: %s\n", listen_uri, uri,
+                  cw_status_str(st));
+    if (held == -2) {
+        print_message("# %s: another process took the port at once: its "
+                      "answer is not asserted\n",
+                      listen_uri);
+    } else if (must_report_closed(p)) {
+        assert_int_not_equal(st, CW_OK);
+        assert_int_not_equal(st, CW_CANCELED); /* nobody cancelled it */
     }
     cw_na_addr_free(p->a, gone);
+    if (held >= 0)
+        close(held);
     /* Still serving. */
     test_unexpected(state);
 }
@@ -1231,15 +1306,19 @@ int main(int argc, char **argv)
     }
     listen_uri = argv[1];
     signal(SIGPIPE, SIG_IGN);
+    if (cw_test_skip_unbuilt(listen_uri))
+        return 77;
     st = cw_na_open(listen_uri, CW_NA_LISTEN, NULL, &probe);
-    if (st == CW_NOENT || st == CW_UNSUPPORTED) {
-        printf("1..0 # SKIP %s is not available here: %s (see the log above "
-               "for what was tried)\n",
+    if (st == CW_UNSUPPORTED && cw_test_needs_hw()) {
+        printf("1..0 # SKIP %s needs hardware this machine lacks: %s (see "
+               "the log above for what was tried)\n",
                listen_uri, cw_status_str(st));
         return 77;
     }
     if (st != CW_OK) {
-        fprintf(stderr, "cannot open %s: %s\n", listen_uri, cw_status_str(st));
+        fprintf(stderr, "cannot open %s: %s; its plugin was built and the "
+                "protocol needs no hardware, so it must open here\n",
+                listen_uri, cw_status_str(st));
         return 1;
     }
     cw_na_close(probe);

@@ -12,6 +12,7 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -77,11 +78,28 @@ static inline void unique_name(char *buf, size_t len, const char *what)
     snprintf(buf, len, "t%d-%s-%u", (int)getpid(), what, counter++);
 }
 
+/* "<prefix><name>", the name na-shm gives endpoint @p name's segment
+ * (under /dev/shm) and socket (abstract) in this process's namespace:
+ * "causeway-<name>", or "causeway.<ns>-<name>" under
+ * CAUSEWAY_SHM_NAMESPACE=<ns> (docs/na-shm.md). */
+static inline void seg_name(char *buf, size_t len, const char *name)
+{
+    const char *ns = getenv("CAUSEWAY_SHM_NAMESPACE");
+    int n;
+
+    if (ns != NULL && ns[0] != '\0')
+        n = snprintf(buf, len, "causeway.%s-%s", ns, name);
+    else
+        n = snprintf(buf, len, "causeway-%s", name);
+    assert_true(n > 0 && (size_t)n < len);
+}
+
 static inline bool seg_exists(const char *name)
 {
-    char path[128];
+    char seg[96], path[128];
     struct stat st;
-    snprintf(path, sizeof(path), "/dev/shm/causeway-%s", name);
+    seg_name(seg, sizeof(seg), name);
+    snprintf(path, sizeof(path), "/dev/shm/%s", seg);
     return stat(path, &st) == 0;
 }
 

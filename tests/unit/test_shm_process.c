@@ -7,6 +7,12 @@
  * by a producer killed before publishing it, and a connection from
  * another user, which is refused.  Children are reaped (and
  * killed if stuck) on every path.
+ *
+ * Every endpoint here lives in a namespace of its own
+ * (CAUSEWAY_SHM_NAMESPACE=t<pid>): another process opening na-shm beside
+ * this test (meson runs tests in parallel) sweeps the stale segments of
+ * its namespace only, so the killed children's segments stay until this
+ * test's own instances remove them.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -49,6 +55,9 @@ static int child_hold(void *arg, int wfd)
     return 0;
 }
 
+/* Parameters selecting the default namespace whatever the environment. */
+static const char *const dflt_ns[] = {"namespace", "", NULL};
+
 static void test_stale_segments(void **state)
 {
     (void)state;
@@ -63,6 +72,11 @@ static void test_stale_segments(void **state)
     close(rfd);
     kill(pid, SIGKILL); /* no cleanup: its segments stay behind */
     assert_int_equal(reap(pid), 128);
+    /* What any other test process does meanwhile: an instance in the
+     * default namespace sweeps the stale segments of that namespace, and
+     * leaves ours. */
+    assert_int_equal(cw_na_open("shm://", CW_NA_LISTEN, dflt_ns, &na), CW_OK);
+    cw_na_close(na);
     snprintf(name, sizeof(name), "%s-a", base);
     assert_true(seg_exists(name));
     snprintf(name, sizeof(name), "%s-b", base);
@@ -96,6 +110,37 @@ static void test_stale_segments(void **state)
         cw_na_close(na);
     }
     assert_false(seg_exists(name));
+}
+
+/* Namespaces are checked, and apart: a name in one cannot be reached
+ * from another, and the same name can be held in both at once. */
+static void test_namespaces(void **state)
+{
+    (void)state;
+    const char *const bad[] = {"namespace", "a-b", NULL};
+    const char *const too_long[] = {"namespace", "n2345678901234567", NULL};
+    const char *const ns16[] = {"namespace", "n234567890123456", NULL};
+    char name[64], uri[URI_LEN];
+    cw_na_t *na = NULL, *mine, *dflt;
+    cw_na_addr_t *a = NULL;
+
+    assert_int_equal(cw_na_open("shm://", 0, bad, &na), CW_INVALID_ARG);
+    assert_int_equal(cw_na_open("shm://", 0, too_long, &na), CW_INVALID_ARG);
+    assert_null(na);
+    assert_int_equal(cw_na_open("shm://", 0, ns16, &na), CW_OK);
+    cw_na_close(na);
+
+    unique_name(name, sizeof(name), "ns");
+    snprintf(uri, sizeof(uri), "shm://%s", name);
+    assert_int_equal(cw_na_open(uri, CW_NA_LISTEN, dflt_ns, &dflt), CW_OK);
+    assert_false(seg_exists(name)); /* not in this test's namespace */
+    assert_int_equal(cw_na_open("shm://", 0, NULL, &mine), CW_OK);
+    assert_int_equal(cw_na_addr_lookup(mine, uri, &a), CW_UNREACHABLE);
+    cw_na_close(mine);
+    assert_int_equal(cw_na_open(uri, CW_NA_LISTEN, NULL, &mine), CW_OK);
+    assert_true(seg_exists(name));
+    cw_na_close(mine);
+    cw_na_close(dflt);
 }
 
 /* Child side: open a 4-slot endpoint and send its URI up the pipe. */
@@ -466,13 +511,14 @@ static int child_claim_and_die(void *arg, int wfd)
         !wait_done(&na, 1, &d.calls, 1))
         return 1;
     self_uri(na, me);
-    snprintf(path, sizeof(path), "/causeway-%s", me + strlen("shm://"));
+    path[0] = '/';
+    seg_name(path + 1, sizeof(path) - 1, me + strlen("shm://"));
     int fd = shm_open(path, O_RDONLY, 0);
     struct shm_seg_hdr own;
     if (fd < 0 || pread(fd, &own, sizeof(own), 0) != (ssize_t)sizeof(own))
         return 2;
     close(fd);
-    snprintf(path, sizeof(path), "/causeway-%s", rname);
+    seg_name(path + 1, sizeof(path) - 1, rname);
     fd = shm_open(path, O_RDWR, 0);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) < 0)
@@ -548,10 +594,9 @@ static int child_other_user(void *arg, int wfd)
         setresuid(65534, 65534, 65534) != 0)
         return 10;
     struct sockaddr_un sun = {.sun_family = AF_UNIX};
-    int n = snprintf(sun.sun_path + 1, sizeof(sun.sun_path) - 1,
-                     "causeway-%s", name);
-    socklen_t slen =
-        (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+    seg_name(sun.sun_path + 1, sizeof(sun.sun_path) - 1, name);
+    socklen_t slen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
+                                 strlen(sun.sun_path + 1));
     int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     if (fd < 0 || connect(fd, (struct sockaddr *)&sun, slen) != 0)
         return 11;
@@ -597,8 +642,10 @@ static void test_other_user_refused(void **state)
 
 int main(void)
 {
+    char ns[32];
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stale_segments),
+        cmocka_unit_test(test_namespaces),
         cmocka_unit_test(test_backpressure_cross_process),
         cmocka_unit_test(test_blocked_sender_sleeps),
         cmocka_unit_test(test_killed_receiver_fails_backlog),
@@ -606,6 +653,8 @@ int main(void)
         cmocka_unit_test(test_dead_producer_slot_skipped),
         cmocka_unit_test(test_other_user_refused),
     };
+    snprintf(ns, sizeof(ns), "t%d", (int)getpid());
+    setenv("CAUSEWAY_SHM_NAMESPACE", ns, 1);
     cw_log_init();
     int rc = cmocka_run_group_tests_name("na-shm-process", tests, NULL, NULL);
     cw_plugins_unload();

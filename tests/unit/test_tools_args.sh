@@ -9,7 +9,7 @@ TMP=$(mktemp -d /tmp/cw-tools-args.XXXXXX) || exit 1
 trap 'rm -rf "$TMP"' EXIT
 n=0
 fails=0
-echo "1..12"
+echo "1..19"
 
 # expect NAME RC PATTERN CMD...: exit status RC and PATTERN on stderr.
 expect() {
@@ -40,4 +40,13 @@ expect "cw-perf --iters -1" 2 "--iters: expected a number, got '-1'" "$PERF" cli
 expect "cw-perf --inflight 16x" 2 "--inflight: expected a number" "$PERF" client --target "$NOWHERE" --test rate --inflight 16x
 expect "cw-perf --sizes 4KiB,-3" 2 'bad --sizes "4KiB,-3"' "$PERF" client --target "$NOWHERE" --test lat --sizes 4KiB,-3
 expect "cw-perf well-formed options" 1 "." "$PERF" client --target "$NOWHERE" --test lat --sizes 0,4KiB,1M --iters 10 --reps 1 --inflight 2
+# Issue 33's options: --time, --csv, --reply-size, and CW_PERF_CORRUPT
+# (tests only); the run's shape is refused before anything is sent.
+expect "cw-perf --time 0" 2 "--time: expected seconds" "$PERF" client --target "$NOWHERE" --test lat --time 0
+expect "cw-perf --time and --iters" 2 "--iters or --time, not both" "$PERF" client --target "$NOWHERE" --test lat --time 1.5 --iters 10
+expect "cw-perf --json and --csv" 2 "--json or --csv, not both" "$PERF" client --target "$NOWHERE" --test rate --json --csv
+expect "cw-perf --reply-size with bw" 2 "--reply-size is for lat and rate" "$PERF" client --target "$NOWHERE" --test bw --reply-size 4K
+expect "cw-perf --reply-size beyond 1 GiB" 2 "--reply-size: expected a size up to 1G" "$PERF" client --target "$NOWHERE" --test lat --reply-size 2G
+expect "cw-perf CW_PERF_CORRUPT=x" 2 "CW_PERF_CORRUPT: expected a number" env CW_PERF_CORRUPT=x "$PERF" client --target "$NOWHERE" --test lat
+expect "cw-perf well-formed issue 33 options" 1 "." "$PERF" client --target "$NOWHERE" --test rate --verify --reply-size 4K --time 0.2 --csv --reps 1
 [ "$fails" = 0 ]
