@@ -50,8 +50,9 @@ cw_status_t gw_addr_get(struct gw_shard *sh, const char *uri,
                         cw_addr_t **addr_p)
 {
     unsigned max = sh->gw->cfg->limits.max_cached_addrs;
-    struct cw_hnode *n = cw_htable_find_str(&sh->addrs, uri);
     size_t len = strlen(uri);
+    uint64_t h = cw_htable_hash(&sh->addrs, uri, len);
+    struct cw_hnode *n = cw_htable_find_hash(&sh->addrs, uri, len, h);
     struct gw_addr_ent *e;
     cw_status_t st;
 
@@ -71,7 +72,8 @@ cw_status_t gw_addr_get(struct gw_shard *sh, const char *uri,
         free(e);
         return st;
     }
-    if (cw_htable_insert(&sh->addrs, &e->node, e->key, len) != CW_OK) {
+    if (cw_htable_insert_hash(&sh->addrs, &e->node, e->key, len, h) !=
+        CW_OK) {
         cw_addr_free(e->addr);
         free(e);
         return CW_NOMEM;
@@ -391,7 +393,9 @@ static cw_status_t gw_rent_get(struct gw *gw, const char *route,
                                struct gw_rent **e_p)
 {
     unsigned max = gw->cfg->limits.max_cached_dests;
-    struct cw_hnode *n = cw_htable_find_str(&gw->rcache, route);
+    size_t len = strlen(route);
+    uint64_t h = cw_htable_hash(&gw->rcache, route, len);
+    struct cw_hnode *n = cw_htable_find_hash(&gw->rcache, route, len, h);
     struct gw_rent *e;
     cw_status_t st;
 
@@ -403,7 +407,8 @@ static cw_status_t gw_rent_get(struct gw *gw, const char *route,
     st = gw_rent_build(gw, route, &e);
     if (st != CW_OK)
         return st;
-    if (cw_htable_insert_str(&gw->rcache, &e->node, e->key) != CW_OK) {
+    if (cw_htable_insert_hash(&gw->rcache, &e->node, e->key, len, h) !=
+        CW_OK) {
         free(e);
         return CW_NOMEM;
     }

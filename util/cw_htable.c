@@ -30,11 +30,16 @@ static inline size_t ht_slot(const struct cw_htable *t, uint64_t hash)
 struct cw_hnode *cw_htable_find(struct cw_htable *t, const void *key,
                                 size_t len)
 {
-    uint64_t h;
-
     if (t->count == 0)
         return NULL;
-    h = cw_htable_hash(t, key, len);
+    return cw_htable_find_hash(t, key, len, cw_htable_hash(t, key, len));
+}
+
+struct cw_hnode *cw_htable_find_hash(struct cw_htable *t, const void *key,
+                                     size_t len, uint64_t h)
+{
+    if (t->count == 0)
+        return NULL;
     for (struct cw_hnode *n = t->buckets[ht_slot(t, h)]; n; n = n->hnext)
         if (n->hash == h && n->klen == len && memcmp(n->key, key, len) == 0)
             return n;
@@ -95,6 +100,12 @@ static void lru_append(struct cw_htable *t, struct cw_hnode *n)
 cw_status_t cw_htable_insert(struct cw_htable *t, struct cw_hnode *n,
                              const void *key, size_t len)
 {
+    return cw_htable_insert_hash(t, n, key, len, cw_htable_hash(t, key, len));
+}
+
+cw_status_t cw_htable_insert_hash(struct cw_htable *t, struct cw_hnode *n,
+                                  const void *key, size_t len, uint64_t hash)
+{
     size_t j;
 
     if (t->buckets == NULL && !ht_resize(t, HT_MIN_BUCKETS))
@@ -105,7 +116,7 @@ cw_status_t cw_htable_insert(struct cw_htable *t, struct cw_hnode *n,
         (void)ht_resize(t, t->nbuckets * 2);
     n->key = key;
     n->klen = len;
-    n->hash = cw_htable_hash(t, key, len);
+    n->hash = hash;
     j = ht_slot(t, n->hash);
     n->hnext = t->buckets[j];
     t->buckets[j] = n;

@@ -38,14 +38,14 @@ struct cw_htable {
     size_t nbuckets;           /**< a power of two, or 0 */
     size_t count;
     struct cw_hnode *oldest, *newest;
-    bool keyed;                /**< key below is set */
+    bool keyed; /**< key below is set */
     uint8_t key[CW_SIPHASH_KEY_LEN];
-    uint64_t resizes;          /**< grows and shrinks so far */
+    uint64_t resizes; /**< grows and shrinks so far */
 };
 
 /** The entry that embeds node @p n as member @p member. */
 #define CW_HNODE_ENTRY(n, type, member)                                        \
-    ((type *)(void *)((char *)(n) - offsetof(type, member)))
+    ((type *)(void *)((char *)(n)-offsetof(type, member)))
 
 /**
  * Key @p t with @p key instead of the process's key (tests: before any
@@ -71,6 +71,13 @@ uint64_t cw_htable_hash(struct cw_htable *t, const void *key, size_t len);
 struct cw_hnode *cw_htable_find(struct cw_htable *t, const void *key,
                                 size_t len);
 
+/**
+ * cw_htable_find() with the key's @p hash from cw_htable_hash(), kept for
+ * a cw_htable_insert_hash() of the same key on a miss (one hash a miss).
+ */
+struct cw_hnode *cw_htable_find_hash(struct cw_htable *t, const void *key,
+                                     size_t len, uint64_t hash);
+
 /** cw_htable_find() of a string key (without its terminator). */
 struct cw_hnode *cw_htable_find_str(struct cw_htable *t, const char *key);
 
@@ -84,6 +91,10 @@ struct cw_hnode *cw_htable_find_str(struct cw_htable *t, const char *key);
  */
 cw_status_t cw_htable_insert(struct cw_htable *t, struct cw_hnode *n,
                              const void *key, size_t len);
+
+/** cw_htable_insert() with the key's @p hash from cw_htable_hash(). */
+cw_status_t cw_htable_insert_hash(struct cw_htable *t, struct cw_hnode *n,
+                                  const void *key, size_t len, uint64_t hash);
 
 /** cw_htable_insert() of a string key (without its terminator). */
 cw_status_t cw_htable_insert_str(struct cw_htable *t, struct cw_hnode *n,

@@ -46,8 +46,8 @@ static inline uint64_t load_le64(const uint8_t *p)
         v2 = rotl(v2, 32);                                                     \
     } while (0)
 
-uint64_t cw_siphash_24(const uint8_t key[CW_SIPHASH_KEY_LEN],
-                       const void *data, size_t len)
+uint64_t cw_siphash_24(const uint8_t key[CW_SIPHASH_KEY_LEN], const void *data,
+                       size_t len)
 {
     const uint8_t *p = data;
     uint64_t k0 = load_le64(key), k1 = load_le64(key + 8);
@@ -113,7 +113,8 @@ static void seed_draw(void)
     if (n == (ssize_t)sizeof(seed_key) || seed_urandom(seed_key))
         return;
     /* No entropy source at all: better than a constant key. */
-    CW_LOG(CW_LOG_WARN, "util", "getrandom() and /dev/urandom failed: hash "
+    CW_LOG(CW_LOG_WARN, "util",
+           "getrandom() and /dev/urandom failed: hash "
            "tables are keyed from the clock");
     clock_gettime(CLOCK_MONOTONIC, &ts);
     w[0] = (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 32);

@@ -22,8 +22,8 @@
  * @param len  its length in bytes.
  * @return the 64-bit hash.
  */
-uint64_t cw_siphash_24(const uint8_t key[CW_SIPHASH_KEY_LEN],
-                       const void *data, size_t len);
+uint64_t cw_siphash_24(const uint8_t key[CW_SIPHASH_KEY_LEN], const void *data,
+                       size_t len);
 
 /**
  * The process's hashing key: on first use, 16 bytes from getrandom() (or,

@@ -66,10 +66,10 @@ static size_t max_chain(const struct cw_htable *t)
     return m;
 }
 
-static const uint8_t key_a[16] = {0, 1, 2, 3, 4, 5, 6, 7,
+static const uint8_t key_a[16] = {0, 1, 2,  3,  4,  5,  6,  7,
                                   8, 9, 10, 11, 12, 13, 14, 15};
-static const uint8_t key_b[16] = {0xde, 0xad, 0xbe, 0xef, 1, 2, 3, 4,
-                                  5, 6, 7, 8, 9, 10, 11, 12};
+static const uint8_t key_b[16] = {0xde, 0xad, 0xbe, 0xef, 1, 2,  3,  4,
+                                  5,    6,    7,    8,    9, 10, 11, 12};
 
 /* Runs first: the process key can be fixed before anything hashed, and
  * never changes afterwards. */
@@ -170,12 +170,24 @@ static void test_use_order(void **state)
         struct ent *e = ent_new(v);
         assert_int_equal(cw_htable_insert_str(&t, &e->node, e->key), CW_OK);
     }
+    {
+        /* The hashed variants are the same table operations. */
+        struct ent *e = ent_new(5);
+        uint64_t h = cw_htable_hash(&t, e->key, strlen(e->key));
+        assert_null(cw_htable_find_hash(&t, e->key, strlen(e->key), h));
+        assert_int_equal(
+            cw_htable_insert_hash(&t, &e->node, e->key, strlen(e->key), h),
+            CW_OK);
+        assert_ptr_equal(find(&t, 5), e);
+        assert_ptr_equal(cw_htable_find_hash(&t, "key-5", 5, h), &e->node);
+        cw_htable_remove(&t, &e->node);
+        free(e);
+    }
     cw_htable_touch(&t, &find(&t, 0)->node);
     cw_htable_touch(&t, &find(&t, 2)->node);
     cw_htable_touch(&t, &find(&t, 2)->node); /* already newest */
     for (n = cw_htable_oldest(&t); n != NULL; n = cw_htable_newer(n))
-        assert_int_equal(CW_HNODE_ENTRY(n, struct ent, node)->val,
-                         want[i++]);
+        assert_int_equal(CW_HNODE_ENTRY(n, struct ent, node)->val, want[i++]);
     assert_int_equal(i, 5);
     empty(&t);
 }
