@@ -4,6 +4,7 @@
 
 #include <causeway/log.h>
 
+#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -19,13 +20,14 @@ static inline uint64_t rotl(uint64_t x, unsigned b)
     return (x << b) | (x >> (64 - b));
 }
 
-static inline uint64_t load_le64(const uint8_t *p)
+/* A little-endian word from @p n (at most 8) bytes at @p p, the rest zero:
+ * one unaligned load where the compiler can, on any host. */
+static inline uint64_t load_le(const uint8_t *p, size_t n)
 {
     uint64_t v = 0;
 
-    for (unsigned i = 0; i < 8; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
+    memcpy(&v, p, n);
+    return le64toh(v);
 }
 
 #define SIPROUND(v0, v1, v2, v3)                                               \
@@ -50,7 +52,7 @@ uint64_t cw_siphash_24(const uint8_t key[CW_SIPHASH_KEY_LEN], const void *data,
                        size_t len)
 {
     const uint8_t *p = data;
-    uint64_t k0 = load_le64(key), k1 = load_le64(key + 8);
+    uint64_t k0 = load_le(key, 8), k1 = load_le(key + 8, 8);
     uint64_t v0 = k0 ^ 0x736f6d6570736575ull;
     uint64_t v1 = k1 ^ 0x646f72616e646f6dull;
     uint64_t v2 = k0 ^ 0x6c7967656e657261ull;
@@ -59,15 +61,15 @@ uint64_t cw_siphash_24(const uint8_t key[CW_SIPHASH_KEY_LEN], const void *data,
     size_t full = len & ~(size_t)7;
 
     for (size_t i = 0; i < full; i += 8) {
-        m = load_le64(p + i);
+        m = load_le(p + i, 8);
         v3 ^= m;
         SIPROUND(v0, v1, v2, v3);
         SIPROUND(v0, v1, v2, v3);
         v0 ^= m;
     }
     /* The last word: the remaining bytes, the length's low byte on top. */
-    for (size_t i = full; i < len; i++)
-        last |= (uint64_t)p[i] << (8 * (i - full));
+    if (len > full)
+        last |= load_le(p + full, len - full);
     v3 ^= last;
     SIPROUND(v0, v1, v2, v3);
     SIPROUND(v0, v1, v2, v3);
