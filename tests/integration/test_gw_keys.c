@@ -241,15 +241,17 @@ static void gw_stop_clean(void)
     pass("causewayd exited 0 on SIGTERM, no sanitizer report");
 }
 
-/* A number from `cwctl stats --json`. */
-static uint64_t stat_of(const char *key)
+/* A number from `cwctl stats --json` (@p metric false: "key":N) or
+ * `cwctl metrics` (@p metric true: a sample line "key N"). */
+static uint64_t cwctl_num(bool metric, const char *key)
 {
-    char cmd[256], buf[65536], pat[80];
+    char cmd[256], buf[65536], pat[160];
     size_t n;
     FILE *p;
     const char *at;
 
-    snprintf(cmd, sizeof(cmd), "'%s' --admin %s stats --json", cwctl, admin);
+    snprintf(cmd, sizeof(cmd), "'%s' --admin %s %s", cwctl, admin,
+             metric ? "metrics" : "stats --json");
     p = popen(cmd, "r");
     if (p == NULL)
         fail("popen(%s): %s", cmd, strerror(errno));
@@ -257,11 +259,25 @@ static uint64_t stat_of(const char *key)
     buf[n] = '\0';
     if (pclose(p) != 0)
         fail("%s failed: %s", cmd, buf);
-    snprintf(pat, sizeof(pat), "\"%s\":", key);
+    snprintf(pat, sizeof(pat), metric ? "\n%s " : "\"%s\":", key);
     at = strstr(buf, pat);
     if (at == NULL)
-        fail("no %s in stats: %s", key, buf);
+        fail("no %s in %s: %s", key, metric ? "metrics" : "stats", buf);
     return strtoull(at + strlen(pat), NULL, 10);
+}
+
+static uint64_t stat_of(const char *key)
+{
+    return cwctl_num(false, key);
+}
+
+/* /metrics says what stats says. */
+static void metrics_match(const char *metric, const char *key)
+{
+    uint64_t m = cwctl_num(true, metric), v = stat_of(key);
+
+    if (m != v)
+        fail("metrics %s is %" PRIu64 ", stats %s %" PRIu64, metric, m, key, v);
 }
 
 static uint64_t gw_rss_kib(void)
@@ -549,6 +565,18 @@ static void case_dests(unsigned ndests)
              cached, MAX_DESTS, evicted);
     pass("dests: %" PRIu64 " cached (bound %u), %" PRIu64 " evicted", cached,
          MAX_DESTS, evicted);
+    metrics_match("causeway_gateway_cache_entries{cache=\"addrs\"}",
+                  "cached_addrs");
+    metrics_match("causeway_gateway_cache_entries{cache=\"dests\"}",
+                  "cached_dests");
+    metrics_match("causeway_gateway_cache_entries{cache=\"sources\"}",
+                  "sources");
+    metrics_match("causeway_gateway_cache_evictions_total{cache=\"addrs\"}",
+                  "cached_addrs_evicted");
+    metrics_match("causeway_gateway_cache_evictions_total{cache=\"dests\"}",
+                  "cached_dests_evicted");
+    metrics_match("causeway_gateway_sources_refused_total", "sources_refused");
+    pass("metrics: cache entries, evictions and refused sources as in stats");
     if (rss1 > rss0 + RSS_SLACK_KIB)
         fail("dests: gateway RSS grew from %" PRIu64 " to %" PRIu64
              " KiB over the flood",
