@@ -5,7 +5,7 @@
  *
  *   gw-keys-bench GATEWAY_SHM_URI N K
  *
- * Call i goes to "ofi+tcp://10.a.b.c:7@GATEWAY", a.b.c the bytes of
+ * Call i goes to "ofi+tcp://127.a.b.c:7 (a from 100 up)@GATEWAY", a.b.c the bytes of
  * i % K (K at most 2^24).  Prints
  * "calls N keys K ok A failed B" and exits 0 when every call completed
  * (none may succeed), 1 otherwise.
@@ -75,8 +75,9 @@ int main(int argc, char **argv)
             cw_addr_t *a;
             cw_handle_t *h;
             unsigned key = sent % k;
-            snprintf(path, sizeof(path), "ofi+tcp://10.%u.%u.%u:7@%s",
-                     (key >> 16) & 255, (key >> 8) & 255, key & 255, argv[1]);
+            snprintf(path, sizeof(path), "ofi+tcp://127.%u.%u.%u:7@%s",
+                     100 + ((key >> 16) & 127), (key >> 8) & 255, key & 255,
+                     argv[1]);
             st = cw_addr_lookup(ctx, path, &a);
             if (st != CW_OK) {
                 fprintf(stderr, "cw_addr_lookup(%s): %s\n", path,

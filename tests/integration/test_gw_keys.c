@@ -13,7 +13,8 @@
  *    limits.max_cached_addrs 32 (per gateway thread) all succeed, while the
  *    cache holds at most 32 a thread and counts what it evicted.
  * 3. Destinations: DESTS (default 10^5) calls to distinct destinations
- *    the gateway has no route to ("ofi+tcp://10.a.b.c:7": each is parsed,
+ *    the gateway has no route to ("ofi+tcp://127.a.b.c:7", a >= 100: each
+ *    is parsed,
  *    cached and routed, then answered CW_NO_ROUTE at once) with
  *    limits.max_cached_dests 1024: the destination cache stays at its
  *    bound, the gateway's RSS grows by less than 8 MiB over the flood
@@ -533,8 +534,8 @@ static void case_dests(unsigned ndests)
 
     while (c.done < ndests) {
         while (sent < ndests && sent - c.done < WINDOW) {
-            snprintf(dest, sizeof(dest), "ofi+tcp://10.%u.%u.%u:7",
-                     (sent >> 16) & 255, (sent >> 8) & 255, sent & 255);
+            snprintf(dest, sizeof(dest), "ofi+tcp://127.%u.%u.%u:7",
+                     100 + ((sent >> 16) & 127), (sent >> 8) & 255, sent & 255);
             call(sent % NLOAD, dest, &c);
             sent++;
             if (sent % 1000 == 0) {
