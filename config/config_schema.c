@@ -132,6 +132,18 @@ static const struct cw_config_key limits_keys[] = {
      "Largest RPC arguments taken from a caller, or answer from a target "
      "(beyond the eager limit they are pulled); larger ones are refused "
      "with CW_OVERFLOW before any memory is set aside for them."},
+    {"max_cached_addrs", CW_CFG_UINT, K(cw_config_limits, max_cached_addrs),
+     "16384", false, 16, 16777216, NULL, true,
+     "Resolved next-hop addresses kept per progress thread; beyond, the "
+     "least recently used are dropped (RPCs in flight keep theirs)."},
+    {"max_cached_dests", CW_CFG_UINT, K(cw_config_limits, max_cached_dests),
+     "16384", false, 16, 16777216, NULL, true,
+     "Parsed routing destinations kept; beyond, the least recently used "
+     "are dropped."},
+    {"max_sources", CW_CFG_UINT, K(cw_config_limits, max_sources), "65536",
+     false, 16, 16777216, NULL, true,
+     "Callers with RPCs in flight or queued at once; a new caller beyond "
+     "gets CW_BUSY."},
 };
 
 static const struct cw_config_key health_keys[] = {

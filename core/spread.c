@@ -12,14 +12,14 @@
  * so each caller's requests stay on one thread of the server and nothing
  * changes thread on the server's side.
  *
- * Order per caller holds across the move: requests already on their way to
- * the published endpoint finish there first, and the ones made meanwhile
- * wait in the caller (pin->held) until the last of those has completed.
- * Then the first of them goes to the member alone, and the rest once it
- * has completed: over libfabric's rxm the first messages on a connection
+ * Order per caller holds across the move, and on a connection just made:
+ * the asking request goes alone and the ones made meanwhile wait in the
+ * caller (pin->held) until it has completed; if the answer named a
+ * member, the first of them goes there alone and the rest once it has
+ * completed.  Over libfabric's rxm the first messages on a connection
  * just made reached the server after later ones (unit-rpc-spread-ofi-tcp,
- * docs/na-ofi.md), and one round trip per caller and address is a small
- * price for the order.  A server that does not spread answers without
+ * gw-workers, docs/na-ofi.md); one round trip per caller and address is a
+ * small price for the order.  A server that does not spread answers without
  * CW_HF_PIN and the caller stays where it is.  A member that fails on its
  * transport (the server restarted: its members listen elsewhere now) is
  * forgotten: the next request goes to the published address and asks
@@ -185,8 +185,6 @@ bool cw_pin_route(cw_handle_t *h, uint16_t *flags)
         *flags |= CW_HF_PIN_ASK;
         p->state = CW_PIN_ASKED;
         h->pin_asker = true;
-        /* fall through */
-    case CW_PIN_ASKED:
         h->pin = p;
         h->pin_home = true;
         p->home_inflight++;
@@ -201,7 +199,8 @@ bool cw_pin_route(cw_handle_t *h, uint16_t *flags)
             return false;
         }
         /* fall through */
-    case CW_PIN_WARMING:
+    case CW_PIN_ASKED:   /* behind the asking request: it connects */
+    case CW_PIN_WARMING: /* behind the first request to the member */
         h->pin = p;
         h->pin_held = true;
         h->pending++;
@@ -248,11 +247,20 @@ void cw_pin_answer(cw_handle_t *h, const char *uri, size_t len)
     h->ctx->stats.pins_taken++;
 }
 
-/* Send what waited, oldest first, as long as the pin lets them go: in
- * MOVING the first becomes the warm-up and the others wait on. */
+/* Whether the oldest waiting forward may go now: all of them in HOME and
+ * MOVED; in NEW the first becomes the asker and in MOVING (nothing left at
+ * the published address) the warm-up, and the rest wait on. */
+static bool pin_may_send(const struct cw_pin *p)
+{
+    return p->state == CW_PIN_HOME || p->state == CW_PIN_MOVED ||
+           p->state == CW_PIN_NEW ||
+           (p->state == CW_PIN_MOVING && p->home_inflight == 0);
+}
+
+/* Send what waited, oldest first, as long as the pin lets them go. */
 static void pin_release_held(struct cw_pin *p)
 {
-    while (!cw_list_empty(&p->held) && p->state != CW_PIN_WARMING) {
+    while (!cw_list_empty(&p->held) && pin_may_send(p)) {
         cw_handle_t *h = cw_container_of(p->held.next, cw_handle_t, pin_link);
         cw_status_t st;
 
@@ -290,8 +298,8 @@ void cw_pin_gate_done(cw_handle_t *h)
         if (p->state == CW_PIN_ASKED)
             p->state = h->final == CW_OK ? CW_PIN_HOME : CW_PIN_NEW;
     }
-    if (--p->home_inflight == 0 && p->state == CW_PIN_MOVING)
-        pin_release_held(p);
+    --p->home_inflight;
+    pin_release_held(p);
 }
 
 /* A member given up on: its NA address stays valid (forwards sent there

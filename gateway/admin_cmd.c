@@ -246,8 +246,10 @@ static void cmd_services(struct gw *gw, FILE *out, bool json)
 static void cmd_stats(struct gw *gw, FILE *out, bool json)
 {
     struct cw_context_stats cs;
+    uint64_t naddrs, addrs_evicted;
 
     gw_ctx_totals(gw, &cs);
+    gw_addr_cache_stats(gw, &naddrs, &addrs_evicted);
     if (json) {
         fprintf(out, "{\"inflight\":%u,\"forwarded\":%" PRIu64 ",\"failed\":%"
                 PRIu64 ",\"timedout\":%" PRIu64 ",\"denied\":%" PRIu64
@@ -258,12 +260,18 @@ static void cmd_stats(struct gw *gw, FILE *out, bool json)
                 ",\"ttl_or_unknown\":%" PRIu64 ",\"queued\":%u"
                 ",\"queued_total\":%" PRIu64 ",\"resumed\":%" PRIu64
                 ",\"tx_batches\":%" PRIu64 ",\"tx_batched\":%" PRIu64
+                ",\"cached_addrs\":%" PRIu64
+                ",\"cached_addrs_evicted\":%" PRIu64 ",\"cached_dests\":%zu"
+                ",\"cached_dests_evicted\":%" PRIu64 ",\"sources\":%u"
+                ",\"sources_refused\":%" PRIu64
                 ",\"handoffs\":%" PRIu64 ",\"workers\":[",
                 gw->inflight, gw->n_forwarded, gw->n_failed, gw->n_timedout,
                 gw->n_denied, gw->n_busy, gw->n_noroute, gw->n_draining,
                 gw->n_refused_bulk, gw->n_canceled, cs.rx_dropped,
                 cs.na_dropped, cs.no_rpc, gw->nqueued, gw->n_queued_total,
-                gw->n_resumed, cs.tx_batches, cs.tx_batched,
+                gw->n_resumed, cs.tx_batches, cs.tx_batched, naddrs,
+                addrs_evicted, cw_htable_count(&gw->rcache),
+                gw->n_rcache_evicted, gw->nsrcs, gw->n_src_refused,
                 (uint64_t)atomic_load(&gw->handoffs));
         for (unsigned k = 0; k < gw->nshards; k++)
             fprintf(out, "%s{\"forwarded\":%" PRIu64 "}", k ? "," : "",
@@ -300,12 +308,17 @@ static void cmd_stats(struct gw *gw, FILE *out, bool json)
             "\nplugin drops  %" PRIu64
             "\nqueued now    %u\nqueued total  %" PRIu64
             "\nresumed       %" PRIu64
-            "\nbatches sent  %" PRIu64 " (%" PRIu64 " messages)\n\n",
+            "\nbatches sent  %" PRIu64 " (%" PRIu64 " messages)"
+            "\naddresses     %" PRIu64 " cached, %" PRIu64 " evicted"
+            "\ndestinations  %zu cached, %" PRIu64 " evicted"
+            "\nsources       %u, %" PRIu64 " refused\n",
             gw->inflight, gw->n_forwarded, gw->n_failed, gw->n_timedout,
             gw->n_denied, gw->n_busy, gw->n_noroute, gw->n_draining,
             gw->n_refused_bulk, gw->n_canceled, cs.rx_dropped, cs.na_dropped,
             gw->nqueued, gw->n_queued_total, gw->n_resumed, cs.tx_batches,
-            cs.tx_batched);
+            cs.tx_batched, naddrs, addrs_evicted,
+            cw_htable_count(&gw->rcache), gw->n_rcache_evicted, gw->nsrcs,
+            gw->n_src_refused);
     fprintf(out, "handoffs      %" PRIu64 "\nper worker   ",
             (uint64_t)atomic_load(&gw->handoffs));
     for (unsigned k = 0; k < gw->nshards; k++)

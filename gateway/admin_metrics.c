@@ -166,6 +166,33 @@ void gw_ctx_totals(struct gw *gw, struct cw_context_stats *cs)
         }
 }
 
+/* The bounded tables that peers fill (docs/gateway.md, "Caches and
+ * limits"): entries now, and what their bounds dropped or refused. */
+static void caches(FILE *out, struct gw *gw)
+{
+    uint64_t naddrs, addrs_evicted;
+
+    gw_addr_cache_stats(gw, &naddrs, &addrs_evicted);
+    gw_metric_head(out, "causeway_gateway_cache_entries", "gauge",
+         "Entries in the next-hop address cache (all threads), the parsed "
+         "destination cache and the source table.");
+    fprintf(out, "causeway_gateway_cache_entries{cache=\"addrs\"} %" PRIu64
+            "\ncauseway_gateway_cache_entries{cache=\"dests\"} %zu\n"
+            "causeway_gateway_cache_entries{cache=\"sources\"} %u\n",
+            naddrs, cw_htable_count(&gw->rcache), gw->nsrcs);
+    gw_metric_head(out, "causeway_gateway_cache_evictions_total", "counter",
+         "Least recently used entries dropped at limits.max_cached_addrs "
+         "and limits.max_cached_dests.");
+    fprintf(out, "causeway_gateway_cache_evictions_total{cache=\"addrs\"} %"
+            PRIu64 "\ncauseway_gateway_cache_evictions_total{cache=\"dests\"}"
+            " %" PRIu64 "\n", addrs_evicted, gw->n_rcache_evicted);
+    gw_metric_head(out, "causeway_gateway_sources_refused_total", "counter",
+         "Requests from a new source refused with CW_BUSY at "
+         "limits.max_sources.");
+    fprintf(out, "causeway_gateway_sources_refused_total %" PRIu64 "\n",
+            gw->n_src_refused);
+}
+
 void gw_admin_metrics(struct gw *gw, FILE *out)
 {
     struct cw_context_stats cs;
@@ -235,6 +262,7 @@ void gw_admin_metrics(struct gw *gw, FILE *out)
     fprintf(out, "causeway_gateway_reloads_total{result=\"ok\"} %" PRIu64
             "\ncauseway_gateway_reloads_total{result=\"failed\"} %" PRIu64
             "\n", gw->reloads, gw->reload_failures);
+    caches(out, gw);
     networks(out, gw);
     route_results(out, gw);
     route_latency(out, gw);

@@ -27,52 +27,56 @@
 #include <stdlib.h>
 #include <string.h>
 
-static size_t gw_src_bucket(const char *key)
-{
-    return gw_hash(key) % GW_SRC_BUCKETS;
-}
-
 static struct gw_source *gw_source_find(struct gw *gw, const char *key)
 {
-    for (struct gw_source *s = gw->srcs[gw_src_bucket(key)]; s != NULL;
-         s = s->next)
-        if (strcmp(s->key, key) == 0)
-            return s;
-    return NULL;
+    struct cw_hnode *n = cw_htable_find_str(&gw->srcs, key);
+
+    return n != NULL ? CW_HNODE_ENTRY(n, struct gw_source, node) : NULL;
 }
 
-static struct gw_source *gw_source_new(struct gw *gw, const char *key)
+/* A new source, unless limits.max_sources hold requests already: every
+ * source in the table has requests in flight or queued (gw_source_tidy),
+ * so none can be dropped to make room, and the newcomer is refused
+ * (*st_p = CW_BUSY, counted) until one finishes.  A request taken from the
+ * queue (@p requeued) was admitted before and is not refused. */
+static struct gw_source *gw_source_new(struct gw *gw, const char *key,
+                                       bool requeued, cw_status_t *st_p)
 {
-    size_t n = strlen(key), b = gw_src_bucket(key);
-    struct gw_source *s = malloc(sizeof(*s) + n + 1);
+    unsigned max = gw->cfg->limits.max_sources;
+    size_t n = strlen(key);
+    struct gw_source *s;
 
-    if (s == NULL)
+    if (!requeued && max != 0 && gw->nsrcs >= max) {
+        gw->n_src_refused++;
+        *st_p = CW_BUSY;
         return NULL;
+    }
+    s = malloc(sizeof(*s) + n + 1);
+    if (s == NULL)
+        goto err;
     memset(s, 0, sizeof(*s));
     memcpy(s->key, key, n + 1);
-    s->next = gw->srcs[b];
-    gw->srcs[b] = s;
+    if (cw_htable_insert(&gw->srcs, &s->node, s->key, n) != CW_OK)
+        goto err_free;
     gw->nsrcs++;
     return s;
+
+err_free:
+    free(s);
+err:
+    *st_p = CW_NOMEM;
+    return NULL;
 }
 
 /* Drop @p s once it holds nothing, so that shares are computed over the
  * sources active now. */
 static void gw_source_tidy(struct gw *gw, struct gw_source *s)
 {
-    struct gw_source **pp;
-
     if (s->inflight > 0 || s->queued > 0)
         return;
-    for (pp = &gw->srcs[gw_src_bucket(s->key)]; *pp != NULL;
-         pp = &(*pp)->next) {
-        if (*pp == s) {
-            *pp = s->next;
-            free(s);
-            gw->nsrcs--;
-            return;
-        }
-    }
+    cw_htable_remove(&gw->srcs, &s->node);
+    free(s);
+    gw->nsrcs--;
 }
 
 static struct gw_lane *gw_lane_find(struct gw_source *s,
@@ -119,6 +123,7 @@ static cw_status_t gw_admit(struct gw *gw, struct gw_net *ingress,
 {
     unsigned limit = gw->cfg->limits.max_inflight_rpcs;
     struct gw_source *s = gw_source_find(gw, src_key);
+    cw_status_t st;
 
     /* Over its share the source is told at once, not queued. */
     if (s != NULL && s->inflight > 0 &&
@@ -137,11 +142,9 @@ static cw_status_t gw_admit(struct gw *gw, struct gw_net *ingress,
      * of a lane, taken from it by the queue, is not held. */
     if (s != NULL && s->queued > 0 && gw_older_waits(s, rs, qseq))
         return CW_AGAIN;
-    if (s == NULL) {
-        s = gw_source_new(gw, src_key);
-        if (s == NULL)
-            return CW_NOMEM;
-    }
+    if (s == NULL &&
+        (s = gw_source_new(gw, src_key, qseq != 0, &st)) == NULL)
+        return st;
     s->inflight++;
     *src_p = s;
     return CW_OK;
@@ -157,23 +160,24 @@ void gw_admit_done(struct gw *gw, struct gw_source *src)
 
 void gw_sources_fini(struct gw *gw)
 {
-    for (unsigned b = 0; b < GW_SRC_BUCKETS; b++) {
-        while (gw->srcs[b] != NULL) {
-            struct gw_source *s = gw->srcs[b];
-            gw->srcs[b] = s->next;
-            while (s->lanes != NULL) { /* gw_queue_expire answered them */
-                struct gw_lane *l = s->lanes;
-                s->lanes = l->next;
-                while (l->qhead != NULL) {
-                    struct gw_queued *q = l->qhead;
-                    l->qhead = q->next;
-                    free(q);
-                }
-                free(l);
+    struct cw_hnode *n;
+
+    while ((n = cw_htable_oldest(&gw->srcs)) != NULL) {
+        struct gw_source *s = CW_HNODE_ENTRY(n, struct gw_source, node);
+        cw_htable_remove(&gw->srcs, n);
+        while (s->lanes != NULL) { /* gw_queue_expire answered them */
+            struct gw_lane *l = s->lanes;
+            s->lanes = l->next;
+            while (l->qhead != NULL) {
+                struct gw_queued *q = l->qhead;
+                l->qhead = q->next;
+                free(q);
             }
-            free(s);
+            free(l);
         }
+        free(s);
     }
+    cw_htable_fini(&gw->srcs);
     gw->nsrcs = 0;
     gw->qring = NULL;
     gw->nqsrcs = 0;
@@ -244,6 +248,7 @@ static cw_status_t gw_queue_push(struct gw *gw, cw_handle_t *in,
     struct gw_source *s = gw_source_find(gw, src_key);
     struct gw_lane *l = NULL;
     struct gw_queued *q, **pp;
+    cw_status_t st;
 
     /* A request taken from the queue that still finds no slot goes back
      * where it was; only new ones are bounded. */
@@ -255,7 +260,8 @@ static cw_status_t gw_queue_push(struct gw *gw, cw_handle_t *in,
     q = malloc(sizeof(*q));
     if (q == NULL)
         return CW_NOMEM;
-    if (s == NULL && (s = gw_source_new(gw, src_key)) == NULL)
+    if (s == NULL &&
+        (s = gw_source_new(gw, src_key, requeued, &st)) == NULL)
         goto err_free_q;
     if ((l = gw_lane_find(s, rs)) == NULL) {
         l = calloc(1, sizeof(*l));
@@ -294,9 +300,10 @@ static cw_status_t gw_queue_push(struct gw *gw, cw_handle_t *in,
 
 err_tidy:
     gw_source_tidy(gw, s);
+    st = CW_NOMEM;
 err_free_q:
     free(q);
-    return CW_NOMEM;
+    return st;
 }
 
 cw_status_t gw_admission(struct gw *gw, cw_handle_t *in,

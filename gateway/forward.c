@@ -27,15 +27,6 @@ struct gw_target {
     struct cw_service_pick pick;
 };
 
-uint64_t gw_hash(const char *s)
-{
-    uint64_t h = 1469598103934665603ull;
-
-    while (*s != '\0')
-        h = (h ^ (uint8_t)*s++) * 1099511628211ull;
-    return h;
-}
-
 bool gw_status_is_transport(cw_status_t st)
 {
     return st == CW_TIMEOUT || st == CW_DISCONNECTED ||
@@ -44,22 +35,36 @@ bool gw_status_is_transport(cw_status_t st)
 
 /* ---- address cache ------------------------------------------------------ */
 
+/* A peer chooses the next hops of a route such as ofi+tcp://(any): the
+ * cache keeps the limits.max_cached_addrs used last (per shard).  Dropping
+ * an entry drops the cache's reference only; RPCs in flight to it hold
+ * their own. */
+static void gw_addr_ent_free(struct gw_shard *sh, struct gw_addr_ent *e)
+{
+    cw_htable_remove(&sh->addrs, &e->node);
+    cw_addr_free(e->addr);
+    free(e);
+}
+
 cw_status_t gw_addr_get(struct gw_shard *sh, const char *uri,
                         cw_addr_t **addr_p)
 {
-    size_t b = gw_hash(uri) % GW_ADDR_BUCKETS, n = strlen(uri);
+    unsigned max = sh->gw->cfg->limits.max_cached_addrs;
+    size_t len = strlen(uri);
+    uint64_t h = cw_htable_hash(&sh->addrs, uri, len);
+    struct cw_hnode *n = cw_htable_find_hash(&sh->addrs, uri, len, h);
     struct gw_addr_ent *e;
     cw_status_t st;
 
-    for (e = sh->addrs[b]; e != NULL; e = e->next)
-        if (strcmp(e->key, uri) == 0) {
-            *addr_p = e->addr;
-            return CW_OK;
-        }
-    e = malloc(sizeof(*e) + n + 1);
+    if (n != NULL) {
+        cw_htable_touch(&sh->addrs, n);
+        *addr_p = CW_HNODE_ENTRY(n, struct gw_addr_ent, node)->addr;
+        return CW_OK;
+    }
+    e = malloc(sizeof(*e) + len + 1);
     if (e == NULL)
         return CW_NOMEM;
-    memcpy(e->key, uri, n + 1);
+    memcpy(e->key, uri, len + 1);
     st = cw_addr_lookup(sh->ctx, uri, &e->addr);
     if (st != CW_OK) {
         CW_LOG_RL(CW_LOG_WARN, GW_LOG, "cannot resolve next hop %s: %s", uri,
@@ -67,27 +72,31 @@ cw_status_t gw_addr_get(struct gw_shard *sh, const char *uri,
         free(e);
         return st;
     }
-    e->next = sh->addrs[b];
-    sh->addrs[b] = e;
+    if (cw_htable_insert_hash(&sh->addrs, &e->node, e->key, len, h) !=
+        CW_OK) {
+        cw_addr_free(e->addr);
+        free(e);
+        return CW_NOMEM;
+    }
+    /* The new entry is the newest: the oldest go first. */
+    while (max != 0 && cw_htable_count(&sh->addrs) > max) {
+        n = cw_htable_oldest(&sh->addrs);
+        gw_addr_ent_free(sh, CW_HNODE_ENTRY(n, struct gw_addr_ent, node));
+        sh->addrs_evicted++;
+    }
     *addr_p = e->addr;
     return CW_OK;
 }
 
 void gw_addr_forget(struct gw_shard *sh, const char *uri)
 {
-    struct gw_addr_ent **pp = &sh->addrs[gw_hash(uri) % GW_ADDR_BUCKETS];
+    struct cw_hnode *n;
 
     if (sh->gw->threaded)
         pthread_mutex_lock(&sh->addr_lock);
-    for (; *pp != NULL; pp = &(*pp)->next) {
-        struct gw_addr_ent *e = *pp;
-        if (strcmp(e->key, uri) == 0) {
-            *pp = e->next;
-            cw_addr_free(e->addr);
-            free(e);
-            break;
-        }
-    }
+    n = cw_htable_find_str(&sh->addrs, uri);
+    if (n != NULL)
+        gw_addr_ent_free(sh, CW_HNODE_ENTRY(n, struct gw_addr_ent, node));
     if (sh->gw->threaded)
         pthread_mutex_unlock(&sh->addr_lock);
 }
@@ -96,19 +105,33 @@ void gw_addr_cache_fini(struct gw *gw)
 {
     for (unsigned i = 0; i < gw->nshards; i++) {
         struct gw_shard *sh = &gw->shards[i];
+        struct cw_hnode *n;
         if (gw->threaded)
             pthread_mutex_lock(&sh->addr_lock);
-        for (unsigned b = 0; b < GW_ADDR_BUCKETS; b++) {
-            while (sh->addrs[b] != NULL) {
-                struct gw_addr_ent *e = sh->addrs[b];
-                sh->addrs[b] = e->next;
-                cw_addr_free(e->addr);
-                free(e);
-            }
-        }
+        while ((n = cw_htable_oldest(&sh->addrs)) != NULL)
+            gw_addr_ent_free(sh, CW_HNODE_ENTRY(n, struct gw_addr_ent, node));
+        cw_htable_fini(&sh->addrs);
         if (gw->threaded)
             pthread_mutex_unlock(&sh->addr_lock);
     }
+}
+
+void gw_addr_cache_stats(struct gw *gw, uint64_t *count_p,
+                         uint64_t *evicted_p)
+{
+    uint64_t count = 0, evicted = 0;
+
+    for (unsigned i = 0; i < gw->nshards; i++) {
+        struct gw_shard *sh = &gw->shards[i];
+        if (gw->threaded)
+            pthread_mutex_lock(&sh->addr_lock);
+        count += cw_htable_count(&sh->addrs);
+        evicted += sh->addrs_evicted;
+        if (gw->threaded)
+            pthread_mutex_unlock(&sh->addr_lock);
+    }
+    *count_p = count;
+    *evicted_p = evicted;
 }
 
 void gw_addr_forget_all(struct gw *gw, const char *uri)
@@ -120,35 +143,51 @@ void gw_addr_forget_all(struct gw *gw, const char *uri)
 /* ---- per-route counters ------------------------------------------------- */
 
 /* Counters per (route, next hop): looked up on every request, so hashed
- * rather than searched (a gateway may serve thousands of routes). */
+ * rather than searched (a gateway may serve thousands of routes).  The key
+ * is both strings, each with its terminator. */
 struct gw_route_stats *gw_route_stats_get(struct gw *gw, const char *dest,
                                           const char *nexthop)
 {
-    size_t b = (gw_hash(dest) * 31 + gw_hash(nexthop)) % GW_RSTATS_BUCKETS;
-    struct gw_route_stats *rs;
+    size_t ld = strlen(dest) + 1, lh = strlen(nexthop) + 1;
+    struct gw_route_stats *rs = NULL;
+    struct cw_hnode *n;
+    char kbuf[256], *key = kbuf;
 
-    for (rs = gw->rstats[b]; rs != NULL; rs = rs->hnext)
-        if (strcmp(rs->dest, dest) == 0 && strcmp(rs->nexthop, nexthop) == 0)
-            return rs;
+    /* Looked up in a buffer on the stack where it fits; kept on insert. */
+    if (ld + lh > sizeof(kbuf) && (key = malloc(ld + lh)) == NULL)
+        return NULL;
+    memcpy(key, dest, ld);
+    memcpy(key + ld, nexthop, lh);
+    n = cw_htable_find(&gw->rstats, key, ld + lh);
+    if (n != NULL) {
+        if (key != kbuf)
+            free(key);
+        return CW_HNODE_ENTRY(n, struct gw_route_stats, node);
+    }
+    if (key == kbuf) {
+        if ((key = malloc(ld + lh)) == NULL)
+            return NULL;
+        memcpy(key, kbuf, ld + lh);
+    }
     rs = calloc(1, sizeof(*rs));
     if (rs == NULL)
-        return NULL;
-    rs->dest = strdup(dest);
-    rs->nexthop = strdup(nexthop);
-    if (rs->dest == NULL || rs->nexthop == NULL) {
-        free(rs->dest);
-        free(rs->nexthop);
-        free(rs);
-        return NULL;
-    }
-    rs->hnext = gw->rstats[b];
-    gw->rstats[b] = rs;
+        goto err_free_key;
+    rs->dest = key;
+    rs->nexthop = key + ld;
+    if (cw_htable_insert(&gw->rstats, &rs->node, key, ld + lh) != CW_OK)
+        goto err_free_rs;
     /* The admin listing keeps first-seen order. */
     if (gw->routes_tail == NULL)
         gw->routes_tail = &gw->routes;
     *gw->routes_tail = rs;
     gw->routes_tail = &rs->next;
     return rs;
+
+err_free_rs:
+    free(rs);
+err_free_key:
+    free(key);
+    return NULL;
 }
 
 void gw_route_stats_fini(struct gw *gw)
@@ -156,12 +195,12 @@ void gw_route_stats_fini(struct gw *gw)
     while (gw->routes != NULL) {
         struct gw_route_stats *rs = gw->routes;
         gw->routes = rs->next;
-        free(rs->dest);
-        free(rs->nexthop);
+        cw_htable_remove(&gw->rstats, &rs->node);
+        free(rs->dest); /* nexthop is in the same allocation */
         free(rs);
     }
     gw->routes_tail = NULL;
-    memset(gw->rstats, 0, sizeof(gw->rstats));
+    cw_htable_fini(&gw->rstats);
 }
 
 /* The counters of the route @p t takes: the destination's cache entry
@@ -216,20 +255,21 @@ static bool gw_is_self(struct gw *gw, const struct cw_uri *u)
  * formatting what is left are the same for every request to the same
  * destination, and cost more than the rest of the forward: they are done
  * once per destination string and kept until the networks or the
- * configuration change (gw_rcache_clear).  The route table is still asked
- * on every request (health, load and round robin change its answer). */
+ * configuration change (gw_rcache_clear), or until the cache holds
+ * limits.max_cached_dests newer ones (peers choose the strings).  The route
+ * table is still asked on every request (health, load and round robin
+ * change its answer). */
 enum { GW_RK_HOPS, GW_RK_SERVICE, GW_RK_PLAIN };
 
 void gw_rcache_clear(struct gw *gw)
 {
-    for (unsigned b = 0; b < GW_RCACHE_BUCKETS; b++) {
-        while (gw->rcache[b] != NULL) {
-            struct gw_rent *e = gw->rcache[b];
-            gw->rcache[b] = e->next;
-            free(e);
-        }
+    struct cw_hnode *n;
+
+    while ((n = cw_htable_oldest(&gw->rcache)) != NULL) {
+        cw_htable_remove(&gw->rcache, n);
+        free(CW_HNODE_ENTRY(n, struct gw_rent, node));
     }
-    gw->nrcache = 0;
+    cw_htable_fini(&gw->rcache);
 }
 
 /* Parse @p route into a new entry; returns the status to answer with. */
@@ -341,25 +381,38 @@ static cw_status_t gw_rent_build(struct gw *gw, const char *route,
     return CW_OK;
 }
 
-/* The parsed form of @p route, from the cache or parsed now. */
+/* The parsed form of @p route, from the cache or parsed now.  It is the
+ * newest entry afterwards: the bound (at least 16) drops older ones only,
+ * so the two a resolution holds (a service and its backend) stay. */
 static cw_status_t gw_rent_get(struct gw *gw, const char *route,
                                struct gw_rent **e_p)
 {
-    size_t b = gw_hash(route) % GW_RCACHE_BUCKETS;
+    unsigned max = gw->cfg->limits.max_cached_dests;
+    size_t len = strlen(route);
+    uint64_t h = cw_htable_hash(&gw->rcache, route, len);
+    struct cw_hnode *n = cw_htable_find_hash(&gw->rcache, route, len, h);
     struct gw_rent *e;
     cw_status_t st;
 
-    for (e = gw->rcache[b]; e != NULL; e = e->next)
-        if (strcmp(e->key, route) == 0) {
-            *e_p = e;
-            return CW_OK;
-        }
+    if (n != NULL) {
+        cw_htable_touch(&gw->rcache, n);
+        *e_p = CW_HNODE_ENTRY(n, struct gw_rent, node);
+        return CW_OK;
+    }
     st = gw_rent_build(gw, route, &e);
     if (st != CW_OK)
         return st;
-    e->next = gw->rcache[b];
-    gw->rcache[b] = e;
-    gw->nrcache++;
+    if (cw_htable_insert_hash(&gw->rcache, &e->node, e->key, len, h) !=
+        CW_OK) {
+        free(e);
+        return CW_NOMEM;
+    }
+    while (max != 0 && cw_htable_count(&gw->rcache) > max) {
+        n = cw_htable_oldest(&gw->rcache);
+        cw_htable_remove(&gw->rcache, n);
+        free(CW_HNODE_ENTRY(n, struct gw_rent, node));
+        gw->n_rcache_evicted++;
+    }
     *e_p = e;
     return CW_OK;
 }
@@ -375,10 +428,8 @@ static cw_status_t gw_resolve(struct gw *gw, const char *route,
     const char *target_s;
     cw_status_t st;
 
-    /* Entries stay valid until the next resolution: the cache is emptied
-     * here, never while one is in use. */
-    if (gw->nrcache >= GW_RCACHE_MAX)
-        gw_rcache_clear(gw); /* a flood of distinct destinations */
+    /* Entries stay valid until the next resolution: the cache drops its
+     * oldest ones when it gets a new one (gw_rent_get). */
     st = gw_rent_get(gw, route, &e);
     if (st != CW_OK)
         return st;

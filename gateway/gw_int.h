@@ -22,6 +22,7 @@
 #include <causeway/routing.h>
 
 #include "gateway.h"
+#include "cw_htable.h"
 
 #define GW_LOG "gw"
 #define GW_MAX_NETS 8
@@ -48,14 +49,14 @@ struct gw_work {
     void (*fn)(struct gw_work *w);
 };
 
-/** Cached resolved address. */
+/** Cached resolved address: the cache holds one reference; an RPC sent to
+ *  it takes its own (cw_handle_create), so dropping the entry never ends
+ *  an address in use. */
 struct gw_addr_ent {
-    struct gw_addr_ent *next;
+    struct cw_hnode node;       /**< in gw_shard.addrs, keyed by key */
     cw_addr_t *addr;
     char key[];
 };
-
-#define GW_ADDR_BUCKETS 256
 
 /** One progress thread with its own context and the networks on it. */
 struct gw_shard {
@@ -80,7 +81,10 @@ struct gw_shard {
                                            gw->epoch_clear, oldest first
                                            (the shard's thread only) */
     pthread_mutex_t addr_lock;        /**< threaded mode: the cache below */
-    struct gw_addr_ent *addrs[GW_ADDR_BUCKETS]; /**< next hops in ctx */
+    struct cw_htable addrs;           /**< next hops in ctx (gw_addr_ent),
+                                           at most limits.max_cached_addrs,
+                                           least recently used dropped */
+    uint64_t addrs_evicted;           /**< entries dropped for the bound */
 };
 
 /** One open network. */
@@ -102,7 +106,8 @@ struct gw_net {
 /** Counters of one route (kept across reloads, keyed by text). */
 struct gw_route_stats {
     struct gw_route_stats *next;  /**< gw->routes, in first-seen order */
-    struct gw_route_stats *hnext; /**< gw->rstats bucket */
+    struct cw_hnode node;       /**< in gw->rstats, keyed by dest, '\0',
+                                     nexthop (both in one allocation) */
     char *dest;                 /**< pattern or kind ("proxy", "svc:x") */
     char *nexthop;              /**< network name or gateway address */
     uint64_t forwarded, failed, timedout, denied, busy, canceled;
@@ -123,7 +128,7 @@ struct gw_lane {
 /** One caller (per-source fairness): kept while it has RPCs in flight or
  *  waiting in the queue. */
 struct gw_source {
-    struct gw_source *next;
+    struct cw_hnode node;             /**< in gw->srcs, keyed by key */
     unsigned inflight;
     unsigned queued;                  /**< requests waiting for a slot */
     struct gw_lane *lanes;            /**< those requests, one FIFO a route */
@@ -172,7 +177,7 @@ struct gw_queued {
 /** A routing destination parsed once (forward.c): its own hops stripped,
  *  what the ACL is asked about, and what the route table is asked for. */
 struct gw_rent {
-    struct gw_rent *next;
+    struct cw_hnode node;       /**< in gw->rcache, keyed by key */
     uint8_t kind;               /**< GW_RK_* (forward.c) */
     struct cw_uri target;       /**< parsed target, kinds HOPS and PLAIN */
     const char *target_s;       /**< formatted target (HOPS, PLAIN) */
@@ -187,11 +192,6 @@ struct gw_rent {
     char key[];                 /**< the destination string, then the rest */
 };
 
-#define GW_RSTATS_BUCKETS 256
-#define GW_RCACHE_BUCKETS 256
-#define GW_RCACHE_MAX 4096
-
-#define GW_SRC_BUCKETS 256
 
 /** A health-checked target: next-hop gateway or service backend. */
 struct gw_hc {
@@ -249,11 +249,16 @@ struct gw {
     unsigned inflight;
     struct gw_route_stats *routes;
     struct gw_route_stats **routes_tail; /**< where the next one goes */
-    struct gw_route_stats *rstats[GW_RSTATS_BUCKETS]; /**< by dest, next hop */
-    struct gw_rent *rcache[GW_RCACHE_BUCKETS];
-    unsigned nrcache;
-    struct gw_source *srcs[GW_SRC_BUCKETS];
-    unsigned nsrcs;
+    struct cw_htable rstats;         /**< gw_route_stats by dest, next hop */
+    struct cw_htable rcache;         /**< gw_rent by destination string, at
+                                          most limits.max_cached_dests,
+                                          least recently used dropped */
+    uint64_t n_rcache_evicted;       /**< entries dropped for the bound */
+    struct cw_htable srcs;           /**< gw_source by source address, at
+                                          most limits.max_sources */
+    unsigned nsrcs;                  /**< cw_htable_count(&srcs) */
+    uint64_t n_src_refused;          /**< requests of a new source refused
+                                          with CW_BUSY at the bound */
     uint64_t started_ns;
     uint64_t n_forwarded, n_failed, n_timedout, n_denied, n_busy,
         n_noroute, n_draining, n_refused_bulk, n_canceled, n_resumed;
@@ -330,8 +335,6 @@ void gw_set_config(struct gw *gw, struct cw_config *own,
                    const struct cw_config *cfg, struct cw_route_table *table);
 
 /* forward.c */
-/** FNV-1a of a string (cache and source tables). */
-uint64_t gw_hash(const char *s);
 void gw_forward_hook(cw_handle_t *in, void *arg);
 /** Forward one request: @p qseq is 0 for a new one, else its arrival
  *  number in the wait queue, where it comes from. */
@@ -344,6 +347,10 @@ cw_status_t gw_addr_get(struct gw_shard *sh, const char *uri,
                         cw_addr_t **addr_p);
 /** Forget a cached next hop (takes sh->addr_lock). */
 void gw_addr_forget(struct gw_shard *sh, const char *uri);
+/** Entries in every shard's address cache and how many were dropped for
+ *  the bound (takes each sh->addr_lock). */
+void gw_addr_cache_stats(struct gw *gw, uint64_t *count_p,
+                         uint64_t *evicted_p);
 /** Empty every shard's address cache. */
 void gw_addr_cache_fini(struct gw *gw);
 /** The shard whose context holds @p ctx (shard 0 if none). */

@@ -1,24 +1,30 @@
 /* Lookup structures: string hashes for exact keys and a hash per prefix
  * prefixes, so a lookup costs the same with 10 or 10 000 routes. */
 #include "routing_int.h"
+#include "cw_siphash.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-uint64_t rt_hash_str(const char *s, uint64_t seed)
+uint64_t rt_hash_key(const char *s)
 {
-    uint64_t h = 1469598103934665603ull ^ seed;
+    /* Lookups hash destinations that peers choose: keyed, so that none
+     * can aim at the clusters of the table's probe sequences. */
+    return cw_siphash_str(s);
+}
 
-    for (; *s; s++) {
-        h ^= (unsigned char)*s;
-        h *= 1099511628211ull;
+uint64_t rt_hash_seeded(const char *s, uint64_t seed)
+{
+    uint8_t key[CW_SIPHASH_KEY_LEN];
+
+    /* The same on every gateway and across restarts (rendezvous hashing
+     * keeps a caller on its backend); not a table, nothing to flood. */
+    for (unsigned i = 0; i < 8; i++) {
+        key[i] = (uint8_t)(seed >> (8 * i));
+        key[8 + i] = (uint8_t)(~seed >> (8 * i));
     }
-    /* Final mix so that low bits depend on every byte. */
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdull;
-    h ^= h >> 33;
-    return h;
+    return cw_siphash_24(key, s, strlen(s));
 }
 
 static cw_status_t hash_grow(struct rt_hash *h)
@@ -36,7 +42,7 @@ static cw_status_t hash_grow(struct rt_hash *h)
         size_t j;
         if (h->keys[i] == NULL)
             continue;
-        j = rt_hash_str(h->keys[i], 0) & (ncap - 1);
+        j = rt_hash_key(h->keys[i]) & (ncap - 1);
         while (keys[j])
             j = (j + 1) & (ncap - 1);
         keys[j] = h->keys[i];
@@ -56,7 +62,7 @@ cw_status_t rt_hash_put(struct rt_hash *h, const char *key, void *val)
 
     if ((h->n + 1) * 2 > h->cap && hash_grow(h) != CW_OK)
         return CW_NOMEM;
-    j = rt_hash_str(key, 0) & (h->cap - 1);
+    j = rt_hash_key(key) & (h->cap - 1);
     while (h->keys[j]) {
         if (strcmp(h->keys[j], key) == 0)
             return CW_EXIST;
@@ -76,7 +82,7 @@ void *rt_hash_get(const struct rt_hash *h, const char *key)
 
     if (h->cap == 0)
         return NULL;
-    j = rt_hash_str(key, 0) & (h->cap - 1);
+    j = rt_hash_key(key) & (h->cap - 1);
     while (h->keys[j]) {
         if (strcmp(h->keys[j], key) == 0)
             return h->vals[j];

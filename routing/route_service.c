@@ -84,13 +84,13 @@ static size_t pick_least(struct rt_service *s)
  * service, and only the callers of an ejected backend move. */
 static size_t pick_hash(struct rt_service *s, const char *caller)
 {
-    uint64_t seed = rt_hash_str(caller ? caller : "", 0x9e3779b97f4a7c15ull);
+    uint64_t seed = rt_hash_seeded(caller ? caller : "", 0x9e3779b97f4a7c15ull);
     size_t best = 0;
     uint64_t best_w = 0;
     bool any_ok = false;
 
     for (size_t i = 0; i < s->nbackends; i++) {
-        uint64_t w = rt_hash_str(s->backends[i].address, seed);
+        uint64_t w = rt_hash_seeded(s->backends[i].address, seed);
         if (!be_ok(&s->backends[i]))
             continue;
         if (!any_ok || w > best_w) {
@@ -101,7 +101,7 @@ static size_t pick_hash(struct rt_service *s, const char *caller)
     }
     if (!any_ok) {
         for (size_t i = 0; i < s->nbackends; i++) {
-            uint64_t w = rt_hash_str(s->backends[i].address, seed);
+            uint64_t w = rt_hash_seeded(s->backends[i].address, seed);
             if (i == 0 || w > best_w) {
                 best = i;
                 best_w = w;

@@ -17,7 +17,10 @@ struct rt_hash {
 cw_status_t rt_hash_put(struct rt_hash *h, const char *key, void *val);
 void *rt_hash_get(const struct rt_hash *h, const char *key);
 void rt_hash_free(struct rt_hash *h);
-uint64_t rt_hash_str(const char *s, uint64_t seed);
+/** Hash of a key of struct rt_hash: SipHash under the process's key. */
+uint64_t rt_hash_key(const char *s);
+/** Hash of @p s under a key made of @p seed: the same in every process. */
+uint64_t rt_hash_seeded(const char *s, uint64_t seed);
 
 /* A next hop: a network (direct delivery) or a gateway address. */
 struct rt_nexthop {

@@ -224,6 +224,9 @@ struct cw_config_limits {
     uint32_t max_hops;        /**< TTL given to forwarded messages */
     uint32_t max_queued_rpcs; /**< queued beyond that: CW_BUSY */
     uint64_t max_payload_size; /**< cw_context_opts.max_payload_size */
+    uint32_t max_cached_addrs; /**< next-hop address cache, per shard */
+    uint32_t max_cached_dests; /**< parsed destination (route) cache */
+    uint32_t max_sources;      /**< callers holding requests at once */
 };
 
 /** health: active checks and passive ejection of next hops/backends. */

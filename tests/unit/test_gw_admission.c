@@ -50,12 +50,6 @@ static unsigned nreqs;
 static unsigned sent[MAX_REQS]; /* ids in the order they reached the target */
 static unsigned nsent;
 
-/* The source table's buckets: any hash will do here. */
-uint64_t gw_hash(const char *s)
-{
-    return (uint8_t)s[0];
-}
-
 uint64_t cw_handle_remaining_ms(cw_handle_t *h)
 {
     return h->remaining_ms;

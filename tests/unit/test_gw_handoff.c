@@ -521,11 +521,6 @@ bool gw_health_busy(const struct gw *g)
 
 /* ---- the fake forward path ---------------------------------------------- */
 
-uint64_t gw_hash(const char *s)
-{
-    return (uint8_t)s[0];
-}
-
 uint64_t cw_handle_remaining_ms(cw_handle_t *h)
 {
     (void)h;
