@@ -15,6 +15,8 @@ void cw_fwd_send_done(cw_handle_t *h, cw_status_t st)
 {
     h->send_op = NULL;
     h->pending--;
+    if (h->pin_asker || h->pin_warm)
+        cw_pin_sent(h); /* core/spread.c: those behind it may go */
     if (st != CW_OK)
         cw_h_fail(h, st);
     else if (h->one_way && !h->overflowed)

@@ -292,6 +292,7 @@ struct cw_pin {
     cw_na_addr_t *member;      /**< MOVING, MOVED: the member given */
     enum cw_pin_state state;
     unsigned home_inflight;    /**< forwards sent to home, not complete */
+    bool opened;               /**< ASKED: the asking request has left */
     struct cw_pin_retired *retired; /**< members given up on, freed with
                                          the network (forwards sent there
                                          may still use them) */
@@ -798,6 +799,9 @@ void cw_pin_answer(cw_handle_t *h, const char *uri, size_t len);
 /** Client: forward @p h, counted on its pin's published address or the
  *  first to its member (h->pin_home, h->pin_warm), is over. */
 void cw_pin_gate_done(cw_handle_t *h);
+/** Client: the send of @p h, its pin's asking request or first request to
+ *  the member, is over (whatever its status): those behind it may go. */
+void cw_pin_sent(cw_handle_t *h);
 /** Client: take held forward @p h off its pin (it failed while waiting). */
 void cw_pin_unhold(cw_handle_t *h);
 /** Client: forward @p h is over; if it went to its pin's member and the

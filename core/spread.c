@@ -13,13 +13,14 @@
  * changes thread on the server's side.
  *
  * Order per caller holds across the move, and on a connection just made:
- * the asking request goes alone and the ones made meanwhile wait in the
- * caller (pin->held) until it has completed; if the answer named a
- * member, the first of them goes there alone and the rest once it has
- * completed.  Over libfabric's rxm the first messages on a connection
+ * the asking request goes alone, and the ones made meanwhile wait in the
+ * caller (pin->held) until it has left (its send completed), then go to
+ * the published endpoint.  If the answer named a member, what is made
+ * from then on waits until everything at the published endpoint has
+ * completed; then the first goes to the member alone and the rest once
+ * it has left.  Over libfabric's rxm the first messages on a connection
  * just made reached the server after later ones (unit-rpc-spread-ofi-tcp,
- * gw-workers, docs/na-ofi.md); one round trip per caller and address is a
- * small price for the order.  A server that does not spread answers without
+ * gw-workers, docs/na-ofi.md).  A server that does not spread answers without
  * CW_HF_PIN and the caller stays where it is.  A member that fails on its
  * transport (the server restarted: its members listen elsewhere now) is
  * forgotten: the next request goes to the published address and asks
@@ -168,6 +169,17 @@ static struct cw_pin *pin_of(cw_handle_t *h)
     return p;
 }
 
+/* @p h waits on @p p's list, counted pending (cw_pin_route's "true"). */
+static bool pin_hold(cw_handle_t *h, struct cw_pin *p)
+{
+    h->pin = p;
+    h->pin_held = true;
+    h->pending++;
+    cw_list_add(&p->held, &h->pin_link);
+    h->ctx->stats.pin_held++;
+    return true;
+}
+
 bool cw_pin_route(cw_handle_t *h, uint16_t *flags)
 {
     struct cw_pin *p;
@@ -184,6 +196,7 @@ bool cw_pin_route(cw_handle_t *h, uint16_t *flags)
             return false; /* no answer to carry the pin */
         *flags |= CW_HF_PIN_ASK;
         p->state = CW_PIN_ASKED;
+        p->opened = false;
         h->pin_asker = true;
         h->pin = p;
         h->pin_home = true;
@@ -198,15 +211,17 @@ bool cw_pin_route(cw_handle_t *h, uint16_t *flags)
             h->peer = p->member;
             return false;
         }
-        /* fall through */
-    case CW_PIN_ASKED:   /* behind the asking request: it connects */
-    case CW_PIN_WARMING: /* behind the first request to the member */
-        h->pin = p;
-        h->pin_held = true;
-        h->pending++;
-        cw_list_add(&p->held, &h->pin_link);
-        h->ctx->stats.pin_held++;
-        return true;
+        return pin_hold(h, p); /* behind what is at the published one */
+    case CW_PIN_ASKED:
+        if (p->opened) { /* the connection is made: at home until moved */
+            h->pin = p;
+            h->pin_home = true;
+            p->home_inflight++;
+            return false;
+        }
+        return pin_hold(h, p); /* behind the asking request */
+    case CW_PIN_WARMING:
+        return pin_hold(h, p); /* behind the first request to the member */
     case CW_PIN_MOVED:
         h->peer = p->member;
         return false;
@@ -254,6 +269,7 @@ static bool pin_may_send(const struct cw_pin *p)
 {
     return p->state == CW_PIN_HOME || p->state == CW_PIN_MOVED ||
            p->state == CW_PIN_NEW ||
+           (p->state == CW_PIN_ASKED && p->opened) ||
            (p->state == CW_PIN_MOVING && p->home_inflight == 0);
 }
 
@@ -279,14 +295,27 @@ static void pin_release_held(struct cw_pin *p)
     }
 }
 
+void cw_pin_sent(cw_handle_t *h)
+{
+    struct cw_pin *p = h->pin;
+
+    if (h->pin_warm && p->state == CW_PIN_WARMING)
+        p->state = CW_PIN_MOVED;
+    else if (h->pin_asker && p->state == CW_PIN_ASKED)
+        p->opened = true;
+    pin_release_held(p);
+}
+
 void cw_pin_gate_done(cw_handle_t *h)
 {
     struct cw_pin *p = h->pin;
 
     if (h->pin_warm) {
-        /* Whatever its outcome, the member has had its first message. */
+        /* Whatever its outcome, the member has had its first message
+         * (cw_pin_sent moved on already, unless the send never ended). */
         h->pin_warm = false;
-        p->state = CW_PIN_MOVED;
+        if (p->state == CW_PIN_WARMING)
+            p->state = CW_PIN_MOVED;
         pin_release_held(p);
         return;
     }

@@ -7,13 +7,13 @@
  *   requests, every caller ends on one context and its answers come from
  *   the context that ran its handler, each caller's requests reach the
  *   handlers in the order they were made (sequence numbers checked at the
- *   server), and only the asking request of each caller is served at the
+ *   server), and only the first window of each caller is served at the
  *   published endpoint before its move (over ofi+tcp the order failed
  *   before na-ofi kept sends refused while connecting ahead of later
  *   ones, and before the first request on a new connection went alone);
- * - forwards made while the asking request is out wait for it, and one
- *   that times out or is cancelled while it waits completes once, with
- *   that status;
+ * - forwards made while a caller moves wait for the requests still at the
+ *   published endpoint, and one that times out or is cancelled while it
+ *   waits completes once, with that status;
  * - a server that does not spread leaves its callers where they are.
  */
 #include <pthread.h>
@@ -276,8 +276,9 @@ static void test_spread_many_callers(void **state)
     /* Round robin over 4: two callers per context, 6 of 8 move. */
     assert_int_equal(moved, NCLI - NCLI / NSRV);
     /* What the published context served beyond its own two callers is the
-     * asking request of each of the others. */
-    assert_int_equal(atomic_load(&srv[0].served), 2ul * CALLS + moved);
+     * first window of each of the others (the hand-over). */
+    assert_true(atomic_load(&srv[0].served) <=
+                2ul * CALLS + (unsigned long)moved * WINDOW);
 }
 
 /* A request outside the order check (caller NCLI). */
@@ -298,18 +299,20 @@ static void drive(cw_context_t *c, const struct call *a, const struct call *b)
     }
 }
 
-/* The asking request goes alone: forwards made meanwhile wait for it, and
- * one that expires or is cancelled while waiting completes once with that
- * status.  Once it is answered with a member, the first waiting one goes
- * there (alone, then the rest). */
+/* A caller moving: forwards wait for the request still at the published
+ * endpoint; one that expires or is cancelled while waiting completes once
+ * with that status; once the old request is answered the first waiting one
+ * goes to the member, then the rest. */
 static void test_spread_move_waits(void **state)
 {
     cw_context_t *first, *c;
     cw_addr_t *a1, *a;
-    cw_handle_t *h1, *hpark, *hto, *hcan, *hlast;
-    struct call r1 = {0}, rpark = {0}, rto = {0}, rcan = {0}, rlast = {0};
+    cw_handle_t *h1, *hask, *hpark, *hto, *hcan, *hlast;
+    struct call r1 = {0}, rask = {0}, rpark = {0}, rto = {0}, rcan = {0},
+                rlast = {0};
     struct cw_context_stats cs;
     uint32_t from = UINT32_MAX;
+    uint64_t held0;
     (void)state;
 
     srv_start(2);
@@ -322,19 +325,29 @@ static void test_spread_move_waits(void **state)
     assert_int_equal(r1.done, 1);
     assert_int_equal(r1.st, CW_OK);
 
-    /* The second is given member 1; its asking request is parked at the
-     * published context, so everything after it waits. */
+    /* The second is given member 1.  Its asking request is answered at
+     * once while a parked one stays at the published context. */
     assert_int_equal(cw_context_create(NULL, &c), CW_OK);
     assert_int_equal(cw_addr_lookup(c, srv_uri, &a), CW_OK);
+    assert_int_equal(cw_handle_create(c, a, seq_id, &hask), CW_OK);
     assert_int_equal(cw_handle_create(c, a, park_id, &hpark), CW_OK);
     assert_int_equal(cw_handle_create(c, a, seq_id, &hto), CW_OK);
     assert_int_equal(cw_handle_create(c, a, seq_id, &hcan), CW_OK);
     assert_int_equal(cw_handle_create(c, a, seq_id, &hlast), CW_OK);
+    fwd_free(hask, 5000, &rask);
     assert_int_equal(cw_forward(hpark, 10000, call_cb, &rpark), CW_OK);
+    drive(c, &rask, &rask);
+    assert_int_equal(rask.done, 1);
+    assert_int_equal(rask.st, CW_OK);
+    assert_int_equal(cw_context_stats(c, &cs), CW_OK);
+    assert_int_equal(cs.pins_taken, 1);
+    held0 = cs.pin_held; /* the parked one may have waited for the asker */
+
+    /* These wait: the parked request is still at the published context. */
     fwd_free(hto, 50, &rto);
     fwd_free(hcan, 5000, &rcan);
     assert_int_equal(cw_context_stats(c, &cs), CW_OK);
-    assert_int_equal(cs.pin_held, 2);
+    assert_int_equal(cs.pin_held, held0 + 2);
     assert_int_equal(cw_cancel(hcan), CW_OK);
     drive(c, &rto, &rcan);
     assert_int_equal(rto.done, 1);
@@ -343,19 +356,16 @@ static void test_spread_move_waits(void **state)
     assert_int_equal(rcan.st, CW_CANCELED);
     assert_int_equal(rpark.done, 0);
 
-    /* One more waits; answering the parked one (with member 1) sends it to
-     * the member. */
+    /* One more waits; answering the parked one sends it to the member. */
     fwd_free(hlast, 5000, &rlast);
     assert_int_equal(cw_context_stats(c, &cs), CW_OK);
-    assert_int_equal(cs.pin_held, 3);
+    assert_int_equal(cs.pin_held, held0 + 3);
     atomic_store(&unpark, true);
     drive(c, &rpark, &rlast);
     assert_int_equal(rpark.done, 1);
     assert_int_equal(rpark.st, CW_OK);
     assert_int_equal(rlast.done, 1);
     assert_int_equal(rlast.st, CW_OK);
-    assert_int_equal(cw_context_stats(c, &cs), CW_OK);
-    assert_int_equal(cs.pins_taken, 1);
     assert_int_equal(cw_buf_get_u32(cw_handle_output(hlast), &from), CW_OK);
     assert_int_equal(from, 1);
     from = UINT32_MAX;
@@ -368,6 +378,7 @@ static void test_spread_move_waits(void **state)
     }
     assert_int_equal(rto.done + rcan.done + rlast.done + rpark.done, 4);
 
+    cw_handle_release(hask);
     cw_handle_release(hpark);
     cw_handle_release(hto);
     cw_handle_release(hcan);
