@@ -29,8 +29,9 @@ static const struct cw_config_key gateway_keys[] = {
      "clients only."},
     {"threads", CW_CFG_UINT, K(cw_config_gateway, threads), "1", false, 1,
      256, NULL, false,
-     "Progress threads; each runs its own context with a share of the "
-     "networks (at most one thread per network)."},
+     "Worker threads; each has its own context and an endpoint on every "
+     "network behind the one published address, and runs the requests of "
+     "the callers spread to it from start to end (at most 64 are used)."},
     {"log_level", CW_CFG_ENUM, K(cw_config_gateway, log_level), "warn",
      false, 0, 0, log_words, true,
      "Log threshold (CAUSEWAY_LOG_LEVEL and --log-level override it)."},

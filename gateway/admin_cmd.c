@@ -263,14 +263,20 @@ static void cmd_stats(struct gw *gw, FILE *out, bool json)
                 ",\"cached_addrs\":%" PRIu64
                 ",\"cached_addrs_evicted\":%" PRIu64 ",\"cached_dests\":%zu"
                 ",\"cached_dests_evicted\":%" PRIu64 ",\"sources\":%u"
-                ",\"sources_refused\":%" PRIu64 ",\"routes\":[",
+                ",\"sources_refused\":%" PRIu64
+                ",\"handoffs\":%" PRIu64 ",\"workers\":[",
                 gw->inflight, gw->n_forwarded, gw->n_failed, gw->n_timedout,
                 gw->n_denied, gw->n_busy, gw->n_noroute, gw->n_draining,
                 gw->n_refused_bulk, gw->n_canceled, cs.rx_dropped,
                 cs.na_dropped, cs.no_rpc, gw->nqueued, gw->n_queued_total,
                 gw->n_resumed, cs.tx_batches, cs.tx_batched, naddrs,
                 addrs_evicted, cw_htable_count(&gw->rcache),
-                gw->n_rcache_evicted, gw->nsrcs, gw->n_src_refused);
+                gw->n_rcache_evicted, gw->nsrcs, gw->n_src_refused,
+                (uint64_t)atomic_load(&gw->handoffs));
+        for (unsigned k = 0; k < gw->nshards; k++)
+            fprintf(out, "%s{\"forwarded\":%" PRIu64 "}", k ? "," : "",
+                    gw->shards[k].forwarded);
+        fprintf(out, "],\"routes\":[");
         for (struct gw_route_stats *rs = gw->routes; rs != NULL;
              rs = rs->next) {
             fprintf(out, "%s{\"dest\":", rs == gw->routes ? "" : ",");
@@ -305,7 +311,7 @@ static void cmd_stats(struct gw *gw, FILE *out, bool json)
             "\nbatches sent  %" PRIu64 " (%" PRIu64 " messages)"
             "\naddresses     %" PRIu64 " cached, %" PRIu64 " evicted"
             "\ndestinations  %zu cached, %" PRIu64 " evicted"
-            "\nsources       %u, %" PRIu64 " refused\n\n",
+            "\nsources       %u, %" PRIu64 " refused\n",
             gw->inflight, gw->n_forwarded, gw->n_failed, gw->n_timedout,
             gw->n_denied, gw->n_busy, gw->n_noroute, gw->n_draining,
             gw->n_refused_bulk, gw->n_canceled, cs.rx_dropped, cs.na_dropped,
@@ -313,6 +319,11 @@ static void cmd_stats(struct gw *gw, FILE *out, bool json)
             cs.tx_batched, naddrs, addrs_evicted,
             cw_htable_count(&gw->rcache), gw->n_rcache_evicted, gw->nsrcs,
             gw->n_src_refused);
+    fprintf(out, "handoffs      %" PRIu64 "\nper worker   ",
+            (uint64_t)atomic_load(&gw->handoffs));
+    for (unsigned k = 0; k < gw->nshards; k++)
+        fprintf(out, " %" PRIu64, gw->shards[k].forwarded);
+    fprintf(out, " forwarded\n\n");
     gw_bulk_stats(gw, out, false);
     for (struct gw_route_stats *rs = gw->routes; rs != NULL; rs = rs->next) {
         fprintf(out, "route %s -> %s: %" PRIu64 " forwarded, %" PRIu64

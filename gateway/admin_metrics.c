@@ -218,6 +218,16 @@ void gw_admin_metrics(struct gw *gw, FILE *out)
     gw_metric_head(out, "causeway_gateway_draining", "gauge",
          "1 while draining (SIGTERM or cwctl drain).");
     fprintf(out, "causeway_gateway_draining %d\n", gw->draining ? 1 : 0);
+    gw_metric_head(out, "causeway_gateway_worker_forwarded_total", "counter",
+         "RPCs forwarded and answered, by the worker thread that ran them.");
+    for (unsigned k = 0; k < gw->nshards; k++)
+        fprintf(out, "causeway_gateway_worker_forwarded_total{worker=\"%u\"} %"
+                PRIu64 "\n", k, gw->shards[k].forwarded);
+    gw_metric_head(out, "causeway_gateway_handoffs_total", "counter",
+         "Forwards that had to change thread (a queued request started by "
+         "another worker than the one it came in on).");
+    fprintf(out, "causeway_gateway_handoffs_total %" PRIu64 "\n",
+            (uint64_t)atomic_load(&gw->handoffs));
     gw_metric_head(out, "causeway_gateway_inflight_rpcs", "gauge",
          "RPCs forwarded and not answered yet.");
     fprintf(out, "causeway_gateway_inflight_rpcs %u\n", gw->inflight);

@@ -134,15 +134,10 @@ void gw_addr_cache_stats(struct gw *gw, uint64_t *count_p,
     *evicted_p = evicted;
 }
 
-struct gw_shard *gw_shard_of_uri(struct gw *gw, const char *uri)
+void gw_addr_forget_all(struct gw *gw, const char *uri)
 {
-    const char *first = strrchr(uri, '@'); /* the rightmost hop */
-    struct gw_net *n;
-
-    if (!gw->threaded)
-        return &gw->shards[0];
-    n = gw_net_of_addr(gw, first != NULL ? first + 1 : uri);
-    return n != NULL ? n->sh : &gw->shards[0];
+    for (unsigned k = 0; k < gw->nshards; k++)
+        gw_addr_forget(&gw->shards[k], uri);
 }
 
 /* ---- per-route counters ------------------------------------------------- */
@@ -689,7 +684,8 @@ bool gw_fwd_resume_mt(struct gw_fwd *f)
         return false;
     }
     old = gw_fwd_retarget(f, &t, rs, f->st);
-    f->eg_sh = t.egress->sh;
+    /* Every shard reaches every network: it stays where it came in. */
+    f->eg_sh = gw_shard_of_ctx(gw, cw_handle_context(f->in));
     snprintf(f->dest, sizeof(f->dest), "%s", t.dest);
     f->resume = true; /* gw_fwd_send marks the new outgoing handle */
     gw->n_resumed++;
@@ -719,6 +715,7 @@ static void gw_fwd_count(struct gw_fwd *f, cw_status_t st, bool sent)
     } else if (sent && (st == CW_OK || !gw_status_is_transport(st))) {
         gw->n_forwarded++;
         rs->forwarded++;
+        (f->in_sh != NULL ? f->in_sh : &gw->shards[0])->forwarded++;
     } else {
         gw->n_failed++;
         rs->failed++;
@@ -899,7 +896,7 @@ void gw_forward(struct gw *gw, cw_handle_t *in, uint64_t qseq)
     if (gw->threaded) {
         /* The egress shard sends it (gw_fwd_send) once gw->lock is
          * dropped: gw_forward_mt. */
-        f->eg_sh = t.egress->sh;
+        f->eg_sh = gw_shard_of_ctx(gw, cw_handle_context(in));
         snprintf(f->dest, sizeof(f->dest), "%s", t.dest);
         gw_fwd_stage(f);
         return;

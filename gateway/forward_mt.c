@@ -82,8 +82,9 @@ void gw_fwd_stage(struct gw_fwd *f)
 {
     struct gw_shard *self = gw_shard_self();
 
-    f->in_sh = f->ingress != NULL ? f->ingress->sh
-                                  : (self != NULL ? self : &f->gw->shards[0]);
+    f->in_sh = gw_shard_of_ctx(f->gw, cw_handle_context(f->in));
+    if (f->eg_sh != self)
+        atomic_fetch_add_explicit(&f->gw->handoffs, 1, memory_order_relaxed);
     f->work.fn = gw_fwd_send_work;
     f->epoch = f->gw->epoch;
     gw_stage_work(f->eg_sh, &f->work);
@@ -239,10 +240,7 @@ static cw_status_t gw_fwd_send_bulk(struct gw_fwd *f, cw_handle_t *out,
     cw_status_t st;
 
     pthread_mutex_lock(&gw->lock);
-    for (unsigned i = 0; i < gw->nnets && egress == NULL; i++)
-        if (gw->nets[i].net != NULL &&
-            cw_addr_network(next) == gw->nets[i].net)
-            egress = &gw->nets[i];
+    egress = gw_net_of(gw, cw_addr_network(next));
     f->out = out; /* gw_bulk_rewrite writes there; not sent yet */
     st = egress != NULL ? gw_bulk_rewrite(gw, f, f->in, egress, next)
                         : CW_UNREACHABLE;

@@ -52,12 +52,23 @@ struct gw_net *gw_net_of_addr(struct gw *gw, const char *uri)
     return NULL;
 }
 
+bool gw_net_has(const struct gw *gw, const struct gw_net *gn,
+                const cw_network_t *net)
+{
+    if (net == NULL)
+        return false;
+    for (unsigned k = 0; k < gw->nshards; k++)
+        if (gn->members[k] == net)
+            return true;
+    return false;
+}
+
 struct gw_net *gw_net_of(struct gw *gw, const cw_network_t *net)
 {
     if (net == NULL)
         return NULL;
     for (unsigned i = 0; i < gw->nnets; i++)
-        if (gw->nets[i].net == net)
+        if (gw_net_has(gw, &gw->nets[i], net))
             return &gw->nets[i];
     return NULL;
 }
@@ -65,21 +76,28 @@ struct gw_net *gw_net_of(struct gw *gw, const cw_network_t *net)
 cw_status_t gw_net_open(struct gw *gw, const struct cw_config_network *cn,
                         struct gw_net *gn)
 {
-    struct gw_shard *sh = gw_shard_pick(gw);
+    cw_context_t *ctxs[GW_MAX_SHARDS];
     cw_status_t st;
 
     memset(gn, 0, sizeof(*gn));
     snprintf(gn->name, sizeof(gn->name), "%s", cn->name);
     snprintf(gn->uri, sizeof(gn->uri), "%s", cn->address);
-    /* Chunks staged between fabrics: let a plugin copy them on a thread of
-     * its own while this one receives the next (na-shm does). */
-    st = cw_network_open(sh->ctx, cn->address,
-                         CW_NET_LISTEN | CW_NET_ASYNC_RMA, &gn->net);
+    /* Every shard serves the one published address: callers are spread
+     * over the shards and each request runs to completion on the shard
+     * it reached (docs/gateway.md, "Threads").  Chunks staged between
+     * fabrics: let a plugin copy them on a thread of its own while this
+     * one receives the next (na-shm does). */
+    for (unsigned k = 0; k < gw->nshards; k++)
+        ctxs[k] = gw->shards[k].ctx;
+    st = cw_network_open_spread(ctxs, gw->nshards, cn->address,
+                                CW_NET_LISTEN | CW_NET_ASYNC_RMA,
+                                gn->members);
     if (st != CW_OK) {
         CW_ERROR(GW_LOG, "network %s: cannot listen on %s: %s", cn->name,
                  cn->address, cw_status_str(st));
         return st;
     }
+    gn->net = gn->members[0];
     st = cw_network_uri(gn->net, gn->self, sizeof(gn->self));
     if (st == CW_OK)
         st = cw_uri_parse(gn->self, &gn->parsed);
@@ -88,11 +106,11 @@ cw_status_t gw_net_open(struct gw *gw, const struct cw_config_network *cn,
                  cn->name, cw_status_str(st));
         return st;
     }
-    gn->sh = sh;
-    sh->nnets++;
+    for (unsigned k = 0; k < gw->nshards; k++)
+        gw->shards[k].nnets++;
     if (gw->threaded)
-        GW_NOTICE("network %s listening on %s (thread %u)", gn->name,
-                  gn->self, sh->idx);
+        GW_NOTICE("network %s listening on %s (%u threads)", gn->name,
+                  gn->self, gw->nshards);
     else
         GW_NOTICE("network %s listening on %s", gn->name, gn->self);
     return CW_OK;
@@ -152,12 +170,7 @@ static cw_status_t gw_start(struct gw *gw, const struct cw_config *cfg)
     copts.max_payload_size = (size_t)cfg->limits.max_payload_size;
     /* A gateway takes requests from many clients at once. */
     copts.unexpected_bufs = 128;
-    /* A shard without a network would only sleep: at most one each. */
-    st = gw_shards_init(gw, &copts,
-                        cfg->gateway.threads < cfg->nnetworks ||
-                                cfg->nnetworks == 0
-                            ? cfg->gateway.threads
-                            : (unsigned)cfg->nnetworks);
+    st = gw_shards_init(gw, &copts, cfg->gateway.threads);
     if (st != CW_OK)
         return st;
     st = cw_rpc_register(gw->ctx, GW_PING_RPC, gw_ping_handler, gw, NULL,

@@ -26,6 +26,7 @@
 
 #define GW_LOG "gw"
 #define GW_MAX_NETS 8
+#define GW_MAX_SHARDS 64 /* gateway.threads: workers */
 #define GW_HIST_BUCKETS 24 /* log2 buckets of added latency, 1 us .. 8 s */
 #define GW_PING_RPC "causeway.ping"
 
@@ -65,6 +66,8 @@ struct gw_shard {
     pthread_t tid;
     bool started;
     unsigned nnets;                   /**< networks opened on it */
+    uint64_t forwarded;               /**< forwards it ran that ended with
+                                           an answer (gw->lock) */
     _Atomic(struct gw_work *) inbox;  /**< lock-free MPSC (gw_shard_post) */
     /* A reload's barrier (gw_fwd_barrier): the marker goes through the
      * inbox behind the sends staged before the reload. */
@@ -90,8 +93,10 @@ struct gw_net {
     char uri[CW_URI_MAX];       /**< as written in the config */
     char self[CW_URI_MAX];      /**< what the plugin chose */
     struct cw_uri parsed;       /**< of self */
-    cw_network_t *net;
-    struct gw_shard *sh;        /**< the shard whose context it is in */
+    cw_network_t *net;          /**< the published endpoint (members[0]) */
+    /** Its endpoint in each shard's context: one published address served
+     *  by every shard (cw_network_open_spread); [i] is in shards[i]. */
+    cw_network_t *members[GW_MAX_SHARDS];
     bool removed;               /**< dropped by a reload (still bound) */
     uint64_t rx, denied, busy;  /**< requests that arrived on it */
     unsigned inflight;          /**< forwarded RPCs that came in on it */
@@ -165,7 +170,8 @@ struct gw_queued {
     cw_handle_t *in;
     cw_status_t st;
     uint64_t seq;                 /**< queued: its arrival (gw->qseq) */
-    const cw_network_t *net;      /**< queued: the network it came in on */
+    const cw_network_t *net;      /**< queued: the network it came in on
+                                       (its published endpoint) */
 };
 
 /** A routing destination parsed once (forward.c): its own hops stripped,
@@ -292,6 +298,8 @@ struct gw {
     uint64_t epoch;               /**< reloads so far (gw->lock) */
     _Atomic uint64_t epoch_clear; /**< every shard passed this epoch's
                                        barrier: its sends may go */
+    _Atomic uint64_t handoffs;    /**< forwards staged from a thread to
+                                       another shard's (threaded) */
 };
 
 static inline struct gw_fwd *gw_fwd_of_work(struct gw_work *w)
@@ -314,6 +322,9 @@ static inline void gw_unlock(struct gw *gw)
 
 /* gateway.c */
 struct gw_net *gw_net_by_name(struct gw *gw, const char *name);
+/** True if @p net is one of @p gn's endpoints (any shard's). */
+bool gw_net_has(const struct gw *gw, const struct gw_net *gn,
+                const cw_network_t *net);
 /** The network a source address arrived on (by plugin and protocol),
  *  removed ones included. */
 struct gw_net *gw_net_of_addr(struct gw *gw, const char *uri);
@@ -342,8 +353,10 @@ void gw_addr_cache_stats(struct gw *gw, uint64_t *count_p,
                          uint64_t *evicted_p);
 /** Empty every shard's address cache. */
 void gw_addr_cache_fini(struct gw *gw);
-/** The shard whose context reaches @p uri (its first hop). */
-struct gw_shard *gw_shard_of_uri(struct gw *gw, const char *uri);
+/** The shard whose context holds @p ctx (shard 0 if none). */
+struct gw_shard *gw_shard_of_ctx(struct gw *gw, const cw_context_t *ctx);
+/** Forget a cached next hop in every shard. */
+void gw_addr_forget_all(struct gw *gw, const char *uri);
 /** Forget every parsed destination (the networks or the table changed). */
 void gw_rcache_clear(struct gw *gw);
 /** The open network @p net is, or NULL. */
@@ -507,8 +520,6 @@ cw_status_t gw_threads_start(struct gw *gw);
 void gw_threads_stop(struct gw *gw);
 /** Destroy the shards' contexts. */
 void gw_shards_fini(struct gw *gw);
-/** The shard with the fewest networks (where a new one goes). */
-struct gw_shard *gw_shard_pick(struct gw *gw);
 /** Hand @p w to @p sh's thread: run at once if that is this thread. */
 void gw_shard_post(struct gw_shard *sh, struct gw_work *w);
 /** Queue @p w for @p sh's thread (its next pass, even from that thread). */

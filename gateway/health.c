@@ -187,7 +187,7 @@ static void gw_ping_cb(cw_handle_t *h, cw_status_t st, void *arg)
             !cw_route_table_nexthop_is_up(p->table, hc->nexthop))
             gw_fwd_hop_down(gw, hc->addr);
         if (!ok)
-            gw_addr_forget(gw_shard_of_uri(gw, hc->addr), hc->addr);
+            gw_addr_forget_all(gw, hc->addr);
     }
     gw->pings_inflight--;
     gw_unlock(gw);
@@ -274,7 +274,7 @@ static void gw_ping(struct gw *gw, unsigned i, uint64_t now)
     if (gw->threaded) {
         /* The shard whose network it leaves by sends it, once this thread
          * has dropped gw->lock (even when that is shard 0). */
-        p->sh = gw_shard_of_uri(gw, target);
+        p->sh = &gw->shards[0]; /* it has an endpoint on every network */
         memcpy(p->target, target, sizeof(p->target));
         p->work.fn = gw_ping_send;
         hc->inflight = true;

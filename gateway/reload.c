@@ -94,9 +94,16 @@ static void gw_net_close_at(struct gw *gw, unsigned i)
      * their own references). */
     gw_addr_cache_fini(gw);
     gw_rcache_clear(gw);
-    st = cw_network_close(n->net);
-    if (n->sh != NULL)
-        n->sh->nnets--; /* it leaves its shard */
+    st = CW_OK;
+    for (unsigned k = 0; k < gw->nshards; k++) {
+        /* The published endpoint first: no caller is sent to a member
+         * already closed. */
+        cw_status_t kst = n->members[k] ? cw_network_close(n->members[k])
+                                        : CW_OK;
+        if (kst != CW_OK && st == CW_OK)
+            st = kst;
+        gw->shards[k].nnets--;
+    }
     if (st != CW_OK)
         CW_WARN(GW_LOG, "closing network %s failed: %s", n->name,
                 cw_status_str(st));

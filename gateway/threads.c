@@ -24,6 +24,14 @@ struct gw_shard *gw_shard_self(void)
     return gw_cur_shard;
 }
 
+struct gw_shard *gw_shard_of_ctx(struct gw *gw, const cw_context_t *ctx)
+{
+    for (unsigned k = 1; k < gw->nshards; k++)
+        if (gw->shards[k].ctx == ctx)
+            return &gw->shards[k];
+    return &gw->shards[0];
+}
+
 cw_status_t gw_shards_init(struct gw *gw, const struct cw_context_opts *o,
                            unsigned n)
 {
@@ -31,8 +39,11 @@ cw_status_t gw_shards_init(struct gw *gw, const struct cw_context_opts *o,
 
     if (n < 1)
         n = 1;
-    if (n > GW_MAX_NETS)
-        n = GW_MAX_NETS;
+    if (n > GW_MAX_SHARDS) {
+        CW_WARN(GW_LOG, "gateway.threads %u: at most %d are used", n,
+                GW_MAX_SHARDS);
+        n = GW_MAX_SHARDS;
+    }
     gw->shards = calloc(n, sizeof(*gw->shards));
     if (gw->shards == NULL) {
         CW_ERROR(GW_LOG, "out of memory");
@@ -88,16 +99,6 @@ cw_status_t gw_shards_setup(struct gw *gw)
         }
     }
     return CW_OK;
-}
-
-struct gw_shard *gw_shard_pick(struct gw *gw)
-{
-    struct gw_shard *best = &gw->shards[0];
-
-    for (unsigned i = 1; i < gw->nshards; i++)
-        if (gw->shards[i].nnets < best->nnets)
-            best = &gw->shards[i];
-    return best;
 }
 
 void gw_shard_post(struct gw_shard *sh, struct gw_work *w)

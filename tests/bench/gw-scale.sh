@@ -1,0 +1,117 @@
+#!/bin/bash
+# A gateway's workers (gateway.threads) against many callers: aggregate
+# rate direct and through the gateway, in the same run.
+#
+#   [N=8] [S=4] [THREADS="1 4"] [ITERS=20000] [IN=ofi+tcp] [OUT=ofi+tcp]
+#   [ROUNDS=1] [JSON=1] tests/bench/gw-scale.sh [BUILD_DIR]
+#
+# S cw-perf servers listen on fabric OUT; for each value T in THREADS a
+# causewayd with gateway.threads: T listens on IN and OUT (OUT on
+# 127.0.0.2 so both may be the same fabric).  N cw-perf clients, 16 64 B
+# RPCs in flight each (--test rate), spread over the servers, run at once:
+# first directly to the servers, then through the gateway
+# ("server@gateway"), and the sum of their median rates is reported for
+# both.  The gateway's CPU time (utime + stime of all its threads, from
+# /proc) over the run through it is divided by the RPCs it forwarded, and
+# its handoffs counter (requests that changed thread) by the same.  With
+# JSON=1 each row is one object:
+#   {"threads":T,"rps":R,"direct_rps":D,"gw_cpu_us_per_rpc":C,
+#    "handoffs_per_rpc":H,"per_worker":"a/b/..."}
+# ROUNDS=N repeats the THREADS list N times.  On a machine with fewer cores
+# than N clients, S servers and T workers, the rates show the scheduler as
+# much as the gateway: read the CPU per RPC there.
+set -u
+B=$(cd "${1:-build}" && pwd)
+N=${N:-8}
+S=${S:-4}
+THREADS=${THREADS:-"1 4"}
+ITERS=${ITERS:-20000}
+IN=${IN:-ofi+tcp}
+OUT=${OUT:-ofi+tcp}
+ROUNDS=${ROUNDS:-1}
+. "$(dirname "$0")/bench_lib.sh" gwscale
+PERF=$B/tools/cw-perf
+GWD=$B/gateway/causewayd
+CWCTL=$B/tools/cwctl
+median() { grep -o '"median":[0-9.]*' | head -n 1 | cut -d: -f2; }
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+counter() {
+    "$CWCTL" --admin "$1" stats --json | grep -o "\"$2\":[0-9]*" |
+        head -n 1 | cut -d: -f2
+}
+listen_uri() {
+    case $1 in
+    shm) echo "shm://$TAG-$2" ;;
+    ofi+tcp | ucx+tcp) echo "$1://${3:-127.0.0.1}:0" ;;
+    *) echo "gw-scale: fabric shm, ofi+tcp or ucx+tcp, not '$1'" >&2; exit 2 ;;
+    esac
+}
+
+# run_clients TARGET_SUFFIX: N clients at once; prints the sum of rates.
+run_clients() {
+    local suffix=$1 i sum=0 r
+    for i in $(seq "$N"); do
+        timeout 300 "$PERF" client --target "${SRV[$(((i - 1) % S))]}$suffix" \
+            --test rate --sizes 64 --inflight 16 --iters "$ITERS" --reps 1 \
+            --json >"$T/cli$i.json" 2>"$T/cli$i.err" &
+    done
+    wait # runs in $(...): its children are the clients alone
+    for i in $(seq "$N"); do
+        r=$(median <"$T/cli$i.json")
+        [ -n "$r" ] || { echo "client $i failed: $(cat "$T/cli$i.err")" >&2; exit 1; }
+        sum=$(awk -v a="$sum" -v b="$r" 'BEGIN { print a + b }')
+    done
+    echo "$sum"
+}
+
+SRV=()
+for s in $(seq "$S"); do
+    rm -f "$T/srv$s.addr"
+    "$PERF" server --listen "$(listen_uri "$OUT" "srv$s" 127.0.0.2)" \
+        --addr-file "$T/srv$s.addr" >/dev/null 2>"$T/srv$s.log" &
+    PIDS="$PIDS $!"
+    wait_for test -s "$T/srv$s.addr" || { echo "server $s failed" >&2; exit 1; }
+    SRV+=("$(cat "$T/srv$s.addr")")
+done
+
+[ "${JSON:-0}" = 1 ] || printf '%-20s %7s %12s %12s %8s %14s %12s  %s\n' path \
+    threads direct_rps gw_rps ratio gw_cpu_us/rpc handoffs/rpc per_worker
+for _ in $(seq "$ROUNDS"); do
+    for th in $THREADS; do
+        admin="127.0.0.1:$(free_port)"
+        cat >"$T/gw.yaml" <<YAML
+gateway: { name: scale, admin: "$admin", threads: $th }
+networks:
+  - { name: in0, address: "$(listen_uri "$IN" gwin$th)" }
+  - { name: out0, address: "$(listen_uri "$OUT" gwout$th 127.0.0.2)" }
+YAML
+        rm -f "$T/gw.ready"
+        "$GWD" -c "$T/gw.yaml" --ready-fd 3 3>"$T/gw.ready" 2>"$T/gw.log" &
+        gw=$!
+        PIDS="$PIDS $gw"
+        wait_for grep -q '^ready$' "$T/gw.ready" || { echo "gateway failed: $(cat "$T/gw.log")" >&2; exit 1; }
+        gw_addr=$(awk '$1=="in0"{print $2}' "$T/gw.ready")
+        direct=$(run_clients "")
+        c0=$(ticks "$gw")
+        f0=$(counter "$admin" forwarded)
+        h0=$(counter "$admin" handoffs)
+        via=$(run_clients "@$gw_addr")
+        c1=$(ticks "$gw")
+        f1=$(counter "$admin" forwarded)
+        h1=$(counter "$admin" handoffs)
+        per=$("$CWCTL" --admin "$admin" stats --json | grep -o '"workers":\[[^]]*\]' |
+            grep -o '"forwarded":[0-9]*' | cut -d: -f2 | paste -sd/)
+        kill -TERM "$gw"
+        wait "$gw" || { echo "gateway exited $?: $(tail -n 5 "$T/gw.log")" >&2; exit 1; }
+        awk -v p="$IN->$OUT" -v t="$th" -v d="$direct" -v v="$via" \
+            -v c=$((c1 - c0)) -v n=$((f1 - f0)) -v h=$((${h1:-0} - ${h0:-0})) \
+            -v hz="$(getconf CLK_TCK)" -v per="$per" -v json="${JSON:-0}" 'BEGIN {
+            cpu = n ? c * 1e6 / hz / n : 0; hpr = n ? h / n : 0
+            if (json == 1)
+                printf "{\"threads\":%d,\"rps\":%.0f,\"direct_rps\":%.0f,\"gw_cpu_us_per_rpc\":%.3f,\"handoffs_per_rpc\":%.5f,\"per_worker\":\"%s\"}\n",
+                    t, v, d, cpu, hpr, per
+            else
+                printf "%-20s %7d %12.0f %12.0f %8.3f %14.3f %12.5f  %s\n",
+                    p, t, d, v, d ? v / d : 0, cpu, hpr, per }'
+    done
+done

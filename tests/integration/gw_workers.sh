@@ -1,0 +1,97 @@
+#!/bin/bash
+# gateway.threads: 4, the workers behind one published address per network
+# (docs/gateway.md, "Threads"):
+#   1. 8 callers, 16 in flight each, ofi+tcp -> gateway -> shm, while the
+#      configuration is reloaded three times: every call succeeds, every
+#      worker forwards some of them, fewer than 1% change thread, and the
+#      servers see each caller's requests in the order it made them;
+#   2. a caller killed in mid-flight leaves the others served.
+# Usage: gw_workers.sh CAUSEWAYD CW_PING CWCTL TEST_GW_SEQ
+. "$(dirname "$0")/gw_lib.sh"
+SEQ=$4
+N=${GW_WORKERS_CALLS:-3000}
+
+start_seq() {
+    local name=$1 uri=$2
+    rm -f "$T/$name.addr"
+    "$SEQ" serve "$uri" "$T/$name.addr" >"$T/$name.out" 2>"$T/$name.log" &
+    eval "${name}_PID=$!"
+    PIDS="$PIDS $!"
+    wait_for test -s "$T/$name.addr" || fail "server $name did not start: $(cat "$T/$name.log")"
+    eval "$name=\$(cat \"\$T/\$name.addr\")"
+}
+
+start_seq s1 "shm://$TAG-s1"
+start_seq s2 "shm://$TAG-s2"
+cat >"$T/gw.yaml" <<YAML
+gateway: { name: workers, admin: "127.0.0.1:$(free_port)", threads: 4 }
+networks:
+  - { name: tcp0, address: "ofi+tcp://127.0.0.1:0" }
+  - { name: shm0, address: "shm://$TAG-gw" }
+YAML
+start_gw gw "$T/gw.yaml"
+grep -q "network tcp0 listening on .* (4 threads)" "$T/gw.log" ||
+    fail "tcp0 not served by 4 workers: $(cat "$T/gw.log")"
+pass "tcp0 and shm0 each served by 4 workers"
+
+# 1. Eight callers over two servers, with reloads while they run.
+cpids=""
+for i in 1 2 3 4 5 6 7 8; do
+    srv=$s1
+    [ $((i % 2)) = 0 ] && srv=$s2
+    timeout 120 "$SEQ" call "$srv@$gw_tcp0" "$i" "$N" >"$T/c$i.out" 2>&1 &
+    cpids="$cpids $!"
+done
+for r in 1 2 3; do
+    # Each reload while calls are still being forwarded.
+    before=$(json_num "$("$CWCTL" --admin "$gw_admin" stats --json)" forwarded)
+    wait_for sh -c "[ \$(\"$CWCTL\" --admin '$gw_admin' stats --json | grep -o '\"forwarded\":[0-9]*' | head -n 1 | cut -d: -f2) -gt $((before + 100)) ]" ||
+        fail "reload $r: the load is not running (forwarded stays at $before)"
+    "$CWCTL" --admin "$gw_admin" reload >"$T/reload$r.out" 2>&1 ||
+        fail "reload $r: $(cat "$T/reload$r.out")"
+done
+pass "3 reloads while the callers ran"
+n=0
+for p in $cpids; do
+    wait "$p" && n=$((n + 1))
+done
+[ $n = 8 ] || fail "$n of 8 callers succeeded: $(cat "$T"/c*.out)"
+pass "8 callers x $N calls, none failed"
+stats=$("$CWCTL" --admin "$gw_admin" stats --json)
+fwd=$(json_num "$stats" forwarded)
+hand=$(json_num "$stats" handoffs)
+[ "$fwd" -ge $((8 * N)) ] || fail "forwarded $fwd of $((8 * N)): $stats"
+workers=$(printf '%s' "$stats" | grep -o '"workers":\[[^]]*\]')
+nw=$(printf '%s' "$workers" | grep -o '"forwarded":[0-9]*' | cut -d: -f2 | awk '$1 > 0' | wc -l)
+[ "$nw" = 4 ] || fail "not every worker forwarded: $workers"
+pass "every worker forwarded: $workers"
+[ $((hand * 100)) -lt "$fwd" ] || fail "handoffs $hand of $fwd forwarded (>= 1%)"
+pass "handoffs $hand of $fwd forwarded"
+
+# 2. A caller killed in mid-flight; the others are served.
+cpids=""
+for i in 11 12 13; do
+    timeout 120 "$SEQ" call "$s1@$gw_tcp0" "$i" "$N" >"$T/c$i.out" 2>&1 &
+    cpids="$cpids $!"
+done
+timeout 120 "$SEQ" call "$s2@$gw_tcp0" 14 1000000 >"$T/c14.out" 2>&1 &
+victim=$!
+before=$(json_num "$("$CWCTL" --admin "$gw_admin" stats --json)" forwarded)
+wait_for sh -c "[ \$(\"$CWCTL\" --admin '$gw_admin' stats --json | grep -o '\"forwarded\":[0-9]*' | head -n 1 | cut -d: -f2) -gt $((before + 500)) ]" ||
+    fail "the second load did not start"
+kill -KILL "$victim"
+wait "$victim" 2>/dev/null
+n=0
+for p in $cpids; do
+    wait "$p" && n=$((n + 1))
+done
+[ $n = 3 ] || fail "after a caller was killed, $n of 3 others succeeded: $(cat "$T"/c1[123].out)"
+pass "a caller killed in mid-flight; the 3 others made all their calls"
+
+# Every server saw each caller's requests in order (it exits 1 if not).
+for s in s1 s2; do
+    eval "stop_pid \$${s}_PID"
+    [ "$STOP_RC" = 0 ] || fail "server $s: $(cat "$T/$s.out") $(head -n 5 "$T/$s.log")"
+    pass "server $s: $(cat "$T/$s.out")"
+done
+gw_stop_clean gw
