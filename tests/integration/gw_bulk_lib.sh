@@ -48,7 +48,7 @@ hold_kill() {
     timeout 60 "$XFER" hold "$3" "$4" >"$T/hold.out" 2>"$T/hold.err" &
     hp=$!
     sleep 1
-    kill -KILL "$2"
+    gw_kill "$2"
     wait "$hp"
     read -r st ms <"$T/hold.out"
     [ -n "$st" ] && [ "$st" != CW_OK ] && [ "${ms:-99999}" -lt 25000 ] ||

@@ -93,8 +93,7 @@ kill_carrier() {
     carrier "$1" || { kill "$CP"; fail "no gateway carried the transfer"; }
     [ "$1" = 0 ] && sleep 0.2
     eval "pid=\$${CARRIER}_PID"
-    kill -KILL "$pid"
-    wait "$pid" 2>/dev/null
+    gw_kill "$pid"
 }
 
 # call_end WHAT: wait for the call; its line goes into ST MS RUNS RESUMED
@@ -191,7 +190,7 @@ up gwb
 call_start pull idem 8000
 kill_carrier $((8 << 20))
 other=$([ "$CARRIER" = gwa ] && echo gwb || echo gwa)
-eval "kill -KILL \$${other}_PID"
+eval "gw_kill \$${other}_PID"
 call_end "pull/idem, no way left"
 [ -n "$ST" ] && [ "$ST" != CW_OK ] && [ "${MS:-999999}" -lt 9000 ] ||
     fail "no way left: origin got '$ST' after ${MS:-?} ms"

@@ -313,8 +313,7 @@ for _ in $(seq 3); do
         break
 done ||
     fail "load did not get going: $(stats | head -c 300)"
-kill -KILL "$b2_PID"
-wait "$b2_PID" 2>/dev/null
+gw_kill "$b2_PID"
 rm -f /dev/shm/causeway-"$TAG"-b2
 wait_for sh -c "'$CWCTL' --admin '$admin' services --json | grep -q '\"address\":\"shm://$TAG-b2\",[^}]*\"state\":\"ejected\"'" ||
     fail "killed backend not ejected"

@@ -46,8 +46,7 @@ done
 spread || fail "traffic not spread over both gateways: $routes"
 pass "traffic spread over both gateways"
 
-kill -KILL "$gwa_PID"
-wait "$gwa_PID" 2>/dev/null
+gw_kill "$gwa_PID"
 timeout 60 "$CW_PING" -q -c 20 -t 2000 "$echo@$front_shm0" >"$T/ping.out"
 ok=$(grep -o 'CW_OK=[0-9]*' "$T/ping.out" | cut -d= -f2)
 [ "${ok:-0}" -ge 17 ] || fail "after the kill only ${ok:-0}/20 succeeded: $(cat "$T/ping.out")"

@@ -40,8 +40,7 @@ pass "both backends healthy"
     fail "services table has no STATE/INFLIGHT columns"
 pass "both backends up in the route table"
 
-kill -KILL "$b2_PID"
-wait "$b2_PID" 2>/dev/null
+gw_kill "$b2_PID"
 rm -f /dev/shm/causeway-"$TAG"-b2
 timeout 60 "$CW_PING" -q -c 20 -t 2000 "svc:echo@$gw_tcp0" >"$T/ping.out"
 ok=$(grep -o 'CW_OK=[0-9]*' "$T/ping.out" | cut -d= -f2)
