@@ -141,6 +141,14 @@ free_port() {
     python3 "$(dirname "${BASH_SOURCE[0]}")/free_port.py"
 }
 
+# addr_ready FILE PID: a server has written its address to FILE; one that
+# exited before fails the test at once.
+addr_ready() {
+    test -s "$1" && return 0
+    kill -0 "$2" 2>/dev/null || fail "server pid $2 exited before writing $1"
+    return 1
+}
+
 # start_echo NAME URI [DELAY_MS] [PREFIX...]: echo server; sets $NAME (its
 # address) and ${NAME}_PID.  PREFIX runs it (e.g. "ip netns exec ns").
 start_echo() {
@@ -151,25 +159,8 @@ start_echo() {
         --delay "$delay" 2>"$T/$name.log" &
     eval "${name}_PID=$!"
     PIDS="$PIDS $!"
-    wait_for test -s "$T/$name.addr" || fail "echo server $name ($uri) did not start"
+    wait_for addr_ready "$T/$name.addr" "$!" || fail "echo server $name ($uri) did not start"
     eval "$name=\$(cat \"\$T/\$name.addr\")"
-}
-
-# plugin_available URI: true if an echo server can listen on URI here.
-plugin_available() {
-    local p
-    rm -f "$T/probe.addr"
-    "$CW_PING" --serve "$1" --addr-file "$T/probe.addr" 2>/dev/null &
-    p=$!
-    local rc=1
-    for _ in $(seq 200); do
-        if test -s "$T/probe.addr"; then rc=0; break; fi
-        kill -0 "$p" 2>/dev/null || break # exited: no such plugin here
-        sleep 0.05
-    done
-    kill -TERM "$p" 2>/dev/null
-    wait "$p" 2>/dev/null
-    return $rc
 }
 
 # fabric_here URI: true if cw-info can open URI here; false, with the
