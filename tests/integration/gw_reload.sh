@@ -7,7 +7,9 @@
 . "$(dirname "$0")/gw_lib.sh"
 
 start_echo echo "shm://$TAG-echo"
-start_echo slow "shm://$TAG-slow" 300
+# 2 s a call: the RPCs through ucx0 below stay in flight long enough to be
+# seen there (at 300 ms, a loaded machine's polls missed all eight).
+start_echo slow "shm://$TAG-slow" 2000
 admin="127.0.0.1:$(free_port)"
 write_cfg() {
     cat >"$T/gw.yaml.tmp" <<YAML
@@ -79,7 +81,7 @@ write_cfg "" "  - { name: ucx0, address: \"ucx+tcp://127.0.0.1:$uport\" }"
 "$CWCTL" --admin "$admin" status | grep -q "^ucx0 .*ucx+tcp://127.0.0.1:$uport" ||
     fail "ucx0 not listed: $("$CWCTL" --admin "$admin" status)"
 ping_expect "through the network added by reload" CW_OK -c 5 "$echo@ucx+tcp://127.0.0.1:$uport"
-# Slow RPCs (300 ms each at the backend) in flight through ucx0 while a
+# Slow RPCs (2 s each at the backend) in flight through ucx0 while a
 # reload drops it: they finish normally, then ucx0 is closed.
 timeout 60 "$CW_PING" -q -c 8 -n 8 -t 10000 "$slow@ucx+tcp://127.0.0.1:$uport" \
     >"$T/slow.out" 2>"$T/slow.err" &
