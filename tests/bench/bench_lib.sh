@@ -9,7 +9,7 @@ TAG=$1$$
 PIDS=""
 cleanup() {
     for p in $PIDS; do kill -TERM "$p" 2>/dev/null; done
-    sleep 0.3
+    sleep 0.3 # sleep-ok: a grace before SIGKILL; nothing is checked here
     for p in $PIDS; do kill -KILL "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
     rm -rf "$T"
     rm -f /dev/shm/causeway-"$TAG"* 2>/dev/null
@@ -19,7 +19,10 @@ trap 'exit 1' INT TERM
 
 # wait_for CMD...: up to 10 s for CMD to succeed.
 wait_for() {
-    for _ in $(seq 200); do "$@" && return 0; sleep 0.05; done
+    for _ in $(seq 200); do
+        "$@" && return 0
+        sleep 0.05 # sleep-ok: the poll interval of a bounded wait
+    done
     return 1
 }
 # A free port outside the ephemeral range (free_port.py).

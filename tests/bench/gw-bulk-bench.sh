@@ -155,7 +155,8 @@ listen relay
 CFG
     "${GWP[@]}" haproxy -f "$T/haproxy.cfg" -db >"$T/haproxy.log" 2>&1 &
     PIDS="$PIDS $!"
-    sleep 0.5
+    accepts() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+    wait_for accepts "$port" || { echo "haproxy did not listen"; cat "$T/haproxy.log"; exit 1; }
     R_haproxy=$("${EP[@]}" "$RELAY" send "$port" 67108864 "$((REPS * 3))")
     printf '%-12s %10s %10s   %s\n' haproxy "$R_haproxy" "-" "raw TCP stream through haproxy, 64 MiB"
     R_haproxy_pull=$R_haproxy R_haproxy_push=$R_haproxy

@@ -10,12 +10,12 @@
 
 ns=cwad$$
 if ! ns_make "$ns"; then
-    echo "SKIP: cannot create network namespaces here (need root and iproute2)"
+    echo "SKIP: $NS_WHY"
     exit 77
 fi
 nx() { ip netns exec "$ns" "$@"; }
-if ! nx ip link add va type veth peer name vb 2>/dev/null; then
-    echo "SKIP: cannot create veth pairs here"
+if ! why=$(nx ip link add va type veth peer name vb 2>&1); then
+    echo "SKIP: cannot create veth pairs here: ip link add ... type veth: $why"
     exit 77
 fi
 nx ip addr add 10.232.0.1/24 dev va && nx ip link set va up &&
@@ -108,7 +108,13 @@ done
 nx python3 "$T/hostile.py" 10.232.0.1 9464 slow >"$T/slow.out" 2>&1 &
 h3=$!
 PIDS="$PIDS $h1 $hn $h3"
-sleep 0.5
+# The gateway has taken them on: the answers of the six that do not read
+# wait in its send queues.
+stuck_answers() {
+    [ "$(nx ss -Htn state established '( sport = :9464 )' | awk '$2 > 0' | wc -l)" -ge 6 ]
+}
+wait_for stuck_answers ||
+    fail "admin answers not held by the clients: $(nx ss -tn state established '( sport = :9464 )')"
 t0=$(date +%s%N)
 nx timeout 20 "$CW_PING" -q -c 40 -i 50 -t 500 "$echo@$gw_tcp0" >"$T/ping.out" ||
     fail "echo while admin clients misbehave: $(cat "$T/ping.out")"

@@ -19,20 +19,19 @@ still_serves() { # WHAT
 }
 
 bulk_srv srv "shm://$TAG-srv1"
-bulk_gw gw "$GWNETS" "$SLOW"
+bulk_gw gw "$GWNETS" "$SLOW" "127.0.0.1:0"
 
 # 1. The target dies mid-transfer.
-hold_kill "target" "$srv_PID" "$srv@$gw_tcp0" "$BIG"
+hold_kill "target" "$srv_PID" "$srv@$gw_tcp0" "$BIG" "$gw_admin"
 bulk_srv srv "shm://$TAG-srv2"
 still_serves "the target died"
 
-# 2. The origin dies mid-transfer (no timeout wrapper: kill the client).
-"$XFER" hold "$srv@$gw_tcp0" "$BIG" >"$T/hold.out" 2>&1 &
-hp=$!
-sleep 1
-kill -KILL "$hp"
-wait "$hp" 2>/dev/null
-sleep 0.5
+# 2. The origin dies mid-transfer; the gateway's pipeline stops.
+hold_start "$srv@$gw_tcp0" "$BIG" "$gw_admin" bare
+gw_kill "$HOLD_PID"
+wait_for sh -c "'$CWCTL' --admin '$gw_admin' stats --json | grep -q '\"active\":0,'" ||
+    fail "the pipeline of the dead origin goes on: $("$CWCTL" --admin "$gw_admin" stats --json)"
+pass "origin killed mid-transfer: the gateway's pipeline stopped"
 still_serves "the origin died"
 
 # 3. A cancel at the origin stops the pipeline.
@@ -49,16 +48,15 @@ grep -q "staging chunks not returned" "$T/gw.log" &&
     fail "staging leaked: $(grep 'not returned' "$T/gw.log")"
 # The interrupted transfers (target died, origin died, cancel 1 s into a
 # ~3 s pipeline) were stopped, not completed: only the 18 of still_serves
-# completed.  Under load the target can die before its transfer reaches
-# the gateway's pipeline (the next hop no longer resolves), and the cancel
-# can land before its pipeline has started, so 1 to 3 of them count as
-# failed pipelines (1 seen under a loaded ASan run and under TSan).
-grep -q "gw: bulk: .* 18 transfers, [0-9]* bytes, [123] failed" "$T/gw.log" ||
+# completed.  The target and the origin die with their pipelines seen
+# running (hold_start), so both count as failed pipelines; under load the
+# cancel can land before its pipeline has started: 2 or 3 failed.
+grep -q "gw: bulk: .* 18 transfers, [0-9]* bytes, [23] failed" "$T/gw.log" ||
     fail "bulk summary at exit: $(grep 'gw: bulk:' "$T/gw.log")"
 pass "every staging chunk returned to the pool ($(grep -o 'bulk: .*waits' "$T/gw.log"))"
 start_gw gw "$T/gw.yaml"
 
 # 4. The gateway dies mid-transfer.
-hold_kill "gateway" "$gw_PID" "$srv@$gw_tcp0" "$BIG"
+hold_kill "gateway" "$gw_PID" "$srv@$gw_tcp0" "$BIG" "$gw_admin"
 kill -0 "$srv_PID" || fail "the target died with the gateway"
 pass "the target survives the gateway's death"

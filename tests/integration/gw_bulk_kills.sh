@@ -15,8 +15,8 @@ ROUNDS=${KILL_ROUNDS:-100}
 # UCX warns at exit about messages that lost their receiver: errors only.
 export UCX_LOG_LEVEL=error
 
-plugin_available "ucx+tcp://127.0.0.1:0" || {
-    echo "SKIP: the ucx plugin cannot listen on ucx+tcp here"
+fabric_here "ucx+tcp://127.0.0.1:0" || {
+    echo "SKIP: ucx+tcp absent here ($FABRIC_WHY)"
     exit 77
 }
 start_echo v "ucx+tcp://127.0.0.1:0" 20
@@ -29,7 +29,7 @@ for round in $(seq "$ROUNDS"); do
     for _ in 1 2 3; do
         victims_start "$v@$gw_ucx0" "$x@$gw_ucx0"
     done
-    sleep "0.$((RANDOM % 5 + 1))"
+    sleep "0.$((RANDOM % 5 + 1))" # sleep-ok: a random moment for the kills
     victims_kill
     kill -0 "$gw_PID" 2>/dev/null || fail "the gateway died in round $round"
 done

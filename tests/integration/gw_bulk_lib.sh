@@ -9,7 +9,7 @@ bulk_srv() {
     "$XFER" serve "$2" "$T/$1.addr" ${3:+"$3"} 2>"$T/$1.log" &
     eval "${1}_PID=$!"
     PIDS="$PIDS $!"
-    wait_for test -s "$T/$1.addr" || fail "server $1 ($2) did not start"
+    wait_for addr_ready "$T/$1.addr" "$!" || fail "server $1 ($2) did not start"
     eval "$1=\$(cat \"\$T/\$1.addr\")"
 }
 
@@ -41,15 +41,39 @@ xfer() {
     pass "$1"
 }
 
-# hold_kill WHAT PID TARGET SIZE: start a long pull, kill PID after 1 s;
-# the origin's RPC must end with an error within 25 s.
+# mid_pull ADMIN USES0: the gateway at ADMIN has a transfer in its
+# pipeline that has used 64 staging chunks since its count was USES0.
+mid_pull() {
+    local s
+    s=$("$CWCTL" --admin "$1" stats --json 2>/dev/null)
+    [ "$(json_num "$s" active)" -ge 1 ] 2>/dev/null &&
+        [ "$(json_num "$s" staging_uses)" -ge $(($2 + 64)) ]
+}
+
+# hold_start TARGET SIZE ADMIN [bare]: a long pull in the background
+# ($HOLD_PID, its line in $T/hold.out; under `timeout 60` unless "bare",
+# the client's own pid then), through the gateway at ADMIN; returns once
+# it is mid-transfer there (mid_pull).
+hold_start() {
+    local u0 wrap=(timeout 60)
+    [ "${4:-}" = bare ] && wrap=()
+    u0=$(stat_of "$3" staging_uses)
+    "${wrap[@]}" "$XFER" hold "$1" "$2" >"$T/hold.out" 2>"$T/hold.err" &
+    HOLD_PID=$!
+    wait_for mid_pull "$3" "${u0:-0}" || {
+        kill "$HOLD_PID"
+        fail "the pull was not seen mid-transfer at the gateway: $("$CWCTL" --admin "$3" stats --json)"
+    }
+}
+
+# hold_kill WHAT PID TARGET SIZE ADMIN: start a long pull through the
+# gateway at ADMIN, kill PID once the pipeline is mid-transfer; the
+# origin's RPC must end with an error within 25 s.
 hold_kill() {
-    local hp st ms
-    timeout 60 "$XFER" hold "$3" "$4" >"$T/hold.out" 2>"$T/hold.err" &
-    hp=$!
-    sleep 1
-    kill -KILL "$2"
-    wait "$hp"
+    local st ms
+    hold_start "$3" "$4" "$5"
+    gw_kill "$2"
+    wait "$HOLD_PID"
     read -r st ms <"$T/hold.out"
     [ -n "$st" ] && [ "$st" != CW_OK ] && [ "${ms:-99999}" -lt 25000 ] ||
         fail "$1 killed: origin got '$st' after ${ms:-?} ms"

@@ -36,16 +36,25 @@ limits: { max_inflight_rpcs: 8, max_queued_rpcs: 0 }
 YAML
 start_gw gw "$T/gw.yaml"
 
+# The flood keeps 24 calls going, a new one every 5 ms at most, so that it
+# lasts 5 s at least; once the gateway answers it CW_BUSY (it is over its
+# share), a second client must be served while the flood still runs.
 t0=$(date +%s%N)
-timeout 60 "$CW_PING" -q -c 48 -n 24 -t 5000 "$slow@$gw_tcp0" >"$T/flood.out" &
+timeout 60 "$CW_PING" -q -c 1000 -n 24 -i 5 -t 5000 "$slow@$gw_tcp0" >"$T/flood.out" &
 flood=$!
-sleep 0.3
+busy_answered() { [ "$(stat_of "$gw_admin" busy)" -gt 0 ] 2>/dev/null; }
+wait_for busy_answered ||
+    fail "the flood got no CW_BUSY: $("$CWCTL" --admin "$gw_admin" stats --json)"
+pass "the flood is over its share: $(stat_of "$gw_admin" inflight) in flight, $(stat_of "$gw_admin" busy) busy so far"
 ping_expect "second client served during the flood" CW_OK -c 3 -t 5000 "$slow@$gw_tcp0"
+kill -0 "$flood" 2>/dev/null ||
+    fail "the flood had ended before the second client was served: $(cat "$T/flood.out")"
+pass "the flood was still running when the second client was served"
 wait "$flood"
 busy=$(grep -o 'CW_BUSY=[0-9]*' "$T/flood.out" | cut -d= -f2)
 okc=$(grep -o 'CW_OK=[0-9]*' "$T/flood.out" | cut -d= -f2)
 [ "${busy:-0}" -gt 0 ] && [ "${okc:-0}" -gt 0 ] &&
-    [ $((busy + okc)) = 48 ] || fail "flood: $(cat "$T/flood.out")"
+    [ $((busy + okc)) = 1000 ] || fail "flood: $(cat "$T/flood.out")"
 pass "flood: $(cat "$T/flood.out")"
 t1=$(date +%s%N)
 [ $(((t1 - t0) / 1000000)) -lt 20000 ] || fail "busy answers were not immediate"

@@ -75,7 +75,7 @@ reloader() {
   - { dest: \"shm://*\", via: nosuchnet, priorty: 1 }"
         fi
         kill -HUP "$gw_PID" 2>/dev/null || break
-        sleep 0.2
+        sleep 0.2 # sleep-ok: pacing the reloads
     done
 }
 hostile() {
@@ -96,7 +96,7 @@ hostile() {
                 >"/dev/tcp/127.0.0.1/$p") 2>/dev/null
         done
         (printf 'GET /stats?js' >"/dev/tcp/127.0.0.1/${admin#*:}") 2>/dev/null
-        sleep 0.05
+        sleep 0.05 # sleep-ok: pacing the hostile input
     done
 }
 chaos_start() {
@@ -138,11 +138,7 @@ xclient() { local n=$1; shift; run_client "$n" "$XFER" "$@"; }
 clients_wait() {
     local n
     for n in $CLIENTS; do
-        for _ in $(seq 700); do
-            [ -s "$T/$n.rc" ] && break
-            sleep 0.1
-        done
-        [ -s "$T/$n.rc" ] || fail "client $n did not end"
+        wait_for_s 70 test -s "$T/$n.rc" || fail "client $n did not end"
         eval "${n}_RC=\$(cat \"\$T/\$n.rc\")"
     done
 }
@@ -299,10 +295,9 @@ done
 # Both pulls in the pipeline, if they overlap within 2 s; one at least.
 wait_for sh -c "'$CWCTL' --admin '$admin' stats --json | grep -q '\"active\":[1-9]'" ||
     fail "no bulk pipeline active: $(stats | grep -o '"bulk":.*')"
-for _ in $(seq 40); do
-    stats | grep -Eq '"active":([2-9]|[1-9][0-9]+)' && break
-    sleep 0.05
-done
+two_pulls() { stats | grep -Eq '"active":([2-9]|[1-9][0-9]+)'; }
+wait_for_s 2 two_pulls ||
+    echo "# one of the victims' pulls only was in the pipeline when they died"
 victims_kill
 xclient bx1 run "$x@$gw_tcp0" 1,200K,1M,3M 21
 xclient bx_cancel cancel "$x@$gw_tcp0" 64M 40
@@ -313,8 +308,7 @@ for _ in $(seq 3); do
         break
 done ||
     fail "load did not get going: $(stats | head -c 300)"
-kill -KILL "$b2_PID"
-wait "$b2_PID" 2>/dev/null
+gw_kill "$b2_PID"
 rm -f /dev/shm/causeway-"$TAG"-b2
 wait_for sh -c "'$CWCTL' --admin '$admin' services --json | grep -q '\"address\":\"shm://$TAG-b2\",[^}]*\"state\":\"ejected\"'" ||
     fail "killed backend not ejected"

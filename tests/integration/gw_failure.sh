@@ -20,7 +20,7 @@ timeout 30 "$CW_PING" -q -c 4 -n 4 -t 20000 "$slow@$gw_tcp0" >"$T/dead.out" &
 client=$!
 wait_for sh -c "'$CWCTL' --admin '$gw_admin' status --json | grep -q '\"inflight\":4'" ||
     fail "the 4 RPCs did not reach the gateway"
-kill -KILL "$slow_PID"
+gw_kill "$slow_PID"
 wait "$client"
 t1=$(date +%s%N)
 grep -q "4 calls" "$T/dead.out" && ! grep -q "CW_OK" "$T/dead.out" ||

@@ -13,16 +13,18 @@ ns_cleanup() {
 }
 CLEANUP_HOOKS="ns_cleanup"
 
-if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null ||
-    ! ip netns add "$NC" 2>/dev/null; then
-    echo "SKIP: cannot create network namespaces here (need root and iproute2)"
+if ! ns_make "$NC"; then
+    echo "SKIP: $NS_WHY"
     exit 77
 fi
 ip netns add "$NS" && ip netns add "$NG" || fail "ip netns add"
 # veth names must be unique host-wide while they are created.
-ip link add "vc$id" netns "$NC" type veth peer name "vgc$id" netns "$NG" &&
-    ip link add "vs$id" netns "$NS" type veth peer name "vgs$id" netns "$NG" ||
-    { echo "SKIP: cannot create veth pairs here"; exit 77; }
+if ! why=$(ip link add "vc$id" netns "$NC" type veth peer name "vgc$id" netns "$NG" 2>&1); then
+    echo "SKIP: cannot create veth pairs here: ip link add ... type veth: $why"
+    exit 77
+fi
+ip link add "vs$id" netns "$NS" type veth peer name "vgs$id" netns "$NG" ||
+    fail "a second veth pair"
 nx() { local n=$1; shift; ip netns exec "$n" "$@"; }
 for n in $NC $NS $NG; do nx "$n" ip link set lo up || fail "lo up in $n"; done
 nx "$NC" ip addr add 10.231.1.1/24 dev "vc$id"

@@ -7,7 +7,9 @@
 . "$(dirname "$0")/gw_lib.sh"
 
 start_echo echo "shm://$TAG-echo"
-start_echo slow "shm://$TAG-slow" 300
+# 2 s a call: the RPCs through ucx0 below stay in flight long enough to be
+# seen there (at 300 ms, a loaded machine's polls missed all eight).
+start_echo slow "shm://$TAG-slow" 2000
 admin="127.0.0.1:$(free_port)"
 write_cfg() {
     cat >"$T/gw.yaml.tmp" <<YAML
@@ -27,8 +29,27 @@ port=$(free_port)
 write_cfg ""
 start_gw gw "$T/gw.yaml"
 
-timeout 60 "$CW_PING" -q -c 3000 -n 4 -t 5000 "$echo@$gw_tcp0" >"$T/load.out" &
+# The load: 2000 calls, a new one every 2 ms at most (so that it lasts 4 s
+# at least, over both reloads), in on shm0, whose rx counter is thus the
+# load's alone (the checks come in on tcp0).
+timeout 60 "$CW_PING" -q -c 2000 -n 4 -i 2 -t 5000 "$echo@$gw_shm0" >"$T/load.out" &
 load=$!
+load_rx=0
+# load_moved: the load is alive and shm0 has received since the last look.
+load_moved() {
+    local rx
+    kill -0 "$load" 2>/dev/null || return 1
+    rx=$("$CWCTL" --admin "$admin" status --json | grep -o '"name":"shm0",[^}]*' |
+        grep -o '"rx":[0-9]*' | cut -d: -f2)
+    [ "${rx:-0}" -gt "$load_rx" ] || return 1
+    load_rx=$rx
+}
+load_running() { # WHEN
+    wait_for load_moved ||
+        fail "the load is not running $1: $(cat "$T/load.out")"
+    pass "the load is running $1 ($load_rx calls in on shm0 so far)"
+}
+load_running "before the reloads"
 ping_expect "no svc:echo2 yet" CW_NO_ROUTE -c 1 "svc:echo2@$gw_tcp0"
 
 write_cfg "  - { name: echo2, backends: [\"$echo\"] }"
@@ -36,6 +57,7 @@ kill -HUP "$gw_PID"
 wait_for "$CW_PING" -q -c 1 "svc:echo2@$gw_tcp0" >/dev/null ||
     fail "svc:echo2 not served after SIGHUP"
 pass "valid file reloaded by SIGHUP: svc:echo2 served"
+load_running "after the SIGHUP reload"
 
 printf 'routes:\n  - { dest: "shm://*", via: nosuchnet, priorty: 1 }\n' >>"$T/gw.yaml"
 "$CWCTL" --admin "$admin" reload >"$T/reload.out" 2>&1 &&
@@ -46,9 +68,10 @@ ping_expect "old table still in place" CW_OK -c 5 "svc:echo2@$gw_tcp0"
 "$CWCTL" --admin "$admin" status --json | grep -q '"reloads":1,"reload_failures":1' ||
     fail "reload counters: $("$CWCTL" --admin "$admin" status --json)"
 pass "status shows 1 reload and 1 failure"
+load_running "after the refused reload"
 
 wait "$load"
-grep -q "3000 calls, CW_OK=3000;" "$T/load.out" || fail "load saw failures: $(cat "$T/load.out")"
+grep -q "2000 calls, CW_OK=2000;" "$T/load.out" || fail "load saw failures: $(cat "$T/load.out")"
 pass "load during the reloads: $(cat "$T/load.out")"
 
 # A reload that adds a network opens it; one that drops it stops using it.
@@ -58,7 +81,7 @@ write_cfg "" "  - { name: ucx0, address: \"ucx+tcp://127.0.0.1:$uport\" }"
 "$CWCTL" --admin "$admin" status | grep -q "^ucx0 .*ucx+tcp://127.0.0.1:$uport" ||
     fail "ucx0 not listed: $("$CWCTL" --admin "$admin" status)"
 ping_expect "through the network added by reload" CW_OK -c 5 "$echo@ucx+tcp://127.0.0.1:$uport"
-# Slow RPCs (300 ms each at the backend) in flight through ucx0 while a
+# Slow RPCs (2 s each at the backend) in flight through ucx0 while a
 # reload drops it: they finish normally, then ucx0 is closed.
 timeout 60 "$CW_PING" -q -c 8 -n 8 -t 10000 "$slow@ucx+tcp://127.0.0.1:$uport" \
     >"$T/slow.out" 2>"$T/slow.err" &

@@ -28,10 +28,12 @@ backend_state() {
         grep -o '"state":"[a-z]*"' | cut -d'"' -f4
 }
 
+both_healthy() {
+    [ "$(backend_health "$b1")" = ok ] && [ "$(backend_health "$b2")" = ok ]
+}
+
 ping_expect "svc:echo with two backends" CW_OK -c 20 -s 0,64,65536 "svc:echo@$gw_tcp0"
-wait_for sh -c "[ \"\$('$CWCTL' --admin '$gw_admin' services --json | grep -c '\"health\":\"ok\"')\" = 1 ]" ||
-    true
-[ "$(backend_health "$b1")" = ok ] && [ "$(backend_health "$b2")" = ok ] ||
+wait_for both_healthy ||
     fail "backends not healthy: $("$CWCTL" --admin "$gw_admin" services)"
 pass "both backends healthy"
 [ "$(backend_state "$b1")" = up ] && [ "$(backend_state "$b2")" = up ] ||
@@ -40,8 +42,7 @@ pass "both backends healthy"
     fail "services table has no STATE/INFLIGHT columns"
 pass "both backends up in the route table"
 
-kill -KILL "$b2_PID"
-wait "$b2_PID" 2>/dev/null
+gw_kill "$b2_PID"
 rm -f /dev/shm/causeway-"$TAG"-b2
 timeout 60 "$CW_PING" -q -c 20 -t 2000 "svc:echo@$gw_tcp0" >"$T/ping.out"
 ok=$(grep -o 'CW_OK=[0-9]*' "$T/ping.out" | cut -d= -f2)
