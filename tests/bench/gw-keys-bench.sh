@@ -64,7 +64,7 @@ YAML
     for i in $(seq 600); do
         grep -qs '^ready$' "$T/ready" && break
         kill -0 "$GW_PID" 2>/dev/null || break
-        sleep 0.1
+        sleep 0.1 # sleep-ok: poll step of a bounded wait for "ready"
     done
     grep -qs '^ready$' "$T/ready" || { echo "gateway did not start" >&2; exit 1; }
     gwaddr=$(awk '$1 == "shm0" { print $2 }' "$T/ready")

@@ -62,7 +62,7 @@ start_server() {
     for _ in $(seq 600); do
         [ -s "$T/$name.addr" ] && return 0
         kill -0 "$SRV_PID" 2>/dev/null || return 1
-        sleep 0.1
+        sleep 0.1 # sleep-ok: poll step of a bounded wait for the address file
     done
     return 1
 }
@@ -74,7 +74,7 @@ stop_server() {
     "$PERF" quit --target "$(cat "$T/$name.addr")" >/dev/null 2>&1
     for _ in $(seq 600); do
         kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
+        sleep 0.1 # sleep-ok: poll step of a bounded wait for the exit
     done
     if kill -0 "$pid" 2>/dev/null; then
         kill -9 "$pid" 2>/dev/null
