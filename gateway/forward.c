@@ -49,7 +49,10 @@ static void gw_addr_ent_free(struct gw_shard *sh, struct gw_addr_ent *e)
 cw_status_t gw_addr_get(struct gw_shard *sh, const char *uri,
                         cw_addr_t **addr_p)
 {
-    unsigned max = sh->gw->cfg->limits.max_cached_addrs;
+    /* Read on every worker while a reload may swap gw->cfg (under
+     * gw->lock, which this path does not take): gw_set_config copies it. */
+    unsigned max = atomic_load_explicit(&sh->gw->max_cached_addrs,
+                                        memory_order_relaxed);
     size_t len = strlen(uri);
     uint64_t h = cw_htable_hash(&sh->addrs, uri, len);
     struct cw_hnode *n = cw_htable_find_hash(&sh->addrs, uri, len, h);

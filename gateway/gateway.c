@@ -127,6 +127,9 @@ void gw_set_config(struct gw *gw, struct cw_config *own,
     gw->table = table;
     gw->cfg = cfg;
     gw->own_cfg = own;
+    atomic_store_explicit(&gw->max_cached_addrs,
+                          (unsigned)cfg->limits.max_cached_addrs,
+                          memory_order_relaxed);
     /* Limits per network are read on every admission: copy them here. */
     for (unsigned i = 0; i < gw->nnets; i++) {
         int j = cw_config_network_find(cfg, gw->nets[i].name);

@@ -300,6 +300,9 @@ struct gw {
                                        barrier: its sends may go */
     _Atomic uint64_t handoffs;    /**< forwards staged from a thread to
                                        another shard's (threaded) */
+    _Atomic unsigned max_cached_addrs; /**< limits.max_cached_addrs of the
+                                            current config (read by every
+                                            worker without gw->lock) */
 };
 
 static inline struct gw_fwd *gw_fwd_of_work(struct gw_work *w)
