@@ -84,6 +84,8 @@ gateway: { name: scale, admin: "$admin", threads: $th }
 networks:
   - { name: in0, address: "$(listen_uri "$IN" gwin$th)" }
   - { name: out0, address: "$(listen_uri "$OUT" gwout$th 127.0.0.2)" }
+routes:
+$(for a in "${SRV[@]}"; do echo "  - { dest: \"$a\", via: out0 }"; done)
 YAML
         rm -f "$T/gw.ready"
         "$GWD" -c "$T/gw.yaml" --ready-fd 3 3>"$T/gw.ready" 2>"$T/gw.log" &
@@ -91,11 +93,11 @@ YAML
         PIDS="$PIDS $gw"
         wait_for grep -q '^ready$' "$T/gw.ready" || { echo "gateway failed: $(cat "$T/gw.log")" >&2; exit 1; }
         gw_addr=$(awk '$1=="in0"{print $2}' "$T/gw.ready")
-        direct=$(run_clients "")
+        direct=$(run_clients "") || exit 1
         c0=$(ticks "$gw")
         f0=$(counter "$admin" forwarded)
         h0=$(counter "$admin" handoffs)
-        via=$(run_clients "@$gw_addr")
+        via=$(run_clients "@$gw_addr") || exit 1
         c1=$(ticks "$gw")
         f1=$(counter "$admin" forwarded)
         h1=$(counter "$admin" handoffs)
