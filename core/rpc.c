@@ -259,6 +259,12 @@ static void handle_recycle_locked(cw_handle_t *h)
     h->recv_canceled = false;
     h->batches = false;
     h->from_batch = false;
+    /* A pooled handle must not carry a pin of another network (freed with
+     * it) into its next use (core/spread.c). */
+    h->pin = NULL;
+    h->peer = NULL;
+    h->pin_home = h->pin_asker = h->pin_warm = h->pin_held = false;
+    h->pin_ask = false;
     cw_rwait_del(h);
     free(h->bresp); /* only if a batch answered a handle already failed */
     h->bresp = NULL;

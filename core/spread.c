@@ -185,6 +185,7 @@ bool cw_pin_route(cw_handle_t *h, uint16_t *flags)
     struct cw_pin *p;
 
     h->peer = h->addr->na;
+    h->pin = NULL; /* only a forward counted on a pin, or waiting, has one */
     if (h->addr->self)
         return false;
     p = pin_of(h);
@@ -223,6 +224,7 @@ bool cw_pin_route(cw_handle_t *h, uint16_t *flags)
     case CW_PIN_WARMING:
         return pin_hold(h, p); /* behind the first request to the member */
     case CW_PIN_MOVED:
+        h->pin = p; /* cw_pin_check_member: the member may fail */
         h->peer = p->member;
         return false;
     case CW_PIN_HOME:
