@@ -74,8 +74,11 @@ for i in 11 12 13; do
     timeout 120 "$SEQ" call "$s1@$gw_tcp0" "$i" "$N" >"$T/c$i.out" 2>&1 &
     cpids="$cpids $!"
 done
-timeout 120 "$SEQ" call "$s2@$gw_tcp0" 14 1000000 >"$T/c14.out" 2>&1 &
+# Not under timeout(1): the kill must reach the caller itself, not a
+# wrapper that would leave it running (cleanup stops it if we fail first).
+"$SEQ" call "$s2@$gw_tcp0" 14 1000000 >"$T/c14.out" 2>&1 &
 victim=$!
+PIDS="$PIDS $victim"
 before=$(json_num "$("$CWCTL" --admin "$gw_admin" stats --json)" forwarded)
 wait_for sh -c "[ \$(\"$CWCTL\" --admin '$gw_admin' stats --json | grep -o '\"forwarded\":[0-9]*' | head -n 1 | cut -d: -f2) -gt $((before + 500)) ]" ||
     fail "the second load did not start"
