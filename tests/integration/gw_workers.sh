@@ -21,6 +21,19 @@ start_seq() {
     eval "$name=\$(cat \"\$T/\$name.addr\")"
 }
 
+# forwarded_past N: wait (bounded) until the gateway has forwarded more
+# than N RPCs in all.
+forwarded() { json_num "$("$CWCTL" --admin "$gw_admin" stats --json)" forwarded; }
+forwarded_past() {
+    local n
+    for _ in $(seq 600); do
+        n=$(forwarded)
+        [ "${n:-0}" -gt "$1" ] && return 0
+        sleep 0.05 # sleep-ok: poll step of a bounded wait for a counter
+    done
+    return 1
+}
+
 start_seq s1 "shm://$TAG-s1"
 start_seq s2 "shm://$TAG-s2"
 cat >"$T/gw.yaml" <<YAML
@@ -44,8 +57,8 @@ for i in 1 2 3 4 5 6 7 8; do
 done
 for r in 1 2 3; do
     # Each reload while calls are still being forwarded.
-    before=$(json_num "$("$CWCTL" --admin "$gw_admin" stats --json)" forwarded)
-    wait_for sh -c "[ \$(\"$CWCTL\" --admin '$gw_admin' stats --json | grep -o '\"forwarded\":[0-9]*' | head -n 1 | cut -d: -f2) -gt $((before + 100)) ]" ||
+    before=$(forwarded)
+    forwarded_past $((before + 100)) ||
         fail "reload $r: the load is not running (forwarded stays at $before)"
     "$CWCTL" --admin "$gw_admin" reload >"$T/reload$r.out" 2>&1 ||
         fail "reload $r: $(cat "$T/reload$r.out")"
@@ -79,8 +92,8 @@ done
 "$SEQ" call "$s2@$gw_tcp0" 14 1000000 >"$T/c14.out" 2>&1 &
 victim=$!
 PIDS="$PIDS $victim"
-before=$(json_num "$("$CWCTL" --admin "$gw_admin" stats --json)" forwarded)
-wait_for sh -c "[ \$(\"$CWCTL\" --admin '$gw_admin' stats --json | grep -o '\"forwarded\":[0-9]*' | head -n 1 | cut -d: -f2) -gt $((before + 500)) ]" ||
+before=$(forwarded)
+forwarded_past $((before + 500)) ||
     fail "the second load did not start"
 kill -KILL "$victim"
 wait "$victim" 2>/dev/null
