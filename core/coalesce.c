@@ -292,5 +292,13 @@ void cw_context_batch_end(cw_context_t *ctx, void *token)
 {
     if (ctx == NULL)
         return;
+    /* Nested in a scope of the same context (a forward hook's own, inside
+     * cw_trigger's pass): the outer one sends what both queued, together.
+     * A cw_trigger nested in a callback still flushes when it ends, for a
+     * caller that waits there for what it sent. */
+    if (token == (void *)ctx) {
+        cw_sq_enter(ctx);
+        return;
+    }
     cw_sq_leave(ctx, token);
 }

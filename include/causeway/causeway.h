@@ -400,15 +400,20 @@ CW_PUBLIC cw_status_t cw_context_interrupt(cw_context_t *ctx);
  * by this thread are coalesced as if they came from callbacks of one
  * cw_trigger() call (CW_CTX_COALESCE; without the flag the scope changes
  * nothing).  For a thread that sends from outside cw_trigger(), e.g. work
- * handed over by another thread.  Scopes nest, each one flushing at its
- * end; do not wait for a message sent inside an open scope.
+ * handed over by another thread.  Scopes nest: one opened inside a scope
+ * of the same context (or inside a cw_trigger() pass on it) sends nothing
+ * when it closes, the outer one sends what both queued; one nested in
+ * another context's flushes at its end.  Do not wait for a message sent inside an
+ * open scope.
  * @return a token for cw_context_batch_end() (NULL for a NULL @p ctx).
  */
 CW_PUBLIC void *cw_context_batch_begin(cw_context_t *ctx);
 
 /**
  * Close the scope cw_context_batch_begin() opened, which returned @p token:
- * the messages it queued leave now, those to one peer as one message.
+ * the messages it queued leave now, those to one peer as one message
+ * (unless it was nested in a scope of the same context: then when that
+ * one closes).
  */
 CW_PUBLIC void cw_context_batch_end(cw_context_t *ctx, void *token);
 

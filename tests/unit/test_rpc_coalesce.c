@@ -226,17 +226,29 @@ static void run_kick(struct pair *p, bool cancel, struct cw_context_stats *cs,
 }
 
 /* The NBATCH forwards of kick_done issued from outside cw_trigger, inside
- * a batch scope (@p scoped) or not.  Returns the client's counters. */
-static void run_scoped(struct pair *p, bool scoped,
+ * a batch scope (@p scoped: 1) or two nested on the same context (2), or
+ * not (0).  Returns the client's counters. */
+static void run_scoped(struct pair *p, int scoped,
                        struct cw_context_stats *cs)
 {
     struct kick k = {.p = p};
-    void *scope = NULL;
+    struct cw_context_stats before, mid;
+    void *scope = NULL, *inner = NULL;
 
-    if (scoped)
+    cw_context_stats(p->cli, &before);
+    if (scoped > 0)
         scope = cw_context_batch_begin(p->cli);
+    if (scoped > 1)
+        inner = cw_context_batch_begin(p->cli);
     kick_done(NULL, CW_OK, &k);
-    if (scoped)
+    if (scoped > 1) {
+        /* The inner scope closing sends no batch: the outer one does. */
+        cw_context_batch_end(p->cli, inner);
+        cw_context_stats(p->cli, &mid);
+        assert_int_equal(mid.tx_batches, before.tx_batches);
+        assert_int_equal(mid.tx_batched, before.tx_batched);
+    }
+    if (scoped > 0)
         cw_context_batch_end(p->cli, scope);
     kick_wait(p, &k);
     for (int i = 0; i < NBATCH; i++) {
@@ -259,13 +271,19 @@ static void coalesce_scope(const char *uri)
 
     pair_open(&p, uri, CW_CTX_COALESCE);
     batches = (p.dest->net->caps.flags & CW_NA_CAP_COALESCE) != 0;
-    run_scoped(&p, false, &cs);
+    run_scoped(&p, 0, &cs);
     assert_int_equal(cs.tx_batches, 0);
     assert_int_equal(cs.tx_requests, NBATCH);
-    run_scoped(&p, true, &cs);
+    run_scoped(&p, 1, &cs);
     assert_int_equal(cs.tx_batches, batches ? 1 : 0);
     assert_int_equal(cs.tx_batched, batches ? NBATCH : 0);
     assert_int_equal(cs.tx_requests, 2 * NBATCH);
+    /* Nested scopes on one context (a forward hook's inside cw_trigger's
+     * pass): one batch, when the outer one closes. */
+    run_scoped(&p, 2, &cs);
+    assert_int_equal(cs.tx_batches, batches ? 2 : 0);
+    assert_int_equal(cs.tx_batched, batches ? 2 * NBATCH : 0);
+    assert_int_equal(cs.tx_requests, 3 * NBATCH);
     /* NULL contexts: no effect, no crash. */
     assert_null(cw_context_batch_begin(NULL));
     cw_context_batch_end(NULL, NULL);
