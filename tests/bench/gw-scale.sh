@@ -35,6 +35,8 @@ GWD=$B/gateway/causewayd
 CWCTL=$B/tools/cwctl
 median() { grep -o '"median":[0-9.]*' | head -n 1 | cut -d: -f2; }
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# Context switches of every thread of process $1 (voluntary: it slept).
+ctxsw() { cat /proc/"$1"/task/*/status 2>/dev/null | awk '/^voluntary_ctxt_switches/ { v += $2 } /^nonvoluntary_ctxt_switches/ { n += $2 } END { print v + 0, n + 0 }'; }
 counter() {
     "$CWCTL" --admin "$1" stats --json | grep -o "\"$2\":[0-9]*" |
         head -n 1 | cut -d: -f2
@@ -74,8 +76,8 @@ for s in $(seq "$S"); do
     SRV+=("$(cat "$T/srv$s.addr")")
 done
 
-[ "${JSON:-0}" = 1 ] || printf '%-20s %7s %12s %12s %8s %14s %12s  %s\n' path \
-    threads direct_rps gw_rps ratio gw_cpu_us/rpc handoffs/rpc per_worker
+[ "${JSON:-0}" = 1 ] || printf '%-20s %7s %12s %12s %8s %14s %12s %10s %10s  %s\n' path \
+    threads direct_rps gw_rps ratio gw_cpu_us/rpc handoffs/rpc sleeps/rpc preempt/rpc per_worker
 for _ in $(seq "$ROUNDS"); do
     for th in $THREADS; do
         admin="127.0.0.1:$(free_port)"
@@ -95,10 +97,12 @@ YAML
         gw_addr=$(awk '$1=="in0"{print $2}' "$T/gw.ready")
         direct=$(run_clients "") || exit 1
         c0=$(ticks "$gw")
+        read -r v0 n0 <<<"$(ctxsw "$gw")"
         f0=$(counter "$admin" forwarded)
         h0=$(counter "$admin" handoffs)
         via=$(run_clients "@$gw_addr") || exit 1
         c1=$(ticks "$gw")
+        read -r v1 n1 <<<"$(ctxsw "$gw")"
         f1=$(counter "$admin" forwarded)
         h1=$(counter "$admin" handoffs)
         per=$("$CWCTL" --admin "$admin" stats --json | grep -o '"workers":\[[^]]*\]' |
@@ -107,13 +111,15 @@ YAML
         wait "$gw" || { echo "gateway exited $?: $(tail -n 5 "$T/gw.log")" >&2; exit 1; }
         awk -v p="$IN->$OUT" -v t="$th" -v d="$direct" -v v="$via" \
             -v c=$((c1 - c0)) -v n=$((f1 - f0)) -v h=$((${h1:-0} - ${h0:-0})) \
-            -v hz="$(getconf CLK_TCK)" -v per="$per" -v json="${JSON:-0}" 'BEGIN {
+            -v hz="$(getconf CLK_TCK)" -v per="$per" -v json="${JSON:-0}" \
+            -v vs=$((v1 - v0)) -v ns=$((n1 - n0)) 'BEGIN {
             cpu = n ? c * 1e6 / hz / n : 0; hpr = n ? h / n : 0
+            vpr = n ? vs / n : 0; npr = n ? ns / n : 0
             if (json == 1)
-                printf "{\"threads\":%d,\"rps\":%.0f,\"direct_rps\":%.0f,\"gw_cpu_us_per_rpc\":%.3f,\"handoffs_per_rpc\":%.5f,\"per_worker\":\"%s\"}\n",
-                    t, v, d, cpu, hpr, per
+                printf "{\"threads\":%d,\"rps\":%.0f,\"direct_rps\":%.0f,\"gw_cpu_us_per_rpc\":%.3f,\"handoffs_per_rpc\":%.5f,\"sleeps_per_rpc\":%.4f,\"preempts_per_rpc\":%.4f,\"per_worker\":\"%s\"}\n",
+                    t, v, d, cpu, hpr, vpr, npr, per
             else
-                printf "%-20s %7d %12.0f %12.0f %8.3f %14.3f %12.5f  %s\n",
-                    p, t, d, v, d ? v / d : 0, cpu, hpr, per }'
+                printf "%-20s %7d %12.0f %12.0f %8.3f %14.3f %12.5f %10.4f %10.4f  %s\n",
+                    p, t, d, v, d ? v / d : 0, cpu, hpr, vpr, npr, per }'
     done
 done
