@@ -168,6 +168,36 @@ cw_status_t cw_wire_desc_get(const uint8_t *p, size_t len, unsigned n,
     }
 }
 
+/* Whether every byte of @p p is printable ASCII other than space ('!' to
+ * '~'), eight bytes at a time.  Once no byte has its top bit set, each is
+ * 0x00-0x7f: adding 0x01 sets a byte's top bit only for 0x7f and never
+ * carries into the next byte, and (x - 0x21..) & ~x & 0x80.. is non-zero
+ * exactly when some byte is below 0x21 (the exact "has a byte less than n"
+ * test, n <= 128). */
+static bool wire_printable(const uint8_t *p, size_t n)
+{
+    const uint64_t ones = 0x0101010101010101ull, high = ones * 0x80;
+    size_t i = 0;
+
+    for (; i + 8 <= n; i += 8) {
+        uint64_t x;
+        memcpy(&x, p + i, 8);
+        /* Any byte with its top bit set is out of range (> '~'). */
+        if (x & high)
+            return false;
+        /* Below '!': (x - 0x21) borrows into the lane's top bit. */
+        if ((x - ones * 0x21) & ~x & high)
+            return false;
+        /* Above '~' (0x7f, top bits clear): (x + 0x01) reaches 0x80. */
+        if ((x + ones) & high)
+            return false;
+    }
+    for (; i < n; i++)
+        if (p[i] <= ' ' || p[i] > '~')
+            return false;
+    return true;
+}
+
 cw_status_t cw_wire_decode(const void *msg, size_t len,
                            struct cw_wire_msg *m_p)
 {
@@ -245,9 +275,8 @@ cw_status_t cw_wire_decode(const void *msg, size_t len,
         p += CW_HDR_EXT_RESUME;
     }
     m.dest = (const char *)p;
-    for (size_t i = 0; i < m.hdr.dest_len; i++)
-        if (p[i] <= ' ' || p[i] > '~')
-            return CW_PROTOCOL;
+    if (!wire_printable(p, m.hdr.dest_len))
+        return CW_PROTOCOL;
     p += m.hdr.dest_len;
     m.desc = p;
     if (cw_wire_desc_check(p, m.hdr.desc_len, m.hdr.ndesc) != CW_OK)

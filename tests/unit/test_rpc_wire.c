@@ -284,6 +284,24 @@ static void test_wire_hostile(void **state)
     memcpy(bad, buf, n);
     bad[CW_HDR_SIZE + 2] = '\n';
     assert_int_equal(cw_wire_decode(bad, n, &m), CW_PROTOCOL);
+    /* Every byte value at every position of a longer destination (the
+     * check reads eight bytes at a time, then the rest one by one): only
+     * '!' to '~' pass. */
+    {
+        static const char lng[] = "ofi+tcp://127.0.0.1:7000/abc@x";
+        size_t ln = make_msg(buf, sizeof(buf), lng, (const uint8_t *)"p", 1);
+        size_t dl = strlen(lng);
+
+        assert_int_equal(cw_wire_decode(buf, ln, &m), CW_OK);
+        for (size_t pos = 0; pos < dl; pos++) {
+            for (unsigned v = 0; v < 256; v++) {
+                cw_status_t want = v > ' ' && v <= '~' ? CW_OK : CW_PROTOCOL;
+                memcpy(bad, buf, ln);
+                bad[CW_HDR_SIZE + pos] = (uint8_t)v;
+                assert_int_equal(cw_wire_decode(bad, ln, &m), want);
+            }
+        }
+    }
 }
 
 static void test_wire_desc(void **state)
