@@ -315,11 +315,16 @@ cw_status_t cw_fwd_respond(cw_handle_t *in, cw_handle_t *out,
      * state): read the state under that context's lock.  Its response
      * does not change once it has completed, and the caller's reference
      * keeps it. */
-    pthread_mutex_lock(&out->ctx->lock);
-    done = out->state == CW_H_DONE;
-    pthread_mutex_unlock(&out->ctx->lock);
     ctx = in->ctx;
-    pthread_mutex_lock(&ctx->lock);
+    if (out->ctx != ctx) {
+        pthread_mutex_lock(&out->ctx->lock);
+        done = out->state == CW_H_DONE;
+        pthread_mutex_unlock(&out->ctx->lock);
+        pthread_mutex_lock(&ctx->lock);
+    } else {
+        pthread_mutex_lock(&ctx->lock);
+        done = out->state == CW_H_DONE;
+    }
     cw_buf_reset(&in->out);
     if (done && out->out.data != NULL) {
         st = cw_buf_reserve(&in->out, out->out.len ? out->out.len : 1);
