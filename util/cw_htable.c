@@ -19,7 +19,7 @@ uint64_t cw_htable_hash(struct cw_htable *t, const void *key, size_t len)
         cw_siphash_seed_get(t->key);
         t->keyed = true;
     }
-    return cw_siphash_24(t->key, key, len);
+    return cw_siphash_13(t->key, key, len);
 }
 
 static inline size_t ht_slot(const struct cw_htable *t, uint64_t hash)

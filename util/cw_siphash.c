@@ -1,5 +1,5 @@
-/* SipHash-2-4, written from the paper's description (section 2), and the
- * process's random key. */
+/* SipHash-2-4 and SipHash-1-3, written from the paper's description
+ * (section 2), and the process's random key. */
 #include "cw_siphash.h"
 
 #include <causeway/log.h>
@@ -48,8 +48,11 @@ static inline uint64_t load_le(const uint8_t *p, size_t n)
         v2 = rotl(v2, 32);                                                     \
     } while (0)
 
-uint64_t cw_siphash_24(const uint8_t key[CW_SIPHASH_KEY_LEN], const void *data,
-                       size_t len)
+/* SipHash-c-d: @p c rounds per message word, @p d at the end (constants
+ * where inlined, so the loops unroll). */
+static inline uint64_t siphash_cd(const uint8_t key[CW_SIPHASH_KEY_LEN],
+                                  const void *data, size_t len, unsigned c,
+                                  unsigned d)
 {
     const uint8_t *p = data;
     uint64_t k0 = load_le(key, 8), k1 = load_le(key + 8, 8);
@@ -63,21 +66,33 @@ uint64_t cw_siphash_24(const uint8_t key[CW_SIPHASH_KEY_LEN], const void *data,
     for (size_t i = 0; i < full; i += 8) {
         m = load_le(p + i, 8);
         v3 ^= m;
-        SIPROUND(v0, v1, v2, v3);
-        SIPROUND(v0, v1, v2, v3);
+        for (unsigned r = 0; r < c; r++)
+            SIPROUND(v0, v1, v2, v3);
         v0 ^= m;
     }
     /* The last word: the remaining bytes, the length's low byte on top. */
     if (len > full)
         last |= load_le(p + full, len - full);
     v3 ^= last;
-    SIPROUND(v0, v1, v2, v3);
-    SIPROUND(v0, v1, v2, v3);
+    for (unsigned r = 0; r < c; r++)
+        SIPROUND(v0, v1, v2, v3);
     v0 ^= last;
     v2 ^= 0xff;
-    for (unsigned r = 0; r < 4; r++)
+    for (unsigned r = 0; r < d; r++)
         SIPROUND(v0, v1, v2, v3);
     return v0 ^ v1 ^ v2 ^ v3;
+}
+
+uint64_t cw_siphash_24(const uint8_t key[CW_SIPHASH_KEY_LEN], const void *data,
+                       size_t len)
+{
+    return siphash_cd(key, data, len, 2, 4);
+}
+
+uint64_t cw_siphash_13(const uint8_t key[CW_SIPHASH_KEY_LEN], const void *data,
+                       size_t len)
+{
+    return siphash_cd(key, data, len, 1, 3);
 }
 
 static pthread_mutex_t seed_lock = PTHREAD_MUTEX_INITIALIZER;

@@ -26,6 +26,16 @@ uint64_t cw_siphash_24(const uint8_t key[CW_SIPHASH_KEY_LEN], const void *data,
                        size_t len);
 
 /**
+ * SipHash-1-3 (one round per message word, three at the end) of @p len
+ * bytes at @p data under @p key: about half the rounds of SipHash-2-4 on
+ * the 20-60 byte addresses the tables hold; the variant hash tables keyed
+ * per process use against chosen-key flooding (a collision needs the key,
+ * which a peer never sees).  What cw_htable hashes with.
+ */
+uint64_t cw_siphash_13(const uint8_t key[CW_SIPHASH_KEY_LEN], const void *data,
+                       size_t len);
+
+/**
  * The process's hashing key: on first use, 16 bytes from getrandom() (or,
  * where that fails, /dev/urandom; then the clock, the process id and an
  * address, logged as a warning), unless cw_siphash_seed_set() fixed it.
