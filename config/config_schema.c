@@ -138,8 +138,8 @@ static const struct cw_config_key limits_keys[] = {
      "least recently used are dropped (RPCs in flight keep theirs)."},
     {"max_cached_dests", CW_CFG_UINT, K(cw_config_limits, max_cached_dests),
      "16384", false, 16, 16777216, NULL, true,
-     "Parsed routing destinations kept; beyond, the least recently used "
-     "are dropped."},
+     "Parsed routing destinations kept per worker thread; beyond, the "
+     "least recently used are dropped."},
     {"max_sources", CW_CFG_UINT, K(cw_config_limits, max_sources), "65536",
      false, 16, 16777216, NULL, true,
      "Callers with RPCs in flight or queued at once; a new caller beyond "

@@ -245,6 +245,7 @@ static void cmd_services(struct gw *gw, FILE *out, bool json)
 
 static void cmd_stats(struct gw *gw, FILE *out, bool json)
 {
+    const struct gw_counts c = gw_counts_locked(gw);
     struct cw_context_stats cs;
     uint64_t naddrs, addrs_evicted;
 
@@ -265,17 +266,17 @@ static void cmd_stats(struct gw *gw, FILE *out, bool json)
                 ",\"cached_dests_evicted\":%" PRIu64 ",\"sources\":%u"
                 ",\"sources_refused\":%" PRIu64
                 ",\"handoffs\":%" PRIu64 ",\"workers\":[",
-                gw->inflight, gw->n_forwarded, gw->n_failed, gw->n_timedout,
-                gw->n_denied, gw->n_busy, gw->n_noroute, gw->n_draining,
-                gw->n_refused_bulk, gw->n_canceled, cs.rx_dropped,
-                cs.na_dropped, cs.no_rpc, gw->nqueued, gw->n_queued_total,
-                gw->n_resumed, cs.tx_batches, cs.tx_batched, naddrs,
-                addrs_evicted, cw_htable_count(&gw->rcache),
-                gw->n_rcache_evicted, gw->nsrcs, gw->n_src_refused,
+                gw->inflight, c.forwarded, c.failed, c.timedout,
+                c.denied, c.busy, c.noroute, c.draining,
+                c.refused_bulk, c.canceled, cs.rx_dropped,
+                cs.na_dropped, cs.no_rpc, gw->nqueued, c.queued_total,
+                c.resumed, cs.tx_batches, cs.tx_batched, naddrs,
+                addrs_evicted, gw_rcache_count(gw),
+                c.rcache_evicted, gw->nsrcs, c.src_refused,
                 (uint64_t)atomic_load(&gw->handoffs));
         for (unsigned k = 0; k < gw->nshards; k++)
             fprintf(out, "%s{\"forwarded\":%" PRIu64 "}", k ? "," : "",
-                    gw->shards[k].forwarded);
+                    gw->shards[k].n.forwarded);
         fprintf(out, "],\"routes\":[");
         for (struct gw_route_stats *rs = gw->routes; rs != NULL;
              rs = rs->next) {
@@ -312,17 +313,17 @@ static void cmd_stats(struct gw *gw, FILE *out, bool json)
             "\naddresses     %" PRIu64 " cached, %" PRIu64 " evicted"
             "\ndestinations  %zu cached, %" PRIu64 " evicted"
             "\nsources       %u, %" PRIu64 " refused\n",
-            gw->inflight, gw->n_forwarded, gw->n_failed, gw->n_timedout,
-            gw->n_denied, gw->n_busy, gw->n_noroute, gw->n_draining,
-            gw->n_refused_bulk, gw->n_canceled, cs.rx_dropped, cs.na_dropped,
-            gw->nqueued, gw->n_queued_total, gw->n_resumed, cs.tx_batches,
+            gw->inflight, c.forwarded, c.failed, c.timedout,
+            c.denied, c.busy, c.noroute, c.draining,
+            c.refused_bulk, c.canceled, cs.rx_dropped, cs.na_dropped,
+            gw->nqueued, c.queued_total, c.resumed, cs.tx_batches,
             cs.tx_batched, naddrs, addrs_evicted,
-            cw_htable_count(&gw->rcache), gw->n_rcache_evicted, gw->nsrcs,
-            gw->n_src_refused);
+            gw_rcache_count(gw), c.rcache_evicted, gw->nsrcs,
+            c.src_refused);
     fprintf(out, "handoffs      %" PRIu64 "\nper worker   ",
             (uint64_t)atomic_load(&gw->handoffs));
     for (unsigned k = 0; k < gw->nshards; k++)
-        fprintf(out, " %" PRIu64, gw->shards[k].forwarded);
+        fprintf(out, " %" PRIu64, gw->shards[k].n.forwarded);
     fprintf(out, " forwarded\n\n");
     gw_bulk_stats(gw, out, false);
     for (struct gw_route_stats *rs = gw->routes; rs != NULL; rs = rs->next) {

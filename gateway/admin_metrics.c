@@ -170,6 +170,7 @@ void gw_ctx_totals(struct gw *gw, struct cw_context_stats *cs)
  * limits"): entries now, and what their bounds dropped or refused. */
 static void caches(FILE *out, struct gw *gw)
 {
+    const struct gw_counts c = gw_counts_locked(gw);
     uint64_t naddrs, addrs_evicted;
 
     gw_addr_cache_stats(gw, &naddrs, &addrs_evicted);
@@ -179,18 +180,18 @@ static void caches(FILE *out, struct gw *gw)
     fprintf(out, "causeway_gateway_cache_entries{cache=\"addrs\"} %" PRIu64
             "\ncauseway_gateway_cache_entries{cache=\"dests\"} %zu\n"
             "causeway_gateway_cache_entries{cache=\"sources\"} %u\n",
-            naddrs, cw_htable_count(&gw->rcache), gw->nsrcs);
+            naddrs, gw_rcache_count(gw), gw->nsrcs);
     gw_metric_head(out, "causeway_gateway_cache_evictions_total", "counter",
          "Least recently used entries dropped at limits.max_cached_addrs "
          "and limits.max_cached_dests.");
     fprintf(out, "causeway_gateway_cache_evictions_total{cache=\"addrs\"} %"
             PRIu64 "\ncauseway_gateway_cache_evictions_total{cache=\"dests\"}"
-            " %" PRIu64 "\n", addrs_evicted, gw->n_rcache_evicted);
+            " %" PRIu64 "\n", addrs_evicted, c.rcache_evicted);
     gw_metric_head(out, "causeway_gateway_sources_refused_total", "counter",
          "Requests from a new source refused with CW_BUSY at "
          "limits.max_sources.");
     fprintf(out, "causeway_gateway_sources_refused_total %" PRIu64 "\n",
-            gw->n_src_refused);
+            c.src_refused);
 }
 
 void gw_admin_metrics(struct gw *gw, FILE *out)
@@ -199,10 +200,11 @@ void gw_admin_metrics(struct gw *gw, FILE *out)
     static const char *const results[] = {
         "forwarded", "failed",   "timedout",     "denied",   "busy",
         "no_route",  "draining", "refused_bulk", "canceled", "resumed"};
+    const struct gw_counts c = gw_counts_locked(gw);
     const uint64_t totals[] = {
-        gw->n_forwarded, gw->n_failed,   gw->n_timedout,     gw->n_denied,
-        gw->n_busy,      gw->n_noroute,  gw->n_draining,     gw->n_refused_bulk,
-        gw->n_canceled,  gw->n_resumed};
+        c.forwarded, c.failed,   c.timedout,     c.denied,
+        c.busy,      c.noroute,  c.draining,     c.refused_bulk,
+        c.canceled,  c.resumed};
 
     gw_ctx_totals(gw, &cs);
     gw_metric_head(out, "causeway_gateway_info", "gauge",
@@ -222,7 +224,7 @@ void gw_admin_metrics(struct gw *gw, FILE *out)
          "RPCs forwarded and answered, by the worker thread that ran them.");
     for (unsigned k = 0; k < gw->nshards; k++)
         fprintf(out, "causeway_gateway_worker_forwarded_total{worker=\"%u\"} %"
-                PRIu64 "\n", k, gw->shards[k].forwarded);
+                PRIu64 "\n", k, gw->shards[k].n.forwarded);
     gw_metric_head(out, "causeway_gateway_handoffs_total", "counter",
          "Forwards that had to change thread (a queued request started by "
          "another worker than the one it came in on).");

@@ -15,6 +15,15 @@
  * same route, and behind at most one of each other source's per slot, not
  * behind a flood nor behind a full route it does not use.
  *
+ * With several workers each has its own sources and queue (a caller's
+ * requests all reach one worker), and the bounds are shared: the slots
+ * in flight (total, per network, per route) are taken with atomic
+ * compare-and-swap, never past a bound; the shares are computed over the
+ * sources of every worker.  A slot freed on one worker wakes the others
+ * that have requests waiting (gw_queue_wake_others), and a request that
+ * goes into a queue looks again at once (gw_forward_mt): no wake-up is
+ * lost between them.
+ *
  * Order: a source's requests to one route are forwarded in the order they
  * arrived.  A request does not take a free slot while an older one of its
  * source waits for its route (gw_older_waits); queued requests carry their
@@ -27,9 +36,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-static struct gw_source *gw_source_find(struct gw *gw, const char *key)
+static void gw_sources_fini_one(struct gw_shard *w);
+
+static struct gw_source *gw_source_find(struct gw_shard *w, const char *key)
 {
-    struct cw_hnode *n = cw_htable_find_str(&gw->srcs, key);
+    struct cw_hnode *n = cw_htable_find_str(&w->srcs, key);
 
     return n != NULL ? CW_HNODE_ENTRY(n, struct gw_source, node) : NULL;
 }
@@ -39,15 +50,16 @@ static struct gw_source *gw_source_find(struct gw *gw, const char *key)
  * so none can be dropped to make room, and the newcomer is refused
  * (*st_p = CW_BUSY, counted) until one finishes.  A request taken from the
  * queue (@p requeued) was admitted before and is not refused. */
-static struct gw_source *gw_source_new(struct gw *gw, const char *key,
+static struct gw_source *gw_source_new(struct gw_shard *w, const char *key,
                                        bool requeued, cw_status_t *st_p)
 {
+    struct gw *gw = w->gw;
     unsigned max = gw->cfg->limits.max_sources;
     size_t n = strlen(key);
     struct gw_source *s;
 
     if (!requeued && max != 0 && gw->nsrcs >= max) {
-        gw->n_src_refused++;
+        w->n.src_refused++;
         *st_p = CW_BUSY;
         return NULL;
     }
@@ -56,8 +68,9 @@ static struct gw_source *gw_source_new(struct gw *gw, const char *key,
         goto err;
     memset(s, 0, sizeof(*s));
     memcpy(s->key, key, n + 1);
-    if (cw_htable_insert(&gw->srcs, &s->node, s->key, n) != CW_OK)
+    if (cw_htable_insert(&w->srcs, &s->node, s->key, n) != CW_OK)
         goto err_free;
+    w->nsrcs++;
     gw->nsrcs++;
     return s;
 
@@ -70,13 +83,14 @@ err:
 
 /* Drop @p s once it holds nothing, so that shares are computed over the
  * sources active now. */
-static void gw_source_tidy(struct gw *gw, struct gw_source *s)
+static void gw_source_tidy(struct gw_shard *w, struct gw_source *s)
 {
     if (s->inflight > 0 || s->queued > 0)
         return;
-    cw_htable_remove(&gw->srcs, &s->node);
+    cw_htable_remove(&w->srcs, &s->node);
     free(s);
-    gw->nsrcs--;
+    w->nsrcs--;
+    w->gw->nsrcs--;
 }
 
 static struct gw_lane *gw_lane_find(struct gw_source *s,
@@ -114,57 +128,103 @@ static bool gw_over_share(unsigned limit, unsigned active, unsigned held)
     return held >= (share ? share : 1);
 }
 
-/* Admit one RPC from @p src_key on route @p rs: CW_OK; CW_AGAIN over a
- * capacity bound (queue it); CW_BUSY over the source's fair share. */
-static cw_status_t gw_admit(struct gw *gw, struct gw_net *ingress,
+/* Take one of the slots counted by @p c, bounded by @p cap (0: none):
+ * never past the bound, whatever other workers do at the same time. */
+static bool gw_slot_take(_Atomic unsigned *c, unsigned cap)
+{
+    unsigned v = atomic_load_explicit(c, memory_order_relaxed);
+
+    if (cap == 0) {
+        atomic_fetch_add(c, 1);
+        return true;
+    }
+    do {
+        if (v >= cap)
+            return false;
+    } while (!atomic_compare_exchange_weak(c, &v, v + 1));
+    return true;
+}
+
+/* Admit one RPC from @p src_key on route @p rs: CW_OK, holding a slot in
+ * flight in the total, its network's and its route's counts; CW_AGAIN
+ * over a capacity bound (queue it); CW_BUSY over the source's fair
+ * share. */
+static cw_status_t gw_admit(struct gw_shard *w, struct gw_net *ingress,
                             struct gw_route_stats *rs, unsigned route_cap,
                             const char *src_key, uint64_t qseq,
                             struct gw_source **src_p)
 {
+    struct gw *gw = w->gw;
     unsigned limit = gw->cfg->limits.max_inflight_rpcs;
-    struct gw_source *s = gw_source_find(gw, src_key);
+    struct gw_source *s = gw_source_find(w, src_key);
     cw_status_t st;
 
     /* Over its share the source is told at once, not queued. */
     if (s != NULL && s->inflight > 0 &&
         gw_over_share(limit, gw->nsrcs, s->inflight))
         return CW_BUSY;
-    if (limit != 0 && gw->inflight >= limit)
-        return CW_AGAIN;
-    if (route_cap != 0 && rs->inflight >= route_cap)
-        return CW_AGAIN;
-    if (ingress != NULL && ingress->max_inflight != 0 &&
-        ingress->inflight >= ingress->max_inflight)
-        return CW_AGAIN;
     /* A slot freed by a completion is handed to the queue only at the end
      * of the pass: a request must not take it from its own source's older
      * requests to the same route (FIFO per source and route).  The oldest
      * of a lane, taken from it by the queue, is not held. */
     if (s != NULL && s->queued > 0 && gw_older_waits(s, rs, qseq))
         return CW_AGAIN;
+    if (!gw_slot_take(&gw->inflight, limit))
+        return CW_AGAIN;
+    if (!gw_slot_take(&rs->inflight, route_cap)) {
+        gw->inflight--;
+        return CW_AGAIN;
+    }
+    if (ingress != NULL &&
+        !gw_slot_take(&ingress->inflight, ingress->max_inflight)) {
+        rs->inflight--;
+        gw->inflight--;
+        return CW_AGAIN;
+    }
     if (s == NULL &&
-        (s = gw_source_new(gw, src_key, qseq != 0, &st)) == NULL)
+        (s = gw_source_new(w, src_key, qseq != 0, &st)) == NULL) {
+        gw_admit_undo(w, ingress, rs, NULL);
         return st;
+    }
     s->inflight++;
     *src_p = s;
     return CW_OK;
 }
 
-void gw_admit_done(struct gw *gw, struct gw_source *src)
+void gw_admit_undo(struct gw_shard *w, struct gw_net *ingress,
+                   struct gw_route_stats *rs, struct gw_source *src)
+{
+    if (ingress != NULL)
+        ingress->inflight--;
+    rs->inflight--;
+    w->gw->inflight--;
+    gw_admit_done(w, src);
+}
+
+void gw_admit_done(struct gw_shard *w, struct gw_source *src)
 {
     if (src == NULL)
         return;
     src->inflight--;
-    gw_source_tidy(gw, src);
+    gw_source_tidy(w, src);
 }
 
 void gw_sources_fini(struct gw *gw)
 {
+    for (unsigned k = 0; k < gw->nshards; k++)
+        gw_sources_fini_one(&gw->shards[k]);
+    gw->nqsrcs = 0;
+    gw->nqueued = 0;
+    gw->nsrcs = 0;
+}
+
+static void gw_sources_fini_one(struct gw_shard *w)
+{
     struct cw_hnode *n;
 
-    while ((n = cw_htable_oldest(&gw->srcs)) != NULL) {
+    while ((n = cw_htable_oldest(&w->srcs)) != NULL) {
         struct gw_source *s = CW_HNODE_ENTRY(n, struct gw_source, node);
-        cw_htable_remove(&gw->srcs, n);
+        cw_htable_remove(&w->srcs, n);
         while (s->lanes != NULL) { /* gw_queue_expire answered them */
             struct gw_lane *l = s->lanes;
             s->lanes = l->next;
@@ -177,45 +237,47 @@ void gw_sources_fini(struct gw *gw)
         }
         free(s);
     }
-    cw_htable_fini(&gw->srcs);
-    gw->nsrcs = 0;
-    gw->qring = NULL;
-    gw->nqsrcs = 0;
-    gw->nqueued = 0;
+    cw_htable_fini(&w->srcs);
+    w->nsrcs = 0;
+    w->qring = NULL;
+    w->nqsrcs = 0;
+    w->nqueued = 0;
 }
 
 /* ---- the wait queue ------------------------------------------------------ */
 
-/* The ring of sources with queued requests; gw->qring is served next, so a
+/* The ring of sources with queued requests; w->qring is served next, so a
  * source joins at the end of the round, just before it. */
-static void gw_ring_join(struct gw *gw, struct gw_source *s)
+static void gw_ring_join(struct gw_shard *w, struct gw_source *s)
 {
-    struct gw_source *first = gw->qring;
+    struct gw_source *first = w->qring;
 
     if (first == NULL) {
         s->qprev = s->qnext = s;
-        gw->qring = s;
+        w->qring = s;
     } else {
         s->qnext = first;
         s->qprev = first->qprev;
         first->qprev->qnext = s;
         first->qprev = s;
     }
-    gw->nqsrcs++;
+    w->nqsrcs++;
+    w->gw->nqsrcs++;
 }
 
-static void gw_ring_leave(struct gw *gw, struct gw_source *s)
+static void gw_ring_leave(struct gw_shard *w, struct gw_source *s)
 {
     if (s->qnext == s) {
-        gw->qring = NULL;
+        w->qring = NULL;
     } else {
         s->qprev->qnext = s->qnext;
         s->qnext->qprev = s->qprev;
-        if (gw->qring == s)
-            gw->qring = s->qnext;
+        if (w->qring == s)
+            w->qring = s->qnext;
     }
     s->qprev = s->qnext = NULL;
-    gw->nqsrcs--;
+    w->nqsrcs--;
+    w->gw->nqsrcs--;
 }
 
 /* Unlink and free the empty lane @p l of @p s. */
@@ -237,15 +299,16 @@ static void gw_lane_drop(struct gw_source *s, struct gw_lane *l)
  * number of one taken from the queue, which goes back among that source's
  * requests to @p rs in arrival order (in front of them, unless it was
  * routed again after a reload, behind older ones moved there before). */
-static cw_status_t gw_queue_push(struct gw *gw, cw_handle_t *in,
+static cw_status_t gw_queue_push(struct gw_shard *w, cw_handle_t *in,
                                  const struct gw_net *ingress,
                                  const char *src_key,
                                  struct gw_route_stats *rs,
                                  unsigned route_cap, uint64_t qseq)
 {
+    struct gw *gw = w->gw;
     bool requeued = qseq != 0;
     unsigned limit = gw->cfg->limits.max_queued_rpcs;
-    struct gw_source *s = gw_source_find(gw, src_key);
+    struct gw_source *s = gw_source_find(w, src_key);
     struct gw_lane *l = NULL;
     struct gw_queued *q, **pp;
     cw_status_t st;
@@ -261,7 +324,7 @@ static cw_status_t gw_queue_push(struct gw *gw, cw_handle_t *in,
     if (q == NULL)
         return CW_NOMEM;
     if (s == NULL &&
-        (s = gw_source_new(gw, src_key, requeued, &st)) == NULL)
+        (s = gw_source_new(w, src_key, requeued, &st)) == NULL)
         goto err_free_q;
     if ((l = gw_lane_find(s, rs)) == NULL) {
         l = calloc(1, sizeof(*l));
@@ -276,7 +339,7 @@ static cw_status_t gw_queue_push(struct gw *gw, cw_handle_t *in,
     l->cap = route_cap;
     q->in = in;
     q->net = ingress != NULL ? ingress->net : NULL;
-    q->seq = requeued ? qseq : ++gw->qseq;
+    q->seq = requeued ? qseq : ++w->qseq;
     if (requeued) {
         for (pp = &l->qhead; *pp != NULL && (*pp)->seq < qseq;
              pp = &(*pp)->next)
@@ -294,37 +357,38 @@ static cw_status_t gw_queue_push(struct gw *gw, cw_handle_t *in,
         l->qtail = q;
     }
     if (s->queued++ == 0)
-        gw_ring_join(gw, s);
+        gw_ring_join(w, s);
+    w->nqueued++;
     gw->nqueued++;
     return CW_OK;
 
 err_tidy:
-    gw_source_tidy(gw, s);
+    gw_source_tidy(w, s);
     st = CW_NOMEM;
 err_free_q:
     free(q);
     return st;
 }
 
-cw_status_t gw_admission(struct gw *gw, cw_handle_t *in,
+cw_status_t gw_admission(struct gw_shard *w, cw_handle_t *in,
                          struct gw_net *ingress, struct gw_route_stats *rs,
                          unsigned route_cap, const char *src_key,
                          uint64_t qseq, struct gw_source **src_p)
 {
-    cw_status_t st = gw_admit(gw, ingress, rs, route_cap, src_key, qseq,
+    cw_status_t st = gw_admit(w, ingress, rs, route_cap, src_key, qseq,
                               src_p);
 
     if (st == CW_AGAIN) {
         /* Over capacity: wait for a slot (bounded), else busy. */
-        st = gw_queue_push(gw, in, ingress, src_key, rs, route_cap, qseq);
+        st = gw_queue_push(w, in, ingress, src_key, rs, route_cap, qseq);
         if (st == CW_OK) {
             if (qseq == 0)
-                gw->n_queued_total++;
+                w->n.queued_total++;
             return CW_AGAIN;
         }
     }
     if (st != CW_OK) {
-        gw->n_busy++;
+        w->n.busy++;
         rs->busy++;
         if (ingress != NULL)
             ingress->busy++;
@@ -343,7 +407,7 @@ static bool gw_lane_open(const struct gw_lane *l)
 /* Unlink the oldest request of lane @p l of @p s, for the caller to free;
  * the lane is dropped when empty, and the source if it holds nothing else
  * (gw_forward finds or makes it again). */
-static struct gw_queued *gw_lane_pop(struct gw *gw, struct gw_source *s,
+static struct gw_queued *gw_lane_pop(struct gw_shard *w, struct gw_source *s,
                                      struct gw_lane *l)
 {
     struct gw_queued *q = l->qhead;
@@ -351,10 +415,11 @@ static struct gw_queued *gw_lane_pop(struct gw *gw, struct gw_source *s,
     l->qhead = q->next;
     if (l->qhead == NULL)
         gw_lane_drop(s, l);
-    gw->nqueued--;
+    w->nqueued--;
+    w->gw->nqueued--;
     if (--s->queued == 0)
-        gw_ring_leave(gw, s);
-    gw_source_tidy(gw, s);
+        gw_ring_leave(w, s);
+    gw_source_tidy(w, s);
     return q;
 }
 
@@ -362,21 +427,21 @@ static struct gw_queued *gw_lane_pop(struct gw *gw, struct gw_source *s,
  * again (*unrouted_p), else the next in turn among its lanes that are
  * open; NULL when every route it waits for is full.  At most one look per
  * lane. */
-static struct gw_queued *gw_source_next(struct gw *gw, struct gw_source *s,
-                                        bool *unrouted_p)
+static struct gw_queued *gw_source_next(struct gw_shard *w,
+                                        struct gw_source *s, bool *unrouted_p)
 {
     struct gw_lane *first, *l = gw_lane_find(s, NULL);
 
     if (l != NULL) {
         *unrouted_p = true;
-        return gw_lane_pop(gw, s, l);
+        return gw_lane_pop(w, s, l);
     }
     first = l = s->lcur != NULL ? s->lcur : s->lanes;
     do {
         if (gw_lane_open(l)) {
             s->lcur = l->next;
             *unrouted_p = false;
-            return gw_lane_pop(gw, s, l);
+            return gw_lane_pop(w, s, l);
         }
         l = l->next != NULL ? l->next : s->lanes;
     } while (l != first);
@@ -385,19 +450,20 @@ static struct gw_queued *gw_source_next(struct gw *gw, struct gw_source *s,
 
 /* The next request in round-robin order, or NULL when none may go now;
  * a source with nothing that may go counts as a miss. */
-static struct gw_queued *gw_queue_next(struct gw *gw, unsigned *misses,
+static struct gw_queued *gw_queue_next(struct gw_shard *w, unsigned *misses,
                                        bool *unrouted_p)
 {
+    struct gw *gw = w->gw;
     unsigned limit = gw->cfg->limits.max_inflight_rpcs;
 
     if (limit != 0 && gw->inflight >= limit)
         return NULL;
-    while (gw->qring != NULL && *misses < gw->nqsrcs) {
-        struct gw_source *s = gw->qring;
+    while (w->qring != NULL && *misses < w->nqsrcs) {
+        struct gw_source *s = w->qring;
         struct gw_queued *q;
 
-        gw->qring = s->qnext; /* the next source goes next */
-        q = gw_source_next(gw, s, unrouted_p);
+        w->qring = s->qnext; /* the next source goes next */
+        q = gw_source_next(w, s, unrouted_p);
         if (q != NULL)
             return q;
         ++*misses;
@@ -410,10 +476,10 @@ static struct gw_queued *gw_queue_next(struct gw *gw, unsigned *misses,
  * offered went back to the queue: its network is still full).  Threaded,
  * each request is taken and forwarded under one hold of gw->lock, so that
  * no new request of its source takes its slot in between. */
-static void gw_queue_round(struct gw *gw, bool mt)
+static unsigned gw_queue_round(struct gw_shard *w, bool mt)
 {
     static _Thread_local bool running;
-    unsigned misses = 0, before;
+    unsigned misses = 0, before, left = 0;
     struct gw_queued *q;
     cw_handle_t *in;
     uint64_t seq;
@@ -423,45 +489,105 @@ static void gw_queue_round(struct gw *gw, bool mt)
      * within gw_deferred_flush, and run the queue again: this loop goes on
      * instead. */
     if (running)
-        return;
+        return 0;
     running = true;
     for (;;) {
         if (mt)
-            pthread_mutex_lock(&gw->lock);
-        q = gw_queue_next(gw, &misses, &unrouted);
+            pthread_mutex_lock(&w->lock);
+        q = gw_queue_next(w, &misses, &unrouted);
         if (q != NULL) {
             in = q->in;
             seq = q->seq;
             free(q);
-            before = gw->nqueued;
-            gw_forward(gw, in, seq);
+            before = w->nqueued;
+            gw_forward(w, in, seq);
             /* Back in the queue is a miss, unless it only found its lane
              * after a reload. */
-            misses = gw->nqueued > before && !unrouted ? misses + 1 : 0;
+            if (w->nqueued > before) {
+                misses = unrouted ? 0 : misses + 1;
+            } else {
+                misses = 0;
+                left++;
+            }
         }
         if (mt) {
-            pthread_mutex_unlock(&gw->lock);
+            pthread_mutex_unlock(&w->lock);
             gw_deferred_flush();
         }
         if (q == NULL)
             break;
     }
     running = false;
+    return left;
 }
 
-void gw_queue_run(struct gw *gw)
+void gw_queue_run(struct gw_shard *w)
 {
     /* It runs after a pass of cw_trigger: what it forwards to one next
      * hop leaves together all the same (coalescing). */
-    void *scope = cw_context_batch_begin(gw->ctx);
+    void *scope = cw_context_batch_begin(w->ctx);
 
-    gw_queue_round(gw, false);
-    cw_context_batch_end(gw->ctx, scope);
+    (void)gw_queue_round(w, false);
+    cw_context_batch_end(w->ctx, scope);
 }
 
-void gw_queue_run_mt(struct gw *gw)
+unsigned gw_queue_run_mt(struct gw_shard *w)
 {
-    gw_queue_round(gw, true);
+    return gw_queue_round(w, true);
+}
+
+/* Offer a freed slot to the next worker in turn with requests waiting,
+ * from @p w, whose offer has already passed @p hops workers. */
+static void gw_queue_offer_from(struct gw_shard *w, unsigned hops)
+{
+    struct gw *gw = w->gw;
+    unsigned n = gw->nshards, start;
+
+    if (gw->nqueued == 0 || hops >= n)
+        return;
+    start = atomic_fetch_add(&gw->qturn, 1);
+    for (unsigned i = 0; i < n; i++) {
+        struct gw_shard *t = &gw->shards[(start + i) % n];
+
+        if (atomic_load(&t->nqueued) == 0)
+            continue;
+        if (t == w) {
+            if (gw_queue_run_mt(w) == 0)
+                gw_queue_offer_from(w, hops + 1);
+        } else {
+            atomic_store(&t->kick, hops + 1);
+            gw_shard_wake(t);
+        }
+        return;
+    }
+}
+
+void gw_queue_offer(struct gw_shard *w)
+{
+    gw_queue_offer_from(w, 0);
+}
+
+void gw_queue_kicked(struct gw_shard *w)
+{
+    unsigned hops = atomic_exchange(&w->kick, 0);
+
+    if (hops == 0)
+        return;
+    /* Nothing here could use it (its routes are full): the next one. */
+    if (gw_queue_run_mt(w) == 0)
+        gw_queue_offer_from(w, hops);
+}
+
+void gw_queue_kick_all(struct gw *gw)
+{
+    for (unsigned k = 0; k < gw->nshards; k++) {
+        struct gw_shard *t = &gw->shards[k];
+
+        if (atomic_load(&t->nqueued) != 0 && atomic_load(&t->kick) == 0) {
+            atomic_store(&t->kick, 1);
+            gw_shard_wake(t);
+        }
+    }
 }
 
 /* Merge the arrival-ordered request lists @p a and @p b. */
@@ -486,11 +612,11 @@ static struct gw_queued *gw_queued_merge(struct gw_queued *a,
  * one, in arrival order, served before its other lanes; each request is
  * routed again when its turn comes, and goes into its new lane in arrival
  * order (gw_queue_push). */
-void gw_queue_relane(struct gw *gw)
+static void gw_queue_relane_one(struct gw_shard *w)
 {
-    struct gw_source *s = gw->qring;
+    struct gw_source *s = w->qring;
 
-    for (unsigned n = gw->nqsrcs; n-- > 0; s = s->qnext) {
+    for (unsigned n = w->nqsrcs; n-- > 0; s = s->qnext) {
         struct gw_lane *l = s->lanes, *o; /* not empty: it has queued ones */
 
         while ((o = l->next) != NULL) {
@@ -507,13 +633,20 @@ void gw_queue_relane(struct gw *gw)
     }
 }
 
+void gw_queue_relane(struct gw *gw)
+{
+    for (unsigned k = 0; k < gw->nshards; k++)
+        gw_queue_relane_one(&gw->shards[k]);
+}
+
 /* Answer the requests of lane @p l of @p s that expired (all of them with
  * @p all), or with @p net those that came in on it; the lane is left,
  * maybe empty, to the caller.  Returns how many were answered. */
-static unsigned gw_lane_expire(struct gw *gw, struct gw_source *s,
+static unsigned gw_lane_expire(struct gw_shard *w, struct gw_source *s,
                                struct gw_lane *l, bool all,
                                const cw_network_t *net, cw_status_t st)
 {
+    struct gw *gw = w->gw;
     struct gw_queued **pp = &l->qhead, *last = NULL;
     unsigned n = 0;
 
@@ -531,13 +664,14 @@ static unsigned gw_lane_expire(struct gw *gw, struct gw_source *s,
         }
         *pp = q->next;
         s->queued--;
+        w->nqueued--;
         gw->nqueued--;
         if (qst == CW_TIMEOUT)
-            gw->n_timedout++;
+            w->n.timedout++;
         else if (qst == CW_CANCELED)
-            gw->n_canceled++;
+            w->n.canceled++;
         else
-            gw->n_noroute++; /* its network was removed (gw_forward) */
+            w->n.noroute++; /* its network was removed (gw_forward) */
         gw_reject(gw, q->in, qst);
         free(q);
         n++;
@@ -546,11 +680,11 @@ static unsigned gw_lane_expire(struct gw *gw, struct gw_source *s,
     return n;
 }
 
-static unsigned gw_queue_sweep(struct gw *gw, bool all,
-                               const cw_network_t *net, cw_status_t st)
+static unsigned gw_queue_sweep_one(struct gw_shard *w, bool all,
+                                   const cw_network_t *net, cw_status_t st)
 {
-    unsigned n = gw->nqsrcs, answered = 0;
-    struct gw_source *s = gw->qring, *next;
+    unsigned n = w->nqsrcs, answered = 0;
+    struct gw_source *s = w->qring, *next;
 
     for (; n-- > 0; s = next) {
         struct gw_lane *l, *lnext;
@@ -558,15 +692,25 @@ static unsigned gw_queue_sweep(struct gw *gw, bool all,
         next = s->qnext;
         for (l = s->lanes; l != NULL; l = lnext) {
             lnext = l->next;
-            answered += gw_lane_expire(gw, s, l, all, net, st);
+            answered += gw_lane_expire(w, s, l, all, net, st);
             if (l->qhead == NULL)
                 gw_lane_drop(s, l);
         }
         if (s->queued == 0) {
-            gw_ring_leave(gw, s);
-            gw_source_tidy(gw, s);
+            gw_ring_leave(w, s);
+            gw_source_tidy(w, s);
         }
     }
+    return answered;
+}
+
+static unsigned gw_queue_sweep(struct gw *gw, bool all,
+                               const cw_network_t *net, cw_status_t st)
+{
+    unsigned answered = 0;
+
+    for (unsigned k = 0; k < gw->nshards; k++)
+        answered += gw_queue_sweep_one(&gw->shards[k], all, net, st);
     return answered;
 }
 

@@ -148,8 +148,10 @@ void gw_addr_forget_all(struct gw *gw, const char *uri)
 /* Counters per (route, next hop): looked up on every request, so hashed
  * rather than searched (a gateway may serve thousands of routes).  The key
  * is both strings, each with its terminator. */
-struct gw_route_stats *gw_route_stats_get(struct gw *gw, const char *dest,
-                                          const char *nexthop)
+/* gw->lock held in threaded mode. */
+static struct gw_route_stats *gw_route_stats_find(struct gw *gw,
+                                                  const char *dest,
+                                                  const char *nexthop)
 {
     size_t ld = strlen(dest) + 1, lh = strlen(nexthop) + 1;
     struct gw_route_stats *rs = NULL;
@@ -191,6 +193,19 @@ err_free_rs:
 err_free_key:
     free(key);
     return NULL;
+}
+
+/* Shared by the workers: the index under gw->lock, taken only when a
+ * destination's cache entry does not know its counters yet. */
+struct gw_route_stats *gw_route_stats_get(struct gw *gw, const char *dest,
+                                          const char *nexthop)
+{
+    struct gw_route_stats *rs;
+
+    gw_lock(gw);
+    rs = gw_route_stats_find(gw, dest, nexthop);
+    gw_unlock(gw);
+    return rs;
 }
 
 void gw_route_stats_fini(struct gw *gw)
@@ -266,13 +281,25 @@ enum { GW_RK_HOPS, GW_RK_SERVICE, GW_RK_PLAIN };
 
 void gw_rcache_clear(struct gw *gw)
 {
-    struct cw_hnode *n;
+    for (unsigned k = 0; k < gw->nshards; k++) {
+        struct gw_shard *w = &gw->shards[k];
+        struct cw_hnode *n;
 
-    while ((n = cw_htable_oldest(&gw->rcache)) != NULL) {
-        cw_htable_remove(&gw->rcache, n);
-        free(CW_HNODE_ENTRY(n, struct gw_rent, node));
+        while ((n = cw_htable_oldest(&w->rcache)) != NULL) {
+            cw_htable_remove(&w->rcache, n);
+            free(CW_HNODE_ENTRY(n, struct gw_rent, node));
+        }
+        cw_htable_fini(&w->rcache);
     }
-    cw_htable_fini(&gw->rcache);
+}
+
+size_t gw_rcache_count(struct gw *gw)
+{
+    size_t n = 0;
+
+    for (unsigned k = 0; k < gw->nshards; k++)
+        n += cw_htable_count(&gw->shards[k].rcache);
+    return n;
 }
 
 /* Parse @p route into a new entry; returns the status to answer with. */
@@ -387,34 +414,35 @@ static cw_status_t gw_rent_build(struct gw *gw, const char *route,
 /* The parsed form of @p route, from the cache or parsed now.  It is the
  * newest entry afterwards: the bound (at least 16) drops older ones only,
  * so the two a resolution holds (a service and its backend) stay. */
-static cw_status_t gw_rent_get(struct gw *gw, const char *route,
+static cw_status_t gw_rent_get(struct gw_shard *w, const char *route,
                                struct gw_rent **e_p)
 {
+    struct gw *gw = w->gw;
     unsigned max = gw->cfg->limits.max_cached_dests;
     size_t len = strlen(route);
-    uint64_t h = cw_htable_hash(&gw->rcache, route, len);
-    struct cw_hnode *n = cw_htable_find_hash(&gw->rcache, route, len, h);
+    uint64_t h = cw_htable_hash(&w->rcache, route, len);
+    struct cw_hnode *n = cw_htable_find_hash(&w->rcache, route, len, h);
     struct gw_rent *e;
     cw_status_t st;
 
     if (n != NULL) {
-        cw_htable_touch(&gw->rcache, n);
+        cw_htable_touch(&w->rcache, n);
         *e_p = CW_HNODE_ENTRY(n, struct gw_rent, node);
         return CW_OK;
     }
     st = gw_rent_build(gw, route, &e);
     if (st != CW_OK)
         return st;
-    if (cw_htable_insert_hash(&gw->rcache, &e->node, e->key, len, h) !=
+    if (cw_htable_insert_hash(&w->rcache, &e->node, e->key, len, h) !=
         CW_OK) {
         free(e);
         return CW_NOMEM;
     }
-    while (max != 0 && cw_htable_count(&gw->rcache) > max) {
-        n = cw_htable_oldest(&gw->rcache);
-        cw_htable_remove(&gw->rcache, n);
+    while (max != 0 && cw_htable_count(&w->rcache) > max) {
+        n = cw_htable_oldest(&w->rcache);
+        cw_htable_remove(&w->rcache, n);
         free(CW_HNODE_ENTRY(n, struct gw_rent, node));
-        gw->n_rcache_evicted++;
+        w->n.rcache_evicted++;
     }
     *e_p = e;
     return CW_OK;
@@ -422,9 +450,10 @@ static cw_status_t gw_rent_get(struct gw *gw, const char *route,
 
 /* Resolve the routing destination @p route into a next hop.  Returns the
  * status to answer the caller with when it cannot. */
-static cw_status_t gw_resolve(struct gw *gw, const char *route,
+static cw_status_t gw_resolve(struct gw_shard *w, const char *route,
                               const char *src, struct gw_target *t)
 {
+    struct gw *gw = w->gw;
     struct gw_rent *e, *be;
     struct cw_route_memo *memo;
     const struct cw_uri *target;
@@ -433,7 +462,7 @@ static cw_status_t gw_resolve(struct gw *gw, const char *route,
 
     /* Entries stay valid until the next resolution: the cache drops its
      * oldest ones when it gets a new one (gw_rent_get). */
-    st = gw_rent_get(gw, route, &e);
+    st = gw_rent_get(w, route, &e);
     if (st != CW_OK)
         return st;
     t->rent = e;
@@ -446,7 +475,7 @@ static cw_status_t gw_resolve(struct gw *gw, const char *route,
             return CW_NO_ROUTE;
         t->has_backend = true;
         /* The backend's address is parsed once too. */
-        st = gw_rent_get(gw, t->pick.address, &be);
+        st = gw_rent_get(w, t->pick.address, &be);
         if (st != CW_OK)
             return st;
         if (be->kind != GW_RK_PLAIN)
@@ -509,16 +538,19 @@ void gw_answer(cw_handle_t *in, cw_status_t st)
     cw_handle_release(in);
 }
 
+/* @p f's worker's lock held in threaded mode. */
 void gw_fwd_free(struct gw_fwd *f)
 {
     struct gw *gw = f->gw;
+    struct gw_shard *w = f->in_sh;
 
     if (f->prev != NULL)
         f->prev->next = f->next;
     else
-        gw->fwds = f->next;
+        w->fwds = f->next;
     if (f->next != NULL)
         f->next->prev = f->prev;
+    w->inflight--;
     gw->inflight--;
     if (f->ingress != NULL)
         f->ingress->inflight--;
@@ -528,28 +560,32 @@ void gw_fwd_free(struct gw_fwd *f)
         cw_route_table_nexthop_load(f->table, f->nexthop, -1);
     if (f->has_backend)
         cw_route_table_backend_load(f->table, f->service, f->backend, -1);
-    gw_admit_done(gw, f->src);
-    gw_bulk_revoke(gw, f);
+    gw_admit_done(w, f->src);
+    if (f->btoks != NULL) { /* shared with the bulk handlers */
+        gw_lock(gw);
+        gw_bulk_revoke(gw, f);
+        gw_unlock(gw);
+    }
     cw_route_table_unref(f->table);
     if (f->out != NULL)
         cw_handle_release(f->out);
-    if (gw->nfree_fwds < GW_FWD_POOL_MAX) {
-        f->next = gw->free_fwds;
-        gw->free_fwds = f;
-        gw->nfree_fwds++;
+    if (w->nfree_fwds < GW_FWD_POOL_MAX) {
+        f->next = w->free_fwds;
+        w->free_fwds = f;
+        w->nfree_fwds++;
     } else {
         free(f);
     }
 }
 
-static struct gw_fwd *gw_fwd_alloc(struct gw *gw)
+static struct gw_fwd *gw_fwd_alloc(struct gw_shard *w)
 {
-    struct gw_fwd *f = gw->free_fwds;
+    struct gw_fwd *f = w->free_fwds;
 
     if (f == NULL)
         return calloc(1, sizeof(*f));
-    gw->free_fwds = f->next;
-    gw->nfree_fwds--;
+    w->free_fwds = f->next;
+    w->nfree_fwds--;
     memset(f, 0, offsetof(struct gw_fwd, next_addr));
     f->next_addr[0] = '\0';
     f->prev = f->next = NULL;
@@ -558,12 +594,16 @@ static struct gw_fwd *gw_fwd_alloc(struct gw *gw)
 
 void gw_fwd_pool_fini(struct gw *gw)
 {
-    while (gw->free_fwds != NULL) {
-        struct gw_fwd *f = gw->free_fwds;
-        gw->free_fwds = f->next;
-        free(f);
+    for (unsigned k = 0; k < gw->nshards; k++) {
+        struct gw_shard *w = &gw->shards[k];
+
+        while (w->free_fwds != NULL) {
+            struct gw_fwd *f = w->free_fwds;
+            w->free_fwds = f->next;
+            free(f);
+        }
+        w->nfree_fwds = 0;
     }
-    gw->nfree_fwds = 0;
 }
 
 #define GW_MAX_RESUMES 3
@@ -572,14 +612,13 @@ void gw_fwd_pool_fini(struct gw *gw)
  * @p f; a few lookups get past round robin. */
 static bool gw_resolve_other(struct gw_fwd *f, struct gw_target *t)
 {
-    struct gw *gw = f->gw;
     char src[CW_ADDR_STR_MAX];
 
     if (cw_addr_to_string(cw_handle_source(f->in), src, sizeof(src)) != CW_OK)
         src[0] = '\0';
     for (unsigned i = 0; i < 4; i++) {
         memset(t, 0, sizeof(*t));
-        if (gw_resolve(gw, cw_fwd_dest(f->in), src, t) != CW_OK ||
+        if (gw_resolve(f->in_sh, cw_fwd_dest(f->in), src, t) != CW_OK ||
             t->res.direct || t->has_backend)
             return false;
         if (strcmp(t->next, f->next_addr) != 0)
@@ -617,9 +656,12 @@ static cw_handle_t *gw_fwd_retarget(struct gw_fwd *f,
     gw_health_report_nexthop(gw, f->table, f->nexthop, false,
                              "forwarded request", st);
     cw_route_table_nexthop_load(f->table, f->nexthop, -1);
-    gw_addr_forget(f->eg_sh != NULL ? f->eg_sh : &gw->shards[0],
-                   f->next_addr);
-    gw_bulk_revoke(gw, f);
+    gw_addr_forget(f->eg_sh, f->next_addr);
+    if (f->btoks != NULL) {
+        gw_lock(gw);
+        gw_bulk_revoke(gw, f);
+        gw_unlock(gw);
+    }
     f->out = NULL;
     cw_route_table_unref(f->table);
     f->table = cw_route_table_ref(gw->table);
@@ -666,7 +708,7 @@ static bool gw_fwd_resume(struct gw_fwd *f, cw_status_t st)
                   "%s", t.next, cw_status_str(rst));
         return false;
     }
-    gw->n_resumed++;
+    f->in_sh->n.resumed++;
     CW_LOG_RL(CW_LOG_INFO, GW_LOG, "next hop failed (%s): request resumed "
               "through %s", cw_status_name(st), t.next);
     return true;
@@ -675,30 +717,29 @@ static bool gw_fwd_resume(struct gw_fwd *f, cw_status_t st)
 bool gw_fwd_resume_mt(struct gw_fwd *f)
 {
     struct gw *gw = f->gw;
+    struct gw_shard *w = f->in_sh;
     struct gw_route_stats *rs = NULL;
     struct gw_target t;
     cw_handle_t *old;
 
-    pthread_mutex_lock(&gw->lock);
+    pthread_mutex_lock(&w->lock);
     if (gw_fwd_resumable(f, f->st, &t))
         rs = gw_route_stats_get(gw, t.res.dest, t.res.gateway);
     if (rs == NULL) {
-        pthread_mutex_unlock(&gw->lock);
+        pthread_mutex_unlock(&w->lock);
         return false;
     }
     old = gw_fwd_retarget(f, &t, rs, f->st);
-    /* Every shard reaches every network: it stays where it came in. */
-    f->eg_sh = gw_shard_of_ctx(gw, cw_handle_context(f->in));
     snprintf(f->dest, sizeof(f->dest), "%s", t.dest);
     f->resume = true; /* gw_fwd_send marks the new outgoing handle */
-    gw->n_resumed++;
+    w->n.resumed++;
     CW_LOG_RL(CW_LOG_INFO, GW_LOG, "next hop failed (%s): request resumed "
               "through %s", cw_status_name(f->st), t.next);
     f->st = CW_OK;
     gw_fwd_stage(f);
-    pthread_mutex_unlock(&gw->lock);
+    pthread_mutex_unlock(&w->lock);
     cw_handle_release(old);
-    gw_deferred_flush(); /* to the egress shard of the new next hop */
+    gw_deferred_flush(); /* sends it from this worker's queue */
     return true;
 }
 
@@ -706,21 +747,20 @@ bool gw_fwd_resume_mt(struct gw_fwd *f)
  * it went out; a status of our own otherwise). */
 static void gw_fwd_count(struct gw_fwd *f, cw_status_t st, bool sent)
 {
-    struct gw *gw = f->gw;
+    struct gw_counts *n = &f->in_sh->n;
     struct gw_route_stats *rs = f->rs;
 
     if (st == CW_CANCELED) {
-        gw->n_canceled++;
+        n->canceled++;
         rs->canceled++;
     } else if (st == CW_TIMEOUT) {
-        gw->n_timedout++;
+        n->timedout++;
         rs->timedout++;
     } else if (sent && (st == CW_OK || !gw_status_is_transport(st))) {
-        gw->n_forwarded++;
+        n->forwarded++;
         rs->forwarded++;
-        (f->in_sh != NULL ? f->in_sh : &gw->shards[0])->forwarded++;
     } else {
-        gw->n_failed++;
+        n->failed++;
         rs->failed++;
     }
 }
@@ -738,11 +778,9 @@ static void gw_fwd_report(struct gw_fwd *f, bool ok, cw_status_t st)
 }
 
 /* Counters, passive health and the record's release once the response
- * went back (gw->lock held in threaded mode). */
+ * went back (its worker's lock held in threaded mode). */
 void gw_fwd_account(struct gw_fwd *f, cw_status_t st, uint64_t t_end)
 {
-    struct gw *gw = f->gw;
-
     gw_fwd_count(f, st, true);
     gw_hist_add(f->rs, (f->t_sent - f->t_in) + (t_end - f->t_done));
 
@@ -751,8 +789,7 @@ void gw_fwd_account(struct gw_fwd *f, cw_status_t st, uint64_t t_end)
     if (st != CW_CANCELED) {
         gw_fwd_report(f, !gw_status_is_transport(st), st);
         if (st == CW_DISCONNECTED || st == CW_UNREACHABLE || st == CW_IO)
-            gw_addr_forget(f->eg_sh != NULL ? f->eg_sh : &gw->shards[0],
-                           f->next_addr);
+            gw_addr_forget(f->eg_sh, f->next_addr);
     }
     gw_fwd_free(f);
 }
@@ -777,18 +814,15 @@ static void gw_out_cb(cw_handle_t *out, cw_status_t st, void *arg)
 }
 
 /* The request could not be sent on (@p st): counters and passive health
- * (gw->lock held in threaded mode). */
+ * (its worker's lock held in threaded mode). */
 void gw_fwd_fail_account(struct gw_fwd *f, cw_status_t st)
 {
-    struct gw *gw = f->gw;
-
     f->t_sent = f->t_done = cw_now_ns();
     /* CW_CANCELED: the caller canceled while the request waited here. */
     gw_fwd_count(f, st, false);
     if (st != CW_TIMEOUT && st != CW_CANCELED) {
         gw_fwd_report(f, false, st);
-        gw_addr_forget(f->eg_sh != NULL ? f->eg_sh : &gw->shards[0],
-                       f->next_addr);
+        gw_addr_forget(f->eg_sh, f->next_addr);
     }
 }
 
@@ -797,8 +831,9 @@ void gw_forward_hook(cw_handle_t *in, void *arg)
     gw_forward(arg, in, 0);
 }
 
-void gw_forward(struct gw *gw, cw_handle_t *in, uint64_t qseq)
+void gw_forward(struct gw_shard *w, cw_handle_t *in, uint64_t qseq)
 {
+    struct gw *gw = w->gw;
     bool requeued = qseq != 0;
     uint64_t t_in = cw_now_ns();
     char src[CW_ADDR_STR_MAX];
@@ -817,20 +852,20 @@ void gw_forward(struct gw *gw, cw_handle_t *in, uint64_t qseq)
         ingress->rx++;
     if (ingress != NULL && ingress->removed) {
         /* The network was removed by a reload but is still bound. */
-        gw->n_noroute++;
+        w->n.noroute++;
         gw_reject(gw, in, CW_UNREACHABLE);
         return;
     }
     if (gw->draining && !requeued) {
-        gw->n_draining++;
+        w->n.draining++;
         gw_reject(gw, in, CW_DRAINING);
         return;
     }
     t.dest = "";
     t.has_backend = false;
-    st = gw_resolve(gw, cw_fwd_dest(in), src, &t);
+    st = gw_resolve(w, cw_fwd_dest(in), src, &t);
     if (st != CW_OK) {
-        gw->n_noroute++;
+        w->n.noroute++;
         CW_LOG_RL(CW_LOG_INFO, GW_LOG, "no way to \"%s\" from %s: %s",
                   cw_fwd_dest(in), src, cw_status_name(st));
         gw_reject(gw, in, st);
@@ -845,7 +880,7 @@ void gw_forward(struct gw *gw, cw_handle_t *in, uint64_t qseq)
                                         ingress ? ingress->name : NULL,
                                         t.egress->name, t.acl_svc,
                                         t.acl_uri) != CW_OK) {
-        gw->n_denied++;
+        w->n.denied++;
         rs->denied++;
         if (ingress != NULL)
             ingress->denied++;
@@ -854,7 +889,9 @@ void gw_forward(struct gw *gw, cw_handle_t *in, uint64_t qseq)
         gw_reject(gw, in, CW_DENIED);
         return;
     }
-    st = gw_admission(gw, in, ingress, rs, t.res.max_inflight, src, qseq,
+    /* It holds its slots (total, network, route) from here: released by
+     * gw_fwd_free, or by gw_admit_undo if no record is made. */
+    st = gw_admission(w, in, ingress, rs, t.res.max_inflight, src, qseq,
                       &source);
     if (st == CW_AGAIN)
         return; /* it waits in the queue */
@@ -862,9 +899,9 @@ void gw_forward(struct gw *gw, cw_handle_t *in, uint64_t qseq)
         gw_reject(gw, in, st);
         return;
     }
-    f = gw_fwd_alloc(gw);
+    f = gw_fwd_alloc(w);
     if (f == NULL) {
-        gw_admit_done(gw, source);
+        gw_admit_undo(w, ingress, rs, source);
         gw_reject(gw, in, CW_NOMEM);
         return;
     }
@@ -876,14 +913,12 @@ void gw_forward(struct gw *gw, cw_handle_t *in, uint64_t qseq)
     f->ingress = ingress;
     f->t_in = t_in;
     f->table = cw_route_table_ref(gw->table);
-    f->next = gw->fwds;
-    if (gw->fwds != NULL)
-        gw->fwds->prev = f;
-    gw->fwds = f;
-    gw->inflight++;
-    if (ingress != NULL)
-        ingress->inflight++;
-    rs->inflight++;
+    f->in_sh = f->eg_sh = w; /* every worker reaches every network */
+    f->next = w->fwds;
+    if (w->fwds != NULL)
+        w->fwds->prev = f;
+    w->fwds = f;
+    w->inflight++;
     if (!t.res.direct) {
         f->has_nexthop = true;
         f->nexthop = t.res.nexthop;
@@ -897,14 +932,13 @@ void gw_forward(struct gw *gw, cw_handle_t *in, uint64_t qseq)
     }
 
     if (gw->threaded) {
-        /* The egress shard sends it (gw_fwd_send) once gw->lock is
+        /* Sent from the worker's queue (gw_fwd_send) once its lock is
          * dropped: gw_forward_mt. */
-        f->eg_sh = gw_shard_of_ctx(gw, cw_handle_context(in));
         snprintf(f->dest, sizeof(f->dest), "%s", t.dest);
         gw_fwd_stage(f);
         return;
     }
-    st = gw_addr_get(&gw->shards[0], t.next, &next);
+    st = gw_addr_get(w, t.next, &next);
     if (st == CW_OK)
         st = cw_fwd_create(in, next, t.dest, &f->out);
     if (st == CW_OK) /* descriptors become proxy tokens (bulk_proxy_table.c) */
@@ -928,7 +962,7 @@ void gw_fwd_cancel_all(struct gw *gw)
         gw_fwd_cancel_mt(gw, true);
         return;
     }
-    for (struct gw_fwd *f = gw->fwds; f != NULL; f = f->next)
+    for (struct gw_fwd *f = gw->shards[0].fwds; f != NULL; f = f->next)
         if (f->out != NULL)
             cw_cancel(f->out);
 }
@@ -939,15 +973,18 @@ void gw_fwd_hop_down(struct gw *gw, const char *addr)
      * answers its probes on that address again): health checks decide. */
     unsigned n = 0;
 
-    for (struct gw_fwd *f = gw->fwds; f != NULL; f = f->next) {
-        if (f->out != NULL && f->has_nexthop && !f->hop_down && !f->cut &&
-            cw_handle_idempotent(f->in) && strcmp(f->next_addr, addr) == 0) {
-            f->hop_down = true;
-            if (gw->threaded)
-                gw_fwd_fail_later(f->out); /* gw->lock is held */
-            else
-                cw_fwd_fail(f->out, CW_DISCONNECTED);
-            n++;
+    for (unsigned k = 0; k < gw->nshards; k++) {
+        for (struct gw_fwd *f = gw->shards[k].fwds; f != NULL; f = f->next) {
+            if (f->out != NULL && f->has_nexthop && !f->hop_down &&
+                !f->cut && cw_handle_idempotent(f->in) &&
+                strcmp(f->next_addr, addr) == 0) {
+                f->hop_down = true;
+                if (gw->threaded)
+                    gw_fwd_fail_later(f->out); /* the locks are held */
+                else
+                    cw_fwd_fail(f->out, CW_DISCONNECTED);
+                n++;
+            }
         }
     }
     if (n > 0)
@@ -965,10 +1002,10 @@ void gw_fwd_cut_old(struct gw *gw, uint64_t now)
     }
     max = gw->cfg->limits.max_timeout_ns;
     /* A coarse 10 ms scan is enough for a limit given in milliseconds. */
-    if (now < gw->next_cut_ns)
+    if (now < gw->shards[0].next_cut_ns)
         return;
-    gw->next_cut_ns = now + 10000000ull;
-    for (struct gw_fwd *f = gw->fwds; f != NULL; f = f->next) {
+    gw->shards[0].next_cut_ns = now + 10000000ull;
+    for (struct gw_fwd *f = gw->shards[0].fwds; f != NULL; f = f->next) {
         if (!f->cut && f->out != NULL && now - f->t_in >= max) {
             f->cut = true;
             cw_cancel(f->out);

@@ -220,7 +220,7 @@ static cw_status_t gw_start(struct gw *gw, const struct cw_config *cfg)
  * the next ping, a request, a signal or an admin connection. */
 static bool gw_idle(const struct gw *gw)
 {
-    if (!gw->watching || gw->busy_poll || gw->fwds != NULL ||
+    if (!gw->watching || gw->busy_poll || gw->inflight != 0 ||
         gw->nqueued != 0 || gw->draining || gw->cancel_all ||
         gw_health_busy(gw))
         return false;
@@ -279,9 +279,9 @@ static void gw_stop_mt(struct gw *gw)
 
     for (int i = 0; i < 200 && busy; i++) {
         if (i % 10 == 0) {
-            pthread_mutex_lock(&gw->lock);
+            gw_lock_all(gw);
             gw_queue_expire(gw, true, CW_CANCELED);
-            pthread_mutex_unlock(&gw->lock);
+            gw_unlock_all(gw);
             gw_deferred_flush();
             gw_fwd_cancel_mt(gw, true);
         }
@@ -289,7 +289,7 @@ static void gw_stop_mt(struct gw *gw)
         cw_progress(gw->ctx, 5);
         cw_trigger(gw->ctx, 0, 0, NULL);
         pthread_mutex_lock(&gw->lock);
-        busy = gw->fwds != NULL || gw_health_busy(gw);
+        busy = gw->inflight != 0 || gw_health_busy(gw);
         pthread_mutex_unlock(&gw->lock);
     }
     gw_threads_stop(gw);
@@ -306,19 +306,24 @@ static void gw_stop(struct gw *gw)
          * callbacks answer their callers and free the forward state. */
         gw_queue_expire(gw, true, CW_CANCELED);
         gw_fwd_cancel_all(gw);
-        for (int i = 0; i < 200 && (gw->fwds != NULL || gw_health_busy(gw)); i++) {
+        for (int i = 0; i < 200 && (gw->inflight != 0 || gw_health_busy(gw));
+             i++) {
             cw_progress(gw->ctx, 5);
             cw_trigger(gw->ctx, 0, 0, NULL);
         }
     }
+    /* What the workers' queues still hold runs before their state goes. */
+    if (gw->shards != NULL)
+        gw_shards_quiesce(gw);
     gw_bulk_fini(gw);
     gw_health_fini(gw);
     gw_fwd_pool_fini(gw);
     gw_addr_cache_fini(gw);
     gw_rcache_clear(gw);
+    /* Each worker's tables go before the workers do. */
+    gw_sources_fini(gw);
     if (gw->shards != NULL)
         gw_shards_fini(gw);
-    gw_sources_fini(gw);
     gw_route_stats_fini(gw);
     cw_route_table_unref(gw->table);
     gw->table = NULL;
@@ -367,13 +372,13 @@ static void gw_loop(struct gw *gw)
         /* While forwards are in flight, poll without sleeping for a short
          * while: their responses usually come back within tens of
          * microseconds, and a sleep/wake-up pair costs more than that. */
-        cw_status_t pst = cw_progress(gw->ctx, gw->fwds != NULL &&
+        cw_status_t pst = cw_progress(gw->ctx, gw->inflight != 0 &&
                                                    now < spin_until
                                                ? 0 : idle ? gw_idle_ms(gw, now)
                                                           : slice);
         cw_trigger(gw->ctx, 0, 0, &ran);
         if (gw->nqueued != 0)
-            gw_queue_run(gw);
+            gw_queue_run(&gw->shards[0]);
         now = cw_now_ns();
         if (ran > 0 || pst == CW_OK) {
             spin_until = now + gw->spin_ns;
@@ -397,7 +402,7 @@ static void gw_loop(struct gw *gw)
         gw_health_tick(gw, now);
         if (gw->nqueued != 0)
             gw_queue_expire(gw, false, CW_TIMEOUT);
-        if (gw->fwds != NULL)
+        if (gw->inflight != 0)
             gw_fwd_cut_old(gw, now);
         if (gw->draining && gw_drain_check(gw, now))
             gw->stop = true;
@@ -424,11 +429,8 @@ static void gw_loop_mt(struct gw *gw)
         pthread_mutex_unlock(&gw->lock);
         (void)cw_progress(sh->ctx, moved ? 0 : wait);
         cw_trigger(sh->ctx, 0, 0, &ran);
-        pthread_mutex_lock(&gw->lock);
-        queued = gw->nqueued != 0;
-        pthread_mutex_unlock(&gw->lock);
-        if (queued)
-            gw_queue_run_mt(gw);
+        if (atomic_load_explicit(&sh->kick, memory_order_relaxed) != 0)
+            gw_queue_kicked(sh);
         now = cw_now_ns();
         if (now < next_hk && !(idle && ran == 0 && !moved &&
                                now - last_hk >= GW_EARLY_HK_NS))
@@ -436,9 +438,10 @@ static void gw_loop_mt(struct gw *gw)
         last_hk = now;
         next_hk = now + GW_HOUSEKEEPING_NS;
         gw_unanswered_update(gw); /* contexts' locks, then gw->lock */
-        /* Control plane under the lock (reload opens and closes networks,
-         * health pings are sent from here: rare plugin calls). */
-        pthread_mutex_lock(&gw->lock);
+        /* Control plane under every lock (reload opens and closes
+         * networks, health pings are sent from here: rare plugin calls);
+         * each worker waits for it at most between two requests. */
+        gw_lock_all(gw);
         gw_signals_poll(gw);
         gw_admin_poll(gw, now);
         gw_health_tick(gw, now);
@@ -446,11 +449,15 @@ static void gw_loop_mt(struct gw *gw)
             gw_queue_expire(gw, false, CW_TIMEOUT);
         if (gw->draining && gw_drain_check(gw, now))
             gw->stop = true;
-        queued = gw->fwds != NULL;
+        queued = gw->inflight != 0;
         cancel = gw->cancel_all;
         gw->cancel_all = false;
-        pthread_mutex_unlock(&gw->lock);
+        gw_unlock_all(gw);
         gw_deferred_flush();
+        /* A reload may have opened routes for queued requests; and no
+         * slot stays unoffered longer than a housekeeping period. */
+        if (gw->nqueued != 0)
+            gw_queue_kick_all(gw);
         if (cancel)
             gw_fwd_cancel_mt(gw, true);
         else if (queued)
@@ -523,8 +530,13 @@ int cw_gateway_main(const struct cw_config *cfg, const char *config_path,
         gw_loop_mt(gw);
     else
         gw_loop(gw);
-    GW_NOTICE("gateway stopped: %" PRIu64 " forwarded, %"
-           PRIu64 " failed", gw->n_forwarded, gw->n_failed);
+    {
+        struct gw_counts c;
+
+        gw_counts_sum(gw, false, &c);
+        GW_NOTICE("gateway stopped: %" PRIu64 " forwarded, %" PRIu64
+                  " failed", c.forwarded, c.failed);
+    }
     rc = 0;
 out:
     gw_stop(gw);

@@ -1,9 +1,17 @@
 /*
- * causewayd private state.  With gateway.threads = 1 everything runs on the
- * gateway's main thread and nothing is locked.  With threads > 1 the
- * gateway is split into shards (threads.c), one thread and one context
- * each; the state below is then shared and guarded by gw->lock (gw_lock),
- * held for bookkeeping only; each shard's address cache has its own lock.
+ * causewayd private state.  The gateway runs gateway.threads workers
+ * (threads.c), each one thread and one context with an endpoint on every
+ * network; a request runs to completion on the worker whose endpoint it
+ * reached.  What a request touches is the worker's own (struct gw_shard:
+ * its forwards, wait queue, sources, parsed destinations, counters),
+ * guarded by the worker's lock (gw_wlock), which only that worker takes
+ * per request; what workers share is atomic (totals, per-network and
+ * per-route counters, the route table's health and load) or read-mostly
+ * (route table, configuration, networks), replaced only under every
+ * worker's lock (gw_lock_all: reload, admin, health, drain).  gw->lock
+ * guards the rest of the shared state (the route counters' index, bulk
+ * tokens, health checks).  Lock order: workers' locks by index, then
+ * gw->lock, then a worker's addr_lock.  With one worker nothing is locked.
  */
 #ifndef CW_GW_INT_H
 #define CW_GW_INT_H
@@ -58,7 +66,19 @@ struct gw_addr_ent {
     char key[];
 };
 
-/** One progress thread with its own context and the networks on it. */
+/** How requests ended (per worker, summed when read). */
+struct gw_counts {
+    uint64_t forwarded, failed, timedout, denied, busy, noroute, draining,
+        refused_bulk, canceled, resumed;
+    uint64_t queued_total;            /**< requests that waited in a queue */
+    uint64_t rcache_evicted;          /**< parsed destinations dropped for
+                                           limits.max_cached_dests */
+    uint64_t src_refused;             /**< requests of a new source refused
+                                           with CW_BUSY at the bound */
+};
+
+/** One worker: a thread with its own context and an endpoint on every
+ *  network (shard 0 is the main thread). */
 struct gw_shard {
     struct gw *gw;
     unsigned idx;
@@ -66,25 +86,38 @@ struct gw_shard {
     pthread_t tid;
     bool started;
     unsigned nnets;                   /**< networks opened on it */
-    uint64_t forwarded;               /**< forwards it ran that ended with
-                                           an answer (gw->lock) */
     _Atomic(struct gw_work *) inbox;  /**< lock-free MPSC (gw_shard_post) */
-    /* A reload's barrier (gw_fwd_barrier): the marker goes through the
-     * inbox behind the sends staged before the reload. */
-    struct gw_work mark;
-    bool mark_queued;                 /**< in the inbox (gw->lock) */
-    uint64_t mark_epoch;              /**< what it passes (gw->lock) */
-    uint64_t mark_passed;             /**< the last one it passed */
-    uint64_t passed;                  /**< every send staged on it before
-                                           this epoch was sent (gw->lock) */
-    struct gw_work *held, *held_tail; /**< sends of a later epoch than
-                                           gw->epoch_clear, oldest first
-                                           (the shard's thread only) */
     pthread_mutex_t addr_lock;        /**< threaded mode: the cache below */
     struct cw_htable addrs;           /**< next hops in ctx (gw_addr_ent),
                                            at most limits.max_cached_addrs,
                                            least recently used dropped */
     uint64_t addrs_evicted;           /**< entries dropped for the bound */
+
+    /* The worker's forwarding state, under its lock (gw_wlock). */
+    pthread_mutex_t lock;
+    struct gw_fwd *fwds;              /**< its forwards in flight */
+    struct gw_fwd *free_fwds;         /**< pool: no malloc per RPC */
+    unsigned nfree_fwds;
+    unsigned inflight;                /**< forwards in flight (fwds) */
+    struct gw_source *qring;          /**< sources with queued requests,
+                                           next to be served first */
+    _Atomic unsigned nqueued;         /**< its share of gw->nqueued (read
+                                           by other workers: atomic) */
+    _Atomic unsigned kick;            /**< a freed slot is offered to its
+                                           queue: 1 + the workers that
+                                           passed it on (0: none) */
+    unsigned nqsrcs;                  /**< its share of gw->nqsrcs */
+    uint64_t qseq;                    /**< the last arrival number given
+                                           to a queued request */
+    uint64_t next_cut_ns;             /**< next limits.max_timeout scan */
+    struct cw_htable rcache;          /**< gw_rent by destination string, at
+                                           most limits.max_cached_dests,
+                                           least recently used dropped */
+    struct cw_htable srcs;            /**< gw_source by source address, at
+                                           most limits.max_sources (all
+                                           workers together) */
+    unsigned nsrcs;                   /**< cw_htable_count(&srcs) */
+    struct gw_counts n;               /**< what its requests came to */
 };
 
 /** One open network. */
@@ -98,8 +131,8 @@ struct gw_net {
      *  by every shard (cw_network_open_spread); [i] is in shards[i]. */
     cw_network_t *members[GW_MAX_SHARDS];
     bool removed;               /**< dropped by a reload (still bound) */
-    uint64_t rx, denied, busy;  /**< requests that arrived on it */
-    unsigned inflight;          /**< forwarded RPCs that came in on it */
+    _Atomic uint64_t rx, denied, busy; /**< requests that arrived on it */
+    _Atomic unsigned inflight;  /**< forwarded RPCs that came in on it */
     unsigned max_inflight;      /**< its limit from the config, 0 = none */
 };
 
@@ -110,10 +143,11 @@ struct gw_route_stats {
                                      nexthop (both in one allocation) */
     char *dest;                 /**< pattern or kind ("proxy", "svc:x") */
     char *nexthop;              /**< network name or gateway address */
-    uint64_t forwarded, failed, timedout, denied, busy, canceled;
-    unsigned inflight;
-    uint64_t hist[GW_HIST_BUCKETS];
-    uint64_t lat_sum_ns, lat_n;
+    /* Counted by every worker: atomic. */
+    _Atomic uint64_t forwarded, failed, timedout, denied, busy, canceled;
+    _Atomic unsigned inflight;
+    _Atomic uint64_t hist[GW_HIST_BUCKETS];
+    _Atomic uint64_t lat_sum_ns, lat_n;
 };
 
 /** A source's queued requests to one route, oldest first. */
@@ -152,15 +186,15 @@ struct gw_fwd {
     unsigned resumes;             /**< re-forwarded after a next hop failed */
     bool hop_down;                /**< failed: health took its hop down */
     struct gw_btok *btoks;        /**< proxy bulk tokens (bulk_proxy_table.c) */
-    /* threaded mode (threads.c) */
-    struct gw_shard *in_sh, *eg_sh; /**< ingress and egress shards */
+    /* the worker it runs on, start to end (both the same: in_sh names
+     * where it came in, eg_sh where it leaves) */
+    struct gw_shard *in_sh, *eg_sh;
     cw_status_t st;               /**< how the outgoing forward ended */
     bool send_failed;             /**< it never left (st says why) */
     bool resume;                  /**< re-forwarded: send it as RESUME */
-    struct gw_work work;          /**< hand-off between shards */
-    uint64_t epoch;               /**< gw->epoch when it was staged */
+    struct gw_work work;          /**< in its worker's queue */
     char next_addr[CW_URI_MAX];   /**< resolved next hop (cache key) */
-    struct gw_fwd *prev, *next;   /**< gw->fwds */
+    struct gw_fwd *prev, *next;   /**< its worker's fwds */
     char dest[CW_ADDR_STR_MAX];   /**< threaded: destination beyond next */
 };
 
@@ -235,33 +269,19 @@ struct gw {
     bool busy_poll;
     uint64_t spin_ns;                /**< poll this long after activity */
 
-    /* forwarding */
-    struct gw_fwd *fwds;
-    struct gw_fwd *free_fwds;        /**< pool: no malloc per RPC */
-    struct gw_source *qring;         /**< sources with queued requests,
-                                          next to be served first */
-    unsigned nqueued, nqsrcs;
-    uint64_t qseq;                   /**< the last arrival number given to
-                                          a queued request */
-    uint64_t next_cut_ns;
-    uint64_t n_queued_total;
-    unsigned nfree_fwds;
-    unsigned inflight;
-    struct gw_route_stats *routes;
+    /* forwarding: totals over the workers (each has its own share) */
+    _Atomic unsigned inflight;       /**< forwards in flight */
+    _Atomic unsigned nqueued;        /**< requests waiting for a slot */
+    _Atomic unsigned nqsrcs;         /**< sources with requests waiting */
+    _Atomic unsigned nsrcs;          /**< sources holding a slot or waiting */
+    _Atomic unsigned qturn;          /**< the worker whose queue is offered
+                                          the next freed slot (round robin
+                                          over those with requests waiting) */
+    struct gw_route_stats *routes;   /**< gw->lock */
     struct gw_route_stats **routes_tail; /**< where the next one goes */
-    struct cw_htable rstats;         /**< gw_route_stats by dest, next hop */
-    struct cw_htable rcache;         /**< gw_rent by destination string, at
-                                          most limits.max_cached_dests,
-                                          least recently used dropped */
-    uint64_t n_rcache_evicted;       /**< entries dropped for the bound */
-    struct cw_htable srcs;           /**< gw_source by source address, at
-                                          most limits.max_sources */
-    unsigned nsrcs;                  /**< cw_htable_count(&srcs) */
-    uint64_t n_src_refused;          /**< requests of a new source refused
-                                          with CW_BUSY at the bound */
+    struct cw_htable rstats;         /**< gw_route_stats by dest, next hop
+                                          (gw->lock) */
     uint64_t started_ns;
-    uint64_t n_forwarded, n_failed, n_timedout, n_denied, n_busy,
-        n_noroute, n_draining, n_refused_bulk, n_canceled, n_resumed;
 
     /* health */
     struct gw_hc *hcs;
@@ -281,7 +301,9 @@ struct gw {
                                      overflowed answer is not collected
                                      yet, all shards (gw_unanswered_update,
                                      housekeeping) */
-    bool cancel_all;            /**< threaded: cancel every forward now */
+    bool cancel_all;            /**< threaded: cancel every forward now
+                                     (the main loop, once it dropped the
+                                     locks) */
     uint64_t drain_deadline_ns;
     bool stop;
     uint64_t reloads, reload_failures;
@@ -292,12 +314,9 @@ struct gw {
     /* shards (threads.c): one without gateway.threads > 1 */
     struct gw_shard *shards;
     unsigned nshards;
-    bool threaded;                   /**< nshards > 1: gw->lock is used */
+    bool threaded;                   /**< nshards > 1: locks are used */
     pthread_mutex_t lock;
     atomic_bool threads_stop;
-    uint64_t epoch;               /**< reloads so far (gw->lock) */
-    _Atomic uint64_t epoch_clear; /**< every shard passed this epoch's
-                                       barrier: its sends may go */
     _Atomic uint64_t handoffs;    /**< forwards staged from a thread to
                                        another shard's (threaded) */
     _Atomic unsigned max_cached_addrs; /**< limits.max_cached_addrs of the
@@ -323,6 +342,56 @@ static inline void gw_unlock(struct gw *gw)
         pthread_mutex_unlock(&gw->lock);
 }
 
+/** Take worker @p w's lock (threaded mode only): its forwarding state. */
+static inline void gw_wlock(struct gw_shard *w)
+{
+    if (w->gw->threaded)
+        pthread_mutex_lock(&w->lock);
+}
+
+static inline void gw_wunlock(struct gw_shard *w)
+{
+    if (w->gw->threaded)
+        pthread_mutex_unlock(&w->lock);
+}
+
+/** Every worker's lock, then gw->lock (threaded mode only): the control
+ *  plane, which reads or changes what the workers use. */
+static inline void gw_lock_all(struct gw *gw)
+{
+    if (!gw->threaded)
+        return;
+    for (unsigned i = 0; i < gw->nshards; i++)
+        pthread_mutex_lock(&gw->shards[i].lock);
+    pthread_mutex_lock(&gw->lock);
+}
+
+static inline void gw_unlock_all(struct gw *gw)
+{
+    if (!gw->threaded)
+        return;
+    pthread_mutex_unlock(&gw->lock);
+    for (unsigned i = gw->nshards; i-- > 0;)
+        pthread_mutex_unlock(&gw->shards[i].lock);
+}
+
+/** The counters of every worker summed (their locks taken one at a time
+ *  unless @p locked: the caller holds them all). */
+void gw_counts_sum(struct gw *gw, bool locked, struct gw_counts *c);
+
+/** The counters summed, every worker's lock held by the caller (the
+ *  admin interface runs under gw_lock_all). */
+static inline struct gw_counts gw_counts_locked(struct gw *gw)
+{
+    struct gw_counts c;
+
+    gw_counts_sum(gw, true, &c);
+    return c;
+}
+
+/** Parsed destinations cached by every worker (their locks held). */
+size_t gw_rcache_count(struct gw *gw);
+
 /* gateway.c */
 struct gw_net *gw_net_by_name(struct gw *gw, const char *name);
 /** True if @p net is one of @p gn's endpoints (any shard's). */
@@ -339,9 +408,10 @@ void gw_set_config(struct gw *gw, struct cw_config *own,
 
 /* forward.c */
 void gw_forward_hook(cw_handle_t *in, void *arg);
-/** Forward one request: @p qseq is 0 for a new one, else its arrival
- *  number in the wait queue, where it comes from. */
-void gw_forward(struct gw *gw, cw_handle_t *in, uint64_t qseq);
+/** Forward one request on worker @p w, whose endpoint it reached (its
+ *  lock held in threaded mode): @p qseq is 0 for a new one, else its
+ *  arrival number in the wait queue, where it comes from. */
+void gw_forward(struct gw_shard *w, cw_handle_t *in, uint64_t qseq);
 /** Answer a request with @p st and release it. */
 void gw_answer(cw_handle_t *in, cw_status_t st);
 /** A next hop from @p sh's cache (looked up in its context on a miss);
@@ -360,7 +430,8 @@ void gw_addr_cache_fini(struct gw *gw);
 struct gw_shard *gw_shard_of_ctx(struct gw *gw, const cw_context_t *ctx);
 /** Forget a cached next hop in every shard. */
 void gw_addr_forget_all(struct gw *gw, const char *uri);
-/** Forget every parsed destination (the networks or the table changed). */
+/** Forget every parsed destination of every worker (the networks or the
+ *  table changed; their locks held in threaded mode). */
 void gw_rcache_clear(struct gw *gw);
 /** The open network @p net is, or NULL. */
 struct gw_net *gw_net_of(struct gw *gw, const cw_network_t *net);
@@ -370,12 +441,13 @@ void gw_route_stats_fini(struct gw *gw);
 void gw_fwd_cancel_all(struct gw *gw);
 /** Cancel forwarded RPCs older than limits.max_timeout (CW_TIMEOUT). */
 void gw_fwd_cut_old(struct gw *gw, uint64_t now);
-/** Free the pool of forward records. */
+/** Free every worker's pool of forward records. */
 void gw_fwd_pool_fini(struct gw *gw);
 /** True for statuses that say the next hop itself failed. */
 bool gw_status_is_transport(cw_status_t st);
 /** Health took next hop @p addr down: re-forward the idempotent requests
- *  waiting on it (docs/bulk-gateway.md, "Resume"). */
+ *  waiting on it (docs/bulk-gateway.md, "Resume"); every worker's lock
+ *  held in threaded mode. */
 void gw_fwd_hop_down(struct gw *gw, const char *addr);
 /** Release a finished record: counters, admission, tokens, out handle. */
 void gw_fwd_free(struct gw_fwd *f);
@@ -385,32 +457,22 @@ void gw_fwd_account(struct gw_fwd *f, cw_status_t st, uint64_t t_end);
 void gw_fwd_fail_account(struct gw_fwd *f, cw_status_t st);
 
 /* forward_mt.c */
-/** Threaded mode: gw_forward hands @p f to its egress shard for sending
- *  (gw->lock held, so that a shard's queue holds the requests in the
+/** Threaded mode: gw_forward puts @p f in its worker's queue for sending
+ *  (the worker's lock held, so that the queue holds the requests in the
  *  order they were admitted); the caller runs gw_deferred_flush once it
- *  dropped the lock, which wakes that shard, or sends when it is this
- *  one. */
+ *  dropped the lock, which sends them. */
 void gw_fwd_stage(struct gw_fwd *f);
-/** Threaded mode, gw->lock held, where a reload swaps the route table:
- *  requests staged from now on are sent only once every shard has sent
- *  those staged before (a route may have moved to another shard's
- *  network: FIFO per source and route across the reload).  The caller
- *  runs gw_deferred_flush once it dropped the lock. */
-void gw_fwd_barrier(struct gw *gw);
-/** Threaded mode: whether @p sh holds sends its barrier has let go. */
-bool gw_fwd_held_ready(struct gw_shard *sh);
-/** Threaded mode: on @p sh's thread, send what gw_fwd_held_ready found. */
-void gw_fwd_held_run(struct gw_shard *sh);
 /** Threaded mode: cancel every forward in flight (@p all) or those past
- *  limits.max_timeout; takes gw->lock, cancels after dropping it. */
+ *  limits.max_timeout; takes each worker's lock in turn, cancels after
+ *  dropping it. */
 void gw_fwd_cancel_mt(struct gw *gw, bool all);
 /** Threaded mode: the forward hook of a shard's context (@p arg). */
 void gw_forward_hook_mt(cw_handle_t *in, void *arg);
-/** Threaded mode: gw_forward taking gw->lock, answering after it. */
-void gw_forward_mt(struct gw *gw, cw_handle_t *in, uint64_t qseq);
-/** Threaded mode: on the egress shard, send a record gw_forward made. */
+/** Threaded mode: gw_forward taking @p w's lock, answering after it. */
+void gw_forward_mt(struct gw_shard *w, cw_handle_t *in, uint64_t qseq);
+/** Threaded mode: on its worker, send a record gw_forward made. */
 void gw_fwd_send(struct gw_fwd *f);
-/** Threaded mode: on the ingress shard, relay how the forward ended. */
+/** Threaded mode: on its worker, relay how the forward ended. */
 void gw_fwd_finish(struct gw_fwd *f);
 
 /* admission.c */
@@ -423,16 +485,35 @@ void gw_fwd_finish(struct gw_fwd *f);
  *  (CW_BUSY: over a queue bound or the source's fair share; counted as
  *  busy).  A request never takes a slot while an older one of its source
  *  waits for the same route (or to be routed again after a reload). */
-cw_status_t gw_admission(struct gw *gw, cw_handle_t *in,
+cw_status_t gw_admission(struct gw_shard *w, cw_handle_t *in,
                          struct gw_net *ingress, struct gw_route_stats *rs,
                          unsigned route_cap, const char *src_key,
                          uint64_t qseq, struct gw_source **src_p);
-void gw_admit_done(struct gw *gw, struct gw_source *src);
+void gw_admit_done(struct gw_shard *w, struct gw_source *src);
+/** Give back the slots gw_admission took for a request that is not
+ *  forwarded after all, and its source's hold (@p src, or NULL). */
+void gw_admit_undo(struct gw_shard *w, struct gw_net *ingress,
+                   struct gw_route_stats *rs, struct gw_source *src);
 void gw_sources_fini(struct gw *gw);
-/** Forward queued requests while there is room, one source after another. */
-void gw_queue_run(struct gw *gw);
-/** Threaded mode: the same, taking gw->lock per request (any shard). */
-void gw_queue_run_mt(struct gw *gw);
+/** Forward @p w's queued requests while there is room, one source after
+ *  another; other workers with requests waiting are woken to run theirs
+ *  (a slot freed here is theirs too). */
+void gw_queue_run(struct gw_shard *w);
+/** Threaded mode: the same, taking @p w's lock per request; returns how
+ *  many requests left the queue (forwarded or answered). */
+unsigned gw_queue_run_mt(struct gw_shard *w);
+/** Threaded mode, on worker @p w, no lock held: a slot was freed here.
+ *  It is offered to the workers' queues in turn (round robin over those
+ *  with requests waiting, so that the sources of every worker get their
+ *  share): run here if it is this worker's turn, else that worker is
+ *  kicked (gw_queue_kicked) and woken. */
+void gw_queue_offer(struct gw_shard *w);
+/** Threaded mode, on worker @p w: it was offered a slot; it runs its
+ *  queue, and passes the offer on if nothing there could use it. */
+void gw_queue_kicked(struct gw_shard *w);
+/** Threaded mode: kick every worker with requests waiting (after a
+ *  reload, and as a periodic safety net). */
+void gw_queue_kick_all(struct gw *gw);
 /** The route table changed (reload): each source's queued requests go into
  *  one lane, in arrival order, and are routed again, oldest first, as the
  *  queue serves them (gw->lock held in threaded mode). */
@@ -451,7 +532,8 @@ void gw_fwd_fail_later(cw_handle_t *out);
  *  another gateway of its route, marked RESUME; true if it was staged. */
 bool gw_fwd_resume_mt(struct gw_fwd *f);
 /** Answer queued requests past their deadline with @p st, those their
- *  caller canceled with CW_CANCELED (or @p all with @p st). */
+ *  caller canceled with CW_CANCELED (or @p all with @p st), on every
+ *  worker (their locks held in threaded mode). */
 void gw_queue_expire(struct gw *gw, bool all, cw_status_t st);
 /** Answer the queued requests that came in on network @p net with @p st
  *  (a reload removed it); returns how many there were. */
@@ -521,6 +603,8 @@ cw_status_t gw_shards_setup(struct gw *gw);
 cw_status_t gw_threads_start(struct gw *gw);
 /** Stop and join them (their queues are run empty on the caller). */
 void gw_threads_stop(struct gw *gw);
+/** Run what is still queued on every worker (no worker thread left). */
+void gw_shards_quiesce(struct gw *gw);
 /** Destroy the shards' contexts. */
 void gw_shards_fini(struct gw *gw);
 /** Hand @p w to @p sh's thread: run at once if that is this thread. */
@@ -533,11 +617,10 @@ void gw_shard_queue(struct gw_shard *sh, struct gw_work *w);
 bool gw_shard_push(struct gw_shard *sh, struct gw_work *w);
 /** Wake @p sh's thread to look at its queue. */
 void gw_shard_wake(struct gw_shard *sh);
-/** Run what was queued for @p sh, in the order it was queued, behind the
- *  sends a reload's barrier held here once it lets them go
- *  (gw_fwd_barrier); true if anything ran.  Called again from within a
- *  work item it runs, it leaves the new items to the outer call, which
- *  runs them after the rest of its batch. */
+/** Run what was queued for @p sh, in the order it was queued; true if
+ *  anything ran.  Called again from within a work item it runs, it leaves
+ *  the new items to the outer call, which runs them after the rest of its
+ *  batch. */
 bool gw_shard_drain(struct gw_shard *sh);
 /** The shard this thread drives, or NULL. */
 struct gw_shard *gw_shard_self(void);

@@ -165,8 +165,9 @@ static void gw_ping_cb(cw_handle_t *h, cw_status_t st, void *arg)
     struct gw *gw = p->gw;
     bool ok = !gw_status_is_transport(st) && st != CW_CANCELED;
 
-    /* Threaded: this runs on the shard of the pinged network. */
-    gw_lock(gw);
+    /* Threaded: this runs on worker 0, which sent it; the hop going down
+     * touches every worker's forwards. */
+    gw_lock_all(gw);
     if (st != CW_CANCELED && p->generation == gw->health_generation &&
         p->index < gw->nhcs) {
         struct gw_hc *hc = &gw->hcs[p->index];
@@ -190,7 +191,7 @@ static void gw_ping_cb(cw_handle_t *h, cw_status_t st, void *arg)
             gw_addr_forget_all(gw, hc->addr);
     }
     gw->pings_inflight--;
-    gw_unlock(gw);
+    gw_unlock_all(gw);
     if (gw->threaded)
         gw_deferred_flush(); /* gw_fwd_hop_down's fails */
     cw_route_table_unref(p->table);

@@ -107,10 +107,12 @@ static void gw_net_close_at(struct gw *gw, unsigned i)
     if (st != CW_OK)
         CW_WARN(GW_LOG, "closing network %s failed: %s", n->name,
                 cw_status_str(st));
-    /* Forward records point into gw->nets: follow the shift. */
-    for (struct gw_fwd *f = gw->fwds; f != NULL; f = f->next)
-        if (f->ingress != NULL && f->ingress > n)
-            f->ingress--;
+    /* Forward records point into gw->nets: follow the shift (every
+     * worker's lock is held). */
+    for (unsigned k = 0; k < gw->nshards; k++)
+        for (struct gw_fwd *f = gw->shards[k].fwds; f != NULL; f = f->next)
+            if (f->ingress != NULL && f->ingress > n)
+                f->ingress--;
     memmove(&gw->nets[i], &gw->nets[i + 1],
             (gw->nnets - i - 1) * sizeof(gw->nets[0]));
     gw->nnets--;
@@ -230,11 +232,11 @@ cw_status_t gw_reload(struct gw *gw, char *err, size_t errlen)
                  cw_status_str(st));
         goto fail;
     }
+    /* Every worker's lock is held (gw_lock_all): each takes the new table
+     * at its next request; those in flight finish on theirs.  A route
+     * that moves to another network still leaves from the same worker,
+     * behind what it queued before (FIFO per source and route). */
     gw_set_config(gw, next, next, table);
-    /* A route may leave by another shard now: what is admitted from here
-     * waits for what was admitted before (FIFO per source and route). */
-    if (gw->threaded)
-        gw_fwd_barrier(gw);
     gw_reload_reap(gw);
     gw->reloads++;
     /* Queued requests may go through other routes now. */
@@ -289,7 +291,7 @@ void gw_unanswered_update(struct gw *gw)
  * Once the grace is over, only what the cancel completes is waited for. */
 bool gw_drain_check(struct gw *gw, uint64_t now)
 {
-    if (gw->fwds == NULL && gw->nqueued == 0 && !gw_health_busy(gw) &&
+    if (gw->inflight == 0 && gw->nqueued == 0 && !gw_health_busy(gw) &&
         (gw->unanswered == 0 || gw->drain_canceled))
         return true;
     if (now >= gw->drain_deadline_ns && !gw->drain_canceled) {

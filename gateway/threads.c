@@ -1,15 +1,18 @@
 /*
- * gateway.threads: shards.  Each shard is one thread and one context with
- * its own lock, completion queue and wait fds, and owns the networks opened
- * on it; only that thread calls cw_progress and cw_trigger on it, so the
- * plugins' send and receive system calls of a network run on its shard's
- * core.  Shard 0 is the main thread (signals, admin, health, reload, drain).
+ * gateway.threads: workers ("shards" in the code).  Each worker is one
+ * thread and one context with its own lock, completion queue and wait
+ * fds, and an endpoint on every network (cw_network_open_spread: one
+ * published address); only that thread calls cw_progress and cw_trigger
+ * on it, so the plugins' system calls of its endpoints run on its core.
+ * Worker 0 is the main thread, which also runs the control plane
+ * (signals, admin, health, reload, drain).
  *
- * Work crosses shards through a lock-free multi-producer queue per shard
- * (a Treiber stack the owner takes whole and reverses) and a wake-up of
- * its context (cw_context_interrupt: the context's eventfd when the thread
- * sleeps in epoll, a flag when it polls).  With threads = 1 there is one
- * shard, on the main thread, and none of this runs.
+ * A worker sends from a lock-free multi-producer queue of its own (a
+ * Treiber stack the owner takes whole and reverses); another thread that
+ * puts work there (a health ping for worker 0) wakes its context
+ * (cw_context_interrupt: the context's eventfd when the thread sleeps in
+ * epoll, a flag when it polls).  With threads = 1 there is one worker, on
+ * the main thread, and none of this runs.
  */
 #include "gw_int.h"
 
@@ -50,8 +53,6 @@ cw_status_t gw_shards_init(struct gw *gw, const struct cw_context_opts *o,
         return CW_NOMEM;
     }
     gw->threaded = n > 1;
-    gw->epoch = 0;
-    atomic_init(&gw->epoch_clear, 0);
     if (gw->threaded)
         pthread_mutex_init(&gw->lock, NULL);
     for (unsigned i = 0; i < n; i++) {
@@ -59,7 +60,9 @@ cw_status_t gw_shards_init(struct gw *gw, const struct cw_context_opts *o,
         sh->gw = gw;
         sh->idx = i;
         atomic_init(&sh->inbox, NULL);
+        atomic_init(&sh->nqueued, 0);
         pthread_mutex_init(&sh->addr_lock, NULL);
+        pthread_mutex_init(&sh->lock, NULL);
         gw->nshards++;
         st = cw_context_create(o, &sh->ctx);
         if (st != CW_OK) {
@@ -91,7 +94,7 @@ cw_status_t gw_shards_setup(struct gw *gw)
         if (gw->threaded)
             st = cw_context_set_forward_hook(sh->ctx, gw_forward_hook_mt, sh);
         else
-            st = cw_context_set_forward_hook(sh->ctx, gw_forward_hook, gw);
+            st = cw_context_set_forward_hook(sh->ctx, gw_forward_hook, sh);
         if (st != CW_OK) {
             CW_ERROR(GW_LOG, "cannot install the forward hook: %s",
                      cw_status_str(st));
@@ -151,20 +154,14 @@ bool gw_shard_drain(struct gw_shard *sh)
     }
     draining = true;
     do {
-        bool held = gw_fwd_held_ready(sh);
-
         again = false;
-        if (!held &&
-            atomic_load_explicit(&sh->inbox, memory_order_relaxed) == NULL)
+        if (atomic_load_explicit(&sh->inbox, memory_order_relaxed) == NULL)
             break;
         /* The requests and answers the batch sends leave as from one pass
          * of the context's completion queue: those to one peer together
          * (coalescing, docs/wire.md "Batches"). */
         if (!ran)
             scope = cw_context_batch_begin(sh->ctx);
-        /* Sends a reload's barrier held are older than the queue's. */
-        if (held)
-            gw_fwd_held_run(sh);
         w = atomic_exchange_explicit(&sh->inbox, NULL, memory_order_acquire);
         for (fifo = NULL; w != NULL;) { /* newest first: reverse */
             struct gw_work *next = w->next;
@@ -178,7 +175,7 @@ bool gw_shard_drain(struct gw_shard *sh)
             w->fn(w);
         }
         ran = true;
-    } while (again || gw_fwd_held_ready(sh));
+    } while (again);
     if (ran)
         cw_context_batch_end(sh->ctx, scope);
     draining = false;
@@ -200,6 +197,9 @@ static void *gw_shard_main(void *arg)
 
         (void)cw_progress(sh->ctx, moved ? 0 : slice);
         cw_trigger(sh->ctx, 0, 0, &ran);
+        /* A slot freed on another worker, offered to this one's queue. */
+        if (atomic_load_explicit(&sh->kick, memory_order_relaxed) != 0)
+            gw_queue_kicked(sh);
     }
     return NULL;
 }
@@ -235,7 +235,7 @@ void gw_threads_stop(struct gw *gw)
     }
 }
 
-void gw_shards_fini(struct gw *gw)
+void gw_shards_quiesce(struct gw *gw)
 {
     /* No other thread is left: what is still queued runs here. */
     for (bool ran = true; ran;) {
@@ -245,11 +245,18 @@ void gw_shards_fini(struct gw *gw)
             ran |= gw_shard_drain(&gw->shards[i]);
         }
     }
+    gw_cur_shard = gw->nshards > 0 ? &gw->shards[0] : NULL;
+}
+
+void gw_shards_fini(struct gw *gw)
+{
+    gw_shards_quiesce(gw);
     gw_cur_shard = NULL;
     for (unsigned i = gw->nshards; i-- > 0;) {
         struct gw_shard *sh = &gw->shards[i];
         cw_context_destroy(sh->ctx);
         pthread_mutex_destroy(&sh->addr_lock);
+        pthread_mutex_destroy(&sh->lock);
     }
     if (gw->threaded)
         pthread_mutex_destroy(&gw->lock);
@@ -257,4 +264,27 @@ void gw_shards_fini(struct gw *gw)
     gw->shards = NULL;
     gw->nshards = 0;
     gw->ctx = NULL;
+}
+
+/* struct gw_counts is a run of uint64_t counters, summed as such. */
+#define GW_NCOUNTS (sizeof(struct gw_counts) / sizeof(uint64_t))
+_Static_assert(sizeof(struct gw_counts) == GW_NCOUNTS * sizeof(uint64_t),
+               "struct gw_counts holds uint64_t counters only");
+
+void gw_counts_sum(struct gw *gw, bool locked, struct gw_counts *c)
+{
+    uint64_t sum[GW_NCOUNTS] = {0}, one[GW_NCOUNTS];
+
+    for (unsigned i = 0; i < gw->nshards; i++) {
+        struct gw_shard *w = &gw->shards[i];
+
+        if (!locked)
+            gw_wlock(w);
+        memcpy(one, &w->n, sizeof(one));
+        if (!locked)
+            gw_wunlock(w);
+        for (size_t k = 0; k < GW_NCOUNTS; k++)
+            sum[k] += one[k];
+    }
+    memcpy(c, sum, sizeof(sum));
 }

@@ -3,8 +3,12 @@
  * forward path: the test decides when requests arrive, when forwarded ones
  * complete and when the gateway loop hands freed slots to the queue
  * (gw_queue_run after each cw_trigger batch), so the order in which
- * requests reach the target is exact.  Every request is forwarded or
- * answered exactly once, and nothing leaks (run under ASan).
+ * requests reach the target is exact.  Two workers share the bounds, as
+ * the threads of a gateway do: a source's requests reach one worker (its
+ * name's first letter picks it), a slot freed on one worker goes to the
+ * requests waiting on the other, and no wake-up is lost.  Every request
+ * is forwarded or answered exactly once, and nothing leaks (run under
+ * ASan).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -21,6 +25,7 @@
 #define MAX_REQS 64
 #define NROUTES 2
 #define NDESTS 2
+#define NWORKERS 2
 
 /* ---- the fake forward path ---------------------------------------------- */
 
@@ -38,9 +43,12 @@ struct cw_handle {
     bool done;         /* its forward completed */
     struct gw_source *source;
     struct gw_route_stats *rs;
+    struct gw_shard *w;  /* the worker it reached */
 };
 
 static struct gw gw;
+static struct gw_shard workers[NWORKERS];
+static unsigned wakes[NWORKERS]; /* gw_shard_wake calls per worker */
 static struct cw_config cfg;
 static struct gw_route_stats routes[NROUTES];
 static unsigned route_cap[NROUTES];
@@ -74,19 +82,35 @@ static bool fail_at_once;
 static struct cw_handle *failing[MAX_REQS];
 static unsigned nfailing;
 
+/* A worker woken to run its queue (threads.c): it does at the end of its
+ * next pass (pass() below). */
+void gw_shard_wake(struct gw_shard *sh)
+{
+    wakes[sh->idx]++;
+}
+
+/* gw_fwd_free's admission part, on @p h's worker, and what gw_fwd_finish
+ * does next. */
+static void release_slot(struct cw_handle *h, bool run_queue)
+{
+    struct gw_shard *w = h->w;
+
+    gw_wlock(w);
+    gw.inflight--;
+    h->rs->inflight--;
+    gw_admit_done(w, h->source);
+    h->done = true;
+    gw_wunlock(w);
+    if (gw.threaded)
+        gw_queue_offer(w); /* as gw_fwd_finish does */
+    else if (run_queue && w->nqueued != 0)
+        gw_queue_run(w);
+}
+
 void gw_deferred_flush(void)
 {
-    while (nfailing > 0) {
-        struct cw_handle *h = failing[--nfailing];
-
-        pthread_mutex_lock(&gw.lock);
-        gw.inflight--;
-        h->rs->inflight--;
-        gw_admit_done(&gw, h->source);
-        h->done = true;
-        pthread_mutex_unlock(&gw.lock);
-        gw_queue_run_mt(&gw);
-    }
+    while (nfailing > 0)
+        release_slot(failing[--nfailing], true);
 }
 
 /* The batch scope a one-thread queue run opens (coalescing). */
@@ -106,20 +130,22 @@ void cw_context_batch_end(cw_context_t *ctx, void *token)
     scope_depth--;
 }
 
-/* gateway/forward.c's gw_forward from the route lookup on: admission, and
- * for an admitted request the counters of a forward in flight. */
-void gw_forward(struct gw *g, cw_handle_t *in, uint64_t qseq)
+/* gateway/forward.c's gw_forward from the route lookup on: admission
+ * (which takes the slots in flight) and the record of an admitted one. */
+void gw_forward(struct gw_shard *w, cw_handle_t *in, uint64_t qseq)
 {
+    struct gw *g = w->gw;
     unsigned r = dest_route[in->dest];
     struct gw_source *source = NULL;
     cw_status_t st;
 
+    assert_ptr_equal(w, in->w);
     /* A queued request leaves from a queue run: with one thread, inside
      * a batch scope, so that several to one next hop go as one message. */
     if (qseq != 0 && !g->threaded)
         assert_true(scope_depth > 0);
 
-    st = gw_admission(g, in, NULL, &routes[r], route_cap[r], in->src,
+    st = gw_admission(w, in, NULL, &routes[r], route_cap[r], in->src,
                       qseq, &source);
     if (st == CW_AGAIN)
         return;
@@ -127,8 +153,6 @@ void gw_forward(struct gw *g, cw_handle_t *in, uint64_t qseq)
         gw_reject(g, in, st);
         return;
     }
-    g->inflight++;
-    routes[r].inflight++;
     in->rs = &routes[r];
     in->source = source;
     in->forwarded++;
@@ -138,12 +162,15 @@ void gw_forward(struct gw *g, cw_handle_t *in, uint64_t qseq)
         failing[nfailing++] = in;
 }
 
-void gw_forward_mt(struct gw *g, cw_handle_t *in, uint64_t qseq)
+/* As forward_mt.c's: a request that went into the queue looks again. */
+void gw_forward_mt(struct gw_shard *w, cw_handle_t *in, uint64_t qseq)
 {
-    pthread_mutex_lock(&g->lock);
-    gw_forward(g, in, qseq);
-    pthread_mutex_unlock(&g->lock);
+    pthread_mutex_lock(&w->lock);
+    gw_forward(w, in, qseq);
+    pthread_mutex_unlock(&w->lock);
     gw_deferred_flush();
+    if (w->nqueued != 0)
+        (void)gw_queue_run_mt(w);
 }
 
 /* ---- what the gateway loop does ----------------------------------------- */
@@ -154,11 +181,20 @@ static void setup_gw(unsigned max_inflight, unsigned max_queued, bool threaded)
     memset(&cfg, 0, sizeof(cfg));
     memset(routes, 0, sizeof(routes));
     memset(reqs, 0, sizeof(reqs));
+    memset(workers, 0, sizeof(workers));
+    memset(wakes, 0, sizeof(wakes));
     nreqs = nsent = nfailing = 0;
     cfg.limits.max_inflight_rpcs = max_inflight;
     cfg.limits.max_queued_rpcs = max_queued;
     gw.cfg = &cfg;
     gw.threaded = threaded;
+    gw.shards = workers;
+    gw.nshards = NWORKERS;
+    for (unsigned k = 0; k < NWORKERS; k++) {
+        workers[k].gw = &gw;
+        workers[k].idx = k;
+        pthread_mutex_init(&workers[k].lock, NULL);
+    }
     if (threaded)
         pthread_mutex_init(&gw.lock, NULL);
     for (unsigned i = 0; i < NROUTES; i++) {
@@ -173,9 +209,20 @@ static void teardown_gw(void)
         assert_int_equal(reqs[i].forwarded + reqs[i].answers, 1);
     assert_int_equal(gw.nqueued, 0);
     assert_int_equal(gw.nsrcs, 0); /* every source tidied away */
+    assert_int_equal(gw.inflight, 0);
+    for (unsigned r = 0; r < NROUTES; r++)
+        assert_int_equal(routes[r].inflight, 0);
     gw_sources_fini(&gw);
+    for (unsigned k = 0; k < NWORKERS; k++)
+        pthread_mutex_destroy(&workers[k].lock);
     if (gw.threaded)
         pthread_mutex_destroy(&gw.lock);
+}
+
+/* The worker a source's requests reach. */
+static struct gw_shard *worker_of(const char *src)
+{
+    return &workers[(unsigned)(src[0] - 'A') % NWORKERS];
 }
 
 /* A request from @p src to @p dest arrives (the forward hook, run from
@@ -189,37 +236,40 @@ static struct cw_handle *arrive(const char *src, unsigned dest)
     h->src = src;
     h->dest = dest;
     h->remaining_ms = 10000;
+    h->w = worker_of(src);
     if (gw.threaded)
-        gw_forward_mt(&gw, h, 0);
+        gw_forward_mt(h->w, h, 0);
     else
-        gw_forward(&gw, h, 0);
+        gw_forward(h->w, h, 0);
     return h;
 }
 
-/* The forward of @p h completes (gw_fwd_free's admission part). */
+/* The forward of @p h completes (gw_fwd_free's admission part); its
+ * worker hands the slot to the queue at the end of its pass (pass()). */
 static void complete(struct cw_handle *h)
 {
     assert_int_equal(h->forwarded, 1);
     assert_false(h->done);
-    h->done = true;
-    if (gw.threaded)
-        pthread_mutex_lock(&gw.lock);
-    gw.inflight--;
-    h->rs->inflight--;
-    gw_admit_done(&gw, h->source);
-    if (gw.threaded)
-        pthread_mutex_unlock(&gw.lock);
+    release_slot(h, false);
 }
 
-/* The end of one pass of the gateway loop: freed slots go to the queue. */
+/* The end of one pass of every worker's loop: freed slots go to the
+ * queues (a worker another one woke runs its queue then too). */
 static void pass(void)
 {
-    if (gw.nqueued == 0)
-        return;
-    if (gw.threaded)
-        gw_queue_run_mt(&gw);
-    else
-        gw_queue_run(&gw);
+    /* Threaded: until no worker has an offer left (a forward that fails
+     * at once offers its slot on, maybe to a worker already past). */
+    for (bool kicked = true; kicked;) {
+        kicked = false;
+        for (unsigned k = 0; k < NWORKERS; k++) {
+            if (gw.threaded && workers[k].kick != 0) {
+                gw_queue_kicked(&workers[k]);
+                kicked = true;
+            } else if (!gw.threaded && workers[k].nqueued != 0) {
+                gw_queue_run(&workers[k]);
+            }
+        }
+    }
 }
 
 /* A reload that changed the route table (gw_reload). */
@@ -427,6 +477,46 @@ static void test_bounds_and_expiry(void **state)
     teardown_gw();
 }
 
+/* Two workers share the total bound: a slot freed on worker 1 ("B") goes
+ * to the request waiting on worker 0 ("A"), whose worker is woken for it;
+ * the bound is never passed. */
+static void test_slot_to_other_worker(void **state)
+{
+    struct cw_handle *b0, *a0, *a1;
+
+    (void)state;
+    setup_gw(1, 16, true);
+    b0 = arrive("B", 0); /* worker 1: the only slot */
+    a0 = arrive("A", 1); /* worker 0: waits */
+    assert_int_equal(b0->forwarded, 1);
+    assert_int_equal(a0->forwarded, 0);
+    assert_int_equal(workers[0].nqueued, 1);
+    assert_int_equal(gw.inflight, 1);
+    wakes[0] = 0;
+    complete(b0); /* on worker 1 */
+    assert_int_equal(wakes[0], 1);
+    assert_int_equal(a0->forwarded, 0); /* until worker 0 runs */
+    pass();
+    assert_int_equal(a0->forwarded, 1);
+    assert_int_equal(gw.inflight, 1);
+    /* A request that queues on worker 0 while the slot is held, then
+     * arrives after it was freed without a wake-up (the race the re-check
+     * in gw_forward_mt closes): both go, in order. */
+    a1 = arrive("A", 1);
+    assert_int_equal(a1->forwarded, 0);
+    gw_wlock(a0->w);
+    gw.inflight--; /* freed, nobody woken yet */
+    a0->rs->inflight--;
+    gw_admit_done(a0->w, a0->source);
+    a0->done = true;
+    gw_wunlock(a0->w);
+    arrive("A", 1);
+    assert_int_equal(a1->forwarded, 1);
+    complete_all();
+    assert_fifo("A", 1);
+    teardown_gw();
+}
+
 /* Random arrivals from three sources, completions, passes, reloads that
  * move destinations and change caps, expiry, and (threaded) forwards that
  * fail at once: every request is forwarded or answered once, a source's
@@ -463,18 +553,14 @@ static void run_random(unsigned seed, bool threaded)
         } else if (op < 9) {
             dest_route[rand() % NDESTS] = (unsigned)rand() % NROUTES;
             route_cap[rand() % NROUTES] = (unsigned)rand() % 3;
-            if (threaded)
-                pthread_mutex_lock(&gw.lock);
+            gw_lock_all(&gw);
             reload();
-            if (threaded)
-                pthread_mutex_unlock(&gw.lock);
+            gw_unlock_all(&gw);
         } else if (nreqs > 0) {
             reqs[rand() % nreqs].remaining_ms = 0;
-            if (threaded)
-                pthread_mutex_lock(&gw.lock);
+            gw_lock_all(&gw);
             gw_queue_expire(&gw, false, CW_TIMEOUT);
-            if (threaded)
-                pthread_mutex_unlock(&gw.lock);
+            gw_unlock_all(&gw);
         }
     }
     complete_all();
@@ -502,6 +588,7 @@ int main(void)
         cmocka_unit_test(test_reload_keeps_order),
         cmocka_unit_test(test_reload_new_behind_moved),
         cmocka_unit_test(test_bounds_and_expiry),
+        cmocka_unit_test(test_slot_to_other_worker),
         cmocka_unit_test(test_random),
     };
 
