@@ -232,6 +232,12 @@ struct fake_counters {
 };
 VB_HIDDEN extern struct fake_counters fake_cnt;
 
+/* The fake device's table (fake_dev.c), exported by cw-verbs-fake.so
+ * through vb_fake_module_entry (fake_mod.c). */
+VB_HIDDEN extern const struct vb_ops vb_fake_ops;
+/* Snapshot of the counters. */
+VB_HIDDEN void fake_stats_get(struct vb_fake_stats *st);
+
 /* fake_dev.c */
 VB_HIDDEN uint64_t fake_now_ns(void);
 VB_HIDDEN struct ibv_context *fake_ctx_for_ip(uint32_t ip_host_order);

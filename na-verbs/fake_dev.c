@@ -4,6 +4,7 @@
  * what rdma-core/mlx5 reject: bad access combinations, unmapped memory,
  * queue overflows, unknown keys, out-of-bounds or unauthorised access.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -75,12 +76,24 @@ uint32_t fake_max_inline(struct ibv_context *ctx)
     return d && d == &fake_devs[FAKE_NDEV - 1] ? 32 : FAKE_MAX_INLINE;
 }
 
-bool vb_fake_name(const char *name)
+/* Device fakeN owns 127.0.0.(N+1) (and every 4th address after). */
+static int fake_default_addr(const char *dev, struct in_addr *addr_p)
 {
-    return name && strncmp(name, "fake", 4) == 0;
+    unsigned idx = 0;
+    if (dev && dev[0]) {
+        char *end;
+        if (strncmp(dev, "fake", 4) != 0)
+            return ENODEV;
+        unsigned long v = strtoul(dev + 4, &end, 10);
+        if (end == dev + 4 || *end || v >= FAKE_NDEV)
+            return ENODEV;
+        idx = (unsigned)v;
+    }
+    addr_p->s_addr = htonl(0x7f000001u + idx);
+    return 0;
 }
 
-void vb_fake_stats_get(struct vb_fake_stats *st)
+void fake_stats_get(struct vb_fake_stats *st)
 {
     st->rnr_naks = atomic_load(&fake_cnt.rnr_naks);
     st->rnr_retry_exc = atomic_load(&fake_cnt.rnr_retry_exc);
@@ -691,4 +704,5 @@ const struct vb_ops vb_fake_ops = {
     .disconnect = fake_disconnect,
     .get_cm_event = fake_get_cm_event,
     .ack_cm_event = fake_ack_cm_event,
+    .default_addr = fake_default_addr,
 };

@@ -23,7 +23,7 @@
 
 #include <cmocka.h>
 
-#include "vb_ops.h"
+#include "fake.h"
 
 static const struct vb_ops *F = &vb_fake_ops;
 
@@ -216,7 +216,7 @@ static void test_mr_checks(void **state)
     struct vb_fake_stats st0, st1;
 
     pair_open(&p, 7, false);
-    vb_fake_stats_get(&st0);
+    fake_stats_get(&st0);
     /* Remote write needs local write. */
     errno = 0;
     assert_null(F->reg_mr(p.pd, buf, sizeof(buf), IBV_ACCESS_REMOTE_WRITE));
@@ -242,7 +242,7 @@ static void test_mr_checks(void **state)
     assert_int_not_equal(a->rkey, b->rkey);
     assert_int_not_equal(a->lkey, a->rkey);
     assert_int_equal(F->dealloc_pd(p.pd), EBUSY);
-    vb_fake_stats_get(&st1);
+    fake_stats_get(&st1);
     assert_int_equal(st1.mrs_live - st0.mrs_live, 2);
     assert_int_equal(F->dereg_mr(a), 0);
     assert_int_equal(F->dereg_mr(b), 0);
@@ -315,7 +315,7 @@ static void test_rnr_exhausted_then_qp_error(void **state)
 
     pair_open(&p, 2, false); /* retry RNR twice */
     struct ibv_mr *mo = F->reg_mr(p.pd, out, sizeof(out), 0);
-    vb_fake_stats_get(&s0);
+    fake_stats_get(&s0);
     assert_int_equal(post_send1(p.a->qp, IBV_WR_SEND, 1, out, 8, mo->lkey, 0,
                                 0, 0),
                      0);
@@ -328,7 +328,7 @@ static void test_rnr_exhausted_then_qp_error(void **state)
     poll1(&p, p.cqa, &wc);
     assert_int_equal(wc.wr_id, 2);
     assert_int_equal(wc.status, IBV_WC_WR_FLUSH_ERR);
-    vb_fake_stats_get(&s1);
+    fake_stats_get(&s1);
     assert_int_equal(s1.rnr_naks - s0.rnr_naks, 3);
     assert_int_equal(s1.rnr_retry_exc - s0.rnr_retry_exc, 1);
     assert_int_equal(p.a->qp->state, IBV_QPS_ERR);
@@ -350,7 +350,7 @@ static void test_rnr_recovers(void **state)
     pair_open(&p, 7, false); /* 7 = retry forever */
     struct ibv_mr *mo = F->reg_mr(p.pd, out, sizeof(out), 0);
     struct ibv_mr *mi = F->reg_mr(p.pd, in, sizeof(in), IBV_ACCESS_LOCAL_WRITE);
-    vb_fake_stats_get(&s0);
+    fake_stats_get(&s0);
     strcpy(out, "late receive");
     assert_int_equal(post_send1(p.a->qp, IBV_WR_SEND, 1, out, 13, mo->lkey, 0,
                                 0, 0),
@@ -360,7 +360,7 @@ static void test_rnr_recovers(void **state)
     do {
         F->poll_cq(p.cqb, 0, NULL);
         assert_int_equal(F->poll_cq(p.cqa, 1, &wc), 0);
-        vb_fake_stats_get(&s1);
+        fake_stats_get(&s1);
     } while (s1.rnr_naks < s0.rnr_naks + 3 && now_ms() < end);
     assert_true(s1.rnr_naks >= s0.rnr_naks + 3);
     assert_int_equal(post_recv1(&p, p.b->qp, 5, in, sizeof(in), mi->lkey), 0);
@@ -395,7 +395,7 @@ static void rma_violation(uint64_t case_no)
                                      IBV_ACCESS_LOCAL_WRITE |
                                          IBV_ACCESS_REMOTE_WRITE |
                                          IBV_ACCESS_REMOTE_READ);
-    vb_fake_stats_get(&s0);
+    fake_stats_get(&s0);
     int rc = 0;
     switch (case_no) {
     case 0: /* rkey of another PD */
@@ -423,7 +423,7 @@ static void rma_violation(uint64_t case_no)
     assert_int_equal(wc.status, IBV_WC_WR_FLUSH_ERR);
     assert_int_equal(p.a->qp->state, IBV_QPS_ERR);
     assert_int_equal(p.b->qp->state, IBV_QPS_ERR);
-    vb_fake_stats_get(&s1);
+    fake_stats_get(&s1);
     assert_int_equal(s1.access_naks - s0.access_naks, 1);
     F->dereg_mr(ml);
     F->dereg_mr(mr);
