@@ -29,6 +29,7 @@
 #define FAKE_MAX_QP_WR 4096
 #define FAKE_MAX_SRQ_WR 16384
 #define FAKE_MAX_CQE 65536
+#define FAKE_MAX_RD_ATOM 16 /* outstanding READs each way per QP */
 #define FAKE_MAX_PDATA 196 /* rdma_cm private data limit (RC connect) */
 #define FAKE_CONNECT_TIMEOUT_NS (4ull * 1000000000ull)
 
@@ -147,9 +148,33 @@ struct fake_swqe {
     uint32_t imm;
 };
 
+/* The attribute masks an RC QP's transitions require besides
+ * IBV_QP_STATE (ibv_modify_qp(3)): RESET->INIT, INIT->RTR, RTR->RTS. */
+#define FAKE_QPM_INIT (IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)
+#define FAKE_QPM_RTR                                                           \
+    (IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |           \
+     IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER)
+#define FAKE_QPM_RTS                                                           \
+    (IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |    \
+     IBV_QP_MAX_QP_RD_ATOMIC)
+
+/* Attributes set by modify_qp (what ibv_query_qp would report). */
+struct fake_qp_attr {
+    uint16_t pkey_index;
+    uint8_t port_num;
+    int access; /* qp_access_flags */
+    enum ibv_mtu path_mtu;
+    uint8_t max_dest_rd_atomic;
+    uint8_t min_rnr_timer;
+    uint8_t timeout;
+    uint8_t retry_cnt;
+    uint8_t max_rd_atomic;
+};
+
 struct fake_qp {
-    struct ibv_qp qp;
+    struct ibv_qp qp; /* qp.state: RESET, INIT, RTR, RTS or ERR */
     struct ibv_qp_cap cap;
+    struct fake_qp_attr attr;
     struct fake_id *id;
     bool sq_sig_all;
     /* requester */
@@ -200,6 +225,9 @@ struct fake_id {
     uint64_t deadline_ns;
     uint8_t peer_rnr_retry;
     uint32_t peer_qpn;
+    uint32_t start_psn;      /* our first PSN, sent in REQ/REP */
+    uint32_t peer_start_psn; /* the peer's, from its REQ/REP */
+    struct rdma_conn_param conn; /* our connect/accept parameters */
     unsigned events_out; /* reported events not yet acked */
 };
 
@@ -258,8 +286,13 @@ VB_HIDDEN void fake_qp_set_error(struct fake_qp *qp, enum ibv_wc_status first);
 VB_HIDDEN void fake_qp_rx(struct fake_qp *qp, const struct fake_hdr *h,
                           const uint8_t *payload);
 VB_HIDDEN void fake_qp_tick(struct fake_qp *qp);
-VB_HIDDEN void fake_qp_start(struct fake_qp *qp, uint32_t remote_qpn,
-                             uint8_t rnr_retry);
+/* What librdmacm does around connect/accept: INIT -> RTR -> RTS with the
+ * attributes of the connection, through fake_modify_qp().  Returns 0 or
+ * an errno value. */
+VB_HIDDEN int fake_qp_connect(struct fake_qp *qp, uint32_t remote_qpn,
+                              uint32_t rq_psn, uint32_t sq_psn,
+                              const struct rdma_conn_param *mine,
+                              uint8_t rnr_retry);
 VB_HIDDEN int fake_buf_reserve(struct fake_buf *b, size_t more);
 
 /* fake_cm.c */

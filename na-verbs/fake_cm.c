@@ -190,6 +190,9 @@ static struct fake_id *id_new(struct fake_cmch *ch, void *context,
     fid->id.qp_type = IBV_QPT_RC;
     fid->ch = ch;
     fid->fd = -1;
+    /* rdma_cm starts each connection at a random 24-bit PSN. */
+    fid->start_psn = (uint32_t)((fake_now_ns() ^ (uintptr_t)fid) *
+                                2654435761u) & 0xffffffu;
     fid->next = ch->ids;
     ch->ids = fid;
     return fid;
@@ -274,6 +277,7 @@ static void on_frame(struct fake_id *fid, const struct fake_hdr *h,
             return;
         fid->peer_qpn = h->a;
         fid->peer_rnr_retry = (uint8_t)h->b;
+        fid->peer_start_psn = h->psn;
         fid->st = FI_REQ_REPORTED;
         queue_event(fid, RDMA_CM_EVENT_CONNECT_REQUEST, 0, p, h->len);
         fid->listener = NULL;
@@ -283,12 +287,22 @@ static void on_frame(struct fake_id *fid, const struct fake_hdr *h,
             return;
         fid->peer_qpn = h->a;
         fid->peer_rnr_retry = (uint8_t)h->b;
+        fid->peer_start_psn = h->psn;
+        /* As librdmacm on the connect response: RTR, RTS, then RTU. */
+        int rc = fake_qp_connect(qp, h->a, h->psn, fid->start_psn, &fid->conn,
+                                 fid->peer_rnr_retry);
+        if (rc) {
+            struct fake_hdr rej = {.type = FP_REJ};
+            fake_id_frame(fid, &rej);
+            fid->st = FI_DISCONNECTED;
+            queue_event(fid, RDMA_CM_EVENT_CONNECT_ERROR, -rc, NULL, 0);
+            return;
+        }
         fid->st = FI_CONNECTED;
         {
             struct fake_hdr rtu = {.type = FP_RTU};
             fake_id_frame(fid, &rtu);
         }
-        fake_qp_start(qp, h->a, fid->peer_rnr_retry);
         queue_event(fid, RDMA_CM_EVENT_ESTABLISHED, 0, p, h->len);
         return;
     case FP_RTU:
@@ -431,6 +445,31 @@ void fake_id_pump(struct fake_id *fid)
 }
 
 /* ---- rdma_cm entry points ---- */
+
+/* What librdmacm checks of connect/accept parameters: private data size,
+ * and read depths within the device's (RDMA_MAX_RESP_RES / _INIT_DEPTH,
+ * 0xff, mean "the device's maximum"). */
+static bool conn_param_ok(const struct rdma_conn_param *p)
+{
+    return p && p->private_data_len <= FAKE_MAX_PDATA &&
+           (p->responder_resources == 0xff ||
+            p->responder_resources <= FAKE_MAX_RD_ATOM) &&
+           (p->initiator_depth == 0xff ||
+            p->initiator_depth <= FAKE_MAX_RD_ATOM) &&
+           p->retry_count <= 7;
+}
+
+static void conn_param_keep(struct fake_id *fid,
+                            const struct rdma_conn_param *p)
+{
+    fid->conn = *p;
+    fid->conn.private_data = NULL;
+    fid->conn.private_data_len = 0;
+    if (fid->conn.responder_resources == 0xff)
+        fid->conn.responder_resources = FAKE_MAX_RD_ATOM;
+    if (fid->conn.initiator_depth == 0xff)
+        fid->conn.initiator_depth = FAKE_MAX_RD_ATOM;
+}
 
 struct rdma_event_channel *fake_create_event_channel(void)
 {
@@ -617,12 +656,13 @@ int fake_resolve_route(struct rdma_cm_id *id, int timeout_ms)
 int fake_connect(struct rdma_cm_id *id, struct rdma_conn_param *param)
 {
     struct fake_id *fid = (struct fake_id *)id;
-    if (!fid || fid->st != FI_ROUTE_RESOLVED || !id->qp || !param ||
-        param->private_data_len > FAKE_MAX_PDATA ||
+    if (!fid || fid->st != FI_ROUTE_RESOLVED || !id->qp ||
+        !conn_param_ok(param) ||
         (param->private_data_len && !param->private_data)) {
         errno = EINVAL;
         return -1;
     }
+    conn_param_keep(fid, param);
     int fd = sock_new();
     if (fd < 0)
         return -1;
@@ -638,6 +678,7 @@ int fake_connect(struct rdma_cm_id *id, struct rdma_conn_param *param)
     fid->fd = fd;
     struct fake_hdr h = {.type = FP_REQ,
                          .len = param->private_data_len,
+                         .psn = fid->start_psn,
                          .a = id->qp->qp_num,
                          .b = param->rnr_retry_count};
     uint8_t *p = fake_id_frame(fid, &h);
@@ -663,13 +704,23 @@ int fake_connect(struct rdma_cm_id *id, struct rdma_conn_param *param)
 int fake_accept(struct rdma_cm_id *id, struct rdma_conn_param *param)
 {
     struct fake_id *fid = (struct fake_id *)id;
-    if (!fid || fid->st != FI_REQ_REPORTED || !id->qp || !param ||
-        param->private_data_len > FAKE_MAX_PDATA) {
+    if (!fid || fid->st != FI_REQ_REPORTED || !id->qp ||
+        !conn_param_ok(param)) {
         errno = EINVAL;
+        return -1;
+    }
+    conn_param_keep(fid, param);
+    /* As librdmacm's rdma_accept(): RTR and RTS before the REP goes. */
+    int rc = fake_qp_connect((struct fake_qp *)id->qp, fid->peer_qpn,
+                             fid->peer_start_psn, fid->start_psn, &fid->conn,
+                             param->rnr_retry_count);
+    if (rc) {
+        errno = rc;
         return -1;
     }
     struct fake_hdr h = {.type = FP_REP,
                          .len = param->private_data_len,
+                         .psn = fid->start_psn,
                          .a = id->qp->qp_num,
                          .b = param->rnr_retry_count};
     uint8_t *p = fake_id_frame(fid, &h);
@@ -680,8 +731,6 @@ int fake_accept(struct rdma_cm_id *id, struct rdma_conn_param *param)
     if (h.len)
         memcpy(p, param->private_data, h.len);
     fid->st = FI_REP_SENT;
-    fake_qp_start((struct fake_qp *)id->qp, fid->peer_qpn,
-                  param->rnr_retry_count);
     fake_id_flush(fid);
     if (fid->fd < 0)
         on_peer_gone(fid, ECONNRESET);

@@ -159,8 +159,8 @@ static int fake_query_device(struct ibv_context *ctx,
     attr->max_cqe = FAKE_MAX_CQE;
     attr->max_mr = 1 << 20;
     attr->max_pd = 1 << 16;
-    attr->max_qp_rd_atom = 16;
-    attr->max_qp_init_rd_atom = 16;
+    attr->max_qp_rd_atom = FAKE_MAX_RD_ATOM;
+    attr->max_qp_init_rd_atom = FAKE_MAX_RD_ATOM;
     attr->max_srq = 1 << 10;
     attr->max_srq_wr = FAKE_MAX_SRQ_WR;
     attr->max_srq_sge = FAKE_MAX_SGE;
