@@ -5,11 +5,19 @@
  *
  * The "fabric" under the fake is loopback TCP: every connected rdma_cm_id
  * owns one socket carrying CM messages (REQ/REP/RTU/REJ/DREQ) and the RC
- * packets of its QP (SEND, WRITE, READ request/response, ACK, NAK).  The
+ * packets of its QP (SEND, WRITE with immediate, ACK, NAK, ABORT).  The
  * responder side of a packet is executed by the process owning the memory,
  * inside its own calls into the fake (poll_cq, get_cq_event, get_cm_event),
- * so a READ completes only once the owner has copied the data, and a SEND
- * that finds no posted receive is answered with an RNR NAK.
+ * so a SEND that finds no posted receive is answered with an RNR NAK.
+ *
+ * RDMA READ and WRITE (without immediate) are one-sided, as on an HCA:
+ * the initiator executes them itself (fake_rma.c).  Every process keeps
+ * its registrations in a table in its own memory (key, address, length,
+ * access, PD) whose address, with the process id, the QP's PD and access
+ * flags, travels in REQ/REP; the initiator reads the target's entry and
+ * moves the bytes with process_vm_readv/writev, checking the key, PD,
+ * bounds and access as the adapter would.  The target's CPU takes no
+ * part.
  *
  * IPv4 address 127.0.0.N belongs to device fake<(N-1) % FAKE_NDEV>.
  */
@@ -42,11 +50,33 @@ enum fake_pkt {
     FP_DREQ,    /* CM disconnect request */
     FP_DREP,    /* CM disconnect reply */
     FP_SEND,    /* psn, imm in b, flags: has imm */
-    FP_WRITE,   /* psn, rkey in a, raddr */
-    FP_READ,    /* psn, rkey in a, raddr, length in b */
-    FP_READ_RESP,
+    FP_WRITE,   /* with immediate only: psn, rkey in a, raddr, imm in b */
     FP_ACK,     /* psn */
     FP_NAK,     /* psn, syndrome in a */
+    FP_ABORT,   /* the initiator's one-sided access was refused: the
+                   responder QP goes to error, as the HCA moves it */
+};
+
+/* What REQ and REP carry before the private data: where the initiator of
+ * one-sided operations finds the sender's registrations. */
+struct fake_cm_peer {
+    uint32_t pid;
+    uint32_t qp_access; /* the QP's qp_access_flags */
+    uint64_t mrt;       /* address of its registration table */
+    uint64_t pd;        /* its QP's PD (registrations are per PD) */
+};
+
+/* One registration as the initiator reads it (fake_rma.c).  seq is odd
+ * while the owner changes the entry. */
+#define FAKE_MRT_SLOTS 65536u
+struct fake_mrt_ent {
+    uint32_t seq;
+    uint32_t rkey; /* 0: free */
+    uint32_t access;
+    uint32_t pad;
+    uint64_t pd;
+    uint64_t addr;
+    uint64_t len;
 };
 
 enum fake_nak {
@@ -84,6 +114,7 @@ struct fake_cmch;
 struct fake_mr {
     struct ibv_mr mr;
     int access;
+    uint32_t slot; /* its entry in the registration table */
     struct fake_mr *next;
 };
 
@@ -225,6 +256,7 @@ struct fake_id {
     uint64_t deadline_ns;
     uint8_t peer_rnr_retry;
     uint32_t peer_qpn;
+    struct fake_cm_peer peer; /* from the peer's REQ/REP */
     uint32_t start_psn;      /* our first PSN, sent in REQ/REP */
     uint32_t peer_start_psn; /* the peer's, from its REQ/REP */
     struct rdma_conn_param conn; /* our connect/accept parameters */
@@ -280,6 +312,16 @@ VB_HIDDEN void fake_cq_push(struct fake_cq *cq, const struct ibv_wc *wc);
 VB_HIDDEN void fake_cq_attach(struct fake_cq *cq, struct fake_qp *qp);
 VB_HIDDEN void fake_cq_detach(struct fake_cq *cq, struct fake_qp *qp);
 VB_HIDDEN bool fake_srq_take(struct fake_srq *srq, struct fake_rwqe *wqe);
+
+/* fake_rma.c */
+/* Enter a registration in the table; returns its rkey (0: table full). */
+VB_HIDDEN uint32_t fake_mrt_add(struct fake_mr *mr, uint32_t key_hint);
+VB_HIDDEN void fake_mrt_del(struct fake_mr *mr);
+VB_HIDDEN void fake_cm_peer_self(struct fake_cm_peer *me, struct ibv_qp *qp);
+/* Execute RDMA READ or WRITE @p w of @p qp against its peer's memory;
+ * returns the completion status (the bytes have moved on success). */
+VB_HIDDEN enum ibv_wc_status fake_rma_exec(struct fake_qp *qp,
+                                           const struct fake_swqe *w);
 
 /* fake_qp.c */
 VB_HIDDEN void fake_qp_set_error(struct fake_qp *qp, enum ibv_wc_status first);

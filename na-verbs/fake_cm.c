@@ -267,23 +267,52 @@ static void on_peer_gone(struct fake_id *fid, int err)
     }
 }
 
+/* REQ and REP start with the sender's struct fake_cm_peer; @p p_p moves
+ * to the private data after it. */
+static bool peer_take(struct fake_id *fid, const struct fake_hdr *h,
+                      const uint8_t **p_p)
+{
+    if (h->len < sizeof(struct fake_cm_peer))
+        return false;
+    memcpy(&fid->peer, *p_p, sizeof(fid->peer));
+    *p_p += sizeof(fid->peer);
+    return true;
+}
+
+/* Append a REQ or REP: our struct fake_cm_peer, then the private data. */
+static int cm_frame(struct fake_id *fid, struct fake_hdr *h,
+                    const struct rdma_conn_param *param)
+{
+    struct fake_cm_peer me;
+    fake_cm_peer_self(&me, fid->id.qp);
+    h->len = (uint32_t)sizeof(me) + param->private_data_len;
+    uint8_t *p = fake_id_frame(fid, h);
+    if (!p)
+        return ENOMEM;
+    memcpy(p, &me, sizeof(me));
+    if (param->private_data_len)
+        memcpy(p + sizeof(me), param->private_data, param->private_data_len);
+    return 0;
+}
+
 static void on_frame(struct fake_id *fid, const struct fake_hdr *h,
                      const uint8_t *p)
 {
     struct fake_qp *qp = (struct fake_qp *)fid->id.qp;
     switch (h->type) {
     case FP_REQ:
-        if (fid->st != FI_IDLE || !fid->listener)
+        if (fid->st != FI_IDLE || !fid->listener || !peer_take(fid, h, &p))
             return;
         fid->peer_qpn = h->a;
         fid->peer_rnr_retry = (uint8_t)h->b;
         fid->peer_start_psn = h->psn;
         fid->st = FI_REQ_REPORTED;
-        queue_event(fid, RDMA_CM_EVENT_CONNECT_REQUEST, 0, p, h->len);
+        queue_event(fid, RDMA_CM_EVENT_CONNECT_REQUEST, 0, p,
+                    h->len - sizeof(struct fake_cm_peer));
         fid->listener = NULL;
         return;
     case FP_REP:
-        if (fid->st != FI_REQ_SENT || !qp)
+        if (fid->st != FI_REQ_SENT || !qp || !peer_take(fid, h, &p))
             return;
         fid->peer_qpn = h->a;
         fid->peer_rnr_retry = (uint8_t)h->b;
@@ -303,7 +332,8 @@ static void on_frame(struct fake_id *fid, const struct fake_hdr *h,
             struct fake_hdr rtu = {.type = FP_RTU};
             fake_id_frame(fid, &rtu);
         }
-        queue_event(fid, RDMA_CM_EVENT_ESTABLISHED, 0, p, h->len);
+        queue_event(fid, RDMA_CM_EVENT_ESTABLISHED, 0, p,
+                    h->len - sizeof(struct fake_cm_peer));
         return;
     case FP_RTU:
         if (fid->st != FI_REP_SENT)
@@ -677,18 +707,14 @@ int fake_connect(struct rdma_cm_id *id, struct rdma_conn_param *param)
     }
     fid->fd = fd;
     struct fake_hdr h = {.type = FP_REQ,
-                         .len = param->private_data_len,
                          .psn = fid->start_psn,
                          .a = id->qp->qp_num,
                          .b = param->rnr_retry_count};
-    uint8_t *p = fake_id_frame(fid, &h);
-    if (!p) {
+    if (cm_frame(fid, &h, param) != 0) {
         id_close_fd(fid);
         errno = ENOMEM;
         return -1;
     }
-    if (h.len)
-        memcpy(p, param->private_data, h.len);
     fid->st = FI_TCP_CONNECTING;
     fid->deadline_ns = fake_now_ns() + FAKE_CONNECT_TIMEOUT_NS;
     id_epoll(fid, true, true);
@@ -719,17 +745,13 @@ int fake_accept(struct rdma_cm_id *id, struct rdma_conn_param *param)
         return -1;
     }
     struct fake_hdr h = {.type = FP_REP,
-                         .len = param->private_data_len,
                          .psn = fid->start_psn,
                          .a = id->qp->qp_num,
                          .b = param->rnr_retry_count};
-    uint8_t *p = fake_id_frame(fid, &h);
-    if (!p) {
+    if (cm_frame(fid, &h, param) != 0) {
         errno = ENOMEM;
         return -1;
     }
-    if (h.len)
-        memcpy(p, param->private_data, h.len);
     fid->st = FI_REP_SENT;
     fake_id_flush(fid);
     if (fid->fd < 0)

@@ -157,7 +157,7 @@ static int fake_query_device(struct ibv_context *ctx,
     attr->max_sge = FAKE_MAX_SGE;
     attr->max_cq = 1 << 16;
     attr->max_cqe = FAKE_MAX_CQE;
-    attr->max_mr = 1 << 20;
+    attr->max_mr = FAKE_MRT_SLOTS;
     attr->max_pd = 1 << 16;
     attr->max_qp_rd_atom = FAKE_MAX_RD_ATOM;
     attr->max_qp_init_rd_atom = FAKE_MAX_RD_ATOM;
@@ -242,14 +242,19 @@ static struct ibv_mr *fake_reg_mr(struct ibv_pd *ibpd, void *addr, size_t len,
         errno = ENOMEM;
         return NULL;
     }
-    uint32_t k = (uint32_t)atomic_fetch_add(&fake_key_next, 1);
     mr->mr.context = ibpd->context;
     mr->mr.pd = ibpd;
     mr->mr.addr = addr;
     mr->mr.length = len;
+    mr->access = access;
+    uint32_t k = fake_mrt_add(mr, (uint32_t)atomic_fetch_add(&fake_key_next, 1));
+    if (k == 0) {
+        free(mr);
+        errno = ENOMEM; /* more MRs than the device has */
+        return NULL;
+    }
     mr->mr.lkey = (k << 8) | 0x17u;
     mr->mr.rkey = (k << 8) | 0xa9u;
-    mr->access = access;
     mr->next = pd->mrs;
     pd->mrs = mr;
     atomic_fetch_add(&fake_cnt.mrs_registered, 1);
@@ -266,6 +271,7 @@ static int fake_dereg_mr(struct ibv_mr *ibmr)
         if (&(*pp)->mr == ibmr) {
             struct fake_mr *mr = *pp;
             *pp = mr->next;
+            fake_mrt_del(mr);
             free(mr);
             atomic_fetch_sub(&fake_cnt.mrs_live, 1);
             return 0;

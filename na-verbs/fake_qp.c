@@ -101,7 +101,31 @@ static void send_ctl(struct fake_qp *qp, uint8_t type, uint32_t psn,
     fake_id_frame(qp->id, &h);
 }
 
-/* Transmit the WRs not sent yet (or resent after an RNR NAK). */
+static bool one_sided(enum ibv_wr_opcode op)
+{
+    return op == IBV_WR_RDMA_READ || op == IBV_WR_RDMA_WRITE;
+}
+
+/* Execute the one-sided WR at the head of the send queue (fake_rma.c).
+ * It runs only once every WR before it has completed, so it is ordered
+ * after them as the responder would order it; a refused access fails the
+ * QP here and, through FP_ABORT, the target's.  False if the QP failed. */
+static bool qp_exec_head(struct fake_qp *qp)
+{
+    struct fake_swqe *w = sq_at(qp, 0);
+    enum ibv_wc_status st = fake_rma_exec(qp, w);
+    if (st != IBV_WC_SUCCESS) {
+        if (st == IBV_WC_REM_ACCESS_ERR)
+            send_ctl(qp, FP_ABORT, 0, 0);
+        qp_error_at(qp, 0, st);
+        return false;
+    }
+    sq_complete_head(qp, IBV_WC_SUCCESS, w->len);
+    return true;
+}
+
+/* Transmit the WRs not sent yet (or resent after an RNR NAK); execute
+ * one-sided ones when they reach the head. */
 static void qp_tx(struct fake_qp *qp)
 {
     struct fake_pd *pd = (struct fake_pd *)qp->qp.pd;
@@ -110,27 +134,24 @@ static void qp_tx(struct fake_qp *qp)
         struct fake_swqe *w = sq_at(qp, qp->sq_sent);
         struct fake_hdr h = {.psn = w->psn, .a = w->rkey, .addr = w->raddr};
         uint32_t len = 0;
-        if (w->opcode == IBV_WR_RDMA_READ) {
-            h.type = FP_READ;
-            h.b = w->len;
-        } else {
-            if (w->inl)
-                len = w->len;
-            else if (fake_sge_copy_out(pd, w->sge, w->num_sge, NULL, &len)) {
-                atomic_fetch_add(&fake_cnt.local_prot_errs, 1);
-                qp_error_at(qp, qp->sq_sent, IBV_WC_LOC_PROT_ERR);
-                break;
-            }
-            h.type = (w->opcode == IBV_WR_SEND ||
-                      w->opcode == IBV_WR_SEND_WITH_IMM)
-                         ? FP_SEND
-                         : FP_WRITE;
-            h.len = len;
-            if (w->opcode == IBV_WR_SEND_WITH_IMM ||
-                w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
-                h.flags = 1;
-                h.b = w->imm;
-            }
+        if (one_sided(w->opcode)) {
+            if (qp->sq_sent > 0 || !qp_exec_head(qp))
+                break; /* wait for what is ahead to be acknowledged */
+            continue;
+        }
+        if (w->inl)
+            len = w->len;
+        else if (fake_sge_copy_out(pd, w->sge, w->num_sge, NULL, &len)) {
+            atomic_fetch_add(&fake_cnt.local_prot_errs, 1);
+            qp_error_at(qp, qp->sq_sent, IBV_WC_LOC_PROT_ERR);
+            break;
+        }
+        h.type = w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM ? FP_WRITE : FP_SEND;
+        h.len = len;
+        if (w->opcode == IBV_WR_SEND_WITH_IMM ||
+            w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
+            h.flags = 1;
+            h.b = w->imm;
         }
         uint8_t *p = fake_id_frame(qp->id, &h);
         if (!p) {
@@ -195,7 +216,7 @@ static void recv_wc(struct fake_qp *qp, const struct fake_rwqe *r,
     fake_cq_push((struct fake_cq *)qp->qp.recv_cq, &wc);
 }
 
-/* Responder side of SEND, WRITE and READ. */
+/* Responder side of SEND and WRITE with immediate. */
 static void responder(struct fake_qp *qp, const struct fake_hdr *h,
                       const uint8_t *payload)
 {
@@ -232,7 +253,8 @@ static void responder(struct fake_qp *qp, const struct fake_hdr *h,
         break;
     }
     case FP_WRITE:
-        if (fake_mr_check(pd, h->a, true, h->addr, h->len,
+        if (!(qp->attr.access & IBV_ACCESS_REMOTE_WRITE) ||
+            fake_mr_check(pd, h->a, true, h->addr, h->len,
                           IBV_ACCESS_REMOTE_WRITE) != 0) {
             atomic_fetch_add(&fake_cnt.access_naks, 1);
             send_ctl(qp, FP_NAK, h->psn, FN_ACCESS);
@@ -248,32 +270,12 @@ static void responder(struct fake_qp *qp, const struct fake_hdr *h,
                     h);
         }
         break;
-    case FP_READ: {
-        if (fake_mr_check(pd, h->a, true, h->addr, h->b,
-                          IBV_ACCESS_REMOTE_READ) != 0) {
-            atomic_fetch_add(&fake_cnt.access_naks, 1);
-            send_ctl(qp, FP_NAK, h->psn, FN_ACCESS);
-            qp_error_at(qp, -1, IBV_WC_WR_FLUSH_ERR);
-            return;
-        }
-        struct fake_hdr rh = {.type = FP_READ_RESP, .psn = h->psn, .len = h->b};
-        uint8_t *p = fake_id_frame(qp->id, &rh);
-        if (!p) {
-            qp_error_at(qp, -1, IBV_WC_WR_FLUSH_ERR);
-            return;
-        }
-        if (h->b)
-            memcpy(p, (const void *)(uintptr_t)h->addr, h->b);
-        atomic_fetch_add(&fake_cnt.reads, 1);
-        qp->expected_psn++;
-        return;
-    }
     }
     qp->expected_psn++;
     send_ctl(qp, FP_ACK, h->psn, 0);
 }
 
-/* Requester side: ACK, NAK and READ responses. */
+/* Requester side: ACK and NAK. */
 static void requester(struct fake_qp *qp, const struct fake_hdr *h,
                       const uint8_t *payload)
 {
@@ -283,30 +285,12 @@ static void requester(struct fake_qp *qp, const struct fake_hdr *h,
     case FP_ACK:
         while (qp->sq_count > 0 && qp->sq_sent > 0) {
             struct fake_swqe *w = sq_at(qp, 0);
-            if (!psn_le(w->psn, h->psn) || w->opcode == IBV_WR_RDMA_READ)
+            if (!psn_le(w->psn, h->psn))
                 break;
             sq_complete_head(qp, IBV_WC_SUCCESS, w->len);
             qp->rnr_left = qp->rnr_retry;
         }
         break;
-    case FP_READ_RESP: {
-        if (qp->sq_count == 0)
-            return;
-        struct fake_swqe *w = sq_at(qp, 0);
-        if (w->opcode != IBV_WR_RDMA_READ || w->psn != h->psn)
-            return;
-        int rc = fake_sge_copy_in((struct fake_pd *)qp->qp.pd, w->sge,
-                                  w->num_sge, payload, h->len);
-        if (rc) {
-            atomic_fetch_add(&fake_cnt.local_prot_errs, 1);
-            qp_error_at(qp, 0,
-                        rc == -2 ? IBV_WC_LOC_LEN_ERR : IBV_WC_LOC_PROT_ERR);
-            return;
-        }
-        sq_complete_head(qp, IBV_WC_SUCCESS, h->len);
-        qp->rnr_left = qp->rnr_retry;
-        break;
-    }
     case FP_NAK:
         if (qp->sq_count == 0 || sq_at(qp, 0)->psn != h->psn)
             return;
@@ -331,7 +315,12 @@ static void requester(struct fake_qp *qp, const struct fake_hdr *h,
 void fake_qp_rx(struct fake_qp *qp, const struct fake_hdr *h,
                 const uint8_t *payload)
 {
-    if (h->type == FP_SEND || h->type == FP_WRITE || h->type == FP_READ)
+    if (h->type == FP_ABORT) {
+        if (qp->qp.state == IBV_QPS_RTR || qp->qp.state == IBV_QPS_RTS)
+            qp_error_at(qp, -1, IBV_WC_WR_FLUSH_ERR);
+        return;
+    }
+    if (h->type == FP_SEND || h->type == FP_WRITE)
         responder(qp, h, payload);
     else
         requester(qp, h, payload);
@@ -417,7 +406,7 @@ int fake_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
         w->wr_id = wr->wr_id;
         w->opcode = wr->opcode;
         w->flags = wr->send_flags;
-        w->psn = qp->next_psn++;
+        w->psn = one_sided(wr->opcode) ? 0 : qp->next_psn++;
         w->num_sge = wr->num_sge;
         if (wr->num_sge)
             memcpy(w->sge, wr->sg_list, sizeof(w->sge[0]) * (size_t)wr->num_sge);

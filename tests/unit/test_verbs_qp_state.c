@@ -39,18 +39,6 @@ struct lone {
     char buf[64];
 };
 
-static void qp_init_attr(struct ibv_qp_init_attr *qa, struct ibv_cq *cq)
-{
-    memset(qa, 0, sizeof(*qa));
-    qa->send_cq = cq;
-    qa->recv_cq = cq;
-    qa->qp_type = IBV_QPT_RC;
-    qa->cap.max_send_wr = 16;
-    qa->cap.max_recv_wr = 16;
-    qa->cap.max_send_sge = 1;
-    qa->cap.max_recv_sge = 1;
-}
-
 static void lone_open(struct lone *l)
 {
     struct sockaddr_in dst = {.sin_family = AF_INET, .sin_port = htons(9)};

@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <stdint.h>
+#include <string.h>
 #include <time.h>
 
 #include "fake.h"
@@ -23,6 +24,19 @@ static inline uint64_t now_ms(void)
 static inline void nonblock(int fd)
 {
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+}
+
+/* An RC QP on @p cq for both queues, 16 WRs each way, 2 send SGEs. */
+static inline void qp_init_attr(struct ibv_qp_init_attr *qa, struct ibv_cq *cq)
+{
+    memset(qa, 0, sizeof(*qa));
+    qa->send_cq = cq;
+    qa->recv_cq = cq;
+    qa->qp_type = IBV_QPT_RC;
+    qa->cap.max_send_wr = 16;
+    qa->cap.max_recv_wr = 16;
+    qa->cap.max_send_sge = 2;
+    qa->cap.max_recv_sge = 1;
 }
 
 /* Next CM event on the (non-blocking) channel, which must be @p type; the
