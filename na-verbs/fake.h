@@ -5,11 +5,19 @@
  *
  * The "fabric" under the fake is loopback TCP: every connected rdma_cm_id
  * owns one socket carrying CM messages (REQ/REP/RTU/REJ/DREQ) and the RC
- * packets of its QP (SEND, WRITE, READ request/response, ACK, NAK).  The
+ * packets of its QP (SEND, WRITE with immediate, ACK, NAK, ABORT).  The
  * responder side of a packet is executed by the process owning the memory,
  * inside its own calls into the fake (poll_cq, get_cq_event, get_cm_event),
- * so a READ completes only once the owner has copied the data, and a SEND
- * that finds no posted receive is answered with an RNR NAK.
+ * so a SEND that finds no posted receive is answered with an RNR NAK.
+ *
+ * RDMA READ and WRITE (without immediate) are one-sided, as on an HCA:
+ * the initiator executes them itself (fake_rma.c).  Every process keeps
+ * its registrations in a table in its own memory (key, address, length,
+ * access, PD) whose address, with the process id, the QP's PD and access
+ * flags, travels in REQ/REP; the initiator reads the target's entry and
+ * moves the bytes with process_vm_readv/writev, checking the key, PD,
+ * bounds and access as the adapter would.  The target's CPU takes no
+ * part.
  *
  * IPv4 address 127.0.0.N belongs to device fake<(N-1) % FAKE_NDEV>.
  */
@@ -29,6 +37,7 @@
 #define FAKE_MAX_QP_WR 4096
 #define FAKE_MAX_SRQ_WR 16384
 #define FAKE_MAX_CQE 65536
+#define FAKE_MAX_RD_ATOM 16 /* outstanding READs each way per QP */
 #define FAKE_MAX_PDATA 196 /* rdma_cm private data limit (RC connect) */
 #define FAKE_CONNECT_TIMEOUT_NS (4ull * 1000000000ull)
 
@@ -41,11 +50,33 @@ enum fake_pkt {
     FP_DREQ,    /* CM disconnect request */
     FP_DREP,    /* CM disconnect reply */
     FP_SEND,    /* psn, imm in b, flags: has imm */
-    FP_WRITE,   /* psn, rkey in a, raddr */
-    FP_READ,    /* psn, rkey in a, raddr, length in b */
-    FP_READ_RESP,
+    FP_WRITE,   /* with immediate only: psn, rkey in a, raddr, imm in b */
     FP_ACK,     /* psn */
     FP_NAK,     /* psn, syndrome in a */
+    FP_ABORT,   /* the initiator's one-sided access was refused: the
+                   responder QP goes to error, as the HCA moves it */
+};
+
+/* What REQ and REP carry before the private data: where the initiator of
+ * one-sided operations finds the sender's registrations. */
+struct fake_cm_peer {
+    uint32_t pid;
+    uint32_t qp_access; /* the QP's qp_access_flags */
+    uint64_t mrt;       /* address of its registration table */
+    uint64_t pd;        /* its QP's PD (registrations are per PD) */
+};
+
+/* One registration as the initiator reads it (fake_rma.c).  seq is odd
+ * while the owner changes the entry. */
+#define FAKE_MRT_SLOTS 65536u
+struct fake_mrt_ent {
+    uint32_t seq;
+    uint32_t rkey; /* 0: free */
+    uint32_t access;
+    uint32_t pad;
+    uint64_t pd;
+    uint64_t addr;
+    uint64_t len;
 };
 
 enum fake_nak {
@@ -83,6 +114,7 @@ struct fake_cmch;
 struct fake_mr {
     struct ibv_mr mr;
     int access;
+    uint32_t slot; /* its entry in the registration table */
     struct fake_mr *next;
 };
 
@@ -147,9 +179,33 @@ struct fake_swqe {
     uint32_t imm;
 };
 
+/* The attribute masks an RC QP's transitions require besides
+ * IBV_QP_STATE (ibv_modify_qp(3)): RESET->INIT, INIT->RTR, RTR->RTS. */
+#define FAKE_QPM_INIT (IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)
+#define FAKE_QPM_RTR                                                           \
+    (IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |           \
+     IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER)
+#define FAKE_QPM_RTS                                                           \
+    (IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |    \
+     IBV_QP_MAX_QP_RD_ATOMIC)
+
+/* Attributes set by modify_qp (what ibv_query_qp would report). */
+struct fake_qp_attr {
+    uint16_t pkey_index;
+    uint8_t port_num;
+    int access; /* qp_access_flags */
+    enum ibv_mtu path_mtu;
+    uint8_t max_dest_rd_atomic;
+    uint8_t min_rnr_timer;
+    uint8_t timeout;
+    uint8_t retry_cnt;
+    uint8_t max_rd_atomic;
+};
+
 struct fake_qp {
-    struct ibv_qp qp;
+    struct ibv_qp qp; /* qp.state: RESET, INIT, RTR, RTS or ERR */
     struct ibv_qp_cap cap;
+    struct fake_qp_attr attr;
     struct fake_id *id;
     bool sq_sig_all;
     /* requester */
@@ -200,6 +256,10 @@ struct fake_id {
     uint64_t deadline_ns;
     uint8_t peer_rnr_retry;
     uint32_t peer_qpn;
+    struct fake_cm_peer peer; /* from the peer's REQ/REP */
+    uint32_t start_psn;      /* our first PSN, sent in REQ/REP */
+    uint32_t peer_start_psn; /* the peer's, from its REQ/REP */
+    struct rdma_conn_param conn; /* our connect/accept parameters */
     unsigned events_out; /* reported events not yet acked */
 };
 
@@ -232,6 +292,12 @@ struct fake_counters {
 };
 VB_HIDDEN extern struct fake_counters fake_cnt;
 
+/* The fake device's table (fake_dev.c), exported by cw-verbs-fake.so
+ * through vb_fake_module_entry (fake_mod.c). */
+VB_HIDDEN extern const struct vb_ops vb_fake_ops;
+/* Snapshot of the counters. */
+VB_HIDDEN void fake_stats_get(struct vb_fake_stats *st);
+
 /* fake_dev.c */
 VB_HIDDEN uint64_t fake_now_ns(void);
 VB_HIDDEN struct ibv_context *fake_ctx_for_ip(uint32_t ip_host_order);
@@ -247,13 +313,28 @@ VB_HIDDEN void fake_cq_attach(struct fake_cq *cq, struct fake_qp *qp);
 VB_HIDDEN void fake_cq_detach(struct fake_cq *cq, struct fake_qp *qp);
 VB_HIDDEN bool fake_srq_take(struct fake_srq *srq, struct fake_rwqe *wqe);
 
+/* fake_rma.c */
+/* Enter a registration in the table; returns its rkey (0: table full). */
+VB_HIDDEN uint32_t fake_mrt_add(struct fake_mr *mr, uint32_t key_hint);
+VB_HIDDEN void fake_mrt_del(struct fake_mr *mr);
+VB_HIDDEN void fake_cm_peer_self(struct fake_cm_peer *me, struct ibv_qp *qp);
+/* Execute RDMA READ or WRITE @p w of @p qp against its peer's memory;
+ * returns the completion status (the bytes have moved on success). */
+VB_HIDDEN enum ibv_wc_status fake_rma_exec(struct fake_qp *qp,
+                                           const struct fake_swqe *w);
+
 /* fake_qp.c */
 VB_HIDDEN void fake_qp_set_error(struct fake_qp *qp, enum ibv_wc_status first);
 VB_HIDDEN void fake_qp_rx(struct fake_qp *qp, const struct fake_hdr *h,
                           const uint8_t *payload);
 VB_HIDDEN void fake_qp_tick(struct fake_qp *qp);
-VB_HIDDEN void fake_qp_start(struct fake_qp *qp, uint32_t remote_qpn,
-                             uint8_t rnr_retry);
+/* What librdmacm does around connect/accept: INIT -> RTR -> RTS with the
+ * attributes of the connection, through fake_modify_qp().  Returns 0 or
+ * an errno value. */
+VB_HIDDEN int fake_qp_connect(struct fake_qp *qp, uint32_t remote_qpn,
+                              uint32_t rq_psn, uint32_t sq_psn,
+                              const struct rdma_conn_param *mine,
+                              uint8_t rnr_retry);
 VB_HIDDEN int fake_buf_reserve(struct fake_buf *b, size_t more);
 
 /* fake_cm.c */

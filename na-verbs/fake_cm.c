@@ -190,6 +190,9 @@ static struct fake_id *id_new(struct fake_cmch *ch, void *context,
     fid->id.qp_type = IBV_QPT_RC;
     fid->ch = ch;
     fid->fd = -1;
+    /* rdma_cm starts each connection at a random 24-bit PSN. */
+    fid->start_psn = (uint32_t)((fake_now_ns() ^ (uintptr_t)fid) *
+                                2654435761u) & 0xffffffu;
     fid->next = ch->ids;
     ch->ids = fid;
     return fid;
@@ -264,32 +267,73 @@ static void on_peer_gone(struct fake_id *fid, int err)
     }
 }
 
+/* REQ and REP start with the sender's struct fake_cm_peer; @p p_p moves
+ * to the private data after it. */
+static bool peer_take(struct fake_id *fid, const struct fake_hdr *h,
+                      const uint8_t **p_p)
+{
+    if (h->len < sizeof(struct fake_cm_peer))
+        return false;
+    memcpy(&fid->peer, *p_p, sizeof(fid->peer));
+    *p_p += sizeof(fid->peer);
+    return true;
+}
+
+/* Append a REQ or REP: our struct fake_cm_peer, then the private data. */
+static int cm_frame(struct fake_id *fid, struct fake_hdr *h,
+                    const struct rdma_conn_param *param)
+{
+    struct fake_cm_peer me;
+    fake_cm_peer_self(&me, fid->id.qp);
+    h->len = (uint32_t)sizeof(me) + param->private_data_len;
+    uint8_t *p = fake_id_frame(fid, h);
+    if (!p)
+        return ENOMEM;
+    memcpy(p, &me, sizeof(me));
+    if (param->private_data_len)
+        memcpy(p + sizeof(me), param->private_data, param->private_data_len);
+    return 0;
+}
+
 static void on_frame(struct fake_id *fid, const struct fake_hdr *h,
                      const uint8_t *p)
 {
     struct fake_qp *qp = (struct fake_qp *)fid->id.qp;
     switch (h->type) {
     case FP_REQ:
-        if (fid->st != FI_IDLE || !fid->listener)
+        if (fid->st != FI_IDLE || !fid->listener || !peer_take(fid, h, &p))
             return;
         fid->peer_qpn = h->a;
         fid->peer_rnr_retry = (uint8_t)h->b;
+        fid->peer_start_psn = h->psn;
         fid->st = FI_REQ_REPORTED;
-        queue_event(fid, RDMA_CM_EVENT_CONNECT_REQUEST, 0, p, h->len);
+        queue_event(fid, RDMA_CM_EVENT_CONNECT_REQUEST, 0, p,
+                    h->len - sizeof(struct fake_cm_peer));
         fid->listener = NULL;
         return;
     case FP_REP:
-        if (fid->st != FI_REQ_SENT || !qp)
+        if (fid->st != FI_REQ_SENT || !qp || !peer_take(fid, h, &p))
             return;
         fid->peer_qpn = h->a;
         fid->peer_rnr_retry = (uint8_t)h->b;
+        fid->peer_start_psn = h->psn;
+        /* As librdmacm on the connect response: RTR, RTS, then RTU. */
+        int rc = fake_qp_connect(qp, h->a, h->psn, fid->start_psn, &fid->conn,
+                                 fid->peer_rnr_retry);
+        if (rc) {
+            struct fake_hdr rej = {.type = FP_REJ};
+            fake_id_frame(fid, &rej);
+            fid->st = FI_DISCONNECTED;
+            queue_event(fid, RDMA_CM_EVENT_CONNECT_ERROR, -rc, NULL, 0);
+            return;
+        }
         fid->st = FI_CONNECTED;
         {
             struct fake_hdr rtu = {.type = FP_RTU};
             fake_id_frame(fid, &rtu);
         }
-        fake_qp_start(qp, h->a, fid->peer_rnr_retry);
-        queue_event(fid, RDMA_CM_EVENT_ESTABLISHED, 0, p, h->len);
+        queue_event(fid, RDMA_CM_EVENT_ESTABLISHED, 0, p,
+                    h->len - sizeof(struct fake_cm_peer));
         return;
     case FP_RTU:
         if (fid->st != FI_REP_SENT)
@@ -431,6 +475,31 @@ void fake_id_pump(struct fake_id *fid)
 }
 
 /* ---- rdma_cm entry points ---- */
+
+/* What librdmacm checks of connect/accept parameters: private data size,
+ * and read depths within the device's (RDMA_MAX_RESP_RES / _INIT_DEPTH,
+ * 0xff, mean "the device's maximum"). */
+static bool conn_param_ok(const struct rdma_conn_param *p)
+{
+    return p && p->private_data_len <= FAKE_MAX_PDATA &&
+           (p->responder_resources == 0xff ||
+            p->responder_resources <= FAKE_MAX_RD_ATOM) &&
+           (p->initiator_depth == 0xff ||
+            p->initiator_depth <= FAKE_MAX_RD_ATOM) &&
+           p->retry_count <= 7;
+}
+
+static void conn_param_keep(struct fake_id *fid,
+                            const struct rdma_conn_param *p)
+{
+    fid->conn = *p;
+    fid->conn.private_data = NULL;
+    fid->conn.private_data_len = 0;
+    if (fid->conn.responder_resources == 0xff)
+        fid->conn.responder_resources = FAKE_MAX_RD_ATOM;
+    if (fid->conn.initiator_depth == 0xff)
+        fid->conn.initiator_depth = FAKE_MAX_RD_ATOM;
+}
 
 struct rdma_event_channel *fake_create_event_channel(void)
 {
@@ -617,12 +686,13 @@ int fake_resolve_route(struct rdma_cm_id *id, int timeout_ms)
 int fake_connect(struct rdma_cm_id *id, struct rdma_conn_param *param)
 {
     struct fake_id *fid = (struct fake_id *)id;
-    if (!fid || fid->st != FI_ROUTE_RESOLVED || !id->qp || !param ||
-        param->private_data_len > FAKE_MAX_PDATA ||
+    if (!fid || fid->st != FI_ROUTE_RESOLVED || !id->qp ||
+        !conn_param_ok(param) ||
         (param->private_data_len && !param->private_data)) {
         errno = EINVAL;
         return -1;
     }
+    conn_param_keep(fid, param);
     int fd = sock_new();
     if (fd < 0)
         return -1;
@@ -637,17 +707,14 @@ int fake_connect(struct rdma_cm_id *id, struct rdma_conn_param *param)
     }
     fid->fd = fd;
     struct fake_hdr h = {.type = FP_REQ,
-                         .len = param->private_data_len,
+                         .psn = fid->start_psn,
                          .a = id->qp->qp_num,
                          .b = param->rnr_retry_count};
-    uint8_t *p = fake_id_frame(fid, &h);
-    if (!p) {
+    if (cm_frame(fid, &h, param) != 0) {
         id_close_fd(fid);
         errno = ENOMEM;
         return -1;
     }
-    if (h.len)
-        memcpy(p, param->private_data, h.len);
     fid->st = FI_TCP_CONNECTING;
     fid->deadline_ns = fake_now_ns() + FAKE_CONNECT_TIMEOUT_NS;
     id_epoll(fid, true, true);
@@ -663,25 +730,29 @@ int fake_connect(struct rdma_cm_id *id, struct rdma_conn_param *param)
 int fake_accept(struct rdma_cm_id *id, struct rdma_conn_param *param)
 {
     struct fake_id *fid = (struct fake_id *)id;
-    if (!fid || fid->st != FI_REQ_REPORTED || !id->qp || !param ||
-        param->private_data_len > FAKE_MAX_PDATA) {
+    if (!fid || fid->st != FI_REQ_REPORTED || !id->qp ||
+        !conn_param_ok(param)) {
         errno = EINVAL;
         return -1;
     }
+    conn_param_keep(fid, param);
+    /* As librdmacm's rdma_accept(): RTR and RTS before the REP goes. */
+    int rc = fake_qp_connect((struct fake_qp *)id->qp, fid->peer_qpn,
+                             fid->peer_start_psn, fid->start_psn, &fid->conn,
+                             param->rnr_retry_count);
+    if (rc) {
+        errno = rc;
+        return -1;
+    }
     struct fake_hdr h = {.type = FP_REP,
-                         .len = param->private_data_len,
+                         .psn = fid->start_psn,
                          .a = id->qp->qp_num,
                          .b = param->rnr_retry_count};
-    uint8_t *p = fake_id_frame(fid, &h);
-    if (!p) {
+    if (cm_frame(fid, &h, param) != 0) {
         errno = ENOMEM;
         return -1;
     }
-    if (h.len)
-        memcpy(p, param->private_data, h.len);
     fid->st = FI_REP_SENT;
-    fake_qp_start((struct fake_qp *)id->qp, fid->peer_qpn,
-                  param->rnr_retry_count);
     fake_id_flush(fid);
     if (fid->fd < 0)
         on_peer_gone(fid, ECONNRESET);

@@ -4,6 +4,7 @@
  * what rdma-core/mlx5 reject: bad access combinations, unmapped memory,
  * queue overflows, unknown keys, out-of-bounds or unauthorised access.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -75,12 +76,24 @@ uint32_t fake_max_inline(struct ibv_context *ctx)
     return d && d == &fake_devs[FAKE_NDEV - 1] ? 32 : FAKE_MAX_INLINE;
 }
 
-bool vb_fake_name(const char *name)
+/* Device fakeN owns 127.0.0.(N+1) (and every 4th address after). */
+static int fake_default_addr(const char *dev, struct in_addr *addr_p)
 {
-    return name && strncmp(name, "fake", 4) == 0;
+    unsigned idx = 0;
+    if (dev && dev[0]) {
+        char *end;
+        if (strncmp(dev, "fake", 4) != 0)
+            return ENODEV;
+        unsigned long v = strtoul(dev + 4, &end, 10);
+        if (end == dev + 4 || *end || v >= FAKE_NDEV)
+            return ENODEV;
+        idx = (unsigned)v;
+    }
+    addr_p->s_addr = htonl(0x7f000001u + idx);
+    return 0;
 }
 
-void vb_fake_stats_get(struct vb_fake_stats *st)
+void fake_stats_get(struct vb_fake_stats *st)
 {
     st->rnr_naks = atomic_load(&fake_cnt.rnr_naks);
     st->rnr_retry_exc = atomic_load(&fake_cnt.rnr_retry_exc);
@@ -144,10 +157,10 @@ static int fake_query_device(struct ibv_context *ctx,
     attr->max_sge = FAKE_MAX_SGE;
     attr->max_cq = 1 << 16;
     attr->max_cqe = FAKE_MAX_CQE;
-    attr->max_mr = 1 << 20;
+    attr->max_mr = FAKE_MRT_SLOTS;
     attr->max_pd = 1 << 16;
-    attr->max_qp_rd_atom = 16;
-    attr->max_qp_init_rd_atom = 16;
+    attr->max_qp_rd_atom = FAKE_MAX_RD_ATOM;
+    attr->max_qp_init_rd_atom = FAKE_MAX_RD_ATOM;
     attr->max_srq = 1 << 10;
     attr->max_srq_wr = FAKE_MAX_SRQ_WR;
     attr->max_srq_sge = FAKE_MAX_SGE;
@@ -229,14 +242,19 @@ static struct ibv_mr *fake_reg_mr(struct ibv_pd *ibpd, void *addr, size_t len,
         errno = ENOMEM;
         return NULL;
     }
-    uint32_t k = (uint32_t)atomic_fetch_add(&fake_key_next, 1);
     mr->mr.context = ibpd->context;
     mr->mr.pd = ibpd;
     mr->mr.addr = addr;
     mr->mr.length = len;
+    mr->access = access;
+    uint32_t k = fake_mrt_add(mr, (uint32_t)atomic_fetch_add(&fake_key_next, 1));
+    if (k == 0) {
+        free(mr);
+        errno = ENOMEM; /* more MRs than the device has */
+        return NULL;
+    }
     mr->mr.lkey = (k << 8) | 0x17u;
     mr->mr.rkey = (k << 8) | 0xa9u;
-    mr->access = access;
     mr->next = pd->mrs;
     pd->mrs = mr;
     atomic_fetch_add(&fake_cnt.mrs_registered, 1);
@@ -253,6 +271,7 @@ static int fake_dereg_mr(struct ibv_mr *ibmr)
         if (&(*pp)->mr == ibmr) {
             struct fake_mr *mr = *pp;
             *pp = mr->next;
+            fake_mrt_del(mr);
             free(mr);
             atomic_fetch_sub(&fake_cnt.mrs_live, 1);
             return 0;
@@ -691,4 +710,5 @@ const struct vb_ops vb_fake_ops = {
     .disconnect = fake_disconnect,
     .get_cm_event = fake_get_cm_event,
     .ack_cm_event = fake_ack_cm_event,
+    .default_addr = fake_default_addr,
 };

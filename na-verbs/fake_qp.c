@@ -101,7 +101,31 @@ static void send_ctl(struct fake_qp *qp, uint8_t type, uint32_t psn,
     fake_id_frame(qp->id, &h);
 }
 
-/* Transmit the WRs not sent yet (or resent after an RNR NAK). */
+static bool one_sided(enum ibv_wr_opcode op)
+{
+    return op == IBV_WR_RDMA_READ || op == IBV_WR_RDMA_WRITE;
+}
+
+/* Execute the one-sided WR at the head of the send queue (fake_rma.c).
+ * It runs only once every WR before it has completed, so it is ordered
+ * after them as the responder would order it; a refused access fails the
+ * QP here and, through FP_ABORT, the target's.  False if the QP failed. */
+static bool qp_exec_head(struct fake_qp *qp)
+{
+    struct fake_swqe *w = sq_at(qp, 0);
+    enum ibv_wc_status st = fake_rma_exec(qp, w);
+    if (st != IBV_WC_SUCCESS) {
+        if (st == IBV_WC_REM_ACCESS_ERR)
+            send_ctl(qp, FP_ABORT, 0, 0);
+        qp_error_at(qp, 0, st);
+        return false;
+    }
+    sq_complete_head(qp, IBV_WC_SUCCESS, w->len);
+    return true;
+}
+
+/* Transmit the WRs not sent yet (or resent after an RNR NAK); execute
+ * one-sided ones when they reach the head. */
 static void qp_tx(struct fake_qp *qp)
 {
     struct fake_pd *pd = (struct fake_pd *)qp->qp.pd;
@@ -110,27 +134,24 @@ static void qp_tx(struct fake_qp *qp)
         struct fake_swqe *w = sq_at(qp, qp->sq_sent);
         struct fake_hdr h = {.psn = w->psn, .a = w->rkey, .addr = w->raddr};
         uint32_t len = 0;
-        if (w->opcode == IBV_WR_RDMA_READ) {
-            h.type = FP_READ;
-            h.b = w->len;
-        } else {
-            if (w->inl)
-                len = w->len;
-            else if (fake_sge_copy_out(pd, w->sge, w->num_sge, NULL, &len)) {
-                atomic_fetch_add(&fake_cnt.local_prot_errs, 1);
-                qp_error_at(qp, qp->sq_sent, IBV_WC_LOC_PROT_ERR);
-                break;
-            }
-            h.type = (w->opcode == IBV_WR_SEND ||
-                      w->opcode == IBV_WR_SEND_WITH_IMM)
-                         ? FP_SEND
-                         : FP_WRITE;
-            h.len = len;
-            if (w->opcode == IBV_WR_SEND_WITH_IMM ||
-                w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
-                h.flags = 1;
-                h.b = w->imm;
-            }
+        if (one_sided(w->opcode)) {
+            if (qp->sq_sent > 0 || !qp_exec_head(qp))
+                break; /* wait for what is ahead to be acknowledged */
+            continue;
+        }
+        if (w->inl)
+            len = w->len;
+        else if (fake_sge_copy_out(pd, w->sge, w->num_sge, NULL, &len)) {
+            atomic_fetch_add(&fake_cnt.local_prot_errs, 1);
+            qp_error_at(qp, qp->sq_sent, IBV_WC_LOC_PROT_ERR);
+            break;
+        }
+        h.type = w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM ? FP_WRITE : FP_SEND;
+        h.len = len;
+        if (w->opcode == IBV_WR_SEND_WITH_IMM ||
+            w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
+            h.flags = 1;
+            h.b = w->imm;
         }
         uint8_t *p = fake_id_frame(qp->id, &h);
         if (!p) {
@@ -146,15 +167,6 @@ static void qp_tx(struct fake_qp *qp)
         qp->sq_sent++;
     }
     fake_id_flush(qp->id);
-}
-
-void fake_qp_start(struct fake_qp *qp, uint32_t remote_qpn, uint8_t rnr_retry)
-{
-    qp->qp.state = IBV_QPS_RTS;
-    qp->remote_qpn = remote_qpn;
-    qp->rnr_retry = rnr_retry > 7 ? 7 : rnr_retry;
-    qp->rnr_left = qp->rnr_retry;
-    qp_tx(qp);
 }
 
 void fake_qp_tick(struct fake_qp *qp)
@@ -204,7 +216,7 @@ static void recv_wc(struct fake_qp *qp, const struct fake_rwqe *r,
     fake_cq_push((struct fake_cq *)qp->qp.recv_cq, &wc);
 }
 
-/* Responder side of SEND, WRITE and READ. */
+/* Responder side of SEND and WRITE with immediate. */
 static void responder(struct fake_qp *qp, const struct fake_hdr *h,
                       const uint8_t *payload)
 {
@@ -241,7 +253,8 @@ static void responder(struct fake_qp *qp, const struct fake_hdr *h,
         break;
     }
     case FP_WRITE:
-        if (fake_mr_check(pd, h->a, true, h->addr, h->len,
+        if (!(qp->attr.access & IBV_ACCESS_REMOTE_WRITE) ||
+            fake_mr_check(pd, h->a, true, h->addr, h->len,
                           IBV_ACCESS_REMOTE_WRITE) != 0) {
             atomic_fetch_add(&fake_cnt.access_naks, 1);
             send_ctl(qp, FP_NAK, h->psn, FN_ACCESS);
@@ -257,32 +270,12 @@ static void responder(struct fake_qp *qp, const struct fake_hdr *h,
                     h);
         }
         break;
-    case FP_READ: {
-        if (fake_mr_check(pd, h->a, true, h->addr, h->b,
-                          IBV_ACCESS_REMOTE_READ) != 0) {
-            atomic_fetch_add(&fake_cnt.access_naks, 1);
-            send_ctl(qp, FP_NAK, h->psn, FN_ACCESS);
-            qp_error_at(qp, -1, IBV_WC_WR_FLUSH_ERR);
-            return;
-        }
-        struct fake_hdr rh = {.type = FP_READ_RESP, .psn = h->psn, .len = h->b};
-        uint8_t *p = fake_id_frame(qp->id, &rh);
-        if (!p) {
-            qp_error_at(qp, -1, IBV_WC_WR_FLUSH_ERR);
-            return;
-        }
-        if (h->b)
-            memcpy(p, (const void *)(uintptr_t)h->addr, h->b);
-        atomic_fetch_add(&fake_cnt.reads, 1);
-        qp->expected_psn++;
-        return;
-    }
     }
     qp->expected_psn++;
     send_ctl(qp, FP_ACK, h->psn, 0);
 }
 
-/* Requester side: ACK, NAK and READ responses. */
+/* Requester side: ACK and NAK. */
 static void requester(struct fake_qp *qp, const struct fake_hdr *h,
                       const uint8_t *payload)
 {
@@ -292,30 +285,12 @@ static void requester(struct fake_qp *qp, const struct fake_hdr *h,
     case FP_ACK:
         while (qp->sq_count > 0 && qp->sq_sent > 0) {
             struct fake_swqe *w = sq_at(qp, 0);
-            if (!psn_le(w->psn, h->psn) || w->opcode == IBV_WR_RDMA_READ)
+            if (!psn_le(w->psn, h->psn))
                 break;
             sq_complete_head(qp, IBV_WC_SUCCESS, w->len);
             qp->rnr_left = qp->rnr_retry;
         }
         break;
-    case FP_READ_RESP: {
-        if (qp->sq_count == 0)
-            return;
-        struct fake_swqe *w = sq_at(qp, 0);
-        if (w->opcode != IBV_WR_RDMA_READ || w->psn != h->psn)
-            return;
-        int rc = fake_sge_copy_in((struct fake_pd *)qp->qp.pd, w->sge,
-                                  w->num_sge, payload, h->len);
-        if (rc) {
-            atomic_fetch_add(&fake_cnt.local_prot_errs, 1);
-            qp_error_at(qp, 0,
-                        rc == -2 ? IBV_WC_LOC_LEN_ERR : IBV_WC_LOC_PROT_ERR);
-            return;
-        }
-        sq_complete_head(qp, IBV_WC_SUCCESS, h->len);
-        qp->rnr_left = qp->rnr_retry;
-        break;
-    }
     case FP_NAK:
         if (qp->sq_count == 0 || sq_at(qp, 0)->psn != h->psn)
             return;
@@ -340,7 +315,12 @@ static void requester(struct fake_qp *qp, const struct fake_hdr *h,
 void fake_qp_rx(struct fake_qp *qp, const struct fake_hdr *h,
                 const uint8_t *payload)
 {
-    if (h->type == FP_SEND || h->type == FP_WRITE || h->type == FP_READ)
+    if (h->type == FP_ABORT) {
+        if (qp->qp.state == IBV_QPS_RTR || qp->qp.state == IBV_QPS_RTS)
+            qp_error_at(qp, -1, IBV_WC_WR_FLUSH_ERR);
+        return;
+    }
+    if (h->type == FP_SEND || h->type == FP_WRITE)
         responder(qp, h, payload);
     else
         requester(qp, h, payload);
@@ -358,7 +338,9 @@ int fake_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
         return EINVAL;
     for (; wr; wr = wr->next) {
         uint64_t total = 0;
-        if (qp->qp.state != IBV_QPS_RTS) {
+        /* The send queue works in RTS; in ERR a WR is taken and flushed;
+         * before RTS posting is an immediate error (IBA 10.8.3.1). */
+        if (qp->qp.state != IBV_QPS_RTS && qp->qp.state != IBV_QPS_ERR) {
             err = EINVAL;
             break;
         }
@@ -395,6 +377,16 @@ int fake_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
             err = EINVAL;
             break;
         }
+        if (qp->qp.state == IBV_QPS_ERR) {
+            struct ibv_wc wc = {
+                .wr_id = wr->wr_id,
+                .status = IBV_WC_WR_FLUSH_ERR,
+                .opcode = wc_opcode(wr->opcode),
+                .qp_num = qp->qp.qp_num,
+            };
+            fake_cq_push((struct fake_cq *)qp->qp.send_cq, &wc);
+            continue;
+        }
         struct fake_swqe *w = sq_at(qp, qp->sq_count);
         memset(w, 0, sizeof(*w));
         if (inl && total) {
@@ -414,7 +406,7 @@ int fake_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
         w->wr_id = wr->wr_id;
         w->opcode = wr->opcode;
         w->flags = wr->send_flags;
-        w->psn = qp->next_psn++;
+        w->psn = one_sided(wr->opcode) ? 0 : qp->next_psn++;
         w->num_sge = wr->num_sge;
         if (wr->num_sge)
             memcpy(w->sge, wr->sg_list, sizeof(w->sge[0]) * (size_t)wr->num_sge);
@@ -438,8 +430,7 @@ int fake_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
         return EINVAL;
     for (; wr; wr = wr->next) {
         int err = 0;
-        if (qp->qp.srq || qp->qp.state == IBV_QPS_ERR ||
-            qp->qp.state == IBV_QPS_RESET || wr->num_sge < 0 ||
+        if (qp->qp.srq || qp->qp.state == IBV_QPS_RESET || wr->num_sge < 0 ||
             wr->num_sge > (int)qp->cap.max_recv_sge)
             err = EINVAL;
         else if (qp->rq_count == (int)qp->cap.max_recv_wr)
@@ -448,6 +439,16 @@ int fake_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
             if (bad_wr)
                 *bad_wr = wr;
             return err;
+        }
+        if (qp->qp.state == IBV_QPS_ERR) {
+            struct ibv_wc wc = {
+                .wr_id = wr->wr_id,
+                .status = IBV_WC_WR_FLUSH_ERR,
+                .opcode = IBV_WC_RECV,
+                .qp_num = qp->qp.qp_num,
+            };
+            fake_cq_push((struct fake_cq *)qp->qp.recv_cq, &wc);
+            continue;
         }
         struct fake_rwqe *r =
             &qp->rq[(qp->rq_head + qp->rq_count) % (int)qp->cap.max_recv_wr];
@@ -459,17 +460,180 @@ int fake_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
     return 0;
 }
 
+/* ---- the QP state machine (IBA 10.3.1; rdma-core/the kernel's
+ * ib_modify_qp_is_ok() for RC): which masks each transition requires and
+ * which it allows besides IBV_QP_STATE.  SQD and SQE are not modelled. */
+
+struct qp_trans {
+    enum ibv_qp_state from, to;
+    int req, opt;
+};
+
+static const struct qp_trans qp_trans_tab[] = {
+    {IBV_QPS_RESET, IBV_QPS_INIT, FAKE_QPM_INIT, 0},
+    {IBV_QPS_INIT, IBV_QPS_INIT, 0, FAKE_QPM_INIT},
+    {IBV_QPS_INIT, IBV_QPS_RTR, FAKE_QPM_RTR,
+     IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX},
+    {IBV_QPS_RTR, IBV_QPS_RTS, FAKE_QPM_RTS,
+     IBV_QP_CUR_STATE | IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS |
+         IBV_QP_MIN_RNR_TIMER | IBV_QP_PATH_MIG_STATE},
+    {IBV_QPS_RTS, IBV_QPS_RTS, 0,
+     IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS | IBV_QP_ALT_PATH |
+         IBV_QP_PATH_MIG_STATE | IBV_QP_MIN_RNR_TIMER},
+};
+
+static bool qp_trans_ok(enum ibv_qp_state from, enum ibv_qp_state to, int mask)
+{
+    int attrs = mask & ~IBV_QP_STATE;
+    /* Any state may go to RESET or ERR, with no other attribute. */
+    if (to == IBV_QPS_RESET || to == IBV_QPS_ERR)
+        return attrs == 0;
+    for (size_t i = 0; i < sizeof(qp_trans_tab) / sizeof(qp_trans_tab[0]); i++) {
+        const struct qp_trans *t = &qp_trans_tab[i];
+        if (t->from == from && t->to == to)
+            return (attrs & t->req) == t->req &&
+                   (attrs & ~(t->req | t->opt)) == 0;
+    }
+    return false;
+}
+
+/* Attribute values the device refuses (EINVAL as from the kernel). */
+static bool qp_attr_ok(struct fake_qp *qp, const struct ibv_qp_attr *a, int m)
+{
+    const int known = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                      IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+    if ((m & IBV_QP_PORT) && a->port_num != 1)
+        return false;
+    if ((m & IBV_QP_PKEY_INDEX) && a->pkey_index != 0)
+        return false;
+    if ((m & IBV_QP_ACCESS_FLAGS) && (a->qp_access_flags & ~known))
+        return false;
+    if ((m & IBV_QP_PATH_MTU) &&
+        (a->path_mtu < IBV_MTU_256 || a->path_mtu > IBV_MTU_4096))
+        return false;
+    if ((m & IBV_QP_AV) && a->ah_attr.port_num != 0 &&
+        a->ah_attr.port_num != 1)
+        return false;
+    if ((m & IBV_QP_DEST_QPN) && a->dest_qp_num > 0xffffffu)
+        return false;
+    if ((m & IBV_QP_RQ_PSN) && a->rq_psn > 0xffffffu)
+        return false;
+    if ((m & IBV_QP_SQ_PSN) && a->sq_psn > 0xffffffu)
+        return false;
+    if ((m & IBV_QP_MAX_DEST_RD_ATOMIC) &&
+        a->max_dest_rd_atomic > FAKE_MAX_RD_ATOM)
+        return false;
+    if ((m & IBV_QP_MAX_QP_RD_ATOMIC) && a->max_rd_atomic > FAKE_MAX_RD_ATOM)
+        return false;
+    if ((m & IBV_QP_MIN_RNR_TIMER) && a->min_rnr_timer > 31)
+        return false;
+    if ((m & IBV_QP_TIMEOUT) && a->timeout > 31)
+        return false;
+    if ((m & IBV_QP_RETRY_CNT) && a->retry_cnt > 7)
+        return false;
+    if ((m & IBV_QP_RNR_RETRY) && a->rnr_retry > 7)
+        return false;
+    if ((m & IBV_QP_CUR_STATE) && a->cur_qp_state != qp->qp.state)
+        return false;
+    return true;
+}
+
+/* RESET discards every queued WR without a completion (IBA 10.3.1). */
+static void qp_reset(struct fake_qp *qp)
+{
+    for (int i = 0; i < qp->sq_count; i++)
+        free(sq_at(qp, i)->inl);
+    qp->sq_head = qp->sq_count = qp->sq_sent = 0;
+    qp->rq_head = qp->rq_count = 0;
+    qp->next_psn = qp->expected_psn = 0;
+    qp->resend_at_ns = 0;
+    qp->rnr_nak_sent = false;
+    qp->remote_qpn = 0;
+    memset(&qp->attr, 0, sizeof(qp->attr));
+}
+
 int fake_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 {
     struct fake_qp *qp = (struct fake_qp *)ibqp;
-    if (!qp || !attr || mask != IBV_QP_STATE)
+    enum ibv_qp_state from, to;
+    if (!qp || !attr)
         return EINVAL;
-    if (attr->qp_state == IBV_QPS_ERR) {
-        qp_error_at(qp, -1, IBV_WC_WR_FLUSH_ERR);
-        return 0;
+    from = qp->qp.state;
+    to = (mask & IBV_QP_STATE) ? attr->qp_state : from;
+    if (!qp_trans_ok(from, to, mask) || !qp_attr_ok(qp, attr, mask))
+        return EINVAL;
+
+    if (mask & IBV_QP_PKEY_INDEX)
+        qp->attr.pkey_index = attr->pkey_index;
+    if (mask & IBV_QP_PORT)
+        qp->attr.port_num = attr->port_num;
+    if (mask & IBV_QP_ACCESS_FLAGS)
+        qp->attr.access = attr->qp_access_flags;
+    if (mask & IBV_QP_PATH_MTU)
+        qp->attr.path_mtu = attr->path_mtu;
+    if (mask & IBV_QP_DEST_QPN)
+        qp->remote_qpn = attr->dest_qp_num;
+    if (mask & IBV_QP_RQ_PSN)
+        qp->expected_psn = attr->rq_psn;
+    if (mask & IBV_QP_MAX_DEST_RD_ATOMIC)
+        qp->attr.max_dest_rd_atomic = attr->max_dest_rd_atomic;
+    if (mask & IBV_QP_MIN_RNR_TIMER)
+        qp->attr.min_rnr_timer = attr->min_rnr_timer;
+    if (mask & IBV_QP_TIMEOUT)
+        qp->attr.timeout = attr->timeout;
+    if (mask & IBV_QP_RETRY_CNT)
+        qp->attr.retry_cnt = attr->retry_cnt;
+    if (mask & IBV_QP_RNR_RETRY) {
+        qp->rnr_retry = attr->rnr_retry;
+        qp->rnr_left = attr->rnr_retry;
     }
-    /* Other transitions are driven by the connection manager. */
-    return EINVAL;
+    if (mask & IBV_QP_SQ_PSN)
+        qp->next_psn = attr->sq_psn;
+    if (mask & IBV_QP_MAX_QP_RD_ATOMIC)
+        qp->attr.max_rd_atomic = attr->max_rd_atomic;
+
+    switch (to) {
+    case IBV_QPS_RESET:
+        qp_reset(qp);
+        qp->qp.state = IBV_QPS_RESET;
+        break;
+    case IBV_QPS_ERR:
+        qp_error_at(qp, -1, IBV_WC_WR_FLUSH_ERR);
+        break;
+    default:
+        qp->qp.state = to;
+        if (to == IBV_QPS_RTS && qp->id)
+            qp_tx(qp);
+        break;
+    }
+    return 0;
+}
+
+int fake_qp_connect(struct fake_qp *qp, uint32_t remote_qpn, uint32_t rq_psn,
+                    uint32_t sq_psn, const struct rdma_conn_param *mine,
+                    uint8_t rnr_retry)
+{
+    struct ibv_qp_attr a = {
+        .qp_state = IBV_QPS_RTR,
+        .path_mtu = IBV_MTU_4096,
+        .dest_qp_num = remote_qpn,
+        .rq_psn = rq_psn & 0xffffffu,
+        .max_dest_rd_atomic = mine->responder_resources,
+        .min_rnr_timer = 12, /* librdmacm's default: 0.64 ms */
+        .ah_attr = {.port_num = 1},
+    };
+    int rc = fake_modify_qp(&qp->qp, &a,
+                            IBV_QP_STATE | FAKE_QPM_RTR);
+    if (rc)
+        return rc;
+    memset(&a, 0, sizeof(a));
+    a.qp_state = IBV_QPS_RTS;
+    a.timeout = 14; /* the CM's packet life time based default: ~67 ms */
+    a.retry_cnt = mine->retry_count;
+    a.rnr_retry = rnr_retry > 7 ? 7 : rnr_retry;
+    a.sq_psn = sq_psn & 0xffffffu;
+    a.max_rd_atomic = mine->initiator_depth;
+    return fake_modify_qp(&qp->qp, &a, IBV_QP_STATE | FAKE_QPM_RTS);
 }
 
 int fake_create_qp(struct rdma_cm_id *id, struct ibv_pd *ibpd,
@@ -478,6 +642,7 @@ int fake_create_qp(struct rdma_cm_id *id, struct ibv_pd *ibpd,
     struct fake_id *fid = (struct fake_id *)id;
     struct fake_pd *pd = (struct fake_pd *)ibpd;
     struct ibv_qp_cap *c;
+    int err = ENOMEM;
     if (!fid || !pd || !attr || id->qp || !id->verbs ||
         ibpd->context != id->verbs || attr->qp_type != IBV_QPT_RC ||
         !attr->send_cq || !attr->recv_cq)
@@ -514,20 +679,32 @@ int fake_create_qp(struct rdma_cm_id *id, struct ibv_pd *ibpd,
     qp->qp.recv_cq = attr->recv_cq;
     qp->qp.srq = attr->srq;
     qp->qp.qp_num = (uint32_t)atomic_fetch_add(&fake_qpn_next, 1) & 0xffffffu;
-    qp->qp.state = IBV_QPS_INIT;
+    qp->qp.state = IBV_QPS_RESET;
     qp->qp.qp_type = IBV_QPT_RC;
+    /* rdma_create_qp() moves the new QP to INIT itself. */
+    struct ibv_qp_attr ia = {
+        .qp_state = IBV_QPS_INIT,
+        .port_num = id->port_num ? id->port_num : 1,
+        .qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ |
+                           IBV_ACCESS_REMOTE_WRITE,
+    };
+    err = fake_modify_qp(&qp->qp, &ia, IBV_QP_STATE | FAKE_QPM_INIT);
+    if (err)
+        goto err_free_rq;
     fake_cq_attach((struct fake_cq *)attr->send_cq, qp);
     fake_cq_attach((struct fake_cq *)attr->recv_cq, qp);
     pd->nobj++;
     id->qp = &qp->qp;
     return 0;
 
+err_free_rq:
+    free(qp->rq);
 err_free_sq:
     free(qp->sq);
 err_free_qp:
     free(qp);
 err_nomem:
-    errno = ENOMEM;
+    errno = err;
     return -1;
 err_inval:
     errno = EINVAL;

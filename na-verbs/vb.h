@@ -3,7 +3,7 @@
  * listening rdma_cm id, a PD, one CQ with a completion channel, a shared
  * receive queue fed from a registered buffer pool, a registered send-buffer
  * pool and its RC connections.  Every verbs/rdma_cm call goes through
- * cls->ops (vb_ops.h), which is rdma-core or the fake device.
+ * cls->ops (vb_ops.h): rdma-core, or the test-only fake device module.
  */
 #ifndef CW_NA_VERBS_H
 #define CW_NA_VERBS_H
@@ -268,6 +268,7 @@ struct vb_stats {
 struct cw_na_class {
     const struct cw_na_host *host;
     const struct vb_ops *ops;
+    void *ops_module; /* the fake module's dlopen handle, or NULL */
     uint32_t flags;
     char dev[VB_DEV_MAX + 1];
     uint8_t devport;

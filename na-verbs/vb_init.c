@@ -315,13 +315,45 @@ static cw_status_t vb_resources(vb_class_t *cls)
     return CW_OK;
 }
 
+/* The ops table (rdma-core, or the fake module when the environment names
+ * one), a device to use, and the address of a device whose addresses are
+ * not interface addresses. */
+static cw_status_t vb_select_device(vb_class_t *cls, bool *has_ip)
+{
+    char err[512];
+    struct ibv_device **l;
+    int n = 0;
+
+    if (vb_ops_acquire(&cls->ops, &cls->ops_module, err, sizeof(err))) {
+        VB_ERR(cls, "%s", err);
+        return CW_UNSUPPORTED;
+    }
+    l = cls->ops->get_device_list(&n);
+    if (l)
+        cls->ops->free_device_list(l);
+    if (n <= 0) {
+        VB_ERR(cls, "no RDMA device present (ibv_get_device_list: %s)",
+               l ? "empty" : strerror(errno));
+        return CW_NOENT;
+    }
+    if (!*has_ip && cls->ops->default_addr) {
+        int rc = cls->ops->default_addr(cls->dev, &cls->self_sin.sin_addr);
+        if (rc) {
+            VB_ERR(cls, "no address for device %s: %s",
+                   cls->dev[0] ? cls->dev : "(any)", strerror(rc));
+            return CW_NOENT;
+        }
+        *has_ip = true;
+    }
+    return CW_OK;
+}
+
 static cw_status_t vb_init(const struct cw_na_host *host,
                            const struct cw_na_init_info *info,
                            cw_na_class_t **cls_p)
 {
     vb_class_t *cls;
     bool has_ip = false;
-    const char *env = getenv("CAUSEWAY_VERBS_FAKE");
     cw_status_t st;
 
     if (!host || !info || !cls_p)
@@ -347,26 +379,9 @@ static cw_status_t vb_init(const struct cw_na_host *host,
                info->location);
         goto err_fini;
     }
-    cls->ops = (vb_fake_name(cls->dev) || (env && strcmp(env, "1") == 0))
-                   ? &vb_fake_ops
-                   : &vb_real_ops;
-    if (cls->ops == &vb_fake_ops && !has_ip) {
-        unsigned idx = cls->dev[0] ? (unsigned)atoi(cls->dev + 4) : 0;
-        cls->self_sin.sin_addr.s_addr = htonl(0x7f000001u + idx);
-        has_ip = true;
-    }
-    if (cls->ops == &vb_real_ops) {
-        int n = 0;
-        struct ibv_device **l = cls->ops->get_device_list(&n);
-        if (l)
-            cls->ops->free_device_list(l);
-        if (n <= 0) {
-            VB_ERR(cls, "no RDMA device present (ibv_get_device_list: %s)",
-                   l ? "empty" : strerror(errno));
-            st = CW_NOENT;
-            goto err_fini;
-        }
-    }
+    st = vb_select_device(cls, &has_ip);
+    if (st != CW_OK)
+        goto err_fini;
     cls->cm_ch = cls->ops->create_event_channel();
     if (!cls->cm_ch) {
         VB_ERR(cls, "rdma_create_event_channel() failed: %s", strerror(errno));
@@ -450,6 +465,7 @@ static void vb_finalize(cw_na_class_t *cls)
         cls->ops->destroy_event_channel(cls->cm_ch);
     if (cls->epfd >= 0)
         close(cls->epfd);
+    vb_ops_release(cls->ops_module);
     free(cls);
 }
 
@@ -520,7 +536,6 @@ CW_NA_EXPORT const struct cw_na_plugin cw_na_plugin_entry = {
     .abi_version = CW_NA_ABI_VERSION,
     .ops_size = sizeof(struct cw_na_ops),
     .name = "verbs",
-    .description = "RDMA verbs (rdma-core, RC + SRQ, rdma_cm); fake device "
-                   "for tests",
+    .description = "RDMA verbs (rdma-core, RC + SRQ, rdma_cm)",
     .ops = &vb_na_ops,
 };

@@ -1,14 +1,18 @@
 /*
  * na-verbs: the table through which every libibverbs and librdmacm call
- * goes (NCCL ibvwrap style).  Two implementations exist: vb_real_ops
- * (rdma-core) and vb_fake_ops (the fake device of fake_*.c, used by the
- * tests).  The types are rdma-core's own, so the plugin code is the same
- * for both.
+ * goes (NCCL ibvwrap style).  The plugin contains one implementation,
+ * vb_real_ops (rdma-core).  The fake device used by the tests (fake_*.c)
+ * is a separate module, cw-verbs-fake.so, built with the tests and never
+ * installed; the plugin loads it only when CAUSEWAY_VERBS_FAKE names it
+ * (vb_ops_load.c).  The types are rdma-core's own, so the plugin code is
+ * the same for both.
  */
 #ifndef CW_NA_VERBS_OPS_H
 #define CW_NA_VERBS_OPS_H
 
+#include <netinet/in.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include <infiniband/verbs.h>
@@ -83,12 +87,24 @@ struct vb_ops {
     int (*get_cm_event)(struct rdma_event_channel *ch,
                         struct rdma_cm_event **event);
     int (*ack_cm_event)(struct rdma_cm_event *event);
+
+    /**
+     * Optional (NULL for rdma-core): the IPv4 address (network order) of
+     * device @p dev (empty: any device) when its addresses are not those
+     * of a network interface, as with the fake's 127.0.0.N.  Returns 0 or
+     * an errno value.
+     */
+    int (*default_addr)(const char *dev, struct in_addr *addr_p);
 };
 
 /** rdma-core (libibverbs + librdmacm). */
 VB_HIDDEN extern const struct vb_ops vb_real_ops;
-/** The fake device (fake_*.c): devices "fake0".."fake3". */
-VB_HIDDEN extern const struct vb_ops vb_fake_ops;
+
+/** Environment variable naming the fake device module to load. */
+#define VB_FAKE_ENV "CAUSEWAY_VERBS_FAKE"
+/** The one symbol cw-verbs-fake.so exports (a struct vb_fake_module). */
+#define VB_FAKE_ENTRY "vb_fake_module_entry"
+#define VB_FAKE_ABI 2
 
 /** Counters of the fake device, process-wide (for tests). */
 struct vb_fake_stats {
@@ -105,10 +121,27 @@ struct vb_fake_stats {
     uint64_t mrs_live;        /**< MRs currently registered */
 };
 
-/** Snapshot of the fake's counters. */
-VB_HIDDEN void vb_fake_stats_get(struct vb_fake_stats *st);
+/** What cw-verbs-fake.so exports; checked by the loader. */
+struct vb_fake_module {
+    uint32_t abi;      /**< VB_FAKE_ABI */
+    uint32_t ops_size; /**< sizeof(struct vb_ops) */
+    const struct vb_ops *ops;
+    /** Snapshot of the fake's process-wide counters. */
+    void (*stats_get)(struct vb_fake_stats *st);
+};
 
-/** True if @p name names a fake device ("fake" prefix). */
-VB_HIDDEN bool vb_fake_name(const char *name);
+/**
+ * The ops a new instance uses: rdma-core, or the fake module when
+ * VB_FAKE_ENV names one (loaded with dlopen, one reference per call).
+ * @param[out] ops_p   the table
+ * @param[out] handle_p  the module's handle (NULL for rdma-core), to give
+ *                       to vb_ops_release()
+ * @param[out] err     a message on failure
+ * Returns 0, or -1 with @p err filled.
+ */
+VB_HIDDEN int vb_ops_acquire(const struct vb_ops **ops_p, void **handle_p,
+                             char *err, size_t errlen);
+/** Drop the reference vb_ops_acquire() took (NULL: nothing). */
+VB_HIDDEN void vb_ops_release(void *handle);
 
 #endif /* CW_NA_VERBS_OPS_H */

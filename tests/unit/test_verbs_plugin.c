@@ -8,6 +8,7 @@
 #include <causeway/log.h>
 #include <causeway/na.h>
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -30,6 +31,15 @@
 #define URI "verbs://fake0:1/127.0.0.1:0"
 
 extern const struct cw_na_plugin cw_na_plugin_entry;
+
+/* The fake device module the plugin loads (CAUSEWAY_VERBS_FAKE): the test
+ * holds its own reference for the counters and to wrap its ops. */
+static const struct vb_fake_module *fake_mod;
+
+static void fake_stats(struct vb_fake_stats *st)
+{
+    fake_mod->stats_get(st);
+}
 
 struct done {
     int calls;
@@ -144,7 +154,7 @@ static void test_credit_flood(void **state)
                      CW_OK);
     assert_true(wait_all(both, 2, (struct done *[]){&r, &s[0]}, 2, WAIT_MS));
     cw_na_addr_free(b, r.source);
-    vb_fake_stats_get(&f0);
+    fake_stats(&f0);
     memset(s, 0, sizeof(s));
     for (uint32_t i = 0; i < FLOOD; i++) {
         out[i] = i;
@@ -179,7 +189,7 @@ static void test_credit_flood(void **state)
         assert_int_equal(s[i].calls, 1);
         assert_int_equal(s[i].status, CW_OK);
     }
-    vb_fake_stats_get(&f1);
+    fake_stats(&f1);
     vb_class_stats(cb, &sb);
     vb_class_stats(ca, &sa);
     print_message("# flood %d: credit stalls %llu, credit msgs a=%llu b=%llu, "
@@ -279,7 +289,7 @@ static void test_rcache(void **state)
 
     assert_non_null(buf);
     assert_non_null(dst);
-    vb_fake_stats_get(&f0);
+    fake_stats(&f0);
     vb_class_stats(ca, &s0);
     struct cw_na_segment sb = {buf, len}, si = {buf + 4096, 4096};
     /* The same range and access again: a hit.  A range inside it: its
@@ -290,7 +300,7 @@ static void test_rcache(void **state)
                      CW_OK);
     assert_int_equal(cw_na_mem_register(a, &si, 1, CW_NA_MEM_READ, &inner),
                      CW_OK);
-    vb_fake_stats_get(&f);
+    fake_stats(&f);
     vb_class_stats(ca, &s);
     assert_int_equal(f.mrs_live - f0.mrs_live, 2);
     assert_int_equal(s.rcache_misses - s0.rcache_misses, 2);
@@ -299,14 +309,14 @@ static void test_rcache(void **state)
     assert_int_equal(cw_na_mem_register(a, &si, 1,
                                         CW_NA_MEM_READ | CW_NA_MEM_WRITE, &rw),
                      CW_OK);
-    vb_fake_stats_get(&f);
+    fake_stats(&f);
     assert_int_equal(f.mrs_live - f0.mrs_live, 3);
     /* The second handle keeps the big MR alive. */
     cw_na_mem_release(a, big);
-    vb_fake_stats_get(&f);
+    fake_stats(&f);
     assert_int_equal(f.mrs_live - f0.mrs_live, 3);
     cw_na_mem_release(a, same);
-    vb_fake_stats_get(&f);
+    fake_stats(&f);
     assert_int_equal(f.mrs_live - f0.mrs_live, 2);
     /* B reads through A's inner handle. */
     for (size_t i = 0; i < len; i++)
@@ -329,10 +339,10 @@ static void test_rcache(void **state)
     cw_na_mem_release(b, remote);
     /* Last handles released: both of A's MRs are gone (invalidated); the
      * connection's receive pools are all that is left. */
-    vb_fake_stats_get(&f0);
+    fake_stats(&f0);
     cw_na_mem_release(a, inner);
     cw_na_mem_release(a, rw);
-    vb_fake_stats_get(&f);
+    fake_stats(&f);
     assert_int_equal(f0.mrs_live - f.mrs_live, 2);
     /* Freed and registered again: a new MR with a new rkey. */
     free(buf);
@@ -458,7 +468,7 @@ static void test_qp_error_teardown(void **state)
     ser[32] ^= 0x5a; /* the rkey: bounds and access still look right */
     assert_int_equal(cw_na_mem_deserialize(a, ser, n, &forged), CW_OK);
     assert_int_equal(cw_na_mem_register(a, &aseg, 1, 0, &al), CW_OK);
-    vb_fake_stats_get(&f0);
+    fake_stats(&f0);
     struct done pd = {0};
     assert_int_equal(cw_na_put(a, al, 0, forged, 0, 64, s_at_a, done_cb, &pd,
                                NULL),
@@ -466,7 +476,7 @@ static void test_qp_error_teardown(void **state)
     assert_true(wait_all(all, 3, (struct done *[]){&pd}, 1, WAIT_MS));
     assert_int_equal(pd.calls, 1);
     assert_int_equal(pd.status, CW_PERMISSION);
-    vb_fake_stats_get(&f1);
+    fake_stats(&f1);
     assert_int_equal(f1.access_naks - f0.access_naks, 1);
     /* Both ends drop that connection (the server sees the disconnect). */
     uint64_t deadline = cw_now_ns() + 5000000000ull;
@@ -813,7 +823,7 @@ static void test_unexpected_backpressure(void **state)
     uint32_t in[2];
     struct vb_fake_stats f0, f1;
 
-    vb_fake_stats_get(&f0);
+    fake_stats(&f0);
     memset(s, 0, sizeof(s));
     for (uint32_t i = 0; i < N; i++) {
         out[i] = i;
@@ -852,7 +862,7 @@ static void test_unexpected_backpressure(void **state)
     assert_true(wait_all(both, 2, (struct done *[]){&s[N - 1]}, 1, WAIT_MS));
     for (uint32_t i = 0; i < N; i++)
         assert_int_equal(s[i].status, CW_OK);
-    vb_fake_stats_get(&f1);
+    fake_stats(&f1);
     assert_int_equal(f1.rnr_naks - f0.rnr_naks, 0);
     cw_na_addr_free(a, b_at_a);
     cw_na_close(a);
@@ -946,11 +956,11 @@ static void test_expected_unmatched(void **state)
     struct vb_stats st0, st1;
     uint32_t v;
 
-    vb_fake_stats_get(&f0);
+    fake_stats(&f0);
     vb_class_stats(cb, &st0);
     send_unmatched(a, b, b_at_a, 0, N, 64);
     vb_class_stats(cb, &st1);
-    vb_fake_stats_get(&f1);
+    fake_stats(&f1);
     print_message("# %u unmatched expected messages (grant %u): %u kept "
                   "(%zu bytes), %llu dropped, %u receive buffers posted of "
                   "%u, rnr naks %llu\n",
@@ -1397,7 +1407,7 @@ static int fault_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr,
     }
     if (srq_fail_after > 0)
         srq_fail_after--;
-    return vb_fake_ops.post_srq_recv(srq, wr, bad);
+    return fake_mod->ops->post_srq_recv(srq, wr, bad);
 }
 
 /* A receive buffer that cannot be posted while a connection is being set
@@ -1434,7 +1444,7 @@ static void test_grant_fail_no_leak(void **state)
         assert_int_not_equal(s.status, CW_OK);
         assert_int_equal(srq_fail_after, -1);
     }
-    ca->ops = &vb_fake_ops;
+    ca->ops = fake_mod->ops;
 
     roundtrip(both, 2, a, b_at_a, b, sizeof(v), 2);
     assert_int_equal(ca->srq_target, 1024);
@@ -1456,7 +1466,7 @@ static int spoof_connect(struct rdma_cm_id *id, struct rdma_conn_param *cp)
     pd.ip = spoof_as.sin_addr.s_addr;
     pd.port = spoof_as.sin_port;
     mine.private_data = &pd;
-    return vb_fake_ops.connect(id, &mine);
+    return fake_mod->ops->connect(id, &mine);
 }
 
 /* H (127.0.0.3) connects to A claiming to be V (127.0.0.2).  A must not
@@ -1605,7 +1615,7 @@ static int v1_connect(struct rdma_cm_id *id, struct rdma_conn_param *cp)
     pd.version = 1;
     mine.private_data = &pd;
     mine.private_data_len = offsetof(struct vb_pdata, eager);
-    return vb_fake_ops.connect(id, &mine);
+    return fake_mod->ops->connect(id, &mine);
 }
 
 static void test_wire_v1_refused(void **state)
@@ -1659,6 +1669,15 @@ int main(void)
         cmocka_unit_test(test_eager_mismatch),
         cmocka_unit_test(test_wire_v1_refused),
     };
+    const char *path = getenv(VB_FAKE_ENV);
+    void *mod = path ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
+    if (!mod || !(fake_mod = dlsym(mod, VB_FAKE_ENTRY))) {
+        fprintf(stderr, "%s must name the fake device module (%s)\n",
+                VB_FAKE_ENV, mod ? "no entry symbol" : path ? dlerror() : "unset");
+        if (mod)
+            dlclose(mod);
+        return 1;
+    }
     signal(SIGPIPE, SIG_IGN);
     spy_ops = *cw_na_plugin_entry.ops;
     real_init = spy_ops.init;
@@ -1667,7 +1686,10 @@ int main(void)
     spy_plugin.ops = &spy_ops;
     if (cw_plugins_register(&spy_plugin) != CW_OK) {
         fprintf(stderr, "cannot register the verbs plugin\n");
+        dlclose(mod);
         return 1;
     }
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    dlclose(mod);
+    return rc;
 }
