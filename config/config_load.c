@@ -111,6 +111,8 @@ static cw_status_t store_list(struct cfg_ctx *ctx,
         if (key->type == CW_CFG_ADDRLIST) {
             struct cw_uri uri;
             st = cw_uri_parse_err(text, &uri, err, sizeof(err));
+            if (st == CW_OK)
+                st = cfg_addr_check(&uri, CFG_ADDR_PEER, err, sizeof(err));
         } else {
             st = cfg_parse_allow(text, err, sizeof(err));
         }
