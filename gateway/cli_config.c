@@ -167,6 +167,9 @@ int cw_cli_check(const char *const *paths, size_t n, bool client, bool probe,
             fprintf(out, "%zu gateways checked together: no loops, every "
                     "next hop reachable, return routes present\n", n);
     } else if (nok < n) {
+        for (size_t i = 0; i < n; i++)
+            if (cfgs[i] != NULL)
+                fprintf(out, "%s: ok\n", paths[i]);
         fprintf(err, "causewayd: %zu of %zu file(s) invalid\n", n - nok, n);
     }
 out:

@@ -32,7 +32,7 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: causewayd -c FILE [--log-level LEVEL]       run the gateway\n"
-            "       causewayd --check [--probe] -c FILE [-c FILE...]  validate "
+            "       causewayd --check [--probe] -c FILE [FILE...]  validate "
             "each file;\n"
             "                 with several also check them together (loops, "
             "unreachable\n"
@@ -45,8 +45,8 @@ static void usage(FILE *out)
             "demo\n"
             "\n"
             "options:\n"
-            "  -c, --config FILE    configuration file (repeatable for "
-            "--check)\n"
+            "  -c, --config FILE    configuration file (--check takes several: "
+            "-c A B, -c A -c B)\n"
             "      --probe          --check: also open each network's "
             "plugin and protocol\n"
             "                       here (on port 0), as the gateway would "
@@ -155,8 +155,23 @@ int main(int argc, char **argv)
             return 2;
         }
     }
+    /* "--check -c a.yaml b.yaml": files after the options are more -c
+     * files.  Only --check reads several. */
+    if (optind < argc && check && nconfigs > 0) {
+        for (; optind < argc; optind++) {
+            if (nconfigs == MAX_CONFIGS) {
+                fprintf(stderr, "causewayd: at most %d configuration "
+                        "files\n", MAX_CONFIGS);
+                return 2;
+            }
+            configs[nconfigs++] = argv[optind];
+        }
+    }
     if (optind < argc) {
-        fprintf(stderr, "causewayd: unexpected argument '%s'\n", argv[optind]);
+        fprintf(stderr, "causewayd: unexpected argument '%s'%s\n",
+                argv[optind], check ? ": give files with -c (--check -c A "
+                "B)" : "; several files are for --check (causewayd --check "
+                "-c A B)");
         usage(stderr);
         return 2;
     }

@@ -7,7 +7,7 @@ TMP=$(mktemp -d /tmp/cw-cli-config.XXXXXX) || exit 1
 trap 'rm -rf "$TMP"' EXIT
 n=0
 fails=0
-echo "1..24"
+echo "1..27"
 
 check() { # name, expected rc, actual rc, extra condition (0/1)
     n=$((n + 1))
@@ -75,6 +75,23 @@ check "unknown option is a usage error" 2 $? 0
 
 "$CWD" --help >"$TMP/out" 2>"$TMP/err"
 check "--help" 0 $? "$(has '--explain ADDR' "$TMP/out")"
+
+# Several files after one -c (issue 29): each checked, each error named by
+# its file, the good ones still reported.
+"$CWD" --check -c "$CASES/multi/ok-two-gateways/a.yaml" "$CASES/multi/ok-two-gateways/b.yaml" >"$TMP/out" 2>"$TMP/err"
+check "--check -c A B: several files after one -c" 0 $? "$(has 'checked together' "$TMP/out")"
+
+(cd "$CASES" && "$CWD" --check -c good/minimal.yaml bad/via-fabric.yaml bad/tab-indent.yaml) >"$TMP/out" 2>"$TMP/err"
+rc=$?
+ok=1
+grep -q '^good/minimal.yaml: ok' "$TMP/out" &&
+    grep -q '^bad/via-fabric.yaml:8:41: routes\[0\].via' "$TMP/err" &&
+    grep -q '^bad/tab-indent.yaml:2:1: tabs are not allowed' "$TMP/err" &&
+    grep -q '2 of 3 file(s) invalid' "$TMP/err" && ok=0
+check "--check -c GOOD BAD BAD: each error named by its file" 2 $rc $ok
+
+"$CWD" -c "$CASES/good/minimal.yaml" "$CASES/good/minimal.yaml" >"$TMP/out" 2>"$TMP/err"
+check "run mode with two files says --check takes several" 2 $? "$(has 'several files are for --check' "$TMP/err")"
 
 # --check catches what breaks a start: plugins, protocols, address syntax,
 # a via network of another fabric (each at file:line:column).
