@@ -62,6 +62,7 @@ static void bad_network_ref(struct cfg_ctx *ctx, unsigned line, unsigned col,
 static void check_networks(struct cfg_ctx *ctx)
 {
     struct cw_config *cfg = ctx->cfg;
+    char why[CFG_ERR_MAX];
     unsigned line;
     unsigned col;
 
@@ -77,8 +78,12 @@ static void check_networks(struct cfg_ctx *ctx)
         struct cw_config_network *net = &cfg->networks[i];
         if (!net->loc.line)
             continue;
-        if (net->address)
-            cw_uri_parse(net->address, &net->uri);
+        if (net->address && cw_uri_parse(net->address, &net->uri) == CW_OK &&
+            cfg_addr_check(&net->uri, CFG_ADDR_LISTEN, why,
+                           sizeof(why)) != CW_OK) {
+            keyloc(ctx, SEC_NETWORKS, i, NET_ADDRESS, &net->loc, &line, &col);
+            cfg_error(ctx, line, col, "networks[%zu].address: %s", i, why);
+        }
         for (size_t j = 0; j < i; j++) {
             struct cw_config_network *prev = &cfg->networks[j];
             if (net->name && prev->name && strcmp(net->name, prev->name) == 0) {
@@ -153,6 +158,33 @@ static int network_for(const struct cw_config *cfg, const struct cw_uri *uri)
     return best;
 }
 
+/* A via route delivers on its network: the gateway looks the destination
+ * up there, which only works for addresses of that network's plugin and
+ * protocol (ofi:// and ofi+tcp:// are different fabrics to it). */
+static void check_via_fabric(struct cfg_ctx *ctx, size_t i, unsigned line,
+                             unsigned col)
+{
+    const struct cw_config_route *r = &ctx->cfg->routes[i];
+    const struct cw_config_network *net = &ctx->cfg->networks[r->network];
+    const struct cw_addr_pattern *pat = &r->pattern;
+    char fabric[CW_URI_PLUGIN_MAX + CW_URI_PROTOCOL_MAX + 1];
+
+    if (net->address == NULL || net->uri.plugin[0] == '\0')
+        return; /* the network's own address is already reported */
+    if ((strcmp(pat->plugin, "*") == 0 ||
+         strcmp(pat->plugin, net->uri.plugin) == 0) &&
+        (strcmp(pat->protocol, "*") == 0 ||
+         strcmp(pat->protocol, net->uri.protocol) == 0))
+        return;
+    snprintf(fabric, sizeof(fabric), "%s%s%s", net->uri.plugin,
+             net->uri.protocol[0] ? "+" : "", net->uri.protocol);
+    cfg_error(ctx, line, col, "routes[%zu].via: network '%s' is %s://, "
+              "which cannot deliver to dest '%s': a via route carries only "
+              "addresses of its network's plugin and protocol (use dest "
+              "\"%s://...\", or a gateway: next hop for another fabric)", i,
+              net->name, fabric, r->dest, fabric);
+}
+
 static void check_route(struct cfg_ctx *ctx, size_t i)
 {
     struct cw_config *cfg = ctx->cfg;
@@ -162,13 +194,22 @@ static void check_route(struct cfg_ctx *ctx, size_t i)
     unsigned col;
     bool via_given;
     bool gw_given;
+    bool dest_ok = false;
+    char why[CFG_ERR_MAX];
 
     snprintf(where, sizeof(where), "routes[%zu]", i);
     r->network = -1;
     if (!r->loc.line)
         return;
-    if (r->dest)
-        cw_addr_pattern_parse(r->dest, &r->pattern, NULL, 0);
+    if (r->dest && cw_addr_pattern_parse(r->dest, &r->pattern, NULL, 0) ==
+                       CW_OK) {
+        dest_ok = cfg_fabric_check(r->pattern.plugin, r->pattern.protocol,
+                                   why, sizeof(why)) == CW_OK;
+        if (!dest_ok) {
+            keyloc(ctx, SEC_ROUTES, i, RT_DEST, &r->loc, &line, &col);
+            cfg_error(ctx, line, col, "%s.dest: %s", where, why);
+        }
+    }
     /* Judge what was written, even if a value did not parse. */
     via_given = ctx->keylocs[SEC_ROUTES][i][RT_VIA].line != 0;
     gw_given = ctx->keylocs[SEC_ROUTES][i][RT_GATEWAY].line != 0;
@@ -201,11 +242,19 @@ static void check_route(struct cfg_ctx *ctx, size_t i)
             snprintf(where + strlen(where), sizeof(where) - strlen(where),
                      ".via");
             bad_network_ref(ctx, line, col, where, r->via);
+        } else if (dest_ok) {
+            check_via_fabric(ctx, i, line, col);
         }
         return;
     }
     if (cw_uri_parse(r->gateway, &r->gateway_uri) != CW_OK)
         return; /* already reported by the value parser */
+    if (cfg_addr_check(&r->gateway_uri, CFG_ADDR_PEER, why, sizeof(why)) !=
+        CW_OK) {
+        keyloc(ctx, SEC_ROUTES, i, RT_GATEWAY, &r->loc, &line, &col);
+        cfg_error(ctx, line, col, "%s.gateway: %s", where, why);
+        return;
+    }
     if (cfg->routes_only)
         return;
     keyloc(ctx, SEC_ROUTES, i, RT_GATEWAY, &r->loc, &line, &col);

@@ -95,6 +95,21 @@ cw_status_t cfg_parse_name(const char *s, char *err, size_t errlen);
 cw_status_t cfg_parse_hostport(const char *s, char *err, size_t errlen);
 cw_status_t cfg_parse_allow(const char *s, char *err, size_t errlen);
 
+/* What an address is used for: a network to listen on (port 0 or none and
+ * an empty location let the plugin pick) or a peer to look up. */
+enum cfg_addr_role { CFG_ADDR_LISTEN, CFG_ADDR_PEER };
+
+/* Whether one of Causeway's plugins opens @p plugin with @p protocol
+ * (either may be "*", as in a destination pattern).  CW_OK or
+ * CW_INVALID_ARG with the reason in err (config_addr.c). */
+cw_status_t cfg_fabric_check(const char *plugin, const char *protocol,
+                             char *err, size_t errlen);
+
+/* An address as its plugin would parse it for @p role: known plugin and
+ * protocol, then the location's host, port, name or device syntax. */
+cw_status_t cfg_addr_check(const struct cw_uri *uri, enum cfg_addr_role role,
+                           char *err, size_t errlen);
+
 /* Formatters producing what the parsers accept (canonical units). */
 void cfg_format_size(uint64_t v, char *buf, size_t len);
 void cfg_format_duration(uint64_t ns, char *buf, size_t len);

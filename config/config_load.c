@@ -111,6 +111,8 @@ static cw_status_t store_list(struct cfg_ctx *ctx,
         if (key->type == CW_CFG_ADDRLIST) {
             struct cw_uri uri;
             st = cw_uri_parse_err(text, &uri, err, sizeof(err));
+            if (st == CW_OK)
+                st = cfg_addr_check(&uri, CFG_ADDR_PEER, err, sizeof(err));
         } else {
             st = cfg_parse_allow(text, err, sizeof(err));
         }
@@ -385,12 +387,40 @@ static cw_status_t load_root(struct cfg_ctx *ctx, yaml_document_t *doc)
     return CW_OK;
 }
 
-static void syntax_error(struct cfg_ctx *ctx, const yaml_parser_t *parser)
+/* Column (1-based) of the first tab in the indentation of line @p line
+ * (0-based) of text, or 0 when its indentation has none. */
+static unsigned indent_tab(const char *text, size_t len, size_t line)
+{
+    size_t i = 0;
+
+    for (size_t l = 0; l < line && i < len; i++)
+        if (text[i] == '\n')
+            l++;
+    for (size_t start = i; i < len && (text[i] == ' ' || text[i] == '\t');
+         i++)
+        if (text[i] == '\t')
+            return (unsigned)(i - start + 1);
+    return 0;
+}
+
+static void syntax_error(struct cfg_ctx *ctx, const yaml_parser_t *parser,
+                         const char *text, size_t len)
 {
     const char *problem = parser->problem ? parser->problem : "invalid YAML";
+    unsigned tab;
 
     if (parser->error == YAML_MEMORY_ERROR) {
         cfg_error(ctx, 0, 0, "out of memory while parsing");
+        return;
+    }
+    /* libyaml says "found character that cannot start any token" (or
+     * speaks of a tab violating indentation) for what is, to a reader, a
+     * tab where spaces belong. */
+    tab = indent_tab(text, len, parser->problem_mark.line);
+    if (tab) {
+        cfg_error(ctx, (unsigned)parser->problem_mark.line + 1, tab,
+                  "tabs are not allowed for indentation (YAML indents with "
+                  "spaces)");
         return;
     }
     if (parser->context)
@@ -499,7 +529,7 @@ cw_status_t cw_config_load_buffer(const char *name, const char *text,
     }
     yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
     if (!yaml_parser_load(&parser, &doc)) {
-        syntax_error(&ctx, &parser);
+        syntax_error(&ctx, &parser, text, len);
         goto err_parser;
     }
     st = load_root(&ctx, &doc);
@@ -510,7 +540,7 @@ cw_status_t cw_config_load_buffer(const char *name, const char *text,
         goto err_parser;
     /* One document per file: a second one is a mistake, not ignored. */
     if (!yaml_parser_load(&parser, &doc2)) {
-        syntax_error(&ctx, &parser);
+        syntax_error(&ctx, &parser, text, len);
     } else {
         yaml_node_t *r2 = yaml_document_get_root_node(&doc2);
         if (r2)

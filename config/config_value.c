@@ -228,6 +228,11 @@ cw_status_t cfg_parse_allow(const char *s, char *err, size_t errlen)
                  "destination pattern: %s", why);
         return CW_INVALID_ARG;
     }
+    if (cfg_fabric_check(pat.plugin, pat.protocol, why, sizeof(why)) !=
+        CW_OK) {
+        snprintf(err, errlen, "%s", why);
+        return CW_INVALID_ARG;
+    }
     return CW_OK;
 }
 

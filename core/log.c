@@ -7,12 +7,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 volatile int cw_log_level_ = CW_LOG_WARN;
 
 static pthread_once_t log_once = PTHREAD_ONCE_INIT;
+static pthread_once_t journal_once = PTHREAD_ONCE_INIT;
+static bool log_journal; /* stderr is the journal: "<N>" prefixes */
 
 static const char *const level_names[] = {
     [CW_LOG_NONE] = "none",   [CW_LOG_ERROR] = "error",
@@ -46,6 +49,21 @@ static void log_init_once(void)
         cw_log_level_ = level;
 }
 
+/* systemd names the stream it connected to stderr in JOURNAL_STREAM
+ * ("dev:inode"); a child whose stderr was redirected inherits the variable,
+ * hence the comparison (systemd.exec(5)). */
+static void journal_init_once(void)
+{
+    const char *v = getenv("JOURNAL_STREAM");
+    unsigned long long dev, ino;
+    struct stat st;
+
+    log_journal = v != NULL && sscanf(v, "%llu:%llu", &dev, &ino) == 2 &&
+                  fstat(STDERR_FILENO, &st) == 0 &&
+                  (unsigned long long)st.st_dev == dev &&
+                  (unsigned long long)st.st_ino == ino;
+}
+
 void cw_log_init(void)
 {
     pthread_once(&log_once, log_init_once);
@@ -71,9 +89,15 @@ uint64_t cw_now_ns(void)
 void cw_log_vwrite(int level, const char *subsys, const char *file, int line,
                    const char *func, const char *fmt, va_list ap)
 {
+    /* syslog priorities: err, warning, info, debug (trace is debug). */
+    static const int prio[] = {[CW_LOG_NONE] = 3, [CW_LOG_ERROR] = 3,
+                               [CW_LOG_WARN] = 4, [CW_LOG_INFO] = 6,
+                               [CW_LOG_DEBUG] = 7, [CW_LOG_TRACE] = 7};
     int saved_errno = errno;
     char msg[1024];
+    char when[32];
     struct timespec ts;
+    struct tm tm;
     const char *base;
 
     if (file == NULL)
@@ -85,12 +109,23 @@ void cw_log_vwrite(int level, const char *subsys, const char *file, int line,
         vsnprintf(msg, sizeof(msg), fmt, ap);
     else
         msg[0] = '\0';
+    pthread_once(&journal_once, journal_init_once);
+    /* One fprintf call per message keeps lines whole across threads.  The
+     * journal stamps time and pid itself and filters on the priority. */
+    if (log_journal) {
+        fprintf(stderr, "<%d>%-5s %s: %s (%s:%d %s)\n",
+                prio[level < CW_LOG_NONE || level > CW_LOG_TRACE ? 0 : level],
+                cw_log_level_name(level), subsys ? subsys : "cw", msg,
+                base ? base + 1 : file, line, func);
+        errno = saved_errno;
+        return;
+    }
     clock_gettime(CLOCK_REALTIME, &ts);
-    /* One fprintf call per message keeps lines whole across threads. */
-    fprintf(stderr, "%lld.%06ld %d %-5s %s: %s (%s:%d %s)\n",
-            (long long)ts.tv_sec, ts.tv_nsec / 1000, (int)getpid(),
-            cw_log_level_name(level), subsys ? subsys : "cw", msg,
-            base ? base + 1 : file, line, func);
+    gmtime_r(&ts.tv_sec, &tm);
+    strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
+    fprintf(stderr, "%s.%06ldZ %d %-5s %s: %s (%s:%d %s)\n", when,
+            ts.tv_nsec / 1000, (int)getpid(), cw_log_level_name(level),
+            subsys ? subsys : "cw", msg, base ? base + 1 : file, line, func);
     errno = saved_errno;
 }
 

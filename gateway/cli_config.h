@@ -15,10 +15,13 @@
  * one system (routing loops, unreachable next hops, missing return routes).
  * @param[in] paths   files; @p n >= 1.
  * @param[in] client  load as client routes files (routes section only).
+ * @param[in] probe   also open each network's plugin and protocol as the
+ *                    gateway would (on port 0: nothing is taken from a
+ *                    running gateway); gateway configs only.
  * @param[out] out    "FILE: ok" lines; @p err receives the errors.
  */
-int cw_cli_check(const char *const *paths, size_t n, bool client, FILE *out,
-                 FILE *err);
+int cw_cli_check(const char *const *paths, size_t n, bool client, bool probe,
+                 FILE *out, FILE *err);
 
 /** Print the normalized config (every default filled in) as YAML. */
 int cw_cli_dump(const char *path, bool client, FILE *out, FILE *err);

@@ -25,15 +25,16 @@ enum {
     OPT_SCHEMA,
     OPT_READY_FD,
     OPT_DEMO,
+    OPT_PROBE,
 };
 
 static void usage(FILE *out)
 {
     fprintf(out,
             "usage: causewayd -c FILE [--log-level LEVEL]       run the gateway\n"
-            "       causewayd --check -c FILE [-c FILE...]     validate; with "
-            "several\n"
-            "                 files also check them together (loops, "
+            "       causewayd --check [--probe] -c FILE [FILE...]  validate "
+            "each file;\n"
+            "                 with several also check them together (loops, "
             "unreachable\n"
             "                 next hops, missing return routes)\n"
             "       causewayd --dump -c FILE                   normalized "
@@ -44,8 +45,12 @@ static void usage(FILE *out)
             "demo\n"
             "\n"
             "options:\n"
-            "  -c, --config FILE    configuration file (repeatable for "
-            "--check)\n"
+            "  -c, --config FILE    configuration file (--check takes several: "
+            "-c A B, -c A -c B)\n"
+            "      --probe          --check: also open each network's "
+            "plugin and protocol\n"
+            "                       here (on port 0), as the gateway would "
+            "at start\n"
             "      --client         FILE is a client routes file (routes "
             "only)\n"
             "      --log-level L    error|warn|info|debug|trace|none\n"
@@ -72,6 +77,7 @@ int main(int argc, char **argv)
         {"schema", no_argument, NULL, OPT_SCHEMA},
         {"ready-fd", required_argument, NULL, OPT_READY_FD},
         {"demo", no_argument, NULL, OPT_DEMO},
+        {"probe", no_argument, NULL, OPT_PROBE},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, OPT_VERSION},
         {NULL, 0, NULL, 0},
@@ -79,7 +85,7 @@ int main(int argc, char **argv)
     const char *configs[MAX_CONFIGS];
     size_t nconfigs = 0;
     bool check = false, dump = false, client = false, schema = false;
-    bool demo = false;
+    bool demo = false, probe = false;
     const char *explain = NULL;
     int log_level = -1;
     int ready_fd = -1;
@@ -114,6 +120,9 @@ int main(int argc, char **argv)
         case OPT_DEMO:
             demo = true;
             break;
+        case OPT_PROBE:
+            probe = true;
+            break;
         case OPT_READY_FD: {
             char *end;
             long v = strtol(optarg, &end, 10);
@@ -146,9 +155,33 @@ int main(int argc, char **argv)
             return 2;
         }
     }
+    /* "--check -c a.yaml b.yaml": files after the options are more -c
+     * files.  Only --check reads several. */
+    if (optind < argc && check && nconfigs > 0) {
+        for (; optind < argc; optind++) {
+            if (nconfigs == MAX_CONFIGS) {
+                fprintf(stderr, "causewayd: at most %d configuration "
+                        "files\n", MAX_CONFIGS);
+                return 2;
+            }
+            configs[nconfigs++] = argv[optind];
+        }
+    }
     if (optind < argc) {
-        fprintf(stderr, "causewayd: unexpected argument '%s'\n", argv[optind]);
+        fprintf(stderr, "causewayd: unexpected argument '%s'%s\n",
+                argv[optind], check ? ": give files with -c (--check -c A "
+                "B)" : "; several files are for --check (causewayd --check "
+                "-c A B)");
         usage(stderr);
+        return 2;
+    }
+    if (probe && !check) {
+        fprintf(stderr, "causewayd: --probe goes with --check\n");
+        return 2;
+    }
+    if (probe && client) {
+        fprintf(stderr, "causewayd: --probe: a client routes file has no "
+                "networks to open\n");
         return 2;
     }
     if (schema) {
@@ -170,7 +203,8 @@ int main(int argc, char **argv)
         return 2;
     }
     if (check)
-        return cw_cli_check(configs, nconfigs, client, stdout, stderr);
+        return cw_cli_check(configs, nconfigs, client, probe, stdout,
+                            stderr);
     if (nconfigs > 1) {
         fprintf(stderr, "causewayd: several -c files are only accepted with "
                 "--check\n");

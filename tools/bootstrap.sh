@@ -13,7 +13,8 @@ cd "$top"
 
 packages="meson ninja-build pkg-config gcc libc6-dev binutils python3 \
 libfabric-dev libfabric-bin libucx-dev ucx-utils libibverbs-dev \
-librdmacm-dev ibverbs-utils libyaml-dev libcmocka-dev iproute2 procps time"
+librdmacm-dev ibverbs-utils libyaml-dev libcmocka-dev iproute2 procps time \
+scdoc"
 
 missing=""
 for p in $packages; do
@@ -56,7 +57,7 @@ test)
     # build here instead of dropping that plugin's tests (the demo stays
     # auto).
     setup build-test -Dsanitize=true -Dwerror_ci=true -Dtests=enabled \
-        -Dofi=enabled -Ducx=enabled -Dverbs=enabled
+        -Dofi=enabled -Ducx=enabled -Dverbs=enabled -Dman=enabled
     exec meson test -C build-test --print-errorlogs --num-processes 2 \
         --timeout-multiplier 3
     ;;

@@ -2,12 +2,14 @@
 # What `meson install` puts on a bridge node works from there: the files
 # are where the unit and the docs say, the installed causewayd runs the
 # two-fabric demo with the installed library and plugins (a DESTDIR tree),
-# the example configuration passes --check, and the systemd unit checks
-# the file before starting and reloading, reloads by SIGHUP and stops by
-# SIGTERM within a time above the default drain grace.
-#   install.sh MESON BUILD_ROOT PREFIX LIBDIR BINDIR CAUSEWAYD EXAMPLE
+# the example configuration passes --check and is installed as a sample
+# that never replaces the operator's file, and the systemd units (plain and
+# template) check the file before starting and reloading, run as their own
+# user, reload by SIGHUP and stop by SIGTERM within a time above the
+# default drain grace.
+#   install.sh MESON BUILD_ROOT PREFIX LIBDIR BINDIR SYSCONFDIR CAUSEWAYD EXAMPLE
 set -u
-MESON=$1 BUILD=$2 PREFIX=$3 LIBDIR=$4 BINDIR=$5 CAUSEWAYD=$6 EXAMPLE=$7
+MESON=$1 BUILD=$2 PREFIX=$3 LIBDIR=$4 BINDIR=$5 SYSCONFDIR=$6 CAUSEWAYD=$7 EXAMPLE=$8
 T=$(mktemp -d /tmp/cw-install.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
@@ -22,13 +24,46 @@ pass "example configuration valid: $(cat "$T/check.out")"
 R=$T/root$PREFIX
 case $LIBDIR in /*) L=$T/root$LIBDIR ;; *) L=$R/$LIBDIR ;; esac
 case $BINDIR in /*) B=$T/root$BINDIR ;; *) B=$R/$BINDIR ;; esac
+case $SYSCONFDIR in /*) E=$T/root$SYSCONFDIR ;; *) E=$R/$SYSCONFDIR ;; esac
+case $SYSCONFDIR in /*) CONF=$SYSCONFDIR/causeway ;; *) CONF=$PREFIX/$SYSCONFDIR/causeway ;; esac
 for f in "$B/causewayd" "$B/cwctl" "$B/cw-ping" "$B/cw-info" "$B/cw-perf" \
     "$L/libcauseway.so.0" "$L/causeway/cw-na-shm.so" "$L/pkgconfig/causeway.pc" \
     "$R/include/causeway/causeway.h" "$R/lib/systemd/system/causewayd.service" \
-    "$R/share/doc/causeway/examples/causewayd.yaml" "$R/share/doc/causeway/gateway.md"; do
+    "$R/lib/systemd/system/causewayd@.service" "$R/lib/sysusers.d/causeway.conf" \
+    "$E/causeway/causewayd.yaml.sample" "$E/causeway/causewayd.yaml" \
+    "$R/share/doc/causeway/gateway.md"; do
     [ -e "$f" ] || fail "not installed: ${f#"$T/root"}"
 done
-pass "installed: programs, library, plugins ($(cd "$L/causeway" && echo *.so)), headers, pkg-config, unit, docs"
+pass "installed: programs, library, plugins ($(cd "$L/causeway" && echo *.so)), headers, pkg-config, units, sysusers, sample configuration, docs"
+
+# Man pages, where scdoc built them.
+if [ -f "$BUILD/docs/man/causewayd.8" ]; then
+    for p in man8/causewayd.8 man1/cwctl.1 man1/cw-perf.1 man1/cw-info.1 \
+        man1/cw-ping.1 man5/causeway.yaml.5; do
+        [ -s "$R/share/man/$p" ] || fail "man page not installed: $p"
+    done
+    pass "man pages installed: causewayd(8), cwctl(1), cw-perf(1), cw-info(1), cw-ping(1), causeway.yaml(5)"
+fi
+
+# One configuration path: the units read it, the sample names it.
+cmp -s "$E/causeway/causewayd.yaml.sample" "$EXAMPLE" &&
+    cmp -s "$E/causeway/causewayd.yaml" "$EXAMPLE" ||
+    fail "installed configuration differs from the sample $EXAMPLE"
+grep -q -- "--check --probe -c $CONF/causewayd.yaml\$" "$EXAMPLE" ||
+    fail "the sample does not name $CONF/causewayd.yaml"
+grep -qx "Environment=CAUSEWAY_CONFIG=$CONF/causewayd.yaml" "$R/lib/systemd/system/causewayd.service" &&
+    grep -qx "Environment=CAUSEWAY_CONFIG=$CONF/%i.yaml" "$R/lib/systemd/system/causewayd@.service" ||
+    fail "units: $(grep -h CAUSEWAY_CONFIG= "$R"/lib/systemd/system/causewayd*.service)"
+pass "one configuration path: $CONF/causewayd.yaml (causewayd@NAME: $CONF/NAME.yaml)"
+
+# A second install keeps the operator's file and refreshes the sample.
+echo "# edited by the operator" >>"$E/causeway/causewayd.yaml"
+cp "$E/causeway/causewayd.yaml" "$T/edited.yaml"
+"$MESON" install -C "$BUILD" --no-rebuild --destdir "$T/root" >"$T/install2.log" 2>&1 ||
+    fail "second meson install: $(tail -n 20 "$T/install2.log")"
+cmp -s "$E/causeway/causewayd.yaml" "$T/edited.yaml" ||
+    fail "a second meson install replaced the operator's configuration"
+pass "a second meson install keeps the edited configuration"
 
 # The installed programs on the installed library and plugins only (the
 # build tree's plugin directories are compiled in, after the path).
@@ -44,7 +79,9 @@ readelf -d "$B/causewayd" | grep -q "R.*PATH.*\[$PREFIX/" ||
 pass "installed programs carry a run path to the installed library"
 
 U=$R/lib/systemd/system/causewayd.service
-grep -qx "ExecStartPre=$PREFIX/${BINDIR#"$PREFIX"/}/causewayd --check -c \${CAUSEWAY_CONFIG}" "$U" &&
+grep -qx "ExecStartPre=$PREFIX/${BINDIR#"$PREFIX"/}/causewayd --check --probe -c \${CAUSEWAY_CONFIG}" "$U" &&
+    grep -qx "ExecReload=$PREFIX/${BINDIR#"$PREFIX"/}/causewayd --check -c \${CAUSEWAY_CONFIG}" "$U" &&
+    grep -qx 'User=causeway' "$U" &&
     grep -qx "ExecStart=$PREFIX/${BINDIR#"$PREFIX"/}/causewayd -c \${CAUSEWAY_CONFIG}" "$U" &&
     grep -qx 'ExecReload=/bin/kill -HUP $MAINPID' "$U" &&
     grep -qx 'KillSignal=SIGTERM' "$U" ||
@@ -53,13 +90,20 @@ stop=$(sed -n 's/^TimeoutStopSec=\([0-9]*\)s$/\1/p' "$U")
 grace=$("$CAUSEWAYD" --dump -c "$EXAMPLE" | sed -n 's/^ *drain_grace: \([0-9]*\)s$/\1/p')
 [ -n "$stop" ] && [ -n "$grace" ] && [ "$stop" -gt "$grace" ] ||
     fail "unit stop timeout ${stop:-?} s not above the drain grace ${grace:-?} s"
-pass "unit: checks before start and reload, SIGHUP reload, SIGTERM drain in ${stop} s > ${grace} s grace"
+pass "unit: checks (and probes) before start, checks before reload, runs as causeway, SIGHUP reload, SIGTERM drain in ${stop} s > ${grace} s grace"
 if command -v systemd-analyze >/dev/null; then
-    # verify wants the programs it names to exist: point it at the tree.
-    sed "s#$PREFIX/#$R/#g" "$U" >"$T/causewayd.service"
-    systemd-analyze verify "$T/causewayd.service" >"$T/verify.out" 2>&1 ||
+    # verify wants the programs it names to exist: point it at the tree;
+    # Without scdoc no page was built: verify the rest.
+    noman=
+    [ -f "$BUILD/docs/man/causewayd.8" ] || noman='s#man:[^ ]* *##g'
+    sed -e "s#$PREFIX/#$R/#g" -e "$noman" "$U" >"$T/causewayd.service"
+    sed -e "s#$PREFIX/#$R/#g" -e "$noman" "$R/lib/systemd/system/causewayd@.service" \
+        >"$T/causewayd@check.service"
+    # and its man: pages to be found by man(1): the installed ones.
+    MANPATH=$R/share/man systemd-analyze verify "$T/causewayd.service" \
+        "$T/causewayd@check.service" >"$T/verify.out" 2>&1 ||
         fail "systemd-analyze verify: $(cat "$T/verify.out")"
-    pass "systemd-analyze verify: no complaint"
+    pass "systemd-analyze verify: no complaint about either unit"
 else
     # Everything else was checked; the test says SKIP, not OK.
     echo "SKIP: systemd-analyze not installed: the unit's syntax is not verified"

@@ -7,7 +7,7 @@ TMP=$(mktemp -d /tmp/cw-cli-config.XXXXXX) || exit 1
 trap 'rm -rf "$TMP"' EXIT
 n=0
 fails=0
-echo "1..16"
+echo "1..27"
 
 check() { # name, expected rc, actual rc, extra condition (0/1)
     n=$((n + 1))
@@ -75,5 +75,58 @@ check "unknown option is a usage error" 2 $? 0
 
 "$CWD" --help >"$TMP/out" 2>"$TMP/err"
 check "--help" 0 $? "$(has '--explain ADDR' "$TMP/out")"
+
+# Several files after one -c (issue 29): each checked, each error named by
+# its file, the good ones still reported.
+"$CWD" --check -c "$CASES/multi/ok-two-gateways/a.yaml" "$CASES/multi/ok-two-gateways/b.yaml" >"$TMP/out" 2>"$TMP/err"
+check "--check -c A B: several files after one -c" 0 $? "$(has 'checked together' "$TMP/out")"
+
+(cd "$CASES" && "$CWD" --check -c good/minimal.yaml bad/via-fabric.yaml bad/tab-indent.yaml) >"$TMP/out" 2>"$TMP/err"
+rc=$?
+ok=1
+grep -q '^good/minimal.yaml: ok' "$TMP/out" &&
+    grep -q '^bad/via-fabric.yaml:8:41: routes\[0\].via' "$TMP/err" &&
+    grep -q '^bad/tab-indent.yaml:2:1: tabs are not allowed' "$TMP/err" &&
+    grep -q '2 of 3 file(s) invalid' "$TMP/err" && ok=0
+check "--check -c GOOD BAD BAD: each error named by its file" 2 $rc $ok
+
+"$CWD" -c "$CASES/good/minimal.yaml" "$CASES/good/minimal.yaml" >"$TMP/out" 2>"$TMP/err"
+check "run mode with two files says --check takes several" 2 $? "$(has 'several files are for --check' "$TMP/err")"
+
+# --check catches what breaks a start: plugins, protocols, address syntax,
+# a via network of another fabric (each at file:line:column).
+(cd "$CASES/bad" && "$CWD" --check -c plugin-addresses.yaml) >"$TMP/out" 2>"$TMP/err"
+rc=$?
+check "--check: unknown plugin tcp://" 2 $rc "$(has "plugin-addresses.yaml:3:27: networks\[0\].address: unknown plugin 'tcp'" "$TMP/err")"
+check "--check: Mercury's na+sm://" 2 $rc "$(has "plugin-addresses.yaml:4:27: .*unknown plugin 'na'" "$TMP/err")"
+(cd "$CASES/bad" && "$CWD" --check -c via-fabric.yaml) >"$TMP/out" 2>"$TMP/err"
+check "--check: a verbs dest via an ofi+tcp network" 2 $? "$(has "via-fabric.yaml:8:41: routes\[0\].via: network 'eth0' is ofi+tcp://" "$TMP/err")"
+
+# --probe opens each network's plugin and protocol, on port 0.
+printf '%s\n' 'networks:' \
+    '  - { name: eth0, address: "ofi+tcp://127.0.0.1:7000" }' \
+    '  - { name: shm0, address: "shm://probe-ok" }' >"$TMP/probe-ok.yaml"
+"$CWD" --check --probe -c "$TMP/probe-ok.yaml" >"$TMP/out" 2>"$TMP/err"
+rc=$?
+ok=1
+grep -q 'network eth0: .* opens (probed as ofi+tcp://127.0.0.1:0)' "$TMP/out" &&
+    grep -q 'network shm0: .* opens (probed as shm://)' "$TMP/out" && ok=0
+check "--check --probe: networks that open" 0 $rc $ok
+
+# 192.0.2.1 is TEST-NET-1 (RFC 5737): never an address of this host.
+printf '%s\n' 'networks:' \
+    '  - { name: eth0, address: "ofi+tcp://127.0.0.1:7000" }' \
+    '  - { name: far,  address: "ofi+tcp://192.0.2.1:7000" }' >"$TMP/probe-bad.yaml"
+"$CWD" --check --probe -c "$TMP/probe-bad.yaml" >"$TMP/out" 2>"$TMP/err"
+check "--check --probe: an address not on this host" 2 $? "$(has "probe-bad.yaml:3:5: networks\[1\].address: 'ofi+tcp://192.0.2.1:7000' would not open here" "$TMP/err")"
+
+"$CWD" --check -c "$TMP/probe-bad.yaml" >"$TMP/out" 2>"$TMP/err"
+check "--check without --probe opens nothing" 0 $? "$(has ': ok' "$TMP/out")"
+
+"$CWD" --probe -c "$TMP/probe-ok.yaml" >"$TMP/out" 2>"$TMP/err"
+check "--probe without --check is a usage error" 2 $? "$(has 'goes with --check' "$TMP/err")"
+
+"$CWD" --check --probe --client -c "$CASES/good/client-routes.yaml" >"$TMP/out" 2>"$TMP/err"
+check "--probe --client is a usage error" 2 $? "$(has 'no networks' "$TMP/err")"
 
 [ $fails -eq 0 ]
