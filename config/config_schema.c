@@ -16,6 +16,7 @@ static const char *const log_words[] = {"none", "error", "warn", "info",
                                         "debug", "trace", NULL};
 static const char *const policy_words[] = {"round_robin", "least_inflight",
                                            "hash", NULL};
+static const char *const auto_words[] = {"auto", NULL};
 
 #define K(struct_, field) offsetof(struct struct_, field)
 
@@ -27,11 +28,13 @@ static const struct cw_config_key gateway_keys[] = {
      "Admin/stats endpoint \"host:port\" (cwctl talks to it); "
      "\"\" disables it. reload and drain are accepted from loopback "
      "clients only."},
-    {"threads", CW_CFG_UINT, K(cw_config_gateway, threads), "1", false, 1,
-     256, NULL, false,
-     "Worker threads; each has its own context and an endpoint on every "
-     "network behind the one published address, and runs the requests of "
-     "the callers spread to it from start to end (at most 64 are used)."},
+    {"threads", CW_CFG_UINT, K(cw_config_gateway, threads), "auto", false, 1,
+     256, auto_words, false,
+     "Worker threads, or auto: one per CPU the process may run on (its "
+     "affinity), at most 16. Each has its own context and an endpoint on "
+     "every network behind the one published address, and runs the "
+     "requests of the callers spread to it from start to end (at most 64 "
+     "are used)."},
     {"log_level", CW_CFG_ENUM, K(cw_config_gateway, log_level), "warn",
      false, 0, 0, log_words, true,
      "Log threshold (CAUSEWAY_LOG_LEVEL and --log-level override it)."},

@@ -270,7 +270,11 @@ void cfg_format_bounds(const struct cw_config_key *key, char *buf, size_t len)
 
     switch (key->type) {
     case CW_CFG_UINT:
-        snprintf(buf, len, "%" PRIu64 "..%" PRIu64, key->min, key->max);
+        if (key->words != NULL)
+            snprintf(buf, len, "%s, %" PRIu64 "..%" PRIu64, key->words[0],
+                     key->min, key->max);
+        else
+            snprintf(buf, len, "%" PRIu64 "..%" PRIu64, key->min, key->max);
         break;
     case CW_CFG_SIZE:
         cfg_format_size(key->min, lo, sizeof(lo));
@@ -314,7 +318,17 @@ cw_status_t cfg_store_scalar(const struct cw_config_key *key, void *base,
 
     switch (key->type) {
     case CW_CFG_UINT:
+        /* An integer key may take one word too (words[0]), stored as 0:
+         * "auto" for gateway.threads. */
+        if (key->words != NULL && strcmp(text, key->words[0]) == 0) {
+            *FIELD(base, key, uint32_t) = 0;
+            return CW_OK;
+        }
         st = cfg_parse_uint(text, key->min, key->max, &v, err, errlen);
+        if (st != CW_OK && key->words != NULL)
+            snprintf(err, errlen, "expected %s or an integer between %" PRIu64
+                     " and %" PRIu64 ", got '%.64s'", key->words[0], key->min,
+                     key->max, text);
         if (st == CW_OK)
             *FIELD(base, key, uint32_t) = (uint32_t)v;
         return st;
@@ -480,7 +494,10 @@ void cfg_write_value(const struct cw_config_key *key, const void *base,
 
     switch (key->type) {
     case CW_CFG_UINT:
-        fprintf(out, "%" PRIu32, *CFIELD(base, key, uint32_t));
+        if (key->words != NULL && *CFIELD(base, key, uint32_t) == 0)
+            fputs(key->words[0], out);
+        else
+            fprintf(out, "%" PRIu32, *CFIELD(base, key, uint32_t));
         break;
     case CW_CFG_SIZE:
         cfg_format_size(*CFIELD(base, key, uint64_t), buf, sizeof(buf));

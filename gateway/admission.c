@@ -473,10 +473,10 @@ static struct gw_queued *gw_queue_next(struct gw_shard *w, unsigned *misses,
 
 /* Offer queued requests, one source after another, until there is no room
  * or a whole round finds none (each source's routes are full, or what it
- * offered went back to the queue: its network is still full).  Threaded,
- * each request is taken and forwarded under one hold of gw->lock, so that
- * no new request of its source takes its slot in between. */
-static unsigned gw_queue_round(struct gw_shard *w, bool mt)
+ * offered went back to the queue: its network is still full).  Each
+ * request is taken and forwarded under one hold of the worker's lock, so
+ * that no new request of its source takes its slot in between. */
+static unsigned gw_queue_round(struct gw_shard *w)
 {
     static _Thread_local bool running;
     unsigned misses = 0, before, left = 0;
@@ -492,8 +492,7 @@ static unsigned gw_queue_round(struct gw_shard *w, bool mt)
         return 0;
     running = true;
     for (;;) {
-        if (mt)
-            pthread_mutex_lock(&w->lock);
+        gw_wlock(w);
         q = gw_queue_next(w, &misses, &unrouted);
         if (q != NULL) {
             in = q->in;
@@ -510,10 +509,8 @@ static unsigned gw_queue_round(struct gw_shard *w, bool mt)
                 left++;
             }
         }
-        if (mt) {
-            pthread_mutex_unlock(&w->lock);
-            gw_deferred_flush();
-        }
+        gw_wunlock(w);
+        gw_deferred_flush();
         if (q == NULL)
             break;
     }
@@ -521,19 +518,15 @@ static unsigned gw_queue_round(struct gw_shard *w, bool mt)
     return left;
 }
 
-void gw_queue_run(struct gw_shard *w)
-{
-    /* It runs after a pass of cw_trigger: what it forwards to one next
-     * hop leaves together all the same (coalescing). */
-    void *scope = cw_context_batch_begin(w->ctx);
-
-    (void)gw_queue_round(w, false);
-    cw_context_batch_end(w->ctx, scope);
-}
-
 unsigned gw_queue_run_mt(struct gw_shard *w)
 {
-    return gw_queue_round(w, true);
+    /* What it forwards to one next hop leaves together (coalescing), in
+     * the pass of cw_trigger it runs in or a scope of its own. */
+    void *scope = cw_context_batch_begin(w->ctx);
+    unsigned left = gw_queue_round(w);
+
+    cw_context_batch_end(w->ctx, scope);
+    return left;
 }
 
 /* Offer a freed slot to the next worker in turn with requests waiting,
@@ -545,12 +538,16 @@ static void gw_queue_offer_from(struct gw_shard *w, unsigned hops)
 
     if (gw->nqueued == 0 || hops >= n)
         return;
-    start = atomic_fetch_add(&gw->qturn, 1);
+    /* Round robin over the workers with requests waiting: the next turn
+     * starts after the one taken now (workers racing here may both take
+     * one; either way each gets its turn). */
+    start = atomic_load(&gw->qturn);
     for (unsigned i = 0; i < n; i++) {
         struct gw_shard *t = &gw->shards[(start + i) % n];
 
         if (atomic_load(&t->nqueued) == 0)
             continue;
+        atomic_store(&gw->qturn, (start + i + 1) % n);
         if (t == w) {
             if (gw_queue_run_mt(w) == 0)
                 gw_queue_offer_from(w, hops + 1);
@@ -576,6 +573,14 @@ void gw_queue_kicked(struct gw_shard *w)
     /* Nothing here could use it (its routes are full): the next one. */
     if (gw_queue_run_mt(w) == 0)
         gw_queue_offer_from(w, hops);
+}
+
+bool gw_queue_offered(struct gw *gw)
+{
+    for (unsigned k = 0; k < gw->nshards; k++)
+        if (atomic_load(&gw->shards[k].kick) != 0)
+            return true;
+    return false;
 }
 
 void gw_queue_kick_all(struct gw *gw)

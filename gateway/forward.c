@@ -95,13 +95,11 @@ void gw_addr_forget(struct gw_shard *sh, const char *uri)
 {
     struct cw_hnode *n;
 
-    if (sh->gw->threaded)
-        pthread_mutex_lock(&sh->addr_lock);
+    gw_alock(sh);
     n = cw_htable_find_str(&sh->addrs, uri);
     if (n != NULL)
         gw_addr_ent_free(sh, CW_HNODE_ENTRY(n, struct gw_addr_ent, node));
-    if (sh->gw->threaded)
-        pthread_mutex_unlock(&sh->addr_lock);
+    gw_aunlock(sh);
 }
 
 void gw_addr_cache_fini(struct gw *gw)
@@ -109,13 +107,11 @@ void gw_addr_cache_fini(struct gw *gw)
     for (unsigned i = 0; i < gw->nshards; i++) {
         struct gw_shard *sh = &gw->shards[i];
         struct cw_hnode *n;
-        if (gw->threaded)
-            pthread_mutex_lock(&sh->addr_lock);
+        gw_alock(sh);
         while ((n = cw_htable_oldest(&sh->addrs)) != NULL)
             gw_addr_ent_free(sh, CW_HNODE_ENTRY(n, struct gw_addr_ent, node));
         cw_htable_fini(&sh->addrs);
-        if (gw->threaded)
-            pthread_mutex_unlock(&sh->addr_lock);
+        gw_aunlock(sh);
     }
 }
 
@@ -126,12 +122,10 @@ void gw_addr_cache_stats(struct gw *gw, uint64_t *count_p,
 
     for (unsigned i = 0; i < gw->nshards; i++) {
         struct gw_shard *sh = &gw->shards[i];
-        if (gw->threaded)
-            pthread_mutex_lock(&sh->addr_lock);
+        gw_alock(sh);
         count += cw_htable_count(&sh->addrs);
         evicted += sh->addrs_evicted;
-        if (gw->threaded)
-            pthread_mutex_unlock(&sh->addr_lock);
+        gw_aunlock(sh);
     }
     *count_p = count;
     *evicted_p = evicted;
@@ -526,7 +520,16 @@ static cw_status_t gw_resolve(struct gw_shard *w, const char *route,
 
 /* ---- forwarding --------------------------------------------------------- */
 
-static void gw_out_cb(cw_handle_t *out, cw_status_t st, void *arg);
+/* The destination beyond the next hop, kept in the record until it is
+ * sent (the string it comes from may be a cache entry a reload drops);
+ * as long as an address path can be (CW_ADDR_STR_MAX), which fits. */
+static void gw_fwd_set_dest(struct gw_fwd *f, const char *dest)
+{
+    size_t n = strnlen(dest, sizeof(f->dest) - 1);
+
+    memcpy(f->dest, dest, n);
+    f->dest[n] = '\0';
+}
 
 void gw_answer(cw_handle_t *in, cw_status_t st)
 {
@@ -678,42 +681,8 @@ static cw_handle_t *gw_fwd_retarget(struct gw_fwd *f,
 /* The next-hop gateway of an idempotent request failed: send the request
  * again through another gateway of its route, marked RESUME, with fresh
  * proxy tokens, so the target continues where its transfers stopped
- * (docs/bulk-gateway.md, "Resume").  True if it went. */
-static bool gw_fwd_resume(struct gw_fwd *f, cw_status_t st)
-{
-    struct gw *gw = f->gw;
-    cw_handle_t *in = f->in;
-    struct gw_route_stats *rs;
-    struct gw_target t;
-    cw_addr_t *next;
-    cw_status_t rst;
-
-    if (gw->threaded || !gw_fwd_resumable(f, st, &t))
-        return false;
-    rs = gw_route_stats_get(gw, t.res.dest, t.res.gateway);
-    if (rs == NULL || gw_addr_get(&gw->shards[0], t.next, &next) != CW_OK)
-        return false;
-    cw_handle_release(gw_fwd_retarget(f, &t, rs, st));
-    rst = cw_fwd_create(in, next, t.dest, &f->out);
-    if (rst == CW_OK)
-        rst = cw_fwd_set_resume(f->out);
-    if (rst == CW_OK)
-        rst = gw_bulk_rewrite(gw, f, in, t.egress, next);
-    if (rst == CW_OK) {
-        f->t_sent = cw_now_ns();
-        rst = cw_forward(f->out, 0, gw_out_cb, f);
-    }
-    if (rst != CW_OK) {
-        CW_LOG_RL(CW_LOG_WARN, GW_LOG, "cannot resume a request through %s: "
-                  "%s", t.next, cw_status_str(rst));
-        return false;
-    }
-    f->in_sh->n.resumed++;
-    CW_LOG_RL(CW_LOG_INFO, GW_LOG, "next hop failed (%s): request resumed "
-              "through %s", cw_status_name(st), t.next);
-    return true;
-}
-
+ * (docs/bulk-gateway.md, "Resume"): its worker re-resolves it and sends it
+ * from its own queue.  True if it went. */
 bool gw_fwd_resume_mt(struct gw_fwd *f)
 {
     struct gw *gw = f->gw;
@@ -722,22 +691,22 @@ bool gw_fwd_resume_mt(struct gw_fwd *f)
     struct gw_target t;
     cw_handle_t *old;
 
-    pthread_mutex_lock(&w->lock);
+    gw_wlock(w);
     if (gw_fwd_resumable(f, f->st, &t))
         rs = gw_route_stats_get(gw, t.res.dest, t.res.gateway);
     if (rs == NULL) {
-        pthread_mutex_unlock(&w->lock);
+        gw_wunlock(w);
         return false;
     }
     old = gw_fwd_retarget(f, &t, rs, f->st);
-    snprintf(f->dest, sizeof(f->dest), "%s", t.dest);
+    gw_fwd_set_dest(f, t.dest);
     f->resume = true; /* gw_fwd_send marks the new outgoing handle */
     w->n.resumed++;
     CW_LOG_RL(CW_LOG_INFO, GW_LOG, "next hop failed (%s): request resumed "
               "through %s", cw_status_name(f->st), t.next);
     f->st = CW_OK;
     gw_fwd_stage(f);
-    pthread_mutex_unlock(&w->lock);
+    gw_wunlock(w);
     cw_handle_release(old);
     gw_deferred_flush(); /* sends it from this worker's queue */
     return true;
@@ -794,25 +763,6 @@ void gw_fwd_account(struct gw_fwd *f, cw_status_t st, uint64_t t_end)
     gw_fwd_free(f);
 }
 
-static void gw_out_cb(cw_handle_t *out, cw_status_t st, void *arg)
-{
-    struct gw_fwd *f = arg;
-    cw_status_t rst;
-
-    f->t_done = cw_now_ns();
-    if (f->cut && st == CW_CANCELED)
-        st = CW_TIMEOUT; /* limits.max_timeout, not the caller, ended it */
-    if (gw_fwd_resume(f, st))
-        return;
-    rst = cw_fwd_respond(f->in, out, st, NULL, NULL);
-    if (rst != CW_OK)
-        CW_LOG_RL(CW_LOG_WARN, GW_LOG, "cannot relay the response: %s",
-                  cw_status_str(rst));
-    cw_handle_release(f->in);
-    f->in = NULL;
-    gw_fwd_account(f, st, cw_now_ns());
-}
-
 /* The request could not be sent on (@p st): counters and passive health
  * (its worker's lock held in threaded mode). */
 void gw_fwd_fail_account(struct gw_fwd *f, cw_status_t st)
@@ -826,11 +776,6 @@ void gw_fwd_fail_account(struct gw_fwd *f, cw_status_t st)
     }
 }
 
-void gw_forward_hook(cw_handle_t *in, void *arg)
-{
-    gw_forward(arg, in, 0);
-}
-
 void gw_forward(struct gw_shard *w, cw_handle_t *in, uint64_t qseq)
 {
     struct gw *gw = w->gw;
@@ -842,7 +787,6 @@ void gw_forward(struct gw_shard *w, cw_handle_t *in, uint64_t qseq)
     struct gw_source *source = NULL;
     struct gw_route_stats *rs;
     struct gw_fwd *f;
-    cw_addr_t *next;
     cw_status_t st;
 
     if (cw_addr_to_string(cw_handle_source(in), src, sizeof(src)) != CW_OK)
@@ -931,40 +875,15 @@ void gw_forward(struct gw_shard *w, cw_handle_t *in, uint64_t qseq)
         cw_route_table_backend_load(f->table, f->service, f->backend, 1);
     }
 
-    if (gw->threaded) {
-        /* Sent from the worker's queue (gw_fwd_send) once its lock is
-         * dropped: gw_forward_mt. */
-        snprintf(f->dest, sizeof(f->dest), "%s", t.dest);
-        gw_fwd_stage(f);
-        return;
-    }
-    st = gw_addr_get(w, t.next, &next);
-    if (st == CW_OK)
-        st = cw_fwd_create(in, next, t.dest, &f->out);
-    if (st == CW_OK) /* descriptors become proxy tokens (bulk_proxy_table.c) */
-        st = gw_bulk_rewrite(gw, f, in, t.egress, next);
-    if (st == CW_OK) {
-        f->t_sent = cw_now_ns();
-        st = cw_forward(f->out, 0, gw_out_cb, f);
-        if (st == CW_OK)
-            return;
-    }
-    /* Could not send: answer now with what went wrong. */
-    gw_fwd_fail_account(f, st);
-    f->in = NULL;
-    gw_answer(in, st == CW_NOENT ? CW_UNREACHABLE : st);
-    gw_fwd_free(f);
+    /* Sent from the worker's queue (gw_fwd_send) once its lock is
+     * dropped: gw_forward_mt. */
+    gw_fwd_set_dest(f, t.dest);
+    gw_fwd_stage(f);
 }
 
 void gw_fwd_cancel_all(struct gw *gw)
 {
-    if (gw->threaded) {
-        gw_fwd_cancel_mt(gw, true);
-        return;
-    }
-    for (struct gw_fwd *f = gw->shards[0].fwds; f != NULL; f = f->next)
-        if (f->out != NULL)
-            cw_cancel(f->out);
+    gw_fwd_cancel_mt(gw, true);
 }
 
 void gw_fwd_hop_down(struct gw *gw, const char *addr)
@@ -979,10 +898,7 @@ void gw_fwd_hop_down(struct gw *gw, const char *addr)
                 !f->cut && cw_handle_idempotent(f->in) &&
                 strcmp(f->next_addr, addr) == 0) {
                 f->hop_down = true;
-                if (gw->threaded)
-                    gw_fwd_fail_later(f->out); /* the locks are held */
-                else
-                    cw_fwd_fail(f->out, CW_DISCONNECTED);
+                gw_fwd_fail_later(f->out); /* the locks are held */
                 n++;
             }
         }
@@ -994,21 +910,6 @@ void gw_fwd_hop_down(struct gw *gw, const char *addr)
 
 void gw_fwd_cut_old(struct gw *gw, uint64_t now)
 {
-    uint64_t max;
-
-    if (gw->threaded) {
-        gw_fwd_cancel_mt(gw, false);
-        return;
-    }
-    max = gw->cfg->limits.max_timeout_ns;
-    /* A coarse 10 ms scan is enough for a limit given in milliseconds. */
-    if (now < gw->shards[0].next_cut_ns)
-        return;
-    gw->shards[0].next_cut_ns = now + 10000000ull;
-    for (struct gw_fwd *f = gw->shards[0].fwds; f != NULL; f = f->next) {
-        if (!f->cut && f->out != NULL && now - f->t_in >= max) {
-            f->cut = true;
-            cw_cancel(f->out);
-        }
-    }
+    (void)now;
+    gw_fwd_cancel_mt(gw, false);
 }

@@ -1,5 +1,5 @@
 /*
- * The forward path with gateway.threads > 1 (threads.c).  A request runs
+ * The forward path, with one worker or many (threads.c).  A request runs
  * to completion on the worker whose endpoint it reached: gw_forward
  * (resolve, ACL, admission) under that worker's lock, then the send from
  * the worker's own queue once the lock is dropped (gw_fwd_send, on the
@@ -40,10 +40,7 @@ void gw_reject(struct gw *gw, cw_handle_t *in, cw_status_t st)
 {
     struct gw_queued *q;
 
-    if (!gw->threaded) {
-        gw_answer(in, st);
-        return;
-    }
+    (void)gw;
     q = malloc(sizeof(*q));
     if (q == NULL) {
         gw_answer(in, st); /* rare: answer under the lock rather than never */
@@ -110,14 +107,16 @@ void gw_deferred_flush(void)
 
 void gw_forward_mt(struct gw_shard *w, cw_handle_t *in, uint64_t qseq)
 {
-    pthread_mutex_lock(&w->lock);
+    gw_wlock(w);
     gw_forward(w, in, qseq);
-    pthread_mutex_unlock(&w->lock);
+    gw_wunlock(w);
     gw_deferred_flush();
     /* Requests wait here: one may have just gone in while another worker
-     * freed a slot without seeing it yet (gw_queue_wake_others reads this
-     * worker's count after its release): look again now. */
-    if (atomic_load(&w->nqueued) != 0)
+     * freed a slot without seeing it yet (gw_queue_offer reads this
+     * worker's count after its release): look again now, unless a slot is
+     * being offered to a worker already, which passes it on to this one
+     * if it cannot use it (taking it here would take it from its turn). */
+    if (atomic_load(&w->nqueued) != 0 && !gw_queue_offered(w->gw))
         (void)gw_queue_run_mt(w);
 }
 
@@ -147,15 +146,15 @@ static cw_status_t gw_fwd_send_bulk(struct gw_fwd *f, cw_handle_t *out,
     cw_status_t st;
 
     /* The bulk tokens are shared with the bulk handlers (gw->lock). */
-    pthread_mutex_lock(&f->in_sh->lock);
-    pthread_mutex_lock(&gw->lock);
+    gw_wlock(f->in_sh);
+    gw_lock(gw);
     egress = gw_net_of(gw, cw_addr_network(next));
     f->out = out; /* gw_bulk_rewrite writes there; not sent yet */
     st = egress != NULL ? gw_bulk_rewrite(gw, f, f->in, egress, next)
                         : CW_UNREACHABLE;
     f->out = NULL;
-    pthread_mutex_unlock(&gw->lock);
-    pthread_mutex_unlock(&f->in_sh->lock);
+    gw_unlock(gw);
+    gw_wunlock(f->in_sh);
     return st;
 }
 
@@ -163,26 +162,25 @@ void gw_fwd_send(struct gw_fwd *f)
 {
     struct gw_shard *sh = f->eg_sh;
     cw_handle_t *out = NULL;
-    cw_addr_t *next = NULL;
+    cw_addr_t *cached = NULL, *next = NULL;
     bool cut;
     cw_status_t st;
 
     /* The cached address may be forgotten by another thread as soon as
      * the cache lock is dropped: the outgoing handle takes its own
-     * reference before that. */
-    pthread_mutex_lock(&sh->addr_lock);
-    st = gw_addr_get(sh, f->next_addr, &next);
+     * reference before that, and the bulk rewrite, which needs it after,
+     * one of its own. */
+    gw_alock(sh);
+    st = gw_addr_get(sh, f->next_addr, &cached);
     if (st == CW_OK)
-        st = cw_fwd_create_on(sh->ctx, f->in, next,
+        st = cw_fwd_create_on(sh->ctx, f->in, cached,
                               f->dest[0] != '\0' ? f->dest : NULL, &out);
-    if (st == CW_OK)
-        st = cw_addr_dup(next, &next);
-    else
-        next = NULL;
-    pthread_mutex_unlock(&sh->addr_lock);
+    if (st == CW_OK && cw_fwd_desc_count(f->in) > 0)
+        st = cw_addr_dup(cached, &next);
+    gw_aunlock(sh);
     if (st == CW_OK && f->resume)
         st = cw_fwd_set_resume(out);
-    if (st == CW_OK && cw_fwd_desc_count(f->in) > 0)
+    if (st == CW_OK && next != NULL)
         st = gw_fwd_send_bulk(f, out, next);
     cw_addr_free(next);
     if (st == CW_OK) {
@@ -200,10 +198,10 @@ void gw_fwd_send(struct gw_fwd *f)
         return;
     }
     /* From here the canceling scans (gw_fwd_cancel_mt) can see it. */
-    pthread_mutex_lock(&sh->lock);
+    gw_wlock(sh);
     f->out = out;
     cut = f->cut;
-    pthread_mutex_unlock(&sh->lock);
+    gw_wunlock(sh);
     if (cut)
         (void)cw_cancel(out);
 }
@@ -224,28 +222,28 @@ void gw_fwd_finish(struct gw_fwd *f)
         return; /* sent again through another gateway (f->in kept) */
     if (f->send_failed) {
         gw_answer(in, st == CW_NOENT ? CW_UNREACHABLE : st);
-        pthread_mutex_lock(&w->lock);
+        gw_wlock(w);
         gw_fwd_fail_account(f, st);
         f->in = NULL;
         gw_fwd_free(f);
-        pthread_mutex_unlock(&w->lock);
+        gw_wunlock(w);
         gw_queue_offer(w); /* the slot it held */
         return;
     }
-    pthread_mutex_lock(&w->lock); /* gw_fwd_cancel_mt sets cut */
+    gw_wlock(w); /* gw_fwd_cancel_mt sets cut */
     if (f->cut && st == CW_CANCELED)
         st = CW_TIMEOUT; /* limits.max_timeout, not the caller, ended it */
-    pthread_mutex_unlock(&w->lock);
+    gw_wunlock(w);
     rst = cw_fwd_respond(in, out, st, NULL, NULL);
     if (rst != CW_OK)
         CW_LOG_RL(CW_LOG_WARN, GW_LOG, "cannot relay the response: %s",
                   cw_status_str(rst));
     t_end = cw_now_ns();
-    pthread_mutex_lock(&w->lock);
+    gw_wlock(w);
     f->in = NULL;
     f->out = NULL; /* released below, outside the lock */
     gw_fwd_account(f, st, t_end);
-    pthread_mutex_unlock(&w->lock);
+    gw_wunlock(w);
     /* The outgoing handle first: across contexts it does not keep the
      * incoming one alive. */
     cw_handle_release(out);
@@ -268,7 +266,7 @@ static void gw_fwd_cancel_one(struct gw_shard *w, bool all)
     unsigned n = 0, cap;
     uint64_t max, now;
 
-    pthread_mutex_lock(&w->lock);
+    gw_wlock(w);
     max = gw->cfg->limits.max_timeout_ns;
     /* Forwards are admitted on other threads: a clock read before taking
      * the lock could be older than a listed record's t_in and wrap
@@ -287,7 +285,7 @@ static void gw_fwd_cancel_one(struct gw_shard *w, bool all)
             outs[n++] = f->out;
         }
     }
-    pthread_mutex_unlock(&w->lock);
+    gw_wunlock(w);
     /* Canceling tells the next hop (a plugin call): outside the lock. */
     for (unsigned i = 0; i < n; i++) {
         (void)cw_cancel(outs[i]);

@@ -271,9 +271,9 @@ static void gw_unwatch(struct gw *gw)
     gw->watching = false;
 }
 
-/* Threaded: cancel what is in flight while the shards' threads still run
- * its completions, then stop them. */
-static void gw_stop_mt(struct gw *gw)
+/* Cancel what is in flight while the workers' threads still run its
+ * completions, then stop them. */
+static void gw_stop_workers(struct gw *gw)
 {
     bool busy = true;
 
@@ -283,14 +283,14 @@ static void gw_stop_mt(struct gw *gw)
             gw_queue_expire(gw, true, CW_CANCELED);
             gw_unlock_all(gw);
             gw_deferred_flush();
-            gw_fwd_cancel_mt(gw, true);
+            gw_fwd_cancel_all(gw);
         }
         gw_shard_drain(&gw->shards[0]);
         cw_progress(gw->ctx, 5);
         cw_trigger(gw->ctx, 0, 0, NULL);
-        pthread_mutex_lock(&gw->lock);
+        gw_lock(gw);
         busy = gw->inflight != 0 || gw_health_busy(gw);
-        pthread_mutex_unlock(&gw->lock);
+        gw_unlock(gw);
     }
     gw_threads_stop(gw);
 }
@@ -298,20 +298,11 @@ static void gw_stop_mt(struct gw *gw)
 static void gw_stop(struct gw *gw)
 {
     gw_unwatch(gw);
-    if (gw->threaded)
-        gw_stop_mt(gw);
+    /* Whatever is still in flight completes (CW_CANCELED) now; the
+     * callbacks answer their callers and free the forward state. */
+    if (gw->ctx != NULL)
+        gw_stop_workers(gw);
     gw_admin_close(gw);
-    if (gw->ctx != NULL && !gw->threaded) {
-        /* Whatever is still in flight completes (CW_CANCELED) now; the
-         * callbacks answer their callers and free the forward state. */
-        gw_queue_expire(gw, true, CW_CANCELED);
-        gw_fwd_cancel_all(gw);
-        for (int i = 0; i < 200 && (gw->inflight != 0 || gw_health_busy(gw));
-             i++) {
-            cw_progress(gw->ctx, 5);
-            cw_trigger(gw->ctx, 0, 0, NULL);
-        }
-    }
     /* What the workers' queues still hold runs before their state goes. */
     if (gw->shards != NULL)
         gw_shards_quiesce(gw);
@@ -357,30 +348,36 @@ static void gw_write_ready(struct gw *gw, int fd)
         CW_WARN(GW_LOG, "cannot write the ready line: %s", strerror(errno));
 }
 
+/* Worker 0's loop, on the main thread, which also runs the control plane
+ * (housekeeping): the same with one worker or many (the other workers run
+ * gw_shard_main, threads.c). */
 static void gw_loop(struct gw *gw)
 {
-    uint64_t next_hk = 0, last_hk = 0;
-    unsigned slice = gw->busy_poll ? 0 : GW_SLICE_MS;
-
-    uint64_t spin_until = 0, idle_since = 0;
+    struct gw_shard *sh = &gw->shards[0];
+    unsigned slice = gw->busy_poll ? 0 : GW_SLICE_MS, wait;
+    uint64_t next_hk = 0, last_hk = 0, spin_until = 0, idle_since = 0;
 
     while (!gw->stop) {
-        unsigned ran = 0;
+        bool moved = gw_shard_drain(sh), idle, cancel, inflight;
         uint64_t now = cw_now_ns();
-        bool idle = gw_idle(gw);
+        unsigned ran = 0;
+        cw_status_t pst;
 
-        /* While forwards are in flight, poll without sleeping for a short
-         * while: their responses usually come back within tens of
-         * microseconds, and a sleep/wake-up pair costs more than that. */
-        cw_status_t pst = cw_progress(gw->ctx, gw->inflight != 0 &&
-                                                   now < spin_until
-                                               ? 0 : idle ? gw_idle_ms(gw, now)
-                                                          : slice);
-        cw_trigger(gw->ctx, 0, 0, &ran);
-        if (gw->nqueued != 0)
-            gw_queue_run(&gw->shards[0]);
+        gw_lock(gw);
+        idle = gw_idle(gw);
+        gw_unlock(gw);
+        wait = idle ? gw_idle_ms(gw, now) : slice;
+        /* After activity, with forwards in flight, poll without sleeping
+         * for gw->spin_ns (CAUSEWAYD_SPIN_US; off by default): their
+         * answers may come back sooner than a sleep and wake-up cost. */
+        if (moved || (gw->inflight != 0 && now < spin_until))
+            wait = 0;
+        pst = cw_progress(sh->ctx, wait);
+        cw_trigger(sh->ctx, 0, 0, &ran);
+        if (atomic_load_explicit(&sh->kick, memory_order_relaxed) != 0)
+            gw_queue_kicked(sh);
         now = cw_now_ns();
-        if (ran > 0 || pst == CW_OK) {
+        if (ran > 0 || pst == CW_OK || moved) {
             spin_until = now + gw->spin_ns;
             idle_since = now;
         } else if (slice == 0 && now - idle_since >= GW_YIELD_AFTER_NS) {
@@ -391,47 +388,6 @@ static void gw_loop(struct gw *gw)
         /* Idle, woken by no request: a signal, an admin client or a ping
          * due; look now rather than at the next 2 ms mark (a watched fd
          * nobody reads keeps waking the loop until then). */
-        if (now < next_hk &&
-            !(idle && ran == 0 && now - last_hk >= GW_EARLY_HK_NS))
-            continue;
-        last_hk = now;
-        next_hk = now + GW_HOUSEKEEPING_NS;
-        gw_unanswered_update(gw);
-        gw_signals_poll(gw);
-        gw_admin_poll(gw, now);
-        gw_health_tick(gw, now);
-        if (gw->nqueued != 0)
-            gw_queue_expire(gw, false, CW_TIMEOUT);
-        if (gw->inflight != 0)
-            gw_fwd_cut_old(gw, now);
-        if (gw->draining && gw_drain_check(gw, now))
-            gw->stop = true;
-    }
-}
-
-/* Threaded: shard 0's thread, which also runs the housekeeping. */
-static void gw_loop_mt(struct gw *gw)
-{
-    struct gw_shard *sh = &gw->shards[0];
-    unsigned slice = gw->busy_poll ? 0 : GW_SLICE_MS, wait;
-    uint64_t next_hk = 0, last_hk = 0;
-    bool idle = false;
-
-    while (!gw->stop) {
-        bool moved = gw_shard_drain(sh);
-        uint64_t now = cw_now_ns();
-        bool queued, cancel;
-        unsigned ran = 0;
-
-        pthread_mutex_lock(&gw->lock);
-        idle = gw_idle(gw);
-        wait = idle ? gw_idle_ms(gw, now) : slice;
-        pthread_mutex_unlock(&gw->lock);
-        (void)cw_progress(sh->ctx, moved ? 0 : wait);
-        cw_trigger(sh->ctx, 0, 0, &ran);
-        if (atomic_load_explicit(&sh->kick, memory_order_relaxed) != 0)
-            gw_queue_kicked(sh);
-        now = cw_now_ns();
         if (now < next_hk && !(idle && ran == 0 && !moved &&
                                now - last_hk >= GW_EARLY_HK_NS))
             continue;
@@ -449,7 +405,7 @@ static void gw_loop_mt(struct gw *gw)
             gw_queue_expire(gw, false, CW_TIMEOUT);
         if (gw->draining && gw_drain_check(gw, now))
             gw->stop = true;
-        queued = gw->inflight != 0;
+        inflight = gw->inflight != 0;
         cancel = gw->cancel_all;
         gw->cancel_all = false;
         gw_unlock_all(gw);
@@ -459,8 +415,8 @@ static void gw_loop_mt(struct gw *gw)
         if (gw->nqueued != 0)
             gw_queue_kick_all(gw);
         if (cancel)
-            gw_fwd_cancel_mt(gw, true);
-        else if (queued)
+            gw_fwd_cancel_all(gw);
+        else if (inflight)
             gw_fwd_cut_old(gw, now);
     }
 }
@@ -526,10 +482,7 @@ int cw_gateway_main(const struct cw_config *cfg, const char *config_path,
            gw->nnets, cw_route_table_size(gw->table), cfg->nservices);
     gw_watch(gw);
     gw_write_ready(gw, ready_fd);
-    if (gw->threaded)
-        gw_loop_mt(gw);
-    else
-        gw_loop(gw);
+    gw_loop(gw);
     {
         struct gw_counts c;
 

@@ -329,30 +329,39 @@ static inline struct gw_fwd *gw_fwd_of_work(struct gw_work *w)
     return (struct gw_fwd *)(void *)((char *)w - offsetof(struct gw_fwd, work));
 }
 
-/** Take the gateway lock (threaded mode only). */
-static inline void gw_lock(struct gw *gw)
+/** Take @p m in threaded mode only (one worker takes no lock). */
+static inline void gw_mlock(const struct gw *gw, pthread_mutex_t *m)
 {
     if (gw->threaded)
-        pthread_mutex_lock(&gw->lock);
+        pthread_mutex_lock(m);
 }
 
-static inline void gw_unlock(struct gw *gw)
+static inline void gw_munlock(const struct gw *gw, pthread_mutex_t *m)
 {
     if (gw->threaded)
-        pthread_mutex_unlock(&gw->lock);
+        pthread_mutex_unlock(m);
 }
 
-/** Take worker @p w's lock (threaded mode only): its forwarding state. */
-static inline void gw_wlock(struct gw_shard *w)
-{
-    if (w->gw->threaded)
-        pthread_mutex_lock(&w->lock);
-}
+/** The gateway lock: shared state off the request path. */
+static inline void gw_lock(struct gw *gw) { gw_mlock(gw, &gw->lock); }
+static inline void gw_unlock(struct gw *gw) { gw_munlock(gw, &gw->lock); }
 
+/** Worker @p w's lock: its forwarding state. */
+static inline void gw_wlock(struct gw_shard *w) { gw_mlock(w->gw, &w->lock); }
 static inline void gw_wunlock(struct gw_shard *w)
 {
-    if (w->gw->threaded)
-        pthread_mutex_unlock(&w->lock);
+    gw_munlock(w->gw, &w->lock);
+}
+
+/** Worker @p w's next-hop address cache lock. */
+static inline void gw_alock(struct gw_shard *w)
+{
+    gw_mlock(w->gw, &w->addr_lock);
+}
+
+static inline void gw_aunlock(struct gw_shard *w)
+{
+    gw_munlock(w->gw, &w->addr_lock);
 }
 
 /** Every worker's lock, then gw->lock (threaded mode only): the control
@@ -407,7 +416,6 @@ void gw_set_config(struct gw *gw, struct cw_config *own,
                    const struct cw_config *cfg, struct cw_route_table *table);
 
 /* forward.c */
-void gw_forward_hook(cw_handle_t *in, void *arg);
 /** Forward one request on worker @p w, whose endpoint it reached (its
  *  lock held in threaded mode): @p qseq is 0 for a new one, else its
  *  arrival number in the wait queue, where it comes from. */
@@ -457,22 +465,22 @@ void gw_fwd_account(struct gw_fwd *f, cw_status_t st, uint64_t t_end);
 void gw_fwd_fail_account(struct gw_fwd *f, cw_status_t st);
 
 /* forward_mt.c */
-/** Threaded mode: gw_forward puts @p f in its worker's queue for sending
+/** gw_forward puts @p f in its worker's queue for sending
  *  (the worker's lock held, so that the queue holds the requests in the
  *  order they were admitted); the caller runs gw_deferred_flush once it
  *  dropped the lock, which sends them. */
 void gw_fwd_stage(struct gw_fwd *f);
-/** Threaded mode: cancel every forward in flight (@p all) or those past
+/** Cancel every forward in flight (@p all) or those past
  *  limits.max_timeout; takes each worker's lock in turn, cancels after
  *  dropping it. */
 void gw_fwd_cancel_mt(struct gw *gw, bool all);
-/** Threaded mode: the forward hook of a shard's context (@p arg). */
+/** The forward hook of a worker's context (@p arg). */
 void gw_forward_hook_mt(cw_handle_t *in, void *arg);
-/** Threaded mode: gw_forward taking @p w's lock, answering after it. */
+/** gw_forward taking @p w's lock, answering after it. */
 void gw_forward_mt(struct gw_shard *w, cw_handle_t *in, uint64_t qseq);
-/** Threaded mode: on its worker, send a record gw_forward made. */
+/** On its worker, send a record gw_forward made. */
 void gw_fwd_send(struct gw_fwd *f);
-/** Threaded mode: on its worker, relay how the forward ended. */
+/** On its worker, relay how the forward ended. */
 void gw_fwd_finish(struct gw_fwd *f);
 
 /* admission.c */
@@ -495,23 +503,23 @@ void gw_admit_done(struct gw_shard *w, struct gw_source *src);
 void gw_admit_undo(struct gw_shard *w, struct gw_net *ingress,
                    struct gw_route_stats *rs, struct gw_source *src);
 void gw_sources_fini(struct gw *gw);
-/** Forward @p w's queued requests while there is room, one source after
- *  another; other workers with requests waiting are woken to run theirs
- *  (a slot freed here is theirs too). */
-void gw_queue_run(struct gw_shard *w);
-/** Threaded mode: the same, taking @p w's lock per request; returns how
- *  many requests left the queue (forwarded or answered). */
+/** On worker @p w, no lock held: forward its queued requests while there
+ *  is room, one source after another, taking its lock per request, in
+ *  one batch scope of its context; returns how many requests left the
+ *  queue (forwarded or answered). */
 unsigned gw_queue_run_mt(struct gw_shard *w);
-/** Threaded mode, on worker @p w, no lock held: a slot was freed here.
+/** On worker @p w, no lock held: a slot was freed here.
  *  It is offered to the workers' queues in turn (round robin over those
  *  with requests waiting, so that the sources of every worker get their
  *  share): run here if it is this worker's turn, else that worker is
  *  kicked (gw_queue_kicked) and woken. */
 void gw_queue_offer(struct gw_shard *w);
-/** Threaded mode, on worker @p w: it was offered a slot; it runs its
+/** On worker @p w: it was offered a slot; it runs its
  *  queue, and passes the offer on if nothing there could use it. */
 void gw_queue_kicked(struct gw_shard *w);
-/** Threaded mode: kick every worker with requests waiting (after a
+/** Whether a freed slot is being offered to a worker's queue now. */
+bool gw_queue_offered(struct gw *gw);
+/** Kick every worker with requests waiting (after a
  *  reload, and as a periodic safety net). */
 void gw_queue_kick_all(struct gw *gw);
 /** The route table changed (reload): each source's queued requests go into
@@ -525,10 +533,10 @@ void gw_reject(struct gw *gw, cw_handle_t *in, cw_status_t st);
  *  decided under gw->lock); wake the shards gw_fwd_stage handed requests
  *  to, and run this shard's own queue if it handed itself some. */
 void gw_deferred_flush(void);
-/** Threaded: end outgoing forward @p out with CW_DISCONNECTED once gw->lock
+/** End outgoing forward @p out with CW_DISCONNECTED once gw->lock
  *  is dropped (gw_deferred_flush); a reference is taken now. */
 void gw_fwd_fail_later(cw_handle_t *out);
-/** Threaded: re-forward @p f, whose next hop failed (f->st), through
+/** Re-forward @p f, whose next hop failed (f->st), through
  *  another gateway of its route, marked RESUME; true if it was staged. */
 bool gw_fwd_resume_mt(struct gw_fwd *f);
 /** Answer queued requests past their deadline with @p st, those their
@@ -594,7 +602,9 @@ int gw_signals_open(void);
 void gw_signals_poll(struct gw *gw);
 
 /* threads.c */
-/** Create the shards' contexts (@p n of them, one when n <= 1). */
+/** gateway.threads: auto: the CPUs this process may run on, at most 16. */
+unsigned gw_threads_auto(void);
+/** Create the shards' contexts (@p n of them; 0: gw_threads_auto()). */
 cw_status_t gw_shards_init(struct gw *gw, const struct cw_context_opts *o,
                            unsigned n);
 /** Install the forward hook and the ping RPC on every shard. */

@@ -19,7 +19,7 @@ struct gw_ping {
     uint64_t generation;
     unsigned index;
     uint64_t t0;
-    /* threaded: sent by the shard whose network it leaves by */
+    /* sent from worker 0's queue (gw_ping_send) */
     struct gw_work work;
     struct gw_shard *sh;
     uint64_t timeout_ms;
@@ -192,8 +192,7 @@ static void gw_ping_cb(cw_handle_t *h, cw_status_t st, void *arg)
     }
     gw->pings_inflight--;
     gw_unlock_all(gw);
-    if (gw->threaded)
-        gw_deferred_flush(); /* gw_fwd_hop_down's fails */
+    gw_deferred_flush(); /* gw_fwd_hop_down's fails */
     cw_route_table_unref(p->table);
     cw_handle_release(h);
     free(p);
@@ -211,11 +210,11 @@ static void gw_ping_send(struct gw_work *w)
     cw_addr_t *addr;
     cw_status_t st;
 
-    pthread_mutex_lock(&p->sh->addr_lock);
+    gw_alock(p->sh);
     st = gw_addr_get(p->sh, p->target, &addr);
     if (st == CW_OK)
         st = cw_handle_create(p->sh->ctx, addr, p->gw->ping_id, &h);
-    pthread_mutex_unlock(&p->sh->addr_lock);
+    gw_aunlock(p->sh);
     if (st == CW_OK)
         st = cw_forward(h, p->timeout_ms, gw_ping_cb, p);
     if (st != CW_OK)
@@ -258,8 +257,6 @@ static void gw_ping(struct gw *gw, unsigned i, uint64_t now)
 {
     struct gw_hc *hc = &gw->hcs[i];
     char target[CW_ADDR_STR_MAX];
-    cw_handle_t *h = NULL;
-    cw_addr_t *addr;
     struct gw_ping *p;
     cw_status_t st;
 
@@ -272,30 +269,14 @@ static void gw_ping(struct gw *gw, unsigned i, uint64_t now)
         st = CW_NOMEM;
         goto err;
     }
-    if (gw->threaded) {
-        /* The shard whose network it leaves by sends it, once this thread
-         * has dropped gw->lock (even when that is shard 0). */
-        p->sh = &gw->shards[0]; /* it has an endpoint on every network */
-        memcpy(p->target, target, sizeof(p->target));
-        p->work.fn = gw_ping_send;
-        hc->inflight = true;
-        gw->pings_inflight++;
-        gw_shard_queue(p->sh, &p->work);
-        return;
-    }
-    st = gw_addr_get(&gw->shards[0], target, &addr);
-    if (st == CW_OK)
-        st = cw_handle_create(gw->ctx, addr, gw->ping_id, &h);
-    if (st == CW_OK)
-        st = cw_forward(h, p->timeout_ms, gw_ping_cb, p);
-    if (st != CW_OK) {
-        cw_handle_release(h);
-        cw_route_table_unref(p->table);
-        free(p);
-        goto err;
-    }
+    /* Worker 0 sends it from its queue, once this thread has dropped the
+     * control plane's locks: it has an endpoint on every network. */
+    p->sh = &gw->shards[0];
+    memcpy(p->target, target, sizeof(p->target));
+    p->work.fn = gw_ping_send;
     hc->inflight = true;
     gw->pings_inflight++;
+    gw_shard_queue(p->sh, &p->work);
     return;
 
 err:

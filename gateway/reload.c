@@ -276,11 +276,9 @@ void gw_unanswered_update(struct gw *gw)
         if (cw_context_stats(gw->shards[i].ctx, &cs) == CW_OK)
             n += cs.unanswered + cs.uncollected;
     }
-    if (gw->threaded)
-        pthread_mutex_lock(&gw->lock);
+    gw_lock(gw);
     gw->unanswered = n;
-    if (gw->threaded)
-        pthread_mutex_unlock(&gw->lock);
+    gw_unlock(gw);
 }
 
 /* Done when nothing is forwarded, queued or pinged and no request is left
@@ -298,10 +296,7 @@ bool gw_drain_check(struct gw *gw, uint64_t now)
         gw_queue_expire(gw, true, CW_CANCELED);
         CW_WARN(GW_LOG, "drain grace over: canceling %u RPCs in flight",
                 gw->inflight);
-        if (gw->threaded)
-            gw->cancel_all = true; /* gw_loop_mt, once gw->lock is dropped */
-        else
-            gw_fwd_cancel_all(gw);
+        gw->cancel_all = true; /* gw_loop, once the locks are dropped */
         gw->drain_canceled = true;
     }
     return false;

@@ -35,13 +35,33 @@ struct gw_shard *gw_shard_of_ctx(struct gw *gw, const cw_context_t *ctx)
     return &gw->shards[0];
 }
 
+/* gateway.threads: auto: one worker per CPU this process may run on (a
+ * cpuset or taskset narrows it), at most GW_AUTO_THREADS: past that,
+ * more workers than busy callers only hold memory and endpoints. */
+#define GW_AUTO_THREADS 16
+
+unsigned gw_threads_auto(void)
+{
+    cpu_set_t set;
+    int n;
+
+    if (sched_getaffinity(0, sizeof(set), &set) != 0)
+        return 1;
+    n = CPU_COUNT(&set);
+    if (n < 1)
+        return 1;
+    return n > GW_AUTO_THREADS ? GW_AUTO_THREADS : (unsigned)n;
+}
+
 cw_status_t gw_shards_init(struct gw *gw, const struct cw_context_opts *o,
                            unsigned n)
 {
     cw_status_t st;
 
-    if (n < 1)
-        n = 1;
+    if (n == 0) {
+        n = gw_threads_auto();
+        GW_NOTICE("gateway.threads auto: %u workers", n);
+    }
     if (n > GW_MAX_SHARDS) {
         CW_WARN(GW_LOG, "gateway.threads %u: at most %d are used", n,
                 GW_MAX_SHARDS);
@@ -91,10 +111,7 @@ cw_status_t gw_shards_setup(struct gw *gw)
                 return st;
             }
         }
-        if (gw->threaded)
-            st = cw_context_set_forward_hook(sh->ctx, gw_forward_hook_mt, sh);
-        else
-            st = cw_context_set_forward_hook(sh->ctx, gw_forward_hook, sh);
+        st = cw_context_set_forward_hook(sh->ctx, gw_forward_hook_mt, sh);
         if (st != CW_OK) {
             CW_ERROR(GW_LOG, "cannot install the forward hook: %s",
                      cw_status_str(st));

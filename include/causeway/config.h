@@ -164,7 +164,8 @@ struct cw_config_gateway {
     struct cw_config_loc loc;
     char *name;              /**< gateway name (stats, logs) */
     char *admin;             /**< admin/stats "host:port", "" = disabled */
-    uint32_t threads;        /**< progress threads */
+    uint32_t threads;        /**< worker threads; 0: auto (one per CPU
+                                  the process may run on, at most 16) */
     int log_level;           /**< enum cw_log_level */
     bool busy_poll;          /**< spin instead of blocking */
     uint64_t drain_grace_ns; /**< SIGTERM: time to finish in-flight work */

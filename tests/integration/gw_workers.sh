@@ -111,3 +111,24 @@ for s in s1 s2; do
     pass "server $s: $(cat "$T/$s.out")"
 done
 gw_stop_clean gw
+
+# gateway.threads: auto (the default): one worker per CPU the process may
+# run on, at most 16: one under taskset -c 0, nproc (this process's CPUs)
+# without it.
+nworkers() {
+    "$CWCTL" --admin "$1" stats --json | grep -o '"workers":\[[^]]*\]' |
+        grep -o '"forwarded"' | wc -l
+}
+want=$(nproc)
+[ "$want" -gt 16 ] && want=16
+start_echo echo "shm://$TAG-echo"
+tcp_shm_gw auto1 "admin: \"127.0.0.1:$(free_port)\"" taskset -c 0
+n=$(nworkers "$auto1_admin")
+[ "$n" = 1 ] || fail "threads auto under taskset -c 0: $n workers"
+ping_expect "auto, one CPU: through the gateway" CW_OK -c 3 "$echo@$auto1_tcp0"
+gw_stop_clean auto1
+tcp_shm_gw autoall "admin: \"127.0.0.1:$(free_port)\""
+n=$(nworkers "$autoall_admin")
+[ "$n" = "$want" ] || fail "threads auto on $(nproc) CPUs: $n workers, not $want"
+gw_stop_clean autoall
+pass "threads: auto: 1 worker on one CPU, $want on $(nproc)"

@@ -191,7 +191,7 @@ static void test_defaults_and_lookups(void **state)
     assert_int_equal(cfg->buffers.depth, 8);
     assert_int_equal(cfg->limits.default_timeout_ns, 30000000000ull);
     assert_int_equal(cfg->health.timeout_ns, 500000000ull);
-    assert_int_equal(cfg->gateway.threads, 1);
+    assert_int_equal(cfg->gateway.threads, 0); /* auto */
     assert_false(cfg->has_acl);
     assert_int_equal(cw_config_network_find(cfg, "eth0"), 0);
     assert_int_equal(cw_config_network_find(cfg, "eth1"), -1);

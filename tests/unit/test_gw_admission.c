@@ -91,7 +91,7 @@ void gw_shard_wake(struct gw_shard *sh)
 
 /* gw_fwd_free's admission part, on @p h's worker, and what gw_fwd_finish
  * does next. */
-static void release_slot(struct cw_handle *h, bool run_queue)
+static void release_slot(struct cw_handle *h)
 {
     struct gw_shard *w = h->w;
 
@@ -101,16 +101,13 @@ static void release_slot(struct cw_handle *h, bool run_queue)
     gw_admit_done(w, h->source);
     h->done = true;
     gw_wunlock(w);
-    if (gw.threaded)
-        gw_queue_offer(w); /* as gw_fwd_finish does */
-    else if (run_queue && w->nqueued != 0)
-        gw_queue_run(w);
+    gw_queue_offer(w); /* as gw_fwd_finish does */
 }
 
 void gw_deferred_flush(void)
 {
     while (nfailing > 0)
-        release_slot(failing[--nfailing], true);
+        release_slot(failing[--nfailing]);
 }
 
 /* The batch scope a one-thread queue run opens (coalescing). */
@@ -140,9 +137,9 @@ void gw_forward(struct gw_shard *w, cw_handle_t *in, uint64_t qseq)
     cw_status_t st;
 
     assert_ptr_equal(w, in->w);
-    /* A queued request leaves from a queue run: with one thread, inside
-     * a batch scope, so that several to one next hop go as one message. */
-    if (qseq != 0 && !g->threaded)
+    /* A queued request leaves from a queue run, inside a batch scope, so
+     * that several to one next hop go as one message. */
+    if (qseq != 0)
         assert_true(scope_depth > 0);
 
     st = gw_admission(w, in, NULL, &routes[r], route_cap[r], in->src,
@@ -162,14 +159,15 @@ void gw_forward(struct gw_shard *w, cw_handle_t *in, uint64_t qseq)
         failing[nfailing++] = in;
 }
 
-/* As forward_mt.c's: a request that went into the queue looks again. */
+/* As forward_mt.c's: a request that went into the queue looks again,
+ * unless a slot is being offered to a worker. */
 void gw_forward_mt(struct gw_shard *w, cw_handle_t *in, uint64_t qseq)
 {
-    pthread_mutex_lock(&w->lock);
+    gw_wlock(w);
     gw_forward(w, in, qseq);
-    pthread_mutex_unlock(&w->lock);
+    gw_wunlock(w);
     gw_deferred_flush();
-    if (w->nqueued != 0)
+    if (w->nqueued != 0 && !gw_queue_offered(w->gw))
         (void)gw_queue_run_mt(w);
 }
 
@@ -237,10 +235,7 @@ static struct cw_handle *arrive(const char *src, unsigned dest)
     h->dest = dest;
     h->remaining_ms = 10000;
     h->w = worker_of(src);
-    if (gw.threaded)
-        gw_forward_mt(h->w, h, 0);
-    else
-        gw_forward(h->w, h, 0);
+    gw_forward_mt(h->w, h, 0);
     return h;
 }
 
@@ -250,7 +245,7 @@ static void complete(struct cw_handle *h)
 {
     assert_int_equal(h->forwarded, 1);
     assert_false(h->done);
-    release_slot(h, false);
+    release_slot(h);
 }
 
 /* The end of one pass of every worker's loop: freed slots go to the
@@ -262,11 +257,9 @@ static void pass(void)
     for (bool kicked = true; kicked;) {
         kicked = false;
         for (unsigned k = 0; k < NWORKERS; k++) {
-            if (gw.threaded && workers[k].kick != 0) {
+            if (workers[k].kick != 0) {
                 gw_queue_kicked(&workers[k]);
                 kicked = true;
-            } else if (!gw.threaded && workers[k].nqueued != 0) {
-                gw_queue_run(&workers[k]);
             }
         }
     }
@@ -461,10 +454,11 @@ static void test_bounds_and_expiry(void **state)
     route_cap[0] = 1;
     for (unsigned i = 0; i < 4; i++)
         h[i] = arrive("A", 0); /* 0 in flight, 1..3 queued: full */
-    complete(h[0]);
-    h[4] = arrive("A", 0); /* a slot is free, but the queue is full */
+    h[4] = arrive("A", 0); /* the queue is full */
     assert_int_equal(h[4]->answers, 1);
     assert_int_equal(h[4]->st, CW_BUSY);
+    complete(h[0]); /* its slot goes to 1 at once */
+    assert_int_equal(h[1]->forwarded, 1);
     h[2]->remaining_ms = 0;
     gw_queue_expire(&gw, false, CW_TIMEOUT);
     assert_int_equal(h[2]->answers, 1);
@@ -514,6 +508,33 @@ static void test_slot_to_other_worker(void **state)
     assert_int_equal(a1->forwarded, 1);
     complete_all();
     assert_fifo("A", 1);
+    teardown_gw();
+}
+
+/* A slot offered to another worker's queue in its turn is not taken by a
+ * request that arrives meanwhile on the worker that freed it (a flood
+ * whose answers bring its next calls at once would otherwise take every
+ * slot from a caller queued elsewhere). */
+static void test_offer_not_stolen(void **state)
+{
+    struct cw_handle *a0, *a1, *b0;
+
+    (void)state;
+    setup_gw(1, 16, true);
+    a0 = arrive("A", 0); /* worker 0: the only slot */
+    b0 = arrive("B", 0); /* worker 1: waits */
+    a1 = arrive("A", 0); /* worker 0: waits */
+    gw.qturn = 1;        /* worker 1's turn */
+    complete(a0);
+    assert_int_equal(workers[1].kick, 1);
+    arrive("A", 0); /* the flood's next call, on worker 0 */
+    assert_int_equal(a1->forwarded, 0);
+    assert_int_equal(b0->forwarded, 0);
+    pass();
+    assert_int_equal(b0->forwarded, 1);
+    assert_int_equal(a1->forwarded, 0);
+    complete_all();
+    assert_fifo("A", 0);
     teardown_gw();
 }
 
@@ -589,6 +610,7 @@ int main(void)
         cmocka_unit_test(test_reload_new_behind_moved),
         cmocka_unit_test(test_bounds_and_expiry),
         cmocka_unit_test(test_slot_to_other_worker),
+        cmocka_unit_test(test_offer_not_stolen),
         cmocka_unit_test(test_random),
     };
 
