@@ -114,10 +114,27 @@ void gw_admin_close(struct gw *gw)
     gw->admin_fd = -1;
 }
 
+/* The HTTP status of an answer @p body to command @p line. */
+static const char *gw_http_status(const char *line, const char *body)
+{
+    if (strncmp(body, "OK\n", 3) == 0)
+        return "200 OK";
+    if (strncmp(body, "ERR forbidden", 13) == 0)
+        return "403 Forbidden";
+    if (strncmp(body, "ERR unknown command", 19) == 0)
+        return "404 Not Found";
+    if (strncmp(line, "ready", 5) == 0)
+        return "503 Service Unavailable";
+    return "400 Bad Request";
+}
+
 /* HTTP/1.0 for curl and monitoring agents: "GET /stats?json" is the
  * command line "stats json"; "GET /explain?ADDR" is "explain ADDR";
- * reload and drain also answer POST.  The body is the same; the status
- * line says 200, 403 (a change asked from a remote address) or 400. */
+ * reload and drain, which change the gateway, only by POST (405 to a
+ * GET, with nothing done: a crawler or a prefetching proxy must not drain
+ * it); "GET /ready" answers 200 while serving, 503 once draining.  The
+ * body is the command's; the status line says 200, 403 (a change asked
+ * from a remote address), 404 (no such command), 405, 503 or 400. */
 static void gw_admin_http(struct gw *gw, const char *req, bool local,
                           FILE *out)
 {
@@ -131,6 +148,13 @@ static void gw_admin_http(struct gw *gw, const char *req, bool local,
     q = strchr(path, '?');
     if (q != NULL)
         *q++ = '\0';
+    if (strncmp(req, "GET ", 4) == 0 &&
+        (strcmp(path, "reload") == 0 || strcmp(path, "drain") == 0)) {
+        fprintf(out, "HTTP/1.0 405 Method Not Allowed\r\nAllow: POST\r\n"
+                "Content-Type: text/plain\r\nConnection: close\r\n\r\n"
+                "%s changes the gateway: POST only\n", path);
+        return;
+    }
     snprintf(line, sizeof(line), "%s%s%s", path, q ? " " : "", q ? q : "");
     for (char *p = line; *p != '\0'; p++)
         if (*p == '&')
@@ -143,9 +167,7 @@ static void gw_admin_http(struct gw *gw, const char *req, bool local,
     ok = strncmp(body, "OK\n", 3) == 0;
     fprintf(out, "HTTP/1.0 %s\r\nContent-Type: %s\r\n"
             "Connection: close\r\n\r\n%s",
-            ok ? "200 OK"
-            : strncmp(body, "ERR forbidden", 13) == 0 ? "403 Forbidden"
-                                                      : "400 Bad Request",
+            gw_http_status(line, body),
             strstr(line, "json") ? "application/json"
             : ok && strncmp(line, "metrics", 7) == 0
                 ? "text/plain; version=0.0.4; charset=utf-8"

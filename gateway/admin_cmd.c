@@ -374,6 +374,12 @@ void gw_admin_exec(struct gw *gw, const char *line, bool local, FILE *out)
     } else if (strcmp(cmd, "metrics") == 0) {
         fprintf(out, "OK\n");
         gw_admin_metrics(gw, out);
+    } else if (strcmp(cmd, "ready") == 0) {
+        /* For load balancers and probes: serving, or not any more. */
+        if (gw->draining)
+            fprintf(out, "ERR not ready: draining\n");
+        else
+            fprintf(out, "OK\nready\n");
     } else if (strcmp(cmd, "explain") == 0) {
         if (arg[0] == '\0') {
             fprintf(out, "ERR explain needs an address\n");
@@ -393,6 +399,6 @@ void gw_admin_exec(struct gw *gw, const char *line, bool local, FILE *out)
         fprintf(out, "OK\ndraining %u RPCs in flight\n", gw->inflight);
     } else {
         fprintf(out, "ERR unknown command \"%s\" (status, routes, services, "
-                "stats, metrics, explain ADDR, reload, drain)\n", cmd);
+                "stats, metrics, ready, explain ADDR, reload, drain)\n", cmd);
     }
 }

@@ -8,8 +8,12 @@
 #include "gw_int.h"
 #include "gw_bulk.h"
 
+#include <dirent.h>
 #include <inttypes.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
 
 /* A label value: backslash, double quote and newline escaped. */
 static void label(FILE *out, const char *name, const char *v, bool more)
@@ -194,6 +198,77 @@ static void caches(FILE *out, struct gw *gw)
             c.src_refused);
 }
 
+/* Descriptors open in this process (/proc/self/fd, less the one that
+ * reads it); -1 when it cannot be read. */
+static long gw_open_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *e;
+    long n = 0;
+
+    if (d == NULL)
+        return -1;
+    while ((e = readdir(d)) != NULL)
+        if (e->d_name[0] != '.')
+            n++;
+    closedir(d);
+    return n - 1;
+}
+
+/* The standard process_* families of Prometheus client libraries and the
+ * build's version, so that a scraper sees restarts, growth and leaks. */
+static void gw_process_metrics(struct gw *gw, FILE *out)
+{
+    unsigned long vsz = 0, rss = 0;
+    long page = sysconf(_SC_PAGESIZE), fds = gw_open_fds();
+    struct timespec wall;
+    struct rusage ru;
+    struct rlimit rl;
+    FILE *f;
+
+    gw_metric_head(out, "causeway_build_info", "gauge",
+         "The Causeway version this gateway runs (value 1).");
+    fprintf(out, "causeway_build_info{version=\"%d.%d.%d\"} 1\n",
+            CW_VERSION_MAJOR, CW_VERSION_MINOR, CW_VERSION_PATCH);
+    clock_gettime(CLOCK_REALTIME, &wall);
+    gw_metric_head(out, "process_start_time_seconds", "gauge",
+         "Start time of the process since the Unix epoch, in seconds.");
+    fprintf(out, "process_start_time_seconds %.3f\n",
+            (double)wall.tv_sec + wall.tv_nsec * 1e-9 -
+                (double)(cw_now_ns() - gw->started_ns) * 1e-9);
+    if (getrusage(RUSAGE_SELF, &ru) == 0) {
+        gw_metric_head(out, "process_cpu_seconds_total", "counter",
+             "User and system CPU time spent, in seconds.");
+        fprintf(out, "process_cpu_seconds_total %.3f\n",
+                (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+                    (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6);
+    }
+    f = fopen("/proc/self/statm", "r");
+    if (f != NULL && fscanf(f, "%lu %lu", &vsz, &rss) == 2 && page > 0) {
+        gw_metric_head(out, "process_resident_memory_bytes", "gauge",
+             "Resident memory size in bytes.");
+        fprintf(out, "process_resident_memory_bytes %lu\n",
+                rss * (unsigned long)page);
+        gw_metric_head(out, "process_virtual_memory_bytes", "gauge",
+             "Virtual memory size in bytes.");
+        fprintf(out, "process_virtual_memory_bytes %lu\n",
+                vsz * (unsigned long)page);
+    }
+    if (f != NULL)
+        fclose(f);
+    if (fds >= 0) {
+        gw_metric_head(out, "process_open_fds", "gauge",
+             "Number of open file descriptors.");
+        fprintf(out, "process_open_fds %ld\n", fds);
+    }
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+        gw_metric_head(out, "process_max_fds", "gauge",
+             "Maximum number of open file descriptors.");
+        fprintf(out, "process_max_fds %llu\n",
+                (unsigned long long)rl.rlim_cur);
+    }
+}
+
 void gw_admin_metrics(struct gw *gw, FILE *out)
 {
     struct cw_context_stats cs;
@@ -207,6 +282,7 @@ void gw_admin_metrics(struct gw *gw, FILE *out)
         c.canceled,  c.resumed};
 
     gw_ctx_totals(gw, &cs);
+    gw_process_metrics(gw, out);
     gw_metric_head(out, "causeway_gateway_info", "gauge",
          "The gateway's name and progress mode (value 1).");
     fputs("causeway_gateway_info{", out);

@@ -89,5 +89,30 @@ head -n 1 "$T/http.out" | grep -q "^HTTP/1.0 200" &&
 sed '1,/^\r*$/d' "$T/http.out" | python3 "$(dirname "$0")/metrics_check.py" >"$T/http.check" ||
     fail "GET /metrics body: $(cat "$T/http.check")"
 pass "HTTP GET /metrics: 200, text/plain; version=0.0.4, $(cat "$T/http.check")"
+# The process families a scraper expects, and the build's version.
+for m in causeway_build_info process_start_time_seconds \
+    process_cpu_seconds_total process_resident_memory_bytes process_open_fds; do
+    grep -q "^$m[ {]" "$T/http.out" || fail "GET /metrics: no $m"
+done
+grep -q '^causeway_build_info{version="[0-9]*\.[0-9]*\.[0-9]*"} 1' "$T/http.out" ||
+    fail "GET /metrics: $(grep causeway_build_info "$T/http.out")"
+pass "metrics: causeway_build_info, process_start_time_seconds, process_cpu_seconds_total, process_resident_memory_bytes, process_open_fds"
+# What changes the gateway is POST only: a GET of /reload or /drain is
+# refused (405) and does nothing; an unknown path is 404; /ready is 200.
+reloads0=$(json_num "$("$CWCTL" --admin "$gw_admin" status --json)" reloads)
+for p in reload drain; do
+    http_get "$gw_admin" "/$p" >"$T/http.out" || fail "GET /$p: no connection"
+    head -n 1 "$T/http.out" | grep -q "^HTTP/1.0 405" &&
+        grep -qi "^Allow: POST" "$T/http.out" ||
+        fail "GET /$p: $(head -n 3 "$T/http.out")"
+done
+st=$("$CWCTL" --admin "$gw_admin" status --json)
+[ "$(json_num "$st" reloads)" = "$reloads0" ] || fail "GET /reload reloaded: $st"
+echo "$st" | grep -q '"state":"serving"' || fail "GET /drain changed the state: $st"
+http_get "$gw_admin" /nosuch >"$T/http.out" || fail "GET /nosuch: no connection"
+head -n 1 "$T/http.out" | grep -q "^HTTP/1.0 404" || fail "GET /nosuch: $(head -n 3 "$T/http.out")"
+http_get "$gw_admin" /ready >"$T/http.out" || fail "GET /ready: no connection"
+head -n 1 "$T/http.out" | grep -q "^HTTP/1.0 200" || fail "GET /ready: $(head -n 3 "$T/http.out")"
+pass "HTTP: GET /reload and /drain 405 (Allow: POST) and nothing done, /nosuch 404, /ready 200"
 ping_expect "calls after the return" CW_OK -c 20 "svc:echo@$gw_tcp0"
 "$CWCTL" --admin "$gw_admin" services
