@@ -123,6 +123,8 @@ static const char *gw_http_status(const char *line, const char *body)
         return "403 Forbidden";
     if (strncmp(body, "ERR unknown command", 19) == 0)
         return "404 Not Found";
+    if (strncmp(body, "ERR restart needed", 18) == 0)
+        return "409 Conflict";
     if (strncmp(line, "ready", 5) == 0)
         return "503 Service Unavailable";
     return "400 Bad Request";

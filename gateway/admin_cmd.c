@@ -51,7 +51,16 @@ static void cmd_status(struct gw *gw, FILE *out, bool json)
         fprintf(out, ",\"reloads\":%" PRIu64 ",\"reload_failures\":%" PRIu64
                 ",\"last_reload_error\":", gw->reloads, gw->reload_failures);
         json_str(out, gw->last_reload_error);
-        fprintf(out, ",\"routes\":%zu,\"networks\":[",
+        /* The keys a reload changed that only a restart applies. */
+        fprintf(out, ",\"restart_pending\":[");
+        for (const char *k = gw->restart_pending; *k != '\0';) {
+            size_t n = strcspn(k, ",");
+            fprintf(out, "%s\"%.*s\"", k == gw->restart_pending ? "" : ",",
+                    (int)n, k);
+            k += n;
+            k += strspn(k, ", ");
+        }
+        fprintf(out, "],\"routes\":%zu,\"networks\":[",
                 cw_route_table_size(gw->table));
         for (unsigned i = 0; i < gw->nnets; i++) {
             struct gw_net *n = &gw->nets[i];
@@ -71,12 +80,14 @@ static void cmd_status(struct gw *gw, FILE *out, bool json)
             "config    %s\nin flight %u (%" PRIu64 " requests unanswered or "
             "answers uncollected)\n"
             "routes    %zu\nreloads   %" PRIu64
-            " ok, %" PRIu64 " failed%s%s\n\n", name,
+            " ok, %" PRIu64 " failed%s%s\n%s%s%s\n", name,
             gw->busy_poll ? "busy-poll" : "blocking", state, up,
             gw->config_path ? gw->config_path : "-", gw->inflight,
             gw->unanswered,
             cw_route_table_size(gw->table), gw->reloads, gw->reload_failures,
-            gw->last_reload_error[0] ? ": " : "", gw->last_reload_error);
+            gw->last_reload_error[0] ? ": " : "", gw->last_reload_error,
+            gw->restart_pending[0] ? "restart   needed for " : "",
+            gw->restart_pending, gw->restart_pending[0] ? "\n" : "");
     fprintf(out, "%-10s %-40s %10s %8s %8s %8s\n", "NETWORK", "ADDRESS", "RX",
             "INFLIGHT", "DENIED", "BUSY");
     for (unsigned i = 0; i < gw->nnets; i++) {
@@ -391,6 +402,11 @@ void gw_admin_exec(struct gw *gw, const char *line, bool local, FILE *out)
         char err[256];
         if (gw_reload(gw, err, sizeof(err)) != CW_OK)
             fprintf(out, "ERR reload failed, old table kept: %s\n", err);
+        else if (gw->restart_pending[0] != '\0')
+            /* Applied, but not all of it: the caller must know. */
+            fprintf(out, "ERR restart needed: reloaded %s: %zu routes; "
+                    "not applied until a restart: %s\n", gw->config_path,
+                    cw_route_table_size(gw->table), gw->restart_pending);
         else
             fprintf(out, "OK\nreloaded %s: %zu routes\n", gw->config_path,
                     cw_route_table_size(gw->table));

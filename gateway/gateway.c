@@ -475,6 +475,7 @@ int cw_gateway_main(const struct cw_config *cfg, const char *config_path,
     gw->sigfd = gw_signals_open();
     if (gw->sigfd < 0)
         goto out;
+    gw->start_cfg = cfg;
     if (gw_start(gw, cfg) != CW_OK)
         goto out;
     GW_NOTICE("gateway %s up: %u networks, %zu routes, "

@@ -308,6 +308,10 @@ struct gw {
     bool stop;
     uint64_t reloads, reload_failures;
     char last_reload_error[256];
+    const struct cw_config *start_cfg; /**< the one it started with (the
+                                            caller's, alive while it runs) */
+    char restart_pending[512];    /**< keys a reload changed that only a
+                                       restart applies ("a, b"), or "" */
 
     struct gw_bulk *bulk;            /**< bulk delegation (gw_bulk.h) */
 

@@ -186,8 +186,24 @@ static cw_status_t gw_reload_networks(struct gw *gw,
     return CW_OK;
 }
 
+/* Add the key a "restart needed" diagnostic @p msg names ("FILE:L:C:
+ * KEY: cannot be changed by a reload ...") to the list @p buf. */
+static void gw_pending_add(char *buf, size_t len, const char *msg)
+{
+    const char *end = strstr(msg, ": cannot be changed"), *key = end;
+    size_t used = strlen(buf);
+
+    if (end == NULL)
+        return;
+    while (key > msg && !(key[-1] == ' ' && key - 1 > msg && key[-2] == ':'))
+        key--;
+    snprintf(buf + used, len - used, "%s%.*s", used ? ", " : "",
+             (int)(end - key), key);
+}
+
 cw_status_t gw_reload(struct gw *gw, char *err, size_t errlen)
 {
+    char pending[sizeof(gw->restart_pending)];
     struct cw_config_diag *diag = NULL;
     struct cw_config *next = NULL;
     struct cw_route_table *table = NULL;
@@ -215,11 +231,19 @@ cw_status_t gw_reload(struct gw *gw, char *err, size_t errlen)
         goto fail;
     }
     /* Keys that need a restart are reported but do not stop the reload;
-     * networks are handled below. */
+     * networks are handled below.  Against the configuration the gateway
+     * started with, which is what runs for those keys: a second reload
+     * of the same file still reports them. */
     cw_config_diag_clear(diag);
-    if (cw_config_check_reload(gw->cfg, next, diag) != CW_OK)
-        for (size_t i = 0; i < cw_config_diag_count(diag); i++)
+    pending[0] = '\0';
+    if (cw_config_check_reload(gw->start_cfg != NULL ? gw->start_cfg
+                                                     : gw->cfg,
+                               next, diag) != CW_OK)
+        for (size_t i = 0; i < cw_config_diag_count(diag); i++) {
             CW_WARN(GW_LOG, "reload: %s", cw_config_diag_get(diag, i));
+            gw_pending_add(pending, sizeof(pending),
+                           cw_config_diag_get(diag, i));
+        }
     st = cw_route_table_build(next, &table);
     if (st != CW_OK) {
         snprintf(err, errlen, "cannot build the route table: %s",
@@ -239,6 +263,7 @@ cw_status_t gw_reload(struct gw *gw, char *err, size_t errlen)
     gw_set_config(gw, next, next, table);
     gw_reload_reap(gw);
     gw->reloads++;
+    memcpy(gw->restart_pending, pending, sizeof(pending));
     /* Queued requests may go through other routes now. */
     gw_queue_relane(gw);
     gw->last_reload_error[0] = '\0';

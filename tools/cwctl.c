@@ -38,7 +38,7 @@ static void usage(FILE *out)
             "  --json         JSON for scripts instead of tables\n"
             "  --timeout MS   give up after MS (default 5000)\n"
             "exit status: 0 ok, 1 the gateway refused, 2 usage, 3 cannot "
-            "reach it\n");
+            "reach it, 4 reloaded but some changed keys need a restart\n");
 }
 
 int main(int argc, char **argv)
@@ -108,9 +108,12 @@ int main(int argc, char **argv)
         return 3;
     }
     if (!ok) {
+        /* A reload applied but for keys only a restart applies: 4. */
+        int rc = strncmp(body, "restart needed:", 15) == 0 ? 4 : 1;
+
         fprintf(stderr, "cwctl: %s\n", body);
         free(body);
-        return 1;
+        return rc;
     }
     fputs(body, stdout);
     free(body);

@@ -167,4 +167,26 @@ wait_for sh -c "! '$CWCTL' --admin '$qadmin' status | grep -q '^tcp1 '" ||
 wait "$hold" || fail "the call holding the route: $(cat "$T/hold.out")"
 grep -q "1 calls, CW_OK=1;" "$T/hold.out" || fail "the call holding the route: $(cat "$T/hold.out")"
 pass "tcp1 closed; the call over tcp0 served: $(cat "$T/hold.out")"
+# A reload that changes a key only a restart applies is applied for the
+# rest, and says so: cwctl exits 4 naming the key, status shows it as
+# restart_pending, a second reload of the same file still reports it, and
+# a reload back to the running value clears it.
+sed -i 's/name: rlqgw,/name: rlqgw2,/' "$T/gwq.yaml"
+"$CWCTL" --admin "$qadmin" reload >"$T/reload.out" 2>&1
+rc=$?
+[ $rc = 4 ] && grep -q "not applied until a restart: gateway.name" "$T/reload.out" ||
+    fail "reload changing gateway.name: exit $rc: $(cat "$T/reload.out")"
+"$CWCTL" --admin "$qadmin" reload >"$T/reload2.out" 2>&1
+rc=$?
+[ $rc = 4 ] || fail "the same file again: exit $rc: $(cat "$T/reload2.out")"
+st=$("$CWCTL" --admin "$qadmin" status --json)
+echo "$st" | grep -q '"restart_pending":\["gateway.name"\]' ||
+    fail "status after a restart-only change: $st"
+sed -i 's/name: rlqgw2,/name: rlqgw,/' "$T/gwq.yaml"
+"$CWCTL" --admin "$qadmin" reload >"$T/reload.out" 2>&1 ||
+    fail "reload back to the running name: $(cat "$T/reload.out")"
+"$CWCTL" --admin "$qadmin" status --json | grep -q '"restart_pending":\[\]' ||
+    fail "restart_pending not cleared: $("$CWCTL" --admin "$qadmin" status --json)"
+pass "a restart-only change: cwctl reload exit 4 naming gateway.name (twice), status restart_pending, cleared by the reload back"
 gw_stop_clean gwq
+
