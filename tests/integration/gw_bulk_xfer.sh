@@ -53,10 +53,9 @@ for i in 1 2 3 4 5 6; do
     timeout 120 "$XFER" run "$shmsrv@$gws_tcp0" 2M "$i" >"$T/c$i.out" 2>&1 &
     cpids="$cpids $!"
 done
-n=0
-for p in $cpids; do
-    wait "$p" && n=$((n + 1))
-done
+# shellcheck disable=SC2086 # the pids, one word each
+wait_count $cpids
+n=$WAIT_OK
 [ $n = 6 ] || fail "concurrent transfers over a small pool: $n of 6 passed: $(cat "$T"/c*.out)"
 pass "6 concurrent 2 MiB transfers through 1 MiB of staging"
 # The same in the metrics: every transfer counted, all staging back.

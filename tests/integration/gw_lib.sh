@@ -342,6 +342,17 @@ ping_expect() {
     pass "$what: $(tail -n 1 "$T/ping.out")"
 }
 
+# wait_count PIDS...: wait for each of this shell's children PIDS; sets
+# WAIT_OK to how many exited 0 (not in $(...): a subshell cannot wait for
+# its parent's children).
+wait_count() {
+    local p
+    WAIT_OK=0
+    for p in "$@"; do
+        wait "$p" && WAIT_OK=$((WAIT_OK + 1))
+    done
+}
+
 # json_num JSON KEY: first number for "KEY": in a JSON text.
 json_num() {
     printf '%s' "$1" | grep -o "\"$2\":[0-9]*" | head -n 1 | cut -d: -f2

@@ -64,10 +64,9 @@ for r in 1 2 3; do
         fail "reload $r: $(cat "$T/reload$r.out")"
 done
 pass "3 reloads while the callers ran"
-n=0
-for p in $cpids; do
-    wait "$p" && n=$((n + 1))
-done
+# shellcheck disable=SC2086 # the pids, one word each
+wait_count $cpids
+n=$WAIT_OK
 [ $n = 8 ] || fail "$n of 8 callers succeeded: $(cat "$T"/c*.out)"
 pass "8 callers x $N calls, none failed"
 stats=$("$CWCTL" --admin "$gw_admin" stats --json)
@@ -97,10 +96,9 @@ forwarded_past $((before + 500)) ||
     fail "the second load did not start"
 kill -KILL "$victim"
 wait "$victim" 2>/dev/null
-n=0
-for p in $cpids; do
-    wait "$p" && n=$((n + 1))
-done
+# shellcheck disable=SC2086 # the pids, one word each
+wait_count $cpids
+n=$WAIT_OK
 [ $n = 3 ] || fail "after a caller was killed, $n of 3 others succeeded: $(cat "$T"/c1[123].out)"
 pass "a caller killed in mid-flight; the 3 others made all their calls"
 
