@@ -583,16 +583,17 @@ bool gw_queue_offered(struct gw *gw)
     return false;
 }
 
-void gw_queue_kick_all(struct gw *gw)
+void gw_queue_nudge(struct gw_shard *w)
 {
-    for (unsigned k = 0; k < gw->nshards; k++) {
-        struct gw_shard *t = &gw->shards[k];
+    struct gw *gw = w->gw;
 
-        if (atomic_load(&t->nqueued) != 0 && atomic_load(&t->kick) == 0) {
-            atomic_store(&t->kick, 1);
-            gw_shard_wake(t);
-        }
-    }
+    /* An offer on its way goes on by itself; kicking every worker here
+     * would let the one that is running anyway take the slot from the
+     * one whose turn it is while that one is being woken (under load, a
+     * wake-up takes longer than a housekeeping period). */
+    if (atomic_load(&gw->nqueued) == 0 || gw_queue_offered(gw))
+        return;
+    gw_queue_offer_from(w, 0);
 }
 
 /* Merge the arrival-ordered request lists @p a and @p b. */

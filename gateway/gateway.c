@@ -413,7 +413,7 @@ static void gw_loop(struct gw *gw)
         /* A reload may have opened routes for queued requests; and no
          * slot stays unoffered longer than a housekeeping period. */
         if (gw->nqueued != 0)
-            gw_queue_kick_all(gw);
+            gw_queue_nudge(sh);
         if (cancel)
             gw_fwd_cancel_all(gw);
         else if (inflight)

@@ -523,9 +523,11 @@ void gw_queue_offer(struct gw_shard *w);
 void gw_queue_kicked(struct gw_shard *w);
 /** Whether a freed slot is being offered to a worker's queue now. */
 bool gw_queue_offered(struct gw *gw);
-/** Kick every worker with requests waiting (after a
- *  reload, and as a periodic safety net). */
-void gw_queue_kick_all(struct gw *gw);
+/** On worker @p w, no lock held, when no offer is on its way: offer
+ *  whatever slot is free to the worker whose turn it is (after a reload,
+ *  and as a periodic safety net against an offer that no queue took
+ *  while a request was going into one). */
+void gw_queue_nudge(struct gw_shard *w);
 /** The route table changed (reload): each source's queued requests go into
  *  one lane, in arrival order, and are routed again, oldest first, as the
  *  queue serves them (gw->lock held in threaded mode). */

@@ -538,6 +538,52 @@ static void test_offer_not_stolen(void **state)
     teardown_gw();
 }
 
+/* The housekeeping's periodic offer (gw_queue_nudge) leaves an offer on
+ * its way alone: run by the worker that freed the slot while the worker
+ * whose turn it is has not woken yet, it does not let the former take
+ * it (before 2026-11-29 it kicked every worker, and the one already
+ * running won: a caller queued on a slow-to-wake worker timed out behind
+ * a flood in gw-busy-threads under load).  A slot freed with no offer
+ * made goes to the worker whose turn it is. */
+static void test_nudge_keeps_turn(void **state)
+{
+    struct cw_handle *a0, *a1, *b0, *b1;
+
+    (void)state;
+    setup_gw(1, 16, true);
+    a0 = arrive("A", 0); /* worker 0: the only slot */
+    b0 = arrive("B", 0); /* worker 1: waits */
+    a1 = arrive("A", 0); /* worker 0: waits */
+    gw.qturn = 1;
+    complete(a0);
+    assert_int_equal(workers[1].kick, 1);
+    gw_queue_nudge(&workers[0]); /* worker 1 not woken yet */
+    assert_int_equal(workers[0].kick, 0);
+    assert_int_equal(a1->forwarded, 0);
+    pass();
+    assert_int_equal(b0->forwarded, 1);
+    assert_int_equal(a1->forwarded, 0);
+    /* b0's slot freed with no offer (as if the offer had found no
+     * request yet): the nudge gives it to worker 0, whose turn it is. */
+    b1 = arrive("B", 0);
+    gw_wlock(b0->w);
+    gw.inflight--;
+    b0->rs->inflight--;
+    gw_admit_done(b0->w, b0->source);
+    b0->done = true;
+    gw_wunlock(b0->w);
+    assert_int_equal(gw.qturn, 0);
+    gw_queue_nudge(&workers[1]);
+    assert_int_equal(workers[0].kick, 1);
+    pass();
+    assert_int_equal(a1->forwarded, 1);
+    assert_int_equal(b1->forwarded, 0);
+    complete_all();
+    assert_fifo("A", 0);
+    assert_fifo("B", 0);
+    teardown_gw();
+}
+
 /* Random arrivals from three sources, completions, passes, reloads that
  * move destinations and change caps, expiry, and (threaded) forwards that
  * fail at once: every request is forwarded or answered once, a source's
@@ -611,6 +657,7 @@ int main(void)
         cmocka_unit_test(test_bounds_and_expiry),
         cmocka_unit_test(test_slot_to_other_worker),
         cmocka_unit_test(test_offer_not_stolen),
+        cmocka_unit_test(test_nudge_keeps_turn),
         cmocka_unit_test(test_random),
     };
 
