@@ -1,0 +1,213 @@
+#!/bin/bash
+# Causeway against Mercury, side by side in one run (issue 33): the same
+# transports, sizes and calls in flight, the two alternated round after
+# round (odd rounds Causeway first, even rounds Mercury first), every
+# figure printed as the median and range over the rounds with the ratio
+# Causeway / Mercury.  Not part of CI: Mercury is not part of the project.
+#
+#   HG_BIN=/path/to/mercury/build/bin [ROUNDS=3] [ITERS=20000]
+#   [BW_LOOPS=50] [TRANSPORTS="ofi+tcp ucx+tcp shm"] [ONLY=lat,rate,bw]
+#   [VERIFY=1] tests/bench/vs-mercury.sh [BUILD_DIR]
+#
+# HG_BIN holds hg_perf_server, hg_rate and hg_bw_read from a Mercury build
+# made outside this tree (docs/cw-perf.md, "Against Mercury", says how).
+# Each measurement starts its own server pinned to CPU 1, the client pinned
+# to CPU 0; a Mercury client shuts its server down when it ends.
+#
+# Figures: 64 B round trip (one call in flight), blocking and busy; 64 B
+# rate with 16 calls in flight; bulk pull bandwidth at 1, 4 and 16 MiB
+# (server-side transfer rate, one transfer in flight: cw-perf's bw test
+# against hg_bw_read).  Times: lower is better (ratio < 1 means Causeway
+# is ahead); rates and bandwidths: higher is better (ratio > 1).
+#
+# Timing runs leave data checking off on both sides (it costs a copy and a
+# compare per call); VERIFY=1 turns it on on both (cw-perf --verify,
+# hg_rate/hg_bw_read -v) to show that both move the right bytes.
+set -u
+B=$(cd "${1:-build}" && pwd)
+: "${HG_BIN:?set HG_BIN to the bin/ directory of a Mercury build}"
+ROUNDS=${ROUNDS:-3}
+ITERS=${ITERS:-20000}
+BW_LOOPS=${BW_LOOPS:-50}
+TRANSPORTS=${TRANSPORTS:-ofi+tcp ucx+tcp shm}
+ONLY=${ONLY:-lat,rate,bw}
+VERIFY=${VERIFY:-0}
+export CAUSEWAY_PLUGIN_PATH=$B/na-shm:$B/na-ofi:$B/na-ucx:$B/na-verbs
+for t in hg_perf_server hg_rate hg_bw_read; do
+    [ -x "$HG_BIN/$t" ] || { echo "vs-mercury: no $HG_BIN/$t" >&2; exit 2; }
+done
+[ -x "$B/tools/cw-perf" ] || { echo "vs-mercury: no $B/tools/cw-perf" >&2; exit 2; }
+W=$(mktemp -d /tmp/cw-vs-hg.XXXXXX)
+SRV=""
+trap '[ -n "$SRV" ] && kill "$SRV" 2>/dev/null; rm -rf "$W"' EXIT
+RES=$W/results.tsv # figure  unit  better  impl  round  value
+: >"$RES"
+cw_verify=""
+hg_verify=""
+if [ "$VERIFY" = 1 ]; then cw_verify=--verify; hg_verify=-v; fi
+
+want() { case ",$ONLY," in *",$1,"*) return 0 ;; esac; return 1; }
+
+# wait_file FILE PID: until FILE is not empty (the server's address), or
+# fail if PID ended first or 10 s pass.
+wait_file() {
+    for _ in $(seq 200); do
+        [ -s "$1" ] && return 0
+        kill -0 "$2" 2>/dev/null || return 1
+        sleep 0.05 # sleep-ok: the poll interval of a bounded wait
+    done
+    return 1
+}
+
+record() { # figure unit better impl round value
+    [ -n "$6" ] || { echo "vs-mercury: no figure for $1 ($4, round $5)" >&2; exit 1; }
+    printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$@" >>"$RES"
+}
+
+# Causeway: cw_uri TRANSPORT -> listening address
+cw_uri() {
+    case $1 in
+    shm) echo "shm://" ;;
+    *) echo "$1://127.0.0.1:0" ;;
+    esac
+}
+
+# cw_run FIGURE UNIT BETTER ROUND TRANSPORT BUSY(''|--busy) TEST SIZE ARGS...
+# One cw-perf server and client; records the median of its one repetition.
+cw_run() {
+    local fig=$1 unit=$2 better=$3 round=$4 tr=$5 busy=$6 test=$7 size=$8 v
+    shift 8
+    : >"$W/cw.addr"
+    taskset -c 1 "$B/tools/cw-perf" server --listen "$(cw_uri "$tr")" \
+        --addr-file "$W/cw.addr" $busy >"$W/cw-srv.log" 2>&1 &
+    SRV=$!
+    wait_file "$W/cw.addr" "$SRV" || {
+        echo "vs-mercury: cw-perf server on $tr did not start:" >&2
+        cat "$W/cw-srv.log" >&2
+        exit 1
+    }
+    timeout 300 taskset -c 0 "$B/tools/cw-perf" client --target "$(cat "$W/cw.addr")" \
+        --test "$test" --sizes "$size" --reps 1 --json $busy $cw_verify "$@" \
+        >"$W/cw.json" 2>"$W/cw.err" || {
+        echo "vs-mercury: cw-perf $test $size on $tr failed:" >&2
+        cat "$W/cw.err" >&2
+        exit 1
+    }
+    kill "$SRV" 2>/dev/null
+    wait "$SRV" 2>/dev/null
+    SRV=""
+    v=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["results"][0]["median"])' \
+        <"$W/cw.json")
+    record "$fig" "$unit" "$better" causeway "$round" "$v"
+}
+
+# Mercury: hg_na TRANSPORT -> "-c COMM -p PROTO"
+hg_na() {
+    case $1 in
+    ofi+tcp) echo "-c ofi -p tcp -H 127.0.0.1" ;;
+    ucx+tcp) echo "-c ucx -p tcp -H 127.0.0.1" ;;
+    shm) echo "-c na -p sm" ;;
+    esac
+}
+
+# hg_run FIGURE UNIT BETTER ROUND TRANSPORT BUSY(''|-b) PROG SIZE COLUMN ARGS...
+# One hg_perf_server and client PROG for SIZE; records COLUMN (2: rate or
+# bandwidth, 3: time in us) of the row for SIZE.
+hg_run() {
+    local fig=$1 unit=$2 better=$3 round=$4 tr=$5 busy=$6 prog=$7 size=$8 col=$9 v
+    shift 9
+    rm -f "$W/port.cfg"
+    (cd "$W" && exec taskset -c 1 "$HG_BIN/hg_perf_server" $(hg_na "$tr") \
+        -f "$W/port.cfg" $busy >"$W/hg-srv.log" 2>&1) &
+    SRV=$!
+    wait_file "$W/port.cfg" "$SRV" || {
+        echo "vs-mercury: hg_perf_server on $tr did not start:" >&2
+        cat "$W/hg-srv.log" >&2
+        exit 1
+    }
+    (cd "$W" && exec timeout 300 taskset -c 0 "$HG_BIN/$prog" $(hg_na "$tr") \
+        -f "$W/port.cfg" -y "$size" -z "$size" $busy $hg_verify "$@") \
+        >"$W/hg.out" 2>&1 || {
+        echo "vs-mercury: $prog $size on $tr failed:" >&2
+        cat "$W/hg.out" >&2
+        exit 1
+    }
+    # The client shut the server down; it must end on its own.
+    for _ in $(seq 100); do
+        kill -0 "$SRV" 2>/dev/null || break
+        sleep 0.05 # sleep-ok: the poll interval of a bounded wait
+    done
+    kill "$SRV" 2>/dev/null
+    wait "$SRV" 2>/dev/null
+    SRV=""
+    v=$(awk -v s="$size" -v c="$col" '$1 == s { print $c }' "$W/hg.out")
+    record "$fig" "$unit" "$better" mercury "$round" "$v"
+}
+
+# pair ROUND CW_CMD... -- HG_CMD...: both, in the order of the round.
+pair() {
+    local round=$1 i
+    shift
+    local -a cw=() hg=()
+    for ((i = 1; i <= $#; i++)); do
+        [ "${!i}" = -- ] && break
+        cw+=("${!i}")
+    done
+    hg=("${@:i+1}")
+    if [ $((round % 2)) = 1 ]; then
+        cw_run "${cw[@]}"
+        hg_run "${hg[@]}"
+    else
+        hg_run "${hg[@]}"
+        cw_run "${cw[@]}"
+    fi
+}
+
+mib=$((1024 * 1024))
+for r in $(seq "$ROUNDS"); do
+    echo "# round $r of $ROUNDS" >&2
+    for tr in $TRANSPORTS; do
+        if want lat; then
+            pair "$r" "$tr lat 64 B blocking" us lower "$r" "$tr" "" lat 64 --iters "$ITERS" \
+                -- "$tr lat 64 B blocking" us lower "$r" "$tr" "" hg_rate 64 3 -x 1 -l "$ITERS"
+            pair "$r" "$tr lat 64 B busy" us lower "$r" "$tr" --busy lat 64 --iters "$ITERS" \
+                -- "$tr lat 64 B busy" us lower "$r" "$tr" -b hg_rate 64 3 -x 1 -l "$ITERS"
+        fi
+        if want rate; then
+            pair "$r" "$tr rate 64 B x16" ops/s higher "$r" "$tr" "" rate 64 \
+                --inflight 16 --iters "$ITERS" \
+                -- "$tr rate 64 B x16" ops/s higher "$r" "$tr" "" hg_rate 64 2 \
+                -x 16 -l $((ITERS / 16))
+        fi
+        if want bw; then
+            for s in 1 4 16; do
+                pair "$r" "$tr bw pull $s MiB" MiB/s higher "$r" "$tr" "" bw $((s * mib)) \
+                    --dir pull --inflight 1 --iters "$BW_LOOPS" \
+                    -- "$tr bw pull $s MiB" MiB/s higher "$r" "$tr" "" hg_bw_read \
+                    $((s * mib)) 2 -x 1 -l "$BW_LOOPS"
+            done
+        fi
+    done
+done
+
+python3 - "$RES" "$ROUNDS" <<'EOF'
+import statistics, sys
+rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1])]
+figs = {}
+for fig, unit, better, impl, rnd, val in rows:
+    f = figs.setdefault(fig, {"unit": unit, "better": better})
+    f.setdefault(impl, []).append(float(val))
+def show(v):
+    return "%.2f [%.2f-%.2f]" % (statistics.median(v), min(v), max(v))
+print("# %s rounds, alternated; median [min-max]; ratio = Causeway / Mercury"
+      % sys.argv[2])
+print("%-28s %-7s %-24s %-24s %s" % ("figure", "unit", "Causeway", "Mercury",
+                                     "ratio"))
+for fig, f in figs.items():
+    cw, hg = f.get("causeway", []), f.get("mercury", [])
+    if not cw or not hg:
+        continue
+    ratio = statistics.median(cw) / statistics.median(hg)
+    print("%-28s %-7s %-24s %-24s %.2f (%s is better)" %
+          (fig, f["unit"], show(cw), show(hg), ratio, f["better"]))
+EOF
