@@ -27,6 +27,7 @@
 #define OFI_LOG(cls, lvl, ...) CW_NA_LOG((cls)->host, lvl, OFI_SUBSYS, __VA_ARGS__)
 #define OFI_ERR(cls, ...) OFI_LOG(cls, CW_LOG_ERROR, __VA_ARGS__)
 #define OFI_WARN(cls, ...) OFI_LOG(cls, CW_LOG_WARN, __VA_ARGS__)
+#define OFI_INFO(cls, ...) OFI_LOG(cls, CW_LOG_INFO, __VA_ARGS__)
 #define OFI_DBG(cls, ...) OFI_LOG(cls, CW_LOG_DEBUG, __VA_ARGS__)
 
 /* Longest raw provider address we carry (sockaddr_in6 is 28 bytes, fi_shm
@@ -297,7 +298,10 @@ struct cw_na_class {
     size_t tag_sinks; /* parameter: sinks per class (0: none) */
     uint64_t tag_ignore; /* of the plugin's tagged receives (ofi_msg.c) */
     struct ofi_sink *sinks;
-    unsigned nsinks, sinks_unposted;
+    unsigned nsinks;         /* allocated: 2 x tag_sinks */
+    unsigned sinks_unposted; /* wanted (ofi_sink_wanted) and not posted */
+    bool sinks_flood;        /* all of them wanted, not just one per class */
+    uint64_t sinks_calm_ns;  /* back to one per class after this */
     void *sink_buf; /* shared by all sinks; contents meaningless */
 };
 
@@ -306,6 +310,7 @@ struct ofi_sink {
     struct ofi_ctx ctx; /* first */
     uint64_t tag, ignore;
     bool posted;
+    bool canceled; /* fi_cancel() called, its completion not read yet */
 };
 
 /* ofi_init.c */
@@ -373,6 +378,7 @@ void ofi_ctrl_send_done(struct cw_na_class *cls, struct ofi_ctrl *c, int err);
 void ofi_pongs_due(struct cw_na_class *cls, uint64_t now);
 cw_status_t ofi_sinks_init(struct cw_na_class *cls);
 void ofi_sinks_post(struct cw_na_class *cls);
+void ofi_sinks_tick(struct cw_na_class *cls, uint64_t now);
 void ofi_sink_done(struct cw_na_class *cls, struct ofi_ctx *ctx, int err);
 
 /* ofi_expected.c */

@@ -336,11 +336,27 @@ void ofi_ctrl_recv_done(struct cw_na_class *cls,
  * one), and tag_sinks receives for each of the two other classes (both
  * bits clear, both set; 32 by default, enough to drain a flood as it
  * comes) take the rest into one shared buffer, to be dropped and counted.
- * An incoming request is compared with those 64 receives before its own,
- * which costs nothing measurable (docs/na-ofi.md, "Tag sinks").
+ *
+ * rxm compares an incoming message with the posted receives in the order
+ * they were posted, and a request's own receive, reposted after each
+ * request, is always behind the sinks: with all 64 posted, every request
+ * cost the server 66 comparisons, about 1 150 instructions (callgrind, a
+ * tenth of a 64 B round trip's).  So one sink per class is posted at rest,
+ * and the others only while messages on unused tags arrive: the first one
+ * a sink drops posts them all, and after OFI_SINK_CALM_NS without a drop
+ * the extra ones are canceled (docs/na-ofi.md, "Tag sinks").
  */
 _Static_assert(OFI_TAG_UNEXP == 1ull << 63 && OFI_TAG_CTRL == 1ull << 62,
                "the sinks split the tags on bits 63 and 62");
+
+#define OFI_SINK_CALM_NS (1000ull * 1000000ull)
+
+/* Whether sink @p i is to be posted now: the first of each class always,
+ * the others during a flood. */
+static bool ofi_sink_wanted(const struct cw_na_class *cls, unsigned i)
+{
+    return i < 2 || cls->sinks_flood;
+}
 
 static cw_status_t ofi_sink_post(struct cw_na_class *cls, struct ofi_sink *k)
 {
@@ -362,7 +378,7 @@ static cw_status_t ofi_sink_post(struct cw_na_class *cls, struct ofi_sink *k)
 void ofi_sinks_post(struct cw_na_class *cls)
 {
     for (unsigned i = 0; i < cls->nsinks && cls->sinks_unposted > 0; i++)
-        if (!cls->sinks[i].posted &&
+        if (ofi_sink_wanted(cls, i) && !cls->sinks[i].posted &&
             ofi_sink_post(cls, &cls->sinks[i]) == CW_AGAIN)
             return;
 }
@@ -382,8 +398,9 @@ cw_status_t ofi_sinks_init(struct cw_na_class *cls)
         k->tag = i % 2 ? OFI_TAG_UNEXP | OFI_TAG_CTRL : 0;
         k->ignore = cls->tag_ignore;
     }
-    cls->sinks_unposted = cls->nsinks;
-    for (unsigned i = 0; i < cls->nsinks; i++) {
+    cls->sinks_flood = false;
+    cls->sinks_unposted = 2; /* nsinks is even and at least 2 */
+    for (unsigned i = 0; i < 2; i++) {
         cw_status_t st = ofi_sink_post(cls, &cls->sinks[i]);
         if (st == CW_AGAIN)
             break;
@@ -393,17 +410,61 @@ cw_status_t ofi_sinks_init(struct cw_na_class *cls)
     return CW_OK;
 }
 
+/* A sink dropped a message: during a flood every sink is posted, so that
+ * it drains as fast as it comes. */
+static void ofi_sinks_flood(struct cw_na_class *cls)
+{
+    cls->sinks_calm_ns = ofi_now(cls) + OFI_SINK_CALM_NS;
+    if (cls->sinks_flood)
+        return;
+    cls->sinks_flood = true;
+    for (unsigned i = 2; i < cls->nsinks; i++)
+        if (!cls->sinks[i].posted)
+            cls->sinks_unposted++;
+    OFI_INFO(cls, "messages on unused tags: %u receives posted for them "
+                  "while they last", cls->nsinks);
+}
+
+void ofi_sinks_tick(struct cw_na_class *cls, uint64_t now)
+{
+    unsigned canceled = 0;
+
+    if (!cls->sinks_flood || now < cls->sinks_calm_ns)
+        return;
+    cls->sinks_flood = false;
+    for (unsigned i = 2; i < cls->nsinks; i++) {
+        struct ofi_sink *k = &cls->sinks[i];
+
+        if (!k->posted) {
+            cls->sinks_unposted--; /* wanted a moment ago, no longer */
+        } else if (!k->canceled) {
+            /* Posted until its completion (FI_ECANCELED, or a message
+             * that came first) is read from the CQ. */
+            k->canceled = true;
+            (void)fi_cancel(&cls->ep->fid, &k->ctx);
+            canceled++;
+        }
+    }
+    OFI_INFO(cls, "no message on unused tags for %llu ms: back to one "
+                  "receive per class (%u canceled)",
+             (unsigned long long)(OFI_SINK_CALM_NS / 1000000ull), canceled);
+}
+
 void ofi_sink_done(struct cw_na_class *cls, struct ofi_ctx *ctx, int err)
 {
     struct ofi_sink *k = ofi_container(ctx, struct ofi_sink, ctx);
+    unsigned i = (unsigned)(k - cls->sinks);
 
     k->posted = false;
-    cls->sinks_unposted++;
+    k->canceled = false;
+    if (ofi_sink_wanted(cls, i))
+        cls->sinks_unposted++;
     if (err == FI_ECANCELED)
-        return; /* the endpoint is closing */
+        return; /* the calm after a flood, or the endpoint closing */
     ofi_drop_note(cls, err == 0 ? "tagged, on a tag no receive is posted for"
                                 : "tagged, on an unused tag, failed or truncated");
-    ofi_sink_post(cls, k);
+    ofi_sinks_flood(cls);
+    ofi_sinks_post(cls);
 }
 
 void ofi_ctrl_send(struct cw_na_class *cls, struct cw_na_addr *peer,

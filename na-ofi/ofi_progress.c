@@ -491,6 +491,8 @@ static void ofi_tick(struct cw_na_class *cls, uint64_t now)
         return;
     cls->next_liveness_ns = now + OFI_TICK_NS;
     ofi_drop_log(cls, now);
+    if (cls->sinks != NULL)
+        ofi_sinks_tick(cls, now);
     for (l = cls->active.next; l != &cls->active; l = next) {
         struct cw_na_op *op = ofi_container(l, struct cw_na_op, alink);
 
