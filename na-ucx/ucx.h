@@ -249,6 +249,8 @@ struct ucx_cls {
     struct ucx_list closing; /* close request outstanding */
     struct ucx_list done;    /* completed ops, callbacks pending */
     struct ucx_list ops;     /* every live op */
+    struct ucx_list op_cache;/* freed ops kept for reuse (their link) */
+    unsigned nop_cache;
     struct ucx_list unexp_posted; /* posted unexpected receive buffers */
     struct ucx_list unexp_queue;  /* unexpected messages without buffer */
     struct ucx_list ctls;         /* RMA control messages in flight */
@@ -341,6 +343,7 @@ uint64_t ucx_hash_str(const char *s);
 /* ucx_progress.c: operations */
 struct cw_na_op *ucx_op_new(struct ucx_cls *cls, enum cw_na_op_type type,
                             cw_na_cb_t cb, void *arg);
+void ucx_op_cache_free(struct ucx_cls *cls);
 void ucx_op_discard(struct cw_na_op *op);
 void ucx_ops_cancel_all(struct ucx_cls *cls);
 void ucx_ops_free_all(struct ucx_cls *cls);

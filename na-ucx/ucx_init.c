@@ -351,6 +351,7 @@ static void ucx_finalize(cw_na_class_t *c)
     if (cls->context)
         ucp_cleanup(cls->context);
     ucx_ops_free_all(cls);
+    ucx_op_cache_free(cls);
     ucx_rma_free_ctls(cls);
     ucx_early_free_all(cls);
     ucx_conns_free_all(cls);
@@ -395,6 +396,7 @@ static cw_status_t ucx_init(const struct cw_na_host *host,
     ucx_list_init(&cls->closing);
     ucx_list_init(&cls->done);
     ucx_list_init(&cls->ops);
+    ucx_list_init(&cls->op_cache);
     ucx_list_init(&cls->unexp_posted);
     ucx_list_init(&cls->unexp_queue);
     ucx_list_init(&cls->ctls);
