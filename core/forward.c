@@ -116,11 +116,14 @@ cw_status_t cw_fwd_create_on(cw_context_t *out_ctx, cw_handle_t *in,
     out->resume_id = in->resume_id;
     out->hops = (uint8_t)(in->hops < 255 ? in->hops + 1 : 255);
     if (dest && dest[0]) {
-        out->fwd_route = strdup(dest);
-        if (out->fwd_route == NULL) {
-            st = CW_NOMEM;
+        size_t dlen = strlen(dest) + 1;
+
+        st = cw_grow((uint8_t **)&out->fwd_route_buf, &out->fwd_route_cap,
+                     dlen);
+        if (st != CW_OK)
             goto err_unlock;
-        }
+        memcpy(out->fwd_route_buf, dest, dlen);
+        out->fwd_route = out->fwd_route_buf;
     }
     st = cw_buf_reserve(&out->in, in->in.len ? in->in.len : 1);
     if (st != CW_OK)
@@ -128,7 +131,9 @@ cw_status_t cw_fwd_create_on(cw_context_t *out_ctx, cw_handle_t *in,
     if (in->in.len)
         memcpy(out->in.data, in->in.data, in->in.len);
     out->in.len = in->in.len;
-    st = cw_grow(&out->desc_copy, &out->desc_copy_len,
+    /* Its own capacity: once allocated, a recycled handle reuses it
+     * (with the length as capacity, every forward called realloc()). */
+    st = cw_grow(&out->desc_copy, &out->desc_copy_cap,
                  in->raw_desc_len ? in->raw_desc_len : 1);
     if (st != CW_OK)
         goto err_unlock;
@@ -296,6 +301,7 @@ cw_status_t cw_fwd_desc_replace(cw_handle_t *out, unsigned i, const void *p,
     free(out->desc_copy);
     out->desc_copy = n;
     out->desc_copy_len = nlen;
+    out->desc_copy_cap = nlen;
     return CW_OK;
 }
 

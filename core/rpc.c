@@ -177,6 +177,7 @@ static void handle_free(cw_handle_t *h)
     free(h->ovf_buf);
     free(h->route);
     free(h->desc_copy);
+    free(h->fwd_route_buf);
     free(h);
 }
 
@@ -210,6 +211,11 @@ static void handle_recycle_locked(cw_handle_t *h)
         h->ovf_buf = NULL;
         h->ovf_cap = 0;
     }
+    if (h->desc_copy_cap > CW_POOL_KEEP_BYTES) {
+        free(h->desc_copy);
+        h->desc_copy = NULL;
+        h->desc_copy_cap = 0;
+    }
     cw_list_del(&h->link);
     if (h->fwd_xctx) {
         cw_fwd_unlink_xctx(h);
@@ -224,8 +230,12 @@ static void handle_recycle_locked(cw_handle_t *h)
     h->sent = false;
     h->linger = false;
     h->user_done = false;
-    free(h->fwd_route);
     h->fwd_route = NULL;
+    if (h->fwd_route_cap > CW_POOL_KEEP_BYTES) {
+        free(h->fwd_route_buf);
+        h->fwd_route_buf = NULL;
+        h->fwd_route_cap = 0;
+    }
     h->desc_copy_len = 0;
     h->raw_desc = NULL;
     h->raw_desc_len = 0;

@@ -443,6 +443,8 @@ struct cw_handle {
     unsigned raw_ndesc;
     uint8_t *desc_copy;            /**< replaced section (owned) */
     size_t desc_copy_len;
+    size_t desc_copy_cap;          /**< bytes allocated at desc_copy (kept
+                                        when the handle is recycled) */
     struct cw_handle *next_free;
     /* set at dispatch (server) or create (client) */
     cw_rpc_handler_t hfn;
@@ -454,7 +456,10 @@ struct cw_handle {
     bool auto_release;   /**< core answered it: drop the owner reference */
     bool overflowed;     /**< this forward's request overflowed */
     cw_status_t resp_status; /**< remote status while pulling a response */
-    char *fwd_route;     /**< outgoing gateway handle: routing destination */
+    char *fwd_route;     /**< outgoing gateway handle: routing destination
+                              (NULL: none; else points at fwd_route_buf) */
+    char *fwd_route_buf; /**< kept when the handle is recycled */
+    size_t fwd_route_cap;
     const uint8_t *resp_desc; /**< server: desc section of the response */
     size_t resp_desc_len;
     unsigned resp_ndesc;
