@@ -9,14 +9,16 @@
 # fairness in the queue (below).
 . "$(dirname "$0")/gw_lib.sh"
 
-# flood_held GW CALLS INFLIGHT QUEUED_RE WHAT: CALLS echo calls, INFLIGHT at
-# once, to $slow through GW's tcp0 network, in the background ($flood, its
-# summary in $T/GW-flood.out); waits until GW's queue matches QUEUED_RE
-# with exactly 2 forwarded, the cap under test.
+# flood_held GW CALLS INFLIGHT QUEUED_RE WHAT [TARGET]: CALLS echo calls,
+# INFLIGHT at once, to TARGET ($slow) through GW's tcp0 network, in the
+# background ($flood, its summary in $T/GW-flood.out); waits until GW's
+# queue matches QUEUED_RE with exactly 2 forwarded, the cap under test.
+# The state must last longer than a few cwctl calls take on a loaded
+# machine: a short flood takes $slow2 (1 s a call).
 flood_held() {
-    local gw=$1 admin addr stats
+    local gw=$1 admin addr stats target=${6:-$slow}
     eval "admin=\${${gw}_admin} addr=\${${gw}_tcp0}"
-    timeout 60 "$CW_PING" -q -c "$2" -n "$3" -t 30000 "$slow@$addr" \
+    timeout 60 "$CW_PING" -q -c "$2" -n "$3" -t 30000 "$target@$addr" \
         >"$T/$gw-flood.out" &
     flood=$!
     wait_for sh -c "'$CWCTL' --admin '$admin' stats --json | grep -q '\"queued\":$4,'" ||
@@ -27,6 +29,7 @@ flood_held() {
 }
 
 start_echo slow "shm://$TAG-slow" 300
+start_echo slow2 "shm://$TAG-slow2" 1000
 cat >"$T/gw.yaml" <<YAML
 gateway: { name: busygw, admin: "127.0.0.1:$(free_port)" }
 networks:
@@ -78,9 +81,11 @@ pass "3 queued behind 2 slots: $(cat "$T/q.out")"
 stats=$("$CWCTL" --admin "$gwq_admin" stats --json)
 [ "$(json_num "$stats" queued_total)" = 3 ] || fail "queued_total: $stats"
 pass "gateway counted 3 queued"
-# Deadline 500 ms, target 300 ms: 2 served, 1 busy, 2 run out of budget
-# at the target, 1 expires in the queue.
-timeout 60 "$CW_PING" -q -c 6 -n 6 -t 500 "$slow@$gwq_tcp0" >"$T/qt.out"
+# Deadline 1.5 s, target 1 s: 2 served, 1 busy, 2 run out of budget at
+# the target (they get a slot at 1 s), 1 expires in the queue (its slot
+# would come at 2 s).  500 ms of margin each way: with 500 ms at a 300 ms
+# target the first two timed out on a loaded machine.
+timeout 60 "$CW_PING" -q -c 6 -n 6 -t 1500 "$slow2@$gwq_tcp0" >"$T/qt.out"
 grep -q "6 calls, CW_OK=2, CW_TIMEOUT=3, CW_BUSY=1" "$T/qt.out" ||
     fail "queue deadline: $(cat "$T/qt.out")"
 pass "queued past their deadline: $(cat "$T/qt.out")"
@@ -114,7 +119,8 @@ gw_stop_clean gwr
 # Per-network cap (networks[].max_inflight: 2, LNet credits) counts what
 # arrived on that network: 6 calls in flight over tcp0 hold 2 slots and
 # queue 4, and a call arriving on shm0 meanwhile goes straight through
-# (within a 450 ms deadline at a 300 ms target: it waits for no slot).
+# (within a 900 ms deadline at a 300 ms target: waiting for one of tcp0's
+# slots, held 1 s a call, it would take 1.3 s at least).
 cat >"$T/gwn.yaml" <<YAML
 gateway: { name: netgw, admin: "127.0.0.1:$(free_port)", drain_grace: 2s }
 networks:
@@ -122,8 +128,8 @@ networks:
   - { name: shm0, address: "shm://$TAG-gwn" }
 YAML
 start_gw gwn "$T/gwn.yaml"
-flood_held gwn 6 6 4 "tcp0 cap"
-ping_expect "a call arriving on shm0 is not held by tcp0's cap" CW_OK -c 1 -t 450 \
+flood_held gwn 6 6 4 "tcp0 cap" "$slow2"
+ping_expect "a call arriving on shm0 is not held by tcp0's cap" CW_OK -c 1 -t 900 \
     "$slow@$gwn_shm0"
 wait "$flood" || fail "tcp0 flood: $(cat "$T/gwn-flood.out")"
 grep -q "6 calls, CW_OK=6;" "$T/gwn-flood.out" || fail "tcp0 flood: $(cat "$T/gwn-flood.out")"
@@ -139,7 +145,6 @@ gw_stop_clean gwn
 # (about 1 s after they were sent), not wait behind the calls to $slow
 # queued before them, whose route stays full for 4.5 s.
 start_echo fast "shm://$TAG-fast" 0
-start_echo slow2 "shm://$TAG-slow2" 1000
 cat >"$T/gwl.yaml" <<YAML
 gateway: { name: lanegw, admin: "127.0.0.1:$(free_port)", drain_grace: 2s }
 networks:
