@@ -1,0 +1,100 @@
+#!/bin/bash
+# Instructions per 64 B round trip (one call in flight, blocking mode) at
+# a cw-perf client and at a cw-perf server, counted by valgrind's
+# callgrind: the whole process is measured twice, with N1 and with N2
+# calls, and the difference is divided by N2 - N1, so that start-up and
+# shut-down cancel out.  Deterministic where a round trip's time on a
+# 2-vCPU machine is not; it counts what the code does, including its empty
+# polls (which vary a little with timing, so compare figures of one run).
+#
+#   [FABRICS="ofi+tcp ucx+tcp shm"] [SIDES="client server"] [N1=2000]
+#   [N2=6000] [HG_BIN=DIR] tests/bench/rtt-instr.sh [BUILD_DIR]
+#
+# With HG_BIN (a Mercury build's bin/, docs/cw-perf.md "Against Mercury"),
+# Mercury's hg_rate / hg_perf_server are measured the same way beside
+# Causeway.  Mercury's server polls without sleeping, so its server figure
+# counts those polls too; the client figures compare like with like.
+set -u
+B=$(cd "${1:-build-rel}" && pwd)
+FABRICS=${FABRICS:-ofi+tcp ucx+tcp shm}
+SIDES=${SIDES:-client server}
+N1=${N1:-2000}
+N2=${N2:-6000}
+HG_BIN=${HG_BIN:-}
+export CAUSEWAY_PLUGIN_PATH=$B/na-shm:$B/na-ofi:$B/na-ucx:$B/na-verbs
+command -v valgrind >/dev/null || { echo "rtt-instr: valgrind is needed" >&2; exit 2; }
+[ -x "$B/tools/cw-perf" ] || { echo "rtt-instr: no $B/tools/cw-perf" >&2; exit 2; }
+W=$(mktemp -d /tmp/cw-rtt-instr.XXXXXX)
+SRV=""
+trap '[ -n "$SRV" ] && kill "$SRV" 2>/dev/null; rm -rf "$W"' EXIT
+VG=(valgrind --tool=callgrind --dump-instr=no --collect-jumps=no)
+
+# wait_file FILE PID: until FILE is not empty, or fail if PID ended first
+# or 60 s pass (a server under callgrind starts slowly).
+wait_file() {
+    for _ in $(seq 1200); do
+        [ -s "$1" ] && return 0
+        kill -0 "$2" 2>/dev/null || return 1
+        sleep 0.05 # sleep-ok: the poll interval of a bounded wait
+    done
+    return 1
+}
+
+ir_of() { awk '/^(summary|totals):/ { print $2; exit }' "$1"; }
+
+# one IMPL FABRIC SIDE N: total instructions of SIDE's process over N calls.
+one() {
+    local impl=$1 fab=$2 side=$3 n=$4 sv=() cv=() na u
+    rm -f "$W"/cg "$W"/addr "$W"/port.cfg
+    if [ "$side" = server ]; then
+        sv=("${VG[@]}" --callgrind-out-file="$W/cg")
+    else
+        cv=("${VG[@]}" --callgrind-out-file="$W/cg")
+    fi
+    if [ "$impl" = causeway ]; then
+        case $fab in shm) u=shm:// ;; *) u=$fab://127.0.0.1:0 ;; esac
+        "${sv[@]}" "$B/tools/cw-perf" server --listen "$u" --addr-file "$W/addr" \
+            >/dev/null 2>"$W/srv.log" &
+        SRV=$!
+        wait_file "$W/addr" "$SRV" || { cat "$W/srv.log" >&2; return 1; }
+        timeout 600 "${cv[@]}" "$B/tools/cw-perf" client --target "$(cat "$W/addr")" \
+            --test lat --sizes 64 --iters "$n" --reps 1 --verify \
+            >"$W/cli.out" 2>"$W/cli.log" || { cat "$W/cli.log" >&2; return 1; }
+        kill "$SRV"
+    else
+        case $fab in
+        ofi+tcp) na="-c ofi -p tcp -H 127.0.0.1" ;;
+        ucx+tcp) na="-c ucx -p tcp -H 127.0.0.1" ;;
+        shm) na="-c na -p sm" ;;
+        esac
+        (cd "$W" && exec "${sv[@]}" "$HG_BIN/hg_perf_server" $na -f "$W/port.cfg" \
+            >/dev/null 2>"$W/srv.log") &
+        SRV=$!
+        wait_file "$W/port.cfg" "$SRV" || { cat "$W/srv.log" >&2; return 1; }
+        (cd "$W" && exec timeout 600 "${cv[@]}" "$HG_BIN/hg_rate" $na -f "$W/port.cfg" \
+            -y 64 -z 64 -x 1 -l "$n" -v) >"$W/cli.out" 2>"$W/cli.log" ||
+            { cat "$W/cli.log" >&2; return 1; }
+        # hg_rate shut its server down.
+        for _ in $(seq 600); do
+            kill -0 "$SRV" 2>/dev/null || break
+            sleep 0.05 # sleep-ok: the poll interval of a bounded wait
+        done
+    fi
+    wait "$SRV" 2>/dev/null
+    SRV=""
+    ir_of "$W/cg"
+}
+
+impls=causeway
+[ -n "$HG_BIN" ] && impls="causeway mercury"
+printf '%-9s %-8s %-7s %12s %12s %10s\n' impl fabric side "Ir($N1)" "Ir($N2)" "Ir/rtt"
+for fab in $FABRICS; do
+    for side in $SIDES; do
+        for impl in $impls; do
+            a=$(one "$impl" "$fab" "$side" "$N1") || exit 1
+            b=$(one "$impl" "$fab" "$side" "$N2") || exit 1
+            printf '%-9s %-8s %-7s %12s %12s %10s\n' "$impl" "$fab" "$side" \
+                "$a" "$b" $(((b - a) / (N2 - N1)))
+        done
+    done
+done
