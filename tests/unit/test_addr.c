@@ -37,6 +37,13 @@ static void test_uri_plain(void **state)
     assert_int_equal(cw_uri_parse("ucx+tcp://", &u), CW_OK);
     assert_string_equal(u.location, "");
     assert_int_equal(cw_uri_format(&u, buf, 5), CW_OVERFLOW);
+    assert_string_equal(buf, "ucx+"); /* cut, terminated, as snprintf */
+    assert_int_equal(cw_uri_format(&u, buf, 11), CW_OK);
+    assert_string_equal(buf, "ucx+tcp://");
+    assert_int_equal(cw_uri_format(&u, buf, 1), CW_OVERFLOW);
+    assert_string_equal(buf, "");
+    assert_int_equal(cw_uri_format(&u, buf, 9), CW_OVERFLOW);
+    assert_string_equal(buf, "ucx+tcp:");
 }
 
 static void test_uri_bad(void **state)
