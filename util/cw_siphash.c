@@ -175,5 +175,5 @@ bool cw_siphash_seed_set(const uint8_t key[CW_SIPHASH_KEY_LEN])
 
 uint64_t cw_siphash_str(const char *s)
 {
-    return cw_siphash_24(seed(), s, strlen(s));
+    return cw_siphash_13(seed(), s, strlen(s));
 }

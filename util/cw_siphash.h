@@ -54,8 +54,8 @@ void cw_siphash_seed_get(uint8_t key_p[CW_SIPHASH_KEY_LEN]);
 bool cw_siphash_seed_set(const uint8_t key[CW_SIPHASH_KEY_LEN]);
 
 /**
- * SipHash-2-4 of the string @p s (without its terminator) under the
- * process's key.
+ * SipHash-1-3 of the string @p s (without its terminator) under the
+ * process's key (as cw_htable's tables hash).
  */
 uint64_t cw_siphash_str(const char *s);
 

@@ -84,7 +84,7 @@ static void test_seed_fixed_once(void **state)
     assert_false(cw_siphash_seed_set(key_a));
     cw_siphash_seed_get(k2);
     assert_memory_equal(k2, key_b, 16);
-    assert_int_equal(cw_siphash_str("abc"), cw_siphash_24(key_b, "abc", 3));
+    assert_int_equal(cw_siphash_str("abc"), cw_siphash_13(key_b, "abc", 3));
 }
 
 /* The reference implementation's vectors (key 00..0f, message 00..n-1). */
