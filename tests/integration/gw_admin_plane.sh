@@ -165,6 +165,15 @@ grep -q "another process listens on it" "$T/gw3.out" || fail "second gateway: $(
 ! grep -qE "$SANITIZER_RE" "$T/gw3.out" || fail "second gateway: sanitizer report: $(cat "$T/gw3.out")"
 "$CWCTL" --admin "$SOCK" status | grep -q "^gateway *gw " || fail "the first gateway lost its socket"
 pass "a second gateway on the same admin_socket refuses to start; the first keeps it"
+# A start that fails earlier, on a network (its shm name is gw's), stops
+# cleanly too (it read a configuration not yet installed: UBSan).
+sed "s|admin_socket: \"$SOCK\"|admin_socket: \"$SOCK_DIR/gw4.sock\"|; s|name: gw,|name: gw4,|" "$T/gw.yaml" >"$T/gw4.yaml" ||
+    fail "cannot write gw4.yaml"
+timeout 20 "$CAUSEWAYD" -c "$T/gw4.yaml" >"$T/gw4.out" 2>&1 && fail "a gateway started on a taken shm name"
+grep -q "cannot listen on shm://$TAG-gw" "$T/gw4.out" || fail "taken shm name: $(tail -n 3 "$T/gw4.out")"
+! grep -qE "$SANITIZER_RE" "$T/gw4.out" || fail "a failed start: sanitizer report: $(cat "$T/gw4.out")"
+[ ! -e "$SOCK_DIR/gw4.sock" ] || fail "a gateway that failed on a network left its admin socket"
+pass "a start that fails on a network exits non-zero with no sanitizer report and no socket file"
 
 # ---- the token on the TCP endpoint ----------------------------------------
 "$CWCTL" --admin "$gw_admin" status >"$T/notoken.out" 2>&1
