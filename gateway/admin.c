@@ -98,21 +98,23 @@ err_free:
     return errno == EADDRINUSE ? CW_ADDR_IN_USE : CW_IO;
 }
 
-/* Whether a process listens on the Unix socket at @p path. */
-static bool gw_admin_unix_live(const char *path)
+/* Whether the Unix socket at @p path is stale: nothing listens on it (a
+ * refused connection).  Anything else (it accepts, its backlog is full,
+ * this user may not connect) keeps it. */
+static bool gw_admin_unix_stale(const char *path)
 {
     struct sockaddr_un sun = {.sun_family = AF_UNIX};
-    bool live;
+    bool stale;
     int fd;
 
     fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
-        return true; /* cannot tell: do not remove it */
+        return false; /* cannot tell: do not remove it */
     memcpy(sun.sun_path, path, strlen(path) + 1);
-    live = connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == 0 ||
-           errno == EAGAIN || errno == EINPROGRESS;
+    stale = connect(fd, (struct sockaddr *)&sun, sizeof(sun)) != 0 &&
+            errno == ECONNREFUSED;
     close(fd);
-    return live;
+    return stale;
 }
 
 /* Bind @p fd to @p path; a socket file left by a gateway that died is
@@ -140,9 +142,10 @@ static cw_status_t gw_admin_unix_bind(int fd, const char *path)
                      "not replaced", path);
             return CW_ADDR_IN_USE;
         }
-        if (gw_admin_unix_live(path)) {
+        if (!gw_admin_unix_stale(path)) {
             CW_ERROR(GW_LOG, "admin_socket %s: another process listens on "
-                     "it (another gateway?)", path);
+                     "it (another gateway?), or this user may not connect "
+                     "to it: not replaced", path);
             return CW_ADDR_IN_USE;
         }
         GW_NOTICE("admin_socket %s: removing the stale socket file", path);
