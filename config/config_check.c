@@ -459,6 +459,7 @@ void cfg_check(struct cfg_ctx *ctx)
     check_services(ctx);
     check_acl(ctx);
     check_sections(ctx);
+    cfg_check_admin(ctx);
 }
 
 cw_status_t cw_config_check_reload(const struct cw_config *cur,

@@ -26,6 +26,14 @@ enum { NET_NAME, NET_ADDRESS, NET_MAX_INFLIGHT, NET_BUSY_POLL };
 enum { RT_DEST, RT_VIA, RT_GATEWAY, RT_PRIORITY, RT_HOP, RT_MAX_INFLIGHT };
 enum { SVC_NAME, SVC_BACKENDS, SVC_POLICY };
 enum { ACL_FROM, ACL_TO, ACL_ALLOW };
+enum {
+    GW_KEY_NAME,
+    GW_KEY_ADMIN,
+    GW_KEY_ADMIN_SOCKET,
+    GW_KEY_ADMIN_SOCKET_MODE,
+    GW_KEY_ADMIN_SOCKET_GROUP,
+    GW_KEY_ADMIN_TOKEN_FILE
+};
 
 /* Where one key of one item was written (0 line = absent). */
 struct cfg_keyloc {
@@ -138,6 +146,10 @@ int cfg_section_find(const char *name);
 
 /* Cross-section checks after every key was stored. */
 void cfg_check(struct cfg_ctx *ctx);
+
+/* The admin plane's keys: socket path, mode and group, the token file
+ * (config_admin.c). */
+void cfg_check_admin(struct cfg_ctx *ctx);
 
 /* Compare one key's values in two structs. */
 bool cfg_value_equal(const struct cw_config_key *key, const void *a,

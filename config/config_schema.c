@@ -25,9 +25,34 @@ static const struct cw_config_key gateway_keys[] = {
      0, NULL, false, "Name of this gateway in logs, stats and cwctl."},
     {"admin", CW_CFG_HOSTPORT, K(cw_config_gateway, admin), "127.0.0.1:9464",
      false, 0, 0, NULL, false,
-     "Admin/stats endpoint \"host:port\" (cwctl talks to it); "
-     "\"\" disables it. reload and drain are accepted from loopback "
-     "clients only."},
+     "Admin/stats endpoint \"host:port\" over TCP; \"\" disables it. "
+     "reload and drain are accepted from loopback clients only; with "
+     "admin_token_file every request needs the token."},
+    {"admin_socket", CW_CFG_STRING, K(cw_config_gateway, admin_socket), "",
+     false, 0, 0, NULL, false,
+     "Admin endpoint on a Unix socket at this path: the protocol and "
+     "commands of admin, reload and drain included; \"\" disables it. Who "
+     "may connect is the file's mode and group: it is created with "
+     "admin_socket_mode and admin_socket_group, replacing a stale socket "
+     "file nothing listens on, and removed on exit. The shipped "
+     "configuration uses /run/causeway/admin.sock, cwctl's default."},
+    {"admin_socket_mode", CW_CFG_STRING,
+     K(cw_config_gateway, admin_socket_mode), "0660", false, 0, 0, NULL,
+     false,
+     "File mode of admin_socket, in octal (connecting needs write "
+     "permission)."},
+    {"admin_socket_group", CW_CFG_STRING,
+     K(cw_config_gateway, admin_socket_group), "", false, 0, 0, NULL, false,
+     "Group of admin_socket (a name or a number), whose members may use it "
+     "with mode 0660; \"\": the gateway's own group."},
+    {"admin_token_file", CW_CFG_STRING,
+     K(cw_config_gateway, admin_token_file), "", false, 0, 0, NULL, false,
+     "File holding a bearer token that every request on the TCP admin "
+     "endpoint must carry (HTTP \"Authorization: Bearer TOKEN\", or a "
+     "first line \"auth TOKEN\"); answered 401 without it. The file must "
+     "exist, hold the token (one line of printable ASCII; trailing white "
+     "space ignored) and be neither readable nor writable by other users, "
+     "else the gateway does not start. \"\": no token."},
     {"threads", CW_CFG_UINT, K(cw_config_gateway, threads), "auto", false, 1,
      256, auto_words, false,
      "Worker threads, or auto: one per CPU the process may run on (its "

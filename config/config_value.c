@@ -480,7 +480,7 @@ static void write_quoted(const char *s, FILE *out)
         if (*p == '"' || *p == '\\')
             fprintf(out, "\\%c", *p);
         else if (*p < 0x20 || *p == 0x7f)
-            fprintf(out, "\\x%02x", *p);
+            fprintf(out, "\\u%04x", *p); /* YAML and JSON both */
         else
             fputc(*p, out);
     }

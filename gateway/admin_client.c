@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -23,6 +24,35 @@ static long long now_ms(void)
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
+}
+
+const char *cw_admin_unix_path(const char *target)
+{
+    if (strncmp(target, "unix:", 5) == 0)
+        return target + 5;
+    return strchr(target, '/') != NULL ? target : NULL;
+}
+
+static cw_status_t admin_connect_unix(const char *path, int *fd_p)
+{
+    struct sockaddr_un sun = {.sun_family = AF_UNIX};
+    cw_status_t st;
+    int fd;
+
+    if (path[0] == '\0' || strlen(path) >= sizeof(sun.sun_path))
+        return CW_INVALID_ARG;
+    memcpy(sun.sun_path, path, strlen(path) + 1);
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return CW_IO;
+    if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) != 0) {
+        st = errno == EACCES || errno == EPERM ? CW_PERMISSION
+                                               : CW_UNREACHABLE;
+        close(fd);
+        return st;
+    }
+    *fd_p = fd;
+    return CW_OK;
 }
 
 static cw_status_t admin_connect(const char *hostport, int *fd_p)
@@ -51,16 +81,27 @@ static cw_status_t admin_connect(const char *hostport, int *fd_p)
     return CW_OK;
 }
 
-cw_status_t cw_admin_request(const char *hostport, const char *line,
-                             unsigned timeout_ms, bool *ok_p, char **body_p)
+/* Send all of @p s. */
+static bool admin_send(int fd, const char *s)
+{
+    size_t n = strlen(s);
+
+    return send(fd, s, n, MSG_NOSIGNAL) == (ssize_t)n;
+}
+
+cw_status_t cw_admin_request(const char *target, const char *token,
+                             const char *line, unsigned timeout_ms,
+                             bool *ok_p, char **body_p)
 {
     long long end = now_ms() + timeout_ms;
-    size_t len = 0, cap = 4096, n = strlen(line);
+    const char *path = cw_admin_unix_path(target);
+    size_t len = 0, cap = 4096;
     char *buf, *nl;
     cw_status_t st;
     int fd;
 
-    st = admin_connect(hostport, &fd);
+    st = path != NULL ? admin_connect_unix(path, &fd)
+                      : admin_connect(target, &fd);
     if (st != CW_OK)
         return st;
     buf = malloc(cap);
@@ -68,8 +109,10 @@ cw_status_t cw_admin_request(const char *hostport, const char *line,
         close(fd);
         return CW_NOMEM;
     }
-    if (send(fd, line, n, MSG_NOSIGNAL) != (ssize_t)n ||
-        send(fd, "\n", 1, MSG_NOSIGNAL) != 1) {
+    if ((token != NULL && path == NULL &&
+         (!admin_send(fd, "auth ") || !admin_send(fd, token) ||
+          !admin_send(fd, "\n"))) ||
+        !admin_send(fd, line) || !admin_send(fd, "\n")) {
         st = CW_IO;
         goto out;
     }
@@ -111,7 +154,9 @@ cw_status_t cw_admin_request(const char *hostport, const char *line,
         *ok_p = true;
         memmove(buf, nl + 1, strlen(nl + 1) + 1);
     } else if (strncmp(buf, "ERR", 3) == 0) {
+        /* The reason, then what follows it (a JSON body). */
         *ok_p = false;
+        *nl = '\n';
         memmove(buf, buf + (buf[3] == ' ' ? 4 : 3),
                 strlen(buf + (buf[3] == ' ' ? 4 : 3)) + 1);
     } else {

@@ -1,27 +1,40 @@
 /*
- * Admin commands: status, routes, services, stats, explain, reload, drain;
- * each rendered as a table or as JSON (metrics: admin_metrics.c).
+ * Admin commands: status, routes, services, stats, config, explain,
+ * reload, drain; each rendered as a table or as JSON (metrics:
+ * admin_metrics.c, peers: admin_peers.c).
  */
 #include "gw_int.h"
 #include "gw_bulk.h"
+#include "cw_json.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
-static void json_str(FILE *out, const char *s)
+/* gw->restart_pending ("a, b") as a JSON array of strings. */
+static void json_restart_pending(struct gw *gw, FILE *out)
 {
-    fputc('"', out);
-    for (; s != NULL && *s != '\0'; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(out, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(out, "\\u%04x", c);
-        else
-            fputc(c, out);
+    fputc('[', out);
+    for (const char *k = gw->restart_pending; *k != '\0';) {
+        size_t n = strcspn(k, ",");
+        fprintf(out, "%s\"%.*s\"", k == gw->restart_pending ? "" : ",",
+                (int)n, k);
+        k += n;
+        k += strspn(k, ", ");
     }
-    fputc('"', out);
+    fputc(']', out);
+}
+
+/* Wall-clock time @p s as ISO-8601 UTC ("2026-11-29T03:05:59Z"). */
+void gw_iso_time(int64_t s, char *buf, size_t len)
+{
+    time_t t = (time_t)s;
+    struct tm tm;
+
+    if (gmtime_r(&t, &tm) == NULL ||
+        strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+        snprintf(buf, len, "-");
 }
 
 static const char *gw_nexthop_state(struct gw *gw, const char *nexthop)
@@ -43,31 +56,25 @@ static void cmd_status(struct gw *gw, FILE *out, bool json)
 
     if (json) {
         fprintf(out, "{\"name\":");
-        json_str(out, name);
+        cw_json_str(out, name);
         fprintf(out, ",\"state\":\"%s\",\"uptime_s\":%.3f,\"inflight\":%u,"
                 "\"unanswered\":%" PRIu64 ",\"config\":", state, up,
                 gw->inflight, gw->unanswered);
-        json_str(out, gw->config_path);
+        cw_json_str(out, gw->config_path);
         fprintf(out, ",\"reloads\":%" PRIu64 ",\"reload_failures\":%" PRIu64
                 ",\"last_reload_error\":", gw->reloads, gw->reload_failures);
-        json_str(out, gw->last_reload_error);
+        cw_json_str(out, gw->last_reload_error);
         /* The keys a reload changed that only a restart applies. */
-        fprintf(out, ",\"restart_pending\":[");
-        for (const char *k = gw->restart_pending; *k != '\0';) {
-            size_t n = strcspn(k, ",");
-            fprintf(out, "%s\"%.*s\"", k == gw->restart_pending ? "" : ",",
-                    (int)n, k);
-            k += n;
-            k += strspn(k, ", ");
-        }
-        fprintf(out, "],\"routes\":%zu,\"networks\":[",
+        fprintf(out, ",\"restart_pending\":");
+        json_restart_pending(gw, out);
+        fprintf(out, ",\"routes\":%zu,\"networks\":[",
                 cw_route_table_size(gw->table));
         for (unsigned i = 0; i < gw->nnets; i++) {
             struct gw_net *n = &gw->nets[i];
             fprintf(out, "%s{\"name\":", i ? "," : "");
-            json_str(out, n->name);
+            cw_json_str(out, n->name);
             fprintf(out, ",\"address\":");
-            json_str(out, n->self);
+            cw_json_str(out, n->self);
             fprintf(out, ",\"removed\":%s,\"rx\":%" PRIu64 ",\"inflight\":%u,"
                     "\"denied\":%" PRIu64 ",\"busy\":%" PRIu64 "}",
                     n->removed ? "true" : "false", n->rx, n->inflight,
@@ -122,9 +129,9 @@ static void route_row(struct gw *gw, FILE *out, bool json, bool *first,
 
     if (json) {
         fprintf(out, "%s{\"dest\":", *first ? "" : ",");
-        json_str(out, r->dest);
+        cw_json_str(out, r->dest);
         fprintf(out, ",\"nexthop\":");
-        json_str(out, r->nexthop);
+        cw_json_str(out, r->nexthop);
         fprintf(out, ",\"kind\":\"%s\",\"priority\":%u,\"hop\":%u,"
                 "\"state\":\"%s\",\"inflight\":%u,\"forwarded\":%" PRIu64
                 ",\"failed\":%" PRIu64 ",\"timedout\":%" PRIu64
@@ -216,7 +223,7 @@ static void cmd_services(struct gw *gw, FILE *out, bool json)
                               ? policies[sv->policy] : "?";
         if (json) {
             fprintf(out, "%s{\"name\":", s ? "," : "");
-            json_str(out, sv->name);
+            cw_json_str(out, sv->name);
             fprintf(out, ",\"policy\":\"%s\",\"backends\":[", pol);
         }
         for (size_t b = 0; b < sv->backends.n; b++) {
@@ -233,7 +240,7 @@ static void cmd_services(struct gw *gw, FILE *out, bool json)
                 gw->table, (unsigned)s, (unsigned)b);
             if (json) {
                 fprintf(out, "%s{\"address\":", b ? "," : "");
-                json_str(out, sv->backends.v[b]);
+                cw_json_str(out, sv->backends.v[b]);
                 fprintf(out, ",\"health\":\"%s\",\"pings_ok\":%" PRIu64
                         ",\"pings_failed\":%" PRIu64 ",\"last\":\"%s\""
                         ",\"state\":\"%s\",\"inflight\":%u}",
@@ -292,9 +299,9 @@ static void cmd_stats(struct gw *gw, FILE *out, bool json)
         for (struct gw_route_stats *rs = gw->routes; rs != NULL;
              rs = rs->next) {
             fprintf(out, "%s{\"dest\":", rs == gw->routes ? "" : ",");
-            json_str(out, rs->dest);
+            cw_json_str(out, rs->dest);
             fprintf(out, ",\"nexthop\":");
-            json_str(out, rs->nexthop);
+            cw_json_str(out, rs->nexthop);
             fprintf(out, ",\"forwarded\":%" PRIu64 ",\"failed\":%" PRIu64
                     ",\"timedout\":%" PRIu64 ",\"denied\":%" PRIu64
                     ",\"busy\":%" PRIu64 ",\"inflight\":%u,"
@@ -351,6 +358,75 @@ static void cmd_stats(struct gw *gw, FILE *out, bool json)
     }
 }
 
+/* The configuration the gateway runs, normalized as causewayd --dump
+ * writes it, with its file and when it was loaded (start or the last
+ * successful reload). */
+static void cmd_config(struct gw *gw, FILE *out, bool json)
+{
+    char when[32], *abs = gw->config_path ? realpath(gw->config_path, NULL)
+                                          : NULL;
+    const char *src = abs ? abs : gw->config_path ? gw->config_path : "-";
+
+    gw_iso_time(gw->config_loaded_s, when, sizeof(when));
+    if (json) {
+        fprintf(out, "{\"sources\":[");
+        cw_json_str(out, src);
+        fprintf(out, "],\"loaded_at\":\"%s\",\"loaded_at_unix\":%" PRId64
+                ",\"reloads\":%" PRIu64 ",\"restart_pending\":", when,
+                gw->config_loaded_s, gw->reloads);
+        json_restart_pending(gw, out);
+        fprintf(out, ",\"config\":");
+        (void)cw_config_dump_json(gw->cfg, out);
+        fprintf(out, "}\n");
+    } else {
+        fprintf(out, "# source: %s\n# loaded: %s (%" PRIu64 " reloads)\n",
+                src, when, gw->reloads);
+        if (gw->restart_pending[0] != '\0')
+            fprintf(out, "# not applied until a restart: %s\n",
+                    gw->restart_pending);
+        (void)cw_config_dump(gw->cfg, out);
+    }
+    free(abs);
+}
+
+/* reload: "OK" and a summary, or ERR with the reason; with @p json, a
+ * JSON body follows either line (cwctl reload --json prints it). */
+static void cmd_reload(struct gw *gw, FILE *out, bool json)
+{
+    char err[256], when[32];
+    cw_status_t st = gw_reload(gw, err, sizeof(err));
+    const char *result = st != CW_OK ? "failed"
+                         : gw->restart_pending[0] != '\0' ? "restart_needed"
+                                                         : "reloaded";
+
+    if (st != CW_OK)
+        fprintf(out, "ERR reload failed, old table kept: %s\n", err);
+    else if (gw->restart_pending[0] != '\0')
+        /* Applied, but not all of it: the caller must know. */
+        fprintf(out, "ERR restart needed: reloaded %s: %zu routes; "
+                "not applied until a restart: %s\n", gw->config_path,
+                cw_route_table_size(gw->table), gw->restart_pending);
+    else
+        fprintf(out, "OK\n");
+    if (!json) {
+        if (st == CW_OK && gw->restart_pending[0] == '\0')
+            fprintf(out, "reloaded %s: %zu routes\n", gw->config_path,
+                    cw_route_table_size(gw->table));
+        return;
+    }
+    gw_iso_time(gw->config_loaded_s, when, sizeof(when));
+    fprintf(out, "{\"result\":\"%s\",\"config\":", result);
+    cw_json_str(out, gw->config_path);
+    fprintf(out, ",\"error\":");
+    cw_json_str(out, st != CW_OK ? err : "");
+    fprintf(out, ",\"routes\":%zu,\"loaded_at\":\"%s\",\"reloads\":%"
+            PRIu64 ",\"reload_failures\":%" PRIu64 ",\"restart_pending\":",
+            cw_route_table_size(gw->table), when, gw->reloads,
+            gw->reload_failures);
+    json_restart_pending(gw, out);
+    fprintf(out, "}\n");
+}
+
 void gw_admin_exec(struct gw *gw, const char *line, bool local, FILE *out)
 {
     char cmd[32] = "", arg[CW_ADDR_STR_MAX] = "", extra[16] = "";
@@ -397,24 +473,30 @@ void gw_admin_exec(struct gw *gw, const char *line, bool local, FILE *out)
             return;
         }
         fprintf(out, "OK\n");
-        (void)cw_route_table_explain(gw->table, arg, out);
-    } else if (strcmp(cmd, "reload") == 0) {
-        char err[256];
-        if (gw_reload(gw, err, sizeof(err)) != CW_OK)
-            fprintf(out, "ERR reload failed, old table kept: %s\n", err);
-        else if (gw->restart_pending[0] != '\0')
-            /* Applied, but not all of it: the caller must know. */
-            fprintf(out, "ERR restart needed: reloaded %s: %zu routes; "
-                    "not applied until a restart: %s\n", gw->config_path,
-                    cw_route_table_size(gw->table), gw->restart_pending);
+        if (json)
+            (void)cw_route_table_explain_json(gw->table, arg, out);
         else
-            fprintf(out, "OK\nreloaded %s: %zu routes\n", gw->config_path,
-                    cw_route_table_size(gw->table));
+            (void)cw_route_table_explain(gw->table, arg, out);
+    } else if (strcmp(cmd, "config") == 0) {
+        fprintf(out, "OK\n");
+        cmd_config(gw, out, json);
+    } else if (strcmp(cmd, "peers") == 0) {
+        char *end;
+        unsigned long limit = arg[0] ? strtoul(arg, &end, 10) : GW_PEERS_SHOWN;
+        if (arg[0] != '\0' && (*end != '\0' || limit == 0 || limit > 100000)) {
+            fprintf(out, "ERR peers takes a count of rows to show (1 to "
+                    "100000), not \"%s\"\n", arg);
+            return;
+        }
+        gw_admin_peers(gw, out, json, (unsigned)limit);
+    } else if (strcmp(cmd, "reload") == 0) {
+        cmd_reload(gw, out, json);
     } else if (strcmp(cmd, "drain") == 0) {
         gw_drain_start(gw, "admin drain");
         fprintf(out, "OK\ndraining %u RPCs in flight\n", gw->inflight);
     } else {
         fprintf(out, "ERR unknown command \"%s\" (status, routes, services, "
-                "stats, metrics, ready, explain ADDR, reload, drain)\n", cmd);
+                "stats, metrics, ready, peers [N], config, explain ADDR, "
+                "reload, drain)\n", cmd);
     }
 }

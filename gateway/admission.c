@@ -81,12 +81,45 @@ err:
     return NULL;
 }
 
+/* Remember idle source @p s for the admin's "peers": its record, made or
+ * updated, becomes the newest; the least recently active go beyond
+ * GW_PEERS_KEPT.  Out of memory, it is forgotten. */
+static void gw_peer_keep(struct gw_shard *w, const struct gw_source *s)
+{
+    size_t n = strlen(s->key);
+    struct cw_hnode *h = cw_htable_find(&w->peers, s->key, n);
+    struct gw_peer *p;
+
+    if (h != NULL) {
+        p = CW_HNODE_ENTRY(h, struct gw_peer, node);
+        cw_htable_touch(&w->peers, h);
+    } else {
+        p = malloc(sizeof(*p) + n + 1);
+        if (p == NULL)
+            return;
+        p->requests = 0;
+        memcpy(p->key, s->key, n + 1);
+        if (cw_htable_insert(&w->peers, &p->node, p->key, n) != CW_OK) {
+            free(p);
+            return;
+        }
+    }
+    p->last_ns = s->last_ns;
+    p->requests += s->requests;
+    while (cw_htable_count(&w->peers) > GW_PEERS_KEPT) {
+        h = cw_htable_oldest(&w->peers);
+        cw_htable_remove(&w->peers, h);
+        free(CW_HNODE_ENTRY(h, struct gw_peer, node));
+    }
+}
+
 /* Drop @p s once it holds nothing, so that shares are computed over the
  * sources active now. */
 static void gw_source_tidy(struct gw_shard *w, struct gw_source *s)
 {
     if (s->inflight > 0 || s->queued > 0)
         return;
+    gw_peer_keep(w, s);
     cw_htable_remove(&w->srcs, &s->node);
     free(s);
     w->nsrcs--;
@@ -187,6 +220,8 @@ static cw_status_t gw_admit(struct gw_shard *w, struct gw_net *ingress,
         return st;
     }
     s->inflight++;
+    s->requests++;
+    s->last_ns = cw_now_ns();
     *src_p = s;
     return CW_OK;
 }
@@ -238,6 +273,11 @@ static void gw_sources_fini_one(struct gw_shard *w)
         free(s);
     }
     cw_htable_fini(&w->srcs);
+    while ((n = cw_htable_oldest(&w->peers)) != NULL) {
+        cw_htable_remove(&w->peers, n);
+        free(CW_HNODE_ENTRY(n, struct gw_peer, node));
+    }
+    cw_htable_fini(&w->peers);
     w->nsrcs = 0;
     w->qring = NULL;
     w->nqsrcs = 0;

@@ -349,13 +349,13 @@ int cw_gateway_demo(bool dump)
     if (admin != NULL) {
         bool ok = false;
         char *body = NULL;
-        if (cw_admin_request(admin, "status", 2000, &ok, &body) == CW_OK &&
+        if (cw_admin_request(admin, NULL, "status", 2000, &ok, &body) == CW_OK &&
             ok)
             printf("\ngateway status (cwctl --admin %s status):\n%s", admin,
                    body);
         free(body);
         body = NULL;
-        if (cw_admin_request(admin, "stats", 2000, &ok, &body) == CW_OK &&
+        if (cw_admin_request(admin, NULL, "stats", 2000, &ok, &body) == CW_OK &&
             ok)
             printf("\ngateway counters (cwctl --admin %s stats):\n%s", admin,
                    body);

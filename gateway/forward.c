@@ -60,14 +60,17 @@ cw_status_t gw_addr_get(struct gw_shard *sh, const char *uri,
     cw_status_t st;
 
     if (n != NULL) {
+        e = CW_HNODE_ENTRY(n, struct gw_addr_ent, node);
         cw_htable_touch(&sh->addrs, n);
-        *addr_p = CW_HNODE_ENTRY(n, struct gw_addr_ent, node)->addr;
+        e->last_ns = cw_now_ns();
+        *addr_p = e->addr;
         return CW_OK;
     }
     e = malloc(sizeof(*e) + len + 1);
     if (e == NULL)
         return CW_NOMEM;
     memcpy(e->key, uri, len + 1);
+    e->last_ns = cw_now_ns();
     st = cw_addr_lookup(sh->ctx, uri, &e->addr);
     if (st != CW_OK) {
         CW_LOG_RL(CW_LOG_WARN, GW_LOG, "cannot resolve next hop %s: %s", uri,

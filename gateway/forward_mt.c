@@ -267,7 +267,9 @@ static void gw_fwd_cancel_one(struct gw_shard *w, bool all)
     uint64_t max, now;
 
     gw_wlock(w);
-    max = gw->cfg->limits.max_timeout_ns;
+    /* A start that failed before any configuration was installed (a
+     * network that could not be opened) stops here too. */
+    max = gw->cfg != NULL ? gw->cfg->limits.max_timeout_ns : UINT64_MAX;
     /* Forwards are admitted on other threads: a clock read before taking
      * the lock could be older than a listed record's t_in and wrap
      * "now - t_in" (a fresh forward cut as if past limits.max_timeout). */

@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define GW_SLICE_MS 5
@@ -127,6 +128,7 @@ void gw_set_config(struct gw *gw, struct cw_config *own,
     gw->table = table;
     gw->cfg = cfg;
     gw->own_cfg = own;
+    gw->config_loaded_s = (int64_t)time(NULL);
     atomic_store_explicit(&gw->max_cached_addrs,
                           (unsigned)cfg->limits.max_cached_addrs,
                           memory_order_relaxed);
@@ -207,11 +209,9 @@ static cw_status_t gw_start(struct gw *gw, const struct cw_config *cfg)
     st = gw_shards_setup(gw);
     if (st != CW_OK)
         return st;
-    if (cfg->gateway.admin != NULL && cfg->gateway.admin[0] != '\0') {
-        st = gw_admin_open(gw, cfg->gateway.admin);
-        if (st != CW_OK)
-            return st;
-    }
+    st = gw_admin_open(gw, &cfg->gateway);
+    if (st != CW_OK)
+        return st;
     return gw_threads_start(gw);
 }
 
@@ -257,6 +257,13 @@ static void gw_watch(struct gw *gw)
         (void)cw_context_unwatch_fd(gw->ctx, gw->sigfd);
         gw->watching = false;
     }
+    if (gw->watching && gw->admin_unix_fd >= 0 &&
+        cw_context_watch_fd(gw->ctx, gw->admin_unix_fd) != CW_OK) {
+        (void)cw_context_unwatch_fd(gw->ctx, gw->sigfd);
+        if (gw->admin_fd >= 0)
+            (void)cw_context_unwatch_fd(gw->ctx, gw->admin_fd);
+        gw->watching = false;
+    }
     if (!gw->watching)
         CW_WARN(GW_LOG, "idle gateway polls every %d ms", GW_SLICE_MS);
 }
@@ -268,6 +275,8 @@ static void gw_unwatch(struct gw *gw)
     (void)cw_context_unwatch_fd(gw->ctx, gw->sigfd);
     if (gw->admin_fd >= 0)
         (void)cw_context_unwatch_fd(gw->ctx, gw->admin_fd);
+    if (gw->admin_unix_fd >= 0)
+        (void)cw_context_unwatch_fd(gw->ctx, gw->admin_unix_fd);
     gw->watching = false;
 }
 
@@ -340,6 +349,13 @@ static void gw_write_ready(struct gw *gw, int fd)
     }
     if (gw->admin_fd >= 0) {
         int n = snprintf(line, sizeof(line), "admin %s\n", gw->admin_addr);
+        if (n > 0 && write(fd, line, (size_t)n) != n)
+            CW_WARN(GW_LOG, "cannot write the ready line: %s",
+                    strerror(errno));
+    }
+    if (gw->admin_unix_fd >= 0) {
+        int n = snprintf(line, sizeof(line), "admin_socket %s\n",
+                         gw->admin_unix_path);
         if (n > 0 && write(fd, line, (size_t)n) != n)
             CW_WARN(GW_LOG, "cannot write the ready line: %s",
                     strerror(errno));
@@ -438,6 +454,7 @@ int cw_gateway_main(const struct cw_config *cfg, const char *config_path,
     }
     gw->config_path = config_path;
     gw->admin_fd = -1;
+    gw->admin_unix_fd = -1;
     gw->spin_ns = GW_SPIN_NS;
     {
         const char *e = getenv("CAUSEWAYD_SPIN_US");

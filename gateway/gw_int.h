@@ -37,6 +37,8 @@
 #define GW_MAX_SHARDS 64 /* gateway.threads: workers */
 #define GW_HIST_BUCKETS 24 /* log2 buckets of added latency, 1 us .. 8 s */
 #define GW_PING_RPC "causeway.ping"
+#define GW_ADMIN_REQ_MAX 4096 /* an admin request, HTTP headers included */
+#define GW_ADMIN_TOKEN_MAX 4096 /* longest admin token (a file's worth) */
 
 /** Life-cycle messages (where it listens, reloads, drain): shown at the
  *  default level (warn) and above, labelled info; hidden by error/none. */
@@ -63,6 +65,7 @@ struct gw_work {
 struct gw_addr_ent {
     struct cw_hnode node;       /**< in gw_shard.addrs, keyed by key */
     cw_addr_t *addr;
+    uint64_t last_ns;           /**< last looked up (a forward to it) */
     char key[];
 };
 
@@ -117,6 +120,9 @@ struct gw_shard {
                                            most limits.max_sources (all
                                            workers together) */
     unsigned nsrcs;                   /**< cw_htable_count(&srcs) */
+    struct cw_htable peers;           /**< gw_peer: sources gone idle, at
+                                           most GW_PEERS_KEPT, the least
+                                           recently active dropped */
     struct gw_counts n;               /**< what its requests came to */
 };
 
@@ -150,6 +156,17 @@ struct gw_route_stats {
     _Atomic uint64_t lat_sum_ns, lat_n;
 };
 
+/** A caller whose requests have all ended, remembered for the admin's
+ *  "peers" (a gw_source lives only while it holds requests). */
+struct gw_peer {
+    struct cw_hnode node;             /**< in gw_shard.peers, keyed by key */
+    uint64_t last_ns;                 /**< its last request's admission */
+    uint64_t requests;                /**< requests admitted, all told */
+    char key[];
+};
+
+#define GW_PEERS_KEPT 1024 /* idle callers remembered per worker */
+
 /** A source's queued requests to one route, oldest first. */
 struct gw_lane {
     struct gw_lane *next;             /**< the source's other lanes */
@@ -163,6 +180,8 @@ struct gw_lane {
  *  waiting in the queue. */
 struct gw_source {
     struct cw_hnode node;             /**< in gw->srcs, keyed by key */
+    uint64_t last_ns;                 /**< its last request's admission */
+    uint64_t requests;                /**< requests admitted */
     unsigned inflight;
     unsigned queued;                  /**< requests waiting for a slot */
     struct gw_lane *lanes;            /**< those requests, one FIFO a route */
@@ -237,19 +256,21 @@ struct gw_hc {
     uint64_t next_ns;
     uint64_t ok, fail;          /**< totals */
     cw_status_t last;
+    uint64_t last_ns;           /**< when the last check ended (0: none) */
     uint64_t last_rtt_ns;
 };
 
-/** An admin connection. */
-/* An admin connection: it reads one request, then writes the answer
- * without blocking (as the socket takes it), then reads what the client
- * still sends until it closes; each phase has a deadline. */
+/** An admin connection: it reads one request, then writes the answer
+ *  without blocking (as the socket takes it), then reads what the client
+ *  still sends until it closes; each phase has a deadline. */
 struct gw_admin_conn {
     int fd;
-    char buf[512];
+    char buf[GW_ADMIN_REQ_MAX]; /**< the request (HTTP: with its headers) */
     size_t len;
     uint64_t deadline_ns;
-    bool local;          /**< the client connected from a loopback address */
+    bool tcp;            /**< on the TCP endpoint (else the Unix socket) */
+    bool local;          /**< the client is on this host: a loopback
+                              address, or the Unix socket */
     char *out;           /**< the answer, once the request is complete */
     size_t out_len, out_off;
     bool closing; /**< answer sent, write side shut */
@@ -291,9 +312,16 @@ struct gw {
 
     /* signals, admin, lifecycle */
     int sigfd;
-    int admin_fd;
-    bool watching;              /**< sigfd, admin_fd wake cw_progress */
+    int admin_fd;               /**< gateway.admin (TCP), or -1 */
+    int admin_unix_fd;          /**< gateway.admin_socket, or -1 */
+    bool watching;              /**< sigfd, admin fds wake cw_progress */
     char admin_addr[80];        /**< bound admin host:port */
+    char admin_unix_path[108];  /**< the socket file bound here ... */
+    uint64_t admin_unix_dev, admin_unix_ino; /**< ... and its identity,
+                                                  checked before unlink */
+    char *admin_token;          /**< gateway.admin_token_file's token: the
+                                     TCP endpoint needs it; NULL: none */
+    int64_t config_loaded_s;    /**< when it was loaded (wall clock, s) */
     struct gw_admin_conn conns[GW_ADMIN_CONNS];
     bool draining;
     bool drain_canceled;
@@ -586,7 +614,9 @@ uint64_t gw_health_next(const struct gw *gw);
 void gw_ping_handler(cw_handle_t *h, void *arg);
 
 /* admin.c */
-cw_status_t gw_admin_open(struct gw *gw, const char *hostport);
+/** Open the admin endpoints @p g asks for (TCP, Unix socket) and read the
+ *  TCP endpoint's token; logs and returns the first failure. */
+cw_status_t gw_admin_open(struct gw *gw, const struct cw_config_gateway *g);
 void gw_admin_poll(struct gw *gw, uint64_t now);
 void gw_admin_close(struct gw *gw);
 /** Run one admin command line; writes "OK\n"/"ERR ...\n" and a body.
@@ -594,6 +624,23 @@ void gw_admin_close(struct gw *gw);
  *  client on a loopback address; the others answer anyone the admin
  *  socket accepts (a scraper on another host, with admin on 0.0.0.0). */
 void gw_admin_exec(struct gw *gw, const char *line, bool local, FILE *out);
+
+/** Wall-clock seconds @p s as ISO-8601 UTC into @p buf. */
+void gw_iso_time(int64_t s, char *buf, size_t len);
+
+/* admin_peers.c */
+#define GW_PEERS_SHOWN 100 /* rows of each kind "peers" shows by default */
+/** The clients and next hops the gateway knows (every worker's lock
+ *  held): "OK" and the @p limit most recently active of each, and how
+ *  many more; "ERR" if out of memory. */
+void gw_admin_peers(struct gw *gw, FILE *out, bool json, unsigned limit);
+
+/* admin_http.c */
+/** Answer HTTP request @p req (request line and headers) to @p out:
+ *  the path is the command, the query its argument and "json". */
+void gw_admin_http(struct gw *gw, const char *req, bool local, FILE *out);
+/** The HTTP answer to a request without the admin token (401). */
+void gw_admin_http_unauthorized(FILE *out);
 
 /* reload.c */
 /** Reload the configuration file; on failure @p err gets a summary. */

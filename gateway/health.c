@@ -173,7 +173,8 @@ static void gw_ping_cb(cw_handle_t *h, cw_status_t st, void *arg)
         struct gw_hc *hc = &gw->hcs[p->index];
         hc->inflight = false;
         hc->last = st;
-        hc->last_rtt_ns = cw_now_ns() - p->t0;
+        hc->last_ns = cw_now_ns();
+        hc->last_rtt_ns = hc->last_ns - p->t0;
         if (ok)
             hc->ok++;
         else
@@ -283,6 +284,7 @@ err:
     /* The target could not even be addressed: that is a failed check. */
     hc->fail++;
     hc->last = st;
+    hc->last_ns = cw_now_ns();
     if (hc->is_backend)
         gw_health_report_backend(gw, gw->table, hc->service, hc->backend,
                                  false, "health check", st);

@@ -1,6 +1,7 @@
 /* "Which route would carry a message to ADDR, and why" (like ip route get),
  * and the client side: routes-only files and plain-address lookups. */
 #include "routing_int.h"
+#include "cw_json.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -32,12 +33,31 @@ static const char *kind_text(const struct cw_addr_pattern *pat, char *buf,
     return buf;
 }
 
+/* One candidate route: a line, or (json) an object. */
 static void print_route(const struct cw_route_table *t, unsigned ri,
-                        bool chosen, FILE *out)
+                        bool chosen, bool json, FILE *out)
 {
     const struct rt_route *r = &t->routes[ri];
     const struct rt_nexthop *nh = &t->nexthops[r->nexthop];
 
+    if (json) {
+        fprintf(out, "{\"kind\":\"%s\",\"nexthop\":",
+                nh->is_gateway ? "gateway" : "via");
+        cw_json_str(out, nh->name);
+        fprintf(out, ",\"priority\":%u,\"hop\":%u,\"up\":%s,\"inflight\":%u,"
+                "\"chosen\":%s,\"route\":", r->priority, r->hop,
+                atomic_load(&nh->up) ? "true" : "false",
+                atomic_load(&nh->inflight), chosen ? "true" : "false");
+        if (r->implicit)
+            fprintf(out, "\"connected\"");
+        else
+            fprintf(out, "\"routes[%d]\"", r->cfg_index);
+        fprintf(out, ",\"file\":");
+        cw_json_str(out, r->loc.file);
+        fprintf(out, ",\"line\":%u,\"column\":%u}", r->loc.line,
+                r->loc.column);
+        return;
+    }
     fprintf(out, "      -> %s %s  priority %u hop %u  %s, %u in flight%s",
             nh->is_gateway ? "gateway" : "via", nh->name, r->priority, r->hop,
             atomic_load(&nh->up) ? "up" : "DOWN",
@@ -50,83 +70,148 @@ static void print_route(const struct cw_route_table *t, unsigned ri,
                 r->loc.line, r->loc.column);
 }
 
+/* Why route @p ri won, one sentence per reason, into @p buf. */
+static void explain_why(struct cw_route_table *t,
+                        const struct rt_match_set *set, long ri, char *buf,
+                        size_t len)
+{
+    const struct rt_route *r = &t->routes[ri];
+    const struct rt_nexthop *nh = &t->nexthops[r->nexthop];
+    unsigned best[64];
+    char kind[96];
+    size_t off = 0, nbest;
+
+#define WHY(...)                                                               \
+    do {                                                                       \
+        if (off < len)                                                         \
+            off += (size_t)snprintf(buf + off, len - off, __VA_ARGS__);        \
+    } while (0)
+    buf[0] = '\0';
+    for (size_t i = 0; i < set->n; i++) {
+        bool in = false;
+        for (size_t k = 0; k < set->g[i]->nroutes; k++)
+            in = in || set->g[i]->routes[k] == (unsigned)ri;
+        if (!in)
+            continue;
+        if (i > 0)
+            WHY(" the %zu more specific dest(s) have every next hop down;", i);
+        else
+            WHY(" most specific matching dest (%s);",
+                kind_text(&set->g[i]->pat, kind, sizeof(kind)));
+        nbest = rt_group_best(t, set->g[i], best, 64);
+        if (set->g[i]->nroutes > 1)
+            WHY(" lowest priority %u, fewest hops %u among %zu route(s) for "
+                "it;", r->priority, r->hop, set->g[i]->nroutes);
+        if (nbest > 1)
+            WHY(" %zu equal routes: healthiest, least loaded, then round "
+                "robin;", nbest);
+        break;
+    }
+    WHY(" next hop %s", atomic_load(&nh->up) ? "up" : "down (every "
+        "alternative is down too)");
+#undef WHY
+}
+
 static cw_status_t explain_uri(struct cw_route_table *t,
                                const struct cw_uri *uri, const char *shown,
-                               FILE *out)
+                               bool json, FILE *out)
 {
     struct rt_match_set set;
     const struct rt_route *r;
     const struct rt_nexthop *nh;
-    char kind[96];
-    unsigned best[64];
-    size_t nbest;
+    char kind[96], why[1024];
     long ri;
 
     ri = rt_select(t, uri, &set);
     if (ri < 0) {
-        fprintf(out, "%s: no route (no dest pattern matches%s)\n", shown,
-                t->nnetworks ? " and no network uses this plugin+protocol"
-                             : "; a client sends it directly");
+        const char *reason = t->nnetworks
+            ? "no dest pattern matches and no network uses this "
+              "plugin+protocol"
+            : "no dest pattern matches; a client sends it directly";
+        if (json) {
+            fprintf(out, "\"target\":");
+            cw_json_str(out, shown);
+            fprintf(out, ",\"result\":\"no_route\",\"reason\":\"%s\"",
+                    reason);
+        } else {
+            fprintf(out, "%s: no route (%s)\n", shown, reason);
+        }
         return CW_NO_ROUTE;
     }
     r = &t->routes[ri];
     nh = &t->nexthops[r->nexthop];
-    if (nh->is_gateway)
-        fprintf(out, "%s gateway %s%s%s\n", shown, nh->name,
-                nh->network >= 0 ? " dev " : "",
-                nh->network >= 0 ? t->network_names[nh->network] : "");
-    else if (nh->network >= 0)
-        fprintf(out, "%s via %s (deliver directly)\n", shown, nh->name);
-    else
-        fprintf(out, "%s direct\n", shown);
-    if (r->implicit)
-        fprintf(out, "  route: connected network %s (%s:%u:%u), dest %s\n",
-                nh->name, r->loc.file, r->loc.line, r->loc.column, r->dest);
-    else
-        fprintf(out, "  route: routes[%d] at %s:%u:%u, dest \"%s\"\n",
-                r->cfg_index, r->loc.file, r->loc.line, r->loc.column,
-                r->dest);
-    fprintf(out, "  why:");
-    for (size_t i = 0; i < set.n; i++) {
-        bool in = false;
-        for (size_t k = 0; k < set.g[i]->nroutes; k++)
-            in = in || set.g[i]->routes[k] == (unsigned)ri;
-        if (!in)
-            continue;
-        if (i > 0)
-            fprintf(out, " the %zu more specific dest(s) have every next hop "
-                    "down;", i);
+    explain_why(t, &set, ri, why, sizeof(why));
+    if (json) {
+        fprintf(out, "\"target\":");
+        cw_json_str(out, shown);
+        fprintf(out, ",\"result\":\"route\",\"kind\":\"%s\",\"nexthop\":",
+                nh->is_gateway ? "gateway" : nh->network >= 0 ? "via"
+                                                              : "direct");
+        cw_json_str(out, nh->name);
+        fprintf(out, ",\"network\":");
+        if (nh->network >= 0)
+            cw_json_str(out, t->network_names[nh->network]);
         else
-            fprintf(out, " most specific matching dest (%s);",
-                    kind_text(&set.g[i]->pat, kind, sizeof(kind)));
-        nbest = rt_group_best(t, set.g[i], best, 64);
-        if (set.g[i]->nroutes > 1)
-            fprintf(out, " lowest priority %u, fewest hops %u among %zu "
-                    "route(s) for it;", r->priority, r->hop,
-                    set.g[i]->nroutes);
-        if (nbest > 1)
-            fprintf(out, " %zu equal routes: healthiest, least loaded, then "
-                    "round robin;", nbest);
-        break;
+            fprintf(out, "null");
+        fprintf(out, ",\"up\":%s,\"route\":",
+                atomic_load(&nh->up) ? "true" : "false");
+        print_route(t, (unsigned)ri, true, true, out);
+        fprintf(out, ",\"dest\":");
+        cw_json_str(out, r->dest);
+        fprintf(out, ",\"why\":");
+        cw_json_str(out, why + 1);
+        fprintf(out, ",\"matches\":[");
+    } else {
+        if (nh->is_gateway)
+            fprintf(out, "%s gateway %s%s%s\n", shown, nh->name,
+                    nh->network >= 0 ? " dev " : "",
+                    nh->network >= 0 ? t->network_names[nh->network] : "");
+        else if (nh->network >= 0)
+            fprintf(out, "%s via %s (deliver directly)\n", shown, nh->name);
+        else
+            fprintf(out, "%s direct\n", shown);
+        if (r->implicit)
+            fprintf(out, "  route: connected network %s (%s:%u:%u), dest "
+                    "%s\n", nh->name, r->loc.file, r->loc.line, r->loc.column,
+                    r->dest);
+        else
+            fprintf(out, "  route: routes[%d] at %s:%u:%u, dest \"%s\"\n",
+                    r->cfg_index, r->loc.file, r->loc.line, r->loc.column,
+                    r->dest);
+        fprintf(out, "  why:%s\n", why);
+        fprintf(out, "  matching dests, most specific first:\n");
     }
-    fprintf(out, " next hop %s\n", atomic_load(&nh->up) ? "up" : "down "
-            "(every alternative is down too)");
-    fprintf(out, "  matching dests, most specific first:\n");
     for (size_t i = 0; i < set.n; i++) {
         char pat[CW_URI_MAX + 64];
         const struct rt_group *g = set.g[i];
+        const char *dest;
+
         cw_addr_pattern_format(&g->pat, pat, sizeof(pat));
-        fprintf(out, "    %zu. %s  (%s)\n", i + 1,
-                g->nroutes ? t->routes[g->routes[0]].dest : pat,
-                kind_text(&g->pat, kind, sizeof(kind)));
-        for (size_t k = 0; k < g->nroutes; k++)
-            print_route(t, g->routes[k], g->routes[k] == (unsigned)ri, out);
+        dest = g->nroutes ? t->routes[g->routes[0]].dest : pat;
+        kind_text(&g->pat, kind, sizeof(kind));
+        if (json) {
+            fprintf(out, "%s{\"dest\":", i ? "," : "");
+            cw_json_str(out, dest);
+            fprintf(out, ",\"match\":\"%s\",\"routes\":[", kind);
+        } else {
+            fprintf(out, "    %zu. %s  (%s)\n", i + 1, dest, kind);
+        }
+        for (size_t k = 0; k < g->nroutes; k++) {
+            if (json && k > 0)
+                fputc(',', out);
+            print_route(t, g->routes[k], g->routes[k] == (unsigned)ri, json,
+                        out);
+        }
+        if (json)
+            fprintf(out, "]}");
     }
+    if (json)
+        fprintf(out, "]");
     return CW_OK;
 }
 
-cw_status_t cw_route_table_explain(struct cw_route_table *table,
-                                   const char *addr, FILE *out)
+static cw_status_t explain(struct cw_route_table *table, const char *addr,
+                           bool json, FILE *out)
 {
     struct cw_addr_path *path;
     char err[256];
@@ -137,45 +222,91 @@ cw_status_t cw_route_table_explain(struct cw_route_table *table,
     path = malloc(sizeof(*path));
     if (path == NULL)
         return CW_NOMEM;
+    if (json) {
+        fprintf(out, "{\"address\":");
+        cw_json_str(out, addr);
+        fputc(',', out);
+    }
     if (strncmp(addr, "svc:", 4) == 0 && strchr(addr, '@') == NULL) {
         struct cw_service_pick pick;
         struct cw_uri uri;
+        const char *policy;
+
         st = cw_route_table_service_pick(table, addr, NULL, &pick);
         if (st != CW_OK) {
-            fprintf(out, "%s: no such service in %s\n", addr, table->path);
+            if (json) {
+                fprintf(out, "\"result\":\"no_service\",\"reason\":");
+                cw_json_str(out, "no such service");
+            } else {
+                fprintf(out, "%s: no such service in %s\n", addr,
+                        table->path);
+            }
             goto out_free;
         }
-        fprintf(out, "%s: service '%s' (%zu backends, policy %s) -> next "
-                "pick %s\n", addr, addr + 4,
-                table->services[pick.service].nbackends,
-                (const char *[]){"round_robin", "least_inflight",
-                                 "hash"}[table->services[pick.service]
-                                             .policy],
-                pick.address);
+        policy = (const char *[]){"round_robin", "least_inflight",
+                                  "hash"}[table->services[pick.service]
+                                              .policy];
+        if (json) {
+            fprintf(out, "\"service\":{\"name\":");
+            cw_json_str(out, addr + 4);
+            fprintf(out, ",\"backends\":%zu,\"policy\":\"%s\",\"pick\":",
+                    table->services[pick.service].nbackends, policy);
+            cw_json_str(out, pick.address);
+            fprintf(out, "},");
+        } else {
+            fprintf(out, "%s: service '%s' (%zu backends, policy %s) -> "
+                    "next pick %s\n", addr, addr + 4,
+                    table->services[pick.service].nbackends, policy,
+                    pick.address);
+        }
         if (cw_uri_parse(pick.address, &uri) != CW_OK) {
             st = CW_INVALID_ARG;
+            if (json)
+                fprintf(out, "\"result\":\"invalid\"");
             goto out_free;
         }
-        st = explain_uri(table, &uri, pick.address, out);
+        st = explain_uri(table, &uri, pick.address, json, out);
         goto out_free;
     }
     if (cw_addr_path_parse(addr, path, err, sizeof(err)) != CW_OK) {
-        fprintf(out, "%s: not an address: %s\n", addr, err);
+        if (json) {
+            fprintf(out, "\"result\":\"invalid\",\"reason\":");
+            cw_json_str(out, err);
+        } else {
+            fprintf(out, "%s: not an address: %s\n", addr, err);
+        }
         st = CW_INVALID_ARG;
         goto out_free;
     }
     if (path->nhops > 0) {
         char first[CW_URI_MAX];
         cw_uri_format(&path->hops[0], first, sizeof(first));
-        fprintf(out, "%s: proxied address; the first hop is %s "
-                "(%u gateway(s))\n", addr, first, path->nhops);
-        st = explain_uri(table, &path->hops[0], first, out);
+        if (json)
+            fprintf(out, "\"gateways\":%u,", path->nhops);
+        else
+            fprintf(out, "%s: proxied address; the first hop is %s "
+                    "(%u gateway(s))\n", addr, first, path->nhops);
+        st = explain_uri(table, &path->hops[0], first, json, out);
     } else {
-        st = explain_uri(table, &path->target, addr, out);
+        st = explain_uri(table, &path->target, addr, json, out);
     }
 out_free:
+    if (json)
+        fprintf(out, "}\n");
     free(path);
     return st;
+}
+
+cw_status_t cw_route_table_explain(struct cw_route_table *table,
+                                   const char *addr, FILE *out)
+{
+    return explain(table, addr, false, out);
+}
+
+cw_status_t cw_route_table_explain_json(struct cw_route_table *table,
+                                        const char *addr, FILE *out)
+{
+    return explain(table, addr, true, out);
 }
 
 cw_status_t cw_route_table_load_client(const char *path,

@@ -164,6 +164,11 @@ struct cw_config_gateway {
     struct cw_config_loc loc;
     char *name;              /**< gateway name (stats, logs) */
     char *admin;             /**< admin/stats "host:port", "" = disabled */
+    char *admin_socket;      /**< admin Unix socket path, "" = none */
+    char *admin_socket_mode; /**< its file mode, octal text ("0660") */
+    char *admin_socket_group;/**< its group, "" = the gateway's own */
+    char *admin_token_file;  /**< bearer token for the TCP endpoint, from
+                                  this file; "" = no token */
     uint32_t threads;        /**< worker threads; 0: auto (one per CPU
                                   the process may run on, at most 16) */
     int log_level;           /**< enum cw_log_level */
@@ -275,6 +280,33 @@ enum {
 };
 
 /**
+ * Read a secret token from @p path (gateway.admin_token_file): one line of
+ * printable ASCII, trailing white space ignored.  The file must be a
+ * regular file that other users can neither read nor write.
+ * @param[out] token_p  malloc'd token, written only on success.
+ * @param[out] err      the reason, naming the file, on failure.
+ * @return CW_OK; CW_NOENT when it cannot be opened; CW_CONFIG when it is
+ *         not a regular file, is accessible to others, is empty, too long
+ *         or holds blanks or control characters.
+ */
+CW_PUBLIC cw_status_t cw_config_read_token(const char *path, char **token_p,
+                                           char *err, size_t errlen);
+
+/**
+ * Parse a file mode written in octal ("0660"), at most 0777.
+ * @return CW_OK with *@p mode_p set, else CW_INVALID_ARG.
+ */
+CW_PUBLIC cw_status_t cw_config_socket_mode(const char *text,
+                                            unsigned *mode_p);
+
+/**
+ * The group id of @p name, a group name or a number.
+ * @return CW_OK with *@p gid_p set; CW_NOENT for no such group;
+ *         CW_INVALID_ARG for an empty name or a number out of range.
+ */
+CW_PUBLIC cw_status_t cw_config_group_id(const char *name, unsigned *gid_p);
+
+/**
  * Load and validate a configuration file.
  * @param[in]  path   file to read.
  * @param[in]  flags  0 or CW_CONFIG_ROUTES_ONLY.
@@ -304,6 +336,15 @@ CW_PUBLIC void cw_config_free(struct cw_config *cfg);
  * @return CW_OK or CW_IO.
  */
 CW_PUBLIC cw_status_t cw_config_dump(const struct cw_config *cfg, FILE *out);
+
+/**
+ * The same configuration as one JSON object: a member per section (acl
+ * null when absent), every key with its value, defaults filled in; sizes,
+ * durations and words as the strings cw_config_dump writes.
+ * @return CW_OK, CW_INVALID_ARG, or CW_IO if writing failed.
+ */
+CW_PUBLIC cw_status_t cw_config_dump_json(const struct cw_config *cfg,
+                                          FILE *out);
 
 /**
  * Check that @p next may replace @p cur by a reload: every key whose schema

@@ -126,6 +126,18 @@ CW_PUBLIC cw_status_t cw_route_table_lookup_str(struct cw_route_table *table,
 CW_PUBLIC cw_status_t cw_route_table_explain(struct cw_route_table *table,
                                              const char *addr, FILE *out);
 
+/**
+ * cw_route_table_explain as one JSON object: "address", "result" (route,
+ * no_route, no_service, invalid), for a route "target", "kind" (gateway,
+ * via, direct), "nexthop", "network", "up", "route" (the chosen one),
+ * "dest", "why" and "matches" (each matching dest, most specific first,
+ * with its candidate routes); "service" for svc:NAME and "gateways" for a
+ * proxied address; "reason" when there is no route.
+ * @return as cw_route_table_explain.
+ */
+CW_PUBLIC cw_status_t cw_route_table_explain_json(struct cw_route_table *table,
+                                                  const char *addr, FILE *out);
+
 /* -- Next hops: health and load ----------------------------------------- */
 
 /** What one health report changed (cw_route_table_nexthop_report,

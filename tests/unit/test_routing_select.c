@@ -605,6 +605,82 @@ static void test_explain(void **state)
     cw_route_table_unref(t);
 }
 
+/* Brackets balance outside strings, and every string ends: what a JSON
+ * object needs of its shape (the integration tests parse it with jq). */
+static void assert_json_shape(const char *s)
+{
+    int depth = 0;
+    bool str = false;
+
+    assert_int_equal(s[0], '{');
+    for (; *s != '\0'; s++) {
+        if (str && *s == '\\' && s[1] != '\0')
+            s++;
+        else if (*s == '"')
+            str = !str;
+        else if (!str && (*s == '{' || *s == '['))
+            depth++;
+        else if (!str && (*s == '}' || *s == ']'))
+            assert_true(--depth >= 0);
+    }
+    assert_false(str);
+    assert_int_equal(depth, 0);
+}
+
+static char *explain_json(struct cw_route_table *t, const char *addr,
+                          cw_status_t want)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&buf, &len);
+
+    assert_non_null(mem);
+    assert_int_equal(cw_route_table_explain_json(t, addr, mem), want);
+    fclose(mem);
+    assert_json_shape(buf);
+    return buf;
+}
+
+static void test_explain_json(void **state)
+{
+    struct cw_route_table *t = table_from(
+        NETS "routes:\n"
+             "  - { dest: \"ofi+cxi://10.0.0.0/8\", gateway: \"ofi+tcp://10.1.0.3:1\", priority: 1 }\n"
+             "  - { dest: \"ofi+cxi://10.0.0.0/8\", gateway: \"ofi+tcp://10.1.0.4:1\", priority: 2 }\n"
+             "services:\n"
+             "  - { name: s, backends: [\"ofi+cxi://10.1.1.1:1\"] }\n",
+        0);
+    static const struct {
+        const char *addr;
+        cw_status_t st;
+        const char *want;
+    } cases[] = {
+        {"ofi+cxi://10.1.2.3:1", CW_OK,
+         "\"result\":\"route\",\"kind\":\"gateway\","
+         "\"nexthop\":\"ofi+tcp://10.1.0.3:1\",\"network\":\"eth0\""},
+        {"ofi+cxi://10.1.2.3:1", CW_OK,
+         "\"chosen\":true,\"route\":\"routes[0]\",\"file\":\"test.yaml\","
+         "\"line\":5"},
+        {"ofi+cxi://10.1.2.3:1", CW_OK,
+         "\"why\":\"most specific matching dest"},
+        {"svc:s", CW_OK, "\"service\":{\"name\":\"s\",\"backends\":1,"},
+        {"ofi+cxi://10.1.2.3:1@ofi+tcp://10.1.0.2:1", CW_OK,
+         "\"gateways\":1,\"target\":\"ofi+tcp://10.1.0.2:1\""},
+        {"shm://x", CW_NO_ROUTE, "\"result\":\"no_route\""},
+        {"svc:none", CW_NOENT, "\"result\":\"no_service\""},
+        {"::\"bad::", CW_INVALID_ARG,
+         "\"address\":\"::\\\"bad::\",\"result\":\"invalid\""},
+    };
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *b = explain_json(t, cases[i].addr, cases[i].st);
+        if (strstr(b, cases[i].want) == NULL)
+            fail_msg("%s: no %s in %s", cases[i].addr, cases[i].want, b);
+        free(b);
+    }
+    cw_route_table_unref(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -624,6 +700,7 @@ int main(void)
         cmocka_unit_test(test_client_routes),
         cmocka_unit_test(test_refcount),
         cmocka_unit_test(test_explain),
+        cmocka_unit_test(test_explain_json),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
