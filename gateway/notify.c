@@ -64,7 +64,10 @@ static bool notify_send(const char *msg, size_t len)
                   "failed: %s", strerror(errno));
         return false;
     }
-    sent = sendto(fd, msg, len, MSG_NOSIGNAL, (struct sockaddr *)&sa, salen);
+    /* Never wait on a manager that does not read: this runs under every
+     * worker's lock (a reload). */
+    sent = sendto(fd, msg, len, MSG_NOSIGNAL | MSG_DONTWAIT,
+                  (struct sockaddr *)&sa, salen);
     if (sent != (ssize_t)len)
         CW_LOG_RL(CW_LOG_WARN, GW_LOG, "sendto(NOTIFY_SOCKET %s) failed: %s",
                   name, sent < 0 ? strerror(errno) : "short write");

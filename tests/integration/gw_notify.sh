@@ -22,7 +22,7 @@ lines() { wc -l <"$T/$1.notify"; }
 start_echo echo "shm://$TAG-echo"
 listen sd "$T/notify.sock"
 export NOTIFY_SOCKET="$T/notify.sock"
-tcp_shm_gw gw ""
+tcp_shm_gw gw "admin: \"127.0.0.1:$(free_port)\""
 unset NOTIFY_SOCKET
 wait_for grep -q "^READY=1" "$T/sd.notify" || fail "no READY=1: $(cat "$T/sd.notify")"
 case $(line sd 1) in
@@ -66,7 +66,7 @@ pass "SIGTERM: $(sed -n "$((n + 1)),\$p" "$T/sd.notify" | grep STOPPING)"
 # An abstract socket, "@name".
 listen abs "@cw-notify-$TAG"
 export NOTIFY_SOCKET="@cw-notify-$TAG"
-tcp_shm_gw agw ""
+tcp_shm_gw agw "admin: \"127.0.0.1:$(free_port)\""
 unset NOTIFY_SOCKET
 wait_for grep -q "^READY=1 STATUS=serving" "$T/abs.notify" ||
     fail "no READY=1 on the abstract socket @cw-notify-$TAG"
@@ -75,7 +75,7 @@ stop_pid "$agw_PID"
 
 # A NOTIFY_SOCKET that names no socket: said in the log; the gateway runs.
 export NOTIFY_SOCKET="relative-name"
-tcp_shm_gw bgw ""
+tcp_shm_gw bgw "admin: \"127.0.0.1:$(free_port)\""
 unset NOTIFY_SOCKET
 grep -q "NOTIFY_SOCKET 'relative-name': not a socket path or @abstract name" "$T/bgw.log" ||
     fail "a bad NOTIFY_SOCKET is not reported: $(tail -n 5 "$T/bgw.log")"

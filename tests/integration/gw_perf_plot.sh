@@ -24,7 +24,7 @@ perf_pid=$!
 PIDS="$PIDS $perf_pid"
 wait_for addr_ready "$T/perf.addr" "$perf_pid" || fail "cw-perf server did not start"
 srv=$(cat "$T/perf.addr")
-tcp_shm_gw gw ""
+tcp_shm_gw gw "admin: \"127.0.0.1:$(free_port)\""
 
 # Without gnuplot on PATH: said before anything runs, exit 1.
 timeout 60 env PATH=/nonexistent "$CW_PERF" client --target "$srv" --test lat \

@@ -7,7 +7,7 @@
 . "$(dirname "$0")/gw_lib.sh"
 
 start_echo echo "shm://$TAG-echo"
-tcp_shm_gw gw ""
+tcp_shm_gw gw "admin: \"127.0.0.1:$(free_port)\""
 
 # check_json OUT PYTHON-CONDITION WHAT: every line of OUT is a JSON object;
 # the condition holds of the list of them, "s".
