@@ -2,7 +2,9 @@
 #include <causeway/log.h>
 
 #include <errno.h>
+#include <stdbool.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +18,23 @@ volatile int cw_log_level_ = CW_LOG_WARN;
 static pthread_once_t log_once = PTHREAD_ONCE_INIT;
 static pthread_once_t journal_once = PTHREAD_ONCE_INIT;
 static bool log_journal; /* stderr is the journal: "<N>" prefixes */
+
+/* The application's handler (cw_log_set_handler), called holding the
+ * handler turn: once the setter returns no thread is still inside the old
+ * handler, and the handler sees one message at a time, as stderr's own
+ * lock orders the lines written there.  Turns are taken in order (a ticket
+ * lock): with a plain mutex, or an rwlock of either preference, threads
+ * that log without pause kept a setter waiting until they stopped.  A
+ * message the handler itself logs goes to stderr (log_in_handler): a turn
+ * is not recursive. */
+static pthread_mutex_t handler_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t handler_cond = PTHREAD_COND_INITIALIZER;
+static uint64_t handler_next, handler_serving;
+static cw_log_handler_t log_handler;
+static void *log_handler_arg;
+/* Whether log_handler may be set: without one, no turn is taken. */
+static atomic_bool log_handler_on;
+static _Thread_local bool log_in_handler;
 
 static const char *const level_names[] = {
     [CW_LOG_NONE] = "none",   [CW_LOG_ERROR] = "error",
@@ -79,6 +98,60 @@ void cw_log_set_level(int level)
     cw_log_level_ = level;
 }
 
+static void handler_turn_take(void)
+{
+    uint64_t ticket;
+
+    pthread_mutex_lock(&handler_lock);
+    ticket = handler_next++;
+    while (ticket != handler_serving)
+        pthread_cond_wait(&handler_cond, &handler_lock);
+    pthread_mutex_unlock(&handler_lock);
+}
+
+static void handler_turn_give(void)
+{
+    pthread_mutex_lock(&handler_lock);
+    handler_serving++;
+    pthread_cond_broadcast(&handler_cond);
+    pthread_mutex_unlock(&handler_lock);
+}
+
+void cw_log_set_handler(cw_log_handler_t fn, void *arg)
+{
+    if (log_in_handler) {
+        /* This thread holds the turn. */
+        fprintf(stderr, "cw_log_set_handler() called from inside a log "
+                "handler: ignored\n");
+        return;
+    }
+    handler_turn_take();
+    log_handler = fn;
+    log_handler_arg = fn != NULL ? arg : NULL;
+    atomic_store_explicit(&log_handler_on, fn != NULL, memory_order_relaxed);
+    handler_turn_give();
+}
+
+/* Hands @p msg to the application's handler; false when there is none. */
+static bool log_to_handler(int level, const char *subsys, const char *file,
+                           int line, const char *func, const char *msg)
+{
+    bool handled = false;
+
+    if (log_in_handler ||
+        !atomic_load_explicit(&log_handler_on, memory_order_relaxed))
+        return false;
+    handler_turn_take();
+    if (log_handler != NULL) {
+        log_in_handler = true;
+        log_handler(log_handler_arg, level, subsys, file, line, func, msg);
+        log_in_handler = false;
+        handled = true;
+    }
+    handler_turn_give();
+    return handled;
+}
+
 uint64_t cw_now_ns(void)
 {
     struct timespec ts;
@@ -109,6 +182,11 @@ void cw_log_vwrite(int level, const char *subsys, const char *file, int line,
         vsnprintf(msg, sizeof(msg), fmt, ap);
     else
         msg[0] = '\0';
+    if (log_to_handler(level, subsys ? subsys : "cw", base ? base + 1 : file,
+                       line, func, msg)) {
+        errno = saved_errno;
+        return;
+    }
     pthread_once(&journal_once, journal_init_once);
     /* One fprintf call per message keeps lines whole across threads.  The
      * journal stamps time and pid itself and filters on the priority. */

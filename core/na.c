@@ -38,6 +38,27 @@ static const struct cw_na_host na_host = {
     .now_ns = cw_now_ns,
 };
 
+cw_status_t cw_plugins_describe(const char *name, cw_na_describe_cb_t emit,
+                                void *arg)
+{
+    const struct cw_na_plugin *p;
+    char err[512];
+    cw_status_t st;
+
+    if (name == NULL || emit == NULL)
+        return CW_INVALID_ARG;
+    /* A use count, so that the module stays while it describes itself. */
+    st = cw_plugin_get(name, &p, err, sizeof(err));
+    if (st != CW_OK) {
+        CW_DEBUG("plugin", "%s", err);
+        return st;
+    }
+    st = p->ops->describe != NULL ? p->ops->describe(&na_host, emit, arg)
+                                  : CW_UNSUPPORTED;
+    cw_plugin_put(p);
+    return st;
+}
+
 cw_status_t cw_na_open(const char *uri, uint32_t flags,
                        const char *const *params, cw_na_t **na_p)
 {

@@ -486,6 +486,25 @@ const struct cw_na_plugin *cw_plugins_find(const char *name)
     return e ? e->plugin : NULL;
 }
 
+cw_status_t cw_plugins_path(const char *name, char *buf, size_t len)
+{
+    struct plugin_entry *e;
+    cw_status_t st = CW_NOENT;
+
+    if (name == NULL || buf == NULL || len == 0)
+        return CW_INVALID_ARG;
+    pthread_mutex_lock(&registry_lock);
+    e = registry_find_locked(name);
+    if (e != NULL) {
+        const char *path = e->path ? e->path : "";
+        st = strlen(path) < len ? CW_OK : CW_OVERFLOW;
+        if (st == CW_OK)
+            memcpy(buf, path, strlen(path) + 1);
+    }
+    pthread_mutex_unlock(&registry_lock);
+    return st;
+}
+
 cw_status_t cw_plugins_list(char *buf, size_t len)
 {
     size_t used = 0;

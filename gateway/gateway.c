@@ -5,6 +5,7 @@
  */
 #include "gw_int.h"
 #include "gw_bulk.h"
+#include "notify.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -500,6 +501,8 @@ int cw_gateway_main(const struct cw_config *cfg, const char *config_path,
            gw->nnets, cw_route_table_size(gw->table), cfg->nservices);
     gw_watch(gw);
     gw_write_ready(gw, ready_fd);
+    gw_notify("READY=1\nSTATUS=serving: %u networks, %zu routes", gw->nnets,
+              cw_route_table_size(gw->table));
     gw_loop(gw);
     {
         struct gw_counts c;

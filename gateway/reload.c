@@ -21,6 +21,7 @@
  * gets CW_CANCELED) and the gateway exits 0.
  */
 #include "gw_int.h"
+#include "notify.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -209,6 +210,7 @@ cw_status_t gw_reload(struct gw *gw, char *err, size_t errlen)
     struct cw_route_table *table = NULL;
     cw_status_t st;
 
+    gw_notify_reloading(gw->config_path ? gw->config_path : "(no file)");
     if (gw->config_path == NULL) {
         snprintf(err, errlen, "no configuration file to reload");
         st = CW_INVALID_ARG;
@@ -270,6 +272,8 @@ cw_status_t gw_reload(struct gw *gw, char *err, size_t errlen)
     GW_NOTICE("reloaded %s: %zu routes, %zu services",
            gw->config_path, cw_route_table_size(table), next->nservices);
     cw_config_diag_free(diag);
+    gw_notify("READY=1\nSTATUS=serving: reloaded, %zu routes",
+              cw_route_table_size(table));
     return CW_OK;
 
 fail:
@@ -279,6 +283,8 @@ fail:
     gw->reload_failures++;
     snprintf(gw->last_reload_error, sizeof(gw->last_reload_error), "%s", err);
     CW_ERROR(GW_LOG, "reload failed, keeping the current table: %s", err);
+    gw_notify("READY=1\nSTATUS=serving: reload failed, kept the current "
+              "table: %s", err);
     return st;
 }
 
@@ -288,6 +294,7 @@ void gw_drain_start(struct gw *gw, const char *why)
         return;
     gw->draining = true;
     gw->drain_deadline_ns = cw_now_ns() + gw->cfg->gateway.drain_grace_ns;
+    gw_notify("STOPPING=1\nSTATUS=draining %u RPCs in flight", gw->inflight);
     GW_NOTICE("%s: draining %u RPCs in flight (grace %.1f s)",
            why, gw->inflight, gw->cfg->gateway.drain_grace_ns / 1e9);
 }

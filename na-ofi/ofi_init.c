@@ -650,6 +650,44 @@ static uint64_t ofi_dropped(cw_na_class_t *cls)
     return cls->dropped;
 }
 
+/* cw-info: the libfabric this process runs with, and every provider and
+ * domain fi_getinfo() offers without hints (not only those this plugin
+ * has a protocol for). */
+static cw_status_t ofi_describe(const struct cw_na_host *host,
+                                cw_na_describe_cb_t emit, void *arg)
+{
+    struct fi_info *info = NULL;
+    uint32_t v = fi_version();
+    char buf[256];
+    int rc;
+
+    snprintf(buf, sizeof(buf), "libfabric %u.%u", FI_MAJOR(v), FI_MINOR(v));
+    emit(arg, CW_NA_DESCRIBE_LIBRARY, buf);
+    rc = fi_getinfo(OFI_API_VERSION, NULL, NULL, 0, NULL, &info);
+    if (rc == -FI_ENODATA)
+        return CW_OK; /* no provider works here */
+    if (rc != 0) {
+        CW_NA_LOG(host, CW_LOG_WARN, OFI_SUBSYS, "fi_getinfo() failed: %s",
+                  fi_strerror(-rc));
+        return ofi_status(rc);
+    }
+    /* A provider shows once per endpoint type and domain (cw-info keeps
+     * one of each). */
+    for (const struct fi_info *i = info; i != NULL; i = i->next) {
+        if (i->fabric_attr == NULL || i->fabric_attr->prov_name == NULL ||
+            i->domain_attr == NULL)
+            continue;
+        emit(arg, CW_NA_DESCRIBE_PROVIDER, i->fabric_attr->prov_name);
+        if (i->domain_attr->name != NULL) {
+            snprintf(buf, sizeof(buf), "%s/%s", i->fabric_attr->prov_name,
+                     i->domain_attr->name);
+            emit(arg, CW_NA_DESCRIBE_DEVICE, buf);
+        }
+    }
+    fi_freeinfo(info);
+    return CW_OK;
+}
+
 static const struct cw_na_ops ofi_ops = {
     .check_protocol = ofi_check_protocol,
     .init = ofi_init,
@@ -681,6 +719,7 @@ static const struct cw_na_ops ofi_ops = {
     .cancel = ofi_cancel,
     .dropped = ofi_dropped,
     .streaming = ofi_streaming,
+    .describe = ofi_describe,
 };
 
 CW_NA_EXPORT const struct cw_na_plugin cw_na_plugin_entry = {

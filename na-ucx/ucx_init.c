@@ -12,6 +12,8 @@
 
 #include "ucx.h"
 
+#include <uct/api/uct.h>
+
 #define UCX_EAGER_DEFAULT (64u * 1024u)
 #define UCX_EAGER_MAX (16u * 1024u * 1024u)
 #define UCX_KEEPALIVE_DEFAULT "1s"
@@ -480,6 +482,96 @@ static uint64_t ucx_dropped(cw_na_class_t *c)
     return ucx_cls(c)->dropped;
 }
 
+/* The transports and devices of one memory domain. */
+static cw_status_t ucx_describe_md(const struct cw_na_host *host,
+                                   uct_component_h comp, const char *md_name,
+                                   cw_na_describe_cb_t emit, void *arg)
+{
+    uct_md_config_t *config;
+    uct_tl_resource_desc_t *tls;
+    unsigned ntls;
+    uct_md_h md;
+    ucs_status_t us;
+
+    us = uct_md_config_read(comp, NULL, NULL, &config);
+    if (us != UCS_OK)
+        goto err;
+    us = uct_md_open(comp, md_name, config, &md);
+    uct_config_release(config);
+    if (us != UCS_OK)
+        goto err;
+    us = uct_md_query_tl_resources(md, &tls, &ntls);
+    if (us != UCS_OK)
+        goto err_close_md;
+    /* A transport shows once per device (cw-info keeps one of each). */
+    for (unsigned k = 0; k < ntls; k++) {
+        char dev[UCT_TL_NAME_MAX + UCT_DEVICE_NAME_MAX + 2];
+
+        snprintf(dev, sizeof(dev), "%s/%s", tls[k].tl_name, tls[k].dev_name);
+        emit(arg, CW_NA_DESCRIBE_TRANSPORT, tls[k].tl_name);
+        emit(arg, CW_NA_DESCRIBE_DEVICE, dev);
+    }
+    uct_release_tl_resource_list(tls);
+    uct_md_close(md);
+    return CW_OK;
+
+err_close_md:
+    uct_md_close(md);
+err:
+    CW_NA_LOG(host, CW_LOG_WARN, UCX_SUBSYS, "memory domain %s: %s", md_name,
+              ucs_status_string(us));
+    return ucx_status(us);
+}
+
+/* cw-info: the UCX this process runs with and what its transport layer
+ * (UCT) finds: each memory domain's transports and devices.  UCX_TLS
+ * narrows what a UCP context then uses among them. */
+static cw_status_t ucx_describe(const struct cw_na_host *host,
+                                cw_na_describe_cb_t emit, void *arg)
+{
+    uct_component_h *comps;
+    unsigned ncomps;
+    char buf[128];
+    cw_status_t st = CW_OK;
+    ucs_status_t us;
+
+    snprintf(buf, sizeof(buf), "UCX %s", ucp_get_version_string());
+    emit(arg, CW_NA_DESCRIBE_LIBRARY, buf);
+    us = uct_query_components(&comps, &ncomps);
+    if (us != UCS_OK) {
+        CW_NA_LOG(host, CW_LOG_WARN, UCX_SUBSYS,
+                  "uct_query_components() failed: %s",
+                  ucs_status_string(us));
+        return ucx_status(us);
+    }
+    for (unsigned c = 0; c < ncomps; c++) {
+        uct_component_attr_t attr = {
+            .field_mask = UCT_COMPONENT_ATTR_FIELD_NAME |
+                          UCT_COMPONENT_ATTR_FIELD_MD_RESOURCE_COUNT,
+        };
+        uct_md_resource_desc_t *mds;
+
+        if (uct_component_query(comps[c], &attr) != UCS_OK ||
+            attr.md_resource_count == 0)
+            continue;
+        mds = calloc(attr.md_resource_count, sizeof(*mds));
+        if (mds == NULL) {
+            st = CW_NOMEM;
+            break;
+        }
+        attr.field_mask = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCES;
+        attr.md_resources = mds;
+        if (uct_component_query(comps[c], &attr) == UCS_OK)
+            for (unsigned m = 0; m < attr.md_resource_count; m++)
+                if (ucx_describe_md(host, comps[c], mds[m].md_name, emit,
+                                    arg) != CW_OK)
+                    st = CW_IO;
+        free(mds);
+    }
+    uct_release_component_list(comps);
+    return st;
+}
+
 static const struct cw_na_ops ucx_ops = {
     .check_protocol = ucx_check_protocol,
     .init = ucx_init,
@@ -511,6 +603,7 @@ static const struct cw_na_ops ucx_ops = {
     .cancel = ucx_cancel,
     .dropped = ucx_dropped,
     .streaming = ucx_streaming,
+    .describe = ucx_describe,
 };
 
 CW_NA_EXPORT const struct cw_na_plugin cw_na_plugin_entry = {

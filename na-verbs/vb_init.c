@@ -4,9 +4,11 @@
  * verbs/rdma_cm results to cw_status_t, and the exported plugin entry.
  */
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ifaddrs.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -500,6 +502,66 @@ static uint64_t vb_dropped(cw_na_class_t *cls)
     return cls->stats.dropped;
 }
 
+/* The rdma-core release of the libibverbs this process runs with: the
+ * library's file is libibverbs.so.1.<ABI>.<rdma-core version>
+ * (libibverbs.so.1.14.44.0 is rdma-core 44.0), and rdma-core has no call
+ * that says it. */
+static void vb_library(char *buf, size_t len)
+{
+    char real[PATH_MAX];
+    const char *base;
+    unsigned abi_major, abi_minor, major, minor;
+    Dl_info dli;
+
+    if (dladdr((void *)ibv_get_device_list, &dli) == 0 ||
+        dli.dli_fname == NULL || realpath(dli.dli_fname, real) == NULL) {
+        snprintf(buf, len, "libibverbs (file not found)");
+        return;
+    }
+    base = strrchr(real, '/') ? strrchr(real, '/') + 1 : real;
+    if (sscanf(base, "libibverbs.so.%u.%u.%u.%u", &abi_major, &abi_minor,
+               &major, &minor) == 4)
+        snprintf(buf, len, "libibverbs %u.%u (rdma-core %u.%u)", abi_major,
+                 abi_minor, major, minor);
+    else
+        snprintf(buf, len, "libibverbs (%s)", base);
+}
+
+/* cw-info: the libibverbs found, and the devices the ops table in use (the
+ * fake module's under CAUSEWAY_VERBS_FAKE) lists. */
+static cw_status_t vb_describe(const struct cw_na_host *host,
+                               cw_na_describe_cb_t emit, void *arg)
+{
+    const struct vb_ops *ops;
+    struct ibv_device **l;
+    void *module;
+    char buf[PATH_MAX + 64];
+    int n = 0;
+
+    vb_library(buf, sizeof(buf));
+    emit(arg, CW_NA_DESCRIBE_LIBRARY, buf);
+    if (vb_ops_acquire(&ops, &module, buf, sizeof(buf))) {
+        CW_NA_LOG(host, CW_LOG_WARN, VB_SUBSYS, "%s", buf);
+        return CW_UNSUPPORTED;
+    }
+    if (module != NULL)
+        emit(arg, CW_NA_DESCRIBE_LIBRARY, "fake device module ("
+             VB_FAKE_ENV ")");
+    l = ops->get_device_list(&n);
+    if (l == NULL) {
+        /* No RDMA device (or no verbs driver) is not an error here. */
+        CW_NA_LOG(host, CW_LOG_INFO, VB_SUBSYS,
+                  "ibv_get_device_list() found none: %s", strerror(errno));
+        vb_ops_release(module);
+        return CW_OK;
+    }
+    for (int i = 0; i < n; i++)
+        emit(arg, CW_NA_DESCRIBE_DEVICE, l[i]->name);
+    ops->free_device_list(l);
+    vb_ops_release(module);
+    return CW_OK;
+}
+
 static const struct cw_na_ops vb_na_ops = {
     .check_protocol = NULL,
     .init = vb_init,
@@ -530,6 +592,7 @@ static const struct cw_na_ops vb_na_ops = {
     .progress = vb_progress,
     .cancel = vb_cancel,
     .dropped = vb_dropped,
+    .describe = vb_describe,
 };
 
 CW_NA_EXPORT const struct cw_na_plugin cw_na_plugin_entry = {

@@ -40,8 +40,10 @@
 
 #include <causeway/causeway.h>
 
+#include "cli_json.h"
 #include "cli_num.h"
 #include "perf_check.h"
+#include "perf_plot.h"
 
 #define RPC_ECHO "cw-perf.rpc"
 #define RPC_BULK "cw-perf.bulk"
@@ -51,6 +53,7 @@
 #define MAX_CONTEXTS 64
 #define MAX_REPS 64
 #define MAX_REPLY (1u << 30)
+#define MAX_PLOT_FILES 16
 
 /* Wire (only this program speaks it).  RPC_ECHO: bytes payload, then
  * optionally u8 flags, u32 reply size, u64 seed; without the trailer the
@@ -88,7 +91,13 @@ static void usage(FILE *f)
             "               [--busy] [--json | --csv] [--coalesce]\n"
             "               [--verify] [--reply-size N]  (lat, rate)\n"
             "               [--dir pull|push|both]   (bw only; default both)\n"
+            "               [--plot FILE.png]   (latency and bandwidth "
+            "against size, gnuplot)\n"
             "       cw-perf quit --target ADDR\n"
+            "       cw-perf plot --plot FILE.png --plot-from A.json "
+            "[B.json...]\n"
+            "               (several runs side by side: direct vs through a "
+            "gateway)\n"
             "sizes take K/M/G suffixes (powers of 1024), e.g. 0,64,4K,64K\n"
             "--time: each repetition runs SECONDS instead of --iters calls\n"
             "--verify: every call carries its own pattern, checked at the\n"
@@ -963,9 +972,11 @@ static void print_json(enum test_kind kind, const char *unit,
                        const struct out_opts *o, const struct result *res,
                        int n)
 {
-    printf("{\"test\":\"%s\",\"target\":\"%s\",\"mode\":\"%s\","
+    printf("{\"test\":\"%s\",\"target\":", test_names[kind]);
+    cli_json_str(stdout, o->target);
+    printf(",\"mode\":\"%s\","
            "\"inflight\":%u,\"reps\":%u,\"unit\":\"%s\",\"verify\":%s,",
-           test_names[kind], o->target, busy ? "busy" : "blocking",
+           busy ? "busy" : "blocking",
            o->inflight, o->plan->reps, unit, o->verify ? "true" : "false");
     if (o->reply >= 0)
         printf("\"reply_size\":%lld,", o->reply);
@@ -1074,7 +1085,70 @@ struct client_args {
     enum format fmt;
     bool verify;
     long long reply; /* -1: no --reply-size */
+    const char *plot; /* --plot FILE.png, or NULL */
 };
+
+/* --plot: this run's results drawn by gnuplot. */
+static int plot_results(enum test_kind kind, const char *target,
+                        const struct result *res, int n, const char *png)
+{
+    struct plot pl = {0};
+    const char *dir[2 * MAX_SIZES];
+    double size[2 * MAX_SIZES], med[2 * MAX_SIZES], p50[2 * MAX_SIZES];
+    char title[CW_URI_MAX + 64], err[512];
+    int rc = 0;
+
+    for (int i = 0; i < n; i++) {
+        dir[i] = res[i].dir;
+        size[i] = (double)res[i].size;
+        med[i] = res[i].med;
+        p50[i] = res[i].p50;
+    }
+    snprintf(title, sizeof(title), "cw-perf %s, target %s", test_names[kind],
+             target);
+    if (perf_plot_add_run(&pl, "", test_names[kind], dir, size, med, p50,
+                          (size_t)n) != 0) {
+        snprintf(err, sizeof(err), "out of memory");
+        rc = -1;
+    }
+    if (rc == 0)
+        rc = perf_plot_draw(&pl, title, png, err, sizeof(err));
+    perf_plot_free(&pl);
+    if (rc != 0) {
+        fprintf(stderr, "cw-perf: --plot %s: %s\n", png, err);
+        return 1;
+    }
+    fprintf(stderr, "cw-perf: plotted %d results into %s\n", n, png);
+    return 0;
+}
+
+/* cw-perf plot: the runs of several --json files in one picture. */
+static int plot_files(const char *const *files, unsigned n, const char *png)
+{
+    struct plot pl = {0};
+    char title[1024] = "cw-perf:", err[1024];
+    size_t used = strlen(title);
+    int rc = 0;
+
+    for (unsigned i = 0; i < n && rc == 0; i++) {
+        const char *base = strrchr(files[i], '/');
+
+        rc = perf_plot_add_file(&pl, files[i], err, sizeof(err));
+        if (used < sizeof(title))
+            used += (size_t)snprintf(title + used, sizeof(title) - used,
+                                     "%s %s", i ? "," : "",
+                                     base ? base + 1 : files[i]);
+    }
+    if (rc == 0)
+        rc = perf_plot_draw(&pl, title, png, err, sizeof(err));
+    if (rc != 0)
+        fprintf(stderr, "cw-perf: plot: %s\n", err);
+    else
+        fprintf(stderr, "cw-perf: plotted %zu series from %u files into "
+                "%s\n", pl.n, n, png);
+    perf_plot_free(&pl);
+    return rc != 0 ? 1 : 0;
+}
 
 static int run_client(const struct client_args *a)
 {
@@ -1097,6 +1171,11 @@ static int run_client(const struct client_args *a)
     else {
         fprintf(stderr, "cw-perf: unknown test \"%s\"\n", a->test);
         return 2;
+    }
+    if (a->plot != NULL && !perf_plot_have_gnuplot()) {
+        fprintf(stderr, "cw-perf: --plot needs gnuplot, which is not on "
+                "PATH (install the Debian package gnuplot-nox)\n");
+        return 1;
     }
     if (kind == TEST_BW && a->reply >= 0) {
         fprintf(stderr, "cw-perf: --reply-size is for lat and rate\n");
@@ -1169,6 +1248,8 @@ static int run_client(const struct client_args *a)
     cw_addr_free(c->target);
     cw_context_destroy(c->ctx);
     free(c);
+    if (k > 0 && a->plot != NULL)
+        return plot_results(kind, a->target, res, k, a->plot);
     return k > 0 ? 0 : 1;
 }
 
@@ -1262,12 +1343,16 @@ int main(int argc, char **argv)
         {"reply-size", required_argument, NULL, 'R'},
         {"dir", required_argument, NULL, 'd'},
         {"contexts", required_argument, NULL, 'c'},
+        {"plot", required_argument, NULL, 'P'},
+        {"plot-from", required_argument, NULL, 'F'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *listen = NULL, *addr_file = NULL, *mode;
     struct client_args ca = {.reps = 5, .reply = -1};
     unsigned nctx = 1;
+    const char *plot_from[MAX_PLOT_FILES];
+    unsigned nplot_from = 0;
     bool json = false, csv = false;
     int c;
 
@@ -1326,6 +1411,15 @@ int main(int argc, char **argv)
             ca.reply = (long long)v;
             break;
         }
+        case 'P': ca.plot = optarg; break;
+        case 'F':
+            if (nplot_from == MAX_PLOT_FILES) {
+                fprintf(stderr, "cw-perf: at most %d --plot-from files\n",
+                        MAX_PLOT_FILES);
+                return 2;
+            }
+            plot_from[nplot_from++] = optarg;
+            break;
         case 'b': busy = true; break;
         case 'C': coalesce = true; break;
         case 'j': json = true; break;
@@ -1355,6 +1449,16 @@ int main(int argc, char **argv)
         fprintf(stderr, "cw-perf: --json or --csv, not both\n");
         return 2;
     }
+    if (nplot_from > 0 && strcmp(mode, "plot") != 0) {
+        fprintf(stderr, "cw-perf: --plot-from goes with 'cw-perf plot'\n");
+        return 2;
+    }
+    if (ca.plot != NULL && strcmp(mode, "client") != 0 &&
+        strcmp(mode, "plot") != 0) {
+        fprintf(stderr, "cw-perf: --plot goes with 'cw-perf client' or "
+                "'cw-perf plot'\n");
+        return 2;
+    }
     if (ca.iters && ca.time_s > 0) {
         fprintf(stderr, "cw-perf: --iters or --time, not both\n");
         return 2;
@@ -1370,6 +1474,22 @@ int main(int argc, char **argv)
         return run_client(&ca);
     if (strcmp(mode, "quit") == 0 && ca.target)
         return quit_server(ca.target);
+    if (strcmp(mode, "plot") == 0) {
+        /* --plot-from A.json B.json: the files after the first too. */
+        for (; optind < argc && nplot_from < MAX_PLOT_FILES; optind++)
+            plot_from[nplot_from++] = argv[optind];
+        if (optind < argc) {
+            fprintf(stderr, "cw-perf: at most %d --plot-from files\n",
+                    MAX_PLOT_FILES);
+            return 2;
+        }
+        if (ca.plot == NULL || nplot_from == 0) {
+            fprintf(stderr, "cw-perf: plot needs --plot FILE.png and "
+                    "--plot-from FILE.json...\n");
+            return 2;
+        }
+        return plot_files(plot_from, nplot_from, ca.plot);
+    }
     usage(stderr);
     return 2;
 }

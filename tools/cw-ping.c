@@ -5,6 +5,7 @@
  *   cw-ping [options] ADDR...         client (the same calls to each)
  *   cw-ping --serve URI [--addr-file F] [--delay MS]
  */
+#include "cli_json.h"
 #include "cli_num.h"
 #include "echo.h"
 
@@ -32,6 +33,7 @@ struct ping_opts {
     unsigned nsizes;
     int expect;     /* status the calls must end with (-1: CW_OK) */
     bool quiet;
+    bool json;                /* the summaries as JSON, one per line */
     unsigned cancel_after_ms; /* cancel each call after this long */
     bool with_bulk;           /* attach a bulk handle to each request */
 };
@@ -165,6 +167,39 @@ static bool ping_busy(const struct ping_target *t, unsigned n)
     return false;
 }
 
+/* The summary as one JSON object on one line (docs/man/cw-ping.1.scd). */
+static void ping_summary_json(const struct ping_target *t, bool ok)
+{
+    const struct ping_run *r = &t->run;
+    const struct ping_opts *o = r->o;
+    bool first = true;
+
+    printf("{\"target\":");
+    cli_json_str(stdout, t->name);
+    printf(",\"calls\":%u,\"sizes\":[", r->done);
+    for (unsigned i = 0; i < o->nsizes; i++)
+        printf("%s%zu", i ? "," : "", o->sizes[i]);
+    printf("],\"expect\":\"%s\",\"statuses\":{",
+           cw_status_name((cw_status_t)(o->expect < 0 ? CW_OK : o->expect)));
+    for (unsigned s = 0; s <= CW_STATUS_MAX; s++) {
+        if (!r->counts[s])
+            continue;
+        printf("%s\"%s\":%" PRIu64, first ? "" : ",",
+               s < CW_STATUS_MAX ? cw_status_name((cw_status_t)s) : "other",
+               r->counts[s]);
+        first = false;
+    }
+    printf("},\"rtt_us\":");
+    if (r->nrtt)
+        printf("{\"min\":%.1f,\"avg\":%.1f,\"max\":%.1f,\"n\":%" PRIu64 "}",
+               r->rtt_min / 1e3, r->rtt_sum / 1e3 / r->nrtt, r->rtt_max / 1e3,
+               r->nrtt);
+    else
+        printf("null");
+    printf(",\"bad_data\":%u,\"duplicate\":%u,\"ok\":%s}\n", r->bad_data,
+           r->duplicate, ok ? "true" : "false");
+}
+
 static void ping_summary(const struct ping_target *t)
 {
     const struct ping_run *r = &t->run;
@@ -259,8 +294,13 @@ static int ping_client(char **names, unsigned n, const struct ping_opts *o)
     for (k = 0; k < n; k++) {
         const struct ping_run *r = &tg[k].run;
         int want = o->expect < 0 ? CW_OK : o->expect;
-        ping_summary(&tg[k]);
-        if (r->counts[want] != r->done || r->duplicate != 0)
+        bool ok = r->counts[want] == r->done && r->duplicate == 0;
+
+        if (o->json)
+            ping_summary_json(&tg[k], ok);
+        else
+            ping_summary(&tg[k]);
+        if (!ok)
             rc = 1;
     }
 out:
@@ -400,6 +440,8 @@ static void usage(FILE *out)
             "  -i MS           interval between calls (default 0)\n"
             "  -t MS           deadline of each call (default 5000)\n"
             "  -q              print only the summary\n"
+            "  --json          print only the summary, as one JSON object "
+            "per ADDR (a line each)\n"
             "  --expect ST     succeed if every call ends with status ST "
             "(e.g. CW_DENIED)\n"
             "  --cancel-after MS  cancel each call after MS\n"
@@ -420,6 +462,7 @@ int main(int argc, char **argv)
         {"expect", required_argument, NULL, 'E'},
         {"cancel-after", required_argument, NULL, 'C'},
         {"with-bulk", no_argument, NULL, 'B'},
+        {"json", no_argument, NULL, 'J'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -457,6 +500,7 @@ int main(int argc, char **argv)
         case 'S': serve = optarg; break;
         case 'A': addr_file = optarg; break;
         case 'B': o.with_bulk = true; break;
+        case 'J': o.json = o.quiet = true; break;
         case 's':
             if (parse_sizes(optarg, &o) != 0) {
                 fprintf(stderr, "cw-ping: bad size list '%s'\n", optarg);
@@ -475,6 +519,11 @@ int main(int argc, char **argv)
         }
     }
     o.timeout_ms = timeout_ms;
+    if (serve != NULL && o.json) {
+        fprintf(stderr, "cw-ping: --json is for the client's summaries, "
+                "not --serve\n");
+        return 2;
+    }
     if (serve != NULL)
         return ping_serve(serve, addr_file, delay);
     if (optind >= argc || o.count == 0 || o.inflight == 0) {

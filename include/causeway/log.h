@@ -31,7 +31,8 @@ CW_PUBLIC int cw_log_level_parse(const char *s);
 /** Name of a level. */
 CW_PUBLIC const char *cw_log_level_name(int level);
 
-/** Write one message to stderr (used by the macros below).  A NULL
+/** Write one message to stderr, or to the handler set by
+ *  cw_log_set_handler (used by the macros below).  A NULL
  *  subsystem, file, function or format is written as a placeholder. */
 CW_PUBLIC void cw_log_write(int level, const char *subsys, const char *file,
                             int line, const char *func, const char *fmt, ...)
@@ -42,6 +43,36 @@ CW_PUBLIC void cw_log_write(int level, const char *subsys, const char *file,
 CW_PUBLIC void cw_log_vwrite(int level, const char *subsys, const char *file,
                              int line, const char *func, const char *fmt,
                              va_list ap);
+
+/**
+ * Receives one message instead of stderr (cw_log_set_handler).
+ * @param[in] arg     the @p arg given to cw_log_set_handler.
+ * @param[in] level   CW_LOG_ERROR .. CW_LOG_TRACE (enum cw_log_level).
+ * @param[in] subsys  subsystem ("rpc", "ofi", "gateway", ...), never NULL.
+ * @param[in] file    base name of the call site's source file, never NULL.
+ * @param[in] line    its line.
+ * @param[in] func    its function, never NULL.
+ * @param[in] msg     the formatted message, without level, time or
+ *                    newline; valid only during the call.
+ * Called on whichever thread logs, one call at a time (the calls are
+ * serialized, as lines written to stderr are); errno is restored after it
+ * returns.  A handler must not call cw_log_set_handler;
+ * a message it logs itself (through a Causeway call) goes to stderr.
+ */
+typedef void (*cw_log_handler_t)(void *arg, int level, const char *subsys,
+                                 const char *file, int line,
+                                 const char *func, const char *msg);
+
+/**
+ * Route Causeway's log messages (the library's, its plugins', the
+ * gateway's) to @p fn instead of stderr; NULL restores stderr.  The level
+ * threshold still applies first.  Thread-safe: once this returns no thread
+ * is inside the previous handler, and it is not called again, so the
+ * caller may free what its @p arg points to.
+ * @param[in] fn   handler, or NULL for stderr.
+ * @param[in] arg  passed to every call of @p fn.
+ */
+CW_PUBLIC void cw_log_set_handler(cw_log_handler_t fn, void *arg);
 
 /** Monotonic clock in nanoseconds. */
 CW_PUBLIC uint64_t cw_now_ns(void);

@@ -60,6 +60,30 @@ CW_PUBLIC cw_status_t cw_plugins_list(char *buf, size_t len);
 /** The registered plugin named @p name, or NULL. */
 CW_PUBLIC const struct cw_na_plugin *cw_plugins_find(const char *name);
 
+/**
+ * The file a registered plugin was loaded from.
+ * @param[in]  name  plugin name ("ofi").
+ * @param[out] buf   its path, NUL-terminated ("" for a plugin registered
+ *                   from the process itself, cw_plugins_register).
+ * @return CW_OK, CW_NOENT (not registered), CW_OVERFLOW (@p len too
+ *         small), CW_INVALID_ARG.
+ */
+CW_PUBLIC cw_status_t cw_plugins_path(const char *name, char *buf,
+                                      size_t len);
+
+/**
+ * What plugin @p name finds on this machine (its ops->describe): the
+ * network library's version found at run time, its providers, transports
+ * and devices, one @p emit(arg, key, value) call per fact, keys
+ * CW_NA_DESCRIBE_* (<causeway/na_plugin.h>).  Loads the module from the
+ * search path if it is not registered yet.
+ * @return CW_OK, CW_NOENT (no such plugin), CW_UNSUPPORTED (the plugin
+ *         does not describe itself), or the plugin's error.
+ */
+CW_PUBLIC cw_status_t cw_plugins_describe(const char *name,
+                                          cw_na_describe_cb_t emit,
+                                          void *arg);
+
 /** Unload every module (no instance may remain open). */
 CW_PUBLIC void cw_plugins_unload(void);
 

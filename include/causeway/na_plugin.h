@@ -167,6 +167,21 @@ struct cw_na_segment {
 #define CW_NA_MEM_READ 0x1u  /**< remote peers may get from it */
 #define CW_NA_MEM_WRITE 0x2u /**< remote peers may put into it */
 
+/** Keys of the facts ops->describe reports. */
+#define CW_NA_DESCRIBE_LIBRARY "library"     /**< network library and the
+                                                  version found at run
+                                                  time: "libfabric 1.17" */
+#define CW_NA_DESCRIBE_PROVIDER "provider"   /**< a libfabric provider */
+#define CW_NA_DESCRIBE_TRANSPORT "transport" /**< a UCX transport */
+#define CW_NA_DESCRIBE_DEVICE "device"       /**< a device or domain the
+                                                  library can use, as
+                                                  "PROVIDER/NAME" or
+                                                  "TRANSPORT/NAME" where
+                                                  one is named */
+/** Receives one fact from ops->describe. */
+typedef void (*cw_na_describe_cb_t)(void *arg, const char *key,
+                                    const char *value);
+
 /**
  * The operations table.  Mandatory ops are marked (M); the loader refuses a
  * plugin missing any of them.  Optional ops may be NULL: the core then
@@ -309,6 +324,14 @@ struct cw_na_ops {
      *  instead of falling back to bounded sleeps, which would stall the
      *  transfer for as long as each sleep. */
     bool (*streaming)(cw_na_class_t *cls);
+    /** (optional) What the plugin finds on this machine, without opening
+     *  an instance (cw-info): calls @p emit for each fact (the same one
+     *  may come more than once), @p key one of
+     *  CW_NA_DESCRIBE_*, @p value a short NUL-terminated text valid only
+     *  during the call.  CW_OK, or the network library's error when it
+     *  cannot be asked (the facts emitted until then stand). */
+    cw_status_t (*describe)(const struct cw_na_host *host,
+                            cw_na_describe_cb_t emit, void *arg);
 };
 
 /** The one exported object. */

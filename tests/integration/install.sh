@@ -84,13 +84,14 @@ grep -qx "ExecStartPre=$PREFIX/${BINDIR#"$PREFIX"/}/causewayd --check --probe -c
     grep -qx 'User=causeway' "$U" &&
     grep -qx "ExecStart=$PREFIX/${BINDIR#"$PREFIX"/}/causewayd -c \${CAUSEWAY_CONFIG}" "$U" &&
     grep -qx 'ExecReload=/bin/kill -HUP $MAINPID' "$U" &&
-    grep -qx 'KillSignal=SIGTERM' "$U" ||
-    fail "unit: $(grep -E '^Exec|^Kill' "$U")"
+    grep -qx 'KillSignal=SIGTERM' "$U" &&
+    grep -qx 'Type=notify' "$U" && grep -qx 'NotifyAccess=main' "$U" ||
+    fail "unit: $(grep -E '^Exec|^Kill|^Type|^Notify' "$U")"
 stop=$(sed -n 's/^TimeoutStopSec=\([0-9]*\)s$/\1/p' "$U")
 grace=$("$CAUSEWAYD" --dump -c "$EXAMPLE" | sed -n 's/^ *drain_grace: \([0-9]*\)s$/\1/p')
 [ -n "$stop" ] && [ -n "$grace" ] && [ "$stop" -gt "$grace" ] ||
     fail "unit stop timeout ${stop:-?} s not above the drain grace ${grace:-?} s"
-pass "unit: checks (and probes) before start, checks before reload, runs as causeway, SIGHUP reload, SIGTERM drain in ${stop} s > ${grace} s grace"
+pass "unit: Type=notify (main process), checks (and probes) before start, checks before reload, runs as causeway, SIGHUP reload, SIGTERM drain in ${stop} s > ${grace} s grace"
 if command -v systemd-analyze >/dev/null; then
     # verify wants the programs it names to exist: point it at the tree;
     # Without scdoc no page was built: verify the rest.

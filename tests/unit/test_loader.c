@@ -59,6 +59,38 @@ static void test_older_ops_table(void **state)
     assert_int_equal(old->ops_size, sizeof(struct cw_na_ops));
     assert_non_null(old->ops->init);
     assert_null(old->ops->mem_restrict);
+    assert_null(old->ops->describe);
+}
+
+static void no_fact(void *arg, const char *key, const char *value)
+{
+    (void)key, (void)value;
+    (*(unsigned *)arg)++;
+}
+
+/* cw_plugins_path names the module file; cw_plugins_describe answers
+ * CW_UNSUPPORTED for a plugin without ops->describe (one built against
+ * the older table) and CW_NOENT for none. */
+static void test_path_describe(void **state)
+{
+    char path[1024], small[4];
+    unsigned facts = 0;
+
+    (void)state;
+    assert_int_equal(cw_plugins_path("oldabi", path, sizeof(path)), CW_OK);
+    assert_non_null(strstr(path, "/bad-old.so"));
+    assert_int_equal(cw_plugins_path("oldabi", small, sizeof(small)),
+                     CW_OVERFLOW);
+    assert_int_equal(cw_plugins_path("nosuch", path, sizeof(path)), CW_NOENT);
+    assert_int_equal(cw_plugins_path(NULL, path, sizeof(path)),
+                     CW_INVALID_ARG);
+    assert_int_equal(cw_plugins_describe("oldabi", no_fact, &facts),
+                     CW_UNSUPPORTED);
+    assert_int_equal(cw_plugins_describe("nosuch", no_fact, &facts),
+                     CW_NOENT);
+    assert_int_equal(cw_plugins_describe("oldabi", NULL, NULL),
+                     CW_INVALID_ARG);
+    assert_int_equal(facts, 0);
 }
 
 static void test_unknown_plugin(void **state)
@@ -98,6 +130,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bad_modules),
         cmocka_unit_test(test_older_ops_table),
+        cmocka_unit_test(test_path_describe),
         cmocka_unit_test(test_unknown_plugin),
         cmocka_unit_test(test_search_path),
     };
