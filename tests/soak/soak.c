@@ -13,6 +13,8 @@
  * again), the corrupted requests and the bulk bytes it checked; at the end
  * the client asks for those counts and prints them beside its own.  Exit
  * 0 only when nothing was lost, duplicated, corrupted or failed.
+ * SOAK_CORRUPT=N in the environment of either side flips a byte of every
+ * Nth datum it sends after its checksum (tests/soak/detects.sh).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -101,6 +103,19 @@ bool soak_grow(uint8_t **a_p, size_t *n_p, uint64_t i, size_t first)
     *a_p = p;
     *n_p = n;
     return true;
+}
+
+void soak_corrupt(void *p, size_t len)
+{
+    static uint64_t every, n;
+    const char *e;
+
+    if (every == 0) {
+        e = getenv("SOAK_CORRUPT");
+        every = e != NULL && atoi(e) > 0 ? (uint64_t)atoi(e) : UINT64_MAX;
+    }
+    if (len > 0 && ++n % every == 0)
+        ((uint8_t *)p)[len / 2] ^= 0x20;
 }
 
 uint64_t soak_now_ms(void)

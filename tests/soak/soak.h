@@ -64,6 +64,12 @@ uint64_t soak_fnv(const void *p, size_t len);
  *  @return false, nothing changed, if memory is short. */
 bool soak_grow(uint8_t **a_p, size_t *n_p, uint64_t i, size_t first);
 
+/** SOAK_CORRUPT=N (to show that the checks work): flip a byte of the
+ *  @p len bytes at @p p if this is the Nth datum offered (empty ones are
+ *  not counted).  The client offers its requests and the data of its
+ *  pulls, the server its replies and the data of its pushes. */
+void soak_corrupt(void *p, size_t len);
+
 /** Monotonic milliseconds. */
 uint64_t soak_now_ms(void);
 

@@ -186,8 +186,10 @@ static cw_status_t slot_start(struct soak_client *cl, struct slot *s, bool bulk)
         s->len = o->bulk_min + rng_next(&cl->rng) % (o->bulk_max - o->bulk_min + 1);
         s->dir = cl->bulk_n_issued++ % 2 ? SOAK_PUSH : SOAK_PULL;
         cl->bulk_issued += s->len;
-        if (s->dir == SOAK_PULL)
+        if (s->dir == SOAK_PULL) {
             soak_fill(cl->bulk_buf, s->len, seed ^ SOAK_BULK_SALT);
+            soak_corrupt(cl->bulk_buf, s->len);
+        }
         seg.base = cl->bulk_buf;
         seg.len = s->len;
         st = cw_bulk_create(cl->ctx, &seg, 1,
@@ -200,13 +202,17 @@ static cw_status_t slot_start(struct soak_client *cl, struct slot *s, bool bulk)
         cw_buf_put_u64(in, s->len);
         cw_buf_put_bulk(in, s->bulk);
     } else {
+        uint64_t check;
+
         s->dir = 0;
         s->len = pick_size(&cl->rng);
         s->reply_len = pick_size(&cl->rng);
         soak_fill(cl->payload, s->len, seed);
+        check = soak_fnv(cl->payload, s->len);
+        soak_corrupt(cl->payload, s->len);
         cw_buf_put_u32(in, s->reply_len);
         cw_buf_put_bytes(in, cl->payload, s->len);
-        cw_buf_put_u64(in, soak_fnv(cl->payload, s->len));
+        cw_buf_put_u64(in, check);
     }
     st = cw_buf_error(in);
     if (st != CW_OK)

@@ -120,8 +120,10 @@ static void h_rpc(cw_handle_t *h, void *arg)
     cw_buf_put_u64(out, key);
     cw_buf_put_u64(out, seq);
     cw_buf_put_u8(out, ok);
+    check = soak_fnv(g_reply, reply_len);
+    soak_corrupt(g_reply, reply_len);
     cw_buf_put_bytes(out, g_reply, reply_len);
-    cw_buf_put_u64(out, soak_fnv(g_reply, reply_len));
+    cw_buf_put_u64(out, check);
     answer(h, cw_buf_error(out));
 }
 
@@ -217,8 +219,10 @@ static void h_bulk(cw_handle_t *h, void *arg)
     j->prev = g_jobs.prev;
     g_jobs.prev->next = j;
     g_jobs.prev = j;
-    if (dir == SOAK_PUSH)
+    if (dir == SOAK_PUSH) {
         soak_fill(j->buf, len, j->seed);
+        soak_corrupt(j->buf, len);
+    }
     seg.base = j->buf;
     seg.len = len;
     st = cw_bulk_create(ctx, &seg, 1, CW_BULK_READ_WRITE, &j->lb);
