@@ -10,7 +10,8 @@
 #      end), unless marked `# exit-ok: <reason>`;
 #   4. a wait_for whose outcome is thrown away (`wait_for ... || true`).
 # First it checks itself on scripts with each mistake and one without.
-#   lint_tests.sh [FILE...]   (default: tests/integration/*.sh, tests/bench/*.sh)
+#   lint_tests.sh [FILE...]   (default: tests/integration/*.sh, tests/bench/*.sh,
+#                             tests/soak/*.sh)
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 
@@ -116,7 +117,7 @@ fi
 echo "ok - the lint finds a bare sleep, SKIP then exit 0, exit 0, wait_for || true; passes annotated ones"
 
 if [ $# = 0 ]; then
-    for f in "$here"/*.sh "$here"/../bench/*.sh; do
+    for f in "$here"/*.sh "$here"/../bench/*.sh "$here"/../soak/*.sh; do
         [ "$f" -ef "$0" ] || set -- "$@" "$f"
     done
 fi
