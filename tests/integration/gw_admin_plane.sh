@@ -133,7 +133,19 @@ if declare -F as_nobody >/dev/null; then
     chmod 0711 "$T"
     chmod 0755 "$SOCK_DIR"
     as_nobody true || fail "cannot run a command as nobody"
-    as_nobody "$CWCTL" --admin "$SOCK" drain >"$T/nobody.out" 2>&1
+    # nobody may not be able to reach the build tree (a checkout under a
+    # 0700 directory, as mktemp -d makes): it runs a copy of cwctl and of
+    # the build tree's libraries it loads, from a directory it can read.
+    mkdir -m 0755 "$T/nb"
+    cp "$CWCTL" "$T/nb/cwctl"
+    ldd "$CWCTL" | awk -v b="$(cd "$(dirname "$CWCTL")/.." && pwd)" \
+        'index($3, b) == 1 || index($3, "/..") > 0 { print $3 }' |
+        while read -r lib; do cp "$lib" "$T/nb/"; done
+    chmod -R a+rX "$T/nb"
+    NB_CWCTL=$T/nb/cwctl
+    as_nobody env LD_LIBRARY_PATH="$T/nb" "$NB_CWCTL" --help >/dev/null 2>&1 ||
+        fail "nobody cannot run a copy of cwctl: $(as_nobody env LD_LIBRARY_PATH="$T/nb" "$NB_CWCTL" --help 2>&1 | tail -n 2)"
+    as_nobody env LD_LIBRARY_PATH="$T/nb" "$NB_CWCTL" --admin "$SOCK" drain >"$T/nobody.out" 2>&1
     rc=$?
     [ "$rc" = 3 ] && grep -q "permission denied" "$T/nobody.out" ||
         fail "nobody was not refused by the socket's mode (exit $rc): $(cat "$T/nobody.out")"
@@ -149,7 +161,8 @@ YAML
     start_gw gw2 "$T/gw2.yaml"
     [ "$(stat -c '%a %G' "$SOCK_DIR/gw2.sock")" = "660 nogroup" ] ||
         fail "gw2.sock: $(stat -c '%a %G' "$SOCK_DIR/gw2.sock"), expected 660 nogroup"
-    as_nobody "$CWCTL" --admin "$SOCK_DIR/gw2.sock" status --json >"$T/nobody2.json" ||
+    as_nobody env LD_LIBRARY_PATH="$T/nb" "$NB_CWCTL" --admin "$SOCK_DIR/gw2.sock" \
+        status --json >"$T/nobody2.json" ||
         fail "nobody (group nogroup) refused by a socket of group nogroup"
     [ "$(jval 'd["name"]' <"$T/nobody2.json")" = gw2 ] || fail "gw2 status: $(cat "$T/nobody2.json")"
     stop_pid "$gw2_PID"
