@@ -25,6 +25,17 @@ wait_for() {
     done
     return 1
 }
+# wait_file FILE PID [TRIES]: until FILE is not empty (an address file a
+# server writes), or false if PID ended first or TRIES polls of 50 ms
+# (default 200: 10 s) pass.
+wait_file() {
+    for _ in $(seq "${3:-200}"); do
+        [ -s "$1" ] && return 0
+        kill -0 "$2" 2>/dev/null || return 1
+        sleep 0.05 # sleep-ok: the poll interval of a bounded wait
+    done
+    return 1
+}
 # A free port outside the ephemeral range (free_port.py).
 free_port() {
     python3 "$(dirname "${BASH_SOURCE[0]}")/../integration/free_port.py"

@@ -24,21 +24,10 @@ HG_BIN=${HG_BIN:-}
 export CAUSEWAY_PLUGIN_PATH=$B/na-shm:$B/na-ofi:$B/na-ucx:$B/na-verbs
 command -v valgrind >/dev/null || { echo "rtt-instr: valgrind is needed" >&2; exit 2; }
 [ -x "$B/tools/cw-perf" ] || { echo "rtt-instr: no $B/tools/cw-perf" >&2; exit 2; }
-W=$(mktemp -d /tmp/cw-rtt-instr.XXXXXX)
-SRV=""
-trap '[ -n "$SRV" ] && kill "$SRV" 2>/dev/null; rm -rf "$W"' EXIT
+. "$(dirname "$0")/bench_lib.sh" rttinstr
+export CAUSEWAY_PLUGIN_PATH=$B/na-shm:$B/na-ofi:$B/na-ucx:$B/na-verbs
+W=$T
 VG=(valgrind --tool=callgrind --dump-instr=no --collect-jumps=no)
-
-# wait_file FILE PID: until FILE is not empty, or fail if PID ended first
-# or 60 s pass (a server under callgrind starts slowly).
-wait_file() {
-    for _ in $(seq 1200); do
-        [ -s "$1" ] && return 0
-        kill -0 "$2" 2>/dev/null || return 1
-        sleep 0.05 # sleep-ok: the poll interval of a bounded wait
-    done
-    return 1
-}
 
 ir_of() { awk '/^(summary|totals):/ { print $2; exit }' "$1"; }
 
@@ -56,7 +45,8 @@ one() {
         "${sv[@]}" "$B/tools/cw-perf" server --listen "$u" --addr-file "$W/addr" \
             >/dev/null 2>"$W/srv.log" &
         SRV=$!
-        wait_file "$W/addr" "$SRV" || { cat "$W/srv.log" >&2; return 1; }
+        PIDS="$PIDS $SRV"
+        wait_file "$W/addr" "$SRV" 1200 || { cat "$W/srv.log" >&2; return 1; }
         timeout 600 "${cv[@]}" "$B/tools/cw-perf" client --target "$(cat "$W/addr")" \
             --test lat --sizes 64 --iters "$n" --reps 1 --verify \
             >"$W/cli.out" 2>"$W/cli.log" || { cat "$W/cli.log" >&2; return 1; }
@@ -70,7 +60,8 @@ one() {
         (cd "$W" && exec "${sv[@]}" "$HG_BIN/hg_perf_server" $na -f "$W/port.cfg" \
             >/dev/null 2>"$W/srv.log") &
         SRV=$!
-        wait_file "$W/port.cfg" "$SRV" || { cat "$W/srv.log" >&2; return 1; }
+        PIDS="$PIDS $SRV"
+        wait_file "$W/port.cfg" "$SRV" 1200 || { cat "$W/srv.log" >&2; return 1; }
         (cd "$W" && exec timeout 600 "${cv[@]}" "$HG_BIN/hg_rate" $na -f "$W/port.cfg" \
             -y 64 -z 64 -x 1 -l "$n" -v) >"$W/cli.out" 2>"$W/cli.log" ||
             { cat "$W/cli.log" >&2; return 1; }

@@ -37,9 +37,9 @@ for t in hg_perf_server hg_rate hg_bw_read; do
     [ -x "$HG_BIN/$t" ] || { echo "vs-mercury: no $HG_BIN/$t" >&2; exit 2; }
 done
 [ -x "$B/tools/cw-perf" ] || { echo "vs-mercury: no $B/tools/cw-perf" >&2; exit 2; }
-W=$(mktemp -d /tmp/cw-vs-hg.XXXXXX)
-SRV=""
-trap '[ -n "$SRV" ] && kill "$SRV" 2>/dev/null; rm -rf "$W"' EXIT
+. "$(dirname "$0")/bench_lib.sh" vshg
+export CAUSEWAY_PLUGIN_PATH=$B/na-shm:$B/na-ofi:$B/na-ucx:$B/na-verbs
+W=$T
 RES=$W/results.tsv # figure  unit  better  impl  round  value
 : >"$RES"
 cw_verify=""
@@ -47,17 +47,6 @@ hg_verify=""
 if [ "$VERIFY" = 1 ]; then cw_verify=--verify; hg_verify=-v; fi
 
 want() { case ",$ONLY," in *",$1,"*) return 0 ;; esac; return 1; }
-
-# wait_file FILE PID: until FILE is not empty (the server's address), or
-# fail if PID ended first or 10 s pass.
-wait_file() {
-    for _ in $(seq 200); do
-        [ -s "$1" ] && return 0
-        kill -0 "$2" 2>/dev/null || return 1
-        sleep 0.05 # sleep-ok: the poll interval of a bounded wait
-    done
-    return 1
-}
 
 record() { # figure unit better impl round value
     [ -n "$6" ] || { echo "vs-mercury: no figure for $1 ($4, round $5)" >&2; exit 1; }
@@ -81,6 +70,7 @@ cw_run() {
     taskset -c 1 "$B/tools/cw-perf" server --listen "$(cw_uri "$tr")" \
         --addr-file "$W/cw.addr" $busy >"$W/cw-srv.log" 2>&1 &
     SRV=$!
+    PIDS="$PIDS $SRV"
     wait_file "$W/cw.addr" "$SRV" || {
         echo "vs-mercury: cw-perf server on $tr did not start:" >&2
         cat "$W/cw-srv.log" >&2
@@ -120,6 +110,7 @@ hg_run() {
     (cd "$W" && exec taskset -c 1 "$HG_BIN/hg_perf_server" $(hg_na "$tr") \
         -f "$W/port.cfg" $busy >"$W/hg-srv.log" 2>&1) &
     SRV=$!
+    PIDS="$PIDS $SRV"
     wait_file "$W/port.cfg" "$SRV" || {
         echo "vs-mercury: hg_perf_server on $tr did not start:" >&2
         cat "$W/hg-srv.log" >&2
