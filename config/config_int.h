@@ -136,7 +136,7 @@ cw_status_t cfg_store_scalar(const struct cw_config_key *key, void *base,
 /* Release what a key owns inside base. */
 void cfg_free_value(const struct cw_config_key *key, void *base);
 
-/* Apply every default of a section's keys to base.  CW_ERROR if a default
+/* Apply every default of a section's keys to base.  CW_INTERNAL if a default
  * of the schema does not parse (a bug, reported to stderr). */
 cw_status_t cfg_apply_defaults(const struct cw_config_key *keys, size_t nkeys,
                                void *base);

@@ -276,7 +276,7 @@ static cw_status_t load_list(struct cfg_ctx *ctx, int s, yaml_document_t *doc,
         loc->line = LINE(in);
         loc->column = COL(in);
         if (cfg_apply_defaults(sec->keys, sec->nkeys, item) != CW_OK)
-            return CW_ERROR;
+            return CW_INTERNAL;
         snprintf(where, sizeof(where), "%s[%zu]", sec->name, i);
         if (in->type != YAML_MAPPING_NODE) {
             cfg_error(ctx, LINE(in), COL(in), "%s: expected a mapping "
@@ -305,7 +305,7 @@ static cw_status_t load_root(struct cfg_ctx *ctx, yaml_document_t *doc)
             struct cw_config_loc *loc = base;
             if (cfg_apply_defaults(schema[s].keys, schema[s].nkeys, base) !=
                 CW_OK)
-                return CW_ERROR;
+                return CW_INTERNAL;
             loc->file = ctx->cfg->path;
             ctx->keylocs[s] = calloc(1, sizeof(*ctx->keylocs[s]));
             if (ctx->keylocs[s] == NULL)

@@ -332,6 +332,6 @@ cw_status_t cw_addr_pattern_format(const struct cw_addr_pattern *pat,
     pattern_loc(pat, loc, sizeof(loc));
     n = snprintf(buf, len, "%s://%s", scheme, loc);
     if (n < 0)
-        return CW_ERROR;
+        return CW_INTERNAL;
     return (size_t)n < len ? CW_OK : CW_OVERFLOW;
 }

@@ -428,7 +428,7 @@ cw_status_t cfg_apply_defaults(const struct cw_config_key *keys, size_t nkeys,
                              sizeof(err)) != CW_OK) {
             fprintf(stderr, "causeway config schema: default '%s' of '%s' "
                     "is invalid: %s\n", keys[i].def, keys[i].name, err);
-            return CW_ERROR;
+            return CW_INTERNAL;
         }
     }
     return CW_OK;

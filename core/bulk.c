@@ -169,7 +169,7 @@ cw_status_t cw_bulk_desc_write(cw_bulk_t *b, cw_network_t *net, uint8_t *p,
         return st;
     mlen = cw_na_mem_serialize_size(net->na, m);
     if (cw_wire_desc_size(strlen(net->plugin), mlen) != n)
-        return CW_ERROR;
+        return CW_INTERNAL;
     p = cw_wire_desc_encode(p, 0, (uint8_t)b->perm, b->total, net->plugin,
                             mlen);
     return cw_na_mem_serialize(net->na, p, mlen, m);
@@ -380,7 +380,7 @@ cw_status_t cw_bulk_start(cw_context_t *ctx, enum cw_bulk_dir dir,
     }
     op_issue(op);
     if (op->inflight == 0) {
-        st = op->st != CW_OK ? op->st : CW_ERROR;
+        st = op->st != CW_OK ? op->st : CW_INTERNAL;
         op_free(op);
         return st;
     }

@@ -182,7 +182,7 @@ err_close_ep:
     close(ctx->epfd);
 err_free:
     ctx_free(ctx);
-    return CW_ERROR;
+    return CW_INTERNAL;
 }
 
 cw_status_t cw_context_stats(cw_context_t *ctx,

@@ -546,7 +546,7 @@ cw_status_t ofi_addr_to_string(cw_na_class_t *cls, cw_na_addr_t *addr,
         n = ofi_format_raw(cls, addr->raw, addr->len, buf, buf ? *len_p : 0);
     }
     if (n < 0)
-        return CW_ERROR;
+        return CW_INTERNAL;
     if ((size_t)n + 1 > *len_p) {
         *len_p = (size_t)n + 1;
         return CW_OVERFLOW;

@@ -141,7 +141,7 @@ cw_status_t ofi_status(int fi_err)
     case EEXIST:
         return CW_EXIST;
     default:
-        return CW_ERROR;
+        return CW_INTERNAL;
     }
 }
 
@@ -319,7 +319,7 @@ static cw_status_t ofi_params(struct cw_na_class *cls,
         size_t j = 0;
 
         if (!ofi_param_set(cls, p, p->def, "default"))
-            return CW_ERROR;
+            return CW_INTERNAL;
         j = (size_t)snprintf(env, sizeof(env), "CAUSEWAY_OFI_");
         for (const char *c = p->key; *c && j + 1 < sizeof(env); c++)
             env[j++] = (char)toupper((unsigned char)*c);

@@ -77,7 +77,7 @@ static cw_status_t ofi_mr_open(struct cw_na_class *cls, struct ofi_seg *s,
         if (!(cls->mr_mode & FI_MR_PROV_KEY) && !ofi_mr_key(cls, &key)) {
             OFI_ERR(cls, "getrandom() for a memory key failed: %s",
                     strerror(errno));
-            return CW_ERROR;
+            return CW_INTERNAL;
         }
         rc = fi_mr_reg(cls->domain, s->base, (size_t)s->len, acc, 0, key, 0,
                        &s->mr, NULL);

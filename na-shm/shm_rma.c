@@ -308,7 +308,7 @@ static cw_status_t shm_rma_copy(struct cw_na_class *cls, bool is_put,
         int cnt = (int)shm_iov_fill(&lc, &rc, len - done, liov, riov,
                                     (unsigned)maxv, &batch);
         if (cnt == 0)
-            return CW_ERROR; /* cannot happen: cursors skip empties */
+            return CW_INTERNAL; /* cannot happen: cursors skip empties */
         if (direct) {
             for (int i = 0; i < cnt; i++) {
                 if (is_put)
@@ -373,7 +373,7 @@ static cw_status_t shm_rma_async(struct cw_na_class *cls, struct cw_na_op *op,
     cnt = shm_iov_fill(&lc, &rc, len, liov, riov, (unsigned)max, &done);
     st = done == len ? shm_copy_post(cls, op, is_put, remote->pid, liov, riov,
                                      cnt)
-                     : CW_ERROR; /* cannot happen: bounds checked */
+                     : CW_INTERNAL; /* cannot happen: bounds checked */
     free(liov);
     return st;
 }

@@ -443,7 +443,7 @@ void ucx_conns_reap(struct ucx_cls *cls)
         cw_status_t st = ucx_status(conn->error);
         struct cw_na_addr *peer = conn->peer;
 
-        if (st == CW_OK || st == CW_CANCELED || st == CW_ERROR)
+        if (st == CW_OK || st == CW_CANCELED || st == CW_INTERNAL)
             st = CW_DISCONNECTED;
         ucx_rma_fail_conn(cls, conn, st);
         if (peer && (peer->conn == conn || peer->conn == NULL)) {

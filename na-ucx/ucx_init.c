@@ -126,7 +126,7 @@ cw_status_t ucx_status(ucs_status_t st)
     case UCS_ERR_OUT_OF_RANGE:
         return CW_RANGE;
     default:
-        return CW_ERROR;
+        return CW_INTERNAL;
     }
 }
 

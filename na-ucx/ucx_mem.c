@@ -396,7 +396,7 @@ cw_status_t ucx_rkey_post(struct ucx_cls *cls, struct cw_na_op *op,
     ucs_status_ptr_t req;
 
     if (set == NULL)
-        return CW_ERROR;
+        return CW_INTERNAL;
     while (li < local->nsegs && local_off >= local->segs[li].len)
         local_off -= local->segs[li++].len;
     while (ri < remote->nrsegs && remote_off >= remote->rsegs[ri].len)

@@ -101,7 +101,7 @@ cw_status_t vb_status(enum vb_err_kind kind, int code)
             return CW_UNREACHABLE;
         }
     }
-    return CW_ERROR;
+    return CW_INTERNAL;
 }
 
 const char *vb_strerr(enum vb_err_kind kind, int code, char *buf, size_t len)

@@ -346,7 +346,7 @@ static int bench_rma(struct client *c, bool put, cw_na_mem_t *local,
         /* Keep @p window transfers in flight at distinct offsets. */
         while ((size_t)done_total < count) {
             for (int k = 0; k < window && posted < count; k++) {
-                if (w[k].done == 0 && w[k].st == CW_ERROR)
+                if (w[k].done == 0 && w[k].st == CW_INTERNAL)
                     continue; /* in flight */
                 if (w[k].st != CW_OK) {
                     fprintf(stderr, "%s failed: %s\n", put ? "put" : "get",
@@ -355,7 +355,7 @@ static int bench_rma(struct client *c, bool put, cw_na_mem_t *local,
                 }
                 size_t off = (size_t)k * size % (BUF_MAX - size + 1);
                 w[k].done = 0;
-                w[k].st = CW_ERROR; /* marks in flight */
+                w[k].st = CW_INTERNAL; /* marks in flight */
                 cw_status_t st =
                     put ? cw_na_put(c->na, local, off, remote, off, size,
                                     c->srv, comp_cb, &w[k], NULL)
@@ -388,7 +388,7 @@ static int bench_rma(struct client *c, bool put, cw_na_mem_t *local,
         }
         /* Drain what is still in flight. */
         for (int k = 0; k < window; k++) {
-            if (w[k].st == CW_ERROR && !wait_for(c->na, &w[k].done, 1))
+            if (w[k].st == CW_INTERNAL && !wait_for(c->na, &w[k].done, 1))
                 goto out;
             w[k] = (struct comp){0};
         }

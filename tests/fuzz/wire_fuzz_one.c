@@ -225,7 +225,7 @@ bool live_fuzz_send(struct live_fuzz *lf, const void *msg, size_t len)
 
 bool live_fuzz_alive(struct live_fuzz *lf)
 {
-    struct call res = {0, CW_ERROR};
+    struct call res = {0, CW_INTERNAL};
     cw_addr_t *self;
     cw_handle_t *h;
     uint64_t end = cw_now_ns() + 5000000000ull;

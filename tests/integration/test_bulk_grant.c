@@ -202,7 +202,7 @@ static void progress_all(struct env *e, unsigned ms)
 }
 
 /* One transfer on a proxy handle at the target; returns its status (or
- * CW_ERROR if it did not complete exactly once). */
+ * CW_INTERNAL if it did not complete exactly once). */
 /* One step of every context; true if @p dn completed. */
 static bool step_all(struct env *e, const struct done *dn)
 {
@@ -217,7 +217,7 @@ static bool step_all(struct env *e, const struct done *dn)
 
 /* One transfer of @p len bytes on a proxy handle at the target, into
  * @p nseg segments of @p tbuf, cancelled as @p cancel says; returns its
- * status (or CW_ERROR if it did not complete exactly once, the cancel
+ * status (or CW_INTERNAL if it did not complete exactly once, the cancel
  * found nothing to cancel, or a transfer that failed to start wrote its
  * operation). */
 static cw_status_t one_len(struct env *e, enum cw_bulk_dir dir, uint8_t *tbuf,
@@ -262,7 +262,7 @@ static cw_status_t one_len(struct env *e, enum cw_bulk_dir dir, uint8_t *tbuf,
         st = cw_bulk_transfer(e->tctx, dir, gw, pb, 0, lb, 0, len, xfer_cb, &dn,
                               &op);
     if (st != CW_OK && op != NULL)
-        st = CW_ERROR; /* written on failure: a dangling operation */
+        st = CW_INTERNAL; /* written on failure: a dangling operation */
     if (st == CW_OK && cancel == C_EARLY)
         canceled = cw_bulk_cancel(op) == CW_OK;
     end = now_ms() + 10000;
@@ -278,7 +278,7 @@ static cw_status_t one_len(struct env *e, enum cw_bulk_dir dir, uint8_t *tbuf,
     }
     if (st == CW_OK) {
         progress_all(e, 20); /* a second completion would show here */
-        st = dn.calls == 1 && (cancel == C_NONE || canceled) ? dn.st : CW_ERROR;
+        st = dn.calls == 1 && (cancel == C_NONE || canceled) ? dn.st : CW_INTERNAL;
     }
     cw_addr_free(gw);
     cw_bulk_free(lb);
@@ -387,7 +387,7 @@ int main(void)
     }
     fails +=
         check("every delegation asked for a grant",
-              e.asked == 2 + 2 * (G_TRAILING - G_LONGER + 1) ? CW_OK : CW_ERROR,
+              e.asked == 2 + 2 * (G_TRAILING - G_LONGER + 1) ? CW_OK : CW_INTERNAL,
               CW_OK);
     /* Cancel before the answer and during the granted transfer: once,
      * CW_CANCELED. */

@@ -160,7 +160,7 @@ static uint8_t g_job_op;
 static uint8_t g_old_token[CW_BPROXY_TOKEN_LEN];
 static bool g_have_old;
 static const char *g_alt_uri; /* server: second endpoint (hostile) */
-static cw_status_t g_exp_local = CW_ERROR, g_exp_gw = CW_ERROR;
+static cw_status_t g_exp_local = CW_INTERNAL, g_exp_gw = CW_INTERNAL;
 static bool g_granted; /* the last raw delegation got a zero-staging grant */
 
 /* A grant in answer to a raw delegation must cover exactly what was asked
@@ -437,7 +437,7 @@ static void run_job(cw_context_t *ctx, cw_handle_t *h, uint8_t op,
     } else if (op == OP_REPLAY) {
         st = g_have_old ? raw_deleg(ctx, cw_handle_source(h), g_old_token,
                                     CW_BULK_PULL, 0, 64)
-                        : CW_ERROR;
+                        : CW_INTERNAL;
         cw_buf_put_u32(cw_handle_output(h), st);
         st = CW_OK;
     } else {
@@ -647,7 +647,7 @@ static int hostile(cw_context_t *ctx, cw_addr_t *dst)
         mbuf_free(&m);
         return 1;
     }
-    fails += expect("target got a proxy handle", v[0] ? CW_OK : CW_ERROR,
+    fails += expect("target got a proxy handle", v[0] ? CW_OK : CW_INTERNAL,
                     CW_OK);
     fails += expect("forged token", v[1], CW_BAD_HANDLE);
     fails += expect("out-of-bounds range", v[2], CW_RANGE);
@@ -727,7 +727,7 @@ static int once(cw_context_t *ctx, cw_addr_t *dst, size_t len, uint8_t op,
         st = CW_IO;
     }
     if (st == CW_OK && !proxied)
-        st = CW_ERROR;
+        st = CW_INTERNAL;
     {
         struct cw_context_stats cs = {0};
         cw_context_stats(ctx, &cs);
