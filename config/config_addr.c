@@ -14,13 +14,12 @@
 #include <stdio.h>
 #include <string.h>
 
-#define NAME_MAX_SHM 47     /* na-shm: SHM_NAME_MAX - 1 */
+#define NAME_MAX_SHM     47 /* na-shm: SHM_NAME_MAX - 1 */
 #define NAME_MAX_OFI_SHM 48 /* na-ofi: OFI_SHM_NAME_MAX */
-#define VERBS_DEV_MAX 20    /* na-verbs: VB_DEV_MAX */
+#define VERBS_DEV_MAX    20 /* na-verbs: VB_DEV_MAX */
 
 typedef bool (*loc_check_fn)(const char *loc, const char *protocol,
-                             enum cfg_addr_role role, char *err,
-                             size_t errlen);
+                             enum cfg_addr_role role, char *err, size_t errlen);
 
 struct cfg_plugin {
     const char *name;
@@ -74,8 +73,10 @@ static bool check_shm(const char *loc, const char *protocol,
         return true; /* the plugin picks a free name */
     if (shm_name(loc, NAME_MAX_SHM, false))
         return true;
-    snprintf(err, errlen, "'%.64s' is not an shm name: 1-%d of "
-             "[A-Za-z0-9._-], not starting with '.'", loc, NAME_MAX_SHM);
+    snprintf(err, errlen,
+             "'%.64s' is not an shm name: 1-%d of "
+             "[A-Za-z0-9._-], not starting with '.'",
+             loc, NAME_MAX_SHM);
     return false;
 }
 
@@ -92,7 +93,8 @@ static bool check_hostport(const char *loc, enum cfg_addr_role role,
     if (loc[0] == '\0') {
         if (role == CFG_ADDR_LISTEN)
             return true; /* any interface, a port the plugin picks */
-        snprintf(err, errlen, "a next hop needs host:port, got an empty "
+        snprintf(err, errlen,
+                 "a next hop needs host:port, got an empty "
                  "location");
         return false;
     }
@@ -108,8 +110,10 @@ static bool check_hostport(const char *loc, enum cfg_addr_role role,
     } else {
         colon = strrchr(loc, ':');
         if (colon != NULL && strchr(loc, ':') != colon) {
-            snprintf(err, errlen, "'%.64s': an IPv6 address takes brackets "
-                     "([ADDRESS]:PORT)", loc);
+            snprintf(err, errlen,
+                     "'%.64s': an IPv6 address takes brackets "
+                     "([ADDRESS]:PORT)",
+                     loc);
             return false;
         }
         hlen = colon ? (size_t)(colon - loc) : strlen(loc);
@@ -117,35 +121,45 @@ static bool check_hostport(const char *loc, enum cfg_addr_role role,
     memcpy(host, hstart, hlen);
     host[hlen] = '\0';
     if (hlen == 0) {
-        snprintf(err, errlen, "'%.64s' has no host (expected host:port, "
-                 "[IPv6]:port or interface:port)", loc);
+        snprintf(err, errlen,
+                 "'%.64s' has no host (expected host:port, "
+                 "[IPv6]:port or interface:port)",
+                 loc);
         return false;
     }
     if (hstart != loc) {
         unsigned char ip[16];
         if (inet_pton(AF_INET6, host, ip) != 1) {
-            snprintf(err, errlen, "'%.64s' in brackets is not an IPv6 "
-                     "address", host);
+            snprintf(err, errlen,
+                     "'%.64s' in brackets is not an IPv6 "
+                     "address",
+                     host);
             return false;
         }
     } else if (!(any_host_ok && strcmp(host, "*") == 0)) {
         for (size_t i = 0; i < hlen; i++) {
             if (!name_char(host[i])) {
-                snprintf(err, errlen, "'%.64s' is not a host name, IP "
-                         "address or interface", host);
+                snprintf(err, errlen,
+                         "'%.64s' is not a host name, IP "
+                         "address or interface",
+                         host);
                 return false;
             }
         }
     }
     if (colon != NULL &&
         !digits(colon + 1, strlen(colon + 1), 5, 65535, &port)) {
-        snprintf(err, errlen, "port '%.16s' in '%.64s' is not a number from "
-                 "0 to 65535", colon + 1, loc);
+        snprintf(err, errlen,
+                 "port '%.16s' in '%.64s' is not a number from "
+                 "0 to 65535",
+                 colon + 1, loc);
         return false;
     }
     if (role == CFG_ADDR_PEER && port == 0) {
-        snprintf(err, errlen, "'%.64s' has no port: a next hop needs "
-                 "host:port", loc);
+        snprintf(err, errlen,
+                 "'%.64s' has no port: a next hop needs "
+                 "host:port",
+                 loc);
         return false;
     }
     return true;
@@ -159,8 +173,10 @@ static bool check_ofi(const char *loc, const char *protocol,
             return true;
         if (shm_name(loc, NAME_MAX_OFI_SHM, true))
             return true;
-        snprintf(err, errlen, "'%.64s' is not an fi_shm name: 1-%d of "
-                 "[A-Za-z0-9._-]", loc, NAME_MAX_OFI_SHM);
+        snprintf(err, errlen,
+                 "'%.64s' is not an fi_shm name: 1-%d of "
+                 "[A-Za-z0-9._-]",
+                 loc, NAME_MAX_OFI_SHM);
         return false;
     }
     return check_hostport(loc, role, false, err, errlen);
@@ -193,8 +209,7 @@ static bool verbs_dev(const char *s, size_t n)
 
 /* "<ipv4>[:<port>]" or "" of [s, s+n): na-verbs parse_ip.  *ip_p: an
  * address other than 0.0.0.0 was given; *port_p: the port or 0. */
-static bool verbs_ip(const char *s, size_t n, bool *ip_p,
-                     unsigned long *port_p)
+static bool verbs_ip(const char *s, size_t n, bool *ip_p, unsigned long *port_p)
 {
     char host[INET_ADDRSTRLEN];
     const char *colon = memchr(s, ':', n);
@@ -229,21 +244,23 @@ static bool check_verbs(const char *loc, const char *protocol,
     (void)protocol;
     if (slash) {
         ok = verbs_dev(loc, (size_t)(slash - loc)) &&
-             verbs_ip(slash + 1, n - (size_t)(slash - loc) - 1, &has_ip,
-                      &port);
+             verbs_ip(slash + 1, n - (size_t)(slash - loc) - 1, &has_ip, &port);
     } else {
-        ok = verbs_ip(loc, n, &has_ip, &port) ||
-             (n > 0 && verbs_dev(loc, n));
+        ok = verbs_ip(loc, n, &has_ip, &port) || (n > 0 && verbs_dev(loc, n));
     }
     if (!ok) {
-        snprintf(err, errlen, "'%.64s': expected [device[:port]/]IPv4[:port] "
+        snprintf(err, errlen,
+                 "'%.64s': expected [device[:port]/]IPv4[:port] "
                  "(device: 1-%d of [A-Za-z0-9._-], port 1-255; na-verbs "
-                 "takes IPv4 addresses only)", loc, VERBS_DEV_MAX);
+                 "takes IPv4 addresses only)",
+                 loc, VERBS_DEV_MAX);
         return false;
     }
     if (role == CFG_ADDR_PEER && (!has_ip || port == 0)) {
-        snprintf(err, errlen, "'%.64s': a next hop needs "
-                 "[device[:port]/]IPv4:port", loc);
+        snprintf(err, errlen,
+                 "'%.64s': a next hop needs "
+                 "[device[:port]/]IPv4:port",
+                 loc);
         return false;
     }
     return true;
@@ -251,7 +268,7 @@ static bool check_verbs(const char *loc, const char *protocol,
 
 static const char *const shm_protocols[] = {"", "shm", NULL};
 /* na-ofi's ofi_protos; "" is tcp. */
-static const char *const ofi_protocols[] = {"", "tcp", "shm", "sockets",
+static const char *const ofi_protocols[] = {"",      "tcp", "shm", "sockets",
                                             "verbs", "cxi", NULL};
 static const char *const verbs_protocols[] = {"", NULL};
 
@@ -279,8 +296,8 @@ static bool in_list(const char *const *list, const char *s)
     return false;
 }
 
-static void unknown_plugin(const char *plugin, const char *protocol,
-                           char *err, size_t errlen)
+static void unknown_plugin(const char *plugin, const char *protocol, char *err,
+                           size_t errlen)
 {
     const char *names[NPLUGINS];
     const char *hint;
@@ -288,21 +305,25 @@ static void unknown_plugin(const char *plugin, const char *protocol,
     for (size_t i = 0; i < NPLUGINS; i++)
         names[i] = plugins[i].name;
     if (protocol[0] == '\0' && in_list(ofi_protocols, plugin)) {
-        snprintf(err, errlen, "unknown plugin '%s' (plugins: shm, ofi, ucx, "
-                 "verbs): a libfabric provider is written ofi+%s://", plugin,
-                 plugin);
+        snprintf(err, errlen,
+                 "unknown plugin '%s' (plugins: shm, ofi, ucx, "
+                 "verbs): a libfabric provider is written ofi+%s://",
+                 plugin, plugin);
         return;
     }
     if (strcmp(plugin, "na") == 0) {
-        snprintf(err, errlen, "unknown plugin 'na' (plugins: shm, ofi, ucx, "
+        snprintf(err, errlen,
+                 "unknown plugin 'na' (plugins: shm, ofi, ucx, "
                  "verbs): Mercury's na+sm:// is shm://NAME here, ofi+tcp:// "
                  "and ucx+tcp:// keep their names");
         return;
     }
     hint = cfg_suggest(plugin, names, NPLUGINS);
-    snprintf(err, errlen, "unknown plugin '%s' (plugins: shm, ofi, ucx, "
-             "verbs)%s%s%s", plugin, hint ? "; did you mean '" : "",
-             hint ? hint : "", hint ? "'?" : "");
+    snprintf(err, errlen,
+             "unknown plugin '%s' (plugins: shm, ofi, ucx, "
+             "verbs)%s%s%s",
+             plugin, hint ? "; did you mean '" : "", hint ? hint : "",
+             hint ? "'?" : "");
 }
 
 cw_status_t cfg_fabric_check(const char *plugin, const char *protocol,
@@ -321,11 +342,15 @@ cw_status_t cfg_fabric_check(const char *plugin, const char *protocol,
         in_list(p->protocols, protocol))
         return CW_OK;
     if (p->protocols[1] == NULL)
-        snprintf(err, errlen, "plugin '%s' takes no protocol (%s), got "
-                 "'%s+%s'", plugin, p->form, plugin, protocol);
+        snprintf(err, errlen,
+                 "plugin '%s' takes no protocol (%s), got "
+                 "'%s+%s'",
+                 plugin, p->form, plugin, protocol);
     else if (p == plugin_find("ofi"))
-        snprintf(err, errlen, "plugin 'ofi' has no protocol '%s' (tcp, shm, "
-                 "sockets, verbs, cxi; ofi:// is tcp)", protocol);
+        snprintf(err, errlen,
+                 "plugin 'ofi' has no protocol '%s' (tcp, shm, "
+                 "sockets, verbs, cxi; ofi:// is tcp)",
+                 protocol);
     else
         snprintf(err, errlen, "plugin '%s' has no protocol '%s' (%s)", plugin,
                  protocol, p->form);

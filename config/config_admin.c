@@ -32,15 +32,15 @@ cw_status_t cw_config_read_token(const char *path, char **token_p, char *err,
         return CW_NOENT;
     }
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        snprintf(err, errlen, "token file \"%s\" is not a regular file",
-                 path);
+        snprintf(err, errlen, "token file \"%s\" is not a regular file", path);
         goto err_close;
     }
     /* A secret others may read is no secret: refuse, as ssh does. */
     if ((sb.st_mode & S_IRWXO) != 0) {
-        snprintf(err, errlen, "token file \"%s\" is accessible to other "
-                 "users (mode %04o): chmod o-rwx it", path,
-                 (unsigned)(sb.st_mode & 07777));
+        snprintf(err, errlen,
+                 "token file \"%s\" is accessible to other "
+                 "users (mode %04o): chmod o-rwx it",
+                 path, (unsigned)(sb.st_mode & 07777));
         goto err_close;
     }
     buf = malloc(TOKEN_FILE_MAX + 1);
@@ -62,8 +62,8 @@ cw_status_t cw_config_read_token(const char *path, char **token_p, char *err,
         len += (size_t)n;
     }
     if (len == TOKEN_FILE_MAX) {
-        snprintf(err, errlen, "token file \"%s\" is longer than %u bytes",
-                 path, TOKEN_FILE_MAX - 1);
+        snprintf(err, errlen, "token file \"%s\" is longer than %u bytes", path,
+                 TOKEN_FILE_MAX - 1);
         goto err_free;
     }
     while (len > 0 && strchr(" \t\r\n", buf[len - 1]) != NULL)
@@ -75,9 +75,11 @@ cw_status_t cw_config_read_token(const char *path, char **token_p, char *err,
     }
     for (size_t i = 0; i < len; i++)
         if ((unsigned char)buf[i] <= 0x20 || (unsigned char)buf[i] >= 0x7f) {
-            snprintf(err, errlen, "token file \"%s\": the token has a "
+            snprintf(err, errlen,
+                     "token file \"%s\": the token has a "
                      "blank or control character at byte %zu (one line of "
-                     "printable ASCII expected)", path, i + 1);
+                     "printable ASCII expected)",
+                     path, i + 1);
             goto err_free;
         }
     close(fd);
@@ -96,8 +98,8 @@ cw_status_t cw_config_socket_mode(const char *text, unsigned *mode_p)
     char *end;
     unsigned long v;
 
-    if (text == NULL || text[0] == '\0' || strspn(text, "01234567") !=
-        strlen(text) || strlen(text) > 4)
+    if (text == NULL || text[0] == '\0' ||
+        strspn(text, "01234567") != strlen(text) || strlen(text) > 4)
         return CW_INVALID_ARG;
     v = strtoul(text, &end, 8);
     if (*end != '\0' || v > 0777)
@@ -158,21 +160,27 @@ void cfg_check_admin(struct cfg_ctx *ctx)
         return;
     if (g->admin_socket != NULL && g->admin_socket[0] != '\0') {
         if (g->admin_socket[0] != '/')
-            admin_error(ctx, GW_KEY_ADMIN_SOCKET, "gateway.admin_socket: "
-                        "\"%.200s\" is not an absolute path", g->admin_socket);
+            admin_error(ctx, GW_KEY_ADMIN_SOCKET,
+                        "gateway.admin_socket: "
+                        "\"%.200s\" is not an absolute path",
+                        g->admin_socket);
         else if (strlen(g->admin_socket) >= sizeof(sun.sun_path))
-            admin_error(ctx, GW_KEY_ADMIN_SOCKET, "gateway.admin_socket: "
+            admin_error(ctx, GW_KEY_ADMIN_SOCKET,
+                        "gateway.admin_socket: "
                         "\"%.200s\" is longer than a socket path may be "
-                        "(%zu bytes)", g->admin_socket,
-                        sizeof(sun.sun_path) - 1);
+                        "(%zu bytes)",
+                        g->admin_socket, sizeof(sun.sun_path) - 1);
     }
     if (cw_config_socket_mode(g->admin_socket_mode, &v) != CW_OK)
-        admin_error(ctx, GW_KEY_ADMIN_SOCKET_MODE, "gateway.admin_socket_mode:"
+        admin_error(ctx, GW_KEY_ADMIN_SOCKET_MODE,
+                    "gateway.admin_socket_mode:"
                     " expected an octal file mode such as \"0660\", at most "
-                    "0777, got \"%.40s\"", g->admin_socket_mode);
+                    "0777, got \"%.40s\"",
+                    g->admin_socket_mode);
     if (g->admin_socket_group != NULL && g->admin_socket_group[0] != '\0' &&
         cw_config_group_id(g->admin_socket_group, &v) != CW_OK)
-        admin_error(ctx, GW_KEY_ADMIN_SOCKET_GROUP, "gateway."
+        admin_error(ctx, GW_KEY_ADMIN_SOCKET_GROUP,
+                    "gateway."
                     "admin_socket_group: no group \"%.64s\" on this host",
                     g->admin_socket_group);
     if (g->admin_token_file != NULL && g->admin_token_file[0] != '\0') {

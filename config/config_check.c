@@ -27,9 +27,9 @@ static void names_list(const struct cw_config *cfg, char *buf, size_t len)
         if (cfg->networks[i].name == NULL)
             continue;
         for (size_t j = 0; j < i; j++)
-            seen = seen || (cfg->networks[j].name &&
-                            strcmp(cfg->networks[j].name,
-                                   cfg->networks[i].name) == 0);
+            seen = seen ||
+                   (cfg->networks[j].name &&
+                    strcmp(cfg->networks[j].name, cfg->networks[i].name) == 0);
         if (!seen)
             off += (size_t)snprintf(buf + off, len - off, "%s%s",
                                     off ? ", " : "", cfg->networks[i].name);
@@ -52,8 +52,10 @@ static void bad_network_ref(struct cfg_ctx *ctx, unsigned line, unsigned col,
     hint = cfg_suggest(name, cands, n);
     names_list(cfg, list, sizeof(list));
     if (hint)
-        cfg_error(ctx, line, col, "%s: unknown network '%.64s' (did you mean "
-                  "'%s'?)", what, name, hint);
+        cfg_error(ctx, line, col,
+                  "%s: unknown network '%.64s' (did you mean "
+                  "'%s'?)",
+                  what, name, hint);
     else
         cfg_error(ctx, line, col, "%s: unknown network '%.64s' (defined: %s)",
                   what, name, n ? list : "none");
@@ -68,19 +70,21 @@ static void check_networks(struct cfg_ctx *ctx)
 
     if (!cfg->routes_only && cfg->nnetworks == 0 && !ctx->empty &&
         !ctx->sec_bad[SEC_NETWORKS])
-        cfg_error(ctx, ctx->sec_loc[SEC_NETWORKS].line
-                           ? ctx->sec_loc[SEC_NETWORKS].line : 1,
-                  ctx->sec_loc[SEC_NETWORKS].line
-                      ? ctx->sec_loc[SEC_NETWORKS].column : 1,
-                  "networks: at least one network is required "
-                  "(- {name: eth0, address: \"ofi+tcp://10.0.0.1:7000\"})");
+        cfg_error(
+            ctx,
+            ctx->sec_loc[SEC_NETWORKS].line ? ctx->sec_loc[SEC_NETWORKS].line
+                                            : 1,
+            ctx->sec_loc[SEC_NETWORKS].line ? ctx->sec_loc[SEC_NETWORKS].column
+                                            : 1,
+            "networks: at least one network is required "
+            "(- {name: eth0, address: \"ofi+tcp://10.0.0.1:7000\"})");
     for (size_t i = 0; i < cfg->nnetworks; i++) {
         struct cw_config_network *net = &cfg->networks[i];
         if (!net->loc.line)
             continue;
         if (net->address && cw_uri_parse(net->address, &net->uri) == CW_OK &&
-            cfg_addr_check(&net->uri, CFG_ADDR_LISTEN, why,
-                           sizeof(why)) != CW_OK) {
+            cfg_addr_check(&net->uri, CFG_ADDR_LISTEN, why, sizeof(why)) !=
+                CW_OK) {
             keyloc(ctx, SEC_NETWORKS, i, NET_ADDRESS, &net->loc, &line, &col);
             cfg_error(ctx, line, col, "networks[%zu].address: %s", i, why);
         }
@@ -88,17 +92,19 @@ static void check_networks(struct cfg_ctx *ctx)
             struct cw_config_network *prev = &cfg->networks[j];
             if (net->name && prev->name && strcmp(net->name, prev->name) == 0) {
                 keyloc(ctx, SEC_NETWORKS, i, NET_NAME, &net->loc, &line, &col);
-                cfg_error(ctx, line, col, "networks[%zu].name: duplicate "
-                          "network name '%s' (first defined at line %u)", i,
-                          net->name, prev->loc.line);
+                cfg_error(ctx, line, col,
+                          "networks[%zu].name: duplicate "
+                          "network name '%s' (first defined at line %u)",
+                          i, net->name, prev->loc.line);
             }
             if (net->address && prev->address &&
                 cw_uri_equal(&net->uri, &prev->uri)) {
                 keyloc(ctx, SEC_NETWORKS, i, NET_ADDRESS, &net->loc, &line,
                        &col);
-                cfg_error(ctx, line, col, "networks[%zu].address: '%s' is "
-                          "already the address of network '%s' (line %u)", i,
-                          net->address, prev->name ? prev->name : "?",
+                cfg_error(ctx, line, col,
+                          "networks[%zu].address: '%s' is "
+                          "already the address of network '%s' (line %u)",
+                          i, net->address, prev->name ? prev->name : "?",
                           prev->loc.line);
             }
         }
@@ -147,8 +153,10 @@ static int network_for(const struct cw_config *cfg, const struct cw_uri *uri)
         if (!n->address || strcmp(n->uri.plugin, uri->plugin) != 0 ||
             strcmp(n->uri.protocol, uri->protocol) != 0)
             continue;
-        if (gfam && cw_location_host(n->uri.location, host, &port, &nfam,
-                                     nip) == CW_OK && nfam == gfam)
+        if (gfam &&
+            cw_location_host(n->uri.location, host, &port, &nfam, nip) ==
+                CW_OK &&
+            nfam == gfam)
             bits = common_bits(gip, nip, gfam == 4 ? 4 : 16);
         if (best < 0 || bits > best_bits) {
             best = (int)i;
@@ -178,11 +186,12 @@ static void check_via_fabric(struct cfg_ctx *ctx, size_t i, unsigned line,
         return;
     snprintf(fabric, sizeof(fabric), "%s%s%s", net->uri.plugin,
              net->uri.protocol[0] ? "+" : "", net->uri.protocol);
-    cfg_error(ctx, line, col, "routes[%zu].via: network '%s' is %s://, "
+    cfg_error(ctx, line, col,
+              "routes[%zu].via: network '%s' is %s://, "
               "which cannot deliver to dest '%s': a via route carries only "
               "addresses of its network's plugin and protocol (use dest "
-              "\"%s://...\", or a gateway: next hop for another fabric)", i,
-              net->name, fabric, r->dest, fabric);
+              "\"%s://...\", or a gateway: next hop for another fabric)",
+              i, net->name, fabric, r->dest, fabric);
 }
 
 static void check_route(struct cfg_ctx *ctx, size_t i)
@@ -201,10 +210,10 @@ static void check_route(struct cfg_ctx *ctx, size_t i)
     r->network = -1;
     if (!r->loc.line)
         return;
-    if (r->dest && cw_addr_pattern_parse(r->dest, &r->pattern, NULL, 0) ==
-                       CW_OK) {
-        dest_ok = cfg_fabric_check(r->pattern.plugin, r->pattern.protocol,
-                                   why, sizeof(why)) == CW_OK;
+    if (r->dest &&
+        cw_addr_pattern_parse(r->dest, &r->pattern, NULL, 0) == CW_OK) {
+        dest_ok = cfg_fabric_check(r->pattern.plugin, r->pattern.protocol, why,
+                                   sizeof(why)) == CW_OK;
         if (!dest_ok) {
             keyloc(ctx, SEC_ROUTES, i, RT_DEST, &r->loc, &line, &col);
             cfg_error(ctx, line, col, "%s.dest: %s", where, why);
@@ -215,15 +224,19 @@ static void check_route(struct cfg_ctx *ctx, size_t i)
     gw_given = ctx->keylocs[SEC_ROUTES][i][RT_GATEWAY].line != 0;
     if (via_given && gw_given) {
         keyloc(ctx, SEC_ROUTES, i, RT_GATEWAY, &r->loc, &line, &col);
-        cfg_error(ctx, line, col, "%s: has both 'via' and 'gateway': give "
+        cfg_error(ctx, line, col,
+                  "%s: has both 'via' and 'gateway': give "
                   "exactly one (via: a network to deliver on directly, "
-                  "gateway: a next-hop address)", where);
+                  "gateway: a next-hop address)",
+                  where);
         return;
     }
     if (!via_given && !gw_given) {
-        cfg_error(ctx, r->loc.line, r->loc.column, "%s: needs 'via' (a "
+        cfg_error(ctx, r->loc.line, r->loc.column,
+                  "%s: needs 'via' (a "
                   "network to deliver on directly) or 'gateway' (a next-hop "
-                  "address)", where);
+                  "address)",
+                  where);
         return;
     }
     if (r->via == NULL && r->gateway == NULL)
@@ -232,7 +245,8 @@ static void check_route(struct cfg_ctx *ctx, size_t i)
         keyloc(ctx, SEC_ROUTES, i, RT_VIA, &r->loc, &line, &col);
         if (cfg->routes_only) {
             if (strcmp(r->via, "direct") != 0)
-                cfg_error(ctx, line, col, "%s.via: a client routes file has "
+                cfg_error(ctx, line, col,
+                          "%s.via: a client routes file has "
                           "no networks: expected 'direct', got '%.64s'",
                           where, r->via);
             return;
@@ -261,7 +275,8 @@ static void check_route(struct cfg_ctx *ctx, size_t i)
     for (size_t n = 0; n < cfg->nnetworks; n++) {
         if (cfg->networks[n].address &&
             cw_uri_equal(&cfg->networks[n].uri, &r->gateway_uri)) {
-            cfg_error(ctx, line, col, "%s.gateway: '%s' is this gateway's "
+            cfg_error(ctx, line, col,
+                      "%s.gateway: '%s' is this gateway's "
                       "own network '%s': use via: %s to deliver directly",
                       where, r->gateway, cfg->networks[n].name,
                       cfg->networks[n].name);
@@ -270,9 +285,11 @@ static void check_route(struct cfg_ctx *ctx, size_t i)
     }
     r->network = network_for(cfg, &r->gateway_uri);
     if (r->network < 0 && cfg->nnetworks)
-        cfg_error(ctx, line, col, "%s.gateway: '%s' is unreachable: no "
-                  "network of this gateway uses %s%s%s", where, r->gateway,
-                  r->gateway_uri.plugin, r->gateway_uri.protocol[0] ? "+" : "",
+        cfg_error(ctx, line, col,
+                  "%s.gateway: '%s' is unreachable: no "
+                  "network of this gateway uses %s%s%s",
+                  where, r->gateway, r->gateway_uri.plugin,
+                  r->gateway_uri.protocol[0] ? "+" : "",
                   r->gateway_uri.protocol);
 }
 
@@ -325,9 +342,11 @@ static void check_routes(struct cfg_ctx *ctx)
             first = i;
             continue;
         }
-        cfg_error(ctx, r->loc.line, r->loc.column, "routes[%zu]: duplicate "
+        cfg_error(ctx, r->loc.line, r->loc.column,
+                  "routes[%zu]: duplicate "
                   "route: same dest '%s' and next hop as the route at line "
-                  "%u", (size_t)(r - cfg->routes), r->dest, p->loc.line);
+                  "%u",
+                  (size_t)(r - cfg->routes), r->dest, p->loc.line);
     }
     free(sorted);
 }
@@ -346,9 +365,10 @@ static void check_services(struct cfg_ctx *ctx)
             if (cfg->services[j].name &&
                 strcmp(cfg->services[j].name, s->name) == 0) {
                 keyloc(ctx, SEC_SERVICES, i, SVC_NAME, &s->loc, &line, &col);
-                cfg_error(ctx, line, col, "services[%zu].name: duplicate "
-                          "service name '%s' (first defined at line %u)", i,
-                          s->name, cfg->services[j].loc.line);
+                cfg_error(ctx, line, col,
+                          "services[%zu].name: duplicate "
+                          "service name '%s' (first defined at line %u)",
+                          i, s->name, cfg->services[j].loc.line);
                 break;
             }
         }
@@ -371,8 +391,7 @@ static void check_acl(struct cfg_ctx *ctx)
                 continue;
             keyloc(ctx, SEC_ACL, i, e ? ACL_TO : ACL_FROM, &a->loc, &line,
                    &col);
-            snprintf(where, sizeof(where), "acl[%zu].%s", i,
-                     e ? "to" : "from");
+            snprintf(where, sizeof(where), "acl[%zu].%s", i, e ? "to" : "from");
             bad_network_ref(ctx, line, col, where, ends[e]);
         }
         for (size_t k = 0; k < a->allow.n; k++) {
@@ -398,8 +417,10 @@ static void check_acl(struct cfg_ctx *ctx)
                     if (cfg->services[j].name)
                         cands[nc++] = cfg->services[j].name;
                 hint = cfg_suggest(v + 4, cands, nc);
-                cfg_error(ctx, line, col, "acl[%zu].allow[%zu]: unknown "
-                          "service '%s'%s%s%s", i, written, v + 4,
+                cfg_error(ctx, line, col,
+                          "acl[%zu].allow[%zu]: unknown "
+                          "service '%s'%s%s%s",
+                          i, written, v + 4,
                           hint ? " (did you mean 'svc:" : " (not in services)",
                           hint ? hint : "", hint ? "'?)" : "");
             }
@@ -431,17 +452,15 @@ static void check_sections(struct cfg_ctx *ctx)
         return;
     if (cfg->buffers.staging / cfg->buffers.chunk < cfg->buffers.depth) {
         cfg_format_size(cfg->buffers.staging, a, sizeof(a));
-        cfg_format_size(cfg->buffers.chunk * cfg->buffers.depth, b,
-                        sizeof(b));
-        section_error(ctx, SEC_BUFFERS, 2, &cfg->buffers.loc,
-                      "buffers.staging", a, "cannot hold", "depth x chunk =",
-                      b);
+        cfg_format_size(cfg->buffers.chunk * cfg->buffers.depth, b, sizeof(b));
+        section_error(ctx, SEC_BUFFERS, 2, &cfg->buffers.loc, "buffers.staging",
+                      a, "cannot hold", "depth x chunk =", b);
     }
     if (cfg->health.timeout_ns > cfg->health.interval_ns) {
         cfg_format_duration(cfg->health.timeout_ns, a, sizeof(a));
         cfg_format_duration(cfg->health.interval_ns, b, sizeof(b));
-        section_error(ctx, SEC_HEALTH, 2, &cfg->health.loc, "health.timeout",
-                      a, "is longer than", "health.interval", b);
+        section_error(ctx, SEC_HEALTH, 2, &cfg->health.loc, "health.timeout", a,
+                      "is longer than", "health.interval", b);
     }
     if (cfg->limits.default_timeout_ns > cfg->limits.max_timeout_ns) {
         cfg_format_duration(cfg->limits.default_timeout_ns, a, sizeof(a));
@@ -477,7 +496,8 @@ cw_status_t cw_config_check_reload(const struct cw_config *cur,
         if (sec->is_list) {
             const char *a = *(char *const *)((const char *)cur + sec->offset);
             const char *b = *(char *const *)((const char *)next + sec->offset);
-            size_t na = *(const size_t *)((const char *)cur + sec->count_offset);
+            size_t na =
+                *(const size_t *)((const char *)cur + sec->count_offset);
             size_t nb =
                 *(const size_t *)((const char *)next + sec->count_offset);
             bool same = na == nb;
@@ -490,9 +510,11 @@ cw_status_t cw_config_check_reload(const struct cw_config *cur,
                             same = false;
                 if (!same) {
                     bad++;
-                    cw_config_diag_add(diag, next->path, 1, 1, "%s: cannot "
+                    cw_config_diag_add(diag, next->path, 1, 1,
+                                       "%s: cannot "
                                        "be changed by a reload (restart the "
-                                       "gateway)", sec->name);
+                                       "gateway)",
+                                       sec->name);
                 }
                 continue;
             }
@@ -516,10 +538,11 @@ cw_status_t cw_config_check_reload(const struct cw_config *cur,
                             continue;
                         bad++;
                         cw_config_diag_add(diag, next->path, loc->line,
-                                           loc->column, "%s[%zu].%s: cannot "
+                                           loc->column,
+                                           "%s[%zu].%s: cannot "
                                            "be changed by a reload (restart "
-                                           "the gateway)", sec->name, j,
-                                           sec->keys[k].name);
+                                           "the gateway)",
+                                           sec->name, j, sec->keys[k].name);
                     }
                 }
             }
@@ -535,8 +558,8 @@ cw_status_t cw_config_check_reload(const struct cw_config *cur,
             cw_config_diag_add(diag, next->path, loc->line ? loc->line : 1,
                                loc->line ? loc->column : 1,
                                "%s.%s: cannot be changed by a reload "
-                               "(restart the gateway)", sec->name,
-                               sec->keys[k].name);
+                               "(restart the gateway)",
+                               sec->name, sec->keys[k].name);
         }
     }
     (void)before;

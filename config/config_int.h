@@ -64,7 +64,7 @@ struct cfg_ctx {
 
 struct cfg_entryloc {
     const struct cw_config_strlist *list;
-    size_t stored; /* index in list->v */
+    size_t stored;  /* index in list->v */
     size_t written; /* index in the YAML sequence */
     unsigned line;
     unsigned column;
@@ -95,8 +95,7 @@ cw_status_t cfg_parse_size(const char *s, uint64_t min, uint64_t max,
                            uint64_t *v_p, char *err, size_t errlen);
 cw_status_t cfg_parse_duration(const char *s, uint64_t min, uint64_t max,
                                uint64_t *v_p, char *err, size_t errlen);
-cw_status_t cfg_parse_bool(const char *s, bool *v_p, char *err,
-                           size_t errlen);
+cw_status_t cfg_parse_bool(const char *s, bool *v_p, char *err, size_t errlen);
 cw_status_t cfg_parse_enum(const char *s, const char *const *words, int *v_p,
                            char *err, size_t errlen);
 cw_status_t cfg_parse_name(const char *s, char *err, size_t errlen);
@@ -121,8 +120,7 @@ cw_status_t cfg_addr_check(const struct cw_uri *uri, enum cfg_addr_role role,
 /* Formatters producing what the parsers accept (canonical units). */
 void cfg_format_size(uint64_t v, char *buf, size_t len);
 void cfg_format_duration(uint64_t ns, char *buf, size_t len);
-void cfg_format_bounds(const struct cw_config_key *key, char *buf,
-                       size_t len);
+void cfg_format_bounds(const struct cw_config_key *key, char *buf, size_t len);
 
 /* Edit distance for "did you mean"; returns the best candidate or NULL. */
 const char *cfg_suggest(const char *word, const char *const *cands,

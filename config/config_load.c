@@ -12,14 +12,17 @@
 #define CFG_FILE_MAX (16u * 1024 * 1024)
 
 #define LINE(n) ((unsigned)(n)->start_mark.line + 1)
-#define COL(n) ((unsigned)(n)->start_mark.column + 1)
+#define COL(n)  ((unsigned)(n)->start_mark.column + 1)
 
 static const char *node_kind(const yaml_node_t *n)
 {
     switch (n->type) {
-    case YAML_MAPPING_NODE: return "a mapping";
-    case YAML_SEQUENCE_NODE: return "a list";
-    default: return "a scalar";
+    case YAML_MAPPING_NODE:
+        return "a mapping";
+    case YAML_SEQUENCE_NODE:
+        return "a list";
+    default:
+        return "a scalar";
     }
 }
 
@@ -73,8 +76,8 @@ static cw_status_t store_list(struct cfg_ctx *ctx,
 
     if (vn->type != YAML_SEQUENCE_NODE) {
         cfg_error(ctx, LINE(vn), COL(vn),
-                  "%s.%s: expected a list of strings, got %s", where,
-                  key->name, node_kind(vn));
+                  "%s.%s: expected a list of strings, got %s", where, key->name,
+                  node_kind(vn));
         return CW_INVALID_ARG;
     }
     n = (size_t)(vn->data.sequence.items.top - vn->data.sequence.items.start);
@@ -101,8 +104,8 @@ static cw_status_t store_list(struct cfg_ctx *ctx,
             continue;
         if (in->type != YAML_SCALAR_NODE || node_is_null(in)) {
             cfg_error(ctx, LINE(in), COL(in),
-                      "%s.%s[%zu]: expected a string, got %s", where,
-                      key->name, i, node_is_null(in) ? "null" : node_kind(in));
+                      "%s.%s[%zu]: expected a string, got %s", where, key->name,
+                      i, node_is_null(in) ? "null" : node_kind(in));
             continue;
         }
         text = scalar_text(ctx, in);
@@ -136,13 +139,13 @@ static cw_status_t store_list(struct cfg_ctx *ctx,
         if (l->v[l->n] == NULL)
             return CW_NOMEM;
         if (key->type == CW_CFG_ALLOWLIST) {
-            struct cfg_entryloc *ne = realloc(
-                ctx->entries, (ctx->nentries + 1) * sizeof(*ne));
+            struct cfg_entryloc *ne =
+                realloc(ctx->entries, (ctx->nentries + 1) * sizeof(*ne));
             if (ne == NULL)
                 return CW_NOMEM;
             ctx->entries = ne;
-            ne[ctx->nentries++] = (struct cfg_entryloc){
-                l, l->n, i, LINE(in), COL(in)};
+            ne[ctx->nentries++] =
+                (struct cfg_entryloc){l, l->n, i, LINE(in), COL(in)};
         }
         l->n++;
     }
@@ -172,8 +175,10 @@ static cw_status_t load_map(struct cfg_ctx *ctx,
         if (kn == NULL || vn == NULL)
             continue;
         if (kn->type != YAML_SCALAR_NODE) {
-            cfg_error(ctx, LINE(kn), COL(kn), "%s: keys must be plain words, "
-                      "got %s", where, node_kind(kn));
+            cfg_error(ctx, LINE(kn), COL(kn),
+                      "%s: keys must be plain words, "
+                      "got %s",
+                      where, node_kind(kn));
             continue;
         }
         for (k = 0; k < sec->nkeys; k++) {
@@ -205,8 +210,7 @@ static cw_status_t load_map(struct cfg_ctx *ctx,
             const char *tn = cw_config_type_name(key->type);
             cfg_error(ctx, LINE(vn), COL(vn), "%s.%s: expected %s%s%s, got %s",
                       where, key->name, strchr("aeiou", tn[0]) ? "an " : "a ",
-                      tn,
-                      key->type == CW_CFG_ENUM ? " word" : "",
+                      tn, key->type == CW_CFG_ENUM ? " word" : "",
                       node_is_null(vn) ? "nothing (null)" : node_kind(vn));
             continue;
         }
@@ -221,8 +225,7 @@ static cw_status_t load_map(struct cfg_ctx *ctx,
                       err);
     }
     for (size_t k = 0; k < sec->nkeys; k++) {
-        if (!locs[k].line && sec->keys[k].def == NULL &&
-            !sec->keys[k].optional)
+        if (!locs[k].line && sec->keys[k].def == NULL && !sec->keys[k].optional)
             cfg_error(ctx, LINE(mn), COL(mn), "%s: missing required key '%s'",
                       where, sec->keys[k].name);
     }
@@ -240,8 +243,10 @@ static cw_status_t load_list(struct cfg_ctx *ctx, int s, yaml_document_t *doc,
     if (node_is_null(ln))
         return CW_OK;
     if (ln->type != YAML_SEQUENCE_NODE) {
-        cfg_error(ctx, LINE(ln), COL(ln), "%s: expected a list (- {...}), "
-                  "got %s", sec->name, node_kind(ln));
+        cfg_error(ctx, LINE(ln), COL(ln),
+                  "%s: expected a list (- {...}), "
+                  "got %s",
+                  sec->name, node_kind(ln));
         ctx->sec_bad[s] = true;
         return CW_OK;
     }
@@ -279,8 +284,10 @@ static cw_status_t load_list(struct cfg_ctx *ctx, int s, yaml_document_t *doc,
             return CW_INTERNAL;
         snprintf(where, sizeof(where), "%s[%zu]", sec->name, i);
         if (in->type != YAML_MAPPING_NODE) {
-            cfg_error(ctx, LINE(in), COL(in), "%s: expected a mapping "
-                      "({key: value, ...}), got %s", where, node_kind(in));
+            cfg_error(ctx, LINE(in), COL(in),
+                      "%s: expected a mapping "
+                      "({key: value, ...}), got %s",
+                      where, node_kind(in));
             loc->line = 0; /* the cross checks skip this item */
             continue;
         }
@@ -319,12 +326,14 @@ static cw_status_t load_root(struct cfg_ctx *ctx, yaml_document_t *doc)
     if (root == NULL || node_is_null(root)) {
         ctx->empty = true;
         if (!(ctx->flags & CW_CONFIG_ROUTES_ONLY))
-            cfg_error(ctx, 1, 1, "empty configuration: expected a mapping "
+            cfg_error(ctx, 1, 1,
+                      "empty configuration: expected a mapping "
                       "with at least a networks section");
         return CW_OK;
     }
     if (root->type != YAML_MAPPING_NODE) {
-        cfg_error(ctx, LINE(root), COL(root), "expected a mapping of "
+        cfg_error(ctx, LINE(root), COL(root),
+                  "expected a mapping of "
                   "sections (gateway:, networks:, routes:, ...), got %s",
                   node_kind(root));
         ctx->empty = true;
@@ -339,8 +348,10 @@ static cw_status_t load_root(struct cfg_ctx *ctx, yaml_document_t *doc)
         if (kn == NULL || vn == NULL)
             continue;
         if (kn->type != YAML_SCALAR_NODE) {
-            cfg_error(ctx, LINE(kn), COL(kn), "section names must be plain "
-                      "words, got %s", node_kind(kn));
+            cfg_error(ctx, LINE(kn), COL(kn),
+                      "section names must be plain "
+                      "words, got %s",
+                      node_kind(kn));
             continue;
         }
         s = cfg_section_find((const char *)kn->data.scalar.value);
@@ -349,15 +360,17 @@ static cw_status_t load_root(struct cfg_ctx *ctx, yaml_document_t *doc)
             continue;
         }
         if (ctx->sec_loc[s].line) {
-            cfg_error(ctx, LINE(kn), COL(kn), "duplicate section '%s' (first "
-                      "given at line %u)", schema[s].name,
-                      ctx->sec_loc[s].line);
+            cfg_error(ctx, LINE(kn), COL(kn),
+                      "duplicate section '%s' (first "
+                      "given at line %u)",
+                      schema[s].name, ctx->sec_loc[s].line);
             continue;
         }
         ctx->sec_loc[s].line = LINE(kn);
         ctx->sec_loc[s].column = COL(kn);
         if ((ctx->flags & CW_CONFIG_ROUTES_ONLY) && s != SEC_ROUTES) {
-            cfg_error(ctx, LINE(kn), COL(kn), "section '%s' is not allowed "
+            cfg_error(ctx, LINE(kn), COL(kn),
+                      "section '%s' is not allowed "
                       "in a client routes file (only routes)",
                       schema[s].name);
             continue;
@@ -369,9 +382,10 @@ static cw_status_t load_root(struct cfg_ctx *ctx, yaml_document_t *doc)
         } else if (node_is_null(vn)) {
             st = CW_OK;
         } else if (vn->type != YAML_MAPPING_NODE) {
-            cfg_error(ctx, LINE(vn), COL(vn), "%s: expected a mapping "
-                      "({key: value, ...}), got %s", schema[s].name,
-                      node_kind(vn));
+            cfg_error(ctx, LINE(vn), COL(vn),
+                      "%s: expected a mapping "
+                      "({key: value, ...}), got %s",
+                      schema[s].name, node_kind(vn));
             st = CW_OK;
         } else {
             void *base = (char *)ctx->cfg + schema[s].offset;
@@ -396,8 +410,7 @@ static unsigned indent_tab(const char *text, size_t len, size_t line)
     for (size_t l = 0; l < line && i < len; i++)
         if (text[i] == '\n')
             l++;
-    for (size_t start = i; i < len && (text[i] == ' ' || text[i] == '\t');
-         i++)
+    for (size_t start = i; i < len && (text[i] == ' ' || text[i] == '\t'); i++)
         if (text[i] == '\t')
             return (unsigned)(i - start + 1);
     return 0;
@@ -459,7 +472,8 @@ static bool prescan_ok(struct cfg_ctx *ctx, const char *text, size_t len)
                 cfg_error(ctx, (unsigned)ev.start_mark.line + 1,
                           (unsigned)ev.start_mark.column + 1,
                           "nesting deeper than %d levels: a configuration "
-                          "has at most 4", CFG_MAX_DEPTH);
+                          "has at most 4",
+                          CFG_MAX_DEPTH);
                 ok = false;
             }
         } else if (ev.type == YAML_SEQUENCE_END_EVENT ||
@@ -544,7 +558,8 @@ cw_status_t cw_config_load_buffer(const char *name, const char *text,
     } else {
         yaml_node_t *r2 = yaml_document_get_root_node(&doc2);
         if (r2)
-            cfg_error(&ctx, LINE(r2), COL(r2), "a second YAML document "
+            cfg_error(&ctx, LINE(r2), COL(r2),
+                      "a second YAML document "
                       "('---') is not allowed: one configuration per file");
         yaml_document_delete(&doc2);
     }
@@ -584,8 +599,10 @@ cw_status_t cw_config_load(const char *path, unsigned flags,
     }
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) ||
         (uint64_t)sb.st_size > CFG_FILE_MAX) {
-        cw_config_diag_add(diag, path, 0, 0, "not a regular file of at most "
-                           "%u bytes", CFG_FILE_MAX);
+        cw_config_diag_add(diag, path, 0, 0,
+                           "not a regular file of at most "
+                           "%u bytes",
+                           CFG_FILE_MAX);
         st = CW_IO;
         goto err_close;
     }

@@ -21,8 +21,8 @@ static bool scheme_part_ok(const char *s, size_t len, bool proto)
     return true;
 }
 
-cw_status_t cw_location_host(const char *location, char *host,
-                             uint16_t *port_p, uint8_t *family_p, uint8_t *ip)
+cw_status_t cw_location_host(const char *location, char *host, uint16_t *port_p,
+                             uint8_t *family_p, uint8_t *ip)
 {
     const char *slash = strrchr(location, '/');
     const char *hp = slash ? slash + 1 : location;
@@ -67,8 +67,7 @@ static bool parse_prefix(const char *loc, struct cw_addr_pattern *pat,
     ipstart = prev ? prev + 1 : loc;
     n = (size_t)(slash - ipstart);
     if (n == 0 || n >= sizeof(ipbuf)) {
-        snprintf(err, errlen, "prefix '%.64s' has no address before '/'",
-                 loc);
+        snprintf(err, errlen, "prefix '%.64s' has no address before '/'", loc);
         return false;
     }
     memcpy(ipbuf, ipstart, n);
@@ -80,8 +79,10 @@ static bool parse_prefix(const char *loc, struct cw_addr_pattern *pat,
     else if (inet_pton(AF_INET6, ipbuf, pat->ip) == 1)
         pat->family = 6;
     else {
-        snprintf(err, errlen, "'%s' in prefix '%.64s' is not an IPv4 or IPv6 "
-                 "address", ipbuf, loc);
+        snprintf(err, errlen,
+                 "'%s' in prefix '%.64s' is not an IPv4 or IPv6 "
+                 "address",
+                 ipbuf, loc);
         return false;
     }
     len = strtoul(slash + 1, &end, 10);
@@ -93,7 +94,7 @@ static bool parse_prefix(const char *loc, struct cw_addr_pattern *pat,
     }
     pat->prefix_len = (uint8_t)len;
     for (unsigned b = (unsigned)len; b < 128; b++)
-        pat->ip[b / 8] &= (uint8_t)~(0x80u >> (b % 8));
+        pat->ip[b / 8] &= (uint8_t) ~(0x80u >> (b % 8));
     return true;
 }
 
@@ -163,17 +164,21 @@ cw_status_t cw_addr_pattern_parse(const char *s, struct cw_addr_pattern *pat_p,
     }
     sep = strstr(s, "://");
     if (sep == NULL) {
-        snprintf(err, errlen, "'%.64s' is not a pattern: expected "
+        snprintf(err, errlen,
+                 "'%.64s' is not a pattern: expected "
                  "<plugin>[+<proto>]://<ip>/<len>, ://host[:port] or '*' "
-                 "parts", s);
+                 "parts",
+                 s);
         return CW_INVALID_ARG;
     }
     plus = memchr(s, '+', (size_t)(sep - s));
     plen = (size_t)((plus ? plus : sep) - s);
     if (plen == 0 || plen >= CW_URI_PLUGIN_MAX ||
         !((plen == 1 && s[0] == '*') || scheme_part_ok(s, plen, false))) {
-        snprintf(err, errlen, "plugin in '%.64s' must be '*' or 1-%d "
-                 "characters [a-z0-9_-]", s, CW_URI_PLUGIN_MAX - 1);
+        snprintf(err, errlen,
+                 "plugin in '%.64s' must be '*' or 1-%d "
+                 "characters [a-z0-9_-]",
+                 s, CW_URI_PLUGIN_MAX - 1);
         return CW_INVALID_ARG;
     }
     memcpy(pat.plugin, s, plen);
@@ -182,8 +187,10 @@ cw_status_t cw_addr_pattern_parse(const char *s, struct cw_addr_pattern *pat_p,
         if (qlen == 0 || qlen >= CW_URI_PROTOCOL_MAX ||
             !((qlen == 1 && plus[1] == '*') ||
               scheme_part_ok(plus + 1, qlen, true))) {
-            snprintf(err, errlen, "protocol in '%.64s' must be '*' or 1-%d "
-                     "characters", s, CW_URI_PROTOCOL_MAX - 1);
+            snprintf(err, errlen,
+                     "protocol in '%.64s' must be '*' or 1-%d "
+                     "characters",
+                     s, CW_URI_PROTOCOL_MAX - 1);
             return CW_INVALID_ARG;
         }
         memcpy(pat.protocol, plus + 1, qlen);
@@ -198,22 +205,28 @@ cw_status_t cw_addr_pattern_parse(const char *s, struct cw_addr_pattern *pat_p,
     }
     for (const char *p = loc; *p; p++) {
         if (*p <= 0x20 || *p >= 0x7f || *p == '@') {
-            snprintf(err, errlen, "invalid character in location of '%.64s' "
-                     "(no spaces, '@' or control characters)", s);
+            snprintf(err, errlen,
+                     "invalid character in location of '%.64s' "
+                     "(no spaces, '@' or control characters)",
+                     s);
             return CW_INVALID_ARG;
         }
     }
     if (loc[0] == '\0') {
-        snprintf(err, errlen, "'%.64s' has an empty location: use '*' for "
-                 "any", s);
+        snprintf(err, errlen,
+                 "'%.64s' has an empty location: use '*' for "
+                 "any",
+                 s);
         return CW_INVALID_ARG;
     }
     if (strcmp(loc, "*") == 0) {
         pat.kind = CW_PATTERN_ANY;
     } else if (strchr(loc, '*')) {
-        snprintf(err, errlen, "'*' in '%.64s' must be a whole part (plugin, "
+        snprintf(err, errlen,
+                 "'*' in '%.64s' must be a whole part (plugin, "
                  "protocol or location); use an IP prefix such as "
-                 "10.0.0.0/8 for address ranges", s);
+                 "10.0.0.0/8 for address ranges",
+                 s);
         return CW_INVALID_ARG;
     } else {
         uint8_t ip6[16];
@@ -221,7 +234,8 @@ cw_status_t cw_addr_pattern_parse(const char *s, struct cw_addr_pattern *pat_p,
         /* "fd00::1:7000" is an IPv6 address or host "fd00::1" and port
          * 7000: ask for the brackets rather than guess. */
         if (loc[0] != '[' && inet_pton(AF_INET6, loc, ip6) == 1) {
-            snprintf(err, errlen, "'%.64s': an IPv6 address in a pattern "
+            snprintf(err, errlen,
+                     "'%.64s': an IPv6 address in a pattern "
                      "takes brackets ([%s], or [ADDRESS]:PORT with a port)",
                      s, loc);
             return CW_INVALID_ARG;
@@ -245,9 +259,10 @@ cw_status_t cw_addr_pattern_parse(const char *s, struct cw_addr_pattern *pat_p,
                  * (cw_addr_pattern_format), it must still fit. */
                 if (pattern_loc(&pat, canon, sizeof(canon)) >=
                     CW_URI_LOCATION_MAX) {
-                    snprintf(err, errlen, "location in '%.64s...' is longer "
-                             "than %d bytes in its canonical form", s,
-                             CW_URI_LOCATION_MAX - 1);
+                    snprintf(err, errlen,
+                             "location in '%.64s...' is longer "
+                             "than %d bytes in its canonical form",
+                             s, CW_URI_LOCATION_MAX - 1);
                     return CW_INVALID_ARG;
                 }
             } else {
@@ -266,8 +281,7 @@ static bool scheme_match(const struct cw_addr_pattern *pat,
 {
     if (strcmp(pat->plugin, "*") != 0 && strcmp(pat->plugin, uri->plugin))
         return false;
-    if (strcmp(pat->protocol, "*") != 0 &&
-        strcmp(pat->protocol, uri->protocol))
+    if (strcmp(pat->protocol, "*") != 0 && strcmp(pat->protocol, uri->protocol))
         return false;
     return true;
 }
@@ -314,8 +328,8 @@ bool cw_addr_pattern_match(const struct cw_addr_pattern *pat,
     }
 }
 
-cw_status_t cw_addr_pattern_format(const struct cw_addr_pattern *pat,
-                                   char *buf, size_t len)
+cw_status_t cw_addr_pattern_format(const struct cw_addr_pattern *pat, char *buf,
+                                   size_t len)
 {
     char scheme[CW_URI_PLUGIN_MAX + CW_URI_PROTOCOL_MAX + 2];
     char loc[CW_URI_LOCATION_MAX + 64];

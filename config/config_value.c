@@ -13,8 +13,12 @@ struct unit {
 };
 
 static const struct unit size_units[] = {
-    {"TiB", 1ull << 40}, {"GiB", 1ull << 30}, {"MiB", 1ull << 20},
-    {"KiB", 1ull << 10}, {"B", 1},            {NULL, 0},
+    {"TiB", 1ull << 40},
+    {"GiB", 1ull << 30},
+    {"MiB", 1ull << 20},
+    {"KiB", 1ull << 10},
+    {"B", 1},
+    {NULL, 0},
 };
 
 static const struct unit duration_units[] = {
@@ -49,13 +53,17 @@ cw_status_t cfg_parse_uint(const char *s, uint64_t min, uint64_t max,
     const char *end;
 
     if (!parse_digits(s, &v, &end) || *end != '\0') {
-        snprintf(err, errlen, "expected an integer between %" PRIu64
-                 " and %" PRIu64 ", got '%.64s'", min, max, s);
+        snprintf(err, errlen,
+                 "expected an integer between %" PRIu64 " and %" PRIu64
+                 ", got '%.64s'",
+                 min, max, s);
         return CW_INVALID_ARG;
     }
     if (v < min || v > max) {
-        snprintf(err, errlen, "%" PRIu64 " is out of range: expected an "
-                 "integer between %" PRIu64 " and %" PRIu64, v, min, max);
+        snprintf(err, errlen,
+                 "%" PRIu64 " is out of range: expected an "
+                 "integer between %" PRIu64 " and %" PRIu64,
+                 v, min, max);
         return CW_INVALID_ARG;
     }
     *v_p = v;
@@ -91,8 +99,8 @@ static cw_status_t parse_with_units(const char *s, const struct unit *units,
 
 /* Number with a unit, bounds-checked; what names the kind in messages. */
 static cw_status_t parse_measure(const char *s, const struct unit *units,
-                                 bool unit_required, uint64_t min,
-                                 uint64_t max, const char *what,
+                                 bool unit_required, uint64_t min, uint64_t max,
+                                 const char *what,
                                  void (*fmt)(uint64_t, char *, size_t),
                                  uint64_t *v_p, char *err, size_t errlen)
 {
@@ -107,8 +115,10 @@ static cw_status_t parse_measure(const char *s, const struct unit *units,
     if (v < min || v > max) {
         fmt(min, lo, sizeof(lo));
         fmt(max, hi, sizeof(hi));
-        snprintf(err, errlen, "%.64s is out of range: expected between %s "
-                 "and %s", s, lo, hi);
+        snprintf(err, errlen,
+                 "%.64s is out of range: expected between %s "
+                 "and %s",
+                 s, lo, hi);
         return CW_INVALID_ARG;
     }
     *v_p = v;
@@ -120,7 +130,8 @@ cw_status_t cfg_parse_size(const char *s, uint64_t min, uint64_t max,
 {
     return parse_measure(s, size_units, false, min, max,
                          "a size such as 64KiB or 1MiB (units B, KiB, MiB, "
-                         "GiB, TiB)", cfg_format_size, v_p, err, errlen);
+                         "GiB, TiB)",
+                         cfg_format_size, v_p, err, errlen);
 }
 
 cw_status_t cfg_parse_duration(const char *s, uint64_t min, uint64_t max,
@@ -128,7 +139,8 @@ cw_status_t cfg_parse_duration(const char *s, uint64_t min, uint64_t max,
 {
     return parse_measure(s, duration_units, true, min, max,
                          "a duration such as 500ms or 30s (units us, ms, s, "
-                         "m, h)", cfg_format_duration, v_p, err, errlen);
+                         "m, h)",
+                         cfg_format_duration, v_p, err, errlen);
 }
 
 cw_status_t cfg_parse_bool(const char *s, bool *v_p, char *err, size_t errlen)
@@ -160,8 +172,8 @@ cw_status_t cfg_parse_enum(const char *s, const char *const *words, int *v_p,
     }
     off = (size_t)snprintf(err, errlen, "expected one of ");
     for (size_t i = 0; i < n && off < errlen; i++)
-        off += (size_t)snprintf(err + off, errlen - off, "%s%s",
-                                i ? ", " : "", words[i]);
+        off += (size_t)snprintf(err + off, errlen - off, "%s%s", i ? ", " : "",
+                                words[i]);
     if (off < errlen)
         off += (size_t)snprintf(err + off, errlen - off, "; got '%.64s'", s);
     hint = cfg_suggest(s, words, n);
@@ -175,15 +187,19 @@ cw_status_t cfg_parse_name(const char *s, char *err, size_t errlen)
     size_t len = strlen(s);
 
     if (len == 0 || len > 31) {
-        snprintf(err, errlen, "expected a name of 1 to 31 characters, got "
-                 "'%.64s'", s);
+        snprintf(err, errlen,
+                 "expected a name of 1 to 31 characters, got "
+                 "'%.64s'",
+                 s);
         return CW_INVALID_ARG;
     }
     for (size_t i = 0; i < len; i++) {
         unsigned char c = (unsigned char)s[i];
         if (!isalnum(c) && c != '_' && c != '-' && c != '.') {
-            snprintf(err, errlen, "expected a name of letters, digits, '_', "
-                     "'-' and '.', got '%.64s'", s);
+            snprintf(err, errlen,
+                     "expected a name of letters, digits, '_', "
+                     "'-' and '.', got '%.64s'",
+                     s);
             return CW_INVALID_ARG;
         }
     }
@@ -201,8 +217,10 @@ cw_status_t cfg_parse_hostport(const char *s, char *err, size_t errlen)
     if (cw_location_split(s, host, &port) != CW_OK || host[0] == '\0' ||
         strchr(s, ':') == NULL) {
         (void)port;
-        snprintf(err, errlen, "expected \"host:port\" (port 0 picks a free "
-                 "one; \"\" disables), got '%.64s'", s);
+        snprintf(err, errlen,
+                 "expected \"host:port\" (port 0 picks a free "
+                 "one; \"\" disables), got '%.64s'",
+                 s);
         return CW_INVALID_ARG;
     }
     return CW_OK;
@@ -214,30 +232,33 @@ cw_status_t cfg_parse_allow(const char *s, char *err, size_t errlen)
     char why[CFG_ERR_MAX];
 
     if (strncmp(s, "svc:", 4) == 0) {
-        if (strcmp(s + 4, "*") == 0 || cfg_parse_name(s + 4, why,
-                                                      sizeof(why)) == CW_OK)
+        if (strcmp(s + 4, "*") == 0 ||
+            cfg_parse_name(s + 4, why, sizeof(why)) == CW_OK)
             return CW_OK;
-        snprintf(err, errlen, "expected \"svc:<name>\" or \"svc:*\", got "
-                 "'%.64s'", s);
+        snprintf(err, errlen,
+                 "expected \"svc:<name>\" or \"svc:*\", got "
+                 "'%.64s'",
+                 s);
         return CW_INVALID_ARG;
     }
     if (strcmp(s, "*") == 0)
         return CW_OK;
     if (cw_addr_pattern_parse(s, &pat, why, sizeof(why)) != CW_OK) {
-        snprintf(err, errlen, "expected \"svc:<name>\", \"*\" or a "
-                 "destination pattern: %s", why);
+        snprintf(err, errlen,
+                 "expected \"svc:<name>\", \"*\" or a "
+                 "destination pattern: %s",
+                 why);
         return CW_INVALID_ARG;
     }
-    if (cfg_fabric_check(pat.plugin, pat.protocol, why, sizeof(why)) !=
-        CW_OK) {
+    if (cfg_fabric_check(pat.plugin, pat.protocol, why, sizeof(why)) != CW_OK) {
         snprintf(err, errlen, "%s", why);
         return CW_INVALID_ARG;
     }
     return CW_OK;
 }
 
-static void format_units(uint64_t v, const struct unit *units,
-                         const char *zero, char *buf, size_t len)
+static void format_units(uint64_t v, const struct unit *units, const char *zero,
+                         char *buf, size_t len)
 {
     if (v == 0) {
         snprintf(buf, len, "%s", zero);
@@ -290,8 +311,8 @@ void cfg_format_bounds(const struct cw_config_key *key, char *buf, size_t len)
         size_t off = 0;
         buf[0] = '\0';
         for (size_t i = 0; key->words[i] && off < len; i++)
-            off += (size_t)snprintf(buf + off, len - off, "%s%s",
-                                    i ? ", " : "", key->words[i]);
+            off += (size_t)snprintf(buf + off, len - off, "%s%s", i ? ", " : "",
+                                    key->words[i]);
         break;
     }
     case CW_CFG_ADDRLIST:
@@ -306,7 +327,7 @@ void cfg_format_bounds(const struct cw_config_key *key, char *buf, size_t len)
 }
 
 #define FIELD(base, key, type) ((type *)((char *)(base) + (key)->offset))
-#define CFIELD(base, key, type)                                              \
+#define CFIELD(base, key, type)                                                \
     ((const type *)((const char *)(base) + (key)->offset))
 
 cw_status_t cfg_store_scalar(const struct cw_config_key *key, void *base,
@@ -326,9 +347,10 @@ cw_status_t cfg_store_scalar(const struct cw_config_key *key, void *base,
         }
         st = cfg_parse_uint(text, key->min, key->max, &v, err, errlen);
         if (st != CW_OK && key->words != NULL)
-            snprintf(err, errlen, "expected %s or an integer between %" PRIu64
-                     " and %" PRIu64 ", got '%.64s'", key->words[0], key->min,
-                     key->max, text);
+            snprintf(err, errlen,
+                     "expected %s or an integer between %" PRIu64
+                     " and %" PRIu64 ", got '%.64s'",
+                     key->words[0], key->min, key->max, text);
         if (st == CW_OK)
             *FIELD(base, key, uint32_t) = (uint32_t)v;
         return st;
@@ -403,7 +425,8 @@ void cfg_free_value(const struct cw_config_key *key, void *base)
         break;
     case CW_CFG_ADDRLIST:
     case CW_CFG_ALLOWLIST: {
-        struct cw_config_strlist *l = FIELD(base, key, struct cw_config_strlist);
+        struct cw_config_strlist *l =
+            FIELD(base, key, struct cw_config_strlist);
         for (size_t i = 0; i < l->n; i++)
             free(l->v[i]);
         free(l->v);
@@ -424,10 +447,12 @@ cw_status_t cfg_apply_defaults(const struct cw_config_key *keys, size_t nkeys,
     for (size_t i = 0; i < nkeys; i++) {
         if (keys[i].def == NULL)
             continue;
-        if (cfg_store_scalar(&keys[i], base, keys[i].def, err,
-                             sizeof(err)) != CW_OK) {
-            fprintf(stderr, "causeway config schema: default '%s' of '%s' "
-                    "is invalid: %s\n", keys[i].def, keys[i].name, err);
+        if (cfg_store_scalar(&keys[i], base, keys[i].def, err, sizeof(err)) !=
+            CW_OK) {
+            fprintf(stderr,
+                    "causeway config schema: default '%s' of '%s' "
+                    "is invalid: %s\n",
+                    keys[i].def, keys[i].name, err);
             return CW_INTERNAL;
         }
     }
@@ -468,8 +493,8 @@ bool cfg_value_equal(const struct cw_config_key *key, const void *a,
         return true;
     }
     default:
-        return str_equal(*CFIELD(a, key, char *const), *CFIELD(b, key,
-                                                                char *const));
+        return str_equal(*CFIELD(a, key, char *const),
+                         *CFIELD(b, key, char *const));
     }
 }
 

@@ -37,8 +37,8 @@ err_free:
     return CW_NOMEM;
 }
 
-static cw_status_t addr_lookup(cw_context_t *ctx, const char *addr,
-                               bool routed, cw_addr_t **addr_p);
+static cw_status_t addr_lookup(cw_context_t *ctx, const char *addr, bool routed,
+                               cw_addr_t **addr_p);
 
 /* A plain address: through the client routing table when a route names a
  * gateway; through the default gateway when no network can reach it. */
@@ -66,10 +66,11 @@ static cw_status_t addr_lookup_plain(cw_context_t *ctx, const char *addr,
     st = addr_lookup(ctx, addr, true, addr_p);
     if (st != CW_OK && ctx->default_gateway &&
         (st == CW_NOENT || st == CW_UNSUPPORTED || st == CW_UNREACHABLE)) {
-        CW_INFO("core", "%s: not reachable directly (%s); trying the default "
-                "gateway %s", addr, cw_status_str(st), ctx->default_gateway);
-        snprintf(proxied, sizeof(proxied), "%s@%s", addr,
-                 ctx->default_gateway);
+        CW_INFO("core",
+                "%s: not reachable directly (%s); trying the default "
+                "gateway %s",
+                addr, cw_status_str(st), ctx->default_gateway);
+        snprintf(proxied, sizeof(proxied), "%s@%s", addr, ctx->default_gateway);
         st = addr_lookup(ctx, proxied, true, addr_p);
     }
     return st;
@@ -112,8 +113,8 @@ cw_status_t cw_addr_reroute(cw_addr_t *addr, cw_addr_t **addr_p)
     return st;
 }
 
-static cw_status_t addr_lookup(cw_context_t *ctx, const char *addr,
-                               bool routed, cw_addr_t **addr_p)
+static cw_status_t addr_lookup(cw_context_t *ctx, const char *addr, bool routed,
+                               cw_addr_t **addr_p)
 {
     struct cw_addr_path path;
     struct cw_uri hop;
@@ -260,8 +261,7 @@ void cw_addr_free(cw_addr_t *addr)
 }
 
 /* The plugin's string of the (first hop's) NA address. */
-static cw_status_t addr_na_string(const cw_addr_t *addr, char *buf,
-                                  size_t len)
+static cw_status_t addr_na_string(const cw_addr_t *addr, char *buf, size_t len)
 {
     char loc[CW_ADDR_STR_MAX];
     cw_status_t st;
@@ -293,8 +293,7 @@ cw_status_t cw_addr_to_string(const cw_addr_t *addr, char *buf, size_t len)
     return addr_na_string(addr, buf, len);
 }
 
-cw_status_t cw_addr_to_canonical(const cw_addr_t *addr, char *buf,
-                                 size_t len)
+cw_status_t cw_addr_to_canonical(const cw_addr_t *addr, char *buf, size_t len)
 {
     if (addr == NULL || buf == NULL || len == 0 || addr->route != NULL)
         return CW_INVALID_ARG;

@@ -162,8 +162,8 @@ cw_status_t cw_buf_put_bytes(cw_buf_t *b, const void *p, size_t len)
 {
     cw_status_t st;
 
-    if (b != NULL && b->err == CW_OK && (len > UINT32_MAX ||
-                                         (p == NULL && len > 0)))
+    if (b != NULL && b->err == CW_OK &&
+        (len > UINT32_MAX || (p == NULL && len > 0)))
         return b->err = CW_INVALID_ARG;
     st = cw_buf_put_u32(b, (uint32_t)len);
     if (st != CW_OK)
@@ -280,8 +280,7 @@ cw_status_t cw_buf_get_i64(cw_buf_t *b, int64_t *v_p)
 }
 
 /* Length-prefixed view; the prefix is consumed only if the body fits. */
-static cw_status_t buf_get_view(cw_buf_t *b, const uint8_t **p_p,
-                                size_t *len_p)
+static cw_status_t buf_get_view(cw_buf_t *b, const uint8_t **p_p, size_t *len_p)
 {
     uint32_t n;
     size_t save;
@@ -398,8 +397,7 @@ size_t cw_buf_remaining(const cw_buf_t *b)
     return (b && !b->writer) ? b->len - b->pos : 0;
 }
 
-cw_status_t cw_buf_create_reader(const void *data, size_t len,
-                                 cw_buf_t **b_p)
+cw_status_t cw_buf_create_reader(const void *data, size_t len, cw_buf_t **b_p)
 {
     cw_buf_t *b;
 

@@ -133,8 +133,8 @@ cw_status_t cw_bulk_reg(cw_bulk_t *b, cw_network_t *net, cw_na_mem_t **m_p)
             free(segs);
         if (st != CW_OK) {
             /* The plugin has said why. */
-            CW_DEBUG("core", "registering %zu bytes on %s failed: %s",
-                     b->total, net->uri, cw_status_str(st));
+            CW_DEBUG("core", "registering %zu bytes on %s failed: %s", b->total,
+                     net->uri, cw_status_str(st));
             b->reg[net->index] = NULL;
             return st;
         }
@@ -268,12 +268,12 @@ static void op_issue(cw_bulk_op_t *op)
         s->len = n;
         if (op->dir == CW_BULK_PULL)
             st = cw_na_get(op->net->na, lm, op->loff + op->next,
-                           op->remote->rmem, op->roff + op->next, n,
-                           op->peer, chunk_cb, s, &s->naop);
+                           op->remote->rmem, op->roff + op->next, n, op->peer,
+                           chunk_cb, s, &s->naop);
         else
             st = cw_na_put(op->net->na, lm, op->loff + op->next,
-                           op->remote->rmem, op->roff + op->next, n,
-                           op->peer, chunk_cb, s, &s->naop);
+                           op->remote->rmem, op->roff + op->next, n, op->peer,
+                           chunk_cb, s, &s->naop);
         if (st != CW_OK) {
             s->op = NULL;
             s->naop = NULL;
@@ -344,9 +344,9 @@ cw_bulk_op_t *cw_bulk_op_new(cw_context_t *ctx, enum cw_bulk_dir dir,
 }
 
 cw_status_t cw_bulk_start(cw_context_t *ctx, enum cw_bulk_dir dir,
-                          cw_na_addr_t *peer, cw_bulk_t *remote,
-                          size_t roff, cw_bulk_t *local, size_t loff,
-                          size_t len, cw_bulk_cb_t cb, void *arg,
+                          cw_na_addr_t *peer, cw_bulk_t *remote, size_t roff,
+                          cw_bulk_t *local, size_t loff, size_t len,
+                          cw_bulk_cb_t cb, void *arg,
                           void (*icb)(cw_bulk_op_t *, cw_status_t, void *),
                           cw_bulk_op_t **op_p)
 {
@@ -471,8 +471,8 @@ cw_status_t cw_bulk_transfer(cw_context_t *ctx, enum cw_bulk_dir dir,
     if (peer == NULL || peer->net != remote->net)
         return CW_INVALID_ARG;
     pthread_mutex_lock(&ctx->lock);
-    st = cw_bulk_start(ctx, dir, peer->na, remote, remote_off, local,
-                       local_off, len, cb, arg, NULL, op_p);
+    st = cw_bulk_start(ctx, dir, peer->na, remote, remote_off, local, local_off,
+                       len, cb, arg, NULL, op_p);
     pthread_mutex_unlock(&ctx->lock);
     cw_ctx_wake(ctx);
     return st;

@@ -72,8 +72,7 @@ cw_status_t cw_bproxy_retarget(cw_bulk_t *b, cw_network_t *net,
 {
     cw_status_t st;
 
-    if (!(d->flags & CW_DF_PROXY) || d->perm != b->perm ||
-        d->total != b->total)
+    if (!(d->flags & CW_DF_PROXY) || d->perm != b->perm || d->total != b->total)
         return CW_BAD_HANDLE;
     st = px_desc_check(net, d);
     if (st != CW_OK || !apply)
@@ -201,8 +200,8 @@ cw_status_t cw_bproxy_transfer(cw_context_t *ctx, enum cw_bulk_dir dir,
                               local_off, len, cb, arg, op_p);
     /* The delegation may take as long as the token lives. */
     tmo_ms = (remote->pexpiry_ns - now) / 1000000u + 1;
-    op = cw_bulk_op_new(ctx, dir, remote, remote_off, local, local_off, len,
-                        cb, arg);
+    op = cw_bulk_op_new(ctx, dir, remote, remote_off, local, local_off, len, cb,
+                        arg);
     if (op == NULL)
         return CW_NOMEM;
     if (len == 0) {
@@ -219,9 +218,9 @@ cw_status_t cw_bproxy_transfer(cw_context_t *ctx, enum cw_bulk_dir dir,
     /* The gateway gets exactly the bytes concerned, with the one right it
      * needs: write them for a pull, read them for a push. */
     st = cw_bproxy_sub_bulk(ctx, local, local_off, len,
-                     dir == CW_BULK_PULL ? CW_BULK_WRITE_ONLY
-                                         : CW_BULK_READ_ONLY,
-                     &op->proxy_sub);
+                            dir == CW_BULK_PULL ? CW_BULK_WRITE_ONLY
+                                                : CW_BULK_READ_ONLY,
+                            &op->proxy_sub);
     if (st != CW_OK)
         goto err;
     st = cw_handle_create(ctx, peer, cw_rpc_id(CW_BPROXY_RPC), &op->proxy_h);
@@ -229,12 +228,10 @@ cw_status_t cw_bproxy_transfer(cw_context_t *ctx, enum cw_bulk_dir dir,
         goto err;
     /* Where the plugin's memory handles are not capabilities the gateway
      * may let us move the bytes ourselves (zero-staging). */
-    op->proxy_direct =
-        (remote->net->caps.flags & CW_NA_CAP_NODE_RMA) != 0;
-    st = cw_bproxy_req_encode(cw_handle_input(op->proxy_h), remote->ptoken,
-                              dir, remote_off, len,
-                              op->proxy_direct ? CW_BPROXY_DIRECT : 0,
-                              op->proxy_sub);
+    op->proxy_direct = (remote->net->caps.flags & CW_NA_CAP_NODE_RMA) != 0;
+    st = cw_bproxy_req_encode(
+        cw_handle_input(op->proxy_h), remote->ptoken, dir, remote_off, len,
+        op->proxy_direct ? CW_BPROXY_DIRECT : 0, op->proxy_sub);
     if (st != CW_OK)
         goto err;
     st = cw_forward(op->proxy_h, tmo_ms, px_fwd_cb, op);
@@ -292,8 +289,8 @@ cw_status_t cw_bproxy_desc_bulk(cw_handle_t *in, unsigned i, cw_bulk_t **b_p)
     if (in == NULL || !in->server || b_p == NULL || i >= in->raw_ndesc)
         return CW_INVALID_ARG;
     ctx = in->ctx;
-    st = cw_wire_desc_get(in->raw_desc, in->raw_desc_len, in->raw_ndesc, i,
-                          &d, NULL, NULL);
+    st = cw_wire_desc_get(in->raw_desc, in->raw_desc_len, in->raw_ndesc, i, &d,
+                          NULL, NULL);
     if (st != CW_OK)
         return st;
     /* cw_bulk_from_desc handles PROXY descriptors too (and whatever

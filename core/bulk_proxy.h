@@ -21,7 +21,7 @@
 
 #include <causeway/causeway.h>
 
-#define CW_BPROXY_RPC "causeway.bulk.proxy"
+#define CW_BPROXY_RPC       "causeway.bulk.proxy"
 #define CW_BPROXY_TOKEN_LEN 16
 /** Memory handle of a proxy descriptor: the token, then its remaining
  *  lifetime in milliseconds (u64, little-endian) when it was sent. */
@@ -29,8 +29,8 @@
 
 /** Delegation flags. */
 #define CW_BPROXY_IDEMPOTENT 0x1u /**< may be resumed chunk-wise */
-#define CW_BPROXY_DIRECT 0x2u     /**< the requester takes a grant */
-#define CW_BPROXY_FLAGS_ALL 0x3u
+#define CW_BPROXY_DIRECT     0x2u /**< the requester takes a grant */
+#define CW_BPROXY_FLAGS_ALL  0x3u
 
 /** First byte of a non-empty answer to a delegation: a grant
  *  (docs/bulk-gateway.md, "Zero-staging"). */
@@ -45,9 +45,9 @@ struct cw_bproxy_req {
     enum cw_bulk_dir dir; /**< as the target asked: PULL = proxy -> bulk */
     uint64_t off;         /**< offset into the proxy handle */
     uint64_t len;
-    uint32_t flags;       /**< CW_BPROXY_* */
-    cw_bulk_t *bulk;      /**< the target's bytes (remote handle, len
-                               bytes); caller frees */
+    uint32_t flags;  /**< CW_BPROXY_* */
+    cw_bulk_t *bulk; /**< the target's bytes (remote handle, len
+                          bytes); caller frees */
 };
 
 /* ---- target side (called from core/bulk.c) ------------------------------ */
@@ -56,8 +56,7 @@ struct cw_wire_desc;
 
 /** Remote handle from a PROXY descriptor received on @p net. */
 cw_status_t cw_bproxy_from_desc(cw_context_t *ctx, cw_network_t *net,
-                                const struct cw_wire_desc *d,
-                                cw_bulk_t **b_p);
+                                const struct cw_wire_desc *d, cw_bulk_t **b_p);
 
 /** Delegate a transfer on the proxy handle @p remote to @p peer (checked
  *  arguments, no lock held). */

@@ -39,8 +39,10 @@ void cw_rs_open(cw_handle_t *h)
         h->rsess != NULL)
         return;
     if (ctx->nrsess >= CW_RS_MAX_SESS) {
-        CW_LOG_RL(CW_LOG_WARN, "core", "%u idempotent requests in flight: "
-                  "this one will not be resumable", ctx->nrsess);
+        CW_LOG_RL(CW_LOG_WARN, "core",
+                  "%u idempotent requests in flight: "
+                  "this one will not be resumable",
+                  ctx->nrsess);
         return;
     }
     s = calloc(1, sizeof(*s));
@@ -161,8 +163,10 @@ static void rs_win_cb(cw_handle_t *h, cw_status_t st, void *arg)
     } else if (op->st == CW_OK) {
         op->st = st; /* the first failure since the last (re)start */
         if (st != CW_CANCELED)
-            CW_LOG_RL(CW_LOG_INFO, "core", "delegated window of %zu bytes at "
-                      "%zu failed: %s", w->len, w->off, cw_status_name(st));
+            CW_LOG_RL(CW_LOG_INFO, "core",
+                      "delegated window of %zu bytes at "
+                      "%zu failed: %s",
+                      w->len, w->off, cw_status_name(st));
     }
     /* Advance the acknowledged prefix over windows answered OK. */
     do {
@@ -298,7 +302,8 @@ static void rs_step(cw_bulk_op_t *op)
     if (rs_resumable(op->st) && s->h != NULL && !ctx->destroying &&
         cw_now_ns() < s->h->deadline_ns &&
         ctx->nsuspended < CW_RS_MAX_SUSPENDED) {
-        CW_LOG_RL(CW_LOG_INFO, "core", "delegated transfer suspended at "
+        CW_LOG_RL(CW_LOG_INFO, "core",
+                  "delegated transfer suspended at "
                   "%zu of %zu bytes (%s): waiting for a resume",
                   op->acked, op->len, cw_status_name(op->st));
         op->suspended = true;
@@ -324,8 +329,8 @@ cw_status_t cw_rs_transfer(cw_context_t *ctx, enum cw_bulk_dir dir,
     st = cw_addr_dup(peer, &peer);
     if (st != CW_OK)
         return st;
-    op = cw_bulk_op_new(ctx, dir, remote, remote_off, local, local_off, len,
-                        cb, arg);
+    op = cw_bulk_op_new(ctx, dir, remote, remote_off, local, local_off, len, cb,
+                        arg);
     if (op == NULL) {
         cw_addr_free(peer);
         return CW_NOMEM;
@@ -369,8 +374,7 @@ static cw_handle_t *rs_find(cw_context_t *ctx, const struct cw_wire_msg *m)
          e = e->next) {
         cw_handle_t *h = cw_container_of(e, cw_handle_t, link);
         if (h->rsess != NULL && h->rsess->id == m->hdr.resume_id &&
-            h->id == m->hdr.rpc_id && h->state == CW_H_IDLE &&
-            h->hfn != NULL)
+            h->id == m->hdr.rpc_id && h->state == CW_H_IDLE && h->hfn != NULL)
             return h;
     }
     return NULL;
@@ -385,8 +389,8 @@ static cw_status_t rs_retarget_all(struct cw_rsess *s, cw_network_t *net,
         struct cw_wire_desc d;
         cw_status_t st;
 
-        st = cw_wire_desc_get(m->desc, m->hdr.desc_len, m->hdr.ndesc,
-                              b->rs_idx, &d, NULL, NULL);
+        st = cw_wire_desc_get(m->desc, m->hdr.desc_len, m->hdr.ndesc, b->rs_idx,
+                              &d, NULL, NULL);
         if (st == CW_OK)
             st = cw_bproxy_retarget(b, net, &d, apply);
         if (st != CW_OK)
@@ -419,7 +423,8 @@ bool cw_rs_attach(cw_network_t *net, const struct cw_wire_msg *m,
             memcpy(desc, m->desc, m->hdr.desc_len);
     }
     if (st != CW_OK) {
-        CW_LOG_RL(CW_LOG_WARN, "core", "resume of request %016llx does not "
+        CW_LOG_RL(CW_LOG_WARN, "core",
+                  "resume of request %016llx does not "
                   "match its descriptors (%s): handled as a new request",
                   (unsigned long long)m->hdr.resume_id, cw_status_name(st));
         return false;

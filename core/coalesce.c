@@ -69,7 +69,8 @@ bool cw_sq_offer(cw_handle_t *h, const uint8_t *msg, size_t len)
     if (sq_scope != ctx || (!(ctx->opts.flags & CW_CTX_COALESCE) && !in_kind) ||
         !(h->net->caps.flags & CW_NA_CAP_COALESCE) ||
         (h->server && !h->batches) ||
-        len + CW_HDR_SIZE + CW_BATCH_ENTRY_HDR > h->net->caps.max_unexpected_size)
+        len + CW_HDR_SIZE + CW_BATCH_ENTRY_HDR >
+            h->net->caps.max_unexpected_size)
         return false;
     if (!(ctx->opts.flags & CW_CTX_COALESCE))
         sq_in_kind++;
@@ -128,13 +129,13 @@ static void sq_send_alone(cw_handle_t *h)
     cw_status_t st;
 
     if (h->server)
-        st = cw_na_msg_send_expected(h->net->na, h->sq_msg, h->sq_len,
-                                     h->src.na, h->tag, cw_resp_send_cb, h,
-                                     &h->send_op);
+        st =
+            cw_na_msg_send_expected(h->net->na, h->sq_msg, h->sq_len, h->src.na,
+                                    h->tag, cw_resp_send_cb, h, &h->send_op);
     else
-        st = cw_na_msg_send_unexpected(h->net->na, h->sq_msg, h->sq_len,
-                                       h->peer, 0, cw_fwd_send_cb, h,
-                                       &h->send_op);
+        st =
+            cw_na_msg_send_unexpected(h->net->na, h->sq_msg, h->sq_len, h->peer,
+                                      0, cw_fwd_send_cb, h, &h->send_op);
     if (st != CW_OK)
         sq_done(h, st);
 }
@@ -200,15 +201,15 @@ void cw_sq_flush(cw_context_t *ctx)
          * for them is bounded, so that a pass answering hundreds of
          * different peers costs a constant per message, not one address
          * comparison per pair. */
-        for (e = ctx->sendq.next; e != &ctx->sendq && n < CW_BATCH_MAX &&
-                                  seen < CW_SQ_SCAN;
+        for (e = ctx->sendq.next;
+             e != &ctx->sendq && n < CW_BATCH_MAX && seen < CW_SQ_SCAN;
              e = next, seen++) {
             cw_handle_t *h = cw_container_of(e, cw_handle_t, sq_link);
             size_t need = CW_BATCH_ENTRY_HDR + h->sq_len;
             next = e->next;
-            if (h != first && (h->net != net ||
-                               !cw_na_addr_cmp(net->na, sq_dest(h),
-                                               sq_dest(first))))
+            if (h != first &&
+                (h->net != net ||
+                 !cw_na_addr_cmp(net->na, sq_dest(h), sq_dest(first))))
                 continue;
             if (h->sq_cancel || net->closed) {
                 sq_drop(ctx, h);

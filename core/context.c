@@ -16,12 +16,12 @@
 /* Unexpected receives on a client network that may get batches. */
 #define CW_CLIENT_URECVS 8u
 
-#define CW_DEFAULT_UNEXPECTED 64
-#define CW_DEFAULT_TIMEOUT_MS 30000
-#define CW_DEFAULT_CHUNK (1u << 20)
-#define CW_DEFAULT_DEPTH 4
+#define CW_DEFAULT_UNEXPECTED  64
+#define CW_DEFAULT_TIMEOUT_MS  30000
+#define CW_DEFAULT_CHUNK       (1u << 20)
+#define CW_DEFAULT_DEPTH       4
 #define CW_DEFAULT_MAX_PAYLOAD (64u << 20)
-#define CW_DRAIN_NS 2000000000ull
+#define CW_DRAIN_NS            2000000000ull
 
 void cw_context_opts_init(struct cw_context_opts *opts)
 {
@@ -300,8 +300,10 @@ static cw_status_t net_urecv_post(struct cw_urecv *u)
     st = cw_na_msg_recv_unexpected(net->na, u->buf, u->len, net_urecv_cb, u,
                                    &u->op);
     if (st != CW_OK) {
-        CW_LOG_RL(CW_LOG_ERROR, "core", "posting an unexpected receive on "
-                  "%s failed: %s", net->uri, cw_status_str(st));
+        CW_LOG_RL(CW_LOG_ERROR, "core",
+                  "posting an unexpected receive on "
+                  "%s failed: %s",
+                  net->uri, cw_status_str(st));
         u->op = NULL;
         return st;
     }
@@ -488,8 +490,8 @@ err_free:
     return st;
 }
 
-cw_status_t cw_network_open(cw_context_t *ctx, const char *uri,
-                            uint32_t flags, cw_network_t **net_p)
+cw_status_t cw_network_open(cw_context_t *ctx, const char *uri, uint32_t flags,
+                            cw_network_t **net_p)
 {
     cw_status_t st;
     cw_network_t *net;

@@ -118,8 +118,8 @@ cw_status_t cw_fwd_create_on(cw_context_t *out_ctx, cw_handle_t *in,
     if (dest && dest[0]) {
         size_t dlen = strlen(dest) + 1;
 
-        st = cw_grow((uint8_t **)&out->fwd_route_buf, &out->fwd_route_cap,
-                     dlen);
+        st =
+            cw_grow((uint8_t **)&out->fwd_route_buf, &out->fwd_route_cap, dlen);
         if (st != CW_OK)
             goto err_unlock;
         memcpy(out->fwd_route_buf, dest, dlen);
@@ -174,8 +174,7 @@ cw_status_t cw_fwd_set_resume(cw_handle_t *out)
     if (out == NULL || out->server)
         return CW_INVALID_ARG;
     pthread_mutex_lock(&out->ctx->lock);
-    if (out->fwd_in != NULL && out->idempotent &&
-        out->state == CW_H_IDLE) {
+    if (out->fwd_in != NULL && out->idempotent && out->state == CW_H_IDLE) {
         out->resume = true;
         st = CW_OK;
     }
@@ -285,8 +284,8 @@ cw_status_t cw_fwd_desc_replace(cw_handle_t *out, unsigned i, const void *p,
         return CW_INVALID_ARG;
     if (cw_wire_desc_check(p, len, 1) != CW_OK)
         return CW_INVALID_ARG;
-    st = cw_wire_desc_get(out->desc_copy, out->desc_copy_len, out->raw_ndesc,
-                          i, NULL, &raw, &raw_len);
+    st = cw_wire_desc_get(out->desc_copy, out->desc_copy_len, out->raw_ndesc, i,
+                          NULL, &raw, &raw_len);
     if (st != CW_OK)
         return st;
     before = (size_t)(raw - out->desc_copy);

@@ -62,8 +62,7 @@ static inline uint64_t ids_mix(uint64_t x, uint64_t k)
 }
 
 /* A Feistel network on 2 x @p half bits (half <= 32). */
-static uint64_t ids_feistel(const struct cw_idgen *g, uint64_t x,
-                            unsigned half)
+static uint64_t ids_feistel(const struct cw_idgen *g, uint64_t x, unsigned half)
 {
     uint64_t mask = (1ull << half) - 1;
     uint64_t l = (x >> half) & mask, r = x & mask;

@@ -37,9 +37,8 @@ static atomic_bool log_handler_on;
 static _Thread_local bool log_in_handler;
 
 static const char *const level_names[] = {
-    [CW_LOG_NONE] = "none",   [CW_LOG_ERROR] = "error",
-    [CW_LOG_WARN] = "warn",   [CW_LOG_INFO] = "info",
-    [CW_LOG_DEBUG] = "debug", [CW_LOG_TRACE] = "trace",
+    [CW_LOG_NONE] = "none", [CW_LOG_ERROR] = "error", [CW_LOG_WARN] = "warn",
+    [CW_LOG_INFO] = "info", [CW_LOG_DEBUG] = "debug", [CW_LOG_TRACE] = "trace",
 };
 
 int cw_log_level_parse(const char *s)
@@ -122,7 +121,7 @@ void cw_log_set_handler(cw_log_handler_t fn, void *arg)
     if (log_in_handler) {
         /* This thread holds the turn. */
         fprintf(stderr, "cw_log_set_handler() called from inside a log "
-                "handler: ignored\n");
+                        "handler: ignored\n");
         return;
     }
     handler_turn_take();
@@ -163,9 +162,9 @@ void cw_log_vwrite(int level, const char *subsys, const char *file, int line,
                    const char *func, const char *fmt, va_list ap)
 {
     /* syslog priorities: err, warning, info, debug (trace is debug). */
-    static const int prio[] = {[CW_LOG_NONE] = 3, [CW_LOG_ERROR] = 3,
-                               [CW_LOG_WARN] = 4, [CW_LOG_INFO] = 6,
-                               [CW_LOG_DEBUG] = 7, [CW_LOG_TRACE] = 7};
+    static const int prio[] = {
+        [CW_LOG_NONE] = 3, [CW_LOG_ERROR] = 3, [CW_LOG_WARN] = 4,
+        [CW_LOG_INFO] = 6, [CW_LOG_DEBUG] = 7, [CW_LOG_TRACE] = 7};
     int saved_errno = errno;
     char msg[1024];
     char when[32];

@@ -85,8 +85,10 @@ cw_status_t cw_na_open(const char *uri, uint32_t flags,
     }
     if (plugin->ops->check_protocol &&
         !plugin->ops->check_protocol(u.protocol)) {
-        CW_ERROR("na", "cannot open %s: plugin '%s' does not support "
-                 "protocol '%s' on this machine", uri, u.plugin, u.protocol);
+        CW_ERROR("na",
+                 "cannot open %s: plugin '%s' does not support "
+                 "protocol '%s' on this machine",
+                 uri, u.plugin, u.protocol);
         st = CW_UNSUPPORTED;
         goto err_put;
     }
@@ -215,8 +217,7 @@ cw_status_t cw_na_addr_to_string(cw_na_t *na, cw_na_addr_t *addr, char *buf,
         return CW_OVERFLOW;
     memcpy(buf, na->prefix, na->prefix_len);
     rest = len - na->prefix_len;
-    return na->ops->addr_to_string(na->cls, addr, buf + na->prefix_len,
-                                   &rest);
+    return na->ops->addr_to_string(na->cls, addr, buf + na->prefix_len, &rest);
 }
 
 size_t cw_na_addr_serialize_size(cw_na_t *na, cw_na_addr_t *addr)
@@ -253,17 +254,17 @@ static cw_status_t send_args_check(cw_na_t *na, const void *buf, size_t len,
 {
     if (na == NULL || (buf == NULL && len > 0) || dest == NULL || cb == NULL)
         return CW_INVALID_ARG;
-    if (len > (expected ? na->caps.max_expected_size
-                        : na->caps.max_unexpected_size))
+    if (len >
+        (expected ? na->caps.max_expected_size : na->caps.max_unexpected_size))
         return CW_OVERFLOW;
     if (tag > na->caps.max_tag)
         return CW_INVALID_ARG;
     return CW_OK;
 }
 
-cw_status_t cw_na_msg_send_unexpected(cw_na_t *na, const void *buf,
-                                      size_t len, cw_na_addr_t *dest,
-                                      uint32_t tag, cw_na_cb_t cb, void *arg,
+cw_status_t cw_na_msg_send_unexpected(cw_na_t *na, const void *buf, size_t len,
+                                      cw_na_addr_t *dest, uint32_t tag,
+                                      cw_na_cb_t cb, void *arg,
                                       cw_na_op_t **op_p)
 {
     cw_status_t st = send_args_check(na, buf, len, dest, tag, cb, false);
@@ -285,8 +286,7 @@ cw_status_t cw_na_msg_recv_unexpected(cw_na_t *na, void *buf, size_t len,
 
 cw_status_t cw_na_msg_send_expected(cw_na_t *na, const void *buf, size_t len,
                                     cw_na_addr_t *dest, uint32_t tag,
-                                    cw_na_cb_t cb, void *arg,
-                                    cw_na_op_t **op_p)
+                                    cw_na_cb_t cb, void *arg, cw_na_op_t **op_p)
 {
     cw_status_t st = send_args_check(na, buf, len, dest, tag, cb, true);
 
@@ -298,11 +298,9 @@ cw_status_t cw_na_msg_send_expected(cw_na_t *na, const void *buf, size_t len,
 
 cw_status_t cw_na_msg_recv_expected(cw_na_t *na, void *buf, size_t len,
                                     cw_na_addr_t *source, uint32_t tag,
-                                    cw_na_cb_t cb, void *arg,
-                                    cw_na_op_t **op_p)
+                                    cw_na_cb_t cb, void *arg, cw_na_op_t **op_p)
 {
-    if (na == NULL || (buf == NULL && len > 0) || source == NULL ||
-        cb == NULL)
+    if (na == NULL || (buf == NULL && len > 0) || source == NULL || cb == NULL)
         return CW_INVALID_ARG;
     if (tag > na->caps.max_tag)
         return CW_INVALID_ARG;
@@ -372,11 +370,10 @@ uint64_t cw_na_dropped(cw_na_t *na)
 }
 
 cw_status_t cw_na_mem_restrict(cw_na_t *na, cw_na_mem_t *mem, size_t off,
-                               size_t len, uint32_t access,
-                               cw_na_mem_t **mem_p)
+                               size_t len, uint32_t access, cw_na_mem_t **mem_p)
 {
-    if (na == NULL || mem == NULL || len == 0 || mem_p == NULL ||
-        access == 0 || (access & ~(CW_NA_MEM_READ | CW_NA_MEM_WRITE)) != 0)
+    if (na == NULL || mem == NULL || len == 0 || mem_p == NULL || access == 0 ||
+        (access & ~(CW_NA_MEM_READ | CW_NA_MEM_WRITE)) != 0)
         return CW_INVALID_ARG;
     if (na->ops->mem_restrict == NULL)
         return CW_UNSUPPORTED;
@@ -397,8 +394,8 @@ static cw_status_t na_rma(cw_na_t *na, bool is_put, cw_na_mem_t *local,
                       cw_na_op_t **) = is_put ? na->ops->put : na->ops->get;
     if (op == NULL)
         return CW_UNSUPPORTED;
-    return op(na->cls, local, local_off, remote, remote_off, len, peer, cb,
-              arg, op_p);
+    return op(na->cls, local, local_off, remote, remote_off, len, peer, cb, arg,
+              op_p);
 }
 
 cw_status_t cw_na_put(cw_na_t *na, cw_na_mem_t *local, size_t local_off,
@@ -406,8 +403,8 @@ cw_status_t cw_na_put(cw_na_t *na, cw_na_mem_t *local, size_t local_off,
                       cw_na_addr_t *peer, cw_na_cb_t cb, void *arg,
                       cw_na_op_t **op_p)
 {
-    return na_rma(na, true, local, local_off, remote, remote_off, len, peer,
-                  cb, arg, op_p);
+    return na_rma(na, true, local, local_off, remote, remote_off, len, peer, cb,
+                  arg, op_p);
 }
 
 cw_status_t cw_na_get(cw_na_t *na, cw_na_mem_t *local, size_t local_off,
@@ -423,8 +420,7 @@ cw_status_t cw_na_get(cw_na_t *na, cw_na_mem_t *local, size_t local_off,
 
 int cw_na_get_wait_fd(cw_na_t *na)
 {
-    if (na == NULL || na->ops->get_wait_fd == NULL ||
-        (na->flags & CW_NA_BUSY))
+    if (na == NULL || na->ops->get_wait_fd == NULL || (na->flags & CW_NA_BUSY))
         return -1;
     return na->ops->get_wait_fd(na->cls);
 }
@@ -486,8 +482,8 @@ cw_status_t cw_na_progress_wait(cw_na_t *na, unsigned timeout_ms,
             /* Bounded: the wait fd is a hint, never trusted alone. */
             uint64_t left_ms = (deadline - now + 999999ull) / 1000000ull;
             struct pollfd pfd = {.fd = fd, .events = POLLIN};
-            int ms = left_ms < NA_WAIT_SLICE_MS ? (int)left_ms
-                                                : NA_WAIT_SLICE_MS;
+            int ms =
+                left_ms < NA_WAIT_SLICE_MS ? (int)left_ms : NA_WAIT_SLICE_MS;
             if (poll(&pfd, 1, ms) < 0 && errno != EINTR) {
                 CW_ERROR("na", "poll() on the %s wait fd failed: %s",
                          na->prefix, strerror(errno));

@@ -25,7 +25,7 @@
 #define CW_INSTALL_PLUGIN_DIR "/usr/local/lib/causeway"
 #endif
 
-#define PLUGIN_MAX 32
+#define PLUGIN_MAX    32
 #define PLUGIN_PREFIX "cw-na-"
 #define PLUGIN_SUFFIX ".so"
 
@@ -42,7 +42,7 @@ struct plugin_copy {
 struct plugin_entry {
     const struct cw_na_plugin *plugin; /* &copy->plugin */
     struct plugin_copy *copy;
-    void *dl;      /* NULL for plugins registered from the process itself */
+    void *dl; /* NULL for plugins registered from the process itself */
     char *path;
     unsigned uses; /* open instances */
 };
@@ -92,11 +92,11 @@ static cw_status_t plugin_check(const struct cw_na_plugin *p, char *err,
                    p->abi_version, CW_NA_ABI_VERSION);
         return CW_VERSION;
     }
-    if (p->ops_size < PLUGIN_OPS_MIN || p->ops_size > sizeof(struct cw_na_ops)) {
-        PLUGIN_ERR(err, errlen,
-                   "ops table of %u bytes, this core expects %zu to %zu",
-                   p->ops_size, (size_t)PLUGIN_OPS_MIN,
-                   sizeof(struct cw_na_ops));
+    if (p->ops_size < PLUGIN_OPS_MIN ||
+        p->ops_size > sizeof(struct cw_na_ops)) {
+        PLUGIN_ERR(
+            err, errlen, "ops table of %u bytes, this core expects %zu to %zu",
+            p->ops_size, (size_t)PLUGIN_OPS_MIN, sizeof(struct cw_na_ops));
         return CW_VERSION;
     }
     if (p->name == NULL || !valid_plugin_name(p->name)) {
@@ -219,8 +219,7 @@ static void plugin_env_once(void)
     (void)setenv("HFI_NO_BACKTRACE", "1", 0);
 }
 
-static cw_status_t load_file_locked(const char *path, char *err,
-                                    size_t errlen)
+static cw_status_t load_file_locked(const char *path, char *err, size_t errlen)
 {
     const struct cw_na_plugin *p;
     void *dl;
@@ -535,8 +534,10 @@ void cw_plugins_unload(void)
     for (unsigned i = 0; i < registry_count; i++) {
         struct plugin_entry *e = &registry[i];
         if (e->uses > 0) {
-            CW_WARN("plugin", "plugin '%s' still has %u open instance(s); "
-                    "not unloaded", e->plugin->name, e->uses);
+            CW_WARN("plugin",
+                    "plugin '%s' still has %u open instance(s); "
+                    "not unloaded",
+                    e->plugin->name, e->uses);
             registry[kept++] = *e;
             continue;
         }

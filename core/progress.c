@@ -15,16 +15,16 @@
 /* Poll this long before blocking: a wake-up from epoll costs 25-50 us on a
  * VM, and an RPC through one gateway over TCP takes about 40 us; a shorter
  * window puts the caller to sleep just before its answer arrives. */
-#define CW_SPIN_NS 50000ull
-#define CW_YIELD_AFTER_NS 1000ull /* then yield between polls */
-#define CW_SLICE_MS 2            /* longest single block, work in flight */
-#define CW_IDLE_SLICE_MS 100     /* ... and with nothing in flight */
-#define CW_IDLE_AFTER_NS 250000000ull /* for this long after any activity */
-#define CW_NOFD_SLEEP_NS 50000L  /* networks without a usable wait fd */
-#define CW_TIMER_PERIOD_NS 1000000ull
-#define CW_IDLE_POLLS 64         /* empty cw_progress(ctx, 0) calls, then yield */
-#define CW_IDLE_YIELD_EVERY 16   /* ... on one call in this many */
-#define CW_UNSAFE_YIELDS 64      /* then sleep: the plugin may never be safe */
+#define CW_SPIN_NS          50000ull
+#define CW_YIELD_AFTER_NS   1000ull /* then yield between polls */
+#define CW_SLICE_MS         2       /* longest single block, work in flight */
+#define CW_IDLE_SLICE_MS    100     /* ... and with nothing in flight */
+#define CW_IDLE_AFTER_NS    250000000ull /* for this long after any activity */
+#define CW_NOFD_SLEEP_NS    50000L       /* networks without a usable wait fd */
+#define CW_TIMER_PERIOD_NS  1000000ull
+#define CW_IDLE_POLLS       64 /* empty cw_progress(ctx, 0) calls, then yield */
+#define CW_IDLE_YIELD_EVERY 16 /* ... on one call in this many */
+#define CW_UNSAFE_YIELDS    64 /* then sleep: the plugin may never be safe */
 
 /* Consecutive empty non-blocking calls on this thread. */
 static _Thread_local unsigned idle_polls;
@@ -87,7 +87,8 @@ static bool progress_block(cw_context_t *ctx, unsigned ms, unsigned *unsafe)
     }
     cap = cw_ctx_busy(ctx) || !cw_list_empty(&ctx->incoming) ||
                   cw_now_ns() - ctx->active_ns < CW_IDLE_AFTER_NS
-              ? CW_SLICE_MS : CW_IDLE_SLICE_MS;
+              ? CW_SLICE_MS
+              : CW_IDLE_SLICE_MS;
     if (ms > cap)
         ms = cap;
     for (unsigned i = 0; i < ctx->nnets && safe; i++) {
@@ -176,8 +177,9 @@ cw_status_t cw_context_watch_fd(cw_context_t *ctx, int fd)
     if (st == CW_OK && epoll_ctl(ctx->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
         int err = errno;
         /* EEXIST: one of the networks' own wait fds. */
-        st = err == EEXIST ? CW_EXIST : err == ENOMEM || err == ENOSPC
-                                            ? CW_NOMEM : CW_INVALID_ARG;
+        st = err == EEXIST                    ? CW_EXIST
+             : err == ENOMEM || err == ENOSPC ? CW_NOMEM
+                                              : CW_INVALID_ARG;
         CW_WARN("core", "cannot watch fd %d: %s", fd, strerror(err));
     }
     if (st == CW_OK)

@@ -39,8 +39,7 @@ struct cw_rpc_class *cw_rpc_class_find(cw_context_t *ctx, cw_rpc_id_t id)
 
 cw_status_t cw_rpc_register(cw_context_t *ctx, const char *name,
                             cw_rpc_handler_t handler, void *arg,
-                            const struct cw_rpc_opts *opts,
-                            cw_rpc_id_t *id_p)
+                            const struct cw_rpc_opts *opts, cw_rpc_id_t *id_p)
 {
     struct cw_rpc_class *c;
     cw_rpc_id_t id;
@@ -329,8 +328,8 @@ void cw_handle_ref(cw_handle_t *h)
         atomic_fetch_add(&h->refs, 1);
 }
 
-cw_status_t cw_handle_create(cw_context_t *ctx, cw_addr_t *dest,
-                             cw_rpc_id_t id, cw_handle_t **h_p)
+cw_status_t cw_handle_create(cw_context_t *ctx, cw_addr_t *dest, cw_rpc_id_t id,
+                             cw_handle_t **h_p)
 {
     cw_handle_t *h;
     cw_addr_t *ref;
@@ -490,8 +489,8 @@ void cw_h_fail(cw_handle_t *h, cw_status_t st)
          * caller hears now; the handle lingers. */
         uint64_t now = cw_now_ns();
         h->linger = true;
-        h->linger_until = (h->deadline_ns > now ? h->deadline_ns : now) +
-                          CW_DONE_GRACE_NS;
+        h->linger_until =
+            (h->deadline_ns > now ? h->deadline_ns : now) + CW_DONE_GRACE_NS;
         cw_ctx_timer_at(h->ctx, h->linger_until);
     } else {
         h_cancel_ops(h);
@@ -738,7 +737,8 @@ static bool h_reforward(cw_handle_t *h, cw_status_t st)
     h->reforwarding = false;
     if (fst == CW_OK) {
         ctx->stats.reforwarded++;
-        CW_LOG_RL(CW_LOG_INFO, "core", "forward through a gateway failed "
+        CW_LOG_RL(CW_LOG_INFO, "core",
+                  "forward through a gateway failed "
                   "(%s): request resumed through another one",
                   cw_status_name(st));
     } else {
@@ -791,9 +791,10 @@ cw_status_t cw_payload_check(cw_context_t *ctx, const struct cw_wire_msg *m,
     if (m->hdr.payload_len <= ctx->opts.max_payload_size)
         return CW_OK;
     ctx->stats.rx_dropped++;
-    CW_LOG_RL(CW_LOG_WARN, "core", "overflowed %s of %u bytes on %s refused "
-              "(max_payload_size %zu)", what, m->hdr.payload_len, net->uri,
-              ctx->opts.max_payload_size);
+    CW_LOG_RL(CW_LOG_WARN, "core",
+              "overflowed %s of %u bytes on %s refused "
+              "(max_payload_size %zu)",
+              what, m->hdr.payload_len, net->uri, ctx->opts.max_payload_size);
     return CW_OVERFLOW;
 }
 
@@ -882,14 +883,15 @@ cw_status_t cw_msg_build(cw_handle_t *h, cw_buf_t *w, size_t limit,
             return st;
         total = hdr_len + dest_len + desc_len + ovf_len;
         if (total > limit) {
-            CW_ERROR("core", "header and descriptors (%zu bytes) exceed the "
-                     "eager limit %zu of %s", total, limit, net->uri);
+            CW_ERROR("core",
+                     "header and descriptors (%zu bytes) exceed the "
+                     "eager limit %zu of %s",
+                     total, limit, net->uri);
             return CW_OVERFLOW;
         }
         h->ctx->stats.overflows++;
     }
-    if (!overflow && dest_len == 0 && desc_len == 0 &&
-        hdr_len == CW_HDR_SIZE) {
+    if (!overflow && dest_len == 0 && desc_len == 0 && hdr_len == CW_HDR_SIZE) {
         /* Common case: the payload already sits behind reserved room. */
         st = cw_buf_reserve(w, 1);
         if (st != CW_OK)

@@ -40,8 +40,8 @@ static void fwd_ack_cb(const struct cw_na_cb_info *info)
 /* Tell the server it may release an overflowed response. */
 static void fwd_send_ack(cw_handle_t *h)
 {
-    struct cw_wire_hdr hdr = {.type = CW_MSG_DONE, .rpc_id = h->id,
-                              .req_id = h->req_id};
+    struct cw_wire_hdr hdr = {
+        .type = CW_MSG_DONE, .rpc_id = h->id, .req_id = h->req_id};
     cw_na_op_t *op;
     cw_status_t st;
 
@@ -102,8 +102,7 @@ void cw_rwait_del(cw_handle_t *h)
 
     if (!h->rwaiting)
         return;
-    for (p = &h->ctx->rwait[rwait_bucket(h->req_id)]; *p;
-         p = &(*p)->rwait_next)
+    for (p = &h->ctx->rwait[rwait_bucket(h->req_id)]; *p; p = &(*p)->rwait_next)
         if (*p == h) {
             *p = h->rwait_next;
             break;
@@ -127,7 +126,8 @@ bool cw_rpc_batch_resp(cw_network_t *net, const struct cw_wire_msg *m,
     if (h == NULL || h->net != net || h->recv_op == NULL || h->bresp ||
         !cw_na_addr_cmp(net->na, h->peer, source)) {
         ctx->stats.rx_dropped++;
-        CW_LOG_RL(CW_LOG_WARN, "core", "a response in a batch on %s matched "
+        CW_LOG_RL(CW_LOG_WARN, "core",
+                  "a response in a batch on %s matched "
                   "no request waiting for it from its source: dropped",
                   net->uri);
         return false;
@@ -152,8 +152,7 @@ static cw_status_t fwd_recv_post(cw_handle_t *h)
 
     h->recv_canceled = false;
     st = cw_na_msg_recv_expected(net->na, h->msg, net->caps.max_expected_size,
-                                 h->peer, h->tag, fwd_recv_cb, h,
-                                 &h->recv_op);
+                                 h->peer, h->tag, fwd_recv_cb, h, &h->recv_op);
     if (st != CW_OK)
         return st;
     rwait_add(h);
@@ -198,7 +197,8 @@ static void fwd_recv_cb(const struct cw_na_cb_info *info)
          * (docs/wire.md, "Forged responses").  Not trusted, and not a reason
          * to give up on the real one: wait for it again. */
         ctx->stats.rx_dropped++;
-        CW_LOG_RL(CW_LOG_WARN, "core", "a message on the response tag of "
+        CW_LOG_RL(CW_LOG_WARN, "core",
+                  "a message on the response tag of "
                   "request %016llx was not its response: dropped",
                   (unsigned long long)h->req_id);
         if (!h->final_set) {
@@ -277,8 +277,8 @@ cw_status_t cw_fwd_net(cw_handle_t *h)
                           h->desc_copy, h->desc_copy_len, h->raw_ndesc, &hdr,
                           &msg, &total);
     else
-        st = cw_msg_build(h, &h->in, net->caps.max_unexpected_size, route,
-                          NULL, 0, 0, &hdr, &msg, &total);
+        st = cw_msg_build(h, &h->in, net->caps.max_unexpected_size, route, NULL,
+                          0, 0, &hdr, &msg, &total);
     if (st != CW_OK)
         return st;
     h->overflowed = (hdr.flags & CW_HF_OVERFLOW) != 0;

@@ -23,51 +23,55 @@
 
 #include "ids.h"
 
-#define CW_MAX_NETS 8          /**< networks per context */
-#define CW_MAX_WATCH 8         /**< application fds per context (watch_fd) */
+#define CW_MAX_NETS  8 /**< networks per context */
+#define CW_MAX_WATCH 8 /**< application fds per context (watch_fd) */
 /** Marks an application's fd in the context's epoll data (fds fit in 32
  * bits; the networks' wait fds and the eventfd are stored bare). */
-#define CW_WATCH_TAG (1ull << 40)
-#define CW_MAX_DESC 64         /**< descriptors in one message */
-#define CW_MAX_DEPTH 16        /**< bulk chunks in flight per transfer */
+#define CW_WATCH_TAG        (1ull << 40)
+#define CW_MAX_DESC         64 /**< descriptors in one message */
+#define CW_MAX_DEPTH        16 /**< bulk chunks in flight per transfer */
 #define CW_DEFAULT_MAX_HOPS 8  /**< TTL */
-#define CW_DONE_GRACE_NS 5000000000ull /**< wait for an overflow ack */
+#define CW_DONE_GRACE_NS    5000000000ull /**< wait for an overflow ack */
 
 /* ---- wire format (docs/wire.md) ---------------------------------------- */
 
-#define CW_WIRE_MAGIC 0x31595743u /* "CWY1" little-endian */
+#define CW_WIRE_MAGIC   0x31595743u /* "CWY1" little-endian */
 #define CW_WIRE_VERSION 1u
-#define CW_HDR_SIZE 56u
+#define CW_HDR_SIZE     56u
 
 enum cw_msg_type {
-    CW_MSG_REQ = 1,  /**< request (unexpected) */
-    CW_MSG_RESP = 2, /**< response (expected, tag from the request) */
-    CW_MSG_DONE = 3, /**< client pulled an overflowed response (unexpected) */
+    CW_MSG_REQ = 1,    /**< request (unexpected) */
+    CW_MSG_RESP = 2,   /**< response (expected, tag from the request) */
+    CW_MSG_DONE = 3,   /**< client pulled an overflowed response (unexpected) */
     CW_MSG_CANCEL = 4, /**< client cancelled a request (unexpected) */
-    CW_MSG_BATCH = 5, /**< several unexpected messages to one peer, each
-                           as it would travel alone (coalesce.c) */
+    CW_MSG_BATCH = 5,  /**< several unexpected messages to one peer, each
+                            as it would travel alone (coalesce.c) */
 };
-#define CW_MSG_LAST CW_MSG_BATCH
-#define CW_BATCH_ENTRY_HDR 4u /**< length prefix of a batch entry */
-#define CW_BATCH_MAX 64u      /**< messages in one batch */
+#define CW_MSG_LAST        CW_MSG_BATCH
+#define CW_BATCH_ENTRY_HDR 4u  /**< length prefix of a batch entry */
+#define CW_BATCH_MAX       64u /**< messages in one batch */
 
-#define CW_HF_ONE_WAY 0x1u  /**< no response wanted */
+#define CW_HF_ONE_WAY  0x1u /**< no response wanted */
 #define CW_HF_OVERFLOW 0x2u /**< payload left in sender memory: pull it */
-#define CW_HF_IDEMPOTENT 0x4u /**< REQ: may be resumed; a resume id follows
-                                  the header (docs/bulk-gateway.md) */
-#define CW_HF_RESUME 0x8u   /**< REQ: resumes the request with that id */
-#define CW_HF_BATCHES 0x10u /**< REQ: the sender takes unexpected messages on
-                                 this network: its response may come inside
-                                 a batch (docs/wire.md, "Batches") */
-#define CW_HF_PIN_ASK 0x20u /**< REQ: the sender asks which member of a spread
-                                 address to use (core/spread.c) */
-#define CW_HF_PIN 0x40u     /**< RESP: the routing section names the member
-                                 the caller is to use from now on */
-#define CW_HF_ALL 0x7fu
+#define CW_HF_IDEMPOTENT                                                       \
+    0x4u                  /**< REQ: may be resumed; a resume id follows        \
+                              the header (docs/bulk-gateway.md) */
+#define CW_HF_RESUME 0x8u /**< REQ: resumes the request with that id */
+#define CW_HF_BATCHES                                                          \
+    0x10u /**< REQ: the sender takes unexpected messages on                    \
+               this network: its response may come inside                      \
+               a batch (docs/wire.md, "Batches") */
+#define CW_HF_PIN_ASK                                                          \
+    0x20u /**< REQ: the sender asks which member of a spread                   \
+               address to use (core/spread.c) */
+#define CW_HF_PIN                                                              \
+    0x40u /**< RESP: the routing section names the member                      \
+               the caller is to use from now on */
+#define CW_HF_ALL         0x7fu
 #define CW_HDR_EXT_RESUME 8u /**< bytes of the resume id after the header */
 
 #define CW_DF_PROXY 0x1u /**< descriptor names a gateway proxy handle */
-#define CW_DF_ALL 0x1u
+#define CW_DF_ALL   0x1u
 
 struct cw_wire_hdr {
     uint8_t type;
@@ -77,24 +81,24 @@ struct cw_wire_hdr {
     uint64_t req_id;
     uint64_t budget_us; /**< remaining deadline budget */
     uint32_t resp_tag;
-    uint32_t resp_limit;   /**< REQ: caller's response eager limit in
-                                bytes (24 bits), 0 = unknown */
+    uint32_t resp_limit; /**< REQ: caller's response eager limit in
+                              bytes (24 bits), 0 = unknown */
     uint16_t status;
     uint16_t dest_len;
     uint16_t ndesc;
     uint16_t ovf_len;
     uint32_t desc_len;
     uint32_t payload_len;
-    uint64_t resume_id;    /**< REQ with CW_HF_IDEMPOTENT */
+    uint64_t resume_id; /**< REQ with CW_HF_IDEMPOTENT */
 };
 
 /** A decoded, validated message (pointers into the message). */
 struct cw_wire_msg {
     struct cw_wire_hdr hdr;
-    const char *dest;      /**< not NUL-terminated, hdr.dest_len bytes */
-    const uint8_t *desc;   /**< descriptor section, hdr.desc_len bytes */
-    const uint8_t *ovf;    /**< overflow descriptor, hdr.ovf_len bytes */
-    const uint8_t *payload;/**< NULL when CW_HF_OVERFLOW */
+    const char *dest;       /**< not NUL-terminated, hdr.dest_len bytes */
+    const uint8_t *desc;    /**< descriptor section, hdr.desc_len bytes */
+    const uint8_t *ovf;     /**< overflow descriptor, hdr.ovf_len bytes */
+    const uint8_t *payload; /**< NULL when CW_HF_OVERFLOW */
 };
 
 /** One decoded descriptor (pointers into the message). */
@@ -154,7 +158,10 @@ struct cw_list {
     struct cw_list *prev, *next;
 };
 
-static inline void cw_list_init(struct cw_list *l) { l->prev = l->next = l; }
+static inline void cw_list_init(struct cw_list *l)
+{
+    l->prev = l->next = l;
+}
 static inline bool cw_list_empty(const struct cw_list *l)
 {
     return l->next == l;
@@ -185,15 +192,15 @@ struct cw_cqe {
 /* ---- buffers -------------------------------------------------------------*/
 
 struct cw_buf {
-    uint8_t *data;    /**< payload start */
-    size_t len;       /**< writer: bytes written; reader: total */
-    size_t pos;       /**< reader position */
-    size_t cap;       /**< writer: payload capacity */
-    uint8_t *alloc;   /**< writer: owned allocation (head room + data) */
-    size_t head;      /**< writer: room reserved before data */
+    uint8_t *data;  /**< payload start */
+    size_t len;     /**< writer: bytes written; reader: total */
+    size_t pos;     /**< reader position */
+    size_t cap;     /**< writer: payload capacity */
+    uint8_t *alloc; /**< writer: owned allocation (head room + data) */
+    size_t head;    /**< writer: room reserved before data */
     cw_status_t err;
     bool writer;
-    bool standalone;  /**< from cw_buf_create_*: free the struct too */
+    bool standalone; /**< from cw_buf_create_*: free the struct too */
     /* writer: bulk handles for the descriptor section */
     cw_bulk_t **bulks;
     unsigned nbulk, bulk_cap;
@@ -224,7 +231,7 @@ struct cw_urecv {
     uint8_t *buf;
     size_t len;
     cw_na_op_t *op;
-    bool lost;       /**< its re-post failed (cw_net_urecv_retry) */
+    bool lost; /**< its re-post failed (cw_net_urecv_retry) */
 };
 
 struct cw_network {
@@ -237,22 +244,22 @@ struct cw_network {
     char uri[CW_URI_MAX];
     char plugin[CW_URI_PLUGIN_MAX];
     char protocol[CW_URI_PROTOCOL_MAX];
-    struct cw_idgen tags;     /**< response tags (ids.c) */
+    struct cw_idgen tags; /**< response tags (ids.c) */
     int wait_fd;
     struct cw_urecv *urecv;
     unsigned nurecv;
     unsigned urecv_posted;
-    unsigned urecv_lost;      /**< slots whose re-post failed: posted again
-                                   by the timers (cw_net_urecv_retry) */
+    unsigned urecv_lost; /**< slots whose re-post failed: posted again
+                              by the timers (cw_net_urecv_retry) */
     /* cw_network_close (ctx->lock): the context's list holds one reference,
      * so do addresses, server handles' sources and remote bulk handles on
      * it; the NA instance is closed when the last one goes. */
     unsigned refs;
-    unsigned resp_sending;       /**< responses handed to the plugin */
-    bool closed;                 /**< off ctx->nets: every use fails */
-    struct cw_spread *spread;    /**< a spread address's published endpoint:
-                                      its members (core/spread.c) */
-    struct cw_pin *pins;         /**< peers asked or pinned, CW_PIN_MAX */
+    unsigned resp_sending;          /**< responses handed to the plugin */
+    bool closed;                    /**< off ctx->nets: every use fails */
+    struct cw_spread *spread;       /**< a spread address's published endpoint:
+                                         its members (core/spread.c) */
+    struct cw_pin *pins;            /**< peers asked or pinned, CW_PIN_MAX */
     struct cw_network *next_closed; /**< ctx->closed_nets */
 };
 
@@ -262,11 +269,11 @@ struct cw_addr {
     cw_network_t *net;
     cw_na_addr_t *na;
     bool self;
-    bool embedded; /**< lives inside a handle: free does nothing */
-    char *route;   /**< routing destination for the first hop, or NULL */
-    char *str;     /**< the string it was looked up with, or NULL */
-    bool via_routes; /**< a plain address the client routes sent through
-                          a gateway (route is that address) */
+    bool embedded;      /**< lives inside a handle: free does nothing */
+    char *route;        /**< routing destination for the first hop, or NULL */
+    char *str;          /**< the string it was looked up with, or NULL */
+    bool via_routes;    /**< a plain address the client routes sent through
+                             a gateway (route is that address) */
     struct cw_pin *pin; /**< its first hop's pin (core/spread.c), or NULL */
     bool pin_none;      /**< no pin to be had: the table was full */
 };
@@ -287,17 +294,17 @@ enum cw_pin_state {
 
 /** What a caller's network knows of one peer address (ctx->lock). */
 struct cw_pin {
-    struct cw_pin *next;       /**< net->pins */
-    cw_na_addr_t *home;        /**< the published address */
-    cw_na_addr_t *member;      /**< MOVING, MOVED: the member given */
+    struct cw_pin *next;  /**< net->pins */
+    cw_na_addr_t *home;   /**< the published address */
+    cw_na_addr_t *member; /**< MOVING, MOVED: the member given */
     enum cw_pin_state state;
-    unsigned home_inflight;    /**< forwards sent to home, not complete */
-    bool opened;               /**< ASKED: the asking request has left */
+    unsigned home_inflight;         /**< forwards sent to home, not complete */
+    bool opened;                    /**< ASKED: the asking request has left */
     struct cw_pin_retired *retired; /**< members given up on, freed with
                                          the network (forwards sent there
                                          may still use them) */
-    struct cw_list held;       /**< MOVING, WARMING: forwards waiting, in
-                                    order */
+    struct cw_list held;            /**< MOVING, WARMING: forwards waiting, in
+                                         order */
 };
 
 struct cw_rpc_class {
@@ -320,24 +327,24 @@ struct cw_context {
     unsigned nnets;
     struct cw_rpc_class *rpcs[CW_RPC_BUCKETS];
     struct cw_cqe *cq_head, *cq_tail;
-    atomic_uint cq_len;       /**< entries queued (read without the lock) */
+    atomic_uint cq_len; /**< entries queued (read without the lock) */
     unsigned cq_waiters;
-    struct cw_list inflight;  /**< client handles with a deadline */
-    struct cw_list wait_done; /**< server handles awaiting a DONE */
-    struct cw_list bulk_ops;  /**< transfers in flight */
-    struct cw_list incoming;  /**< server handles not answered yet */
-    struct cw_list responding;/**< server handles whose response is still
-                                   in a plugin (cancelled on shutdown) */
+    struct cw_list inflight;   /**< client handles with a deadline */
+    struct cw_list wait_done;  /**< server handles awaiting a DONE */
+    struct cw_list bulk_ops;   /**< transfers in flight */
+    struct cw_list incoming;   /**< server handles not answered yet */
+    struct cw_list responding; /**< server handles whose response is still
+                                    in a plugin (cancelled on shutdown) */
     struct cw_handle *free_handles;
     unsigned nfree_handles;
-    struct cw_idgen req_ids;  /**< request ids (ids.c) */
+    struct cw_idgen req_ids; /**< request ids (ids.c) */
     uint64_t next_timer_ns;
-    uint64_t next_deadline;   /**< soonest deadline of anything listed */
+    uint64_t next_deadline; /**< soonest deadline of anything listed */
     unsigned polls;
     int epfd;
     int evfd;
     atomic_int sleepers;
-    atomic_bool interrupted;  /**< cw_context_interrupt: return from progress */
+    atomic_bool interrupted; /**< cw_context_interrupt: return from progress */
     bool destroying;
     cw_forward_hook_t fwd_hook;
     void *fwd_arg;
@@ -353,12 +360,12 @@ struct cw_context {
     uint64_t active_ns;            /**< last completion or network event */
     unsigned nwatch;
     /* CW_CTX_COALESCE (coalesce.c) */
-    struct cw_list sendq;          /**< handles whose request or response
-                                        waits for the end of the pass */
+    struct cw_list sendq; /**< handles whose request or response
+                               waits for the end of the pass */
     unsigned nsendq;
-    struct cw_list batches;        /**< batches in a plugin (coalesce.c) */
-    struct cw_handle **rwait;      /**< handles with a response receive
-                                        posted, by req_id (CW_RWAIT_BUCKETS) */
+    struct cw_list batches;   /**< batches in a plugin (coalesce.c) */
+    struct cw_handle **rwait; /**< handles with a response receive
+                                   posted, by req_id (CW_RWAIT_BUCKETS) */
 };
 #define CW_RWAIT_BUCKETS 1024u
 
@@ -386,25 +393,25 @@ struct cw_handle {
     enum cw_hstate state;
     cw_rpc_id_t id;
     struct cw_rpc_class *cls;
-    cw_addr_t *addr;      /**< client: destination (referenced) */
-    struct cw_addr src;   /**< server: embedded source address */
+    cw_addr_t *addr;    /**< client: destination (referenced) */
+    struct cw_addr src; /**< server: embedded source address */
     cw_network_t *net;
     cw_buf_t in;
     cw_buf_t out;
-    uint8_t *msg;         /**< received message / response buffer */
+    uint8_t *msg; /**< received message / response buffer */
     size_t msg_cap;
-    uint8_t *sbuf;        /**< assembled outgoing message when not in place */
+    uint8_t *sbuf; /**< assembled outgoing message when not in place */
     size_t sbuf_cap;
     uint64_t req_id;
-    uint32_t tag;         /**< response tag */
+    uint32_t tag; /**< response tag */
     uint64_t deadline_ns;
     uint8_t hops;
-    size_t resp_limit;    /**< server: caller's response eager limit */
-    char *route;          /**< server: routing destination (NUL-terminated) */
+    size_t resp_limit; /**< server: caller's response eager limit */
+    char *route;       /**< server: routing destination (NUL-terminated) */
     size_t route_cap;
     /* op tracking */
     cw_na_op_t *send_op;
-    bool send_canceled;   /**< cw_na_cancel already asked for send_op */
+    bool send_canceled;       /**< cw_na_cancel already asked for send_op */
     struct cw_list resp_link; /**< on ctx->responding */
     cw_na_op_t *recv_op;
     cw_bulk_op_t *bulk_op;
@@ -419,32 +426,32 @@ struct cw_handle {
     struct cw_cqe cqe;
     struct cw_list link;
     /* overflow */
-    cw_bulk_t *ovf_local;  /**< our payload exposed for the peer to pull */
-    uint8_t *ovf_buf;      /**< payload pulled from the peer */
+    cw_bulk_t *ovf_local; /**< our payload exposed for the peer to pull */
+    uint8_t *ovf_buf;     /**< payload pulled from the peer */
     size_t ovf_cap;
     uint8_t done_msg[CW_HDR_SIZE];
     uint8_t cancel_msg[CW_HDR_SIZE];
-    bool canceled;        /**< server: the caller cancelled */
-    bool sent;            /**< client: the request went on a network */
-    bool linger;          /**< client: completed, payload still exposed */
-    bool user_done;       /**< client: callback ran while lingering */
+    bool canceled;  /**< server: the caller cancelled */
+    bool sent;      /**< client: the request went on a network */
+    bool linger;    /**< client: completed, payload still exposed */
+    bool user_done; /**< client: callback ran while lingering */
     uint64_t linger_until;
-    struct cw_handle *fwd_out;     /**< incoming: its outgoing handle */
+    struct cw_handle *fwd_out; /**< incoming: its outgoing handle */
     /* self RPCs */
     struct cw_handle *self_peer;
     /* gateway */
-    struct cw_handle *fwd_in;      /**< outgoing: the incoming one */
-    bool fwd_xctx;                 /**< fwd_in/fwd_out live in two contexts:
-                                        the link is under cw_fwd_link_lock
-                                        and holds no reference */
-    struct cw_cqe xcancel_cqe;     /**< outgoing: cancel from fwd_in's ctx */
-    const uint8_t *raw_desc;       /**< outgoing: desc section to send */
+    struct cw_handle *fwd_in;  /**< outgoing: the incoming one */
+    bool fwd_xctx;             /**< fwd_in/fwd_out live in two contexts:
+                                    the link is under cw_fwd_link_lock
+                                    and holds no reference */
+    struct cw_cqe xcancel_cqe; /**< outgoing: cancel from fwd_in's ctx */
+    const uint8_t *raw_desc;   /**< outgoing: desc section to send */
     size_t raw_desc_len;
     unsigned raw_ndesc;
-    uint8_t *desc_copy;            /**< replaced section (owned) */
+    uint8_t *desc_copy; /**< replaced section (owned) */
     size_t desc_copy_len;
-    size_t desc_copy_cap;          /**< bytes allocated at desc_copy (kept
-                                        when the handle is recycled) */
+    size_t desc_copy_cap; /**< bytes allocated at desc_copy (kept
+                               when the handle is recycled) */
     struct cw_handle *next_free;
     /* set at dispatch (server) or create (client) */
     cw_rpc_handler_t hfn;
@@ -452,51 +459,51 @@ struct cw_handle {
     cw_forward_hook_t hook;
     void *hook_arg;
     uint64_t cls_timeout_ms;
-    bool self_call;      /**< server side of an RPC to self */
-    bool auto_release;   /**< core answered it: drop the owner reference */
-    bool overflowed;     /**< this forward's request overflowed */
+    bool self_call;          /**< server side of an RPC to self */
+    bool auto_release;       /**< core answered it: drop the owner reference */
+    bool overflowed;         /**< this forward's request overflowed */
     cw_status_t resp_status; /**< remote status while pulling a response */
-    char *fwd_route;     /**< outgoing gateway handle: routing destination
-                              (NULL: none; else points at fwd_route_buf) */
-    char *fwd_route_buf; /**< kept when the handle is recycled */
+    char *fwd_route;         /**< outgoing gateway handle: routing destination
+                                  (NULL: none; else points at fwd_route_buf) */
+    char *fwd_route_buf;     /**< kept when the handle is recycled */
     size_t fwd_route_cap;
     const uint8_t *resp_desc; /**< server: desc section of the response */
     size_t resp_desc_len;
     unsigned resp_ndesc;
     /* chunk-level resume (core/bulk_resume.c) */
-    bool idempotent;     /**< request marked idempotent */
-    bool resume;         /**< request resumes an earlier one (RESUME) */
-    uint64_t resume_id;  /**< chosen at the origin, kept by gateways */
+    bool idempotent;        /**< request marked idempotent */
+    bool resume;            /**< request resumes an earlier one (RESUME) */
+    uint64_t resume_id;     /**< chosen at the origin, kept by gateways */
     struct cw_rsess *rsess; /**< server: its resume session, or NULL */
-    uint8_t reforwards;  /**< client: sent again through another gateway */
-    bool reforwarding;   /**< client: cw_forward called by the core */
+    uint8_t reforwards;     /**< client: sent again through another gateway */
+    bool reforwarding;      /**< client: cw_forward called by the core */
     /* coalesced request (coalesce.c): send_op is CW_SQ_QUEUED while on
      * ctx->sendq, CW_SQ_BATCHED once inside a batch in flight */
     struct cw_list sq_link;
     const uint8_t *sq_msg;
     size_t sq_len;
-    bool sq_cancel;      /**< cancelled while queued: never sent */
-    bool batches;        /**< server: the caller takes batches (REQ flag) */
-    bool from_batch;     /**< server: the request came in a CW_MSG_BATCH */
-    bool recv_canceled;  /**< cw_na_cancel already asked for recv_op */
+    bool sq_cancel;     /**< cancelled while queued: never sent */
+    bool batches;       /**< server: the caller takes batches (REQ flag) */
+    bool from_batch;    /**< server: the request came in a CW_MSG_BATCH */
+    bool recv_canceled; /**< cw_na_cancel already asked for recv_op */
     struct cw_handle *rwait_next; /**< ctx->rwait chain */
-    bool rwaiting;       /**< on ctx->rwait */
-    uint8_t *bresp;      /**< response that came in a batch, or NULL */
+    bool rwaiting;                /**< on ctx->rwait */
+    uint8_t *bresp;               /**< response that came in a batch, or NULL */
     size_t bresp_cap, bresp_len;
     /* spread addresses (core/spread.c) */
-    cw_na_addr_t *peer;  /**< client: where this forward goes: the address's
-                              own, or the member it is pinned to */
-    struct cw_pin *pin;  /**< client: the pin it counts on or waits in */
-    bool pin_home;       /**< client: counted in pin->home_inflight */
-    bool pin_warm;       /**< client: the first forward to the member */
-    bool pin_asker;      /**< client: carries CW_HF_PIN_ASK */
-    bool pin_held;       /**< client: waiting on pin->held */
+    cw_na_addr_t *peer; /**< client: where this forward goes: the address's
+                             own, or the member it is pinned to */
+    struct cw_pin *pin; /**< client: the pin it counts on or waits in */
+    bool pin_home;      /**< client: counted in pin->home_inflight */
+    bool pin_warm;      /**< client: the first forward to the member */
+    bool pin_asker;     /**< client: carries CW_HF_PIN_ASK */
+    bool pin_held;      /**< client: waiting on pin->held */
     struct cw_list pin_link;
-    bool pin_ask;        /**< server: the caller asked for a member */
+    bool pin_ask; /**< server: the caller asked for a member */
 };
 
 extern const char cw_sq_marks[2];
-#define CW_SQ_QUEUED ((cw_na_op_t *)(void *)&cw_sq_marks[0])
+#define CW_SQ_QUEUED  ((cw_na_op_t *)(void *)&cw_sq_marks[0])
 #define CW_SQ_BATCHED ((cw_na_op_t *)(void *)&cw_sq_marks[1])
 
 /** Queue a built message instead of sending it, when this thread is inside
@@ -554,8 +561,8 @@ struct cw_bulk {
     /* remote */
     cw_network_t *net;
     cw_na_mem_t *rmem;
-    uint8_t ptoken[16]; /**< PROXY: gateway token (core/bulk_proxy.c) */
-    uint64_t pexpiry_ns; /**< PROXY: end of the token's life (our clock) */
+    uint8_t ptoken[16];      /**< PROXY: gateway token (core/bulk_proxy.c) */
+    uint64_t pexpiry_ns;     /**< PROXY: end of the token's life (our clock) */
     struct cw_list ctx_link; /**< ctx->bulks */
     struct cw_rsess *rsess;  /**< PROXY of an idempotent request: session */
     unsigned rs_idx;         /**< its descriptor index in the request */
@@ -564,21 +571,21 @@ struct cw_bulk {
 
 /* ---- chunk-level resume (core/bulk_resume.c, docs/bulk-gateway.md) ----- */
 
-#define CW_RS_WIN_BYTES (4u << 20) /**< bytes per delegation window */
-#define CW_RS_NWIN 2               /**< windows outstanding per transfer */
-#define CW_RS_MAX_SESS 4096        /**< live resume sessions per context */
-#define CW_RS_MAX_SUSPENDED 256    /**< suspended delegations per context */
+#define CW_RS_WIN_BYTES     (4u << 20) /**< bytes per delegation window */
+#define CW_RS_NWIN          2          /**< windows outstanding per transfer */
+#define CW_RS_MAX_SESS      4096       /**< live resume sessions per context */
+#define CW_RS_MAX_SUSPENDED 256        /**< suspended delegations per context */
 
 /** What an idempotent request's transfers need to continue on another
  *  path: its server handle (to take over a RESUME request's return path)
  *  and the proxy handles and delegations made from its descriptors. */
 struct cw_rsess {
     cw_context_t *ctx;
-    unsigned refs;        /**< handle + bulks + ops (ctx->lock) */
-    uint64_t id;          /**< the origin's resume id */
-    cw_handle_t *h;       /**< the server handle while it lives (no ref) */
-    unsigned gen;         /**< RESUME requests attached so far */
-    uint8_t *desc;        /**< the last RESUME's descriptor section */
+    unsigned refs;  /**< handle + bulks + ops (ctx->lock) */
+    uint64_t id;    /**< the origin's resume id */
+    cw_handle_t *h; /**< the server handle while it lives (no ref) */
+    unsigned gen;   /**< RESUME requests attached so far */
+    uint8_t *desc;  /**< the last RESUME's descriptor section */
     size_t desc_len;
     struct cw_list bulks; /**< cw_bulk.rs_link */
     struct cw_list ops;   /**< cw_bulk_op.rs_link */
@@ -587,10 +594,10 @@ struct cw_rsess {
 /** One delegation window of a resumable transfer. */
 struct cw_rs_win {
     struct cw_bulk_op *op;
-    cw_handle_t *h;       /**< the CW_BPROXY_RPC request */
-    cw_bulk_t *sub;       /**< the local bytes it exposes */
-    size_t off, len;      /**< within the transfer */
-    bool busy, ok;        /**< in flight / answered OK past the prefix */
+    cw_handle_t *h;  /**< the CW_BPROXY_RPC request */
+    cw_bulk_t *sub;  /**< the local bytes it exposes */
+    size_t off, len; /**< within the transfer */
+    bool busy, ok;   /**< in flight / answered OK past the prefix */
 };
 
 struct cw_bulk_slot {
@@ -616,21 +623,21 @@ struct cw_bulk_op {
     struct cw_cqe cqe;
     struct cw_list link;
     struct cw_bulk_slot slots[CW_MAX_DEPTH];
-    cw_handle_t *proxy_h; /**< delegated to a gateway (core/bulk_proxy.c) */
-    cw_bulk_t *proxy_sub; /**< the local bytes the gateway may touch */
-    bool proxy_direct;    /**< asked for a grant (CW_BPROXY_DIRECT) */
-    bool proxy_canceled;  /**< cw_bulk_cancel seen (ctx->lock) */
-    cw_bulk_op_t *direct_op;    /**< granted: the transfer (ctx->lock) */
-    cw_bulk_t *direct_remote;   /**< granted: the owner's bytes */
-    cw_na_addr_t *direct_peer;  /**< granted: their owner */
+    cw_handle_t *proxy_h;     /**< delegated to a gateway (core/bulk_proxy.c) */
+    cw_bulk_t *proxy_sub;     /**< the local bytes the gateway may touch */
+    bool proxy_direct;        /**< asked for a grant (CW_BPROXY_DIRECT) */
+    bool proxy_canceled;      /**< cw_bulk_cancel seen (ctx->lock) */
+    cw_bulk_op_t *direct_op;  /**< granted: the transfer (ctx->lock) */
+    cw_bulk_t *direct_remote; /**< granted: the owner's bytes */
+    cw_na_addr_t *direct_peer; /**< granted: their owner */
     /* delegated in windows, resumable (core/bulk_resume.c) */
     struct cw_rsess *rsess;
     struct cw_list rs_link;   /**< rsess->ops */
     struct cw_list susp_link; /**< ctx->rs_suspended while suspended */
     struct cw_rs_win win[CW_RS_NWIN];
-    cw_addr_t *rs_peer;       /**< the gateway the windows go to */
-    size_t acked;             /**< contiguous prefix answered OK */
-    unsigned gen;             /**< session attach count it issued under */
+    cw_addr_t *rs_peer; /**< the gateway the windows go to */
+    size_t acked;       /**< contiguous prefix answered OK */
+    unsigned gen;       /**< session attach count it issued under */
     uint64_t susp_deadline;
     bool suspended, user_cancel, finished;
 };
@@ -671,9 +678,9 @@ cw_bulk_op_t *cw_bulk_op_new(cw_context_t *ctx, enum cw_bulk_dir dir,
                              void *arg);
 /** Start a transfer with an internal completion. */
 cw_status_t cw_bulk_start(cw_context_t *ctx, enum cw_bulk_dir dir,
-                          cw_na_addr_t *peer, cw_bulk_t *remote,
-                          size_t roff, cw_bulk_t *local, size_t loff,
-                          size_t len, cw_bulk_cb_t cb, void *arg,
+                          cw_na_addr_t *peer, cw_bulk_t *remote, size_t roff,
+                          cw_bulk_t *local, size_t loff, size_t len,
+                          cw_bulk_cb_t cb, void *arg,
                           void (*icb)(cw_bulk_op_t *, cw_status_t, void *),
                           cw_bulk_op_t **op_p);
 /** Cancel a transfer, lock held. */
@@ -682,8 +689,8 @@ void cw_bulk_op_cancel_locked(cw_bulk_op_t *op);
 void cw_bulk_unref(cw_bulk_t *b);
 
 /** Called by the networks for every unexpected message. */
-void cw_rpc_recv_unexpected(cw_network_t *net, struct cw_urecv *u,
-                            size_t len, cw_na_addr_t *source);
+void cw_rpc_recv_unexpected(cw_network_t *net, struct cw_urecv *u, size_t len,
+                            cw_na_addr_t *source);
 /** Expire deadlines (called from progress). */
 void cw_rpc_timers(cw_context_t *ctx, uint64_t now);
 /** Cancel everything in flight (context destroy). */
@@ -700,7 +707,10 @@ cw_status_t cw_network_open_locked(cw_context_t *ctx, const char *uri,
                                    uint32_t flags, cw_network_t **net_p);
 /** Reference a network (lock held): addresses, server handles' sources and
  *  remote bulk handles on it. */
-static inline void cw_net_ref(cw_network_t *net) { net->refs++; }
+static inline void cw_net_ref(cw_network_t *net)
+{
+    net->refs++;
+}
 /** Drop a network reference (lock held); the last one of a closed network
  *  closes its NA instance and frees it. */
 void cw_net_unref_locked(cw_network_t *net);

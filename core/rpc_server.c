@@ -80,15 +80,16 @@ static void ack_sent_cb(const struct cw_na_cb_info *info)
 /* A one-way request that overflowed: tell the client its memory is free. */
 static void srv_send_ack(cw_handle_t *h, cw_status_t st)
 {
-    struct cw_wire_hdr hdr = {.type = CW_MSG_RESP, .rpc_id = h->id,
-                              .req_id = h->req_id, .status = (uint16_t)st};
+    struct cw_wire_hdr hdr = {.type = CW_MSG_RESP,
+                              .rpc_id = h->id,
+                              .req_id = h->req_id,
+                              .status = (uint16_t)st};
     cw_na_op_t *op;
 
     cw_wire_hdr_encode(h->done_msg, &hdr);
     atomic_fetch_add(&h->refs, 1);
-    if (cw_na_msg_send_expected(h->net->na, h->done_msg, CW_HDR_SIZE,
-                                h->src.na, h->tag, ack_sent_cb, h,
-                                &op) != CW_OK)
+    if (cw_na_msg_send_expected(h->net->na, h->done_msg, CW_HDR_SIZE, h->src.na,
+                                h->tag, ack_sent_cb, h, &op) != CW_OK)
         cw_handle_unref_locked(h);
     else
         h->ctx->stats.na_ops++;
@@ -107,8 +108,10 @@ static void srv_pull_done(cw_bulk_op_t *op, cw_status_t st, void *arg)
     if (h->one_way) /* the caller hears whether its payload arrived */
         srv_send_ack(h, st);
     if (st != CW_OK) {
-        CW_LOG_RL(CW_LOG_WARN, "core", "pulling an overflowed request "
-                  "failed: %s", cw_status_str(st));
+        CW_LOG_RL(CW_LOG_WARN, "core",
+                  "pulling an overflowed request "
+                  "failed: %s",
+                  cw_status_str(st));
         if (h->one_way)
             cw_handle_unref_locked(h);
         else
@@ -228,8 +231,8 @@ static void recv_request(cw_network_t *net, struct cw_urecv *u, bool batched,
     h->batches = (m.hdr.flags & CW_HF_BATCHES) != 0;
     h->pin_ask = (m.hdr.flags & CW_HF_PIN_ASK) != 0;
     h->from_batch = batched;
-    budget = m.hdr.budget_us < CW_MAX_BUDGET_US ? m.hdr.budget_us
-                                                : CW_MAX_BUDGET_US;
+    budget =
+        m.hdr.budget_us < CW_MAX_BUDGET_US ? m.hdr.budget_us : CW_MAX_BUDGET_US;
     h->deadline_ns = cw_now_ns() + budget * 1000ull;
     if (cw_grow((uint8_t **)&h->route, &h->route_cap,
                 (size_t)m.hdr.dest_len + 1) != CW_OK) {
@@ -272,8 +275,8 @@ static void recv_request(cw_network_t *net, struct cw_urecv *u, bool batched,
     cw_rpc_dispatch(h);
 }
 
-void cw_rpc_recv_unexpected(cw_network_t *net, struct cw_urecv *u,
-                            size_t len, cw_na_addr_t *source)
+void cw_rpc_recv_unexpected(cw_network_t *net, struct cw_urecv *u, size_t len,
+                            cw_na_addr_t *source)
 {
     const uint8_t *msg = u->buf;
     cw_context_t *ctx = net->ctx;
@@ -283,8 +286,10 @@ void cw_rpc_recv_unexpected(cw_network_t *net, struct cw_urecv *u,
     st = cw_wire_decode(msg, len, &m);
     if (st != CW_OK || m.hdr.type == CW_MSG_RESP || source == NULL) {
         ctx->stats.rx_dropped++;
-        CW_LOG_RL(CW_LOG_WARN, "core", "malformed message on %s dropped "
-                  "(%zu bytes)", net->uri, len);
+        CW_LOG_RL(CW_LOG_WARN, "core",
+                  "malformed message on %s dropped "
+                  "(%zu bytes)",
+                  net->uri, len);
         if (source)
             cw_na_addr_free(net->na, source);
         return;
@@ -333,8 +338,10 @@ void cw_rpc_recv_batch(cw_network_t *net, struct cw_urecv *u,
             break;
         if (st != CW_OK || ++n > CW_BATCH_MAX) {
             ctx->stats.rx_dropped++;
-            CW_LOG_RL(CW_LOG_WARN, "core", "malformed batch on %s: rest "
-                      "dropped", net->uri);
+            CW_LOG_RL(CW_LOG_WARN, "core",
+                      "malformed batch on %s: rest "
+                      "dropped",
+                      net->uri);
             break;
         }
         if (tmp.buf == NULL && (tmp.buf = malloc(tmp.len)) == NULL) {
@@ -352,8 +359,10 @@ void cw_rpc_recv_batch(cw_network_t *net, struct cw_urecv *u,
         }
         if (st != CW_OK || m.hdr.type == CW_MSG_BATCH) {
             ctx->stats.rx_dropped++;
-            CW_LOG_RL(CW_LOG_WARN, "core", "malformed message in a batch on "
-                      "%s dropped (%zu bytes)", net->uri, len);
+            CW_LOG_RL(CW_LOG_WARN, "core",
+                      "malformed message in a batch on "
+                      "%s dropped (%zu bytes)",
+                      net->uri, len);
             continue;
         }
         if (cw_na_addr_dup(net->na, source, &src) != CW_OK) {
@@ -447,9 +456,8 @@ static cw_status_t respond_net(cw_handle_t *h, cw_status_t status)
         limit = h->resp_limit;
     if (h->pin_ask && (member = cw_spread_pick(net)) != NULL)
         hdr.flags |= CW_HF_PIN;
-    st = cw_msg_build(h, &h->out, limit, member,
-                      h->resp_desc, h->resp_desc_len, h->resp_ndesc, &hdr,
-                      &msg, &total);
+    st = cw_msg_build(h, &h->out, limit, member, h->resp_desc, h->resp_desc_len,
+                      h->resp_ndesc, &hdr, &msg, &total);
     if (st != CW_OK)
         return st;
     if (!cw_sq_offer(h, msg, total)) {
@@ -466,8 +474,8 @@ static cw_status_t respond_net(cw_handle_t *h, cw_status_t status)
     ctx->stats.tx_responses++;
     if (hdr.flags & CW_HF_OVERFLOW) {
         uint64_t now = cw_now_ns();
-        h->deadline_ns = (h->deadline_ns > now ? h->deadline_ns : now) +
-                         CW_DONE_GRACE_NS;
+        h->deadline_ns =
+            (h->deadline_ns > now ? h->deadline_ns : now) + CW_DONE_GRACE_NS;
         h->pending++;
         cw_list_add(&ctx->wait_done, &h->link);
         cw_ctx_timer_at(ctx, h->deadline_ns);
@@ -518,7 +526,8 @@ cw_status_t cw_respond_locked(cw_handle_t *h, cw_status_t status,
         st = respond_net(h, status);
         if (st != CW_OK && status == CW_OK && h->send_op == NULL) {
             /* The output could not be sent: tell the caller why. */
-            CW_LOG_RL(CW_LOG_WARN, "core", "response of %zu bytes could not "
+            CW_LOG_RL(CW_LOG_WARN, "core",
+                      "response of %zu bytes could not "
                       "be sent (%s); answering with the error",
                       h->out.len, cw_status_str(st));
             if (h->ovf_local) {

@@ -36,7 +36,7 @@
 /* The member endpoints' URIs, on the published network (net->spread). */
 struct cw_spread {
     unsigned n;
-    unsigned next;              /**< round robin over members */
+    unsigned next; /**< round robin over members */
     char uri[][CW_URI_MAX];
 };
 
@@ -249,8 +249,10 @@ void cw_pin_answer(cw_handle_t *h, const char *uri, size_t len)
     memcpy(s, uri, len);
     s[len] = '\0';
     if (cw_na_addr_lookup(net->na, s, &member) != CW_OK) {
-        CW_LOG_RL(CW_LOG_WARN, "core", "%s named member %s, which does not "
-                  "resolve: staying on the address", net->uri, s);
+        CW_LOG_RL(CW_LOG_WARN, "core",
+                  "%s named member %s, which does not "
+                  "resolve: staying on the address",
+                  net->uri, s);
         p->state = CW_PIN_HOME;
         return;
     }
@@ -270,8 +272,7 @@ void cw_pin_answer(cw_handle_t *h, const char *uri, size_t len)
 static bool pin_may_send(const struct cw_pin *p)
 {
     return p->state == CW_PIN_HOME || p->state == CW_PIN_MOVED ||
-           p->state == CW_PIN_NEW ||
-           (p->state == CW_PIN_ASKED && p->opened) ||
+           p->state == CW_PIN_NEW || (p->state == CW_PIN_ASKED && p->opened) ||
            (p->state == CW_PIN_MOVING && p->home_inflight == 0);
 }
 
@@ -358,9 +359,10 @@ void cw_pin_check_member(cw_handle_t *h)
     p->member = NULL;
     h->pin_warm = false;
     p->state = CW_PIN_NEW;
-    CW_LOG_RL(CW_LOG_INFO, "core", "%s: the member of a spread address "
-              "failed (%s): asking the address again", h->net->uri,
-              cw_status_name(st));
+    CW_LOG_RL(CW_LOG_INFO, "core",
+              "%s: the member of a spread address "
+              "failed (%s): asking the address again",
+              h->net->uri, cw_status_name(st));
     /* What waited for a warm-up that failed goes by the address now. */
     if (p->home_inflight == 0)
         pin_release_held(p);

@@ -74,8 +74,7 @@ size_t cw_wire_desc_size(size_t plugin_len, size_t mem_len)
 }
 
 uint8_t *cw_wire_desc_encode(uint8_t *p, uint8_t flags, uint8_t perm,
-                             uint64_t total, const char *plugin,
-                             size_t mem_len)
+                             uint64_t total, const char *plugin, size_t mem_len)
 {
     size_t plen = strlen(plugin);
 
@@ -198,8 +197,7 @@ static bool wire_printable(const uint8_t *p, size_t n)
     return true;
 }
 
-cw_status_t cw_wire_decode(const void *msg, size_t len,
-                           struct cw_wire_msg *m_p)
+cw_status_t cw_wire_decode(const void *msg, size_t len, struct cw_wire_msg *m_p)
 {
     const uint8_t *p = msg;
     struct cw_wire_msg m;

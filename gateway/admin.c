@@ -24,7 +24,7 @@
 
 /* A client's time to send its request, to take the answer and to close
  * after it, and what it may send meanwhile. */
-#define GW_ADMIN_READ_NS 2000000000ull
+#define GW_ADMIN_READ_NS    2000000000ull
 #define GW_ADMIN_WRITE_NS   5000000000ull
 #define GW_ADMIN_LINGER_NS  1000000000ull
 #define GW_ADMIN_LINGER_MAX 65536u
@@ -83,8 +83,8 @@ static cw_status_t gw_admin_open_tcp(struct gw *gw, const char *hostport)
                 struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
                 inet_ntop(AF_INET6, &a->sin6_addr, h, sizeof(h));
                 bport = ntohs(a->sin6_port);
-                snprintf(gw->admin_addr, sizeof(gw->admin_addr), "[%s]:%u",
-                         h, bport);
+                snprintf(gw->admin_addr, sizeof(gw->admin_addr), "[%s]:%u", h,
+                         bport);
             }
         }
     }
@@ -138,14 +138,18 @@ static cw_status_t gw_admin_unix_bind(int fd, const char *path)
         if (err != EADDRINUSE || attempt > 0)
             break;
         if (lstat(path, &sb) != 0 || !S_ISSOCK(sb.st_mode)) {
-            CW_ERROR(GW_LOG, "admin_socket %s exists and is not a socket: "
-                     "not replaced", path);
+            CW_ERROR(GW_LOG,
+                     "admin_socket %s exists and is not a socket: "
+                     "not replaced",
+                     path);
             return CW_ADDR_IN_USE;
         }
         if (!gw_admin_unix_stale(path)) {
-            CW_ERROR(GW_LOG, "admin_socket %s: another process listens on "
+            CW_ERROR(GW_LOG,
+                     "admin_socket %s: another process listens on "
                      "it (another gateway?), or this user may not connect "
-                     "to it: not replaced", path);
+                     "to it: not replaced",
+                     path);
             return CW_ADDR_IN_USE;
         }
         GW_NOTICE("admin_socket %s: removing the stale socket file", path);
@@ -154,8 +158,7 @@ static cw_status_t gw_admin_unix_bind(int fd, const char *path)
             break;
         }
     }
-    CW_ERROR(GW_LOG, "admin_socket: bind(%s) failed: %s", path,
-             strerror(err));
+    CW_ERROR(GW_LOG, "admin_socket: bind(%s) failed: %s", path, strerror(err));
     return err == EADDRINUSE ? CW_ADDR_IN_USE : CW_IO;
 }
 
@@ -191,14 +194,14 @@ static cw_status_t gw_admin_open_unix(struct gw *gw,
     if (st != CW_OK)
         goto err_close;
     if (gid != (unsigned)-1 && chown(path, (uid_t)-1, (gid_t)gid) != 0) {
-        CW_ERROR(GW_LOG, "admin_socket: chown(%s, group %s) failed: %s",
-                 path, g->admin_socket_group, strerror(errno));
+        CW_ERROR(GW_LOG, "admin_socket: chown(%s, group %s) failed: %s", path,
+                 g->admin_socket_group, strerror(errno));
         st = CW_PERMISSION;
         goto err_unlink;
     }
     if (chmod(path, (mode_t)mode) != 0 || lstat(path, &sb) != 0) {
-        CW_ERROR(GW_LOG, "admin_socket: chmod(%s, %04o) failed: %s", path,
-                 mode, strerror(errno));
+        CW_ERROR(GW_LOG, "admin_socket: chmod(%s, %04o) failed: %s", path, mode,
+                 strerror(errno));
         st = CW_IO;
         goto err_unlink;
     }
@@ -300,8 +303,7 @@ static bool gw_admin_token_equal(const char *want, const char *given)
 /* The token request @p buf carries, copied to @p tok: HTTP's
  * "Authorization: Bearer TOKEN" header, or the line protocol's first line
  * "auth TOKEN" (then *@p cmd_p points past it).  "" if none. */
-static void gw_admin_token_of(char *buf, char *tok, size_t toklen,
-                              char **cmd_p)
+static void gw_admin_token_of(char *buf, char *tok, size_t toklen, char **cmd_p)
 {
     const char *v = NULL;
     size_t n;
@@ -356,14 +358,15 @@ static void gw_admin_answer(struct gw *gw, struct gw_admin_conn *c,
         return;
     }
     if (!authorized) {
-        CW_LOG_RL(CW_LOG_WARN, GW_LOG, "admin: a request without the "
+        CW_LOG_RL(CW_LOG_WARN, GW_LOG,
+                  "admin: a request without the "
                   "admin token refused");
         if (http)
             gw_admin_http_unauthorized(out);
         else
             fprintf(out, "ERR unauthorized: this admin endpoint needs its "
-                    "token (a first line \"auth TOKEN\"; cwctl "
-                    "--token-file)\n");
+                         "token (a first line \"auth TOKEN\"; cwctl "
+                         "--token-file)\n");
     } else if (http) {
         gw_admin_http(gw, c->buf, c->local, out);
     } else {

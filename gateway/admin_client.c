@@ -46,8 +46,7 @@ static cw_status_t admin_connect_unix(const char *path, int *fd_p)
     if (fd < 0)
         return CW_IO;
     if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) != 0) {
-        st = errno == EACCES || errno == EPERM ? CW_PERMISSION
-                                               : CW_UNREACHABLE;
+        st = errno == EACCES || errno == EPERM ? CW_PERMISSION : CW_UNREACHABLE;
         close(fd);
         return st;
     }
@@ -90,8 +89,8 @@ static bool admin_send(int fd, const char *s)
 }
 
 cw_status_t cw_admin_request(const char *target, const char *token,
-                             const char *line, unsigned timeout_ms,
-                             bool *ok_p, char **body_p)
+                             const char *line, unsigned timeout_ms, bool *ok_p,
+                             char **body_p)
 {
     long long end = now_ms() + timeout_ms;
     const char *path = cw_admin_unix_path(target);

@@ -30,8 +30,8 @@
  *         CW_TIMEOUT, CW_PROTOCOL, CW_NOMEM.
  */
 cw_status_t cw_admin_request(const char *target, const char *token,
-                             const char *line, unsigned timeout_ms,
-                             bool *ok_p, char **body_p);
+                             const char *line, unsigned timeout_ms, bool *ok_p,
+                             char **body_p);
 
 /** The Unix socket path @p target names, or NULL if it is host:port. */
 const char *cw_admin_unix_path(const char *target);

@@ -18,8 +18,8 @@ static void json_restart_pending(struct gw *gw, FILE *out)
     fputc('[', out);
     for (const char *k = gw->restart_pending; *k != '\0';) {
         size_t n = strcspn(k, ",");
-        fprintf(out, "%s\"%.*s\"", k == gw->restart_pending ? "" : ",",
-                (int)n, k);
+        fprintf(out, "%s\"%.*s\"", k == gw->restart_pending ? "" : ",", (int)n,
+                k);
         k += n;
         k += strspn(k, ", ");
     }
@@ -57,12 +57,15 @@ static void cmd_status(struct gw *gw, FILE *out, bool json)
     if (json) {
         fprintf(out, "{\"name\":");
         cw_json_str(out, name);
-        fprintf(out, ",\"state\":\"%s\",\"uptime_s\":%.3f,\"inflight\":%u,"
-                "\"unanswered\":%" PRIu64 ",\"config\":", state, up,
-                gw->inflight, gw->unanswered);
+        fprintf(out,
+                ",\"state\":\"%s\",\"uptime_s\":%.3f,\"inflight\":%u,"
+                "\"unanswered\":%" PRIu64 ",\"config\":",
+                state, up, gw->inflight, gw->unanswered);
         cw_json_str(out, gw->config_path);
-        fprintf(out, ",\"reloads\":%" PRIu64 ",\"reload_failures\":%" PRIu64
-                ",\"last_reload_error\":", gw->reloads, gw->reload_failures);
+        fprintf(out,
+                ",\"reloads\":%" PRIu64 ",\"reload_failures\":%" PRIu64
+                ",\"last_reload_error\":",
+                gw->reloads, gw->reload_failures);
         cw_json_str(out, gw->last_reload_error);
         /* The keys a reload changed that only a restart applies. */
         fprintf(out, ",\"restart_pending\":");
@@ -75,7 +78,8 @@ static void cmd_status(struct gw *gw, FILE *out, bool json)
             cw_json_str(out, n->name);
             fprintf(out, ",\"address\":");
             cw_json_str(out, n->self);
-            fprintf(out, ",\"removed\":%s,\"rx\":%" PRIu64 ",\"inflight\":%u,"
+            fprintf(out,
+                    ",\"removed\":%s,\"rx\":%" PRIu64 ",\"inflight\":%u,"
                     "\"denied\":%" PRIu64 ",\"busy\":%" PRIu64 "}",
                     n->removed ? "true" : "false", n->rx, n->inflight,
                     n->denied, n->busy);
@@ -83,25 +87,27 @@ static void cmd_status(struct gw *gw, FILE *out, bool json)
         fprintf(out, "]}\n");
         return;
     }
-    fprintf(out, "gateway   %s (%s)\nstate     %s\nuptime    %.1f s\n"
+    fprintf(out,
+            "gateway   %s (%s)\nstate     %s\nuptime    %.1f s\n"
             "config    %s\nin flight %u (%" PRIu64 " requests unanswered or "
             "answers uncollected)\n"
-            "routes    %zu\nreloads   %" PRIu64
-            " ok, %" PRIu64 " failed%s%s\n%s%s%s\n", name,
-            gw->busy_poll ? "busy-poll" : "blocking", state, up,
+            "routes    %zu\nreloads   %" PRIu64 " ok, %" PRIu64
+            " failed%s%s\n%s%s%s\n",
+            name, gw->busy_poll ? "busy-poll" : "blocking", state, up,
             gw->config_path ? gw->config_path : "-", gw->inflight,
-            gw->unanswered,
-            cw_route_table_size(gw->table), gw->reloads, gw->reload_failures,
-            gw->last_reload_error[0] ? ": " : "", gw->last_reload_error,
+            gw->unanswered, cw_route_table_size(gw->table), gw->reloads,
+            gw->reload_failures, gw->last_reload_error[0] ? ": " : "",
+            gw->last_reload_error,
             gw->restart_pending[0] ? "restart   needed for " : "",
             gw->restart_pending, gw->restart_pending[0] ? "\n" : "");
     fprintf(out, "%-10s %-40s %10s %8s %8s %8s\n", "NETWORK", "ADDRESS", "RX",
             "INFLIGHT", "DENIED", "BUSY");
     for (unsigned i = 0; i < gw->nnets; i++) {
         struct gw_net *n = &gw->nets[i];
-        fprintf(out, "%-10s %-40s %10" PRIu64 " %8u %8" PRIu64 " %8" PRIu64
-                "%s\n", n->name, n->self, n->rx, n->inflight, n->denied,
-                n->busy, n->removed ? "  (removed)" : "");
+        fprintf(out,
+                "%-10s %-40s %10" PRIu64 " %8u %8" PRIu64 " %8" PRIu64 "%s\n",
+                n->name, n->self, n->rx, n->inflight, n->denied, n->busy,
+                n->removed ? "  (removed)" : "");
     }
 }
 
@@ -132,16 +138,19 @@ static void route_row(struct gw *gw, FILE *out, bool json, bool *first,
         cw_json_str(out, r->dest);
         fprintf(out, ",\"nexthop\":");
         cw_json_str(out, r->nexthop);
-        fprintf(out, ",\"kind\":\"%s\",\"priority\":%u,\"hop\":%u,"
+        fprintf(out,
+                ",\"kind\":\"%s\",\"priority\":%u,\"hop\":%u,"
                 "\"state\":\"%s\",\"inflight\":%u,\"forwarded\":%" PRIu64
                 ",\"failed\":%" PRIu64 ",\"timedout\":%" PRIu64
                 ",\"denied\":%" PRIu64 ",\"busy\":%" PRIu64
-                ",\"canceled\":%" PRIu64 "}", r->kind, r->priority, r->hop,
-                state, rs->inflight, rs->forwarded, rs->failed, rs->timedout,
-                rs->denied, rs->busy, rs->canceled);
+                ",\"canceled\":%" PRIu64 "}",
+                r->kind, r->priority, r->hop, state, rs->inflight,
+                rs->forwarded, rs->failed, rs->timedout, rs->denied, rs->busy,
+                rs->canceled);
     } else {
-        fprintf(out, "%-28s %-28s %-9s %3u %3u %-5s %6u %9" PRIu64
-                " %7" PRIu64 " %7" PRIu64 " %7" PRIu64 " %7" PRIu64 "\n",
+        fprintf(out,
+                "%-28s %-28s %-9s %3u %3u %-5s %6u %9" PRIu64 " %7" PRIu64
+                " %7" PRIu64 " %7" PRIu64 " %7" PRIu64 "\n",
                 r->dest, r->nexthop, r->kind, r->priority, r->hop, state,
                 rs->inflight, rs->forwarded, rs->failed, rs->timedout,
                 rs->denied, rs->busy);
@@ -186,8 +195,7 @@ static void cmd_routes(struct gw *gw, FILE *out, bool json)
         struct gw_route_row row = {
             .dest = rs->dest,
             .nexthop = rs->nexthop,
-            .kind = strncmp(rs->dest, "svc:", 4) == 0 ? "service"
-                                                      : "connected",
+            .kind = strncmp(rs->dest, "svc:", 4) == 0 ? "service" : "connected",
             .rs = rs,
         };
         route_row(gw, out, json, &first, &row);
@@ -214,13 +222,13 @@ static void cmd_services(struct gw *gw, FILE *out, bool json)
     if (json)
         fprintf(out, "[");
     else
-        fprintf(out, "%-16s %-15s %-36s %-7s %8s %-8s %8s %8s %s\n",
-                "SERVICE", "POLICY", "BACKEND", "STATE", "INFLIGHT", "HEALTH",
-                "PINGS_OK", "FAILED", "LAST");
+        fprintf(out, "%-16s %-15s %-36s %-7s %8s %-8s %8s %8s %s\n", "SERVICE",
+                "POLICY", "BACKEND", "STATE", "INFLIGHT", "HEALTH", "PINGS_OK",
+                "FAILED", "LAST");
     for (size_t s = 0; s < cfg->nservices; s++) {
         const struct cw_config_service *sv = &cfg->services[s];
-        const char *pol = sv->policy >= 0 && sv->policy < 3
-                              ? policies[sv->policy] : "?";
+        const char *pol =
+            sv->policy >= 0 && sv->policy < 3 ? policies[sv->policy] : "?";
         if (json) {
             fprintf(out, "%s{\"name\":", s ? "," : "");
             cw_json_str(out, sv->name);
@@ -231,26 +239,30 @@ static void cmd_services(struct gw *gw, FILE *out, bool json)
             const char *health = hc == NULL || hc->last == CW_NOT_READY
                                      ? "unknown"
                                  : gw_status_is_transport(hc->last) ? "failing"
-                                                                     : "ok";
+                                                                    : "ok";
             /* The route table's view: what selection uses right now. */
             const char *state = cw_route_table_backend_is_up(
                                     gw->table, (unsigned)s, (unsigned)b)
-                                    ? "up" : "ejected";
+                                    ? "up"
+                                    : "ejected";
             unsigned inflight = cw_route_table_backend_inflight(
                 gw->table, (unsigned)s, (unsigned)b);
             if (json) {
                 fprintf(out, "%s{\"address\":", b ? "," : "");
                 cw_json_str(out, sv->backends.v[b]);
-                fprintf(out, ",\"health\":\"%s\",\"pings_ok\":%" PRIu64
+                fprintf(out,
+                        ",\"health\":\"%s\",\"pings_ok\":%" PRIu64
                         ",\"pings_failed\":%" PRIu64 ",\"last\":\"%s\""
                         ",\"state\":\"%s\",\"inflight\":%u}",
                         health, hc ? hc->ok : 0, hc ? hc->fail : 0,
                         hc ? cw_status_name(hc->last) : "-", state, inflight);
             } else {
-                fprintf(out, "%-16s %-15s %-36s %-7s %8u %-8s %8" PRIu64
-                        " %8" PRIu64 " %s\n", b == 0 ? sv->name : "",
-                        b == 0 ? pol : "", sv->backends.v[b], state, inflight,
-                        health, hc ? hc->ok : 0, hc ? hc->fail : 0,
+                fprintf(out,
+                        "%-16s %-15s %-36s %-7s %8u %-8s %8" PRIu64 " %8" PRIu64
+                        " %s\n",
+                        b == 0 ? sv->name : "", b == 0 ? pol : "",
+                        sv->backends.v[b], state, inflight, health,
+                        hc ? hc->ok : 0, hc ? hc->fail : 0,
                         hc ? cw_status_name(hc->last) : "-");
             }
         }
@@ -270,28 +282,27 @@ static void cmd_stats(struct gw *gw, FILE *out, bool json)
     gw_ctx_totals(gw, &cs);
     gw_addr_cache_stats(gw, &naddrs, &addrs_evicted);
     if (json) {
-        fprintf(out, "{\"inflight\":%u,\"forwarded\":%" PRIu64 ",\"failed\":%"
-                PRIu64 ",\"timedout\":%" PRIu64 ",\"denied\":%" PRIu64
+        fprintf(out,
+                "{\"inflight\":%u,\"forwarded\":%" PRIu64 ",\"failed\":%" PRIu64
+                ",\"timedout\":%" PRIu64 ",\"denied\":%" PRIu64
                 ",\"busy\":%" PRIu64 ",\"no_route\":%" PRIu64
                 ",\"draining\":%" PRIu64 ",\"refused_bulk\":%" PRIu64
                 ",\"canceled\":%" PRIu64 ",\"rx_dropped\":%" PRIu64
-                ",\"na_dropped\":%" PRIu64
-                ",\"ttl_or_unknown\":%" PRIu64 ",\"queued\":%u"
+                ",\"na_dropped\":%" PRIu64 ",\"ttl_or_unknown\":%" PRIu64
+                ",\"queued\":%u"
                 ",\"queued_total\":%" PRIu64 ",\"resumed\":%" PRIu64
                 ",\"tx_batches\":%" PRIu64 ",\"tx_batched\":%" PRIu64
                 ",\"cached_addrs\":%" PRIu64
                 ",\"cached_addrs_evicted\":%" PRIu64 ",\"cached_dests\":%zu"
                 ",\"cached_dests_evicted\":%" PRIu64 ",\"sources\":%u"
-                ",\"sources_refused\":%" PRIu64
-                ",\"handoffs\":%" PRIu64 ",\"workers\":[",
-                gw->inflight, c.forwarded, c.failed, c.timedout,
-                c.denied, c.busy, c.noroute, c.draining,
-                c.refused_bulk, c.canceled, cs.rx_dropped,
-                cs.na_dropped, cs.no_rpc, gw->nqueued, c.queued_total,
-                c.resumed, cs.tx_batches, cs.tx_batched, naddrs,
-                addrs_evicted, gw_rcache_count(gw),
-                c.rcache_evicted, gw->nsrcs, c.src_refused,
-                (uint64_t)atomic_load(&gw->handoffs));
+                ",\"sources_refused\":%" PRIu64 ",\"handoffs\":%" PRIu64
+                ",\"workers\":[",
+                gw->inflight, c.forwarded, c.failed, c.timedout, c.denied,
+                c.busy, c.noroute, c.draining, c.refused_bulk, c.canceled,
+                cs.rx_dropped, cs.na_dropped, cs.no_rpc, gw->nqueued,
+                c.queued_total, c.resumed, cs.tx_batches, cs.tx_batched, naddrs,
+                addrs_evicted, gw_rcache_count(gw), c.rcache_evicted, gw->nsrcs,
+                c.src_refused, (uint64_t)atomic_load(&gw->handoffs));
         for (unsigned k = 0; k < gw->nshards; k++)
             fprintf(out, "%s{\"forwarded\":%" PRIu64 "}", k ? "," : "",
                     gw->shards[k].n.forwarded);
@@ -302,7 +313,8 @@ static void cmd_stats(struct gw *gw, FILE *out, bool json)
             cw_json_str(out, rs->dest);
             fprintf(out, ",\"nexthop\":");
             cw_json_str(out, rs->nexthop);
-            fprintf(out, ",\"forwarded\":%" PRIu64 ",\"failed\":%" PRIu64
+            fprintf(out,
+                    ",\"forwarded\":%" PRIu64 ",\"failed\":%" PRIu64
                     ",\"timedout\":%" PRIu64 ",\"denied\":%" PRIu64
                     ",\"busy\":%" PRIu64 ",\"inflight\":%u,"
                     "\"added_latency_mean_ns\":%" PRIu64
@@ -319,25 +331,24 @@ static void cmd_stats(struct gw *gw, FILE *out, bool json)
         fprintf(out, "}\n");
         return;
     }
-    fprintf(out, "in flight     %u\nforwarded     %" PRIu64 "\nfailed        %"
-            PRIu64 "\ntimed out     %" PRIu64 "\ndenied        %" PRIu64
-            "\nbusy          %" PRIu64 "\nno route      %" PRIu64
-            "\ndraining      %" PRIu64 "\nrefused bulk  %" PRIu64
-            "\ncanceled      %" PRIu64 "\nrx dropped    %" PRIu64
-            "\nplugin drops  %" PRIu64
+    fprintf(out,
+            "in flight     %u\nforwarded     %" PRIu64
+            "\nfailed        %" PRIu64 "\ntimed out     %" PRIu64
+            "\ndenied        %" PRIu64 "\nbusy          %" PRIu64
+            "\nno route      %" PRIu64 "\ndraining      %" PRIu64
+            "\nrefused bulk  %" PRIu64 "\ncanceled      %" PRIu64
+            "\nrx dropped    %" PRIu64 "\nplugin drops  %" PRIu64
             "\nqueued now    %u\nqueued total  %" PRIu64
-            "\nresumed       %" PRIu64
-            "\nbatches sent  %" PRIu64 " (%" PRIu64 " messages)"
+            "\nresumed       %" PRIu64 "\nbatches sent  %" PRIu64 " (%" PRIu64
+            " messages)"
             "\naddresses     %" PRIu64 " cached, %" PRIu64 " evicted"
             "\ndestinations  %zu cached, %" PRIu64 " evicted"
             "\nsources       %u, %" PRIu64 " refused\n",
-            gw->inflight, c.forwarded, c.failed, c.timedout,
-            c.denied, c.busy, c.noroute, c.draining,
-            c.refused_bulk, c.canceled, cs.rx_dropped, cs.na_dropped,
-            gw->nqueued, c.queued_total, c.resumed, cs.tx_batches,
-            cs.tx_batched, naddrs, addrs_evicted,
-            gw_rcache_count(gw), c.rcache_evicted, gw->nsrcs,
-            c.src_refused);
+            gw->inflight, c.forwarded, c.failed, c.timedout, c.denied, c.busy,
+            c.noroute, c.draining, c.refused_bulk, c.canceled, cs.rx_dropped,
+            cs.na_dropped, gw->nqueued, c.queued_total, c.resumed,
+            cs.tx_batches, cs.tx_batched, naddrs, addrs_evicted,
+            gw_rcache_count(gw), c.rcache_evicted, gw->nsrcs, c.src_refused);
     fprintf(out, "handoffs      %" PRIu64 "\nper worker   ",
             (uint64_t)atomic_load(&gw->handoffs));
     for (unsigned k = 0; k < gw->nshards; k++)
@@ -345,10 +356,12 @@ static void cmd_stats(struct gw *gw, FILE *out, bool json)
     fprintf(out, " forwarded\n\n");
     gw_bulk_stats(gw, out, false);
     for (struct gw_route_stats *rs = gw->routes; rs != NULL; rs = rs->next) {
-        fprintf(out, "route %s -> %s: %" PRIu64 " forwarded, %" PRIu64
+        fprintf(out,
+                "route %s -> %s: %" PRIu64 " forwarded, %" PRIu64
                 " failed, %" PRIu64 " timed out, %" PRIu64 " denied, %" PRIu64
-                " busy; added latency mean %.1f us\n", rs->dest, rs->nexthop,
-                rs->forwarded, rs->failed, rs->timedout, rs->denied, rs->busy,
+                " busy; added latency mean %.1f us\n",
+                rs->dest, rs->nexthop, rs->forwarded, rs->failed, rs->timedout,
+                rs->denied, rs->busy,
                 rs->lat_n ? rs->lat_sum_ns / 1e3 / rs->lat_n : 0.0);
         for (unsigned b = 0; b < GW_HIST_BUCKETS; b++)
             if (rs->hist[b] != 0)
@@ -363,24 +376,25 @@ static void cmd_stats(struct gw *gw, FILE *out, bool json)
  * successful reload). */
 static void cmd_config(struct gw *gw, FILE *out, bool json)
 {
-    char when[32], *abs = gw->config_path ? realpath(gw->config_path, NULL)
-                                          : NULL;
+    char when[32],
+        *abs = gw->config_path ? realpath(gw->config_path, NULL) : NULL;
     const char *src = abs ? abs : gw->config_path ? gw->config_path : "-";
 
     gw_iso_time(gw->config_loaded_s, when, sizeof(when));
     if (json) {
         fprintf(out, "{\"sources\":[");
         cw_json_str(out, src);
-        fprintf(out, "],\"loaded_at\":\"%s\",\"loaded_at_unix\":%" PRId64
-                ",\"reloads\":%" PRIu64 ",\"restart_pending\":", when,
-                gw->config_loaded_s, gw->reloads);
+        fprintf(out,
+                "],\"loaded_at\":\"%s\",\"loaded_at_unix\":%" PRId64
+                ",\"reloads\":%" PRIu64 ",\"restart_pending\":",
+                when, gw->config_loaded_s, gw->reloads);
         json_restart_pending(gw, out);
         fprintf(out, ",\"config\":");
         (void)cw_config_dump_json(gw->cfg, out);
         fprintf(out, "}\n");
     } else {
-        fprintf(out, "# source: %s\n# loaded: %s (%" PRIu64 " reloads)\n",
-                src, when, gw->reloads);
+        fprintf(out, "# source: %s\n# loaded: %s (%" PRIu64 " reloads)\n", src,
+                when, gw->reloads);
         if (gw->restart_pending[0] != '\0')
             fprintf(out, "# not applied until a restart: %s\n",
                     gw->restart_pending);
@@ -395,17 +409,19 @@ static void cmd_reload(struct gw *gw, FILE *out, bool json)
 {
     char err[256], when[32];
     cw_status_t st = gw_reload(gw, err, sizeof(err));
-    const char *result = st != CW_OK ? "failed"
+    const char *result = st != CW_OK                      ? "failed"
                          : gw->restart_pending[0] != '\0' ? "restart_needed"
-                                                         : "reloaded";
+                                                          : "reloaded";
 
     if (st != CW_OK)
         fprintf(out, "ERR reload failed, old table kept: %s\n", err);
     else if (gw->restart_pending[0] != '\0')
         /* Applied, but not all of it: the caller must know. */
-        fprintf(out, "ERR restart needed: reloaded %s: %zu routes; "
-                "not applied until a restart: %s\n", gw->config_path,
-                cw_route_table_size(gw->table), gw->restart_pending);
+        fprintf(out,
+                "ERR restart needed: reloaded %s: %zu routes; "
+                "not applied until a restart: %s\n",
+                gw->config_path, cw_route_table_size(gw->table),
+                gw->restart_pending);
     else
         fprintf(out, "OK\n");
     if (!json) {
@@ -419,8 +435,9 @@ static void cmd_reload(struct gw *gw, FILE *out, bool json)
     cw_json_str(out, gw->config_path);
     fprintf(out, ",\"error\":");
     cw_json_str(out, st != CW_OK ? err : "");
-    fprintf(out, ",\"routes\":%zu,\"loaded_at\":\"%s\",\"reloads\":%"
-            PRIu64 ",\"reload_failures\":%" PRIu64 ",\"restart_pending\":",
+    fprintf(out,
+            ",\"routes\":%zu,\"loaded_at\":\"%s\",\"reloads\":%" PRIu64
+            ",\"reload_failures\":%" PRIu64 ",\"restart_pending\":",
             cw_route_table_size(gw->table), when, gw->reloads,
             gw->reload_failures);
     json_restart_pending(gw, out);
@@ -440,10 +457,14 @@ void gw_admin_exec(struct gw *gw, const char *line, bool local, FILE *out)
         json = true;
     }
     if (!local && (strcmp(cmd, "reload") == 0 || strcmp(cmd, "drain") == 0)) {
-        fprintf(out, "ERR forbidden: %s is accepted from this host only "
-                "(a loopback address)\n", cmd);
-        CW_LOG_RL(CW_LOG_WARN, GW_LOG, "admin: %s from a remote address "
-                  "refused", cmd);
+        fprintf(out,
+                "ERR forbidden: %s is accepted from this host only "
+                "(a loopback address)\n",
+                cmd);
+        CW_LOG_RL(CW_LOG_WARN, GW_LOG,
+                  "admin: %s from a remote address "
+                  "refused",
+                  cmd);
         return;
     }
     if (strcmp(cmd, "status") == 0) {
@@ -484,8 +505,10 @@ void gw_admin_exec(struct gw *gw, const char *line, bool local, FILE *out)
         char *end;
         unsigned long limit = arg[0] ? strtoul(arg, &end, 10) : GW_PEERS_SHOWN;
         if (arg[0] != '\0' && (*end != '\0' || limit == 0 || limit > 100000)) {
-            fprintf(out, "ERR peers takes a count of rows to show (1 to "
-                    "100000), not \"%s\"\n", arg);
+            fprintf(out,
+                    "ERR peers takes a count of rows to show (1 to "
+                    "100000), not \"%s\"\n",
+                    arg);
             return;
         }
         gw_admin_peers(gw, out, json, (unsigned)limit);
@@ -495,8 +518,10 @@ void gw_admin_exec(struct gw *gw, const char *line, bool local, FILE *out)
         gw_drain_start(gw, "admin drain");
         fprintf(out, "OK\ndraining %u RPCs in flight\n", gw->inflight);
     } else {
-        fprintf(out, "ERR unknown command \"%s\" (status, routes, services, "
+        fprintf(out,
+                "ERR unknown command \"%s\" (status, routes, services, "
                 "stats, metrics, ready, peers [N], config, explain ADDR, "
-                "reload, drain)\n", cmd);
+                "reload, drain)\n",
+                cmd);
     }
 }

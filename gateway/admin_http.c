@@ -38,8 +38,10 @@ static const char *gw_http_status(const char *cmd, const char *body)
 static void gw_http_answer(FILE *out, const char *status, const char *type,
                            const char *extra, const char *body)
 {
-    fprintf(out, "HTTP/1.0 %s\r\n%sContent-Type: %s\r\nConnection: close\r\n"
-            "\r\n%s", status, extra, type, body);
+    fprintf(out,
+            "HTTP/1.0 %s\r\n%sContent-Type: %s\r\nConnection: close\r\n"
+            "\r\n%s",
+            status, extra, type, body);
 }
 
 void gw_admin_http_unauthorized(FILE *out)
@@ -142,16 +144,19 @@ void gw_admin_http(struct gw *gw, const char *req, bool local, FILE *out)
         return;
     }
     if (q != NULL && !gw_http_query(q, arg, sizeof(arg), &json, &why)) {
-        fprintf(out, "HTTP/1.0 400 Bad Request\r\nContent-Type: %s\r\n"
-                "Connection: close\r\n\r\nbad query: %s\n", GW_HTTP_TEXT,
-                why);
+        fprintf(out,
+                "HTTP/1.0 400 Bad Request\r\nContent-Type: %s\r\n"
+                "Connection: close\r\n\r\nbad query: %s\n",
+                GW_HTTP_TEXT, why);
         return;
     }
     if (strcmp(method, "POST") != 0 &&
         (strcmp(cmd, "reload") == 0 || strcmp(cmd, "drain") == 0)) {
-        fprintf(out, "HTTP/1.0 405 Method Not Allowed\r\nAllow: POST\r\n"
+        fprintf(out,
+                "HTTP/1.0 405 Method Not Allowed\r\nAllow: POST\r\n"
                 "Content-Type: %s\r\nConnection: close\r\n\r\n"
-                "%s changes the gateway: POST only\n", GW_HTTP_TEXT, cmd);
+                "%s changes the gateway: POST only\n",
+                GW_HTTP_TEXT, cmd);
         return;
     }
     snprintf(line, sizeof(line), "%s%s%s%s", cmd, arg[0] ? " " : "", arg,

@@ -36,7 +36,6 @@ void gw_metric_head(FILE *out, const char *name, const char *type,
     fprintf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-
 static void route_labels(FILE *out, const struct gw_route_stats *rs)
 {
     fputc('{', out);
@@ -47,10 +46,10 @@ static void route_labels(FILE *out, const struct gw_route_stats *rs)
 static void route_results(FILE *out, const struct gw *gw)
 {
     static const char *const results[] = {"forwarded", "failed", "timedout",
-                                          "denied", "busy", "canceled"};
+                                          "denied",    "busy",   "canceled"};
 
     gw_metric_head(out, "causeway_route_rpcs_total", "counter",
-         "RPCs that ended on a route, by result.");
+                   "RPCs that ended on a route, by result.");
     for (const struct gw_route_stats *rs = gw->routes; rs; rs = rs->next) {
         const uint64_t v[] = {rs->forwarded, rs->failed, rs->timedout,
                               rs->denied,    rs->busy,   rs->canceled};
@@ -63,7 +62,7 @@ static void route_results(FILE *out, const struct gw *gw)
         }
     }
     gw_metric_head(out, "causeway_route_inflight_rpcs", "gauge",
-         "RPCs forwarded on a route and not answered yet.");
+                   "RPCs forwarded on a route and not answered yet.");
     for (const struct gw_route_stats *rs = gw->routes; rs; rs = rs->next) {
         fputs("causeway_route_inflight_rpcs", out);
         route_labels(out, rs);
@@ -73,9 +72,10 @@ static void route_results(FILE *out, const struct gw *gw)
 
 static void route_latency(FILE *out, const struct gw *gw)
 {
-    gw_metric_head(out, "causeway_route_added_latency_seconds", "histogram",
-         "Time RPCs spent inside the gateway (request in to forward out, "
-         "plus response in to answer out).");
+    gw_metric_head(
+        out, "causeway_route_added_latency_seconds", "histogram",
+        "Time RPCs spent inside the gateway (request in to forward out, "
+        "plus response in to answer out).");
     for (const struct gw_route_stats *rs = gw->routes; rs; rs = rs->next) {
         uint64_t cum = 0;
         /* The last log2 bucket is the overflow: only +Inf holds it. */
@@ -130,8 +130,9 @@ static void health(FILE *out, const struct gw *gw)
 {
     const struct cw_config *cfg = gw->cfg;
 
-    gw_metric_head(out, "causeway_nexthop_up", "gauge",
-         "1 if a next-hop gateway is in rotation, 0 if health took it out.");
+    gw_metric_head(
+        out, "causeway_nexthop_up", "gauge",
+        "1 if a next-hop gateway is in rotation, 0 if health took it out.");
     for (unsigned i = 0; i < cw_route_table_nexthop_count(gw->table); i++) {
         const char *name = cw_route_table_nexthop_name(gw->table, i);
         if (name == NULL || strstr(name, "://") == NULL)
@@ -141,7 +142,7 @@ static void health(FILE *out, const struct gw *gw)
         fprintf(out, "} %d\n", cw_route_table_nexthop_is_up(gw->table, i));
     }
     gw_metric_head(out, "causeway_backend_up", "gauge",
-         "1 if a service backend is in rotation, 0 if ejected.");
+                   "1 if a service backend is in rotation, 0 if ejected.");
     for (size_t s = 0; s < cfg->nservices; s++)
         for (size_t b = 0; b < cfg->services[s].backends.n; b++) {
             fputs("causeway_backend_up{", out);
@@ -178,22 +179,27 @@ static void caches(FILE *out, struct gw *gw)
     uint64_t naddrs, addrs_evicted;
 
     gw_addr_cache_stats(gw, &naddrs, &addrs_evicted);
-    gw_metric_head(out, "causeway_gateway_cache_entries", "gauge",
-         "Entries in the next-hop address cache (all threads), the parsed "
-         "destination cache and the source table.");
-    fprintf(out, "causeway_gateway_cache_entries{cache=\"addrs\"} %" PRIu64
+    gw_metric_head(
+        out, "causeway_gateway_cache_entries", "gauge",
+        "Entries in the next-hop address cache (all threads), the parsed "
+        "destination cache and the source table.");
+    fprintf(out,
+            "causeway_gateway_cache_entries{cache=\"addrs\"} %" PRIu64
             "\ncauseway_gateway_cache_entries{cache=\"dests\"} %zu\n"
             "causeway_gateway_cache_entries{cache=\"sources\"} %u\n",
             naddrs, gw_rcache_count(gw), gw->nsrcs);
-    gw_metric_head(out, "causeway_gateway_cache_evictions_total", "counter",
-         "Least recently used entries dropped at limits.max_cached_addrs "
-         "and limits.max_cached_dests.");
-    fprintf(out, "causeway_gateway_cache_evictions_total{cache=\"addrs\"} %"
-            PRIu64 "\ncauseway_gateway_cache_evictions_total{cache=\"dests\"}"
-            " %" PRIu64 "\n", addrs_evicted, c.rcache_evicted);
+    gw_metric_head(
+        out, "causeway_gateway_cache_evictions_total", "counter",
+        "Least recently used entries dropped at limits.max_cached_addrs "
+        "and limits.max_cached_dests.");
+    fprintf(out,
+            "causeway_gateway_cache_evictions_total{cache=\"addrs\"} %" PRIu64
+            "\ncauseway_gateway_cache_evictions_total{cache=\"dests\"}"
+            " %" PRIu64 "\n",
+            addrs_evicted, c.rcache_evicted);
     gw_metric_head(out, "causeway_gateway_sources_refused_total", "counter",
-         "Requests from a new source refused with CW_BUSY at "
-         "limits.max_sources.");
+                   "Requests from a new source refused with CW_BUSY at "
+                   "limits.max_sources.");
     fprintf(out, "causeway_gateway_sources_refused_total %" PRIu64 "\n",
             c.src_refused);
 }
@@ -227,18 +233,19 @@ static void gw_process_metrics(struct gw *gw, FILE *out)
     FILE *f;
 
     gw_metric_head(out, "causeway_build_info", "gauge",
-         "The Causeway version this gateway runs (value 1).");
+                   "The Causeway version this gateway runs (value 1).");
     fprintf(out, "causeway_build_info{version=\"%d.%d.%d\"} 1\n",
             CW_VERSION_MAJOR, CW_VERSION_MINOR, CW_VERSION_PATCH);
     clock_gettime(CLOCK_REALTIME, &wall);
-    gw_metric_head(out, "process_start_time_seconds", "gauge",
-         "Start time of the process since the Unix epoch, in seconds.");
+    gw_metric_head(
+        out, "process_start_time_seconds", "gauge",
+        "Start time of the process since the Unix epoch, in seconds.");
     fprintf(out, "process_start_time_seconds %.3f\n",
             (double)wall.tv_sec + wall.tv_nsec * 1e-9 -
                 (double)(cw_now_ns() - gw->started_ns) * 1e-9);
     if (getrusage(RUSAGE_SELF, &ru) == 0) {
         gw_metric_head(out, "process_cpu_seconds_total", "counter",
-             "User and system CPU time spent, in seconds.");
+                       "User and system CPU time spent, in seconds.");
         fprintf(out, "process_cpu_seconds_total %.3f\n",
                 (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
                     (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6);
@@ -246,11 +253,11 @@ static void gw_process_metrics(struct gw *gw, FILE *out)
     f = fopen("/proc/self/statm", "r");
     if (f != NULL && fscanf(f, "%lu %lu", &vsz, &rss) == 2 && page > 0) {
         gw_metric_head(out, "process_resident_memory_bytes", "gauge",
-             "Resident memory size in bytes.");
+                       "Resident memory size in bytes.");
         fprintf(out, "process_resident_memory_bytes %lu\n",
                 rss * (unsigned long)page);
         gw_metric_head(out, "process_virtual_memory_bytes", "gauge",
-             "Virtual memory size in bytes.");
+                       "Virtual memory size in bytes.");
         fprintf(out, "process_virtual_memory_bytes %lu\n",
                 vsz * (unsigned long)page);
     }
@@ -258,14 +265,13 @@ static void gw_process_metrics(struct gw *gw, FILE *out)
         fclose(f);
     if (fds >= 0) {
         gw_metric_head(out, "process_open_fds", "gauge",
-             "Number of open file descriptors.");
+                       "Number of open file descriptors.");
         fprintf(out, "process_open_fds %ld\n", fds);
     }
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
         gw_metric_head(out, "process_max_fds", "gauge",
-             "Maximum number of open file descriptors.");
-        fprintf(out, "process_max_fds %llu\n",
-                (unsigned long long)rl.rlim_cur);
+                       "Maximum number of open file descriptors.");
+        fprintf(out, "process_max_fds %llu\n", (unsigned long long)rl.rlim_cur);
     }
 }
 
@@ -277,69 +283,75 @@ void gw_admin_metrics(struct gw *gw, FILE *out)
         "no_route",  "draining", "refused_bulk", "canceled", "resumed"};
     const struct gw_counts c = gw_counts_locked(gw);
     const uint64_t totals[] = {
-        c.forwarded, c.failed,   c.timedout,     c.denied,
-        c.busy,      c.noroute,  c.draining,     c.refused_bulk,
-        c.canceled,  c.resumed};
+        c.forwarded, c.failed,   c.timedout,     c.denied,   c.busy,
+        c.noroute,   c.draining, c.refused_bulk, c.canceled, c.resumed};
 
     gw_ctx_totals(gw, &cs);
     gw_process_metrics(gw, out);
     gw_metric_head(out, "causeway_gateway_info", "gauge",
-         "The gateway's name and progress mode (value 1).");
+                   "The gateway's name and progress mode (value 1).");
     fputs("causeway_gateway_info{", out);
     label(out, "name", gw->cfg->gateway.name, true);
     label(out, "mode", gw->busy_poll ? "busy-poll" : "blocking", false);
     fputs("} 1\n", out);
     gw_metric_head(out, "causeway_gateway_uptime_seconds", "gauge",
-         "Seconds since the gateway started.");
+                   "Seconds since the gateway started.");
     fprintf(out, "causeway_gateway_uptime_seconds %.3f\n",
             (double)(cw_now_ns() - gw->started_ns) * 1e-9);
     gw_metric_head(out, "causeway_gateway_draining", "gauge",
-         "1 while draining (SIGTERM or cwctl drain).");
+                   "1 while draining (SIGTERM or cwctl drain).");
     fprintf(out, "causeway_gateway_draining %d\n", gw->draining ? 1 : 0);
-    gw_metric_head(out, "causeway_gateway_worker_forwarded_total", "counter",
-         "RPCs forwarded and answered, by the worker thread that ran them.");
+    gw_metric_head(
+        out, "causeway_gateway_worker_forwarded_total", "counter",
+        "RPCs forwarded and answered, by the worker thread that ran them.");
     for (unsigned k = 0; k < gw->nshards; k++)
-        fprintf(out, "causeway_gateway_worker_forwarded_total{worker=\"%u\"} %"
-                PRIu64 "\n", k, gw->shards[k].n.forwarded);
-    gw_metric_head(out, "causeway_gateway_handoffs_total", "counter",
-         "Forwards that had to change thread (a queued request started by "
-         "another worker than the one it came in on).");
+        fprintf(
+            out,
+            "causeway_gateway_worker_forwarded_total{worker=\"%u\"} %" PRIu64
+            "\n",
+            k, gw->shards[k].n.forwarded);
+    gw_metric_head(
+        out, "causeway_gateway_handoffs_total", "counter",
+        "Forwards that had to change thread (a queued request started by "
+        "another worker than the one it came in on).");
     fprintf(out, "causeway_gateway_handoffs_total %" PRIu64 "\n",
             (uint64_t)atomic_load(&gw->handoffs));
     gw_metric_head(out, "causeway_gateway_inflight_rpcs", "gauge",
-         "RPCs forwarded and not answered yet.");
+                   "RPCs forwarded and not answered yet.");
     fprintf(out, "causeway_gateway_inflight_rpcs %u\n", gw->inflight);
     gw_metric_head(out, "causeway_gateway_queued_rpcs", "gauge",
-         "RPCs waiting for an admission slot.");
+                   "RPCs waiting for an admission slot.");
     fprintf(out, "causeway_gateway_queued_rpcs %u\n", gw->nqueued);
     gw_metric_head(out, "causeway_gateway_rpcs_total", "counter",
-         "RPCs the gateway ended, by result.");
+                   "RPCs the gateway ended, by result.");
     for (size_t i = 0; i < sizeof(totals) / sizeof(totals[0]); i++)
-        fprintf(out, "causeway_gateway_rpcs_total{result=\"%s\"} %" PRIu64
-                "\n", results[i], totals[i]);
+        fprintf(out, "causeway_gateway_rpcs_total{result=\"%s\"} %" PRIu64 "\n",
+                results[i], totals[i]);
     gw_metric_head(out, "causeway_gateway_rx_dropped_total", "counter",
-         "Malformed or unwanted messages dropped on receipt.");
+                   "Malformed or unwanted messages dropped on receipt.");
     fprintf(out, "causeway_gateway_rx_dropped_total %" PRIu64 "\n",
             cs.rx_dropped);
-    gw_metric_head(out, "causeway_gateway_plugin_dropped_total", "counter",
-         "Messages the network plugins dropped before the RPC layer saw "
-         "them (malformed, unmatched, on unused tags).");
+    gw_metric_head(
+        out, "causeway_gateway_plugin_dropped_total", "counter",
+        "Messages the network plugins dropped before the RPC layer saw "
+        "them (malformed, unmatched, on unused tags).");
     fprintf(out, "causeway_gateway_plugin_dropped_total %" PRIu64 "\n",
             cs.na_dropped);
-    gw_metric_head(out, "causeway_gateway_batches_total", "counter",
-         "Messages sent as batches (coalescing): batches, and the requests "
-         "and answers they carried.");
-    fprintf(out, "causeway_gateway_batches_total %" PRIu64 "\n",
-            cs.tx_batches);
+    gw_metric_head(
+        out, "causeway_gateway_batches_total", "counter",
+        "Messages sent as batches (coalescing): batches, and the requests "
+        "and answers they carried.");
+    fprintf(out, "causeway_gateway_batches_total %" PRIu64 "\n", cs.tx_batches);
     gw_metric_head(out, "causeway_gateway_batched_messages_total", "counter",
-         "Requests and answers sent inside batches.");
+                   "Requests and answers sent inside batches.");
     fprintf(out, "causeway_gateway_batched_messages_total %" PRIu64 "\n",
             cs.tx_batched);
     gw_metric_head(out, "causeway_gateway_reloads_total", "counter",
-         "Configuration reloads, by result.");
-    fprintf(out, "causeway_gateway_reloads_total{result=\"ok\"} %" PRIu64
-            "\ncauseway_gateway_reloads_total{result=\"failed\"} %" PRIu64
-            "\n", gw->reloads, gw->reload_failures);
+                   "Configuration reloads, by result.");
+    fprintf(out,
+            "causeway_gateway_reloads_total{result=\"ok\"} %" PRIu64
+            "\ncauseway_gateway_reloads_total{result=\"failed\"} %" PRIu64 "\n",
+            gw->reloads, gw->reload_failures);
     caches(out, gw);
     networks(out, gw);
     route_results(out, gw);

@@ -21,19 +21,19 @@
 
 struct gw_client_row {
     const char *addr;
-    uint64_t workers;           /* bit k: known to worker k */
+    uint64_t workers; /* bit k: known to worker k */
     unsigned inflight, queued;
     uint64_t requests, last_ns;
 };
 
 struct gw_hop_row {
     const char *addr;
-    const char *kind;           /* gateway, backend, direct */
-    const char *state;          /* up, down, ejected, "-" (direct) */
-    const struct gw_hc *hc;     /* its health checks, or NULL */
-    unsigned inflight;          /* forwards in flight to it */
-    unsigned rank;              /* 0: the route table's, 1: a cache's */
-    uint64_t last_ns;           /* a forward last went there (0: none) */
+    const char *kind;       /* gateway, backend, direct */
+    const char *state;      /* up, down, ejected, "-" (direct) */
+    const struct gw_hc *hc; /* its health checks, or NULL */
+    unsigned inflight;      /* forwards in flight to it */
+    unsigned rank;          /* 0: the route table's, 1: a cache's */
+    uint64_t last_ns;       /* a forward last went there (0: none) */
 };
 
 /* Monotonic @p ns as wall-clock time: ISO-8601 and seconds ago. */
@@ -170,8 +170,7 @@ static const struct gw_hc *gw_hc_of(const struct gw *gw, bool backend,
     for (unsigned i = 0; i < gw->nhcs; i++) {
         const struct gw_hc *hc = &gw->hcs[i];
         if (hc->is_backend == backend &&
-            (backend ? hc->service == a && hc->backend == b
-                     : hc->nexthop == a))
+            (backend ? hc->service == a && hc->backend == b : hc->nexthop == a))
             return hc;
     }
     return NULL;
@@ -202,19 +201,22 @@ static struct gw_hop_row *gw_hops(struct gw *gw, size_t *n_p)
         if (name == NULL || strstr(name, "://") == NULL)
             continue; /* a network of ours: delivered directly */
         rows[n++] = (struct gw_hop_row){
-            .addr = name, .kind = "gateway",
-            .state = cw_route_table_nexthop_is_up(gw->table, id) ? "up"
-                                                                 : "down",
+            .addr = name,
+            .kind = "gateway",
+            .state =
+                cw_route_table_nexthop_is_up(gw->table, id) ? "up" : "down",
             .hc = gw_hc_of(gw, false, id, 0),
         };
     }
     for (size_t s = 0; s < cfg->nservices; s++)
         for (size_t b = 0; b < cfg->services[s].backends.n; b++)
             rows[n++] = (struct gw_hop_row){
-                .addr = cfg->services[s].backends.v[b], .kind = "backend",
+                .addr = cfg->services[s].backends.v[b],
+                .kind = "backend",
                 .state = cw_route_table_backend_is_up(gw->table, (unsigned)s,
                                                       (unsigned)b)
-                             ? "up" : "ejected",
+                             ? "up"
+                             : "ejected",
                 .hc = gw_hc_of(gw, true, (unsigned)s, (unsigned)b),
             };
     for (unsigned k = 0; k < gw->nshards; k++)
@@ -223,8 +225,11 @@ static struct gw_hop_row *gw_hops(struct gw *gw, size_t *n_p)
             const struct gw_addr_ent *e =
                 CW_HNODE_ENTRY(h, const struct gw_addr_ent, node);
             rows[n++] = (struct gw_hop_row){
-                .addr = e->key, .kind = "direct", .state = "-",
-                .rank = 1, .last_ns = e->last_ns,
+                .addr = e->key,
+                .kind = "direct",
+                .state = "-",
+                .rank = 1,
+                .last_ns = e->last_ns,
             };
         }
     /* One row an address: the table's first, the latest time. */
@@ -282,8 +287,8 @@ static void gw_peers_json(FILE *out, const struct gw_peers_view *v)
     char iso[32];
     double ago;
 
-    fprintf(out, "{\"clients\":{\"total\":%zu,\"shown\":%zu,\"list\":[",
-            v->ncl, v->ncl < v->limit ? v->ncl : v->limit);
+    fprintf(out, "{\"clients\":{\"total\":%zu,\"shown\":%zu,\"list\":[", v->ncl,
+            v->ncl < v->limit ? v->ncl : v->limit);
     for (size_t i = 0; i < v->ncl && i < v->limit; i++) {
         const struct gw_client_row *r = &v->cl[i];
 
@@ -296,9 +301,10 @@ static void gw_peers_json(FILE *out, const struct gw_peers_view *v)
                 fprintf(out, "%s%u", first ? "" : ",", k);
                 first = 0;
             }
-        fprintf(out, "],\"inflight\":%u,\"queued\":%u,\"requests\":%"
-                PRIu64 ",\"last_activity\":", r->inflight, r->queued,
-                r->requests);
+        fprintf(out,
+                "],\"inflight\":%u,\"queued\":%u,\"requests\":%" PRIu64
+                ",\"last_activity\":",
+                r->inflight, r->queued, r->requests);
         if (r->last_ns != 0)
             fprintf(out, "\"%s\",\"idle_s\":%.3f}", iso, ago);
         else
@@ -312,8 +318,10 @@ static void gw_peers_json(FILE *out, const struct gw_peers_view *v)
         gw_when(&v->clock, r->last_ns, iso, sizeof(iso), &ago);
         fprintf(out, "%s{\"address\":", i ? "," : "");
         cw_json_str(out, r->addr);
-        fprintf(out, ",\"kind\":\"%s\",\"state\":\"%s\",\"inflight\":%u,"
-                "\"last_activity\":", r->kind, r->state, r->inflight);
+        fprintf(out,
+                ",\"kind\":\"%s\",\"state\":\"%s\",\"inflight\":%u,"
+                "\"last_activity\":",
+                r->kind, r->state, r->inflight);
         if (r->last_ns != 0)
             fprintf(out, "\"%s\",\"idle_s\":%.3f", iso, ago);
         else
@@ -321,16 +329,19 @@ static void gw_peers_json(FILE *out, const struct gw_peers_view *v)
         fprintf(out, ",\"health\":\"%s\"", gw_hc_health(r->hc));
         if (r->hc != NULL) {
             gw_when(&v->clock, r->hc->last_ns, iso, sizeof(iso), &ago);
-            fprintf(out, ",\"pings_ok\":%" PRIu64 ",\"pings_failed\":%"
-                    PRIu64 ",\"last_check\":", r->hc->ok, r->hc->fail);
+            fprintf(out,
+                    ",\"pings_ok\":%" PRIu64 ",\"pings_failed\":%" PRIu64
+                    ",\"last_check\":",
+                    r->hc->ok, r->hc->fail);
             if (r->hc->last_ns != 0)
-                fprintf(out, "\"%s\",\"last_check_status\":\"%s\","
-                        "\"last_rtt_us\":%.1f", iso,
-                        cw_status_name(r->hc->last),
+                fprintf(out,
+                        "\"%s\",\"last_check_status\":\"%s\","
+                        "\"last_rtt_us\":%.1f",
+                        iso, cw_status_name(r->hc->last),
                         r->hc->last_rtt_ns / 1e3);
             else
                 fprintf(out, "null,\"last_check_status\":null,"
-                        "\"last_rtt_us\":null");
+                             "\"last_rtt_us\":null");
         }
         fputc('}', out);
     }
@@ -357,14 +368,13 @@ static void gw_peers_text(FILE *out, const struct gw_peers_view *v)
         fprintf(out, "... and %zu more (cwctl peers --limit N)\n",
                 v->ncl - v->limit);
     fprintf(out, "\nNEXT HOPS (%zu)\n%-44s %-8s %-7s %8s %-8s %s\n", v->nhop,
-            "ADDRESS", "KIND", "STATE", "INFLIGHT", "HEALTH",
-            "LAST ACTIVITY");
+            "ADDRESS", "KIND", "STATE", "INFLIGHT", "HEALTH", "LAST ACTIVITY");
     for (size_t i = 0; i < v->nhop && i < v->limit; i++) {
         const struct gw_hop_row *r = &v->hop[i];
 
         gw_when(&v->clock, r->last_ns, iso, sizeof(iso), &ago);
-        fprintf(out, "%-44s %-8s %-7s %8u %-8s %s", r->addr, r->kind,
-                r->state, r->inflight, gw_hc_health(r->hc), iso);
+        fprintf(out, "%-44s %-8s %-7s %8u %-8s %s", r->addr, r->kind, r->state,
+                r->inflight, gw_hc_health(r->hc), iso);
         if (r->last_ns != 0)
             fprintf(out, " (%.1f s ago)", ago);
         fputc('\n', out);

@@ -214,8 +214,7 @@ static cw_status_t gw_admit(struct gw_shard *w, struct gw_net *ingress,
         gw->inflight--;
         return CW_AGAIN;
     }
-    if (s == NULL &&
-        (s = gw_source_new(w, src_key, qseq != 0, &st)) == NULL) {
+    if (s == NULL && (s = gw_source_new(w, src_key, qseq != 0, &st)) == NULL) {
         gw_admit_undo(w, ingress, rs, NULL);
         return st;
     }
@@ -341,8 +340,7 @@ static void gw_lane_drop(struct gw_source *s, struct gw_lane *l)
  * routed again after a reload, behind older ones moved there before). */
 static cw_status_t gw_queue_push(struct gw_shard *w, cw_handle_t *in,
                                  const struct gw_net *ingress,
-                                 const char *src_key,
-                                 struct gw_route_stats *rs,
+                                 const char *src_key, struct gw_route_stats *rs,
                                  unsigned route_cap, uint64_t qseq)
 {
     struct gw *gw = w->gw;
@@ -356,15 +354,13 @@ static cw_status_t gw_queue_push(struct gw_shard *w, cw_handle_t *in,
     /* A request taken from the queue that still finds no slot goes back
      * where it was; only new ones are bounded. */
     if (!requeued &&
-        (gw->nqueued >= limit ||
-         (s != NULL && s->queued > 0 &&
-          gw_over_share(limit, gw->nqsrcs, s->queued))))
+        (gw->nqueued >= limit || (s != NULL && s->queued > 0 &&
+                                  gw_over_share(limit, gw->nqsrcs, s->queued))))
         return CW_BUSY;
     q = malloc(sizeof(*q));
     if (q == NULL)
         return CW_NOMEM;
-    if (s == NULL &&
-        (s = gw_source_new(w, src_key, requeued, &st)) == NULL)
+    if (s == NULL && (s = gw_source_new(w, src_key, requeued, &st)) == NULL)
         goto err_free_q;
     if ((l = gw_lane_find(s, rs)) == NULL) {
         l = calloc(1, sizeof(*l));
@@ -412,11 +408,10 @@ err_free_q:
 
 cw_status_t gw_admission(struct gw_shard *w, cw_handle_t *in,
                          struct gw_net *ingress, struct gw_route_stats *rs,
-                         unsigned route_cap, const char *src_key,
-                         uint64_t qseq, struct gw_source **src_p)
+                         unsigned route_cap, const char *src_key, uint64_t qseq,
+                         struct gw_source **src_p)
 {
-    cw_status_t st = gw_admit(w, ingress, rs, route_cap, src_key, qseq,
-                              src_p);
+    cw_status_t st = gw_admit(w, ingress, rs, route_cap, src_key, qseq, src_p);
 
     if (st == CW_AGAIN) {
         /* Over capacity: wait for a slot (bounded), else busy. */
@@ -467,8 +462,8 @@ static struct gw_queued *gw_lane_pop(struct gw_shard *w, struct gw_source *s,
  * again (*unrouted_p), else the next in turn among its lanes that are
  * open; NULL when every route it waits for is full.  At most one look per
  * lane. */
-static struct gw_queued *gw_source_next(struct gw_shard *w,
-                                        struct gw_source *s, bool *unrouted_p)
+static struct gw_queued *gw_source_next(struct gw_shard *w, struct gw_source *s,
+                                        bool *unrouted_p)
 {
     struct gw_lane *first, *l = gw_lane_find(s, NULL);
 
@@ -750,8 +745,8 @@ static unsigned gw_queue_sweep_one(struct gw_shard *w, bool all,
     return answered;
 }
 
-static unsigned gw_queue_sweep(struct gw *gw, bool all,
-                               const cw_network_t *net, cw_status_t st)
+static unsigned gw_queue_sweep(struct gw *gw, bool all, const cw_network_t *net,
+                               cw_status_t st)
 {
     unsigned answered = 0;
 

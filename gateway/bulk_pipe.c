@@ -22,9 +22,10 @@ static void pipe_fail(struct gw_pipe *p, cw_status_t st, const char *where)
     struct gw_staging *s = &p->gb->pool;
 
     if (p->st == CW_OK && where != NULL && st != CW_CANCELED)
-        CW_LOG_RL(CW_LOG_INFO, GW_LOG, "bulk delegation of %zu bytes failed "
-                  "%s at byte %zu: %s", p->len, where, p->done,
-                  cw_status_name(st));
+        CW_LOG_RL(CW_LOG_INFO, GW_LOG,
+                  "bulk delegation of %zu bytes failed "
+                  "%s at byte %zu: %s",
+                  p->len, where, p->done, cw_status_name(st));
     if (p->st == CW_OK)
         p->st = st;
     if (p->stop)
@@ -120,10 +121,9 @@ static void get_cb_locked(cw_status_t st, struct gw_stage_slot *slot)
     else if (!p->stop && pipe_gone(p))
         pipe_fail(p, CW_CANCELED, NULL);
     if (!p->stop) {
-        st = cw_bulk_transfer(p->dsh->ctx, CW_BULK_PUSH, p->dpeer,
-                              p->dbulk, p->doff + slot->off,
-                              slot->bulk[p->dsh->idx], 0, slot->n, put_cb,
-                              slot, &slot->op);
+        st = cw_bulk_transfer(p->dsh->ctx, CW_BULK_PUSH, p->dpeer, p->dbulk,
+                              p->doff + slot->off, slot->bulk[p->dsh->idx], 0,
+                              slot->n, put_cb, slot, &slot->op);
         if (st == CW_OK)
             return;
         pipe_fail(p, st, "starting a write to the destination");
@@ -218,8 +218,7 @@ static bool gw_bulk_grant(struct gw_bulk *gb, cw_handle_t *h,
     uint64_t now = cw_now_ns(), life_ms;
     cw_status_t st;
 
-    if (!gb->gw->cfg->buffers.zero_copy ||
-        !cw_bgrant_possible(h, r, tok->bulk))
+    if (!gb->gw->cfg->buffers.zero_copy || !cw_bgrant_possible(h, r, tok->bulk))
         return false;
     life_ms = tok->expiry_ns > now ? (tok->expiry_ns - now) / 1000000u : 0;
     if (life_ms > CW_BPROXY_GRANT_LIFE_MS)
@@ -228,8 +227,10 @@ static bool gw_bulk_grant(struct gw_bulk *gb, cw_handle_t *h,
         life_ms = 1;
     st = cw_bgrant_write(h, r, tok->bulk, tok->peer, life_ms);
     if (st != CW_OK) {
-        CW_LOG_RL(CW_LOG_WARN, GW_LOG, "cannot grant a bulk delegation, "
-                  "staging it: %s", cw_status_str(st));
+        CW_LOG_RL(CW_LOG_WARN, GW_LOG,
+                  "cannot grant a bulk delegation, "
+                  "staging it: %s",
+                  cw_status_str(st));
         return false;
     }
     gb->direct_transfers++;
@@ -349,15 +350,17 @@ cw_status_t gw_bulk_init(struct gw *gw, const struct cw_config *cfg)
         bytes = cfg->limits.max_bulk_bytes_inflight;
     st = gw_staging_init(&gb->pool, gw, bytes, cfg->buffers.chunk);
     if (st != CW_OK) {
-        CW_ERROR(GW_LOG, "cannot set up %llu bytes of bulk staging in "
-                 "chunks of %llu: %s", (unsigned long long)bytes,
+        CW_ERROR(GW_LOG,
+                 "cannot set up %llu bytes of bulk staging in "
+                 "chunks of %llu: %s",
+                 (unsigned long long)bytes,
                  (unsigned long long)cfg->buffers.chunk, cw_status_str(st));
         free(gb);
         return st;
     }
     for (unsigned i = 0; i < gw->nshards; i++) {
-        st = cw_rpc_register(gw->shards[i].ctx, CW_BPROXY_RPC,
-                             gw_bulk_handler, gb, NULL, &gb->rpc_id);
+        st = cw_rpc_register(gw->shards[i].ctx, CW_BPROXY_RPC, gw_bulk_handler,
+                             gb, NULL, &gb->rpc_id);
         if (st != CW_OK) {
             CW_ERROR(GW_LOG, "cannot register %s: %s", CW_BPROXY_RPC,
                      cw_status_str(st));
@@ -400,22 +403,21 @@ void gw_bulk_fini(struct gw *gw)
                     gb->pool.nslots - gb->pool.nfree, gb->pool.nslots);
         gw_staging_fini(&gb->pool);
     }
-    CW_INFO(GW_LOG, "bulk: %llu tokens issued, %llu transfers, %llu bytes, "
-             "%llu failed, %llu direct (%llu bytes), rejected %llu bad "
-             "%llu expired %llu range %llu permission %llu malformed %llu "
-             "busy, %llu staging waits",
-             (unsigned long long)gb->issued,
-             (unsigned long long)gb->transfers,
-             (unsigned long long)gb->bytes, (unsigned long long)gb->failed,
-             (unsigned long long)gb->direct_transfers,
-             (unsigned long long)gb->direct_bytes,
-             (unsigned long long)gb->rej_bad_handle,
-             (unsigned long long)gb->rej_expired,
-             (unsigned long long)gb->rej_range,
-             (unsigned long long)gb->rej_permission,
-             (unsigned long long)gb->rej_malformed,
-             (unsigned long long)gb->rej_busy,
-             (unsigned long long)gb->pool.waits);
+    CW_INFO(
+        GW_LOG,
+        "bulk: %llu tokens issued, %llu transfers, %llu bytes, "
+        "%llu failed, %llu direct (%llu bytes), rejected %llu bad "
+        "%llu expired %llu range %llu permission %llu malformed %llu "
+        "busy, %llu staging waits",
+        (unsigned long long)gb->issued, (unsigned long long)gb->transfers,
+        (unsigned long long)gb->bytes, (unsigned long long)gb->failed,
+        (unsigned long long)gb->direct_transfers,
+        (unsigned long long)gb->direct_bytes,
+        (unsigned long long)gb->rej_bad_handle,
+        (unsigned long long)gb->rej_expired, (unsigned long long)gb->rej_range,
+        (unsigned long long)gb->rej_permission,
+        (unsigned long long)gb->rej_malformed, (unsigned long long)gb->rej_busy,
+        (unsigned long long)gb->pool.waits);
     free(gb);
     gw->bulk = NULL;
 }
@@ -426,39 +428,39 @@ void gw_bulk_stats(struct gw *gw, FILE *out, bool json)
 
     if (gb == NULL)
         return;
-    fprintf(out, json ? ",\"bulk\":{\"tokens_issued\":%llu,\"tokens_live\":"
-                        "%llu,\"transfers\":%llu,\"bytes\":%llu,\"failed\":"
-                        "%llu,\"active\":%u,\"direct_transfers\":%llu,"
-                        "\"direct_bytes\":%llu,\"rejected_bad_handle\":%llu,"
-                        "\"rejected_expired\":%llu,\"rejected_range\":%llu,"
-                        "\"rejected_permission\":%llu,"
-                        "\"rejected_malformed\":%llu,\"rejected_busy\":%llu,"
-                        "\"staging_chunks\":%u,"
-                        "\"staging_free\":%u,\"staging_uses\":%llu,"
-                        "\"staging_waits\":%llu}"
-                      : "bulk tokens   %llu issued, %llu live\n"
-                        "bulk moved    %llu transfers, %llu bytes, %llu "
-                        "failed, %u active\n"
-                        "bulk direct   %llu transfers, %llu bytes "
-                        "(zero-staging grants)\n"
-                        "bulk rejected %llu bad handle, %llu expired, %llu "
-                        "range, %llu permission, %llu malformed, %llu busy\n"
-                        "bulk staging  %u chunks, %u free, %llu uses, %llu "
-                        "waits\n\n",
-            (unsigned long long)gb->issued,
-            (unsigned long long)(gb->issued - gb->revoked),
-            (unsigned long long)gb->transfers, (unsigned long long)gb->bytes,
-            (unsigned long long)gb->failed, gb->npipes,
-            (unsigned long long)gb->direct_transfers,
-            (unsigned long long)gb->direct_bytes,
-            (unsigned long long)gb->rej_bad_handle,
-            (unsigned long long)gb->rej_expired,
-            (unsigned long long)gb->rej_range,
-            (unsigned long long)gb->rej_permission,
-            (unsigned long long)gb->rej_malformed,
-            (unsigned long long)gb->rej_busy, gb->pool.nslots,
-            gb->pool.nfree, (unsigned long long)gb->pool.uses,
-            (unsigned long long)gb->pool.waits);
+    fprintf(
+        out,
+        json ? ",\"bulk\":{\"tokens_issued\":%llu,\"tokens_live\":"
+               "%llu,\"transfers\":%llu,\"bytes\":%llu,\"failed\":"
+               "%llu,\"active\":%u,\"direct_transfers\":%llu,"
+               "\"direct_bytes\":%llu,\"rejected_bad_handle\":%llu,"
+               "\"rejected_expired\":%llu,\"rejected_range\":%llu,"
+               "\"rejected_permission\":%llu,"
+               "\"rejected_malformed\":%llu,\"rejected_busy\":%llu,"
+               "\"staging_chunks\":%u,"
+               "\"staging_free\":%u,\"staging_uses\":%llu,"
+               "\"staging_waits\":%llu}"
+             : "bulk tokens   %llu issued, %llu live\n"
+               "bulk moved    %llu transfers, %llu bytes, %llu "
+               "failed, %u active\n"
+               "bulk direct   %llu transfers, %llu bytes "
+               "(zero-staging grants)\n"
+               "bulk rejected %llu bad handle, %llu expired, %llu "
+               "range, %llu permission, %llu malformed, %llu busy\n"
+               "bulk staging  %u chunks, %u free, %llu uses, %llu "
+               "waits\n\n",
+        (unsigned long long)gb->issued,
+        (unsigned long long)(gb->issued - gb->revoked),
+        (unsigned long long)gb->transfers, (unsigned long long)gb->bytes,
+        (unsigned long long)gb->failed, gb->npipes,
+        (unsigned long long)gb->direct_transfers,
+        (unsigned long long)gb->direct_bytes,
+        (unsigned long long)gb->rej_bad_handle,
+        (unsigned long long)gb->rej_expired, (unsigned long long)gb->rej_range,
+        (unsigned long long)gb->rej_permission,
+        (unsigned long long)gb->rej_malformed, (unsigned long long)gb->rej_busy,
+        gb->pool.nslots, gb->pool.nfree, (unsigned long long)gb->pool.uses,
+        (unsigned long long)gb->pool.waits);
 }
 
 void gw_bulk_metrics(struct gw *gw, FILE *out)
@@ -478,7 +480,8 @@ void gw_bulk_metrics(struct gw *gw, FILE *out)
          "", gb->issued - gb->revoked},
         {"causeway_bulk_transfers_total", "counter",
          "Delegated transfers, by path (staged: pipelined through staging; "
-         "direct: zero-staging grant).", "{path=\"staged\"}", gb->transfers},
+         "direct: zero-staging grant).",
+         "{path=\"staged\"}", gb->transfers},
         {"causeway_bulk_transfers_total", NULL, NULL, "{path=\"direct\"}",
          gb->direct_transfers},
         {"causeway_bulk_bytes_total", "counter",
@@ -503,8 +506,8 @@ void gw_bulk_metrics(struct gw *gw, FILE *out)
          gb->rej_expired},
         {"causeway_bulk_rejected_total", NULL, NULL, "{reason=\"range\"}",
          gb->rej_range},
-        {"causeway_bulk_rejected_total", NULL, NULL,
-         "{reason=\"permission\"}", gb->rej_permission},
+        {"causeway_bulk_rejected_total", NULL, NULL, "{reason=\"permission\"}",
+         gb->rej_permission},
         {"causeway_bulk_rejected_total", NULL, NULL, "{reason=\"malformed\"}",
          gb->rej_malformed},
         {"causeway_bulk_rejected_total", NULL, NULL, "{reason=\"busy\"}",

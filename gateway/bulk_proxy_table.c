@@ -55,9 +55,8 @@ static void btok_unlink(struct gw_bulk *gb, struct gw_btok *t)
         }
 }
 
-static cw_status_t btok_issue(struct gw_bulk *gb, cw_handle_t *in,
-                              unsigned i, const char *bound,
-                              struct gw_btok **t_p)
+static cw_status_t btok_issue(struct gw_bulk *gb, cw_handle_t *in, unsigned i,
+                              const char *bound, struct gw_btok **t_p)
 {
     struct gw_btok *t;
     unsigned b;
@@ -129,11 +128,10 @@ cw_status_t gw_bulk_rewrite(struct gw *gw, struct gw_fwd *f, cw_handle_t *in,
             goto err;
         t->fnext = f->btoks;
         f->btoks = t;
-        st = cw_bproxy_desc_encode(egress->net, t->tok, t->perm, t->total,
-                                   t->expiry_ns > now
-                                       ? (t->expiry_ns - now) / 1000000u
-                                       : 0,
-                                   desc, sizeof(desc), &len);
+        st = cw_bproxy_desc_encode(
+            egress->net, t->tok, t->perm, t->total,
+            t->expiry_ns > now ? (t->expiry_ns - now) / 1000000u : 0, desc,
+            sizeof(desc), &len);
         if (st == CW_OK)
             st = cw_fwd_desc_replace(f->out, i, desc, len);
         if (st != CW_OK)
@@ -168,8 +166,8 @@ cw_status_t gw_btok_check(struct gw_bulk *gb, const struct cw_bproxy_req *r,
 {
     char src[CW_ADDR_STR_MAX];
     struct gw_btok *t;
-    uint32_t need = r->dir == CW_BULK_PULL ? CW_BULK_READ_ONLY
-                                           : CW_BULK_WRITE_ONLY;
+    uint32_t need =
+        r->dir == CW_BULK_PULL ? CW_BULK_READ_ONLY : CW_BULK_WRITE_ONLY;
 
     src[0] = '\0';
     for (t = gb->btoks[btok_bucket(r->token)]; t != NULL; t = t->hnext)
@@ -181,8 +179,10 @@ cw_status_t gw_btok_check(struct gw_bulk *gb, const struct cw_bproxy_req *r,
         /* Unknown, revoked, or presented by another peer than the one it
          * was issued to: the same answer for all, nothing to learn. */
         gb->rej_bad_handle++;
-        CW_LOG_RL(CW_LOG_WARN, GW_LOG, "bulk delegation with an invalid "
-                  "token (peer %s)", src[0] ? src : "?");
+        CW_LOG_RL(CW_LOG_WARN, GW_LOG,
+                  "bulk delegation with an invalid "
+                  "token (peer %s)",
+                  src[0] ? src : "?");
         return CW_BAD_HANDLE;
     }
     if (cw_now_ns() >= t->expiry_ns) {

@@ -50,9 +50,9 @@ static void probe_uri(const struct cw_uri *u, char *buf, size_t len)
     const char *slash = strrchr(u->location, '/');
     const char *hp = slash ? slash + 1 : u->location;
     const char *port = hp[0] == '[' ? strstr(hp, "]:") : strrchr(hp, ':');
-    bool named = strcmp(u->plugin, "shm") == 0 ||
-                 (strcmp(u->plugin, "ofi") == 0 &&
-                  strcmp(u->protocol, "shm") == 0);
+    bool named =
+        strcmp(u->plugin, "shm") == 0 ||
+        (strcmp(u->plugin, "ofi") == 0 && strcmp(u->protocol, "shm") == 0);
     /* "mlx5_0:1" alone is a verbs device and its port, not host:port. */
     bool device_only = strcmp(u->plugin, "verbs") == 0 && slash == NULL &&
                        !isdigit((unsigned char)hp[0]);
@@ -73,8 +73,7 @@ static void probe_uri(const struct cw_uri *u, char *buf, size_t len)
 /* Open every network's plugin and protocol as the gateway would; each
  * failure is reported at its address in the file.  Returns the number of
  * networks that would not open. */
-static size_t probe_networks(const struct cw_config *cfg, FILE *out,
-                             FILE *err)
+static size_t probe_networks(const struct cw_config *cfg, FILE *out, FILE *err)
 {
     size_t bad = 0;
 
@@ -87,9 +86,10 @@ static size_t probe_networks(const struct cw_config *cfg, FILE *out,
         probe_uri(&net->uri, uri, sizeof(uri));
         st = cw_na_open(uri, 0, NULL, &na);
         if (st != CW_OK) {
-            fprintf(err, "%s:%u:%u: networks[%zu].address: '%s' would not "
-                    "open here: %s (probed as %s)\n", cfg->path,
-                    net->loc.line, net->loc.column, i, net->address,
+            fprintf(err,
+                    "%s:%u:%u: networks[%zu].address: '%s' would not "
+                    "open here: %s (probed as %s)\n",
+                    cfg->path, net->loc.line, net->loc.column, i, net->address,
                     cw_status_str(st), uri);
             bad++;
             continue;
@@ -133,8 +133,7 @@ int cw_cli_check(const char *const *paths, size_t n, bool client, bool probe,
             rc = EXIT_INVALID;
             goto out;
         }
-        st = cw_route_check_set((const struct cw_config *const *)cfgs, n,
-                                diag);
+        st = cw_route_check_set((const struct cw_config *const *)cfgs, n, diag);
         if (st != CW_OK) {
             cw_config_diag_print(diag, err);
             if (cw_config_diag_count(diag) == 0)
@@ -147,8 +146,8 @@ int cw_cli_check(const char *const *paths, size_t n, bool client, bool probe,
         size_t bad = 0;
         if (cw_plugins_load(NULL) != CW_OK) {
             fprintf(err, "causewayd: --probe: no plugins found (set "
-                    "CAUSEWAY_PLUGIN_PATH; --log-level debug shows the "
-                    "directories searched)\n");
+                         "CAUSEWAY_PLUGIN_PATH; --log-level debug shows the "
+                         "directories searched)\n");
             rc = EXIT_INVALID;
             goto out;
         }
@@ -164,8 +163,10 @@ int cw_cli_check(const char *const *paths, size_t n, bool client, bool probe,
         for (size_t i = 0; i < n; i++)
             fprintf(out, "%s: ok\n", paths[i]);
         if (n > 1)
-            fprintf(out, "%zu gateways checked together: no loops, every "
-                    "next hop reachable, return routes present\n", n);
+            fprintf(out,
+                    "%zu gateways checked together: no loops, every "
+                    "next hop reachable, return routes present\n",
+                    n);
     } else if (nok < n) {
         for (size_t i = 0; i < n; i++)
             if (cfgs[i] != NULL)

@@ -52,8 +52,8 @@ static const char *const demo_fabrics[] = {"ofi+tcp", "ucx+tcp"};
 
 struct demo_child {
     pid_t pid;
-    int rfd;  /* its ready lines */
-    int ctl;  /* closing it tells the echo child to stop */
+    int rfd; /* its ready lines */
+    int ctl; /* closing it tells the echo child to stop */
 };
 
 /* A free loopback TCP port for the admin interface (the kernel picks one;
@@ -77,8 +77,8 @@ static unsigned demo_free_port(void)
 static int demo_config_text(char *buf, size_t len, const char *backend,
                             const char *fabric)
 {
-    int n = snprintf(buf, len, demo_config_fmt, backend, (int)getpid(),
-                     fabric, demo_free_port());
+    int n = snprintf(buf, len, demo_config_fmt, backend, (int)getpid(), fabric,
+                     demo_free_port());
     return n < 0 || (size_t)n >= len ? -1 : n;
 }
 
@@ -239,8 +239,8 @@ static int demo_calls(cw_context_t *ctx, const char *label, const char *addr,
         uint64_t best = UINT64_MAX;
         for (unsigned rep = 0; rep < 5; rep++) {
             uint64_t rtt = 0;
-            st = cw_echo_call(ctx, a, sizes[i], (unsigned)(i * 10 + rep),
-                              3000, &rtt);
+            st = cw_echo_call(ctx, a, sizes[i], (unsigned)(i * 10 + rep), 3000,
+                              &rtt);
             if (st != CW_OK)
                 break;
             if (rtt < best)
@@ -248,7 +248,8 @@ static int demo_calls(cw_context_t *ctx, const char *label, const char *addr,
         }
         if (st == CW_OK)
             printf("  %6zu B  echoed and verified  best rtt %8.1f us "
-                   "(of 5)\n", sizes[i], best / 1e3);
+                   "(of 5)\n",
+                   sizes[i], best / 1e3);
         else {
             printf("  %6zu B  FAILED: %s\n", sizes[i], cw_status_str(st));
             fails++;
@@ -317,31 +318,35 @@ int cw_gateway_demo(bool dump)
     admin = demo_value(lines, n, "admin");
     if (gw_shm == NULL || gw_far == NULL) {
         fprintf(stderr, "causewayd --demo: the gateway did not report its "
-                "networks\n");
+                        "networks\n");
         goto out;
     }
     printf("gateway        pid %-7d shm0 %s\n"
            "                           tcp0 %s\n"
-           "                           admin %s\n", (int)gw.pid, gw_shm,
-           gw_far, admin ? admin : "-");
+           "                           admin %s\n",
+           (int)gw.pid, gw_shm, gw_far, admin ? admin : "-");
 
     if (cw_context_create(NULL, &ctx) != CW_OK) {
         fprintf(stderr, "causewayd --demo: cannot create the client "
-                "context\n");
+                        "context\n");
         goto out;
     }
     printf("client         pid %-7d on %s only (cannot reach %s directly)\n",
            (int)getpid(), fabric, echo_addr);
 
     snprintf(addr, sizeof(addr), "%s@%s", echo_addr, gw_far);
-    snprintf(route, sizeof(route), "client -[%s]-> gateway tcp0 -> shm0 "
-             "-[shm]-> echo", fabric);
+    snprintf(route, sizeof(route),
+             "client -[%s]-> gateway tcp0 -> shm0 "
+             "-[shm]-> echo",
+             fabric);
     fails += demo_calls(ctx, "1. proxy address target@gateway", addr, route);
     snprintf(addr, sizeof(addr), "svc:echo@%s", gw_far);
-    snprintf(route, sizeof(route), "client -[%s]-> gateway resolves "
-             "svc:echo -> %s", fabric, echo_addr);
-    fails += demo_calls(ctx, "2. service address svc:echo@gateway", addr,
-                        route);
+    snprintf(route, sizeof(route),
+             "client -[%s]-> gateway resolves "
+             "svc:echo -> %s",
+             fabric, echo_addr);
+    fails +=
+        demo_calls(ctx, "2. service address svc:echo@gateway", addr, route);
     if (cw_context_stats(ctx, &cs) == CW_OK)
         printf("\nclient counters: %" PRIu64 " requests sent, %" PRIu64
                " responses, %" PRIu64 " overflowed into bulk\n",
@@ -349,7 +354,8 @@ int cw_gateway_demo(bool dump)
     if (admin != NULL) {
         bool ok = false;
         char *body = NULL;
-        if (cw_admin_request(admin, NULL, "status", 2000, &ok, &body) == CW_OK &&
+        if (cw_admin_request(admin, NULL, "status", 2000, &ok, &body) ==
+                CW_OK &&
             ok)
             printf("\ngateway status (cwctl --admin %s status):\n%s", admin,
                    body);

@@ -145,8 +145,7 @@ static void echo_fill(uint8_t *p, size_t len, unsigned seed)
 }
 
 cw_status_t cw_echo_call(cw_context_t *ctx, cw_addr_t *dest, size_t len,
-                         unsigned seed, uint64_t timeout_ms,
-                         uint64_t *rtt_ns_p)
+                         unsigned seed, uint64_t timeout_ms, uint64_t *rtt_ns_p)
 {
     struct echo_call c = {false, CW_OK};
     uint8_t *buf = malloc(len ? len : 1);

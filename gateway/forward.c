@@ -21,7 +21,7 @@ struct gw_target {
     const struct cw_uri *acl_uri;   /**< ... or a plain address */
     char dest_buf[CW_ADDR_STR_MAX]; /**< dest when built for this request */
     struct cw_route_result res;
-    struct gw_rent *rent;           /**< the destination's cache entry */
+    struct gw_rent *rent; /**< the destination's cache entry */
     struct gw_net *egress;
     bool has_backend;
     struct cw_service_pick pick;
@@ -29,8 +29,8 @@ struct gw_target {
 
 bool gw_status_is_transport(cw_status_t st)
 {
-    return st == CW_TIMEOUT || st == CW_DISCONNECTED ||
-           st == CW_UNREACHABLE || st == CW_IO;
+    return st == CW_TIMEOUT || st == CW_DISCONNECTED || st == CW_UNREACHABLE ||
+           st == CW_IO;
 }
 
 /* ---- address cache ------------------------------------------------------ */
@@ -51,8 +51,8 @@ cw_status_t gw_addr_get(struct gw_shard *sh, const char *uri,
 {
     /* Read on every worker while a reload may swap gw->cfg (under
      * gw->lock, which this path does not take): gw_set_config copies it. */
-    unsigned max = atomic_load_explicit(&sh->gw->max_cached_addrs,
-                                        memory_order_relaxed);
+    unsigned max =
+        atomic_load_explicit(&sh->gw->max_cached_addrs, memory_order_relaxed);
     size_t len = strlen(uri);
     uint64_t h = cw_htable_hash(&sh->addrs, uri, len);
     struct cw_hnode *n = cw_htable_find_hash(&sh->addrs, uri, len, h);
@@ -78,8 +78,7 @@ cw_status_t gw_addr_get(struct gw_shard *sh, const char *uri,
         free(e);
         return st;
     }
-    if (cw_htable_insert_hash(&sh->addrs, &e->node, e->key, len, h) !=
-        CW_OK) {
+    if (cw_htable_insert_hash(&sh->addrs, &e->node, e->key, len, h) != CW_OK) {
         cw_addr_free(e->addr);
         free(e);
         return CW_NOMEM;
@@ -118,8 +117,7 @@ void gw_addr_cache_fini(struct gw *gw)
     }
 }
 
-void gw_addr_cache_stats(struct gw *gw, uint64_t *count_p,
-                         uint64_t *evicted_p)
+void gw_addr_cache_stats(struct gw *gw, uint64_t *count_p, uint64_t *evicted_p)
 {
     uint64_t count = 0, evicted = 0;
 
@@ -146,9 +144,8 @@ void gw_addr_forget_all(struct gw *gw, const char *uri)
  * rather than searched (a gateway may serve thousands of routes).  The key
  * is both strings, each with its terminator. */
 /* gw->lock held in threaded mode. */
-static struct gw_route_stats *gw_route_stats_find(struct gw *gw,
-                                                  const char *dest,
-                                                  const char *nexthop)
+static struct gw_route_stats *
+gw_route_stats_find(struct gw *gw, const char *dest, const char *nexthop)
 {
     size_t ld = strlen(dest) + 1, lh = strlen(nexthop) + 1;
     struct gw_route_stats *rs = NULL;
@@ -430,8 +427,7 @@ static cw_status_t gw_rent_get(struct gw_shard *w, const char *route,
     st = gw_rent_build(gw, route, &e);
     if (st != CW_OK)
         return st;
-    if (cw_htable_insert_hash(&w->rcache, &e->node, e->key, len, h) !=
-        CW_OK) {
+    if (cw_htable_insert_hash(&w->rcache, &e->node, e->key, len, h) != CW_OK) {
         free(e);
         return CW_NOMEM;
     }
@@ -650,8 +646,7 @@ static bool gw_fwd_resumable(struct gw_fwd *f, cw_status_t st,
 /* Move @p f from its failed next hop to the one in @p t: the failed hop is
  * counted and reported as a failure and its tokens revoked.  Returns the
  * old outgoing handle, for the caller to release. */
-static cw_handle_t *gw_fwd_retarget(struct gw_fwd *f,
-                                    const struct gw_target *t,
+static cw_handle_t *gw_fwd_retarget(struct gw_fwd *f, const struct gw_target *t,
                                     struct gw_route_stats *rs, cw_status_t st)
 {
     struct gw *gw = f->gw;
@@ -705,8 +700,10 @@ bool gw_fwd_resume_mt(struct gw_fwd *f)
     gw_fwd_set_dest(f, t.dest);
     f->resume = true; /* gw_fwd_send marks the new outgoing handle */
     w->n.resumed++;
-    CW_LOG_RL(CW_LOG_INFO, GW_LOG, "next hop failed (%s): request resumed "
-              "through %s", cw_status_name(f->st), t.next);
+    CW_LOG_RL(CW_LOG_INFO, GW_LOG,
+              "next hop failed (%s): request resumed "
+              "through %s",
+              cw_status_name(f->st), t.next);
     f->st = CW_OK;
     gw_fwd_stage(f);
     gw_wunlock(w);
@@ -823,10 +820,9 @@ void gw_forward(struct gw_shard *w, cw_handle_t *in, uint64_t qseq)
         gw_reject(gw, in, CW_NOMEM);
         return;
     }
-    if (cw_route_table_acl_check_parsed(gw->table,
-                                        ingress ? ingress->name : NULL,
-                                        t.egress->name, t.acl_svc,
-                                        t.acl_uri) != CW_OK) {
+    if (cw_route_table_acl_check_parsed(
+            gw->table, ingress ? ingress->name : NULL, t.egress->name,
+            t.acl_svc, t.acl_uri) != CW_OK) {
         w->n.denied++;
         rs->denied++;
         if (ingress != NULL)
@@ -897,8 +893,8 @@ void gw_fwd_hop_down(struct gw *gw, const char *addr)
 
     for (unsigned k = 0; k < gw->nshards; k++) {
         for (struct gw_fwd *f = gw->shards[k].fwds; f != NULL; f = f->next) {
-            if (f->out != NULL && f->has_nexthop && !f->hop_down &&
-                !f->cut && cw_handle_idempotent(f->in) &&
+            if (f->out != NULL && f->has_nexthop && !f->hop_down && !f->cut &&
+                cw_handle_idempotent(f->in) &&
                 strcmp(f->next_addr, addr) == 0) {
                 f->hop_down = true;
                 gw_fwd_fail_later(f->out); /* the locks are held */
@@ -907,8 +903,10 @@ void gw_fwd_hop_down(struct gw *gw, const char *addr)
         }
     }
     if (n > 0)
-        CW_LOG_RL(CW_LOG_INFO, GW_LOG, "next hop %s down: %u idempotent "
-                  "request(s) to re-forward", addr, n);
+        CW_LOG_RL(CW_LOG_INFO, GW_LOG,
+                  "next hop %s down: %u idempotent "
+                  "request(s) to re-forward",
+                  addr, n);
 }
 
 void gw_fwd_cut_old(struct gw *gw, uint64_t now)

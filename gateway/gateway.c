@@ -17,16 +17,16 @@
 #include <time.h>
 #include <unistd.h>
 
-#define GW_SLICE_MS 5
+#define GW_SLICE_MS        5
 #define GW_HOUSEKEEPING_NS 2000000ull
-#define GW_IDLE_MS 100 /* longest sleep with nothing to do (core's bound) */
-#define GW_SPIN_NS 0ull /* default off; CAUSEWAYD_SPIN_US sets it */
-#define GW_YIELD_AFTER_NS 1000ull /* busy poll: idle this long, then yield */
+#define GW_IDLE_MS         100 /* longest sleep with nothing to do (core's bound) */
+#define GW_SPIN_NS         0ull    /* default off; CAUSEWAYD_SPIN_US sets it */
+#define GW_YIELD_AFTER_NS  1000ull /* busy poll: idle this long, then yield */
 /* An idle loop woken by no callback looks at signals, admin clients and
  * pings at once, but at most this often: at low load every forwarded RPC
  * ends in such a wake-up (its last send completing), and the housekeeping
  * system calls (signalfd, accept) would otherwise be paid per RPC. */
-#define GW_EARLY_HK_NS 500000ull
+#define GW_EARLY_HK_NS   500000ull
 #define GW_UCX_EAGER_MAX (4ull << 20) /* chunks up to this go eagerly (ucx) */
 
 struct gw_net *gw_net_by_name(struct gw *gw, const char *name)
@@ -92,8 +92,7 @@ cw_status_t gw_net_open(struct gw *gw, const struct cw_config_network *cn,
     for (unsigned k = 0; k < gw->nshards; k++)
         ctxs[k] = gw->shards[k].ctx;
     st = cw_network_open_spread(ctxs, gw->nshards, cn->address,
-                                CW_NET_LISTEN | CW_NET_ASYNC_RMA,
-                                gn->members);
+                                CW_NET_LISTEN | CW_NET_ASYNC_RMA, gn->members);
     if (st != CW_OK) {
         CW_ERROR(GW_LOG, "network %s: cannot listen on %s: %s", cn->name,
                  cn->address, cw_status_str(st));
@@ -111,8 +110,8 @@ cw_status_t gw_net_open(struct gw *gw, const struct cw_config_network *cn,
     for (unsigned k = 0; k < gw->nshards; k++)
         gw->shards[k].nnets++;
     if (gw->threaded)
-        GW_NOTICE("network %s listening on %s (%u threads)", gn->name,
-                  gn->self, gw->nshards);
+        GW_NOTICE("network %s listening on %s (%u threads)", gn->name, gn->self,
+                  gw->nshards);
     else
         GW_NOTICE("network %s listening on %s", gn->name, gn->self);
     return CW_OK;
@@ -202,8 +201,7 @@ static cw_status_t gw_start(struct gw *gw, const struct cw_config *cfg)
     }
     st = cw_route_table_build(cfg, &table);
     if (st != CW_OK) {
-        CW_ERROR(GW_LOG, "cannot build the route table: %s",
-                 cw_status_str(st));
+        CW_ERROR(GW_LOG, "cannot build the route table: %s", cw_status_str(st));
         return st;
     }
     gw_set_config(gw, NULL, cfg, table);
@@ -243,8 +241,9 @@ static unsigned gw_idle_ms(const struct gw *gw, uint64_t now)
     if (next <= now)
         return GW_SLICE_MS;
     ms = (next - now + 999999ull) / 1000000ull;
-    return ms > GW_IDLE_MS ? GW_IDLE_MS : ms < GW_SLICE_MS ? GW_SLICE_MS
-                                                           : (unsigned)ms;
+    return ms > GW_IDLE_MS    ? GW_IDLE_MS
+           : ms < GW_SLICE_MS ? GW_SLICE_MS
+                              : (unsigned)ms;
 }
 
 /* Let the signalfd and the admin socket end a blocking progress call, so
@@ -345,21 +344,18 @@ static void gw_write_ready(struct gw *gw, int fd)
         int n = snprintf(line, sizeof(line), "%s %s\n", gw->nets[i].name,
                          gw->nets[i].self);
         if (n > 0 && write(fd, line, (size_t)n) != n)
-            CW_WARN(GW_LOG, "cannot write the ready line: %s",
-                    strerror(errno));
+            CW_WARN(GW_LOG, "cannot write the ready line: %s", strerror(errno));
     }
     if (gw->admin_fd >= 0) {
         int n = snprintf(line, sizeof(line), "admin %s\n", gw->admin_addr);
         if (n > 0 && write(fd, line, (size_t)n) != n)
-            CW_WARN(GW_LOG, "cannot write the ready line: %s",
-                    strerror(errno));
+            CW_WARN(GW_LOG, "cannot write the ready line: %s", strerror(errno));
     }
     if (gw->admin_unix_fd >= 0) {
         int n = snprintf(line, sizeof(line), "admin_socket %s\n",
                          gw->admin_unix_path);
         if (n > 0 && write(fd, line, (size_t)n) != n)
-            CW_WARN(GW_LOG, "cannot write the ready line: %s",
-                    strerror(errno));
+            CW_WARN(GW_LOG, "cannot write the ready line: %s", strerror(errno));
     }
     if (write(fd, "ready\n", 6) != 6)
         CW_WARN(GW_LOG, "cannot write the ready line: %s", strerror(errno));
@@ -405,8 +401,8 @@ static void gw_loop(struct gw *gw)
         /* Idle, woken by no request: a signal, an admin client or a ping
          * due; look now rather than at the next 2 ms mark (a watched fd
          * nobody reads keeps waking the loop until then). */
-        if (now < next_hk && !(idle && ran == 0 && !moved &&
-                               now - last_hk >= GW_EARLY_HK_NS))
+        if (now < next_hk &&
+            !(idle && ran == 0 && !moved && now - last_hk >= GW_EARLY_HK_NS))
             continue;
         last_hk = now;
         next_hk = now + GW_HOUSEKEEPING_NS;
@@ -497,8 +493,9 @@ int cw_gateway_main(const struct cw_config *cfg, const char *config_path,
     if (gw_start(gw, cfg) != CW_OK)
         goto out;
     GW_NOTICE("gateway %s up: %u networks, %zu routes, "
-           "%zu services", cfg->gateway.name ? cfg->gateway.name : "",
-           gw->nnets, cw_route_table_size(gw->table), cfg->nservices);
+              "%zu services",
+              cfg->gateway.name ? cfg->gateway.name : "", gw->nnets,
+              cw_route_table_size(gw->table), cfg->nservices);
     gw_watch(gw);
     gw_write_ready(gw, ready_fd);
     gw_notify("READY=1\nSTATUS=serving: %u networks, %zu routes", gw->nnets,
@@ -508,8 +505,8 @@ int cw_gateway_main(const struct cw_config *cfg, const char *config_path,
         struct gw_counts c;
 
         gw_counts_sum(gw, false, &c);
-        GW_NOTICE("gateway stopped: %" PRIu64 " forwarded, %" PRIu64
-                  " failed", c.forwarded, c.failed);
+        GW_NOTICE("gateway stopped: %" PRIu64 " forwarded, %" PRIu64 " failed",
+                  c.forwarded, c.failed);
     }
     rc = 0;
 out:

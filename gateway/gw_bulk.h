@@ -28,19 +28,19 @@ struct gw_btok {
     uint32_t perm;
     uint64_t total;
     uint64_t expiry_ns;
-    unsigned refs;               /**< table + running pipes */
-    unsigned npipes;             /**< staged delegations on it now */
+    unsigned refs;   /**< table + running pipes */
+    unsigned npipes; /**< staged delegations on it now */
     bool revoked;
 };
 
 /** One staging buffer (a chunk) and the chunk it carries. */
 struct gw_stage_slot {
-    struct gw_stage_slot *next;  /**< free list */
+    struct gw_stage_slot *next;   /**< free list */
     cw_bulk_t *bulk[GW_MAX_NETS]; /**< per shard (its context), registered
                                        lazily on each network */
-    struct gw_pipe *pipe;        /**< user while held */
-    cw_bulk_op_t *op;            /**< chunk transfer in flight */
-    size_t off, n;               /**< chunk within the transfer */
+    struct gw_pipe *pipe;         /**< user while held */
+    cw_bulk_op_t *op;             /**< chunk transfer in flight */
+    size_t off, n;                /**< chunk within the transfer */
 };
 
 /** Staging pool with credits handed out fairly per transfer. */
@@ -57,18 +57,18 @@ struct gw_staging {
 /** One delegated transfer. */
 struct gw_pipe {
     struct gw_bulk *gb;
-    cw_handle_t *h;              /**< the delegation request */
+    cw_handle_t *h; /**< the delegation request */
     struct gw_btok *tok;
-    cw_bulk_t *req_bulk;         /**< the requester's bytes */
-    cw_bulk_t *sbulk, *dbulk;    /**< source and destination */
+    cw_bulk_t *req_bulk;      /**< the requester's bytes */
+    cw_bulk_t *sbulk, *dbulk; /**< source and destination */
     cw_addr_t *speer, *dpeer;
-    struct gw_shard *ssh, *dsh;  /**< contexts of the source and dest side */
+    struct gw_shard *ssh, *dsh; /**< contexts of the source and dest side */
     size_t soff, doff, len, next, done;
     unsigned active, depth;
     cw_status_t st;
     bool stop, waiting;
-    struct gw_pipe *wnext;       /**< staging wait queue */
-    struct gw_pipe *prev, *lnext;/**< all running pipes */
+    struct gw_pipe *wnext;        /**< staging wait queue */
+    struct gw_pipe *prev, *lnext; /**< all running pipes */
 };
 
 struct gw_bulk {
@@ -100,8 +100,8 @@ void gw_btok_fini(struct gw_bulk *gb);
 
 /* staging.c */
 /** The pool over @p bytes, one bulk handle per slot and shard. */
-cw_status_t gw_staging_init(struct gw_staging *s, struct gw *gw,
-                            size_t bytes, size_t chunk);
+cw_status_t gw_staging_init(struct gw_staging *s, struct gw *gw, size_t bytes,
+                            size_t chunk);
 /** A free slot for @p p, or NULL with @p p queued for the next one. */
 struct gw_stage_slot *gw_staging_get(struct gw_staging *s, struct gw_pipe *p);
 /** Return a slot; waiting transfers are handed slots in turn. */

@@ -32,12 +32,12 @@
 #include "gateway.h"
 #include "cw_htable.h"
 
-#define GW_LOG "gw"
-#define GW_MAX_NETS 8
-#define GW_MAX_SHARDS 64 /* gateway.threads: workers */
-#define GW_HIST_BUCKETS 24 /* log2 buckets of added latency, 1 us .. 8 s */
-#define GW_PING_RPC "causeway.ping"
-#define GW_ADMIN_REQ_MAX 4096 /* an admin request, HTTP headers included */
+#define GW_LOG             "gw"
+#define GW_MAX_NETS        8
+#define GW_MAX_SHARDS      64 /* gateway.threads: workers */
+#define GW_HIST_BUCKETS    24 /* log2 buckets of added latency, 1 us .. 8 s */
+#define GW_PING_RPC        "causeway.ping"
+#define GW_ADMIN_REQ_MAX   4096 /* an admin request, HTTP headers included */
 #define GW_ADMIN_TOKEN_MAX 4096 /* longest admin token (a file's worth) */
 
 /** Life-cycle messages (where it listens, reloads, drain): shown at the
@@ -63,9 +63,9 @@ struct gw_work {
  *  it takes its own (cw_handle_create), so dropping the entry never ends
  *  an address in use. */
 struct gw_addr_ent {
-    struct cw_hnode node;       /**< in gw_shard.addrs, keyed by key */
+    struct cw_hnode node; /**< in gw_shard.addrs, keyed by key */
     cw_addr_t *addr;
-    uint64_t last_ns;           /**< last looked up (a forward to it) */
+    uint64_t last_ns; /**< last looked up (a forward to it) */
     char key[];
 };
 
@@ -73,11 +73,11 @@ struct gw_addr_ent {
 struct gw_counts {
     uint64_t forwarded, failed, timedout, denied, busy, noroute, draining,
         refused_bulk, canceled, resumed;
-    uint64_t queued_total;            /**< requests that waited in a queue */
-    uint64_t rcache_evicted;          /**< parsed destinations dropped for
-                                           limits.max_cached_dests */
-    uint64_t src_refused;             /**< requests of a new source refused
-                                           with CW_BUSY at the bound */
+    uint64_t queued_total;   /**< requests that waited in a queue */
+    uint64_t rcache_evicted; /**< parsed destinations dropped for
+                                  limits.max_cached_dests */
+    uint64_t src_refused;    /**< requests of a new source refused
+                                  with CW_BUSY at the bound */
 };
 
 /** One worker: a thread with its own context and an endpoint on every
@@ -88,67 +88,67 @@ struct gw_shard {
     cw_context_t *ctx;
     pthread_t tid;
     bool started;
-    unsigned nnets;                   /**< networks opened on it */
-    _Atomic(struct gw_work *) inbox;  /**< lock-free MPSC (gw_shard_post) */
-    pthread_mutex_t addr_lock;        /**< threaded mode: the cache below */
-    struct cw_htable addrs;           /**< next hops in ctx (gw_addr_ent),
-                                           at most limits.max_cached_addrs,
-                                           least recently used dropped */
-    uint64_t addrs_evicted;           /**< entries dropped for the bound */
+    unsigned nnets;                  /**< networks opened on it */
+    _Atomic(struct gw_work *) inbox; /**< lock-free MPSC (gw_shard_post) */
+    pthread_mutex_t addr_lock;       /**< threaded mode: the cache below */
+    struct cw_htable addrs;          /**< next hops in ctx (gw_addr_ent),
+                                          at most limits.max_cached_addrs,
+                                          least recently used dropped */
+    uint64_t addrs_evicted;          /**< entries dropped for the bound */
 
     /* The worker's forwarding state, under its lock (gw_wlock). */
     pthread_mutex_t lock;
-    struct gw_fwd *fwds;              /**< its forwards in flight */
-    struct gw_fwd *free_fwds;         /**< pool: no malloc per RPC */
+    struct gw_fwd *fwds;      /**< its forwards in flight */
+    struct gw_fwd *free_fwds; /**< pool: no malloc per RPC */
     unsigned nfree_fwds;
-    unsigned inflight;                /**< forwards in flight (fwds) */
-    struct gw_source *qring;          /**< sources with queued requests,
-                                           next to be served first */
-    _Atomic unsigned nqueued;         /**< its share of gw->nqueued (read
-                                           by other workers: atomic) */
-    _Atomic unsigned kick;            /**< a freed slot is offered to its
-                                           queue: 1 + the workers that
-                                           passed it on (0: none) */
-    unsigned nqsrcs;                  /**< its share of gw->nqsrcs */
-    uint64_t qseq;                    /**< the last arrival number given
-                                           to a queued request */
-    uint64_t next_cut_ns;             /**< next limits.max_timeout scan */
-    struct cw_htable rcache;          /**< gw_rent by destination string, at
-                                           most limits.max_cached_dests,
-                                           least recently used dropped */
-    struct cw_htable srcs;            /**< gw_source by source address, at
-                                           most limits.max_sources (all
-                                           workers together) */
-    unsigned nsrcs;                   /**< cw_htable_count(&srcs) */
-    struct cw_htable peers;           /**< gw_peer: sources gone idle, at
-                                           most GW_PEERS_KEPT, the least
-                                           recently active dropped */
-    struct gw_counts n;               /**< what its requests came to */
+    unsigned inflight;        /**< forwards in flight (fwds) */
+    struct gw_source *qring;  /**< sources with queued requests,
+                                   next to be served first */
+    _Atomic unsigned nqueued; /**< its share of gw->nqueued (read
+                                   by other workers: atomic) */
+    _Atomic unsigned kick;    /**< a freed slot is offered to its
+                                   queue: 1 + the workers that
+                                   passed it on (0: none) */
+    unsigned nqsrcs;          /**< its share of gw->nqsrcs */
+    uint64_t qseq;            /**< the last arrival number given
+                                   to a queued request */
+    uint64_t next_cut_ns;     /**< next limits.max_timeout scan */
+    struct cw_htable rcache;  /**< gw_rent by destination string, at
+                                   most limits.max_cached_dests,
+                                   least recently used dropped */
+    struct cw_htable srcs;    /**< gw_source by source address, at
+                                   most limits.max_sources (all
+                                   workers together) */
+    unsigned nsrcs;           /**< cw_htable_count(&srcs) */
+    struct cw_htable peers;   /**< gw_peer: sources gone idle, at
+                                   most GW_PEERS_KEPT, the least
+                                   recently active dropped */
+    struct gw_counts n;       /**< what its requests came to */
 };
 
 /** One open network. */
 struct gw_net {
     char name[32];
-    char uri[CW_URI_MAX];       /**< as written in the config */
-    char self[CW_URI_MAX];      /**< what the plugin chose */
-    struct cw_uri parsed;       /**< of self */
-    cw_network_t *net;          /**< the published endpoint (members[0]) */
+    char uri[CW_URI_MAX];  /**< as written in the config */
+    char self[CW_URI_MAX]; /**< what the plugin chose */
+    struct cw_uri parsed;  /**< of self */
+    cw_network_t *net;     /**< the published endpoint (members[0]) */
     /** Its endpoint in each shard's context: one published address served
      *  by every shard (cw_network_open_spread); [i] is in shards[i]. */
     cw_network_t *members[GW_MAX_SHARDS];
-    bool removed;               /**< dropped by a reload (still bound) */
+    bool removed;                      /**< dropped by a reload (still bound) */
     _Atomic uint64_t rx, denied, busy; /**< requests that arrived on it */
-    _Atomic unsigned inflight;  /**< forwarded RPCs that came in on it */
-    unsigned max_inflight;      /**< its limit from the config, 0 = none */
+    _Atomic unsigned inflight;         /**< forwarded RPCs that came in on it */
+    unsigned max_inflight; /**< its limit from the config, 0 = none */
 };
 
 /** Counters of one route (kept across reloads, keyed by text). */
 struct gw_route_stats {
-    struct gw_route_stats *next;  /**< gw->routes, in first-seen order */
-    struct cw_hnode node;       /**< in gw->rstats, keyed by dest, '\0',
-                                     nexthop (both in one allocation) */
-    char *dest;                 /**< pattern or kind ("proxy", "svc:x") */
-    char *nexthop;              /**< network name or gateway address */
+    struct gw_route_stats *next; /**< gw->routes, in first-seen order */
+    struct cw_hnode node;        /**< in gw->rstats, keyed by dest, '\0',
+                                      nexthop (both in one allocation) */
+    char *dest;                  /**< pattern or kind ("proxy", "svc:x") */
+    char *nexthop;               /**< network name or gateway address */
     /* Counted by every worker: atomic. */
     _Atomic uint64_t forwarded, failed, timedout, denied, busy, canceled;
     _Atomic unsigned inflight;
@@ -159,9 +159,9 @@ struct gw_route_stats {
 /** A caller whose requests have all ended, remembered for the admin's
  *  "peers" (a gw_source lives only while it holds requests). */
 struct gw_peer {
-    struct cw_hnode node;             /**< in gw_shard.peers, keyed by key */
-    uint64_t last_ns;                 /**< its last request's admission */
-    uint64_t requests;                /**< requests admitted, all told */
+    struct cw_hnode node; /**< in gw_shard.peers, keyed by key */
+    uint64_t last_ns;     /**< its last request's admission */
+    uint64_t requests;    /**< requests admitted, all told */
     char key[];
 };
 
@@ -169,24 +169,24 @@ struct gw_peer {
 
 /** A source's queued requests to one route, oldest first. */
 struct gw_lane {
-    struct gw_lane *next;             /**< the source's other lanes */
-    struct gw_route_stats *rs;        /**< NULL: to be routed again (reload,
-                                           gw_queue_relane) */
-    unsigned cap;                     /**< its routes[].max_inflight */
+    struct gw_lane *next;      /**< the source's other lanes */
+    struct gw_route_stats *rs; /**< NULL: to be routed again (reload,
+                                    gw_queue_relane) */
+    unsigned cap;              /**< its routes[].max_inflight */
     struct gw_queued *qhead, *qtail;
 };
 
 /** One caller (per-source fairness): kept while it has RPCs in flight or
  *  waiting in the queue. */
 struct gw_source {
-    struct cw_hnode node;             /**< in gw->srcs, keyed by key */
-    uint64_t last_ns;                 /**< its last request's admission */
-    uint64_t requests;                /**< requests admitted */
+    struct cw_hnode node; /**< in gw->srcs, keyed by key */
+    uint64_t last_ns;     /**< its last request's admission */
+    uint64_t requests;    /**< requests admitted */
     unsigned inflight;
-    unsigned queued;                  /**< requests waiting for a slot */
-    struct gw_lane *lanes;            /**< those requests, one FIFO a route */
-    struct gw_lane *lcur;             /**< the lane tried next (NULL: first) */
-    struct gw_source *qprev, *qnext;  /**< gw->qring while queued > 0 */
+    unsigned queued;                 /**< requests waiting for a slot */
+    struct gw_lane *lanes;           /**< those requests, one FIFO a route */
+    struct gw_lane *lcur;            /**< the lane tried next (NULL: first) */
+    struct gw_source *qprev, *qnext; /**< gw->qring while queued > 0 */
     char key[];
 };
 
@@ -201,20 +201,20 @@ struct gw_fwd {
     bool has_nexthop, has_backend;
     unsigned nexthop, service, backend;
     uint64_t t_in, t_sent, t_done;
-    bool cut;                     /**< canceled at limits.max_timeout */
-    unsigned resumes;             /**< re-forwarded after a next hop failed */
-    bool hop_down;                /**< failed: health took its hop down */
-    struct gw_btok *btoks;        /**< proxy bulk tokens (bulk_proxy_table.c) */
+    bool cut;              /**< canceled at limits.max_timeout */
+    unsigned resumes;      /**< re-forwarded after a next hop failed */
+    bool hop_down;         /**< failed: health took its hop down */
+    struct gw_btok *btoks; /**< proxy bulk tokens (bulk_proxy_table.c) */
     /* the worker it runs on, start to end (both the same: in_sh names
      * where it came in, eg_sh where it leaves) */
     struct gw_shard *in_sh, *eg_sh;
-    cw_status_t st;               /**< how the outgoing forward ended */
-    bool send_failed;             /**< it never left (st says why) */
-    bool resume;                  /**< re-forwarded: send it as RESUME */
-    struct gw_work work;          /**< in its worker's queue */
-    char next_addr[CW_URI_MAX];   /**< resolved next hop (cache key) */
-    struct gw_fwd *prev, *next;   /**< its worker's fwds */
-    char dest[CW_ADDR_STR_MAX];   /**< threaded: destination beyond next */
+    cw_status_t st;             /**< how the outgoing forward ended */
+    bool send_failed;           /**< it never left (st says why) */
+    bool resume;                /**< re-forwarded: send it as RESUME */
+    struct gw_work work;        /**< in its worker's queue */
+    char next_addr[CW_URI_MAX]; /**< resolved next hop (cache key) */
+    struct gw_fwd *prev, *next; /**< its worker's fwds */
+    char dest[CW_ADDR_STR_MAX]; /**< threaded: destination beyond next */
 };
 
 /** A request waiting for a slot (or, deferred, an answer to send). */
@@ -222,41 +222,40 @@ struct gw_queued {
     struct gw_queued *next;
     cw_handle_t *in;
     cw_status_t st;
-    uint64_t seq;                 /**< queued: its arrival (gw->qseq) */
-    const cw_network_t *net;      /**< queued: the network it came in on
-                                       (its published endpoint) */
+    uint64_t seq;            /**< queued: its arrival (gw->qseq) */
+    const cw_network_t *net; /**< queued: the network it came in on
+                                  (its published endpoint) */
 };
 
 /** A routing destination parsed once (forward.c): its own hops stripped,
  *  what the ACL is asked about, and what the route table is asked for. */
 struct gw_rent {
-    struct cw_hnode node;       /**< in gw->rcache, keyed by key */
-    uint8_t kind;               /**< GW_RK_* (forward.c) */
-    struct cw_uri target;       /**< parsed target, kinds HOPS and PLAIN */
-    const char *target_s;       /**< formatted target (HOPS, PLAIN) */
-    const char *rest;           /**< HOPS: the path beyond the next gateway */
-    const char *acl_dest;       /**< "svc:name" or the final target */
-    const char *acl_svc;        /**< the name in acl_dest, if a service */
-    struct cw_uri acl_uri;      /**< acl_dest parsed, if not a service */
-    struct cw_route_memo memo;  /**< the routes target matched */
-    struct gw_route_stats *rs;  /**< counters of the last route taken... */
+    struct cw_hnode node;         /**< in gw->rcache, keyed by key */
+    uint8_t kind;                 /**< GW_RK_* (forward.c) */
+    struct cw_uri target;         /**< parsed target, kinds HOPS and PLAIN */
+    const char *target_s;         /**< formatted target (HOPS, PLAIN) */
+    const char *rest;             /**< HOPS: the path beyond the next gateway */
+    const char *acl_dest;         /**< "svc:name" or the final target */
+    const char *acl_svc;          /**< the name in acl_dest, if a service */
+    struct cw_uri acl_uri;        /**< acl_dest parsed, if not a service */
+    struct cw_route_memo memo;    /**< the routes target matched */
+    struct gw_route_stats *rs;    /**< counters of the last route taken... */
     const char *rs_dest, *rs_hop; /**< ... its pattern and next hop */
-    const char *service;        /**< SERVICE: its name */
-    char key[];                 /**< the destination string, then the rest */
+    const char *service;          /**< SERVICE: its name */
+    char key[];                   /**< the destination string, then the rest */
 };
-
 
 /** A health-checked target: next-hop gateway or service backend. */
 struct gw_hc {
     char *addr;
     bool is_backend;
-    unsigned nexthop;           /**< when !is_backend */
-    unsigned service, backend;  /**< when is_backend */
+    unsigned nexthop;          /**< when !is_backend */
+    unsigned service, backend; /**< when is_backend */
     bool inflight;
     uint64_t next_ns;
-    uint64_t ok, fail;          /**< totals */
+    uint64_t ok, fail; /**< totals */
     cw_status_t last;
-    uint64_t last_ns;           /**< when the last check ended (0: none) */
+    uint64_t last_ns; /**< when the last check ended (0: none) */
     uint64_t last_rtt_ns;
 };
 
@@ -268,10 +267,10 @@ struct gw_admin_conn {
     char buf[GW_ADMIN_REQ_MAX]; /**< the request (HTTP: with its headers) */
     size_t len;
     uint64_t deadline_ns;
-    bool tcp;            /**< on the TCP endpoint (else the Unix socket) */
-    bool local;          /**< the client is on this host: a loopback
-                              address, or the Unix socket */
-    char *out;           /**< the answer, once the request is complete */
+    bool tcp;   /**< on the TCP endpoint (else the Unix socket) */
+    bool local; /**< the client is on this host: a loopback
+                     address, or the Unix socket */
+    char *out;  /**< the answer, once the request is complete */
     size_t out_len, out_off;
     bool closing; /**< answer sent, write side shut */
 };
@@ -280,28 +279,28 @@ struct gw_admin_conn {
 
 struct gw {
     const char *config_path;
-    struct cw_config *own_cfg;       /**< after a reload; else NULL */
-    const struct cw_config *cfg;     /**< current */
-    struct cw_route_table *table;    /**< current (one reference) */
+    struct cw_config *own_cfg;    /**< after a reload; else NULL */
+    const struct cw_config *cfg;  /**< current */
+    struct cw_route_table *table; /**< current (one reference) */
     cw_context_t *ctx;
     cw_rpc_id_t ping_id;
     struct gw_net nets[GW_MAX_NETS];
     unsigned nnets;
     bool busy_poll;
-    uint64_t spin_ns;                /**< poll this long after activity */
+    uint64_t spin_ns; /**< poll this long after activity */
 
     /* forwarding: totals over the workers (each has its own share) */
-    _Atomic unsigned inflight;       /**< forwards in flight */
-    _Atomic unsigned nqueued;        /**< requests waiting for a slot */
-    _Atomic unsigned nqsrcs;         /**< sources with requests waiting */
-    _Atomic unsigned nsrcs;          /**< sources holding a slot or waiting */
-    _Atomic unsigned qturn;          /**< the worker whose queue is offered
-                                          the next freed slot (round robin
-                                          over those with requests waiting) */
-    struct gw_route_stats *routes;   /**< gw->lock */
+    _Atomic unsigned inflight;     /**< forwards in flight */
+    _Atomic unsigned nqueued;      /**< requests waiting for a slot */
+    _Atomic unsigned nqsrcs;       /**< sources with requests waiting */
+    _Atomic unsigned nsrcs;        /**< sources holding a slot or waiting */
+    _Atomic unsigned qturn;        /**< the worker whose queue is offered
+                                        the next freed slot (round robin
+                                        over those with requests waiting) */
+    struct gw_route_stats *routes; /**< gw->lock */
     struct gw_route_stats **routes_tail; /**< where the next one goes */
-    struct cw_htable rstats;         /**< gw_route_stats by dest, next hop
-                                          (gw->lock) */
+    struct cw_htable rstats;             /**< gw_route_stats by dest, next hop
+                                              (gw->lock) */
     uint64_t started_ns;
 
     /* health */
@@ -312,45 +311,45 @@ struct gw {
 
     /* signals, admin, lifecycle */
     int sigfd;
-    int admin_fd;               /**< gateway.admin (TCP), or -1 */
-    int admin_unix_fd;          /**< gateway.admin_socket, or -1 */
-    bool watching;              /**< sigfd, admin fds wake cw_progress */
-    char admin_addr[80];        /**< bound admin host:port */
-    char admin_unix_path[108];  /**< the socket file bound here ... */
+    int admin_fd;              /**< gateway.admin (TCP), or -1 */
+    int admin_unix_fd;         /**< gateway.admin_socket, or -1 */
+    bool watching;             /**< sigfd, admin fds wake cw_progress */
+    char admin_addr[80];       /**< bound admin host:port */
+    char admin_unix_path[108]; /**< the socket file bound here ... */
     uint64_t admin_unix_dev, admin_unix_ino; /**< ... and its identity,
                                                   checked before unlink */
-    char *admin_token;          /**< gateway.admin_token_file's token: the
-                                     TCP endpoint needs it; NULL: none */
-    int64_t config_loaded_s;    /**< when it was loaded (wall clock, s) */
+    char *admin_token;       /**< gateway.admin_token_file's token: the
+                                  TCP endpoint needs it; NULL: none */
+    int64_t config_loaded_s; /**< when it was loaded (wall clock, s) */
     struct gw_admin_conn conns[GW_ADMIN_CONNS];
     bool draining;
     bool drain_canceled;
-    uint64_t unanswered;        /**< requests not answered yet, or whose
-                                     overflowed answer is not collected
-                                     yet, all shards (gw_unanswered_update,
-                                     housekeeping) */
-    bool cancel_all;            /**< threaded: cancel every forward now
-                                     (the main loop, once it dropped the
-                                     locks) */
+    uint64_t unanswered; /**< requests not answered yet, or whose
+                              overflowed answer is not collected
+                              yet, all shards (gw_unanswered_update,
+                              housekeeping) */
+    bool cancel_all;     /**< threaded: cancel every forward now
+                              (the main loop, once it dropped the
+                              locks) */
     uint64_t drain_deadline_ns;
     bool stop;
     uint64_t reloads, reload_failures;
     char last_reload_error[256];
     const struct cw_config *start_cfg; /**< the one it started with (the
                                             caller's, alive while it runs) */
-    char restart_pending[512];    /**< keys a reload changed that only a
-                                       restart applies ("a, b"), or "" */
+    char restart_pending[512];         /**< keys a reload changed that only a
+                                            restart applies ("a, b"), or "" */
 
-    struct gw_bulk *bulk;            /**< bulk delegation (gw_bulk.h) */
+    struct gw_bulk *bulk; /**< bulk delegation (gw_bulk.h) */
 
     /* shards (threads.c): one without gateway.threads > 1 */
     struct gw_shard *shards;
     unsigned nshards;
-    bool threaded;                   /**< nshards > 1: locks are used */
+    bool threaded; /**< nshards > 1: locks are used */
     pthread_mutex_t lock;
     atomic_bool threads_stop;
-    _Atomic uint64_t handoffs;    /**< forwards staged from a thread to
-                                       another shard's (threaded) */
+    _Atomic uint64_t handoffs;         /**< forwards staged from a thread to
+                                            another shard's (threaded) */
     _Atomic unsigned max_cached_addrs; /**< limits.max_cached_addrs of the
                                             current config (read by every
                                             worker without gw->lock) */
@@ -375,11 +374,20 @@ static inline void gw_munlock(const struct gw *gw, pthread_mutex_t *m)
 }
 
 /** The gateway lock: shared state off the request path. */
-static inline void gw_lock(struct gw *gw) { gw_mlock(gw, &gw->lock); }
-static inline void gw_unlock(struct gw *gw) { gw_munlock(gw, &gw->lock); }
+static inline void gw_lock(struct gw *gw)
+{
+    gw_mlock(gw, &gw->lock);
+}
+static inline void gw_unlock(struct gw *gw)
+{
+    gw_munlock(gw, &gw->lock);
+}
 
 /** Worker @p w's lock: its forwarding state. */
-static inline void gw_wlock(struct gw_shard *w) { gw_mlock(w->gw, &w->lock); }
+static inline void gw_wlock(struct gw_shard *w)
+{
+    gw_mlock(w->gw, &w->lock);
+}
 static inline void gw_wunlock(struct gw_shard *w)
 {
     gw_munlock(w->gw, &w->lock);
@@ -462,8 +470,7 @@ cw_status_t gw_addr_get(struct gw_shard *sh, const char *uri,
 void gw_addr_forget(struct gw_shard *sh, const char *uri);
 /** Entries in every shard's address cache and how many were dropped for
  *  the bound (takes each sh->addr_lock). */
-void gw_addr_cache_stats(struct gw *gw, uint64_t *count_p,
-                         uint64_t *evicted_p);
+void gw_addr_cache_stats(struct gw *gw, uint64_t *count_p, uint64_t *evicted_p);
 /** Empty every shard's address cache. */
 void gw_addr_cache_fini(struct gw *gw);
 /** The shard whose context holds @p ctx (shard 0 if none). */
@@ -527,8 +534,8 @@ void gw_fwd_finish(struct gw_fwd *f);
  *  waits for the same route (or to be routed again after a reload). */
 cw_status_t gw_admission(struct gw_shard *w, cw_handle_t *in,
                          struct gw_net *ingress, struct gw_route_stats *rs,
-                         unsigned route_cap, const char *src_key,
-                         uint64_t qseq, struct gw_source **src_p);
+                         unsigned route_cap, const char *src_key, uint64_t qseq,
+                         struct gw_source **src_p);
 void gw_admit_done(struct gw_shard *w, struct gw_source *src);
 /** Give back the slots gw_admission took for a request that is not
  *  forwarded after all, and its source's hold (@p src, or NULL). */

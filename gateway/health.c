@@ -68,12 +68,15 @@ static void gw_health_log(const struct gw *gw,
     if (name == NULL)
         name = "?";
     if (ch == CW_HEALTH_DOWN)
-        CW_WARN(GW_LOG, "%s %s out of rotation: %u consecutive failures, "
-                "the last a %s that ended %s", kind, name,
-                gw->cfg->health.eject_after, by, cw_status_name(st));
+        CW_WARN(GW_LOG,
+                "%s %s out of rotation: %u consecutive failures, "
+                "the last a %s that ended %s",
+                kind, name, gw->cfg->health.eject_after, by,
+                cw_status_name(st));
     else
         GW_NOTICE("%s %s back in rotation: %u consecutive successes, the "
-                  "last a %s", kind, name, gw->cfg->health.recover_after, by);
+                  "last a %s",
+                  kind, name, gw->cfg->health.recover_after, by);
 }
 
 void gw_health_report_nexthop(struct gw *gw, struct cw_route_table *table,
@@ -88,11 +91,10 @@ void gw_health_report_backend(struct gw *gw, struct cw_route_table *table,
                               unsigned service, unsigned backend, bool ok,
                               const char *by, cw_status_t st)
 {
-    gw_health_log(gw, table,
-                  cw_route_table_backend_report(table, service, backend, ok),
-                  "backend", cw_route_table_backend_address(table, service,
-                                                            backend),
-                  by, st);
+    gw_health_log(
+        gw, table, cw_route_table_backend_report(table, service, backend, ok),
+        "backend", cw_route_table_backend_address(table, service, backend), by,
+        st);
 }
 
 void gw_health_fini(struct gw *gw)
@@ -180,8 +182,8 @@ static void gw_ping_cb(cw_handle_t *h, cw_status_t st, void *arg)
         else
             hc->fail++;
         if (hc->is_backend)
-            gw_health_report_backend(gw, p->table, hc->service, hc->backend,
-                                     ok, "health check", st);
+            gw_health_report_backend(gw, p->table, hc->service, hc->backend, ok,
+                                     "health check", st);
         else
             gw_health_report_nexthop(gw, p->table, hc->nexthop, ok,
                                      "health check", st);
@@ -249,8 +251,8 @@ static struct gw_ping *gw_ping_new(struct gw *gw, unsigned i, uint64_t now)
     p->generation = gw->health_generation;
     p->index = i;
     p->t0 = now;
-    p->timeout_ms = hcfg->timeout_ns / 1000000u ? hcfg->timeout_ns / 1000000u
-                                                : 1;
+    p->timeout_ms =
+        hcfg->timeout_ns / 1000000u ? hcfg->timeout_ns / 1000000u : 1;
     return p;
 }
 
@@ -286,8 +288,8 @@ err:
     hc->last = st;
     hc->last_ns = cw_now_ns();
     if (hc->is_backend)
-        gw_health_report_backend(gw, gw->table, hc->service, hc->backend,
-                                 false, "health check", st);
+        gw_health_report_backend(gw, gw->table, hc->service, hc->backend, false,
+                                 "health check", st);
     else
         gw_health_report_nexthop(gw, gw->table, hc->nexthop, false,
                                  "health check", st);

@@ -30,39 +30,40 @@ enum {
 
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: causewayd -c FILE [--log-level LEVEL]       run the gateway\n"
-            "       causewayd --check [--probe] -c FILE [FILE...]  validate "
-            "each file;\n"
-            "                 with several also check them together (loops, "
-            "unreachable\n"
-            "                 next hops, missing return routes)\n"
-            "       causewayd --dump -c FILE                   normalized "
-            "config, defaults filled in\n"
-            "       causewayd --explain ADDR -c FILE           which route "
-            "carries ADDR, and why\n"
-            "       causewayd --demo [--dump]                  two-fabric "
-            "demo\n"
-            "\n"
-            "options:\n"
-            "  -c, --config FILE    configuration file (--check takes several: "
-            "-c A B, -c A -c B)\n"
-            "      --probe          --check: also open each network's "
-            "plugin and protocol\n"
-            "                       here (on port 0), as the gateway would "
-            "at start\n"
-            "      --client         FILE is a client routes file (routes "
-            "only)\n"
-            "      --log-level L    error|warn|info|debug|trace|none\n"
-            "      --ready-fd N     run mode: write \"<network> <uri>\" "
-            "lines to fd N when up\n"
-            "      --schema         print the configuration reference "
-            "(Markdown)\n"
-            "  -h, --help           this text\n"
-            "      --version        print the version\n"
-            "\n"
-            "exit status: 0 ok; 1 --explain found no route; 2 invalid "
-            "configuration or usage\n");
+    fprintf(
+        out,
+        "usage: causewayd -c FILE [--log-level LEVEL]       run the gateway\n"
+        "       causewayd --check [--probe] -c FILE [FILE...]  validate "
+        "each file;\n"
+        "                 with several also check them together (loops, "
+        "unreachable\n"
+        "                 next hops, missing return routes)\n"
+        "       causewayd --dump -c FILE                   normalized "
+        "config, defaults filled in\n"
+        "       causewayd --explain ADDR -c FILE           which route "
+        "carries ADDR, and why\n"
+        "       causewayd --demo [--dump]                  two-fabric "
+        "demo\n"
+        "\n"
+        "options:\n"
+        "  -c, --config FILE    configuration file (--check takes several: "
+        "-c A B, -c A -c B)\n"
+        "      --probe          --check: also open each network's "
+        "plugin and protocol\n"
+        "                       here (on port 0), as the gateway would "
+        "at start\n"
+        "      --client         FILE is a client routes file (routes "
+        "only)\n"
+        "      --log-level L    error|warn|info|debug|trace|none\n"
+        "      --ready-fd N     run mode: write \"<network> <uri>\" "
+        "lines to fd N when up\n"
+        "      --schema         print the configuration reference "
+        "(Markdown)\n"
+        "  -h, --help           this text\n"
+        "      --version        print the version\n"
+        "\n"
+        "exit status: 0 ok; 1 --explain found no route; 2 invalid "
+        "configuration or usage\n");
 }
 
 int main(int argc, char **argv)
@@ -127,8 +128,10 @@ int main(int argc, char **argv)
             char *end;
             long v = strtol(optarg, &end, 10);
             if (*end != '\0' || v < 0 || v > 65535) {
-                fprintf(stderr, "causewayd: --ready-fd: expected a file "
-                        "descriptor number, got '%s'\n", optarg);
+                fprintf(stderr,
+                        "causewayd: --ready-fd: expected a file "
+                        "descriptor number, got '%s'\n",
+                        optarg);
                 return 2;
             }
             ready_fd = (int)v;
@@ -137,7 +140,8 @@ int main(int argc, char **argv)
         case OPT_LOG_LEVEL:
             log_level = cw_log_level_parse(optarg);
             if (log_level < 0) {
-                fprintf(stderr, "causewayd: --log-level: expected error, "
+                fprintf(stderr,
+                        "causewayd: --log-level: expected error, "
                         "warn, info, debug, trace or none, got '%s'\n",
                         optarg);
                 return 2;
@@ -160,18 +164,21 @@ int main(int argc, char **argv)
     if (optind < argc && check && nconfigs > 0) {
         for (; optind < argc; optind++) {
             if (nconfigs == MAX_CONFIGS) {
-                fprintf(stderr, "causewayd: at most %d configuration "
-                        "files\n", MAX_CONFIGS);
+                fprintf(stderr,
+                        "causewayd: at most %d configuration "
+                        "files\n",
+                        MAX_CONFIGS);
                 return 2;
             }
             configs[nconfigs++] = argv[optind];
         }
     }
     if (optind < argc) {
-        fprintf(stderr, "causewayd: unexpected argument '%s'%s\n",
-                argv[optind], check ? ": give files with -c (--check -c A "
-                "B)" : "; several files are for --check (causewayd --check "
-                "-c A B)");
+        fprintf(stderr, "causewayd: unexpected argument '%s'%s\n", argv[optind],
+                check ? ": give files with -c (--check -c A "
+                        "B)"
+                      : "; several files are for --check (causewayd --check "
+                        "-c A B)");
         usage(stderr);
         return 2;
     }
@@ -181,17 +188,17 @@ int main(int argc, char **argv)
     }
     if (probe && client) {
         fprintf(stderr, "causewayd: --probe: a client routes file has no "
-                "networks to open\n");
+                        "networks to open\n");
         return 2;
     }
     if (schema) {
         cw_config_schema_markdown(stdout);
         return 0;
     }
-    if ((int)check + (int)(dump && !demo) + (int)(explain != NULL) +
-            (int)demo > 1) {
+    if ((int)check + (int)(dump && !demo) + (int)(explain != NULL) + (int)demo >
+        1) {
         fprintf(stderr, "causewayd: give only one of --check, --dump, "
-                "--explain, --demo\n");
+                        "--explain, --demo\n");
         return 2;
     }
     if (demo) {
@@ -203,11 +210,10 @@ int main(int argc, char **argv)
         return 2;
     }
     if (check)
-        return cw_cli_check(configs, nconfigs, client, probe, stdout,
-                            stderr);
+        return cw_cli_check(configs, nconfigs, client, probe, stdout, stderr);
     if (nconfigs > 1) {
         fprintf(stderr, "causewayd: several -c files are only accepted with "
-                "--check\n");
+                        "--check\n");
         return 2;
     }
     if (dump)
@@ -216,7 +222,7 @@ int main(int argc, char **argv)
         return cw_cli_explain(configs[0], client, explain, stdout, stderr);
     if (client) {
         fprintf(stderr, "causewayd: --client only applies to --check, --dump "
-                "and --explain\n");
+                        "and --explain\n");
         return 2;
     }
     {
@@ -239,9 +245,9 @@ int main(int argc, char **argv)
         }
         cw_config_diag_free(diag);
         /* --log-level, then CAUSEWAY_LOG_LEVEL, then the file. */
-        if (log_level < 0 && (getenv("CAUSEWAY_LOG_LEVEL") == NULL ||
-                              cw_log_level_parse(getenv(
-                                  "CAUSEWAY_LOG_LEVEL")) < 0))
+        if (log_level < 0 &&
+            (getenv("CAUSEWAY_LOG_LEVEL") == NULL ||
+             cw_log_level_parse(getenv("CAUSEWAY_LOG_LEVEL")) < 0))
             cw_log_set_level(cfg->gateway.log_level);
         rc = cw_gateway_main(cfg, configs[0], &opts);
         cw_config_free(cfg);

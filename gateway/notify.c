@@ -30,9 +30,11 @@ static bool notify_addr(const char *name, struct sockaddr_un *sa,
 
     if ((name[0] != '/' && name[0] != '@') || n < 2 ||
         n >= sizeof(sa->sun_path)) {
-        CW_LOG_RL(CW_LOG_WARN, GW_LOG, "NOTIFY_SOCKET '%s': not a socket "
+        CW_LOG_RL(CW_LOG_WARN, GW_LOG,
+                  "NOTIFY_SOCKET '%s': not a socket "
                   "path or @abstract name (at most %zu bytes): the service "
-                  "manager is not told", name, sizeof(sa->sun_path) - 1);
+                  "manager is not told",
+                  name, sizeof(sa->sun_path) - 1);
         return false;
     }
     memset(sa, 0, sizeof(*sa));
@@ -60,8 +62,10 @@ static bool notify_send(const char *msg, size_t len)
         return false;
     fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (fd < 0) {
-        CW_LOG_RL(CW_LOG_WARN, GW_LOG, "socket(AF_UNIX) for NOTIFY_SOCKET "
-                  "failed: %s", strerror(errno));
+        CW_LOG_RL(CW_LOG_WARN, GW_LOG,
+                  "socket(AF_UNIX) for NOTIFY_SOCKET "
+                  "failed: %s",
+                  strerror(errno));
         return false;
     }
     /* Never wait on a manager that does not read: this runs under every
@@ -89,8 +93,8 @@ bool gw_notify(const char *fmt, ...)
     if (n < 0)
         return false;
     /* A STATUS= text too long is cut, not dropped. */
-    return notify_send(msg, (size_t)n < sizeof(msg) ? (size_t)n
-                                                    : sizeof(msg) - 1);
+    return notify_send(msg,
+                       (size_t)n < sizeof(msg) ? (size_t)n : sizeof(msg) - 1);
 }
 
 bool gw_notify_reloading(const char *what)

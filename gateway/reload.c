@@ -17,8 +17,8 @@
  * get CW_CANCELED.
  *
  * Drain: new requests are answered CW_DRAINING, those in flight (or queued)
- * finish until gateway.drain_grace; whatever is left then is canceled (its caller
- * gets CW_CANCELED) and the gateway exits 0.
+ * finish until gateway.drain_grace; whatever is left then is canceled (its
+ * caller gets CW_CANCELED) and the gateway exits 0.
  */
 #include "gw_int.h"
 #include "notify.h"
@@ -63,7 +63,7 @@ void gw_signals_poll(struct gw *gw)
         switch (si.ssi_signo) {
         case SIGHUP:
             GW_NOTICE("SIGHUP: reloading %s",
-                   gw->config_path ? gw->config_path : "(no file)");
+                      gw->config_path ? gw->config_path : "(no file)");
             (void)gw_reload(gw, err, sizeof(err));
             break;
         case SIGTERM:
@@ -99,8 +99,8 @@ static void gw_net_close_at(struct gw *gw, unsigned i)
     for (unsigned k = 0; k < gw->nshards; k++) {
         /* The published endpoint first: no caller is sent to a member
          * already closed. */
-        cw_status_t kst = n->members[k] ? cw_network_close(n->members[k])
-                                        : CW_OK;
+        cw_status_t kst =
+            n->members[k] ? cw_network_close(n->members[k]) : CW_OK;
         if (kst != CW_OK && st == CW_OK)
             st = kst;
         gw->shards[k].nnets--;
@@ -157,10 +157,11 @@ static cw_status_t gw_reload_networks(struct gw *gw,
         if (!keep && !gw->nets[i].removed) {
             /* Closed by gw_reload_reap once its RPCs in flight are done. */
             gw->nets[i].removed = true;
-            CW_WARN(GW_LOG, "network %s (%s) removed by the reload: takes "
+            CW_WARN(GW_LOG,
+                    "network %s (%s) removed by the reload: takes "
                     "no new requests, closed once its %u RPCs in flight "
-                    "are done", gw->nets[i].name, gw->nets[i].self,
-                    gw->nets[i].inflight);
+                    "are done",
+                    gw->nets[i].name, gw->nets[i].self, gw->nets[i].inflight);
         }
     }
     for (size_t j = 0; j < next->nnetworks; j++) {
@@ -178,8 +179,8 @@ static cw_status_t gw_reload_networks(struct gw *gw,
                      next->networks[j].name, GW_MAX_NETS);
             return CW_UNSUPPORTED;
         }
-        cw_status_t st = gw_net_open(gw, &next->networks[j],
-                                     &gw->nets[gw->nnets]);
+        cw_status_t st =
+            gw_net_open(gw, &next->networks[j], &gw->nets[gw->nnets]);
         if (st != CW_OK)
             return st;
         gw->nnets++;
@@ -226,8 +227,8 @@ cw_status_t gw_reload(struct gw *gw, char *err, size_t errlen)
     if (st != CW_OK) {
         for (size_t i = 0; i < cw_config_diag_count(diag); i++)
             CW_ERROR(GW_LOG, "reload: %s", cw_config_diag_get(diag, i));
-        snprintf(err, errlen, "%s (%zu errors; first: %s)",
-                 cw_status_str(st), cw_config_diag_count(diag),
+        snprintf(err, errlen, "%s (%zu errors; first: %s)", cw_status_str(st),
+                 cw_config_diag_count(diag),
                  cw_config_diag_count(diag) ? cw_config_diag_get(diag, 0)
                                             : "-");
         goto fail;
@@ -238,8 +239,7 @@ cw_status_t gw_reload(struct gw *gw, char *err, size_t errlen)
      * of the same file still reports them. */
     cw_config_diag_clear(diag);
     pending[0] = '\0';
-    if (cw_config_check_reload(gw->start_cfg != NULL ? gw->start_cfg
-                                                     : gw->cfg,
+    if (cw_config_check_reload(gw->start_cfg != NULL ? gw->start_cfg : gw->cfg,
                                next, diag) != CW_OK)
         for (size_t i = 0; i < cw_config_diag_count(diag); i++) {
             CW_WARN(GW_LOG, "reload: %s", cw_config_diag_get(diag, i));
@@ -269,8 +269,8 @@ cw_status_t gw_reload(struct gw *gw, char *err, size_t errlen)
     /* Queued requests may go through other routes now. */
     gw_queue_relane(gw);
     gw->last_reload_error[0] = '\0';
-    GW_NOTICE("reloaded %s: %zu routes, %zu services",
-           gw->config_path, cw_route_table_size(table), next->nservices);
+    GW_NOTICE("reloaded %s: %zu routes, %zu services", gw->config_path,
+              cw_route_table_size(table), next->nservices);
     cw_config_diag_free(diag);
     gw_notify("READY=1\nSTATUS=serving: reloaded, %zu routes",
               cw_route_table_size(table));
@@ -284,7 +284,8 @@ fail:
     snprintf(gw->last_reload_error, sizeof(gw->last_reload_error), "%s", err);
     CW_ERROR(GW_LOG, "reload failed, keeping the current table: %s", err);
     gw_notify("READY=1\nSTATUS=serving: reload failed, kept the current "
-              "table: %s", err);
+              "table: %s",
+              err);
     return st;
 }
 
@@ -295,8 +296,8 @@ void gw_drain_start(struct gw *gw, const char *why)
     gw->draining = true;
     gw->drain_deadline_ns = cw_now_ns() + gw->cfg->gateway.drain_grace_ns;
     gw_notify("STOPPING=1\nSTATUS=draining %u RPCs in flight", gw->inflight);
-    GW_NOTICE("%s: draining %u RPCs in flight (grace %.1f s)",
-           why, gw->inflight, gw->cfg->gateway.drain_grace_ns / 1e9);
+    GW_NOTICE("%s: draining %u RPCs in flight (grace %.1f s)", why,
+              gw->inflight, gw->cfg->gateway.drain_grace_ns / 1e9);
 }
 
 void gw_unanswered_update(struct gw *gw)

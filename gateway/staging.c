@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 
-cw_status_t gw_staging_init(struct gw_staging *s, struct gw *gw,
-                            size_t bytes, size_t chunk)
+cw_status_t gw_staging_init(struct gw_staging *s, struct gw *gw, size_t bytes,
+                            size_t chunk)
 {
     void *mem;
     cw_status_t st;
@@ -38,8 +38,8 @@ cw_status_t gw_staging_init(struct gw_staging *s, struct gw *gw,
     for (unsigned i = 0; i < s->nslots; i++) {
         struct cw_segment seg = {s->mem + (size_t)i * chunk, chunk};
         for (unsigned k = 0; k < gw->nshards; k++) {
-            st = cw_bulk_create(gw->shards[k].ctx, &seg, 1,
-                                CW_BULK_READ_WRITE, &s->slots[i].bulk[k]);
+            st = cw_bulk_create(gw->shards[k].ctx, &seg, 1, CW_BULK_READ_WRITE,
+                                &s->slots[i].bulk[k]);
             if (st != CW_OK)
                 goto err;
         }
@@ -59,8 +59,8 @@ struct gw_stage_slot *gw_staging_get(struct gw_staging *s, struct gw_pipe *p)
     struct gw_stage_slot *slot = s->free;
 
     /* Waiting transfers come first: a newcomer may not jump the queue. */
-    if (slot == NULL || (s->wait_head != NULL && !p->waiting &&
-                         s->wait_head != p)) {
+    if (slot == NULL ||
+        (s->wait_head != NULL && !p->waiting && s->wait_head != p)) {
         if (!p->waiting) {
             p->waiting = true;
             p->wnext = NULL;

@@ -24,18 +24,19 @@
 #include <causeway/na_plugin.h>
 
 #define OFI_SUBSYS "na-ofi"
-#define OFI_LOG(cls, lvl, ...) CW_NA_LOG((cls)->host, lvl, OFI_SUBSYS, __VA_ARGS__)
-#define OFI_ERR(cls, ...) OFI_LOG(cls, CW_LOG_ERROR, __VA_ARGS__)
+#define OFI_LOG(cls, lvl, ...)                                                 \
+    CW_NA_LOG((cls)->host, lvl, OFI_SUBSYS, __VA_ARGS__)
+#define OFI_ERR(cls, ...)  OFI_LOG(cls, CW_LOG_ERROR, __VA_ARGS__)
 #define OFI_WARN(cls, ...) OFI_LOG(cls, CW_LOG_WARN, __VA_ARGS__)
 #define OFI_INFO(cls, ...) OFI_LOG(cls, CW_LOG_INFO, __VA_ARGS__)
-#define OFI_DBG(cls, ...) OFI_LOG(cls, CW_LOG_DEBUG, __VA_ARGS__)
+#define OFI_DBG(cls, ...)  OFI_LOG(cls, CW_LOG_DEBUG, __VA_ARGS__)
 
 /* Longest raw provider address we carry (sockaddr_in6 is 28 bytes, fi_shm
  * names are short strings).  The plugin header has a fixed size because the
  * receiver scatters it into a fixed slot in front of the user's buffer. */
-#define OFI_ADDR_MAX 52
+#define OFI_ADDR_MAX     52
 #define OFI_SHM_NAME_MAX 48
-#define OFI_HDR_MAGIC 0x46574f43u /* "COWF" little-endian */
+#define OFI_HDR_MAGIC    0x46574f43u /* "COWF" little-endian */
 /* 2: expected messages carry it too; 3: expected messages are untagged */
 #define OFI_HDR_VERSION 3
 
@@ -49,8 +50,8 @@
  * in libfabric 1.17 does not honour ignore masks), so the user's tag
  * travels in the header. */
 #define OFI_TAG_UNEXP (1ull << 63)
-#define OFI_TAG_CTRL (1ull << 62)
-#define OFI_TAG_EXP (1ull << 61)
+#define OFI_TAG_CTRL  (1ull << 62)
+#define OFI_TAG_EXP   (1ull << 61)
 
 /* Catch-all receive buffers for expected messages (ofi_expected.c): enough
  * that what one progress call reads from peers' sockets lands in them
@@ -64,11 +65,11 @@
  * gets OFI_EXP_POOL_LISTEN_MULT times the room (four peers each flooding
  * 20 000 small messages at once grew a gateway by 0.4-1.1 GiB with 490
  * single buffers, by about 20 MiB with 16 MiB of multi-receive ones). */
-#define OFI_EXP_POOL_BYTES (4096u * 1024u)
+#define OFI_EXP_POOL_BYTES       (4096u * 1024u)
 #define OFI_EXP_POOL_LISTEN_MULT 4u
 #define OFI_EXP_POOL_BYTES_SMALL (256u * 1024u)
-#define OFI_CTRL_PING 1u
-#define OFI_CTRL_PONG 2u
+#define OFI_CTRL_PING            1u
+#define OFI_CTRL_PONG            2u
 
 /* A ping names the address to answer, and nothing checks that it came from
  * there: pongs are bounded so that forged pings cannot turn the plugin
@@ -79,7 +80,7 @@
 #define OFI_PONG_INTERVAL_NS   (50ull * 1000000ull)
 #define OFI_PONG_UNKNOWN_PER_S 16u
 
-#define OFI_MEM_MAGIC 0x4d574f43u
+#define OFI_MEM_MAGIC    0x4d574f43u
 #define OFI_MAX_SEGMENTS 256u
 
 /* Sent in front of every message so the receiver can
@@ -99,9 +100,18 @@ struct ofi_link {
     struct ofi_link *prev, *next;
 };
 
-static inline void ofi_list_init(struct ofi_link *h) { h->prev = h->next = h; }
-static inline bool ofi_list_empty(const struct ofi_link *h) { return h->next == h; }
-static inline bool ofi_linked(const struct ofi_link *l) { return l->next != NULL; }
+static inline void ofi_list_init(struct ofi_link *h)
+{
+    h->prev = h->next = h;
+}
+static inline bool ofi_list_empty(const struct ofi_link *h)
+{
+    return h->next == h;
+}
+static inline bool ofi_linked(const struct ofi_link *l)
+{
+    return l->next != NULL;
+}
 static inline void ofi_list_push(struct ofi_link *h, struct ofi_link *l)
 {
     l->prev = h->prev;
@@ -158,14 +168,14 @@ struct cw_na_addr {
     bool lock_seen;  /* fi_shm: its owner held the liveness lock */
     bool pong_due;   /* a ping came within OFI_PONG_INTERVAL_NS of a pong */
     uint64_t last_pong_ns;
-    int last_err;    /* last libfabric error seen with it (positive) */
+    int last_err; /* last libfabric error seen with it (positive) */
 };
 
 struct ofi_seg {
     uint64_t addr; /* remote address for RMA (virtual or 0-based offset) */
     uint64_t len;
     uint64_t key;
-    void *base;       /* local handles: start of the segment */
+    void *base;        /* local handles: start of the segment */
     struct fid_mr *mr; /* local handles only */
     void *desc;
 };
@@ -191,18 +201,18 @@ struct cw_na_op {
     enum cw_na_op_type type;
     cw_na_cb_t cb;
     void *arg;
-    cw_status_t status;  /* result (first error wins for RMA) */
-    cw_status_t forced;  /* set by cancel / peer death, CW_OK otherwise */
-    bool in_provider;    /* the provider holds the op's context(s) */
-    bool finished;       /* status decided, on the done list or called back */
-    bool cb_done;        /* callback ran (zombie if still in_provider) */
+    cw_status_t status; /* result (first error wins for RMA) */
+    cw_status_t forced; /* set by cancel / peer death, CW_OK otherwise */
+    bool in_provider;   /* the provider holds the op's context(s) */
+    bool finished;      /* status decided, on the done list or called back */
+    bool cb_done;       /* callback ran (zombie if still in_provider) */
     bool in_retry;
-    struct ofi_link link;   /* retry list or done list */
-    struct ofi_link alink;  /* active list */
-    struct ofi_link zlink;  /* zombie list */
-    struct ofi_link mlink;  /* posted expected receive: cls->exp_posted */
+    struct ofi_link link;  /* retry list or done list */
+    struct ofi_link alink; /* active list */
+    struct ofi_link zlink; /* zombie list */
+    struct ofi_link mlink; /* posted expected receive: cls->exp_posted */
     uint64_t retry_deadline_ns;
-    uint64_t abandon_ns;    /* after cancel: complete anyway past this */
+    uint64_t abandon_ns;     /* after cancel: complete anyway past this */
     struct cw_na_addr *peer; /* reference; dest / source / RMA peer */
     /* messages */
     void *buf;
@@ -220,13 +230,13 @@ struct cw_na_op {
 
 struct ofi_ctrl {
     struct ofi_ctx ctx;
-    struct ofi_link link; /* cls->ctrl_sends */
+    struct ofi_link link;    /* cls->ctrl_sends */
     struct cw_na_addr *peer; /* no reference: peers live until finalize */
     struct ofi_hdr hdr;
 };
 
-#define OFI_HASH_BUCKETS 64
-#define OFI_EXP_BUCKETS 256
+#define OFI_HASH_BUCKETS    64
+#define OFI_EXP_BUCKETS     256
 #define OFI_EARLY_BYTES_MAX (4u << 20)
 
 struct ofi_exp_buf;
@@ -243,9 +253,9 @@ struct cw_na_class {
     struct fid_cq *cq;
     struct fid_ep *ep;
     int wait_fd;
-    bool str_addr; /* FI_ADDR_STR provider (shm) */
-    bool exp_untagged; /* expected messages are FI_MSG, not OFI_TAG_EXP */
-    bool multi_recv;   /* the protocol offers FI_MULTI_RECV (untagged) */
+    bool str_addr;         /* FI_ADDR_STR provider (shm) */
+    bool exp_untagged;     /* expected messages are FI_MSG, not OFI_TAG_EXP */
+    bool multi_recv;       /* the protocol offers FI_MULTI_RECV (untagged) */
     size_t exp_pool_bytes; /* room for catch-all expected receives */
     int shm_lock_fd; /* fi_shm: read lock on our region, held while open */
     uint64_t mr_mode;
@@ -276,18 +286,18 @@ struct cw_na_class {
     unsigned pongs_due;      /* peers with pong_due set */
     unsigned pong_tokens;    /* pongs to unknown addresses allowed now */
     uint64_t pong_refill_ns; /* when pong_tokens last grew */
-    uint64_t dropped; /* malformed or unmatched messages dropped */
-    unsigned drained; /* of them, in this CQ read (ofi_read_cq) */
+    uint64_t dropped;        /* malformed or unmatched messages dropped */
+    unsigned drained;        /* of them, in this CQ read (ofi_read_cq) */
     /* expected messages (ofi_expected.c) */
     struct ofi_exp_buf **exp_bufs; /* catch-all receive buffers */
     unsigned nexp_bufs, exp_unposted;
     /* The catch-alls are FI_MULTI_RECV buffers: each takes many messages,
      * packed, and is released by the provider when nearly full. */
     bool exp_multi;
-    size_t exp_buf_bytes; /* room in each catch-all */
+    size_t exp_buf_bytes;                        /* room in each catch-all */
     struct ofi_link exp_posted[OFI_EXP_BUCKETS]; /* posted receives, by tag */
-    struct ofi_link early_fifo;              /* unmatched, oldest first */
-    struct ofi_link early[OFI_EXP_BUCKETS];  /* the same, by tag */
+    struct ofi_link early_fifo;                  /* unmatched, oldest first */
+    struct ofi_link early[OFI_EXP_BUCKETS];      /* the same, by tag */
     size_t early_max, early_count, early_bytes;
     uint64_t drops_unlogged, next_drop_log_ns;
     const char *drop_reason; /* of the last drop (a literal) */
@@ -295,14 +305,14 @@ struct cw_na_class {
     bool ctrl_posted;
     struct ofi_hdr ctrl_buf;
     /* Tag sinks (ofi_msg.c): NULL where the provider ignores ignore masks */
-    size_t tag_sinks; /* parameter: sinks per class (0: none) */
+    size_t tag_sinks;    /* parameter: sinks per class (0: none) */
     uint64_t tag_ignore; /* of the plugin's tagged receives (ofi_msg.c) */
     struct ofi_sink *sinks;
     unsigned nsinks;         /* allocated: 2 x tag_sinks */
     unsigned sinks_unposted; /* wanted (ofi_sink_wanted) and not posted */
     bool sinks_flood;        /* all of them wanted, not just one per class */
     uint64_t sinks_calm_ns;  /* back to one per class after this */
-    void *sink_buf; /* shared by all sinks; contents meaningless */
+    void *sink_buf;          /* shared by all sinks; contents meaningless */
 };
 
 /* A posted tagged receive matching a set of tags nobody posts for. */
@@ -335,8 +345,8 @@ bool ofi_hdr_valid(const struct ofi_hdr *hdr, size_t len);
 int ofi_format_raw(const struct cw_na_class *cls, const uint8_t *raw,
                    size_t len, char *buf, size_t size);
 cw_status_t ofi_location_to_raw(const struct cw_na_class *cls,
-                                const char *location, bool for_bind,
-                                void *raw, size_t *len_p);
+                                const char *location, bool for_bind, void *raw,
+                                size_t *len_p);
 cw_status_t ofi_addr_lookup(cw_na_class_t *cls, const char *location,
                             cw_na_addr_t **addr_p);
 cw_status_t ofi_addr_self(cw_na_class_t *cls, cw_na_addr_t **addr_p);
@@ -370,8 +380,8 @@ cw_status_t ofi_msg_post(struct cw_na_class *cls, struct cw_na_op *op);
 void ofi_msg_complete(struct cw_na_class *cls, struct cw_na_op *op,
                       const struct fi_cq_tagged_entry *e, int err);
 cw_status_t ofi_ctrl_post_recv(struct cw_na_class *cls);
-void ofi_ctrl_recv_done(struct cw_na_class *cls, const struct fi_cq_tagged_entry *e,
-                        int err);
+void ofi_ctrl_recv_done(struct cw_na_class *cls,
+                        const struct fi_cq_tagged_entry *e, int err);
 void ofi_ctrl_send(struct cw_na_class *cls, struct cw_na_addr *peer,
                    uint8_t kind);
 void ofi_ctrl_send_done(struct cw_na_class *cls, struct ofi_ctrl *c, int err);

@@ -58,8 +58,9 @@ static bool ofi_iface_addr(const char *name, struct sockaddr_storage *ss)
             if (it->ifa_addr == NULL || strcmp(it->ifa_name, name) != 0)
                 continue;
             if (it->ifa_addr->sa_family == (pass == 0 ? AF_INET : AF_INET6)) {
-                memcpy(ss, it->ifa_addr, pass == 0 ? sizeof(struct sockaddr_in)
-                                                   : sizeof(struct sockaddr_in6));
+                memcpy(ss, it->ifa_addr,
+                       pass == 0 ? sizeof(struct sockaddr_in)
+                                 : sizeof(struct sockaddr_in6));
                 found = true;
                 break;
             }
@@ -116,8 +117,8 @@ static cw_status_t ofi_host_to_sockaddr(const struct cw_na_class *cls,
 }
 
 cw_status_t ofi_location_to_raw(const struct cw_na_class *cls,
-                                const char *location, bool for_bind,
-                                void *raw, size_t *len_p)
+                                const char *location, bool for_bind, void *raw,
+                                size_t *len_p)
 {
     char host[256];
     const char *colon, *hstart = location;
@@ -130,8 +131,10 @@ cw_status_t ofi_location_to_raw(const struct cw_na_class *cls,
         size_t n = strlen(location);
 
         if (!ofi_shm_name_valid(location) || n + 1 > *len_p) {
-            OFI_ERR(cls, "invalid fi_shm name \"%s\" (1-%d characters of "
-                         "[A-Za-z0-9._-])", location, OFI_SHM_NAME_MAX);
+            OFI_ERR(cls,
+                    "invalid fi_shm name \"%s\" (1-%d characters of "
+                    "[A-Za-z0-9._-])",
+                    location, OFI_SHM_NAME_MAX);
             return CW_INVALID_ARG;
         }
         memcpy(raw, location, n + 1);
@@ -173,8 +176,10 @@ cw_status_t ofi_location_to_raw(const struct cw_na_class *cls,
     return ofi_host_to_sockaddr(cls, host, (uint16_t)port, raw, len_p);
 
 err_syntax:
-    OFI_ERR(cls, "malformed address \"%s\" (expected host:port, "
-                 "[ipv6]:port or interface:port)", location);
+    OFI_ERR(cls,
+            "malformed address \"%s\" (expected host:port, "
+            "[ipv6]:port or interface:port)",
+            location);
     return CW_INVALID_ARG;
 }
 
@@ -293,8 +298,10 @@ cw_status_t ofi_shm_lock_self(struct cw_na_class *cls)
     cls->shm_lock_fd = open(path, O_RDONLY | O_CLOEXEC);
     if (cls->shm_lock_fd < 0) {
         /* Liveness then falls back to probes; not fatal. */
-        OFI_WARN(cls, "open(%s) failed: %s; peers will detect our death by "
-                      "timeout only", path, strerror(errno));
+        OFI_WARN(cls,
+                 "open(%s) failed: %s; peers will detect our death by "
+                 "timeout only",
+                 path, strerror(errno));
         return CW_OK;
     }
     if (fcntl(cls->shm_lock_fd, F_OFD_SETLK, &fl) != 0)

@@ -35,7 +35,7 @@
 /* Multi-receive catch-alls: the pool in this many buffers, so that while
  * one waits to be reposted the others take what arrives. */
 #define OFI_EXP_MULTI_BUFS 4u
-#define OFI_DROP_LOG_NS 1000000000ull
+#define OFI_DROP_LOG_NS    1000000000ull
 
 struct ofi_exp_buf {
     struct ofi_ctx ctx;
@@ -87,12 +87,12 @@ static cw_status_t ofi_exp_post_buf(struct cw_na_class *cls,
                                     struct ofi_exp_buf *b)
 {
     size_t len = cls->exp_buf_bytes;
-    int rc = cls->exp_multi       ? ofi_exp_recv_multi(cls, b)
-             : cls->exp_untagged ? (int)fi_recv(cls->ep, &b->hdr, len, NULL,
-                                                FI_ADDR_UNSPEC, &b->ctx)
-                                 : (int)fi_trecv(cls->ep, &b->hdr, len, NULL,
-                                                 FI_ADDR_UNSPEC, OFI_TAG_EXP,
-                                                 0, &b->ctx);
+    int rc =
+        cls->exp_multi ? ofi_exp_recv_multi(cls, b)
+        : cls->exp_untagged
+            ? (int)fi_recv(cls->ep, &b->hdr, len, NULL, FI_ADDR_UNSPEC, &b->ctx)
+            : (int)fi_trecv(cls->ep, &b->hdr, len, NULL, FI_ADDR_UNSPEC,
+                            OFI_TAG_EXP, 0, &b->ctx);
 
     if (rc == 0) {
         b->posted = true;
@@ -159,16 +159,16 @@ cw_status_t ofi_exp_init(struct cw_na_class *cls)
         n = OFI_EXP_MULTI_BUFS;
     } else {
         cls->exp_buf_bytes = OFI_HDR_SIZE + cls->eager_size;
-        n = cls->exp_pool_bytes / (sizeof(struct ofi_exp_buf) +
-                                   cls->eager_size);
+        n = cls->exp_pool_bytes /
+            (sizeof(struct ofi_exp_buf) + cls->eager_size);
         if (n < OFI_EXP_BUFS_MIN)
             n = OFI_EXP_BUFS_MIN;
         if (n > OFI_EXP_BUFS_MAX)
             n = OFI_EXP_BUFS_MAX;
     }
     /* hdr is followed by data[]: a buffer receives exp_buf_bytes there. */
-    size_t size = sizeof(struct ofi_exp_buf) + cls->exp_buf_bytes -
-                  OFI_HDR_SIZE;
+    size_t size =
+        sizeof(struct ofi_exp_buf) + cls->exp_buf_bytes - OFI_HDR_SIZE;
     cls->exp_bufs = calloc(n, sizeof(*cls->exp_bufs));
     if (cls->exp_bufs == NULL)
         return CW_NOMEM;
@@ -223,8 +223,8 @@ static void ofi_exp_deliver(struct cw_na_class *cls, struct cw_na_op *op,
     cw_status_t st = CW_OK;
 
     if (len > op->len) {
-        OFI_DBG(cls, "expected message of %zu bytes for a %zu-byte buffer",
-                len, op->len);
+        OFI_DBG(cls, "expected message of %zu bytes for a %zu-byte buffer", len,
+                op->len);
         st = CW_OVERFLOW;
     } else if (len > 0) {
         memcpy(op->buf, data, len);
@@ -386,8 +386,8 @@ void ofi_exp_recv_done(struct cw_na_class *cls, struct ofi_ctx *ctx,
              l = l->next) {
             struct cw_na_op *op = ofi_container(l, struct cw_na_op, mlink);
 
-            if (op->tag == h->tag && ofi_same_addr(op->peer, h->addr,
-                                                   h->addrlen)) {
+            if (op->tag == h->tag &&
+                ofi_same_addr(op->peer, h->addr, h->addrlen)) {
                 ofi_peer_alive(cls, op->peer);
                 ofi_exp_deliver(cls, op, data, len);
                 break;

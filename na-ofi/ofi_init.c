@@ -15,7 +15,7 @@
 #include "ofi.h"
 
 #define OFI_API_VERSION FI_VERSION(1, 17)
-#define OFI_MAX_EAGER (1u << 20)
+#define OFI_MAX_EAGER   (1u << 20)
 
 /* What a URI protocol means for fi_getinfo(). */
 struct ofi_proto {
@@ -145,7 +145,10 @@ cw_status_t ofi_status(int fi_err)
     }
 }
 
-uint64_t ofi_now(const struct cw_na_class *cls) { return cls->host->now_ns(); }
+uint64_t ofi_now(const struct cw_na_class *cls)
+{
+    return cls->host->now_ns();
+}
 
 /* rxm moves a connection set-up forward only from progress calls at least
  * this many microseconds apart (libfabric's default is 10000): the steps
@@ -161,9 +164,9 @@ static pthread_once_t ofi_env_once = PTHREAD_ONCE_INIT;
  * messages under a flood about half the memory.  Messages longer than the
  * buffer take a slower path (about 3x the latency), so a larger eager_size
  * wants a larger FI_OFI_RXM_BUFFER_SIZE (ofi_check_rxm_buffer()). */
-#define OFI_RXM_BUFFER_SIZE 9216u
+#define OFI_RXM_BUFFER_SIZE     9216u
 #define OFI_RXM_BUFFER_SIZE_STR "9216"
-#define OFI_RXM_HDR_ROOM 512u
+#define OFI_RXM_HDR_ROOM        512u
 
 static void ofi_env_defaults(void)
 {
@@ -188,9 +191,10 @@ static void ofi_check_rxm_buffer(const struct cw_na_class *cls)
             return; /* libfabric's to judge */
     }
     if (cls->eager_size + OFI_HDR_SIZE + OFI_RXM_HDR_ROOM > size)
-        OFI_WARN(cls, "eager_size %zu does not fit rxm's %llu-byte buffers: "
-                      "messages near it take rxm's slower path; set "
-                      "FI_OFI_RXM_BUFFER_SIZE to at least %zu",
+        OFI_WARN(cls,
+                 "eager_size %zu does not fit rxm's %llu-byte buffers: "
+                 "messages near it take rxm's slower path; set "
+                 "FI_OFI_RXM_BUFFER_SIZE to at least %zu",
                  cls->eager_size, size,
                  cls->eager_size + OFI_HDR_SIZE + OFI_RXM_HDR_ROOM);
 }
@@ -210,8 +214,8 @@ static struct fi_info *ofi_hints(const struct ofi_proto *p, uint32_t flags)
     if (p->exp_untagged && p->multi_recv)
         hints->caps |= FI_MULTI_RECV;
     hints->mode = FI_CONTEXT | FI_CONTEXT2;
-    hints->domain_attr->mr_mode = FI_MR_ALLOCATED | FI_MR_PROV_KEY |
-                                  FI_MR_ENDPOINT;
+    hints->domain_attr->mr_mode =
+        FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
     if (p->mr_virt_addr)
         hints->domain_attr->mr_mode |= FI_MR_VIRT_ADDR;
     hints->domain_attr->threading = FI_THREAD_DOMAIN;
@@ -269,7 +273,9 @@ struct ofi_param {
 };
 
 #define OFI_P(k, lo, hi, sc, field, sz, d)                                     \
-    {k, lo, hi, sc, offsetof(struct cw_na_class, field), sz, d}
+    {                                                                          \
+        k, lo, hi, sc, offsetof(struct cw_na_class, field), sz, d              \
+    }
 static const struct ofi_param ofi_param_table[] = {
     OFI_P("eager_size", 64, OFI_MAX_EAGER, 1, eager_size, true, "8192"),
     OFI_P("retry_timeout_ms", 1, 3600000, 1000000, retry_timeout_ns, false,
@@ -340,10 +346,12 @@ static cw_status_t ofi_params(struct cw_na_class *cls,
             if (strcmp(key, ofi_param_table[k].key) == 0)
                 break;
         if (k == OFI_NPARAMS) {
-            OFI_WARN(cls, "unknown parameter %s ignored (known: eager_size, "
-                          "retry_timeout_ms, keepalive_ms, peer_timeout_ms, "
-                          "cancel_grace_ms, spin_us, peer_idle_s, early_max, "
-                          "tag_sinks)", key);
+            OFI_WARN(cls,
+                     "unknown parameter %s ignored (known: eager_size, "
+                     "retry_timeout_ms, keepalive_ms, peer_timeout_ms, "
+                     "cancel_grace_ms, spin_us, peer_idle_s, early_max, "
+                     "tag_sinks)",
+                     key);
             continue;
         }
         if (!ofi_param_set(cls, &ofi_param_table[k], val, "parameter"))
@@ -378,7 +386,8 @@ static cw_status_t ofi_open_cq(struct cw_na_class *cls)
             cls->cq = NULL;
             cls->wait_fd = -1;
         } else {
-            OFI_DBG(cls, "%s: no FI_WAIT_FD completion queue (%s), polling only",
+            OFI_DBG(cls,
+                    "%s: no FI_WAIT_FD completion queue (%s), polling only",
                     cls->prov_name, fi_strerror(-rc));
         }
         attr.wait_obj = FI_WAIT_NONE;
@@ -517,8 +526,10 @@ static cw_status_t ofi_init(const struct cw_na_host *host,
 
     p = ofi_proto_find(info->protocol);
     if (p == NULL) {
-        OFI_ERR(cls, "unknown protocol \"%s\" (known: tcp, shm, sockets, "
-                     "verbs, cxi)", info->protocol);
+        OFI_ERR(cls,
+                "unknown protocol \"%s\" (known: tcp, shm, sockets, "
+                "verbs, cxi)",
+                info->protocol);
         st = CW_UNSUPPORTED;
         goto err_free;
     }
@@ -577,7 +588,8 @@ static cw_status_t ofi_init(const struct cw_na_host *host,
     st = ofi_exp_init(cls);
     if (st != CW_OK)
         goto err_free;
-    OFI_DBG(cls, "opened %s endpoint (mr_mode 0x%llx, iov %zu/%zu, wait fd %d, "
+    OFI_DBG(cls,
+            "opened %s endpoint (mr_mode 0x%llx, iov %zu/%zu, wait fd %d, "
             "expected catch-alls %u x %zu bytes%s)",
             cls->prov_name, (unsigned long long)cls->mr_mode, cls->iov_limit,
             cls->rma_iov_limit, cls->wait_fd, cls->nexp_bufs,

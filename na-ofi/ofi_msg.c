@@ -37,8 +37,8 @@ static int ofi_msg_post_fi(struct cw_na_class *cls, struct cw_na_op *op)
         }
         msg.msg_iov = iov;
         msg.iov_count = n;
-        msg.tag = op->type == CW_NA_OP_SEND_EXPECTED ? OFI_TAG_EXP
-                                                     : OFI_TAG_UNEXP;
+        msg.tag =
+            op->type == CW_NA_OP_SEND_EXPECTED ? OFI_TAG_EXP : OFI_TAG_UNEXP;
         if (op->type == CW_NA_OP_SEND_EXPECTED && cls->exp_untagged) {
             struct fi_msg m = {.msg_iov = iov,
                                .iov_count = n,
@@ -122,8 +122,7 @@ cw_status_t ofi_msg_send_unexpected(cw_na_class_t *cls, const void *buf,
 }
 
 cw_status_t ofi_msg_recv_unexpected(cw_na_class_t *cls, void *buf, size_t len,
-                                    cw_na_cb_t cb, void *arg,
-                                    cw_na_op_t **op_p)
+                                    cw_na_cb_t cb, void *arg, cw_na_op_t **op_p)
 {
     return ofi_msg_new(cls, CW_NA_OP_RECV_UNEXPECTED, buf, len, NULL, 0, cb,
                        arg, op_p);
@@ -135,8 +134,8 @@ cw_status_t ofi_msg_send_expected(cw_na_class_t *cls, const void *buf,
 {
     if (dest == NULL)
         return CW_INVALID_ARG;
-    return ofi_msg_new(cls, CW_NA_OP_SEND_EXPECTED, (void *)buf, len, dest,
-                       tag, cb, arg, op_p);
+    return ofi_msg_new(cls, CW_NA_OP_SEND_EXPECTED, (void *)buf, len, dest, tag,
+                       cb, arg, op_p);
 }
 
 cw_status_t ofi_msg_recv_expected(cw_na_class_t *cls, void *buf, size_t len,
@@ -215,7 +214,8 @@ cw_status_t ofi_ctrl_post_recv(struct cw_na_class *cls)
     }
     if (rc == -FI_EAGAIN)
         return CW_OK; /* progress() retries while !ctrl_posted */
-    OFI_ERR(cls, "fi_trecv() for control messages failed: %s", fi_strerror(-rc));
+    OFI_ERR(cls, "fi_trecv() for control messages failed: %s",
+            fi_strerror(-rc));
     return ofi_status(rc);
 }
 
@@ -360,8 +360,9 @@ static bool ofi_sink_wanted(const struct cw_na_class *cls, unsigned i)
 
 static cw_status_t ofi_sink_post(struct cw_na_class *cls, struct ofi_sink *k)
 {
-    int rc = (int)fi_trecv(cls->ep, cls->sink_buf, OFI_HDR_SIZE + cls->eager_size,
-                           NULL, FI_ADDR_UNSPEC, k->tag, k->ignore, &k->ctx);
+    int rc =
+        (int)fi_trecv(cls->ep, cls->sink_buf, OFI_HDR_SIZE + cls->eager_size,
+                      NULL, FI_ADDR_UNSPEC, k->tag, k->ignore, &k->ctx);
 
     if (rc == 0) {
         k->posted = true;
@@ -421,8 +422,10 @@ static void ofi_sinks_flood(struct cw_na_class *cls)
     for (unsigned i = 2; i < cls->nsinks; i++)
         if (!cls->sinks[i].posted)
             cls->sinks_unposted++;
-    OFI_INFO(cls, "messages on unused tags: %u receives posted for them "
-                  "while they last", cls->nsinks);
+    OFI_INFO(cls,
+             "messages on unused tags: %u receives posted for them "
+             "while they last",
+             cls->nsinks);
 }
 
 void ofi_sinks_tick(struct cw_na_class *cls, uint64_t now)
@@ -445,8 +448,9 @@ void ofi_sinks_tick(struct cw_na_class *cls, uint64_t now)
             canceled++;
         }
     }
-    OFI_INFO(cls, "no message on unused tags for %llu ms: back to one "
-                  "receive per class (%u canceled)",
+    OFI_INFO(cls,
+             "no message on unused tags for %llu ms: back to one "
+             "receive per class (%u canceled)",
              (unsigned long long)(OFI_SINK_CALM_NS / 1000000ull), canceled);
 }
 
@@ -461,8 +465,9 @@ void ofi_sink_done(struct cw_na_class *cls, struct ofi_ctx *ctx, int err)
         cls->sinks_unposted++;
     if (err == FI_ECANCELED)
         return; /* the calm after a flood, or the endpoint closing */
-    ofi_drop_note(cls, err == 0 ? "tagged, on a tag no receive is posted for"
-                                : "tagged, on an unused tag, failed or truncated");
+    ofi_drop_note(cls, err == 0
+                           ? "tagged, on a tag no receive is posted for"
+                           : "tagged, on an unused tag, failed or truncated");
     ofi_sinks_flood(cls);
     ofi_sinks_post(cls);
 }
@@ -502,8 +507,7 @@ void ofi_ctrl_send(struct cw_na_class *cls, struct cw_na_addr *peer,
             peer->ping_sent_ns = ofi_now(cls);
             if (peer->last_err == 0)
                 peer->last_err = FI_EAGAIN; /* rxm: still connecting */
-        }
-        else
+        } else
             ofi_peer_failed(cls, peer, ofi_status(rc));
         return;
     }

@@ -16,10 +16,10 @@
  * progress, which may read a socket's worth of new messages; returning
  * only a few completions per call let a flooding peer's messages pile up in
  * rxm's unexpected queue (16 KiB buffer each, a pool that never shrinks). */
-#define OFI_CQ_BATCH 64
+#define OFI_CQ_BATCH        64
 #define OFI_CQ_MAX_PER_CALL 256
-#define OFI_DRAIN_MAX 8192 /* dropped messages per call, at most */
-#define OFI_TICK_NS (50ull * 1000000ull)
+#define OFI_DRAIN_MAX       8192 /* dropped messages per call, at most */
+#define OFI_TICK_NS         (50ull * 1000000ull)
 
 /* Freed ops kept for reuse: a stream of messages then allocates nothing
  * (and, under ASan, does not fill the quarantine). */
@@ -274,9 +274,10 @@ void ofi_peer_failed(struct cw_na_class *cls, struct cw_na_addr *peer,
         char str[128];
 
         ofi_format_raw(cls, peer->raw, peer->len, str, sizeof(str));
-        OFI_WARN(cls, "peer %s is %s (last libfabric error: %s); failing its "
-                      "%u pending operation(s)", str,
-                 status == CW_UNREACHABLE ? "unreachable" : "gone",
+        OFI_WARN(cls,
+                 "peer %s is %s (last libfabric error: %s); failing its "
+                 "%u pending operation(s)",
+                 str, status == CW_UNREACHABLE ? "unreachable" : "gone",
                  peer->last_err ? fi_strerror(peer->last_err)
                                 : "none, no answer to probes",
                  peer->nactive);
@@ -405,7 +406,8 @@ static cw_status_t ofi_read_cq(struct cw_na_class *cls, unsigned *n_p,
             if (n < 0) {
                 if (n == -FI_EAGAIN)
                     continue;
-                OFI_ERR(cls, "fi_cq_readerr() failed: %s", fi_strerror((int)-n));
+                OFI_ERR(cls, "fi_cq_readerr() failed: %s",
+                        fi_strerror((int)-n));
                 return ofi_status((int)n);
             }
             memset(&e, 0, sizeof(e));
@@ -455,8 +457,9 @@ static void ofi_run_retries(struct cw_na_class *cls, uint64_t now)
 
         next = l->next;
         if (now > op->retry_deadline_ns) {
-            OFI_WARN(cls, "operation could not be posted within %llu ms "
-                          "(provider kept answering -FI_EAGAIN)",
+            OFI_WARN(cls,
+                     "operation could not be posted within %llu ms "
+                     "(provider kept answering -FI_EAGAIN)",
                      (unsigned long long)(cls->retry_timeout_ns / 1000000ull));
             ofi_list_del(&op->link);
             op->in_retry = false;
@@ -543,8 +546,9 @@ static void ofi_tick(struct cw_na_class *cls, uint64_t now)
             }
             if (p->ping_sent_ns != 0) {
                 if (now - p->ping_sent_ns > cls->peer_timeout_ns)
-                    ofi_peer_failed(cls, p, p->ever_alive ? CW_DISCONNECTED
-                                                          : CW_UNREACHABLE);
+                    ofi_peer_failed(cls, p,
+                                    p->ever_alive ? CW_DISCONNECTED
+                                                  : CW_UNREACHABLE);
             } else if (now - p->last_alive_ns > cls->keepalive_ns) {
                 ofi_ctrl_send(cls, p, OFI_CTRL_PING);
             }
@@ -557,7 +561,8 @@ static unsigned ofi_run_callbacks(struct cw_na_class *cls, unsigned max)
     unsigned n = 0;
 
     while (!ofi_list_empty(&cls->done) && (max == 0 || n < max)) {
-        struct cw_na_op *op = ofi_container(cls->done.next, struct cw_na_op, link);
+        struct cw_na_op *op =
+            ofi_container(cls->done.next, struct cw_na_op, link);
         struct cw_na_cb_info info = {
             .status = op->status,
             .type = op->type,
@@ -642,7 +647,8 @@ bool ofi_safe_to_sleep(cw_na_class_t *cls)
      * away, and waking a halted CPU costs tens of them (more in a VM): with
      * spin_us set, say "not yet" for that long so a caller that polls on
      * "not safe" keeps polling. */
-    if (cls->spin_ns != 0 && ofi_now(cls) - cls->last_activity_ns < cls->spin_ns)
+    if (cls->spin_ns != 0 &&
+        ofi_now(cls) - cls->last_activity_ns < cls->spin_ns)
         return false;
     fids[0] = &cls->cq->fid;
     return fi_trywait(cls->fabric, fids, 1) == FI_SUCCESS;
@@ -673,9 +679,10 @@ void ofi_progress_fini(struct cw_na_class *cls)
             }
             {
                 struct cw_na_op *op =
-                    h == &cls->active   ? ofi_container(l, struct cw_na_op, alink)
-                    : h == &cls->zombies ? ofi_container(l, struct cw_na_op, zlink)
-                                         : ofi_container(l, struct cw_na_op, link);
+                    h == &cls->active ? ofi_container(l, struct cw_na_op, alink)
+                    : h == &cls->zombies
+                        ? ofi_container(l, struct cw_na_op, zlink)
+                        : ofi_container(l, struct cw_na_op, link);
 
                 if (h == &cls->active && op->in_retry)
                     ofi_list_del(&op->link);

@@ -13,8 +13,8 @@
 #include "ofi.h"
 
 #define OFI_RMA_MAX_INFLIGHT 64u
-#define OFI_MEM_HDR 16u
-#define OFI_MEM_SEG 24u
+#define OFI_MEM_HDR          16u
+#define OFI_MEM_SEG          24u
 
 static void ofi_put64(uint8_t *p, uint64_t v)
 {
@@ -101,8 +101,8 @@ static cw_status_t ofi_mr_open(struct cw_na_class *cls, struct ofi_seg *s,
     }
     s->desc = fi_mr_desc(s->mr);
     s->key = fi_mr_key(s->mr);
-    s->addr = (cls->mr_mode & FI_MR_VIRT_ADDR) ? (uint64_t)(uintptr_t)s->base
-                                               : 0;
+    s->addr =
+        (cls->mr_mode & FI_MR_VIRT_ADDR) ? (uint64_t)(uintptr_t)s->base : 0;
     return CW_OK;
 }
 
@@ -437,8 +437,8 @@ cw_status_t ofi_put(cw_na_class_t *cls, cw_na_mem_t *local, size_t local_off,
                     cw_na_addr_t *peer, cw_na_cb_t cb, void *arg,
                     cw_na_op_t **op_p)
 {
-    return ofi_rma(cls, CW_NA_OP_PUT, local, local_off, remote, remote_off,
-                   len, peer, cb, arg, op_p);
+    return ofi_rma(cls, CW_NA_OP_PUT, local, local_off, remote, remote_off, len,
+                   peer, cb, arg, op_p);
 }
 
 cw_status_t ofi_get(cw_na_class_t *cls, cw_na_mem_t *local, size_t local_off,
@@ -446,6 +446,6 @@ cw_status_t ofi_get(cw_na_class_t *cls, cw_na_mem_t *local, size_t local_off,
                     cw_na_addr_t *peer, cw_na_cb_t cb, void *arg,
                     cw_na_op_t **op_p)
 {
-    return ofi_rma(cls, CW_NA_OP_GET, local, local_off, remote, remote_off,
-                   len, peer, cb, arg, op_p);
+    return ofi_rma(cls, CW_NA_OP_GET, local, local_off, remote, remote_off, len,
+                   peer, cb, arg, op_p);
 }

@@ -32,36 +32,36 @@
 #define SHM_SUBSYS "na-shm"
 #define SHM_LOG(cls, level, ...)                                               \
     CW_NA_LOG((cls)->host, (level), SHM_SUBSYS, __VA_ARGS__)
-#define SHM_ERR(cls, ...) SHM_LOG(cls, CW_LOG_ERROR, __VA_ARGS__)
+#define SHM_ERR(cls, ...)  SHM_LOG(cls, CW_LOG_ERROR, __VA_ARGS__)
 #define SHM_WARN(cls, ...) SHM_LOG(cls, CW_LOG_WARN, __VA_ARGS__)
-#define SHM_DBG(cls, ...) SHM_LOG(cls, CW_LOG_DEBUG, __VA_ARGS__)
+#define SHM_DBG(cls, ...)  SHM_LOG(cls, CW_LOG_DEBUG, __VA_ARGS__)
 
 /* Data-path variant: at most one message per second per call site (the
  * state is atomic: instances may run in different threads). */
 #define SHM_LOG_RL(cls, level, ...)                                            \
     CW_NA_LOG_RL((cls)->host, (level), SHM_SUBSYS, __VA_ARGS__)
-#define SHM_ERR_RL(cls, ...) SHM_LOG_RL(cls, CW_LOG_ERROR, __VA_ARGS__)
+#define SHM_ERR_RL(cls, ...)  SHM_LOG_RL(cls, CW_LOG_ERROR, __VA_ARGS__)
 #define SHM_WARN_RL(cls, ...) SHM_LOG_RL(cls, CW_LOG_WARN, __VA_ARGS__)
 
-#define SHM_CACHELINE 64
-#define SHM_NAME_MAX 48           /* incl. NUL: names are 1..47 chars */
+#define SHM_CACHELINE  64
+#define SHM_NAME_MAX   48          /* incl. NUL: names are 1..47 chars */
 #define SHM_SEG_PREFIX "causeway-" /* /dev/shm/causeway-<name> */
 #define SHM_NS_MAX     16          /* namespace: 1..16 of [A-Za-z0-9_] */
 /* "causeway.<ns>-" with its NUL */
 #define SHM_PREFIX_MAX (sizeof("causeway.-") + SHM_NS_MAX)
 /* "/<prefix><name>" with its NUL */
 #define SHM_PATH_MAX  (1 + SHM_PREFIX_MAX + SHM_NAME_MAX)
-#define SHM_SEG_MAGIC 0x43575348u  /* "CWSH" */
-#define SHM_VERSION 2u /* 2: name in the slot tail */
+#define SHM_SEG_MAGIC 0x43575348u /* "CWSH" */
+#define SHM_VERSION   2u          /* 2: name in the slot tail */
 
 /* Eager size: a 4 KiB RPC argument plus its header fits with room left. */
-#define SHM_EAGER_SIZE 8192u
-#define SHM_SLOT_HDR 128u
-#define SHM_SLOT_SIZE (SHM_SLOT_HDR + SHM_EAGER_SIZE)
+#define SHM_EAGER_SIZE    8192u
+#define SHM_SLOT_HDR      128u
+#define SHM_SLOT_SIZE     (SHM_SLOT_HDR + SHM_EAGER_SIZE)
 #define SHM_DEFAULT_SLOTS 256u
-#define SHM_MIN_SLOTS 4u
-#define SHM_MAX_SLOTS 65536u
-#define SHM_MAX_SEGMENTS 1024u /* per memory handle (IOV_MAX) */
+#define SHM_MIN_SLOTS     4u
+#define SHM_MAX_SLOTS     65536u
+#define SHM_MAX_SEGMENTS  1024u /* per memory handle (IOV_MAX) */
 
 /* Claim attempts of one push before the ring counts as full (the tail is
  * in the receiver's memory; a legitimate race needs a handful). */
@@ -185,7 +185,7 @@ static inline void shm_list_del(struct shm_list *e)
     e->next = e->prev = e;
 }
 #define shm_container_of(ptr, type, member)                                    \
-    ((type *)((char *)(ptr) - offsetof(type, member)))
+    ((type *)((char *)(ptr)-offsetof(type, member)))
 
 /* What an epoll entry refers to. */
 enum shm_fd_kind {
@@ -213,13 +213,13 @@ enum shm_peer_state {
  * shm_peer_of(). */
 struct shm_peer {
     struct cw_na_class *cls;
-    unsigned refs;           /* table + addresses + operations */
+    unsigned refs; /* table + addresses + operations */
     enum shm_peer_state state;
     bool self;
     bool in_table;
-    bool indexed;            /* in cls->index (live, id known) */
-    bool unsolicited;        /* known only from ring slots */
-    uint64_t uid;            /* 0 until known */
+    bool indexed;     /* in cls->index (live, id known) */
+    bool unsolicited; /* known only from ring slots */
+    uint64_t uid;     /* 0 until known */
     pid_t pid;
     char name[SHM_NAME_MAX];
     struct shm_seg_hdr *seg; /* mapping of the peer's segment */
@@ -257,15 +257,15 @@ struct cw_na_op {
     cw_na_cb_t cb;
     void *arg;
     cw_status_t status;
-    bool completed;           /* on cls->done */
-    struct shm_peer *peer;    /* destination / source filter, referenced */
+    bool completed;        /* on cls->done */
+    struct shm_peer *peer; /* destination / source filter, referenced */
     const void *sbuf;
     void *rbuf;
-    size_t len;               /* buffer size (recv) or message size (send) */
-    size_t rlen;              /* bytes received */
+    size_t len;  /* buffer size (recv) or message size (send) */
+    size_t rlen; /* bytes received */
     uint32_t tag;
-    struct shm_peer *source;  /* unexpected recv: sender, referenced */
-    struct shm_list link;     /* posted list / backlog / done */
+    struct shm_peer *source; /* unexpected recv: sender, referenced */
+    struct shm_list link;    /* posted list / backlog / done */
 };
 
 /* A message that arrived before its receive was posted. */
@@ -318,41 +318,41 @@ struct cw_na_class {
     int seg_fd;
     struct shm_seg_hdr *seg; /* own segment */
     size_t seg_size;
-    uint64_t head;           /* next slot to read (seg->head: a copy) */
-    int efd;                 /* own eventfd */
-    int epfd;                /* wait fd */
+    uint64_t head; /* next slot to read (seg->head: a copy) */
+    int efd;       /* own eventfd */
+    int epfd;      /* wait fd */
     struct shm_fdref listen;
     struct shm_fdref event;
 
-    bool armed;              /* safe_to_sleep said yes; drain on progress */
+    bool armed; /* safe_to_sleep said yes; drain on progress */
     uint64_t next_sock_check;
-    unsigned clock_skip;     /* progress calls since the clock was read */
+    unsigned clock_skip; /* progress calls since the clock was read */
 
     struct shm_peer *self;
     struct shm_list peers;
-    struct shm_peer **index;     /* live peers by id (shm_table.c) */
-    size_t index_size;           /* a power of two, 0 until the first */
+    struct shm_peer **index; /* live peers by id (shm_table.c) */
+    size_t index_size;       /* a power of two, 0 until the first */
     size_t nindexed;
     uint64_t index_seed;         /* ids are the peers' choice: hash seeded */
     struct shm_list unsolicited; /* peers known only from ring slots */
     unsigned nunsolicited;
-    struct shm_list accepted;    /* shm_fdref awaiting HELLO */
+    struct shm_list accepted; /* shm_fdref awaiting HELLO */
     unsigned naccepted;
     struct shm_list unexp_posted;
     struct shm_list exp_posted;
-    struct shm_list early;       /* shm_early, arrival order */
+    struct shm_list early; /* shm_early, arrival order */
     unsigned nearly;
-    struct shm_list done;        /* completed ops, callbacks pending */
-    unsigned nbacklog;           /* sends waiting in peer backlogs */
-    unsigned ndead;              /* dead peers not yet swept */
+    struct shm_list done; /* completed ops, callbacks pending */
+    unsigned nbacklog;    /* sends waiting in peer backlogs */
+    unsigned ndead;       /* dead peers not yet swept */
 
-    struct shm_copy copy;        /* the copy engine */
-    uint64_t async_min;          /* engine copies from this size */
-    uint64_t dropped;            /* malformed slots dropped */
-    struct cw_na_op *free_ops;   /* recycled operations (link.next) */
+    struct shm_copy copy;      /* the copy engine */
+    uint64_t async_min;        /* engine copies from this size */
+    uint64_t dropped;          /* malformed slots dropped */
+    struct cw_na_op *free_ops; /* recycled operations (link.next) */
     unsigned nfree_ops;
-    uint64_t stuck_head;         /* head slot seen claimed, unpublished */
-    uint64_t stuck_since;        /* 0: not stuck */
+    uint64_t stuck_head;  /* head slot seen claimed, unpublished */
+    uint64_t stuck_since; /* 0: not stuck */
 };
 
 #define SHM_FREE_OPS_MAX 256u
@@ -500,9 +500,8 @@ cw_status_t shm_mem_serialize(cw_na_class_t *cls, void *buf, size_t size,
                               cw_na_mem_t *mem);
 cw_status_t shm_mem_deserialize(cw_na_class_t *cls, const void *buf,
                                 size_t size, cw_na_mem_t **mem_p);
-cw_status_t shm_mem_restrict(cw_na_class_t *cls, cw_na_mem_t *mem,
-                             size_t off, size_t len, uint32_t access,
-                             cw_na_mem_t **mem_p);
+cw_status_t shm_mem_restrict(cw_na_class_t *cls, cw_na_mem_t *mem, size_t off,
+                             size_t len, uint32_t access, cw_na_mem_t **mem_p);
 cw_status_t shm_put(cw_na_class_t *cls, cw_na_mem_t *local, size_t local_off,
                     cw_na_mem_t *remote, size_t remote_off, size_t len,
                     cw_na_addr_t *peer, cw_na_cb_t cb, void *arg,

@@ -19,7 +19,7 @@
 #include "shm.h"
 
 #define SHM_ADDR_MAGIC 0x43575341u /* "CWSA" */
-#define SHM_ADDR_HDR 16u
+#define SHM_ADDR_HDR   16u
 
 void shm_peer_ref(struct shm_peer *peer)
 {
@@ -81,8 +81,8 @@ void shm_peer_unref(struct shm_peer *peer)
 void shm_peer_destroy_all(struct cw_na_class *cls)
 {
     while (!shm_list_empty(&cls->accepted))
-        shm_accepted_close(cls, shm_container_of(cls->accepted.next,
-                                                 struct shm_fdref, link));
+        shm_accepted_close(
+            cls, shm_container_of(cls->accepted.next, struct shm_fdref, link));
     while (!shm_list_empty(&cls->peers)) {
         struct shm_peer *p =
             shm_container_of(cls->peers.next, struct shm_peer, link);
@@ -98,8 +98,7 @@ static struct shm_peer *shm_peer_find_name(struct cw_na_class *cls,
                                            const char *name)
 {
     struct shm_peer *slot_only = NULL;
-    for (struct shm_list *l = cls->peers.next; l != &cls->peers;
-         l = l->next) {
+    for (struct shm_list *l = cls->peers.next; l != &cls->peers; l = l->next) {
         struct shm_peer *p = shm_container_of(l, struct shm_peer, link);
         if (p->state == SHM_PEER_DEAD || strcmp(p->name, name) != 0)
             continue;
@@ -117,8 +116,7 @@ static struct shm_peer *shm_peer_find_name(struct cw_na_class *cls,
 static struct shm_peer *shm_peer_find_held(struct cw_na_class *cls,
                                            const char *name, uint64_t uid)
 {
-    for (struct shm_list *l = cls->peers.next; l != &cls->peers;
-         l = l->next) {
+    for (struct shm_list *l = cls->peers.next; l != &cls->peers; l = l->next) {
         struct shm_peer *p = shm_container_of(l, struct shm_peer, link);
         if (p->uid == uid && !p->indexed && p->state != SHM_PEER_DEAD &&
             strcmp(p->name, name) == 0)
@@ -146,10 +144,9 @@ cw_status_t shm_peer_get(struct cw_na_class *cls, const char *name,
         p->refs = 1; /* the table's */
         p->uid = uid;
         p->efd = -1;
-        p->out = (struct shm_fdref){.kind = SHM_FD_PEER_OUT, .fd = -1,
-                                    .peer = p};
-        p->in = (struct shm_fdref){.kind = SHM_FD_PEER_IN, .fd = -1,
-                                   .peer = p};
+        p->out =
+            (struct shm_fdref){.kind = SHM_FD_PEER_OUT, .fd = -1, .peer = p};
+        p->in = (struct shm_fdref){.kind = SHM_FD_PEER_IN, .fd = -1, .peer = p};
         snprintf(p->name, sizeof(p->name), "%s", name);
         shm_list_init(&p->backlog);
         if (!held && !shm_peer_index(cls, p)) {
@@ -251,8 +248,10 @@ static cw_status_t shm_seg_map(struct cw_na_class *cls, struct shm_peer *peer,
      * not be the peer's say: a header naming another process would steer
      * our copies into it. */
     if (hdr.owner_pid != (uint32_t)pid) {
-        SHM_ERR(cls, "shm://%s: segment %s names pid %u, the endpoint is "
-                "pid %d", peer->name, path, hdr.owner_pid, (int)pid);
+        SHM_ERR(cls,
+                "shm://%s: segment %s names pid %u, the endpoint is "
+                "pid %d",
+                peer->name, path, hdr.owner_pid, (int)pid);
         goto err_unmap;
     }
     if (peer->uid && peer->uid != hdr.uid && shm_peer_slot_only(peer)) {
@@ -263,8 +262,10 @@ static cw_status_t shm_seg_map(struct cw_na_class *cls, struct shm_peer *peer,
         goto err_unmap;
     }
     if (peer->uid && peer->uid != hdr.uid) {
-        SHM_ERR(cls, "shm://%s: the endpoint was restarted since this address "
-                "was obtained", peer->name);
+        SHM_ERR(cls,
+                "shm://%s: the endpoint was restarted since this address "
+                "was obtained",
+                peer->name);
         ret = CW_DISCONNECTED;
         goto err_unmap;
     }
@@ -309,8 +310,9 @@ cw_status_t shm_peer_attach(struct cw_na_class *cls, struct shm_peer *peer)
         bool stale = err == ECONNREFUSED &&
                      shm_stale_check(cls->host, cls->prefix, peer->name);
         SHM_ERR_RL(cls, "shm://%s: cannot connect to the endpoint: %s%s",
-                peer->name, strerror(err),
-                stale ? " (removed the stale segment of its dead owner)" : "");
+                   peer->name, strerror(err),
+                   stale ? " (removed the stale segment of its dead owner)"
+                         : "");
         close(fd);
         return err == EAGAIN ? CW_AGAIN : CW_UNREACHABLE;
     }
@@ -318,8 +320,8 @@ cw_status_t shm_peer_attach(struct cw_na_class *cls, struct shm_peer *peer)
     socklen_t crlen = sizeof(cr);
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) < 0) {
         int err = errno;
-        SHM_ERR(cls, "shm://%s: getsockopt(SO_PEERCRED) failed: %s",
-                peer->name, strerror(err));
+        SHM_ERR(cls, "shm://%s: getsockopt(SO_PEERCRED) failed: %s", peer->name,
+                strerror(err));
         close(fd);
         return shm_errno_status(err);
     }
@@ -333,7 +335,8 @@ cw_status_t shm_peer_attach(struct cw_na_class *cls, struct shm_peer *peer)
     struct shm_peer *holder = shm_peer_find_uid(cls, peer->uid);
     if (holder && holder != peer && strcmp(holder->name, peer->name) != 0) {
         if (shm_peer_slot_only(holder)) {
-            shm_peer_forget_forged(cls, holder, "another name listens with "
+            shm_peer_forget_forged(cls, holder,
+                                   "another name listens with "
                                    "its id");
             holder = NULL;
         } else {
@@ -386,8 +389,8 @@ void shm_peer_wake(struct shm_peer *peer)
         struct shm_sock_msg m = {.magic = SHM_SEG_MAGIC,
                                  .version = SHM_VERSION,
                                  .kind = SHM_SOCK_WAKE};
-        ssize_t n = send(peer->out.fd, &m, sizeof(m),
-                         MSG_DONTWAIT | MSG_NOSIGNAL);
+        ssize_t n =
+            send(peer->out.fd, &m, sizeof(m), MSG_DONTWAIT | MSG_NOSIGNAL);
         (void)n;
     }
 }
@@ -397,15 +400,13 @@ void shm_peer_wake(struct shm_peer *peer)
 void shm_wake_senders(struct cw_na_class *cls)
 {
     atomic_store_explicit(&cls->seg->senders_waiting, 0, memory_order_relaxed);
-    struct shm_sock_msg m = {.magic = SHM_SEG_MAGIC,
-                             .version = SHM_VERSION,
-                             .kind = SHM_SOCK_WAKE};
-    for (struct shm_list *l = cls->peers.next; l != &cls->peers;
-         l = l->next) {
+    struct shm_sock_msg m = {
+        .magic = SHM_SEG_MAGIC, .version = SHM_VERSION, .kind = SHM_SOCK_WAKE};
+    for (struct shm_list *l = cls->peers.next; l != &cls->peers; l = l->next) {
         struct shm_peer *p = shm_container_of(l, struct shm_peer, link);
         if (p->in.fd >= 0) {
-            ssize_t n = send(p->in.fd, &m, sizeof(m),
-                             MSG_DONTWAIT | MSG_NOSIGNAL);
+            ssize_t n =
+                send(p->in.fd, &m, sizeof(m), MSG_DONTWAIT | MSG_NOSIGNAL);
             (void)n; /* EAGAIN: wake-ups are already queued there */
         }
     }
@@ -455,8 +456,8 @@ static int shm_sock_recv(int fd, struct shm_sock_msg *m, int *fd_p)
 void shm_listen_accept(struct cw_na_class *cls)
 {
     for (int i = 0; i < 64; i++) {
-        int fd = accept4(cls->listen.fd, NULL, NULL,
-                         SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int fd =
+            accept4(cls->listen.fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
                 SHM_WARN(cls, "accept4 failed: %s", strerror(errno));
@@ -465,8 +466,10 @@ void shm_listen_accept(struct cw_na_class *cls)
         if (cls->naccepted >= SHM_ACCEPTED_MAX) {
             /* Refuse the newcomer: the pending ones may be in the epoll
              * batch being handled, so they are not closed here. */
-            SHM_WARN_RL(cls, "refusing a connection: %u connected without "
-                     "HELLO", cls->naccepted);
+            SHM_WARN_RL(cls,
+                        "refusing a connection: %u connected without "
+                        "HELLO",
+                        cls->naccepted);
             close(fd);
             continue;
         }
@@ -535,8 +538,10 @@ static void shm_accepted_hello(struct cw_na_class *cls, struct shm_fdref *ref,
      * our 0600 segment anyway) may talk to us. */
     if (getsockopt(ref->fd, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) < 0 ||
         (cr.uid != geteuid() && cr.uid != 0)) {
-        SHM_WARN_RL(cls, "refusing a connection from uid %d pid %d (not our "
-                 "user)", (int)cr.uid, (int)cr.pid);
+        SHM_WARN_RL(cls,
+                    "refusing a connection from uid %d pid %d (not our "
+                    "user)",
+                    (int)cr.uid, (int)cr.pid);
         cls->dropped++;
         goto err_close;
     }
@@ -547,8 +552,10 @@ static void shm_accepted_hello(struct cw_na_class *cls, struct shm_fdref *ref,
     }
     pid_t want = shm_hello_pid(cls, m);
     if (want != 0 && want != cr.pid) {
-        SHM_WARN_RL(cls, "dropped a HELLO from pid %d claiming to be "
-                    "shm://%s (pid %d)", (int)cr.pid, m->name, (int)want);
+        SHM_WARN_RL(cls,
+                    "dropped a HELLO from pid %d claiming to be "
+                    "shm://%s (pid %d)",
+                    (int)cr.pid, m->name, (int)want);
         cls->dropped++;
         goto err_close;
     }

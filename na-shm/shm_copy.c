@@ -3,11 +3,11 @@
  * receives from another fabric on its own thread while it copies), a put
  * or get of at least SHM_ASYNC_MIN bytes is handed to one engine thread
  * per endpoint (CAUSEWAY_SHM_ASYNC_MIN=N sets the size and turns the
- * engine on for any endpoint: tests), which runs process_vm_writev/readv and hands the result
- * back through a locked list and the endpoint's own eventfd.  The iovecs
- * are built when the operation is posted, so the engine never touches the
- * memory handles, whose owners may release them once the operation is
- * posted.  Smaller copies, and copies within this process, stay inline:
+ * engine on for any endpoint: tests), which runs process_vm_writev/readv and
+ * hands the result back through a locked list and the endpoint's own eventfd.
+ * The iovecs are built when the operation is posted, so the engine never
+ * touches the memory handles, whose owners may release them once the operation
+ * is posted.  Smaller copies, and copies within this process, stay inline:
  * handing a copy over costs a wake-up (tens of microseconds here).
  */
 #include "shm.h"
@@ -25,7 +25,7 @@ struct shm_copy_req {
     bool is_put;
     pid_t pid;
     cw_status_t st;
-    int err;                   /* errno of a failed copy */
+    int err; /* errno of a failed copy */
     unsigned niov;
     struct iovec *liov, *riov; /* niov each, one allocation after this */
 };
@@ -62,10 +62,10 @@ static cw_status_t shm_copy_run(struct shm_copy_req *r)
         unsigned cnt = r->niov - i < maxv ? r->niov - i : maxv;
         ssize_t n;
 
-        n = r->is_put ? process_vm_writev(r->pid, &r->liov[i], cnt,
-                                          &r->riov[i], cnt, 0)
-                      : process_vm_readv(r->pid, &r->liov[i], cnt,
-                                         &r->riov[i], cnt, 0);
+        n = r->is_put ? process_vm_writev(r->pid, &r->liov[i], cnt, &r->riov[i],
+                                          cnt, 0)
+                      : process_vm_readv(r->pid, &r->liov[i], cnt, &r->riov[i],
+                                         cnt, 0);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0) {
@@ -198,8 +198,9 @@ void shm_copy_reap(struct cw_na_class *cls)
         r = rev;
         rev = r->next;
         if (r->st == CW_PERMISSION)
-            shm_rma_eperm(cls, r->is_put ? "process_vm_writev"
-                                         : "process_vm_readv", r->pid);
+            shm_rma_eperm(cls,
+                          r->is_put ? "process_vm_writev" : "process_vm_readv",
+                          r->pid);
         else if (r->st != CW_OK)
             SHM_ERR_RL(cls, "%s(pid %d) failed: %s",
                        r->is_put ? "process_vm_writev" : "process_vm_readv",

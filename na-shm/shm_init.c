@@ -184,8 +184,8 @@ void shm_abstract_name(const char *prefix, const char *name, void *sun_v,
     sun->sun_family = AF_UNIX;
     int n = snprintf(sun->sun_path + 1, sizeof(sun->sun_path) - 1, "%s%s",
                      prefix, name);
-    *len_p = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
-                         (size_t)n);
+    *len_p =
+        (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
 }
 
 void shm_seg_path(const char *prefix, const char *name, char path[SHM_PATH_MAX])
@@ -420,8 +420,7 @@ static cw_status_t shm_pick_name(struct cw_na_class *cls, const char *loc)
         strcpy(cls->name, loc);
         cw_status_t st = shm_listen_open(cls);
         if (st == CW_ADDR_IN_USE)
-            SHM_ERR(cls, "shm://%s is already in use by a live process",
-                    loc);
+            SHM_ERR(cls, "shm://%s is already in use by a live process", loc);
         return st;
     }
     for (int tries = 0; tries < 64; tries++) {
@@ -484,8 +483,8 @@ static cw_status_t shm_init(const struct cw_na_host *host,
     cls->nslots = shm_param_slots(info);
     cw_status_t st = CW_INVALID_ARG;
     if (cls->nslots == 0) {
-        SHM_ERR(cls, "slots must be a power of two in [%u, %u]",
-                SHM_MIN_SLOTS, SHM_MAX_SLOTS);
+        SHM_ERR(cls, "slots must be a power of two in [%u, %u]", SHM_MIN_SLOTS,
+                SHM_MAX_SLOTS);
         goto err;
     }
     if (!shm_param_namespace(cls, info)) {

@@ -35,9 +35,9 @@ bool shm_ring_push(struct shm_peer *dest, uint32_t type, uint32_t tag,
         uint64_t seq = atomic_load_explicit(&s->seq, memory_order_acquire);
         int64_t diff = (int64_t)(seq - pos);
         if (diff == 0) {
-            if (atomic_compare_exchange_weak_explicit(
-                    &seg->tail, &pos, pos + 1, memory_order_relaxed,
-                    memory_order_relaxed))
+            if (atomic_compare_exchange_weak_explicit(&seg->tail, &pos, pos + 1,
+                                                      memory_order_relaxed,
+                                                      memory_order_relaxed))
                 break;
         } else if (diff < 0) {
             return false; /* full */
@@ -86,8 +86,7 @@ bool shm_ring_has_room(struct shm_peer *dest)
  * when it frees a slot.  False if one has room already (retry instead). */
 bool shm_backlog_arm(struct cw_na_class *cls)
 {
-    for (struct shm_list *l = cls->peers.next; l != &cls->peers;
-         l = l->next) {
+    for (struct shm_list *l = cls->peers.next; l != &cls->peers; l = l->next) {
         struct shm_peer *p = shm_container_of(l, struct shm_peer, link);
         if (shm_list_empty(&p->backlog) || !p->seg)
             continue;
@@ -183,8 +182,7 @@ static bool shm_slot_name(const struct shm_slot *s, uint32_t name_len,
  * that ends. */
 static bool shm_early_evict_expected(struct cw_na_class *cls)
 {
-    for (struct shm_list *l = cls->early.next; l != &cls->early;
-         l = l->next) {
+    for (struct shm_list *l = cls->early.next; l != &cls->early; l = l->next) {
         struct shm_early *e = shm_container_of(l, struct shm_early, link);
 
         if (e->type != SHM_MSG_EXPECTED)
@@ -192,9 +190,11 @@ static bool shm_early_evict_expected(struct cw_na_class *cls)
         shm_list_del(l);
         cls->nearly--;
         cls->dropped++;
-        SHM_WARN_RL(cls, "early queue full: dropped an expected message "
+        SHM_WARN_RL(cls,
+                    "early queue full: dropped an expected message "
                     "(tag %u) no receive was posted for (%llu dropped so "
-                    "far)", e->tag, (unsigned long long)cls->dropped);
+                    "far)",
+                    e->tag, (unsigned long long)cls->dropped);
         shm_peer_unref(e->source);
         free(e);
         return true;
@@ -237,27 +237,32 @@ static bool shm_slot_consume(struct cw_na_class *cls, struct shm_slot *s,
     if (src && shm_peer_slot_only(src) &&
         !shm_slot_sender_check(cls, s, h, &src)) {
         cls->dropped++;
-        SHM_WARN_RL(cls, "dropped a message whose sender name contradicts "
+        SHM_WARN_RL(cls,
+                    "dropped a message whose sender name contradicts "
                     "the one its id was first seen with (%llu dropped so "
-                    "far)", (unsigned long long)cls->dropped);
+                    "far)",
+                    (unsigned long long)cls->dropped);
         return true;
     }
     if (!src) {
         char name[SHM_NAME_MAX];
         if (!shm_slot_name(s, h->name_len, name)) {
             cls->dropped++;
-            SHM_WARN_RL(cls, "dropped a message with a malformed sender name "
-                     "(%llu dropped so far)",
-                     (unsigned long long)cls->dropped);
+            SHM_WARN_RL(cls,
+                        "dropped a message with a malformed sender name "
+                        "(%llu dropped so far)",
+                        (unsigned long long)cls->dropped);
             return true;
         }
         cw_status_t st = shm_peer_from_slot(cls, name, h->uid, &src);
         if (st == CW_OVERFLOW) {
             cls->dropped++;
-            SHM_WARN_RL(cls, "dropped a message from unknown sender "
+            SHM_WARN_RL(cls,
+                        "dropped a message from unknown sender "
                         "shm://%s: %u peers known only from the ring are "
-                        "in use (%llu dropped so far)", name,
-                        cls->nunsolicited, (unsigned long long)cls->dropped);
+                        "in use (%llu dropped so far)",
+                        name, cls->nunsolicited,
+                        (unsigned long long)cls->dropped);
             return true;
         }
         if (st != CW_OK)
@@ -303,9 +308,11 @@ unsigned shm_ring_drain(struct cw_na_class *cls, unsigned max)
         struct shm_slot_head h;
         if (!shm_slot_read(s, &h)) {
             cls->dropped++;
-            SHM_WARN_RL(cls, "dropped a malformed message in slot %llu "
-                     "(%llu dropped so far)", (unsigned long long)head,
-                     (unsigned long long)cls->dropped);
+            SHM_WARN_RL(cls,
+                        "dropped a malformed message in slot %llu "
+                        "(%llu dropped so far)",
+                        (unsigned long long)head,
+                        (unsigned long long)cls->dropped);
         } else if (!shm_slot_consume(cls, s, &h)) {
             break;
         }
@@ -356,7 +363,8 @@ void shm_ring_unstick(struct cw_na_class *cls)
     if (p && !shm_peer_slot_only(p))
         return;
     cls->dropped++;
-    SHM_WARN(cls, "skipping ring slot %llu: claimed %.1f s ago by an "
+    SHM_WARN(cls,
+             "skipping ring slot %llu: claimed %.1f s ago by an "
              "endpoint that is gone and never published",
              (unsigned long long)head, (double)(now - cls->stuck_since) / 1e9);
     atomic_store_explicit(&s->sender_uid, 0, memory_order_relaxed);
@@ -381,8 +389,7 @@ void shm_early_free_all(struct cw_na_class *cls)
 /* A posted receive may match a message that arrived before it. */
 static bool shm_early_match(struct cw_na_class *cls, struct cw_na_op *op)
 {
-    for (struct shm_list *l = cls->early.next; l != &cls->early;
-         l = l->next) {
+    for (struct shm_list *l = cls->early.next; l != &cls->early; l = l->next) {
         struct shm_early *e = shm_container_of(l, struct shm_early, link);
         bool hit = op->type == CW_NA_OP_RECV_UNEXPECTED
                        ? e->type == SHM_MSG_UNEXPECTED
@@ -421,9 +428,9 @@ void shm_backlog_retry(struct cw_na_class *cls)
 }
 
 static cw_status_t shm_msg_send(cw_na_class_t *cls, enum cw_na_op_type type,
-                                const void *buf, size_t len,
-                                cw_na_addr_t *dest, uint32_t tag,
-                                cw_na_cb_t cb, void *arg, cw_na_op_t **op_p)
+                                const void *buf, size_t len, cw_na_addr_t *dest,
+                                uint32_t tag, cw_na_cb_t cb, void *arg,
+                                cw_na_op_t **op_p)
 {
     struct shm_peer *peer = shm_peer_of(dest);
     if (!peer || !cb || (len && !buf))
@@ -474,8 +481,7 @@ cw_status_t shm_msg_send_expected(cw_na_class_t *cls, const void *buf,
 }
 
 cw_status_t shm_msg_recv_unexpected(cw_na_class_t *cls, void *buf, size_t len,
-                                    cw_na_cb_t cb, void *arg,
-                                    cw_na_op_t **op_p)
+                                    cw_na_cb_t cb, void *arg, cw_na_op_t **op_p)
 {
     if (!cb || (len && !buf))
         return CW_INVALID_ARG;

@@ -19,8 +19,8 @@
 #include "shm.h"
 
 #define SHM_MEM_MAGIC 0x43575342u /* "CWSB" */
-#define SHM_MEM_HDR 24u
-#define SHM_MEM_SEG 16u
+#define SHM_MEM_HDR   24u
+#define SHM_MEM_SEG   16u
 #ifndef IOV_MAX
 #define IOV_MAX 1024
 #endif
@@ -109,8 +109,7 @@ cw_status_t shm_mem_deserialize(cw_na_class_t *cls, const void *buf,
     memcpy(&total, b + 16, 8);
     if (magic != SHM_MEM_MAGIC || b[4] != SHM_VERSION ||
         (b[5] & ~(CW_NA_MEM_READ | CW_NA_MEM_WRITE)) || b[6] || b[7] ||
-        pid == 0 || pid > INT_MAX || nsegs == 0 ||
-        nsegs > SHM_MAX_SEGMENTS ||
+        pid == 0 || pid > INT_MAX || nsegs == 0 || nsegs > SHM_MAX_SEGMENTS ||
         size != SHM_MEM_HDR + (size_t)nsegs * SHM_MEM_SEG)
         return CW_PROTOCOL;
     struct cw_na_mem *m = malloc(sizeof(*m) + nsegs * sizeof(m->segs[0]));
@@ -120,9 +119,8 @@ cw_status_t shm_mem_deserialize(cw_na_class_t *cls, const void *buf,
         uint64_t base, len;
         memcpy(&base, b + SHM_MEM_HDR + i * SHM_MEM_SEG, 8);
         memcpy(&len, b + SHM_MEM_HDR + i * SHM_MEM_SEG + 8, 8);
-        if (base > UINTPTR_MAX || len > SIZE_MAX ||
-            base > UINTPTR_MAX - len || len > UINT64_MAX - sum ||
-            (len && !base)) {
+        if (base > UINTPTR_MAX || len > SIZE_MAX || base > UINTPTR_MAX - len ||
+            len > UINT64_MAX - sum || (len && !base)) {
             free(m);
             return CW_PROTOCOL;
         }
@@ -143,9 +141,8 @@ cw_status_t shm_mem_deserialize(cw_na_class_t *cls, const void *buf,
     return CW_OK;
 }
 
-cw_status_t shm_mem_restrict(cw_na_class_t *cls, cw_na_mem_t *mem,
-                             size_t off, size_t len, uint32_t access,
-                             cw_na_mem_t **mem_p)
+cw_status_t shm_mem_restrict(cw_na_class_t *cls, cw_na_mem_t *mem, size_t off,
+                             size_t len, uint32_t access, cw_na_mem_t **mem_p)
 {
     (void)cls;
     if (!mem || !mem->remote || len == 0 || !mem_p ||
@@ -233,8 +230,7 @@ static void shm_cursor_advance(struct shm_cursor *c, size_t n)
     }
 }
 
-void shm_rma_eperm(struct cw_na_class *cls, const char *call,
-                          pid_t pid)
+void shm_rma_eperm(struct cw_na_class *cls, const char *call, pid_t pid)
 {
     int scope = -1;
     int fd = open("/proc/sys/kernel/yama/ptrace_scope", O_RDONLY | O_CLOEXEC);
@@ -246,17 +242,17 @@ void shm_rma_eperm(struct cw_na_class *cls, const char *call,
     }
     if (scope > 0)
         SHM_ERR_RL(cls,
-                "%s(pid %d) failed: %s: Yama ptrace_scope is %d; set "
-                "kernel.yama.ptrace_scope=0 (sysctl -w "
-                "kernel.yama.ptrace_scope=0), or give the process "
-                "CAP_SYS_PTRACE, and run both processes as the same user",
-                call, (int)pid, strerror(EPERM), scope);
+                   "%s(pid %d) failed: %s: Yama ptrace_scope is %d; set "
+                   "kernel.yama.ptrace_scope=0 (sysctl -w "
+                   "kernel.yama.ptrace_scope=0), or give the process "
+                   "CAP_SYS_PTRACE, and run both processes as the same user",
+                   call, (int)pid, strerror(EPERM), scope);
     else
         SHM_ERR_RL(cls,
-                "%s(pid %d) failed: %s: cross-memory attach needs both "
-                "processes to run as the same user and be dumpable "
-                "(not setuid, no PR_SET_DUMPABLE=0), or CAP_SYS_PTRACE",
-                call, (int)pid, strerror(EPERM));
+                   "%s(pid %d) failed: %s: cross-memory attach needs both "
+                   "processes to run as the same user and be dumpable "
+                   "(not setuid, no PR_SET_DUMPABLE=0), or CAP_SYS_PTRACE",
+                   call, (int)pid, strerror(EPERM));
 }
 
 /* Up to @p maxv pieces of at most @p left bytes from the two cursors (a
@@ -321,14 +317,13 @@ static cw_status_t shm_rma_copy(struct cw_na_class *cls, bool is_put,
             done += batch;
             continue;
         }
-        ssize_t n = is_put ? process_vm_writev(remote->pid, liov, cnt, riov,
-                                               cnt, 0)
-                           : process_vm_readv(remote->pid, liov, cnt, riov,
-                                              cnt, 0);
+        ssize_t n =
+            is_put ? process_vm_writev(remote->pid, liov, cnt, riov, cnt, 0)
+                   : process_vm_readv(remote->pid, liov, cnt, riov, cnt, 0);
         if (n <= 0) {
             int err = n < 0 ? errno : EFAULT;
-            const char *call = is_put ? "process_vm_writev"
-                                      : "process_vm_readv";
+            const char *call =
+                is_put ? "process_vm_writev" : "process_vm_readv";
             if (err == EINTR)
                 continue;
             if (err == EPERM) {
@@ -337,13 +332,15 @@ static cw_status_t shm_rma_copy(struct cw_na_class *cls, bool is_put,
             }
             if (err == ESRCH ||
                 (err == EFAULT && shm_pid_exiting(remote->pid))) {
-                SHM_ERR_RL(cls, "%s(pid %d) failed: %s (the process is "
-                           "gone)", call, (int)remote->pid, strerror(err));
+                SHM_ERR_RL(cls,
+                           "%s(pid %d) failed: %s (the process is "
+                           "gone)",
+                           call, (int)remote->pid, strerror(err));
                 return CW_DISCONNECTED;
             }
             SHM_ERR_RL(cls, "%s(pid %d, %llu bytes at offset %llu) failed: %s",
-                    call, (int)remote->pid, (unsigned long long)batch,
-                    (unsigned long long)(roff + done), strerror(err));
+                       call, (int)remote->pid, (unsigned long long)batch,
+                       (unsigned long long)(roff + done), strerror(err));
             return shm_errno_status(err);
         }
         done += (uint64_t)n; /* partial: resume from there */
@@ -371,16 +368,16 @@ static cw_status_t shm_rma_async(struct cw_na_class *cls, struct cw_na_op *op,
     shm_cursor_seek(&lc, local, loff);
     shm_cursor_seek(&rc, remote, roff);
     cnt = shm_iov_fill(&lc, &rc, len, liov, riov, (unsigned)max, &done);
-    st = done == len ? shm_copy_post(cls, op, is_put, remote->pid, liov, riov,
-                                     cnt)
-                     : CW_INTERNAL; /* cannot happen: bounds checked */
+    st = done == len
+             ? shm_copy_post(cls, op, is_put, remote->pid, liov, riov, cnt)
+             : CW_INTERNAL; /* cannot happen: bounds checked */
     free(liov);
     return st;
 }
 
-static cw_status_t shm_rma(cw_na_class_t *cls, bool is_put,
-                           cw_na_mem_t *local, size_t local_off,
-                           cw_na_mem_t *remote, size_t remote_off, size_t len,
+static cw_status_t shm_rma(cw_na_class_t *cls, bool is_put, cw_na_mem_t *local,
+                           size_t local_off, cw_na_mem_t *remote,
+                           size_t remote_off, size_t len,
                            cw_na_addr_t *peer_addr, cw_na_cb_t cb, void *arg,
                            cw_na_op_t **op_p)
 {
@@ -399,15 +396,17 @@ static cw_status_t shm_rma(cw_na_class_t *cls, bool is_put,
         if (st != CW_OK)
             return st;
         if (peer->pid != remote->pid) {
-            SHM_ERR_RL(cls, "memory handle of pid %d used with shm://%s "
-                    "(pid %d)", (int)remote->pid, peer->name, (int)peer->pid);
+            SHM_ERR_RL(cls,
+                       "memory handle of pid %d used with shm://%s "
+                       "(pid %d)",
+                       (int)remote->pid, peer->name, (int)peer->pid);
             return CW_BAD_HANDLE;
         }
     } else if (!peer->self) {
         return CW_INVALID_ARG; /* a local handle names our own memory */
     }
-    struct cw_na_op *op = shm_op_new(cls, is_put ? CW_NA_OP_PUT : CW_NA_OP_GET,
-                                     cb, arg);
+    struct cw_na_op *op =
+        shm_op_new(cls, is_put ? CW_NA_OP_PUT : CW_NA_OP_GET, cb, arg);
     if (!op)
         return CW_NOMEM;
     shm_peer_ref(peer);
@@ -419,8 +418,8 @@ static cw_status_t shm_rma(cw_na_class_t *cls, bool is_put,
             *op_p = op;
         return CW_OK; /* the engine completes it */
     }
-    cw_status_t st = shm_rma_copy(cls, is_put, local, local_off, remote,
-                                  remote_off, len);
+    cw_status_t st =
+        shm_rma_copy(cls, is_put, local, local_off, remote, remote_off, len);
     shm_op_complete(cls, op, st);
     if (op_p)
         *op_p = op;
@@ -441,6 +440,6 @@ cw_status_t shm_get(cw_na_class_t *cls, cw_na_mem_t *local, size_t local_off,
                     cw_na_addr_t *peer, cw_na_cb_t cb, void *arg,
                     cw_na_op_t **op_p)
 {
-    return shm_rma(cls, false, local, local_off, remote, remote_off, len,
-                   peer, cb, arg, op_p);
+    return shm_rma(cls, false, local, local_off, remote, remote_off, len, peer,
+                   cb, arg, op_p);
 }

@@ -129,7 +129,8 @@ void shm_peer_forget_forged(struct cw_na_class *cls, struct shm_peer *peer,
         free(e);
     }
     cls->dropped += n;
-    SHM_WARN_RL(cls, "forgot shm://%s, known only from ring slots: %s; "
+    SHM_WARN_RL(cls,
+                "forgot shm://%s, known only from ring slots: %s; "
                 "dropped its %u queued messages (%llu dropped so far)",
                 peer->name, why, n, (unsigned long long)cls->dropped);
     /* Receives posted on this record (not on its id, which belongs to
@@ -154,13 +155,13 @@ void shm_peer_forget_forged(struct cw_na_class *cls, struct shm_peer *peer,
 void shm_peer_forget_name_claims(struct cw_na_class *cls, const char *name,
                                  uint64_t uid)
 {
-    for (struct shm_list *l = cls->unsolicited.next;
-         l != &cls->unsolicited;) {
+    for (struct shm_list *l = cls->unsolicited.next; l != &cls->unsolicited;) {
         struct shm_peer *p = shm_container_of(l, struct shm_peer, ulink);
         l = l->next;
         if (shm_peer_slot_only(p) && p->uid != uid &&
             strcmp(p->name, name) == 0)
-            shm_peer_forget_forged(cls, p, "another id listens under its "
+            shm_peer_forget_forged(cls, p,
+                                   "another id listens under its "
                                    "name");
     }
 }

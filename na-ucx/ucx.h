@@ -26,29 +26,29 @@
 
 #define UCX_LOG(cls, level, ...)                                               \
     CW_NA_LOG((cls)->host, (level), UCX_SUBSYS, __VA_ARGS__)
-#define UCX_ERR(cls, ...) UCX_LOG(cls, CW_LOG_ERROR, __VA_ARGS__)
+#define UCX_ERR(cls, ...)  UCX_LOG(cls, CW_LOG_ERROR, __VA_ARGS__)
 #define UCX_WARN(cls, ...) UCX_LOG(cls, CW_LOG_WARN, __VA_ARGS__)
-#define UCX_DBG(cls, ...) UCX_LOG(cls, CW_LOG_DEBUG, __VA_ARGS__)
+#define UCX_DBG(cls, ...)  UCX_LOG(cls, CW_LOG_DEBUG, __VA_ARGS__)
 
 /* Longest canonical "ip:port" / "[v6]:port" string, incl. NUL. */
 #define UCX_ADDR_STR_MAX 64
 
 /* Active message ids. */
 enum {
-    UCX_AM_UNEXP = 1,  /* unexpected message: hdr = tag + sender address */
-    UCX_AM_PUT = 2,    /* put request: hdr = ucx_rma_hdr, data = payload */
-    UCX_AM_PUT_ACK = 3,/* put done: hdr = ucx_rma_ack */
-    UCX_AM_GET = 4,    /* get request: hdr = ucx_rma_hdr, no data */
-    UCX_AM_GET_RESP = 5,/* get answer: hdr = ucx_rma_ack, data = payload */
-    UCX_AM_PING = 6,   /* liveness probe: hdr = magic */
-    UCX_AM_PONG = 7,   /* its answer: hdr = magic */
+    UCX_AM_UNEXP = 1,    /* unexpected message: hdr = tag + sender address */
+    UCX_AM_PUT = 2,      /* put request: hdr = ucx_rma_hdr, data = payload */
+    UCX_AM_PUT_ACK = 3,  /* put done: hdr = ucx_rma_ack */
+    UCX_AM_GET = 4,      /* get request: hdr = ucx_rma_hdr, no data */
+    UCX_AM_GET_RESP = 5, /* get answer: hdr = ucx_rma_ack, data = payload */
+    UCX_AM_PING = 6,     /* liveness probe: hdr = magic */
+    UCX_AM_PONG = 7,     /* its answer: hdr = magic */
 };
 
 /* Wire headers (host byte order: UCX here is homogeneous x86-64/LE; the
  * header carries a magic so a mismatch is dropped, not trusted). */
-#define UCX_WIRE_MAGIC 0x43575558u /* "CWUX" */
-#define UCX_UNEXP_HDR_FIXED 9u     /* magic(4) tag(4) addr_len(1) */
-#define UCX_UNEXP_HDR_MAX (UCX_UNEXP_HDR_FIXED + UCX_ADDR_STR_MAX)
+#define UCX_WIRE_MAGIC      0x43575558u /* "CWUX" */
+#define UCX_UNEXP_HDR_FIXED 9u          /* magic(4) tag(4) addr_len(1) */
+#define UCX_UNEXP_HDR_MAX   (UCX_UNEXP_HDR_FIXED + UCX_ADDR_STR_MAX)
 
 struct ucx_rma_hdr {
     uint32_t magic;
@@ -88,11 +88,11 @@ struct ucx_conn;
 struct cw_na_addr {
     struct ucx_hnode hnode; /* key: hash of str, in cls->peers */
     unsigned refs;
-    uint32_t tag_id;        /* upper tag bits of its expected sends */
+    uint32_t tag_id; /* upper tag bits of its expected sends */
     struct sockaddr_storage ss;
     socklen_t sslen;
-    struct ucx_conn *conn;  /* endpoint used to reach it, may be NULL */
-    struct ucx_list recvs;  /* expected receives posted for it */
+    struct ucx_conn *conn; /* endpoint used to reach it, may be NULL */
+    struct ucx_list recvs; /* expected receives posted for it */
     char str[UCX_ADDR_STR_MAX];
 };
 
@@ -107,9 +107,9 @@ struct ucx_conn {
     struct ucx_list rkeys;   /* remote keys unpacked on this endpoint */
     bool outgoing;
     bool failed;
-    bool released; /* close_req handed back to UCX at finalize */
-    bool probing;  /* a liveness probe is out */
-    bool posting;  /* inside ucp_ep_close_nbx() */
+    bool released;   /* close_req handed back to UCX at finalize */
+    bool probing;    /* a liveness probe is out */
+    bool posting;    /* inside ucp_ep_close_nbx() */
     bool close_done; /* the close completed inside that call */
     ucs_status_t error;
     void *close_req;
@@ -138,8 +138,8 @@ struct cw_na_mem {
     size_t nsegs;
     struct cw_na_segment *segs; /* local only */
     size_t nrsegs;
-    struct ucx_rseg *rsegs;      /* rkey mode only, else NULL */
-    struct ucx_list rkey_sets;   /* unpacked keys, one set per endpoint */
+    struct ucx_rseg *rsegs;    /* rkey mode only, else NULL */
+    struct ucx_list rkey_sets; /* unpacked keys, one set per endpoint */
 };
 
 /* Where an operation is. */
@@ -152,13 +152,13 @@ enum ucx_op_state {
 #define UCX_IOV_INLINE 4
 
 struct cw_na_op {
-    struct ucx_list link;  /* waiting list or cls->done */
-    struct ucx_list alink; /* cls->ops: every live op */
-    struct ucx_hnode rnode;/* key: op id, in cls->rma_ops while waiting */
+    struct ucx_list link;   /* waiting list or cls->done */
+    struct ucx_list alink;  /* cls->ops: every live op */
+    struct ucx_hnode rnode; /* key: op id, in cls->rma_ops while waiting */
     struct ucx_cls *cls;
     enum cw_na_op_type type;
     enum ucx_op_state state;
-    bool rma_counted;      /* a put/get counted in cls->rma_inflight */
+    bool rma_counted; /* a put/get counted in cls->rma_inflight */
     cw_na_cb_t cb;
     void *arg;
     cw_status_t status;
@@ -174,7 +174,7 @@ struct cw_na_op {
     cw_status_t rma_err;       /* rkey mode: first piece error */
     void *buf;
     size_t buf_len;
-    size_t len;                /* received bytes */
+    size_t len; /* received bytes */
     uint32_t tag;
     struct cw_na_addr *peer;   /* expected recv: reference */
     struct cw_na_addr *source; /* unexpected recv: reference, handed over */
@@ -198,10 +198,10 @@ struct cw_na_op {
 /* An expected message that came before its receive was posted (ucx_early.c):
  * taken out of UCX's unexpected queue into the plugin's bounded one. */
 struct ucx_early {
-    struct ucx_list link;    /* cls->early, oldest first */
-    struct ucx_list blink;   /* cls->early_hash[] bucket of its tag */
+    struct ucx_list link;  /* cls->early, oldest first */
+    struct ucx_list blink; /* cls->early_hash[] bucket of its tag */
     struct ucx_cls *cls;
-    uint64_t tag;            /* sender id and tag, as sent */
+    uint64_t tag; /* sender id and tag, as sent */
     size_t len;
     void *data;              /* malloc'ed copy; NULL when len == 0 */
     void *req;               /* UCX receive still moving it, or NULL */
@@ -242,30 +242,30 @@ struct ucx_cls {
     struct ucx_htab eps;
     struct ucx_htab mems;
     struct ucx_htab rma_ops;
-    unsigned rma_inflight;        /* put/get ops posted, not finished */
-    unsigned flushing;            /* finalize: endpoint flushes out */
+    unsigned rma_inflight; /* put/get ops posted, not finished */
+    unsigned flushing;     /* finalize: endpoint flushes out */
     struct ucx_list conns;
-    struct ucx_list dead;    /* failed, not yet closed */
-    struct ucx_list closing; /* close request outstanding */
-    struct ucx_list done;    /* completed ops, callbacks pending */
-    struct ucx_list ops;     /* every live op */
-    struct ucx_list op_cache;/* freed ops kept for reuse (their link) */
+    struct ucx_list dead;     /* failed, not yet closed */
+    struct ucx_list closing;  /* close request outstanding */
+    struct ucx_list done;     /* completed ops, callbacks pending */
+    struct ucx_list ops;      /* every live op */
+    struct ucx_list op_cache; /* freed ops kept for reuse (their link) */
     unsigned nop_cache;
     struct ucx_list unexp_posted; /* posted unexpected receive buffers */
     struct ucx_list unexp_queue;  /* unexpected messages without buffer */
     struct ucx_list ctls;         /* RMA control messages in flight */
     struct ucx_list early;        /* expected messages before their recv */
     struct ucx_list early_hash[UCX_EARLY_BUCKETS]; /* the same, by tag */
-    size_t nearly;                /* entries of early not dropped */
-    size_t early_bytes;           /* their bytes */
-    size_t unexp_queued;       /* bytes copied into unexp_queue */
-    size_t unexp_queue_max;    /* bound on those bytes */
+    size_t nearly;          /* entries of early not dropped */
+    size_t early_bytes;     /* their bytes */
+    size_t unexp_queued;    /* bytes copied into unexp_queue */
+    size_t unexp_queue_max; /* bound on those bytes */
     uint64_t next_op_id;
     uint64_t next_mem_id;
-    uint64_t dropped;        /* malformed wire messages dropped */
-    uint64_t rl_next_ns;     /* rate limit for data-path warnings */
-    uint64_t live_timeout_ns;/* silent peer declared dead after this; 0 off */
-    uint64_t live_next_ns;   /* next liveness scan */
+    uint64_t dropped;         /* malformed wire messages dropped */
+    uint64_t rl_next_ns;      /* rate limit for data-path warnings */
+    uint64_t live_timeout_ns; /* silent peer declared dead after this; 0 off */
+    uint64_t live_next_ns;    /* next liveness scan */
 };
 
 /* Cast the opaque class. */
@@ -395,13 +395,13 @@ cw_status_t ucx_addr_dup(cw_na_class_t *c, cw_na_addr_t *addr,
                          cw_na_addr_t **addr_p);
 void ucx_addr_free(cw_na_class_t *c, cw_na_addr_t *addr);
 bool ucx_addr_cmp(cw_na_class_t *c, cw_na_addr_t *a, cw_na_addr_t *b);
-cw_status_t ucx_addr_to_string(cw_na_class_t *c, cw_na_addr_t *addr,
-                               char *buf, size_t *len_p);
+cw_status_t ucx_addr_to_string(cw_na_class_t *c, cw_na_addr_t *addr, char *buf,
+                               size_t *len_p);
 size_t ucx_addr_serialize_size(cw_na_class_t *c, cw_na_addr_t *addr);
 cw_status_t ucx_addr_serialize(cw_na_class_t *c, void *buf, size_t size,
                                cw_na_addr_t *addr);
-cw_status_t ucx_addr_deserialize(cw_na_class_t *c, const void *buf,
-                                 size_t size, cw_na_addr_t **addr_p);
+cw_status_t ucx_addr_deserialize(cw_na_class_t *c, const void *buf, size_t size,
+                                 cw_na_addr_t **addr_p);
 
 /* ucx_msg.c */
 cw_status_t ucx_msg_register_am(struct ucx_cls *cls);
@@ -413,8 +413,8 @@ cw_status_t ucx_msg_send_unexpected(cw_na_class_t *c, const void *buf,
 cw_status_t ucx_msg_recv_unexpected(cw_na_class_t *c, void *buf, size_t len,
                                     cw_na_cb_t cb, void *arg,
                                     cw_na_op_t **op_p);
-cw_status_t ucx_msg_send_expected(cw_na_class_t *c, const void *buf,
-                                  size_t len, cw_na_addr_t *dest, uint32_t tag,
+cw_status_t ucx_msg_send_expected(cw_na_class_t *c, const void *buf, size_t len,
+                                  cw_na_addr_t *dest, uint32_t tag,
                                   cw_na_cb_t cb, void *arg, cw_na_op_t **op_p);
 cw_status_t ucx_msg_recv_expected(cw_na_class_t *c, void *buf, size_t len,
                                   cw_na_addr_t *source, uint32_t tag,
@@ -457,8 +457,8 @@ void ucx_mem_release(cw_na_class_t *c, cw_na_mem_t *mem);
 size_t ucx_mem_serialize_size(cw_na_class_t *c, cw_na_mem_t *mem);
 cw_status_t ucx_mem_serialize(cw_na_class_t *c, void *buf, size_t size,
                               cw_na_mem_t *mem);
-cw_status_t ucx_mem_deserialize(cw_na_class_t *c, const void *buf,
-                                size_t size, cw_na_mem_t **mem_p);
+cw_status_t ucx_mem_deserialize(cw_na_class_t *c, const void *buf, size_t size,
+                                cw_na_mem_t **mem_p);
 cw_status_t ucx_put(cw_na_class_t *c, cw_na_mem_t *local, size_t local_off,
                     cw_na_mem_t *remote, size_t remote_off, size_t len,
                     cw_na_addr_t *peer, cw_na_cb_t cb, void *arg,

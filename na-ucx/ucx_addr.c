@@ -125,8 +125,7 @@ static cw_status_t ucx_resolve(const char *host, bool numeric_only,
     return CW_OK;
 }
 
-static void ucx_format(const struct sockaddr_storage *ss, char *buf,
-                       size_t len)
+static void ucx_format(const struct sockaddr_storage *ss, char *buf, size_t len)
 {
     char ip[INET6_ADDRSTRLEN];
 
@@ -144,8 +143,7 @@ static void ucx_format(const struct sockaddr_storage *ss, char *buf,
 static struct cw_na_addr *ucx_peer_find(struct ucx_cls *cls, const char *str,
                                         uint64_t h)
 {
-    for (struct ucx_hnode *n = ucx_htab_first(&cls->peers, h); n;
-         n = n->next) {
+    for (struct ucx_hnode *n = ucx_htab_first(&cls->peers, h); n; n = n->next) {
         struct cw_na_addr *p = ucx_container_of(n, struct cw_na_addr, hnode);
         if (n->key == h && strcmp(p->str, str) == 0)
             return p;
@@ -211,8 +209,10 @@ cw_status_t ucx_peer_get(struct ucx_cls *cls, const char *str, bool strict,
     ret = ucx_resolve(host, strict, &ss, &sslen);
     if (ret != CW_OK) {
         if (!strict)
-            UCX_ERR(cls, "cannot resolve '%s' (not an address, interface or "
-                         "host name)", host);
+            UCX_ERR(cls,
+                    "cannot resolve '%s' (not an address, interface or "
+                    "host name)",
+                    host);
         return ret;
     }
     ucx_set_port(&ss, port);
@@ -293,8 +293,8 @@ static void ucx_conn_add(struct ucx_cls *cls, struct ucx_conn *conn)
 
 static void ucx_ep_params_common(ucp_ep_params_t *p, struct ucx_conn *conn)
 {
-    p->field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                     UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    p->field_mask |=
+        UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
     p->err_mode = UCP_ERR_HANDLING_MODE_PEER;
     p->err_handler.cb = ucx_ep_err_cb;
     p->err_handler.arg = conn;
@@ -375,8 +375,7 @@ static void ucx_conn_request_cb(ucp_conn_request_h req, void *arg)
     ucx_ep_params_common(&p, conn);
     st = ucp_ep_create(cls->worker, &p, &conn->ep);
     if (st != UCS_OK) {
-        UCX_ERR(cls, "ucp_ep_create(accept) failed: %s",
-                ucs_status_string(st));
+        UCX_ERR(cls, "ucp_ep_create(accept) failed: %s", ucs_status_string(st));
         free(conn);
         return;
     }
@@ -478,14 +477,13 @@ static void ucx_conns_flush(struct ucx_cls *cls, uint64_t timeout_ns,
     uint64_t now = cls->host->now_ns();
     uint64_t deadline = now + timeout_ns, quiet_until = now + idle_ns;
 
-    for (struct ucx_list *l = cls->conns.next; l != &cls->conns;
-         l = l->next) {
+    for (struct ucx_list *l = cls->conns.next; l != &cls->conns; l = l->next) {
         struct ucx_conn *conn = ucx_container_of(l, struct ucx_conn, link);
         ucp_request_param_t p = {0};
         ucs_status_ptr_t req;
 
-        p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
-                         UCP_OP_ATTR_FIELD_USER_DATA;
+        p.op_attr_mask =
+            UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
         p.cb.send = ucx_flush_cb;
         p.user_data = cls;
         /* Counted first: UCX 1.13 may run the callback inside the call. */
@@ -574,10 +572,9 @@ bool ucx_location_ifname(const char *location, char *ifname, size_t len)
                                &((struct sockaddr_in *)&ss)->sin_addr,
                                sizeof(struct in_addr)) == 0;
             else
-                found = memcmp(
-                            &((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr,
-                            &((struct sockaddr_in6 *)&ss)->sin6_addr,
-                            sizeof(struct in6_addr)) == 0;
+                found = memcmp(&((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr,
+                               &((struct sockaddr_in6 *)&ss)->sin6_addr,
+                               sizeof(struct in6_addr)) == 0;
             if (found)
                 snprintf(ifname, len, "%s", i->ifa_name);
         }
@@ -638,8 +635,10 @@ cw_status_t ucx_listen(struct ucx_cls *cls, const char *location)
     } else {
         ret = ucx_resolve(host, false, &bind_ss, &bind_len);
         if (ret != CW_OK) {
-            UCX_ERR(cls, "cannot resolve '%s' (not an address, interface or "
-                         "host name)", host);
+            UCX_ERR(cls,
+                    "cannot resolve '%s' (not an address, interface or "
+                    "host name)",
+                    host);
             return ret;
         }
         adv_ss = bind_ss;
@@ -713,8 +712,8 @@ bool ucx_addr_cmp(cw_na_class_t *c, cw_na_addr_t *a, cw_na_addr_t *b)
     return a == b;
 }
 
-cw_status_t ucx_addr_to_string(cw_na_class_t *c, cw_na_addr_t *addr,
-                               char *buf, size_t *len_p)
+cw_status_t ucx_addr_to_string(cw_na_class_t *c, cw_na_addr_t *addr, char *buf,
+                               size_t *len_p)
 {
     size_t need;
 
@@ -750,8 +749,8 @@ cw_status_t ucx_addr_serialize(cw_na_class_t *c, void *buf, size_t size,
     return CW_OK;
 }
 
-cw_status_t ucx_addr_deserialize(cw_na_class_t *c, const void *buf,
-                                 size_t size, cw_na_addr_t **addr_p)
+cw_status_t ucx_addr_deserialize(cw_na_class_t *c, const void *buf, size_t size,
+                                 cw_na_addr_t **addr_p)
 {
     char str[UCX_ADDR_STR_MAX];
     const uint8_t *p = buf;

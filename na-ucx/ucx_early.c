@@ -19,7 +19,7 @@
 
 #include "ucx.h"
 
-#define UCX_EARLY_MAX_MSGS 4096u
+#define UCX_EARLY_MAX_MSGS  4096u
 #define UCX_EARLY_MAX_BYTES (16u << 20)
 
 static struct ucx_list *ucx_early_bucket(struct ucx_cls *cls, uint64_t tag)
@@ -61,8 +61,7 @@ static void ucx_early_deliver(struct ucx_cls *cls, struct ucx_early *e,
 }
 
 static void ucx_early_recv_cb(void *req, ucs_status_t st,
-                              const ucp_tag_recv_info_t *info,
-                              void *user_data)
+                              const ucp_tag_recv_info_t *info, void *user_data)
 {
     struct ucx_early *e = user_data;
     struct ucx_cls *cls = e->cls;
@@ -152,8 +151,8 @@ void ucx_early_drain(struct ucx_cls *cls)
         ucx_list_add_tail(ucx_early_bucket(cls, e->tag), &e->blink);
         cls->nearly++;
         cls->early_bytes += e->len;
-        p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
-                         UCP_OP_ATTR_FIELD_USER_DATA;
+        p.op_attr_mask =
+            UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
         p.cb.recv = ucx_early_recv_cb;
         p.user_data = e;
         e->posting = true;
@@ -204,8 +203,7 @@ bool ucx_early_moving(const struct ucx_cls *cls)
 /* Finalize, drain timed out: let UCX release what is still out. */
 void ucx_early_release_reqs(struct ucx_cls *cls)
 {
-    for (struct ucx_list *l = cls->early.next; l != &cls->early;
-         l = l->next) {
+    for (struct ucx_list *l = cls->early.next; l != &cls->early; l = l->next) {
         struct ucx_early *e = ucx_container_of(l, struct ucx_early, link);
         if (e->req && !e->released)
             ucp_request_free(e->req);
@@ -217,6 +215,6 @@ void ucx_early_release_reqs(struct ucx_cls *cls)
 void ucx_early_free_all(struct ucx_cls *cls)
 {
     while (!ucx_list_empty(&cls->early))
-        ucx_early_free(cls, ucx_container_of(cls->early.next,
-                                             struct ucx_early, link));
+        ucx_early_free(
+            cls, ucx_container_of(cls->early.next, struct ucx_early, link));
 }

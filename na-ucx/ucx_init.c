@@ -14,9 +14,9 @@
 
 #include <uct/api/uct.h>
 
-#define UCX_EAGER_DEFAULT (64u * 1024u)
-#define UCX_EAGER_MAX (16u * 1024u * 1024u)
-#define UCX_KEEPALIVE_DEFAULT "1s"
+#define UCX_EAGER_DEFAULT       (64u * 1024u)
+#define UCX_EAGER_MAX           (16u * 1024u * 1024u)
+#define UCX_KEEPALIVE_DEFAULT   "1s"
 #define UCX_UNEXP_QUEUE_DEFAULT (64u * 1024u * 1024u)
 #define UCX_LIVENESS_DEFAULT_MS 10000u
 
@@ -35,9 +35,10 @@ static cw_status_t ucx_proc_enter(struct ucx_cls *cls)
 
     pthread_mutex_lock(&ucx_proc_lock);
     if (ucx_proc_live > 0 && ucx_proc_pid != me) {
-        UCX_ERR(cls, "UCX was initialized in parent process %ld before "
-                     "fork(); UCX cannot be used in a forked child (use "
-                     "fork+exec, or fork before opening ucx instances)",
+        UCX_ERR(cls,
+                "UCX was initialized in parent process %ld before "
+                "fork(); UCX cannot be used in a forked child (use "
+                "fork+exec, or fork before opening ucx instances)",
                 (long)ucx_proc_pid);
         ret = CW_UNSUPPORTED;
     } else {
@@ -65,10 +66,9 @@ cw_status_t ucx_set_am_handler(struct ucx_cls *cls, unsigned id,
     ucp_am_handler_param_t p = {0};
     ucs_status_t st;
 
-    p.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID |
-                   UCP_AM_HANDLER_PARAM_FIELD_FLAGS |
-                   UCP_AM_HANDLER_PARAM_FIELD_CB |
-                   UCP_AM_HANDLER_PARAM_FIELD_ARG;
+    p.field_mask =
+        UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_FLAGS |
+        UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG;
     p.id = id;
     p.flags = flags;
     p.cb = cb;
@@ -190,8 +190,10 @@ static cw_status_t ucx_apply_params(struct ucx_cls *cls, ucp_config_t *config,
             errno = 0;
             unsigned long long n = strtoull(v, &end, 0);
             if (errno || *end || n < cls->eager_size) {
-                UCX_ERR(cls, "unexpected_queue_bytes=%s: expected a number "
-                             ">= eager_size", v);
+                UCX_ERR(cls,
+                        "unexpected_queue_bytes=%s: expected a number "
+                        ">= eager_size",
+                        v);
                 return CW_INVALID_ARG;
             }
             cls->unexp_queue_max = (size_t)n;
@@ -200,8 +202,10 @@ static cw_status_t ucx_apply_params(struct ucx_cls *cls, ucp_config_t *config,
             errno = 0;
             unsigned long long n = strtoull(v, &end, 0);
             if (errno || *end || (n != 0 && n < 100) || n > 3600000) {
-                UCX_ERR(cls, "liveness_ms=%s: expected 0 (off) or "
-                             "100..3600000", v);
+                UCX_ERR(cls,
+                        "liveness_ms=%s: expected 0 (off) or "
+                        "100..3600000",
+                        v);
                 return CW_INVALID_ARG;
             }
             cls->live_timeout_ns = n * 1000000ull;
@@ -540,8 +544,7 @@ static cw_status_t ucx_describe(const struct cw_na_host *host,
     us = uct_query_components(&comps, &ncomps);
     if (us != UCS_OK) {
         CW_NA_LOG(host, CW_LOG_WARN, UCX_SUBSYS,
-                  "uct_query_components() failed: %s",
-                  ucs_status_string(us));
+                  "uct_query_components() failed: %s", ucs_status_string(us));
         return ucx_status(us);
     }
     for (unsigned c = 0; c < ncomps; c++) {

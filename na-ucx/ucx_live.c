@@ -12,7 +12,9 @@
 
 #include "ucx.h"
 
-#define UCX_LIVE_SCAN_NS 250000000ull /* how often connections are looked at */
+#define UCX_LIVE_SCAN_NS                                                       \
+    250000000ull /* how often connections are looked at                        \
+                  */
 
 /* A probe or its answer goes out only if UCX can send it at once, so no
  * request is ever left behind; a busy endpoint is retried at the next
@@ -123,8 +125,9 @@ void ucx_live_scan(struct ucx_cls *cls)
             conn->heard_ns = now; /* start the clock when waiting starts */
         if (conn->probing) {
             if (now - conn->probe_ns >= cls->live_timeout_ns) {
-                UCX_WARN(cls, "peer %s did not answer a liveness probe in "
-                              "%llu ms",
+                UCX_WARN(cls,
+                         "peer %s did not answer a liveness probe in "
+                         "%llu ms",
                          conn->peer ? conn->peer->str : "?",
                          (unsigned long long)(cls->live_timeout_ns / 1000000));
                 ucx_conn_fail(conn, UCS_ERR_ENDPOINT_TIMEOUT);

@@ -17,9 +17,9 @@
 #include "ucx.h"
 
 #define UCX_MEM_WIRE_SIZE 32u
-#define UCX_MEM_WIRE_V1 1u
-#define UCX_MEM_WIRE_V2 2u
-#define UCX_RKEY_MAX 4096u
+#define UCX_MEM_WIRE_V1   1u
+#define UCX_MEM_WIRE_V2   2u
+#define UCX_RKEY_MAX      4096u
 
 /* Unpacked keys of one remote handle on one endpoint. */
 struct ucx_rkey_set {
@@ -42,15 +42,15 @@ static void ucx_rkey_set_free(struct ucx_rkey_set *set)
 void ucx_rkey_conn_closed(struct ucx_conn *conn)
 {
     while (!ucx_list_empty(&conn->rkeys))
-        ucx_rkey_set_free(ucx_container_of(conn->rkeys.next,
-                                           struct ucx_rkey_set, clink));
+        ucx_rkey_set_free(
+            ucx_container_of(conn->rkeys.next, struct ucx_rkey_set, clink));
 }
 
 static void ucx_rsegs_free(struct ucx_cls *cls, struct cw_na_mem *mem)
 {
     while (mem->rkey_sets.next && !ucx_list_empty(&mem->rkey_sets))
-        ucx_rkey_set_free(ucx_container_of(mem->rkey_sets.next,
-                                           struct ucx_rkey_set, mlink));
+        ucx_rkey_set_free(
+            ucx_container_of(mem->rkey_sets.next, struct ucx_rkey_set, mlink));
     for (size_t i = 0; mem->rsegs && i < mem->nrsegs; i++) {
         if (mem->rsegs[i].memh)
             ucp_mem_unmap(cls->context, mem->rsegs[i].memh);
@@ -85,8 +85,8 @@ static cw_status_t ucx_rkey_register(struct ucx_cls *cls, struct cw_na_mem *mem)
         r->len = mem->segs[i].len;
         if (r->len == 0)
             continue;
-        mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS |
-                        UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+        mp.field_mask =
+            UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
         mp.address = mem->segs[i].base;
         mp.length = r->len;
         st = ucp_mem_map(cls->context, &mp, &r->memh);
@@ -100,8 +100,8 @@ static cw_status_t ucx_rkey_register(struct ucx_cls *cls, struct cw_na_mem *mem)
             UCX_ERR(cls, "ucp_rkey_pack() failed: %s", ucs_status_string(st));
             return ucx_status(st);
         }
-        if (size > UCX_RKEY_MAX || (r->blob = malloc(size ? size : 1)) ==
-                                       NULL) {
+        if (size > UCX_RKEY_MAX ||
+            (r->blob = malloc(size ? size : 1)) == NULL) {
             ucp_rkey_buffer_release(packed);
             UCX_ERR(cls, "packed remote key of %zu bytes not kept", size);
             return CW_NOMEM;
@@ -277,8 +277,8 @@ static cw_status_t ucx_rsegs_read(struct cw_na_mem *mem, const uint8_t *p,
     return size == 0 && sum == mem->total ? CW_OK : CW_INVALID_ARG;
 }
 
-cw_status_t ucx_mem_deserialize(cw_na_class_t *c, const void *buf,
-                                size_t size, cw_na_mem_t **mem_p)
+cw_status_t ucx_mem_deserialize(cw_na_class_t *c, const void *buf, size_t size,
+                                cw_na_mem_t **mem_p)
 {
     const uint8_t *p = buf;
     struct cw_na_mem *mem;
@@ -340,8 +340,7 @@ static struct ucx_rkey_set *ucx_rkey_set_get(struct ucx_cls *cls,
         st = ucp_ep_rkey_unpack(conn->ep, mem->rsegs[i].blob, &set->rk[i]);
         if (st != UCS_OK) {
             UCX_ERR(cls, "ucp_ep_rkey_unpack(%s) failed: %s",
-                    conn->peer ? conn->peer->str : "?",
-                    ucs_status_string(st));
+                    conn->peer ? conn->peer->str : "?", ucs_status_string(st));
             ucx_rkey_set_free(set);
             return NULL;
         }
@@ -411,8 +410,9 @@ cw_status_t ucx_rkey_post(struct ucx_cls *cls, struct cw_na_op *op,
 
         if (li >= local->nsegs || ri >= remote->nrsegs)
             return CW_RANGE; /* bounds were checked: totals disagree */
-        n = n < local->segs[li].len - local_off ? n
-                                                : local->segs[li].len - local_off;
+        n = n < local->segs[li].len - local_off
+                ? n
+                : local->segs[li].len - local_off;
         if (n > remote->rsegs[ri].len - remote_off)
             n = remote->rsegs[ri].len - remote_off;
         lptr = (char *)local->segs[li].base + local_off;

@@ -39,8 +39,8 @@ static void ucx_recv_data_cb(void *req, ucs_status_t st, size_t length,
 }
 
 /* Receive rendezvous data of an unexpected message into the op's buffer. */
-static void ucx_unexp_rndv(struct ucx_cls *cls, struct cw_na_op *op,
-                           void *desc, size_t length)
+static void ucx_unexp_rndv(struct ucx_cls *cls, struct cw_na_op *op, void *desc,
+                           size_t length)
 {
     ucp_request_param_t p = {0};
     ucs_status_ptr_t req;
@@ -82,8 +82,8 @@ static void ucx_unexp_deliver(struct ucx_cls *cls, struct cw_na_op *op,
     free(m);
 }
 
-static ucs_status_t ucx_am_unexp_cb(void *arg, const void *header,
-                                    size_t hlen, void *data, size_t length,
+static ucs_status_t ucx_am_unexp_cb(void *arg, const void *header, size_t hlen,
+                                    void *data, size_t length,
                                     const ucp_am_recv_param_t *param)
 {
     struct ucx_cls *cls = arg;
@@ -119,8 +119,8 @@ static ucs_status_t ucx_am_unexp_cb(void *arg, const void *header,
     }
 
     if (!ucx_list_empty(&cls->unexp_posted)) {
-        struct cw_na_op *op = ucx_container_of(cls->unexp_posted.next,
-                                               struct cw_na_op, link);
+        struct cw_na_op *op =
+            ucx_container_of(cls->unexp_posted.next, struct cw_na_op, link);
         ucx_list_del(&op->link);
         op->source = peer;
         op->tag = tag;
@@ -266,8 +266,7 @@ cw_status_t ucx_msg_send_unexpected(cw_na_class_t *c, const void *buf,
 }
 
 cw_status_t ucx_msg_recv_unexpected(cw_na_class_t *c, void *buf, size_t len,
-                                    cw_na_cb_t cb, void *arg,
-                                    cw_na_op_t **op_p)
+                                    cw_na_cb_t cb, void *arg, cw_na_op_t **op_p)
 {
     struct ucx_cls *cls = ucx_cls(c);
     struct cw_na_op *op;
@@ -294,8 +293,8 @@ cw_status_t ucx_msg_recv_unexpected(cw_na_class_t *c, void *buf, size_t len,
     return CW_OK;
 }
 
-cw_status_t ucx_msg_send_expected(cw_na_class_t *c, const void *buf,
-                                  size_t len, cw_na_addr_t *dest, uint32_t tag,
+cw_status_t ucx_msg_send_expected(cw_na_class_t *c, const void *buf, size_t len,
+                                  cw_na_addr_t *dest, uint32_t tag,
                                   cw_na_cb_t cb, void *arg, cw_na_op_t **op_p)
 {
     struct ucx_cls *cls = ucx_cls(c);

@@ -372,7 +372,6 @@ cw_status_t ucx_progress(cw_na_class_t *c, unsigned max, unsigned *count_p)
     size_t budget = 0;
     bool moved = false;
 
-
     for (int i = 0; i < 64; i++) {
         if (ucp_worker_progress(cls->worker) == 0)
             break;
@@ -497,8 +496,7 @@ void ucx_drain_requests(struct ucx_cls *cls, uint64_t timeout_ns)
                     !ucx_list_empty(&cls->ctls) || ucx_early_moving(cls);
         for (struct ucx_list *l = cls->ops.next; !busy && l != &cls->ops;
              l = l->next)
-            busy = ucx_op_any_busy(ucx_container_of(l, struct cw_na_op,
-                                                    alink));
+            busy = ucx_op_any_busy(ucx_container_of(l, struct cw_na_op, alink));
         if (!busy || cls->host->now_ns() > deadline)
             break;
         ucp_worker_progress(cls->worker);

@@ -14,7 +14,6 @@
 
 #include "ucx.h"
 
-
 /* An RMA control message (ack, get answer) or an owner-side data receive. */
 struct ucx_ctl {
     struct ucx_list link; /* cls->ctls */
@@ -26,8 +25,8 @@ struct ucx_ctl {
     ucp_dt_iov_t iov_inline[UCX_IOV_INLINE];
     struct cw_na_mem *mem; /* our handle req moves data of, or NULL */
     void *req;
-    bool released; /* req handed back to UCX at finalize */
-    bool posting;  /* inside the UCX call that posts req */
+    bool released;    /* req handed back to UCX at finalize */
+    bool posting;     /* inside the UCX call that posts req */
     bool done_inline; /* req completed inside that call */
     ucs_status_t inline_st;
 };
@@ -65,8 +64,7 @@ static cw_status_t ucx_build_iov(const struct cw_na_mem *mem, size_t off,
     struct ucx_iov_ctx c = {NULL, 0};
     cw_status_t ret;
 
-    ret = cw_na_seg_walk(mem->segs, mem->nsegs, off, len, ucx_iov_count_fn,
-                         &c);
+    ret = cw_na_seg_walk(mem->segs, mem->nsegs, off, len, ucx_iov_count_fn, &c);
     if (ret != CW_OK)
         return ret;
     c.iov = c.n <= UCX_IOV_INLINE ? inl : calloc(c.n, sizeof(*c.iov));
@@ -313,8 +311,8 @@ static ucs_status_t ucx_am_put_cb(void *arg, const void *header, size_t hlen,
         ctl->mem = mem;
         return UCS_OK;
     }
-    ctl->ack.status = (uint32_t)(req == NULL ? CW_OK
-                                             : ucx_status(UCS_PTR_STATUS(req)));
+    ctl->ack.status =
+        (uint32_t)(req == NULL ? CW_OK : ucx_status(UCS_PTR_STATUS(req)));
     if (ctl->iov != ctl->iov_inline)
         free(ctl->iov);
     ctl->iov = NULL;
@@ -360,8 +358,8 @@ static ucs_status_t ucx_am_get_cb(void *arg, const void *header, size_t hlen,
 
 /* The operation an answer is for, or NULL (late answer to a cancelled
  * operation, or forged). */
-static struct cw_na_op *ucx_rma_answer(struct ucx_cls *cls,
-                                       const void *header, size_t hlen,
+static struct cw_na_op *ucx_rma_answer(struct ucx_cls *cls, const void *header,
+                                       size_t hlen,
                                        const ucp_am_recv_param_t *param,
                                        enum cw_na_op_type type,
                                        cw_status_t *st_p)
@@ -391,8 +389,7 @@ static struct cw_na_op *ucx_rma_answer(struct ucx_cls *cls,
         !(param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) ||
         op->conn == NULL || op->conn->ep != param->reply_ep)
         goto drop;
-    *st_p = a.status < CW_STATUS_MAX ? (cw_status_t)a.status
-                                           : CW_PROTOCOL;
+    *st_p = a.status < CW_STATUS_MAX ? (cw_status_t)a.status : CW_PROTOCOL;
     if (op->conn && cls->live_timeout_ns) {
         op->conn->heard_ns = cls->host->now_ns();
         op->conn->probing = false;
@@ -483,7 +480,8 @@ cw_status_t ucx_rma_register_am(struct ucx_cls *cls)
     };
 
     for (size_t i = 0; i < sizeof(h) / sizeof(h[0]); i++) {
-        cw_status_t st = ucx_set_am_handler(cls, h[i].id, h[i].cb, UCP_AM_FLAG_WHOLE_MSG);
+        cw_status_t st =
+            ucx_set_am_handler(cls, h[i].id, h[i].cb, UCP_AM_FLAG_WHOLE_MSG);
         if (st != CW_OK)
             return st;
     }
@@ -568,8 +566,7 @@ static cw_status_t ucx_rma_post(struct ucx_cls *cls, enum cw_na_op_type type,
     void *buf = NULL;
     size_t count = 0;
 
-    if (local == NULL || remote == NULL || peer == NULL ||
-        !local->local)
+    if (local == NULL || remote == NULL || peer == NULL || !local->local)
         return CW_INVALID_ARG;
     if (!(remote->access & need))
         return CW_PERMISSION;
@@ -585,8 +582,8 @@ static cw_status_t ucx_rma_post(struct ucx_cls *cls, enum cw_na_op_type type,
     op->rma_counted = true; /* until it finishes: ucx_streaming() */
     cls->rma_inflight++;
     if (cls->rma_rkey && remote->rsegs != NULL) {
-        ret = ucx_rkey_post(cls, op, conn, local, local_off, remote,
-                            remote_off, len);
+        ret = ucx_rkey_post(cls, op, conn, local, local_off, remote, remote_off,
+                            len);
         if (ret != CW_OK)
             goto err_discard;
         if (op_p)
@@ -619,8 +616,8 @@ static cw_status_t ucx_rma_post(struct ucx_cls *cls, enum cw_na_op_type type,
     p.flags = UCP_AM_SEND_FLAG_REPLY;
     if (type == CW_NA_OP_PUT && op->iovcnt > 0)
         ucx_iov_param(&p, op->iov, op->iovcnt, &buf, &count);
-    req = ucp_am_send_nbx(conn->ep, type == CW_NA_OP_PUT ? UCX_AM_PUT
-                                                         : UCX_AM_GET,
+    req = ucp_am_send_nbx(conn->ep,
+                          type == CW_NA_OP_PUT ? UCX_AM_PUT : UCX_AM_GET,
                           &op->hdr.rma, sizeof(op->hdr.rma), buf, count, &p);
     if (UCS_PTR_IS_ERR(req)) {
         ret = ucx_status(UCS_PTR_STATUS(req));

@@ -31,14 +31,14 @@
 
 #include "vb_ops.h"
 
-#define FAKE_NDEV 4
-#define FAKE_MAX_SGE 16
-#define FAKE_MAX_INLINE 256
-#define FAKE_MAX_QP_WR 4096
-#define FAKE_MAX_SRQ_WR 16384
-#define FAKE_MAX_CQE 65536
-#define FAKE_MAX_RD_ATOM 16 /* outstanding READs each way per QP */
-#define FAKE_MAX_PDATA 196 /* rdma_cm private data limit (RC connect) */
+#define FAKE_NDEV               4
+#define FAKE_MAX_SGE            16
+#define FAKE_MAX_INLINE         256
+#define FAKE_MAX_QP_WR          4096
+#define FAKE_MAX_SRQ_WR         16384
+#define FAKE_MAX_CQE            65536
+#define FAKE_MAX_RD_ATOM        16  /* outstanding READs each way per QP */
+#define FAKE_MAX_PDATA          196 /* rdma_cm private data limit (RC connect) */
 #define FAKE_CONNECT_TIMEOUT_NS (4ull * 1000000000ull)
 
 /* Wire packet types. */
@@ -234,7 +234,7 @@ enum fake_id_state {
     FI_ROUTE_RESOLVED,
     FI_TCP_CONNECTING,
     FI_REQ_SENT,
-    FI_REQ_RCVD,   /* passive, not yet reported */
+    FI_REQ_RCVD, /* passive, not yet reported */
     FI_REQ_REPORTED,
     FI_REP_SENT,
     FI_CONNECTED,
@@ -256,11 +256,11 @@ struct fake_id {
     uint64_t deadline_ns;
     uint8_t peer_rnr_retry;
     uint32_t peer_qpn;
-    struct fake_cm_peer peer; /* from the peer's REQ/REP */
-    uint32_t start_psn;      /* our first PSN, sent in REQ/REP */
-    uint32_t peer_start_psn; /* the peer's, from its REQ/REP */
+    struct fake_cm_peer peer;    /* from the peer's REQ/REP */
+    uint32_t start_psn;          /* our first PSN, sent in REQ/REP */
+    uint32_t peer_start_psn;     /* the peer's, from its REQ/REP */
     struct rdma_conn_param conn; /* our connect/accept parameters */
-    unsigned events_out; /* reported events not yet acked */
+    unsigned events_out;         /* reported events not yet acked */
 };
 
 struct fake_ev {

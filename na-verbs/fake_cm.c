@@ -23,9 +23,9 @@
 
 #include "fake.h"
 
-#define FAKE_MAX_FRAME ((1u << 31) + 4096u)
-#define FAKE_REJ_NO_LISTENER 8 /* IB CM: invalid service ID */
-#define FAKE_REJ_CONSUMER 28   /* IB CM: consumer reject */
+#define FAKE_MAX_FRAME       ((1u << 31) + 4096u)
+#define FAKE_REJ_NO_LISTENER 8  /* IB CM: invalid service ID */
+#define FAKE_REJ_CONSUMER    28 /* IB CM: consumer reject */
 
 /* ---- byte buffers ---- */
 
@@ -105,7 +105,8 @@ static void id_epoll(struct fake_id *fid, bool add, bool out)
 {
     struct epoll_event ev = {.events = EPOLLIN | (out ? EPOLLOUT : 0u),
                              .data.ptr = fid};
-    epoll_ctl(fid->ch->ch.fd, add ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, fid->fd, &ev);
+    epoll_ctl(fid->ch->ch.fd, add ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, fid->fd,
+              &ev);
     fid->epollout = out;
 }
 
@@ -191,8 +192,8 @@ static struct fake_id *id_new(struct fake_cmch *ch, void *context,
     fid->ch = ch;
     fid->fd = -1;
     /* rdma_cm starts each connection at a random 24-bit PSN. */
-    fid->start_psn = (uint32_t)((fake_now_ns() ^ (uintptr_t)fid) *
-                                2654435761u) & 0xffffffu;
+    fid->start_psn =
+        (uint32_t)((fake_now_ns() ^ (uintptr_t)fid) * 2654435761u) & 0xffffffu;
     fid->next = ch->ids;
     ch->ids = fid;
     return fid;
@@ -254,8 +255,8 @@ static void on_peer_gone(struct fake_id *fid, int err)
         break;
     case FI_TCP_CONNECTING:
         if (err == ECONNREFUSED)
-            queue_event(fid, RDMA_CM_EVENT_REJECTED, FAKE_REJ_NO_LISTENER,
-                        NULL, 0);
+            queue_event(fid, RDMA_CM_EVENT_REJECTED, FAKE_REJ_NO_LISTENER, NULL,
+                        0);
         else
             queue_event(fid, RDMA_CM_EVENT_UNREACHABLE, -err, NULL, 0);
         break;
@@ -523,12 +524,11 @@ err_close_efd:
     close(ch->efd);
 err_close_ep:
     close(ch->ch.fd);
-err_free:
-    {
-        int e = errno;
-        free(ch);
-        errno = e;
-    }
+err_free : {
+    int e = errno;
+    free(ch);
+    errno = e;
+}
     return NULL;
 }
 

@@ -247,7 +247,8 @@ static struct ibv_mr *fake_reg_mr(struct ibv_pd *ibpd, void *addr, size_t len,
     mr->mr.addr = addr;
     mr->mr.length = len;
     mr->access = access;
-    uint32_t k = fake_mrt_add(mr, (uint32_t)atomic_fetch_add(&fake_key_next, 1));
+    uint32_t k =
+        fake_mrt_add(mr, (uint32_t)atomic_fetch_add(&fake_key_next, 1));
     if (k == 0) {
         free(mr);
         errno = ENOMEM; /* more MRs than the device has */
@@ -280,8 +281,8 @@ static int fake_dereg_mr(struct ibv_mr *ibmr)
     return EINVAL;
 }
 
-int fake_mr_check(struct fake_pd *pd, uint32_t key, bool remote,
-                  uint64_t addr, uint64_t len, int need_access)
+int fake_mr_check(struct fake_pd *pd, uint32_t key, bool remote, uint64_t addr,
+                  uint64_t len, int need_access)
 {
     for (struct fake_mr *mr = pd->mrs; mr; mr = mr->next) {
         if ((remote ? mr->mr.rkey : mr->mr.lkey) != key)
@@ -343,7 +344,8 @@ int fake_sge_copy_in(struct fake_pd *pd, const struct ibv_sge *sge, int n,
 
 /* ---- completion channels and queues ---- */
 
-static struct ibv_comp_channel *fake_create_comp_channel(struct ibv_context *ctx)
+static struct ibv_comp_channel *
+fake_create_comp_channel(struct ibv_context *ctx)
 {
     if (!fake_dev_of(ctx)) {
         errno = EINVAL;
@@ -549,8 +551,8 @@ static int fake_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
     return 0;
 }
 
-static int fake_get_cq_event(struct ibv_comp_channel *ibch, struct ibv_cq **cq_p,
-                             void **ctx_p)
+static int fake_get_cq_event(struct ibv_comp_channel *ibch,
+                             struct ibv_cq **cq_p, void **ctx_p)
 {
     struct fake_chan *ch = (struct fake_chan *)ibch;
     if (!ch || !cq_p || !ctx_p) {

@@ -6,8 +6,8 @@
  */
 #include "fake.h"
 
-__attribute__((visibility("default"))) extern const struct vb_fake_module
-    vb_fake_module_entry;
+__attribute__((visibility(
+    "default"))) extern const struct vb_fake_module vb_fake_module_entry;
 
 const struct vb_fake_module vb_fake_module_entry = {
     .abi = VB_FAKE_ABI,

@@ -94,8 +94,7 @@ void fake_qp_set_error(struct fake_qp *qp, enum ibv_wc_status first)
     qp_error_at(qp, first == IBV_WC_WR_FLUSH_ERR ? -1 : 0, first);
 }
 
-static void send_ctl(struct fake_qp *qp, uint8_t type, uint32_t psn,
-                     uint32_t a)
+static void send_ctl(struct fake_qp *qp, uint8_t type, uint32_t psn, uint32_t a)
 {
     struct fake_hdr h = {.type = type, .psn = psn, .a = a};
     fake_id_frame(qp->id, &h);
@@ -198,8 +197,8 @@ static bool rq_empty(struct fake_qp *qp)
 }
 
 static void recv_wc(struct fake_qp *qp, const struct fake_rwqe *r,
-                    enum ibv_wc_status st, enum ibv_wc_opcode op,
-                    uint32_t len, const struct fake_hdr *h)
+                    enum ibv_wc_status st, enum ibv_wc_opcode op, uint32_t len,
+                    const struct fake_hdr *h)
 {
     struct ibv_wc wc = {
         .wr_id = r->wr_id,
@@ -305,8 +304,9 @@ static void requester(struct fake_qp *qp, const struct fake_hdr *h,
             qp->sq_sent = 0;
             qp->resend_at_ns = fake_now_ns() + FAKE_RNR_DELAY_NS;
         } else {
-            qp_error_at(qp, 0, h->a == FN_ACCESS ? IBV_WC_REM_ACCESS_ERR
-                                                 : IBV_WC_REM_INV_REQ_ERR);
+            qp_error_at(qp, 0,
+                        h->a == FN_ACCESS ? IBV_WC_REM_ACCESS_ERR
+                                          : IBV_WC_REM_INV_REQ_ERR);
         }
         break;
     }
@@ -409,7 +409,8 @@ int fake_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
         w->psn = one_sided(wr->opcode) ? 0 : qp->next_psn++;
         w->num_sge = wr->num_sge;
         if (wr->num_sge)
-            memcpy(w->sge, wr->sg_list, sizeof(w->sge[0]) * (size_t)wr->num_sge);
+            memcpy(w->sge, wr->sg_list,
+                   sizeof(w->sge[0]) * (size_t)wr->num_sge);
         w->len = (uint32_t)total;
         w->raddr = wr->wr.rdma.remote_addr;
         w->rkey = wr->wr.rdma.rkey;
@@ -488,7 +489,8 @@ static bool qp_trans_ok(enum ibv_qp_state from, enum ibv_qp_state to, int mask)
     /* Any state may go to RESET or ERR, with no other attribute. */
     if (to == IBV_QPS_RESET || to == IBV_QPS_ERR)
         return attrs == 0;
-    for (size_t i = 0; i < sizeof(qp_trans_tab) / sizeof(qp_trans_tab[0]); i++) {
+    for (size_t i = 0; i < sizeof(qp_trans_tab) / sizeof(qp_trans_tab[0]);
+         i++) {
         const struct qp_trans *t = &qp_trans_tab[i];
         if (t->from == from && t->to == to)
             return (attrs & t->req) == t->req &&
@@ -511,8 +513,7 @@ static bool qp_attr_ok(struct fake_qp *qp, const struct ibv_qp_attr *a, int m)
     if ((m & IBV_QP_PATH_MTU) &&
         (a->path_mtu < IBV_MTU_256 || a->path_mtu > IBV_MTU_4096))
         return false;
-    if ((m & IBV_QP_AV) && a->ah_attr.port_num != 0 &&
-        a->ah_attr.port_num != 1)
+    if ((m & IBV_QP_AV) && a->ah_attr.port_num != 0 && a->ah_attr.port_num != 1)
         return false;
     if ((m & IBV_QP_DEST_QPN) && a->dest_qp_num > 0xffffffu)
         return false;
@@ -622,8 +623,7 @@ int fake_qp_connect(struct fake_qp *qp, uint32_t remote_qpn, uint32_t rq_psn,
         .min_rnr_timer = 12, /* librdmacm's default: 0.64 ms */
         .ah_attr = {.port_num = 1},
     };
-    int rc = fake_modify_qp(&qp->qp, &a,
-                            IBV_QP_STATE | FAKE_QPM_RTR);
+    int rc = fake_modify_qp(&qp->qp, &a, IBV_QP_STATE | FAKE_QPM_RTR);
     if (rc)
         return rc;
     memset(&a, 0, sizeof(a));

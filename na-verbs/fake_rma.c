@@ -143,8 +143,11 @@ static int xfer(pid_t pid, bool read, struct iovec *liov, int ln,
         if (li == ln)
             return EFAULT;
         struct iovec r = {(void *)(uintptr_t)(raddr + done), len - done};
-        ssize_t n = read ? process_vm_readv(pid, liov + li, (unsigned long)(ln - li), &r, 1, 0)
-                         : process_vm_writev(pid, liov + li, (unsigned long)(ln - li), &r, 1, 0);
+        ssize_t n = read
+                        ? process_vm_readv(pid, liov + li,
+                                           (unsigned long)(ln - li), &r, 1, 0)
+                        : process_vm_writev(pid, liov + li,
+                                            (unsigned long)(ln - li), &r, 1, 0);
         if (n <= 0)
             return n < 0 ? errno : EFAULT;
         done += (uint64_t)n;
@@ -176,8 +179,8 @@ enum ibv_wc_status fake_rma_exec(struct fake_qp *qp, const struct fake_swqe *w)
     int rc = mrt_read(peer, w->rkey, &e);
     if (rc < 0)
         return errno == ESRCH ? IBV_WC_RETRY_EXC_ERR : IBV_WC_REM_OP_ERR;
-    if (rc > 0 || e.rkey != w->rkey || e.pd != peer->pd ||
-        w->raddr < e.addr || w->len > e.len || w->raddr - e.addr > e.len - w->len ||
+    if (rc > 0 || e.rkey != w->rkey || e.pd != peer->pd || w->raddr < e.addr ||
+        w->len > e.len || w->raddr - e.addr > e.len - w->len ||
         (e.access & (uint32_t)need) != (uint32_t)need ||
         (peer->qp_access & (uint32_t)need) != (uint32_t)need) {
         atomic_fetch_add(&fake_cnt.access_naks, 1);

@@ -19,10 +19,11 @@
 #include "vb_ops.h"
 
 #define VB_SUBSYS "na-verbs"
-#define VB_LOG(cls, lvl, ...) CW_NA_LOG((cls)->host, lvl, VB_SUBSYS, __VA_ARGS__)
-#define VB_ERR(cls, ...) VB_LOG(cls, CW_LOG_ERROR, __VA_ARGS__)
+#define VB_LOG(cls, lvl, ...)                                                  \
+    CW_NA_LOG((cls)->host, lvl, VB_SUBSYS, __VA_ARGS__)
+#define VB_ERR(cls, ...)  VB_LOG(cls, CW_LOG_ERROR, __VA_ARGS__)
 #define VB_WARN(cls, ...) VB_LOG(cls, CW_LOG_WARN, __VA_ARGS__)
-#define VB_DBG(cls, ...) VB_LOG(cls, CW_LOG_DEBUG, __VA_ARGS__)
+#define VB_DBG(cls, ...)  VB_LOG(cls, CW_LOG_DEBUG, __VA_ARGS__)
 
 /* Data-path variant: at most one message per second per call site (the
  * state is atomic: instances may run in different threads). */
@@ -30,27 +31,29 @@
     CW_NA_LOG_RL((cls)->host, lvl, VB_SUBSYS, __VA_ARGS__)
 #define VB_WARN_RL(cls, ...) VB_LOG_RL(cls, CW_LOG_WARN, __VA_ARGS__)
 
-#define VB_DEV_MAX 20           /* device name length we carry */
+#define VB_DEV_MAX         20   /* device name length we carry */
 #define VB_DEFAULT_CREDITS 32   /* receive buffers granted per connection */
-#define VB_DEFAULT_BUF 8192     /* eager buffer incl. the header */
-#define VB_EAGER_MIN 256        /* eager_size bounds (payload) */
-#define VB_EAGER_MAX (1u << 20)
-#define VB_SQ_DEPTH 128
-#define VB_SEND_BUFS 256
-#define VB_MAX_SEGS 64
-#define VB_QPN_BUCKETS 256
-#define VB_UNEXP_QMAX 1024 /* unexpected messages queued before credits are
-                              withheld from their senders */
-#define VB_EARLY_MAX 4096  /* expected messages kept without a receive ... */
-#define VB_EARLY_BYTES (16u << 20) /* ... and their payload bytes; beyond
-                                      either, the oldest is dropped */
-#define VB_EARLY_BUCKETS 1024 /* early queue hash on (peer, tag) */
-#define VB_OP_CACHE 256 /* freed ops kept for reuse */
-#define VB_RMA_PIECE (1ull << 30) /* largest single RDMA WR we post */
+#define VB_DEFAULT_BUF     8192 /* eager buffer incl. the header */
+#define VB_EAGER_MIN       256  /* eager_size bounds (payload) */
+#define VB_EAGER_MAX       (1u << 20)
+#define VB_SQ_DEPTH        128
+#define VB_SEND_BUFS       256
+#define VB_MAX_SEGS        64
+#define VB_QPN_BUCKETS     256
+#define VB_UNEXP_QMAX                                                          \
+    1024                  /* unexpected messages queued before credits are     \
+                             withheld from their senders */
+#define VB_EARLY_MAX 4096 /* expected messages kept without a receive ... */
+#define VB_EARLY_BYTES                                                         \
+    (16u << 20)                       /* ... and their payload bytes; beyond   \
+                                         either, the oldest is dropped */
+#define VB_EARLY_BUCKETS 1024         /* early queue hash on (peer, tag) */
+#define VB_OP_CACHE      256          /* freed ops kept for reuse */
+#define VB_RMA_PIECE     (1ull << 30) /* largest single RDMA WR we post */
 #define VB_CM_TIMEOUT_MS 2000
-#define VB_RNR_RETRY 7          /* never fail on RNR: credits prevent it */
-#define VB_PDATA_MAGIC 0x42565743u /* "CWVB" */
-#define VB_WIRE_VERSION 2 /* 2: eager size in the private data */
+#define VB_RNR_RETRY     7           /* never fail on RNR: credits prevent it */
+#define VB_PDATA_MAGIC   0x42565743u /* "CWVB" */
+#define VB_WIRE_VERSION  2           /* 2: eager size in the private data */
 
 /* Message header at the start of every SEND. */
 enum vb_msg_type { VB_MSG_UNEXP = 1, VB_MSG_EXP = 2, VB_MSG_CREDIT = 3 };
@@ -66,8 +69,8 @@ struct vb_pdata {
     uint32_t magic;
     uint8_t version;
     uint8_t devport;
-    uint16_t port;  /* sender's listening port, network order */
-    uint32_t ip;    /* sender's listening IPv4, network order */
+    uint16_t port; /* sender's listening port, network order */
+    uint32_t ip;   /* sender's listening IPv4, network order */
     uint16_t credits;
     uint8_t devlen;
     uint8_t pad;
@@ -77,10 +80,10 @@ struct vb_pdata {
 };
 
 /* wr_id tags in the low two bits. */
-#define VB_WR_OP_LAST 0u  /* op pointer: the op's final (signalled) WR */
+#define VB_WR_OP_LAST  0u /* op pointer: the op's final (signalled) WR */
 #define VB_WR_OP_PIECE 1u /* op pointer: an earlier WR of a multi-WR op */
-#define VB_WR_CTL 2u      /* credit message (no resources) */
-#define VB_WR_RECV 3u     /* struct vb_rbuf pointer */
+#define VB_WR_CTL      2u /* credit message (no resources) */
+#define VB_WR_RECV     3u /* struct vb_rbuf pointer */
 
 enum vb_err_kind {
     VB_E_RC, /* a verbs/rdma_cm return value: -1+errno, errno, or -errno */
@@ -188,17 +191,17 @@ struct vb_conn {
     vb_peer_t *peer; /* reference held */
     enum vb_conn_state state;
     bool active;
-    bool counted;   /* included in peer->nconns */
-    bool granted;   /* our receive buffers were added for it */
+    bool counted; /* included in peer->nconns */
+    bool granted; /* our receive buffers were added for it */
     uint32_t qpn;
     cw_status_t fail_status;
-    int credits;       /* sends we may still post */
-    unsigned peer_grant; /* buffers the peer granted us: credits never
-                            exceed it */
-    unsigned owed;     /* credits to return to the peer */
-    unsigned withheld; /* credits held back while too much is queued */
-    unsigned grant;    /* buffers we granted at setup */
-    size_t peer_eager; /* largest payload the peer can receive */
+    int credits;            /* sends we may still post */
+    unsigned peer_grant;    /* buffers the peer granted us: credits never
+                               exceed it */
+    unsigned owed;          /* credits to return to the peer */
+    unsigned withheld;      /* credits held back while too much is queued */
+    unsigned grant;         /* buffers we granted at setup */
+    size_t peer_eager;      /* largest payload the peer can receive */
     uint64_t posted_seq;    /* WRs posted */
     uint64_t completed_seq; /* WRs known complete */
     uint64_t *sig;          /* ring: seq of each signalled WR, post order */
@@ -206,9 +209,9 @@ struct vb_conn {
     unsigned sig_count;
     unsigned unsignaled;
     unsigned inline_max;
-    struct vb_list pending; /* ops waiting for the connection, credits,
-                               send buffers or SQ slots */
-    struct vb_list posted;  /* ops with WRs on the QP */
+    struct vb_list pending;   /* ops waiting for the connection, credits,
+                                 send buffers or SQ slots */
+    struct vb_list posted;    /* ops with WRs on the QP */
     struct cw_na_op *partial; /* RMA op with pieces still to post */
     struct vb_conn *qpn_next; /* hash chain by QP number */
     struct vb_conn *next;
@@ -254,15 +257,15 @@ struct cw_na_mem {
 };
 
 struct vb_stats {
-    uint64_t credit_stalls;  /* sends that waited for credits */
-    uint64_t credit_msgs;    /* explicit credit messages sent */
-    uint64_t dropped;        /* messages dropped: malformed, or expected
-                                ones pushed out of the early queue */
+    uint64_t credit_stalls; /* sends that waited for credits */
+    uint64_t credit_msgs;   /* explicit credit messages sent */
+    uint64_t dropped;       /* messages dropped: malformed, or expected
+                               ones pushed out of the early queue */
     uint64_t rcache_hits;
     uint64_t rcache_misses;
     uint64_t conns_torn_down;
-    uint64_t conns_refused;  /* connect requests from an IP other than the
-                                one their private data claims */
+    uint64_t conns_refused; /* connect requests from an IP other than the
+                               one their private data claims */
 };
 
 struct cw_na_class {
@@ -352,8 +355,7 @@ VB_HIDDEN bool vb_addr_cmp(cw_na_class_t *cls, cw_na_addr_t *a,
                            cw_na_addr_t *b);
 VB_HIDDEN cw_status_t vb_addr_to_string(cw_na_class_t *cls, cw_na_addr_t *addr,
                                         char *buf, size_t *len_p);
-VB_HIDDEN size_t vb_addr_serialize_size(cw_na_class_t *cls,
-                                        cw_na_addr_t *addr);
+VB_HIDDEN size_t vb_addr_serialize_size(cw_na_class_t *cls, cw_na_addr_t *addr);
 VB_HIDDEN cw_status_t vb_addr_serialize(cw_na_class_t *cls, void *buf,
                                         size_t size, cw_na_addr_t *addr);
 VB_HIDDEN cw_status_t vb_addr_deserialize(cw_na_class_t *cls, const void *buf,
@@ -361,7 +363,7 @@ VB_HIDDEN cw_status_t vb_addr_deserialize(cw_na_class_t *cls, const void *buf,
 
 /* vb_conn.c */
 VB_HIDDEN cw_status_t vb_conn_for_send(vb_class_t *cls, vb_peer_t *peer,
-                                      struct vb_conn **conn_p);
+                                       struct vb_conn **conn_p);
 VB_HIDDEN void vb_send_wc(vb_class_t *cls, const struct ibv_wc *wc);
 VB_HIDDEN bool vb_sq_full(const struct vb_conn *conn);
 VB_HIDDEN void vb_sq_posted(struct vb_conn *conn, bool signalled);
@@ -439,7 +441,7 @@ VB_HIDDEN void vb_rma_piece_done(struct vb_conn *conn, struct cw_na_op *op,
 
 /* vb_progress.c */
 VB_HIDDEN struct cw_na_op *vb_op_new(vb_class_t *cls, enum cw_na_op_type type,
-                                  cw_na_cb_t cb, void *arg);
+                                     cw_na_cb_t cb, void *arg);
 VB_HIDDEN void vb_op_free(vb_class_t *cls, struct cw_na_op *op);
 VB_HIDDEN void vb_op_cache_fini(vb_class_t *cls);
 VB_HIDDEN void vb_list_push(struct vb_list *l, struct cw_na_op *op);

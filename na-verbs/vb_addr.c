@@ -226,8 +226,8 @@ bool vb_addr_cmp(cw_na_class_t *cls, cw_na_addr_t *a, cw_na_addr_t *b)
     return a && a == b;
 }
 
-cw_status_t vb_addr_to_string(cw_na_class_t *cls, cw_na_addr_t *addr,
-                              char *buf, size_t *len_p)
+cw_status_t vb_addr_to_string(cw_na_class_t *cls, cw_na_addr_t *addr, char *buf,
+                              size_t *len_p)
 {
     char s[64];
     if (!addr || !len_p)

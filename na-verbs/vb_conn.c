@@ -75,8 +75,9 @@ static bool peer_ip_ok(vb_class_t *cls, struct rdma_cm_id *id,
     if (sa->sa_family == AF_INET)
         inet_ntop(AF_INET, &src->sin_addr, from, sizeof(from));
     inet_ntop(AF_INET, &pd->ip, claim, sizeof(claim));
-    VB_WARN_RL(cls, "refused a connection from %s claiming to be %s:%u "
-                    "(%llu refused so far)",
+    VB_WARN_RL(cls,
+               "refused a connection from %s claiming to be %s:%u "
+               "(%llu refused so far)",
                from, claim, ntohs(pd->port),
                (unsigned long long)cls->stats.conns_refused);
     return false;
@@ -93,9 +94,10 @@ static void conn_peer_params(struct vb_conn *conn, const struct vb_pdata *pd)
     conn->peer_grant = pd->credits;
     conn->peer_eager = ntohl(pd->eager);
     if (conn->peer_eager < ours)
-        VB_WARN_RL(cls, "%s takes messages of up to %zu bytes, ours may be "
-                        "up to %zu (eager_size): larger sends to it fail "
-                        "with CW_OVERFLOW",
+        VB_WARN_RL(cls,
+                   "%s takes messages of up to %zu bytes, ours may be "
+                   "up to %zu (eager_size): larger sends to it fail "
+                   "with CW_OVERFLOW",
                    vb_peer_format(conn->peer, name, sizeof(name)),
                    conn->peer_eager, ours);
 }
@@ -177,7 +179,8 @@ static cw_status_t conn_create_qp(struct vb_conn *conn)
         .send_cq = cls->cq,
         .recv_cq = cls->cq,
         .srq = cls->srq,
-        .cap = {.max_send_wr = VB_SQ_DEPTH, .max_send_sge = 1,
+        .cap = {.max_send_wr = VB_SQ_DEPTH,
+                .max_send_sge = 1,
                 .max_inline_data = 64},
         .qp_type = IBV_QPT_RC,
         .sq_sig_all = 0,
@@ -185,8 +188,10 @@ static cw_status_t conn_create_qp(struct vb_conn *conn)
     cw_status_t st = vb_pool_grant(cls, cls->credits);
     if (st != CW_OK) {
         if (st == CW_BUSY)
-            VB_WARN(cls, "no receive buffers left for another connection "
-                         "(%u)", cls->max_conns);
+            VB_WARN(cls,
+                    "no receive buffers left for another connection "
+                    "(%u)",
+                    cls->max_conns);
         return st;
     }
     conn->granted = true;
@@ -247,7 +252,7 @@ cw_status_t vb_conn_for_send(vb_class_t *cls, vb_peer_t *peer,
     *conn_p = c;
     return CW_OK;
 
-err_fail: {
+err_fail : {
     cw_status_t st = vb_status(VB_E_RC, -1);
     vb_conn_fail(c, st);
     return st;
@@ -302,7 +307,8 @@ void vb_conn_kick(struct vb_conn *conn)
     if (conn->state != VC_UP)
         return;
     while (!blocked && (conn->partial || conn->pending.head)) {
-        struct cw_na_op *op = conn->partial ? conn->partial : conn->pending.head;
+        struct cw_na_op *op =
+            conn->partial ? conn->partial : conn->pending.head;
         cw_status_t st;
         if (op->type == CW_NA_OP_PUT || op->type == CW_NA_OP_GET)
             st = vb_post_rma_op(conn, op, &blocked);

@@ -24,8 +24,8 @@
 
 /* @p spare, if not NULL, is a dropped entry to reuse when it has room. */
 static struct vb_early *early_new(vb_class_t *cls, vb_peer_t *peer,
-                                  uint32_t tag, const uint8_t *data,
-                                  size_t len, struct vb_early *spare)
+                                  uint32_t tag, const uint8_t *data, size_t len,
+                                  struct vb_early *spare)
 {
     struct vb_early *e = NULL;
     if (spare && spare->cap >= len)
@@ -37,8 +37,9 @@ static struct vb_early *early_new(vb_class_t *cls, vb_peer_t *peer,
     if (!e) {
         char name[64];
         cls->stats.dropped++;
-        VB_WARN_RL(cls, "out of memory queueing a %zu-byte message from %s: "
-                        "dropped (%llu dropped so far)",
+        VB_WARN_RL(cls,
+                   "out of memory queueing a %zu-byte message from %s: "
+                   "dropped (%llu dropped so far)",
                    len, vb_peer_format(peer, name, sizeof(name)),
                    (unsigned long long)cls->stats.dropped);
         return NULL;
@@ -142,8 +143,8 @@ struct vb_early *vb_unexp_take(vb_class_t *cls)
 static struct vb_equeue *bucket_of(vb_class_t *cls, const vb_peer_t *peer,
                                    uint32_t tag)
 {
-    uint64_t k = (uint64_t)(uintptr_t)peer ^
-                 ((uint64_t)tag * 0x9e3779b97f4a7c15ull);
+    uint64_t k =
+        (uint64_t)(uintptr_t)peer ^ ((uint64_t)tag * 0x9e3779b97f4a7c15ull);
     k ^= k >> 31;
     k *= 0xbf58476d1ce4e5b9ull;
     k ^= k >> 29;
@@ -168,9 +169,10 @@ static struct vb_early *early_evict(vb_class_t *cls, size_t len)
         char name[64];
         early_unlink(cls, e);
         cls->stats.dropped++;
-        VB_WARN_RL(cls, "early queue full: dropped the oldest expected "
-                        "message (tag %u from %s) no receive was posted for "
-                        "(%llu dropped so far)",
+        VB_WARN_RL(cls,
+                   "early queue full: dropped the oldest expected "
+                   "message (tag %u from %s) no receive was posted for "
+                   "(%llu dropped so far)",
                    e->tag, vb_peer_format(e->peer, name, sizeof(name)),
                    (unsigned long long)cls->stats.dropped);
         vb_peer_put(cls, e->peer);

@@ -132,7 +132,8 @@ static cw_status_t vb_params(vb_class_t *cls, const char *const *params)
         bool ok = *params[i + 1] && *end == '\0';
         if (strcmp(params[i], "credits") == 0) {
             if (!ok || v < 4 || v > 1024) {
-                VB_ERR(cls, "parameter credits=%s: want 4..1024", params[i + 1]);
+                VB_ERR(cls, "parameter credits=%s: want 4..1024",
+                       params[i + 1]);
                 return CW_INVALID_ARG;
             }
             cls->credits = (unsigned)v;
@@ -204,7 +205,8 @@ static cw_status_t vb_open_device(vb_class_t *cls)
     struct ibv_device_attr da;
     int rc;
 
-    if (cls->ops->bind_addr(cls->listen_id, (struct sockaddr *)&cls->self_sin)) {
+    if (cls->ops->bind_addr(cls->listen_id,
+                            (struct sockaddr *)&cls->self_sin)) {
         int e = errno;
         char ip[INET_ADDRSTRLEN];
         inet_ntop(AF_INET, &cls->self_sin.sin_addr, ip, sizeof(ip));
@@ -545,8 +547,8 @@ static cw_status_t vb_describe(const struct cw_na_host *host,
         return CW_UNSUPPORTED;
     }
     if (module != NULL)
-        emit(arg, CW_NA_DESCRIBE_LIBRARY, "fake device module ("
-             VB_FAKE_ENV ")");
+        emit(arg, CW_NA_DESCRIBE_LIBRARY,
+             "fake device module (" VB_FAKE_ENV ")");
     l = ops->get_device_list(&n);
     if (l == NULL) {
         /* No RDMA device (or no verbs driver) is not an error here. */

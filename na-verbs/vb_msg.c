@@ -23,7 +23,8 @@ cw_status_t vb_pool_init(vb_class_t *cls)
     cls->sfree = calloc(VB_SEND_BUFS, sizeof(*cls->sfree));
     if (!cls->smem || !cls->sfree)
         return CW_NOMEM;
-    cls->smr = cls->ops->reg_mr(cls->pd, cls->smem, bytes, IBV_ACCESS_LOCAL_WRITE);
+    cls->smr =
+        cls->ops->reg_mr(cls->pd, cls->smem, bytes, IBV_ACCESS_LOCAL_WRITE);
     if (!cls->smr) {
         VB_ERR(cls, "ibv_reg_mr(send pool, %zu) failed: %s", bytes,
                strerror(errno));
@@ -57,9 +58,8 @@ static cw_status_t rbuf_post(vb_class_t *cls, struct vb_rbuf *b)
     struct ibv_sge sge = {.addr = (uintptr_t)b->data,
                           .length = (uint32_t)cls->buf_size,
                           .lkey = b->chunk->mr->lkey};
-    struct ibv_recv_wr wr = {.wr_id = (uintptr_t)b | VB_WR_RECV,
-                             .sg_list = &sge,
-                             .num_sge = 1};
+    struct ibv_recv_wr wr = {
+        .wr_id = (uintptr_t)b | VB_WR_RECV, .sg_list = &sge, .num_sge = 1};
     struct ibv_recv_wr *bad;
     int rc = cls->ops->post_srq_recv(cls->srq, &wr, &bad);
     if (rc) {
@@ -141,13 +141,16 @@ void vb_send_credits(struct vb_conn *conn, bool force)
     h.credits = (uint16_t)(conn->owed > 65535 ? 65535 : conn->owed);
     bool sig = conn->unsignaled >= VB_SQ_DEPTH / 4;
     struct ibv_sge sge = {.addr = (uintptr_t)&h, .length = sizeof(h)};
-    struct ibv_send_wr wr = {
-        .wr_id = VB_WR_CTL,
-        .sg_list = &sge,
-        .num_sge = 1,
-        .opcode = IBV_WR_SEND,
-        .send_flags = IBV_SEND_INLINE | (sig ? IBV_SEND_SIGNALED : 0u),
-    }, *bad;
+    struct ibv_send_wr wr =
+                           {
+                               .wr_id = VB_WR_CTL,
+                               .sg_list = &sge,
+                               .num_sge = 1,
+                               .opcode = IBV_WR_SEND,
+                               .send_flags = IBV_SEND_INLINE |
+                                             (sig ? IBV_SEND_SIGNALED : 0u),
+                           },
+                       *bad;
     int rc = cls->ops->post_send(conn->id->qp, &wr, &bad);
     if (rc) {
         char eb[64];
@@ -169,8 +172,9 @@ cw_status_t vb_post_send_op(struct vb_conn *conn, struct cw_na_op *op,
     if (op->slen > conn->peer_eager) {
         /* Queued before the peer's eager size was known. */
         char name[64];
-        VB_WARN_RL(cls, "%zu-byte message to %s refused: it takes at most "
-                        "%zu bytes",
+        VB_WARN_RL(cls,
+                   "%zu-byte message to %s refused: it takes at most "
+                   "%zu bytes",
                    op->slen, vb_peer_format(conn->peer, name, sizeof(name)),
                    conn->peer_eager);
         vb_op_done(cls, op, CW_OVERFLOW);
@@ -189,8 +193,8 @@ cw_status_t vb_post_send_op(struct vb_conn *conn, struct cw_na_op *op,
     uint8_t *b = cls->smem + (size_t)idx * cls->buf_size;
     struct vb_hdr h = {.type = op->msg_type,
                        .version = VB_WIRE_VERSION,
-                       .credits = (uint16_t)(conn->owed > 65535 ? 65535
-                                                                : conn->owed),
+                       .credits =
+                           (uint16_t)(conn->owed > 65535 ? 65535 : conn->owed),
                        .tag = op->tag};
     memcpy(b, &h, sizeof(h));
     if (op->slen)
@@ -198,13 +202,15 @@ cw_status_t vb_post_send_op(struct vb_conn *conn, struct cw_na_op *op,
     struct ibv_sge sge = {.addr = (uintptr_t)b,
                           .length = (uint32_t)(sizeof(h) + op->slen),
                           .lkey = cls->smr->lkey};
-    struct ibv_send_wr wr = {
-        .wr_id = (uintptr_t)op | VB_WR_OP_LAST,
-        .sg_list = &sge,
-        .num_sge = 1,
-        .opcode = IBV_WR_SEND,
-        .send_flags = IBV_SEND_SIGNALED,
-    }, *bad;
+    struct ibv_send_wr wr =
+                           {
+                               .wr_id = (uintptr_t)op | VB_WR_OP_LAST,
+                               .sg_list = &sge,
+                               .num_sge = 1,
+                               .opcode = IBV_WR_SEND,
+                               .send_flags = IBV_SEND_SIGNALED,
+                           },
+                       *bad;
     if (sge.length <= conn->inline_max)
         wr.send_flags |= IBV_SEND_INLINE;
     int rc = cls->ops->post_send(conn->id->qp, &wr, &bad);
@@ -242,8 +248,9 @@ static cw_status_t msg_send(vb_class_t *cls, const void *buf, size_t len,
         return st;
     if (conn->state == VC_UP && len > conn->peer_eager) {
         char name[64];
-        VB_WARN_RL(cls, "%zu-byte message to %s refused: it takes at most "
-                        "%zu bytes",
+        VB_WARN_RL(cls,
+                   "%zu-byte message to %s refused: it takes at most "
+                   "%zu bytes",
                    len, vb_peer_format(dest, name, sizeof(name)),
                    conn->peer_eager);
         return CW_OVERFLOW;
@@ -312,8 +319,9 @@ static void malformed(vb_class_t *cls, const struct vb_conn *conn,
 {
     char name[64];
     cls->stats.dropped++;
-    VB_WARN_RL(cls, "dropped a malformed %u-byte message from %s (type %d, "
-                    "version %d; %llu dropped so far)",
+    VB_WARN_RL(cls,
+               "dropped a malformed %u-byte message from %s (type %d, "
+               "version %d; %llu dropped so far)",
                byte_len, vb_peer_format(conn->peer, name, sizeof(name)),
                h ? h->type : -1, h ? h->version : -1,
                (unsigned long long)cls->stats.dropped);

@@ -46,8 +46,8 @@ struct vb_ops {
     struct ibv_comp_channel *(*create_comp_channel)(struct ibv_context *ctx);
     int (*destroy_comp_channel)(struct ibv_comp_channel *ch);
     struct ibv_cq *(*create_cq)(struct ibv_context *ctx, int cqe,
-                                void *cq_context,
-                                struct ibv_comp_channel *ch, int vector);
+                                void *cq_context, struct ibv_comp_channel *ch,
+                                int vector);
     int (*destroy_cq)(struct ibv_cq *cq);
     int (*req_notify_cq)(struct ibv_cq *cq, int solicited_only);
     int (*get_cq_event)(struct ibv_comp_channel *ch, struct ibv_cq **cq,
@@ -104,7 +104,7 @@ VB_HIDDEN extern const struct vb_ops vb_real_ops;
 #define VB_FAKE_ENV "CAUSEWAY_VERBS_FAKE"
 /** The one symbol cw-verbs-fake.so exports (a struct vb_fake_module). */
 #define VB_FAKE_ENTRY "vb_fake_module_entry"
-#define VB_FAKE_ABI 2
+#define VB_FAKE_ABI   2
 
 /** Counters of the fake device, process-wide (for tests). */
 struct vb_fake_stats {

@@ -48,8 +48,7 @@ int vb_ops_acquire(const struct vb_ops **ops_p, void **handle_p, char *err,
         snprintf(err, errlen,
                  "%s: fake module ABI %u, ops size %u; this plugin wants %u, "
                  "%zu (rebuild the tree)",
-                 path, m->abi, m->ops_size, VB_FAKE_ABI,
-                 sizeof(struct vb_ops));
+                 path, m->abi, m->ops_size, VB_FAKE_ABI, sizeof(struct vb_ops));
         goto err_close;
     }
     *ops_p = m->ops;

@@ -12,7 +12,7 @@
 
 #include "vb.h"
 
-#define VB_POLL_BATCH 32
+#define VB_POLL_BATCH  32
 #define VB_POLL_ROUNDS 16
 
 /* Ops are recycled through a small cache: no allocator call per message
@@ -108,7 +108,8 @@ void vb_op_done(vb_class_t *cls, struct cw_na_op *op, cw_status_t st)
 void vb_send_wc(vb_class_t *cls, const struct ibv_wc *wc)
 {
     unsigned tag = (unsigned)(wc->wr_id & 3u);
-    struct cw_na_op *op = (struct cw_na_op *)(uintptr_t)(wc->wr_id & ~(uint64_t)3);
+    struct cw_na_op *op =
+        (struct cw_na_op *)(uintptr_t)(wc->wr_id & ~(uint64_t)3);
     struct vb_conn *conn = vb_conn_by_qpn(cls, wc->qp_num);
     cw_status_t st = vb_status(VB_E_WC, wc->status);
 
@@ -252,9 +253,8 @@ bool vb_safe_to_sleep(cw_na_class_t *cls)
         cls->cq_armed = true;
     }
     /* Re-poll: a completion that arrived before arming raises no event. */
-    int n = cls->ops->poll_cq(cls->cq, (int)(sizeof(cls->stash) /
-                                             sizeof(cls->stash[0])),
-                              cls->stash);
+    int n = cls->ops->poll_cq(
+        cls->cq, (int)(sizeof(cls->stash) / sizeof(cls->stash[0])), cls->stash);
     if (n > 0) {
         cls->nstash = n;
         return false;

@@ -18,7 +18,7 @@
 
 #define VB_MEM_MAGIC "VBM1"
 #define VB_MEM_FIXED 16
-#define VB_MEM_SEG 24
+#define VB_MEM_SEG   24
 
 /* ---- registration cache ---- */
 
@@ -89,8 +89,9 @@ void vb_rcache_fini(vb_class_t *cls)
 
 /* ---- handles ---- */
 
-cw_status_t vb_mem_register(cw_na_class_t *cls, const struct cw_na_segment *segs,
-                            size_t n, uint32_t access, cw_na_mem_t **mem_p)
+cw_status_t vb_mem_register(cw_na_class_t *cls,
+                            const struct cw_na_segment *segs, size_t n,
+                            uint32_t access, cw_na_mem_t **mem_p)
 {
     uint64_t total = 0;
     int vacc = IBV_ACCESS_LOCAL_WRITE;
@@ -99,7 +100,8 @@ cw_status_t vb_mem_register(cw_na_class_t *cls, const struct cw_na_segment *segs
         (access & ~(CW_NA_MEM_READ | CW_NA_MEM_WRITE)))
         return CW_INVALID_ARG;
     for (size_t i = 0; i < n; i++) {
-        if ((segs[i].len && !segs[i].base) || segs[i].len > UINT64_MAX - total ||
+        if ((segs[i].len && !segs[i].base) ||
+            segs[i].len > UINT64_MAX - total ||
             (uintptr_t)segs[i].base > UINTPTR_MAX - segs[i].len)
             return CW_INVALID_ARG;
         total += segs[i].len;
@@ -119,8 +121,8 @@ cw_status_t vb_mem_register(cw_na_class_t *cls, const struct cw_na_segment *segs
         m->segs[i].len = segs[i].len;
         if (!segs[i].len)
             continue;
-        m->segs[i].rce = rcache_get(cls, (uintptr_t)segs[i].base, segs[i].len,
-                                    vacc, &st);
+        m->segs[i].rce =
+            rcache_get(cls, (uintptr_t)segs[i].base, segs[i].len, vacc, &st);
         if (!m->segs[i].rce) {
             vb_mem_release(cls, m);
             return st;
@@ -190,7 +192,8 @@ cw_status_t vb_mem_deserialize(cw_na_class_t *cls, const void *buf, size_t size,
         return CW_INVALID_ARG;
     memcpy(&access, b + 4, 4);
     memcpy(&n, b + 8, 4);
-    if (n == 0 || n > VB_MAX_SEGS || size != VB_MEM_FIXED + (size_t)n * VB_MEM_SEG ||
+    if (n == 0 || n > VB_MAX_SEGS ||
+        size != VB_MEM_FIXED + (size_t)n * VB_MEM_SEG ||
         (access & ~(CW_NA_MEM_READ | CW_NA_MEM_WRITE)))
         return CW_INVALID_ARG;
     cw_na_mem_t *m = calloc(1, sizeof(*m) + n * sizeof(m->segs[0]));
@@ -314,16 +317,19 @@ cw_status_t vb_post_rma_op(struct vb_conn *conn, struct cw_na_op *op,
             return CW_OK;
         }
         const struct vb_piece *p = &op->pieces[op->next_piece];
-        struct ibv_sge sge = {.addr = p->laddr, .length = p->len,
-                              .lkey = p->lkey};
-        struct ibv_send_wr wr = {
-            .wr_id = (uintptr_t)op | VB_WR_OP_PIECE,
-            .sg_list = &sge,
-            .num_sge = 1,
-            .opcode = op->type == CW_NA_OP_PUT ? IBV_WR_RDMA_WRITE
-                                               : IBV_WR_RDMA_READ,
-            .send_flags = IBV_SEND_SIGNALED,
-        }, *bad;
+        struct ibv_sge sge = {
+            .addr = p->laddr, .length = p->len, .lkey = p->lkey};
+        struct ibv_send_wr wr =
+                               {
+                                   .wr_id = (uintptr_t)op | VB_WR_OP_PIECE,
+                                   .sg_list = &sge,
+                                   .num_sge = 1,
+                                   .opcode = op->type == CW_NA_OP_PUT
+                                                 ? IBV_WR_RDMA_WRITE
+                                                 : IBV_WR_RDMA_READ,
+                                   .send_flags = IBV_SEND_SIGNALED,
+                               },
+                           *bad;
         wr.wr.rdma.remote_addr = p->raddr;
         wr.wr.rdma.rkey = p->rkey;
         int rc = cls->ops->post_send(conn->id->qp, &wr, &bad);

@@ -86,10 +86,9 @@ static void representative(const struct cw_addr_pattern *pat,
         else {
             size_t off = 0;
             for (int i = 0; i < 16; i += 2)
-                off += (size_t)snprintf(ip + off, sizeof(ip) - off, "%s%x",
-                                        i ? ":" : "",
-                                        (unsigned)(pat->ip[i] << 8 |
-                                                   pat->ip[i + 1]));
+                off += (size_t)snprintf(
+                    ip + off, sizeof(ip) - off, "%s%x", i ? ":" : "",
+                    (unsigned)(pat->ip[i] << 8 | pat->ip[i + 1]));
         }
         snprintf(uri->location, sizeof(uri->location), "%s", ip);
         break;
@@ -133,10 +132,10 @@ static void report_loop(struct chk *c, const struct chk_step *steps,
     for (size_t i = 0; i < len && off < sizeof(msg); i++) {
         const struct chk_step *s = &steps[from + (start - from + i) % len];
         const struct rt_route *r = &c->t[s->g]->routes[s->route];
-        off += (size_t)snprintf(msg + off, sizeof(msg) - off,
-                                " %s (%s:%u) -> %s;", gw_name(c, s->g),
-                                r->loc.file, r->loc.line,
-                                c->t[s->g]->nexthops[r->nexthop].name);
+        off +=
+            (size_t)snprintf(msg + off, sizeof(msg) - off, " %s (%s:%u) -> %s;",
+                             gw_name(c, s->g), r->loc.file, r->loc.line,
+                             c->t[s->g]->nexthops[r->nexthop].name);
     }
     if (off < sizeof(msg))
         snprintf(msg + off, sizeof(msg) - off, " back to %s",
@@ -165,9 +164,11 @@ static void follow(struct chk *c, size_t g, unsigned ri,
         return;
     j = owner_of(c, nh->name);
     if (j < 0) {
-        snprintf(msg, sizeof(msg), "unreachable next hop: gateway %s of the "
+        snprintf(msg, sizeof(msg),
+                 "unreachable next hop: gateway %s of the "
                  "route to %s is not a network address of any loaded "
-                 "gateway", nh->name, r->dest);
+                 "gateway",
+                 nh->name, r->dest);
         chk_report(c, r->loc.file, r->loc.line, msg);
         return;
     }
@@ -201,17 +202,18 @@ static void walk(struct chk *c, size_t g, const struct cw_uri *dest,
     /* A wildcard plugin or protocol stands for many fabrics; the next
      * gateway may well serve some of them without a wildcard route, so
      * only a concrete destination can be called a dead end. */
-    if (set->n == 0 && (strcmp(dest->plugin, "*") == 0 ||
-                        strcmp(dest->protocol, "*") == 0)) {
+    if (set->n == 0 &&
+        (strcmp(dest->plugin, "*") == 0 || strcmp(dest->protocol, "*") == 0)) {
         free(set);
         return;
     }
     if (set->n == 0) {
         const struct chk_step *prev = &steps[depth - 1];
         const struct rt_route *pr = &c->t[prev->g]->routes[prev->route];
-        snprintf(msg, sizeof(msg), "dead end: %s (%s) has no route to %s, "
-                 "which this route sends to it", gw_name(c, g),
-                 c->cfgs[g]->path, dest_text);
+        snprintf(msg, sizeof(msg),
+                 "dead end: %s (%s) has no route to %s, "
+                 "which this route sends to it",
+                 gw_name(c, g), c->cfgs[g]->path, dest_text);
         chk_report(c, pr->loc.file, pr->loc.line, msg);
         free(set);
         return;
@@ -277,11 +279,12 @@ static void check_return(struct chk *c, size_t g, size_t ci)
             continue;
         if (reaches(c, (size_t)j, &in->uri, visited, 0))
             continue;
-        snprintf(msg, sizeof(msg), "missing return route: %s (%s) forwards "
+        snprintf(msg, sizeof(msg),
+                 "missing return route: %s (%s) forwards "
                  "%s to %s (%s), which has no route back to %s (network %s "
-                 "of %s)", gw_name(c, g), cfg->path, r->dest,
-                 gw_name(c, (size_t)j), c->cfgs[j]->path, in->address,
-                 in->name, gw_name(c, g));
+                 "of %s)",
+                 gw_name(c, g), cfg->path, r->dest, gw_name(c, (size_t)j),
+                 c->cfgs[j]->path, in->address, in->name, gw_name(c, g));
         chk_report(c, cfg->path, r->loc.line, msg);
     }
 }

@@ -44,9 +44,10 @@ static void print_route(const struct cw_route_table *t, unsigned ri,
         fprintf(out, "{\"kind\":\"%s\",\"nexthop\":",
                 nh->is_gateway ? "gateway" : "via");
         cw_json_str(out, nh->name);
-        fprintf(out, ",\"priority\":%u,\"hop\":%u,\"up\":%s,\"inflight\":%u,"
-                "\"chosen\":%s,\"route\":", r->priority, r->hop,
-                atomic_load(&nh->up) ? "true" : "false",
+        fprintf(out,
+                ",\"priority\":%u,\"hop\":%u,\"up\":%s,\"inflight\":%u,"
+                "\"chosen\":%s,\"route\":",
+                r->priority, r->hop, atomic_load(&nh->up) ? "true" : "false",
                 atomic_load(&nh->inflight), chosen ? "true" : "false");
         if (r->implicit)
             fprintf(out, "\"connected\"");
@@ -54,14 +55,13 @@ static void print_route(const struct cw_route_table *t, unsigned ri,
             fprintf(out, "\"routes[%d]\"", r->cfg_index);
         fprintf(out, ",\"file\":");
         cw_json_str(out, r->loc.file);
-        fprintf(out, ",\"line\":%u,\"column\":%u}", r->loc.line,
-                r->loc.column);
+        fprintf(out, ",\"line\":%u,\"column\":%u}", r->loc.line, r->loc.column);
         return;
     }
     fprintf(out, "      -> %s %s  priority %u hop %u  %s, %u in flight%s",
             nh->is_gateway ? "gateway" : "via", nh->name, r->priority, r->hop,
-            atomic_load(&nh->up) ? "up" : "DOWN",
-            atomic_load(&nh->inflight), chosen ? "  [chosen]" : "");
+            atomic_load(&nh->up) ? "up" : "DOWN", atomic_load(&nh->inflight),
+            chosen ? "  [chosen]" : "");
     if (r->implicit)
         fprintf(out, "  (connected network, %s:%u:%u)\n", r->loc.file,
                 r->loc.line, r->loc.column);
@@ -101,14 +101,17 @@ static void explain_why(struct cw_route_table *t,
         nbest = rt_group_best(t, set->g[i], best, 64);
         if (set->g[i]->nroutes > 1)
             WHY(" lowest priority %u, fewest hops %u among %zu route(s) for "
-                "it;", r->priority, r->hop, set->g[i]->nroutes);
+                "it;",
+                r->priority, r->hop, set->g[i]->nroutes);
         if (nbest > 1)
             WHY(" %zu equal routes: healthiest, least loaded, then round "
-                "robin;", nbest);
+                "robin;",
+                nbest);
         break;
     }
-    WHY(" next hop %s", atomic_load(&nh->up) ? "up" : "down (every "
-        "alternative is down too)");
+    WHY(" next hop %s", atomic_load(&nh->up) ? "up"
+                                             : "down (every "
+                                               "alternative is down too)");
 #undef WHY
 }
 
@@ -124,15 +127,15 @@ static cw_status_t explain_uri(struct cw_route_table *t,
 
     ri = rt_select(t, uri, &set);
     if (ri < 0) {
-        const char *reason = t->nnetworks
-            ? "no dest pattern matches and no network uses this "
-              "plugin+protocol"
-            : "no dest pattern matches; a client sends it directly";
+        const char *reason =
+            t->nnetworks
+                ? "no dest pattern matches and no network uses this "
+                  "plugin+protocol"
+                : "no dest pattern matches; a client sends it directly";
         if (json) {
             fprintf(out, "\"target\":");
             cw_json_str(out, shown);
-            fprintf(out, ",\"result\":\"no_route\",\"reason\":\"%s\"",
-                    reason);
+            fprintf(out, ",\"result\":\"no_route\",\"reason\":\"%s\"", reason);
         } else {
             fprintf(out, "%s: no route (%s)\n", shown, reason);
         }
@@ -145,8 +148,9 @@ static cw_status_t explain_uri(struct cw_route_table *t,
         fprintf(out, "\"target\":");
         cw_json_str(out, shown);
         fprintf(out, ",\"result\":\"route\",\"kind\":\"%s\",\"nexthop\":",
-                nh->is_gateway ? "gateway" : nh->network >= 0 ? "via"
-                                                              : "direct");
+                nh->is_gateway     ? "gateway"
+                : nh->network >= 0 ? "via"
+                                   : "direct");
         cw_json_str(out, nh->name);
         fprintf(out, ",\"network\":");
         if (nh->network >= 0)
@@ -171,9 +175,10 @@ static cw_status_t explain_uri(struct cw_route_table *t,
         else
             fprintf(out, "%s direct\n", shown);
         if (r->implicit)
-            fprintf(out, "  route: connected network %s (%s:%u:%u), dest "
-                    "%s\n", nh->name, r->loc.file, r->loc.line, r->loc.column,
-                    r->dest);
+            fprintf(out,
+                    "  route: connected network %s (%s:%u:%u), dest "
+                    "%s\n",
+                    nh->name, r->loc.file, r->loc.line, r->loc.column, r->dest);
         else
             fprintf(out, "  route: routes[%d] at %s:%u:%u, dest \"%s\"\n",
                     r->cfg_index, r->loc.file, r->loc.line, r->loc.column,
@@ -238,14 +243,12 @@ static cw_status_t explain(struct cw_route_table *table, const char *addr,
                 fprintf(out, "\"result\":\"no_service\",\"reason\":");
                 cw_json_str(out, "no such service");
             } else {
-                fprintf(out, "%s: no such service in %s\n", addr,
-                        table->path);
+                fprintf(out, "%s: no such service in %s\n", addr, table->path);
             }
             goto out_free;
         }
         policy = (const char *[]){"round_robin", "least_inflight",
-                                  "hash"}[table->services[pick.service]
-                                              .policy];
+                                  "hash"}[table->services[pick.service].policy];
         if (json) {
             fprintf(out, "\"service\":{\"name\":");
             cw_json_str(out, addr + 4);
@@ -254,10 +257,11 @@ static cw_status_t explain(struct cw_route_table *table, const char *addr,
             cw_json_str(out, pick.address);
             fprintf(out, "},");
         } else {
-            fprintf(out, "%s: service '%s' (%zu backends, policy %s) -> "
-                    "next pick %s\n", addr, addr + 4,
-                    table->services[pick.service].nbackends, policy,
-                    pick.address);
+            fprintf(out,
+                    "%s: service '%s' (%zu backends, policy %s) -> "
+                    "next pick %s\n",
+                    addr, addr + 4, table->services[pick.service].nbackends,
+                    policy, pick.address);
         }
         if (cw_uri_parse(pick.address, &uri) != CW_OK) {
             st = CW_INVALID_ARG;
@@ -284,8 +288,10 @@ static cw_status_t explain(struct cw_route_table *table, const char *addr,
         if (json)
             fprintf(out, "\"gateways\":%u,", path->nhops);
         else
-            fprintf(out, "%s: proxied address; the first hop is %s "
-                    "(%u gateway(s))\n", addr, first, path->nhops);
+            fprintf(out,
+                    "%s: proxied address; the first hop is %s "
+                    "(%u gateway(s))\n",
+                    addr, first, path->nhops);
         st = explain_uri(table, &path->hops[0], first, json, out);
     } else {
         st = explain_uri(table, &path->target, addr, json, out);

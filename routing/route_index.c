@@ -108,8 +108,8 @@ static uint64_t pfx_hash(uint8_t family, uint8_t len, const uint8_t *ip)
 
     memcpy(&w0, ip, 8);
     memcpy(&w1, ip + 8, 8);
-    h = w0 * 0x9e3779b97f4a7c15ull ^ (w1 + 0x632be59bd9b4e019ull) *
-                                         0xc2b2ae3d27d4eb4full;
+    h = w0 * 0x9e3779b97f4a7c15ull ^
+        (w1 + 0x632be59bd9b4e019ull) * 0xc2b2ae3d27d4eb4full;
     h ^= (uint64_t)family << 8 | len;
     h ^= h >> 31;
     h *= 0xbf58476d1ce4e5b9ull;
@@ -125,8 +125,7 @@ static struct rt_pfx_entry *pfx_slot(const struct rt_pfx_table *t,
 
     while (t->e[j].used) {
         const struct rt_pfx_entry *e = &t->e[j];
-        if (e->family == family && e->len == len &&
-            memcmp(e->ip, ip, 16) == 0)
+        if (e->family == family && e->len == len && memcmp(e->ip, ip, 16) == 0)
             break;
         j = (j + 1) & (t->cap - 1);
     }
@@ -142,8 +141,7 @@ static cw_status_t pfx_grow(struct rt_pfx_table *t)
         return CW_NOMEM;
     for (size_t i = 0; i < t->cap; i++) {
         if (t->e[i].used) {
-            *pfx_slot(&nt, t->e[i].family, t->e[i].len, t->e[i].ip) =
-                t->e[i];
+            *pfx_slot(&nt, t->e[i].family, t->e[i].len, t->e[i].ip) = t->e[i];
             nt.n++;
         }
     }
@@ -209,8 +207,8 @@ void rt_pfx_free(struct rt_bucket *b)
 unsigned rt_pattern_spec(const struct cw_addr_pattern *pat)
 {
     static const unsigned cls[] = {
-        [CW_PATTERN_ANY] = 1,      [CW_PATTERN_PREFIX] = 2,
-        [CW_PATTERN_HOST] = 3,     [CW_PATTERN_HOSTPORT] = 4,
+        [CW_PATTERN_ANY] = 1,   [CW_PATTERN_PREFIX] = 2,
+        [CW_PATTERN_HOST] = 3,  [CW_PATTERN_HOSTPORT] = 4,
         [CW_PATTERN_EXACT] = 5,
     };
     bool plugin = strcmp(pat->plugin, "*") != 0;
@@ -261,8 +259,8 @@ static void pfx_walk(const struct cw_route_table *t, const struct rt_bucket *b,
 }
 
 /* out = a + b + c (+ d), truncated to cap; returns out. */
-static const char *key_cat(char *out, size_t cap, const char *a,
-                           const char *b, const char *c, const char *d)
+static const char *key_cat(char *out, size_t cap, const char *a, const char *b,
+                           const char *c, const char *d)
 {
     const char *parts[4] = {a, b, c, d};
     size_t off = 0;

@@ -19,8 +19,8 @@ cw_status_t rt_build_services(struct cw_route_table *t,
         s->name = strdup(cs->name);
         s->policy = cs->policy;
         atomic_init(&s->rr, 0);
-        s->backends = calloc(cs->backends.n ? cs->backends.n : 1,
-                             sizeof(*s->backends));
+        s->backends =
+            calloc(cs->backends.n ? cs->backends.n : 1, sizeof(*s->backends));
         if (s->name == NULL || s->backends == NULL)
             return CW_NOMEM;
         for (size_t b = 0; b < cs->backends.n; b++) {
@@ -167,8 +167,7 @@ void cw_route_table_backend_set_ejected(struct cw_route_table *table,
 bool cw_route_table_backend_is_up(const struct cw_route_table *table,
                                   unsigned service, unsigned b)
 {
-    struct rt_backend *be =
-        backend((struct cw_route_table *)table, service, b);
+    struct rt_backend *be = backend((struct cw_route_table *)table, service, b);
 
     return be != NULL && be_ok(be);
 }
@@ -176,8 +175,7 @@ bool cw_route_table_backend_is_up(const struct cw_route_table *table,
 unsigned cw_route_table_backend_inflight(const struct cw_route_table *table,
                                          unsigned service, unsigned b)
 {
-    struct rt_backend *be =
-        backend((struct cw_route_table *)table, service, b);
+    struct rt_backend *be = backend((struct cw_route_table *)table, service, b);
 
     return be ? atomic_load(&be->inflight) : 0;
 }
@@ -185,8 +183,7 @@ unsigned cw_route_table_backend_inflight(const struct cw_route_table *table,
 const char *cw_route_table_backend_address(const struct cw_route_table *table,
                                            unsigned service, unsigned b)
 {
-    struct rt_backend *be =
-        backend((struct cw_route_table *)table, service, b);
+    struct rt_backend *be = backend((struct cw_route_table *)table, service, b);
 
     return be ? be->address : NULL;
 }
@@ -200,12 +197,11 @@ cw_route_table_backend_report(struct cw_route_table *table, unsigned service,
     if (be == NULL)
         return CW_HEALTH_SAME;
     return rt_health_report(&be->ejected, true, &be->fails, &be->successes,
-                            success, table->eject_after,
-                            table->recover_after);
+                            success, table->eject_after, table->recover_after);
 }
 
-void cw_route_table_backend_load(struct cw_route_table *table,
-                                 unsigned service, unsigned b, int delta)
+void cw_route_table_backend_load(struct cw_route_table *table, unsigned service,
+                                 unsigned b, int delta)
 {
     struct rt_backend *be = backend(table, service, b);
 
@@ -282,8 +278,7 @@ cw_status_t cw_route_table_acl_check(const struct cw_route_table *table,
     if (table == NULL || dest == NULL)
         return CW_INVALID_ARG;
     if (strncmp(dest, "svc:", 4) == 0)
-        return cw_route_table_acl_check_parsed(table, from, to, dest + 4,
-                                               NULL);
+        return cw_route_table_acl_check_parsed(table, from, to, dest + 4, NULL);
     if (cw_uri_parse(dest, &uri) != CW_OK)
         return CW_INVALID_ARG;
     return cw_route_table_acl_check_parsed(table, from, to, NULL, &uri);

@@ -267,11 +267,11 @@ static cw_status_t build_routes(struct cw_route_table *t,
         /* Two networks on one plugin+protocol (two subnets): which one
          * reaches a destination is for written routes to say. */
         for (size_t j = 0; j < cfg->nnetworks; j++)
-            shared = shared || (j != i &&
-                                strcmp(cfg->networks[j].uri.plugin,
-                                       n->uri.plugin) == 0 &&
-                                strcmp(cfg->networks[j].uri.protocol,
-                                       n->uri.protocol) == 0);
+            shared =
+                shared ||
+                (j != i &&
+                 strcmp(cfg->networks[j].uri.plugin, n->uri.plugin) == 0 &&
+                 strcmp(cfg->networks[j].uri.protocol, n->uri.protocol) == 0);
         if (shared)
             continue;
         snprintf(dest, sizeof(dest), "%s%s%s://*", n->uri.plugin,
@@ -301,8 +301,8 @@ cw_status_t cw_route_table_build(const struct cw_config *cfg,
     atomic_init(&t->refs, 1);
     t->serial = atomic_fetch_add(&rt_serials, 1) + 1;
     t->path = strdup(cfg->path ? cfg->path : "");
-    t->network_names = calloc(cfg->nnetworks ? cfg->nnetworks : 1,
-                              sizeof(char *));
+    t->network_names =
+        calloc(cfg->nnetworks ? cfg->nnetworks : 1, sizeof(char *));
     if (t->path == NULL || t->network_names == NULL) {
         st = CW_NOMEM;
         goto err_free;
@@ -378,8 +378,7 @@ static bool group_select(struct cw_route_table *t, struct rt_group *g,
             bf = f;
             bl = l;
             nties = 0;
-        } else if (!(r->priority == bp && r->hop == bh && f == bf &&
-                     l == bl)) {
+        } else if (!(r->priority == bp && r->hop == bh && f == bf && l == bl)) {
             continue;
         }
         if (nties < 64)
@@ -391,8 +390,8 @@ static bool group_select(struct cw_route_table *t, struct rt_group *g,
         *route_p = ties[0];
         return true;
     }
-    *route_p = ties[atomic_fetch_add_explicit(&g->rr, 1,
-                                              memory_order_relaxed) % nties];
+    *route_p = ties[atomic_fetch_add_explicit(&g->rr, 1, memory_order_relaxed) %
+                    nties];
     return true;
 }
 
@@ -405,8 +404,7 @@ static void fill_result(const struct cw_route_table *t, unsigned ri,
     memset(res, 0, sizeof(*res));
     res->direct = !nh->is_gateway;
     res->network = nh->network;
-    res->network_name = nh->network >= 0 &&
-                                (size_t)nh->network < t->nnetworks
+    res->network_name = nh->network >= 0 && (size_t)nh->network < t->nnetworks
                             ? t->network_names[nh->network]
                             : NULL;
     res->gateway = nh->is_gateway ? nh->name : NULL;
@@ -599,9 +597,8 @@ cw_route_table_nexthop_report(struct cw_route_table *table, unsigned id,
     if (table == NULL || id >= table->nnexthops)
         return CW_HEALTH_SAME;
     nh = &table->nexthops[id];
-    return rt_health_report(&nh->up, false, &nh->fails, &nh->successes,
-                            success, table->eject_after,
-                            table->recover_after);
+    return rt_health_report(&nh->up, false, &nh->fails, &nh->successes, success,
+                            table->eject_after, table->recover_after);
 }
 
 void cw_route_table_nexthop_load(struct cw_route_table *table, unsigned id,

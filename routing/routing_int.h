@@ -100,8 +100,12 @@ struct rt_service {
     atomic_uint rr;
 };
 
-enum rt_allow_kind { RT_ALLOW_ANY, RT_ALLOW_SVC, RT_ALLOW_SVC_ANY,
-                     RT_ALLOW_PATTERN };
+enum rt_allow_kind {
+    RT_ALLOW_ANY,
+    RT_ALLOW_SVC,
+    RT_ALLOW_SVC_ANY,
+    RT_ALLOW_PATTERN
+};
 
 struct rt_allow {
     enum rt_allow_kind kind;
@@ -125,7 +129,7 @@ struct cw_route_table {
     struct rt_nexthop *nexthops;
     size_t nnexthops;
     struct rt_route *routes;
-    size_t nroutes;      /* written + implicit */
+    size_t nroutes; /* written + implicit */
     size_t nwritten;
     struct rt_group **groups;
     size_t ngroups;
@@ -181,8 +185,7 @@ enum cw_health_change rt_health_report(atomic_bool *flag, bool invert,
 
 cw_status_t rt_build_services(struct cw_route_table *t,
                               const struct cw_config *cfg);
-cw_status_t rt_build_acl(struct cw_route_table *t,
-                         const struct cw_config *cfg);
+cw_status_t rt_build_acl(struct cw_route_table *t, const struct cw_config *cfg);
 
 /* Specificity score of a pattern. */
 unsigned rt_pattern_spec(const struct cw_addr_pattern *pat);

@@ -241,22 +241,22 @@ static int client(const char *addr)
         }
         free(buf);
         printf("bulk pull %zu MiB by the service: %.1f us (%.0f MiB/s), "
-               "checksum %s\n", len >> 20, ns / 1000.0,
+               "checksum %s\n",
+               len >> 20, ns / 1000.0,
                ns ? (double)len / (1 << 20) / (ns / 1e9) : 0.0,
                st == CW_OK ? "matches" : cw_status_str(st));
         if (st != CW_OK)
             goto out;
     }
     rc = 0;
-out:
-    {
-        cw_handle_t *h;
-        uint64_t ns;
-        if (cw_handle_create(ctx, srv, cw_rpc_id("demo.quit"), &h) == CW_OK) {
-            run(ctx, h, &ns);
-            cw_handle_release(h);
-        }
+out : {
+    cw_handle_t *h;
+    uint64_t ns;
+    if (cw_handle_create(ctx, srv, cw_rpc_id("demo.quit"), &h) == CW_OK) {
+        run(ctx, h, &ns);
+        cw_handle_release(h);
     }
+}
     cw_addr_free(srv);
     cw_context_destroy(ctx);
     return rc;

@@ -23,22 +23,35 @@
 #include <string.h>
 
 static const char *const default_uris[] = {
-    "shm://",       "ofi+tcp://127.0.0.1:0",  "ofi+shm://",
-    "ofi+sockets://127.0.0.1:0", "ofi+verbs://", "ofi+cxi://",
-    "ucx+tcp://127.0.0.1:0", "verbs://",
+    "shm://",
+    "ofi+tcp://127.0.0.1:0",
+    "ofi+shm://",
+    "ofi+sockets://127.0.0.1:0",
+    "ofi+verbs://",
+    "ofi+cxi://",
+    "ucx+tcp://127.0.0.1:0",
+    "verbs://",
 };
 
 /* What ops->describe reported, by key, each value once. */
 enum { FACT_LIBRARY, FACT_PROVIDER, FACT_TRANSPORT, FACT_DEVICE, FACT_KINDS };
 static const char *const fact_keys[FACT_KINDS] = {
-    CW_NA_DESCRIBE_LIBRARY, CW_NA_DESCRIBE_PROVIDER,
-    CW_NA_DESCRIBE_TRANSPORT, CW_NA_DESCRIBE_DEVICE,
+    CW_NA_DESCRIBE_LIBRARY,
+    CW_NA_DESCRIBE_PROVIDER,
+    CW_NA_DESCRIBE_TRANSPORT,
+    CW_NA_DESCRIBE_DEVICE,
 };
 static const char *const fact_json[FACT_KINDS] = {
-    "libraries", "providers", "transports", "devices",
+    "libraries",
+    "providers",
+    "transports",
+    "devices",
 };
 static const char *const fact_label[FACT_KINDS] = {
-    "library", "providers", "transports", "devices",
+    "library",
+    "providers",
+    "transports",
+    "devices",
 };
 
 struct facts {
@@ -84,17 +97,16 @@ static void facts_free(struct facts *f)
 }
 
 static void plugin_text(const char *name, const struct cw_na_plugin *p,
-                        const char *path, const struct facts *f,
-                        cw_status_t st)
+                        const char *path, const struct facts *f, cw_status_t st)
 {
     printf("  %-8s %s\n", name, p && p->description ? p->description : "");
     printf("  %-8s   file: %s\n", "", path[0] ? path : "(in the process)");
     if (st == CW_UNSUPPORTED)
         printf("  %-8s   (reports no network library: it uses none, or "
-               "predates describing itself)\n", "");
+               "predates describing itself)\n",
+               "");
     else if (st != CW_OK)
-        printf("  %-8s   cannot ask its library: %s\n", "",
-               cw_status_str(st));
+        printf("  %-8s   cannot ask its library: %s\n", "", cw_status_str(st));
     for (int k = 0; k < FACT_KINDS; k++) {
         if (f->n[k] == 0)
             continue;
@@ -108,8 +120,7 @@ static void plugin_text(const char *name, const struct cw_na_plugin *p,
 }
 
 static void plugin_json(const char *name, const struct cw_na_plugin *p,
-                        const char *path, const struct facts *f,
-                        cw_status_t st)
+                        const char *path, const struct facts *f, cw_status_t st)
 {
     printf("{\"name\":");
     cli_json_str(stdout, name);
@@ -234,11 +245,11 @@ static int probe(const char *uri, bool json, bool first)
     } else {
         printf("  %-28s ok: self %s\n", uri, self_ok ? buf : "?");
         printf("  %-28s     eager %zu B unexpected / %zu B expected, max tag "
-               "%#x, ", "", caps->max_unexpected_size,
-               caps->max_expected_size, caps->max_tag);
+               "%#x, ",
+               "", caps->max_unexpected_size, caps->max_expected_size,
+               caps->max_tag);
         rma_text(caps);
-        printf(", wait fd %s\n",
-               cw_na_get_wait_fd(na) >= 0 ? "yes" : "no");
+        printf(", wait fd %s\n", cw_na_get_wait_fd(na) >= 0 ? "yes" : "no");
     }
     cw_na_close(na);
     return 0;
@@ -275,10 +286,18 @@ int main(int argc, char **argv)
 
     while ((opt = getopt_long(argc, argv, "vh", longopts, NULL)) != -1) {
         switch (opt) {
-        case 'v': verbose = true; break;
-        case 'j': json = true; break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        case 'v':
+            verbose = true;
+            break;
+        case 'j':
+            json = true;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
         }
     }
     if (!verbose)

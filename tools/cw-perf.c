@@ -45,25 +45,25 @@
 #include "perf_check.h"
 #include "perf_plot.h"
 
-#define RPC_ECHO "cw-perf.rpc"
-#define RPC_BULK "cw-perf.bulk"
-#define RPC_QUIT "cw-perf.quit"
-#define MAX_SIZES 16
-#define MAX_INFLIGHT 256
-#define MAX_CONTEXTS 64
-#define MAX_REPS 64
-#define MAX_REPLY (1u << 30)
+#define RPC_ECHO       "cw-perf.rpc"
+#define RPC_BULK       "cw-perf.bulk"
+#define RPC_QUIT       "cw-perf.quit"
+#define MAX_SIZES      16
+#define MAX_INFLIGHT   256
+#define MAX_CONTEXTS   64
+#define MAX_REPS       64
+#define MAX_REPLY      (1u << 30)
 #define MAX_PLOT_FILES 16
 
 /* Wire (only this program speaks it).  RPC_ECHO: bytes payload, then
  * optionally u8 flags, u32 reply size, u64 seed; without the trailer the
  * answer is empty (how timing runs call), with it the answer is the reply:
- * [u64 request check, u8 byte seen, with ECHO_VERIFY] bytes reply.  RPC_BULK: u8 dir
- * (1 pull, 2 push; | DIR_VERIFY), bulk, [u64 seed]; answer u64 transfer
+ * [u64 request check, u8 byte seen, with ECHO_VERIFY] bytes reply.  RPC_BULK:
+ * u8 dir (1 pull, 2 push; | DIR_VERIFY), bulk, [u64 seed]; answer u64 transfer
  * ns, [u64 check, u8 byte seen, with DIR_VERIFY].  A check is 0 when the
  * data matched, else 1 + the offset of the first wrong byte. */
 #define ECHO_VERIFY 0x1u
-#define DIR_VERIFY 0x80u
+#define DIR_VERIFY  0x80u
 
 static atomic_int stop; /* signals, the quit RPC, any server thread */
 static bool busy;
@@ -332,8 +332,8 @@ static void h_bulk(cw_handle_t *h, void *arg)
     x->t0 = cw_now_ns();
     st = cw_bulk_transfer(s->ctx, x->dir == 1 ? CW_BULK_PULL : CW_BULK_PUSH,
                           cw_handle_source(h), x->remote, 0,
-                          x->verify ? x->own : s->local, 0, x->len,
-                          xfer_done, x, NULL);
+                          x->verify ? x->own : s->local, 0, x->len, xfer_done,
+                          x, NULL);
     if (st == CW_OK)
         return;
 fail:
@@ -411,8 +411,7 @@ static void *srv_thread(void *arg)
 /* With --contexts N, one published address served by N contexts, each on
  * its own thread (cw_network_open_spread); on exit each context's request
  * count goes to stderr as "cw-perf: context I served N requests". */
-static int run_server(const char *listen, const char *addr_file,
-                      unsigned nctx)
+static int run_server(const char *listen, const char *addr_file, unsigned nctx)
 {
     struct srv *s;
     cw_context_t **ctxs;
@@ -574,13 +573,14 @@ static void cli_err(struct cli *c, const char *fmt, ...)
 }
 
 /* A verified call's data was wrong: say where, once, and end the run. */
-static void mismatch(struct call *k, const char *what, size_t off,
-                     unsigned got, unsigned want)
+static void mismatch(struct call *k, const char *what, size_t off, unsigned got,
+                     unsigned want)
 {
     struct cli *c = k->c;
 
     if (!c->bad)
-        cli_err(c, "cw-perf: verify failed: %s %zu B%s%s, call %llu: %s "
+        cli_err(c,
+                "cw-perf: verify failed: %s %zu B%s%s, call %llu: %s "
                 "byte %zu is 0x%02x, expected 0x%02x\n",
                 test_names[c->kind], c->size, c->kind == TEST_BW ? " " : "",
                 c->kind == TEST_BW ? (c->dir == 1 ? "pull" : "push") : "",
@@ -603,7 +603,8 @@ static void check_echo(struct call *k, cw_buf_t *out)
     cw_buf_get_bytes(out, &p, &len);
     if (cw_buf_error(out) != CW_OK || len != c->rsize) {
         if (!c->bad)
-            cli_err(c, "cw-perf: %s: %s %zu B, call %llu: a reply of %zu "
+            cli_err(c,
+                    "cw-perf: %s: %s %zu B, call %llu: a reply of %zu "
                     "bytes, expected %u (%s)\n",
                     c->verify ? "verify failed" : "bad reply",
                     test_names[c->kind], c->size, (unsigned long long)k->no,
@@ -641,8 +642,10 @@ static void check_bulk(struct call *k, cw_buf_t *out)
     cw_buf_get_u8(out, &got);
     if (cw_buf_error(out) != CW_OK) {
         if (!c->bad)
-            cli_err(c, "cw-perf: verify failed: bw call %llu: answer "
-                    "without its check (%s)\n", (unsigned long long)k->no,
+            cli_err(c,
+                    "cw-perf: verify failed: bw call %llu: answer "
+                    "without its check (%s)\n",
+                    (unsigned long long)k->no,
                     cw_status_str(cw_buf_error(out)));
         c->bad = true;
         return;
@@ -779,10 +782,9 @@ static int calls_setup(struct cli *c, unsigned n)
             struct cw_segment seg = {.base = k->buf, .len = c->size};
 
             memset(k->buf, 0x3c, c->size);
-            st = cw_bulk_create(c->ctx, &seg, 1,
-                                c->dir == 1 ? CW_BULK_READ_ONLY
-                                            : CW_BULK_WRITE_ONLY,
-                                &k->bulk);
+            st = cw_bulk_create(
+                c->ctx, &seg, 1,
+                c->dir == 1 ? CW_BULK_READ_ONLY : CW_BULK_WRITE_ONLY, &k->bulk);
         }
         if (st == CW_OK && !c->verify)
             st = call_handle(c, k);
@@ -815,8 +817,8 @@ static uint64_t run_calls(struct cli *c, uint64_t limit, uint64_t dur_ns,
 
     c->failed = 0;
     for (;;) {
-        bool more = sent < limit && now < end && !stop && !broken &&
-                    !c->bad && c->failed == 0;
+        bool more = sent < limit && now < end && !stop && !broken && !c->bad &&
+                    c->failed == 0;
 
         if (!more && c->outstanding == 0)
             break;
@@ -865,10 +867,10 @@ static uint64_t run_calls(struct cli *c, uint64_t limit, uint64_t dur_ns,
 struct result {
     size_t size;
     const char *dir;
-    double med, min, max; /* lat: us; rate: RPC/s; bw: MiB/s */
-    double extra;         /* bw: server-side transfer MiB/s */
-    long long reply;      /* lat/rate: bytes answered, -1 none */
-    uint64_t calls;       /* calls measured, all repetitions */
+    double med, min, max;        /* lat: us; rate: RPC/s; bw: MiB/s */
+    double extra;                /* bw: server-side transfer MiB/s */
+    long long reply;             /* lat/rate: bytes answered, -1 none */
+    uint64_t calls;              /* calls measured, all repetitions */
     double p50, p99, p999, pmax; /* one call, forward to completion: us */
 };
 
@@ -976,8 +978,8 @@ static void print_json(enum test_kind kind, const char *unit,
     cli_json_str(stdout, o->target);
     printf(",\"mode\":\"%s\","
            "\"inflight\":%u,\"reps\":%u,\"unit\":\"%s\",\"verify\":%s,",
-           busy ? "busy" : "blocking",
-           o->inflight, o->plan->reps, unit, o->verify ? "true" : "false");
+           busy ? "busy" : "blocking", o->inflight, o->plan->reps, unit,
+           o->verify ? "true" : "false");
     if (o->reply >= 0)
         printf("\"reply_size\":%lld,", o->reply);
     if (o->plan->dur_ns)
@@ -1001,8 +1003,7 @@ static void print_json(enum test_kind kind, const char *unit,
 }
 
 static void print_csv(enum test_kind kind, const char *unit,
-                      const struct out_opts *o, const struct result *res,
-                      int n)
+                      const struct out_opts *o, const struct result *res, int n)
 {
     printf("test,target,mode,inflight,reps,verify,reply_size,size,dir,"
            "median,min,max,unit,server_xfer,calls,p50_us,p99_us,p999_us,"
@@ -1022,9 +1023,8 @@ static void print_csv(enum test_kind kind, const char *unit,
                res[i].med, res[i].min, res[i].max, unit);
         if (res[i].dir[0])
             printf("%.1f", res[i].extra);
-        printf(",%llu,%.3f,%.3f,%.3f,%.3f\n",
-               (unsigned long long)res[i].calls, res[i].p50, res[i].p99,
-               res[i].p999, res[i].pmax);
+        printf(",%llu,%.3f,%.3f,%.3f,%.3f\n", (unsigned long long)res[i].calls,
+               res[i].p50, res[i].p99, res[i].p999, res[i].pmax);
     }
 }
 
@@ -1045,8 +1045,8 @@ static void print_results(enum test_kind kind, const struct out_opts *o,
     }
     printf("# cw-perf %s  target %s  mode %s  inflight %u  median of %u  "
            "verify %s",
-           test_names[kind], o->target, busy ? "busy" : "blocking",
-           o->inflight, o->plan->reps, o->verify ? "on" : "off");
+           test_names[kind], o->target, busy ? "busy" : "blocking", o->inflight,
+           o->plan->reps, o->verify ? "on" : "off");
     if (o->reply >= 0)
         printf("  reply %lld B", o->reply);
     else if (o->verify && kind != TEST_BW)
@@ -1058,16 +1058,15 @@ static void print_results(enum test_kind kind, const struct out_opts *o,
                "min", "max", "server-xfer", "");
     else
         printf("%12s %12s %12s %12s %6s", "size", "median", "min", "max", "");
-    printf(" %9s %10s %10s %10s %10s\n", "calls", "p50", "p99", "p99.9",
-           "max");
+    printf(" %9s %10s %10s %10s %10s\n", "calls", "p50", "p99", "p99.9", "max");
     for (int i = 0; i < n; i++) {
         if (res[i].dir[0])
             printf("%12zu %5s %12.1f %12.1f %12.1f %14.1f  %-5s", res[i].size,
-                   res[i].dir, res[i].med, res[i].min, res[i].max,
-                   res[i].extra, unit);
+                   res[i].dir, res[i].med, res[i].min, res[i].max, res[i].extra,
+                   unit);
         else
-            printf("%12zu %12.3f %12.3f %12.3f  %-5s", res[i].size,
-                   res[i].med, res[i].min, res[i].max, unit);
+            printf("%12zu %12.3f %12.3f %12.3f  %-5s", res[i].size, res[i].med,
+                   res[i].min, res[i].max, unit);
         printf(" %9llu %10.2f %10.2f %10.2f %10.2f\n",
                (unsigned long long)res[i].calls, res[i].p50, res[i].p99,
                res[i].p999, res[i].pmax);
@@ -1084,7 +1083,7 @@ struct client_args {
     unsigned reps;
     enum format fmt;
     bool verify;
-    long long reply; /* -1: no --reply-size */
+    long long reply;  /* -1: no --reply-size */
     const char *plot; /* --plot FILE.png, or NULL */
 };
 
@@ -1135,17 +1134,19 @@ static int plot_files(const char *const *files, unsigned n, const char *png)
 
         rc = perf_plot_add_file(&pl, files[i], err, sizeof(err));
         if (used < sizeof(title))
-            used += (size_t)snprintf(title + used, sizeof(title) - used,
-                                     "%s %s", i ? "," : "",
-                                     base ? base + 1 : files[i]);
+            used +=
+                (size_t)snprintf(title + used, sizeof(title) - used, "%s %s",
+                                 i ? "," : "", base ? base + 1 : files[i]);
     }
     if (rc == 0)
         rc = perf_plot_draw(&pl, title, png, err, sizeof(err));
     if (rc != 0)
         fprintf(stderr, "cw-perf: plot: %s\n", err);
     else
-        fprintf(stderr, "cw-perf: plotted %zu series from %u files into "
-                "%s\n", pl.n, n, png);
+        fprintf(stderr,
+                "cw-perf: plotted %zu series from %u files into "
+                "%s\n",
+                pl.n, n, png);
     perf_plot_free(&pl);
     return rc != 0 ? 1 : 0;
 }
@@ -1174,14 +1175,14 @@ static int run_client(const struct client_args *a)
     }
     if (a->plot != NULL && !perf_plot_have_gnuplot()) {
         fprintf(stderr, "cw-perf: --plot needs gnuplot, which is not on "
-                "PATH (install the Debian package gnuplot-nox)\n");
+                        "PATH (install the Debian package gnuplot-nox)\n");
         return 1;
     }
     if (kind == TEST_BW && a->reply >= 0) {
         fprintf(stderr, "cw-perf: --reply-size is for lat and rate\n");
         return 2;
     }
-    n = parse_sizes(a->sizes ? a->sizes
+    n = parse_sizes(a->sizes          ? a->sizes
                     : kind == TEST_BW ? "64K,1M,16M,64M"
                                       : "0,64,4K,64K",
                     sizes);
@@ -1192,8 +1193,8 @@ static int run_client(const struct client_args *a)
     pl.reps = a->reps;
     pl.dur_ns = (uint64_t)(a->time_s * 1e9);
     pl.iters = a->iters ? a->iters : kind == TEST_BW ? 64 : 20000;
-    pl.inflight = kind == TEST_LAT ? 1
-                  : a->inflight    ? a->inflight
+    pl.inflight = kind == TEST_LAT  ? 1
+                  : a->inflight     ? a->inflight
                   : kind == TEST_BW ? 1
                                     : 16;
     c = calloc(1, sizeof(*c));
@@ -1226,8 +1227,8 @@ static int run_client(const struct client_args *a)
         if (kind != TEST_BW) {
             /* --verify alone echoes the request. */
             if (c->verify && a->reply < 0)
-                c->rsize = (uint32_t)(c->size < MAX_REPLY ? c->size
-                                                          : MAX_REPLY);
+                c->rsize =
+                    (uint32_t)(c->size < MAX_REPLY ? c->size : MAX_REPLY);
             c->echo = c->verify || c->rsize > 0;
             k = bench_one(c, &pl, &res[k]) == 0 ? k + 1 : -1;
             continue;
@@ -1297,12 +1298,15 @@ static int corrupt_from_env(void)
     if (e == NULL || *e == '\0')
         return 0;
     if (!cli_uint(e, UINT_MAX, &v) || v == 0) {
-        fprintf(stderr, "cw-perf: CW_PERF_CORRUPT: expected a number from "
-                "1, got '%s'\n", e);
+        fprintf(stderr,
+                "cw-perf: CW_PERF_CORRUPT: expected a number from "
+                "1, got '%s'\n",
+                e);
         return -1;
     }
     corrupt_every = (unsigned)v;
-    fprintf(stderr, "cw-perf: CW_PERF_CORRUPT=%u: one verified datum sent "
+    fprintf(stderr,
+            "cw-perf: CW_PERF_CORRUPT=%u: one verified datum sent "
             "in %u gets a byte flipped (a test of --verify)\n",
             corrupt_every, corrupt_every);
     return 0;
@@ -1364,16 +1368,28 @@ int main(int argc, char **argv)
     optind = 2;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
-        case 'l': listen = optarg; break;
-        case 'a': addr_file = optarg; break;
-        case 't': ca.target = optarg; break;
-        case 'T': ca.test = optarg; break;
-        case 's': ca.sizes = optarg; break;
+        case 'l':
+            listen = optarg;
+            break;
+        case 'a':
+            addr_file = optarg;
+            break;
+        case 't':
+            ca.target = optarg;
+            break;
+        case 'T':
+            ca.test = optarg;
+            break;
+        case 's':
+            ca.sizes = optarg;
+            break;
         case 'c': {
             unsigned long long v;
             if (!cli_uint(optarg, MAX_CONTEXTS, &v) || v == 0) {
-                fprintf(stderr, "cw-perf: --contexts: expected 1 to %d, got "
-                        "'%s'\n", MAX_CONTEXTS, optarg);
+                fprintf(stderr,
+                        "cw-perf: --contexts: expected 1 to %d, got "
+                        "'%s'\n",
+                        MAX_CONTEXTS, optarg);
                 return 2;
             }
             nctx = (unsigned)v;
@@ -1384,34 +1400,44 @@ int main(int argc, char **argv)
         case 'r': {
             unsigned long long v;
             if (!cli_uint(optarg, UINT_MAX, &v)) {
-                fprintf(stderr, "cw-perf: --%s: expected a number, got "
-                        "'%s'\n", c == 'i' ? "inflight" : c == 'n' ? "iters"
-                                                              : "reps",
+                fprintf(stderr,
+                        "cw-perf: --%s: expected a number, got "
+                        "'%s'\n",
+                        c == 'i'   ? "inflight"
+                        : c == 'n' ? "iters"
+                                   : "reps",
                         optarg);
                 return 2;
             }
-            *(c == 'i' ? &ca.inflight : c == 'n' ? &ca.iters : &ca.reps) =
-                (unsigned)v;
+            *(c == 'i'   ? &ca.inflight
+              : c == 'n' ? &ca.iters
+                         : &ca.reps) = (unsigned)v;
             break;
         }
         case 'S':
             if (!parse_seconds(optarg, &ca.time_s)) {
-                fprintf(stderr, "cw-perf: --time: expected seconds (over 0, "
-                        "at most 86400), got '%s'\n", optarg);
+                fprintf(stderr,
+                        "cw-perf: --time: expected seconds (over 0, "
+                        "at most 86400), got '%s'\n",
+                        optarg);
                 return 2;
             }
             break;
         case 'R': {
             unsigned long long v;
             if (!cli_size(optarg, MAX_REPLY, &v)) {
-                fprintf(stderr, "cw-perf: --reply-size: expected a size up "
-                        "to 1G, got '%s'\n", optarg);
+                fprintf(stderr,
+                        "cw-perf: --reply-size: expected a size up "
+                        "to 1G, got '%s'\n",
+                        optarg);
                 return 2;
             }
             ca.reply = (long long)v;
             break;
         }
-        case 'P': ca.plot = optarg; break;
+        case 'P':
+            ca.plot = optarg;
+            break;
         case 'F':
             if (nplot_from == MAX_PLOT_FILES) {
                 fprintf(stderr, "cw-perf: at most %d --plot-from files\n",
@@ -1420,11 +1446,21 @@ int main(int argc, char **argv)
             }
             plot_from[nplot_from++] = optarg;
             break;
-        case 'b': busy = true; break;
-        case 'C': coalesce = true; break;
-        case 'j': json = true; break;
-        case 'v': csv = true; break;
-        case 'V': ca.verify = true; break;
+        case 'b':
+            busy = true;
+            break;
+        case 'C':
+            coalesce = true;
+            break;
+        case 'j':
+            json = true;
+            break;
+        case 'v':
+            csv = true;
+            break;
+        case 'V':
+            ca.verify = true;
+            break;
         case 'd':
             bw_dirs = strcmp(optarg, "pull") == 0   ? 1
                       : strcmp(optarg, "push") == 0 ? 2
@@ -1436,8 +1472,12 @@ int main(int argc, char **argv)
                 return 2;
             }
             break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
         }
     }
     if (ca.inflight > MAX_INFLIGHT || ca.reps == 0 || ca.reps > MAX_REPS) {
@@ -1456,7 +1496,7 @@ int main(int argc, char **argv)
     if (ca.plot != NULL && strcmp(mode, "client") != 0 &&
         strcmp(mode, "plot") != 0) {
         fprintf(stderr, "cw-perf: --plot goes with 'cw-perf client' or "
-                "'cw-perf plot'\n");
+                        "'cw-perf plot'\n");
         return 2;
     }
     if (ca.iters && ca.time_s > 0) {
@@ -1485,7 +1525,7 @@ int main(int argc, char **argv)
         }
         if (ca.plot == NULL || nplot_from == 0) {
             fprintf(stderr, "cw-perf: plot needs --plot FILE.png and "
-                    "--plot-from FILE.json...\n");
+                            "--plot-from FILE.json...\n");
             return 2;
         }
         return plot_files(plot_from, nplot_from, ca.plot);

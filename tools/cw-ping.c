@@ -31,7 +31,7 @@ struct ping_opts {
     uint64_t timeout_ms;
     size_t sizes[PING_MAX_SIZES];
     unsigned nsizes;
-    int expect;     /* status the calls must end with (-1: CW_OK) */
+    int expect; /* status the calls must end with (-1: CW_OK) */
     bool quiet;
     bool json;                /* the summaries as JSON, one per line */
     unsigned cancel_after_ms; /* cancel each call after this long */
@@ -78,8 +78,10 @@ static void ping_cb(cw_handle_t *h, cw_status_t st, void *arg)
          * call by now): a second completion of one operation.  The handle
          * was released at the first one; it is not touched again. */
         r->duplicate++;
-        fprintf(stderr, "cw-ping: duplicate completion (%s) of a call "
-                "that already completed\n", cw_status_name(st));
+        fprintf(stderr,
+                "cw-ping: duplicate completion (%s) of a call "
+                "that already completed\n",
+                cw_status_name(st));
         return;
     }
     if (st == CW_OK) {
@@ -207,8 +209,9 @@ static void ping_summary(const struct ping_target *t)
     printf("--- %s: %u calls", t->name, r->done);
     for (unsigned s = 0; s <= CW_STATUS_MAX; s++)
         if (r->counts[s])
-            printf(", %s=%" PRIu64, s < CW_STATUS_MAX ?
-                   cw_status_name((cw_status_t)s) : "other", r->counts[s]);
+            printf(", %s=%" PRIu64,
+                   s < CW_STATUS_MAX ? cw_status_name((cw_status_t)s) : "other",
+                   r->counts[s]);
     if (r->nrtt)
         printf("; rtt min/avg/max %.1f/%.1f/%.1f us", r->rtt_min / 1e3,
                r->rtt_sum / 1e3 / r->nrtt, r->rtt_max / 1e3);
@@ -266,8 +269,8 @@ static int ping_client(char **names, unsigned n, const struct ping_opts *o)
                 if (t->calls[i].active || now < t->next_ns)
                     continue;
                 ping_start(ctx, t->dest, id, &t->calls[i]);
-                t->next_ns = o->interval_ms
-                                 ? now + o->interval_ms * 1000000ull : 0;
+                t->next_ns =
+                    o->interval_ms ? now + o->interval_ms * 1000000ull : 0;
             }
         }
         now = cw_now_ns(); /* calls started above have a later t0 */
@@ -323,8 +326,7 @@ out:
     return rc;
 }
 
-static int ping_serve(const char *uri, const char *addr_file,
-                      unsigned delay_ms)
+static int ping_serve(const char *uri, const char *addr_file, unsigned delay_ms)
 {
     cw_context_t *ctx = NULL;
     cw_network_t *net;
@@ -374,8 +376,10 @@ static int ping_serve(const char *uri, const char *addr_file,
     {
         uint64_t served, canceled;
         cw_echo_counts(&served, &canceled);
-        fprintf(stderr, "cw-ping: served %" PRIu64 ", canceled by their "
-                "caller %" PRIu64 "\n", served, canceled);
+        fprintf(stderr,
+                "cw-ping: served %" PRIu64 ", canceled by their "
+                "caller %" PRIu64 "\n",
+                served, canceled);
     }
     rc = 0;
 out:
@@ -407,12 +411,18 @@ static int parse_sizes(const char *s, struct ping_opts *o)
 static const char *opt_name(int opt)
 {
     switch (opt) {
-    case 'c': return "-c";
-    case 'n': return "-n";
-    case 'i': return "-i";
-    case 't': return "-t";
-    case 'D': return "--delay";
-    default: return "--cancel-after";
+    case 'c':
+        return "-c";
+    case 'n':
+        return "-n";
+    case 'i':
+        return "-i";
+    case 't':
+        return "-t";
+    case 'D':
+        return "--delay";
+    default:
+        return "--cancel-after";
     }
 }
 
@@ -466,8 +476,12 @@ int main(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    struct ping_opts o = {.count = 4, .inflight = 1, .timeout_ms = 5000,
-                          .sizes = {64}, .nsizes = 1, .expect = -1};
+    struct ping_opts o = {.count = 4,
+                          .inflight = 1,
+                          .timeout_ms = 5000,
+                          .sizes = {64},
+                          .nsizes = 1,
+                          .expect = -1};
     const char *serve = NULL, *addr_file = NULL;
     unsigned delay = 0, timeout_ms = 5000;
     int opt;
@@ -496,11 +510,21 @@ int main(int argc, char **argv)
                            : &timeout_ms) = (unsigned)v;
             break;
         }
-        case 'q': o.quiet = true; break;
-        case 'S': serve = optarg; break;
-        case 'A': addr_file = optarg; break;
-        case 'B': o.with_bulk = true; break;
-        case 'J': o.json = o.quiet = true; break;
+        case 'q':
+            o.quiet = true;
+            break;
+        case 'S':
+            serve = optarg;
+            break;
+        case 'A':
+            addr_file = optarg;
+            break;
+        case 'B':
+            o.with_bulk = true;
+            break;
+        case 'J':
+            o.json = o.quiet = true;
+            break;
         case 's':
             if (parse_sizes(optarg, &o) != 0) {
                 fprintf(stderr, "cw-ping: bad size list '%s'\n", optarg);
@@ -514,14 +538,18 @@ int main(int argc, char **argv)
                 return 2;
             }
             break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
         }
     }
     o.timeout_ms = timeout_ms;
     if (serve != NULL && o.json) {
         fprintf(stderr, "cw-ping: --json is for the client's summaries, "
-                "not --serve\n");
+                        "not --serve\n");
         return 2;
     }
     if (serve != NULL)

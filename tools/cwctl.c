@@ -41,8 +41,8 @@ static void usage(FILE *out)
             "options:\n"
             "  --admin ADDR   unix:PATH, a PATH or HOST:PORT (default "
             "$CAUSEWAY_ADMIN, else\n"
-            "                 " CW_ADMIN_SOCKET_DEFAULT " if it exists, else "
-            CW_ADMIN_TCP_DEFAULT ")\n"
+            "                 " CW_ADMIN_SOCKET_DEFAULT
+            " if it exists, else " CW_ADMIN_TCP_DEFAULT ")\n"
             "  --token-file F the TCP endpoint's token (gateway."
             "admin_token_file;\n"
             "                 default $CAUSEWAY_ADMIN_TOKEN_FILE)\n"
@@ -108,13 +108,27 @@ int main(int argc, char **argv)
 
     while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (opt) {
-        case 'a': admin = optarg; break;
-        case 'k': token_file = optarg; break;
-        case 'j': json = true; break;
-        case 'l': limit = optarg; break;
-        case 't': timeout_ms = (unsigned)strtoul(optarg, NULL, 10); break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        case 'a':
+            admin = optarg;
+            break;
+        case 'k':
+            token_file = optarg;
+            break;
+        case 'j':
+            json = true;
+            break;
+        case 'l':
+            limit = optarg;
+            break;
+        case 't':
+            timeout_ms = (unsigned)strtoul(optarg, NULL, 10);
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
         }
     }
     if (optind >= argc) {
@@ -146,10 +160,9 @@ int main(int argc, char **argv)
     }
     if (limit != NULL) {
         unsigned long v = strtoul(limit, &end, 10);
-        if (strcmp(cmd, "peers") != 0 || *end != '\0' || v == 0 ||
-            v > 100000) {
+        if (strcmp(cmd, "peers") != 0 || *end != '\0' || v == 0 || v > 100000) {
             fprintf(stderr, "cwctl: --limit takes a count from 1 to 100000 "
-                    "and goes with peers\n");
+                            "and goes with peers\n");
             return 2;
         }
         arg = limit;
@@ -169,7 +182,8 @@ int main(int argc, char **argv)
     if (st != CW_OK) {
         fprintf(stderr, "cwctl: %s: %s%s\n", admin, cw_status_str(st),
                 st == CW_PERMISSION ? " (the socket file's mode or group "
-                "does not let this user in)" : "");
+                                      "does not let this user in)"
+                                    : "");
         return 3;
     }
     if (!ok) {

@@ -83,7 +83,7 @@ static inline size_t perf_pattern_find(const uint8_t *p, size_t len,
  * a reported value is within 3.2% of the true one).  Exact count, minimum
  * and maximum alongside.
  */
-#define PERF_HIST_SUB 16
+#define PERF_HIST_SUB     16
 #define PERF_HIST_BUCKETS ((64 - 3) * PERF_HIST_SUB)
 
 struct perf_hist {
@@ -132,8 +132,7 @@ static inline void perf_hist_add(struct perf_hist *hi, uint64_t v)
 
 /* The value at quantile @p q (0 < q <= 1), kept within [min, max] so that
  * quantiles never pass the exact maximum; 0 for an empty histogram. */
-static inline uint64_t perf_hist_quantile(const struct perf_hist *hi,
-                                          double q)
+static inline uint64_t perf_hist_quantile(const struct perf_hist *hi, double q)
 {
     uint64_t rank = (uint64_t)(q * (double)hi->n + 0.999999), seen = 0;
 

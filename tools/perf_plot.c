@@ -37,8 +37,10 @@ int perf_plot_add(struct plot *p, const char *label, const char *test,
                   const double *p50_us, size_t n)
 {
     struct plot_series *grown, *s;
-    int kind = !strcmp(test, "lat") ? 0 : !strcmp(test, "rate") ? 1
-               : !strcmp(test, "bw") ? 2 : -1;
+    int kind = !strcmp(test, "lat")    ? 0
+               : !strcmp(test, "rate") ? 1
+               : !strcmp(test, "bw")   ? 2
+                                       : -1;
 
     if (kind < 0)
         return -1;
@@ -340,8 +342,8 @@ static int run_series(struct plot *p, const struct run *r, const char *name)
 
     for (size_t i = 0; i < r->n; i++)
         dir[i] = r->dir[i];
-    return perf_plot_add_run(p, name, r->test, dir, r->size, r->median,
-                             r->p50, r->n);
+    return perf_plot_add_run(p, name, r->test, dir, r->size, r->median, r->p50,
+                             r->n);
 }
 
 int perf_plot_add_file(struct plot *p, const char *path, char *err,
@@ -377,12 +379,14 @@ int perf_plot_add_file(struct plot *p, const char *path, char *err,
             goto out;
         }
         if (!js_object(&q, run_key, r) || (js_ws(&q), *q != '\0') ||
-            !r->results_seen || (strcmp(r->test, "lat") &&
-                                 strcmp(r->test, "rate") &&
-                                 strcmp(r->test, "bw"))) {
-            plot_err(err, errlen, "%s:%u: not a cw-perf --json result "
+            !r->results_seen ||
+            (strcmp(r->test, "lat") && strcmp(r->test, "rate") &&
+             strcmp(r->test, "bw"))) {
+            plot_err(err, errlen,
+                     "%s:%u: not a cw-perf --json result "
                      "(an object with test lat|rate|bw and results, each "
-                     "with size, median and p50_us)", path, lineno);
+                     "with size, median and p50_us)",
+                     path, lineno);
             free(r);
             goto out;
         }
@@ -421,8 +425,7 @@ bool perf_plot_have_gnuplot(void)
     while (*path) {
         size_t n = strcspn(path, ":");
 
-        snprintf(dir, sizeof(dir), "%.*s/gnuplot", (int)n,
-                 n ? path : ".");
+        snprintf(dir, sizeof(dir), "%.*s/gnuplot", (int)n, n ? path : ".");
         if (access(dir, X_OK) == 0)
             return true;
         path += n;
@@ -458,8 +461,7 @@ static int write_data(const struct plot *p, const char *path, size_t *drawn_p)
             const struct plot_point *pt = &p->s[i].pts[k];
             if (pt->size <= 0)
                 continue;
-            fprintf(f, "%.0f %.6g %.6g\n", pt->size, pt->lat_us,
-                    pt->bw_mibs);
+            fprintf(f, "%.0f %.6g %.6g\n", pt->size, pt->lat_us, pt->bw_mibs);
             drawn++;
         }
         /* An empty block still counts as one for "index". */
@@ -516,8 +518,7 @@ static int run_gnuplot(const char *script, char *err, size_t errlen)
     }
     if (pid == 0) {
         execlp("gnuplot", "gnuplot", script, (char *)NULL);
-        fprintf(stderr, "cw-perf: cannot run gnuplot: %s\n",
-                strerror(errno));
+        fprintf(stderr, "cw-perf: cannot run gnuplot: %s\n", strerror(errno));
         _exit(127);
     }
     while (waitpid(pid, &status, 0) < 0)
@@ -528,11 +529,14 @@ static int run_gnuplot(const char *script, char *err, size_t errlen)
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
         return 0;
     if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
-        plot_err(err, errlen, "gnuplot could not be run (install the "
+        plot_err(err, errlen,
+                 "gnuplot could not be run (install the "
                  "Debian package gnuplot-nox)");
     else
-        plot_err(err, errlen, "gnuplot failed (%s %d; its messages are "
-                 "above)", WIFEXITED(status) ? "exit status" : "signal",
+        plot_err(err, errlen,
+                 "gnuplot failed (%s %d; its messages are "
+                 "above)",
+                 WIFEXITED(status) ? "exit status" : "signal",
                  WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
     return -1;
 }
@@ -547,7 +551,8 @@ int perf_plot_draw(const struct plot *p, const char *title, const char *png,
     int rc = -1;
 
     if (!perf_plot_have_gnuplot()) {
-        plot_err(err, errlen, "--plot needs gnuplot, which is not on PATH "
+        plot_err(err, errlen,
+                 "--plot needs gnuplot, which is not on PATH "
                  "(install the Debian package gnuplot-nox)");
         return -1;
     }
@@ -567,7 +572,8 @@ int perf_plot_draw(const struct plot *p, const char *title, const char *png,
         goto out;
     }
     if (drawn == 0) {
-        plot_err(err, errlen, "nothing to plot: every size is 0, which a "
+        plot_err(err, errlen,
+                 "nothing to plot: every size is 0, which a "
                  "log scale cannot show");
         goto out;
     }

@@ -21,13 +21,13 @@
 extern "C" {
 #endif
 
-#define CW_URI_PLUGIN_MAX 16    /**< incl. NUL */
-#define CW_URI_PROTOCOL_MAX 32  /**< incl. NUL */
-#define CW_URI_LOCATION_MAX 192 /**< incl. NUL */
-#define CW_URI_MAX 256          /**< longest formatted plain URI, incl. NUL */
-#define CW_SERVICE_NAME_MAX 64  /**< incl. NUL */
-#define CW_ADDR_MAX_HOPS 8      /**< gateways in one proxied address */
-#define CW_ADDR_STR_MAX 2304    /**< longest proxied address, incl. NUL */
+#define CW_URI_PLUGIN_MAX   16   /**< incl. NUL */
+#define CW_URI_PROTOCOL_MAX 32   /**< incl. NUL */
+#define CW_URI_LOCATION_MAX 192  /**< incl. NUL */
+#define CW_URI_MAX          256  /**< longest formatted plain URI, incl. NUL */
+#define CW_SERVICE_NAME_MAX 64   /**< incl. NUL */
+#define CW_ADDR_MAX_HOPS    8    /**< gateways in one proxied address */
+#define CW_ADDR_STR_MAX     2304 /**< longest proxied address, incl. NUL */
 
 /** A parsed plain address. */
 struct cw_uri {
@@ -65,10 +65,10 @@ CW_PUBLIC cw_status_t cw_location_split(const char *location, char *host,
 
 /** A parsed, possibly proxied or service, address. */
 struct cw_addr_path {
-    bool is_service;                     /**< target is svc:<name> */
-    char service[CW_SERVICE_NAME_MAX];   /**< when is_service */
-    struct cw_uri target;                /**< when !is_service */
-    unsigned nhops;                      /**< gateways, 0 = direct */
+    bool is_service;                   /**< target is svc:<name> */
+    char service[CW_SERVICE_NAME_MAX]; /**< when is_service */
+    struct cw_uri target;              /**< when !is_service */
+    unsigned nhops;                    /**< gateways, 0 = direct */
     /** hops[0] is contacted first (the rightmost in the string). */
     struct cw_uri hops[CW_ADDR_MAX_HOPS];
 };

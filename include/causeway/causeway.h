@@ -58,22 +58,22 @@ typedef uint64_t cw_rpc_id_t;           /**< 64-bit hash of the RPC name */
 #define CW_CTX_COALESCE 0x2u
 
 struct cw_context_opts {
-    uint32_t flags;             /**< CW_CTX_* */
-    unsigned unexpected_bufs;   /**< pre-posted receives per network
-                                     (0 = default 64) */
-    uint64_t default_timeout_ms;/**< for RPC classes without one
-                                     (0 = 30000) */
+    uint32_t flags;              /**< CW_CTX_* */
+    unsigned unexpected_bufs;    /**< pre-posted receives per network
+                                      (0 = default 64) */
+    uint64_t default_timeout_ms; /**< for RPC classes without one
+                                      (0 = 30000) */
     /** Client routing table (YAML with a "routes" section) used to send
      *  plain addresses through a gateway; NULL = $CAUSEWAY_ROUTES if set. */
     const char *routes_file;
     /** Default gateway for addresses no open network can reach
      *  (NULL = $CAUSEWAY_GATEWAY if set). */
     const char *default_gateway;
-    size_t bulk_chunk;          /**< bulk split size (0 = 1 MiB) */
-    unsigned bulk_depth;        /**< chunks in flight per transfer (0 = 4,
-                                     at most 16) */
-    unsigned max_hops;          /**< hop limit (TTL) of forwarded requests
-                                     (0 = 8) */
+    size_t bulk_chunk;   /**< bulk split size (0 = 1 MiB) */
+    unsigned bulk_depth; /**< chunks in flight per transfer (0 = 4,
+                              at most 16) */
+    unsigned max_hops;   /**< hop limit (TTL) of forwarded requests
+                              (0 = 8) */
     /** Largest RPC payload taken from a peer, in bytes (0 = 64 MiB): a
      *  request's arguments on a server, an answer on a client.  An
      *  overflowed one announcing more is refused before anything is
@@ -186,44 +186,44 @@ CW_PUBLIC cw_status_t cw_network_open_spread(cw_context_t *const *ctxs,
 
 /** Counters of a context (cw_context_stats). */
 struct cw_context_stats {
-    uint64_t rx_requests;   /**< requests received from networks */
-    uint64_t rx_responses;  /**< responses received */
-    uint64_t rx_dropped;    /**< malformed or unmatched messages dropped */
-    uint64_t tx_requests;   /**< requests sent on a network */
-    uint64_t tx_responses;  /**< responses sent on a network */
-    uint64_t na_ops;        /**< network operations posted (any kind) */
-    uint64_t self_rpcs;     /**< RPCs to self (no network) */
-    uint64_t no_rpc;        /**< requests for an unregistered RPC */
-    uint64_t timeouts;      /**< forwards that hit their deadline */
-    uint64_t overflows;     /**< messages that overflowed into bulk */
-    uint64_t bulk_bytes;    /**< bytes moved by bulk transfers */
-    uint64_t resumed;       /**< RESUME requests attached to a request in
-                                 progress (its handler did not run again) */
-    uint64_t suspended;     /**< delegated transfers suspended after their
-                                 gateway failed */
-    uint64_t resume_bytes;  /**< bytes delegated again after a resume */
-    uint64_t reforwarded;   /**< idempotent forwards sent again through
-                                 another gateway of the client routes */
-    uint64_t unanswered;    /**< gauge: requests received and not answered
-                                 yet (handler or forward running, or their
-                                 overflowed arguments still being pulled) */
-    uint64_t uncollected;   /**< gauge: answers whose overflowed payload
-                                 the caller has not pulled yet (its memory
-                                 is still exposed to it) */
-    uint64_t na_dropped;    /**< messages the plugins of the context's open
-                                 networks dropped before the RPC layer saw
-                                 them (cw_na_dropped) */
-    uint64_t tx_batches;    /**< batches sent (CW_CTX_COALESCE) */
-    uint64_t tx_batched;    /**< messages that left inside them */
-    uint64_t rx_batches;    /**< batches received */
-    uint64_t pins_given;    /**< answers that told a caller which member of
-                                 a spread address to use
-                                 (cw_network_open_spread) */
-    uint64_t pins_taken;    /**< peers this context moved to the member a
-                                 spread address named */
-    uint64_t pin_held;      /**< forwards that waited for the requests
-                                 still at a spread address's published
-                                 endpoint before going to the member */
+    uint64_t rx_requests;  /**< requests received from networks */
+    uint64_t rx_responses; /**< responses received */
+    uint64_t rx_dropped;   /**< malformed or unmatched messages dropped */
+    uint64_t tx_requests;  /**< requests sent on a network */
+    uint64_t tx_responses; /**< responses sent on a network */
+    uint64_t na_ops;       /**< network operations posted (any kind) */
+    uint64_t self_rpcs;    /**< RPCs to self (no network) */
+    uint64_t no_rpc;       /**< requests for an unregistered RPC */
+    uint64_t timeouts;     /**< forwards that hit their deadline */
+    uint64_t overflows;    /**< messages that overflowed into bulk */
+    uint64_t bulk_bytes;   /**< bytes moved by bulk transfers */
+    uint64_t resumed;      /**< RESUME requests attached to a request in
+                                progress (its handler did not run again) */
+    uint64_t suspended;    /**< delegated transfers suspended after their
+                                gateway failed */
+    uint64_t resume_bytes; /**< bytes delegated again after a resume */
+    uint64_t reforwarded;  /**< idempotent forwards sent again through
+                                another gateway of the client routes */
+    uint64_t unanswered;   /**< gauge: requests received and not answered
+                                yet (handler or forward running, or their
+                                overflowed arguments still being pulled) */
+    uint64_t uncollected;  /**< gauge: answers whose overflowed payload
+                                the caller has not pulled yet (its memory
+                                is still exposed to it) */
+    uint64_t na_dropped;   /**< messages the plugins of the context's open
+                                networks dropped before the RPC layer saw
+                                them (cw_na_dropped) */
+    uint64_t tx_batches;   /**< batches sent (CW_CTX_COALESCE) */
+    uint64_t tx_batched;   /**< messages that left inside them */
+    uint64_t rx_batches;   /**< batches received */
+    uint64_t pins_given;   /**< answers that told a caller which member of
+                                a spread address to use
+                                (cw_network_open_spread) */
+    uint64_t pins_taken;   /**< peers this context moved to the member a
+                                spread address named */
+    uint64_t pin_held;     /**< forwards that waited for the requests
+                                still at a spread address's published
+                                endpoint before going to the member */
 };
 
 /** Copy the counters of @p ctx into @p stats_p. */
@@ -348,8 +348,7 @@ CW_PUBLIC bool cw_handle_idempotent(cw_handle_t *h);
 /** Completion of a forward: @p status is CW_OK when a response arrived and
  *  its output is decodable, else the failure (transport error, CW_TIMEOUT,
  *  CW_CANCELED, or the status the remote side responded with). */
-typedef void (*cw_forward_cb_t)(cw_handle_t *h, cw_status_t status,
-                                void *arg);
+typedef void (*cw_forward_cb_t)(cw_handle_t *h, cw_status_t status, void *arg);
 
 /**
  * Send the request.  @p timeout_ms 0 takes the RPC's default.  Arguments
@@ -359,8 +358,7 @@ CW_PUBLIC cw_status_t cw_forward(cw_handle_t *h, uint64_t timeout_ms,
                                  cw_forward_cb_t cb, void *arg);
 
 /** Completion of a respond (the response has left or failed). */
-typedef void (*cw_respond_cb_t)(cw_handle_t *h, cw_status_t status,
-                                void *arg);
+typedef void (*cw_respond_cb_t)(cw_handle_t *h, cw_status_t status, void *arg);
 
 /**
  * Answer a request with @p status and the output encoded so far.  A
@@ -403,8 +401,8 @@ CW_PUBLIC cw_status_t cw_context_interrupt(cw_context_t *ctx);
  * handed over by another thread.  Scopes nest: one opened inside a scope
  * of the same context (or inside a cw_trigger() pass on it) sends nothing
  * when it closes, the outer one sends what both queued; one nested in
- * another context's flushes at its end.  Do not wait for a message sent inside an
- * open scope.
+ * another context's flushes at its end.  Do not wait for a message sent inside
+ * an open scope.
  * @return a token for cw_context_batch_end() (NULL for a NULL @p ctx).
  */
 CW_PUBLIC void *cw_context_batch_begin(cw_context_t *ctx);
@@ -507,7 +505,7 @@ CW_PUBLIC void cw_buf_destroy(cw_buf_t *b);
 /* Bulk                                                                     */
 
 /** Permission a bulk handle grants to the remote side. */
-#define CW_BULK_READ_ONLY 0x1u  /**< remote may pull from it */
+#define CW_BULK_READ_ONLY  0x1u /**< remote may pull from it */
 #define CW_BULK_WRITE_ONLY 0x2u /**< remote may push into it */
 #define CW_BULK_READ_WRITE 0x3u
 

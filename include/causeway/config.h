@@ -162,18 +162,18 @@ enum cw_service_policy {
 /** gateway: the process itself. */
 struct cw_config_gateway {
     struct cw_config_loc loc;
-    char *name;              /**< gateway name (stats, logs) */
-    char *admin;             /**< admin/stats "host:port", "" = disabled */
-    char *admin_socket;      /**< admin Unix socket path, "" = none */
-    char *admin_socket_mode; /**< its file mode, octal text ("0660") */
-    char *admin_socket_group;/**< its group, "" = the gateway's own */
-    char *admin_token_file;  /**< bearer token for the TCP endpoint, from
-                                  this file; "" = no token */
-    uint32_t threads;        /**< worker threads; 0: auto (one per CPU
-                                  the process may run on, at most 16) */
-    int log_level;           /**< enum cw_log_level */
-    bool busy_poll;          /**< spin instead of blocking */
-    uint64_t drain_grace_ns; /**< SIGTERM: time to finish in-flight work */
+    char *name;               /**< gateway name (stats, logs) */
+    char *admin;              /**< admin/stats "host:port", "" = disabled */
+    char *admin_socket;       /**< admin Unix socket path, "" = none */
+    char *admin_socket_mode;  /**< its file mode, octal text ("0660") */
+    char *admin_socket_group; /**< its group, "" = the gateway's own */
+    char *admin_token_file;   /**< bearer token for the TCP endpoint, from
+                                   this file; "" = no token */
+    uint32_t threads;         /**< worker threads; 0: auto (one per CPU
+                                   the process may run on, at most 16) */
+    int log_level;            /**< enum cw_log_level */
+    bool busy_poll;           /**< spin instead of blocking */
+    uint64_t drain_grace_ns;  /**< SIGTERM: time to finish in-flight work */
 };
 
 /** networks[]: one listening endpoint each. */
@@ -227,8 +227,8 @@ struct cw_config_limits {
     uint64_t max_bulk_bytes_inflight;
     uint64_t default_timeout_ns;
     uint64_t max_timeout_ns;
-    uint32_t max_hops;        /**< TTL given to forwarded messages */
-    uint32_t max_queued_rpcs; /**< queued beyond that: CW_BUSY */
+    uint32_t max_hops;         /**< TTL given to forwarded messages */
+    uint32_t max_queued_rpcs;  /**< queued beyond that: CW_BUSY */
     uint64_t max_payload_size; /**< cw_context_opts.max_payload_size */
     uint32_t max_cached_addrs; /**< next-hop address cache, per shard */
     uint32_t max_cached_dests; /**< parsed destination (route) cache */
@@ -255,8 +255,8 @@ struct cw_config_acl {
 
 /** A whole configuration file. */
 struct cw_config {
-    char *path;        /**< file name as given to the loader */
-    bool routes_only;  /**< loaded as a client routes file */
+    char *path;       /**< file name as given to the loader */
+    bool routes_only; /**< loaded as a client routes file */
     struct cw_config_gateway gateway;
     struct cw_config_network *networks;
     size_t nnetworks;
@@ -267,7 +267,7 @@ struct cw_config {
     struct cw_config_buffers buffers;
     struct cw_config_limits limits;
     struct cw_config_health health;
-    bool has_acl;      /**< an acl section was present (default deny) */
+    bool has_acl; /**< an acl section was present (default deny) */
     struct cw_config_acl *acl;
     size_t nacl;
 };
@@ -296,8 +296,7 @@ CW_PUBLIC cw_status_t cw_config_read_token(const char *path, char **token_p,
  * Parse a file mode written in octal ("0660"), at most 0777.
  * @return CW_OK with *@p mode_p set, else CW_INVALID_ARG.
  */
-CW_PUBLIC cw_status_t cw_config_socket_mode(const char *text,
-                                            unsigned *mode_p);
+CW_PUBLIC cw_status_t cw_config_socket_mode(const char *text, unsigned *mode_p);
 
 /**
  * The group id of @p name, a group name or a number.
@@ -390,24 +389,24 @@ enum cw_config_type {
 struct cw_config_key {
     const char *name;
     enum cw_config_type type;
-    size_t offset;              /**< into the section/item struct */
-    const char *def;            /**< default as the user writes it; NULL =
-                                     required (or optional, see below) */
-    bool optional;              /**< may be absent with no default */
-    uint64_t min, max;          /**< bounds (UINT/SIZE/DURATION/lists) */
-    const char *const *words;   /**< ENUM words, NULL-terminated */
-    bool reload;                /**< a reload may change it */
+    size_t offset;            /**< into the section/item struct */
+    const char *def;          /**< default as the user writes it; NULL =
+                                   required (or optional, see below) */
+    bool optional;            /**< may be absent with no default */
+    uint64_t min, max;        /**< bounds (UINT/SIZE/DURATION/lists) */
+    const char *const *words; /**< ENUM words, NULL-terminated */
+    bool reload;              /**< a reload may change it */
     const char *help;
 };
 
 /** One top-level section. */
 struct cw_config_section {
     const char *name;
-    bool is_list;       /**< a sequence of mappings */
-    bool reload;        /**< for lists: a reload may change the list */
-    size_t offset;      /**< struct (map) or pointer to array (list) */
-    size_t count_offset;/**< list: size_t count */
-    size_t item_size;   /**< list: size of one item */
+    bool is_list;        /**< a sequence of mappings */
+    bool reload;         /**< for lists: a reload may change the list */
+    size_t offset;       /**< struct (map) or pointer to array (list) */
+    size_t count_offset; /**< list: size_t count */
+    size_t item_size;    /**< list: size of one item */
     const struct cw_config_key *keys;
     size_t nkeys;
     const char *help;

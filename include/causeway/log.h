@@ -60,8 +60,8 @@ CW_PUBLIC void cw_log_vwrite(int level, const char *subsys, const char *file,
  * a message it logs itself (through a Causeway call) goes to stderr.
  */
 typedef void (*cw_log_handler_t)(void *arg, int level, const char *subsys,
-                                 const char *file, int line,
-                                 const char *func, const char *msg);
+                                 const char *file, int line, const char *func,
+                                 const char *msg);
 
 /**
  * Route Causeway's log messages (the library's, its plugins', the
@@ -85,8 +85,8 @@ CW_PUBLIC uint64_t cw_now_ns(void);
     } while (0)
 
 #define CW_ERROR(subsys, ...) CW_LOG(CW_LOG_ERROR, subsys, __VA_ARGS__)
-#define CW_WARN(subsys, ...) CW_LOG(CW_LOG_WARN, subsys, __VA_ARGS__)
-#define CW_INFO(subsys, ...) CW_LOG(CW_LOG_INFO, subsys, __VA_ARGS__)
+#define CW_WARN(subsys, ...)  CW_LOG(CW_LOG_WARN, subsys, __VA_ARGS__)
+#define CW_INFO(subsys, ...)  CW_LOG(CW_LOG_INFO, subsys, __VA_ARGS__)
 #define CW_DEBUG(subsys, ...) CW_LOG(CW_LOG_DEBUG, subsys, __VA_ARGS__)
 #define CW_TRACE(subsys, ...) CW_LOG(CW_LOG_TRACE, subsys, __VA_ARGS__)
 

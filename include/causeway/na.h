@@ -68,8 +68,7 @@ CW_PUBLIC const struct cw_na_plugin *cw_plugins_find(const char *name);
  * @return CW_OK, CW_NOENT (not registered), CW_OVERFLOW (@p len too
  *         small), CW_INVALID_ARG.
  */
-CW_PUBLIC cw_status_t cw_plugins_path(const char *name, char *buf,
-                                      size_t len);
+CW_PUBLIC cw_status_t cw_plugins_path(const char *name, char *buf, size_t len);
 
 /**
  * What plugin @p name finds on this machine (its ops->describe): the
@@ -81,8 +80,7 @@ CW_PUBLIC cw_status_t cw_plugins_path(const char *name, char *buf,
  *         does not describe itself), or the plugin's error.
  */
 CW_PUBLIC cw_status_t cw_plugins_describe(const char *name,
-                                          cw_na_describe_cb_t emit,
-                                          void *arg);
+                                          cw_na_describe_cb_t emit, void *arg);
 
 /** Unload every module (no instance may remain open). */
 CW_PUBLIC void cw_plugins_unload(void);

@@ -82,7 +82,7 @@ struct cw_na_host {
 
 /** Instance flags given at init. */
 #define CW_NA_LISTEN 0x1u /**< accept unexpected messages from anyone */
-#define CW_NA_BUSY 0x2u   /**< busy-poll: never arm wait objects */
+#define CW_NA_BUSY   0x2u /**< busy-poll: never arm wait objects */
 /** Large put/get may be carried out by a thread of the plugin, so that the
  *  caller's thread keeps progressing other networks meanwhile (a gateway
  *  moving chunks between fabrics).  Plugins may ignore it. */
@@ -110,9 +110,9 @@ struct cw_na_caps {
     uint32_t max_segments;      /**< most segments in one memory handle */
     uint32_t flags;             /**< CW_NA_CAP_* */
 };
-#define CW_NA_CAP_RMA 0x1u           /**< put/get supported */
-#define CW_NA_CAP_WAIT_FD 0x2u       /**< get_wait_fd returns a usable fd */
-#define CW_NA_CAP_SAME_NODE 0x4u     /**< all peers are on this node */
+#define CW_NA_CAP_RMA       0x1u /**< put/get supported */
+#define CW_NA_CAP_WAIT_FD   0x2u /**< get_wait_fd returns a usable fd */
+#define CW_NA_CAP_SAME_NODE 0x4u /**< all peers are on this node */
 /** Memory handles are not capabilities: any process of the node that can
  *  reach the owner may use a handle (access is the kernel's, e.g.
  *  cross-memory attach), and mem_restrict is implemented.  A gateway may
@@ -164,20 +164,22 @@ struct cw_na_segment {
 };
 
 /** Memory access granted to remote peers. */
-#define CW_NA_MEM_READ 0x1u  /**< remote peers may get from it */
+#define CW_NA_MEM_READ  0x1u /**< remote peers may get from it */
 #define CW_NA_MEM_WRITE 0x2u /**< remote peers may put into it */
 
 /** Keys of the facts ops->describe reports. */
-#define CW_NA_DESCRIBE_LIBRARY "library"     /**< network library and the
-                                                  version found at run
+#define CW_NA_DESCRIBE_LIBRARY                                                 \
+    "library"                                /**< network library and the      \
+                                                  version found at run         \
                                                   time: "libfabric 1.17" */
-#define CW_NA_DESCRIBE_PROVIDER "provider"   /**< a libfabric provider */
+#define CW_NA_DESCRIBE_PROVIDER  "provider"  /**< a libfabric provider */
 #define CW_NA_DESCRIBE_TRANSPORT "transport" /**< a UCX transport */
-#define CW_NA_DESCRIBE_DEVICE "device"       /**< a device or domain the
-                                                  library can use, as
-                                                  "PROVIDER/NAME" or
-                                                  "TRANSPORT/NAME" where
-                                                  one is named */
+#define CW_NA_DESCRIBE_DEVICE                                                  \
+    "device" /**< a device or domain the                                       \
+                  library can use, as                                          \
+                  "PROVIDER/NAME" or                                           \
+                  "TRANSPORT/NAME" where                                       \
+                  one is named */
 /** Receives one fact from ops->describe. */
 typedef void (*cw_na_describe_cb_t)(void *arg, const char *key,
                                     const char *value);
@@ -247,9 +249,9 @@ struct cw_na_ops {
                                      cw_na_op_t **op_p);
     /** (M) Post a receive matched on (@p source, @p tag).  A message longer
      *  than @p len completes the receive with CW_OVERFLOW. */
-    cw_status_t (*msg_recv_expected)(cw_na_class_t *cls, void *buf,
-                                     size_t len, cw_na_addr_t *source,
-                                     uint32_t tag, cw_na_cb_t cb, void *arg,
+    cw_status_t (*msg_recv_expected)(cw_na_class_t *cls, void *buf, size_t len,
+                                     cw_na_addr_t *source, uint32_t tag,
+                                     cw_na_cb_t cb, void *arg,
                                      cw_na_op_t **op_p);
 
     /* ---- memory and RMA (optional as a group: all or none) ---- */
@@ -272,15 +274,15 @@ struct cw_na_ops {
     /** Write @p len bytes from local (@p local, @p local_off) to remote
      *  (@p remote, @p remote_off) at @p peer.  Bounds and the remote
      *  handle's access are checked: CW_RANGE / CW_PERMISSION. */
-    cw_status_t (*put)(cw_na_class_t *cls, cw_na_mem_t *local,
-                       size_t local_off, cw_na_mem_t *remote,
-                       size_t remote_off, size_t len, cw_na_addr_t *peer,
-                       cw_na_cb_t cb, void *arg, cw_na_op_t **op_p);
+    cw_status_t (*put)(cw_na_class_t *cls, cw_na_mem_t *local, size_t local_off,
+                       cw_na_mem_t *remote, size_t remote_off, size_t len,
+                       cw_na_addr_t *peer, cw_na_cb_t cb, void *arg,
+                       cw_na_op_t **op_p);
     /** Read @p len bytes from remote into local; as put. */
-    cw_status_t (*get)(cw_na_class_t *cls, cw_na_mem_t *local,
-                       size_t local_off, cw_na_mem_t *remote,
-                       size_t remote_off, size_t len, cw_na_addr_t *peer,
-                       cw_na_cb_t cb, void *arg, cw_na_op_t **op_p);
+    cw_status_t (*get)(cw_na_class_t *cls, cw_na_mem_t *local, size_t local_off,
+                       cw_na_mem_t *remote, size_t remote_off, size_t len,
+                       cw_na_addr_t *peer, cw_na_cb_t cb, void *arg,
+                       cw_na_op_t **op_p);
 
     /* ---- progress ---- */
     /** (optional) A file descriptor that becomes readable when progress may
@@ -336,13 +338,13 @@ struct cw_na_ops {
 
 /** The one exported object. */
 struct cw_na_plugin {
-    uint32_t abi_version;        /**< CW_NA_ABI_VERSION */
-    uint32_t ops_size;           /**< sizeof(struct cw_na_ops); a core
-                                      accepts any size from the first ABI-1
-                                      table (ending before mem_restrict) to
-                                      its own, ops beyond it seen as NULL */
-    const char *name;            /**< URI scheme: "shm", "ofi", "ucx", ... */
-    const char *description;     /**< one line for cw-info */
+    uint32_t abi_version;    /**< CW_NA_ABI_VERSION */
+    uint32_t ops_size;       /**< sizeof(struct cw_na_ops); a core
+                                  accepts any size from the first ABI-1
+                                  table (ending before mem_restrict) to
+                                  its own, ops beyond it seen as NULL */
+    const char *name;        /**< URI scheme: "shm", "ofi", "ucx", ... */
+    const char *description; /**< one line for cw-info */
     const struct cw_na_ops *ops;
 };
 
@@ -416,8 +418,7 @@ cw_na_seg_walk(const struct cw_na_segment *segs, size_t n, size_t off,
         if (piece > len)
             piece = len;
         if (piece > 0) {
-            cw_status_t st =
-                fn((char *)segs[i].base + off, piece, i, off, ctx);
+            cw_status_t st = fn((char *)segs[i].base + off, piece, i, off, ctx);
             if (st != CW_OK)
                 return st;
         }

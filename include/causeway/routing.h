@@ -42,16 +42,16 @@ struct cw_route_table;
 
 /** Result of a route lookup. */
 struct cw_route_result {
-    bool direct;          /**< deliver directly (via a network / client) */
-    int network;          /**< index of the outgoing network, -1 if none */
+    bool direct;              /**< deliver directly (via a network / client) */
+    int network;              /**< index of the outgoing network, -1 if none */
     const char *network_name; /**< NULL if none */
-    const char *gateway;  /**< next-hop gateway address, NULL when direct */
-    unsigned nexthop;     /**< next-hop id (health / load calls) */
+    const char *gateway;      /**< next-hop gateway address, NULL when direct */
+    unsigned nexthop;         /**< next-hop id (health / load calls) */
     unsigned priority;
     unsigned hop;
-    unsigned max_inflight;/**< route cap, 0 = unlimited */
-    bool implicit;        /**< a connected network, not a written route */
-    const char *dest;     /**< dest pattern as written */
+    unsigned max_inflight;    /**< route cap, 0 = unlimited */
+    bool implicit;            /**< a connected network, not a written route */
+    const char *dest;         /**< dest pattern as written */
     struct cw_config_loc loc; /**< where the route was written */
 };
 
@@ -94,8 +94,8 @@ CW_PUBLIC cw_status_t cw_route_table_lookup(struct cw_route_table *table,
  * is refilled when used with another one.  Opaque.
  */
 struct cw_route_memo {
-    uint64_t table_serial;  /**< 0: empty */
-    uint32_t n;             /**< matched groups; > CW_ROUTE_MEMO_GROUPS: too many to keep */
+    uint64_t table_serial; /**< 0: empty */
+    uint32_t n; /**< matched groups; > CW_ROUTE_MEMO_GROUPS: too many to keep */
     const void *group[CW_ROUTE_MEMO_GROUPS];
 };
 
@@ -266,10 +266,9 @@ cw_route_table_acl_check(const struct cw_route_table *table, const char *from,
  * @return CW_OK, CW_DENIED, or CW_INVALID_ARG when both or neither of
  *         @p service and @p dest are given.
  */
-CW_PUBLIC cw_status_t
-cw_route_table_acl_check_parsed(const struct cw_route_table *table,
-                                const char *from, const char *to,
-                                const char *service, const struct cw_uri *dest);
+CW_PUBLIC cw_status_t cw_route_table_acl_check_parsed(
+    const struct cw_route_table *table, const char *from, const char *to,
+    const char *service, const struct cw_uri *dest);
 
 /* -- Clients ------------------------------------------------------------- */
 

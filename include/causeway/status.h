@@ -51,7 +51,7 @@ extern "C" {
     X(VERSION, 23, "version mismatch")                                         \
     X(NO_ROUTE, 24, "no route to destination")                                 \
     X(CONFIG, 25, "invalid configuration")                                     \
-    X(INTERNAL, 26, "internal error")                                             \
+    X(INTERNAL, 26, "internal error")                                          \
     X(EXPIRED, 27, "handle expired")                                           \
     X(BAD_HANDLE, 28, "invalid or forged handle")                              \
     X(NOT_READY, 29, "not ready")                                              \

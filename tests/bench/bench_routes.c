@@ -64,8 +64,7 @@ static char *make_yaml(unsigned nroutes)
         if (kind < 70)
             snprintf(dest, sizeof(dest), "ucx+tcp://10.%u.%u.0/24#", a, b);
         else if (kind < 80)
-            snprintf(dest, sizeof(dest), "ucx+tcp://%u.%u.0.0/16#", a + 20,
-                     b);
+            snprintf(dest, sizeof(dest), "ucx+tcp://%u.%u.0.0/16#", a + 20, b);
         else if (kind < 95)
             snprintf(dest, sizeof(dest), "ucx+tcp://11.%u.%u.%u:7000#", a, b,
                      c);
@@ -73,23 +72,27 @@ static char *make_yaml(unsigned nroutes)
             snprintf(dest, sizeof(dest), "ucx+*://12.%u.%u.0/24#", a, b);
         *strchr(dest, '#') = '\0';
         if (kind < 70)
-            snprintf(samples[nsamples], 128, "ucx+tcp://10.%u.%u.%u:7000", a,
-                     b, c);
+            snprintf(samples[nsamples], 128, "ucx+tcp://10.%u.%u.%u:7000", a, b,
+                     c);
         else if (kind < 80)
             snprintf(samples[nsamples], 128, "ucx+tcp://%u.%u.%u.9:7000",
                      a + 20, b, c);
         else if (kind < 95)
             snprintf(samples[nsamples], 128, "%s", dest);
         else
-            snprintf(samples[nsamples], 128, "ucx+rc://12.%u.%u.%u:7000", a,
-                     b, c);
+            snprintf(samples[nsamples], 128, "ucx+rc://12.%u.%u.%u:7000", a, b,
+                     c);
         if (nsamples < 9999)
             nsamples++;
-        fprintf(f, "  - { dest: \"%s\", gateway: \"ofi+tcp://10.250.0.%u:7000\" }\n",
-                dest, gw);
+        fprintf(
+            f,
+            "  - { dest: \"%s\", gateway: \"ofi+tcp://10.250.0.%u:7000\" }\n",
+            dest, gw);
         written++;
         if (i % 10 == 0 && written < nroutes) {
-            fprintf(f, "  - { dest: \"%s\", gateway: \"ofi+tcp://10.250.0.%u:7000\", priority: 1 }\n",
+            fprintf(f,
+                    "  - { dest: \"%s\", gateway: "
+                    "\"ofi+tcp://10.250.0.%u:7000\", priority: 1 }\n",
                     dest, gw + 10);
             written++;
         }
@@ -187,7 +190,8 @@ int main(int argc, char **argv)
                 sink += linear_lookup(cfg, &probes[i % NPROBES]);
             double l1 = now_ns();
             printf("%8u %10.2f %10.2f %14.1f %14.1f %8.1f%%\n", sizes[s],
-                   (t0 - tl) / 1e6, (t1 - t0) / 1e6, (t2 - t1) / (double)lookups,
+                   (t0 - tl) / 1e6, (t1 - t0) / 1e6,
+                   (t2 - t1) / (double)lookups,
                    linear_n ? (l1 - l0) / (double)linear_n : 0.0,
                    100.0 * (double)hits / (double)lookups);
         }

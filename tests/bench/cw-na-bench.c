@@ -44,8 +44,8 @@ enum {
     TAG_QUIT_ACK = 10,
 };
 
-#define BUF_MAX (16u << 20)
-#define SRV_SLOTS 4
+#define BUF_MAX     (16u << 20)
+#define SRV_SLOTS   4
 #define DEADLINE_MS 20000u
 
 struct opt {
@@ -122,9 +122,8 @@ static void srv_recv_cb(const struct cw_na_cb_info *info);
 
 static void srv_post(struct slot *s)
 {
-    cw_status_t st = cw_na_msg_recv_unexpected(s->srv->na, s->buf,
-                                               s->srv->msg_max, srv_recv_cb,
-                                               s, NULL);
+    cw_status_t st = cw_na_msg_recv_unexpected(
+        s->srv->na, s->buf, s->srv->msg_max, srv_recv_cb, s, NULL);
     if (st != CW_OK) {
         fprintf(stderr, "server: recv_unexpected: %s\n", cw_status_str(st));
         s->srv->quit = true;
@@ -211,8 +210,8 @@ static int server_main(const struct opt *o, uint32_t flags, int wfd)
     }
     srv.hello.pid = (uint64_t)getpid();
     srv.hello.base = (uint64_t)(uintptr_t)buf;
-    srv.hello_len = offsetof(struct hello_info, handle) +
-                    (size_t)srv.hello.handle_len;
+    srv.hello_len =
+        offsetof(struct hello_info, handle) + (size_t)srv.hello.handle_len;
     for (int i = 0; i < SRV_SLOTS; i++) {
         srv.slots[i].srv = &srv;
         srv.slots[i].buf = malloc(srv.msg_max ? srv.msg_max : 1);
@@ -280,11 +279,12 @@ static uint64_t round_trip(struct client *c, size_t len, uint32_t tag,
     uint64_t t0 = cw_now_ns();
     if (cw_na_msg_recv_expected(c->na, c->rbuf, reply_max, c->srv, reply_tag,
                                 comp_cb, &r, NULL) ||
-        cw_na_msg_send_unexpected(c->na, c->sbuf, len, c->srv, tag, comp_cb,
-                                  &s, NULL))
+        cw_na_msg_send_unexpected(c->na, c->sbuf, len, c->srv, tag, comp_cb, &s,
+                                  NULL))
         return 0;
     if (!wait_for(c->na, &r.done, 1) || !wait_for(c->na, &s.done, 1) ||
-        r.st != CW_OK || s.st != CW_OK || r.len != (tag == TAG_PING ? len : r.len))
+        r.st != CW_OK || s.st != CW_OK ||
+        r.len != (tag == TAG_PING ? len : r.len))
         return 0;
     return cw_now_ns() - t0;
 }
@@ -414,12 +414,10 @@ static double raw_readv_gbps(pid_t pid, uint64_t base, char *dst, int runs)
         uint64_t t0 = cw_now_ns();
         for (int i = 0; i < 256; i++) {
             struct iovec l = {dst + (size_t)(i % 8) * size, size};
-            struct iovec rv = {(void *)(uintptr_t)(base + (uint64_t)(i % 8) *
-                                                             size),
-                               size};
+            struct iovec rv = {
+                (void *)(uintptr_t)(base + (uint64_t)(i % 8) * size), size};
             if (process_vm_readv(pid, &l, 1, &rv, 1, 0) != (ssize_t)size) {
-                fprintf(stderr, "raw process_vm_readv: %s\n",
-                        strerror(errno));
+                fprintf(stderr, "raw process_vm_readv: %s\n", strerror(errno));
                 goto out;
             }
         }
@@ -462,13 +460,13 @@ static int client_main(const struct opt *o, uint32_t flags,
 
     if (o->json)
         printf("{\"uri\": \"%s\", \"mode\": \"%s\", \"gap_us\": %d, "
-               "\"latency\": [", o->uri, mode, o->gap_us);
+               "\"latency\": [",
+               o->uri, mode, o->gap_us);
     else
         printf("# %s, %s mode (%d runs x %d iters, gap %d us)\n"
                "%-10s %10s %12s %12s %12s %12s\n",
                o->uri, mode, o->runs, o->iters, o->gap_us, "test", "size",
-               "median_us",
-               "min_run_us", "p50_us", "p99_us");
+               "median_us", "min_run_us", "p50_us", "p99_us");
     for (size_t i = 0; i < 2; i++) {
         double med, mn, p50, p99;
         if (msg_sizes[i] > msg_max)
@@ -507,8 +505,9 @@ static int client_main(const struct opt *o, uint32_t flags,
                 }
                 if (o->json)
                     printf("%s{\"op\": \"%s\", \"size\": %zu, \"gbps\": "
-                           "%.3f}", first ? "" : ", ", put ? "put" : "get",
-                           rma_sizes[i], gbps);
+                           "%.3f}",
+                           first ? "" : ", ", put ? "put" : "get", rma_sizes[i],
+                           gbps);
                 else
                     printf("%-10s %10zu %12.3f\n", put ? "put" : "get",
                            rma_sizes[i], gbps);

@@ -5,10 +5,9 @@
  *
  *   gw-keys-bench GATEWAY_SHM_URI N K
  *
- * Call i goes to "ofi+tcp://127.a.b.c:7 (a from 100 up)@GATEWAY", a.b.c the bytes of
- * i % K (K at most 2^24).  Prints
- * "calls N keys K ok A failed B" and exits 0 when every call completed
- * (none may succeed), 1 otherwise.
+ * Call i goes to "ofi+tcp://127.a.b.c:7 (a from 100 up)@GATEWAY", a.b.c the
+ * bytes of i % K (K at most 2^24).  Prints "calls N keys K ok A failed B" and
+ * exits 0 when every call completed (none may succeed), 1 otherwise.
  */
 #include <inttypes.h>
 #include <stdio.h>

@@ -34,7 +34,7 @@
 #include <rdma/fi_tagged.h>
 
 #define BUF_SIZE (16u << 20)
-#define MAX_W 64
+#define MAX_W    64
 
 struct ep {
     struct fi_info *info;
@@ -74,15 +74,15 @@ static void open_ep(struct ep *e, const char *prov, const char *host,
     struct fi_info *hints = fi_allocinfo();
     struct fi_av_attr av_attr = {.type = FI_AV_UNSPEC};
     struct fi_cq_attr cq_attr = {.format = FI_CQ_FORMAT_TAGGED,
-                                 .wait_obj = wait_fd ? FI_WAIT_FD
-                                                     : FI_WAIT_NONE};
+                                 .wait_obj =
+                                     wait_fd ? FI_WAIT_FD : FI_WAIT_NONE};
 
     hints->ep_attr->type = FI_EP_RDM;
     hints->caps = FI_TAGGED | FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ |
                   FI_REMOTE_WRITE;
     hints->mode = FI_CONTEXT | FI_CONTEXT2;
-    hints->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
-                                  FI_MR_PROV_KEY;
+    hints->domain_attr->mr_mode =
+        FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
     hints->domain_attr->threading = FI_THREAD_DOMAIN;
     hints->domain_attr->data_progress = FI_PROGRESS_MANUAL;
     hints->fabric_attr->prov_name = strdup(prov);
@@ -137,7 +137,8 @@ static void target(int wfd, int rfd, const char *prov, const char *host)
     memset(buf, 1, BUF_SIZE);
     open_ep(&e, prov, host, block_target);
     check(fi_mr_reg(e.domain, buf, BUF_SIZE, FI_REMOTE_READ | FI_REMOTE_WRITE,
-                    0, 0, 0, &mr, NULL), "fi_mr_reg()");
+                    0, 0, 0, &mr, NULL),
+          "fi_mr_reg()");
     check(fi_getname(&e.ep->fid, ti.name, &ti.namelen), "fi_getname()");
     ti.key = fi_mr_key(mr);
     ti.addr = (e.info->domain_attr->mr_mode & FI_MR_VIRT_ADDR)
@@ -192,8 +193,10 @@ int main(int argc, char **argv)
         else if (opt == 'w')
             w = atoi(optarg);
         else {
-            fprintf(stderr, "usage: %s [-p PROV] [-n ITERS] [-w INFLIGHT] "
-                            "[-b] [-y] [HOST]\n", argv[0]);
+            fprintf(stderr,
+                    "usage: %s [-p PROV] [-n ITERS] [-w INFLIGHT] "
+                    "[-b] [-y] [HOST]\n",
+                    argv[0]);
             return 2;
         }
     }
@@ -219,7 +222,8 @@ int main(int argc, char **argv)
     buf = aligned_alloc(4096, BUF_SIZE);
     memset(buf, 2, BUF_SIZE);
     check(fi_mr_reg(e.domain, buf, BUF_SIZE, FI_READ | FI_WRITE, 0, 0, 0, &mr,
-                    NULL), "fi_mr_reg()");
+                    NULL),
+          "fi_mr_reg()");
     printf("# raw libfabric %s RMA, %d in flight, %s target%s\n", prov, w,
            block_target ? "blocking" : "spinning",
            yield_idle ? ", yielding when idle" : "");

@@ -27,9 +27,9 @@
 #include <causeway/log.h>
 #include <causeway/na.h>
 
-#define TAG_HELLO 1
+#define TAG_HELLO  1
 #define TAG_HANDLE 2
-#define TAG_QUIT 3
+#define TAG_QUIT   3
 
 struct flag {
     int calls;
@@ -83,8 +83,7 @@ static int target(const char *uri, int wfd, size_t size)
     if (cw_na_open(uri, CW_NA_LISTEN | (busy ? CW_NA_BUSY : 0), NULL, &na) ||
         cw_na_addr_self(na, &self) ||
         cw_na_addr_to_string(na, self, addr, sizeof(addr)) ||
-        cw_na_mem_register(na, &seg, 1, CW_NA_MEM_READ | CW_NA_MEM_WRITE,
-                           &mem))
+        cw_na_mem_register(na, &seg, 1, CW_NA_MEM_READ | CW_NA_MEM_WRITE, &mem))
         return 1;
     cw_na_msg_recv_unexpected(na, hello, sizeof(hello), flag_cb, &h, NULL);
     if (write(wfd, addr, strlen(addr) + 1) < 0 || !wait_for(na, &h, 10000))
@@ -153,8 +152,10 @@ int main(int argc, char **argv)
             return 2;
     }
     if (optind >= argc || iters < 1 || size == 0) {
-        fprintf(stderr, "usage: %s [--busy] [--iters N] [--size B] "
-                        "[--op get|put] URI\n", argv[0]);
+        fprintf(stderr,
+                "usage: %s [--busy] [--iters N] [--size B] "
+                "[--op get|put] URI\n",
+                argv[0]);
         return 2;
     }
     uri = argv[optind];
@@ -188,11 +189,10 @@ int main(int argc, char **argv)
     for (int i = 0; i < iters; i++) {
         struct flag x = {0};
         uint64_t t0 = cw_now_ns();
-        cw_status_t st =
-            put ? cw_na_put(na, local, 0, remote, 0, size, peer, flag_cb, &x,
-                            NULL)
-                : cw_na_get(na, local, 0, remote, 0, size, peer, flag_cb, &x,
-                            NULL);
+        cw_status_t st = put ? cw_na_put(na, local, 0, remote, 0, size, peer,
+                                         flag_cb, &x, NULL)
+                             : cw_na_get(na, local, 0, remote, 0, size, peer,
+                                         flag_cb, &x, NULL);
         if (st != CW_OK || !wait_for(na, &x, 10000) || x.st != CW_OK) {
             fprintf(stderr, "transfer %d failed: %s\n", i,
                     cw_status_str(st != CW_OK ? st : x.st));

@@ -12,7 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define PEER_RECVS 8
+#define PEER_RECVS   8
 #define PEER_LIFE_NS (60ull * 1000000000ull)
 
 static cw_na_t *peer_na;
@@ -40,11 +40,12 @@ static int peer_report_mem(int fd, size_t size, void **region_p,
     memset(*region_p, 0xa5, size);
     seg.base = *region_p;
     seg.len = size;
-    if (cw_na_mem_register(peer_na, &seg, 1,
-                           CW_NA_MEM_READ | CW_NA_MEM_WRITE, mem_p) != CW_OK)
+    if (cw_na_mem_register(peer_na, &seg, 1, CW_NA_MEM_READ | CW_NA_MEM_WRITE,
+                           mem_p) != CW_OK)
         return 1;
     n = (uint32_t)cw_na_mem_serialize_size(peer_na, *mem_p);
-    if (n > sizeof(ser) || cw_na_mem_serialize(peer_na, ser, n, *mem_p) != CW_OK)
+    if (n > sizeof(ser) ||
+        cw_na_mem_serialize(peer_na, ser, n, *mem_p) != CW_OK)
         return 1;
     if (write(fd, &n, sizeof(n)) != (ssize_t)sizeof(n) ||
         write(fd, ser, n) != (ssize_t)n)
@@ -67,8 +68,8 @@ static int peer_main(const char *uri, int fd, size_t mem_size)
         return 1;
     cw_na_addr_free(peer_na, self);
     for (int i = 0; i < PEER_RECVS; i++)
-        cw_na_msg_recv_unexpected(peer_na, in[i], sizeof(in[i]),
-                                  peer_recv_cb, NULL, NULL);
+        cw_na_msg_recv_unexpected(peer_na, in[i], sizeof(in[i]), peer_recv_cb,
+                                  NULL, NULL);
     if (write(fd, buf, strlen(buf) + 1) < 0)
         return 1;
     if (mem_size > 0 && peer_report_mem(fd, mem_size, &region, &mem) != 0)
@@ -152,8 +153,7 @@ pid_t cw_test_peer_spawn_mem(const char *uri, char *addr, size_t len,
     }
     close(fds[1]);
     if (!peer_read_addr(fds[0], addr, len)) {
-        fprintf(stderr, "peer %d reported no address for %s\n", (int)pid,
-                uri);
+        fprintf(stderr, "peer %d reported no address for %s\n", (int)pid, uri);
         goto fail;
     }
     if (mem_size > 0) {

@@ -31,8 +31,8 @@ pid_t cw_test_peer_spawn_mem(const char *uri, char *addr, size_t len,
                              size_t *mem_len_p);
 
 /**
- * If argv asks for a peer ("--peer URI FD [MEM_SIZE]"), run it and store its exit
- * status in *rc_p; @return whether it did.
+ * If argv asks for a peer ("--peer URI FD [MEM_SIZE]"), run it and store its
+ * exit status in *rc_p; @return whether it did.
  */
 bool cw_test_peer_dispatch(int argc, char **argv, int *rc_p);
 

@@ -34,7 +34,7 @@
 #include "na_peer.h"
 #include "net_expect.h"
 
-#define WAIT_MS 10000u   /* upper bound for anything that should complete */
+#define WAIT_MS 10000u /* upper bound for anything that should complete */
 #define URI_LEN 512
 
 static const char *listen_uri;
@@ -184,9 +184,8 @@ static void test_caps(void **state)
     if (caps->flags & CW_NA_CAP_RMA)
         assert_true(caps->max_segments == 0 || caps->max_segments >= 2);
     print_message("# %s: eager %zu/%zu, max_tag %u, rma %s, wait fd %s\n",
-                  p->a_uri, caps->max_unexpected_size,
-                  caps->max_expected_size, caps->max_tag,
-                  caps->flags & CW_NA_CAP_RMA ? "yes" : "no",
+                  p->a_uri, caps->max_unexpected_size, caps->max_expected_size,
+                  caps->max_tag, caps->flags & CW_NA_CAP_RMA ? "yes" : "no",
                   cw_na_get_wait_fd(p->a) >= 0 ? "yes" : "no");
 }
 
@@ -210,9 +209,9 @@ static void test_addr(void **state)
     assert_int_equal(cw_na_addr_to_string(p->b, p->a_at_b, buf, sizeof(buf)),
                      CW_OK);
     assert_string_equal(buf, p->a_uri);
-    assert_int_equal(cw_na_addr_to_string(p->b, p->a_at_b, small,
-                                          sizeof(small)),
-                     CW_OVERFLOW);
+    assert_int_equal(
+        cw_na_addr_to_string(p->b, p->a_at_b, small, sizeof(small)),
+        CW_OVERFLOW);
 
     assert_int_equal(cw_na_addr_self(p->a, &self), CW_OK);
     assert_int_equal(cw_na_addr_dup(p->a, self, &dup), CW_OK);
@@ -248,8 +247,7 @@ static void test_addr_bad_input(void **state)
                      CW_UNREACHABLE);
     assert_int_equal(cw_na_addr_lookup(p->a, "not an address", &addr),
                      CW_INVALID_ARG);
-    assert_int_equal(cw_na_addr_lookup(NULL, p->b_uri, &addr),
-                     CW_INVALID_ARG);
+    assert_int_equal(cw_na_addr_lookup(NULL, p->b_uri, &addr), CW_INVALID_ARG);
     assert_int_equal(cw_na_addr_lookup(p->a, p->b_uri, NULL), CW_INVALID_ARG);
     srand(7);
     for (unsigned round = 0; round < 200; round++) {
@@ -272,9 +270,9 @@ static void test_unexpected(void **state)
     char src[URI_LEN];
 
     fill(out, sizeof(out), 3);
-    assert_int_equal(cw_na_msg_recv_unexpected(p->b, in, sizeof(in), done_cb,
-                                               &rd, NULL),
-                     CW_OK);
+    assert_int_equal(
+        cw_na_msg_recv_unexpected(p->b, in, sizeof(in), done_cb, &rd, NULL),
+        CW_OK);
     assert_int_equal(cw_na_msg_send_unexpected(p->a, out, sizeof(out),
                                                p->b_at_a, 42, done_cb, &sd,
                                                NULL),
@@ -312,24 +310,22 @@ static void test_reply_to_source(void **state)
     /* A pre-posts the expected reply, B answers through the source address
      * it was handed: the RPC pattern. */
     assert_int_equal(cw_na_msg_recv_expected(p->a, in_a, sizeof(in_a),
-                                             p->b_at_a, 9, done_cb, &ra,
-                                             NULL),
+                                             p->b_at_a, 9, done_cb, &ra, NULL),
                      CW_OK);
-    assert_int_equal(cw_na_msg_recv_unexpected(p->b, in_b, sizeof(in_b),
-                                               done_cb, &rb, NULL),
-                     CW_OK);
+    assert_int_equal(
+        cw_na_msg_recv_unexpected(p->b, in_b, sizeof(in_b), done_cb, &rb, NULL),
+        CW_OK);
     assert_int_equal(cw_na_msg_send_unexpected(p->a, req, sizeof(req),
                                                p->b_at_a, 1, done_cb, &s1,
                                                NULL),
                      CW_OK);
     assert_true(progress_one(p, &rb, WAIT_MS));
     assert_int_equal(rb.status, CW_OK);
-    assert_int_equal(cw_na_msg_send_expected(p->b, rep, sizeof(rep),
-                                             rb.source, 9, done_cb, &s2,
-                                             NULL),
+    assert_int_equal(cw_na_msg_send_expected(p->b, rep, sizeof(rep), rb.source,
+                                             9, done_cb, &s2, NULL),
                      CW_OK);
-    assert_true(progress_until(p, (struct done *[]){&ra, &s1, &s2}, 3,
-                               WAIT_MS));
+    assert_true(
+        progress_until(p, (struct done *[]){&ra, &s1, &s2}, 3, WAIT_MS));
     assert_int_equal(ra.status, CW_OK);
     assert_int_equal(ra.len, sizeof(rep));
     assert_string_equal(in_a, "reply");
@@ -391,18 +387,16 @@ static void test_expected_source_match(void **state)
     assert_int_equal(cw_na_addr_lookup(c, p->a_uri, &a_at_c), CW_OK);
 
     assert_int_equal(cw_na_msg_recv_expected(p->a, from_b, sizeof(from_b),
-                                             p->b_at_a, 5, done_cb, &rb,
-                                             NULL),
+                                             p->b_at_a, 5, done_cb, &rb, NULL),
                      CW_OK);
     assert_int_equal(cw_na_msg_recv_expected(p->a, from_c, sizeof(from_c),
                                              c_at_a, 5, done_cb, &rc, NULL),
                      CW_OK);
-    assert_int_equal(cw_na_msg_send_expected(c, msg_c, sizeof(msg_c), a_at_c,
-                                             5, done_cb, &sc, NULL),
+    assert_int_equal(cw_na_msg_send_expected(c, msg_c, sizeof(msg_c), a_at_c, 5,
+                                             done_cb, &sc, NULL),
                      CW_OK);
     assert_int_equal(cw_na_msg_send_expected(p->b, msg_b, sizeof(msg_b),
-                                             p->a_at_b, 5, done_cb, &sb,
-                                             NULL),
+                                             p->a_at_b, 5, done_cb, &sb, NULL),
                      CW_OK);
     q = *p;
     for (uint64_t end = cw_now_ns() + WAIT_MS * 1000000ull;
@@ -422,7 +416,7 @@ static void test_expected_source_match(void **state)
     cw_na_close(c);
 }
 
-#define ORDER_MSGS 200
+#define ORDER_MSGS   200
 #define ORDER_POSTED 8
 
 static void test_ordering_and_backpressure(void **state)
@@ -449,8 +443,8 @@ static void test_ordering_and_backpressure(void **state)
     for (uint32_t i = 0; i < ORDER_MSGS; i++) {
         out[i] = i;
         assert_int_equal(cw_na_msg_send_unexpected(p->a, &out[i],
-                                                   sizeof(out[i]), p->b_at_a,
-                                                   7, done_cb, &s[i], NULL),
+                                                   sizeof(out[i]), p->b_at_a, 7,
+                                                   done_cb, &s[i], NULL),
                          CW_OK);
     }
     while (next_expected < ORDER_MSGS && cw_now_ns() < deadline) {
@@ -515,9 +509,8 @@ static void test_eager_limits(void **state)
     assert_non_null(in);
     fill(out, big, 5);
     /* Exactly at the limit works... */
-    assert_int_equal(cw_na_msg_recv_unexpected(p->b, in, big, done_cb, &r,
-                                               NULL),
-                     CW_OK);
+    assert_int_equal(
+        cw_na_msg_recv_unexpected(p->b, in, big, done_cb, &r, NULL), CW_OK);
     assert_int_equal(cw_na_msg_send_unexpected(p->a, out, ulen, p->b_at_a, 3,
                                                done_cb, &s, NULL),
                      CW_OK);
@@ -530,8 +523,8 @@ static void test_eager_limits(void **state)
     assert_int_equal(cw_na_msg_send_unexpected(p->a, out, ulen + 1, p->b_at_a,
                                                3, done_cb, &s, NULL),
                      CW_OVERFLOW);
-    assert_int_equal(cw_na_msg_send_expected(p->a, out, elen + 1, p->b_at_a,
-                                             3, done_cb, &s, NULL),
+    assert_int_equal(cw_na_msg_send_expected(p->a, out, elen + 1, p->b_at_a, 3,
+                                             done_cb, &s, NULL),
                      CW_OVERFLOW);
 
     /* An expected message longer than the posted buffer: CW_OVERFLOW. */
@@ -573,7 +566,7 @@ static size_t rss_bytes(void)
     return resident * (size_t)sysconf(_SC_PAGESIZE);
 }
 
-#define FLOOD_MSGS 50000u
+#define FLOOD_MSGS  50000u
 #define FLOOD_BATCH 256u
 /* ThreadSanitizer keeps shadow memory for every byte the process touches
  * (here 3-4x what ASan's runs grow by: 24-29 against 6-11 MiB): the bound
@@ -597,13 +590,11 @@ static void flood_unmatched(struct pair *p, unsigned n)
             s[j] = (struct done){0};
             ds[j] = &s[j];
             snprintf(out[j], sizeof(out[j]), "nobody waits for %u", i + j);
-            assert_int_equal(cw_na_msg_send_expected(p->b, out[j],
-                                                     sizeof(out[j]),
-                                                     p->a_at_b,
-                                                     0x1000u + ((i + j) &
-                                                                0xfffu),
-                                                     done_cb, &s[j], NULL),
-                             CW_OK);
+            assert_int_equal(
+                cw_na_msg_send_expected(p->b, out[j], sizeof(out[j]), p->a_at_b,
+                                        0x1000u + ((i + j) & 0xfffu), done_cb,
+                                        &s[j], NULL),
+                CW_OK);
         }
         assert_true(progress_until(p, ds, k, WAIT_MS));
     }
@@ -621,9 +612,8 @@ static void test_expected_early_and_unmatched(void **state)
     struct done s = {0}, r = {0};
     size_t rss0, rss1;
 
-    assert_int_equal(cw_na_msg_send_expected(p->b, out, sizeof(out),
-                                             p->a_at_b, 0x4242, done_cb, &s,
-                                             NULL),
+    assert_int_equal(cw_na_msg_send_expected(p->b, out, sizeof(out), p->a_at_b,
+                                             0x4242, done_cb, &s, NULL),
                      CW_OK);
     assert_true(progress_one(p, &s, WAIT_MS));
     if (s.status != CW_OK)
@@ -655,9 +645,8 @@ static void test_expected_early_and_unmatched(void **state)
     assert_int_equal(cw_na_msg_recv_expected(p->a, in, sizeof(in), p->b_at_a,
                                              0x4343, done_cb, &r, NULL),
                      CW_OK);
-    assert_int_equal(cw_na_msg_send_expected(p->b, out, sizeof(out),
-                                             p->a_at_b, 0x4343, done_cb, &s,
-                                             NULL),
+    assert_int_equal(cw_na_msg_send_expected(p->b, out, sizeof(out), p->a_at_b,
+                                             0x4343, done_cb, &s, NULL),
                      CW_OK);
     assert_true(progress_until(p, (struct done *[]){&r, &s}, 2, WAIT_MS));
     assert_int_equal(r.status, CW_OK);
@@ -670,12 +659,11 @@ static void test_cancel_recv(void **state)
     struct done ru = {.owner = p->a}, re = {0};
     cw_na_op_t *op_u = NULL, *op_e = NULL;
 
-    assert_int_equal(cw_na_msg_recv_unexpected(p->a, buf, sizeof(buf),
-                                               done_cb, &ru, &op_u),
-                     CW_OK);
-    assert_int_equal(cw_na_msg_recv_expected(p->a, buf, sizeof(buf),
-                                             p->b_at_a, 99, done_cb, &re,
-                                             &op_e),
+    assert_int_equal(
+        cw_na_msg_recv_unexpected(p->a, buf, sizeof(buf), done_cb, &ru, &op_u),
+        CW_OK);
+    assert_int_equal(cw_na_msg_recv_expected(p->a, buf, sizeof(buf), p->b_at_a,
+                                             99, done_cb, &re, &op_e),
                      CW_OK);
     assert_non_null(op_u);
     assert_non_null(op_e);
@@ -700,7 +688,7 @@ static bool has_rma(struct pair *p)
 }
 
 struct rma_fix {
-    char *a_mem;          /* A's two segments live in here */
+    char *a_mem; /* A's two segments live in here */
     char *b_mem;
     cw_na_mem_t *a_local; /* A's handle */
     cw_na_mem_t *a_at_b;  /* A's handle as deserialized by B */
@@ -739,8 +727,7 @@ static void rma_setup(struct pair *p, struct rma_fix *f, uint32_t access)
     ser = malloc(size);
     assert_non_null(ser);
     assert_int_equal(cw_na_mem_serialize(p->a, ser, size, f->a_local), CW_OK);
-    assert_int_equal(cw_na_mem_deserialize(p->b, ser, size, &f->a_at_b),
-                     CW_OK);
+    assert_int_equal(cw_na_mem_deserialize(p->b, ser, size, &f->a_at_b), CW_OK);
     free(ser);
 }
 
@@ -786,8 +773,8 @@ static void test_rma_put_get(void **state)
         *a_byte(&f, i) = (char)(i * 13 + 1);
     memset(f.b_mem, 0, SEG0 + SEG1);
     d = (struct done){0};
-    assert_int_equal(cw_na_get(p->b, f.b_local, 7, f.a_at_b, 0,
-                               SEG0 + SEG1 - 7, p->a_at_b, done_cb, &d, NULL),
+    assert_int_equal(cw_na_get(p->b, f.b_local, 7, f.a_at_b, 0, SEG0 + SEG1 - 7,
+                               p->a_at_b, done_cb, &d, NULL),
                      CW_OK);
     assert_true(progress_one(p, &d, WAIT_MS));
     assert_int_equal(d.status, CW_OK);
@@ -799,8 +786,8 @@ static void test_rma_put_get(void **state)
 }
 
 /* Expect CW_PERMISSION/CW_RANGE either at post time or as the completion. */
-static void expect_refused(struct pair *p, cw_status_t post_st,
-                           struct done *d, cw_status_t want)
+static void expect_refused(struct pair *p, cw_status_t post_st, struct done *d,
+                           cw_status_t want)
 {
     if (post_st == CW_OK) {
         assert_true(progress_one(p, d, WAIT_MS));
@@ -823,14 +810,14 @@ static void test_rma_permission(void **state)
     /* Read-only: B may get, B may not put. */
     rma_setup(p, &f, CW_NA_MEM_READ);
     memset(f.b_mem, 0x5a, 100);
-    st = cw_na_put(p->b, f.b_local, 0, f.a_at_b, 0, 100, p->a_at_b, done_cb,
-                   &d, NULL);
+    st = cw_na_put(p->b, f.b_local, 0, f.a_at_b, 0, 100, p->a_at_b, done_cb, &d,
+                   NULL);
     expect_refused(p, st, &d, CW_PERMISSION);
     for (size_t i = 0; i < 100; i++)
         assert_int_equal(f.a_mem[i], 0);
     d = (struct done){0};
-    assert_int_equal(cw_na_get(p->b, f.b_local, 0, f.a_at_b, 0, 100,
-                               p->a_at_b, done_cb, &d, NULL),
+    assert_int_equal(cw_na_get(p->b, f.b_local, 0, f.a_at_b, 0, 100, p->a_at_b,
+                               done_cb, &d, NULL),
                      CW_OK);
     assert_true(progress_one(p, &d, WAIT_MS));
     assert_int_equal(d.status, CW_OK);
@@ -839,8 +826,8 @@ static void test_rma_permission(void **state)
     /* Write-only: B may not get. */
     rma_setup(p, &f, CW_NA_MEM_WRITE);
     d = (struct done){0};
-    st = cw_na_get(p->b, f.b_local, 0, f.a_at_b, 0, 100, p->a_at_b, done_cb,
-                   &d, NULL);
+    st = cw_na_get(p->b, f.b_local, 0, f.a_at_b, 0, 100, p->a_at_b, done_cb, &d,
+                   NULL);
     expect_refused(p, st, &d, CW_PERMISSION);
     rma_teardown(p, &f);
 }
@@ -899,9 +886,9 @@ static void test_wait_fd(void **state)
                       p->a_uri);
         skip();
     }
-    assert_int_equal(cw_na_msg_recv_unexpected(p->a, in, sizeof(in), done_cb,
-                                               &r, NULL),
-                     CW_OK);
+    assert_int_equal(
+        cw_na_msg_recv_unexpected(p->a, in, sizeof(in), done_cb, &r, NULL),
+        CW_OK);
     /* Drain anything left, then arm. */
     progress_idle(p, 20);
     if (!cw_na_safe_to_sleep(p->a)) {
@@ -910,8 +897,7 @@ static void test_wait_fd(void **state)
         assert_true(cw_na_safe_to_sleep(p->a));
     }
     assert_int_equal(cw_na_msg_send_unexpected(p->b, out, sizeof(out),
-                                               p->a_at_b, 1, done_cb, &s,
-                                               NULL),
+                                               p->a_at_b, 1, done_cb, &s, NULL),
                      CW_OK);
     deadline = cw_now_ns() + WAIT_MS * 1000000ull;
     while (!woke && cw_now_ns() < deadline) {
@@ -995,17 +981,17 @@ static void test_peer_gone(void **state)
     assert_true(progress_one(p, &s, WAIT_MS));
     assert_int_equal(s.status, CW_OK);
     /* An expected receive from it is pending when it dies. */
-    assert_int_equal(cw_na_msg_recv_expected(p->a, in, sizeof(in), c, 3,
-                                             done_cb, &re, NULL),
-                     CW_OK);
+    assert_int_equal(
+        cw_na_msg_recv_expected(p->a, in, sizeof(in), c, 3, done_cb, &re, NULL),
+        CW_OK);
     kill_peer(pid);
     t0 = cw_now_ns();
     /* Sends to the dead peer fail, well before any RPC deadline, and never
      * hang.  Connection-oriented plugins may need a send or two to notice. */
     do {
         s = (struct done){0};
-        cw_status_t st = cw_na_msg_send_unexpected(p->a, out, sizeof(out), c,
-                                                   1, done_cb, &s, NULL);
+        cw_status_t st = cw_na_msg_send_unexpected(p->a, out, sizeof(out), c, 1,
+                                                   done_cb, &s, NULL);
         if (st != CW_OK)
             break;
         assert_true(progress_one(p, &s, WAIT_MS));
@@ -1039,7 +1025,8 @@ static void test_peer_gone(void **state)
 #if defined(__SANITIZE_THREAD__)
 __attribute__((no_sanitize_thread))
 #endif
-static bool landed(const unsigned char *byte)
+static bool
+landed(const unsigned char *byte)
 {
     return *(const volatile unsigned char *)byte != 0;
 }
@@ -1069,16 +1056,14 @@ static void peer_gone_mid_rma(void **state, bool put)
     seg.base = local;
     seg.len = MID_RMA_SIZE;
     assert_int_equal(cw_na_addr_lookup(p->a, uri, &c), CW_OK);
-    assert_int_equal(cw_na_mem_deserialize(p->a, ser, ser_len, &remote),
-                     CW_OK);
+    assert_int_equal(cw_na_mem_deserialize(p->a, ser, ser_len, &remote), CW_OK);
     assert_int_equal(cw_na_mem_register(p->a, &seg, 1,
-                                        put ? CW_NA_MEM_READ
-                                            : CW_NA_MEM_WRITE,
+                                        put ? CW_NA_MEM_READ : CW_NA_MEM_WRITE,
                                         &lmem),
                      CW_OK);
     assert_int_equal((put ? cw_na_put : cw_na_get)(p->a, lmem, 0, remote, 0,
-                                                   MID_RMA_SIZE, c, done_cb,
-                                                   &g, NULL),
+                                                   MID_RMA_SIZE, c, done_cb, &g,
+                                                   NULL),
                      CW_OK);
     /* Kill it once the first bytes of a get have landed (or it finished);
      * a put's progress is not visible here: 3 ms after it started. */
@@ -1103,9 +1088,10 @@ static void peer_gone_mid_rma(void **state, bool put)
     print_message("# %s: owner killed %s of a %s; it ended %s after %.1f "
                   "ms\n",
                   listen_uri,
-                  finished ? "after the last byte"
+                  finished  ? "after the last byte"
                   : started ? "mid-transfer"
-                  : put ? "3 ms into the transfer" : "before any byte",
+                  : put     ? "3 ms into the transfer"
+                            : "before any byte",
                   put ? "put" : "get", cw_status_str(g.status),
                   (double)(cw_now_ns() - t0) / 1e6);
     /* Nobody cancelled it: a failure says what happened. */
@@ -1201,14 +1187,14 @@ static void test_unreachable(void **state)
     st = cw_na_addr_lookup(p->a, uri, &gone);
     if (st != CW_OK) {
         assert_int_not_equal(st, CW_INVALID_ARG);
-        print_message("# %s: lookup of the closed %s refused: %s\n",
-                      listen_uri, uri, cw_status_str(st));
+        print_message("# %s: lookup of the closed %s refused: %s\n", listen_uri,
+                      uri, cw_status_str(st));
         if (held >= 0)
             close(held);
         return;
     }
-    st = cw_na_msg_send_unexpected(p->a, out, sizeof(out), gone, 1, done_cb,
-                                   &s, NULL);
+    st = cw_na_msg_send_unexpected(p->a, out, sizeof(out), gone, 1, done_cb, &s,
+                                   NULL);
     if (st == CW_OK) {
         /* Never hangs. */
         assert_true(progress_one(p, &s, WAIT_MS));
@@ -1241,14 +1227,13 @@ static void test_bad_args(void **state)
     assert_int_equal(cw_na_msg_send_unexpected(p->a, NULL, 8, p->b_at_a, 1,
                                                done_cb, &d, NULL),
                      CW_INVALID_ARG);
-    assert_int_equal(cw_na_msg_send_unexpected(p->a, buf, 8, NULL, 1, done_cb,
-                                               &d, NULL),
-                     CW_INVALID_ARG);
-    assert_int_equal(cw_na_msg_send_unexpected(p->a, buf, 8, p->b_at_a, 1,
-                                               NULL, &d, NULL),
-                     CW_INVALID_ARG);
-    assert_int_equal(cw_na_msg_recv_unexpected(p->a, buf, 0, done_cb, &d,
-                                               NULL),
+    assert_int_equal(
+        cw_na_msg_send_unexpected(p->a, buf, 8, NULL, 1, done_cb, &d, NULL),
+        CW_INVALID_ARG);
+    assert_int_equal(
+        cw_na_msg_send_unexpected(p->a, buf, 8, p->b_at_a, 1, NULL, &d, NULL),
+        CW_INVALID_ARG);
+    assert_int_equal(cw_na_msg_recv_unexpected(p->a, buf, 0, done_cb, &d, NULL),
                      CW_INVALID_ARG);
     if (cw_na_caps(p->a)->max_tag < UINT32_MAX)
         assert_int_equal(cw_na_msg_send_expected(p->a, buf, 8, p->b_at_a,
@@ -1257,11 +1242,9 @@ static void test_bad_args(void **state)
                          CW_INVALID_ARG);
     assert_int_equal(cw_na_mem_register(p->a, NULL, 1, CW_NA_MEM_READ, NULL),
                      CW_INVALID_ARG);
-    assert_int_equal(cw_na_open("shm://x", 0x80, NULL, &other),
-                     CW_INVALID_ARG);
+    assert_int_equal(cw_na_open("shm://x", 0x80, NULL, &other), CW_INVALID_ARG);
     assert_null(other);
-    assert_int_equal(cw_na_open("nosuchplugin://x", 0, NULL, &other),
-                     CW_NOENT);
+    assert_int_equal(cw_na_open("nosuchplugin://x", 0, NULL, &other), CW_NOENT);
     assert_int_equal(cw_na_progress(NULL, 0, NULL), CW_INVALID_ARG);
     progress_idle(p, 10);
     assert_int_equal(d.calls, 0);
@@ -1316,7 +1299,8 @@ int main(int argc, char **argv)
         return 77;
     }
     if (st != CW_OK) {
-        fprintf(stderr, "cannot open %s: %s; its plugin was built and the "
+        fprintf(stderr,
+                "cannot open %s: %s; its plugin was built and the "
                 "protocol needs no hardware, so it must open here\n",
                 listen_uri, cw_status_str(st));
         return 1;

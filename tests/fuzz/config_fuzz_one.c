@@ -28,8 +28,11 @@ static char *dump_of(const struct cw_config *cfg)
 static int check_loaded(const struct cw_config *cfg, unsigned flags)
 {
     static const char *const probes[] = {
-        "ofi+tcp://10.1.0.1:7000", "ucx+tcp://10.2.3.4:1", "shm://x",
-        "verbs://mlx5_0:1/10.3.0.4:7000", "ofi+tcp://[fd00::1]:7000",
+        "ofi+tcp://10.1.0.1:7000",
+        "ucx+tcp://10.2.3.4:1",
+        "shm://x",
+        "verbs://mlx5_0:1/10.3.0.4:7000",
+        "ofi+tcp://[fd00::1]:7000",
         "svc:storage",
     };
     struct cw_config_diag *diag = cw_config_diag_new();
@@ -42,8 +45,8 @@ static int check_loaded(const struct cw_config *cfg, unsigned flags)
 
     if (d1 == NULL || diag == NULL || devnull == NULL)
         goto out;
-    if (cw_config_load_buffer(cfg->path, d1, strlen(d1), flags, diag,
-                              &again) != CW_OK) {
+    if (cw_config_load_buffer(cfg->path, d1, strlen(d1), flags, diag, &again) !=
+        CW_OK) {
         fprintf(stderr, "fuzz: the dump does not load back:\n%s\n", d1);
         cw_config_diag_print(diag, stderr);
         rc = -1;
@@ -103,8 +106,7 @@ int config_fuzz_one(const uint8_t *data, size_t len)
             for (size_t i = 0; i < cw_config_diag_count(diag); i++) {
                 const char *m = cw_config_diag_get(diag, i);
                 if (strncmp(m, "fuzz.yaml:", 10) != 0) {
-                    fprintf(stderr, "fuzz: message without position: %s\n",
-                            m);
+                    fprintf(stderr, "fuzz: message without position: %s\n", m);
                     rc = -1;
                 }
             }

@@ -15,7 +15,7 @@
 #include <string.h>
 #include <time.h>
 
-#define MAX_SEEDS 256
+#define MAX_SEEDS      256
 #define FUZZ_INPUT_MAX 8192
 
 struct seed {
@@ -80,11 +80,27 @@ static void add_seed_dir(const char *dir, int depth)
 }
 
 static const char *const tokens[] = {
-    ":", "- ", "{", "}", "[", "]", ",", "\"", "'", "\n", "  ", "#", "&a ",
-    "*a", "!!str ", "---\n", "...\n", "? ", "|\n", ">\n", "~", "null",
-    "\t", "\\", "%YAML 1.1\n", "via: ", "gateway: ", "dest: ", "*://*",
-    "svc:", "1MiB", "30s", "0", "18446744073709551615", "-1", "ofi+tcp://",
-    "/33", "::", "@", "\xff\xfe", "\0",
+    ":",           "- ",
+    "{",           "}",
+    "[",           "]",
+    ",",           "\"",
+    "'",           "\n",
+    "  ",          "#",
+    "&a ",         "*a",
+    "!!str ",      "---\n",
+    "...\n",       "? ",
+    "|\n",         ">\n",
+    "~",           "null",
+    "\t",          "\\",
+    "%YAML 1.1\n", "via: ",
+    "gateway: ",   "dest: ",
+    "*://*",       "svc:",
+    "1MiB",        "30s",
+    "0",           "18446744073709551615",
+    "-1",          "ofi+tcp://",
+    "/33",         "::",
+    "@",           "\xff\xfe",
+    "\0",
 };
 
 static size_t mutate(const struct seed *s, uint8_t *out)
@@ -118,8 +134,8 @@ static size_t mutate(const struct seed *s, uint8_t *out)
             break;
         }
         case 3: { /* insert a YAML token */
-            const char *tok = tokens[rng() % (sizeof(tokens) /
-                                              sizeof(tokens[0]))];
+            const char *tok =
+                tokens[rng() % (sizeof(tokens) / sizeof(tokens[0]))];
             size_t tl = strlen(tok) ? strlen(tok) : 1;
             if (len + tl <= FUZZ_INPUT_MAX) {
                 memmove(out + pos + tl, out + pos, len - pos);
@@ -192,18 +208,19 @@ int main(int argc, char **argv)
         size_t len = mutate(s, buf);
         if (config_fuzz_one(buf, len) != 0) {
             failures++;
-            fprintf(stderr, "fuzz: failing input (iteration %lu):\n%.*s\n",
-                    i, (int)len, (const char *)buf);
+            fprintf(stderr, "fuzz: failing input (iteration %lu):\n%.*s\n", i,
+                    (int)len, (const char *)buf);
         }
         runs++;
         clock_gettime(CLOCK_MONOTONIC, &t1);
         if ((double)(t1.tv_sec - t0.tv_sec) +
-                (double)(t1.tv_nsec - t0.tv_nsec) / 1e9 > seconds)
+                (double)(t1.tv_nsec - t0.tv_nsec) / 1e9 >
+            seconds)
             break;
     }
     printf("%sok 3 - %lu mutated inputs (%lu invariant failures; %lu of all "
-           "inputs were valid configs)\n", failures ? "not " : "", runs,
-           failures, config_fuzz_loaded);
+           "inputs were valid configs)\n",
+           failures ? "not " : "", runs, failures, config_fuzz_loaded);
     for (size_t s = 0; s < nseeds; s++)
         free(seeds[s].data);
     free(buf);

@@ -38,9 +38,12 @@ static void ok(bool cond, const char *what)
  * @p flags IDEMPOTENT (and RESUME), the resume id after the header. */
 static size_t seed_request_flags(uint8_t *buf, uint16_t flags)
 {
-    struct cw_wire_hdr h = {.type = CW_MSG_REQ, .rpc_id = cw_rpc_id("echo"),
-                            .req_id = 7, .budget_us = 1000000,
-                            .resp_tag = 3, .flags = flags,
+    struct cw_wire_hdr h = {.type = CW_MSG_REQ,
+                            .rpc_id = cw_rpc_id("echo"),
+                            .req_id = 7,
+                            .budget_us = 1000000,
+                            .resp_tag = 3,
+                            .flags = flags,
                             .resume_id = 0x5eed5eed5eedull};
     size_t d = cw_wire_desc_size(3, 16), off = cw_wire_hdr_size(flags);
     uint8_t *p;
@@ -54,8 +57,10 @@ static size_t seed_request_flags(uint8_t *buf, uint16_t flags)
         off += d;
     }
     /* payload: u32 len + bytes, str, u32 bulk index */
-    memcpy(buf + off, "\x05\x00\x00\x00hello\x03\x00\x00\x00hi\x00"
-                      "\x01\x00\x00\x00", 20);
+    memcpy(buf + off,
+           "\x05\x00\x00\x00hello\x03\x00\x00\x00hi\x00"
+           "\x01\x00\x00\x00",
+           20);
     h.dest_len = 7;
     h.ndesc = 2;
     h.desc_len = (uint32_t)(2 * d);
@@ -92,8 +97,10 @@ static size_t seed_batch(uint8_t *buf)
 /* A valid overflowed response. */
 static size_t seed_response(uint8_t *buf)
 {
-    struct cw_wire_hdr h = {.type = CW_MSG_RESP, .flags = CW_HF_OVERFLOW,
-                            .req_id = 9, .status = CW_OK};
+    struct cw_wire_hdr h = {.type = CW_MSG_RESP,
+                            .flags = CW_HF_OVERFLOW,
+                            .req_id = 9,
+                            .status = CW_OK};
     size_t d = cw_wire_desc_size(3, 8);
     uint8_t *p = cw_wire_desc_encode(buf + CW_HDR_SIZE, 0, CW_BULK_READ_ONLY,
                                      100000, "shm", 8);
@@ -127,8 +134,8 @@ static void mutate(uint8_t *buf, size_t *len, size_t cap)
         break;
     case 4: /* interesting 16/32-bit values in the header */
         if (n >= CW_HDR_SIZE) {
-            static const uint32_t vals[] = {0, 1, 0x7f, 0xff, 0xffff,
-                                            0x7fffffff, 0xffffffff};
+            static const uint32_t vals[] = {0,      1,          0x7f,      0xff,
+                                            0xffff, 0x7fffffff, 0xffffffff};
             uint32_t v = vals[rand() % 7];
             size_t at = (size_t)(rand() % (CW_HDR_SIZE - 3));
             memcpy(buf + at, &v, (size_t)(1 + rand() % 4));
@@ -169,8 +176,7 @@ static void fuzz_decoder(void)
         if (wire_fuzz_one(buf, len) != 0)
             broken++;
     }
-    printf("# %lu decoder iterations, %lu accepted\n", i,
-           wire_fuzz_accepted);
+    printf("# %lu decoder iterations, %lu accepted\n", i, wire_fuzz_accepted);
     ok(i > 0 && broken == 0, "decoder survived mutated input");
 }
 
@@ -178,11 +184,16 @@ static void fuzz_decoder(void)
 static void fuzz_addresses(void)
 {
     static const char *const seeds[] = {
-        "ofi+tcp://10.1.0.5:7000", "ucx+tcp://[fd00::1]:7000",
-        "verbs://mlx5_0:1/10.3.0.4:7000", "shm://cw-1234",
+        "ofi+tcp://10.1.0.5:7000",
+        "ucx+tcp://[fd00::1]:7000",
+        "verbs://mlx5_0:1/10.3.0.4:7000",
+        "shm://cw-1234",
         "shm://a@ofi+tcp://127.0.0.1:1@ucx+tcp://10.0.0.1:2",
-        "svc:storage@ofi+tcp://gw:7000", "ofi+tcp://10.2.0.0/16",
-        "ucx+*://*", "*://host:7", "ofi+tcp://fd00::/8",
+        "svc:storage@ofi+tcp://gw:7000",
+        "ofi+tcp://10.2.0.0/16",
+        "ucx+*://*",
+        "*://host:7",
+        "ofi+tcp://fd00::/8",
     };
     static const char alphabet[] = "shmofiucx+tcp:/@svc.0123456789ab_-*[]% ";
     uint64_t end = cw_now_ns() + 5000000000ull;
@@ -191,7 +202,8 @@ static void fuzz_addresses(void)
     int broken = 0;
 
     for (i = 0; i < iterations && cw_now_ns() < end; i++) {
-        const char *s = seeds[(size_t)rand() % (sizeof(seeds) / sizeof(*seeds))];
+        const char *s =
+            seeds[(size_t)rand() % (sizeof(seeds) / sizeof(*seeds))];
         size_t len = strlen(s);
 
         memcpy(buf, s, len);
@@ -200,14 +212,14 @@ static void fuzz_addresses(void)
             switch (rand() % 4) {
             case 0: /* replace */
                 if (len)
-                    buf[at] = (uint8_t)alphabet[(size_t)rand() %
-                                                 (sizeof(alphabet) - 1)];
+                    buf[at] = (uint8_t)
+                        alphabet[(size_t)rand() % (sizeof(alphabet) - 1)];
                 break;
             case 1: /* insert */
                 if (len < sizeof(buf) - 1) {
                     memmove(buf + at + 1, buf + at, len - at);
-                    buf[at] = (uint8_t)alphabet[(size_t)rand() %
-                                                 (sizeof(alphabet) - 1)];
+                    buf[at] = (uint8_t)
+                        alphabet[(size_t)rand() % (sizeof(alphabet) - 1)];
                     len++;
                 }
                 break;
@@ -216,7 +228,7 @@ static void fuzz_addresses(void)
                 break;
             default: /* grow a part past its limit */
                 while (len < sizeof(buf) - 1 && rand() % 64)
-                    buf[len++] = (uint8_t)"a1:."[rand() % 4];
+                    buf[len++] = (uint8_t) "a1:."[rand() % 4];
                 break;
             }
         }
@@ -232,8 +244,8 @@ static void fuzz_addresses(void)
 static int write_seeds(const char *dir)
 {
     uint8_t buf[1024];
-    size_t (*const fn[])(uint8_t *) = {seed_request, seed_response,
-                                       seed_resume, seed_batch};
+    size_t (*const fn[])(uint8_t *) = {seed_request, seed_response, seed_resume,
+                                       seed_batch};
     char path[4096];
 
     for (unsigned k = 0; k < 4; k++) {
@@ -281,8 +293,7 @@ static void fuzz_live(void)
     cw_context_stats(lf.ctx, &st);
     printf("# %d sent: %llu dropped, %llu requests, %llu unknown RPC\n",
            lf.posted, (unsigned long long)st.rx_dropped,
-           (unsigned long long)st.rx_requests,
-           (unsigned long long)st.no_rpc);
+           (unsigned long long)st.rx_requests, (unsigned long long)st.no_rpc);
     /* A message counts once, dropped or as a request; a batch once for
      * itself and once per entry at most. */
     ok(st.rx_dropped > 0 && st.rx_batches > 0 &&

@@ -26,9 +26,15 @@ static void read_args(const uint8_t *payload, uint32_t len, uint32_t pick)
         return;
     for (int k = 0; k < 8 && cw_buf_error(r) == CW_OK; k++, pick /= 3) {
         switch (pick % 3) {
-        case 0: (void)cw_buf_get_bytes(r, &p, &n); break;
-        case 1: (void)cw_buf_get_str(r, &s); break;
-        default: (void)cw_buf_get_u32(r, &u); break;
+        case 0:
+            (void)cw_buf_get_bytes(r, &p, &n);
+            break;
+        case 1:
+            (void)cw_buf_get_str(r, &s);
+            break;
+        default:
+            (void)cw_buf_get_u32(r, &u);
+            break;
         }
     }
     cw_buf_destroy(r);
@@ -43,8 +49,8 @@ static int check_batch(const struct cw_wire_msg *m, uint32_t pick, int depth)
     const uint8_t *e;
     int rc = 0;
 
-    while (rc == 0 && cw_wire_batch_next(m->payload, m->hdr.payload_len,
-                                         &off, &e, &n) == CW_OK) {
+    while (rc == 0 && cw_wire_batch_next(m->payload, m->hdr.payload_len, &off,
+                                         &e, &n) == CW_OK) {
         struct cw_wire_msg em;
         uint8_t *copy = malloc(n ? n : 1);
 
@@ -72,8 +78,7 @@ static int check_msg(const struct cw_wire_msg *m, uint32_t pick, int depth)
 
         if (cw_wire_desc_get(m->desc, m->hdr.desc_len, m->hdr.ndesc, i, &d,
                              &raw, &raw_len) != CW_OK) {
-            fprintf(stderr, "accepted section: descriptor %u unreadable\n",
-                    i);
+            fprintf(stderr, "accepted section: descriptor %u unreadable\n", i);
             return -1;
         }
         if (raw < m->desc || raw + raw_len > m->desc + m->hdr.desc_len ||
@@ -193,7 +198,7 @@ int live_fuzz_open(struct live_fuzz *lf)
         cw_na_open("shm://", 0, NULL, &lf->na) != CW_OK ||
         cw_na_addr_lookup(lf->na, uri, &lf->dst) != CW_OK) {
         fprintf(stderr, "live context and raw endpoint: cannot open (is "
-                "CAUSEWAY_PLUGIN_PATH set?)\n");
+                        "CAUSEWAY_PLUGIN_PATH set?)\n");
         live_fuzz_close(lf);
         return -1;
     }
@@ -214,8 +219,8 @@ static void live_pump(struct live_fuzz *lf)
 
 bool live_fuzz_send(struct live_fuzz *lf, const void *msg, size_t len)
 {
-    if (cw_na_msg_send_unexpected(lf->na, msg, len, lf->dst, 0, live_sent,
-                                  lf, NULL) != CW_OK)
+    if (cw_na_msg_send_unexpected(lf->na, msg, len, lf->dst, 0, live_sent, lf,
+                                  NULL) != CW_OK)
         return false;
     lf->posted++;
     for (int k = 0; k < 200 && lf->sent < lf->posted; k++)

@@ -278,7 +278,8 @@ static cw_status_t one_len(struct env *e, enum cw_bulk_dir dir, uint8_t *tbuf,
     }
     if (st == CW_OK) {
         progress_all(e, 20); /* a second completion would show here */
-        st = dn.calls == 1 && (cancel == C_NONE || canceled) ? dn.st : CW_INTERNAL;
+        st = dn.calls == 1 && (cancel == C_NONE || canceled) ? dn.st
+                                                             : CW_INTERNAL;
     }
     cw_addr_free(gw);
     cw_bulk_free(lb);
@@ -385,10 +386,10 @@ int main(void)
         fails += check("  nothing pushed",
                        all(e.obuf, LEN, 0xc3) ? CW_OK : CW_IO, CW_OK);
     }
-    fails +=
-        check("every delegation asked for a grant",
-              e.asked == 2 + 2 * (G_TRAILING - G_LONGER + 1) ? CW_OK : CW_INTERNAL,
-              CW_OK);
+    fails += check("every delegation asked for a grant",
+                   e.asked == 2 + 2 * (G_TRAILING - G_LONGER + 1) ? CW_OK
+                                                                  : CW_INTERNAL,
+                   CW_OK);
     /* Cancel before the answer and during the granted transfer: once,
      * CW_CANCELED. */
     e.gc = G_HONEST;

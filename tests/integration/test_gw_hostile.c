@@ -37,7 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define HOSTILE_KINDS 10
+#define HOSTILE_KINDS   10
 #define HOSTILE_MSG_MAX 512
 
 struct hostile {
@@ -171,8 +171,7 @@ int main(int argc, char **argv)
     srand((unsigned)strtoul(argv[3], NULL, 10));
     if (argc == 5)
         only = (unsigned)strtoul(argv[4], NULL, 10) % HOSTILE_KINDS;
-    snprintf(scheme, sizeof(scheme), "%.*s://", (int)(sep - argv[1]),
-             argv[1]);
+    snprintf(scheme, sizeof(scheme), "%.*s://", (int)(sep - argv[1]), argv[1]);
     if (strncmp(scheme, "ofi+tcp", 7) == 0 || strncmp(scheme, "ucx+", 4) == 0)
         snprintf(scheme + strlen(scheme), sizeof(scheme) - strlen(scheme),
                  "127.0.0.1:0");

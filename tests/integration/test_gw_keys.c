@@ -17,13 +17,13 @@
  *    is parsed,
  *    cached and routed, then answered CW_NO_ROUTE at once) with
  *    limits.max_cached_dests 1024 (per gateway thread, like the address
- *    cache): the destination cache stays at its bound, the gateway's RSS grows by less than 8 MiB over the flood
- *    after the first 4096, and a normal client is answered throughout.
- *    (Not shm names nobody listens on: na-shm keeps a record of every
- *    name it was asked for, in a list, which is the plugin's own hostile
- *    key problem, left to the plugins' issue.)
- * With CW_GW_THREADS=N the gateway runs N threads.  Prints TAP; exits 1 on
- * the first failure (after stopping the gateway).
+ *    cache): the destination cache stays at its bound, the gateway's RSS grows
+ * by less than 8 MiB over the flood after the first 4096, and a normal client
+ * is answered throughout. (Not shm names nobody listens on: na-shm keeps a
+ * record of every name it was asked for, in a list, which is the plugin's own
+ * hostile key problem, left to the plugins' issue.) With CW_GW_THREADS=N the
+ * gateway runs N threads.  Prints TAP; exits 1 on the first failure (after
+ * stopping the gateway).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -566,8 +566,7 @@ static void case_dests(unsigned ndests)
         fail("dests: %" PRIu64 " cached (bound %u a thread), %" PRIu64
              " evicted",
              cached, MAX_DESTS, evicted);
-    pass("dests: %" PRIu64 " cached (bound %u a thread), %" PRIu64
-         " evicted",
+    pass("dests: %" PRIu64 " cached (bound %u a thread), %" PRIu64 " evicted",
          cached, MAX_DESTS, evicted);
     metrics_match("causeway_gateway_cache_entries{cache=\"addrs\"}",
                   "cached_addrs");

@@ -22,7 +22,7 @@
 #include <causeway/causeway.h>
 
 #define MAX_CALLERS 4096
-#define WINDOW 16
+#define WINDOW      16
 
 static volatile sig_atomic_t stop;
 static int64_t last[MAX_CALLERS];
@@ -180,8 +180,7 @@ int main(int argc, char **argv)
         unsigned long id = strtoul(argv[3], NULL, 10);
         unsigned long long n = strtoull(argv[4], NULL, 10);
         if (id >= MAX_CALLERS || n == 0) {
-            fprintf(stderr, "test_gw_seq: ID < %d, COUNT > 0\n",
-                    MAX_CALLERS);
+            fprintf(stderr, "test_gw_seq: ID < %d, COUNT > 0\n", MAX_CALLERS);
             return 2;
         }
         return call(argv[2], (uint32_t)id, n);

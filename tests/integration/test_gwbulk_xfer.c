@@ -28,14 +28,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#define RPC_XFER "gwbulk.xfer"
-#define OP_PULL 1    /* server pulls from the client and checks */
-#define OP_PUSH 2    /* server pushes the pattern */
+#define RPC_XFER   "gwbulk.xfer"
+#define OP_PULL    1 /* server pulls from the client and checks */
+#define OP_PUSH    2 /* server pushes the pattern */
 #define OP_HOSTILE 3 /* server abuses the token it got */
-#define OP_REPLAY 4  /* server reuses the token of the previous RPC */
-#define OP_EXPIRE 5  /* server waits past the deadline, then transfers */
-#define OP_REPORT 6  /* what OP_EXPIRE saw */
-#define NSEG 3
+#define OP_REPLAY  4 /* server reuses the token of the previous RPC */
+#define OP_EXPIRE  5 /* server waits past the deadline, then transfers */
+#define OP_REPORT  6 /* what OP_EXPIRE saw */
+#define NSEG       3
 
 static uint64_t pat_word(uint64_t seed, uint64_t i)
 {
@@ -180,8 +180,7 @@ static cw_status_t check_grant(cw_handle_t *h, uint8_t dir, uint64_t len)
     cw_buf_get_u64(out, &glen);
     if (cw_buf_error(out) != CW_OK || kind != CW_BPROXY_GRANT ||
         owner == NULL || glen != len ||
-        perm != (dir == CW_BULK_PULL ? CW_BULK_READ_ONLY
-                                     : CW_BULK_WRITE_ONLY))
+        perm != (dir == CW_BULK_PULL ? CW_BULK_READ_ONLY : CW_BULK_WRITE_ONLY))
         return CW_PROTOCOL;
     g_granted = true;
     return CW_OK;
@@ -202,10 +201,9 @@ static cw_status_t raw_deleg(cw_context_t *ctx, cw_addr_t *gw,
 
     if (mbuf_alloc(&m, len) != 0)
         return CW_NOMEM;
-    st = cw_bulk_create(ctx, m.seg, NSEG,
-                        dir == CW_BULK_PULL ? CW_BULK_WRITE_ONLY
-                                            : CW_BULK_READ_ONLY,
-                        &b);
+    st = cw_bulk_create(
+        ctx, m.seg, NSEG,
+        dir == CW_BULK_PULL ? CW_BULK_WRITE_ONLY : CW_BULK_READ_ONLY, &b);
     if (st == CW_OK)
         st = cw_handle_create(ctx, gw, cw_rpc_id(CW_BPROXY_RPC), &h);
     if (st == CW_OK) {
@@ -248,8 +246,8 @@ static void run_hostile(cw_context_t *ctx, cw_handle_t *h, cw_bulk_t *rb)
     forged[5] ^= 0x40;
     cw_buf_put_u32(out, cw_bproxy_is_proxy(rb));
     cw_buf_put_u32(out, raw_deleg(ctx, gw, forged, CW_BULK_PULL, 0, 64));
-    cw_buf_put_u32(out, raw_deleg(ctx, gw, rb->ptoken, CW_BULK_PULL,
-                                  total - 10, 64));
+    cw_buf_put_u32(
+        out, raw_deleg(ctx, gw, rb->ptoken, CW_BULK_PULL, total - 10, 64));
     cw_buf_put_u32(out, raw_deleg(ctx, gw, rb->ptoken, CW_BULK_PUSH, 0, 64));
     /* The right token from another endpoint than the one it was issued
      * to. */
@@ -320,8 +318,10 @@ static void job_end(struct job *j, cw_status_t st)
     cw_buf_put_u64(out, cs.resumed);
     cw_buf_put_u64(out, cs.resume_bytes);
     cw_buf_put_u64(out, cs.suspended);
-    fprintf(stderr, "server: job %s of %llu bytes ended %s (handler runs %llu)"
-            "\n", j->op == OP_PULL ? "pull" : "push", (unsigned long long)j->len,
+    fprintf(stderr,
+            "server: job %s of %llu bytes ended %s (handler runs %llu)"
+            "\n",
+            j->op == OP_PULL ? "pull" : "push", (unsigned long long)j->len,
             cw_status_name(st), (unsigned long long)*runs_of(j->seed));
     cw_respond(j->h, st, NULL, NULL);
     cw_handle_release(j->h);
@@ -335,7 +335,8 @@ static void job_cb(cw_status_t st, void *arg)
 {
     struct job *j = arg;
 
-    if (st == CW_OK && j->op == OP_PULL && mbuf_check(&j->m, j->seed) != j->len) {
+    if (st == CW_OK && j->op == OP_PULL &&
+        mbuf_check(&j->m, j->seed) != j->len) {
         fprintf(stderr, "server: pulled data differs at byte %zu of %zu\n",
                 mbuf_check(&j->m, j->seed), (size_t)j->len);
         st = CW_IO;
@@ -370,8 +371,8 @@ static void start_job(cw_context_t *ctx, cw_handle_t *h, uint8_t op,
     st = cw_bulk_create(ctx, j->m.seg, NSEG, CW_BULK_READ_WRITE, &j->lb);
     if (st == CW_OK)
         st = cw_bulk_transfer(ctx, op == OP_PULL ? CW_BULK_PULL : CW_BULK_PUSH,
-                              cw_handle_source(h), rb, 0, j->lb, 0, len,
-                              job_cb, j, NULL);
+                              cw_handle_source(h), rb, 0, j->lb, 0, len, job_cb,
+                              j, NULL);
     if (st != CW_OK)
         job_end(j, st);
 }
@@ -423,14 +424,14 @@ static void run_job(cw_context_t *ctx, cw_handle_t *h, uint8_t op,
         if (mbuf_alloc(&m, 64) == 0) {
             if (cw_bulk_create(ctx, m.seg, NSEG, CW_BULK_READ_WRITE, &lb) ==
                 CW_OK)
-                g_exp_local = cw_bulk_transfer(ctx, CW_BULK_PULL,
-                                               cw_handle_source(h), rb, 0,
-                                               lb, 0, 64, NULL, NULL, NULL);
+                g_exp_local =
+                    cw_bulk_transfer(ctx, CW_BULK_PULL, cw_handle_source(h), rb,
+                                     0, lb, 0, 64, NULL, NULL, NULL);
             cw_bulk_free(lb);
             mbuf_free(&m);
         }
-        g_exp_gw = raw_deleg(ctx, cw_handle_source(h), rb->ptoken,
-                             CW_BULK_PULL, 0, 64);
+        g_exp_gw = raw_deleg(ctx, cw_handle_source(h), rb->ptoken, CW_BULK_PULL,
+                             0, 64);
     } else if (op == OP_REPORT) {
         cw_buf_put_u32(cw_handle_output(h), g_exp_local);
         cw_buf_put_u32(cw_handle_output(h), g_exp_gw);
@@ -598,13 +599,13 @@ static int run(cw_context_t *ctx, cw_addr_t *dst, char *sizes, uint64_t seed)
                 bad = mbuf_check(&m, seed + len);
             if (st != CW_OK || bad != len || !proxied) {
                 printf("not ok - %s %zu bytes: %s%s, first bad byte %zu\n",
-                       op == OP_PULL ? "pull" : "push", len,
-                       cw_status_name(st), proxied ? "" : " (not proxied)",
-                       bad);
+                       op == OP_PULL ? "pull" : "push", len, cw_status_name(st),
+                       proxied ? "" : " (not proxied)", bad);
                 fails++;
             } else {
                 printf("ok - %s %zu bytes through proxy handles, checked "
-                       "(%llu ms)\n", op == OP_PULL ? "pull" : "push", len,
+                       "(%llu ms)\n",
+                       op == OP_PULL ? "pull" : "push", len,
                        (unsigned long long)(now_ms() - t0));
             }
             cw_handle_release(h);
@@ -636,8 +637,7 @@ static int hostile(cw_context_t *ctx, cw_addr_t *dst)
     if (mbuf_alloc(&m, 4096) != 0)
         return 1;
     mbuf_fill(&m, 7);
-    st = call(ctx, dst, OP_HOSTILE, 4096, 7, CW_BULK_READ_ONLY, &m, &h,
-              60000);
+    st = call(ctx, dst, OP_HOSTILE, 4096, 7, CW_BULK_READ_ONLY, &m, &h, 60000);
     for (int i = 0; i < 8 && st == CW_OK; i++)
         st = cw_buf_get_u32(cw_handle_output(h), &v[i]);
     cw_handle_release(h);
@@ -647,8 +647,8 @@ static int hostile(cw_context_t *ctx, cw_addr_t *dst)
         mbuf_free(&m);
         return 1;
     }
-    fails += expect("target got a proxy handle", v[0] ? CW_OK : CW_INTERNAL,
-                    CW_OK);
+    fails +=
+        expect("target got a proxy handle", v[0] ? CW_OK : CW_INTERNAL, CW_OK);
     fails += expect("forged token", v[1], CW_BAD_HANDLE);
     fails += expect("out-of-bounds range", v[2], CW_RANGE);
     fails += expect("push on a read-only handle", v[3], CW_PERMISSION);
@@ -664,12 +664,11 @@ static int hostile(cw_context_t *ctx, cw_addr_t *dst)
     fails += expect("token of a completed RPC (revoked)",
                     st == CW_OK ? v[0] : st, CW_BAD_HANDLE);
     /* A handle used after its RPC's deadline (1 s). */
-    st = call(ctx, dst, OP_EXPIRE, 4096, 7, CW_BULK_READ_ONLY, &m, NULL,
-              1000);
+    st = call(ctx, dst, OP_EXPIRE, 4096, 7, CW_BULK_READ_ONLY, &m, NULL, 1000);
     fails += expect("RPC outlived by its handler", st, CW_TIMEOUT);
     for (int i = 0; i < 100; i++) { /* the server is still in its wait */
-        st = call(ctx, dst, OP_REPORT, 4096, 7, CW_BULK_READ_ONLY, &m, &h,
-                  5000);
+        st =
+            call(ctx, dst, OP_REPORT, 4096, 7, CW_BULK_READ_ONLY, &m, &h, 5000);
         if (st != CW_BUSY)
             break;
         cw_handle_release(h);
@@ -756,8 +755,8 @@ static int cancel_after(cw_context_t *ctx, cw_addr_t *dst, size_t len,
     if (mbuf_alloc(&m, len) != 0)
         return 1;
     mbuf_fill(&m, 5);
-    st = start_call(ctx, dst, OP_PULL, len, 5, CW_BULK_READ_ONLY, &m, 60000,
-                    &w, &h, &b);
+    st = start_call(ctx, dst, OP_PULL, len, 5, CW_BULK_READ_ONLY, &m, 60000, &w,
+                    &h, &b);
     t0 = now_ms();
     while (st == CW_OK && !w.done && now_ms() < t0 + 65000) {
         cw_progress(ctx, 5);
@@ -804,8 +803,7 @@ int main(int argc, char **argv)
         goto out;
     }
     if (strcmp(argv[1], "run") == 0)
-        rc = run(ctx, dst, argv[3],
-                 argc > 4 ? strtoull(argv[4], NULL, 10) : 1);
+        rc = run(ctx, dst, argv[3], argc > 4 ? strtoull(argv[4], NULL, 10) : 1);
     else if (strcmp(argv[1], "hostile") == 0)
         rc = hostile(ctx, dst);
     else if (strcmp(argv[1], "cancel") == 0 && argc == 5)

@@ -217,8 +217,7 @@ static cw_handle_t *call(const char *addr, const char *rpc, size_t len,
     for (size_t i = 0; i < len; i++)
         data[i] = (uint8_t)(i * 31 + 7);
     assert_int_equal(cw_addr_lookup(ctx[CLI], addr, &a), CW_OK);
-    assert_int_equal(cw_handle_create(ctx[CLI], a, cw_rpc_id(rpc), &h),
-                     CW_OK);
+    assert_int_equal(cw_handle_create(ctx[CLI], a, cw_rpc_id(rpc), &h), CW_OK);
     cw_addr_free(a);
     cw_buf_put_bytes(cw_handle_input(h), data, len);
     memset(c, 0, sizeof(*c));
@@ -231,8 +230,7 @@ static cw_handle_t *call(const char *addr, const char *rpc, size_t len,
     if (c->st == CW_OK && strcmp(rpc, "echo") == 0) {
         const void *p;
         size_t n;
-        assert_int_equal(cw_buf_get_bytes(cw_handle_output(h), &p, &n),
-                         CW_OK);
+        assert_int_equal(cw_buf_get_bytes(cw_handle_output(h), &p, &n), CW_OK);
         assert_int_equal(n, len);
         assert_memory_equal(p, data, len);
     }
@@ -321,10 +319,9 @@ static cw_handle_t *bulk_call(const char *rpc, struct call *c)
 
     snprintf(addr, sizeof(addr), "%s@%s", uri[SRV], uri[GW1]);
     assert_int_equal(cw_addr_lookup(ctx[CLI], addr, &a), CW_OK);
-    assert_int_equal(cw_bulk_create(ctx[CLI], &seg, 1, CW_BULK_READ_WRITE,
-                                    &b), CW_OK);
-    assert_int_equal(cw_handle_create(ctx[CLI], a, cw_rpc_id(rpc), &h),
+    assert_int_equal(cw_bulk_create(ctx[CLI], &seg, 1, CW_BULK_READ_WRITE, &b),
                      CW_OK);
+    assert_int_equal(cw_handle_create(ctx[CLI], a, cw_rpc_id(rpc), &h), CW_OK);
     cw_buf_put_bulk(cw_handle_input(h), b);
     memset(c, 0, sizeof(*c));
     assert_int_equal(cw_forward(h, 0, call_cb, c), CW_OK);
@@ -357,8 +354,8 @@ static void test_one_way_through(void **state)
     uint64_t end;
     (void)state;
 
-    assert_int_equal(cw_rpc_register(ctx[CLI], "oneway", NULL, NULL, &ow,
-                                     NULL), CW_OK);
+    assert_int_equal(cw_rpc_register(ctx[CLI], "oneway", NULL, NULL, &ow, NULL),
+                     CW_OK);
     snprintf(addr, sizeof(addr), "%s@%s", uri[SRV], uri[GW1]);
     h = call(addr, "oneway", 10, 0, &c);
     assert_int_equal(c.st, CW_OK);

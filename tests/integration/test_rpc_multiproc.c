@@ -33,7 +33,7 @@
 #include "rpc_test_util.h"
 
 #define SERVER_LIFETIME_NS (300ull * 1000000000ull)
-#define WAIT_MS 30000
+#define WAIT_MS            30000
 
 /* ---- server ------------------------------------------------------------ */
 
@@ -371,8 +371,7 @@ static void wait_calls(struct call *c, unsigned n)
 static cw_handle_t *new_call(const char *name)
 {
     cw_handle_t *h;
-    assert_int_equal(cw_handle_create(ctx, server, cw_rpc_id(name), &h),
-                     CW_OK);
+    assert_int_equal(cw_handle_create(ctx, server, cw_rpc_id(name), &h), CW_OK);
     return h;
 }
 
@@ -389,8 +388,8 @@ static void echo_sizes(const size_t *sizes, unsigned n, unsigned inflight)
             data[j] = malloc(len ? len : 1);
             fill(data[j], len, (uint32_t)(i + j));
             h[j] = new_call("echo");
-            assert_int_equal(cw_buf_put_bytes(cw_handle_input(h[j]), data[j],
-                                              len), CW_OK);
+            assert_int_equal(
+                cw_buf_put_bytes(cw_handle_input(h[j]), data[j], len), CW_OK);
             assert_int_equal(cw_forward(h[j], 0, call_cb, &c[j]), CW_OK);
         }
         wait_calls(c, k);
@@ -398,8 +397,8 @@ static void echo_sizes(const size_t *sizes, unsigned n, unsigned inflight)
             const void *p;
             size_t len;
             assert_int_equal(c[j].st, CW_OK);
-            assert_int_equal(cw_buf_get_bytes(cw_handle_output(h[j]), &p,
-                                              &len), CW_OK);
+            assert_int_equal(cw_buf_get_bytes(cw_handle_output(h[j]), &p, &len),
+                             CW_OK);
             assert_int_equal(len, sizes[i + j]);
             assert_true(checksum(p, len) == checksum(data[j], len));
             cw_handle_release(h[j]);
@@ -470,8 +469,8 @@ static void bulk_round(const size_t *sizes, unsigned n, bool pull,
         seg[0].len = half;
         seg[1].base = x[i].buf + half;
         seg[1].len = sizes[i] - half;
-        assert_int_equal(cw_bulk_create(ctx, half ? seg : seg + 1,
-                                        half ? 2 : 1, perm, &x[i].bulk),
+        assert_int_equal(cw_bulk_create(ctx, half ? seg : seg + 1, half ? 2 : 1,
+                                        perm, &x[i].bulk),
                          CW_OK);
         x[i].h = new_call("bulk");
         cw_buf_put_u8(cw_handle_input(x[i].h), pull ? 1 : 2);
@@ -583,8 +582,8 @@ static void test_bulk_in_response(void **state)
         struct bulk_call b = {0};
         cw_bulk_op_t *op;
         uint64_t end = cw_now_ns() + 20000000000ull;
-        assert_int_equal(cw_bulk_transfer(ctx, CW_BULK_PULL, server, remote,
-                                          0, local, 0, len, bulk_cb, &b, &op),
+        assert_int_equal(cw_bulk_transfer(ctx, CW_BULK_PULL, server, remote, 0,
+                                          local, 0, len, bulk_cb, &b, &op),
                          CW_OK);
         for (unsigned i = 0; i < k * 3; i++)
             cw_progress(ctx, 0);
@@ -615,9 +614,8 @@ static void test_bulk_in_response(void **state)
         struct bulk_call b = {0};
         uint64_t end = cw_now_ns() + 20000000000ull;
         memset(buf, 0, len);
-        assert_int_equal(cw_bulk_transfer(ctx, CW_BULK_PULL, server, remote,
-                                          0, local, 0, len, bulk_cb, &b,
-                                          NULL),
+        assert_int_equal(cw_bulk_transfer(ctx, CW_BULK_PULL, server, remote, 0,
+                                          local, 0, len, bulk_cb, &b, NULL),
                          CW_OK);
         while (b.done == 0 && cw_now_ns() < end) {
             cw_progress(ctx, 10);
@@ -677,8 +675,7 @@ static void test_cancel_race(void **state)
         cw_handle_t *h = new_call(round % 2 ? "echo" : "hold");
         struct call c = {0};
         /* Every third one overflows into bulk. */
-        cw_buf_put_bytes(cw_handle_input(h), big,
-                         round % 3 ? 1 : sizeof(big));
+        cw_buf_put_bytes(cw_handle_input(h), big, round % 3 ? 1 : sizeof(big));
         cw_context_stats(ctx, &s0);
         assert_int_equal(cw_forward(h, 5000, call_cb, &c), CW_OK);
         for (unsigned k = 0; k < round % 5; k++)

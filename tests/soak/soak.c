@@ -149,10 +149,20 @@ static bool parse_num(const char *s, uint64_t *v_p)
     if (errno != 0 || end == s || *s == '-')
         return false;
     switch (*end) {
-    case 'K': shift = 10; end++; break;
-    case 'M': shift = 20; end++; break;
-    case 'G': shift = 30; end++; break;
-    default: break;
+    case 'K':
+        shift = 10;
+        end++;
+        break;
+    case 'M':
+        shift = 20;
+        end++;
+        break;
+    case 'G':
+        shift = 30;
+        end++;
+        break;
+    default:
+        break;
     }
     if (*end != '\0' || (shift != 0 && v > (UINT64_MAX >> shift)))
         return false;
@@ -163,8 +173,12 @@ static bool parse_num(const char *s, uint64_t *v_p)
 static int run_main(int argc, char **argv)
 {
     struct soak_run_opts o = {
-        .target = argv[0], .inflight = 32, .rpcs = 1000,
-        .bulk_min = 1u << 20, .bulk_max = 64u << 20, .timeout_ms = 60000,
+        .target = argv[0],
+        .inflight = 32,
+        .rpcs = 1000,
+        .bulk_min = 1u << 20,
+        .bulk_max = 64u << 20,
+        .timeout_ms = 60000,
         .seed = 1,
     };
 
@@ -199,7 +213,8 @@ static int run_main(int argc, char **argv)
         else if (strcmp(k, "--seed") == 0)
             o.seed = v;
         else {
-            fprintf(stderr, "soak: bad option or value: %s %s\n", k, argv[i + 1]);
+            fprintf(stderr, "soak: bad option or value: %s %s\n", k,
+                    argv[i + 1]);
             return 2;
         }
     }

@@ -26,25 +26,25 @@
 
 #include <causeway/causeway.h>
 
-#define SOAK_RPC "soak.rpc"
-#define SOAK_BULK "soak.bulk"
-#define SOAK_REPORT "soak.report"
-#define SOAK_PULL 1 /* the server pulls the client's pattern and checks it */
-#define SOAK_PUSH 2 /* the server pushes a pattern the client checks */
-#define SOAK_REPLY_SALT 0x5bd1e9955bd1e995ull
-#define SOAK_BULK_SALT 0xc2b2ae3d27d4eb4full
+#define SOAK_RPC         "soak.rpc"
+#define SOAK_BULK        "soak.bulk"
+#define SOAK_REPORT      "soak.report"
+#define SOAK_PULL        1 /* the server pulls the client's pattern and checks it */
+#define SOAK_PUSH        2 /* the server pushes a pattern the client checks */
+#define SOAK_REPLY_SALT  0x5bd1e9955bd1e995ull
+#define SOAK_BULK_SALT   0xc2b2ae3d27d4eb4full
 #define SOAK_MAX_PAYLOAD 65536u
 
 /* What the server saw from one client (one key). */
 struct soak_seen {
-    uint64_t rpcs;        /* distinct sequence numbers received */
-    uint64_t dup;         /* sequence numbers received again */
-    uint64_t corrupt;     /* requests whose payload or check was wrong */
-    uint64_t bytes;       /* request + reply payload bytes */
-    uint64_t bulk;        /* bulk transfers completed */
-    uint64_t bulk_bytes;  /* their bytes */
-    uint64_t bulk_corrupt;/* pulled data that was not the pattern */
-    uint64_t bulk_failed; /* transfers that ended with an error */
+    uint64_t rpcs;         /* distinct sequence numbers received */
+    uint64_t dup;          /* sequence numbers received again */
+    uint64_t corrupt;      /* requests whose payload or check was wrong */
+    uint64_t bytes;        /* request + reply payload bytes */
+    uint64_t bulk;         /* bulk transfers completed */
+    uint64_t bulk_bytes;   /* their bytes */
+    uint64_t bulk_corrupt; /* pulled data that was not the pattern */
+    uint64_t bulk_failed;  /* transfers that ended with an error */
 };
 
 /** Seed of the data of RPC @p seq of client @p key. */
@@ -79,17 +79,17 @@ uint64_t soak_now_ms(void);
 int soak_serve(const char *uri, const char *addr_file);
 
 struct soak_run_opts {
-    const char *target;   /* the server's address, through the gateway */
-    unsigned id;          /* this client's number, in what it prints */
-    uint64_t rpcs;        /* RPCs to send (0: until the duration) */
-    unsigned inflight;    /* RPCs in flight at once (one of them bulk) */
-    uint64_t bulk_bytes;  /* bulk bytes to move (0: no bulk) */
-    size_t bulk_min;      /* size of one transfer: bulk_min..bulk_max */
+    const char *target;  /* the server's address, through the gateway */
+    unsigned id;         /* this client's number, in what it prints */
+    uint64_t rpcs;       /* RPCs to send (0: until the duration) */
+    unsigned inflight;   /* RPCs in flight at once (one of them bulk) */
+    uint64_t bulk_bytes; /* bulk bytes to move (0: no bulk) */
+    size_t bulk_min;     /* size of one transfer: bulk_min..bulk_max */
     size_t bulk_max;
-    unsigned duration_s;  /* stop sending after this (0: no limit) */
-    uint64_t timeout_ms;  /* each RPC's deadline */
-    uint64_t seed;        /* sizes and directions (not the data) */
-    const char *stop_file;/* stop sending once this file exists */
+    unsigned duration_s;   /* stop sending after this (0: no limit) */
+    uint64_t timeout_ms;   /* each RPC's deadline */
+    uint64_t seed;         /* sizes and directions (not the data) */
+    const char *stop_file; /* stop sending once this file exists */
 };
 
 /** Client: run the load, ask the server what it saw, print both; @return

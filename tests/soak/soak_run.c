@@ -86,7 +86,8 @@ static void fail_one(struct soak_client *cl, uint64_t seq, cw_status_t st)
         cl->first_fail = st;
 }
 
-static void corrupt_one(struct soak_client *cl, struct slot *s, const char *what)
+static void corrupt_one(struct soak_client *cl, struct slot *s,
+                        const char *what)
 {
     cl->corrupt++;
     if (cl->corrupt <= 5)
@@ -114,8 +115,9 @@ static bool answer_ok(struct soak_client *cl, struct slot *s)
         return false;
     }
     if (!req_ok) {
-        corrupt_one(cl, s, s->dir == 0 ? "the server found the request corrupted"
-                                       : "the server found the pulled data corrupted");
+        corrupt_one(cl, s,
+                    s->dir == 0 ? "the server found the request corrupted"
+                                : "the server found the pulled data corrupted");
         return false;
     }
     if (s->dir == 0) {
@@ -130,8 +132,10 @@ static bool answer_ok(struct soak_client *cl, struct slot *s)
     seed ^= SOAK_BULK_SALT;
     if ((s->dir == SOAK_PUSH && !soak_check(cl->bulk_buf, s->len, seed)) ||
         soak_fnv(cl->bulk_buf, s->len) != check) {
-        corrupt_one(cl, s, s->dir == SOAK_PUSH ? "pushed data corrupted"
-                                               : "checksum of the pulled data differs");
+        corrupt_one(cl, s,
+                    s->dir == SOAK_PUSH
+                        ? "pushed data corrupted"
+                        : "checksum of the pulled data differs");
         return false;
     }
     cl->bulk++;
@@ -147,8 +151,8 @@ static void fwd_cb(cw_handle_t *h, cw_status_t st, void *arg)
     (void)h;
     if (cl->done[s->seq]++ != 0) {
         cl->dup++;
-        fprintf(stderr, "soak client %u: seq %llu completed again\n",
-                cl->o->id, (unsigned long long)s->seq);
+        fprintf(stderr, "soak client %u: seq %llu completed again\n", cl->o->id,
+                (unsigned long long)s->seq);
         return;
     }
     cl->completed++;
@@ -183,7 +187,8 @@ static cw_status_t slot_start(struct soak_client *cl, struct slot *s, bool bulk)
     if (bulk) {
         struct cw_segment seg;
 
-        s->len = o->bulk_min + rng_next(&cl->rng) % (o->bulk_max - o->bulk_min + 1);
+        s->len =
+            o->bulk_min + rng_next(&cl->rng) % (o->bulk_max - o->bulk_min + 1);
         s->dir = cl->bulk_n_issued++ % 2 ? SOAK_PUSH : SOAK_PULL;
         cl->bulk_issued += s->len;
         if (s->dir == SOAK_PULL) {
@@ -339,7 +344,8 @@ static void load(struct soak_client *cl)
 
 int soak_run(const struct soak_run_opts *o)
 {
-    struct soak_client cl = {.o = o, .rng = o->seed * 0x2545F4914F6CDD1Dull + o->id};
+    struct soak_client cl = {.o = o,
+                             .rng = o->seed * 0x2545F4914F6CDD1Dull + o->id};
     struct soak_seen sv = {0};
     uint64_t t0, ms, lost, unanswered;
     cw_status_t st, rst;
@@ -375,9 +381,10 @@ int soak_run(const struct soak_run_opts *o)
     if (cl.busy > 0) {
         /* Deadline passed without a completion: cancel, and count only
          * what completed in time (the cancels' callbacks count no more). */
-        fprintf(stderr, "soak client %u: %llu RPCs without a completion "
-                "%llu ms after their deadline\n", o->id,
-                (unsigned long long)unanswered,
+        fprintf(stderr,
+                "soak client %u: %llu RPCs without a completion "
+                "%llu ms after their deadline\n",
+                o->id, (unsigned long long)unanswered,
                 (unsigned long long)(o->timeout_ms + 10000));
         for (unsigned i = 0; i < o->inflight; i++)
             if (cl.slots[i].busy)
@@ -392,26 +399,26 @@ int soak_run(const struct soak_run_opts *o)
     pass = rst == CW_OK && cl.failed == 0 && unanswered == 0 && lost == 0 &&
            sv.rpcs == cl.sent && cl.dup == 0 && sv.dup == 0 &&
            cl.corrupt == 0 && sv.corrupt == 0 && sv.bulk_corrupt == 0 &&
-           sv.bulk_failed == 0 && sv.bytes == cl.bytes &&
-           sv.bulk == cl.bulk && sv.bulk_bytes == cl.bulk_bytes;
-    printf("soak-client id=%u key=%016llx ms=%llu sent=%llu ok=%llu failed=%llu "
-           "first_fail=%s unanswered=%llu dup=%llu corrupt=%llu bytes=%llu "
-           "bulk=%llu bulk_bytes=%llu report=%s srv_rpcs=%llu srv_dup=%llu "
-           "srv_corrupt=%llu srv_bytes=%llu srv_bulk=%llu srv_bulk_bytes=%llu "
-           "srv_bulk_corrupt=%llu srv_bulk_failed=%llu lost=%llu result=%s\n",
-           o->id, (unsigned long long)cl.key, (unsigned long long)ms,
-           (unsigned long long)cl.sent, (unsigned long long)cl.ok,
-           (unsigned long long)cl.failed, cw_status_name(cl.first_fail),
-           (unsigned long long)unanswered, (unsigned long long)cl.dup,
-           (unsigned long long)cl.corrupt, (unsigned long long)cl.bytes,
-           (unsigned long long)cl.bulk, (unsigned long long)cl.bulk_bytes,
-           cw_status_name(rst), (unsigned long long)sv.rpcs,
-           (unsigned long long)sv.dup, (unsigned long long)sv.corrupt,
-           (unsigned long long)sv.bytes, (unsigned long long)sv.bulk,
-           (unsigned long long)sv.bulk_bytes,
-           (unsigned long long)sv.bulk_corrupt,
-           (unsigned long long)sv.bulk_failed, (unsigned long long)lost,
-           pass ? "pass" : "FAIL");
+           sv.bulk_failed == 0 && sv.bytes == cl.bytes && sv.bulk == cl.bulk &&
+           sv.bulk_bytes == cl.bulk_bytes;
+    printf(
+        "soak-client id=%u key=%016llx ms=%llu sent=%llu ok=%llu failed=%llu "
+        "first_fail=%s unanswered=%llu dup=%llu corrupt=%llu bytes=%llu "
+        "bulk=%llu bulk_bytes=%llu report=%s srv_rpcs=%llu srv_dup=%llu "
+        "srv_corrupt=%llu srv_bytes=%llu srv_bulk=%llu srv_bulk_bytes=%llu "
+        "srv_bulk_corrupt=%llu srv_bulk_failed=%llu lost=%llu result=%s\n",
+        o->id, (unsigned long long)cl.key, (unsigned long long)ms,
+        (unsigned long long)cl.sent, (unsigned long long)cl.ok,
+        (unsigned long long)cl.failed, cw_status_name(cl.first_fail),
+        (unsigned long long)unanswered, (unsigned long long)cl.dup,
+        (unsigned long long)cl.corrupt, (unsigned long long)cl.bytes,
+        (unsigned long long)cl.bulk, (unsigned long long)cl.bulk_bytes,
+        cw_status_name(rst), (unsigned long long)sv.rpcs,
+        (unsigned long long)sv.dup, (unsigned long long)sv.corrupt,
+        (unsigned long long)sv.bytes, (unsigned long long)sv.bulk,
+        (unsigned long long)sv.bulk_bytes, (unsigned long long)sv.bulk_corrupt,
+        (unsigned long long)sv.bulk_failed, (unsigned long long)lost,
+        pass ? "pass" : "FAIL");
     fflush(stdout);
     rc = pass ? 0 : 1;
 err_destroy:

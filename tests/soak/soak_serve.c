@@ -111,9 +111,10 @@ static void h_rpc(cw_handle_t *h, void *arg)
     ok = soak_fnv(p, n) == check && soak_check(p, n, seed);
     if (!ok) {
         c->s.corrupt++;
-        fprintf(stderr, "soak server: client %016llx seq %llu: request of "
-                "%zu bytes corrupted\n", (unsigned long long)key,
-                (unsigned long long)seq, n);
+        fprintf(stderr,
+                "soak server: client %016llx seq %llu: request of "
+                "%zu bytes corrupted\n",
+                (unsigned long long)key, (unsigned long long)seq, n);
     }
     c->s.bytes += n + reply_len;
     soak_fill(g_reply, reply_len, seed ^ SOAK_REPLY_SALT);
@@ -138,9 +139,11 @@ static void job_end(struct job *j, cw_status_t st)
         j->c->s.bulk_bytes += j->len;
         if (!ok) {
             j->c->s.bulk_corrupt++;
-            fprintf(stderr, "soak server: client %016llx seq %llu: pulled "
-                    "%llu bytes corrupted\n", (unsigned long long)j->c->key,
-                    (unsigned long long)j->seq, (unsigned long long)j->len);
+            fprintf(stderr,
+                    "soak server: client %016llx seq %llu: pulled "
+                    "%llu bytes corrupted\n",
+                    (unsigned long long)j->c->key, (unsigned long long)j->seq,
+                    (unsigned long long)j->len);
         }
         cw_buf_put_u64(out, j->c->key);
         cw_buf_put_u64(out, j->seq);
@@ -149,9 +152,10 @@ static void job_end(struct job *j, cw_status_t st)
         st = cw_buf_error(out);
     } else {
         j->c->s.bulk_failed++;
-        fprintf(stderr, "soak server: client %016llx seq %llu: %s of %llu "
-                "bytes ended %s\n", (unsigned long long)j->c->key,
-                (unsigned long long)j->seq,
+        fprintf(stderr,
+                "soak server: client %016llx seq %llu: %s of %llu "
+                "bytes ended %s\n",
+                (unsigned long long)j->c->key, (unsigned long long)j->seq,
                 j->dir == SOAK_PULL ? "pull" : "push",
                 (unsigned long long)j->len, cw_status_name(st));
     }
@@ -227,9 +231,9 @@ static void h_bulk(cw_handle_t *h, void *arg)
     seg.len = len;
     st = cw_bulk_create(ctx, &seg, 1, CW_BULK_READ_WRITE, &j->lb);
     if (st == CW_OK)
-        st = cw_bulk_transfer(ctx, dir == SOAK_PULL ? CW_BULK_PULL : CW_BULK_PUSH,
-                              cw_handle_source(h), rb, 0, j->lb, 0, len,
-                              job_cb, j, &j->op);
+        st = cw_bulk_transfer(
+            ctx, dir == SOAK_PULL ? CW_BULK_PULL : CW_BULK_PUSH,
+            cw_handle_source(h), rb, 0, j->lb, 0, len, job_cb, j, &j->op);
     if (st != CW_OK)
         job_end(j, st);
 }
@@ -278,13 +282,12 @@ static void print_totals(void)
     }
     printf("soak-server clients=%u rpcs=%llu dup=%llu corrupt=%llu bytes=%llu "
            "bulk=%llu bulk_bytes=%llu bulk_corrupt=%llu bulk_failed=%llu "
-           "malformed=%llu\n", g_nclients, (unsigned long long)t.rpcs,
-           (unsigned long long)t.dup, (unsigned long long)t.corrupt,
-           (unsigned long long)t.bytes, (unsigned long long)t.bulk,
-           (unsigned long long)t.bulk_bytes,
+           "malformed=%llu\n",
+           g_nclients, (unsigned long long)t.rpcs, (unsigned long long)t.dup,
+           (unsigned long long)t.corrupt, (unsigned long long)t.bytes,
+           (unsigned long long)t.bulk, (unsigned long long)t.bulk_bytes,
            (unsigned long long)t.bulk_corrupt,
-           (unsigned long long)t.bulk_failed,
-           (unsigned long long)g_malformed);
+           (unsigned long long)t.bulk_failed, (unsigned long long)g_malformed);
     fflush(stdout);
 }
 
@@ -311,7 +314,8 @@ int soak_serve(const char *uri, const char *addr_file)
     if (st == CW_OK)
         st = cw_rpc_register(ctx, SOAK_REPORT, h_report, NULL, NULL, NULL);
     if (st != CW_OK) {
-        fprintf(stderr, "soak server: serving %s: %s\n", uri, cw_status_name(st));
+        fprintf(stderr, "soak server: serving %s: %s\n", uri,
+                cw_status_name(st));
         goto err_destroy;
     }
     sigaction(SIGTERM, &sa, NULL);
@@ -343,7 +347,7 @@ int soak_serve(const char *uri, const char *addr_file)
     rc = g_jobs.next == &g_jobs ? 0 : 1;
     if (rc != 0)
         fprintf(stderr, "soak server: bulk transfers still running 10 s "
-                "after their cancel\n");
+                        "after their cancel\n");
     print_totals();
 err_destroy:
     cw_context_destroy(ctx);

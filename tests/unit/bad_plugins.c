@@ -9,9 +9,9 @@
 
 #include <stddef.h>
 
-__attribute__((unused)) static cw_status_t bad_init(const struct cw_na_host *host,
-                            const struct cw_na_init_info *info,
-                            cw_na_class_t **cls_p)
+__attribute__((unused)) static cw_status_t
+bad_init(const struct cw_na_host *host, const struct cw_na_init_info *info,
+         cw_na_class_t **cls_p)
 {
     return CW_UNSUPPORTED;
 }
@@ -22,12 +22,22 @@ __attribute__((unused)) static cw_status_t bad_init(const struct cw_na_host *hos
 static const struct cw_na_ops bad_ops = {
     .init = bad_init,
 #if BAD_KIND != 3
-    .finalize = ANY, .query = ANY, .addr_lookup = ANY, .addr_self = ANY,
-    .addr_dup = ANY, .addr_free = ANY, .addr_cmp = ANY,
-    .addr_to_string = ANY, .addr_serialize_size = ANY,
-    .addr_serialize = ANY, .addr_deserialize = ANY,
-    .msg_send_unexpected = ANY, .msg_recv_unexpected = ANY,
-    .msg_send_expected = ANY, .msg_recv_expected = ANY, .progress = ANY,
+    .finalize = ANY,
+    .query = ANY,
+    .addr_lookup = ANY,
+    .addr_self = ANY,
+    .addr_dup = ANY,
+    .addr_free = ANY,
+    .addr_cmp = ANY,
+    .addr_to_string = ANY,
+    .addr_serialize_size = ANY,
+    .addr_serialize = ANY,
+    .addr_deserialize = ANY,
+    .msg_send_unexpected = ANY,
+    .msg_recv_unexpected = ANY,
+    .msg_send_expected = ANY,
+    .msg_recv_expected = ANY,
+    .progress = ANY,
     .cancel = ANY,
 #endif
 #if BAD_KIND == 4

@@ -47,7 +47,8 @@ static inline void done_cb(const struct cw_na_cb_info *info)
 }
 
 /* Progress every instance until d->calls >= want (bounded). */
-static inline bool wait_done(cw_na_t **nas, size_t n, const int *calls, int want)
+static inline bool wait_done(cw_na_t **nas, size_t n, const int *calls,
+                             int want)
 {
     uint64_t deadline = cw_now_ns() + WAIT_MS * 1000000ull;
     while (*calls < want) {

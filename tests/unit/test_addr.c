@@ -29,8 +29,7 @@ static void test_uri_plain(void **state)
     assert_int_equal(cw_uri_format(&u, buf, sizeof(buf)), CW_OK);
     assert_string_equal(buf, "shm://demo");
 
-    assert_int_equal(cw_uri_parse("verbs://mlx5_0:1/10.3.0.4:7000", &u),
-                     CW_OK);
+    assert_int_equal(cw_uri_parse("verbs://mlx5_0:1/10.3.0.4:7000", &u), CW_OK);
     assert_string_equal(u.location, "mlx5_0:1/10.3.0.4:7000");
     assert_int_equal(cw_uri_parse("ofi+tcp;ofi_rxm://h:1", &u), CW_OK);
     assert_string_equal(u.protocol, "tcp;ofi_rxm");
@@ -49,9 +48,19 @@ static void test_uri_plain(void **state)
 static void test_uri_bad(void **state)
 {
     static const char *const bad[] = {
-        "", "ofi", "ofi+tcp:/x", "://x", "+tcp://x", "ofi+://x",
-        "OFI+tcp://x", "of i://x", "ofi+tcp://a b", "ofi+tcp://a@b",
-        "ofi+tcp://a\tb", "ofi+t/cp://x", "averyveryverylongpluginname://x",
+        "",
+        "ofi",
+        "ofi+tcp:/x",
+        "://x",
+        "+tcp://x",
+        "ofi+://x",
+        "OFI+tcp://x",
+        "of i://x",
+        "ofi+tcp://a b",
+        "ofi+tcp://a@b",
+        "ofi+tcp://a\tb",
+        "ofi+t/cp://x",
+        "averyveryverylongpluginname://x",
         "ofi+tcp://\x01",
     };
     struct cw_uri u;
@@ -96,13 +105,11 @@ static void test_location_split(void **state)
     assert_string_equal(host, "::1");
     assert_int_equal(port, 99);
     assert_int_equal(cw_location_split("[::1]", host, &port), CW_OK);
-    assert_int_equal(cw_location_split("h:65536", host, &port),
-                     CW_INVALID_ARG);
+    assert_int_equal(cw_location_split("h:65536", host, &port), CW_INVALID_ARG);
     assert_int_equal(cw_location_split("h:", host, &port), CW_INVALID_ARG);
     assert_int_equal(cw_location_split("h:12x", host, &port), CW_INVALID_ARG);
     assert_int_equal(cw_location_split("[::1", host, &port), CW_INVALID_ARG);
-    assert_int_equal(cw_location_split("[::1]x", host, &port),
-                     CW_INVALID_ARG);
+    assert_int_equal(cw_location_split("[::1]x", host, &port), CW_INVALID_ARG);
     assert_int_equal(cw_location_split("h:-1", host, &port), CW_INVALID_ARG);
 }
 
@@ -111,8 +118,7 @@ static void test_path_proxied(void **state)
     struct cw_addr_path p;
     char buf[CW_ADDR_STR_MAX];
     char err[256];
-    const char *s =
-        "ucx+tcp://10.2.0.9:7000@ofi+tcp://10.1.0.2:7000@shm://gw1";
+    const char *s = "ucx+tcp://10.2.0.9:7000@ofi+tcp://10.1.0.2:7000@shm://gw1";
 
     assert_int_equal(cw_addr_path_parse(s, &p, err, sizeof(err)), CW_OK);
     assert_false(p.is_service);
@@ -152,16 +158,16 @@ static void test_path_service(void **state)
     assert_non_null(strstr(err, "gateway"));
     assert_int_equal(cw_addr_path_parse("svc:@shm://g", &p, err, sizeof(err)),
                      CW_INVALID_ARG);
-    assert_int_equal(cw_addr_path_parse("svc:a b@shm://g", &p, err,
-                                        sizeof(err)),
-                     CW_INVALID_ARG);
+    assert_int_equal(
+        cw_addr_path_parse("svc:a b@shm://g", &p, err, sizeof(err)),
+        CW_INVALID_ARG);
 }
 
 static void test_path_bad(void **state)
 {
     static const char *const bad[] = {
-        "shm://a@", "shm://a@@shm://b", "@shm://a", "shm://a@junk",
-        "shm://a@shm://b@", "junk@shm://g",
+        "shm://a@",     "shm://a@@shm://b", "@shm://a",
+        "shm://a@junk", "shm://a@shm://b@", "junk@shm://g",
     };
     struct cw_addr_path p;
     char err[256];

@@ -309,8 +309,8 @@ static void test_network_spread(void **state)
     INVAL(cw_network_open_spread(twice, 2, "shm://", CW_NET_LISTEN, ns));
     FAILS(cw_network_open_spread(cs, 2, "nosuch://", CW_NET_LISTEN, ns));
     /* A failed open leaves nothing open: the same call then works. */
-    assert_int_equal(cw_network_open_spread(cs, 2, "shm://", CW_NET_LISTEN,
-                                            ns), CW_OK);
+    assert_int_equal(cw_network_open_spread(cs, 2, "shm://", CW_NET_LISTEN, ns),
+                     CW_OK);
     assert_int_equal(cw_network_uri(ns[0], uri, sizeof(uri)), CW_OK);
     assert_int_equal(cw_network_close(ns[0]), CW_OK);
     assert_int_equal(cw_network_close(ns[1]), CW_OK);
@@ -1012,12 +1012,9 @@ int main(void)
         cmocka_unit_test(test_bulk),
     };
     const struct CMUnitTest nas[] = {
-        cmocka_unit_test(test_plugins),
-        cmocka_unit_test(test_na_open),
-        cmocka_unit_test(test_na_addr),
-        cmocka_unit_test(test_na_msg),
-        cmocka_unit_test(test_na_mem),
-        cmocka_unit_test(test_na_rma),
+        cmocka_unit_test(test_plugins),     cmocka_unit_test(test_na_open),
+        cmocka_unit_test(test_na_addr),     cmocka_unit_test(test_na_msg),
+        cmocka_unit_test(test_na_mem),      cmocka_unit_test(test_na_rma),
         cmocka_unit_test(test_na_progress),
     };
     int failed = cmocka_run_group_tests_name("plain", plain, NULL, NULL);

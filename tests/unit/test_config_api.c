@@ -52,16 +52,28 @@ static void test_patterns(void **state)
         {"ofi+tcp://fd00::/8", "ofi+tcp://10.0.0.1:7000", false},
         {"ofi+tcp://[fd00::1]:7000", "ofi+tcp://[fd00::1]:7000", true},
         {"verbs://10.3.0.0/16", "verbs://mlx5_0:1/10.3.4.5:7000", true},
-        {"verbs://mlx5_0:1/10.3.4.5:7000", "verbs://mlx5_0:1/10.3.4.5:7000", true},
-        {"verbs://mlx5_0:1/10.3.4.5:7000", "verbs://mlx5_1:1/10.3.4.5:7000", false},
+        {"verbs://mlx5_0:1/10.3.4.5:7000", "verbs://mlx5_0:1/10.3.4.5:7000",
+         true},
+        {"verbs://mlx5_0:1/10.3.4.5:7000", "verbs://mlx5_1:1/10.3.4.5:7000",
+         false},
         {"shm://gw1", "shm://gw1", true},
         {"shm://gw1", "shm://gw2", false},
     };
     static const char *const bad[] = {
-        "", "ofi+tcp", "ofi+tcp://", "OFI://*", "ofi+://*", "ofi+tcp://1.*",
-        "ofi+tcp://10.0.0.0/33", "ofi+tcp://fd00::/129", "ofi+tcp://x y",
-        "ofi+tcp://a@b", "ofi+tcp://300.0.0.0/8", "ofi+tcp:///8",
-        "waytoolongpluginname+tcp://*", "ucx+tcp://fd00::1",
+        "",
+        "ofi+tcp",
+        "ofi+tcp://",
+        "OFI://*",
+        "ofi+://*",
+        "ofi+tcp://1.*",
+        "ofi+tcp://10.0.0.0/33",
+        "ofi+tcp://fd00::/129",
+        "ofi+tcp://x y",
+        "ofi+tcp://a@b",
+        "ofi+tcp://300.0.0.0/8",
+        "ofi+tcp:///8",
+        "waytoolongpluginname+tcp://*",
+        "ucx+tcp://fd00::1",
         "ofi+tcp://fd00::1:7000", /* IPv6 without brackets: ambiguous */
     };
     (void)state;
@@ -69,12 +81,13 @@ static void test_patterns(void **state)
         struct cw_addr_pattern pat;
         struct cw_uri uri;
         char err[256];
-        assert_int_equal(cw_addr_pattern_parse(cases[i].pattern, &pat, err,
-                                               sizeof(err)), CW_OK);
+        assert_int_equal(
+            cw_addr_pattern_parse(cases[i].pattern, &pat, err, sizeof(err)),
+            CW_OK);
         assert_int_equal(cw_uri_parse(cases[i].addr, &uri), CW_OK);
         if (cw_addr_pattern_match(&pat, &uri) != cases[i].match)
-            fail_msg("%s vs %s: expected %s", cases[i].pattern,
-                     cases[i].addr, cases[i].match ? "match" : "no match");
+            fail_msg("%s vs %s: expected %s", cases[i].pattern, cases[i].addr,
+                     cases[i].match ? "match" : "no match");
     }
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         struct cw_addr_pattern pat;
@@ -88,9 +101,14 @@ static void test_patterns(void **state)
 static void test_pattern_format(void **state)
 {
     static const char *const pats[] = {
-        "ucx+tcp://10.2.0.0/16", "*://*", "ofi+*://fd00::/8",
-        "ofi+tcp://node1:7000", "ofi+tcp://[fd00::1]:7000", "shm://gw1",
-        "ofi://host", "ucx+tcp://[fd00::1]", /* not "fd00::1": host "fd00:" */
+        "ucx+tcp://10.2.0.0/16",
+        "*://*",
+        "ofi+*://fd00::/8",
+        "ofi+tcp://node1:7000",
+        "ofi+tcp://[fd00::1]:7000",
+        "shm://gw1",
+        "ofi://host",
+        "ucx+tcp://[fd00::1]", /* not "fd00::1": host "fd00:" */
     };
     (void)state;
     for (size_t i = 0; i < sizeof(pats) / sizeof(pats[0]); i++) {
@@ -125,15 +143,17 @@ static void test_reload_rules(void **state)
 {
     struct cw_config_diag *diag = cw_config_diag_new();
     struct cw_config *cur = load(BASE "gateway: { threads: 2 }\n", diag);
-    struct cw_config *ok = load(BASE "gateway: { threads: 2, log_level: debug }\n"
-                                "routes: [ { dest: \"*\", via: eth0 } ]\n"
-                                "limits: { max_inflight_rpcs: 10 }\n",
-                                diag);
+    struct cw_config *ok =
+        load(BASE "gateway: { threads: 2, log_level: debug }\n"
+                  "routes: [ { dest: \"*\", via: eth0 } ]\n"
+                  "limits: { max_inflight_rpcs: 10 }\n",
+             diag);
     struct cw_config *bad1 = load(BASE "gateway: { threads: 3 }\n", diag);
     struct cw_config *bad2 = load(
         "networks:\n  - { name: eth0, address: \"ofi+tcp://127.0.0.1:7001\", "
         "busy_poll: true }\n  - { name: eth1, address: \"shm://x\" }\n"
-        "gateway: { threads: 2 }\nbuffers: { chunk: 2MiB }\n", diag);
+        "gateway: { threads: 2 }\nbuffers: { chunk: 2MiB }\n",
+        diag);
     (void)state;
     assert_non_null(cur);
     assert_non_null(ok);
@@ -154,7 +174,8 @@ static void test_reload_rules(void **state)
     assert_string_equal(cw_config_diag_get(diag, 0),
                         "t.yaml:2:5: networks[0].busy_poll: cannot be changed "
                         "by a reload (restart the gateway)");
-    assert_non_null(strstr(cw_config_diag_get(diag, 1), "buffers.chunk: cannot"));
+    assert_non_null(
+        strstr(cw_config_diag_get(diag, 1), "buffers.chunk: cannot"));
     assert_null(cw_config_diag_get(diag, 2));
     cw_config_free(cur);
     cw_config_free(ok);
@@ -170,8 +191,9 @@ static void test_failed_load_leaves_nothing(void **state)
     (void)state;
     /* Half the file is fine; the output must stay untouched. */
     assert_int_equal(cw_config_load_buffer("t.yaml", BASE "routes: 5\n",
-                                           strlen(BASE "routes: 5\n"), 0,
-                                           diag, &cfg), CW_CONFIG);
+                                           strlen(BASE "routes: 5\n"), 0, diag,
+                                           &cfg),
+                     CW_CONFIG);
     assert_ptr_equal(cfg, (struct cw_config *)(uintptr_t)0x1);
     assert_int_equal(cw_config_diag_count(diag), 1);
     assert_int_equal(cw_config_load("/nonexistent.yaml", 0, diag, &cfg), CW_IO);
@@ -184,7 +206,8 @@ static void test_failed_load_leaves_nothing(void **state)
 static void test_defaults_and_lookups(void **state)
 {
     struct cw_config_diag *diag = cw_config_diag_new();
-    struct cw_config *cfg = load(BASE "services: [ { name: s, backends: [\"shm://x\"] } ]\n", diag);
+    struct cw_config *cfg =
+        load(BASE "services: [ { name: s, backends: [\"shm://x\"] } ]\n", diag);
     (void)state;
     assert_non_null(cfg);
     assert_int_equal(cfg->buffers.chunk, 1024 * 1024);

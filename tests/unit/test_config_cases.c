@@ -168,8 +168,8 @@ static void run_good(const char *name)
         goto out;
     }
     /* The dump is YAML that loads back to the same configuration. */
-    st = cw_config_load_buffer(name, dump, strlen(dump), flags_for(name),
-                               diag, &again);
+    st = cw_config_load_buffer(name, dump, strlen(dump), flags_for(name), diag,
+                               &again);
     if (st != CW_OK) {
         result(false, name, "dump does not load back");
         goto out;

@@ -23,8 +23,8 @@
 #include "gw_int.h"
 
 #define MAX_REQS 64
-#define NROUTES 2
-#define NDESTS 2
+#define NROUTES  2
+#define NDESTS   2
 #define NWORKERS 2
 
 /* ---- the fake forward path ---------------------------------------------- */
@@ -37,13 +37,13 @@ struct cw_handle {
     unsigned dest;
     uint64_t remaining_ms;
     bool canceled;
-    int answers;       /* gw_reject */
+    int answers; /* gw_reject */
     cw_status_t st;
-    int forwarded;     /* reached the target */
-    bool done;         /* its forward completed */
+    int forwarded; /* reached the target */
+    bool done;     /* its forward completed */
     struct gw_source *source;
     struct gw_route_stats *rs;
-    struct gw_shard *w;  /* the worker it reached */
+    struct gw_shard *w; /* the worker it reached */
 };
 
 static struct gw gw;
@@ -142,8 +142,8 @@ void gw_forward(struct gw_shard *w, cw_handle_t *in, uint64_t qseq)
     if (qseq != 0)
         assert_true(scope_depth > 0);
 
-    st = gw_admission(w, in, NULL, &routes[r], route_cap[r], in->src,
-                      qseq, &source);
+    st = gw_admission(w, in, NULL, &routes[r], route_cap[r], in->src, qseq,
+                      &source);
     if (st == CW_AGAIN)
         return;
     if (st != CW_OK) {
@@ -320,8 +320,8 @@ static void assert_fifo(const char *src, unsigned dest)
         print_order("reached the target", ids, n);
     for (unsigned i = 1; i < n; i++)
         if (ids[i] < ids[i - 1])
-            fail_msg("%s's request %u to dest %u overtook its request %u",
-                     src, ids[i], dest, ids[i - 1]);
+            fail_msg("%s's request %u to dest %u overtook its request %u", src,
+                     ids[i], dest, ids[i - 1]);
 }
 
 /* ---- the tests ---------------------------------------------------------- */
@@ -412,7 +412,7 @@ static void test_reload_keeps_order(void **state)
 
     (void)state;
     setup_queued_on_route0(5); /* 0 in flight on route 0; 1..4 queued */
-    b = arrive("B", 1); /* route 1 full */
+    b = arrive("B", 1);        /* route 1 full */
     assert_int_equal(b->forwarded, 1);
     assert_int_equal(gw.nqueued, 4);
 
@@ -433,7 +433,7 @@ static void test_reload_new_behind_moved(void **state)
 {
     (void)state;
     setup_queued_on_route0(4); /* 0 in flight on route 0; 1..3 queued */
-    dest_route[0] = 1; /* route 1 is empty */
+    dest_route[0] = 1;         /* route 1 is empty */
     reload();
     arrive("A", 0); /* before the queue ran */
     complete_all();
@@ -454,7 +454,7 @@ static void test_bounds_and_expiry(void **state)
     route_cap[0] = 1;
     for (unsigned i = 0; i < 4; i++)
         h[i] = arrive("A", 0); /* 0 in flight, 1..3 queued: full */
-    h[4] = arrive("A", 0); /* the queue is full */
+    h[4] = arrive("A", 0);     /* the queue is full */
     assert_int_equal(h[4]->answers, 1);
     assert_int_equal(h[4]->st, CW_BUSY);
     complete(h[0]); /* its slot goes to 1 at once */
@@ -615,8 +615,8 @@ static void run_random(unsigned seed, bool threaded)
             before = nsent;
             pass();
             if (nsent != before)
-                fail_msg("seed %u: a pass left %u requests that could go",
-                         seed, nsent - before);
+                fail_msg("seed %u: a pass left %u requests that could go", seed,
+                         nsent - before);
         } else if (op < 9) {
             dest_route[rand() % NDESTS] = (unsigned)rand() % NROUTES;
             route_cap[rand() % NROUTES] = (unsigned)rand() % 3;

@@ -17,7 +17,7 @@
 
 #include "gw_bulk.h"
 
-#define CHUNK 64u
+#define CHUNK   64u
 #define MAX_OPS 1024
 
 /* ---- the fake core ------------------------------------------------------ */
@@ -386,7 +386,7 @@ static void test_revoked_while_waiting(void **state)
     late.tok.revoked = true;   /* gw_bulk_revoke */
     complete(0, CW_OK);        /* big's read -> its write (op 2) */
     before = nops;
-    complete(2, CW_OK);        /* big's write returns a chunk */
+    complete(2, CW_OK); /* big's write returns a chunk */
     for (unsigned i = before; i < nops; i++)
         assert_ptr_not_equal(ops[i].remote, &late.bulk);
     assert_int_equal(late.answers, 1);

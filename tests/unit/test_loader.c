@@ -82,14 +82,11 @@ static void test_path_describe(void **state)
     assert_int_equal(cw_plugins_path("oldabi", small, sizeof(small)),
                      CW_OVERFLOW);
     assert_int_equal(cw_plugins_path("nosuch", path, sizeof(path)), CW_NOENT);
-    assert_int_equal(cw_plugins_path(NULL, path, sizeof(path)),
-                     CW_INVALID_ARG);
+    assert_int_equal(cw_plugins_path(NULL, path, sizeof(path)), CW_INVALID_ARG);
     assert_int_equal(cw_plugins_describe("oldabi", no_fact, &facts),
                      CW_UNSUPPORTED);
-    assert_int_equal(cw_plugins_describe("nosuch", no_fact, &facts),
-                     CW_NOENT);
-    assert_int_equal(cw_plugins_describe("oldabi", NULL, NULL),
-                     CW_INVALID_ARG);
+    assert_int_equal(cw_plugins_describe("nosuch", no_fact, &facts), CW_NOENT);
+    assert_int_equal(cw_plugins_describe("oldabi", NULL, NULL), CW_INVALID_ARG);
     assert_int_equal(facts, 0);
 }
 

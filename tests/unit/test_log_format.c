@@ -110,9 +110,8 @@ int main(void)
         pid = fork();
         if (pid == 0)
             child(cases[c].mode, path);
-        if (pid < 0 || waitpid(pid, &status, 0) != pid ||
-            !WIFEXITED(status) || WEXITSTATUS(status) != 0 ||
-            !check(path, cases[c].pats, 3)) {
+        if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
+            WEXITSTATUS(status) != 0 || !check(path, cases[c].pats, 3)) {
             printf("not ok %d - %s\n", c + 1, cases[c].what);
             fails++;
         } else {

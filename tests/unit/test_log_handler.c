@@ -25,8 +25,8 @@
 #include <cmocka.h>
 
 #define NTHREADS 4
-#define NCALLS 3000
-#define NSWAPS 400
+#define NCALLS   3000
+#define NSWAPS   400
 
 struct seen {
     unsigned n;
@@ -34,9 +34,8 @@ struct seen {
     char subsys[32], file[64], func[64], msg[128];
 };
 
-static void record(void *arg, int level, const char *subsys,
-                   const char *file, int line, const char *func,
-                   const char *msg)
+static void record(void *arg, int level, const char *subsys, const char *file,
+                   int line, const char *func, const char *msg)
 {
     struct seen *s = arg;
 
@@ -201,9 +200,8 @@ struct counter {
     atomic_int inside;
 };
 
-static void counting(void *arg, int level, const char *subsys,
-                     const char *file, int line, const char *func,
-                     const char *msg)
+static void counting(void *arg, int level, const char *subsys, const char *file,
+                     int line, const char *func, const char *msg)
 {
     struct counter *c = arg;
 
@@ -275,9 +273,8 @@ static void test_handler_threads(void **state)
                      atomic_load(&logged));
     /* Each had messages: the swaps ran among the loggers. */
     assert_true(atomic_load(&a.n) > 0 && atomic_load(&b.n) > 0);
-    print_message("handler a %u, b %u, stderr %u messages\n",
-                  atomic_load(&a.n), atomic_load(&b.n),
-                  err_lines_from(off, "threaded message"));
+    print_message("handler a %u, b %u, stderr %u messages\n", atomic_load(&a.n),
+                  atomic_load(&b.n), err_lines_from(off, "threaded message"));
 }
 
 int main(void)

@@ -16,7 +16,7 @@
 #include <cmocka.h>
 
 #define NTHREADS 4
-#define NCALLS 2000
+#define NCALLS   2000
 
 static pthread_barrier_t start;
 

@@ -160,8 +160,8 @@ static void test_params(void **state)
     const char *small[] = {"eager_size", "1024", NULL};
     const char *bad[] = {"eager_size", "lots", NULL};
     const char *bad_early[] = {"early_max", "2000000", NULL};
-    const char *tiny[] = {"keepalive_ms", "0", "eager_size", "64",
-                          "spin_us", "100", NULL};
+    const char *tiny[] = {"keepalive_ms", "0",   "eager_size", "64",
+                          "spin_us",      "100", NULL};
     static char buf[2048];
     struct done d = {0};
     cw_na_t *na;
@@ -172,12 +172,12 @@ static void test_params(void **state)
     assert_int_equal(cw_na_caps(na)->max_unexpected_size, 1024);
     assert_int_equal(cw_na_caps(na)->max_expected_size, 1024);
     assert_int_equal(cw_na_addr_self(na, &self), CW_OK);
-    assert_int_equal(cw_na_msg_send_unexpected(na, buf, 1025, self, 1, done_cb,
-                                               &d, NULL),
-                     CW_OVERFLOW);
-    assert_int_equal(cw_na_msg_send_expected(na, buf, 1025, self, 1, done_cb,
-                                             &d, NULL),
-                     CW_OVERFLOW);
+    assert_int_equal(
+        cw_na_msg_send_unexpected(na, buf, 1025, self, 1, done_cb, &d, NULL),
+        CW_OVERFLOW);
+    assert_int_equal(
+        cw_na_msg_send_expected(na, buf, 1025, self, 1, done_cb, &d, NULL),
+        CW_OVERFLOW);
     cw_na_addr_free(na, self);
     cw_na_close(na);
     assert_int_equal(d.calls, 0);
@@ -211,8 +211,7 @@ static void test_hostile_input(void **state)
     cw_na_addr_free(p.a, addr);
     /* Every truncation fails. */
     for (size_t k = 0; k < n; k++)
-        assert_int_not_equal(cw_na_addr_deserialize(p.a, buf, k, &addr),
-                             CW_OK);
+        assert_int_not_equal(cw_na_addr_deserialize(p.a, buf, k, &addr), CW_OK);
     /* A wrong address family in otherwise well-formed framing. */
     buf[4] ^= 0xff;
     assert_int_not_equal(cw_na_addr_deserialize(p.a, buf, n, &addr), CW_OK);
@@ -254,8 +253,8 @@ static uint64_t sum_range(const uint8_t *b, size_t len)
  * more local segments than iov_limit (4 on tcp;ofi_rxm and shm). */
 static void rma_segments(const char *uri)
 {
-    static const size_t lens[] = {1000, 3, 0, 4096, 17, 65536, 5, 700, 1,
-                                  20000, 333};
+    static const size_t lens[] = {1000, 3,   0, 4096,  17, 65536,
+                                  5,    700, 1, 20000, 333};
     enum { NL = sizeof(lens) / sizeof(lens[0]) };
     struct cw_na_segment ls[NL], rs[3], back[NL];
     uint8_t *lbuf[NL], *bbuf[NL], *rbuf[3];
@@ -283,9 +282,9 @@ static void rma_segments(const char *uri)
     }
     assert_int_equal(cw_na_mem_register(p.a, ls, NL, 0, &lm), CW_OK);
     assert_int_equal(cw_na_mem_register(p.a, back, NL, 0, &bm), CW_OK);
-    assert_int_equal(cw_na_mem_register(p.b, rs, 3,
-                                        CW_NA_MEM_READ | CW_NA_MEM_WRITE, &rm),
-                     CW_OK);
+    assert_int_equal(
+        cw_na_mem_register(p.b, rs, 3, CW_NA_MEM_READ | CW_NA_MEM_WRITE, &rm),
+        CW_OK);
     n = cw_na_mem_serialize_size(p.b, rm);
     assert_true(n <= sizeof(ser));
     assert_int_equal(cw_na_mem_serialize(p.b, ser, n, rm), CW_OK);
@@ -515,9 +514,9 @@ static void test_malformed_dropped(void **state)
 
     pair_open(&p, "ofi+tcp://127.0.0.1:0");
     r.owner = p.b;
-    assert_int_equal(cw_na_msg_recv_unexpected(p.b, in, sizeof(in), done_cb, &r,
-                                               NULL),
-                     CW_OK);
+    assert_int_equal(
+        cw_na_msg_recv_unexpected(p.b, in, sizeof(in), done_cb, &r, NULL),
+        CW_OK);
     raw_send_garbage(p.b, "127.0.0.1", (uint16_t)self_port(p.b), &tag, 1, 1);
     real_message_after(&p, &r, in);
     assert_int_equal(cw_na_dropped(p.b), 1);
@@ -529,23 +528,23 @@ static void test_malformed_dropped(void **state)
  * "Tag sinks"): rxm would keep each in a buffer of its own until the
  * connection closed (about 500 MiB per 50 000 of them, and every receive
  * posted later scanned them all); they are received and dropped, and
- * after a first flood the receiver does not grow.  Every class of tag: low bits, none, bits 61, 62
- * and 63 with others, both high bits. */
+ * after a first flood the receiver does not grow.  Every class of tag: low
+ * bits, none, bits 61, 62 and 63 with others, both high bits. */
 static void test_unused_tags_drained(void **state)
 {
     struct pair p;
     char in[256];
     struct done r = {0};
-    const uint64_t tags[] = {7, 0, 1ull << 61, 3ull << 62, (1ull << 63) | 9,
-                             (1ull << 62) | 5};
+    const uint64_t tags[] = {
+        7, 0, 1ull << 61, 3ull << 62, (1ull << 63) | 9, (1ull << 62) | 5};
     long before, after;
     (void)state;
 
     pair_open(&p, "ofi+tcp://127.0.0.1:0");
     r.owner = p.b;
-    assert_int_equal(cw_na_msg_recv_unexpected(p.b, in, sizeof(in), done_cb, &r,
-                                               NULL),
-                     CW_OK);
+    assert_int_equal(
+        cw_na_msg_recv_unexpected(p.b, in, sizeof(in), done_cb, &r, NULL),
+        CW_OK);
     /* A first flood sizes the pools (rxm's, the sender's, ASan's); a second
      * one must not grow the process further. */
     raw_send_garbage(p.b, "127.0.0.1", (uint16_t)self_port(p.b), tags,
@@ -556,8 +555,8 @@ static void test_unused_tags_drained(void **state)
     real_message_after(&p, &r, in);
     after = rss_kib();
     print_message("# 20000 more messages on unused tags: grew by %ld KiB; "
-                  "%llu dropped in all\n", after - before,
-                  (unsigned long long)cw_na_dropped(p.b));
+                  "%llu dropped in all\n",
+                  after - before, (unsigned long long)cw_na_dropped(p.b));
     assert_int_equal(cw_na_dropped(p.b), 40000); /* each, once */
     assert_true(after - before < UNUSED_TAGS_RSS_MAX_KIB);
     pair_close(&p);
@@ -596,15 +595,16 @@ static void test_unused_tags_calm(void **state)
     assert_true(saved >= 0);
     pair_open(&p, "ofi+tcp://127.0.0.1:0");
     r.owner = p.b;
-    assert_int_equal(cw_na_msg_recv_unexpected(p.b, in, sizeof(in), done_cb, &r,
-                                               NULL),
-                     CW_OK);
+    assert_int_equal(
+        cw_na_msg_recv_unexpected(p.b, in, sizeof(in), done_cb, &r, NULL),
+        CW_OK);
     cw_log_set_level(CW_LOG_INFO);
     fflush(stderr);
     assert_int_equal(dup2(fileno(f), 2), 2);
     raw_send_garbage(p.b, "127.0.0.1", (uint16_t)self_port(p.b), tags, 2, 2000);
     wait_dropped(p.b, 2000);
-    for (uint64_t end = cw_now_ns() + 3 * WAIT_NS; !seen && cw_now_ns() < end;) {
+    for (uint64_t end = cw_now_ns() + 3 * WAIT_NS;
+         !seen && cw_now_ns() < end;) {
         ssize_t n;
 
         cw_na_progress(p.b, 10, NULL);
@@ -634,7 +634,7 @@ static void test_unused_tags_calm(void **state)
  * oldest are dropped; receives match on (source, tag), oldest message
  * first. */
 struct early_fix {
-    cw_na_t *a, *b, *c;          /* a receives; b and c send */
+    cw_na_t *a, *b, *c; /* a receives; b and c send */
     cw_na_addr_t *a_at_b, *a_at_c, *b_at_a;
 };
 
@@ -668,9 +668,8 @@ static void early_progress(struct early_fix *f, struct done *d,
 }
 
 /* Posts a receive for @p tag from b on a and waits up to @p wait_ns. */
-static void early_recv(struct early_fix *f, uint32_t tag, char *in,
-                       size_t size, uint64_t wait_ns, struct done *d,
-                       cw_na_op_t **op_p)
+static void early_recv(struct early_fix *f, uint32_t tag, char *in, size_t size,
+                       uint64_t wait_ns, struct done *d, cw_na_op_t **op_p)
 {
     *d = (struct done){0};
     memset(in, 0, size);
@@ -807,9 +806,9 @@ static void overflow_keeps_connection(const char *uri)
 
     pair_open(&p, uri);
     r.owner = p.b;
-    assert_int_equal(cw_na_msg_recv_unexpected(p.b, small, sizeof(small),
-                                               done_cb, &r, NULL),
-                     CW_OK);
+    assert_int_equal(
+        cw_na_msg_recv_unexpected(p.b, small, sizeof(small), done_cb, &r, NULL),
+        CW_OK);
     assert_int_equal(cw_na_msg_send_unexpected(p.a, text, strlen(text) + 1,
                                                p.b_at_a, 399, done_cb, &s,
                                                NULL),
@@ -948,21 +947,21 @@ static void test_cancel_all_kinds(void **state)
     memset(d, 0, sizeof(d));
     pair_open(&p, "ofi+tcp://127.0.0.1:0");
     assert_int_equal(cw_na_mem_register(p.a, &ls, 1, 0, &lm), CW_OK);
-    assert_int_equal(cw_na_mem_register(p.b, &rs, 1,
-                                        CW_NA_MEM_READ | CW_NA_MEM_WRITE, &rm),
-                     CW_OK);
+    assert_int_equal(
+        cw_na_mem_register(p.b, &rs, 1, CW_NA_MEM_READ | CW_NA_MEM_WRITE, &rm),
+        CW_OK);
     n = cw_na_mem_serialize_size(p.b, rm);
     assert_int_equal(cw_na_mem_serialize(p.b, ser, n, rm), CW_OK);
     assert_int_equal(cw_na_mem_deserialize(p.a, ser, n, &rm_at_a), CW_OK);
     d[0].owner = p.b;
-    assert_int_equal(cw_na_msg_recv_unexpected(p.b, in, sizeof(in), done_cb,
-                                               &d[0], &ops[0]),
+    assert_int_equal(
+        cw_na_msg_recv_unexpected(p.b, in, sizeof(in), done_cb, &d[0], &ops[0]),
+        CW_OK);
+    assert_int_equal(cw_na_msg_recv_expected(p.a, in2, sizeof(in2), p.b_at_a, 5,
+                                             done_cb, &d[1], &ops[1]),
                      CW_OK);
-    assert_int_equal(cw_na_msg_recv_expected(p.a, in2, sizeof(in2), p.b_at_a,
-                                             5, done_cb, &d[1], &ops[1]),
-                     CW_OK);
-    assert_int_equal(cw_na_msg_send_expected(p.a, out, sizeof(out), p.b_at_a,
-                                             6, done_cb, &d[2], &ops[2]),
+    assert_int_equal(cw_na_msg_send_expected(p.a, out, sizeof(out), p.b_at_a, 6,
+                                             done_cb, &d[2], &ops[2]),
                      CW_OK);
     assert_int_equal(cw_na_put(p.a, lm, 0, rm_at_a, 0, sizeof(big), p.b_at_a,
                                done_cb, &d[3], &ops[3]),
@@ -1029,9 +1028,9 @@ static void test_released_region_recovers(void **state)
         struct done r = {.owner = p.b}, sd = {0};
         cw_na_op_t *rop;
 
-        assert_int_equal(cw_na_msg_recv_unexpected(p.b, in, sizeof(in),
-                                                   done_cb, &r, &rop),
-                         CW_OK);
+        assert_int_equal(
+            cw_na_msg_recv_unexpected(p.b, in, sizeof(in), done_cb, &r, &rop),
+            CW_OK);
         assert_int_equal(cw_na_msg_send_unexpected(p.a, out, sizeof(out),
                                                    p.b_at_a, 1, done_cb, &sd,
                                                    NULL),
@@ -1064,12 +1063,10 @@ static void test_idle_peers_dropped(void **state)
     char s[256];
     (void)state;
 
-    assert_int_equal(cw_na_open("ofi+tcp://127.0.0.1:0", CW_NA_LISTEN, idle,
-                                &a),
-                     CW_OK);
-    assert_int_equal(cw_na_open("ofi+tcp://127.0.0.1:0", CW_NA_LISTEN, idle,
-                                &b),
-                     CW_OK);
+    assert_int_equal(
+        cw_na_open("ofi+tcp://127.0.0.1:0", CW_NA_LISTEN, idle, &a), CW_OK);
+    assert_int_equal(
+        cw_na_open("ofi+tcp://127.0.0.1:0", CW_NA_LISTEN, idle, &b), CW_OK);
     assert_int_equal(cw_na_addr_self(b, &self), CW_OK);
     assert_int_equal(cw_na_addr_to_string(b, self, s, sizeof(s)), CW_OK);
     cw_na_addr_free(b, self);
@@ -1078,9 +1075,9 @@ static void test_idle_peers_dropped(void **state)
         struct done r = {.owner = b}, sd = {0};
 
         assert_int_equal(cw_na_addr_lookup(a, s, &b_at_a), CW_OK);
-        assert_int_equal(cw_na_msg_recv_unexpected(b, in, sizeof(in), done_cb,
-                                                   &r, NULL),
-                         CW_OK);
+        assert_int_equal(
+            cw_na_msg_recv_unexpected(b, in, sizeof(in), done_cb, &r, NULL),
+            CW_OK);
         assert_int_equal(cw_na_msg_send_unexpected(a, out, sizeof(out), b_at_a,
                                                    9, done_cb, &sd, NULL),
                          CW_OK);
@@ -1109,12 +1106,12 @@ static void test_idle_peers_dropped(void **state)
  * and get through each edit, each from a fresh instance (tcp drops the
  * connection on a rejected access).  Nothing outside the handed-out
  * region may be read, and nothing at all written. */
-#define WID_PAGE 4096u
-#define WID_GUARD 0xaa
-#define WID_GIVEN 0x11
+#define WID_PAGE   4096u
+#define WID_GUARD  0xaa
+#define WID_GIVEN  0x11
 #define WID_SECRET 0x5e
-#define WID_EVIL 0x77
-#define WID_WONLY 0x33
+#define WID_EVIL   0x77
+#define WID_WONLY  0x33
 
 static void write_all(int fd, const void *buf, size_t len)
 {
@@ -1263,7 +1260,10 @@ static uint64_t wid_get64(const uint8_t *p)
     return v;
 }
 
-static void wid_put64(uint8_t *p, uint64_t v) { memcpy(p, &v, sizeof(v)); }
+static void wid_put64(uint8_t *p, uint64_t v)
+{
+    memcpy(p, &v, sizeof(v));
+}
 
 enum wid_edit { WID_NONE, WID_ACCESS, WID_LONGER, WID_EARLIER, WID_KEY };
 
@@ -1314,10 +1314,10 @@ static cw_status_t widen_try(const char *uri, const char *addr,
     assert_int_equal(cw_na_mem_register(na, &ls, 1, 0, &lm), CW_OK);
     st = cw_na_mem_deserialize(na, h, n, &rm);
     if (st == CW_OK) {
-        st = put ? cw_na_put(na, lm, 0, rm, off, sizeof(buf), peer, done_cb,
-                             &d, NULL)
-                 : cw_na_get(na, lm, 0, rm, off, sizeof(buf), peer, done_cb,
-                             &d, NULL);
+        st = put ? cw_na_put(na, lm, 0, rm, off, sizeof(buf), peer, done_cb, &d,
+                             NULL)
+                 : cw_na_get(na, lm, 0, rm, off, sizeof(buf), peer, done_cb, &d,
+                             NULL);
         if (st == CW_OK) {
             assert_true(wait_done(na, NULL, &d, 1));
             st = d.status;
@@ -1338,11 +1338,14 @@ static void handle_widening(const char *uri)
         bool put, wonly;
         size_t off;
     } tries[] = {
-        {WID_ACCESS, true, false, 0},  {WID_ACCESS, false, true, 0},
+        {WID_ACCESS, true, false, 0},
+        {WID_ACCESS, false, true, 0},
         {WID_LONGER, false, false, WID_PAGE},
         {WID_LONGER, true, false, WID_PAGE},
-        {WID_EARLIER, false, false, 0}, {WID_EARLIER, true, false, 0},
-        {WID_KEY, false, false, 0},     {WID_KEY, true, false, 0},
+        {WID_EARLIER, false, false, 0},
+        {WID_EARLIER, true, false, 0},
+        {WID_KEY, false, false, 0},
+        {WID_KEY, true, false, 0},
     };
     int up, down;
     char addr[256];
@@ -1365,10 +1368,9 @@ static void handle_widening(const char *uri)
     for (size_t i = 0; i < sizeof(tries) / sizeof(tries[0]); i++) {
         st = widen_try(uri, addr, tries[i].wonly ? wser : ser, n32,
                        tries[i].edit, tries[i].put, tries[i].off, got);
-        print_message("edit %d %s%s: %s\n", tries[i].edit,
-                      tries[i].put ? "put" : "get",
-                      tries[i].wonly ? " (write-only handle)" : "",
-                      cw_status_str(st));
+        print_message(
+            "edit %d %s%s: %s\n", tries[i].edit, tries[i].put ? "put" : "get",
+            tries[i].wonly ? " (write-only handle)" : "", cw_status_str(st));
         if (!tries[i].put && st == CW_OK &&
             (all_bytes(got, sizeof(got), WID_GUARD) ||
              all_bytes(got, sizeof(got), WID_SECRET) ||
@@ -1383,8 +1385,8 @@ static void handle_widening(const char *uri)
     child_reap(pid, up, down);
     /* Bit 0: the guard page changed, 1: the read-only region, 2: the
      * secret one, 3: the write-only one. */
-    print_message("pages written: 0x%x, reads outside the handle: %d\n",
-                  mask, leaked);
+    print_message("pages written: 0x%x, reads outside the handle: %d\n", mask,
+                  leaked);
     assert_int_equal(mask, 0);
     assert_int_equal(leaked, 0);
 }
@@ -1410,7 +1412,7 @@ static void test_handle_widening_shm(void **state)
  * is gone) while those messages are still to be read: the posted receive
  * must get its message, not CW_DISCONNECTED. */
 #define LAST_WORDS_FLOOD 400u
-#define LAST_WORDS_TAG 7u
+#define LAST_WORDS_TAG   7u
 
 static void last_words_child(const char *uri, int up, int down)
 {
@@ -1462,20 +1464,18 @@ static void test_last_words_shm(void **state)
 
     assert_int_equal(cw_na_open(uri, CW_NA_LISTEN, NULL, &na), CW_OK);
     assert_int_equal(cw_na_addr_self(na, &self), CW_OK);
-    assert_int_equal(cw_na_addr_to_string(na, self, addr, sizeof(addr)),
-                     CW_OK);
+    assert_int_equal(cw_na_addr_to_string(na, self, addr, sizeof(addr)), CW_OK);
     cw_na_addr_free(na, self);
     write_all(down, addr, sizeof(addr));
     assert_true(cw_test_read_all(up, addr, sizeof(addr)));
     assert_int_equal(cw_na_addr_lookup(na, addr, &child), CW_OK);
-    assert_int_equal(cw_na_msg_recv_expected(na, hello, sizeof(hello), child,
-                                             1, done_cb, &h, NULL),
+    assert_int_equal(cw_na_msg_recv_expected(na, hello, sizeof(hello), child, 1,
+                                             done_cb, &h, NULL),
                      CW_OK);
     assert_true(wait_done(na, NULL, &h, 1));
     assert_int_equal(h.status, CW_OK);
     assert_int_equal(cw_na_msg_recv_expected(na, in, sizeof(in), child,
-                                             LAST_WORDS_TAG, done_cb, &r,
-                                             NULL),
+                                             LAST_WORDS_TAG, done_cb, &r, NULL),
                      CW_OK);
     /* Let the child send everything and go, without progressing here. */
     write_all(down, "g", 1);

@@ -18,14 +18,16 @@
 #include <cmocka.h>
 
 #define NREADERS 4
-#define RUN_NS 700000000ull
+#define RUN_NS   700000000ull
 
 static const char yaml[] =
     "networks:\n"
     "  - { name: eth0, address: \"ofi+tcp://10.1.0.1:7000\" }\n"
     "routes:\n"
-    "  - { dest: \"ofi+cxi://10.0.0.0/8\", gateway: \"ofi+tcp://10.1.0.2:1\" }\n"
-    "  - { dest: \"ofi+cxi://10.0.0.0/8\", gateway: \"ofi+tcp://10.1.0.3:1\" }\n"
+    "  - { dest: \"ofi+cxi://10.0.0.0/8\", gateway: \"ofi+tcp://10.1.0.2:1\" "
+    "}\n"
+    "  - { dest: \"ofi+cxi://10.0.0.0/8\", gateway: \"ofi+tcp://10.1.0.3:1\" "
+    "}\n"
     "  - { dest: \"ofi+cxi://*\", gateway: \"ofi+tcp://10.1.0.4:1\" }\n";
 
 static pthread_mutex_t swap_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -182,9 +184,9 @@ static void test_concurrent_reports(void **state)
     race_table = build();
     assert_non_null(race_table);
     for (int i = 0; i < NREADERS; i++)
-        assert_int_equal(pthread_create(&th[i], NULL, racer,
-                                        (void *)(uintptr_t)(i * 7 + 1)),
-                         0);
+        assert_int_equal(
+            pthread_create(&th[i], NULL, racer, (void *)(uintptr_t)(i * 7 + 1)),
+            0);
     for (int i = 0; i < NREADERS; i++)
         pthread_join(th[i], NULL);
     down = atomic_load(&race_down);

@@ -38,7 +38,7 @@
         body;                                                                  \
     }
 
-#define NBATCH 20 /* requests forwarded from one callback */
+#define NBATCH    20 /* requests forwarded from one callback */
 #define CANCEL_AT 5
 
 struct pair {
@@ -108,10 +108,10 @@ static void kick_done(cw_handle_t *h0, cw_status_t st, void *arg)
     for (int i = 0; i < NBATCH; i++) {
         k->c[i].want = 1000u + (uint32_t)i;
         assert_int_equal(cw_handle_create(k->p->cli, k->p->dest,
-                                          cw_rpc_id("coalesce.echo"),
-                                          &k->h[i]), CW_OK);
-        assert_int_equal(cw_buf_put_u32(cw_handle_input(k->h[i]),
-                                        k->c[i].want), CW_OK);
+                                          cw_rpc_id("coalesce.echo"), &k->h[i]),
+                         CW_OK);
+        assert_int_equal(cw_buf_put_u32(cw_handle_input(k->h[i]), k->c[i].want),
+                         CW_OK);
         assert_int_equal(cw_forward(k->h[i], 20000, echo_done, &k->c[i]),
                          CW_OK);
         if (k->cancel && i == CANCEL_AT)
@@ -148,16 +148,19 @@ static void pair_open2(struct pair *p, const char *uri, uint32_t cli_flags,
     st = cw_network_open(p->srv, uri, CW_NA_LISTEN, &net);
     if (st != CW_OK)
         fail_msg("%s: cannot open a network (%s), though its plugin was "
-                 "built here", uri, cw_status_str(st));
+                 "built here",
+                 uri, cw_status_str(st));
     assert_int_equal(cw_network_self(net, &self), CW_OK);
     assert_int_equal(cw_addr_to_string(self, p->uri, sizeof(p->uri)), CW_OK);
     cw_addr_free(self);
-    assert_int_equal(cw_rpc_register(p->srv, "coalesce.echo", h_count_echo, p,
-                                     NULL, NULL), CW_OK);
-    assert_int_equal(cw_rpc_register(p->srv, "coalesce.oneway", h_oneway, p,
-                                     &ow, NULL), CW_OK);
-    assert_int_equal(cw_rpc_register(p->srv, "coalesce.hold", h_hold, p,
-                                     NULL, NULL), CW_OK);
+    assert_int_equal(
+        cw_rpc_register(p->srv, "coalesce.echo", h_count_echo, p, NULL, NULL),
+        CW_OK);
+    assert_int_equal(
+        cw_rpc_register(p->srv, "coalesce.oneway", h_oneway, p, &ow, NULL),
+        CW_OK);
+    assert_int_equal(
+        cw_rpc_register(p->srv, "coalesce.hold", h_hold, p, NULL, NULL), CW_OK);
     cw_context_opts_init(&o);
     o.flags |= cli_flags;
     assert_int_equal(cw_context_create(&o, &p->cli), CW_OK);
@@ -202,9 +205,9 @@ static void run_kick(struct pair *p, bool cancel, struct cw_context_stats *cs,
     struct kick k = {.p = p, .cancel = cancel};
     cw_handle_t *h0;
 
-    assert_int_equal(cw_handle_create(p->cli, p->dest,
-                                      cw_rpc_id("coalesce.echo"), &h0),
-                     CW_OK);
+    assert_int_equal(
+        cw_handle_create(p->cli, p->dest, cw_rpc_id("coalesce.echo"), &h0),
+        CW_OK);
     assert_int_equal(cw_buf_put_u32(cw_handle_input(h0), 7), CW_OK);
     assert_int_equal(cw_forward(h0, 20000, kick_done, &k), CW_OK);
     kick_wait(p, &k);
@@ -228,8 +231,7 @@ static void run_kick(struct pair *p, bool cancel, struct cw_context_stats *cs,
 /* The NBATCH forwards of kick_done issued from outside cw_trigger, inside
  * a batch scope (@p scoped: 1) or two nested on the same context (2), or
  * not (0).  Returns the client's counters. */
-static void run_scoped(struct pair *p, int scoped,
-                       struct cw_context_stats *cs)
+static void run_scoped(struct pair *p, int scoped, struct cw_context_stats *cs)
 {
     struct kick k = {.p = p};
     struct cw_context_stats before, mid;
@@ -289,8 +291,8 @@ static void coalesce_scope(const char *uri)
     cw_context_batch_end(NULL, NULL);
     if (batches)
         print_message("# %s: %d requests sent outside cw_trigger: one by "
-                      "one, then in a batch scope as one batch\n", uri,
-                      NBATCH);
+                      "one, then in a batch scope as one batch\n",
+                      uri, NBATCH);
     pair_close(&p);
 }
 
@@ -322,8 +324,8 @@ static void coalesce_on(const char *uri)
         assert_true(ss.tx_batched >= NBATCH - 1 && ss.tx_batched <= NBATCH);
         assert_int_equal(cs.rx_batches, ss.tx_batches);
         print_message("# %s: a server without CW_CTX_COALESCE answered the "
-                      "batch of %d in kind: %d batch(es)\n", uri, NBATCH,
-                      (int)ss.tx_batches);
+                      "batch of %d in kind: %d batch(es)\n",
+                      uri, NBATCH, (int)ss.tx_batches);
     } else {
         assert_int_equal(ss.tx_batches, 0);
     }
@@ -341,10 +343,12 @@ static void coalesce_on(const char *uri)
     assert_int_equal(ss.rx_dropped, 0);
     if (batches)
         print_message("# %s: %d requests in one batch, each answered once; "
-                      "one cancelled while queued never sent\n", uri, NBATCH);
+                      "one cancelled while queued never sent\n",
+                      uri, NBATCH);
     else
         print_message("# %s: not a coalescing plugin: %d requests sent one "
-                      "by one, each answered once\n", uri, NBATCH);
+                      "by one, each answered once\n",
+                      uri, NBATCH);
     pair_close(&p);
 
     /* The server coalescing too: its handlers answer the batch from one
@@ -366,7 +370,8 @@ static void coalesce_on(const char *uri)
     assert_int_equal(cs.rx_dropped, 0);
     if (batches)
         print_message("# %s: %d answers in %d batch(es), each to its "
-                      "request once\n", uri, NBATCH, (int)ss.tx_batches);
+                      "request once\n",
+                      uri, NBATCH, (int)ss.tx_batches);
     pair_close(&p);
 
     /* Without the flag: the same requests, no batch, and no answers in
@@ -448,16 +453,17 @@ static void cancel_overflow_on(const char *uri)
     int served;
 
     pair_open(&p, uri, CW_CTX_COALESCE);
-    assert_int_equal(cw_rpc_register(p.srv, "coalesce.bytes", h_bytes_echo,
-                                     &p, NULL, NULL), CW_OK);
+    assert_int_equal(
+        cw_rpc_register(p.srv, "coalesce.bytes", h_bytes_echo, &p, NULL, NULL),
+        CW_OK);
     batches = (p.dest->net->caps.flags & CW_NA_CAP_COALESCE) != 0;
     k.len = cw_addr_eager_limit(p.dest) + 1024;
     k.arg = malloc(k.len);
     assert_non_null(k.arg);
     fill(k.arg, k.len, 7);
-    assert_int_equal(cw_handle_create(p.cli, p.dest,
-                                      cw_rpc_id("coalesce.echo"), &h0),
-                     CW_OK);
+    assert_int_equal(
+        cw_handle_create(p.cli, p.dest, cw_rpc_id("coalesce.echo"), &h0),
+        CW_OK);
     assert_int_equal(cw_buf_put_u32(cw_handle_input(h0), 7), CW_OK);
     hold_bytes = true;
     assert_int_equal(cw_forward(h0, 20000, ovf_kick_done, &k), CW_OK);
@@ -496,8 +502,8 @@ static void cancel_overflow_on(const char *uri)
     assert_int_equal(k.c.st, CW_OK);
     assert_int_equal(p.served, served + 1);
     print_message("# %s: an overflowed request cancelled %s completed "
-                  "once; its handle went again\n", uri,
-                  batches ? "while queued (never sent)" : "after it left");
+                  "once; its handle went again\n",
+                  uri, batches ? "while queued (never sent)" : "after it left");
     cw_handle_release(k.h);
     cw_handle_release(h0);
     free(k.arg);
@@ -520,9 +526,11 @@ static void raw_sent(const struct cw_na_cb_info *info)
 /* A one-way request for "coalesce.oneway" (@p len bytes at @p buf). */
 static size_t oneway_req(uint8_t *buf, uint64_t id)
 {
-    struct cw_wire_hdr h = {.type = CW_MSG_REQ, .flags = CW_HF_ONE_WAY,
+    struct cw_wire_hdr h = {.type = CW_MSG_REQ,
+                            .flags = CW_HF_ONE_WAY,
                             .rpc_id = cw_rpc_id("coalesce.oneway"),
-                            .req_id = id, .budget_us = 10000000};
+                            .req_id = id,
+                            .budget_us = 10000000};
 
     cw_wire_hdr_encode(buf, &h);
     return CW_HDR_SIZE;
@@ -557,7 +565,8 @@ static void raw_send(struct pair *p, struct raw *r, const uint8_t *msg,
     int want = r->sent + 1;
 
     assert_int_equal(cw_na_msg_send_unexpected(r->na, msg, len, r->srv, 0,
-                                               raw_sent, r, NULL), CW_OK);
+                                               raw_sent, r, NULL),
+                     CW_OK);
     POLL_UNTIL(r->sent >= want, {
         cw_na_progress(r->na, 0, NULL);
         cw_progress(p->srv, 0);
@@ -575,15 +584,17 @@ static uint64_t srv_stat(struct pair *p, int which)
     struct cw_context_stats s;
 
     cw_context_stats(p->srv, &s);
-    return which == 0 ? s.rx_dropped : which == 1 ? s.rx_batches
-                                                  : s.rx_requests;
+    return which == 0   ? s.rx_dropped
+           : which == 1 ? s.rx_batches
+                        : s.rx_requests;
 }
 
 static void hostile_on(const char *uri)
 {
     struct pair p;
     struct raw r = {0};
-    uint8_t a[CW_HDR_SIZE], b[CW_HDR_SIZE], junk[CW_HDR_SIZE], resp[CW_HDR_SIZE];
+    uint8_t a[CW_HDR_SIZE], b[CW_HDR_SIZE], junk[CW_HDR_SIZE],
+        resp[CW_HDR_SIZE];
     uint8_t inner[512], out[2048];
     const uint8_t *msgs[4];
     size_t lens[4], n;
@@ -591,9 +602,11 @@ static void hostile_on(const char *uri)
     struct cw_wire_hdr rh = {.type = CW_MSG_RESP, .req_id = 9};
 
     pair_open(&p, uri, 0);
-    assert_int_equal(cw_na_open(uri[0] == 's' ? "shm://" : uri[0] == 'o'
-                                ? "ofi+tcp://127.0.0.1:0" : "ucx+tcp://127.0.0.1:0",
-                                0, NULL, &r.na), CW_OK);
+    assert_int_equal(cw_na_open(uri[0] == 's'   ? "shm://"
+                                : uri[0] == 'o' ? "ofi+tcp://127.0.0.1:0"
+                                                : "ucx+tcp://127.0.0.1:0",
+                                0, NULL, &r.na),
+                     CW_OK);
     assert_int_equal(cw_na_addr_lookup(r.na, p.uri, &r.srv), CW_OK);
     oneway_req(a, 1);
     oneway_req(b, 2);
@@ -603,7 +616,10 @@ static void hostile_on(const char *uri)
     q0 = srv_stat(&p, 2);
 
     /* Valid, garbage, response, valid: both valid ones run, two dropped. */
-    msgs[0] = a; msgs[1] = junk; msgs[2] = resp; msgs[3] = b;
+    msgs[0] = a;
+    msgs[1] = junk;
+    msgs[2] = resp;
+    msgs[3] = b;
     for (int i = 0; i < 4; i++)
         lens[i] = CW_HDR_SIZE;
     n = batch(out, msgs, lens, 4);
@@ -616,8 +632,10 @@ static void hostile_on(const char *uri)
     msgs[0] = a;
     lens[0] = CW_HDR_SIZE;
     n = batch(inner, msgs, lens, 1);
-    msgs[0] = b; msgs[1] = inner;
-    lens[0] = CW_HDR_SIZE; lens[1] = n;
+    msgs[0] = b;
+    msgs[1] = inner;
+    lens[0] = CW_HDR_SIZE;
+    lens[1] = n;
     n = batch(out, msgs, lens, 2);
     raw_send(&p, &r, out, n);
     assert_int_equal(p.served, 3);
@@ -625,7 +643,8 @@ static void hostile_on(const char *uri)
 
     /* A frame claiming more bytes than the batch holds: the rest dropped
      * (the entry before it still ran), counted once. */
-    msgs[0] = a; msgs[1] = b;
+    msgs[0] = a;
+    msgs[1] = b;
     lens[0] = lens[1] = CW_HDR_SIZE;
     n = batch(out, msgs, lens, 2);
     put_le32(out + CW_HDR_SIZE + 4 + CW_HDR_SIZE, 100000);
@@ -665,7 +684,8 @@ static void hostile_on(const char *uri)
     assert_int_equal(srv_stat(&p, 0), d0 + 8);
     assert_int_equal(srv_stat(&p, 2), q0 + 5);
     print_message("# %s: hostile batches: 8 bad entries or frames dropped and "
-                  "counted, the 5 valid requests around them ran\n", uri);
+                  "counted, the 5 valid requests around them ran\n",
+                  uri);
 
     cw_na_addr_free(r.na, r.srv);
     cw_na_close(r.na);
@@ -694,8 +714,8 @@ static void forged_resp_on(const char *uri)
     cli_listen = false;
     /* Only the coalescing plugins (ofi+tcp, ucx+tcp) come here. */
     assert_true(p.dest->net->caps.flags & CW_NA_CAP_COALESCE);
-    assert_int_equal(cw_handle_create(p.cli, p.dest, cw_rpc_id("coalesce.hold"),
-                                      &h), CW_OK);
+    assert_int_equal(
+        cw_handle_create(p.cli, p.dest, cw_rpc_id("coalesce.hold"), &h), CW_OK);
     assert_int_equal(cw_forward(h, 20000, echo_done, &c), CW_OK);
     POLL_UNTIL(p.held != NULL, pump(&p, 1));
     assert_non_null(p.held);
@@ -707,7 +727,8 @@ static void forged_resp_on(const char *uri)
     assert_int_equal(cw_na_open(uri, 0, NULL, &r.na), CW_OK);
     assert_int_equal(cw_na_addr_lookup(r.na, curi, &r.srv), CW_OK);
     {
-        struct cw_wire_hdr rh = {.type = CW_MSG_RESP, .req_id = h->req_id,
+        struct cw_wire_hdr rh = {.type = CW_MSG_RESP,
+                                 .req_id = h->req_id,
                                  .rpc_id = cw_rpc_id("coalesce.hold"),
                                  .payload_len = 8};
         cw_wire_hdr_encode(resp, &rh);
@@ -719,7 +740,8 @@ static void forged_resp_on(const char *uri)
     {
         int want = r.sent + 1;
         assert_int_equal(cw_na_msg_send_unexpected(r.na, out, n, r.srv, 0,
-                                                   raw_sent, &r, NULL), CW_OK);
+                                                   raw_sent, &r, NULL),
+                         CW_OK);
         POLL_UNTIL(r.sent >= want, {
             cw_na_progress(r.na, 0, NULL);
             pump(&p, 1);
@@ -745,7 +767,8 @@ static void forged_resp_on(const char *uri)
     cw_na_close(r.na);
     pair_close(&p);
     print_message("# %s: a response in a batch from another peer dropped; "
-                  "the real one completed the request once\n", uri);
+                  "the real one completed the request once\n",
+                  uri);
 }
 
 static void test_wire(void **state)
@@ -760,14 +783,17 @@ static void test_wire(void **state)
     n = batch(out, msgs, lens, 2);
     assert_int_equal(cw_wire_decode(out, n, &w), CW_OK);
     assert_int_equal(w.hdr.type, CW_MSG_BATCH);
-    assert_int_equal(cw_wire_batch_next(w.payload, w.hdr.payload_len, &off,
-                                        &m, &len), CW_OK);
+    assert_int_equal(
+        cw_wire_batch_next(w.payload, w.hdr.payload_len, &off, &m, &len),
+        CW_OK);
     assert_int_equal(len, CW_HDR_SIZE);
     assert_memory_equal(m, a, CW_HDR_SIZE);
-    assert_int_equal(cw_wire_batch_next(w.payload, w.hdr.payload_len, &off,
-                                        &m, &len), CW_OK);
-    assert_int_equal(cw_wire_batch_next(w.payload, w.hdr.payload_len, &off,
-                                        &m, &len), CW_NOENT);
+    assert_int_equal(
+        cw_wire_batch_next(w.payload, w.hdr.payload_len, &off, &m, &len),
+        CW_OK);
+    assert_int_equal(
+        cw_wire_batch_next(w.payload, w.hdr.payload_len, &off, &m, &len),
+        CW_NOENT);
     /* Every truncation of the payload is a bad frame, never a read past
      * its end. */
     for (size_t cut = 1; cut < w.hdr.payload_len; cut++) {

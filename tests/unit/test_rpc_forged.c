@@ -28,7 +28,7 @@
 #include "common/net_expect.h"
 #include "rpc_priv.h"
 
-#define NREQ 32
+#define NREQ    32
 #define MSG_MAX 4096
 
 struct call {
@@ -59,8 +59,7 @@ static void call_done(cw_handle_t *h, cw_status_t st, void *arg)
 
     c->done++;
     c->st = st;
-    if (st == CW_OK &&
-        cw_buf_get_bytes(cw_handle_output(h), &p, &n) == CW_OK &&
+    if (st == CW_OK && cw_buf_get_bytes(cw_handle_output(h), &p, &n) == CW_OK &&
         n < sizeof(c->answer))
         memcpy(c->answer, p, n);
 }
@@ -115,8 +114,7 @@ static void raw_answer(cw_context_t *ctx, struct raw *r, uint32_t tag,
     for (int i = 0; i < 4; i++)
         msg[CW_HDR_SIZE + i] = (uint8_t)(n >> (8 * i));
     memcpy(msg + CW_HDR_SIZE + 4, text, n);
-    assert_int_equal(cw_na_msg_send_expected(r->na, msg,
-                                             CW_HDR_SIZE + 4 + n,
+    assert_int_equal(cw_na_msg_send_expected(r->na, msg, CW_HDR_SIZE + 4 + n,
                                              r->src, tag, raw_sent, r, NULL),
                      CW_OK);
     spin(ctx, r, &r->sent, want);
@@ -150,8 +148,8 @@ static void forged_on(const char *uri)
     cw_test_require_plugin(uri);
     st = cw_na_open(uri, CW_NA_LISTEN, NULL, &r.na);
     if (st != CW_OK)
-        fail_msg("%s: cannot open (%s), though its plugin was built here",
-                 uri, cw_status_str(st));
+        fail_msg("%s: cannot open (%s), though its plugin was built here", uri,
+                 cw_status_str(st));
     assert_int_equal(cw_na_addr_self(r.na, &self), CW_OK);
     assert_int_equal(cw_na_addr_to_string(r.na, self, r.uri, sizeof(r.uri)),
                      CW_OK);
@@ -163,10 +161,10 @@ static void forged_on(const char *uri)
     for (int i = 0; i < NREQ; i++) {
         char arg[16];
         snprintf(arg, sizeof(arg), "q%d", i);
-        assert_int_equal(cw_handle_create(ctx, dest, cw_rpc_id("forged.x"),
-                                          &h[i]), CW_OK);
-        assert_int_equal(cw_buf_put_bytes(cw_handle_input(h[i]), arg,
-                                          strlen(arg)), CW_OK);
+        assert_int_equal(
+            cw_handle_create(ctx, dest, cw_rpc_id("forged.x"), &h[i]), CW_OK);
+        assert_int_equal(
+            cw_buf_put_bytes(cw_handle_input(h[i]), arg, strlen(arg)), CW_OK);
         assert_int_equal(cw_forward(h[i], 20000, call_done, &c[i]), CW_OK);
     }
     memset(q, 0, sizeof(q));
@@ -175,7 +173,8 @@ static void forged_on(const char *uri)
         int want = r.got + 1, k;
         char arg[16];
         assert_int_equal(cw_na_msg_recv_unexpected(r.na, r.buf, sizeof(r.buf),
-                                                   raw_recv, &r, NULL), CW_OK);
+                                                   raw_recv, &r, NULL),
+                         CW_OK);
         spin(ctx, &r, &r.got, want);
         assert_int_equal(r.got, want);
         assert_int_equal(cw_wire_decode(r.buf, r.len, &m), CW_OK);
@@ -201,9 +200,9 @@ static void forged_on(const char *uri)
             assert_true(q[i].id != q[j].id);
         }
         assert_true(q[i].tag != 0 && q[i].id != 0);
-        if (i > 0 && (q[order[i]].tag - q[order[i - 1]].tag == 1 ||
-                      q[i].tag - q[i - 1].tag == 1 ||
-                      q[i].id - q[i - 1].id == 1))
+        if (i > 0 &&
+            (q[order[i]].tag - q[order[i - 1]].tag == 1 ||
+             q[i].tag - q[i - 1].tag == 1 || q[i].id - q[i - 1].id == 1))
             sequential++;
     }
     assert_int_equal(sequential, 0);
@@ -247,7 +246,8 @@ static void forged_on(const char *uri)
     }
     assert_int_equal(dropped(ctx), d0 + 3);
     print_message("# %s: %d requests, tags and ids unique and uncounted, "
-                  "3 wrong messages on a response tag dropped\n", uri, NREQ);
+                  "3 wrong messages on a response tag dropped\n",
+                  uri, NREQ);
 
     cw_addr_free(dest);
     cw_context_destroy(ctx);
@@ -347,14 +347,15 @@ static void big_pair(size_t srv_max, size_t cli_max, cw_context_t **srv_p,
     assert_int_equal(cw_network_open(*srv_p, "shm://", CW_NET_LISTEN, &net),
                      CW_OK);
     assert_int_equal(cw_network_uri(net, uri, sizeof(uri)), CW_OK);
-    assert_int_equal(cw_rpc_register(*srv_p, "big.echo", h_big, NULL, NULL,
-                                     NULL), CW_OK);
-    assert_int_equal(cw_rpc_register(*srv_p, "big.oneway", h_big_oneway, NULL,
-                                     &ow, NULL), CW_OK);
+    assert_int_equal(
+        cw_rpc_register(*srv_p, "big.echo", h_big, NULL, NULL, NULL), CW_OK);
+    assert_int_equal(
+        cw_rpc_register(*srv_p, "big.oneway", h_big_oneway, NULL, &ow, NULL),
+        CW_OK);
     o.max_payload_size = cli_max;
     assert_int_equal(cw_context_create(&o, cli_p), CW_OK);
-    assert_int_equal(cw_rpc_register(*cli_p, "big.oneway", NULL, NULL, &ow,
-                                     NULL), CW_OK);
+    assert_int_equal(
+        cw_rpc_register(*cli_p, "big.oneway", NULL, NULL, &ow, NULL), CW_OK);
     assert_int_equal(cw_addr_lookup(*cli_p, uri, dest_p), CW_OK);
 }
 
@@ -538,8 +539,8 @@ static void test_urecv_repost(void **state)
                      CW_OK);
     assert_int_equal(net->urecv_posted, 2);
     assert_int_equal(cw_network_uri(net, uri, sizeof(uri)), CW_OK);
-    assert_int_equal(cw_rpc_register(srv, "big.echo", h_big, NULL, NULL,
-                                     NULL), CW_OK);
+    assert_int_equal(cw_rpc_register(srv, "big.echo", h_big, NULL, NULL, NULL),
+                     CW_OK);
     assert_int_equal(cw_context_create(NULL, &cli), CW_OK);
     assert_int_equal(cw_addr_lookup(cli, uri, &dest), CW_OK);
     big_runs = 0;

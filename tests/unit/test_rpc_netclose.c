@@ -26,7 +26,7 @@
 
 #include "rpc_test_util.h"
 
-#define NHOLD 6
+#define NHOLD   6
 #define TCP_URI "ofi+tcp://127.0.0.1:0"
 #define LOOP_MS 10000u
 
@@ -278,8 +278,7 @@ static void close_in_cb(cw_handle_t *h0, cw_status_t st, void *arg)
     assert_int_equal(st, CW_OK);
     assert_int_equal(cw_handle_create(E.cli, c->a, cw_rpc_id("echo"), &c->h),
                      CW_OK);
-    assert_int_equal(cw_buf_put_bytes(cw_handle_input(c->h), "ping", 5),
-                     CW_OK);
+    assert_int_equal(cw_buf_put_bytes(cw_handle_input(c->h), "ping", 5), CW_OK);
     assert_int_equal(cw_forward(c->h, 20000, call_cb, &c->queued), CW_OK);
     t0 = cw_now_ns();
     assert_int_equal(cw_network_close(c->net), CW_OK);
@@ -315,7 +314,8 @@ static void test_close_in_callback_coalescing(void **state)
     wait_each_once(&c.queued, 1);
     assert_int_equal(c.queued.st, CW_CANCELED);
     print_message("# close from a callback of a coalescing context took "
-                  "%llu ms\n", (unsigned long long)(c.close_ns / 1000000));
+                  "%llu ms\n",
+                  (unsigned long long)(c.close_ns / 1000000));
     assert_true(c.close_ns < 1000000000ull);
     cw_handle_release(c.h);
     cw_handle_release(h0);
@@ -378,8 +378,8 @@ static void test_server_close_inflight(void **state)
     assert_int_not_equal(echo_once(E.tcp_uri, 1500), CW_OK);
     /* A new listening network on the context works (and is the one the
      * next test uses). */
-    assert_int_equal(cw_network_open(E.srv, TCP_URI, CW_NET_LISTEN,
-                                     &E.srv_tcp), CW_OK);
+    assert_int_equal(cw_network_open(E.srv, TCP_URI, CW_NET_LISTEN, &E.srv_tcp),
+                     CW_OK);
     assert_int_equal(cw_network_uri(E.srv_tcp, E.tcp_uri, sizeof(E.tcp_uri)),
                      CW_OK);
     assert_int_equal(echo_once(E.tcp_uri, 5000), CW_OK);
@@ -418,11 +418,12 @@ static void test_close_bulk_inflight(void **state)
     assert_int_equal(E.nheld, 1);
     in = E.held[0];
     assert_int_equal(cw_buf_get_bulk(cw_handle_input(in), &remote), CW_OK);
-    assert_int_equal(cw_bulk_create(E.srv, &dseg, 1, CW_BULK_WRITE_ONLY,
-                                    &local), CW_OK);
-    assert_int_equal(cw_bulk_transfer(E.srv, CW_BULK_PULL,
-                                      cw_handle_source(in), remote, 0, local,
-                                      0, len, bulk_cb, &xfer, NULL), CW_OK);
+    assert_int_equal(
+        cw_bulk_create(E.srv, &dseg, 1, CW_BULK_WRITE_ONLY, &local), CW_OK);
+    assert_int_equal(cw_bulk_transfer(E.srv, CW_BULK_PULL, cw_handle_source(in),
+                                      remote, 0, local, 0, len, bulk_cb, &xfer,
+                                      NULL),
+                     CW_OK);
 
     assert_int_equal(cw_network_close(E.srv_tcp), CW_OK);
     E.srv_tcp = NULL;
@@ -430,9 +431,9 @@ static void test_close_bulk_inflight(void **state)
     pump_for(200);
     assert_int_equal(xfer.done, 1);
     assert_int_equal(xfer.st, CW_CANCELED);
-    assert_int_equal(cw_bulk_transfer(E.srv, CW_BULK_PULL,
-                                      cw_handle_source(in), remote, 0, local,
-                                      0, len, bulk_cb, &again, NULL),
+    assert_int_equal(cw_bulk_transfer(E.srv, CW_BULK_PULL, cw_handle_source(in),
+                                      remote, 0, local, 0, len, bulk_cb, &again,
+                                      NULL),
                      CW_DISCONNECTED);
     assert_int_equal(again.done, 0);
     assert_true(cw_handle_canceled(in));
@@ -470,8 +471,7 @@ static void test_destroy_with_responses_pending(void **state)
     (void)state;
 
     /* Earlier cases may have closed the server's tcp network. */
-    assert_int_equal(cw_network_open(E.srv, TCP_URI, CW_NET_LISTEN,
-                                     &E.srv_tcp),
+    assert_int_equal(cw_network_open(E.srv, TCP_URI, CW_NET_LISTEN, &E.srv_tcp),
                      CW_OK);
     assert_int_equal(cw_network_uri(E.srv_tcp, E.tcp_uri, sizeof(E.tcp_uri)),
                      CW_OK);
@@ -503,12 +503,10 @@ static void test_destroy_with_responses_pending(void **state)
 
     /* A new server for the cases that follow. */
     assert_int_equal(cw_context_create(NULL, &E.srv), CW_OK);
-    assert_int_equal(cw_network_open(E.srv, TCP_URI, CW_NET_LISTEN,
-                                     &E.srv_tcp),
+    assert_int_equal(cw_network_open(E.srv, TCP_URI, CW_NET_LISTEN, &E.srv_tcp),
                      CW_OK);
-    assert_int_equal(cw_network_open(E.srv, "shm://", CW_NET_LISTEN,
-                                     &E.srv_shm),
-                     CW_OK);
+    assert_int_equal(
+        cw_network_open(E.srv, "shm://", CW_NET_LISTEN, &E.srv_shm), CW_OK);
     assert_int_equal(cw_network_uri(E.srv_tcp, E.tcp_uri, sizeof(E.tcp_uri)),
                      CW_OK);
     assert_int_equal(cw_network_uri(E.srv_shm, E.shm_uri, sizeof(E.shm_uri)),

@@ -49,11 +49,11 @@ static void srv_open(struct srv *s)
 {
     memset(s, 0, sizeof(*s));
     assert_int_equal(cw_context_create(NULL, &s->ctx), CW_OK);
-    assert_int_equal(cw_network_open(s->ctx, "shm://", CW_NET_LISTEN,
-                                     &s->net), CW_OK);
+    assert_int_equal(cw_network_open(s->ctx, "shm://", CW_NET_LISTEN, &s->net),
+                     CW_OK);
     assert_int_equal(cw_network_uri(s->net, s->uri, sizeof(s->uri)), CW_OK);
-    assert_int_equal(cw_rpc_register(s->ctx, RPC_HOLD, h_hold, s, NULL,
-                                     NULL), CW_OK);
+    assert_int_equal(cw_rpc_register(s->ctx, RPC_HOLD, h_hold, s, NULL, NULL),
+                     CW_OK);
 }
 
 static void srv_close(struct srv *s)
@@ -136,11 +136,11 @@ static void test_api(void **state)
     /* One-way RPCs cannot be marked. */
     {
         struct cw_rpc_opts ow = {.one_way = true};
-        assert_int_equal(cw_rpc_register(cctx, "resume.oneway", NULL, NULL,
-                                         &ow, NULL), CW_OK);
-        assert_int_equal(cw_handle_create(cctx, dst,
-                                          cw_rpc_id("resume.oneway"), &h),
-                         CW_OK);
+        assert_int_equal(
+            cw_rpc_register(cctx, "resume.oneway", NULL, NULL, &ow, NULL),
+            CW_OK);
+        assert_int_equal(
+            cw_handle_create(cctx, dst, cw_rpc_id("resume.oneway"), &h), CW_OK);
         assert_int_equal(cw_handle_set_idempotent(h, true), CW_INVALID_ARG);
         cw_handle_release(h);
     }
@@ -176,13 +176,16 @@ static void raw_recv(const struct cw_na_cb_info *info)
 
 /* Send a request for RPC_HOLD with these ids and flags, with a response
  * receive posted on @p tag (unless 0). */
-static void raw_req(struct srv *s, struct raw *r, uint64_t req_id,
-                    uint32_t tag, uint16_t flags, uint64_t resume_id,
-                    cw_na_op_t **recv_p)
+static void raw_req(struct srv *s, struct raw *r, uint64_t req_id, uint32_t tag,
+                    uint16_t flags, uint64_t resume_id, cw_na_op_t **recv_p)
 {
     struct cw_wire_hdr h = {
-        .type = CW_MSG_REQ, .flags = flags, .rpc_id = cw_rpc_id(RPC_HOLD),
-        .req_id = req_id, .budget_us = 10000000, .resp_tag = tag,
+        .type = CW_MSG_REQ,
+        .flags = flags,
+        .rpc_id = cw_rpc_id(RPC_HOLD),
+        .req_id = req_id,
+        .budget_us = 10000000,
+        .resp_tag = tag,
         .resume_id = resume_id,
     };
     static uint8_t msg[128];
@@ -200,9 +203,9 @@ static void raw_req(struct srv *s, struct raw *r, uint64_t req_id,
                                                  sizeof(r->resp), r->dst, tag,
                                                  raw_recv, r, recv_p),
                          CW_OK);
-    assert_int_equal(cw_na_msg_send_unexpected(r->na, msg, n, r->dst, 0,
-                                               raw_sent, r, NULL),
-                     CW_OK);
+    assert_int_equal(
+        cw_na_msg_send_unexpected(r->na, msg, n, r->dst, 0, raw_sent, r, NULL),
+        CW_OK);
     spin(s->ctx, r->na, &r->sent, want);
     /* Until the server has taken it in (or dropped it), then run what it
      * queued. */

@@ -130,8 +130,7 @@ static void test_register(void **state)
     (void)state;
     assert_int_equal(cw_rpc_register(ctx, "echo", h_echo, NULL, NULL, NULL),
                      CW_EXIST);
-    assert_int_equal(cw_rpc_register(ctx, "tmp", NULL, NULL, NULL, &id),
-                     CW_OK);
+    assert_int_equal(cw_rpc_register(ctx, "tmp", NULL, NULL, NULL, &id), CW_OK);
     assert_int_equal(id, cw_rpc_id("tmp"));
     assert_int_equal(cw_rpc_deregister(ctx, id), CW_OK);
     assert_int_equal(cw_rpc_deregister(ctx, id), CW_NOENT);
@@ -160,13 +159,11 @@ static void test_self_echo(void **state)
         memset(&c, 0, sizeof(c));
         assert_int_equal(cw_handle_create(ctx, self, cw_rpc_id("echo"), &h),
                          CW_OK);
-        assert_int_equal(cw_buf_put_bytes(cw_handle_input(h), big, len),
-                         CW_OK);
+        assert_int_equal(cw_buf_put_bytes(cw_handle_input(h), big, len), CW_OK);
         assert_int_equal(cw_forward(h, 0, call_cb, &c), CW_OK);
         wait_call(&c);
         assert_int_equal(c.st, CW_OK);
-        assert_int_equal(cw_buf_get_bytes(cw_handle_output(h), &p, &n),
-                         CW_OK);
+        assert_int_equal(cw_buf_get_bytes(cw_handle_output(h), &p, &n), CW_OK);
         assert_int_equal(n, len);
         assert_memory_equal(p, big, len);
         cw_handle_release(h);
@@ -183,8 +180,7 @@ static void test_self_unknown(void **state)
     cw_handle_t *h;
     struct call c = {0};
     (void)state;
-    assert_int_equal(cw_handle_create(ctx, self, cw_rpc_id("nope"), &h),
-                     CW_OK);
+    assert_int_equal(cw_handle_create(ctx, self, cw_rpc_id("nope"), &h), CW_OK);
     assert_int_equal(cw_forward(h, 0, call_cb, &c), CW_OK);
     wait_call(&c);
     assert_int_equal(c.st, CW_NO_RPC);
@@ -197,8 +193,7 @@ static void test_self_timeout_then_late_respond(void **state)
     struct call c = {0};
     (void)state;
     held = NULL;
-    assert_int_equal(cw_handle_create(ctx, self, cw_rpc_id("hold"), &h),
-                     CW_OK);
+    assert_int_equal(cw_handle_create(ctx, self, cw_rpc_id("hold"), &h), CW_OK);
     assert_int_equal(cw_forward(h, 50, call_cb, &c), CW_OK);
     wait_call(&c);
     assert_int_equal(c.st, CW_TIMEOUT);
@@ -217,8 +212,7 @@ static void test_self_cancel(void **state)
     struct call c = {0};
     (void)state;
     held = NULL;
-    assert_int_equal(cw_handle_create(ctx, self, cw_rpc_id("hold"), &h),
-                     CW_OK);
+    assert_int_equal(cw_handle_create(ctx, self, cw_rpc_id("hold"), &h), CW_OK);
     assert_int_equal(cw_forward(h, 0, call_cb, &c), CW_OK);
     assert_int_equal(cw_forward(h, 0, call_cb, &c), CW_BUSY);
     cw_progress(ctx, 0);
@@ -328,15 +322,13 @@ static void self_pull(uint32_t perm, cw_status_t expect)
         data[i] = (uint8_t)(i * 7);
     assert_int_equal(cw_bulk_create(ctx, seg, 2, perm, &b), CW_OK);
     assert_int_equal(cw_bulk_size(b), 100);
-    assert_int_equal(cw_handle_create(ctx, self, cw_rpc_id("pull"), &h),
-                     CW_OK);
+    assert_int_equal(cw_handle_create(ctx, self, cw_rpc_id("pull"), &h), CW_OK);
     assert_int_equal(cw_buf_put_bulk(cw_handle_input(h), b), CW_OK);
     assert_int_equal(cw_forward(h, 0, call_cb, &c), CW_OK);
     wait_call(&c);
     assert_int_equal(c.st, expect);
     if (expect == CW_OK) {
-        assert_int_equal(cw_buf_get_bytes(cw_handle_output(h), &p, &n),
-                         CW_OK);
+        assert_int_equal(cw_buf_get_bytes(cw_handle_output(h), &p, &n), CW_OK);
         assert_int_equal(n, 100);
         assert_memory_equal(p, data, 100);
     }
@@ -367,9 +359,9 @@ static void test_bulk_args(void **state)
     assert_int_equal(cw_bulk_transfer(ctx, CW_BULK_PULL, self, a, 5, b, 0, 6,
                                       NULL, NULL, NULL),
                      CW_RANGE);
-    assert_int_equal(cw_bulk_transfer(ctx, 9, self, a, 0, b, 0, 1, NULL, NULL,
-                                      NULL),
-                     CW_INVALID_ARG);
+    assert_int_equal(
+        cw_bulk_transfer(ctx, 9, self, a, 0, b, 0, 1, NULL, NULL, NULL),
+        CW_INVALID_ARG);
     cw_bulk_free(a);
     cw_bulk_free(b);
     cw_bulk_free(NULL);
@@ -453,8 +445,8 @@ static void test_hostile_dropped(void **state)
             /* Valid magic and version, garbage after: deeper checks. */
             memcpy(msg, "CWY1\1\1", 6);
         }
-        if (cw_na_msg_send_unexpected(na, msg, n, dst, 0, raw_cb, NULL,
-                                      NULL) == CW_OK)
+        if (cw_na_msg_send_unexpected(na, msg, n, dst, 0, raw_cb, NULL, NULL) ==
+            CW_OK)
             nmsgs++;
         for (int k = 0; k < 100 && raw_sent < nmsgs; k++) {
             cw_na_progress(na, 0, NULL);
@@ -475,8 +467,7 @@ static void test_hostile_dropped(void **state)
     cw_na_addr_free(na, dst);
     cw_na_close(na);
     /* Still serving. */
-    assert_int_equal(cw_handle_create(ctx, self, cw_rpc_id("echo"), &h),
-                     CW_OK);
+    assert_int_equal(cw_handle_create(ctx, self, cw_rpc_id("echo"), &h), CW_OK);
     cw_buf_put_bytes(cw_handle_input(h), "ok", 2);
     assert_int_equal(cw_forward(h, 0, call_cb, &c), CW_OK);
     wait_call(&c);
@@ -516,8 +507,7 @@ static void test_addr_canonical(void **state)
                      CW_INVALID_ARG);
     snprintf(name, sizeof(name), "shm://x@%s", uri);
     assert_int_equal(cw_addr_lookup(c, name, &p), CW_OK);
-    assert_int_equal(cw_addr_to_canonical(p, buf, sizeof(buf)),
-                     CW_INVALID_ARG);
+    assert_int_equal(cw_addr_to_canonical(p, buf, sizeof(buf)), CW_INVALID_ARG);
     cw_addr_free(p);
     cw_addr_free(a);
     cw_context_destroy(c);

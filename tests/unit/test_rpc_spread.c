@@ -34,10 +34,10 @@
 
 #include "rpc_test_util.h"
 
-#define NSRV 4
-#define NCLI 8
+#define NSRV   4
+#define NCLI   8
 #define WINDOW 16
-#define CALLS 1500 /* per caller */
+#define CALLS  1500 /* per caller */
 
 static const char *listen_uri;
 static cw_rpc_id_t seq_id, park_id, echo_id;
@@ -130,19 +130,20 @@ static void srv_start_at(unsigned n, const char *uri)
         atomic_store(&srv[i].served, 0);
         assert_int_equal(cw_context_create(NULL, &srv[i].ctx), CW_OK);
         assert_int_equal(cw_rpc_register(srv[i].ctx, "spread.seq", h_seq,
-                                         &srv[i], NULL, NULL), CW_OK);
+                                         &srv[i], NULL, NULL),
+                         CW_OK);
         assert_int_equal(cw_rpc_register(srv[i].ctx, "spread.park", h_park,
-                                         &srv[i], NULL, NULL), CW_OK);
+                                         &srv[i], NULL, NULL),
+                         CW_OK);
         ctxs[i] = srv[i].ctx;
     }
-    assert_int_equal(cw_network_open_spread(ctxs, n, uri, CW_NET_LISTEN,
-                                            srv_nets),
-                     CW_OK);
+    assert_int_equal(
+        cw_network_open_spread(ctxs, n, uri, CW_NET_LISTEN, srv_nets), CW_OK);
     assert_int_equal(cw_network_uri(srv_nets[0], srv_uri, sizeof(srv_uri)),
                      CW_OK);
     for (unsigned i = 0; i < n; i++)
-        assert_int_equal(pthread_create(&srv[i].tid, NULL, srv_thread,
-                                        &srv[i]), 0);
+        assert_int_equal(pthread_create(&srv[i].tid, NULL, srv_thread, &srv[i]),
+                         0);
 }
 
 static void srv_stop_all(unsigned n)
@@ -170,9 +171,9 @@ struct cli {
     cw_addr_t *addr;
     uint64_t next_seq;
     unsigned done, failed, inflight;
-    uint32_t ctx_seen;     /**< bit per server context that answered */
+    uint32_t ctx_seen; /**< bit per server context that answered */
     uint32_t last_ctx;
-    unsigned after_move;   /**< answers since the last change of context */
+    unsigned after_move; /**< answers since the last change of context */
 };
 
 static struct cli clis[NCLI];
@@ -414,7 +415,8 @@ static void test_spread_member_restart(void **state)
      * once ("Address already in use"). */
     if (strncmp(listen_uri, "ofi+tcp", 7) != 0) {
         printf("# SKIP %s: no restart at the same address on this "
-               "transport\n", listen_uri);
+               "transport\n",
+               listen_uri);
         skip();
     }
     srv_start(2);
@@ -478,8 +480,8 @@ static void test_plain_server_keeps_callers(void **state)
     (void)state;
 
     assert_int_equal(cw_context_create(NULL, &s), CW_OK);
-    assert_int_equal(cw_rpc_register(s, "spread.echo", h_echo, NULL, NULL,
-                                     NULL), CW_OK);
+    assert_int_equal(
+        cw_rpc_register(s, "spread.echo", h_echo, NULL, NULL, NULL), CW_OK);
     assert_int_equal(cw_network_open(s, listen_uri, CW_NET_LISTEN, &net),
                      CW_OK);
     assert_int_equal(cw_network_uri(net, uri, sizeof(uri)), CW_OK);

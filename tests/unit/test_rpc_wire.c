@@ -181,8 +181,12 @@ static size_t make_msg(uint8_t *buf, size_t cap, const char *dest,
                        const uint8_t *payload, size_t plen)
 {
     struct cw_wire_hdr h = {
-        .type = CW_MSG_REQ, .rpc_id = 7, .req_id = 9, .budget_us = 1000,
-        .resp_tag = 3, .hops = 1,
+        .type = CW_MSG_REQ,
+        .rpc_id = 7,
+        .req_id = 9,
+        .budget_us = 1000,
+        .resp_tag = 3,
+        .hops = 1,
     };
     size_t dl = dest ? strlen(dest) : 0;
     size_t total = CW_HDR_SIZE + dl + plen;
@@ -319,8 +323,8 @@ static void test_wire_desc(void **state)
                             "ofi", 4);
     memcpy(p, "wxyz", 4);
     assert_int_equal(cw_wire_desc_check(sect, 2 * one, 2), CW_OK);
-    assert_int_equal(cw_wire_desc_get(sect, 2 * one, 2, 1, &d, &raw,
-                                      &raw_len), CW_OK);
+    assert_int_equal(cw_wire_desc_get(sect, 2 * one, 2, 1, &d, &raw, &raw_len),
+                     CW_OK);
     assert_int_equal(d.total, 5);
     assert_int_equal(d.flags, CW_DF_PROXY);
     assert_memory_equal(d.plugin, "ofi", 3);
@@ -361,9 +365,14 @@ static void test_wire_desc(void **state)
 static void test_wire_resume(void **state)
 {
     struct cw_wire_hdr h = {
-        .type = CW_MSG_REQ, .flags = CW_HF_IDEMPOTENT | CW_HF_RESUME,
-        .rpc_id = 7, .req_id = 9, .budget_us = 1000, .resp_tag = 3,
-        .dest_len = 7, .payload_len = 2,
+        .type = CW_MSG_REQ,
+        .flags = CW_HF_IDEMPOTENT | CW_HF_RESUME,
+        .rpc_id = 7,
+        .req_id = 9,
+        .budget_us = 1000,
+        .resp_tag = 3,
+        .dest_len = 7,
+        .payload_len = 2,
         .resume_id = 0x0123456789abcdefull,
     };
     uint8_t buf[128], bad[128];
@@ -397,11 +406,10 @@ static void test_wire_resume(void **state)
     assert_int_equal(cw_wire_decode(bad, n, &m), CW_PROTOCOL);
     /* Only a request carries them. */
     for (uint8_t type = CW_MSG_RESP; type <= CW_MSG_CANCEL; type++) {
-        struct cw_wire_hdr r = {.type = type, .flags = CW_HF_IDEMPOTENT,
-                                .req_id = 9};
+        struct cw_wire_hdr r = {
+            .type = type, .flags = CW_HF_IDEMPOTENT, .req_id = 9};
         cw_wire_hdr_encode(bad, &r);
-        assert_int_equal(cw_wire_decode(bad, CW_HDR_SIZE + 8, &m),
-                         CW_PROTOCOL);
+        assert_int_equal(cw_wire_decode(bad, CW_HDR_SIZE + 8, &m), CW_PROTOCOL);
         assert_int_equal(cw_wire_decode(bad, CW_HDR_SIZE, &m), CW_PROTOCOL);
     }
     /* Truncated anywhere: refused. */
@@ -420,8 +428,12 @@ static void test_wire_mutations(void **state)
 {
     uint8_t base[512];
     struct cw_wire_hdr h = {
-        .type = CW_MSG_REQ, .flags = CW_HF_OVERFLOW, .rpc_id = 1, .req_id = 2,
-        .budget_us = 3, .resp_tag = 4,
+        .type = CW_MSG_REQ,
+        .flags = CW_HF_OVERFLOW,
+        .rpc_id = 1,
+        .req_id = 2,
+        .budget_us = 3,
+        .resp_tag = 4,
     };
     size_t d1 = cw_wire_desc_size(3, 8), len;
     uint8_t *p;
@@ -431,8 +443,8 @@ static void test_wire_mutations(void **state)
     p = cw_wire_desc_encode(base + CW_HDR_SIZE + 8, 0, CW_BULK_READ_ONLY, 100,
                             "shm", 8);
     memset(p, 0x11, 8);
-    p = cw_wire_desc_encode(base + CW_HDR_SIZE + 8 + d1, 0,
-                            CW_BULK_READ_ONLY, 5000, "shm", 8);
+    p = cw_wire_desc_encode(base + CW_HDR_SIZE + 8 + d1, 0, CW_BULK_READ_ONLY,
+                            5000, "shm", 8);
     memset(p, 0x22, 8);
     h.dest_len = 8;
     h.ndesc = 1;

@@ -85,8 +85,8 @@ static int child_send_one(void *arg, int wfd)
         return 1;
     if (cw_na_addr_lookup(na, uri, &r) != CW_OK)
         return 2;
-    cw_status_t st = cw_na_msg_send_unexpected(na, "hi", 3, r, 7, done_cb, &d,
-                                               NULL);
+    cw_status_t st =
+        cw_na_msg_send_unexpected(na, "hi", 3, r, 7, done_cb, &d, NULL);
     int n = snprintf(line, sizeof(line), "sent %d\n", (int)st);
     if (write(wfd, line, (size_t)n) != n)
         return 3;
@@ -122,16 +122,15 @@ static void test_slot_ahead_of_tail(void **state)
     if (sent) {
         assert_string_equal(line, "sent 0");
         atomic_store(&s->seq, 0); /* sane again */
-        assert_int_equal(cw_na_msg_recv_unexpected(rcv, in, sizeof(in),
-                                                   done_cb, &r, NULL),
-                         CW_OK);
+        assert_int_equal(
+            cw_na_msg_recv_unexpected(rcv, in, sizeof(in), done_cb, &r, NULL),
+            CW_OK);
         assert_true(wait_done(&rcv, 1, &r.calls, 1));
         assert_int_equal(r.status, CW_OK);
         assert_string_equal(in, "hi");
         assert_int_equal(r.tag, 7);
         cw_na_addr_free(rcv, r.source);
-        assert_true(read_line_progress(rcv, rfd, line, sizeof(line),
-                                       WAIT_MS));
+        assert_true(read_line_progress(rcv, rfd, line, sizeof(line), WAIT_MS));
         assert_string_equal(line, "done 0");
     } else {
         kill(pid, SIGKILL); /* stuck in the send */
@@ -203,7 +202,7 @@ static void test_header_changed_after_check(void **state)
     assert_int_equal(wrong, 0);
 }
 
-#define HOSTILE_UID 0x686f7374696c65ull
+#define HOSTILE_UID     0x686f7374696c65ull
 #define HOSTILE_BIG_LEN (16u << 20)
 
 struct early_rcv {
@@ -229,8 +228,8 @@ static int child_early_receiver(void *arg, int wfd)
     char uri[URI_LEN], line[URI_LEN + 8];
     unsigned char buf[64];
     struct early_rcv e = {0};
-    if (cw_na_open("shm://", CW_NA_LISTEN,
-                   (const char *[]){"slots", "4", NULL}, &e.na) != CW_OK)
+    if (cw_na_open("shm://", CW_NA_LISTEN, (const char *[]){"slots", "4", NULL},
+                   &e.na) != CW_OK)
         return 1;
     self_uri(e.na, uri);
     int n = snprintf(line, sizeof(line), "%s\n", uri + strlen("shm://"));
@@ -242,8 +241,8 @@ static int child_early_receiver(void *arg, int wfd)
         /* Take what was queued; a receive left posted is cancelled. */
         for (int i = 0; i < 8; i++) {
             cw_na_op_t *op;
-            if (cw_na_msg_recv_unexpected(e.na, buf, sizeof(buf), early_cb,
-                                          &e, &op) != CW_OK)
+            if (cw_na_msg_recv_unexpected(e.na, buf, sizeof(buf), early_cb, &e,
+                                          &op) != CW_OK)
                 return 3;
             if (cw_na_cancel(e.na, op) != CW_OK)
                 return 4;
@@ -308,9 +307,9 @@ static void test_slot_changed_after_check(void **state)
 
 /* What a hostile endpoint hands to its peers for the pid test below. */
 struct pid_forge {
-    int go_fd;                  /* the child waits for the forged header */
-    const char *name;           /* the hostile endpoint */
-    unsigned char handle[64];   /* serialized handle of pid_target */
+    int go_fd;                /* the child waits for the forged header */
+    const char *name;         /* the hostile endpoint */
+    unsigned char handle[64]; /* serialized handle of pid_target */
     size_t handle_len;
 };
 
@@ -420,8 +419,8 @@ static void test_header_pid_forged(void **state)
 
 /* Who the impostor below claims to be, and whom it tells. */
 struct forge_hello {
-    const char *to;          /* the receiving endpoint */
-    const char *as;          /* the endpoint it pretends to be */
+    const char *to; /* the receiving endpoint */
+    const char *as; /* the endpoint it pretends to be */
     uint64_t as_uid;
 };
 
@@ -438,10 +437,10 @@ static int child_forge_hello(void *arg, int wfd)
                              .pid = (uint32_t)getpid(),
                              .name_len = (uint32_t)strlen(f->as),
                              .uid = f->as_uid};
-    int n = snprintf(sun.sun_path + 1, sizeof(sun.sun_path) - 1,
-                     "causeway-%s", f->to);
-    socklen_t slen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
-                                 (size_t)n);
+    int n = snprintf(sun.sun_path + 1, sizeof(sun.sun_path) - 1, "causeway-%s",
+                     f->to);
+    socklen_t slen =
+        (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
     memcpy(m.name, f->as, m.name_len + 1);
     int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     if (fd < 0 || connect(fd, (struct sockaddr *)&sun, slen) < 0)
@@ -458,8 +457,8 @@ static int child_forge_hello(void *arg, int wfd)
 
 /* Run the impostor against @p to, progressing @p nas meanwhile and for a
  * while after it is gone (so that any EOF is seen); its report in @p line. */
-static void run_impostor(cw_na_t **nas, size_t n, const char *to,
-                         cw_na_t *as, char *line, size_t len)
+static void run_impostor(cw_na_t **nas, size_t n, const char *to, cw_na_t *as,
+                         char *line, size_t len)
 {
     char as_uri[URI_LEN];
     unsigned char ser[64];
@@ -492,13 +491,13 @@ static cw_status_t send_and_take(cw_na_t *nas[2], cw_na_addr_t *to,
 {
     struct done s = {0}, r = {0};
     char in[16] = "";
-    cw_status_t st = cw_na_msg_send_unexpected(nas[1], msg, strlen(msg) + 1,
-                                               to, 3, done_cb, &s, NULL);
+    cw_status_t st = cw_na_msg_send_unexpected(nas[1], msg, strlen(msg) + 1, to,
+                                               3, done_cb, &s, NULL);
     if (st != CW_OK)
         return st;
-    assert_int_equal(cw_na_msg_recv_unexpected(nas[0], in, sizeof(in),
-                                               done_cb, &r, NULL),
-                     CW_OK);
+    assert_int_equal(
+        cw_na_msg_recv_unexpected(nas[0], in, sizeof(in), done_cb, &r, NULL),
+        CW_OK);
     assert_true(wait_done(nas, 2, &s.calls, 1));
     assert_true(wait_done(nas, 2, &r.calls, 1));
     cw_na_addr_free(nas[0], r.source);
@@ -528,8 +527,7 @@ static void test_forged_hello_connected(void **state)
     assert_int_equal(send_and_take(nas, to, "one"), CW_OK);
     uint64_t dropped = cw_na_dropped(nas[0]);
 
-    run_impostor(nas, 2, ruri + strlen("shm://"), nas[1], line,
-                 sizeof(line));
+    run_impostor(nas, 2, ruri + strlen("shm://"), nas[1], line, sizeof(line));
     cw_status_t st = send_and_take(nas, to, "two");
     uint64_t dropped_after = cw_na_dropped(nas[0]);
 
@@ -566,13 +564,12 @@ static void test_forged_hello_first(void **state)
                                              done_cb, &r, NULL),
                      CW_OK);
 
-    run_impostor(nas, 2, ruri + strlen("shm://"), nas[1], line,
-                 sizeof(line));
+    run_impostor(nas, 2, ruri + strlen("shm://"), nas[1], line, sizeof(line));
     int early_calls = r.calls;
     assert_int_equal(cw_na_addr_lookup(nas[1], ruri, &to), CW_OK);
-    assert_int_equal(cw_na_msg_send_expected(nas[1], "late", 5, to, 9,
-                                             done_cb, &s, NULL),
-                     CW_OK);
+    assert_int_equal(
+        cw_na_msg_send_expected(nas[1], "late", 5, to, 9, done_cb, &s, NULL),
+        CW_OK);
     bool sent = wait_done(nas, 2, &s.calls, 1);
     bool taken = wait_done(nas, 2, &r.calls, 1);
 
@@ -649,8 +646,7 @@ static void hostile_flood(cw_na_t *rcv, struct shm_seg_hdr *h, uint64_t uid0,
         }
         for (unsigned i = 0; take && i < batch; i++)
             assert_int_equal(cw_na_msg_recv_unexpected(rcv, buf, sizeof(buf),
-                                                       early_cb, u,
-                                                       NULL),
+                                                       early_cb, u, NULL),
                              CW_OK);
         cw_na_progress(rcv, 0, NULL);
     }
@@ -688,9 +684,9 @@ static void test_unsolicited_ids_bounded(void **state)
     assert_int_equal(cw_na_msg_send_unexpected(nas[1], "hello", 6, to, 3,
                                                done_cb, &s1, NULL),
                      CW_OK);
-    assert_int_equal(cw_na_msg_recv_unexpected(nas[0], in, sizeof(in),
-                                               done_cb, &r1, NULL),
-                     CW_OK);
+    assert_int_equal(
+        cw_na_msg_recv_unexpected(nas[0], in, sizeof(in), done_cb, &r1, NULL),
+        CW_OK);
     assert_true(wait_done(nas, 2, &r1.calls, 1));
     cw_na_addr_t *from = r1.source; /* kept: the connected sender */
 
@@ -701,12 +697,13 @@ static void test_unsolicited_ids_bounded(void **state)
     unsigned npeers = hostile_npeers(nas[0]);
     uint64_t dropped = cw_na_dropped(nas[0]);
     print_message("%u unsolicited ids: %u messages taken, %u peers, "
-                  "%llu dropped, %.0f ns a message\n", n, u.got, npeers,
-                  (unsigned long long)dropped, (double)(t1 - t0) / n);
+                  "%llu dropped, %.0f ns a message\n",
+                  n, u.got, npeers, (unsigned long long)dropped,
+                  (double)(t1 - t0) / n);
 
     /* No receives: each message holds its peer in the early queue. */
-    hostile_flood(nas[0], h, HOSTILE_UID + n, SHM_UNSOLICITED_MAX + over,
-                  false, &u);
+    hostile_flood(nas[0], h, HOSTILE_UID + n, SHM_UNSOLICITED_MAX + over, false,
+                  &u);
     unsigned npeers2 = hostile_npeers(nas[0]);
     uint64_t dropped2 = cw_na_dropped(nas[0]) - dropped;
     print_message("%u more, none taken: %u peers, %llu dropped\n",
@@ -718,15 +715,15 @@ static void test_unsolicited_ids_bounded(void **state)
     assert_int_equal(cw_na_msg_recv_expected(nas[0], in, sizeof(in), from, 4,
                                              done_cb, &r1, NULL),
                      CW_OK);
-    assert_int_equal(cw_na_msg_send_expected(nas[1], "still", 6, to, 4,
-                                             done_cb, &s1, NULL),
-                     CW_OK);
+    assert_int_equal(
+        cw_na_msg_send_expected(nas[1], "still", 6, to, 4, done_cb, &s1, NULL),
+        CW_OK);
     bool still = wait_done(nas, 2, &r1.calls, 1);
     assert_int_equal(cw_na_open("shm://", 0, NULL, &nas[2]), CW_OK);
     assert_int_equal(cw_na_addr_lookup(nas[2], ruri, &to2), CW_OK);
-    assert_int_equal(cw_na_msg_send_unexpected(nas[2], "new", 4, to2, 5,
-                                               done_cb, &s, NULL),
-                     CW_OK);
+    assert_int_equal(
+        cw_na_msg_send_unexpected(nas[2], "new", 4, to2, 5, done_cb, &s, NULL),
+        CW_OK);
     bool sent = wait_done(&nas[2], 1, &s.calls, 1);
     unsigned got = u.got, want = SHM_UNSOLICITED_MAX + 1;
     unsigned char buf[16] = "";
@@ -780,8 +777,8 @@ static uint64_t hostile_self_uid(cw_na_t *na)
 }
 
 /* A receiver (its segment mapped, returned) and a victim, in @p nas. */
-static struct shm_seg_hdr *squat_open(cw_na_t *nas[2], char *ruri,
-                                      char *vuri, size_t *size_p)
+static struct shm_seg_hdr *squat_open(cw_na_t *nas[2], char *ruri, char *vuri,
+                                      size_t *size_p)
 {
     assert_int_equal(cw_na_open("shm://", CW_NA_LISTEN, NULL, &nas[0]), CW_OK);
     assert_int_equal(cw_na_open("shm://", CW_NA_LISTEN, NULL, &nas[1]), CW_OK);
@@ -816,7 +813,7 @@ static void test_squat_id_before_hello(void **state)
     cw_na_t *nas[2]; /* receiver, victim */
     cw_na_addr_t *to;
     char ruri[URI_LEN], vuri[URI_LEN], src[URI_LEN] = "", in[16] = "",
-         back[16] = "";
+                                       back[16] = "";
     size_t size;
     struct done s = {0}, r = {0}, s2 = {0}, r2 = {0}, s3 = {0};
 
@@ -825,38 +822,38 @@ static void test_squat_id_before_hello(void **state)
     hostile_plant(nas[0], h, hostile_self_uid(nas[1]), "evil");
 
     assert_int_equal(cw_na_addr_lookup(nas[1], ruri, &to), CW_OK);
-    assert_int_equal(cw_na_msg_send_unexpected(nas[1], "real", 5, to, 3,
-                                               done_cb, &s, NULL),
-                     CW_OK);
+    assert_int_equal(
+        cw_na_msg_send_unexpected(nas[1], "real", 5, to, 3, done_cb, &s, NULL),
+        CW_OK);
     assert_true(wait_done(nas, 2, &s.calls, 1));
     uint64_t until = cw_now_ns() + 200000000ull; /* any EOF is seen */
     while (cw_now_ns() < until)
         for (int i = 0; i < 2; i++)
             cw_na_progress(nas[i], 0, NULL);
-    assert_int_equal(cw_na_msg_recv_unexpected(nas[0], in, sizeof(in),
-                                               done_cb, &r, NULL),
-                     CW_OK);
+    assert_int_equal(
+        cw_na_msg_recv_unexpected(nas[0], in, sizeof(in), done_cb, &r, NULL),
+        CW_OK);
     assert_true(wait_done(nas, 2, &r.calls, 1));
     assert_int_equal(cw_na_addr_to_string(nas[0], r.source, src, sizeof(src)),
                      CW_OK);
     uint64_t dropped_after = cw_na_dropped(nas[0]) - dropped;
 
     /* The answer goes back to the source, and the victim talks on. */
-    cw_status_t rst = cw_na_msg_recv_expected(nas[1], back, sizeof(back), to,
-                                              4, done_cb, &r2, NULL);
+    cw_status_t rst = cw_na_msg_recv_expected(nas[1], back, sizeof(back), to, 4,
+                                              done_cb, &r2, NULL);
     cw_status_t sst = cw_na_msg_send_expected(nas[0], "back", 5, r.source, 4,
                                               done_cb, &s2, NULL);
-    bool answered = rst == CW_OK && sst == CW_OK &&
-                    wait_done(nas, 2, &r2.calls, 1);
-    cw_status_t again = cw_na_msg_send_unexpected(nas[1], "two", 4, to, 3,
-                                                  done_cb, &s3, NULL);
+    bool answered =
+        rst == CW_OK && sst == CW_OK && wait_done(nas, 2, &r2.calls, 1);
+    cw_status_t again =
+        cw_na_msg_send_unexpected(nas[1], "two", 4, to, 3, done_cb, &s3, NULL);
     if (again == CW_OK && wait_done(nas, 2, &s3.calls, 1))
         again = s3.status;
     print_message("victim's first message: \"%s\" from %s (%llu dropped); "
                   "answer: recv %d send %d status %d \"%s\"; its next "
-                  "send: %d\n", in, src, (unsigned long long)dropped_after,
-                  (int)rst, (int)sst, answered ? (int)r2.status : -1, back,
-                  (int)again);
+                  "send: %d\n",
+                  in, src, (unsigned long long)dropped_after, (int)rst,
+                  (int)sst, answered ? (int)r2.status : -1, back, (int)again);
 
     cw_na_addr_free(nas[0], r.source);
     cw_na_addr_free(nas[1], to);
@@ -902,7 +899,8 @@ static void test_squat_name_before_lookup(void **state)
         cw_na_addr_free(nas[0], to);
     }
     print_message("lookup of the name claimed in the ring: %d, received "
-                  "\"%s\"\n", (int)st, in);
+                  "\"%s\"\n",
+                  (int)st, in);
     munmap(h, size);
     cw_na_close(nas[1]);
     cw_na_close(nas[0]);
@@ -930,9 +928,10 @@ static void test_squat_id_deserialize(void **state)
 
     size_t sz = hostile_self_ser(nas[1], ser);
     assert_int_equal(cw_na_addr_deserialize(nas[0], ser, sz, &to), CW_OK);
-    assert_int_equal(cw_na_addr_to_string(nas[0], to, name, sizeof(name)), CW_OK);
-    cw_status_t st = cw_na_msg_send_unexpected(nas[0], "hi", 3, to, 2,
-                                               done_cb, &s, NULL);
+    assert_int_equal(cw_na_addr_to_string(nas[0], to, name, sizeof(name)),
+                     CW_OK);
+    cw_status_t st =
+        cw_na_msg_send_unexpected(nas[0], "hi", 3, to, 2, done_cb, &s, NULL);
     if (st == CW_OK) {
         assert_int_equal(cw_na_msg_recv_unexpected(nas[1], in, sizeof(in),
                                                    done_cb, &r, NULL),
@@ -941,7 +940,8 @@ static void test_squat_id_deserialize(void **state)
             cw_na_addr_free(nas[1], r.source);
     }
     print_message("victim's address resolved to %s, send %d, received "
-                  "\"%s\"\n", name, (int)st, in);
+                  "\"%s\"\n",
+                  name, (int)st, in);
     cw_na_addr_free(nas[0], to);
     munmap(h, size);
     cw_na_close(nas[1]);
@@ -1014,9 +1014,8 @@ static void test_shared_head_rewritten(void **state)
             unsigned k = sent % 64;
             vals[k] = sent;
             s[k] = (struct done){0};
-            assert_int_equal(cw_na_msg_send_unexpected(nas[1], &vals[k], 4,
-                                                       to, 1, done_cb, &s[k],
-                                                       NULL),
+            assert_int_equal(cw_na_msg_send_unexpected(nas[1], &vals[k], 4, to,
+                                                       1, done_cb, &s[k], NULL),
                              CW_OK);
             sent++;
         }
@@ -1042,8 +1041,8 @@ static void test_shared_head_rewritten(void **state)
     atomic_store(&w.stop, true);
     pthread_join(t, NULL);
     print_message("%u of %u messages arrived, %u out of place (first: %d), "
-                  "%lu rewrites of the shared head\n", got, n, wrong,
-                  first_wrong, w.writes);
+                  "%lu rewrites of the shared head\n",
+                  got, n, wrong, first_wrong, w.writes);
     cw_na_addr_free(nas[1], to);
     munmap(h, size);
     cw_na_close(nas[1]);
@@ -1099,15 +1098,16 @@ static void test_header_dead_pid_scan(void **state)
         assert_int_equal(cw_na_msg_send_unexpected(snd, "alive", 6, to, 2,
                                                    done_cb, &s, NULL),
                          CW_OK);
-        assert_int_equal(cw_na_msg_recv_unexpected(live, in, sizeof(in),
-                                                   done_cb, &r, NULL),
-                         CW_OK);
+        assert_int_equal(
+            cw_na_msg_recv_unexpected(live, in, sizeof(in), done_cb, &r, NULL),
+            CW_OK);
         assert_true(wait_done(nas, 2, &r.calls, 1));
         cw_na_addr_free(live, r.source);
         cw_na_addr_free(snd, to);
     }
     print_message("after another init: segment %s, lookup %d, received "
-                  "\"%s\"\n", kept ? "kept" : "removed", (int)st, in);
+                  "\"%s\"\n",
+                  kept ? "kept" : "removed", (int)st, in);
     cw_na_close(snd);
     cw_na_close(live);
     assert_true(kept);
@@ -1120,10 +1120,10 @@ static void test_header_dead_pid_scan(void **state)
 static int hostile_connect(const char *to)
 {
     struct sockaddr_un sun = {.sun_family = AF_UNIX};
-    int n = snprintf(sun.sun_path + 1, sizeof(sun.sun_path) - 1,
-                     "causeway-%s", to);
-    socklen_t slen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
-                                 (size_t)n);
+    int n =
+        snprintf(sun.sun_path + 1, sizeof(sun.sun_path) - 1, "causeway-%s", to);
+    socklen_t slen =
+        (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
     int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     assert_true(fd >= 0);
     assert_int_equal(connect(fd, (struct sockaddr *)&sun, slen), 0);
@@ -1140,8 +1140,7 @@ static void hostile_hello(int fd, const char *as, uint64_t uid)
                              .name_len = (uint32_t)strlen(as),
                              .uid = uid};
     memcpy(m.name, as, m.name_len + 1);
-    assert_int_equal(send(fd, &m, sizeof(m), MSG_NOSIGNAL),
-                     (ssize_t)sizeof(m));
+    assert_int_equal(send(fd, &m, sizeof(m), MSG_NOSIGNAL), (ssize_t)sizeof(m));
 }
 
 /* At the bound on peers known only from slots (all still referenced), a
@@ -1227,8 +1226,8 @@ static void test_held_id_deserialize_repeated(void **state)
     }
     unsigned after = hostile_npeers(nas[0]);
     print_message("1000 deserializations of an address whose id is held "
-                  "under another name: %u peers before, %u after\n", before,
-                  after);
+                  "under another name: %u peers before, %u after\n",
+                  before, after);
     munmap(h, size);
     cw_na_close(nas[1]);
     cw_na_close(nas[0]);
@@ -1259,19 +1258,19 @@ static void test_stuck_slot_slot_only_claimer(void **state)
     uint64_t dropped = cw_na_dropped(nas[0]);
 
     assert_int_equal(cw_na_addr_lookup(nas[1], ruri, &to), CW_OK);
-    assert_int_equal(cw_na_msg_send_unexpected(nas[1], "after", 6, to, 2,
-                                               done_cb, &s, NULL),
-                     CW_OK);
-    assert_int_equal(cw_na_msg_recv_unexpected(nas[0], in, sizeof(in),
-                                               done_cb, &r, NULL),
-                     CW_OK);
+    assert_int_equal(
+        cw_na_msg_send_unexpected(nas[1], "after", 6, to, 2, done_cb, &s, NULL),
+        CW_OK);
+    assert_int_equal(
+        cw_na_msg_recv_unexpected(nas[0], in, sizeof(in), done_cb, &r, NULL),
+        CW_OK);
     /* The early message of "ghost" takes the first receive. */
     assert_true(wait_done(nas, 2, &r.calls, 1));
     cw_na_addr_free(nas[0], r.source);
     r = (struct done){0};
-    assert_int_equal(cw_na_msg_recv_unexpected(nas[0], in, sizeof(in),
-                                               done_cb, &r, NULL),
-                     CW_OK);
+    assert_int_equal(
+        cw_na_msg_recv_unexpected(nas[0], in, sizeof(in), done_cb, &r, NULL),
+        CW_OK);
     bool got = wait_done(nas, 2, &r.calls, 1);
     uint64_t dropped_after = cw_na_dropped(nas[0]) - dropped;
     print_message("slot claimed under an id known only from the ring: "

@@ -34,10 +34,8 @@ static void test_names_and_params(void **state)
     const char *bad_slots[] = {"slots", "3", NULL};
     const char *ok_slots[] = {"slots", "4", NULL};
 
-    assert_int_equal(cw_na_open("shm://bad/name", 0, NULL, &a),
-                     CW_INVALID_ARG);
-    assert_int_equal(cw_na_open("shm://.hidden", 0, NULL, &a),
-                     CW_INVALID_ARG);
+    assert_int_equal(cw_na_open("shm://bad/name", 0, NULL, &a), CW_INVALID_ARG);
+    assert_int_equal(cw_na_open("shm://.hidden", 0, NULL, &a), CW_INVALID_ARG);
     assert_int_equal(
         cw_na_open("shm://aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", 0,
                    NULL, &a),
@@ -51,8 +49,7 @@ static void test_names_and_params(void **state)
     assert_string_equal(got, uri);
     assert_true(seg_exists(name));
     /* The name is held while the instance lives. */
-    assert_int_equal(cw_na_open(uri, CW_NA_LISTEN, NULL, &b),
-                     CW_ADDR_IN_USE);
+    assert_int_equal(cw_na_open(uri, CW_NA_LISTEN, NULL, &b), CW_ADDR_IN_USE);
     assert_int_equal(cw_na_caps(a)->max_unexpected_size >= 4096 + 128, true);
     cw_na_close(a);
     assert_false(seg_exists(name));
@@ -228,9 +225,9 @@ static void test_forged_handle_pid(void **state)
     uint32_t one = 1;
     memcpy(buf + 8, &one, 4);
     assert_int_equal(cw_na_mem_deserialize(a, buf, n, &remote), CW_OK);
-    assert_int_equal(cw_na_put(a, local, 0, remote, 0, 16, to_b, done_cb, &d,
-                               NULL),
-                     CW_BAD_HANDLE);
+    assert_int_equal(
+        cw_na_put(a, local, 0, remote, 0, 16, to_b, done_cb, &d, NULL),
+        CW_BAD_HANDLE);
     assert_int_equal(d.calls, 0);
     cw_na_mem_release(a, remote);
     cw_na_mem_release(a, local);
@@ -278,9 +275,9 @@ static void test_rma_many_iovecs(void **state)
     assert_true(n <= sizeof(hbuf));
     assert_int_equal(cw_na_mem_serialize(b, hbuf, n, rb), CW_OK);
     assert_int_equal(cw_na_mem_deserialize(a, hbuf, n, &remote), CW_OK);
-    assert_int_equal(cw_na_put(a, local, 777, remote, 5, len, to_b, done_cb,
-                               &d, NULL),
-                     CW_OK);
+    assert_int_equal(
+        cw_na_put(a, local, 777, remote, 5, len, to_b, done_cb, &d, NULL),
+        CW_OK);
     cw_na_t *both[2] = {a, b};
     assert_true(wait_done(both, 2, &d.calls, 1));
     assert_int_equal(d.status, CW_OK);
@@ -314,8 +311,8 @@ static void test_silent_and_garbage_connections(void **state)
     assert_int_equal(cw_na_open("shm://", CW_NA_LISTEN, NULL, &na), CW_OK);
     self_uri(na, uri);
     struct sockaddr_un sun = {.sun_family = AF_UNIX};
-    int n = snprintf(sun.sun_path + 1, sizeof(sun.sun_path) - 1,
-                     "causeway-%s", uri + strlen("shm://"));
+    int n = snprintf(sun.sun_path + 1, sizeof(sun.sun_path) - 1, "causeway-%s",
+                     uri + strlen("shm://"));
     socklen_t slen =
         (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
     for (int i = 0; i < 3; i++) {
@@ -345,12 +342,12 @@ static void test_silent_and_garbage_connections(void **state)
     char in[16];
     assert_int_equal(cw_na_open("shm://", CW_NA_LISTEN, NULL, &b), CW_OK);
     assert_int_equal(cw_na_addr_lookup(b, uri, &to), CW_OK);
-    assert_int_equal(cw_na_msg_recv_unexpected(na, in, sizeof(in), done_cb,
-                                               &rd, NULL),
-                     CW_OK);
-    assert_int_equal(cw_na_msg_send_unexpected(b, "ok", 3, to, 1, done_cb,
-                                               &sd, NULL),
-                     CW_OK);
+    assert_int_equal(
+        cw_na_msg_recv_unexpected(na, in, sizeof(in), done_cb, &rd, NULL),
+        CW_OK);
+    assert_int_equal(
+        cw_na_msg_send_unexpected(b, "ok", 3, to, 1, done_cb, &sd, NULL),
+        CW_OK);
     cw_na_t *both[2] = {na, b};
     assert_true(wait_done(both, 2, &rd.calls, 1));
     assert_int_equal(rd.status, CW_OK);
@@ -390,18 +387,17 @@ static void *pingpong_thread(void *arg)
     for (uint32_t i = 0; i < 2000; i++) {
         uint32_t v = i, got = ~0u, back = ~0u;
         struct done r1 = {0}, s1 = {0}, r0 = {0}, s0 = {0};
-        cw_na_msg_recv_unexpected(na[1], &got, sizeof(got), done_cb, &r1,
-                                  NULL);
+        cw_na_msg_recv_unexpected(na[1], &got, sizeof(got), done_cb, &r1, NULL);
         cw_na_msg_recv_expected(na[0], &back, sizeof(back), to1, 3, done_cb,
                                 &r0, NULL);
         cw_na_msg_send_unexpected(na[0], &v, sizeof(v), to1, 2, done_cb, &s1,
                                   NULL);
         if (!wait_done(na, 2, &r1.calls, 1))
             break;
-        cw_na_msg_send_expected(na[1], &got, sizeof(got), r1.source, 3,
-                                done_cb, &s0, NULL);
-        if (!wait_done(na, 2, &r0.calls, 1) || !wait_done(na, 2, &s0.calls, 1) ||
-            !wait_done(na, 2, &s1.calls, 1))
+        cw_na_msg_send_expected(na[1], &got, sizeof(got), r1.source, 3, done_cb,
+                                &s0, NULL);
+        if (!wait_done(na, 2, &r0.calls, 1) ||
+            !wait_done(na, 2, &s0.calls, 1) || !wait_done(na, 2, &s1.calls, 1))
             break;
         cw_na_addr_free(na[1], r1.source);
         good += back == i;
@@ -435,7 +431,7 @@ static void test_instances_in_threads(void **state)
  * times out with a message ready), and the senders write the eventfd at
  * most once each time the receiver sets its flag, not once per message
  * pushed while it sleeps. */
-#define WAKE_MSGS 3000
+#define WAKE_MSGS  3000
 #define WAKE_RECVS 32
 
 struct wake_sender {
@@ -457,8 +453,8 @@ static void *wake_sender_thread(void *arg)
         char msg[16];
 
         snprintf(msg, sizeof(msg), "%d", i);
-        if (cw_na_msg_send_unexpected(ws->na, msg, sizeof(msg), to, 7,
-                                      done_cb, &s, NULL) != CW_OK ||
+        if (cw_na_msg_send_unexpected(ws->na, msg, sizeof(msg), to, 7, done_cb,
+                                      &s, NULL) != CW_OK ||
             !wait_done(&ws->na, 1, &s.calls, 1) || s.status != CW_OK)
             goto out;
         if (rand_r(&ws->seed) % 8 == 0)
@@ -525,8 +521,8 @@ static void test_wake_once_per_sleep(void **state)
             cw_na_addr_free(r, rx[i].source);
             memset(&rx[i], 0, sizeof(rx[i]));
             assert_int_equal(cw_na_msg_recv_unexpected(r, bufs[i],
-                                                       sizeof(bufs[i]),
-                                                       done_cb, &rx[i], NULL),
+                                                       sizeof(bufs[i]), done_cb,
+                                                       &rx[i], NULL),
                              CW_OK);
             got++;
         }
@@ -571,18 +567,15 @@ static void pair_open(cw_na_t *both[2], cw_na_addr_t **to_b_p,
 {
     char ua[URI_LEN], ub[URI_LEN];
 
-    assert_int_equal(cw_na_open("shm://", CW_NA_LISTEN, NULL, &both[0]),
-                     CW_OK);
-    assert_int_equal(cw_na_open("shm://", CW_NA_LISTEN, NULL, &both[1]),
-                     CW_OK);
+    assert_int_equal(cw_na_open("shm://", CW_NA_LISTEN, NULL, &both[0]), CW_OK);
+    assert_int_equal(cw_na_open("shm://", CW_NA_LISTEN, NULL, &both[1]), CW_OK);
     self_uri(both[0], ua);
     self_uri(both[1], ub);
     assert_int_equal(cw_na_addr_lookup(both[0], ub, to_b_p), CW_OK);
     assert_int_equal(cw_na_addr_lookup(both[1], ua, to_a_p), CW_OK);
 }
 
-static void pair_close(cw_na_t *both[2], cw_na_addr_t *to_b,
-                       cw_na_addr_t *to_a)
+static void pair_close(cw_na_t *both[2], cw_na_addr_t *to_b, cw_na_addr_t *to_a)
 {
     cw_na_addr_free(both[0], to_b);
     cw_na_addr_free(both[1], to_a);
@@ -608,9 +601,9 @@ static void test_expected_before_post(void **state)
     assert_true(wait_done(both, 2, &s.calls, 1));
     for (int i = 0; i < 50; i++)
         cw_na_progress(b, 0, NULL); /* b takes it off the ring, unmatched */
-    assert_int_equal(cw_na_msg_recv_expected(b, in, sizeof(in), to_a, 9,
-                                             done_cb, &r, NULL),
-                     CW_OK);
+    assert_int_equal(
+        cw_na_msg_recv_expected(b, in, sizeof(in), to_a, 9, done_cb, &r, NULL),
+        CW_OK);
     assert_int_equal(r.calls, 0); /* never from inside the post */
     assert_true(wait_done(both, 2, &r.calls, 1));
     assert_int_equal(r.status, CW_OK);
@@ -645,9 +638,8 @@ static void test_unmatched_expected_flood(void **state)
     }
     assert_int_equal(s.status, CW_OK);
     /* The ring is still drained: an unexpected message gets through. */
-    assert_int_equal(cw_na_msg_recv_unexpected(b, in, sizeof(in), done_cb,
-                                               &r, NULL),
-                     CW_OK);
+    assert_int_equal(
+        cw_na_msg_recv_unexpected(b, in, sizeof(in), done_cb, &r, NULL), CW_OK);
     strcpy(out, "fresh request");
     assert_int_equal(cw_na_msg_send_unexpected(a, out, sizeof(out), to_b, 0,
                                                done_cb, &s, NULL),
@@ -664,9 +656,9 @@ static void test_unmatched_expected_flood(void **state)
     assert_true(wait_done(both, 2, &s.calls, flood + 2));
     for (int i = 0; i < 50; i++)
         cw_na_progress(b, 0, NULL);
-    assert_int_equal(cw_na_msg_recv_expected(b, in, sizeof(in), to_a, 7,
-                                             done_cb, &x, NULL),
-                     CW_OK);
+    assert_int_equal(
+        cw_na_msg_recv_expected(b, in, sizeof(in), to_a, 7, done_cb, &x, NULL),
+        CW_OK);
     assert_true(wait_done(both, 2, &x.calls, 1));
     assert_int_equal(x.status, CW_OK);
     assert_string_equal(in, "fresh response");

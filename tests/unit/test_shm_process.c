@@ -293,9 +293,11 @@ static void test_blocked_sender_sleeps(void **state)
         assert_int_equal(sd[i].status, CW_OK);
     assert_int_equal(sd[N - 1].calls, 1);
     double cpu = (double)(ru1.ru_utime.tv_sec - ru0.ru_utime.tv_sec +
-                          ru1.ru_stime.tv_sec - ru0.ru_stime.tv_sec) * 1e9 +
+                          ru1.ru_stime.tv_sec - ru0.ru_stime.tv_sec) *
+                     1e9 +
                  (double)(ru1.ru_utime.tv_usec - ru0.ru_utime.tv_usec +
-                          ru1.ru_stime.tv_usec - ru0.ru_stime.tv_usec) * 1e3;
+                          ru1.ru_stime.tv_usec - ru0.ru_stime.tv_usec) *
+                     1e3;
     long sleeps = ru1.ru_nvcsw - ru0.ru_nvcsw;
     print_message("# blocked sender: %.0f ms wall, %.0f ms CPU, %ld "
                   "voluntary switches\n",
@@ -438,8 +440,7 @@ static int child_eperm_initiator(void *arg, int wfd)
     if (cw_na_open("shm://", CW_NA_LISTEN, NULL, &na) != CW_OK ||
         cw_na_addr_lookup(na, ea->uri, &peer) != CW_OK ||
         cw_na_mem_register(na, &seg, 1, CW_NA_MEM_WRITE, &local) != CW_OK ||
-        cw_na_mem_deserialize(na, ea->handle, ea->handle_len, &remote) !=
-            CW_OK)
+        cw_na_mem_deserialize(na, ea->handle, ea->handle_len, &remote) != CW_OK)
         return 13;
     if (cw_na_get(na, local, 0, remote, 0, 64, peer, done_cb, &d, NULL) !=
             CW_OK ||
@@ -547,11 +548,10 @@ static void test_dead_producer_slot_skipped(void **state)
 
     assert_int_equal(cw_na_open("shm://", CW_NA_LISTEN, NULL, &rcv), CW_OK);
     self_uri(rcv, ruri);
-    assert_int_equal(cw_na_msg_recv_unexpected(rcv, in, sizeof(in), done_cb,
-                                               &r1, NULL),
-                     CW_OK);
-    pid_t pid = fork_child(child_claim_and_die, ruri + strlen("shm://"),
-                           &rfd);
+    assert_int_equal(
+        cw_na_msg_recv_unexpected(rcv, in, sizeof(in), done_cb, &r1, NULL),
+        CW_OK);
+    pid_t pid = fork_child(child_claim_and_die, ruri + strlen("shm://"), &rfd);
     assert_true(wait_done(&rcv, 1, &r1.calls, 1));
     cw_na_addr_free(rcv, r1.source);
     assert_true(read_line(rfd, line, sizeof(line)));
@@ -562,13 +562,13 @@ static void test_dead_producer_slot_skipped(void **state)
     /* Another sender's message sits behind the dead claim. */
     assert_int_equal(cw_na_open("shm://", CW_NA_LISTEN, NULL, &snd), CW_OK);
     assert_int_equal(cw_na_addr_lookup(snd, ruri, &to_r), CW_OK);
-    assert_int_equal(cw_na_msg_recv_unexpected(rcv, in, sizeof(in), done_cb,
-                                               &r2, NULL),
-                     CW_OK);
+    assert_int_equal(
+        cw_na_msg_recv_unexpected(rcv, in, sizeof(in), done_cb, &r2, NULL),
+        CW_OK);
     uint64_t t0 = cw_now_ns();
-    assert_int_equal(cw_na_msg_send_unexpected(snd, "after", 6, to_r, 2,
-                                               done_cb, &s2, NULL),
-                     CW_OK);
+    assert_int_equal(
+        cw_na_msg_send_unexpected(snd, "after", 6, to_r, 2, done_cb, &s2, NULL),
+        CW_OK);
     cw_na_t *both[2] = {rcv, snd};
     assert_true(wait_done(both, 2, &r2.calls, 1));
     uint64_t waited = cw_now_ns() - t0;

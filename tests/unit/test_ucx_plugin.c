@@ -35,7 +35,7 @@
 
 #include "na_peer.h"
 
-#define URI "ucx+tcp://127.0.0.1:0"
+#define URI     "ucx+tcp://127.0.0.1:0"
 #define WAIT_NS (10ull * 1000000000ull)
 
 struct rec {
@@ -93,13 +93,11 @@ static void lookup_each_other(struct two *t)
     char uri[256];
 
     assert_int_equal(cw_na_addr_self(t->b, &self), CW_OK);
-    assert_int_equal(cw_na_addr_to_string(t->b, self, uri, sizeof(uri)),
-                     CW_OK);
+    assert_int_equal(cw_na_addr_to_string(t->b, self, uri, sizeof(uri)), CW_OK);
     cw_na_addr_free(t->b, self);
     assert_int_equal(cw_na_addr_lookup(t->a, uri, &t->b_at_a), CW_OK);
     assert_int_equal(cw_na_addr_self(t->a, &self), CW_OK);
-    assert_int_equal(cw_na_addr_to_string(t->a, self, uri, sizeof(uri)),
-                     CW_OK);
+    assert_int_equal(cw_na_addr_to_string(t->a, self, uri, sizeof(uri)), CW_OK);
     cw_na_addr_free(t->a, self);
     assert_int_equal(cw_na_addr_lookup(t->b, uri, &t->a_at_b), CW_OK);
 }
@@ -203,9 +201,9 @@ static void test_open_forms(void **state)
                      CW_UNSUPPORTED);
     /* UCX_TLS= overrides the protocol: an empty list opens nothing. */
     assert_int_not_equal(cw_na_open(URI, 0, bad_ucx, &na), CW_OK);
-    assert_int_not_equal(cw_na_open("ucx+tcp://no-such-if-or-host.invalid:0",
-                                    0, NULL, &na),
-                         CW_OK);
+    assert_int_not_equal(
+        cw_na_open("ucx+tcp://no-such-if-or-host.invalid:0", 0, NULL, &na),
+        CW_OK);
 }
 
 /* Nobody listens on 127.0.0.1:1: a send and a receive posted for that peer
@@ -223,9 +221,9 @@ static void test_unreachable_status(void **state)
     assert_int_equal(cw_na_msg_recv_expected(na, buf, sizeof(buf), gone, 1,
                                              rec_cb, &r, NULL),
                      CW_OK);
-    assert_int_equal(cw_na_msg_send_unexpected(na, "x", 1, gone, 1, rec_cb,
-                                               &s, NULL),
-                     CW_OK);
+    assert_int_equal(
+        cw_na_msg_send_unexpected(na, "x", 1, gone, 1, rec_cb, &s, NULL),
+        CW_OK);
     assert_true(wait_rec(na, NULL, &s));
     assert_true(wait_rec(na, NULL, &r));
     assert_int_equal(s.status, CW_UNREACHABLE);
@@ -260,16 +258,16 @@ static void test_unexpected_queued(void **state)
         cw_na_progress(t->b, 0, NULL);
     }
     /* The first is too long for a tiny buffer: CW_OVERFLOW, no source. */
-    assert_int_equal(cw_na_msg_recv_unexpected(t->b, tiny, sizeof(tiny),
-                                               rec_cb, &small, NULL),
+    assert_int_equal(cw_na_msg_recv_unexpected(t->b, tiny, sizeof(tiny), rec_cb,
+                                               &small, NULL),
                      CW_OK);
     assert_true(wait_rec(t->b, t->a, &small));
     assert_int_equal(small.status, CW_OVERFLOW);
     assert_null(small.source);
     for (int i = 1; i < 3; i++) {
-        assert_int_equal(cw_na_msg_recv_unexpected(t->b, in[i], n, rec_cb,
-                                                   &r[i], NULL),
-                         CW_OK);
+        assert_int_equal(
+            cw_na_msg_recv_unexpected(t->b, in[i], n, rec_cb, &r[i], NULL),
+            CW_OK);
         assert_true(wait_rec(t->b, t->a, &r[i]));
         assert_int_equal(r[i].status, CW_OK);
         assert_int_equal(r[i].len, n - (size_t)i);
@@ -312,13 +310,13 @@ static void test_early_expected(void **state)
 
     assert_true(big && in);
     memset(big, 0x3c, n);
-    assert_int_equal(cw_na_msg_send_expected(t->a, big, n, t->b_at_a, 99,
-                                             rec_cb, &bs, NULL),
-                     CW_OK);
+    assert_int_equal(
+        cw_na_msg_send_expected(t->a, big, n, t->b_at_a, 99, rec_cb, &bs, NULL),
+        CW_OK);
     idle_two(t, 50);
-    assert_int_equal(cw_na_msg_recv_expected(t->b, in, n, t->a_at_b, 99,
-                                             rec_cb, &r, NULL),
-                     CW_OK);
+    assert_int_equal(
+        cw_na_msg_recv_expected(t->b, in, n, t->a_at_b, 99, rec_cb, &r, NULL),
+        CW_OK);
     assert_true(wait_rec(t->b, t->a, &r));
     assert_true(wait_rec(t->a, t->b, &bs));
     assert_int_equal(r.status, CW_OK);
@@ -341,9 +339,9 @@ static void test_early_expected(void **state)
         assert_true(wait_rec(t->a, t->b, &s[i]));
     idle_two(t, 100);
     r = (struct rec){0};
-    assert_int_equal(cw_na_msg_recv_expected(t->b, in, n, t->a_at_b, 1000,
-                                             rec_cb, &r, &op),
-                     CW_OK);
+    assert_int_equal(
+        cw_na_msg_recv_expected(t->b, in, n, t->a_at_b, 1000, rec_cb, &r, &op),
+        CW_OK);
     idle_two(t, 200);
     assert_int_equal(r.calls, 0); /* dropped */
     assert_int_equal(cw_na_cancel(t->b, op), CW_OK);
@@ -374,9 +372,13 @@ static void test_unexpected_queue_bound(void **state)
 {
     /* Eager on both sides whatever UCX_RNDV_THRESH says: rendezvous
      * messages stay at the sender and are not what this bound is about. */
-    static const char *const params[] = {"eager_size", "1024",
-                                         "unexpected_queue_bytes", "2048",
-                                         "UCX_RNDV_THRESH", "inf", NULL};
+    static const char *const params[] = {"eager_size",
+                                         "1024",
+                                         "unexpected_queue_bytes",
+                                         "2048",
+                                         "UCX_RNDV_THRESH",
+                                         "inf",
+                                         NULL};
     static const char *const eager[] = {"UCX_RNDV_THRESH", "inf", NULL};
     struct two t = {0};
     char out[1000], in[3][1024];
@@ -445,9 +447,8 @@ static void test_rma_big_segmented(void **state)
                      CW_OK);
     assert_int_equal(cw_na_mem_register(t->a, gs, 1, CW_NA_MEM_WRITE, &gmem),
                      CW_OK);
-    assert_int_equal(cw_na_mem_register(t->b, bs, 3,
-                                        CW_NA_MEM_READ | CW_NA_MEM_WRITE,
-                                        &bmem),
+    assert_int_equal(cw_na_mem_register(
+                         t->b, bs, 3, CW_NA_MEM_READ | CW_NA_MEM_WRITE, &bmem),
                      CW_OK);
     remote = remote_at_a(t, bmem);
 
@@ -524,21 +525,19 @@ static void test_rma_streaming(void **state)
 
     assert_true(src && dst);
     memset(src, 0x5a, n);
-    assert_int_equal(cw_na_mem_register(t->a, as, 1,
-                                        CW_NA_MEM_READ | CW_NA_MEM_WRITE,
-                                        &amem),
+    assert_int_equal(cw_na_mem_register(
+                         t->a, as, 1, CW_NA_MEM_READ | CW_NA_MEM_WRITE, &amem),
                      CW_OK);
-    assert_int_equal(cw_na_mem_register(t->b, bs, 1,
-                                        CW_NA_MEM_READ | CW_NA_MEM_WRITE,
-                                        &bmem),
+    assert_int_equal(cw_na_mem_register(
+                         t->b, bs, 1, CW_NA_MEM_READ | CW_NA_MEM_WRITE, &bmem),
                      CW_OK);
     remote = remote_at_a(t, bmem);
     assert_false(cw_na_streaming(t->a));
     assert_false(cw_na_streaming(t->b));
 
-    assert_int_equal(cw_na_put(t->a, amem, 0, remote, 0, n, t->b_at_a,
-                               rec_cb, &p, NULL),
-                     CW_OK);
+    assert_int_equal(
+        cw_na_put(t->a, amem, 0, remote, 0, n, t->b_at_a, rec_cb, &p, NULL),
+        CW_OK);
     assert_true(wait_rec_streaming(t, &p, &seen));
     assert_int_equal(p.status, CW_OK);
     assert_false(cw_na_streaming(t->a));
@@ -548,9 +547,9 @@ static void test_rma_streaming(void **state)
 
     memset(src, 0, n);
     seen = false;
-    assert_int_equal(cw_na_get(t->a, amem, 0, remote, 0, n, t->b_at_a,
-                               rec_cb, &g, NULL),
-                     CW_OK);
+    assert_int_equal(
+        cw_na_get(t->a, amem, 0, remote, 0, n, t->b_at_a, rec_cb, &g, NULL),
+        CW_OK);
     assert_true(wait_rec_streaming(t, &g, &seen));
     assert_int_equal(g.status, CW_OK);
     assert_false(cw_na_streaming(t->a));
@@ -579,16 +578,15 @@ static void test_rma_forged_handle(void **state)
 
     assert_int_equal(cw_na_mem_register(t->b, &seg, 1, CW_NA_MEM_READ, &bmem),
                      CW_OK);
-    assert_int_equal(cw_na_mem_register(t->a, &lseg, 1, CW_NA_MEM_WRITE,
-                                        &lmem),
+    assert_int_equal(cw_na_mem_register(t->a, &lseg, 1, CW_NA_MEM_WRITE, &lmem),
                      CW_OK);
     sz = cw_na_mem_serialize_size(t->b, bmem);
     assert_int_equal(cw_na_mem_serialize(t->b, ser, sz, bmem), CW_OK);
     ser[16] ^= 0x5a; /* inside the key */
     assert_int_equal(cw_na_mem_deserialize(t->a, ser, sz, &remote), CW_OK);
-    assert_int_equal(cw_na_get(t->a, lmem, 0, remote, 0, 64, t->b_at_a,
-                               rec_cb, &g, NULL),
-                     CW_OK);
+    assert_int_equal(
+        cw_na_get(t->a, lmem, 0, remote, 0, 64, t->b_at_a, rec_cb, &g, NULL),
+        CW_OK);
     assert_true(wait_rec(t->a, t->b, &g));
     assert_int_equal(g.status, CW_BAD_HANDLE);
     cw_na_mem_release(t->a, remote);
@@ -608,16 +606,15 @@ static void test_cancel_get(void **state)
 {
     struct two *t = *state;
     static char buf[1 << 20], local[1 << 20];
-    struct cw_na_segment seg = {buf, sizeof(buf)}, lseg = {local,
-                                                          sizeof(local)};
+    struct cw_na_segment seg = {buf, sizeof(buf)},
+                         lseg = {local, sizeof(local)};
     cw_na_mem_t *bmem, *lmem, *remote;
     struct rec g = {0};
     cw_na_op_t *op;
 
     assert_int_equal(cw_na_mem_register(t->b, &seg, 1, CW_NA_MEM_READ, &bmem),
                      CW_OK);
-    assert_int_equal(cw_na_mem_register(t->a, &lseg, 1, CW_NA_MEM_WRITE,
-                                        &lmem),
+    assert_int_equal(cw_na_mem_register(t->a, &lseg, 1, CW_NA_MEM_WRITE, &lmem),
                      CW_OK);
     remote = remote_at_a(t, bmem);
     assert_int_equal(cw_na_get(t->a, lmem, 0, remote, 0, sizeof(local),
@@ -802,17 +799,17 @@ static void test_peer_gone_exec(void **state)
                      CW_OK);
     assert_true(wait_rec(t->a, NULL, &s));
     assert_int_equal(s.status, CW_OK);
-    assert_int_equal(cw_na_msg_recv_expected(t->a, in, sizeof(in), c, 3,
-                                             rec_cb, &re, NULL),
-                     CW_OK);
+    assert_int_equal(
+        cw_na_msg_recv_expected(t->a, in, sizeof(in), c, 3, rec_cb, &re, NULL),
+        CW_OK);
     kill(pid, SIGKILL);
     assert_int_equal(waitpid(pid, NULL, 0), pid);
     t0 = cw_now_ns();
     do {
         cw_status_t st;
         s = (struct rec){0};
-        st = cw_na_msg_send_unexpected(t->a, out, sizeof(out), c, 1, rec_cb,
-                                       &s, NULL);
+        st = cw_na_msg_send_unexpected(t->a, out, sizeof(out), c, 1, rec_cb, &s,
+                                       NULL);
         if (st != CW_OK)
             break;
         assert_true(wait_rec(t->a, NULL, &s));
@@ -830,12 +827,11 @@ static void test_peer_gone_exec(void **state)
     cw_na_addr_free(t->a, c);
 
     /* Still serving the other peer. */
-    assert_int_equal(cw_na_msg_recv_unexpected(t->b, in, sizeof(in), rec_cb,
-                                               &okr, NULL),
-                     CW_OK);
+    assert_int_equal(
+        cw_na_msg_recv_unexpected(t->b, in, sizeof(in), rec_cb, &okr, NULL),
+        CW_OK);
     assert_int_equal(cw_na_msg_send_unexpected(t->a, out, sizeof(out),
-                                               t->b_at_a, 9, rec_cb, &ok,
-                                               NULL),
+                                               t->b_at_a, 9, rec_cb, &ok, NULL),
                      CW_OK);
     assert_true(wait_rec(t->b, t->a, &okr));
     assert_true(wait_rec(t->a, t->b, &ok));
@@ -858,14 +854,13 @@ static void test_peer_stopped(void **state)
 
     assert_int_equal(cw_na_open(URI, 0, live, &na), CW_OK);
     assert_int_equal(cw_na_addr_lookup(na, uri, &c), CW_OK);
-    assert_int_equal(cw_na_msg_send_unexpected(na, "hi", 3, c, 1, rec_cb, &s,
-                                               NULL),
-                     CW_OK);
+    assert_int_equal(
+        cw_na_msg_send_unexpected(na, "hi", 3, c, 1, rec_cb, &s, NULL), CW_OK);
     assert_true(wait_rec(na, NULL, &s));
     assert_int_equal(s.status, CW_OK);
-    assert_int_equal(cw_na_msg_recv_expected(na, in, sizeof(in), c, 3, rec_cb,
-                                             &re, NULL),
-                     CW_OK);
+    assert_int_equal(
+        cw_na_msg_recv_expected(na, in, sizeof(in), c, 3, rec_cb, &re, NULL),
+        CW_OK);
     /* Still alive and answering: nothing fails for a while. */
     for (uint64_t end = cw_now_ns() + 1500000000ull; cw_now_ns() < end;)
         cw_na_progress_wait(na, 50, NULL);
@@ -974,9 +969,8 @@ static void test_burst_then_close(void **state)
     }
     close(fds[1]);
     /* Accept the connection and take the first message, then stop. */
-    assert_int_equal(cw_na_msg_recv_unexpected(na, in, sizeof(in), rec_cb, &r,
-                                               NULL),
-                     CW_OK);
+    assert_int_equal(
+        cw_na_msg_recv_unexpected(na, in, sizeof(in), rec_cb, &r, NULL), CW_OK);
     assert_true(wait_rec(na, NULL, &r));
     assert_int_equal(r.status, CW_OK);
     cw_na_addr_free(na, r.source);
@@ -987,9 +981,9 @@ static void test_burst_then_close(void **state)
     /* Now read everything that came. */
     for (uint64_t end = cw_now_ns() + WAIT_NS; got < ok && cw_now_ns() < end;) {
         r = (struct rec){0};
-        assert_int_equal(cw_na_msg_recv_unexpected(na, in, sizeof(in), rec_cb,
-                                                   &r, NULL),
-                         CW_OK);
+        assert_int_equal(
+            cw_na_msg_recv_unexpected(na, in, sizeof(in), rec_cb, &r, NULL),
+            CW_OK);
         while (r.calls == 0 && cw_now_ns() < end)
             cw_na_progress(na, 0, NULL);
         if (r.calls == 0)
@@ -1255,8 +1249,7 @@ int main(int argc, char **argv)
         return flood_main(argv[2], argv[3]);
     if (cw_test_peer_dispatch(argc, argv, &rc))
         return rc;
-    if (cw_plugins_find("ucx") == NULL &&
-        cw_plugins_load(NULL) != CW_OK) {
+    if (cw_plugins_find("ucx") == NULL && cw_plugins_load(NULL) != CW_OK) {
         printf("# no plugins found\n");
         return 77;
     }

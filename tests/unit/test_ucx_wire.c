@@ -25,7 +25,7 @@
 #include <cmocka.h>
 #include <ucp/api/ucp.h>
 
-#define URI "ucx+tcp://127.0.0.1:0"
+#define URI   "ucx+tcp://127.0.0.1:0"
 #define MAGIC 0x43575558u
 
 struct raw {
@@ -137,9 +137,8 @@ static void raw_send_flags(struct raw *r, cw_na_t *na, unsigned id,
 }
 
 /* The same, as the plugin sends: with a reply endpoint. */
-static void raw_send(struct raw *r, cw_na_t *na, unsigned id,
-                     const void *hdr, size_t hlen, const void *data,
-                     size_t len)
+static void raw_send(struct raw *r, cw_na_t *na, unsigned id, const void *hdr,
+                     size_t hlen, const void *data, size_t len)
 {
     raw_send_flags(r, na, id, UCP_AM_SEND_FLAG_REPLY, hdr, hlen, data, len);
 }
@@ -180,9 +179,9 @@ static void test_hostile_messages(void **state)
     assert_int_equal(cw_na_addr_self(na, &self), CW_OK);
     assert_int_equal(cw_na_addr_to_string(na, self, uri, sizeof(uri)), CW_OK);
     cw_na_addr_free(na, self);
-    assert_int_equal(cw_na_msg_recv_unexpected(na, buf, sizeof(buf), rec_cb,
-                                               &r, NULL),
-                     CW_OK);
+    assert_int_equal(
+        cw_na_msg_recv_unexpected(na, buf, sizeof(buf), rec_cb, &r, NULL),
+        CW_OK);
 
     /* Capture the instance's warnings. */
     cw_log_set_level(CW_LOG_WARN);
@@ -223,11 +222,11 @@ static void test_hostile_messages(void **state)
         uint64_t req[6] = {0};
         uint64_t end = cw_now_ns() + 5000000000ull;
         memcpy(req, &magic, 4);
-        req[1] = 99;      /* op id */
-        req[2] = 1;       /* handle id */
-        req[3] = 0xdead;  /* key */
-        req[4] = 0;       /* offset */
-        req[5] = 16;      /* length */
+        req[1] = 99;     /* op id */
+        req[2] = 1;      /* handle id */
+        req[3] = 0xdead; /* key */
+        req[4] = 0;      /* offset */
+        req[5] = 16;     /* length */
         raw_send(&raw, na, 4, req, sizeof(req), NULL, 0);
         while (raw.answers == 0 && cw_now_ns() < end) {
             ucp_worker_progress(raw.worker);
@@ -299,8 +298,7 @@ static void test_forged_get_answer(void **state)
     assert_int_equal(cw_na_addr_to_string(na, self, uri, sizeof(uri)), CW_OK);
     cw_na_addr_free(na, self);
     assert_int_equal(cw_na_addr_self(b, &self), CW_OK);
-    assert_int_equal(cw_na_addr_to_string(b, self, buri, sizeof(buri)),
-                     CW_OK);
+    assert_int_equal(cw_na_addr_to_string(b, self, buri, sizeof(buri)), CW_OK);
     cw_na_addr_free(b, self);
     assert_int_equal(cw_na_addr_lookup(na, buri, &b_at_na), CW_OK);
     assert_int_equal(cw_na_mem_register(b, &oseg, 1, CW_NA_MEM_READ, &omem),
@@ -313,14 +311,13 @@ static void test_forged_get_answer(void **state)
     assert_int_equal(cw_na_mem_deserialize(na, ser, sz, &remote), CW_OK);
 
     /* The owner does not progress: the get waits for its answer. */
-    assert_int_equal(cw_na_get(na, lmem, 0, remote, 0, sizeof(local),
-                               b_at_na, rec_cb, &g, NULL),
+    assert_int_equal(cw_na_get(na, lmem, 0, remote, 0, sizeof(local), b_at_na,
+                               rec_cb, &g, NULL),
                      CW_OK);
     raw_open(&raw, (uint16_t)atoi(strrchr(uri, ':') + 1));
     memcpy(ans, &magic, 4); /* status 0 = CW_OK */
     ans[1] = 1;             /* the instance's first operation id */
-    raw_send_flags(&raw, na, 5, 0, ans, sizeof(ans), "EVILEVILEVILEVIL",
-                   16);
+    raw_send_flags(&raw, na, 5, 0, ans, sizeof(ans), "EVILEVILEVILEVIL", 16);
     raw_send(&raw, na, 5, ans, sizeof(ans), "EVILEVILEVILEVIL", 16);
     assert_int_equal(g.calls, 0);
     assert_int_equal(memcmp(local, "EVIL", 4) == 0, 0);

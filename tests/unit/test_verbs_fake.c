@@ -91,9 +91,8 @@ static void pair_open(struct pair *p, uint8_t rnr_retry, bool srq)
         assert_non_null(p->srq);
     }
     assert_int_equal(F->create_id(p->ch, &p->a, NULL, RDMA_PS_TCP), 0);
-    assert_int_equal(F->resolve_addr(p->a, NULL,
-                                     &p->listen->route.addr.src_addr, 1000),
-                     0);
+    assert_int_equal(
+        F->resolve_addr(p->a, NULL, &p->listen->route.addr.src_addr, 1000), 0);
     F->ack_cm_event(wait_ev(p->ch, RDMA_CM_EVENT_ADDR_RESOLVED));
     assert_int_equal(F->resolve_route(p->a, 1000), 0);
     F->ack_cm_event(wait_ev(p->ch, RDMA_CM_EVENT_ROUTE_RESOLVED));
@@ -155,7 +154,9 @@ static int post_send1(struct ibv_qp *qp, enum ibv_wr_opcode op, uint64_t id,
                       uint32_t rkey, unsigned flags)
 {
     struct ibv_sge sge = {.addr = (uintptr_t)buf, .length = len, .lkey = lkey};
-    struct ibv_send_wr wr = {.wr_id = id, .sg_list = &sge, .num_sge = 1,
+    struct ibv_send_wr wr = {.wr_id = id,
+                             .sg_list = &sge,
+                             .num_sge = 1,
                              .opcode = op,
                              .send_flags = IBV_SEND_SIGNALED | flags},
                        *bad;
@@ -164,8 +165,8 @@ static int post_send1(struct ibv_qp *qp, enum ibv_wr_opcode op, uint64_t id,
     return F->post_send(qp, &wr, &bad);
 }
 
-static int post_recv1(struct pair *p, struct ibv_qp *qp, uint64_t id,
-                      void *buf, uint32_t len, uint32_t lkey)
+static int post_recv1(struct pair *p, struct ibv_qp *qp, uint64_t id, void *buf,
+                      uint32_t len, uint32_t lkey)
 {
     struct ibv_sge sge = {.addr = (uintptr_t)buf, .length = len, .lkey = lkey};
     struct ibv_recv_wr wr = {.wr_id = id, .sg_list = &sge, .num_sge = 1}, *bad;
@@ -201,9 +202,9 @@ static void test_mr_checks(void **state)
     assert_int_equal(errno, EFAULT);
     /* Good registrations get distinct keys; a PD with MRs cannot go. */
     struct ibv_mr *a = F->reg_mr(p.pd, buf, 4096, IBV_ACCESS_LOCAL_WRITE);
-    struct ibv_mr *b = F->reg_mr(p.pd, buf + 4096, 4096,
-                                 IBV_ACCESS_LOCAL_WRITE |
-                                     IBV_ACCESS_REMOTE_READ);
+    struct ibv_mr *b =
+        F->reg_mr(p.pd, buf + 4096, 4096,
+                  IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
     assert_non_null(a);
     assert_non_null(b);
     assert_int_not_equal(a->lkey, b->lkey);
@@ -228,8 +229,7 @@ static void test_send_recv_order(void **state)
     struct ibv_mr *mi = F->reg_mr(p.pd, in, sizeof(in), IBV_ACCESS_LOCAL_WRITE);
     for (int i = 0; i < 3; i++) {
         memset(out[i], 'a' + i, sizeof(out[i]));
-        assert_int_equal(post_recv1(&p, p.b->qp, 100 + i, in[i], 128,
-                                    mi->lkey),
+        assert_int_equal(post_recv1(&p, p.b->qp, 100 + i, in[i], 128, mi->lkey),
                          0);
     }
     for (int i = 0; i < 3; i++)
@@ -252,8 +252,10 @@ static void test_send_recv_order(void **state)
         assert_int_equal(wc.wr_id, 10 + i);
     }
     /* Unsignalled inline send: no send completion, data still arrives. */
-    struct ibv_sge sge = {.addr = (uintptr_t)"inline!", .length = 8};
-    struct ibv_send_wr wr = {.wr_id = 99, .sg_list = &sge, .num_sge = 1,
+    struct ibv_sge sge = {.addr = (uintptr_t) "inline!", .length = 8};
+    struct ibv_send_wr wr = {.wr_id = 99,
+                             .sg_list = &sge,
+                             .num_sge = 1,
                              .opcode = IBV_WR_SEND,
                              .send_flags = IBV_SEND_INLINE},
                        *bad;
@@ -284,12 +286,10 @@ static void test_rnr_exhausted_then_qp_error(void **state)
     pair_open(&p, 2, false); /* retry RNR twice */
     struct ibv_mr *mo = F->reg_mr(p.pd, out, sizeof(out), 0);
     fake_stats_get(&s0);
-    assert_int_equal(post_send1(p.a->qp, IBV_WR_SEND, 1, out, 8, mo->lkey, 0,
-                                0, 0),
-                     0);
-    assert_int_equal(post_send1(p.a->qp, IBV_WR_SEND, 2, out, 8, mo->lkey, 0,
-                                0, 0),
-                     0);
+    assert_int_equal(
+        post_send1(p.a->qp, IBV_WR_SEND, 1, out, 8, mo->lkey, 0, 0, 0), 0);
+    assert_int_equal(
+        post_send1(p.a->qp, IBV_WR_SEND, 2, out, 8, mo->lkey, 0, 0, 0), 0);
     poll1(&p, p.cqa, &wc);
     assert_int_equal(wc.wr_id, 1);
     assert_int_equal(wc.status, IBV_WC_RNR_RETRY_EXC_ERR);
@@ -301,9 +301,8 @@ static void test_rnr_exhausted_then_qp_error(void **state)
     assert_int_equal(s1.rnr_retry_exc - s0.rnr_retry_exc, 1);
     assert_int_equal(p.a->qp->state, IBV_QPS_ERR);
     /* A QP in error takes new work and flushes it (IBA 10.8.3.1). */
-    assert_int_equal(post_send1(p.a->qp, IBV_WR_SEND, 3, out, 8, mo->lkey, 0,
-                                0, 0),
-                     0);
+    assert_int_equal(
+        post_send1(p.a->qp, IBV_WR_SEND, 3, out, 8, mo->lkey, 0, 0, 0), 0);
     poll1(&p, p.cqa, &wc);
     assert_int_equal(wc.wr_id, 3);
     assert_int_equal(wc.status, IBV_WC_WR_FLUSH_ERR);
@@ -323,9 +322,8 @@ static void test_rnr_recovers(void **state)
     struct ibv_mr *mi = F->reg_mr(p.pd, in, sizeof(in), IBV_ACCESS_LOCAL_WRITE);
     fake_stats_get(&s0);
     strcpy(out, "late receive");
-    assert_int_equal(post_send1(p.a->qp, IBV_WR_SEND, 1, out, 13, mo->lkey, 0,
-                                0, 0),
-                     0);
+    assert_int_equal(
+        post_send1(p.a->qp, IBV_WR_SEND, 1, out, 13, mo->lkey, 0, 0, 0), 0);
     /* Retried (RNR NAKs keep coming) but never completed meanwhile. */
     uint64_t end = now_ms() + 5000;
     do {
@@ -357,15 +355,15 @@ static void rma_violation(uint64_t case_no)
 
     pair_open(&p, 7, false);
     pd2 = F->alloc_pd(p.a->verbs);
-    struct ibv_mr *ml = F->reg_mr(p.pd, local, sizeof(local),
-                                  IBV_ACCESS_LOCAL_WRITE);
-    struct ibv_mr *mr = F->reg_mr(p.pd, remote, sizeof(remote),
-                                  IBV_ACCESS_LOCAL_WRITE |
-                                      IBV_ACCESS_REMOTE_WRITE);
-    struct ibv_mr *other = F->reg_mr(pd2, remote, sizeof(remote),
-                                     IBV_ACCESS_LOCAL_WRITE |
-                                         IBV_ACCESS_REMOTE_WRITE |
-                                         IBV_ACCESS_REMOTE_READ);
+    struct ibv_mr *ml =
+        F->reg_mr(p.pd, local, sizeof(local), IBV_ACCESS_LOCAL_WRITE);
+    struct ibv_mr *mr =
+        F->reg_mr(p.pd, remote, sizeof(remote),
+                  IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    struct ibv_mr *other =
+        F->reg_mr(pd2, remote, sizeof(remote),
+                  IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                      IBV_ACCESS_REMOTE_READ);
     fake_stats_get(&s0);
     int rc = 0;
     switch (case_no) {
@@ -426,9 +424,8 @@ static void test_local_errors(void **state)
 
     /* Bad lkey on a SEND: local protection error. */
     pair_open(&p, 7, false);
-    assert_int_equal(post_send1(p.a->qp, IBV_WR_SEND, 1, buf, 8, 0xdead, 0, 0,
-                                0),
-                     0);
+    assert_int_equal(
+        post_send1(p.a->qp, IBV_WR_SEND, 1, buf, 8, 0xdead, 0, 0, 0), 0);
     poll1(&p, p.cqa, &wc);
     assert_int_equal(wc.status, IBV_WC_LOC_PROT_ERR);
     assert_int_equal(p.a->qp->state, IBV_QPS_ERR);
@@ -437,11 +434,10 @@ static void test_local_errors(void **state)
     /* READ into memory without local write: local protection error. */
     pair_open(&p, 7, false);
     struct ibv_mr *ro = F->reg_mr(p.pd, buf, 128, 0);
-    struct ibv_mr *src = F->reg_mr(p.pd, buf + 128, 128,
-                                   IBV_ACCESS_LOCAL_WRITE |
-                                       IBV_ACCESS_REMOTE_READ);
-    assert_int_equal(post_send1(p.a->qp, IBV_WR_RDMA_READ, 1, buf, 64,
-                                ro->lkey, (uintptr_t)buf + 128, src->rkey, 0),
+    struct ibv_mr *src = F->reg_mr(
+        p.pd, buf + 128, 128, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+    assert_int_equal(post_send1(p.a->qp, IBV_WR_RDMA_READ, 1, buf, 64, ro->lkey,
+                                (uintptr_t)buf + 128, src->rkey, 0),
                      0);
     poll1(&p, p.cqa, &wc);
     assert_int_equal(wc.status, IBV_WC_LOC_PROT_ERR);
@@ -452,14 +448,12 @@ static void test_local_errors(void **state)
     /* A message longer than the receive buffer. */
     pair_open(&p, 7, false);
     struct ibv_mr *mb = F->reg_mr(p.pd, buf, sizeof(buf), 0);
-    struct ibv_mr *ms = F->reg_mr(p.pd, small, sizeof(small),
-                                  IBV_ACCESS_LOCAL_WRITE);
-    assert_int_equal(post_recv1(&p, p.b->qp, 7, small, sizeof(small),
-                                ms->lkey),
+    struct ibv_mr *ms =
+        F->reg_mr(p.pd, small, sizeof(small), IBV_ACCESS_LOCAL_WRITE);
+    assert_int_equal(post_recv1(&p, p.b->qp, 7, small, sizeof(small), ms->lkey),
                      0);
-    assert_int_equal(post_send1(p.a->qp, IBV_WR_SEND, 1, buf, 100, mb->lkey, 0,
-                                0, 0),
-                     0);
+    assert_int_equal(
+        post_send1(p.a->qp, IBV_WR_SEND, 1, buf, 100, mb->lkey, 0, 0, 0), 0);
     poll1(&p, p.cqb, &wc);
     assert_int_equal(wc.wr_id, 7);
     assert_int_equal(wc.status, IBV_WC_LOC_LEN_ERR);
@@ -478,10 +472,10 @@ static void test_read_write_data(void **state)
 
     pair_open(&p, 7, false);
     struct ibv_mr *ma = F->reg_mr(p.pd, a, sizeof(a), IBV_ACCESS_LOCAL_WRITE);
-    struct ibv_mr *mb = F->reg_mr(p.pd, b, sizeof(b),
-                                  IBV_ACCESS_LOCAL_WRITE |
-                                      IBV_ACCESS_REMOTE_WRITE |
-                                      IBV_ACCESS_REMOTE_READ);
+    struct ibv_mr *mb =
+        F->reg_mr(p.pd, b, sizeof(b),
+                  IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                      IBV_ACCESS_REMOTE_READ);
     for (int i = 0; i < 4096; i++)
         b[i] = (char)(i * 7);
     memset(a, 0, sizeof(a));
@@ -510,15 +504,14 @@ static void test_read_write_data(void **state)
 
 /* Active side up to rdma_connect against @p dst; returns the id. */
 static struct rdma_cm_id *connect_to(struct rdma_event_channel *ch,
-                                     struct sockaddr_in *dst,
-                                     struct ibv_pd *pd, struct ibv_cq *cq)
+                                     struct sockaddr_in *dst, struct ibv_pd *pd,
+                                     struct ibv_cq *cq)
 {
     struct rdma_cm_id *a;
     struct ibv_qp_init_attr qa;
     struct rdma_conn_param cp = {.rnr_retry_count = 7};
     assert_int_equal(F->create_id(ch, &a, NULL, RDMA_PS_TCP), 0);
-    assert_int_equal(F->resolve_addr(a, NULL, (struct sockaddr *)dst, 1000),
-                     0);
+    assert_int_equal(F->resolve_addr(a, NULL, (struct sockaddr *)dst, 1000), 0);
     F->ack_cm_event(wait_ev(ch, RDMA_CM_EVENT_ADDR_RESOLVED));
     assert_int_equal(F->resolve_route(a, 1000), 0);
     F->ack_cm_event(wait_ev(ch, RDMA_CM_EVENT_ROUTE_RESOLVED));
@@ -621,10 +614,10 @@ static void child_serve(int wfd, int rfd)
         _exit(2);
     struct ibv_pd *pd = F->alloc_pd(l->verbs);
     struct ibv_cq *cq = F->create_cq(l->verbs, 64, NULL, NULL, 0);
-    struct ibv_mr *mr = F->reg_mr(pd, mem, XLEN,
-                                  IBV_ACCESS_LOCAL_WRITE |
-                                      IBV_ACCESS_REMOTE_READ |
-                                      IBV_ACCESS_REMOTE_WRITE);
+    struct ibv_mr *mr =
+        F->reg_mr(pd, mem, XLEN,
+                  IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ |
+                      IBV_ACCESS_REMOTE_WRITE);
     if (!pd || !cq || !mr)
         _exit(3);
     xi.addr = l->route.addr.src_sin;
@@ -689,8 +682,8 @@ static void test_two_processes(void **state)
     F->ack_cm_event(wait_ev(ch, RDMA_CM_EVENT_ESTABLISHED));
 
     struct pair p = {.cqa = cq, .cqb = cq};
-    assert_int_equal(post_send1(a->qp, IBV_WR_RDMA_READ, 1, buf, XLEN,
-                                mr->lkey, xi.raddr, xi.rkey, 0),
+    assert_int_equal(post_send1(a->qp, IBV_WR_RDMA_READ, 1, buf, XLEN, mr->lkey,
+                                xi.raddr, xi.rkey, 0),
                      0);
     poll1(&p, cq, &wc);
     assert_int_equal(wc.status, IBV_WC_SUCCESS);
@@ -710,8 +703,8 @@ static void test_two_processes(void **state)
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
     uint64_t t0 = now_ms();
-    int rc = post_send1(a->qp, IBV_WR_RDMA_READ, 3, buf, 64, mr->lkey,
-                        xi.raddr, xi.rkey, 0);
+    int rc = post_send1(a->qp, IBV_WR_RDMA_READ, 3, buf, 64, mr->lkey, xi.raddr,
+                        xi.rkey, 0);
     if (rc == 0) {
         poll1(&p, cq, &wc);
         assert_int_not_equal(wc.status, IBV_WC_SUCCESS);

@@ -34,10 +34,10 @@
 
 #include "vb_fake_test.h"
 
-#define BUF (16u << 20)
-#define RO_LEN (64u << 10)
-#define NOPS 10000
-#define NQP 4 /* data, bad rkey, out of bounds, wrong access */
+#define BUF     (16u << 20)
+#define RO_LEN  (64u << 10)
+#define NOPS    10000
+#define NQP     4 /* data, bad rkey, out of bounds, wrong access */
 #define WAIT_MS 10000
 
 static const struct vb_ops *F = &vb_fake_ops;
@@ -125,9 +125,10 @@ static struct rdma_cm_event *next_ev(struct rdma_event_channel *ch)
     return NULL;
 }
 
-static const struct rdma_conn_param conn_param = {
-    .responder_resources = 4, .initiator_depth = 4, .retry_count = 7,
-    .rnr_retry_count = 7};
+static const struct rdma_conn_param conn_param = {.responder_resources = 4,
+                                                  .initiator_depth = 4,
+                                                  .retry_count = 7,
+                                                  .rnr_retry_count = 7};
 
 /* The target: set up, accept NQP connections, report ready, then block on
  * the pipe without entering the fake until asked for checksums. */
@@ -157,13 +158,12 @@ static int target(int wfd, int rfd)
         return 4;
     fill(rw, BUF, 1);
     fill(ro, RO_LEN, 2);
-    struct ibv_mr *mrw = F->reg_mr(pd, rw, BUF,
-                                   IBV_ACCESS_LOCAL_WRITE |
-                                       IBV_ACCESS_REMOTE_READ |
-                                       IBV_ACCESS_REMOTE_WRITE);
-    struct ibv_mr *mro = F->reg_mr(pd, ro, RO_LEN,
-                                   IBV_ACCESS_LOCAL_WRITE |
-                                       IBV_ACCESS_REMOTE_READ);
+    struct ibv_mr *mrw =
+        F->reg_mr(pd, rw, BUF,
+                  IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ |
+                      IBV_ACCESS_REMOTE_WRITE);
+    struct ibv_mr *mro = F->reg_mr(
+        pd, ro, RO_LEN, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
     if (!mrw || !mro)
         return 5;
     ti.port = ntohs(lid->route.addr.src_sin.sin_port);
@@ -270,8 +270,11 @@ static struct ibv_wc rdma1(struct init *in, int q, enum ibv_wr_opcode op,
 {
     struct ibv_sge sge[2] = {
         {.addr = (uintptr_t)laddr, .length = len, .lkey = in->mr->lkey}};
-    struct ibv_send_wr wr = {.wr_id = id, .sg_list = sge, .num_sge = 1,
-                             .opcode = op, .send_flags = IBV_SEND_SIGNALED},
+    struct ibv_send_wr wr = {.wr_id = id,
+                             .sg_list = sge,
+                             .num_sge = 1,
+                             .opcode = op,
+                             .send_flags = IBV_SEND_SIGNALED},
                        *bad;
     struct ibv_wc wc;
     if (split && len > 1) {
@@ -323,23 +326,23 @@ static void data_phase(struct init *in, const struct target_info *ti,
         max = len > max ? len : max;
         if (put) {
             fill(in->local + loff, len, i);
-            struct ibv_wc wc = rdma1(in, 0, IBV_WR_RDMA_WRITE, i,
-                                     in->local + loff, len,
-                                     ti->rw_addr + off, ti->rw_rkey, split);
+            struct ibv_wc wc =
+                rdma1(in, 0, IBV_WR_RDMA_WRITE, i, in->local + loff, len,
+                      ti->rw_addr + off, ti->rw_rkey, split);
             CHECK(wc.status == IBV_WC_SUCCESS, "put %u (%u B): %s", i, len,
                   ibv_wc_status_str(wc.status));
             memcpy(shadow + off, in->local + loff, len);
         } else {
             memset(in->local + loff, 0xee, len);
-            struct ibv_wc wc = rdma1(in, 0, IBV_WR_RDMA_READ, i,
-                                     in->local + loff, len,
-                                     ti->rw_addr + off, ti->rw_rkey, split);
+            struct ibv_wc wc =
+                rdma1(in, 0, IBV_WR_RDMA_READ, i, in->local + loff, len,
+                      ti->rw_addr + off, ti->rw_rkey, split);
             CHECK(wc.status == IBV_WC_SUCCESS, "get %u (%u B): %s", i, len,
                   ibv_wc_status_str(wc.status));
             CHECK(wc.byte_len == len, "get %u: byte_len %u", i, wc.byte_len);
             CHECK(memcmp(in->local + loff, shadow + off, len) == 0,
-                  "get %u (%u B at %u): data differs from what was put", i,
-                  len, off);
+                  "get %u (%u B at %u): data differs from what was put", i, len,
+                  off);
         }
     }
     fake_stats_get(&s1);
@@ -356,15 +359,15 @@ static void refused(struct init *in, int q, enum ibv_wr_opcode op,
                     uint64_t raddr, uint32_t rkey, uint32_t len,
                     const char *what)
 {
-    struct ibv_wc wc = rdma1(in, q, op, 100 + (uint64_t)q, in->local, len,
-                             raddr, rkey, false);
+    struct ibv_wc wc =
+        rdma1(in, q, op, 100 + (uint64_t)q, in->local, len, raddr, rkey, false);
     CHECK(wc.status == IBV_WC_REM_ACCESS_ERR, "%s: %s, wanted %s", what,
           ibv_wc_status_str(wc.status),
           ibv_wc_status_str(IBV_WC_REM_ACCESS_ERR));
     CHECK(in->ids[q]->qp->state == IBV_QPS_ERR, "%s: QP not in error", what);
     /* Further work on that QP is flushed. */
-    wc = rdma1(in, q, IBV_WR_RDMA_READ, 200 + (uint64_t)q, in->local, 8,
-               raddr, rkey, false);
+    wc = rdma1(in, q, IBV_WR_RDMA_READ, 200 + (uint64_t)q, in->local, 8, raddr,
+               rkey, false);
     CHECK(wc.status == IBV_WC_WR_FLUSH_ERR, "%s: next WR %s", what,
           ibv_wc_status_str(wc.status));
     printf("ok - %s: IBV_WC_REM_ACCESS_ERR, QP in error\n", what);

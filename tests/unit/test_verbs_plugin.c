@@ -28,7 +28,7 @@
 #include "vb.h"
 
 #define WAIT_MS 10000u
-#define URI "verbs://fake0:1/127.0.0.1:0"
+#define URI     "verbs://fake0:1/127.0.0.1:0"
 
 extern const struct cw_na_plugin cw_na_plugin_entry;
 
@@ -103,8 +103,8 @@ static cw_na_addr_t *lookup_self_of(cw_na_t *from, cw_na_t *to)
     return a;
 }
 
-static bool wait_all(cw_na_t **nas, size_t nn, struct done *const *ds,
-                     size_t n, unsigned ms)
+static bool wait_all(cw_na_t **nas, size_t nn, struct done *const *ds, size_t n,
+                     unsigned ms)
 {
     uint64_t deadline = cw_now_ns() + (uint64_t)ms * 1000000ull;
     for (;;) {
@@ -146,9 +146,8 @@ static void test_credit_flood(void **state)
     r = (struct done){0};
     s[0] = (struct done){0};
     out[0] = 0;
-    assert_int_equal(cw_na_msg_recv_unexpected(b, in, sizeof(in), done_cb, &r,
-                                               NULL),
-                     CW_OK);
+    assert_int_equal(
+        cw_na_msg_recv_unexpected(b, in, sizeof(in), done_cb, &r, NULL), CW_OK);
     assert_int_equal(cw_na_msg_send_unexpected(a, &out[0], sizeof(out[0]),
                                                b_at_a, 1, done_cb, &s[0], NULL),
                      CW_OK);
@@ -172,9 +171,9 @@ static void test_credit_flood(void **state)
     deadline = cw_now_ns() + 30ull * 1000000000ull;
     while (next < FLOOD && cw_now_ns() < deadline) {
         r = (struct done){0};
-        assert_int_equal(cw_na_msg_recv_unexpected(b, in, sizeof(in), done_cb,
-                                                   &r, NULL),
-                         CW_OK);
+        assert_int_equal(
+            cw_na_msg_recv_unexpected(b, in, sizeof(in), done_cb, &r, NULL),
+            CW_OK);
         assert_true(wait_all(both, 2, (struct done *[]){&r}, 1, WAIT_MS));
         assert_int_equal(r.status, CW_OK);
         assert_int_equal(r.len, sizeof(uint32_t));
@@ -241,10 +240,10 @@ static void test_order_few_recvs(void **state)
                 next++;
                 cw_na_addr_free(b, r[i].source);
                 r[i] = (struct done){0};
-                assert_int_equal(cw_na_msg_recv_unexpected(
-                                     b, in[i], sizeof(in[i]), done_cb, &r[i],
-                                     NULL),
-                                 CW_OK);
+                assert_int_equal(
+                    cw_na_msg_recv_unexpected(b, in[i], sizeof(in[i]), done_cb,
+                                              &r[i], NULL),
+                    CW_OK);
                 again = true;
             }
         }
@@ -263,8 +262,7 @@ static void test_order_few_recvs(void **state)
                 first = i;
         }
     if (missing)
-        print_message("# sends not completed: %d (first %d)\n", missing,
-                      first);
+        print_message("# sends not completed: %d (first %d)\n", missing, first);
     assert_int_equal(missing, 0);
     cw_na_addr_free(a, b_at_a);
     cw_na_close(a);
@@ -306,9 +304,9 @@ static void test_rcache(void **state)
     assert_int_equal(s.rcache_misses - s0.rcache_misses, 2);
     assert_int_equal(s.rcache_hits - s0.rcache_hits, 1);
     /* More access than the cached MR has: a new registration. */
-    assert_int_equal(cw_na_mem_register(a, &si, 1,
-                                        CW_NA_MEM_READ | CW_NA_MEM_WRITE, &rw),
-                     CW_OK);
+    assert_int_equal(
+        cw_na_mem_register(a, &si, 1, CW_NA_MEM_READ | CW_NA_MEM_WRITE, &rw),
+        CW_OK);
     fake_stats(&f);
     assert_int_equal(f.mrs_live - f0.mrs_live, 3);
     /* The second handle keeps the big MR alive. */
@@ -329,9 +327,9 @@ static void test_rcache(void **state)
     assert_int_equal(cw_na_mem_register(b, &sd, 1, 0, &local), CW_OK);
     cw_na_addr_t *a_at_b = lookup_self_of(b, a);
     struct done g = {0};
-    assert_int_equal(cw_na_get(b, local, 0, remote, 0, 4096, a_at_b, done_cb,
-                               &g, NULL),
-                     CW_OK);
+    assert_int_equal(
+        cw_na_get(b, local, 0, remote, 0, 4096, a_at_b, done_cb, &g, NULL),
+        CW_OK);
     assert_true(wait_all(both, 2, (struct done *[]){&g}, 1, WAIT_MS));
     assert_int_equal(g.status, CW_OK);
     assert_memory_equal(dst, buf + 4096, 4096);
@@ -391,8 +389,7 @@ static void test_rcache_rkey_exact(void **state)
     cw_na_addr_t *a_at_b = lookup_self_of(b, a);
     static char amem[1 << 16], bmem[1 << 16];
     struct cw_na_segment whole = {amem, sizeof(amem)},
-                         inner = {amem + 4096, 4096},
-                         bs = {bmem, sizeof(bmem)};
+                         inner = {amem + 4096, 4096}, bs = {bmem, sizeof(bmem)};
     cw_na_mem_t *rw, *ro, *part, *forged, *local;
     uint32_t acc = CW_NA_MEM_READ | CW_NA_MEM_WRITE;
     uint64_t wide[2] = {(uintptr_t)amem, sizeof(amem)};
@@ -436,7 +433,8 @@ static void test_qp_error_teardown(void **state)
     cw_na_t *srv = open_na(URI, &cs), *a = open_na(URI, &ca),
             *b = open_na(URI, &cb);
     cw_na_t *all[3] = {srv, a, b};
-    cw_na_addr_t *s_at_a = lookup_self_of(a, srv), *s_at_b = lookup_self_of(b, srv);
+    cw_na_addr_t *s_at_a = lookup_self_of(a, srv),
+                 *s_at_b = lookup_self_of(b, srv);
     static char smem[4096], amem[4096];
     uint8_t ser[128];
     cw_na_mem_t *sh, *forged, *al;
@@ -448,9 +446,9 @@ static void test_qp_error_teardown(void **state)
     for (int k = 0; k < 2; k++) {
         struct done r = {0}, sd = {0};
         cw_na_t *c = k ? b : a;
-        assert_int_equal(cw_na_msg_recv_unexpected(srv, in, sizeof(in),
-                                                   done_cb, &r, NULL),
-                         CW_OK);
+        assert_int_equal(
+            cw_na_msg_recv_unexpected(srv, in, sizeof(in), done_cb, &r, NULL),
+            CW_OK);
         assert_int_equal(cw_na_msg_send_unexpected(c, &v, sizeof(v),
                                                    k ? s_at_b : s_at_a, 1,
                                                    done_cb, &sd, NULL),
@@ -459,10 +457,11 @@ static void test_qp_error_teardown(void **state)
         assert_int_equal(r.status, CW_OK);
         cw_na_addr_free(srv, r.source);
     }
-    struct cw_na_segment seg = {smem, sizeof(smem)}, aseg = {amem, sizeof(amem)};
-    assert_int_equal(cw_na_mem_register(srv, &seg, 1,
-                                        CW_NA_MEM_READ | CW_NA_MEM_WRITE, &sh),
-                     CW_OK);
+    struct cw_na_segment seg = {smem, sizeof(smem)},
+                         aseg = {amem, sizeof(amem)};
+    assert_int_equal(
+        cw_na_mem_register(srv, &seg, 1, CW_NA_MEM_READ | CW_NA_MEM_WRITE, &sh),
+        CW_OK);
     size_t n = cw_na_mem_serialize_size(srv, sh);
     assert_int_equal(cw_na_mem_serialize(srv, ser, n, sh), CW_OK);
     ser[32] ^= 0x5a; /* the rkey: bounds and access still look right */
@@ -470,9 +469,8 @@ static void test_qp_error_teardown(void **state)
     assert_int_equal(cw_na_mem_register(a, &aseg, 1, 0, &al), CW_OK);
     fake_stats(&f0);
     struct done pd = {0};
-    assert_int_equal(cw_na_put(a, al, 0, forged, 0, 64, s_at_a, done_cb, &pd,
-                               NULL),
-                     CW_OK);
+    assert_int_equal(
+        cw_na_put(a, al, 0, forged, 0, 64, s_at_a, done_cb, &pd, NULL), CW_OK);
     assert_true(wait_all(all, 3, (struct done *[]){&pd}, 1, WAIT_MS));
     assert_int_equal(pd.calls, 1);
     assert_int_equal(pd.status, CW_PERMISSION);
@@ -492,9 +490,9 @@ static void test_qp_error_teardown(void **state)
     for (int k = 0; k < 2; k++) {
         struct done r = {0}, sd = {0};
         cw_na_t *c = k ? a : b;
-        assert_int_equal(cw_na_msg_recv_unexpected(srv, in, sizeof(in),
-                                                   done_cb, &r, NULL),
-                         CW_OK);
+        assert_int_equal(
+            cw_na_msg_recv_unexpected(srv, in, sizeof(in), done_cb, &r, NULL),
+            CW_OK);
         assert_int_equal(cw_na_msg_send_unexpected(c, &v, sizeof(v),
                                                    k ? s_at_a : s_at_b, 2,
                                                    done_cb, &sd, NULL),
@@ -601,8 +599,8 @@ static void test_peer_process_dies(void **state)
     waitpid(pid, NULL, 0);
     uint64_t t0 = cw_now_ns();
     struct done g2 = {0};
-    cw_status_t st = cw_na_get(me, local, 0, remote, 0, 4096, child, done_cb,
-                               &g2, NULL);
+    cw_status_t st =
+        cw_na_get(me, local, 0, remote, 0, 4096, child, done_cb, &g2, NULL);
     if (st == CW_OK)
         assert_true(wait_all(two, 2, (struct done *[]){&g2, &er}, 2, 3000));
     else
@@ -614,14 +612,13 @@ static void test_peer_process_dies(void **state)
         assert_int_not_equal(g2.status, CW_OK);
     print_message("# peer death noticed in %.1f ms (recv %s, get %s)\n",
                   (double)(cw_now_ns() - t0) / 1e6, cw_status_name(er.status),
-                  st == CW_OK ? cw_status_name(g2.status)
-                              : cw_status_name(st));
+                  st == CW_OK ? cw_status_name(g2.status) : cw_status_name(st));
     /* Still serving others. */
     struct done r = {0}, sd = {0};
     uint32_t in[2], v = 3;
-    assert_int_equal(cw_na_msg_recv_unexpected(other, in, sizeof(in), done_cb,
-                                               &r, NULL),
-                     CW_OK);
+    assert_int_equal(
+        cw_na_msg_recv_unexpected(other, in, sizeof(in), done_cb, &r, NULL),
+        CW_OK);
     assert_int_equal(cw_na_msg_send_unexpected(me, &v, sizeof(v), o_at_me, 1,
                                                done_cb, &sd, NULL),
                      CW_OK);
@@ -650,9 +647,8 @@ static void test_wait_fd_and_busy(void **state)
     struct done r = {0}, s = {0};
 
     /* Connect first. */
-    assert_int_equal(cw_na_msg_recv_unexpected(b, in, sizeof(in), done_cb, &r,
-                                               NULL),
-                     CW_OK);
+    assert_int_equal(
+        cw_na_msg_recv_unexpected(b, in, sizeof(in), done_cb, &r, NULL), CW_OK);
     assert_int_equal(cw_na_msg_send_unexpected(a, &v, sizeof(v), b_at_a, 1,
                                                done_cb, &s, NULL),
                      CW_OK);
@@ -666,9 +662,8 @@ static void test_wait_fd_and_busy(void **state)
     assert_true(fd >= 0);
     r = (struct done){0};
     s = (struct done){0};
-    assert_int_equal(cw_na_msg_recv_unexpected(b, in, sizeof(in), done_cb, &r,
-                                               NULL),
-                     CW_OK);
+    assert_int_equal(
+        cw_na_msg_recv_unexpected(b, in, sizeof(in), done_cb, &r, NULL), CW_OK);
     cw_na_progress(b, 0, NULL);
     assert_true(cw_na_safe_to_sleep(b));
     assert_true(cb->cq_armed);
@@ -693,9 +688,8 @@ static void test_wait_fd_and_busy(void **state)
      * re-poll after arming must find it and say "not safe". */
     r = (struct done){0};
     s = (struct done){0};
-    assert_int_equal(cw_na_msg_recv_unexpected(b, in, sizeof(in), done_cb, &r,
-                                               NULL),
-                     CW_OK);
+    assert_int_equal(
+        cw_na_msg_recv_unexpected(b, in, sizeof(in), done_cb, &r, NULL), CW_OK);
     assert_int_equal(cw_na_msg_send_unexpected(a, &v, sizeof(v), b_at_a, 4,
                                                done_cb, &s, NULL),
                      CW_OK);
@@ -722,9 +716,9 @@ static void test_wait_fd_and_busy(void **state)
     cw_na_t *ab[2] = {a, busy};
     r = (struct done){0};
     s = (struct done){0};
-    assert_int_equal(cw_na_msg_recv_unexpected(busy, in, sizeof(in), done_cb,
-                                               &r, NULL),
-                     CW_OK);
+    assert_int_equal(
+        cw_na_msg_recv_unexpected(busy, in, sizeof(in), done_cb, &r, NULL),
+        CW_OK);
     assert_int_equal(cw_na_msg_send_unexpected(a, &v, sizeof(v), busy_at_a, 3,
                                                done_cb, &s, NULL),
                      CW_OK);
@@ -746,9 +740,9 @@ static void test_locations(void **state)
     char uri[256];
 
     /* fake1 owns 127.0.0.2; an address of another device is refused. */
-    assert_int_equal(cw_na_open("verbs://fake1:1/127.0.0.2:0", CW_NA_LISTEN,
-                                NULL, &na),
-                     CW_OK);
+    assert_int_equal(
+        cw_na_open("verbs://fake1:1/127.0.0.2:0", CW_NA_LISTEN, NULL, &na),
+        CW_OK);
     assert_int_equal(cw_na_addr_self(na, &self), CW_OK);
     assert_int_equal(cw_na_addr_to_string(na, self, uri, sizeof(uri)), CW_OK);
     assert_true(strncmp(uri, "verbs://fake1:1/127.0.0.2:", 26) == 0);
@@ -767,11 +761,12 @@ static void test_locations(void **state)
     assert_true(cw_na_addr_cmp(na, x, self));
     cw_na_addr_free(na, x);
     cw_na_addr_free(na, self);
-    const char *bad[] = {"verbs://fake0:1/127.0.0.1",      /* no port */
-                         "verbs://fake0:0/127.0.0.1:5",    /* port 0 */
-                         "verbs://fake0:1/300.0.0.1:5",    /* bad ip */
-                         "verbs://fake0:1/127.0.0.1:99999", /* bad port */
-                         "verbs://a b/127.0.0.1:5", "verbs://fake0:1/", NULL};
+    const char *bad[] = {
+        "verbs://fake0:1/127.0.0.1",       /* no port */
+        "verbs://fake0:0/127.0.0.1:5",     /* port 0 */
+        "verbs://fake0:1/300.0.0.1:5",     /* bad ip */
+        "verbs://fake0:1/127.0.0.1:99999", /* bad port */
+        "verbs://a b/127.0.0.1:5",         "verbs://fake0:1/", NULL};
     for (int i = 0; bad[i]; i++)
         assert_int_not_equal(cw_na_addr_lookup(na, bad[i], &x), CW_OK);
     cw_na_close(na);
@@ -785,9 +780,9 @@ static void test_locations(void **state)
     cw_na_addr_t *q_at_p = lookup_self_of(p3, q3);
     uint32_t v = 9, in[2];
     struct done r = {0}, s = {0};
-    assert_int_equal(cw_na_msg_recv_unexpected(q3, in, sizeof(in), done_cb,
-                                               &r, NULL),
-                     CW_OK);
+    assert_int_equal(
+        cw_na_msg_recv_unexpected(q3, in, sizeof(in), done_cb, &r, NULL),
+        CW_OK);
     assert_int_equal(cw_na_msg_send_unexpected(p3, &v, sizeof(v), q_at_p, 1,
                                                done_cb, &s, NULL),
                      CW_OK);
@@ -800,12 +795,12 @@ static void test_locations(void **state)
     cw_na_addr_free(p3, q_at_p);
     cw_na_close(p3);
     cw_na_close(q3);
-    assert_int_equal(cw_na_open("verbs://fake1:1/127.0.0.1:0", CW_NA_LISTEN,
-                                NULL, &na),
-                     CW_INVALID_ARG);
-    assert_int_equal(cw_na_open("verbs://fake0:2/127.0.0.1:0", CW_NA_LISTEN,
-                                NULL, &na),
-                     CW_INVALID_ARG);
+    assert_int_equal(
+        cw_na_open("verbs://fake1:1/127.0.0.1:0", CW_NA_LISTEN, NULL, &na),
+        CW_INVALID_ARG);
+    assert_int_equal(
+        cw_na_open("verbs://fake0:2/127.0.0.1:0", CW_NA_LISTEN, NULL, &na),
+        CW_INVALID_ARG);
 }
 
 /* A receiver that progresses but posts no receives: messages queue up to
@@ -844,16 +839,16 @@ static void test_unexpected_backpressure(void **state)
         if (!after && max_q >= VB_UNEXP_QMAX)
             after = cw_now_ns() + 300000000ull;
     }
-    print_message("# queued at most %u unreceived messages (bound %u)\n",
-                  max_q, VB_UNEXP_QMAX);
+    print_message("# queued at most %u unreceived messages (bound %u)\n", max_q,
+                  VB_UNEXP_QMAX);
     assert_true(max_q >= VB_UNEXP_QMAX);
     assert_true(max_q <= VB_UNEXP_QMAX + 2 * VB_DEFAULT_CREDITS);
     assert_true(s[N - 1].calls == 0);
     for (uint32_t i = 0; i < N; i++) {
         struct done r = {0};
-        assert_int_equal(cw_na_msg_recv_unexpected(b, in, sizeof(in), done_cb,
-                                                   &r, NULL),
-                         CW_OK);
+        assert_int_equal(
+            cw_na_msg_recv_unexpected(b, in, sizeof(in), done_cb, &r, NULL),
+            CW_OK);
         assert_true(wait_all(both, 2, (struct done *[]){&r}, 1, WAIT_MS));
         assert_int_equal(r.status, CW_OK);
         assert_int_equal(in[0], i);
@@ -919,9 +914,9 @@ static bool recv_early(cw_na_t *b, cw_na_addr_t *from, uint32_t tag,
     cw_na_op_t *op = NULL;
     cw_na_t *one[1] = {b};
 
-    assert_int_equal(cw_na_msg_recv_expected(b, in, sizeof(in), from, tag,
-                                             done_cb, &r, &op),
-                     CW_OK);
+    assert_int_equal(
+        cw_na_msg_recv_expected(b, in, sizeof(in), from, tag, done_cb, &r, &op),
+        CW_OK);
     cw_na_progress(b, 0, NULL);
     if (r.calls == 0) {
         assert_int_equal(cw_na_cancel(b, op), CW_OK);
@@ -1080,12 +1075,12 @@ static void test_self(void **state)
     struct done r = {0}, s = {0}, g = {0};
 
     assert_int_equal(cw_na_addr_self(a, &self), CW_OK);
-    assert_int_equal(cw_na_msg_recv_expected(a, in, sizeof(in), self, 3,
-                                             done_cb, &r, NULL),
-                     CW_OK);
-    assert_int_equal(cw_na_msg_send_expected(a, &v, sizeof(v), self, 3,
-                                             done_cb, &s, NULL),
-                     CW_OK);
+    assert_int_equal(
+        cw_na_msg_recv_expected(a, in, sizeof(in), self, 3, done_cb, &r, NULL),
+        CW_OK);
+    assert_int_equal(
+        cw_na_msg_send_expected(a, &v, sizeof(v), self, 3, done_cb, &s, NULL),
+        CW_OK);
     assert_true(wait_all(one, 1, (struct done *[]){&r, &s}, 2, WAIT_MS));
     assert_int_equal(r.status, CW_OK);
     assert_int_equal(in[0], 77);
@@ -1093,9 +1088,9 @@ static void test_self(void **state)
     struct cw_na_segment ss = {src, sizeof(src)}, sd = {dst, sizeof(dst)};
     assert_int_equal(cw_na_mem_register(a, &ss, 1, CW_NA_MEM_READ, &ms), CW_OK);
     assert_int_equal(cw_na_mem_register(a, &sd, 1, 0, &md), CW_OK);
-    assert_int_equal(cw_na_get(a, md, 0, ms, 0, sizeof(dst), self, done_cb,
-                               &g, NULL),
-                     CW_OK);
+    assert_int_equal(
+        cw_na_get(a, md, 0, ms, 0, sizeof(dst), self, done_cb, &g, NULL),
+        CW_OK);
     assert_true(wait_all(one, 1, (struct done *[]){&g}, 1, WAIT_MS));
     assert_int_equal(g.status, CW_OK);
     assert_memory_equal(src, dst, sizeof(dst));
@@ -1126,7 +1121,10 @@ static void test_hostile_input(void **state)
             buf[k] = (uint8_t)rand();
         if (i & 1) {
             memcpy(buf, "VBM1", n < 4 ? n : 4);
-            if (n >= 12) { buf[8] = (uint8_t)(rand() % 4); buf[9] = buf[10] = buf[11] = 0; }
+            if (n >= 12) {
+                buf[8] = (uint8_t)(rand() % 4);
+                buf[9] = buf[10] = buf[11] = 0;
+            }
         } else {
             memcpy(buf, "VBA1", n < 4 ? n : 4);
         }
@@ -1150,9 +1148,8 @@ static void test_hostile_input(void **state)
     /* Connect, then put garbage on the wire through A's own QP. */
     uint32_t v = 5, in[2];
     struct done r = {0}, s = {0};
-    assert_int_equal(cw_na_msg_recv_unexpected(b, in, sizeof(in), done_cb, &r,
-                                               NULL),
-                     CW_OK);
+    assert_int_equal(
+        cw_na_msg_recv_unexpected(b, in, sizeof(in), done_cb, &r, NULL), CW_OK);
     assert_int_equal(cw_na_msg_send_unexpected(a, &v, sizeof(v), b_at_a, 1,
                                                done_cb, &s, NULL),
                      CW_OK);
@@ -1165,18 +1162,20 @@ static void test_hostile_input(void **state)
     /* The last returns 2048 credits: more than B ever granted A (B's
      * credits towards A would exceed the grant, and repeated, overflow). */
     const uint32_t lens[4] = {3, 8, 8, 8};
-    const uint8_t garbage[4][8] = {{1, 1, 0},
-                                   {9, VB_WIRE_VERSION, 0, 0, 1, 0, 0, 0},
-                                   {VB_MSG_UNEXP, 99, 0, 0, 1, 0, 0, 0},
-                                   {VB_MSG_CREDIT, VB_WIRE_VERSION, 0x00, 0x08,
-                                    0, 0, 0, 0}};
+    const uint8_t garbage[4][8] = {
+        {1, 1, 0},
+        {9, VB_WIRE_VERSION, 0, 0, 1, 0, 0, 0},
+        {VB_MSG_UNEXP, 99, 0, 0, 1, 0, 0, 0},
+        {VB_MSG_CREDIT, VB_WIRE_VERSION, 0x00, 0x08, 0, 0, 0, 0}};
     for (int i = 0; i < 4; i++) {
         uint8_t *slot = ca->smem; /* send buffer 0 is free between sends */
         memcpy(slot, garbage[i], lens[i]);
-        struct ibv_sge sge = {.addr = (uintptr_t)slot, .length = lens[i],
-                              .lkey = ca->smr->lkey};
-        struct ibv_send_wr wr = {.wr_id = VB_WR_CTL, .sg_list = &sge,
-                                 .num_sge = 1, .opcode = IBV_WR_SEND,
+        struct ibv_sge sge = {
+            .addr = (uintptr_t)slot, .length = lens[i], .lkey = ca->smr->lkey};
+        struct ibv_send_wr wr = {.wr_id = VB_WR_CTL,
+                                 .sg_list = &sge,
+                                 .num_sge = 1,
+                                 .opcode = IBV_WR_SEND,
                                  .send_flags = IBV_SEND_INLINE},
                            *badwr;
         assert_int_equal(ca->ops->post_send(c->id->qp, &wr, &badwr), 0);
@@ -1195,11 +1194,11 @@ static void test_hostile_input(void **state)
     for (int k = 0; k < 100; k++) { /* and the connection still works */
         r = (struct done){0};
         s = (struct done){0};
-        assert_int_equal(cw_na_msg_recv_unexpected(b, in, sizeof(in), done_cb,
-                                                   &r, NULL),
-                         CW_OK);
-        assert_int_equal(cw_na_msg_send_unexpected(a, &v, sizeof(v), b_at_a,
-                                                   2, done_cb, &s, NULL),
+        assert_int_equal(
+            cw_na_msg_recv_unexpected(b, in, sizeof(in), done_cb, &r, NULL),
+            CW_OK);
+        assert_int_equal(cw_na_msg_send_unexpected(a, &v, sizeof(v), b_at_a, 2,
+                                                   done_cb, &s, NULL),
                          CW_OK);
         assert_true(wait_all(both, 2, (struct done *[]){&r, &s}, 2, WAIT_MS));
         assert_int_equal(r.status, CW_OK);
@@ -1338,8 +1337,8 @@ static void test_params(void **state)
     cw_na_t *both[2] = {a, b};
     cw_na_addr_t *b_at_a = lookup_self_of(a, b);
     memset(s, 0, sizeof(s));
-    assert_int_equal(cw_na_msg_send_unexpected(a, out, 1025, b_at_a, 1,
-                                               done_cb, &s[0], NULL),
+    assert_int_equal(cw_na_msg_send_unexpected(a, out, 1025, b_at_a, 1, done_cb,
+                                               &s[0], NULL),
                      CW_OVERFLOW);
     for (int i = 0; i < N; i++) {
         out[0] = (char)i;
@@ -1349,9 +1348,9 @@ static void test_params(void **state)
     }
     for (int i = 0; i < N; i++) {
         struct done r = {0};
-        assert_int_equal(cw_na_msg_recv_unexpected(b, in, sizeof(in), done_cb,
-                                                   &r, NULL),
-                         CW_OK);
+        assert_int_equal(
+            cw_na_msg_recv_unexpected(b, in, sizeof(in), done_cb, &r, NULL),
+            CW_OK);
         assert_true(wait_all(both, 2, (struct done *[]){&r}, 1, WAIT_MS));
         assert_int_equal(r.len, sizeof(out));
         cw_na_addr_free(b, r.source);
@@ -1370,18 +1369,17 @@ static void test_params(void **state)
 /* One unexpected message of @p len bytes from @p from to @p to (at
  * @p dest), delivered intact. */
 static void roundtrip(cw_na_t **nas, size_t nn, cw_na_t *from,
-                      cw_na_addr_t *dest, cw_na_t *to, size_t len,
-                      uint32_t tag)
+                      cw_na_addr_t *dest, cw_na_t *to, size_t len, uint32_t tag)
 {
     static char out[1024], in[1024];
     struct done r = {0}, s = {0};
     assert_true(len <= sizeof(out));
-    assert_int_equal(cw_na_msg_recv_unexpected(to, in, sizeof(in), done_cb,
-                                               &r, NULL),
-                     CW_OK);
-    assert_int_equal(cw_na_msg_send_unexpected(from, out, len, dest, tag,
-                                               done_cb, &s, NULL),
-                     CW_OK);
+    assert_int_equal(
+        cw_na_msg_recv_unexpected(to, in, sizeof(in), done_cb, &r, NULL),
+        CW_OK);
+    assert_int_equal(
+        cw_na_msg_send_unexpected(from, out, len, dest, tag, done_cb, &s, NULL),
+        CW_OK);
     assert_true(wait_all(nas, nn, (struct done *[]){&s}, 1, WAIT_MS));
     assert_int_equal(s.status, CW_OK); /* e.g. not CW_BUSY */
     assert_true(wait_all(nas, nn, (struct done *[]){&r}, 1, WAIT_MS));
@@ -1437,8 +1435,8 @@ static void test_grant_fail_no_leak(void **state)
     for (unsigned i = 0; i < attempts; i++) {
         struct done s = {0};
         srq_fail_after = 5; /* some buffers posted, then a failure */
-        assert_int_equal(cw_na_msg_send_unexpected(a, &v, sizeof(v), b_at_a,
-                                                   1, done_cb, &s, NULL),
+        assert_int_equal(cw_na_msg_send_unexpected(a, &v, sizeof(v), b_at_a, 1,
+                                                   done_cb, &s, NULL),
                          CW_OK);
         assert_true(wait_all(both, 2, (struct done *[]){&s}, 1, WAIT_MS));
         assert_int_not_equal(s.status, CW_OK);
@@ -1494,8 +1492,8 @@ static void test_peer_identity(void **state)
                                         done_cb, &er, NULL) == CW_OK &&
                 cw_na_msg_recv_unexpected(a, in, sizeof(in), done_cb, &r,
                                           NULL) == CW_OK &&
-                cw_na_msg_send_unexpected(h, &x, sizeof(x), a_at_h, 1,
-                                          done_cb, &s, NULL) == CW_OK);
+                cw_na_msg_send_unexpected(h, &x, sizeof(x), a_at_h, 1, done_cb,
+                                          &s, NULL) == CW_OK);
     assert_true(wait_all(all, 3, (struct done *[]){&s}, 1, WAIT_MS));
     for (uint64_t end = cw_now_ns() + 200000000ull; cw_now_ns() < end;)
         for (int i = 0; i < 3; i++)
@@ -1520,11 +1518,10 @@ static void test_peer_identity(void **state)
     /* The real V is still V: its reply and its message are its own. */
     x = 0xbeef;
     struct done s2[2] = {{0}};
-    cw_status_t st2[2] = {
-        cw_na_msg_send_expected(v, &x, sizeof(x), a_at_v, 9, done_cb, &s2[0],
-                                NULL),
-        cw_na_msg_send_unexpected(v, &x, sizeof(x), a_at_v, 3, done_cb,
-                                  &s2[1], NULL)};
+    cw_status_t st2[2] = {cw_na_msg_send_expected(v, &x, sizeof(x), a_at_v, 9,
+                                                  done_cb, &s2[0], NULL),
+                          cw_na_msg_send_unexpected(v, &x, sizeof(x), a_at_v, 3,
+                                                    done_cb, &s2[1], NULL)};
     assert_true(st2[0] == CW_OK && st2[1] == CW_OK);
     assert_true(wait_all(all, 2, (struct done *[]){&er, &r}, 2, WAIT_MS));
     assert_true(er.status == CW_OK && got == 0xbeef);
@@ -1564,8 +1561,8 @@ static void test_eager_mismatch(void **state)
     struct done r = {0}, s = {0};
     roundtrip(all, 2, a, b_at_a, b, 256, 1);
     vb_class_stats(ca, &st0);
-    cw_status_t st = cw_na_msg_send_unexpected(a, out, 257, b_at_a, 2, done_cb,
-                                               &s, NULL);
+    cw_status_t st =
+        cw_na_msg_send_unexpected(a, out, 257, b_at_a, 2, done_cb, &s, NULL);
     if (st == CW_OK) {
         assert_true(wait_all(all, 2, (struct done *[]){&s}, 1, WAIT_MS));
         st = s.status;
@@ -1580,15 +1577,14 @@ static void test_eager_mismatch(void **state)
      * completes with CW_OVERFLOW; the next one goes through. */
     struct done s1 = {0}, s2 = {0};
     r = (struct done){0};
-    assert_int_equal(cw_na_msg_recv_unexpected(b, in, sizeof(in), done_cb, &r,
-                                               NULL),
-                     CW_OK);
-    assert_int_equal(cw_na_msg_send_unexpected(c, out, 1024, b_at_c, 4,
-                                               done_cb, &s1, NULL),
-                     CW_OK);
-    assert_int_equal(cw_na_msg_send_unexpected(c, out, 100, b_at_c, 5, done_cb,
-                                               &s2, NULL),
-                     CW_OK);
+    assert_int_equal(
+        cw_na_msg_recv_unexpected(b, in, sizeof(in), done_cb, &r, NULL), CW_OK);
+    assert_int_equal(
+        cw_na_msg_send_unexpected(c, out, 1024, b_at_c, 4, done_cb, &s1, NULL),
+        CW_OK);
+    assert_int_equal(
+        cw_na_msg_send_unexpected(c, out, 100, b_at_c, 5, done_cb, &s2, NULL),
+        CW_OK);
     assert_true(wait_all(all, 3, (struct done *[]){&s1, &s2, &r}, 3, WAIT_MS));
     assert_int_equal(s1.status, CW_OVERFLOW);
     assert_int_equal(s2.status, CW_OK);
@@ -1673,7 +1669,10 @@ int main(void)
     void *mod = path ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
     if (!mod || !(fake_mod = dlsym(mod, VB_FAKE_ENTRY))) {
         fprintf(stderr, "%s must name the fake device module (%s)\n",
-                VB_FAKE_ENV, mod ? "no entry symbol" : path ? dlerror() : "unset");
+                VB_FAKE_ENV,
+                mod    ? "no entry symbol"
+                : path ? dlerror()
+                       : "unset");
         if (mod)
             dlclose(mod);
         return 1;

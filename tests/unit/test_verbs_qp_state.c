@@ -26,8 +26,8 @@
 static const struct vb_ops *F = &vb_fake_ops;
 
 #define INIT_MASK FAKE_QPM_INIT
-#define RTR_MASK FAKE_QPM_RTR
-#define RTS_MASK FAKE_QPM_RTS
+#define RTR_MASK  FAKE_QPM_RTR
+#define RTS_MASK  FAKE_QPM_RTS
 
 /* One QP on an rdma_cm id that never connects. */
 struct lone {
@@ -50,9 +50,8 @@ static void lone_open(struct lone *l)
     assert_non_null(l->ch);
     nonblock(l->ch->fd);
     assert_int_equal(F->create_id(l->ch, &l->id, NULL, RDMA_PS_TCP), 0);
-    assert_int_equal(F->resolve_addr(l->id, NULL, (struct sockaddr *)&dst,
-                                     1000),
-                     0);
+    assert_int_equal(
+        F->resolve_addr(l->id, NULL, (struct sockaddr *)&dst, 1000), 0);
     F->ack_cm_event(wait_ev(l->ch, RDMA_CM_EVENT_ADDR_RESOLVED));
     l->pd = F->alloc_pd(l->id->verbs);
     l->cq = F->create_cq(l->id->verbs, 64, NULL, NULL, 0);
@@ -79,9 +78,11 @@ static void lone_close(struct lone *l)
 
 static int post_send(struct lone *l, uint64_t id)
 {
-    struct ibv_sge sge = {.addr = (uintptr_t)l->buf, .length = 8,
-                          .lkey = l->mr->lkey};
-    struct ibv_send_wr wr = {.wr_id = id, .sg_list = &sge, .num_sge = 1,
+    struct ibv_sge sge = {
+        .addr = (uintptr_t)l->buf, .length = 8, .lkey = l->mr->lkey};
+    struct ibv_send_wr wr = {.wr_id = id,
+                             .sg_list = &sge,
+                             .num_sge = 1,
                              .opcode = IBV_WR_SEND,
                              .send_flags = IBV_SEND_SIGNALED},
                        *bad = NULL;
@@ -93,8 +94,8 @@ static int post_send(struct lone *l, uint64_t id)
 
 static int post_recv(struct lone *l, uint64_t id)
 {
-    struct ibv_sge sge = {.addr = (uintptr_t)l->buf, .length = 8,
-                          .lkey = l->mr->lkey};
+    struct ibv_sge sge = {
+        .addr = (uintptr_t)l->buf, .length = 8, .lkey = l->mr->lkey};
     struct ibv_recv_wr wr = {.wr_id = id, .sg_list = &sge, .num_sge = 1},
                        *bad = NULL;
     return F->post_recv(l->id->qp, &wr, &bad);
@@ -149,9 +150,8 @@ static void refuse_partial(struct lone *l, enum ibv_qp_state to, int req,
     for (int bit = 1; bit < (1 << 30); bit <<= 1) {
         if (!(req & bit))
             continue;
-        assert_int_equal(F->modify_qp(l->id->qp, &a,
-                                      IBV_QP_STATE | (req & ~bit)),
-                         EINVAL);
+        assert_int_equal(
+            F->modify_qp(l->id->qp, &a, IBV_QP_STATE | (req & ~bit)), EINVAL);
         assert_int_equal(l->id->qp->state, before);
     }
     assert_int_equal(F->modify_qp(l->id->qp, &a, IBV_QP_STATE | req | foreign),
@@ -228,18 +228,16 @@ static void test_walk(void **state)
     assert_int_equal(try_to(&l, IBV_QPS_RTS, IBV_QP_TIMEOUT), EINVAL);
     a = good_attr(IBV_QPS_RTS);
     a.min_rnr_timer = 20;
-    assert_int_equal(F->modify_qp(l.id->qp, &a,
-                                  IBV_QP_STATE | IBV_QP_MIN_RNR_TIMER),
-                     0);
+    assert_int_equal(
+        F->modify_qp(l.id->qp, &a, IBV_QP_STATE | IBV_QP_MIN_RNR_TIMER), 0);
     assert_int_equal(fq->attr.min_rnr_timer, 20);
     /* Without IBV_QP_STATE: the current state's own transition. */
     a.min_rnr_timer = 21;
     assert_int_equal(F->modify_qp(l.id->qp, &a, IBV_QP_MIN_RNR_TIMER), 0);
     assert_int_equal(fq->attr.min_rnr_timer, 21);
     a.cur_qp_state = IBV_QPS_RTR; /* wrong */
-    assert_int_equal(F->modify_qp(l.id->qp, &a,
-                                  IBV_QP_STATE | IBV_QP_CUR_STATE),
-                     EINVAL);
+    assert_int_equal(
+        F->modify_qp(l.id->qp, &a, IBV_QP_STATE | IBV_QP_CUR_STATE), EINVAL);
     assert_int_equal(try_to(&l, IBV_QPS_INIT, INIT_MASK), EINVAL);
     assert_int_equal(l.id->qp->state, IBV_QPS_RTS);
 
@@ -291,7 +289,8 @@ static void test_cm_drives_rts(void **state)
     struct rdma_cm_id *lid, *a, *b;
     struct sockaddr_in l = {.sin_family = AF_INET};
     struct ibv_qp_init_attr qa;
-    struct rdma_conn_param cp = {.rnr_retry_count = 7, .retry_count = 7,
+    struct rdma_conn_param cp = {.rnr_retry_count = 7,
+                                 .retry_count = 7,
                                  .responder_resources = 4,
                                  .initiator_depth = 4};
     struct rdma_conn_param bad = cp;

@@ -22,7 +22,7 @@ static int fails;
 #define CHECK(c)                                                               \
     do {                                                                       \
         if (!(c)) {                                                            \
-            printf("not ok - %s (%s:%d)\n", #c, __FILE__, __LINE__);          \
+            printf("not ok - %s (%s:%d)\n", #c, __FILE__, __LINE__);           \
             fails++;                                                           \
             goto out;                                                          \
         }                                                                      \
@@ -89,17 +89,18 @@ int main(void)
     {
         struct done r = {0}, s = {0};
         char in[64], out[] = "over real verbs";
-        CHECK(cw_na_msg_recv_unexpected(b, in, sizeof(in), done_cb, &r,
-                                        NULL) == CW_OK);
-        CHECK(cw_na_msg_send_unexpected(a, out, sizeof(out), b_at_a, 1,
-                                        done_cb, &s, NULL) == CW_OK);
+        CHECK(cw_na_msg_recv_unexpected(b, in, sizeof(in), done_cb, &r, NULL) ==
+              CW_OK);
+        CHECK(cw_na_msg_send_unexpected(a, out, sizeof(out), b_at_a, 1, done_cb,
+                                        &s, NULL) == CW_OK);
         CHECK(wait2(a, b, &r, &s));
         CHECK(r.status == CW_OK && s.status == CW_OK);
         CHECK(strcmp(in, out) == 0);
         cw_na_addr_free(b, r.source);
     }
     {
-        struct cw_na_segment sa = {bufa, sizeof(bufa)}, sb = {bufb, sizeof(bufb)};
+        struct cw_na_segment sa = {bufa, sizeof(bufa)},
+                             sb = {bufb, sizeof(bufb)};
         struct done p = {0}, g = {0};
         size_t len;
         memset(bufa, 0x11, sizeof(bufa));
@@ -111,12 +112,12 @@ int main(void)
         CHECK(len <= sizeof(ser));
         CHECK(cw_na_mem_serialize(b, ser, len, mb) == CW_OK);
         CHECK(cw_na_mem_deserialize(a, ser, len, &rb) == CW_OK);
-        CHECK(cw_na_get(a, ma, 0, rb, 4096, 65536, b_at_a, done_cb, &g,
-                        NULL) == CW_OK);
+        CHECK(cw_na_get(a, ma, 0, rb, 4096, 65536, b_at_a, done_cb, &g, NULL) ==
+              CW_OK);
         CHECK(wait2(a, b, &g, NULL) && g.status == CW_OK);
         CHECK(bufa[0] == 0x22 && bufa[65535] == 0x22 && bufa[65536] == 0x11);
-        CHECK(cw_na_put(a, ma, 65536, rb, 0, 4096, b_at_a, done_cb, &p,
-                        NULL) == CW_OK);
+        CHECK(cw_na_put(a, ma, 65536, rb, 0, 4096, b_at_a, done_cb, &p, NULL) ==
+              CW_OK);
         CHECK(wait2(a, b, &p, NULL) && p.status == CW_OK);
         CHECK(bufb[0] == 0x11 && bufb[4095] == 0x11 && bufb[4096] == 0x22);
     }
