@@ -14,7 +14,7 @@ cd "$top"
 packages="meson ninja-build pkg-config gcc libc6-dev binutils python3 \
 libfabric-dev libfabric-bin libucx-dev ucx-utils libibverbs-dev \
 librdmacm-dev ibverbs-utils libyaml-dev libcmocka-dev iproute2 procps time \
-scdoc gnuplot-nox"
+scdoc gnuplot-nox clang-format"
 
 missing=""
 for p in $packages; do
