@@ -54,11 +54,15 @@ cw_status_t gw_addr_get(struct gw_shard *sh, const char *uri,
     unsigned max =
         atomic_load_explicit(&sh->gw->max_cached_addrs, memory_order_relaxed);
     size_t len = strlen(uri);
-    uint64_t h = cw_htable_hash(&sh->addrs, uri, len);
-    struct cw_hnode *n = cw_htable_find_hash(&sh->addrs, uri, len, h);
+    struct cw_hnode *n = cw_htable_find_recent(&sh->addrs, uri, len, 2);
+    uint64_t h = 0;
     struct gw_addr_ent *e;
     cw_status_t st;
 
+    if (n == NULL) {
+        h = cw_htable_hash(&sh->addrs, uri, len);
+        n = cw_htable_find_hash(&sh->addrs, uri, len, h);
+    }
     if (n != NULL) {
         e = CW_HNODE_ENTRY(n, struct gw_addr_ent, node);
         cw_htable_touch(&sh->addrs, n);
@@ -414,11 +418,16 @@ static cw_status_t gw_rent_get(struct gw_shard *w, const char *route,
     struct gw *gw = w->gw;
     unsigned max = gw->cfg->limits.max_cached_dests;
     size_t len = strlen(route);
-    uint64_t h = cw_htable_hash(&w->rcache, route, len);
-    struct cw_hnode *n = cw_htable_find_hash(&w->rcache, route, len, h);
+    /* A service and its backend are the two newest after a resolution. */
+    struct cw_hnode *n = cw_htable_find_recent(&w->rcache, route, len, 2);
+    uint64_t h = 0;
     struct gw_rent *e;
     cw_status_t st;
 
+    if (n == NULL) {
+        h = cw_htable_hash(&w->rcache, route, len);
+        n = cw_htable_find_hash(&w->rcache, route, len, h);
+    }
     if (n != NULL) {
         cw_htable_touch(&w->rcache, n);
         *e_p = CW_HNODE_ENTRY(n, struct gw_rent, node);

@@ -18,6 +18,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <causeway/status.h>
 
@@ -122,6 +123,26 @@ static inline struct cw_hnode *cw_htable_newer(const struct cw_hnode *n)
 }
 
 /** The number of entries. */
+/**
+ * The entry for @p key among the @p depth most recently used (inserted or
+ * touched) ones, or NULL: a check without hashing for callers that look
+ * the same few keys up again and again (a worker forwarding a stream of
+ * requests to one destination).  Bounded by @p depth whatever the keys, so
+ * it adds nothing a peer's choice of keys can make long; a miss says
+ * nothing (the entry may still be in the table).
+ */
+static inline struct cw_hnode *cw_htable_find_recent(const struct cw_htable *t,
+                                                     const void *key,
+                                                     size_t len, unsigned depth)
+{
+    struct cw_hnode *n = t->newest;
+
+    for (; n != NULL && depth > 0; n = n->older, depth--)
+        if (n->klen == len && memcmp(n->key, key, len) == 0)
+            return n;
+    return NULL;
+}
+
 static inline size_t cw_htable_count(const struct cw_htable *t)
 {
     return t->count;

@@ -210,6 +210,37 @@ static void test_use_order(void **state)
     empty(&t);
 }
 
+/* find_recent sees only the DEPTH newest entries (inserted or touched),
+ * follows removals, and tells a key from another of the same length. */
+static void test_find_recent(void **state)
+{
+    struct cw_htable t = {0};
+    struct ent *e[4];
+
+    (void)state;
+    assert_null(cw_htable_find_recent(&t, "key-0", 5, 2));
+    for (unsigned v = 0; v < 4; v++) {
+        e[v] = ent_new(v);
+        assert_int_equal(cw_htable_insert_str(&t, &e[v]->node, e[v]->key),
+                         CW_OK);
+    }
+    assert_ptr_equal(cw_htable_find_recent(&t, "key-3", 5, 1), &e[3]->node);
+    assert_null(cw_htable_find_recent(&t, "key-2", 5, 1));
+    assert_ptr_equal(cw_htable_find_recent(&t, "key-2", 5, 2), &e[2]->node);
+    assert_null(cw_htable_find_recent(&t, "key-1", 5, 2)); /* in the table */
+    assert_non_null(find(&t, 1));
+    assert_null(cw_htable_find_recent(&t, "key-9", 5, 4));
+    assert_null(cw_htable_find_recent(&t, "key-3", 4, 4)); /* a prefix */
+    cw_htable_touch(&t, &e[0]->node);
+    assert_ptr_equal(cw_htable_find_recent(&t, "key-0", 5, 1), &e[0]->node);
+    cw_htable_remove(&t, &e[0]->node);
+    free(e[0]);
+    assert_null(cw_htable_find_recent(&t, "key-0", 5, 4));
+    assert_ptr_equal(cw_htable_find_recent(&t, "key-3", 5, 1), &e[3]->node);
+    assert_null(cw_htable_find_recent(&t, "key-3", 5, 0));
+    empty(&t);
+}
+
 /* A cache bounded the way the gateway bounds one: after each insert the
  * oldest go while over the bound.  It never holds more, the newest and
  * the ones kept in use stay. */
@@ -333,6 +364,7 @@ int main(void)
         cmocka_unit_test(test_seed_changes_hash),
         cmocka_unit_test(test_resize),
         cmocka_unit_test(test_use_order),
+        cmocka_unit_test(test_find_recent),
         cmocka_unit_test(test_bounded_lru),
         cmocka_unit_test(test_remove_while_iterating),
         cmocka_unit_test(test_many_keys),
