@@ -40,8 +40,12 @@ static void gw_sources_fini_one(struct gw_shard *w);
 
 static struct gw_source *gw_source_find(struct gw_shard *w, const char *key)
 {
-    struct cw_hnode *n = cw_htable_find_str(&w->srcs, key);
+    size_t len = strlen(key);
+    /* Most requests come from the source that sent the last ones. */
+    struct cw_hnode *n = cw_htable_find_recent(&w->srcs, key, len, 2);
 
+    if (n == NULL)
+        n = cw_htable_find(&w->srcs, key, len);
     return n != NULL ? CW_HNODE_ENTRY(n, struct gw_source, node) : NULL;
 }
 
@@ -87,9 +91,12 @@ err:
 static void gw_peer_keep(struct gw_shard *w, const struct gw_source *s)
 {
     size_t n = strlen(s->key);
-    struct cw_hnode *h = cw_htable_find(&w->peers, s->key, n);
+    /* An idle source that comes back and goes idle again is the newest. */
+    struct cw_hnode *h = cw_htable_find_recent(&w->peers, s->key, n, 1);
     struct gw_peer *p;
 
+    if (h == NULL)
+        h = cw_htable_find(&w->peers, s->key, n);
     if (h != NULL) {
         p = CW_HNODE_ENTRY(h, struct gw_peer, node);
         cw_htable_touch(&w->peers, h);
