@@ -52,7 +52,7 @@ cw_status_t nau_match_insert(struct nau_match *m, struct nau_match_entry *e,
 {
     if (m == NULL || e == NULL)
         return CW_INVALID_ARG;
-    if (m->n >= m->max || bytes > m->max_bytes - m->bytes) {
+    if (nau_match_full(m, bytes)) {
         m->refused++;
         return CW_BUSY;
     }

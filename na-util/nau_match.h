@@ -19,6 +19,7 @@
 #ifndef NAU_MATCH_H
 #define NAU_MATCH_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -67,6 +68,12 @@ void nau_match_fini(struct nau_match *m);
  */
 cw_status_t nau_match_insert(struct nau_match *m, struct nau_match_entry *e,
                              uint64_t peer, uint32_t tag, size_t bytes);
+
+/** True if an entry of @p bytes would not fit now (an insert refuses it). */
+static inline bool nau_match_full(const struct nau_match *m, size_t bytes)
+{
+    return m->n >= m->max || bytes > m->max_bytes - m->bytes;
+}
 
 /** Take @p e out of @p m (it stays the owner's). */
 void nau_match_remove(struct nau_match *m, struct nau_match_entry *e);
