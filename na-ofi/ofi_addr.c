@@ -359,12 +359,8 @@ cw_status_t ofi_peer_get(struct cw_na_class *cls, const void *raw, size_t len,
         free(a);
         return rc < 0 ? ofi_status(rc) : CW_UNREACHABLE;
     }
-    if (nau_ptable_insert(&cls->peers, &a->pnode,
-                          nau_ptable_hash(&cls->peers, raw, len)) != CW_OK) {
-        fi_av_remove(cls->av, &a->fi, 1, 0);
-        free(a);
-        return CW_NOMEM;
-    }
+    nau_ptable_insert(&cls->peers, &a->pnode,
+                      nau_ptable_hash(&cls->peers, raw, len));
     a->pnode.refs = 1;
     a->last_alive_ns = ofi_now(cls);
     a->last_used_ns = a->last_alive_ns;

@@ -512,7 +512,6 @@ static cw_status_t ofi_init(const struct cw_na_host *host,
     cls->flags = info->flags;
     cls->wait_fd = -1;
     cls->shm_lock_fd = -1;
-    nau_ptable_init(&cls->peers, nau_seed());
     nau_list_init(&cls->retry);
     nau_list_init(&cls->done);
     nau_list_init(&cls->active);
@@ -521,6 +520,10 @@ static cw_status_t ofi_init(const struct cw_na_host *host,
     nau_pool_init(&cls->op_pool, sizeof(struct cw_na_op), OFI_OP_POOL_MAX);
     nau_list_init(&cls->mems);
 
+    if (nau_ptable_init(&cls->peers, nau_seed()) != CW_OK) {
+        st = CW_NOMEM;
+        goto err_free;
+    }
     p = ofi_proto_find(info->protocol);
     if (p == NULL) {
         OFI_ERR(cls,

@@ -366,8 +366,8 @@ bool shm_stale_check(const struct cw_na_host *host, const char *prefix,
 /* shm_table.c */
 /** The live peer with id @p uid, or NULL. */
 struct shm_peer *shm_peer_find_uid(struct cw_na_class *cls, uint64_t uid);
-/** Make a live peer whose id is known findable by it; false: no memory. */
-bool shm_peer_index(struct cw_na_class *cls, struct shm_peer *peer);
+/** Make a live peer whose id is known findable by it. */
+void shm_peer_index(struct cw_na_class *cls, struct shm_peer *peer);
 /** Take a peer out of the index (it died or goes) and out of the count
  *  of unsolicited peers. */
 void shm_peer_unindex(struct cw_na_class *cls, struct shm_peer *peer);

@@ -148,10 +148,8 @@ cw_status_t shm_peer_get(struct cw_na_class *cls, const char *name,
         p->in = (struct shm_fdref){.kind = SHM_FD_PEER_IN, .fd = -1, .peer = p};
         snprintf(p->name, sizeof(p->name), "%s", name);
         nau_list_init(&p->backlog);
-        if (!held && !shm_peer_index(cls, p)) {
-            free(p);
-            return CW_NOMEM;
-        }
+        if (!held)
+            shm_peer_index(cls, p);
         nau_list_add_tail(&cls->peers, &p->link);
     }
     shm_peer_ref(p);
@@ -342,10 +340,8 @@ cw_status_t shm_peer_attach(struct cw_na_class *cls, struct shm_peer *peer)
                      peer->name, holder->name);
         }
     }
-    if (!holder && !shm_peer_index(cls, peer)) { /* its id may be new */
-        st = CW_NOMEM;
-        goto err_unmap;
-    }
+    if (!holder) /* its id may be new */
+        shm_peer_index(cls, peer);
     st = shm_sock_send(fd, SHM_SOCK_HELLO, cls, -1);
     if (st != CW_OK)
         goto err_unmap;

@@ -463,11 +463,13 @@ static cw_status_t shm_init(const struct cw_na_host *host,
     nau_list_init(&cls->early_unexp);
     nau_match_init(&cls->early, SHM_EARLY_MAX, SIZE_MAX, nau_seed());
     nau_list_init(&cls->done);
-    nau_ptable_init(&cls->index, nau_seed());
     nau_pool_init(&cls->op_pool, sizeof(struct cw_na_op), SHM_OP_POOL_MAX);
     cls->uid = shm_new_uid();
     cls->nslots = shm_param_slots(info);
-    cw_status_t st = CW_INVALID_ARG;
+    cw_status_t st = nau_ptable_init(&cls->index, nau_seed());
+    if (st != CW_OK)
+        goto err;
+    st = CW_INVALID_ARG;
     if (cls->nslots == 0) {
         SHM_ERR(cls, "slots must be a power of two in [%u, %u]", SHM_MIN_SLOTS,
                 SHM_MAX_SLOTS);

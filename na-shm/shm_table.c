@@ -13,23 +13,16 @@
 
 struct shm_peer *shm_peer_find_uid(struct cw_na_class *cls, uint64_t uid)
 {
-    struct nau_ptable_node *n =
-        nau_ptable_first(&cls->index, nau_ptable_hash_u64(&cls->index, uid));
+    struct nau_ptable_node *n = nau_ptable_find_u64(&cls->index, uid);
 
-    for (; n != NULL; n = nau_ptable_next(n))
-        if (nau_container_of(n, struct shm_peer, inode)->uid == uid)
-            return nau_container_of(n, struct shm_peer, inode);
-    return NULL;
+    return n ? nau_container_of(n, struct shm_peer, inode) : NULL;
 }
 
-bool shm_peer_index(struct cw_na_class *cls, struct shm_peer *peer)
+void shm_peer_index(struct cw_na_class *cls, struct shm_peer *peer)
 {
-    if (shm_peer_indexed(peer) || peer->uid == 0 ||
-        peer->state == SHM_PEER_DEAD)
-        return true;
-    return nau_ptable_insert(&cls->index, &peer->inode,
-                             nau_ptable_hash_u64(&cls->index, peer->uid)) ==
-           CW_OK;
+    if (!shm_peer_indexed(peer) && peer->uid != 0 &&
+        peer->state != SHM_PEER_DEAD)
+        nau_ptable_insert_u64(&cls->index, &peer->inode, peer->uid);
 }
 
 void shm_peer_connected(struct cw_na_class *cls, struct shm_peer *peer)

@@ -5,9 +5,12 @@
 
 #define NAU_PTABLE_MIN 16u
 
-void nau_ptable_init(struct nau_ptable *t, uint64_t seed)
+static bool nau_ptable_resize(struct nau_ptable *t, size_t size);
+
+cw_status_t nau_ptable_init(struct nau_ptable *t, uint64_t seed)
 {
     *t = (struct nau_ptable){.seed = seed};
+    return nau_ptable_resize(t, NAU_PTABLE_MIN) ? CW_OK : CW_NOMEM;
 }
 
 void nau_ptable_fini(struct nau_ptable *t)
@@ -49,17 +52,14 @@ static bool nau_ptable_resize(struct nau_ptable *t, size_t size)
     return true;
 }
 
-cw_status_t nau_ptable_insert(struct nau_ptable *t, struct nau_ptable_node *n,
-                              uint64_t hash)
+void nau_ptable_insert(struct nau_ptable *t, struct nau_ptable_node *n,
+                       uint64_t hash)
 {
-    if (t->buckets == NULL && !nau_ptable_resize(t, NAU_PTABLE_MIN))
-        return CW_NOMEM;
     if (t->count > t->mask && nau_ptable_resize(t, (t->mask + 1) * 2))
         t->grows++;
     n->hash = hash;
     nau_ptable_link(&t->buckets[hash & t->mask], n);
     t->count++;
-    return CW_OK;
 }
 
 void nau_ptable_remove(struct nau_ptable *t, struct nau_ptable_node *n)

@@ -8,9 +8,9 @@
  * The plugin hashes its key (nau_ptable_hash*()) and compares the key of
  * each candidate of that hash (nau_ptable_first(), nau_ptable_next()), so
  * keys keep their own types.  The table never shrinks, so iterating
- * (nau_ptable_iter()) may remove the node it is at.  What the count of
- * references means, and whether a peer leaves the table when it drops to
- * zero, is the plugin's.  Not thread-safe: the owner locks.
+ * (nau_ptable_iter()) may remove the node it is at once it has the next.  What
+ * the count of references means, and whether a peer leaves the table when it
+ * drops to zero, is the plugin's.  Not thread-safe: the owner locks.
  */
 #ifndef NAU_PTABLE_H
 #define NAU_PTABLE_H
@@ -30,17 +30,22 @@ struct nau_ptable_node {
     unsigned refs;
 };
 
-/** The table; a zeroed one is empty and hashes under seed 0. */
+/** The table. */
 struct nau_ptable {
-    struct nau_ptable_node **buckets; /**< NULL until the first insert */
-    size_t mask;                      /**< buckets - 1 */
+    struct nau_ptable_node **buckets;
+    size_t mask; /**< buckets - 1 */
     size_t count;
     uint64_t seed;
     uint64_t grows; /**< times the bucket array doubled */
 };
 
-/** An empty table hashing under @p seed (nau_seed()). */
-void nau_ptable_init(struct nau_ptable *t, uint64_t seed);
+/**
+ * An empty table hashing under @p seed (nau_seed()), with its first bucket
+ * array, so that inserting never fails.
+ * @return CW_OK; CW_NOMEM (the table is then zeroed: empty, and only
+ *         nau_ptable_fini() may be called on it).
+ */
+cw_status_t nau_ptable_init(struct nau_ptable *t, uint64_t seed);
 
 /** Free the bucket array; the peers (remove them first) are the owner's. */
 void nau_ptable_fini(struct nau_ptable *t);
@@ -52,7 +57,10 @@ static inline uint64_t nau_ptable_hash(const struct nau_ptable *t,
     return nau_hash_bytes(t->seed, key, len);
 }
 
-/** The hash of a 64-bit key. */
+/**
+ * The hash of a 64-bit key: a bijection, so two keys have one hash only if
+ * they are equal, and nau_ptable_find_u64() compares no key.
+ */
 static inline uint64_t nau_ptable_hash_u64(const struct nau_ptable *t,
                                            uint64_t key)
 {
@@ -83,15 +91,28 @@ nau_ptable_next(const struct nau_ptable_node *n)
     return nau_ptable_chain(n->next, n->hash);
 }
 
+/** The node inserted with the 64-bit key @p key, or NULL. */
+static inline struct nau_ptable_node *
+nau_ptable_find_u64(const struct nau_ptable *t, uint64_t key)
+{
+    return nau_ptable_first(t, nau_ptable_hash_u64(t, key));
+}
+
 /**
- * Insert @p n, whose key has @p hash (it must not be in a table).  Grows
- * the bucket array past one node per bucket; if that allocation fails the
- * table stays as it is, only fuller.
- * @return CW_OK; CW_NOMEM when the first bucket array cannot be allocated
- *         (nothing inserted).
+ * Insert @p n, whose key has @p hash (it must not be in a table), into an
+ * initialised table.  Grows the bucket array past one node per bucket; if
+ * that allocation fails the table stays as it is, only fuller.
  */
-cw_status_t nau_ptable_insert(struct nau_ptable *t, struct nau_ptable_node *n,
-                              uint64_t hash);
+void nau_ptable_insert(struct nau_ptable *t, struct nau_ptable_node *n,
+                       uint64_t hash);
+
+/** nau_ptable_insert() of @p n with the 64-bit key @p key. */
+static inline void nau_ptable_insert_u64(struct nau_ptable *t,
+                                         struct nau_ptable_node *n,
+                                         uint64_t key)
+{
+    nau_ptable_insert(t, n, nau_ptable_hash_u64(t, key));
+}
 
 /** Take @p n out of @p t; a node in no table is left alone. */
 void nau_ptable_remove(struct nau_ptable *t, struct nau_ptable_node *n);
