@@ -43,7 +43,6 @@
 #define VB_SQ_DEPTH        128
 #define VB_SEND_BUFS       256
 #define VB_MAX_SEGS        64
-#define VB_QPN_BUCKETS     256
 #define VB_UNEXP_QMAX                                                          \
     1024                  /* unexpected messages queued before credits are     \
                              withheld from their senders */
@@ -209,11 +208,11 @@ struct vb_conn {
     unsigned sig_count;
     unsigned unsignaled;
     unsigned inline_max;
-    struct vb_list pending;   /* ops waiting for the connection, credits,
-                                 send buffers or SQ slots */
-    struct vb_list posted;    /* ops with WRs on the QP */
-    struct cw_na_op *partial; /* RMA op with pieces still to post */
-    struct vb_conn *qpn_next; /* hash chain by QP number */
+    struct vb_list pending;       /* ops waiting for the connection, credits,
+                                     send buffers or SQ slots */
+    struct vb_list posted;        /* ops with WRs on the QP */
+    struct cw_na_op *partial;     /* RMA op with pieces still to post */
+    struct nau_ptable_node qnode; /* cls->by_qpn */
     struct vb_conn *next;
 };
 
@@ -308,7 +307,7 @@ struct cw_na_class {
 
     struct nau_ptable peers;
     struct vb_conn *conns;
-    struct vb_conn *by_qpn[VB_QPN_BUCKETS]; /* completions name the QP */
+    struct nau_ptable by_qpn; /* conns by QP number: completions name it */
     struct vb_rce *rcache;
 
     struct vb_list unexp_recvs;

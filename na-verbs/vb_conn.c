@@ -136,22 +136,8 @@ static struct vb_conn *conn_new(vb_class_t *cls, vb_peer_t *peer, bool active)
 
 struct vb_conn *vb_conn_by_qpn(vb_class_t *cls, uint32_t qpn)
 {
-    for (struct vb_conn *c = cls->by_qpn[qpn % VB_QPN_BUCKETS]; c;
-         c = c->qpn_next)
-        if (c->qpn == qpn)
-            return c;
-    return NULL;
-}
-
-static void qpn_unlink(struct vb_conn *conn)
-{
-    vb_class_t *cls = conn->cls;
-    struct vb_conn **pp = &cls->by_qpn[conn->qpn % VB_QPN_BUCKETS];
-    for (; *pp; pp = &(*pp)->qpn_next)
-        if (*pp == conn) {
-            *pp = conn->qpn_next;
-            return;
-        }
+    struct nau_ptable_node *n = nau_ptable_find_u64(&cls->by_qpn, qpn);
+    return n ? nau_container_of(n, struct vb_conn, qnode) : NULL;
 }
 
 bool vb_sq_full(const struct vb_conn *conn)
@@ -218,8 +204,7 @@ static cw_status_t conn_create_qp(struct vb_conn *conn)
     }
     conn->inline_max = qa.cap.max_inline_data;
     conn->qpn = conn->id->qp->qp_num;
-    conn->qpn_next = cls->by_qpn[conn->qpn % VB_QPN_BUCKETS];
-    cls->by_qpn[conn->qpn % VB_QPN_BUCKETS] = conn;
+    nau_ptable_insert_u64(&cls->by_qpn, &conn->qnode, conn->qpn);
     return CW_OK;
 }
 
@@ -335,7 +320,7 @@ static void conn_destroy(struct vb_conn *conn)
     vb_list_free(cls, &conn->posted);
     if (conn->id) {
         if (conn->id->qp) {
-            qpn_unlink(conn);
+            nau_ptable_remove(&cls->by_qpn, &conn->qnode);
             cls->ops->destroy_qp(conn->id);
         }
         cls->ops->destroy_id(conn->id);

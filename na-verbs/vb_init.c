@@ -377,6 +377,8 @@ static cw_status_t vb_init(const struct cw_na_host *host,
     nau_pool_init(&cls->op_pool, sizeof(struct cw_na_op), VB_OP_CACHE);
     st = nau_ptable_init(&cls->peers, nau_seed());
     if (st == CW_OK)
+        st = nau_ptable_init(&cls->by_qpn, nau_seed());
+    if (st == CW_OK)
         st = vb_params(cls, info->params);
     if (st != CW_OK)
         goto err_fini;
@@ -441,6 +443,7 @@ static void vb_finalize(cw_na_class_t *cls)
     if (cls->self)
         vb_peer_put(cls, cls->self);
     vb_peers_free_all(cls);
+    nau_ptable_fini(&cls->by_qpn);
     vb_rcache_fini(cls);
     vb_pool_fini(cls);
     if (cls->srq)
