@@ -158,15 +158,16 @@ cw_status_t shm_progress(cw_na_class_t *cls, unsigned max, unsigned *count_p)
     shm_ring_drain(cls, cls->nslots);
     shm_copy_reap(cls);
 
-    /* Run only what is done now: callbacks may post operations that
-     * complete at once, and those wait for the next call. */
-    struct nau_list ready;
-    nau_list_init(&ready);
-    nau_list_splice_tail(&ready, &cls->done);
+    /* Run only what is done now (up to the last op done): callbacks may
+     * post operations that complete at once, and those wait for the next
+     * call. */
+    const struct nau_list *last = cls->done.prev;
+    bool more = last != &cls->done;
     unsigned n = 0;
-    while (!nau_list_empty(&ready) && (max == 0 || n < max)) {
+    while (more && (max == 0 || n < max)) {
         struct cw_na_op *op =
-            nau_container_of(ready.next, struct cw_na_op, link);
+            nau_container_of(cls->done.next, struct cw_na_op, link);
+        more = &op->link != last;
         nau_list_del(&op->link);
         struct cw_na_cb_info info = {
             .status = op->status, .type = op->type, .arg = op->arg};
@@ -182,10 +183,6 @@ cw_status_t shm_progress(cw_na_class_t *cls, unsigned max, unsigned *count_p)
         op->cb(&info);
         shm_op_free(op);
         n++;
-    }
-    if (!nau_list_empty(&ready)) { /* over max: put back in front */
-        nau_list_splice_tail(&ready, &cls->done);
-        nau_list_splice_tail(&cls->done, &ready);
     }
     /* The clock costs as much as an idle pass: look at it on every 16th
      * call only (busy loops make millions; blocking ones come through

@@ -1,9 +1,9 @@
 /*
  * na-util: hashing.  Tables keyed by what peers send (addresses, ids,
- * tags) hash under a seed drawn at random once per process, so that a
- * peer, which never learns the seed, cannot choose keys that pile up in
- * one bucket.  FNV-1a stays only where a value must be the same in every
- * process (an identity that travels on the wire), never to index a table.
+ * tags) hash under a seed drawn once per process, which no peer learns, so
+ * that no peer can choose keys that pile up in one bucket.  FNV-1a is kept
+ * only for a value that must be the same in every process (an identity on
+ * the wire), never to index a table.
  */
 #ifndef NAU_HASH_H
 #define NAU_HASH_H
@@ -12,14 +12,11 @@
 #include <stdint.h>
 #include <string.h>
 
-/**
- * The process's hash seed: drawn from getrandom() on first use (the clock,
- * the pid and an address where that fails); never changes afterwards.
- * Thread-safe.
- */
+/** The process's seed: drawn from getrandom() on first use (the clock, the
+ *  pid and an address where that fails), never changed.  Thread-safe. */
 uint64_t nau_seed(void);
 
-/** splitmix64's finaliser: every input bit moves every output bit. */
+/** splitmix64's finaliser: a bijection in which every bit moves every bit. */
 static inline uint64_t nau_mix64(uint64_t x)
 {
     x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -27,16 +24,13 @@ static inline uint64_t nau_mix64(uint64_t x)
     return x ^ (x >> 31);
 }
 
-/** Hash of the 64-bit key @p x under @p seed. */
+/** Hash of the 64-bit @p x under @p seed (a bijection of @p x). */
 static inline uint64_t nau_hash_u64(uint64_t seed, uint64_t x)
 {
     return nau_mix64(x ^ seed);
 }
 
-/**
- * Hash of @p len bytes at @p key under @p seed: one mix per 8-byte word,
- * chained, so that with a constant @p len an inlined call unrolls.
- */
+/** Hash of @p len bytes under @p seed, a mix per 8-byte word, chained. */
 static inline uint64_t nau_hash_bytes(uint64_t seed, const void *key,
                                       size_t len)
 {
@@ -52,7 +46,7 @@ static inline uint64_t nau_hash_bytes(uint64_t seed, const void *key,
     return nau_mix64(h ^ w);
 }
 
-/** FNV-1a, 64 bits, of @p len bytes: the same in every process (unseeded). */
+/** FNV-1a, 64 bits, unseeded: the same in every process. */
 static inline uint64_t nau_fnv1a64(const void *data, size_t len)
 {
     const unsigned char *p = data;

@@ -1,10 +1,8 @@
 /*
- * na-util: the intrusive doubly linked list every plugin uses (after
- * libfabric's include/ofi_list.h).  A list is a head (struct nau_list,
- * initialised with nau_list_init()) and the nodes embedded in its entries.
- * A node is on at most one list at a time; one that is on none has a NULL
- * next, so a zeroed entry is off every list, nau_list_del() leaves a node
- * that way and deleting a node that is on no list does nothing.
+ * na-util: the intrusive doubly linked list (after libfabric's ofi_list.h).
+ * A head is initialised with nau_list_init(); a node is on at most one
+ * list, and one on none has a NULL next: a zeroed node is on no list,
+ * nau_list_del() leaves a node so and deleting such a node does nothing.
  */
 #ifndef NAU_LIST_H
 #define NAU_LIST_H
@@ -21,13 +19,20 @@ struct nau_list {
 #define nau_container_of(ptr, type, member)                                    \
     ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
 
-/** Make @p h an empty list. */
+/** Iterate @p pos over the nodes of head @p h. */
+#define nau_list_for_each(pos, h)                                              \
+    for ((pos) = (h)->next; (pos) != (h); (pos) = (pos)->next)
+
+/** The same where the body may delete @p pos (@p tmp: the next node). */
+#define nau_list_for_each_safe(pos, tmp, h)                                    \
+    for ((pos) = (h)->next, (tmp) = (pos)->next; (pos) != (h);                 \
+         (pos) = (tmp), (tmp) = (pos)->next)
+
 static inline void nau_list_init(struct nau_list *h)
 {
     h->next = h->prev = h;
 }
 
-/** True if the list headed by @p h has no node. */
 static inline bool nau_list_empty(const struct nau_list *h)
 {
     return h->next == h;
@@ -39,7 +44,7 @@ static inline bool nau_list_linked(const struct nau_list *n)
     return n->next != NULL;
 }
 
-/** Append node @p n (on no list) to the list headed by @p h. */
+/** Append node @p n (on no list) to head @p h. */
 static inline void nau_list_add_tail(struct nau_list *h, struct nau_list *n)
 {
     n->prev = h->prev;
@@ -57,27 +62,5 @@ static inline void nau_list_del(struct nau_list *n)
     n->next->prev = n->prev;
     n->next = n->prev = NULL;
 }
-
-/** Move every node of @p from to the end of @p to; @p from is left empty. */
-static inline void nau_list_splice_tail(struct nau_list *to,
-                                        struct nau_list *from)
-{
-    if (nau_list_empty(from))
-        return;
-    from->next->prev = to->prev;
-    to->prev->next = from->next;
-    from->prev->next = to;
-    to->prev = from->prev;
-    nau_list_init(from);
-}
-
-/** Iterate @p pos (a struct nau_list *) over the nodes of @p h. */
-#define nau_list_for_each(pos, h)                                              \
-    for ((pos) = (h)->next; (pos) != (h); (pos) = (pos)->next)
-
-/** The same where the body may delete @p pos (@p tmp: the next node). */
-#define nau_list_for_each_safe(pos, tmp, h)                                    \
-    for ((pos) = (h)->next, (tmp) = (pos)->next; (pos) != (h);                 \
-         (pos) = (tmp), (tmp) = (pos)->next)
 
 #endif /* NAU_LIST_H */

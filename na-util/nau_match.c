@@ -5,9 +5,8 @@
 
 #include "nau_hash.h"
 
-/* Buckets: about one per four entries the matcher may hold, so a full one
- * scans a handful per lookup, within a range that keeps an idle instance's
- * array small. */
+/* About a bucket per four entries the matcher may hold, so a full one
+ * scans a handful a lookup; at most 1024, so an idle one stays small. */
 #define NAU_MATCH_BUCKETS_MIN 16u
 #define NAU_MATCH_BUCKETS_MAX 1024u
 
@@ -27,40 +26,30 @@ void nau_match_fini(struct nau_match *m)
 static struct nau_list *nau_match_bucket(const struct nau_match *m,
                                          uint64_t peer, uint32_t tag)
 {
-    uint64_t h = nau_mix64(nau_hash_u64(m->seed, peer) ^ tag);
-
-    return &m->buckets[h & m->mask];
-}
-
-static cw_status_t nau_match_alloc(struct nau_match *m)
-{
-    size_t n = NAU_MATCH_BUCKETS_MIN;
-
-    while (n < NAU_MATCH_BUCKETS_MAX && n * 4 < m->max)
-        n *= 2;
-    m->buckets = malloc(n * sizeof(*m->buckets));
-    if (m->buckets == NULL)
-        return CW_NOMEM;
-    for (size_t i = 0; i < n; i++)
-        nau_list_init(&m->buckets[i]);
-    m->mask = n - 1;
-    return CW_OK;
+    return &m->buckets[nau_mix64(nau_hash_u64(m->seed, peer) ^ tag) & m->mask];
 }
 
 cw_status_t nau_match_insert(struct nau_match *m, struct nau_match_entry *e,
                              uint64_t peer, uint32_t tag, size_t bytes)
 {
+    size_t n = NAU_MATCH_BUCKETS_MIN;
+
     if (m == NULL || e == NULL)
         return CW_INVALID_ARG;
     if (nau_match_full(m, bytes)) {
         m->refused++;
         return CW_BUSY;
     }
-    if (m->buckets == NULL && nau_match_alloc(m) != CW_OK)
-        return CW_NOMEM;
-    e->peer = peer;
-    e->tag = tag;
-    e->bytes = bytes;
+    if (m->buckets == NULL) {
+        while (n < NAU_MATCH_BUCKETS_MAX && n * 4 < m->max)
+            n *= 2;
+        if ((m->buckets = malloc(n * sizeof(*m->buckets))) == NULL)
+            return CW_NOMEM;
+        for (size_t i = 0; i < n; i++)
+            nau_list_init(&m->buckets[i]);
+        m->mask = n - 1;
+    }
+    *e = (struct nau_match_entry){.peer = peer, .tag = tag, .bytes = bytes};
     nau_list_add_tail(&m->fifo, &e->fifo);
     nau_list_add_tail(nau_match_bucket(m, peer, tag), &e->blink);
     m->n++;
@@ -83,12 +72,10 @@ static struct nau_match_entry *nau_match_scan(const struct nau_match *m,
                                               const struct nau_list *l,
                                               uint64_t peer, uint32_t tag)
 {
-    const struct nau_list *b = nau_match_bucket(m, peer, tag);
-
-    for (; l != b; l = l->next) {
+    for (const struct nau_list *b = nau_match_bucket(m, peer, tag); l != b;
+         l = l->next) {
         struct nau_match_entry *e =
             nau_container_of(l, struct nau_match_entry, blink);
-
         if (e->peer == peer && e->tag == tag)
             return e;
     }

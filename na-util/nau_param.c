@@ -12,7 +12,7 @@ const char *nau_param(const char *const *params, const char *key,
     const char *v = NULL;
 
     for (const char *const *p = params; p && p[0] && p[1]; p += 2)
-        if (key != NULL && strcmp(p[0], key) == 0)
+        if (strcmp(p[0], key) == 0)
             v = p[1];
     return v != NULL || env == NULL ? v : getenv(env);
 }
@@ -23,8 +23,7 @@ cw_status_t nau_param_uint(const char *s, uint64_t min, uint64_t max,
     unsigned long long v;
     char *end;
 
-    /* strtoull() would take "-1" as the largest value. */
-    if (s == NULL || !isdigit((unsigned char)*s))
+    if (s == NULL || !isdigit((unsigned char)*s)) /* strtoull takes "-1" */
         return CW_INVALID_ARG;
     errno = 0;
     v = strtoull(s, &end, 10);

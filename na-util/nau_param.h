@@ -10,18 +10,16 @@
 
 #include <causeway/status.h>
 
-/**
- * The value of parameter @p key: the last one given in @p params (may be
- * NULL), else getenv(@p env) when @p env is not NULL, else NULL.
- */
+/** The value of @p key: the last one in @p params (may be NULL), else
+ *  getenv(@p env) when @p env is not NULL, else NULL. */
 const char *nau_param(const char *const *params, const char *key,
                       const char *env);
 
 /**
- * Parse @p s as a decimal integer in [@p min, @p max].
- * @param v_p out: the value, written only on success.
- * @return CW_OK; CW_INVALID_ARG for NULL, no number, trailing characters,
- *         a sign or a value out of range.
+ * Parse @p s as a decimal integer in [@p min, @p max] into *@p v_p (written
+ * only on success).
+ * @return CW_OK; CW_INVALID_ARG for NULL, no number, a sign, trailing
+ *         characters or a value out of range.
  */
 cw_status_t nau_param_uint(const char *s, uint64_t min, uint64_t max,
                            uint64_t *v_p);

@@ -1,12 +1,12 @@
 /*
  * na-util: a pool of fixed-size objects (operations), so that a stream of
  * messages allocates nothing once warm and, under ASan, does not churn the
- * quarantine.  Objects come from malloc() when the pool has none and go
- * back to it when the pool already keeps max_free; the ones kept are
- * chained through their first word (and poisoned under ASan, so a use
- * after nau_pool_put() is reported as one after free() would be).  Not
- * thread-safe: the owner locks.  A zeroed pool keeps nothing: every put
- * frees, so a half-built instance may put into one.
+ * quarantine.  An object comes from malloc() when the pool keeps none and
+ * goes back to free() when it keeps max_free already; those kept are
+ * chained by their first word and, under ASan, poisoned (a use after
+ * nau_pool_put() is reported as one after free()).  A zeroed pool keeps
+ * nothing and hands out nothing, so a half-built instance may put into
+ * one.  Not thread-safe: the owner locks.
  */
 #ifndef NAU_POOL_H
 #define NAU_POOL_H
@@ -14,8 +14,6 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
-
-#include <causeway/status.h>
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
@@ -27,45 +25,42 @@
 #endif
 
 struct nau_pool {
-    size_t obj_size;
+    size_t obj_size;   /**< at least a pointer's */
     unsigned max_free; /**< objects kept for reuse at most */
     unsigned nfree;    /**< objects kept now */
-    void *free;        /**< the kept ones, chained by their first word */
-    uint64_t allocs;   /**< objects taken from malloc() (growth) */
+    void *free;        /**< the kept ones */
+    uint64_t allocs;   /**< objects taken from malloc(): the growth */
 };
 
-/**
- * Set up @p p for objects of @p obj_size bytes, keeping up to @p max_free.
- * @return CW_OK; CW_INVALID_ARG for a size below a pointer's.
- */
-cw_status_t nau_pool_init(struct nau_pool *p, size_t obj_size,
-                          unsigned max_free);
+/** A pool of objects of @p obj_size bytes keeping up to @p max_free. */
+static inline void nau_pool_init(struct nau_pool *p, size_t obj_size,
+                                 unsigned max_free)
+{
+    *p = (struct nau_pool){
+        .obj_size = obj_size < sizeof(void *) ? sizeof(void *) : obj_size,
+        .max_free = max_free};
+}
 
-/** Out of line part of nau_pool_get(): a fresh object, or NULL. */
-void *nau_pool_grow(struct nau_pool *p);
-
-/**
- * An object of the pool's size, or NULL when out of memory.  Its bytes
- * are undefined: the caller initialises it.
- */
+/** An object, its bytes undefined (the caller initialises it), or NULL. */
 static inline void *nau_pool_get(struct nau_pool *p)
 {
     void *o = p->free;
 
-    if (o == NULL)
-        return nau_pool_grow(p);
+    if (o == NULL) {
+        o = p->obj_size ? malloc(p->obj_size) : NULL;
+        p->allocs += o != NULL;
+        return o;
+    }
     NAU_UNPOISON(o, p->obj_size);
     p->free = *(void **)o;
     p->nfree--;
     return o;
 }
 
-/** Give @p o (from nau_pool_get(), or NULL) back. */
+/** Give back @p o (from nau_pool_get(), or NULL). */
 static inline void nau_pool_put(struct nau_pool *p, void *o)
 {
-    if (o == NULL)
-        return;
-    if (p->nfree >= p->max_free) {
+    if (o == NULL || p->nfree >= p->max_free) {
         free(o);
         return;
     }
@@ -76,6 +71,16 @@ static inline void nau_pool_put(struct nau_pool *p, void *o)
 }
 
 /** Free the objects kept; the pool stays usable. */
-void nau_pool_fini(struct nau_pool *p);
+static inline void nau_pool_fini(struct nau_pool *p)
+{
+    while (p->free != NULL) {
+        void *o = p->free;
+
+        NAU_UNPOISON(o, p->obj_size);
+        p->free = *(void **)o;
+        free(o);
+    }
+    p->nfree = 0;
+}
 
 #endif /* NAU_POOL_H */

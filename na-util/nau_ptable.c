@@ -1,47 +1,26 @@
-/* na-util: the seeded, resizable peer table. */
+/* na-util: the seeded, growing peer table. */
 #include "nau_ptable.h"
 
 #include <stdlib.h>
 
-#define NAU_PTABLE_MIN 16u
-
-static bool nau_ptable_resize(struct nau_ptable *t, size_t size);
-
-cw_status_t nau_ptable_init(struct nau_ptable *t, uint64_t seed)
-{
-    *t = (struct nau_ptable){.seed = seed};
-    return nau_ptable_resize(t, NAU_PTABLE_MIN) ? CW_OK : CW_NOMEM;
-}
-
-void nau_ptable_fini(struct nau_ptable *t)
-{
-    free(t->buckets);
-    t->buckets = NULL;
-    t->mask = 0;
-    t->count = 0;
-}
-
 static void nau_ptable_link(struct nau_ptable_node **b,
                             struct nau_ptable_node *n)
 {
-    n->next = *b;
-    if (n->next != NULL)
+    if ((n->next = *b) != NULL)
         n->next->pprev = &n->next;
     n->pprev = b;
     *b = n;
 }
 
-/* Rehash into @p size buckets (the hashes are kept: no key is read). */
+/* Rehash into @p size buckets (by the hashes kept: no key is read). */
 static bool nau_ptable_resize(struct nau_ptable *t, size_t size)
 {
-    struct nau_ptable_node **b = calloc(size, sizeof(*b));
+    struct nau_ptable_node **b = calloc(size, sizeof(*b)), *n;
 
     if (b == NULL)
         return false;
     for (size_t i = 0; t->buckets != NULL && i <= t->mask; i++) {
-        while (t->buckets[i] != NULL) {
-            struct nau_ptable_node *n = t->buckets[i];
-
+        while ((n = t->buckets[i]) != NULL) {
             t->buckets[i] = n->next;
             nau_ptable_link(&b[n->hash & (size - 1)], n);
         }
@@ -50,6 +29,18 @@ static bool nau_ptable_resize(struct nau_ptable *t, size_t size)
     t->buckets = b;
     t->mask = size - 1;
     return true;
+}
+
+cw_status_t nau_ptable_init(struct nau_ptable *t, uint64_t seed)
+{
+    *t = (struct nau_ptable){.seed = seed};
+    return nau_ptable_resize(t, 16) ? CW_OK : CW_NOMEM;
+}
+
+void nau_ptable_fini(struct nau_ptable *t)
+{
+    free(t->buckets);
+    *t = (struct nau_ptable){.seed = t->seed};
 }
 
 void nau_ptable_insert(struct nau_ptable *t, struct nau_ptable_node *n,
@@ -66,8 +57,7 @@ void nau_ptable_remove(struct nau_ptable *t, struct nau_ptable_node *n)
 {
     if (n->pprev == NULL)
         return;
-    *n->pprev = n->next;
-    if (n->next != NULL)
+    if ((*n->pprev = n->next) != NULL)
         n->next->pprev = n->pprev;
     n->next = NULL;
     n->pprev = NULL;
@@ -77,12 +67,10 @@ void nau_ptable_remove(struct nau_ptable *t, struct nau_ptable_node *n)
 struct nau_ptable_node *nau_ptable_iter(const struct nau_ptable *t,
                                         const struct nau_ptable_node *n)
 {
-    size_t i = 0;
+    size_t i = n ? (n->hash & t->mask) + 1 : 0;
 
     if (n != NULL && n->next != NULL)
         return n->next;
-    if (n != NULL)
-        i = (n->hash & t->mask) + 1;
     for (; t->buckets != NULL && i <= t->mask; i++)
         if (t->buckets[i] != NULL)
             return t->buckets[i];

@@ -1,23 +1,21 @@
 /*
  * na-util: the peer table.  Peers are looked up by what the wire carries
- * (an address, an endpoint id), so the table hashes under a seed
- * (nau_hash.h) and doubles its bucket array past one entry per bucket: a
- * lookup costs the same with ten peers or a million, and no peer can make
- * keys collide.  Intrusive: a peer embeds a struct nau_ptable_node holding
- * its hash and its reference count; the table allocates only its buckets.
- * The plugin hashes its key (nau_ptable_hash*()) and compares the key of
- * each candidate of that hash (nau_ptable_first(), nau_ptable_next()), so
- * keys keep their own types.  The table never shrinks, so iterating
- * (nau_ptable_iter()) may remove the node it is at once it has the next.  What
- * the count of references means, and whether a peer leaves the table when it
- * drops to zero, is the plugin's.  Not thread-safe: the owner locks.
+ * (an address, an id), so the table hashes under a seed (nau_hash.h) and
+ * doubles its buckets past one node per bucket: a lookup costs the same
+ * with ten peers or a million, and no peer can make keys collide.  A peer
+ * embeds a node holding its hash and its references; the plugin hashes
+ * its key and compares the key of each node of that hash
+ * (nau_ptable_first(), nau_ptable_next()), so keys keep their own types;
+ * a 64-bit key's hash is a bijection, so nau_ptable_find_u64() compares
+ * none.  What the references count, and whether a peer leaves the table
+ * at zero, is the plugin's.  The table never shrinks, so an iteration
+ * (nau_ptable_iter()) may remove the node it is at once it has the next.
+ * Not thread-safe: the owner locks.
  */
 #ifndef NAU_PTABLE_H
 #define NAU_PTABLE_H
 
 #include <stdbool.h>
-#include <stddef.h>
-#include <stdint.h>
 
 #include <causeway/status.h>
 
@@ -30,25 +28,35 @@ struct nau_ptable_node {
     unsigned refs;
 };
 
-/** The table. */
 struct nau_ptable {
     struct nau_ptable_node **buckets;
     size_t mask; /**< buckets - 1 */
     size_t count;
     uint64_t seed;
-    uint64_t grows; /**< times the bucket array doubled */
+    uint64_t grows; /**< times the buckets doubled */
 };
 
 /**
- * An empty table hashing under @p seed (nau_seed()), with its first bucket
- * array, so that inserting never fails.
- * @return CW_OK; CW_NOMEM (the table is then zeroed: empty, and only
- *         nau_ptable_fini() may be called on it).
+ * An empty table hashing under @p seed (nau_seed()), with its first
+ * buckets, so that inserting never fails.
+ * @return CW_OK; CW_NOMEM (the table is then empty: only fini applies).
  */
 cw_status_t nau_ptable_init(struct nau_ptable *t, uint64_t seed);
 
-/** Free the bucket array; the peers (remove them first) are the owner's. */
+/** Free the buckets; the peers (removed first) are the owner's. */
 void nau_ptable_fini(struct nau_ptable *t);
+
+/** Insert @p n (in no table) with @p hash; grows past one node a bucket
+ *  (if that allocation fails, the chains only get longer). */
+void nau_ptable_insert(struct nau_ptable *t, struct nau_ptable_node *n,
+                       uint64_t hash);
+
+/** Take @p n out of @p t (a node in no table is left alone). */
+void nau_ptable_remove(struct nau_ptable *t, struct nau_ptable_node *n);
+
+/** The node after @p n (NULL: the first), in no given order, or NULL. */
+struct nau_ptable_node *nau_ptable_iter(const struct nau_ptable *t,
+                                        const struct nau_ptable_node *n);
 
 /** The hash of a key of @p len bytes. */
 static inline uint64_t nau_ptable_hash(const struct nau_ptable *t,
@@ -57,17 +65,7 @@ static inline uint64_t nau_ptable_hash(const struct nau_ptable *t,
     return nau_hash_bytes(t->seed, key, len);
 }
 
-/**
- * The hash of a 64-bit key: a bijection, so two keys have one hash only if
- * they are equal, and nau_ptable_find_u64() compares no key.
- */
-static inline uint64_t nau_ptable_hash_u64(const struct nau_ptable *t,
-                                           uint64_t key)
-{
-    return nau_hash_u64(t->seed, key);
-}
-
-/** The first node after @p n in its chain with @p hash, or NULL. */
+/** The first node from @p n on in its chain with @p hash, or NULL. */
 static inline struct nau_ptable_node *
 nau_ptable_chain(struct nau_ptable_node *n, uint64_t hash)
 {
@@ -76,7 +74,7 @@ nau_ptable_chain(struct nau_ptable_node *n, uint64_t hash)
     return n;
 }
 
-/** The first node whose key has @p hash, or NULL. */
+/** The first node with @p hash, or NULL. */
 static inline struct nau_ptable_node *
 nau_ptable_first(const struct nau_ptable *t, uint64_t hash)
 {
@@ -95,39 +93,23 @@ nau_ptable_next(const struct nau_ptable_node *n)
 static inline struct nau_ptable_node *
 nau_ptable_find_u64(const struct nau_ptable *t, uint64_t key)
 {
-    return nau_ptable_first(t, nau_ptable_hash_u64(t, key));
+    return nau_ptable_first(t, nau_hash_u64(t->seed, key));
 }
 
-/**
- * Insert @p n, whose key has @p hash (it must not be in a table), into an
- * initialised table.  Grows the bucket array past one node per bucket; if
- * that allocation fails the table stays as it is, only fuller.
- */
-void nau_ptable_insert(struct nau_ptable *t, struct nau_ptable_node *n,
-                       uint64_t hash);
-
-/** nau_ptable_insert() of @p n with the 64-bit key @p key. */
+/** nau_ptable_insert() with the 64-bit key @p key. */
 static inline void nau_ptable_insert_u64(struct nau_ptable *t,
                                          struct nau_ptable_node *n,
                                          uint64_t key)
 {
-    nau_ptable_insert(t, n, nau_ptable_hash_u64(t, key));
+    nau_ptable_insert(t, n, nau_hash_u64(t->seed, key));
 }
 
-/** Take @p n out of @p t; a node in no table is left alone. */
-void nau_ptable_remove(struct nau_ptable *t, struct nau_ptable_node *n);
-
-/** Iterate: the node after @p n (NULL: the first), in no given order. */
-struct nau_ptable_node *nau_ptable_iter(const struct nau_ptable *t,
-                                        const struct nau_ptable_node *n);
-
-/** Take a reference. */
 static inline void nau_ptable_ref(struct nau_ptable_node *n)
 {
     n->refs++;
 }
 
-/** Drop a reference; true when that was the last one. */
+/** Drop a reference; true when that was the last. */
 static inline bool nau_ptable_unref(struct nau_ptable_node *n)
 {
     return --n->refs == 0;
