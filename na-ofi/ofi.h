@@ -23,6 +23,11 @@
 
 #include <causeway/na_plugin.h>
 
+#include "nau_list.h"
+#include "nau_match.h"
+#include "nau_pool.h"
+#include "nau_ptable.h"
+
 #define OFI_SUBSYS "na-ofi"
 #define OFI_LOG(cls, lvl, ...)                                                 \
     CW_NA_LOG((cls)->host, lvl, OFI_SUBSYS, __VA_ARGS__)
@@ -95,39 +100,6 @@ struct ofi_hdr {
 };
 #define OFI_HDR_SIZE sizeof(struct ofi_hdr)
 
-/* Minimal intrusive doubly-linked list. */
-struct ofi_link {
-    struct ofi_link *prev, *next;
-};
-
-static inline void ofi_list_init(struct ofi_link *h)
-{
-    h->prev = h->next = h;
-}
-static inline bool ofi_list_empty(const struct ofi_link *h)
-{
-    return h->next == h;
-}
-static inline bool ofi_linked(const struct ofi_link *l)
-{
-    return l->next != NULL;
-}
-static inline void ofi_list_push(struct ofi_link *h, struct ofi_link *l)
-{
-    l->prev = h->prev;
-    l->next = h;
-    h->prev->next = l;
-    h->prev = l;
-}
-static inline void ofi_list_del(struct ofi_link *l)
-{
-    l->prev->next = l->next;
-    l->next->prev = l->prev;
-    l->prev = l->next = NULL;
-}
-#define ofi_container(ptr, type, member)                                       \
-    ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
-
 /* Every context handed to libfabric starts with this, so a completion can
  * tell what it belongs to. */
 enum ofi_ctx_kind {
@@ -148,8 +120,8 @@ struct ofi_ctx {
  * connection the next RPC would rebuild; one unused for peer_idle_s is
  * removed (a gateway meets many short-lived clients). */
 struct cw_na_addr {
-    struct ofi_link hlink; /* hash bucket */
-    unsigned refs;         /* user and op references */
+    /* In cls->peers by its raw address; refs: user and op references. */
+    struct nau_ptable_node pnode;
     unsigned nctrl;        /* control messages in flight to it */
     uint64_t last_used_ns; /* last reference dropped / evidence of life */
     fi_addr_t fi;
@@ -181,7 +153,7 @@ struct ofi_seg {
 };
 
 struct cw_na_mem {
-    struct ofi_link link; /* cls->mems: released with the instance */
+    struct nau_list link; /* cls->mems: released with the instance */
     bool local;
     uint32_t access;
     uint32_t nseg;
@@ -193,7 +165,7 @@ struct cw_na_mem {
 struct ofi_sub {
     struct ofi_ctx ctx;
     struct cw_na_op *op;
-    struct ofi_link link; /* op->subs */
+    struct nau_list link; /* op->subs */
 };
 
 struct cw_na_op {
@@ -207,10 +179,10 @@ struct cw_na_op {
     bool finished;      /* status decided, on the done list or called back */
     bool cb_done;       /* callback ran (zombie if still in_provider) */
     bool in_retry;
-    struct ofi_link link;  /* retry list or done list */
-    struct ofi_link alink; /* active list */
-    struct ofi_link zlink; /* zombie list */
-    struct ofi_link mlink; /* posted expected receive: cls->exp_posted */
+    struct nau_list link;          /* retry list or done list */
+    struct nau_list alink;         /* active list */
+    struct nau_list zlink;         /* zombie list */
+    struct nau_match_entry mentry; /* posted expected receive: exp_posted */
     uint64_t retry_deadline_ns;
     uint64_t abandon_ns;     /* after cancel: complete anyway past this */
     struct cw_na_addr *peer; /* reference; dest / source / RMA peer */
@@ -225,19 +197,18 @@ struct cw_na_op {
     struct cw_na_mem *local, *remote;
     size_t loff, roff, pos;
     unsigned inflight;
-    struct ofi_link subs;
+    struct nau_list subs;
 };
 
 struct ofi_ctrl {
     struct ofi_ctx ctx;
-    struct ofi_link link;    /* cls->ctrl_sends */
+    struct nau_list link;    /* cls->ctrl_sends */
     struct cw_na_addr *peer; /* no reference: peers live until finalize */
     struct ofi_hdr hdr;
 };
 
-#define OFI_HASH_BUCKETS    64
-#define OFI_EXP_BUCKETS     256
 #define OFI_EARLY_BYTES_MAX (4u << 20)
+#define OFI_OP_POOL_MAX     256u
 
 struct ofi_exp_buf;
 
@@ -272,16 +243,17 @@ struct cw_na_class {
     uint64_t peer_idle_ns;     /* drop unused peers after this */
     uint64_t last_activity_ns; /* last time the CQ had something */
     struct cw_na_addr *self;
-    struct ofi_link peers[OFI_HASH_BUCKETS];
-    struct ofi_link retry;  /* ops to (re)post */
-    struct ofi_link done;   /* ops whose callback is due */
-    struct ofi_link active; /* every op between post and completion */
-    struct ofi_link zombies;
-    struct ofi_link ctrl_sends;
-    struct ofi_link op_cache; /* freed ops for reuse (their link) */
-    struct ofi_link mems;     /* every memory handle not yet released */
-    unsigned nop_cache;
-    unsigned nrma; /* RMA ops in flight */
+    struct nau_ptable peers; /* by raw address */
+    struct nau_list retry;   /* ops to (re)post */
+    struct nau_list done;    /* ops whose callback is due */
+    struct nau_list active;  /* every op between post and completion */
+    struct nau_list zombies;
+    struct nau_list ctrl_sends;
+    /* Freed ops kept for reuse: a stream of messages then allocates
+     * nothing (and, under ASan, does not fill the quarantine). */
+    struct nau_pool op_pool;
+    struct nau_list mems; /* every memory handle not yet released */
+    unsigned nrma;        /* RMA ops in flight */
     uint64_t next_liveness_ns;
     unsigned pongs_due;      /* peers with pong_due set */
     unsigned pong_tokens;    /* pongs to unknown addresses allowed now */
@@ -294,11 +266,13 @@ struct cw_na_class {
     /* The catch-alls are FI_MULTI_RECV buffers: each takes many messages,
      * packed, and is released by the provider when nearly full. */
     bool exp_multi;
-    size_t exp_buf_bytes;                        /* room in each catch-all */
-    struct ofi_link exp_posted[OFI_EXP_BUCKETS]; /* posted receives, by tag */
-    struct ofi_link early_fifo;                  /* unmatched, oldest first */
-    struct ofi_link early[OFI_EXP_BUCKETS];      /* the same, by tag */
-    size_t early_max, early_count, early_bytes;
+    size_t exp_buf_bytes; /* room in each catch-all */
+    /* Posted receives, and messages that came before theirs (bounded by
+     * early_max and OFI_EARLY_BYTES_MAX), by (hash of the raw address in
+     * cls->peers, tag). */
+    struct nau_match exp_posted;
+    struct nau_match early;
+    size_t early_max;
     uint64_t drops_unlogged, next_drop_log_ns;
     const char *drop_reason; /* of the last drop (a literal) */
     struct ofi_ctx ctrl_ctx;
@@ -395,8 +369,8 @@ void ofi_sink_done(struct cw_na_class *cls, struct ofi_ctx *ctx, int err);
 cw_status_t ofi_exp_init(struct cw_na_class *cls);
 void ofi_exp_fini(struct cw_na_class *cls);
 cw_status_t ofi_exp_post_bufs(struct cw_na_class *cls);
-void ofi_exp_recv_post(struct cw_na_class *cls, struct cw_na_op *op);
-void ofi_exp_recv_unlink(struct cw_na_op *op);
+cw_status_t ofi_exp_recv_post(struct cw_na_class *cls, struct cw_na_op *op);
+void ofi_exp_recv_unlink(struct cw_na_class *cls, struct cw_na_op *op);
 void ofi_drop_log(struct cw_na_class *cls, uint64_t now);
 void ofi_drop_note(struct cw_na_class *cls, const char *why);
 void ofi_exp_recv_done(struct cw_na_class *cls, struct ofi_ctx *ctx,

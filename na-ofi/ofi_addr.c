@@ -21,16 +21,6 @@
 
 #define OFI_SER_MAGIC 0x4f46u
 
-static uint32_t ofi_hash(const void *raw, size_t len)
-{
-    const uint8_t *p = raw;
-    uint32_t h = 2166136261u;
-
-    for (size_t i = 0; i < len; i++)
-        h = (h ^ p[i]) * 16777619u;
-    return h % OFI_HASH_BUCKETS;
-}
-
 static bool ofi_shm_name_valid(const char *name)
 {
     size_t n = strlen(name);
@@ -313,10 +303,11 @@ cw_status_t ofi_shm_lock_self(struct cw_na_class *cls)
 struct cw_na_addr *ofi_peer_find(struct cw_na_class *cls, const void *raw,
                                  size_t len)
 {
-    struct ofi_link *h = &cls->peers[ofi_hash(raw, len)];
+    struct nau_ptable_node *n =
+        nau_ptable_first(&cls->peers, nau_ptable_hash(&cls->peers, raw, len));
 
-    for (struct ofi_link *l = h->next; l != h; l = l->next) {
-        struct cw_na_addr *a = ofi_container(l, struct cw_na_addr, hlink);
+    for (; n != NULL; n = nau_ptable_next(n)) {
+        struct cw_na_addr *a = nau_container_of(n, struct cw_na_addr, pnode);
 
         if (a->len == len && memcmp(a->raw, raw, len) == 0)
             return a;
@@ -335,7 +326,7 @@ cw_status_t ofi_peer_get(struct cw_na_class *cls, const void *raw, size_t len,
         return CW_INVALID_ARG;
     a = ofi_peer_find(cls, raw, len);
     if (a != NULL) {
-        a->refs++;
+        nau_ptable_ref(&a->pnode);
         *addr_p = a;
         return CW_OK;
     }
@@ -368,10 +359,11 @@ cw_status_t ofi_peer_get(struct cw_na_class *cls, const void *raw, size_t len,
         free(a);
         return rc < 0 ? ofi_status(rc) : CW_UNREACHABLE;
     }
-    a->refs = 1;
+    nau_ptable_insert(&cls->peers, &a->pnode,
+                      nau_ptable_hash(&cls->peers, raw, len));
+    a->pnode.refs = 1;
     a->last_alive_ns = ofi_now(cls);
     a->last_used_ns = a->last_alive_ns;
-    ofi_list_push(&cls->peers[ofi_hash(raw, len)], &a->hlink);
     *addr_p = a;
     return CW_OK;
 }
@@ -421,19 +413,14 @@ cw_status_t ofi_addr_init_self(struct cw_na_class *cls)
 
 void ofi_addr_fini(struct cw_na_class *cls)
 {
-    for (size_t i = 0; i < OFI_HASH_BUCKETS; i++) {
-        struct ofi_link *h = &cls->peers[i];
+    struct nau_ptable_node *n, *next;
 
-        if (h->next == NULL)
-            continue;
-        while (!ofi_list_empty(h)) {
-            struct cw_na_addr *a =
-                ofi_container(h->next, struct cw_na_addr, hlink);
-
-            ofi_list_del(&a->hlink);
-            free(a);
-        }
+    for (n = nau_ptable_iter(&cls->peers, NULL); n != NULL; n = next) {
+        next = nau_ptable_iter(&cls->peers, n);
+        nau_ptable_remove(&cls->peers, n);
+        free(nau_container_of(n, struct cw_na_addr, pnode));
     }
+    nau_ptable_fini(&cls->peers);
     cls->self = NULL;
 }
 
@@ -469,7 +456,7 @@ cw_status_t ofi_addr_lookup(cw_na_class_t *cls, const char *location,
 
 cw_status_t ofi_addr_self(cw_na_class_t *cls, cw_na_addr_t **addr_p)
 {
-    cls->self->refs++;
+    nau_ptable_ref(&cls->self->pnode);
     *addr_p = cls->self;
     return CW_OK;
 }
@@ -479,14 +466,14 @@ cw_status_t ofi_addr_dup(cw_na_class_t *cls, cw_na_addr_t *addr,
 {
     if (addr == NULL)
         return CW_INVALID_ARG;
-    addr->refs++;
+    nau_ptable_ref(&addr->pnode);
     *addr_p = addr;
     return CW_OK;
 }
 
 void ofi_addr_free(cw_na_class_t *cls, cw_na_addr_t *addr)
 {
-    if (addr != NULL && addr->refs > 0 && --addr->refs == 0)
+    if (addr != NULL && addr->pnode.refs > 0 && nau_ptable_unref(&addr->pnode))
         addr->last_used_ns = ofi_now(cls);
 }
 
@@ -494,32 +481,30 @@ void ofi_addr_free(cw_na_class_t *cls, cw_na_addr_t *addr)
  * control message in flight. */
 void ofi_peers_reap(struct cw_na_class *cls, uint64_t now)
 {
+    struct nau_ptable_node *n, *next;
+
     if (cls->peer_idle_ns == 0)
         return;
-    for (size_t i = 0; i < OFI_HASH_BUCKETS; i++) {
-        struct ofi_link *l, *next;
+    for (n = nau_ptable_iter(&cls->peers, NULL); n != NULL; n = next) {
+        struct cw_na_addr *a = nau_container_of(n, struct cw_na_addr, pnode);
+        int rc;
 
-        for (l = cls->peers[i].next; l != &cls->peers[i]; l = next) {
-            struct cw_na_addr *a = ofi_container(l, struct cw_na_addr, hlink);
-            int rc;
+        next = nau_ptable_iter(&cls->peers, n);
+        if (a == cls->self || a->pnode.refs > 0 || a->nactive > 0 ||
+            a->nctrl > 0 || a->pong_due ||
+            now - a->last_used_ns < cls->peer_idle_ns)
+            continue;
+        rc = fi_av_remove(cls->av, &a->fi, 1, 0);
+        if (rc != 0)
+            OFI_DBG(cls, "fi_av_remove() failed: %s", fi_strerror(-rc));
+        if (cls->host->log_level && *cls->host->log_level >= CW_LOG_DEBUG) {
+            char str[128];
 
-            next = l->next;
-            if (a == cls->self || a->refs > 0 || a->nactive > 0 ||
-                a->nctrl > 0 || a->pong_due ||
-                now - a->last_used_ns < cls->peer_idle_ns)
-                continue;
-            rc = fi_av_remove(cls->av, &a->fi, 1, 0);
-            if (rc != 0)
-                OFI_DBG(cls, "fi_av_remove() failed: %s", fi_strerror(-rc));
-            if (cls->host->log_level && *cls->host->log_level >= CW_LOG_DEBUG) {
-                char str[128];
-
-                ofi_format_raw(cls, a->raw, a->len, str, sizeof(str));
-                OFI_DBG(cls, "dropped idle peer %s", str);
-            }
-            ofi_list_del(&a->hlink);
-            free(a);
+            ofi_format_raw(cls, a->raw, a->len, str, sizeof(str));
+            OFI_DBG(cls, "dropped idle peer %s", str);
         }
+        nau_ptable_remove(&cls->peers, n);
+        free(a);
     }
 }
 

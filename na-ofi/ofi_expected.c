@@ -23,8 +23,12 @@
  * into the user's buffer.  One that matches nothing goes to the early queue,
  * which a later receive for the same (source, tag) consults first.  The
  * early queue is bounded (early_max messages, OFI_EARLY_BYTES_MAX bytes):
- * beyond that the oldest message is dropped and counted.
+ * beyond that the oldest message is dropped and counted.  Both are na-util
+ * matchers keyed by the tag and the hash the peer table gives the sender's
+ * address (seeded: the address is the sender's word); each candidate's
+ * address is compared in full.
  */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,9 +49,7 @@ struct ofi_exp_buf {
 };
 
 struct ofi_early {
-    struct ofi_link fifo;  /* cls->early_fifo, oldest first */
-    struct ofi_link blink; /* cls->early[bucket] */
-    uint32_t tag;
+    struct nau_match_entry m; /* cls->early */
     uint16_t addrlen;
     uint8_t addr[OFI_ADDR_MAX];
     size_t len;
@@ -58,11 +60,6 @@ struct ofi_early {
 /* Smallest room an early message gets, so that an evicted entry can carry
  * the next small message without another allocation. */
 #define OFI_EARLY_MIN_CAP 256u
-
-static size_t ofi_exp_bucket(uint32_t tag)
-{
-    return (size_t)((tag * 2654435761u) >> 24) % OFI_EXP_BUCKETS;
-}
 
 static bool ofi_same_addr(const struct cw_na_addr *peer, const uint8_t *addr,
                           uint16_t addrlen)
@@ -149,11 +146,9 @@ cw_status_t ofi_exp_init(struct cw_na_class *cls)
 {
     size_t n;
 
-    ofi_list_init(&cls->early_fifo);
-    for (size_t i = 0; i < OFI_EXP_BUCKETS; i++) {
-        ofi_list_init(&cls->exp_posted[i]);
-        ofi_list_init(&cls->early[i]);
-    }
+    nau_match_init(&cls->exp_posted, UINT_MAX, SIZE_MAX, nau_seed());
+    nau_match_init(&cls->early, (unsigned)cls->early_max, OFI_EARLY_BYTES_MAX,
+                   nau_seed());
     cls->exp_multi = ofi_exp_multi_setup(cls);
     if (cls->exp_multi) {
         n = OFI_EXP_MULTI_BUFS;
@@ -184,18 +179,10 @@ cw_status_t ofi_exp_init(struct cw_na_class *cls)
     return ofi_exp_post_bufs(cls);
 }
 
-static void ofi_early_unlink(struct cw_na_class *cls, struct ofi_early *m)
+static void ofi_early_free(struct cw_na_class *cls, struct ofi_early *e)
 {
-    ofi_list_del(&m->fifo);
-    ofi_list_del(&m->blink);
-    cls->early_count--;
-    cls->early_bytes -= m->cap;
-}
-
-static void ofi_early_free(struct cw_na_class *cls, struct ofi_early *m)
-{
-    ofi_early_unlink(cls, m);
-    free(m);
+    nau_match_remove(&cls->early, &e->m);
+    free(e);
 }
 
 /* After the endpoint is closed: the provider holds no buffer any more. */
@@ -203,11 +190,11 @@ void ofi_exp_fini(struct cw_na_class *cls)
 {
     cls->next_drop_log_ns = 0; /* report the last drops now */
     ofi_drop_log(cls, 0);
-    if (cls->early_fifo.next != NULL) {
-        while (!ofi_list_empty(&cls->early_fifo))
-            ofi_early_free(cls, ofi_container(cls->early_fifo.next,
-                                              struct ofi_early, fifo));
-    }
+    while (nau_match_oldest(&cls->early) != NULL)
+        ofi_early_free(cls, nau_container_of(nau_match_oldest(&cls->early),
+                                             struct ofi_early, m));
+    nau_match_fini(&cls->early);
+    nau_match_fini(&cls->exp_posted);
     for (unsigned i = 0; i < cls->nexp_bufs; i++)
         free(cls->exp_bufs[i]);
     free(cls->exp_bufs);
@@ -235,27 +222,26 @@ static void ofi_exp_deliver(struct cw_na_class *cls, struct cw_na_op *op,
 
 /* Posting an expected receive: an early message for it completes it at
  * once, otherwise it waits in the table of posted receives. */
-void ofi_exp_recv_post(struct cw_na_class *cls, struct cw_na_op *op)
+cw_status_t ofi_exp_recv_post(struct cw_na_class *cls, struct cw_na_op *op)
 {
-    size_t b = ofi_exp_bucket(op->tag);
+    uint64_t key = op->peer->pnode.hash;
 
-    for (struct ofi_link *l = cls->early[b].next; l != &cls->early[b];
-         l = l->next) {
-        struct ofi_early *m = ofi_container(l, struct ofi_early, blink);
+    for (struct nau_match_entry *m = nau_match_find(&cls->early, key, op->tag);
+         m != NULL; m = nau_match_next(&cls->early, m)) {
+        struct ofi_early *e = nau_container_of(m, struct ofi_early, m);
 
-        if (m->tag == op->tag && ofi_same_addr(op->peer, m->addr, m->addrlen)) {
-            ofi_exp_deliver(cls, op, m->data, m->len);
-            ofi_early_free(cls, m);
-            return;
+        if (ofi_same_addr(op->peer, e->addr, e->addrlen)) {
+            ofi_exp_deliver(cls, op, e->data, e->len);
+            ofi_early_free(cls, e);
+            return CW_OK;
         }
     }
-    ofi_list_push(&cls->exp_posted[b], &op->mlink);
+    return nau_match_insert(&cls->exp_posted, &op->mentry, key, op->tag, 0);
 }
 
-void ofi_exp_recv_unlink(struct cw_na_op *op)
+void ofi_exp_recv_unlink(struct cw_na_class *cls, struct cw_na_op *op)
 {
-    if (ofi_linked(&op->mlink))
-        ofi_list_del(&op->mlink);
+    nau_match_remove(&cls->exp_posted, &op->mentry);
 }
 
 /* Logs the drops not reported yet, at most once per OFI_DROP_LOG_NS; also
@@ -280,12 +266,13 @@ void ofi_drop_note(struct cw_na_class *cls, const char *why)
     ofi_drop_log(cls, ofi_now(cls));
 }
 
-/* Keeps a message nobody has posted a receive for yet, dropping the oldest
- * ones beyond the bound. */
+/* Keeps a message (from the address whose hash is @p key) nobody has
+ * posted a receive for yet, dropping the oldest ones beyond the bound. */
 static void ofi_early_keep(struct cw_na_class *cls, const struct ofi_hdr *h,
-                           const void *data, size_t len)
+                           uint64_t key, const void *data, size_t len)
 {
-    struct ofi_early *m = NULL;
+    struct ofi_early *e = NULL;
+    struct nau_match_entry *old;
     size_t cap = len < OFI_EARLY_MIN_CAP ? OFI_EARLY_MIN_CAP : len;
 
     if (cls->early_max == 0) {
@@ -294,36 +281,30 @@ static void ofi_early_keep(struct cw_na_class *cls, const struct ofi_hdr *h,
     }
     /* Drop the oldest beyond the bound; the last one dropped is reused
      * when it has the same room (a flood then allocates nothing). */
-    while (cls->early_count > 0 &&
-           (cls->early_count >= cls->early_max ||
-            cls->early_bytes + cap > OFI_EARLY_BYTES_MAX)) {
-        free(m);
-        m = ofi_container(cls->early_fifo.next, struct ofi_early, fifo);
-        ofi_early_unlink(cls, m);
+    while (nau_match_full(&cls->early, cap) &&
+           (old = nau_match_oldest(&cls->early)) != NULL) {
+        free(e);
+        e = nau_container_of(old, struct ofi_early, m);
+        nau_match_remove(&cls->early, old);
         ofi_drop_note(cls, "expected, no receive posted, early queue full");
     }
-    if (m != NULL && m->cap != cap) {
-        free(m);
-        m = NULL;
+    if (e != NULL && e->cap != cap) {
+        free(e);
+        e = NULL;
     }
-    if (m == NULL) {
-        m = malloc(sizeof(*m) + cap);
-        if (m == NULL) {
-            ofi_drop_note(cls, "no memory for the early queue");
-            return;
-        }
-        m->cap = cap;
+    if (e == NULL && (e = malloc(sizeof(*e) + cap)) != NULL)
+        e->cap = cap;
+    if (e == NULL ||
+        nau_match_insert(&cls->early, &e->m, key, h->tag, cap) != CW_OK) {
+        free(e);
+        ofi_drop_note(cls, "no memory for the early queue");
+        return;
     }
-    m->tag = h->tag;
-    m->addrlen = h->addrlen;
-    memcpy(m->addr, h->addr, h->addrlen);
-    m->len = len;
+    e->addrlen = h->addrlen;
+    memcpy(e->addr, h->addr, h->addrlen);
+    e->len = len;
     if (len > 0)
-        memcpy(m->data, data, len);
-    ofi_list_push(&cls->early_fifo, &m->fifo);
-    ofi_list_push(&cls->early[ofi_exp_bucket(m->tag)], &m->blink);
-    cls->early_count++;
-    cls->early_bytes += m->cap;
+        memcpy(e->data, data, len);
 }
 
 /* Where the message of completion @p e starts in catch-all @p b, or NULL
@@ -349,7 +330,7 @@ static const uint8_t *ofi_exp_msg(const struct cw_na_class *cls,
 void ofi_exp_recv_done(struct cw_na_class *cls, struct ofi_ctx *ctx,
                        const struct fi_cq_tagged_entry *e, int err)
 {
-    struct ofi_exp_buf *b = ofi_container(ctx, struct ofi_exp_buf, ctx);
+    struct ofi_exp_buf *b = nau_container_of(ctx, struct ofi_exp_buf, ctx);
     bool released = !cls->exp_multi || (e->flags & FI_MULTI_RECV) != 0;
     const uint8_t *msg = err == 0 ? ofi_exp_msg(cls, b, e) : NULL;
     struct ofi_hdr hc; /* aligned: a packed message may not be */
@@ -379,22 +360,21 @@ void ofi_exp_recv_done(struct cw_na_class *cls, struct ofi_ctx *ctx,
     } else {
         const uint8_t *data = msg + OFI_HDR_SIZE;
         size_t len = e->len - OFI_HDR_SIZE;
-        size_t bk = ofi_exp_bucket(h->tag);
-        struct ofi_link *l;
+        uint64_t key = nau_ptable_hash(&cls->peers, h->addr, h->addrlen);
+        struct nau_match_entry *m =
+            nau_match_find(&cls->exp_posted, key, h->tag);
 
-        for (l = cls->exp_posted[bk].next; l != &cls->exp_posted[bk];
-             l = l->next) {
-            struct cw_na_op *op = ofi_container(l, struct cw_na_op, mlink);
+        for (; m != NULL; m = nau_match_next(&cls->exp_posted, m)) {
+            struct cw_na_op *op = nau_container_of(m, struct cw_na_op, mentry);
 
-            if (op->tag == h->tag &&
-                ofi_same_addr(op->peer, h->addr, h->addrlen)) {
+            if (ofi_same_addr(op->peer, h->addr, h->addrlen)) {
                 ofi_peer_alive(cls, op->peer);
                 ofi_exp_deliver(cls, op, data, len);
                 break;
             }
         }
-        if (l == &cls->exp_posted[bk])
-            ofi_early_keep(cls, h, data, len);
+        if (m == NULL)
+            ofi_early_keep(cls, h, key, data, len);
     }
     if (released)
         ofi_exp_post_buf(cls, b);

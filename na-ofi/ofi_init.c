@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "nau_param.h"
 #include "ofi.h"
 
 #define OFI_API_VERSION FI_VERSION(1, 17)
@@ -296,13 +297,10 @@ static const struct ofi_param ofi_param_table[] = {
 static bool ofi_param_set(struct cw_na_class *cls, const struct ofi_param *p,
                           const char *val, const char *from)
 {
-    char *end;
-    unsigned long long v;
+    uint64_t v;
     void *field = (char *)cls + p->offset;
 
-    errno = 0;
-    v = strtoull(val, &end, 10);
-    if (errno != 0 || end == val || *end != '\0' || v < p->min || v > p->max) {
+    if (nau_param_uint(val, p->min, p->max, &v) != CW_OK) {
         OFI_ERR(cls, "%s %s=\"%s\": expected an integer in [%llu, %llu]", from,
                 p->key, val, (unsigned long long)p->min,
                 (unsigned long long)p->max);
@@ -514,16 +512,18 @@ static cw_status_t ofi_init(const struct cw_na_host *host,
     cls->flags = info->flags;
     cls->wait_fd = -1;
     cls->shm_lock_fd = -1;
-    for (size_t i = 0; i < OFI_HASH_BUCKETS; i++)
-        ofi_list_init(&cls->peers[i]);
-    ofi_list_init(&cls->retry);
-    ofi_list_init(&cls->done);
-    ofi_list_init(&cls->active);
-    ofi_list_init(&cls->zombies);
-    ofi_list_init(&cls->ctrl_sends);
-    ofi_list_init(&cls->op_cache);
-    ofi_list_init(&cls->mems);
+    nau_list_init(&cls->retry);
+    nau_list_init(&cls->done);
+    nau_list_init(&cls->active);
+    nau_list_init(&cls->zombies);
+    nau_list_init(&cls->ctrl_sends);
+    nau_pool_init(&cls->op_pool, sizeof(struct cw_na_op), OFI_OP_POOL_MAX);
+    nau_list_init(&cls->mems);
 
+    if (nau_ptable_init(&cls->peers, nau_seed()) != CW_OK) {
+        st = CW_NOMEM;
+        goto err_free;
+    }
     p = ofi_proto_find(info->protocol);
     if (p == NULL) {
         OFI_ERR(cls,

@@ -65,8 +65,7 @@ cw_status_t ofi_msg_post(struct cw_na_class *cls, struct cw_na_op *op)
 
     if (op->type == CW_NA_OP_RECV_EXPECTED) {
         /* Matched by the plugin, never posted to the provider. */
-        ofi_exp_recv_post(cls, op);
-        return CW_OK;
+        return ofi_exp_recv_post(cls, op);
     }
     rc = ofi_msg_post_fi(cls, op);
     if (rc == 0) {
@@ -181,7 +180,7 @@ void ofi_msg_complete(struct cw_na_class *cls, struct cw_na_op *op,
             }
             op->retry_deadline_ns = UINT64_MAX;
             op->in_retry = true;
-            ofi_list_push(&cls->retry, &op->link);
+            nau_list_add_tail(&cls->retry, &op->link);
             return;
         }
         ofi_peer_alive(cls, src);
@@ -287,15 +286,12 @@ static void ofi_ctrl_ping(struct cw_na_class *cls, const struct ofi_hdr *h)
 /* Answers the pings deferred by ofi_ctrl_ping() whose interval is over. */
 void ofi_pongs_due(struct cw_na_class *cls, uint64_t now)
 {
-    for (size_t i = 0; i < OFI_HASH_BUCKETS && cls->pongs_due > 0; i++) {
-        struct ofi_link *l;
+    for (struct nau_ptable_node *n = nau_ptable_iter(&cls->peers, NULL);
+         n != NULL && cls->pongs_due > 0; n = nau_ptable_iter(&cls->peers, n)) {
+        struct cw_na_addr *p = nau_container_of(n, struct cw_na_addr, pnode);
 
-        for (l = cls->peers[i].next; l != &cls->peers[i]; l = l->next) {
-            struct cw_na_addr *p = ofi_container(l, struct cw_na_addr, hlink);
-
-            if (p->pong_due && now - p->last_pong_ns >= OFI_PONG_INTERVAL_NS)
-                ofi_pong(cls, p, now);
-        }
+        if (p->pong_due && now - p->last_pong_ns >= OFI_PONG_INTERVAL_NS)
+            ofi_pong(cls, p, now);
     }
 }
 
@@ -456,7 +452,7 @@ void ofi_sinks_tick(struct cw_na_class *cls, uint64_t now)
 
 void ofi_sink_done(struct cw_na_class *cls, struct ofi_ctx *ctx, int err)
 {
-    struct ofi_sink *k = ofi_container(ctx, struct ofi_sink, ctx);
+    struct ofi_sink *k = nau_container_of(ctx, struct ofi_sink, ctx);
     unsigned i = (unsigned)(k - cls->sinks);
 
     k->posted = false;
@@ -511,7 +507,7 @@ void ofi_ctrl_send(struct cw_na_class *cls, struct cw_na_addr *peer,
             ofi_peer_failed(cls, peer, ofi_status(rc));
         return;
     }
-    ofi_list_push(&cls->ctrl_sends, &c->link);
+    nau_list_add_tail(&cls->ctrl_sends, &c->link);
     peer->nctrl++;
     if (kind == OFI_CTRL_PING)
         peer->ping_sent_ns = ofi_now(cls);
@@ -519,7 +515,7 @@ void ofi_ctrl_send(struct cw_na_class *cls, struct cw_na_addr *peer,
 
 void ofi_ctrl_send_done(struct cw_na_class *cls, struct ofi_ctrl *c, int err)
 {
-    ofi_list_del(&c->link);
+    nau_list_del(&c->link);
     c->peer->nctrl--;
     if (err != 0 && err != FI_ECANCELED) {
         cw_status_t st = ofi_status(err);

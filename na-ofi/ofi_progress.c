@@ -21,52 +21,37 @@
 #define OFI_DRAIN_MAX       8192 /* dropped messages per call, at most */
 #define OFI_TICK_NS         (50ull * 1000000ull)
 
-/* Freed ops kept for reuse: a stream of messages then allocates nothing
- * (and, under ASan, does not fill the quarantine). */
-#define OFI_OP_CACHE_MAX 256u
-
 struct cw_na_op *ofi_op_new(struct cw_na_class *cls, enum cw_na_op_type type,
                             struct cw_na_addr *peer, cw_na_cb_t cb, void *arg)
 {
-    struct cw_na_op *op;
+    struct cw_na_op *op = nau_pool_get(&cls->op_pool);
 
-    if (cls->nop_cache > 0) {
-        op = ofi_container(cls->op_cache.next, struct cw_na_op, link);
-        ofi_list_del(&op->link);
-        cls->nop_cache--;
-        memset(op, 0, sizeof(*op));
-    } else {
-        op = calloc(1, sizeof(*op));
-        if (op == NULL)
-            return NULL;
-    }
+    if (op == NULL)
+        return NULL;
+    memset(op, 0, sizeof(*op));
     op->ctx.kind = OFI_CTX_OP;
     op->type = type;
     op->cb = cb;
     op->arg = arg;
     op->peer = peer;
     if (peer != NULL)
-        peer->refs++;
-    ofi_list_init(&op->subs);
+        nau_ptable_ref(&peer->pnode);
+    nau_list_init(&op->subs);
     return op;
 }
 
 void ofi_op_free(struct cw_na_class *cls, struct cw_na_op *op)
 {
-    while (!ofi_list_empty(&op->subs)) {
-        struct ofi_sub *s = ofi_container(op->subs.next, struct ofi_sub, link);
+    while (!nau_list_empty(&op->subs)) {
+        struct ofi_sub *s =
+            nau_container_of(op->subs.next, struct ofi_sub, link);
 
-        ofi_list_del(&s->link);
+        nau_list_del(&s->link);
         free(s);
     }
     ofi_addr_free(cls, op->peer);
     ofi_addr_free(cls, op->source);
-    if (cls->nop_cache < OFI_OP_CACHE_MAX && cls->op_cache.next != NULL) {
-        ofi_list_push(&cls->op_cache, &op->link);
-        cls->nop_cache++;
-        return;
-    }
-    free(op);
+    nau_pool_put(&cls->op_pool, op);
 }
 
 void ofi_retry_push(struct cw_na_class *cls, struct cw_na_op *op)
@@ -75,7 +60,7 @@ void ofi_retry_push(struct cw_na_class *cls, struct cw_na_op *op)
         return;
     op->in_retry = true;
     op->retry_deadline_ns = ofi_now(cls) + cls->retry_timeout_ns;
-    ofi_list_push(&cls->retry, &op->link);
+    nau_list_add_tail(&cls->retry, &op->link);
 }
 
 static void ofi_op_deactivate(struct cw_na_class *cls, struct cw_na_op *op);
@@ -98,8 +83,8 @@ static bool ofi_send_queued_ahead(struct cw_na_class *cls,
 {
     if (op->peer == NULL || !ofi_is_send(op))
         return false;
-    for (struct ofi_link *l = cls->retry.next; l != &cls->retry; l = l->next) {
-        const struct cw_na_op *q = ofi_container(l, struct cw_na_op, link);
+    for (struct nau_list *l = cls->retry.next; l != &cls->retry; l = l->next) {
+        const struct cw_na_op *q = nau_container_of(l, struct cw_na_op, link);
         if (q == op)
             return false;
         if (q->peer != NULL && q->peer->fi == op->peer->fi && ofi_is_send(q))
@@ -120,7 +105,7 @@ cw_status_t ofi_op_start(struct cw_na_class *cls, struct cw_na_op *op)
     cw_status_t st;
 
     /* Active before posting: a zero-length RMA finishes inside the post. */
-    ofi_list_push(&cls->active, &op->alink);
+    nau_list_add_tail(&cls->active, &op->alink);
     if (op->peer != NULL)
         op->peer->nactive++;
     if (op->type == CW_NA_OP_PUT || op->type == CW_NA_OP_GET)
@@ -161,16 +146,16 @@ cw_status_t ofi_op_submit(struct cw_na_class *cls, struct cw_na_op *op,
 
 static void ofi_op_deactivate(struct cw_na_class *cls, struct cw_na_op *op)
 {
-    ofi_list_del(&op->alink);
+    nau_list_del(&op->alink);
     if (op->peer != NULL)
         op->peer->nactive--;
     if (op->type == CW_NA_OP_PUT || op->type == CW_NA_OP_GET)
         cls->nrma--;
     if (op->in_retry) {
-        ofi_list_del(&op->link);
+        nau_list_del(&op->link);
         op->in_retry = false;
     }
-    ofi_exp_recv_unlink(op);
+    ofi_exp_recv_unlink(cls, op);
 }
 
 /* The provider (or the plugin) is done with @p op: decide its status and
@@ -182,7 +167,7 @@ void ofi_op_finish(struct cw_na_class *cls, struct cw_na_op *op,
     op->in_provider = false;
     if (op->finished) {
         if (op->cb_done) {
-            ofi_list_del(&op->zlink);
+            nau_list_del(&op->zlink);
             ofi_op_free(cls, op);
         }
         return;
@@ -193,7 +178,7 @@ void ofi_op_finish(struct cw_na_class *cls, struct cw_na_op *op,
         op->status = status;
     op->finished = true;
     ofi_op_deactivate(cls, op);
-    ofi_list_push(&cls->done, &op->link);
+    nau_list_add_tail(&cls->done, &op->link);
 }
 
 /* Ask the provider to drop @p op.  RMA pieces already posted are left to
@@ -217,7 +202,7 @@ static void ofi_op_abort(struct cw_na_class *cls, struct cw_na_op *op,
         return;
     }
     if (op->in_retry) {
-        ofi_list_del(&op->link); /* an RMA op: stop posting pieces */
+        nau_list_del(&op->link); /* an RMA op: stop posting pieces */
         op->in_retry = false;
     }
     op->abandon_ns = ofi_now(cls) + cls->cancel_grace_ns;
@@ -268,7 +253,7 @@ void ofi_peer_suspect(struct cw_na_class *cls, struct cw_na_addr *peer)
 void ofi_peer_failed(struct cw_na_class *cls, struct cw_na_addr *peer,
                      cw_status_t status)
 {
-    struct ofi_link *l, *next;
+    struct nau_list *l, *next;
 
     if (!peer->dead) {
         char str[128];
@@ -287,7 +272,7 @@ void ofi_peer_failed(struct cw_na_class *cls, struct cw_na_addr *peer,
     if (!cls->str_addr)
         ofi_peer_reset(cls, peer);
     for (l = cls->active.next; l != &cls->active; l = next) {
-        struct cw_na_op *op = ofi_container(l, struct cw_na_op, alink);
+        struct cw_na_op *op = nau_container_of(l, struct cw_na_op, alink);
 
         next = l->next;
         if (op->peer == peer)
@@ -333,7 +318,7 @@ static void ofi_dispatch(struct cw_na_class *cls, void *context,
         return;
     switch (ctx->kind) {
     case OFI_CTX_OP: {
-        struct cw_na_op *op = ofi_container(ctx, struct cw_na_op, ctx);
+        struct cw_na_op *op = nau_container_of(ctx, struct cw_na_op, ctx);
 
         if (err)
             ofi_log_cq_error(cls, err, op->peer);
@@ -344,7 +329,7 @@ static void ofi_dispatch(struct cw_na_class *cls, void *context,
         break;
     }
     case OFI_CTX_SUB: {
-        struct ofi_sub *s = ofi_container(ctx, struct ofi_sub, ctx);
+        struct ofi_sub *s = nau_container_of(ctx, struct ofi_sub, ctx);
 
         if (err)
             ofi_log_cq_error(cls, err, s->op->peer);
@@ -361,7 +346,7 @@ static void ofi_dispatch(struct cw_na_class *cls, void *context,
         ofi_sink_done(cls, ctx, code);
         break;
     case OFI_CTX_CTRL_SEND: {
-        struct ofi_ctrl *c = ofi_container(ctx, struct ofi_ctrl, ctx);
+        struct ofi_ctrl *c = nau_container_of(ctx, struct ofi_ctrl, ctx);
 
         if (err)
             ofi_log_cq_error(cls, err, c->peer);
@@ -449,10 +434,10 @@ static bool ofi_read_cq_all(struct cw_na_class *cls)
 
 static void ofi_run_retries(struct cw_na_class *cls, uint64_t now)
 {
-    struct ofi_link *l, *next;
+    struct nau_list *l, *next;
 
     for (l = cls->retry.next; l != &cls->retry; l = next) {
-        struct cw_na_op *op = ofi_container(l, struct cw_na_op, link);
+        struct cw_na_op *op = nau_container_of(l, struct cw_na_op, link);
         cw_status_t st;
 
         next = l->next;
@@ -461,7 +446,7 @@ static void ofi_run_retries(struct cw_na_class *cls, uint64_t now)
                      "operation could not be posted within %llu ms "
                      "(provider kept answering -FI_EAGAIN)",
                      (unsigned long long)(cls->retry_timeout_ns / 1000000ull));
-            ofi_list_del(&op->link);
+            nau_list_del(&op->link);
             op->in_retry = false;
             if (op->in_provider)
                 ofi_op_abort(cls, op, CW_TIMEOUT);
@@ -469,14 +454,14 @@ static void ofi_run_retries(struct cw_na_class *cls, uint64_t now)
                 ofi_op_finish(cls, op, CW_TIMEOUT);
             continue;
         }
-        ofi_list_del(&op->link);
+        nau_list_del(&op->link);
         op->in_retry = false;
         st = ofi_op_post(cls, op);
         if (st == CW_AGAIN) {
             /* The RMA path may already have queued it again. */
             if (!op->in_retry) {
                 op->in_retry = true;
-                ofi_list_push(&cls->retry, &op->link);
+                nau_list_add_tail(&cls->retry, &op->link);
             }
             break;
         }
@@ -488,7 +473,8 @@ static void ofi_run_retries(struct cw_na_class *cls, uint64_t now)
 /* Liveness probes and abandoned cancels; runs at most every OFI_TICK_NS. */
 static void ofi_tick(struct cw_na_class *cls, uint64_t now)
 {
-    struct ofi_link *l, *next;
+    struct nau_list *l, *next;
+    struct nau_ptable_node *n, *pnext;
 
     if (now < cls->next_liveness_ns)
         return;
@@ -497,7 +483,7 @@ static void ofi_tick(struct cw_na_class *cls, uint64_t now)
     if (cls->sinks != NULL)
         ofi_sinks_tick(cls, now);
     for (l = cls->active.next; l != &cls->active; l = next) {
-        struct cw_na_op *op = ofi_container(l, struct cw_na_op, alink);
+        struct cw_na_op *op = nau_container_of(l, struct cw_na_op, alink);
 
         next = l->next;
         if (op->abandon_ns != 0 && now >= op->abandon_ns && !op->finished) {
@@ -508,7 +494,7 @@ static void ofi_tick(struct cw_na_class *cls, uint64_t now)
             op->finished = true;
             op->status = st;
             ofi_op_deactivate(cls, op);
-            ofi_list_push(&cls->done, &op->link);
+            nau_list_add_tail(&cls->done, &op->link);
         }
     }
     if (cls->pongs_due > 0)
@@ -516,42 +502,39 @@ static void ofi_tick(struct cw_na_class *cls, uint64_t now)
     ofi_peers_reap(cls, now);
     if (cls->keepalive_ns == 0)
         return;
-    for (size_t i = 0; i < OFI_HASH_BUCKETS; i++) {
-        for (l = cls->peers[i].next; l != &cls->peers[i]; l = next) {
-            struct cw_na_addr *p = ofi_container(l, struct cw_na_addr, hlink);
+    for (n = nau_ptable_iter(&cls->peers, NULL); n != NULL; n = pnext) {
+        struct cw_na_addr *p = nau_container_of(n, struct cw_na_addr, pnode);
 
-            next = l->next;
-            if (p->nactive == 0 || p == cls->self)
-                continue;
-            if (cls->str_addr && !p->dead) {
-                int owner = ofi_shm_owner((const char *)p->raw);
+        pnext = nau_ptable_iter(&cls->peers, n);
+        if (p->nactive == 0 || p == cls->self)
+            continue;
+        if (cls->str_addr && !p->dead) {
+            int owner = ofi_shm_owner((const char *)p->raw);
 
-                if (owner > 0) {
-                    p->lock_seen = true;
-                } else if (owner < 0 || p->lock_seen) {
-                    if (owner == 0)
-                        ofi_shm_reap(cls, (const char *)p->raw);
-                    /* What it sent before it went is in our region, not
-                     * all of it read yet: read it first, or the receives
-                     * it completes would fail instead. */
-                    if (!ofi_read_cq_all(cls))
-                        continue; /* judged at the next tick */
-                    ofi_peer_failed(cls, p, CW_DISCONNECTED);
-                    continue;
-                }
-            } else if (cls->str_addr) {
-                /* Dead, its ops failed, some still held by the provider:
-                 * no probe (ofi_ctrl_send). */
+            if (owner > 0) {
+                p->lock_seen = true;
+            } else if (owner < 0 || p->lock_seen) {
+                if (owner == 0)
+                    ofi_shm_reap(cls, (const char *)p->raw);
+                /* What it sent before it went is in our region, not
+                 * all of it read yet: read it first, or the receives
+                 * it completes would fail instead. */
+                if (!ofi_read_cq_all(cls))
+                    continue; /* judged at the next tick */
+                ofi_peer_failed(cls, p, CW_DISCONNECTED);
                 continue;
             }
-            if (p->ping_sent_ns != 0) {
-                if (now - p->ping_sent_ns > cls->peer_timeout_ns)
-                    ofi_peer_failed(cls, p,
-                                    p->ever_alive ? CW_DISCONNECTED
-                                                  : CW_UNREACHABLE);
-            } else if (now - p->last_alive_ns > cls->keepalive_ns) {
-                ofi_ctrl_send(cls, p, OFI_CTRL_PING);
-            }
+        } else if (cls->str_addr) {
+            /* Dead, its ops failed, some still held by the provider:
+             * no probe (ofi_ctrl_send). */
+            continue;
+        }
+        if (p->ping_sent_ns != 0) {
+            if (now - p->ping_sent_ns > cls->peer_timeout_ns)
+                ofi_peer_failed(
+                    cls, p, p->ever_alive ? CW_DISCONNECTED : CW_UNREACHABLE);
+        } else if (now - p->last_alive_ns > cls->keepalive_ns) {
+            ofi_ctrl_send(cls, p, OFI_CTRL_PING);
         }
     }
 }
@@ -560,9 +543,9 @@ static unsigned ofi_run_callbacks(struct cw_na_class *cls, unsigned max)
 {
     unsigned n = 0;
 
-    while (!ofi_list_empty(&cls->done) && (max == 0 || n < max)) {
+    while (!nau_list_empty(&cls->done) && (max == 0 || n < max)) {
         struct cw_na_op *op =
-            ofi_container(cls->done.next, struct cw_na_op, link);
+            nau_container_of(cls->done.next, struct cw_na_op, link);
         struct cw_na_cb_info info = {
             .status = op->status,
             .type = op->type,
@@ -570,7 +553,7 @@ static unsigned ofi_run_callbacks(struct cw_na_class *cls, unsigned max)
         };
         cw_na_cb_t cb = op->cb;
 
-        ofi_list_del(&op->link);
+        nau_list_del(&op->link);
         if (op->type == CW_NA_OP_RECV_UNEXPECTED) {
             info.u.recv_unexpected.len = op->status == CW_OK ? op->recv_len : 0;
             info.u.recv_unexpected.tag = op->tag;
@@ -583,7 +566,7 @@ static unsigned ofi_run_callbacks(struct cw_na_class *cls, unsigned max)
         }
         op->cb_done = true;
         if (op->in_provider)
-            ofi_list_push(&cls->zombies, &op->zlink);
+            nau_list_add_tail(&cls->zombies, &op->zlink);
         else
             ofi_op_free(cls, op);
         cb(&info);
@@ -609,7 +592,7 @@ cw_status_t ofi_progress(cw_na_class_t *cls, unsigned max, unsigned *count_p)
         ofi_exp_post_bufs(cls);
     if (cls->sinks_unposted > 0)
         ofi_sinks_post(cls);
-    if (!ofi_list_empty(&cls->retry))
+    if (!nau_list_empty(&cls->retry))
         ofi_run_retries(cls, now);
     ofi_tick(cls, now);
     n = ofi_run_callbacks(cls, max);
@@ -636,7 +619,7 @@ bool ofi_safe_to_sleep(cw_na_class_t *cls)
 
     if ((cls->flags & CW_NA_BUSY) || cls->wait_fd < 0)
         return false;
-    if (!ofi_list_empty(&cls->done) || !ofi_list_empty(&cls->retry) ||
+    if (!nau_list_empty(&cls->done) || !nau_list_empty(&cls->retry) ||
         !cls->ctrl_posted || cls->exp_unposted > 0 || cls->sinks_unposted > 0)
         return false;
     /* rxm drives RMA (and rendezvous) from progress calls, not always from
@@ -656,38 +639,35 @@ bool ofi_safe_to_sleep(cw_na_class_t *cls)
 
 void ofi_progress_fini(struct cw_na_class *cls)
 {
-    struct ofi_link *lists[] = {&cls->done, &cls->zombies, &cls->active,
-                                &cls->ctrl_sends, &cls->op_cache};
+    struct nau_list *lists[] = {&cls->done, &cls->zombies, &cls->active,
+                                &cls->ctrl_sends};
 
     for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); i++) {
-        struct ofi_link *h = lists[i];
+        struct nau_list *h = lists[i];
 
         if (h->next == NULL)
             continue;
-        while (!ofi_list_empty(h)) {
-            struct ofi_link *l = h->next;
+        while (!nau_list_empty(h)) {
+            struct nau_list *l = h->next;
 
-            ofi_list_del(l);
+            nau_list_del(l);
             if (h == &cls->ctrl_sends) {
-                free(ofi_container(l, struct ofi_ctrl, link));
-                continue;
-            }
-            if (h == &cls->op_cache) {
-                free(ofi_container(l, struct cw_na_op, link));
-                cls->nop_cache--;
+                free(nau_container_of(l, struct ofi_ctrl, link));
                 continue;
             }
             {
                 struct cw_na_op *op =
-                    h == &cls->active ? ofi_container(l, struct cw_na_op, alink)
+                    h == &cls->active
+                        ? nau_container_of(l, struct cw_na_op, alink)
                     : h == &cls->zombies
-                        ? ofi_container(l, struct cw_na_op, zlink)
-                        : ofi_container(l, struct cw_na_op, link);
+                        ? nau_container_of(l, struct cw_na_op, zlink)
+                        : nau_container_of(l, struct cw_na_op, link);
 
                 if (h == &cls->active && op->in_retry)
-                    ofi_list_del(&op->link);
+                    nau_list_del(&op->link);
                 ofi_op_free(cls, op);
             }
         }
     }
+    nau_pool_fini(&cls->op_pool);
 }

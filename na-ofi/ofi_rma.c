@@ -119,7 +119,7 @@ cw_status_t ofi_mem_register(cw_na_class_t *cls,
     m = calloc(1, sizeof(*m) + n * sizeof(m->seg[0]));
     if (m == NULL)
         return CW_NOMEM;
-    ofi_list_push(&cls->mems, &m->link);
+    nau_list_add_tail(&cls->mems, &m->link);
     m->local = true;
     m->access = access;
     m->nseg = (uint32_t)n;
@@ -153,7 +153,7 @@ void ofi_mem_release(cw_na_class_t *cls, cw_na_mem_t *mem)
 {
     if (mem == NULL)
         return;
-    ofi_list_del(&mem->link);
+    nau_list_del(&mem->link);
     for (uint32_t i = 0; i < mem->nseg; i++) {
         if (mem->seg[i].mr != NULL) {
             int rc = fi_close(&mem->seg[i].mr->fid);
@@ -177,9 +177,9 @@ void ofi_mem_fini(struct cw_na_class *cls)
 
     if (cls->mems.next == NULL)
         return;
-    while (!ofi_list_empty(&cls->mems)) {
+    while (!nau_list_empty(&cls->mems)) {
         struct cw_na_mem *m =
-            ofi_container(cls->mems.next, struct cw_na_mem, link);
+            nau_container_of(cls->mems.next, struct cw_na_mem, link);
 
         if (m->local)
             nlocal++;
@@ -249,7 +249,7 @@ cw_status_t ofi_mem_deserialize(cw_na_class_t *cls, const void *buf,
         return CW_NOMEM;
     m->access = access;
     m->nseg = n;
-    ofi_list_push(&cls->mems, &m->link);
+    nau_list_add_tail(&cls->mems, &m->link);
     p += OFI_MEM_HDR;
     for (uint32_t i = 0; i < n; i++, p += OFI_MEM_SEG) {
         m->seg[i].addr = ofi_get64(p);
@@ -353,7 +353,7 @@ cw_status_t ofi_rma_post(struct cw_na_class *cls, struct cw_na_op *op)
             op->status = ofi_status(rc);
             break;
         }
-        ofi_list_push(&op->subs, &sub->link);
+        nau_list_add_tail(&op->subs, &sub->link);
         op->inflight++;
         op->in_provider = true;
         op->pos += got;
@@ -371,7 +371,7 @@ void ofi_rma_sub_done(struct cw_na_class *cls, struct ofi_sub *sub, int err)
 {
     struct cw_na_op *op = sub->op;
 
-    ofi_list_del(&sub->link);
+    nau_list_del(&sub->link);
     free(sub);
     op->inflight--;
     if (err != 0) {

@@ -29,6 +29,11 @@
 
 #include <causeway/na_plugin.h>
 
+#include "nau_list.h"
+#include "nau_match.h"
+#include "nau_pool.h"
+#include "nau_ptable.h"
+
 #define SHM_SUBSYS "na-shm"
 #define SHM_LOG(cls, level, ...)                                               \
     CW_NA_LOG((cls)->host, (level), SHM_SUBSYS, __VA_ARGS__)
@@ -67,10 +72,11 @@
  * in the receiver's memory; a legitimate race needs a handful). */
 #define SHM_PUSH_TRIES 1024u
 
-/* Early (not yet matched) messages buffered locally.  When full, the oldest
- * expected one is dropped (it may never be matched); only a queue full of
- * unexpected messages stops the ring being drained (back-pressure on the
- * senders, until receives are posted). */
+/* Early (not yet matched) messages buffered locally, unexpected and
+ * expected ones together.  When full, the oldest expected one is dropped
+ * (it may never be matched); only a queue full of unexpected messages stops
+ * the ring being drained (back-pressure on the senders, until receives are
+ * posted). */
 #define SHM_EARLY_MAX 4096u
 
 /* Connections accepted but still without HELLO; beyond this new ones are
@@ -158,34 +164,8 @@ struct shm_sock_msg {
     char name[SHM_NAME_MAX];
 };
 
-/* Intrusive doubly linked list. */
-struct shm_list {
-    struct shm_list *next, *prev;
-};
-
-static inline void shm_list_init(struct shm_list *l)
-{
-    l->next = l->prev = l;
-}
-static inline bool shm_list_empty(const struct shm_list *l)
-{
-    return l->next == l;
-}
-static inline void shm_list_add_tail(struct shm_list *l, struct shm_list *e)
-{
-    e->prev = l->prev;
-    e->next = l;
-    l->prev->next = e;
-    l->prev = e;
-}
-static inline void shm_list_del(struct shm_list *e)
-{
-    e->prev->next = e->next;
-    e->next->prev = e->prev;
-    e->next = e->prev = e;
-}
-#define shm_container_of(ptr, type, member)                                    \
-    ((type *)((char *)(ptr)-offsetof(type, member)))
+/* Tests that walk cls->peers know the list type by this name. */
+#define shm_list nau_list
 
 /* What an epoll entry refers to. */
 enum shm_fd_kind {
@@ -199,7 +179,7 @@ struct shm_fdref {
     enum shm_fd_kind kind;
     int fd;
     struct shm_peer *peer;
-    struct shm_list link; /* pending accepted sockets */
+    struct nau_list link; /* pending accepted sockets */
 };
 
 enum shm_peer_state {
@@ -212,12 +192,12 @@ enum shm_peer_state {
  * reference to a peer; the two pointer types convert with shm_addr() and
  * shm_peer_of(). */
 struct shm_peer {
+    /* In cls->index (live, id known) by uid; refs: the table's (cls->peers)
+     * + addresses + operations. */
+    struct nau_ptable_node inode;
     struct cw_na_class *cls;
-    unsigned refs; /* table + addresses + operations */
     enum shm_peer_state state;
     bool self;
-    bool in_table;
-    bool indexed;     /* in cls->index (live, id known) */
     bool unsolicited; /* known only from ring slots */
     uint64_t uid;     /* 0 until known */
     pid_t pid;
@@ -228,10 +208,15 @@ struct shm_peer {
     int efd;                 /* peer's eventfd, -1 until REPLY */
     struct shm_fdref out;    /* our connection to it (fd -1 if none) */
     struct shm_fdref in;     /* its connection to us (fd -1 if none) */
-    struct shm_list backlog; /* sends waiting for ring space */
-    struct shm_list link;    /* cls->peers */
-    struct shm_list ulink;   /* cls->unsolicited */
+    struct nau_list backlog; /* sends waiting for ring space */
+    struct nau_list link;    /* cls->peers (on it: in the table) */
+    struct nau_list ulink;   /* cls->unsolicited */
 };
+
+static inline bool shm_peer_indexed(const struct shm_peer *p)
+{
+    return p->inode.pprev != NULL;
+}
 
 /* Known only from ring slots: never connected, its name and id are the
  * word of whoever wrote the slot (a verified record has the pid of the
@@ -265,16 +250,16 @@ struct cw_na_op {
     size_t rlen; /* bytes received */
     uint32_t tag;
     struct shm_peer *source; /* unexpected recv: sender, referenced */
-    struct shm_list link;    /* posted list / backlog / done */
+    struct nau_list link;    /* posted list / backlog / done */
 };
 
-/* A message that arrived before its receive was posted. */
+/* A message that arrived before its receive was posted: an unexpected one
+ * on cls->early_unexp (m.fifo), an expected one in cls->early by (uid of
+ * its source, tag). */
 struct shm_early {
-    struct shm_list link;
-    uint32_t type;
-    uint32_t tag;
-    size_t len;
+    struct nau_match_entry m;
     struct shm_peer *source; /* referenced */
+    size_t len;
     unsigned char data[];
 };
 
@@ -329,33 +314,31 @@ struct cw_na_class {
     unsigned clock_skip; /* progress calls since the clock was read */
 
     struct shm_peer *self;
-    struct shm_list peers;
-    struct shm_peer **index; /* live peers by id (shm_table.c) */
-    size_t index_size;       /* a power of two, 0 until the first */
-    size_t nindexed;
-    uint64_t index_seed;         /* ids are the peers' choice: hash seeded */
-    struct shm_list unsolicited; /* peers known only from ring slots */
+    struct nau_list peers;
+    /* Live peers by id (shm_table.c); ids are the peers' choice: seeded. */
+    struct nau_ptable index;
+    struct nau_list unsolicited; /* peers known only from ring slots */
     unsigned nunsolicited;
-    struct shm_list accepted; /* shm_fdref awaiting HELLO */
+    struct nau_list accepted; /* shm_fdref awaiting HELLO */
     unsigned naccepted;
-    struct shm_list unexp_posted;
-    struct shm_list exp_posted;
-    struct shm_list early; /* shm_early, arrival order */
-    unsigned nearly;
-    struct shm_list done; /* completed ops, callbacks pending */
-    unsigned nbacklog;    /* sends waiting in peer backlogs */
-    unsigned ndead;       /* dead peers not yet swept */
+    struct nau_list unexp_posted;
+    struct nau_list exp_posted;
+    struct nau_list early_unexp; /* unexpected shm_early, arrival order */
+    unsigned nearly_unexp;
+    struct nau_match early; /* expected ones; SHM_EARLY_MAX with those */
+    struct nau_list done;   /* completed ops, callbacks pending */
+    unsigned nbacklog;      /* sends waiting in peer backlogs */
+    unsigned ndead;         /* dead peers not yet swept */
 
-    struct shm_copy copy;      /* the copy engine */
-    uint64_t async_min;        /* engine copies from this size */
-    uint64_t dropped;          /* malformed slots dropped */
-    struct cw_na_op *free_ops; /* recycled operations (link.next) */
-    unsigned nfree_ops;
-    uint64_t stuck_head;  /* head slot seen claimed, unpublished */
-    uint64_t stuck_since; /* 0: not stuck */
+    struct shm_copy copy;    /* the copy engine */
+    uint64_t async_min;      /* engine copies from this size */
+    uint64_t dropped;        /* malformed slots dropped */
+    struct nau_pool op_pool; /* recycled operations */
+    uint64_t stuck_head;     /* head slot seen claimed, unpublished */
+    uint64_t stuck_since;    /* 0: not stuck */
 };
 
-#define SHM_FREE_OPS_MAX 256u
+#define SHM_OP_POOL_MAX 256u
 
 /* shm_init.c */
 cw_status_t shm_errno_status(int err);
@@ -383,8 +366,8 @@ bool shm_stale_check(const struct cw_na_host *host, const char *prefix,
 /* shm_table.c */
 /** The live peer with id @p uid, or NULL. */
 struct shm_peer *shm_peer_find_uid(struct cw_na_class *cls, uint64_t uid);
-/** Make a live peer whose id is known findable by it; false: no memory. */
-bool shm_peer_index(struct cw_na_class *cls, struct shm_peer *peer);
+/** Make a live peer whose id is known findable by it. */
+void shm_peer_index(struct cw_na_class *cls, struct shm_peer *peer);
 /** Take a peer out of the index (it died or goes) and out of the count
  *  of unsolicited peers. */
 void shm_peer_unindex(struct cw_na_class *cls, struct shm_peer *peer);
@@ -399,8 +382,6 @@ void shm_peer_forget_forged(struct cw_na_class *cls, struct shm_peer *peer,
  *  known only from ring slots that claim the name under another id. */
 void shm_peer_forget_name_claims(struct cw_na_class *cls, const char *name,
                                  uint64_t uid);
-/** Free the index (the peers are gone). */
-void shm_peer_index_fini(struct cw_na_class *cls);
 /** The peer of a slot from unknown sender @p uid named @p name (the
  *  table's reference, in *peer_p); CW_OVERFLOW if SHM_UNSOLICITED_MAX
  *  peers known only from slots are all in use (drop the slot). */
@@ -432,7 +413,8 @@ bool shm_ring_has_room(struct shm_peer *dest);
 bool shm_backlog_arm(struct cw_na_class *cls);
 void shm_ring_unstick(struct cw_na_class *cls);
 void shm_backlog_retry(struct cw_na_class *cls);
-void shm_early_free_all(struct cw_na_class *cls);
+/** Free the early messages from @p source (NULL: all); returns how many. */
+unsigned shm_early_drop(struct cw_na_class *cls, const struct shm_peer *source);
 
 /* shm_copy.c */
 /** True if a copy of @p len bytes should go to the engine. */

@@ -23,7 +23,7 @@
 
 void shm_peer_ref(struct shm_peer *peer)
 {
-    peer->refs++;
+    nau_ptable_ref(&peer->inode);
 }
 
 void shm_fdref_close(struct cw_na_class *cls, struct shm_fdref *ref)
@@ -37,7 +37,7 @@ void shm_fdref_close(struct cw_na_class *cls, struct shm_fdref *ref)
 
 static void shm_accepted_close(struct cw_na_class *cls, struct shm_fdref *ref)
 {
-    shm_list_del(&ref->link);
+    nau_list_del(&ref->link);
     cls->naccepted--;
     epoll_ctl(cls->epfd, EPOLL_CTL_DEL, ref->fd, NULL);
     close(ref->fd);
@@ -62,8 +62,7 @@ static void shm_peer_detach(struct shm_peer *peer)
 static void shm_peer_free(struct shm_peer *peer)
 {
     shm_peer_unindex(peer->cls, peer);
-    if (peer->in_table)
-        shm_list_del(&peer->link);
+    nau_list_del(&peer->link);
     shm_peer_detach(peer);
     free(peer);
 }
@@ -74,21 +73,21 @@ void shm_peer_unref(struct shm_peer *peer)
         return;
     /* Dead peers still in the table are swept by shm_sock_poll, never
      * freed here: an epoll batch may still point into them. */
-    if (--peer->refs == 0)
+    if (nau_ptable_unref(&peer->inode))
         shm_peer_free(peer);
 }
 
 void shm_peer_destroy_all(struct cw_na_class *cls)
 {
-    while (!shm_list_empty(&cls->accepted))
+    while (!nau_list_empty(&cls->accepted))
         shm_accepted_close(
-            cls, shm_container_of(cls->accepted.next, struct shm_fdref, link));
-    while (!shm_list_empty(&cls->peers)) {
+            cls, nau_container_of(cls->accepted.next, struct shm_fdref, link));
+    while (!nau_list_empty(&cls->peers)) {
         struct shm_peer *p =
-            shm_container_of(cls->peers.next, struct shm_peer, link);
+            nau_container_of(cls->peers.next, struct shm_peer, link);
         shm_peer_free(p);
     }
-    shm_peer_index_fini(cls);
+    nau_ptable_fini(&cls->index);
     cls->self = NULL;
 }
 
@@ -98,8 +97,8 @@ static struct shm_peer *shm_peer_find_name(struct cw_na_class *cls,
                                            const char *name)
 {
     struct shm_peer *slot_only = NULL;
-    for (struct shm_list *l = cls->peers.next; l != &cls->peers; l = l->next) {
-        struct shm_peer *p = shm_container_of(l, struct shm_peer, link);
+    for (struct nau_list *l = cls->peers.next; l != &cls->peers; l = l->next) {
+        struct shm_peer *p = nau_container_of(l, struct shm_peer, link);
         if (p->state == SHM_PEER_DEAD || strcmp(p->name, name) != 0)
             continue;
         if (!shm_peer_slot_only(p))
@@ -116,10 +115,10 @@ static struct shm_peer *shm_peer_find_name(struct cw_na_class *cls,
 static struct shm_peer *shm_peer_find_held(struct cw_na_class *cls,
                                            const char *name, uint64_t uid)
 {
-    for (struct shm_list *l = cls->peers.next; l != &cls->peers; l = l->next) {
-        struct shm_peer *p = shm_container_of(l, struct shm_peer, link);
-        if (p->uid == uid && !p->indexed && p->state != SHM_PEER_DEAD &&
-            strcmp(p->name, name) == 0)
+    for (struct nau_list *l = cls->peers.next; l != &cls->peers; l = l->next) {
+        struct shm_peer *p = nau_container_of(l, struct shm_peer, link);
+        if (p->uid == uid && !shm_peer_indexed(p) &&
+            p->state != SHM_PEER_DEAD && strcmp(p->name, name) == 0)
             return p;
     }
     return NULL;
@@ -141,22 +140,19 @@ cw_status_t shm_peer_get(struct cw_na_class *cls, const char *name,
         if (!p)
             return CW_NOMEM;
         p->cls = cls;
-        p->refs = 1; /* the table's */
+        p->inode.refs = 1; /* the table's */
         p->uid = uid;
         p->efd = -1;
         p->out =
             (struct shm_fdref){.kind = SHM_FD_PEER_OUT, .fd = -1, .peer = p};
         p->in = (struct shm_fdref){.kind = SHM_FD_PEER_IN, .fd = -1, .peer = p};
         snprintf(p->name, sizeof(p->name), "%s", name);
-        shm_list_init(&p->backlog);
-        if (!held && !shm_peer_index(cls, p)) {
-            free(p);
-            return CW_NOMEM;
-        }
-        shm_list_add_tail(&cls->peers, &p->link);
-        p->in_table = true;
+        nau_list_init(&p->backlog);
+        if (!held)
+            shm_peer_index(cls, p);
+        nau_list_add_tail(&cls->peers, &p->link);
     }
-    p->refs++;
+    shm_peer_ref(p);
     *peer_p = p;
     return CW_OK;
 }
@@ -344,10 +340,8 @@ cw_status_t shm_peer_attach(struct cw_na_class *cls, struct shm_peer *peer)
                      peer->name, holder->name);
         }
     }
-    if (!holder && !shm_peer_index(cls, peer)) { /* its id may be new */
-        st = CW_NOMEM;
-        goto err_unmap;
-    }
+    if (!holder) /* its id may be new */
+        shm_peer_index(cls, peer);
     st = shm_sock_send(fd, SHM_SOCK_HELLO, cls, -1);
     if (st != CW_OK)
         goto err_unmap;
@@ -402,8 +396,8 @@ void shm_wake_senders(struct cw_na_class *cls)
     atomic_store_explicit(&cls->seg->senders_waiting, 0, memory_order_relaxed);
     struct shm_sock_msg m = {
         .magic = SHM_SEG_MAGIC, .version = SHM_VERSION, .kind = SHM_SOCK_WAKE};
-    for (struct shm_list *l = cls->peers.next; l != &cls->peers; l = l->next) {
-        struct shm_peer *p = shm_container_of(l, struct shm_peer, link);
+    for (struct nau_list *l = cls->peers.next; l != &cls->peers; l = l->next) {
+        struct shm_peer *p = nau_container_of(l, struct shm_peer, link);
         if (p->in.fd >= 0) {
             ssize_t n =
                 send(p->in.fd, &m, sizeof(m), MSG_DONTWAIT | MSG_NOSIGNAL);
@@ -483,7 +477,7 @@ void shm_listen_accept(struct cw_na_class *cls)
         }
         ref->kind = SHM_FD_ACCEPTED;
         ref->fd = fd;
-        shm_list_add_tail(&cls->accepted, &ref->link);
+        nau_list_add_tail(&cls->accepted, &ref->link);
         cls->naccepted++;
         /* The HELLO is normally there already. */
         shm_sock_handle(cls, ref);
@@ -493,8 +487,8 @@ void shm_listen_accept(struct cw_na_class *cls)
 void shm_hello_read_pending(struct cw_na_class *cls)
 {
     shm_listen_accept(cls);
-    for (struct shm_list *l = cls->accepted.next; l != &cls->accepted;) {
-        struct shm_fdref *ref = shm_container_of(l, struct shm_fdref, link);
+    for (struct nau_list *l = cls->accepted.next; l != &cls->accepted;) {
+        struct shm_fdref *ref = nau_container_of(l, struct shm_fdref, link);
         l = l->next; /* ref leaves the list once its HELLO is read */
         shm_sock_handle(cls, ref);
     }
@@ -532,7 +526,7 @@ static void shm_accepted_hello(struct cw_na_class *cls, struct shm_fdref *ref,
     struct shm_peer *peer = NULL;
     struct ucred cr;
     socklen_t crlen = sizeof(cr);
-    shm_list_del(&ref->link);
+    nau_list_del(&ref->link);
     cls->naccepted--;
     /* The kernel says who connected: only our user (or root, who can map
      * our 0600 segment anyway) may talk to us. */

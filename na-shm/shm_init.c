@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "nau_param.h"
 #include "shm.h"
 
 /* Auto-picked names: p<pid>-<n>; shared by all instances of the process. */
@@ -285,17 +286,11 @@ static uint64_t shm_new_uid(void)
 
 static uint32_t shm_param_slots(const struct cw_na_init_info *info)
 {
-    const char *v = getenv("CAUSEWAY_SHM_SLOTS");
-    for (const char *const *p = info->params; p && p[0] && p[1]; p += 2) {
-        if (strcmp(p[0], "slots") == 0)
-            v = p[1];
-    }
-    if (!v)
-        return SHM_DEFAULT_SLOTS;
-    char *end;
-    unsigned long n = strtoul(v, &end, 10);
-    if (*end != '\0' || n < SHM_MIN_SLOTS || n > SHM_MAX_SLOTS ||
-        (n & (n - 1)) != 0)
+    const char *v = nau_param(info->params, "slots", "CAUSEWAY_SHM_SLOTS");
+    uint64_t n = SHM_DEFAULT_SLOTS;
+
+    if (v && (nau_param_uint(v, SHM_MIN_SLOTS, SHM_MAX_SLOTS, &n) != CW_OK ||
+              (n & (n - 1)) != 0))
         return 0;
     return (uint32_t)n;
 }
@@ -305,11 +300,8 @@ static uint32_t shm_param_slots(const struct cw_na_init_info *info)
 static bool shm_param_namespace(struct cw_na_class *cls,
                                 const struct cw_na_init_info *info)
 {
-    const char *v = getenv("CAUSEWAY_SHM_NAMESPACE");
-    for (const char *const *p = info->params; p && p[0] && p[1]; p += 2) {
-        if (strcmp(p[0], "namespace") == 0)
-            v = p[1];
-    }
+    const char *v =
+        nau_param(info->params, "namespace", "CAUSEWAY_SHM_NAMESPACE");
     if (!v || !v[0]) {
         strcpy(cls->prefix, SHM_SEG_PREFIX);
         return true;
@@ -457,31 +449,27 @@ static cw_status_t shm_init(const struct cw_na_host *host,
     pthread_mutex_init(&cls->copy.lock, NULL);
     pthread_cond_init(&cls->copy.cond, NULL);
     cls->async_min = SHM_ASYNC_MIN;
-    {
-        const char *v = getenv("CAUSEWAY_SHM_ASYNC_MIN");
-        if (v != NULL && *v != '\0') {
-            char *end;
-            unsigned long long n = strtoull(v, &end, 10);
-            if (*end == '\0' && n > 0) {
-                cls->async_min = n;
-                cls->flags |= CW_NA_ASYNC_RMA;
-            }
-        }
-    }
+    if (nau_param_uint(getenv("CAUSEWAY_SHM_ASYNC_MIN"), 1, UINT64_MAX,
+                       &cls->async_min) == CW_OK)
+        cls->flags |= CW_NA_ASYNC_RMA;
     cls->seg_fd = cls->efd = cls->epfd = -1;
     cls->listen = (struct shm_fdref){.kind = SHM_FD_LISTEN, .fd = -1};
     cls->event = (struct shm_fdref){.kind = SHM_FD_EVENT, .fd = -1};
-    shm_list_init(&cls->peers);
-    shm_list_init(&cls->unsolicited);
-    shm_list_init(&cls->accepted);
-    shm_list_init(&cls->unexp_posted);
-    shm_list_init(&cls->exp_posted);
-    shm_list_init(&cls->early);
-    shm_list_init(&cls->done);
+    nau_list_init(&cls->peers);
+    nau_list_init(&cls->unsolicited);
+    nau_list_init(&cls->accepted);
+    nau_list_init(&cls->unexp_posted);
+    nau_list_init(&cls->exp_posted);
+    nau_list_init(&cls->early_unexp);
+    nau_match_init(&cls->early, SHM_EARLY_MAX, SIZE_MAX, nau_seed());
+    nau_list_init(&cls->done);
+    nau_pool_init(&cls->op_pool, sizeof(struct cw_na_op), SHM_OP_POOL_MAX);
     cls->uid = shm_new_uid();
-    cls->index_seed = shm_new_uid();
     cls->nslots = shm_param_slots(info);
-    cw_status_t st = CW_INVALID_ARG;
+    cw_status_t st = nau_ptable_init(&cls->index, nau_seed());
+    if (st != CW_OK)
+        goto err;
+    st = CW_INVALID_ARG;
     if (cls->nslots == 0) {
         SHM_ERR(cls, "slots must be a power of two in [%u, %u]", SHM_MIN_SLOTS,
                 SHM_MAX_SLOTS);
@@ -548,7 +536,8 @@ static void shm_finalize(cw_na_class_t *cls)
         return;
     shm_copy_fini(cls);
     shm_ops_drop_all(cls);
-    shm_early_free_all(cls);
+    shm_early_drop(cls, NULL);
+    nau_match_fini(&cls->early);
     shm_peer_destroy_all(cls);
     if (cls->epfd >= 0)
         close(cls->epfd);

@@ -86,9 +86,9 @@ bool shm_ring_has_room(struct shm_peer *dest)
  * when it frees a slot.  False if one has room already (retry instead). */
 bool shm_backlog_arm(struct cw_na_class *cls)
 {
-    for (struct shm_list *l = cls->peers.next; l != &cls->peers; l = l->next) {
-        struct shm_peer *p = shm_container_of(l, struct shm_peer, link);
-        if (shm_list_empty(&p->backlog) || !p->seg)
+    for (struct nau_list *l = cls->peers.next; l != &cls->peers; l = l->next) {
+        struct shm_peer *p = nau_container_of(l, struct shm_peer, link);
+        if (nau_list_empty(&p->backlog) || !p->seg)
             continue;
         atomic_store_explicit(&p->seg->senders_waiting, 1,
                               memory_order_relaxed);
@@ -130,11 +130,11 @@ static void shm_deliver(struct cw_na_op *op, const void *data, size_t len,
 static struct cw_na_op *shm_match_expected(struct cw_na_class *cls,
                                            uint64_t uid, uint32_t tag)
 {
-    for (struct shm_list *l = cls->exp_posted.next; l != &cls->exp_posted;
+    for (struct nau_list *l = cls->exp_posted.next; l != &cls->exp_posted;
          l = l->next) {
-        struct cw_na_op *op = shm_container_of(l, struct cw_na_op, link);
+        struct cw_na_op *op = nau_container_of(l, struct cw_na_op, link);
         if (op->tag == tag && op->peer->uid == uid) {
-            shm_list_del(l);
+            nau_list_del(l);
             return op;
         }
     }
@@ -173,6 +173,24 @@ static bool shm_slot_name(const struct shm_slot *s, uint32_t name_len,
            shm_name_valid(name, name_len);
 }
 
+/* Take early message @p e off its queue. */
+static void shm_early_unlink(struct cw_na_class *cls, struct shm_early *e)
+{
+    if (nau_list_linked(&e->m.blink)) {
+        nau_match_remove(&cls->early, &e->m);
+    } else {
+        nau_list_del(&e->m.fifo);
+        cls->nearly_unexp--;
+    }
+}
+
+static void shm_early_free(struct cw_na_class *cls, struct shm_early *e)
+{
+    shm_early_unlink(cls, e);
+    shm_peer_unref(e->source);
+    free(e);
+}
+
 /* The early queue is full: make room by dropping its oldest expected
  * message.  An expected message nobody posted a receive for (a response
  * that came after its receive was cancelled, or a hostile peer's) would
@@ -182,24 +200,46 @@ static bool shm_slot_name(const struct shm_slot *s, uint32_t name_len,
  * that ends. */
 static bool shm_early_evict_expected(struct cw_na_class *cls)
 {
-    for (struct shm_list *l = cls->early.next; l != &cls->early; l = l->next) {
-        struct shm_early *e = shm_container_of(l, struct shm_early, link);
+    struct nau_match_entry *m = nau_match_oldest(&cls->early);
 
-        if (e->type != SHM_MSG_EXPECTED)
-            continue;
-        shm_list_del(l);
-        cls->nearly--;
-        cls->dropped++;
-        SHM_WARN_RL(cls,
-                    "early queue full: dropped an expected message "
-                    "(tag %u) no receive was posted for (%llu dropped so "
-                    "far)",
-                    e->tag, (unsigned long long)cls->dropped);
-        shm_peer_unref(e->source);
+    if (m == NULL)
+        return false;
+    cls->dropped++;
+    SHM_WARN_RL(cls,
+                "early queue full: dropped an expected message "
+                "(tag %u) no receive was posted for (%llu dropped so "
+                "far)",
+                m->tag, (unsigned long long)cls->dropped);
+    shm_early_free(cls, nau_container_of(m, struct shm_early, m));
+    return true;
+}
+
+/* Keep the message of slot @p s (@p h: its checked fields) from @p src
+ * until a receive takes it; false if it must stay in the ring. */
+static bool shm_early_keep(struct cw_na_class *cls, const struct shm_slot *s,
+                           const struct shm_slot_head *h, struct shm_peer *src)
+{
+    if (cls->nearly_unexp + cls->early.n >= SHM_EARLY_MAX &&
+        !shm_early_evict_expected(cls))
+        return false;
+    struct shm_early *e = malloc(sizeof(*e) + h->len);
+    if (!e)
+        return false;
+    e->m.blink.next = NULL;
+    e->m.tag = h->tag;
+    e->len = h->len;
+    memcpy(e->data, s->data, h->len);
+    if (h->type == SHM_MSG_UNEXPECTED) {
+        nau_list_add_tail(&cls->early_unexp, &e->m.fifo);
+        cls->nearly_unexp++;
+    } else if (nau_match_insert(&cls->early, &e->m, h->uid, h->tag, 0) !=
+               CW_OK) {
         free(e);
-        return true;
+        return false;
     }
-    return false;
+    e->source = src;
+    shm_peer_ref(src);
+    return true;
 }
 
 /* The sender of a slot whose id is held by a record known only from
@@ -270,28 +310,15 @@ static bool shm_slot_consume(struct cw_na_class *cls, struct shm_slot *s,
     }
     if (h->type == SHM_MSG_EXPECTED) {
         op = shm_match_expected(cls, h->uid, h->tag);
-    } else if (!shm_list_empty(&cls->unexp_posted)) {
-        op = shm_container_of(cls->unexp_posted.next, struct cw_na_op, link);
-        shm_list_del(&op->link);
+    } else if (!nau_list_empty(&cls->unexp_posted)) {
+        op = nau_container_of(cls->unexp_posted.next, struct cw_na_op, link);
+        nau_list_del(&op->link);
     }
     if (op) {
         shm_deliver(op, s->data, h->len, h->tag, src);
         return true;
     }
-    if (cls->nearly >= SHM_EARLY_MAX && !shm_early_evict_expected(cls))
-        return false;
-    struct shm_early *e = malloc(sizeof(*e) + h->len);
-    if (!e)
-        return false;
-    e->type = h->type;
-    e->tag = h->tag;
-    e->len = h->len;
-    e->source = src;
-    shm_peer_ref(src);
-    memcpy(e->data, s->data, h->len);
-    shm_list_add_tail(&cls->early, &e->link);
-    cls->nearly++;
-    return true;
+    return shm_early_keep(cls, s, h, src);
 }
 
 unsigned shm_ring_drain(struct cw_na_class *cls, unsigned max)
@@ -374,53 +401,58 @@ void shm_ring_unstick(struct cw_na_class *cls)
     cls->stuck_since = 0;
 }
 
-void shm_early_free_all(struct cw_na_class *cls)
+unsigned shm_early_drop(struct cw_na_class *cls, const struct shm_peer *source)
 {
-    while (!shm_list_empty(&cls->early)) {
-        struct shm_early *e =
-            shm_container_of(cls->early.next, struct shm_early, link);
-        shm_list_del(&e->link);
-        shm_peer_unref(e->source);
-        free(e);
+    struct nau_list *queues[] = {&cls->early_unexp, &cls->early.fifo}, *l, *t;
+    unsigned n = 0;
+
+    for (size_t i = 0; i < 2; i++) {
+        nau_list_for_each_safe(l, t, queues[i])
+        {
+            struct shm_early *e = nau_container_of(l, struct shm_early, m.fifo);
+
+            if (source == NULL || e->source == source) {
+                shm_early_free(cls, e);
+                n++;
+            }
+        }
     }
-    cls->nearly = 0;
+    return n;
 }
 
 /* A posted receive may match a message that arrived before it. */
 static bool shm_early_match(struct cw_na_class *cls, struct cw_na_op *op)
 {
-    for (struct shm_list *l = cls->early.next; l != &cls->early; l = l->next) {
-        struct shm_early *e = shm_container_of(l, struct shm_early, link);
-        bool hit = op->type == CW_NA_OP_RECV_UNEXPECTED
-                       ? e->type == SHM_MSG_UNEXPECTED
-                       : (e->type == SHM_MSG_EXPECTED && e->tag == op->tag &&
-                          e->source->uid == op->peer->uid);
-        if (!hit)
-            continue;
-        shm_list_del(l);
-        cls->nearly--;
-        shm_deliver(op, e->data, e->len, e->tag, e->source);
-        shm_peer_unref(e->source);
-        free(e);
-        return true;
-    }
-    return false;
+    struct nau_match_entry *m =
+        op->type == CW_NA_OP_RECV_EXPECTED
+            ? nau_match_find(&cls->early, op->peer->uid, op->tag)
+        : nau_list_empty(&cls->early_unexp)
+            ? NULL
+            : nau_container_of(cls->early_unexp.next, struct nau_match_entry,
+                               fifo);
+
+    if (m == NULL)
+        return false;
+    struct shm_early *e = nau_container_of(m, struct shm_early, m);
+    shm_deliver(op, e->data, e->len, m->tag, e->source);
+    shm_early_free(cls, e);
+    return true;
 }
 
 void shm_backlog_retry(struct cw_na_class *cls)
 {
-    for (struct shm_list *l = cls->peers.next;
+    for (struct nau_list *l = cls->peers.next;
          l != &cls->peers && cls->nbacklog; l = l->next) {
-        struct shm_peer *p = shm_container_of(l, struct shm_peer, link);
-        while (!shm_list_empty(&p->backlog)) {
+        struct shm_peer *p = nau_container_of(l, struct shm_peer, link);
+        while (!nau_list_empty(&p->backlog)) {
             struct cw_na_op *op =
-                shm_container_of(p->backlog.next, struct cw_na_op, link);
+                nau_container_of(p->backlog.next, struct cw_na_op, link);
             uint32_t type = op->type == CW_NA_OP_SEND_UNEXPECTED
                                 ? SHM_MSG_UNEXPECTED
                                 : SHM_MSG_EXPECTED;
             if (!shm_ring_push(p, type, op->tag, op->sbuf, op->len))
                 break;
-            shm_list_del(&op->link);
+            nau_list_del(&op->link);
             cls->nbacklog--;
             shm_op_complete(cls, op, CW_OK);
         }
@@ -450,12 +482,12 @@ static cw_status_t shm_msg_send(cw_na_class_t *cls, enum cw_na_op_type type,
     op->tag = tag;
     uint32_t mtype = type == CW_NA_OP_SEND_UNEXPECTED ? SHM_MSG_UNEXPECTED
                                                       : SHM_MSG_EXPECTED;
-    if (shm_list_empty(&peer->backlog) &&
+    if (nau_list_empty(&peer->backlog) &&
         shm_ring_push(peer, mtype, tag, buf, len)) {
         shm_op_complete(cls, op, CW_OK);
     } else {
         /* Ring full: keep order behind earlier sends, retried in progress. */
-        shm_list_add_tail(&peer->backlog, &op->link);
+        nau_list_add_tail(&peer->backlog, &op->link);
         cls->nbacklog++;
     }
     if (op_p)
@@ -491,7 +523,7 @@ cw_status_t shm_msg_recv_unexpected(cw_na_class_t *cls, void *buf, size_t len,
     op->rbuf = buf;
     op->len = len;
     if (!shm_early_match(cls, op))
-        shm_list_add_tail(&cls->unexp_posted, &op->link);
+        nau_list_add_tail(&cls->unexp_posted, &op->link);
     if (op_p)
         *op_p = op;
     return CW_OK;
@@ -516,7 +548,7 @@ cw_status_t shm_msg_recv_expected(cw_na_class_t *cls, void *buf, size_t len,
         if (peer->state == SHM_PEER_DEAD) /* nothing more will come */
             shm_op_complete(cls, op, CW_DISCONNECTED);
         else
-            shm_list_add_tail(&cls->exp_posted, &op->link);
+            nau_list_add_tail(&cls->exp_posted, &op->link);
     }
     if (op_p)
         *op_p = op;

@@ -16,45 +16,21 @@
 struct cw_na_op *shm_op_new(struct cw_na_class *cls, enum cw_na_op_type type,
                             cw_na_cb_t cb, void *arg)
 {
-    struct cw_na_op *op = cls->free_ops;
-    if (op) {
-        cls->free_ops = (struct cw_na_op *)(void *)op->link.next;
-        cls->nfree_ops--;
-        memset(op, 0, sizeof(*op));
-    } else {
-        op = calloc(1, sizeof(*op));
-        if (!op)
-            return NULL;
-    }
+    struct cw_na_op *op = nau_pool_get(&cls->op_pool);
+    if (!op)
+        return NULL;
+    memset(op, 0, sizeof(*op));
     op->cls = cls;
     op->type = type;
     op->cb = cb;
     op->arg = arg;
-    shm_list_init(&op->link);
     return op;
 }
 
 void shm_op_free(struct cw_na_op *op)
 {
-    struct cw_na_class *cls = op->cls;
     shm_peer_unref(op->peer);
-    if (cls->nfree_ops < SHM_FREE_OPS_MAX) {
-        op->link.next = (struct shm_list *)(void *)cls->free_ops;
-        cls->free_ops = op;
-        cls->nfree_ops++;
-    } else {
-        free(op);
-    }
-}
-
-static void shm_free_ops_release(struct cw_na_class *cls)
-{
-    while (cls->free_ops) {
-        struct cw_na_op *op = cls->free_ops;
-        cls->free_ops = (struct cw_na_op *)(void *)op->link.next;
-        free(op);
-    }
-    cls->nfree_ops = 0;
+    nau_pool_put(&op->cls->op_pool, op);
 }
 
 void shm_op_complete(struct cw_na_class *cls, struct cw_na_op *op,
@@ -62,15 +38,15 @@ void shm_op_complete(struct cw_na_class *cls, struct cw_na_op *op,
 {
     op->status = st;
     op->completed = true;
-    shm_list_add_tail(&cls->done, &op->link);
+    nau_list_add_tail(&cls->done, &op->link);
 }
 
-static void shm_drop_list(struct shm_list *list)
+static void shm_drop_list(struct nau_list *list)
 {
-    while (!shm_list_empty(list)) {
+    while (!nau_list_empty(list)) {
         struct cw_na_op *op =
-            shm_container_of(list->next, struct cw_na_op, link);
-        shm_list_del(&op->link);
+            nau_container_of(list->next, struct cw_na_op, link);
+        nau_list_del(&op->link);
         shm_peer_unref(op->source);
         shm_op_free(op);
     }
@@ -81,10 +57,10 @@ void shm_ops_drop_all(struct cw_na_class *cls)
     shm_drop_list(&cls->done);
     shm_drop_list(&cls->unexp_posted);
     shm_drop_list(&cls->exp_posted);
-    for (struct shm_list *l = cls->peers.next; l != &cls->peers; l = l->next)
-        shm_drop_list(&shm_container_of(l, struct shm_peer, link)->backlog);
+    for (struct nau_list *l = cls->peers.next; l != &cls->peers; l = l->next)
+        shm_drop_list(&nau_container_of(l, struct shm_peer, link)->backlog);
     cls->nbacklog = 0;
-    shm_free_ops_release(cls);
+    nau_pool_fini(&cls->op_pool);
 }
 
 void shm_peer_failed(struct cw_na_class *cls, struct shm_peer *peer,
@@ -99,18 +75,18 @@ void shm_peer_failed(struct cw_na_class *cls, struct shm_peer *peer,
     peer->state = SHM_PEER_DEAD;
     shm_peer_unindex(cls, peer);
     cls->ndead++;
-    while (!shm_list_empty(&peer->backlog)) {
+    while (!nau_list_empty(&peer->backlog)) {
         struct cw_na_op *op =
-            shm_container_of(peer->backlog.next, struct cw_na_op, link);
-        shm_list_del(&op->link);
+            nau_container_of(peer->backlog.next, struct cw_na_op, link);
+        nau_list_del(&op->link);
         cls->nbacklog--;
         shm_op_complete(cls, op, st);
     }
-    for (struct shm_list *l = cls->exp_posted.next; l != &cls->exp_posted;) {
-        struct cw_na_op *op = shm_container_of(l, struct cw_na_op, link);
+    for (struct nau_list *l = cls->exp_posted.next; l != &cls->exp_posted;) {
+        struct cw_na_op *op = nau_container_of(l, struct cw_na_op, link);
         l = l->next;
         if (op->peer == peer || op->peer->uid == peer->uid) {
-            shm_list_del(&op->link);
+            nau_list_del(&op->link);
             shm_op_complete(cls, op, st);
         }
     }
@@ -125,12 +101,11 @@ void shm_peer_failed(struct cw_na_class *cls, struct shm_peer *peer,
 
 static void shm_dead_sweep(struct cw_na_class *cls)
 {
-    for (struct shm_list *l = cls->peers.next; l != &cls->peers;) {
-        struct shm_peer *p = shm_container_of(l, struct shm_peer, link);
+    for (struct nau_list *l = cls->peers.next; l != &cls->peers;) {
+        struct shm_peer *p = nau_container_of(l, struct shm_peer, link);
         l = l->next;
-        if (p->state == SHM_PEER_DEAD && p->refs == 1) {
-            shm_list_del(&p->link);
-            p->in_table = false;
+        if (p->state == SHM_PEER_DEAD && p->inode.refs == 1) {
+            nau_list_del(&p->link);
             cls->ndead--;
             shm_peer_unref(p);
         }
@@ -183,22 +158,17 @@ cw_status_t shm_progress(cw_na_class_t *cls, unsigned max, unsigned *count_p)
     shm_ring_drain(cls, cls->nslots);
     shm_copy_reap(cls);
 
-    /* Run only what is done now: callbacks may post operations that
-     * complete at once, and those wait for the next call. */
-    struct shm_list ready;
-    shm_list_init(&ready);
-    if (!shm_list_empty(&cls->done)) {
-        ready.next = cls->done.next;
-        ready.prev = cls->done.prev;
-        ready.next->prev = &ready;
-        ready.prev->next = &ready;
-        shm_list_init(&cls->done);
-    }
+    /* Run only what is done now (up to the last op done): callbacks may
+     * post operations that complete at once, and those wait for the next
+     * call. */
+    const struct nau_list *last = cls->done.prev;
+    bool more = last != &cls->done;
     unsigned n = 0;
-    while (!shm_list_empty(&ready) && (max == 0 || n < max)) {
+    while (more && (max == 0 || n < max)) {
         struct cw_na_op *op =
-            shm_container_of(ready.next, struct cw_na_op, link);
-        shm_list_del(&op->link);
+            nau_container_of(cls->done.next, struct cw_na_op, link);
+        more = &op->link != last;
+        nau_list_del(&op->link);
         struct cw_na_cb_info info = {
             .status = op->status, .type = op->type, .arg = op->arg};
         if (op->type == CW_NA_OP_RECV_UNEXPECTED) {
@@ -213,12 +183,6 @@ cw_status_t shm_progress(cw_na_class_t *cls, unsigned max, unsigned *count_p)
         op->cb(&info);
         shm_op_free(op);
         n++;
-    }
-    if (!shm_list_empty(&ready)) { /* over max: put back in front */
-        ready.prev->next = cls->done.next;
-        cls->done.next->prev = ready.prev;
-        cls->done.next = ready.next;
-        ready.next->prev = &cls->done;
     }
     /* The clock costs as much as an idle pass: look at it on every 16th
      * call only (busy loops make millions; blocking ones come through
@@ -238,7 +202,7 @@ int shm_get_wait_fd(cw_na_class_t *cls)
 
 bool shm_safe_to_sleep(cw_na_class_t *cls)
 {
-    if ((cls->flags & CW_NA_BUSY) || !shm_list_empty(&cls->done))
+    if ((cls->flags & CW_NA_BUSY) || !nau_list_empty(&cls->done))
         return false;
     /* Backlogged sends: sleep only if every full receiver will wake us. */
     if (cls->nbacklog && !shm_backlog_arm(cls))
@@ -273,7 +237,7 @@ cw_status_t shm_cancel(cw_na_class_t *cls, cw_na_op_t *op)
     default: /* RMA completes when posted */
         return CW_OK;
     }
-    shm_list_del(&op->link);
+    nau_list_del(&op->link);
     shm_op_complete(cls, op, CW_CANCELED);
     return CW_OK;
 }

@@ -22,6 +22,11 @@
 
 #include <causeway/na_plugin.h>
 
+#include "nau_list.h"
+#include "nau_match.h"
+#include "nau_pool.h"
+#include "nau_ptable.h"
+
 #define UCX_SUBSYS "na-ucx"
 
 #define UCX_LOG(cls, level, ...)                                               \
@@ -66,45 +71,30 @@ struct ucx_rma_ack {
     uint64_t op_id;
 };
 
-/* Intrusive doubly-linked list. */
-struct ucx_list {
-    struct ucx_list *next, *prev;
-};
-
-/* Intrusive chained hash table keyed by 64-bit integers. */
-struct ucx_hnode {
-    struct ucx_hnode *next;
-    uint64_t key;
-};
-struct ucx_htab {
-    struct ucx_hnode **bucket;
-    size_t nbucket; /* power of two */
-    size_t count;
-};
-
 struct ucx_conn;
 
 /* A peer, named by its canonical listen address. */
 struct cw_na_addr {
-    struct ucx_hnode hnode; /* key: hash of str, in cls->peers */
-    unsigned refs;
-    uint32_t tag_id; /* upper tag bits of its expected sends */
+    struct nau_ptable_node pnode; /* key: str, in cls->peers */
+    /* Upper tag bits of its expected sends: FNV-1a of str, computed alike
+     * by the sender (of itself) and every receiver (of the sender). */
+    uint32_t tag_id;
     struct sockaddr_storage ss;
     socklen_t sslen;
     struct ucx_conn *conn; /* endpoint used to reach it, may be NULL */
-    struct ucx_list recvs; /* expected receives posted for it */
+    struct nau_list recvs; /* expected receives posted for it */
     char str[UCX_ADDR_STR_MAX];
 };
 
 /* One UCP endpoint. */
 struct ucx_conn {
-    struct ucx_hnode hnode; /* key: (uintptr_t)ep, in cls->eps */
-    struct ucx_list link;   /* cls->conns, then cls->dead, cls->closing */
+    struct nau_ptable_node enode; /* key: (uintptr_t)ep, in cls->eps */
+    struct nau_list link;         /* cls->conns, then cls->dead, cls->closing */
     struct ucx_cls *cls;
     ucp_ep_h ep;
     struct cw_na_addr *peer; /* reference; NULL while unidentified */
-    struct ucx_list rma;     /* put/get waiting for this peer's answer */
-    struct ucx_list rkeys;   /* remote keys unpacked on this endpoint */
+    struct nau_list rma;     /* put/get waiting for this peer's answer */
+    struct nau_list rkeys;   /* remote keys unpacked on this endpoint */
     bool outgoing;
     bool failed;
     bool released;   /* close_req handed back to UCX at finalize */
@@ -129,7 +119,7 @@ struct ucx_rseg {
 };
 
 struct cw_na_mem {
-    struct ucx_hnode hnode; /* key: id, in cls->mems (local only) */
+    struct nau_ptable_node mnode; /* key: id, in cls->mems (local only) */
     bool local;
     uint32_t access;
     uint64_t id;
@@ -139,7 +129,7 @@ struct cw_na_mem {
     struct cw_na_segment *segs; /* local only */
     size_t nrsegs;
     struct ucx_rseg *rsegs;    /* rkey mode only, else NULL */
-    struct ucx_list rkey_sets; /* unpacked keys, one set per endpoint */
+    struct nau_list rkey_sets; /* unpacked keys, one set per endpoint */
 };
 
 /* Where an operation is. */
@@ -149,12 +139,14 @@ enum ucx_op_state {
     UCX_OP_DONE,       /* in cls->done, callback pending */
 };
 
-#define UCX_IOV_INLINE 4
+#define UCX_IOV_INLINE  4
+#define UCX_OP_POOL_MAX 256u
 
 struct cw_na_op {
-    struct ucx_list link;   /* waiting list or cls->done */
-    struct ucx_list alink;  /* cls->ops: every live op */
-    struct ucx_hnode rnode; /* key: op id, in cls->rma_ops while waiting */
+    struct nau_list link;         /* waiting list or cls->done */
+    struct nau_list alink;        /* cls->ops: every live op */
+    struct nau_ptable_node rnode; /* key: op id, in cls->rma_ops while
+                                     waiting */
     struct ucx_cls *cls;
     enum cw_na_op_type type;
     enum ucx_op_state state;
@@ -192,16 +184,18 @@ struct cw_na_op {
     } hdr;
 };
 
-/* Buckets of the early queue's index on (sender, tag). */
-#define UCX_EARLY_BUCKETS 256u
+/* Bounds of the early queue (ucx_early.c). */
+#define UCX_EARLY_MAX_MSGS  4096u
+#define UCX_EARLY_MAX_BYTES (16u << 20)
 
 /* An expected message that came before its receive was posted (ucx_early.c):
  * taken out of UCX's unexpected queue into the plugin's bounded one. */
 struct ucx_early {
-    struct ucx_list link;  /* cls->early, oldest first */
-    struct ucx_list blink; /* cls->early_hash[] bucket of its tag */
+    /* cls->early by (sender id, tag), the upper and lower halves of the
+     * tag it was sent with, until a receive takes it or it is dropped. */
+    struct nau_match_entry m;
+    struct nau_list link; /* cls->early_all, oldest first, until freed */
     struct ucx_cls *cls;
-    uint64_t tag; /* sender id and tag, as sent */
     size_t len;
     void *data;              /* malloc'ed copy; NULL when len == 0 */
     void *req;               /* UCX receive still moving it, or NULL */
@@ -215,7 +209,7 @@ struct ucx_early {
 
 /* A received unexpected message waiting for a posted buffer. */
 struct ucx_umsg {
-    struct ucx_list link;
+    struct nau_list link;
     struct cw_na_addr *source; /* reference */
     uint32_t tag;
     size_t len;
@@ -238,28 +232,28 @@ struct ucx_cls {
     int efd;
     struct cw_na_addr *self; /* reference */
     uint32_t self_tag_id;
-    struct ucx_htab peers;
-    struct ucx_htab eps;
-    struct ucx_htab mems;
-    struct ucx_htab rma_ops;
+    struct nau_ptable peers;
+    struct nau_ptable eps;
+    struct nau_ptable mems;
+    struct nau_ptable rma_ops;
     unsigned rma_inflight; /* put/get ops posted, not finished */
     unsigned flushing;     /* finalize: endpoint flushes out */
-    struct ucx_list conns;
-    struct ucx_list dead;     /* failed, not yet closed */
-    struct ucx_list closing;  /* close request outstanding */
-    struct ucx_list done;     /* completed ops, callbacks pending */
-    struct ucx_list ops;      /* every live op */
-    struct ucx_list op_cache; /* freed ops kept for reuse (their link) */
-    unsigned nop_cache;
-    struct ucx_list unexp_posted; /* posted unexpected receive buffers */
-    struct ucx_list unexp_queue;  /* unexpected messages without buffer */
-    struct ucx_list ctls;         /* RMA control messages in flight */
-    struct ucx_list early;        /* expected messages before their recv */
-    struct ucx_list early_hash[UCX_EARLY_BUCKETS]; /* the same, by tag */
-    size_t nearly;          /* entries of early not dropped */
-    size_t early_bytes;     /* their bytes */
-    size_t unexp_queued;    /* bytes copied into unexp_queue */
-    size_t unexp_queue_max; /* bound on those bytes */
+    struct nau_list conns;
+    struct nau_list dead;    /* failed, not yet closed */
+    struct nau_list closing; /* close request outstanding */
+    struct nau_list done;    /* completed ops, callbacks pending */
+    struct nau_list ops;     /* every live op */
+    /* Freed ops kept for reuse: two per round trip came from calloc() and
+     * went back to free(), about 700 instructions of a 64 B round trip's
+     * 8 500 at a cw-perf client (callgrind). */
+    struct nau_pool op_pool;
+    struct nau_list unexp_posted; /* posted unexpected receive buffers */
+    struct nau_list unexp_queue;  /* unexpected messages without buffer */
+    struct nau_list ctls;         /* RMA control messages in flight */
+    struct nau_list early_all;    /* expected messages before their recv */
+    struct nau_match early;       /* those a receive may still take */
+    size_t unexp_queued;          /* bytes copied into unexp_queue */
+    size_t unexp_queue_max;       /* bound on those bytes */
     uint64_t next_op_id;
     uint64_t next_mem_id;
     uint64_t dropped;         /* malformed wire messages dropped */
@@ -273,37 +267,6 @@ static inline struct ucx_cls *ucx_cls(cw_na_class_t *c)
 {
     return (struct ucx_cls *)(void *)c;
 }
-
-/* ---- lists ---- */
-static inline void ucx_list_init(struct ucx_list *l)
-{
-    l->next = l->prev = l;
-}
-static inline bool ucx_list_empty(const struct ucx_list *l)
-{
-    return l->next == l;
-}
-static inline void ucx_list_add_tail(struct ucx_list *l, struct ucx_list *n)
-{
-    n->prev = l->prev;
-    n->next = l;
-    l->prev->next = n;
-    l->prev = n;
-}
-static inline void ucx_list_del(struct ucx_list *n)
-{
-    if (n->next == NULL)
-        return;
-    n->prev->next = n->next;
-    n->next->prev = n->prev;
-    n->next = n->prev = NULL;
-}
-static inline bool ucx_list_linked(const struct ucx_list *n)
-{
-    return n->next != NULL;
-}
-#define ucx_container_of(ptr, type, member)                                    \
-    ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
 
 /* Requests touching user memory hold back the callback; all of them hold
  * back freeing the op. */
@@ -332,18 +295,9 @@ static inline cw_status_t ucx_req_status(const struct cw_na_op *op,
 }
 void ucx_log_dropped(struct ucx_cls *cls, const char *what);
 
-/* ucx_progress.c: hash tables */
-cw_status_t ucx_htab_init(struct ucx_htab *t);
-void ucx_htab_destroy(struct ucx_htab *t);
-cw_status_t ucx_htab_insert(struct ucx_htab *t, struct ucx_hnode *n);
-struct ucx_hnode *ucx_htab_first(const struct ucx_htab *t, uint64_t key);
-void ucx_htab_remove(struct ucx_htab *t, struct ucx_hnode *n);
-uint64_t ucx_hash_str(const char *s);
-
 /* ucx_progress.c: operations */
 struct cw_na_op *ucx_op_new(struct ucx_cls *cls, enum cw_na_op_type type,
                             cw_na_cb_t cb, void *arg);
-void ucx_op_cache_free(struct ucx_cls *cls);
 void ucx_op_discard(struct cw_na_op *op);
 void ucx_ops_cancel_all(struct ucx_cls *cls);
 void ucx_ops_free_all(struct ucx_cls *cls);

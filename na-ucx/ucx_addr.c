@@ -140,12 +140,14 @@ static void ucx_format(const struct sockaddr_storage *ss, char *buf, size_t len)
     }
 }
 
-static struct cw_na_addr *ucx_peer_find(struct ucx_cls *cls, const char *str,
-                                        uint64_t h)
+static struct cw_na_addr *ucx_peer_find(struct ucx_cls *cls, const char *str)
 {
-    for (struct ucx_hnode *n = ucx_htab_first(&cls->peers, h); n; n = n->next) {
-        struct cw_na_addr *p = ucx_container_of(n, struct cw_na_addr, hnode);
-        if (n->key == h && strcmp(p->str, str) == 0)
+    uint64_t h = nau_ptable_hash(&cls->peers, str, strlen(str));
+
+    for (struct nau_ptable_node *n = nau_ptable_first(&cls->peers, h); n;
+         n = nau_ptable_next(n)) {
+        struct cw_na_addr *p = nau_container_of(n, struct cw_na_addr, pnode);
+        if (strcmp(p->str, str) == 0)
             return p;
     }
     return NULL;
@@ -157,27 +159,27 @@ static cw_status_t ucx_peer_create(struct ucx_cls *cls,
 {
     char str[UCX_ADDR_STR_MAX];
     struct cw_na_addr *peer;
-    uint64_t h;
+    uint64_t id;
 
     ucx_format(ss, str, sizeof(str));
-    h = ucx_hash_str(str);
-    peer = ucx_peer_find(cls, str, h);
+    peer = ucx_peer_find(cls, str);
     if (peer) {
-        peer->refs++;
+        nau_ptable_ref(&peer->pnode);
         *peer_p = peer;
         return CW_OK;
     }
     peer = calloc(1, sizeof(*peer));
     if (peer == NULL)
         return CW_NOMEM;
-    peer->refs = 1;
-    peer->hnode.key = h;
-    peer->tag_id = (uint32_t)(h ^ (h >> 32));
+    peer->pnode.refs = 1;
+    id = nau_fnv1a64(str, strlen(str));
+    peer->tag_id = (uint32_t)(id ^ (id >> 32));
     memcpy(&peer->ss, ss, sslen);
     peer->sslen = sslen;
-    ucx_list_init(&peer->recvs);
+    nau_list_init(&peer->recvs);
     memcpy(peer->str, str, sizeof(str));
-    ucx_htab_insert(&cls->peers, &peer->hnode);
+    nau_ptable_insert(&cls->peers, &peer->pnode,
+                      nau_ptable_hash(&cls->peers, str, strlen(str)));
     *peer_p = peer;
     return CW_OK;
 }
@@ -196,9 +198,9 @@ cw_status_t ucx_peer_get(struct ucx_cls *cls, const char *str, bool strict,
     if (str == NULL)
         return CW_INVALID_ARG;
     if (strict) {
-        peer = ucx_peer_find(cls, str, ucx_hash_str(str));
+        peer = ucx_peer_find(cls, str);
         if (peer) {
-            peer->refs++;
+            nau_ptable_ref(&peer->pnode);
             *peer_p = peer;
             return CW_OK;
         }
@@ -226,20 +228,19 @@ cw_status_t ucx_peer_get(struct ucx_cls *cls, const char *str, bool strict,
 
 void ucx_peer_put(struct ucx_cls *cls, struct cw_na_addr *peer)
 {
-    if (peer == NULL || --peer->refs > 0)
+    if (peer == NULL || !nau_ptable_unref(&peer->pnode))
         return;
-    ucx_htab_remove(&cls->peers, &peer->hnode);
+    nau_ptable_remove(&cls->peers, &peer->pnode);
     free(peer);
 }
 
 void ucx_peers_free_all(struct ucx_cls *cls)
 {
-    for (size_t i = 0; i < cls->peers.nbucket; i++) {
-        while (cls->peers.bucket[i]) {
-            struct ucx_hnode *n = cls->peers.bucket[i];
-            ucx_htab_remove(&cls->peers, n);
-            free(ucx_container_of(n, struct cw_na_addr, hnode));
-        }
+    struct nau_ptable_node *n;
+
+    while ((n = nau_ptable_iter(&cls->peers, NULL)) != NULL) {
+        nau_ptable_remove(&cls->peers, n);
+        free(nau_container_of(n, struct cw_na_addr, pnode));
     }
 }
 
@@ -260,8 +261,8 @@ void ucx_conn_fail(struct ucx_conn *conn, ucs_status_t st)
         return;
     conn->failed = true;
     conn->error = st;
-    ucx_list_del(&conn->link);
-    ucx_list_add_tail(&cls->dead, &conn->link);
+    nau_list_del(&conn->link);
+    nau_list_add_tail(&cls->dead, &conn->link);
     if (conn->outgoing)
         UCX_WARN(cls, "connection to %s failed: %s",
                  conn->peer ? conn->peer->str : "?", ucs_status_string(st));
@@ -279,16 +280,15 @@ static struct ucx_conn *ucx_conn_new(struct ucx_cls *cls, bool outgoing)
         return NULL;
     conn->cls = cls;
     conn->outgoing = outgoing;
-    ucx_list_init(&conn->rma);
-    ucx_list_init(&conn->rkeys);
+    nau_list_init(&conn->rma);
+    nau_list_init(&conn->rkeys);
     return conn;
 }
 
 static void ucx_conn_add(struct ucx_cls *cls, struct ucx_conn *conn)
 {
-    conn->hnode.key = (uint64_t)(uintptr_t)conn->ep;
-    ucx_htab_insert(&cls->eps, &conn->hnode);
-    ucx_list_add_tail(&cls->conns, &conn->link);
+    nau_ptable_insert_u64(&cls->eps, &conn->enode, (uintptr_t)conn->ep);
+    nau_list_add_tail(&cls->conns, &conn->link);
 }
 
 static void ucx_ep_params_common(ucp_ep_params_t *p, struct ucx_conn *conn)
@@ -328,7 +328,7 @@ cw_status_t ucx_peer_conn(struct ucx_cls *cls, struct cw_na_addr *peer,
     }
     ucx_conn_add(cls, conn);
     conn->peer = peer;
-    peer->refs++;
+    nau_ptable_ref(&peer->pnode);
     peer->conn = conn;
     *conn_p = conn;
     return CW_OK;
@@ -336,12 +336,9 @@ cw_status_t ucx_peer_conn(struct ucx_cls *cls, struct cw_na_addr *peer,
 
 struct ucx_conn *ucx_conn_by_ep(struct ucx_cls *cls, ucp_ep_h ep)
 {
-    uint64_t key = (uint64_t)(uintptr_t)ep;
+    struct nau_ptable_node *n = nau_ptable_find_u64(&cls->eps, (uintptr_t)ep);
 
-    for (struct ucx_hnode *n = ucx_htab_first(&cls->eps, key); n; n = n->next)
-        if (n->key == key)
-            return ucx_container_of(n, struct ucx_conn, hnode);
-    return NULL;
+    return n ? nau_container_of(n, struct ucx_conn, enode) : NULL;
 }
 
 void ucx_conn_identify(struct ucx_cls *cls, struct ucx_conn *conn,
@@ -351,7 +348,7 @@ void ucx_conn_identify(struct ucx_cls *cls, struct ucx_conn *conn,
         return;
     if (conn->peer == NULL) {
         conn->peer = peer;
-        peer->refs++;
+        nau_ptable_ref(&peer->pnode);
     }
     if (conn->peer == peer && (peer->conn == NULL || peer->conn->failed))
         peer->conn = conn;
@@ -393,7 +390,7 @@ static void ucx_close_cb(void *req, ucs_status_t st, void *user_data)
         return;
     }
     conn->close_req = NULL;
-    ucx_list_del(&conn->link);
+    nau_list_del(&conn->link);
     if (conn->peer)
         ucx_peer_put(conn->cls, conn->peer);
     free(conn);
@@ -405,13 +402,13 @@ static void ucx_conn_close(struct ucx_cls *cls, struct ucx_conn *conn,
     ucp_request_param_t p = {0};
     void *req;
 
-    ucx_htab_remove(&cls->eps, &conn->hnode);
+    nau_ptable_remove(&cls->eps, &conn->enode);
     /* Its put/get wait on conn->rma, which goes with it. */
     ucx_rma_fail_conn(cls, conn, CW_DISCONNECTED);
     conn->failed = true; /* later error callbacks are for the close */
     if (conn->peer && conn->peer->conn == conn)
         conn->peer->conn = NULL;
-    ucx_list_del(&conn->link);
+    nau_list_del(&conn->link);
     ucx_rkey_conn_closed(conn);
     p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     p.cb.send = ucx_close_cb;
@@ -425,7 +422,7 @@ static void ucx_conn_close(struct ucx_cls *cls, struct ucx_conn *conn,
     conn->posting = false;
     if (UCS_PTR_IS_PTR(req) && !conn->close_done) {
         conn->close_req = req;
-        ucx_list_add_tail(&cls->closing, &conn->link);
+        nau_list_add_tail(&cls->closing, &conn->link);
         return;
     }
     if (conn->peer)
@@ -436,9 +433,9 @@ static void ucx_conn_close(struct ucx_cls *cls, struct ucx_conn *conn,
 /* After progress: fail what waited on broken connections, then close. */
 void ucx_conns_reap(struct ucx_cls *cls)
 {
-    while (!ucx_list_empty(&cls->dead)) {
+    while (!nau_list_empty(&cls->dead)) {
         struct ucx_conn *conn =
-            ucx_container_of(cls->dead.next, struct ucx_conn, link);
+            nau_container_of(cls->dead.next, struct ucx_conn, link);
         cw_status_t st = ucx_status(conn->error);
         struct cw_na_addr *peer = conn->peer;
 
@@ -477,8 +474,8 @@ static void ucx_conns_flush(struct ucx_cls *cls, uint64_t timeout_ns,
     uint64_t now = cls->host->now_ns();
     uint64_t deadline = now + timeout_ns, quiet_until = now + idle_ns;
 
-    for (struct ucx_list *l = cls->conns.next; l != &cls->conns; l = l->next) {
-        struct ucx_conn *conn = ucx_container_of(l, struct ucx_conn, link);
+    for (struct nau_list *l = cls->conns.next; l != &cls->conns; l = l->next) {
+        struct ucx_conn *conn = nau_container_of(l, struct ucx_conn, link);
         ucp_request_param_t p = {0};
         ucs_status_ptr_t req;
 
@@ -507,18 +504,18 @@ void ucx_conns_close_all(struct ucx_cls *cls)
     ucx_conns_reap(cls);
     ucx_conns_flush(cls, 1000000000ull, 100000000ull);
     ucx_conns_reap(cls);
-    while (!ucx_list_empty(&cls->conns))
+    while (!nau_list_empty(&cls->conns))
         ucx_conn_close(cls,
-                       ucx_container_of(cls->conns.next, struct ucx_conn, link),
+                       nau_container_of(cls->conns.next, struct ucx_conn, link),
                        true);
 }
 
 /* Finalize, drain timed out: let UCX release what is still out. */
 void ucx_conns_release_reqs(struct ucx_cls *cls)
 {
-    for (struct ucx_list *l = cls->closing.next; l != &cls->closing;
+    for (struct nau_list *l = cls->closing.next; l != &cls->closing;
          l = l->next) {
-        struct ucx_conn *conn = ucx_container_of(l, struct ucx_conn, link);
+        struct ucx_conn *conn = nau_container_of(l, struct ucx_conn, link);
         if (conn->close_req && !conn->released) {
             ucp_request_free(conn->close_req);
             conn->released = true;
@@ -528,13 +525,13 @@ void ucx_conns_release_reqs(struct ucx_cls *cls)
 
 void ucx_conns_free_all(struct ucx_cls *cls)
 {
-    struct ucx_list *lists[] = {&cls->conns, &cls->dead, &cls->closing};
+    struct nau_list *lists[] = {&cls->conns, &cls->dead, &cls->closing};
 
     for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); i++) {
-        while (!ucx_list_empty(lists[i])) {
+        while (!nau_list_empty(lists[i])) {
             struct ucx_conn *conn =
-                ucx_container_of(lists[i]->next, struct ucx_conn, link);
-            ucx_list_del(&conn->link);
+                nau_container_of(lists[i]->next, struct ucx_conn, link);
+            nau_list_del(&conn->link);
             if (conn->peer)
                 ucx_peer_put(cls, conn->peer);
             free(conn);
@@ -687,7 +684,7 @@ cw_status_t ucx_addr_self(cw_na_class_t *c, cw_na_addr_t **addr_p)
 {
     struct ucx_cls *cls = ucx_cls(c);
 
-    cls->self->refs++;
+    nau_ptable_ref(&cls->self->pnode);
     *addr_p = cls->self;
     return CW_OK;
 }
@@ -697,7 +694,7 @@ cw_status_t ucx_addr_dup(cw_na_class_t *c, cw_na_addr_t *addr,
 {
     if (addr == NULL)
         return CW_INVALID_ARG;
-    addr->refs++;
+    nau_ptable_ref(&addr->pnode);
     *addr_p = addr;
     return CW_OK;
 }

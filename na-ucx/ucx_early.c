@@ -9,34 +9,21 @@
  * grew a process by tens of MiB.  So after each progress the plugin takes
  * every tagged message out of UCX's queue into its own, bounded in messages
  * and bytes; to make room the oldest is dropped and counted.  A receive
- * being posted looks there first (an index on the tag, which carries the
- * sender's id, keeps that short while a flood fills the queue), so one
- * that really is early is still delivered.  Messages longer than the
- * eager limit cannot be expected messages and are discarded at once.
+ * being posted looks there first (na-util's matcher, on the sender id and
+ * tag that the tag carries, keeps that short while a flood fills the
+ * queue), so one that really is early is still delivered.  Messages longer
+ * than the eager limit cannot be expected messages and are discarded at
+ * once.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "ucx.h"
 
-#define UCX_EARLY_MAX_MSGS  4096u
-#define UCX_EARLY_MAX_BYTES (16u << 20)
-
-static struct ucx_list *ucx_early_bucket(struct ucx_cls *cls, uint64_t tag)
-{
-    uint64_t h = tag * 0x9e3779b97f4a7c15ull;
-
-    return &cls->early_hash[(h >> 32) % UCX_EARLY_BUCKETS];
-}
-
 static void ucx_early_free(struct ucx_cls *cls, struct ucx_early *e)
 {
-    ucx_list_del(&e->link);
-    ucx_list_del(&e->blink);
-    if (!e->dropped) {
-        cls->nearly--;
-        cls->early_bytes -= e->len;
-    }
+    nau_list_del(&e->link);
+    nau_match_remove(&cls->early, &e->m);
     free(e->data);
     free(e);
 }
@@ -81,25 +68,21 @@ static void ucx_early_recv_cb(void *req, ucs_status_t st,
 }
 
 /* Drop the oldest entries until one of @p len bytes fits.  Entries a
- * receive already waits for are kept. */
+ * receive already waits for are no longer in the matcher, so are kept. */
 static void ucx_early_make_room(struct ucx_cls *cls, size_t len)
 {
-    struct ucx_list *l = cls->early.next;
+    struct nau_match_entry *m;
 
-    while ((cls->nearly >= UCX_EARLY_MAX_MSGS ||
-            cls->early_bytes + len > UCX_EARLY_MAX_BYTES) &&
-           l != &cls->early) {
-        struct ucx_early *e = ucx_container_of(l, struct ucx_early, link);
-        l = l->next;
-        if (e->dropped || e->waiter)
-            continue;
+    while (nau_match_full(&cls->early, len) &&
+           (m = nau_match_oldest(&cls->early)) != NULL) {
+        struct ucx_early *e = nau_container_of(m, struct ucx_early, m);
+
         ucx_log_dropped(cls, "expected message no receive was posted for "
                              "(early queue full)");
         if (e->req == NULL) {
             ucx_early_free(cls, e);
         } else { /* still landing: freed by its completion */
-            cls->nearly--;
-            cls->early_bytes -= e->len;
+            nau_match_remove(&cls->early, m);
             e->dropped = true;
         }
     }
@@ -132,9 +115,14 @@ void ucx_early_drain(struct ucx_cls *cls)
             ucx_early_discard(cls, msg);
             continue;
         }
+        ucx_early_make_room(cls, info.length);
         e = calloc(1, sizeof(*e));
-        if (e != NULL && info.length > 0 &&
-            (e->data = malloc(info.length)) == NULL) {
+        if (e != NULL &&
+            ((info.length > 0 && (e->data = malloc(info.length)) == NULL) ||
+             nau_match_insert(&cls->early, &e->m, info.sender_tag >> 32,
+                              (uint32_t)info.sender_tag,
+                              info.length) != CW_OK)) {
+            free(e->data);
             free(e);
             e = NULL;
         }
@@ -144,13 +132,8 @@ void ucx_early_drain(struct ucx_cls *cls)
             continue;
         }
         e->cls = cls;
-        e->tag = info.sender_tag;
         e->len = info.length;
-        ucx_early_make_room(cls, e->len);
-        ucx_list_add_tail(&cls->early, &e->link);
-        ucx_list_add_tail(ucx_early_bucket(cls, e->tag), &e->blink);
-        cls->nearly++;
-        cls->early_bytes += e->len;
+        nau_list_add_tail(&cls->early_all, &e->link);
         p.op_attr_mask =
             UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
         p.cb.recv = ucx_early_recv_cb;
@@ -172,39 +155,44 @@ void ucx_early_drain(struct ucx_cls *cls)
  * takes it (completes now, or when it has landed) and true is returned. */
 bool ucx_early_take(struct ucx_cls *cls, struct cw_na_op *op, uint64_t tag)
 {
-    struct ucx_list *b;
+    struct nau_match_entry *m;
+    struct ucx_early *e;
 
     ucx_early_drain(cls); /* UCX's own queue is empty from here on */
-    b = ucx_early_bucket(cls, tag);
-    for (struct ucx_list *l = b->next; l != b; l = l->next) {
-        struct ucx_early *e = ucx_container_of(l, struct ucx_early, blink);
-        if (e->dropped || e->waiter || e->tag != tag)
-            continue;
-        if (e->req == NULL) {
-            ucx_early_deliver(cls, e, op);
-        } else {
-            e->waiter = op;
-            op->early = e;
-        }
-        return true;
+    m = nau_match_find(&cls->early, tag >> 32, (uint32_t)tag);
+    if (m == NULL)
+        return false;
+    e = nau_container_of(m, struct ucx_early, m);
+    if (e->req == NULL) {
+        ucx_early_deliver(cls, e, op);
+    } else {
+        nau_match_remove(&cls->early, m);
+        e->waiter = op;
+        op->early = e;
     }
-    return false;
+    return true;
 }
 
 bool ucx_early_moving(const struct ucx_cls *cls)
 {
-    for (const struct ucx_list *l = cls->early.next; l != &cls->early;
-         l = l->next)
-        if (ucx_container_of(l, struct ucx_early, link)->req != NULL)
+    const struct nau_list *l;
+
+    nau_list_for_each(l, &cls->early_all)
+    {
+        if (nau_container_of(l, struct ucx_early, link)->req != NULL)
             return true;
+    }
     return false;
 }
 
 /* Finalize, drain timed out: let UCX release what is still out. */
 void ucx_early_release_reqs(struct ucx_cls *cls)
 {
-    for (struct ucx_list *l = cls->early.next; l != &cls->early; l = l->next) {
-        struct ucx_early *e = ucx_container_of(l, struct ucx_early, link);
+    struct nau_list *l;
+
+    nau_list_for_each(l, &cls->early_all)
+    {
+        struct ucx_early *e = nau_container_of(l, struct ucx_early, link);
         if (e->req && !e->released)
             ucp_request_free(e->req);
         e->released = true;
@@ -214,7 +202,7 @@ void ucx_early_release_reqs(struct ucx_cls *cls)
 /* Finalize, after the worker is gone. */
 void ucx_early_free_all(struct ucx_cls *cls)
 {
-    while (!ucx_list_empty(&cls->early))
+    while (!nau_list_empty(&cls->early_all))
         ucx_early_free(
-            cls, ucx_container_of(cls->early.next, struct ucx_early, link));
+            cls, nau_container_of(cls->early_all.next, struct ucx_early, link));
 }

@@ -10,6 +10,7 @@
 
 #include <unistd.h>
 
+#include "nau_param.h"
 #include "ucx.h"
 
 #include <uct/api/uct.h>
@@ -175,21 +176,17 @@ static cw_status_t ucx_apply_params(struct ucx_cls *cls, ucp_config_t *config,
 
     for (size_t i = 0; params && params[i] && params[i + 1]; i += 2) {
         const char *k = params[i], *v = params[i + 1];
+        uint64_t n;
+
         if (strcmp(k, "eager_size") == 0) {
-            char *end;
-            errno = 0;
-            unsigned long long n = strtoull(v, &end, 0);
-            if (errno || *end || n < 64 || n > UCX_EAGER_MAX) {
+            if (nau_param_uint(v, 64, UCX_EAGER_MAX, &n) != CW_OK) {
                 UCX_ERR(cls, "eager_size=%s: expected 64..%u", v,
                         UCX_EAGER_MAX);
                 return CW_INVALID_ARG;
             }
             cls->eager_size = (size_t)n;
         } else if (strcmp(k, "unexpected_queue_bytes") == 0) {
-            char *end;
-            errno = 0;
-            unsigned long long n = strtoull(v, &end, 0);
-            if (errno || *end || n < cls->eager_size) {
+            if (nau_param_uint(v, cls->eager_size, SIZE_MAX, &n) != CW_OK) {
                 UCX_ERR(cls,
                         "unexpected_queue_bytes=%s: expected a number "
                         ">= eager_size",
@@ -198,10 +195,8 @@ static cw_status_t ucx_apply_params(struct ucx_cls *cls, ucp_config_t *config,
             }
             cls->unexp_queue_max = (size_t)n;
         } else if (strcmp(k, "liveness_ms") == 0) {
-            char *end;
-            errno = 0;
-            unsigned long long n = strtoull(v, &end, 0);
-            if (errno || *end || (n != 0 && n < 100) || n > 3600000) {
+            if (nau_param_uint(v, 0, 3600000, &n) != CW_OK ||
+                (n != 0 && n < 100)) {
                 UCX_ERR(cls,
                         "liveness_ms=%s: expected 0 (off) or "
                         "100..3600000",
@@ -344,9 +339,9 @@ static void ucx_finalize(cw_na_class_t *c)
         ucx_early_release_reqs(cls);
     }
     /* Operations the core did not drain are dropped without callbacks. */
-    for (struct ucx_list *l = cls->ops.next, *next; l != &cls->ops; l = next) {
+    for (struct nau_list *l = cls->ops.next, *next; l != &cls->ops; l = next) {
         next = l->next;
-        ucx_op_discard(ucx_container_of(l, struct cw_na_op, alink));
+        ucx_op_discard(nau_container_of(l, struct cw_na_op, alink));
     }
     if (cls->self)
         ucx_peer_put(cls, cls->self);
@@ -357,15 +352,16 @@ static void ucx_finalize(cw_na_class_t *c)
     if (cls->context)
         ucp_cleanup(cls->context);
     ucx_ops_free_all(cls);
-    ucx_op_cache_free(cls);
+    nau_pool_fini(&cls->op_pool);
     ucx_rma_free_ctls(cls);
     ucx_early_free_all(cls);
     ucx_conns_free_all(cls);
     ucx_peers_free_all(cls);
-    ucx_htab_destroy(&cls->peers);
-    ucx_htab_destroy(&cls->eps);
-    ucx_htab_destroy(&cls->mems);
-    ucx_htab_destroy(&cls->rma_ops);
+    nau_ptable_fini(&cls->peers);
+    nau_ptable_fini(&cls->eps);
+    nau_ptable_fini(&cls->mems);
+    nau_ptable_fini(&cls->rma_ops);
+    nau_match_fini(&cls->early);
     ucx_proc_leave(cls);
     free(cls);
 }
@@ -397,18 +393,18 @@ static cw_status_t ucx_init(const struct cw_na_host *host,
     cls->live_timeout_ns = UCX_LIVENESS_DEFAULT_MS * 1000000ull;
     cls->next_op_id = 1;
     cls->next_mem_id = 1;
-    ucx_list_init(&cls->conns);
-    ucx_list_init(&cls->dead);
-    ucx_list_init(&cls->closing);
-    ucx_list_init(&cls->done);
-    ucx_list_init(&cls->ops);
-    ucx_list_init(&cls->op_cache);
-    ucx_list_init(&cls->unexp_posted);
-    ucx_list_init(&cls->unexp_queue);
-    ucx_list_init(&cls->ctls);
-    ucx_list_init(&cls->early);
-    for (unsigned i = 0; i < UCX_EARLY_BUCKETS; i++)
-        ucx_list_init(&cls->early_hash[i]);
+    nau_list_init(&cls->conns);
+    nau_list_init(&cls->dead);
+    nau_list_init(&cls->closing);
+    nau_list_init(&cls->done);
+    nau_list_init(&cls->ops);
+    nau_pool_init(&cls->op_pool, sizeof(struct cw_na_op), UCX_OP_POOL_MAX);
+    nau_list_init(&cls->unexp_posted);
+    nau_list_init(&cls->unexp_queue);
+    nau_list_init(&cls->ctls);
+    nau_list_init(&cls->early_all);
+    nau_match_init(&cls->early, UCX_EARLY_MAX_MSGS, UCX_EARLY_MAX_BYTES,
+                   nau_seed());
     /* Structure is valid (empty lists) from here: finalize can unwind. */
 
     if (info->protocol == NULL || info->protocol[0] == '\0')
@@ -429,13 +425,13 @@ static cw_status_t ucx_init(const struct cw_na_host *host,
     ret = ucx_proc_enter(cls);
     if (ret != CW_OK)
         goto err_finalize;
-    ret = ucx_htab_init(&cls->peers);
+    ret = nau_ptable_init(&cls->peers, nau_seed());
     if (ret == CW_OK)
-        ret = ucx_htab_init(&cls->eps);
+        ret = nau_ptable_init(&cls->eps, nau_seed());
     if (ret == CW_OK)
-        ret = ucx_htab_init(&cls->mems);
+        ret = nau_ptable_init(&cls->mems, nau_seed());
     if (ret == CW_OK)
-        ret = ucx_htab_init(&cls->rma_ops);
+        ret = nau_ptable_init(&cls->rma_ops, nau_seed());
     if (ret != CW_OK)
         goto err_finalize;
 

@@ -95,16 +95,16 @@ cw_status_t ucx_live_register_am(struct ucx_cls *cls)
  * receive while this connection is the one the peer is reached by. */
 static bool ucx_live_awaited(const struct ucx_conn *conn)
 {
-    return !ucx_list_empty(&conn->rma) ||
+    return !nau_list_empty(&conn->rma) ||
            (conn->peer && conn->peer->conn == conn &&
-            !ucx_list_empty(&conn->peer->recvs));
+            !nau_list_empty(&conn->peer->recvs));
 }
 
 /* From progress: probe silent awaited peers, fail unanswered ones. */
 void ucx_live_scan(struct ucx_cls *cls)
 {
     uint64_t now, quiet;
-    struct ucx_list *l, *next;
+    struct nau_list *l, *next;
 
     if (cls->live_timeout_ns == 0)
         return;
@@ -115,7 +115,7 @@ void ucx_live_scan(struct ucx_cls *cls)
     /* Probe after a fifth of the timeout of silence. */
     quiet = cls->live_timeout_ns / 5;
     for (l = cls->conns.next; l != &cls->conns; l = next) {
-        struct ucx_conn *conn = ucx_container_of(l, struct ucx_conn, link);
+        struct ucx_conn *conn = nau_container_of(l, struct ucx_conn, link);
         next = l->next;
         if (!ucx_live_awaited(conn)) {
             conn->probing = false;

@@ -23,16 +23,16 @@
 
 /* Unpacked keys of one remote handle on one endpoint. */
 struct ucx_rkey_set {
-    struct ucx_list mlink; /* mem->rkey_sets */
-    struct ucx_list clink; /* conn->rkeys */
+    struct nau_list mlink; /* mem->rkey_sets */
+    struct nau_list clink; /* conn->rkeys */
     size_t n;
     ucp_rkey_h rk[];
 };
 
 static void ucx_rkey_set_free(struct ucx_rkey_set *set)
 {
-    ucx_list_del(&set->mlink);
-    ucx_list_del(&set->clink);
+    nau_list_del(&set->mlink);
+    nau_list_del(&set->clink);
     for (size_t i = 0; i < set->n; i++)
         if (set->rk[i])
             ucp_rkey_destroy(set->rk[i]);
@@ -41,16 +41,16 @@ static void ucx_rkey_set_free(struct ucx_rkey_set *set)
 
 void ucx_rkey_conn_closed(struct ucx_conn *conn)
 {
-    while (!ucx_list_empty(&conn->rkeys))
+    while (!nau_list_empty(&conn->rkeys))
         ucx_rkey_set_free(
-            ucx_container_of(conn->rkeys.next, struct ucx_rkey_set, clink));
+            nau_container_of(conn->rkeys.next, struct ucx_rkey_set, clink));
 }
 
 static void ucx_rsegs_free(struct ucx_cls *cls, struct cw_na_mem *mem)
 {
-    while (mem->rkey_sets.next && !ucx_list_empty(&mem->rkey_sets))
+    while (mem->rkey_sets.next && !nau_list_empty(&mem->rkey_sets))
         ucx_rkey_set_free(
-            ucx_container_of(mem->rkey_sets.next, struct ucx_rkey_set, mlink));
+            nau_container_of(mem->rkey_sets.next, struct ucx_rkey_set, mlink));
     for (size_t i = 0; mem->rsegs && i < mem->nrsegs; i++) {
         if (mem->rsegs[i].memh)
             ucp_mem_unmap(cls->context, mem->rsegs[i].memh);
@@ -136,7 +136,7 @@ cw_status_t ucx_mem_register(cw_na_class_t *c, const struct cw_na_segment *segs,
     mem = calloc(1, sizeof(*mem));
     if (mem == NULL)
         return CW_NOMEM;
-    ucx_list_init(&mem->rkey_sets);
+    nau_list_init(&mem->rkey_sets);
     mem->segs = calloc(n, sizeof(*segs));
     if (mem->segs == NULL) {
         ret = CW_NOMEM;
@@ -156,8 +156,7 @@ cw_status_t ucx_mem_register(cw_na_class_t *c, const struct cw_na_segment *segs,
     if (getrandom(&mem->key, sizeof(mem->key), GRND_NONBLOCK) !=
         (ssize_t)sizeof(mem->key))
         mem->key = cls->host->now_ns() ^ ((uint64_t)(uintptr_t)mem << 16);
-    mem->hnode.key = mem->id;
-    ucx_htab_insert(&cls->mems, &mem->hnode);
+    nau_ptable_insert_u64(&cls->mems, &mem->mnode, mem->id);
     *mem_p = mem;
     return CW_OK;
 
@@ -171,7 +170,7 @@ void ucx_mem_release(cw_na_class_t *c, cw_na_mem_t *mem)
     if (mem == NULL)
         return;
     if (mem->local) {
-        ucx_htab_remove(&ucx_cls(c)->mems, &mem->hnode);
+        nau_ptable_remove(&ucx_cls(c)->mems, &mem->mnode);
         ucx_rma_mem_released(ucx_cls(c), mem);
     }
     ucx_mem_free(ucx_cls(c), mem);
@@ -179,12 +178,11 @@ void ucx_mem_release(cw_na_class_t *c, cw_na_mem_t *mem)
 
 void ucx_mems_release_all(struct ucx_cls *cls)
 {
-    for (size_t i = 0; i < cls->mems.nbucket; i++) {
-        while (cls->mems.bucket[i]) {
-            struct ucx_hnode *n = cls->mems.bucket[i];
-            ucx_htab_remove(&cls->mems, n);
-            ucx_mem_free(cls, ucx_container_of(n, struct cw_na_mem, hnode));
-        }
+    struct nau_ptable_node *n;
+
+    while ((n = nau_ptable_iter(&cls->mems, NULL)) != NULL) {
+        nau_ptable_remove(&cls->mems, n);
+        ucx_mem_free(cls, nau_container_of(n, struct cw_na_mem, mnode));
     }
 }
 
@@ -296,7 +294,7 @@ cw_status_t ucx_mem_deserialize(cw_na_class_t *c, const void *buf, size_t size,
     mem = calloc(1, sizeof(*mem));
     if (mem == NULL)
         return CW_NOMEM;
-    ucx_list_init(&mem->rkey_sets);
+    nau_list_init(&mem->rkey_sets);
     mem->access = p[5];
     memcpy(&mem->id, p + 8, 8);
     memcpy(&mem->key, p + 16, 8);
@@ -321,10 +319,10 @@ static struct ucx_rkey_set *ucx_rkey_set_get(struct ucx_cls *cls,
 {
     struct ucx_rkey_set *set;
 
-    for (struct ucx_list *l = conn->rkeys.next; l != &conn->rkeys;
+    for (struct nau_list *l = conn->rkeys.next; l != &conn->rkeys;
          l = l->next) {
-        set = ucx_container_of(l, struct ucx_rkey_set, clink);
-        for (struct ucx_list *m = mem->rkey_sets.next; m != &mem->rkey_sets;
+        set = nau_container_of(l, struct ucx_rkey_set, clink);
+        for (struct nau_list *m = mem->rkey_sets.next; m != &mem->rkey_sets;
              m = m->next)
             if (m == &set->mlink)
                 return set;
@@ -345,8 +343,8 @@ static struct ucx_rkey_set *ucx_rkey_set_get(struct ucx_cls *cls,
             return NULL;
         }
     }
-    ucx_list_add_tail(&mem->rkey_sets, &set->mlink);
-    ucx_list_add_tail(&conn->rkeys, &set->clink);
+    nau_list_add_tail(&mem->rkey_sets, &set->mlink);
+    nau_list_add_tail(&conn->rkeys, &set->clink);
     return set;
 }
 

@@ -118,10 +118,10 @@ static ucs_status_t ucx_am_unexp_cb(void *arg, const void *header, size_t hlen,
         }
     }
 
-    if (!ucx_list_empty(&cls->unexp_posted)) {
+    if (!nau_list_empty(&cls->unexp_posted)) {
         struct cw_na_op *op =
-            ucx_container_of(cls->unexp_posted.next, struct cw_na_op, link);
-        ucx_list_del(&op->link);
+            nau_container_of(cls->unexp_posted.next, struct cw_na_op, link);
+        nau_list_del(&op->link);
         op->source = peer;
         op->tag = tag;
         if (length > op->buf_len) {
@@ -161,7 +161,7 @@ static ucs_status_t ucx_am_unexp_cb(void *arg, const void *header, size_t hlen,
         }
         memcpy(m->data, data, length);
     }
-    ucx_list_add_tail(&cls->unexp_queue, &m->link);
+    nau_list_add_tail(&cls->unexp_queue, &m->link);
     if (!rndv)
         cls->unexp_queued += length;
     return rndv ? UCS_INPROGRESS : UCS_OK;
@@ -184,10 +184,10 @@ cw_status_t ucx_msg_register_am(struct ucx_cls *cls)
 
 void ucx_msg_flush_queue(struct ucx_cls *cls)
 {
-    while (!ucx_list_empty(&cls->unexp_queue)) {
+    while (!nau_list_empty(&cls->unexp_queue)) {
         struct ucx_umsg *m =
-            ucx_container_of(cls->unexp_queue.next, struct ucx_umsg, link);
-        ucx_list_del(&m->link);
+            nau_container_of(cls->unexp_queue.next, struct ucx_umsg, link);
+        nau_list_del(&m->link);
         if (m->rndv)
             ucp_am_data_release(cls->worker, m->data);
         else
@@ -280,16 +280,16 @@ cw_status_t ucx_msg_recv_unexpected(cw_na_class_t *c, void *buf, size_t len,
     op->buf_len = len;
     if (op_p)
         *op_p = op;
-    if (!ucx_list_empty(&cls->unexp_queue)) {
+    if (!nau_list_empty(&cls->unexp_queue)) {
         struct ucx_umsg *m =
-            ucx_container_of(cls->unexp_queue.next, struct ucx_umsg, link);
-        ucx_list_del(&m->link);
+            nau_container_of(cls->unexp_queue.next, struct ucx_umsg, link);
+        nau_list_del(&m->link);
         if (!m->rndv)
             cls->unexp_queued -= m->len;
         ucx_unexp_deliver(cls, op, m);
         return CW_OK;
     }
-    ucx_list_add_tail(&cls->unexp_posted, &op->link);
+    nau_list_add_tail(&cls->unexp_posted, &op->link);
     return CW_OK;
 }
 
@@ -351,10 +351,10 @@ cw_status_t ucx_msg_recv_expected(cw_na_class_t *c, void *buf, size_t len,
     op->buf = buf;
     op->buf_len = len;
     op->peer = source;
-    source->refs++;
+    nau_ptable_ref(&source->pnode);
     if (ucx_early_take(cls, op, ucx_tag64(source->tag_id, tag))) {
         if (op->state == UCX_OP_ACTIVE) /* waits for it to land */
-            ucx_list_add_tail(&source->recvs, &op->link);
+            nau_list_add_tail(&source->recvs, &op->link);
         if (op_p)
             *op_p = op;
         return CW_OK;
@@ -378,7 +378,7 @@ cw_status_t ucx_msg_recv_expected(cw_na_class_t *c, void *buf, size_t len,
     } else {
         ucx_op_req_posted(op, &op->req, req);
         if (op->state == UCX_OP_ACTIVE)
-            ucx_list_add_tail(&source->recvs, &op->link);
+            nau_list_add_tail(&source->recvs, &op->link);
     }
     if (op_p)
         *op_p = op;
@@ -389,10 +389,10 @@ cw_status_t ucx_msg_recv_expected(cw_na_class_t *c, void *buf, size_t len,
 void ucx_msg_fail_peer(struct ucx_cls *cls, struct cw_na_addr *peer,
                        cw_status_t st)
 {
-    struct ucx_list *l, *next;
+    struct nau_list *l, *next;
 
     for (l = peer->recvs.next; l != &peer->recvs; l = next) {
-        struct cw_na_op *op = ucx_container_of(l, struct cw_na_op, link);
+        struct cw_na_op *op = nau_container_of(l, struct cw_na_op, link);
         next = l->next;
         op->cancel_status = st;
         if (op->req)

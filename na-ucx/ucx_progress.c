@@ -1,135 +1,21 @@
 /*
- * na-ucx: operations, completion queue, progress, cancel, wait fd, and the
- * small hash table used for peers, endpoints, memory and RMA operations.
+ * na-ucx: operations, completion queue, progress, cancel and wait fd.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "ucx.h"
 
-#define UCX_HTAB_INIT 64u
-
-cw_status_t ucx_htab_init(struct ucx_htab *t)
-{
-    t->bucket = calloc(UCX_HTAB_INIT, sizeof(*t->bucket));
-    if (t->bucket == NULL)
-        return CW_NOMEM;
-    t->nbucket = UCX_HTAB_INIT;
-    t->count = 0;
-    return CW_OK;
-}
-
-void ucx_htab_destroy(struct ucx_htab *t)
-{
-    free(t->bucket);
-    t->bucket = NULL;
-    t->nbucket = t->count = 0;
-}
-
-static size_t ucx_htab_slot(size_t nbucket, uint64_t key)
-{
-    key ^= key >> 33;
-    key *= 0xff51afd7ed558ccdull;
-    key ^= key >> 33;
-    return (size_t)key & (nbucket - 1);
-}
-
-static void ucx_htab_grow(struct ucx_htab *t)
-{
-    size_t nb = t->nbucket * 2;
-    struct ucx_hnode **b = calloc(nb, sizeof(*b));
-
-    if (b == NULL)
-        return; /* keep the longer chains; lookups stay correct */
-    for (size_t i = 0; i < t->nbucket; i++) {
-        struct ucx_hnode *n = t->bucket[i], *next;
-        for (; n; n = next) {
-            size_t s = ucx_htab_slot(nb, n->key);
-            next = n->next;
-            n->next = b[s];
-            b[s] = n;
-        }
-    }
-    free(t->bucket);
-    t->bucket = b;
-    t->nbucket = nb;
-}
-
-cw_status_t ucx_htab_insert(struct ucx_htab *t, struct ucx_hnode *n)
-{
-    size_t s;
-
-    if (t->count >= t->nbucket)
-        ucx_htab_grow(t);
-    s = ucx_htab_slot(t->nbucket, n->key);
-    n->next = t->bucket[s];
-    t->bucket[s] = n;
-    t->count++;
-    return CW_OK;
-}
-
-struct ucx_hnode *ucx_htab_first(const struct ucx_htab *t, uint64_t key)
-{
-    struct ucx_hnode *n;
-
-    if (t->nbucket == 0)
-        return NULL;
-    for (n = t->bucket[ucx_htab_slot(t->nbucket, key)]; n; n = n->next)
-        if (n->key == key)
-            return n;
-    return NULL;
-}
-
-void ucx_htab_remove(struct ucx_htab *t, struct ucx_hnode *n)
-{
-    struct ucx_hnode **pp;
-
-    if (t->nbucket == 0)
-        return;
-    for (pp = &t->bucket[ucx_htab_slot(t->nbucket, n->key)]; *pp;
-         pp = &(*pp)->next) {
-        if (*pp == n) {
-            *pp = n->next;
-            n->next = NULL;
-            t->count--;
-            return;
-        }
-    }
-}
-
-/* FNV-1a, 64 bit. */
-uint64_t ucx_hash_str(const char *s)
-{
-    uint64_t h = 0xcbf29ce484222325ull;
-
-    for (; *s; s++) {
-        h ^= (unsigned char)*s;
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
-
 /* ---- operations ---- */
-
-/* Freed ops kept for reuse: two per round trip came from calloc() and
- * went back to free(), about 700 instructions of a 64 B round trip's
- * 8 500 at a cw-perf client (callgrind).  Bounded: a burst's ops beyond
- * it are freed. */
-#define UCX_OP_CACHE_MAX 256
 
 struct cw_na_op *ucx_op_new(struct ucx_cls *cls, enum cw_na_op_type type,
                             cw_na_cb_t cb, void *arg)
 {
-    struct cw_na_op *op;
+    struct cw_na_op *op = nau_pool_get(&cls->op_pool);
 
-    if (cls->nop_cache > 0) {
-        op = ucx_container_of(cls->op_cache.next, struct cw_na_op, link);
-        ucx_list_del(&op->link);
-        cls->nop_cache--;
-        memset(op, 0, sizeof(*op));
-    } else if ((op = calloc(1, sizeof(*op))) == NULL) {
+    if (op == NULL)
         return NULL;
-    }
+    memset(op, 0, sizeof(*op));
     op->cls = cls;
     op->type = type;
     op->cb = cb;
@@ -137,7 +23,7 @@ struct cw_na_op *ucx_op_new(struct ucx_cls *cls, enum cw_na_op_type type,
     op->state = UCX_OP_ACTIVE;
     /* UCX cancels a request by itself only when its endpoint failed. */
     op->cancel_status = CW_DISCONNECTED;
-    ucx_list_add_tail(&cls->ops, &op->alink);
+    nau_list_add_tail(&cls->ops, &op->alink);
     return op;
 }
 
@@ -145,15 +31,13 @@ static void ucx_op_detach(struct cw_na_op *op)
 {
     struct ucx_cls *cls = op->cls;
 
-    ucx_list_del(&op->link);
-    if (op->early) {
+    nau_list_del(&op->link);
+    if (op->early) { /* it lands for nobody now: freed then */
         op->early->waiter = NULL;
+        op->early->dropped = true;
         op->early = NULL;
     }
-    if (op->rnode.key != 0) {
-        ucx_htab_remove(&cls->rma_ops, &op->rnode);
-        op->rnode.key = 0;
-    }
+    nau_ptable_remove(&cls->rma_ops, &op->rnode);
     op->conn = NULL;
 }
 
@@ -162,31 +46,14 @@ static void ucx_op_free(struct cw_na_op *op)
     struct ucx_cls *cls = op->cls;
 
     ucx_op_detach(op);
-    ucx_list_del(&op->alink);
+    nau_list_del(&op->alink);
     if (op->peer)
         ucx_peer_put(cls, op->peer);
     if (op->source)
         ucx_peer_put(cls, op->source);
     if (op->iov != op->iov_inline)
         free(op->iov);
-    if (cls->nop_cache < UCX_OP_CACHE_MAX) {
-        ucx_list_add_tail(&cls->op_cache, &op->link);
-        cls->nop_cache++;
-        return;
-    }
-    free(op);
-}
-
-/* Finalize: the cached ops. */
-void ucx_op_cache_free(struct ucx_cls *cls)
-{
-    while (!ucx_list_empty(&cls->op_cache)) {
-        struct ucx_list *l = cls->op_cache.next;
-
-        ucx_list_del(l);
-        free(ucx_container_of(l, struct cw_na_op, link));
-    }
-    cls->nop_cache = 0;
+    nau_pool_put(&cls->op_pool, op);
 }
 
 /* Finalize path: forget the operation without a callback.  Its memory is
@@ -206,8 +73,8 @@ void ucx_op_discard(struct cw_na_op *op)
 /* Finalize: ask UCX to stop every request still referring to an op. */
 void ucx_ops_cancel_all(struct ucx_cls *cls)
 {
-    for (struct ucx_list *l = cls->ops.next; l != &cls->ops; l = l->next) {
-        struct cw_na_op *op = ucx_container_of(l, struct cw_na_op, alink);
+    for (struct nau_list *l = cls->ops.next; l != &cls->ops; l = l->next) {
+        struct cw_na_op *op = nau_container_of(l, struct cw_na_op, alink);
         if (op->req)
             ucp_request_cancel(cls->worker, op->req);
         if (op->data_req)
@@ -220,8 +87,8 @@ void ucx_ops_cancel_all(struct ucx_cls *cls)
 /* Finalize, drain timed out: let UCX release what is still out. */
 void ucx_ops_release_reqs(struct ucx_cls *cls)
 {
-    for (struct ucx_list *l = cls->ops.next; l != &cls->ops; l = l->next) {
-        struct cw_na_op *op = ucx_container_of(l, struct cw_na_op, alink);
+    for (struct nau_list *l = cls->ops.next; l != &cls->ops; l = l->next) {
+        struct cw_na_op *op = nau_container_of(l, struct cw_na_op, alink);
         if (op->released)
             continue;
         if (op->req)
@@ -237,8 +104,8 @@ void ucx_ops_release_reqs(struct ucx_cls *cls)
 /* Finalize, after the worker is gone: free what is left. */
 void ucx_ops_free_all(struct ucx_cls *cls)
 {
-    while (!ucx_list_empty(&cls->ops))
-        ucx_op_free(ucx_container_of(cls->ops.next, struct cw_na_op, alink));
+    while (!nau_list_empty(&cls->ops))
+        ucx_op_free(nau_container_of(cls->ops.next, struct cw_na_op, alink));
 }
 
 static void ucx_op_push_done(struct cw_na_op *op)
@@ -250,9 +117,9 @@ static void ucx_op_push_done(struct cw_na_op *op)
             ucx_op_free(op);
         return;
     }
-    ucx_list_del(&op->link);
+    nau_list_del(&op->link);
     op->state = UCX_OP_DONE;
-    ucx_list_add_tail(&cls->done, &op->link);
+    nau_list_add_tail(&cls->done, &op->link);
 }
 
 void ucx_op_finish(struct cw_na_op *op, cw_status_t st)
@@ -388,11 +255,11 @@ cw_status_t ucx_progress(cw_na_class_t *c, unsigned max, unsigned *count_p)
 
     /* Only what is done now: callbacks that post and complete again are
      * served by the next call. */
-    for (struct ucx_list *l = cls->done.next; l != &cls->done; l = l->next)
+    for (struct nau_list *l = cls->done.next; l != &cls->done; l = l->next)
         budget++;
     while (budget-- > 0 && (max == 0 || ran < max)) {
         struct cw_na_op *op =
-            ucx_container_of(cls->done.next, struct cw_na_op, link);
+            nau_container_of(cls->done.next, struct cw_na_op, link);
         ucx_op_complete(op);
         ran++;
     }
@@ -458,7 +325,7 @@ bool ucx_streaming(cw_na_class_t *c)
 {
     struct ucx_cls *cls = ucx_cls(c);
 
-    return cls->rma_inflight > 0 || !ucx_list_empty(&cls->ctls);
+    return cls->rma_inflight > 0 || !nau_list_empty(&cls->ctls);
 }
 
 bool ucx_safe_to_sleep(cw_na_class_t *c)
@@ -468,13 +335,13 @@ bool ucx_safe_to_sleep(cw_na_class_t *c)
 
     if (cls->busy || cls->efd < 0)
         return false;
-    if (!ucx_list_empty(&cls->done) || !ucx_list_empty(&cls->dead))
+    if (!nau_list_empty(&cls->done) || !nau_list_empty(&cls->dead))
         return false;
     if (ucp_worker_progress(cls->worker) != 0) {
         ucx_early_drain(cls);
         return false;
     }
-    if (!ucx_list_empty(&cls->done) || !ucx_list_empty(&cls->dead) ||
+    if (!nau_list_empty(&cls->done) || !nau_list_empty(&cls->dead) ||
         ucx_streaming(c))
         return false;
     st = ucp_worker_arm(cls->worker);
@@ -492,11 +359,11 @@ void ucx_drain_requests(struct ucx_cls *cls, uint64_t timeout_ns)
     uint64_t deadline = cls->host->now_ns() + timeout_ns;
 
     for (;;) {
-        bool busy = !ucx_list_empty(&cls->closing) ||
-                    !ucx_list_empty(&cls->ctls) || ucx_early_moving(cls);
-        for (struct ucx_list *l = cls->ops.next; !busy && l != &cls->ops;
+        bool busy = !nau_list_empty(&cls->closing) ||
+                    !nau_list_empty(&cls->ctls) || ucx_early_moving(cls);
+        for (struct nau_list *l = cls->ops.next; !busy && l != &cls->ops;
              l = l->next)
-            busy = ucx_op_any_busy(ucx_container_of(l, struct cw_na_op, alink));
+            busy = ucx_op_any_busy(nau_container_of(l, struct cw_na_op, alink));
         if (!busy || cls->host->now_ns() > deadline)
             break;
         ucp_worker_progress(cls->worker);

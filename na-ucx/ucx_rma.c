@@ -16,7 +16,7 @@
 
 /* An RMA control message (ack, get answer) or an owner-side data receive. */
 struct ucx_ctl {
-    struct ucx_list link; /* cls->ctls */
+    struct nau_list link; /* cls->ctls */
     struct ucx_cls *cls;
     ucp_ep_h ep;
     struct ucx_rma_ack ack;
@@ -117,13 +117,13 @@ static struct ucx_ctl *ucx_ctl_new(struct ucx_cls *cls, ucp_ep_h ep,
     ctl->ack.magic = UCX_WIRE_MAGIC;
     ctl->ack.status = (uint32_t)st;
     ctl->ack.op_id = op_id;
-    ucx_list_add_tail(&cls->ctls, &ctl->link);
+    nau_list_add_tail(&cls->ctls, &ctl->link);
     return ctl;
 }
 
 static void ucx_ctl_free(struct ucx_ctl *ctl)
 {
-    ucx_list_del(&ctl->link);
+    nau_list_del(&ctl->link);
     if (ctl->iov != ctl->iov_inline)
         free(ctl->iov);
     free(ctl);
@@ -180,10 +180,9 @@ static void ucx_ctl_send(struct ucx_cls *cls, struct ucx_ctl *ctl,
 
 static struct cw_na_mem *ucx_mem_find(struct ucx_cls *cls, uint64_t id)
 {
-    for (struct ucx_hnode *n = ucx_htab_first(&cls->mems, id); n; n = n->next)
-        if (n->key == id)
-            return ucx_container_of(n, struct cw_na_mem, hnode);
-    return NULL;
+    struct nau_ptable_node *n = nau_ptable_find_u64(&cls->mems, id);
+
+    return n ? nau_container_of(n, struct cw_na_mem, mnode) : NULL;
 }
 
 /* Validate a request against our registration. */
@@ -365,7 +364,8 @@ static struct cw_na_op *ucx_rma_answer(struct ucx_cls *cls, const void *header,
                                        cw_status_t *st_p)
 {
     struct ucx_rma_ack a;
-    struct cw_na_op *op = NULL;
+    struct nau_ptable_node *n;
+    struct cw_na_op *op;
 
     if (cls->finalizing)
         return NULL; /* the op is dropped with the instance */
@@ -374,15 +374,10 @@ static struct cw_na_op *ucx_rma_answer(struct ucx_cls *cls, const void *header,
     memcpy(&a, header, sizeof(a));
     if (a.magic != UCX_WIRE_MAGIC || a.op_id == 0)
         goto drop;
-    for (struct ucx_hnode *n = ucx_htab_first(&cls->rma_ops, a.op_id); n;
-         n = n->next) {
-        if (n->key == a.op_id) {
-            op = ucx_container_of(n, struct cw_na_op, rnode);
-            break;
-        }
-    }
-    if (op == NULL)
+    n = nau_ptable_find_u64(&cls->rma_ops, a.op_id);
+    if (n == NULL)
         return NULL;
+    op = nau_container_of(n, struct cw_na_op, rnode);
     /* Our answers always carry their endpoint: one without it could come
      * from any peer that guessed the (sequential) operation id. */
     if (op->type != type ||
@@ -449,9 +444,8 @@ static ucs_status_t ucx_am_get_resp_cb(void *arg, const void *header,
         return UCS_OK;
     }
     /* Data is on its way: the op now waits on the data receive only. */
-    ucx_list_del(&op->link);
-    ucx_htab_remove(&cls->rma_ops, &op->rnode);
-    op->rnode.key = 0;
+    nau_list_del(&op->link);
+    nau_ptable_remove(&cls->rma_ops, &op->rnode);
     op->conn = NULL;
     p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     p.cb.recv_am = ucx_get_data_cb;
@@ -491,8 +485,8 @@ cw_status_t ucx_rma_register_am(struct ucx_cls *cls)
 void ucx_rma_fail_conn(struct ucx_cls *cls, struct ucx_conn *conn,
                        cw_status_t st)
 {
-    while (!ucx_list_empty(&conn->rma))
-        ucx_op_finish(ucx_container_of(conn->rma.next, struct cw_na_op, link),
+    while (!nau_list_empty(&conn->rma))
+        ucx_op_finish(nau_container_of(conn->rma.next, struct cw_na_op, link),
                       st);
 }
 
@@ -507,8 +501,8 @@ void ucx_rma_mem_released(struct ucx_cls *cls, struct cw_na_mem *mem)
 {
     bool closing = false;
 
-    for (struct ucx_list *l = cls->ctls.next; l != &cls->ctls; l = l->next) {
-        struct ucx_ctl *ctl = ucx_container_of(l, struct ucx_ctl, link);
+    for (struct nau_list *l = cls->ctls.next; l != &cls->ctls; l = l->next) {
+        struct ucx_ctl *ctl = nau_container_of(l, struct ucx_ctl, link);
         struct ucx_conn *conn;
 
         if (ctl->mem != mem)
@@ -532,8 +526,8 @@ void ucx_rma_mem_released(struct ucx_cls *cls, struct cw_na_mem *mem)
 
 void ucx_rma_release_ctls(struct ucx_cls *cls)
 {
-    for (struct ucx_list *l = cls->ctls.next; l != &cls->ctls; l = l->next) {
-        struct ucx_ctl *ctl = ucx_container_of(l, struct ucx_ctl, link);
+    for (struct nau_list *l = cls->ctls.next; l != &cls->ctls; l = l->next) {
+        struct ucx_ctl *ctl = nau_container_of(l, struct ucx_ctl, link);
         if (ctl->req && !ctl->released)
             ucp_request_free(ctl->req);
         ctl->released = true;
@@ -542,8 +536,8 @@ void ucx_rma_release_ctls(struct ucx_cls *cls)
 
 void ucx_rma_free_ctls(struct ucx_cls *cls)
 {
-    while (!ucx_list_empty(&cls->ctls))
-        ucx_ctl_free(ucx_container_of(cls->ctls.next, struct ucx_ctl, link));
+    while (!nau_list_empty(&cls->ctls))
+        ucx_ctl_free(nau_container_of(cls->ctls.next, struct ucx_ctl, link));
 }
 
 static void ucx_rma_sent_cb(void *req, ucs_status_t st, void *user_data)
@@ -604,10 +598,9 @@ static cw_status_t ucx_rma_post(struct ucx_cls *cls, enum cw_na_op_type type,
     op->hdr.rma.key = remote->key;
     op->hdr.rma.off = remote_off;
     op->hdr.rma.len = len;
-    op->rnode.key = op->hdr.rma.op_id;
-    ucx_htab_insert(&cls->rma_ops, &op->rnode);
+    nau_ptable_insert_u64(&cls->rma_ops, &op->rnode, op->hdr.rma.op_id);
     op->conn = conn;
-    ucx_list_add_tail(&conn->rma, &op->link);
+    nau_list_add_tail(&conn->rma, &op->link);
 
     p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
                      UCP_OP_ATTR_FIELD_FLAGS;

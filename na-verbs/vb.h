@@ -16,6 +16,10 @@
 
 #include <causeway/na_plugin.h>
 
+#include "nau_list.h"
+#include "nau_match.h"
+#include "nau_pool.h"
+#include "nau_ptable.h"
 #include "vb_ops.h"
 
 #define VB_SUBSYS "na-verbs"
@@ -39,7 +43,6 @@
 #define VB_SQ_DEPTH        128
 #define VB_SEND_BUFS       256
 #define VB_MAX_SEGS        64
-#define VB_QPN_BUCKETS     256
 #define VB_UNEXP_QMAX                                                          \
     1024                  /* unexpected messages queued before credits are     \
                              withheld from their senders */
@@ -47,7 +50,6 @@
 #define VB_EARLY_BYTES                                                         \
     (16u << 20)                       /* ... and their payload bytes; beyond   \
                                          either, the oldest is dropped */
-#define VB_EARLY_BUCKETS 1024         /* early queue hash on (peer, tag) */
 #define VB_OP_CACHE      256          /* freed ops kept for reuse */
 #define VB_RMA_PIECE     (1ull << 30) /* largest single RDMA WR we post */
 #define VB_CM_TIMEOUT_MS 2000
@@ -95,21 +97,21 @@ struct cw_na_class;
 struct vb_conn;
 struct cw_na_op;
 
-/* An address: one peer, identified by its listening IPv4 address. */
+/* An address: one peer, identified by its listening IPv4 address (and
+ * port: the key of cls->peers, see vb_peer_key()). */
 struct cw_na_addr {
-    unsigned refs;
+    struct nau_ptable_node pnode; /* and its references */
     struct sockaddr_in sin;
     char dev[VB_DEV_MAX + 1];
     uint8_t devport;
     struct vb_conn *conn; /* connection used to send to it, or NULL */
     unsigned nconns;      /* live connections with this peer */
-    struct cw_na_addr *next;
 };
 typedef struct cw_na_addr vb_peer_t;
 
+/* Operations waiting somewhere; op->on names the list an op is on. */
 struct vb_list {
-    struct cw_na_op *head;
-    struct cw_na_op *tail;
+    struct nau_list ops;
     unsigned n;
 };
 
@@ -129,9 +131,8 @@ struct cw_na_op {
     bool canceled;
     bool posted; /* WRs handed to the QP; completion comes from the CQ */
     struct vb_list *on;
-    struct cw_na_op *prev;
-    struct cw_na_op *next;
-    vb_peer_t *peer; /* reference held */
+    struct nau_list link; /* on *on */
+    vb_peer_t *peer;      /* reference held */
     struct vb_conn *conn;
     uint32_t tag;
     /* send */
@@ -152,28 +153,26 @@ struct cw_na_op {
     size_t pieces_done;
 };
 
+static inline struct cw_na_op *vb_list_first(const struct vb_list *l)
+{
+    return nau_list_empty(&l->ops)
+               ? NULL
+               : nau_container_of(l->ops.next, struct cw_na_op, link);
+}
+
 /* An incoming message copied out of its receive buffer because nobody had
  * posted a receive for it (vb_early.c): unexpected ones wait on
- * cls->unexp_q, expected ones on cls->early (arrival order) and in a
- * bucket of cls->early_by_key (hash of peer and tag, arrival order). */
-struct vb_elink {
-    struct vb_early *prev;
-    struct vb_early *next;
-};
+ * cls->unexp_q (m.fifo), expected ones in cls->early by (peer, tag). */
 struct vb_early {
+    struct nau_match_entry m;
     vb_peer_t *peer; /* reference */
-    uint32_t tag;
     size_t len;
-    size_t cap;             /* room in data[] */
-    struct vb_elink in_q;   /* its queue */
-    struct vb_elink in_key; /* expected: its bucket */
+    size_t cap; /* room in data[] */
     uint8_t data[];
 };
 struct vb_equeue {
-    struct vb_early *head; /* oldest */
-    struct vb_early *tail;
+    struct nau_list q; /* oldest first */
     unsigned n;
-    size_t bytes;
 };
 
 enum vb_conn_state {
@@ -209,11 +208,11 @@ struct vb_conn {
     unsigned sig_count;
     unsigned unsignaled;
     unsigned inline_max;
-    struct vb_list pending;   /* ops waiting for the connection, credits,
-                                 send buffers or SQ slots */
-    struct vb_list posted;    /* ops with WRs on the QP */
-    struct cw_na_op *partial; /* RMA op with pieces still to post */
-    struct vb_conn *qpn_next; /* hash chain by QP number */
+    struct vb_list pending;       /* ops waiting for the connection, credits,
+                                     send buffers or SQ slots */
+    struct vb_list posted;        /* ops with WRs on the QP */
+    struct cw_na_op *partial;     /* RMA op with pieces still to post */
+    struct nau_ptable_node qnode; /* cls->by_qpn */
     struct vb_conn *next;
 };
 
@@ -306,20 +305,18 @@ struct cw_na_class {
     unsigned nsfree;
     unsigned nsbufs;
 
-    vb_peer_t *peers;
+    struct nau_ptable peers;
     struct vb_conn *conns;
-    struct vb_conn *by_qpn[VB_QPN_BUCKETS]; /* completions name the QP */
+    struct nau_ptable by_qpn; /* conns by QP number: completions name it */
     struct vb_rce *rcache;
 
     struct vb_list unexp_recvs;
     struct vb_list exp_recvs;
     struct vb_list done;
     struct vb_equeue unexp_q; /* unexpected messages without a receive */
-    struct vb_equeue early;   /* expected messages without a receive */
-    struct vb_equeue early_by_key[VB_EARLY_BUCKETS];
+    struct nau_match early;   /* expected messages without a receive */
 
-    struct cw_na_op *op_cache; /* freed ops for reuse, chained by next */
-    unsigned op_cache_n;
+    struct nau_pool op_pool; /* freed ops for reuse */
 
     struct ibv_wc stash[32];
     int nstash;
@@ -341,6 +338,7 @@ VB_HIDDEN cw_status_t vb_parse_location(const char *loc, char *dev,
 VB_HIDDEN vb_peer_t *vb_peer_get(vb_class_t *cls, const struct sockaddr_in *sin,
                                  const char *dev, uint8_t devport);
 VB_HIDDEN void vb_peer_put(vb_class_t *cls, vb_peer_t *peer);
+VB_HIDDEN void vb_peers_free_all(vb_class_t *cls);
 /* Returns @p buf, so that a (rate-limited) log call formats only when it
  * logs. */
 VB_HIDDEN const char *vb_peer_format(const vb_peer_t *peer, char *buf,
@@ -443,9 +441,11 @@ VB_HIDDEN void vb_rma_piece_done(struct vb_conn *conn, struct cw_na_op *op,
 VB_HIDDEN struct cw_na_op *vb_op_new(vb_class_t *cls, enum cw_na_op_type type,
                                      cw_na_cb_t cb, void *arg);
 VB_HIDDEN void vb_op_free(vb_class_t *cls, struct cw_na_op *op);
-VB_HIDDEN void vb_op_cache_fini(vb_class_t *cls);
+VB_HIDDEN void vb_list_init(struct vb_list *l);
 VB_HIDDEN void vb_list_push(struct vb_list *l, struct cw_na_op *op);
 VB_HIDDEN void vb_list_remove(struct cw_na_op *op);
+/* Finalize: free the ops of @p l without callbacks. */
+VB_HIDDEN void vb_list_free(vb_class_t *cls, struct vb_list *l);
 VB_HIDDEN void vb_op_done(vb_class_t *cls, struct cw_na_op *op, cw_status_t st);
 VB_HIDDEN void vb_drain_cq(vb_class_t *cls);
 VB_HIDDEN int vb_get_wait_fd(cw_na_class_t *cls);

@@ -121,46 +121,60 @@ cw_status_t vb_parse_location(const char *loc, char *dev, uint8_t *devport_p,
     return CW_OK;
 }
 
+/* The key of a peer in cls->peers: its IPv4 address and port. */
+static uint64_t vb_peer_key(const struct sockaddr_in *sin)
+{
+    return (uint64_t)sin->sin_addr.s_addr << 16 | sin->sin_port;
+}
+
 vb_peer_t *vb_peer_get(vb_class_t *cls, const struct sockaddr_in *sin,
                        const char *dev, uint8_t devport)
 {
+    struct nau_ptable_node *n =
+        nau_ptable_find_u64(&cls->peers, vb_peer_key(sin));
     vb_peer_t *p;
-    for (p = cls->peers; p; p = p->next) {
-        if (p->sin.sin_addr.s_addr == sin->sin_addr.s_addr &&
-            p->sin.sin_port == sin->sin_port) {
-            if (!p->dev[0] && dev && dev[0]) {
-                snprintf(p->dev, sizeof(p->dev), "%s", dev);
-                p->devport = devport;
-            }
-            p->refs++;
-            return p;
+
+    if (n) {
+        p = nau_container_of(n, vb_peer_t, pnode);
+        if (!p->dev[0] && dev && dev[0]) {
+            snprintf(p->dev, sizeof(p->dev), "%s", dev);
+            p->devport = devport;
         }
+        nau_ptable_ref(&p->pnode);
+        return p;
     }
     p = calloc(1, sizeof(*p));
     if (!p)
         return NULL;
-    p->refs = 1;
+    p->pnode.refs = 1;
     p->sin.sin_family = AF_INET;
     p->sin.sin_addr = sin->sin_addr;
     p->sin.sin_port = sin->sin_port;
     if (dev)
         snprintf(p->dev, sizeof(p->dev), "%s", dev);
     p->devport = devport ? devport : 1;
-    p->next = cls->peers;
-    cls->peers = p;
+    nau_ptable_insert_u64(&cls->peers, &p->pnode, vb_peer_key(sin));
     return p;
 }
 
 void vb_peer_put(vb_class_t *cls, vb_peer_t *peer)
 {
-    if (!peer || --peer->refs > 0)
+    if (!peer || !nau_ptable_unref(&peer->pnode))
         return;
-    for (vb_peer_t **pp = &cls->peers; *pp; pp = &(*pp)->next)
-        if (*pp == peer) {
-            *pp = peer->next;
-            break;
-        }
+    nau_ptable_remove(&cls->peers, &peer->pnode);
     free(peer);
+}
+
+/* Finalize: the peers nothing refers to any more, or that a leak kept. */
+void vb_peers_free_all(vb_class_t *cls)
+{
+    struct nau_ptable_node *n;
+
+    while ((n = nau_ptable_iter(&cls->peers, NULL)) != NULL) {
+        nau_ptable_remove(&cls->peers, n);
+        free(nau_container_of(n, vb_peer_t, pnode));
+    }
+    nau_ptable_fini(&cls->peers);
 }
 
 const char *vb_peer_format(const vb_peer_t *peer, char *buf, size_t len)
@@ -201,7 +215,7 @@ cw_status_t vb_addr_self(cw_na_class_t *cls, cw_na_addr_t **addr_p)
 {
     if (!addr_p)
         return CW_INVALID_ARG;
-    cls->self->refs++;
+    nau_ptable_ref(&cls->self->pnode);
     *addr_p = cls->self;
     return CW_OK;
 }
@@ -211,7 +225,7 @@ cw_status_t vb_addr_dup(cw_na_class_t *cls, cw_na_addr_t *addr,
 {
     if (!addr || !addr_p)
         return CW_INVALID_ARG;
-    addr->refs++;
+    nau_ptable_ref(&addr->pnode);
     *addr_p = addr;
     return CW_OK;
 }

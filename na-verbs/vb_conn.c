@@ -125,7 +125,9 @@ static struct vb_conn *conn_new(vb_class_t *cls, vb_peer_t *peer, bool active)
     }
     c->cls = cls;
     c->peer = peer;
-    peer->refs++;
+    nau_ptable_ref(&peer->pnode);
+    vb_list_init(&c->pending);
+    vb_list_init(&c->posted);
     c->active = active;
     c->next = cls->conns;
     cls->conns = c;
@@ -134,22 +136,8 @@ static struct vb_conn *conn_new(vb_class_t *cls, vb_peer_t *peer, bool active)
 
 struct vb_conn *vb_conn_by_qpn(vb_class_t *cls, uint32_t qpn)
 {
-    for (struct vb_conn *c = cls->by_qpn[qpn % VB_QPN_BUCKETS]; c;
-         c = c->qpn_next)
-        if (c->qpn == qpn)
-            return c;
-    return NULL;
-}
-
-static void qpn_unlink(struct vb_conn *conn)
-{
-    vb_class_t *cls = conn->cls;
-    struct vb_conn **pp = &cls->by_qpn[conn->qpn % VB_QPN_BUCKETS];
-    for (; *pp; pp = &(*pp)->qpn_next)
-        if (*pp == conn) {
-            *pp = conn->qpn_next;
-            return;
-        }
+    struct nau_ptable_node *n = nau_ptable_find_u64(&cls->by_qpn, qpn);
+    return n ? nau_container_of(n, struct vb_conn, qnode) : NULL;
 }
 
 bool vb_sq_full(const struct vb_conn *conn)
@@ -216,8 +204,7 @@ static cw_status_t conn_create_qp(struct vb_conn *conn)
     }
     conn->inline_max = qa.cap.max_inline_data;
     conn->qpn = conn->id->qp->qp_num;
-    conn->qpn_next = cls->by_qpn[conn->qpn % VB_QPN_BUCKETS];
-    cls->by_qpn[conn->qpn % VB_QPN_BUCKETS] = conn;
+    nau_ptable_insert_u64(&cls->by_qpn, &conn->qnode, conn->qpn);
     return CW_OK;
 }
 
@@ -261,8 +248,8 @@ err_fail : {
 
 static void fail_list(vb_class_t *cls, struct vb_list *l, cw_status_t st)
 {
-    while (l->head)
-        vb_op_done(cls, l->head, st);
+    for (struct cw_na_op *op; (op = vb_list_first(l));)
+        vb_op_done(cls, op, st);
 }
 
 void vb_conn_fail(struct vb_conn *conn, cw_status_t st)
@@ -306,9 +293,9 @@ void vb_conn_kick(struct vb_conn *conn)
     bool blocked = false;
     if (conn->state != VC_UP)
         return;
-    while (!blocked && (conn->partial || conn->pending.head)) {
+    while (!blocked && (conn->partial || vb_list_first(&conn->pending))) {
         struct cw_na_op *op =
-            conn->partial ? conn->partial : conn->pending.head;
+            conn->partial ? conn->partial : vb_list_first(&conn->pending);
         cw_status_t st;
         if (op->type == CW_NA_OP_PUT || op->type == CW_NA_OP_GET)
             st = vb_post_rma_op(conn, op, &blocked);
@@ -329,19 +316,11 @@ static void conn_destroy(struct vb_conn *conn)
             break;
         }
     /* Only at finalize can ops remain: they are dropped without callbacks. */
-    while (conn->pending.head) {
-        struct cw_na_op *op = conn->pending.head;
-        vb_list_remove(op);
-        vb_op_free(cls, op);
-    }
-    while (conn->posted.head) {
-        struct cw_na_op *op = conn->posted.head;
-        vb_list_remove(op);
-        vb_op_free(cls, op);
-    }
+    vb_list_free(cls, &conn->pending);
+    vb_list_free(cls, &conn->posted);
     if (conn->id) {
         if (conn->id->qp) {
-            qpn_unlink(conn);
+            nau_ptable_remove(&cls->by_qpn, &conn->qnode);
             cls->ops->destroy_qp(conn->id);
         }
         cls->ops->destroy_id(conn->id);

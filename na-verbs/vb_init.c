@@ -15,6 +15,7 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
+#include "nau_param.h"
 #include "vb.h"
 
 cw_status_t vb_status(enum vb_err_kind kind, int code)
@@ -124,28 +125,23 @@ const char *vb_strerr(enum vb_err_kind kind, int code, char *buf, size_t len)
 
 static cw_status_t vb_params(vb_class_t *cls, const char *const *params)
 {
-    cls->credits = VB_DEFAULT_CREDITS;
-    cls->buf_size = VB_DEFAULT_BUF;
-    for (size_t i = 0; params && params[i] && params[i + 1]; i += 2) {
-        char *end;
-        unsigned long v = strtoul(params[i + 1], &end, 10);
-        bool ok = *params[i + 1] && *end == '\0';
-        if (strcmp(params[i], "credits") == 0) {
-            if (!ok || v < 4 || v > 1024) {
-                VB_ERR(cls, "parameter credits=%s: want 4..1024",
-                       params[i + 1]);
-                return CW_INVALID_ARG;
-            }
-            cls->credits = (unsigned)v;
-        } else if (strcmp(params[i], "eager_size") == 0) {
-            if (!ok || v < VB_EAGER_MIN || v > VB_EAGER_MAX) {
-                VB_ERR(cls, "parameter eager_size=%s: want %u..%u",
-                       params[i + 1], VB_EAGER_MIN, VB_EAGER_MAX);
-                return CW_INVALID_ARG;
-            }
-            cls->buf_size = (size_t)v + sizeof(struct vb_hdr);
-        }
+    const char *credits = nau_param(params, "credits", NULL);
+    const char *eager = nau_param(params, "eager_size", NULL);
+    uint64_t v = VB_DEFAULT_CREDITS;
+
+    if (credits && nau_param_uint(credits, 4, 1024, &v) != CW_OK) {
+        VB_ERR(cls, "parameter credits=%s: want 4..1024", credits);
+        return CW_INVALID_ARG;
     }
+    cls->credits = (unsigned)v;
+    v = VB_DEFAULT_BUF - sizeof(struct vb_hdr);
+    if (eager &&
+        nau_param_uint(eager, VB_EAGER_MIN, VB_EAGER_MAX, &v) != CW_OK) {
+        VB_ERR(cls, "parameter eager_size=%s: want %u..%u", eager, VB_EAGER_MIN,
+               VB_EAGER_MAX);
+        return CW_INVALID_ARG;
+    }
+    cls->buf_size = (size_t)v + sizeof(struct vb_hdr);
     return CW_OK;
 }
 
@@ -373,7 +369,17 @@ static cw_status_t vb_init(const struct cw_na_host *host,
     cls->host = host;
     cls->flags = info->flags;
     cls->epfd = -1;
-    st = vb_params(cls, info->params);
+    vb_list_init(&cls->done);
+    vb_list_init(&cls->unexp_recvs);
+    vb_list_init(&cls->exp_recvs);
+    nau_list_init(&cls->unexp_q.q);
+    nau_match_init(&cls->early, VB_EARLY_MAX, VB_EARLY_BYTES, nau_seed());
+    nau_pool_init(&cls->op_pool, sizeof(struct cw_na_op), VB_OP_CACHE);
+    st = nau_ptable_init(&cls->peers, nau_seed());
+    if (st == CW_OK)
+        st = nau_ptable_init(&cls->by_qpn, nau_seed());
+    if (st == CW_OK)
+        st = vb_params(cls, info->params);
     if (st != CW_OK)
         goto err_fini;
     st = vb_parse_location(info->location ? info->location : "", cls->dev,
@@ -429,30 +435,15 @@ static void vb_finalize(cw_na_class_t *cls)
     if (!cls)
         return;
     vb_conn_reap(cls, true);
-    while (cls->done.head) {
-        struct cw_na_op *op = cls->done.head;
-        vb_list_remove(op);
-        vb_op_free(cls, op);
-    }
-    while (cls->unexp_recvs.head) {
-        struct cw_na_op *op = cls->unexp_recvs.head;
-        vb_list_remove(op);
-        vb_op_free(cls, op);
-    }
-    while (cls->exp_recvs.head) {
-        struct cw_na_op *op = cls->exp_recvs.head;
-        vb_list_remove(op);
-        vb_op_free(cls, op);
-    }
+    vb_list_free(cls, &cls->done);
+    vb_list_free(cls, &cls->unexp_recvs);
+    vb_list_free(cls, &cls->exp_recvs);
     vb_early_free_all(cls);
-    vb_op_cache_fini(cls);
+    nau_pool_fini(&cls->op_pool);
     if (cls->self)
         vb_peer_put(cls, cls->self);
-    while (cls->peers) {
-        vb_peer_t *p = cls->peers;
-        cls->peers = p->next;
-        free(p);
-    }
+    vb_peers_free_all(cls);
+    nau_ptable_fini(&cls->by_qpn);
     vb_rcache_fini(cls);
     vb_pool_fini(cls);
     if (cls->srq)

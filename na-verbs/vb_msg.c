@@ -266,7 +266,7 @@ static cw_status_t msg_send(vb_class_t *cls, const void *buf, size_t len,
     op->msg_type = unexpected ? VB_MSG_UNEXP : VB_MSG_EXP;
     op->conn = conn;
     op->peer = dest;
-    dest->refs++;
+    nau_ptable_ref(&dest->pnode);
     vb_list_push(&conn->pending, op);
     if (op_p)
         *op_p = op;
@@ -299,7 +299,7 @@ static void deliver(vb_class_t *cls, struct cw_na_op *op, vb_peer_t *from,
     op->got = n;
     if (op->type == CW_NA_OP_RECV_UNEXPECTED) {
         op->source = from;
-        from->refs++;
+        nau_ptable_ref(&from->pnode);
         op->tag = tag;
     }
     vb_op_done(cls, op, len > op->rlen ? CW_OVERFLOW : CW_OK);
@@ -308,9 +308,14 @@ static void deliver(vb_class_t *cls, struct cw_na_op *op, vb_peer_t *from,
 static struct cw_na_op *match_expected(vb_class_t *cls, vb_peer_t *from,
                                        uint32_t tag)
 {
-    for (struct cw_na_op *op = cls->exp_recvs.head; op; op = op->next)
+    struct nau_list *l;
+
+    nau_list_for_each(l, &cls->exp_recvs.ops)
+    {
+        struct cw_na_op *op = nau_container_of(l, struct cw_na_op, link);
         if (op->peer == from && op->tag == tag)
             return op;
+    }
     return NULL;
 }
 
@@ -367,8 +372,9 @@ void vb_recv_done(vb_class_t *cls, const struct ibv_wc *wc)
     const uint8_t *data = b->data + sizeof(h);
     size_t len = wc->byte_len - sizeof(h);
     if (h.type == VB_MSG_UNEXP) {
-        if (cls->unexp_recvs.head)
-            deliver(cls, cls->unexp_recvs.head, conn->peer, h.tag, data, len);
+        if (vb_list_first(&cls->unexp_recvs))
+            deliver(cls, vb_list_first(&cls->unexp_recvs), conn->peer, h.tag,
+                    data, len);
         else
             vb_unexp_queue(conn, h.tag, data, len);
     } else if (h.type == VB_MSG_EXP) {
@@ -397,7 +403,7 @@ cw_status_t vb_msg_recv_unexpected(cw_na_class_t *cls, void *buf, size_t len,
     op->rlen = len;
     struct vb_early *e = vb_unexp_take(cls);
     if (e) {
-        deliver(cls, op, e->peer, e->tag, e->data, e->len);
+        deliver(cls, op, e->peer, e->m.tag, e->data, e->len);
         vb_early_free(cls, e);
     } else {
         vb_list_push(&cls->unexp_recvs, op);
@@ -420,10 +426,10 @@ cw_status_t vb_msg_recv_expected(cw_na_class_t *cls, void *buf, size_t len,
     op->rlen = len;
     op->peer = source;
     op->tag = tag;
-    source->refs++;
+    nau_ptable_ref(&source->pnode);
     struct vb_early *e = vb_early_take(cls, source, tag);
     if (e) {
-        deliver(cls, op, e->peer, e->tag, e->data, e->len);
+        deliver(cls, op, e->peer, e->m.tag, e->data, e->len);
         vb_early_free(cls, e);
     } else {
         vb_list_push(&cls->exp_recvs, op);
@@ -435,9 +441,11 @@ cw_status_t vb_msg_recv_expected(cw_na_class_t *cls, void *buf, size_t len,
 
 void vb_fail_peer_recvs(vb_class_t *cls, vb_peer_t *peer, cw_status_t st)
 {
-    struct cw_na_op *op = cls->exp_recvs.head, *n;
-    for (; op; op = n) {
-        n = op->next;
+    struct nau_list *l, *t;
+
+    nau_list_for_each_safe(l, t, &cls->exp_recvs.ops)
+    {
+        struct cw_na_op *op = nau_container_of(l, struct cw_na_op, link);
         if (op->peer == peer)
             vb_op_done(cls, op, st);
     }

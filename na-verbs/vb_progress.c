@@ -15,19 +15,15 @@
 #define VB_POLL_BATCH  32
 #define VB_POLL_ROUNDS 16
 
-/* Ops are recycled through a small cache: no allocator call per message
+/* Ops are recycled through a small pool: no allocator call per message
  * once it is warm, and no allocator churn under a message flood. */
 struct cw_na_op *vb_op_new(vb_class_t *cls, enum cw_na_op_type type,
                            cw_na_cb_t cb, void *arg)
 {
-    struct cw_na_op *op = cls->op_cache;
-    if (op) {
-        cls->op_cache = op->next;
-        cls->op_cache_n--;
-        memset(op, 0, sizeof(*op));
-    } else if (!(op = calloc(1, sizeof(*op)))) {
+    struct cw_na_op *op = nau_pool_get(&cls->op_pool);
+    if (!op)
         return NULL;
-    }
+    memset(op, 0, sizeof(*op));
     op->type = type;
     op->cb = cb;
     op->arg = arg;
@@ -42,54 +38,37 @@ void vb_op_free(vb_class_t *cls, struct cw_na_op *op)
     vb_peer_put(cls, op->peer);
     vb_peer_put(cls, op->source);
     free(op->pieces);
-    if (cls->op_cache_n < VB_OP_CACHE) {
-        op->next = cls->op_cache;
-        cls->op_cache = op;
-        cls->op_cache_n++;
-    } else {
-        free(op);
-    }
+    nau_pool_put(&cls->op_pool, op);
 }
 
-void vb_op_cache_fini(vb_class_t *cls)
+void vb_list_init(struct vb_list *l)
 {
-    while (cls->op_cache) {
-        struct cw_na_op *op = cls->op_cache;
-        cls->op_cache = op->next;
-        free(op);
-    }
-    cls->op_cache_n = 0;
+    nau_list_init(&l->ops);
+    l->n = 0;
 }
 
 void vb_list_push(struct vb_list *l, struct cw_na_op *op)
 {
     op->on = l;
-    op->next = NULL;
-    op->prev = l->tail;
-    if (l->tail)
-        l->tail->next = op;
-    else
-        l->head = op;
-    l->tail = op;
+    nau_list_add_tail(&l->ops, &op->link);
     l->n++;
 }
 
 void vb_list_remove(struct cw_na_op *op)
 {
-    struct vb_list *l = op->on;
-    if (!l)
+    if (!op->on)
         return;
-    if (op->prev)
-        op->prev->next = op->next;
-    else
-        l->head = op->next;
-    if (op->next)
-        op->next->prev = op->prev;
-    else
-        l->tail = op->prev;
-    l->n--;
+    nau_list_del(&op->link);
+    op->on->n--;
     op->on = NULL;
-    op->prev = op->next = NULL;
+}
+
+void vb_list_free(vb_class_t *cls, struct vb_list *l)
+{
+    for (struct cw_na_op *op; (op = vb_list_first(l));) {
+        vb_list_remove(op);
+        vb_op_free(cls, op);
+    }
 }
 
 void vb_op_done(vb_class_t *cls, struct cw_na_op *op, cw_status_t st)
@@ -193,8 +172,8 @@ cw_status_t vb_progress(cw_na_class_t *cls, unsigned max, unsigned *count_p)
         if (c->state == VC_UP)
             vb_conn_kick(c);
     vb_conn_reap(cls, false);
-    while (cls->done.head && (max == 0 || n < max)) {
-        struct cw_na_op *op = cls->done.head;
+    for (struct cw_na_op *op;
+         (max == 0 || n < max) && (op = vb_list_first(&cls->done));) {
         struct cw_na_cb_info info = {
             .status = op->status, .type = op->type, .arg = op->arg};
         vb_list_remove(op);
@@ -240,7 +219,7 @@ int vb_get_wait_fd(cw_na_class_t *cls)
 
 bool vb_safe_to_sleep(cw_na_class_t *cls)
 {
-    if ((cls->flags & CW_NA_BUSY) || cls->done.head || cls->nstash)
+    if ((cls->flags & CW_NA_BUSY) || vb_list_first(&cls->done) || cls->nstash)
         return false;
     if (!cls->cq_armed) {
         int rc = cls->ops->req_notify_cq(cls->cq, 0);

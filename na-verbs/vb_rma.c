@@ -287,7 +287,7 @@ static cw_status_t rma(vb_class_t *cls, bool put, cw_na_mem_t *local,
     if (!op)
         return CW_NOMEM;
     op->peer = peer;
-    peer->refs++;
+    nau_ptable_ref(&peer->pnode);
     if (len == 0) {
         vb_op_done(cls, op, CW_OK);
     } else {
