@@ -356,6 +356,63 @@ err_unref:
     return st;
 }
 
+cw_status_t cw_handle_create(cw_context_t *ctx, cw_addr_t *dest, cw_rpc_id_t id,
+                             cw_handle_t **h_p)
+{
+    cw_handle_t *h;
+    cw_addr_t *ref;
+    struct cw_rpc_class *c;
+    cw_status_t st;
+
+    if (ctx == NULL || dest == NULL || h_p == NULL || dest->ctx != ctx)
+        return CW_INVALID_ARG;
+    st = cw_addr_dup(dest, &ref);
+    if (st != CW_OK)
+        return st;
+    pthread_mutex_lock(&ctx->lock);
+    if (ref->net->closed) {
+        pthread_mutex_unlock(&ctx->lock);
+        cw_addr_free(ref);
+        return CW_DISCONNECTED; /* cw_network_close */
+    }
+    h = cw_handle_alloc(ctx, false);
+    if (h == NULL) {
+        pthread_mutex_unlock(&ctx->lock);
+        cw_addr_free(ref);
+        return CW_NOMEM;
+    }
+    h->addr = ref;
+    h->net = ref->net;
+    h->id = id;
+    c = cw_rpc_class_find(ctx, id);
+    h->one_way = c ? c->opts.one_way : false;
+    h->cls_timeout_ms = c ? c->opts.timeout_ms : 0;
+    pthread_mutex_unlock(&ctx->lock);
+    *h_p = h;
+    return CW_OK;
+}
+
+cw_status_t cw_handle_set_idempotent(cw_handle_t *h, bool on)
+{
+    uint64_t id = 0;
+    cw_status_t st = CW_OK;
+
+    if (h == NULL || h->server)
+        return CW_INVALID_ARG;
+    if (on && cw_random_fill(&id, sizeof(id)) != CW_OK)
+        return CW_IO;
+    pthread_mutex_lock(&h->ctx->lock);
+    if (h->one_way || h->state == CW_H_ACTIVE || h->fwd_in != NULL) {
+        st = CW_INVALID_ARG;
+    } else {
+        h->idempotent = on;
+        h->resume = false;
+        h->resume_id = id;
+    }
+    pthread_mutex_unlock(&h->ctx->lock);
+    return st;
+}
+
 cw_status_t cw_forward(cw_handle_t *h, uint64_t timeout_ms, cw_forward_cb_t cb,
                        void *arg)
 {
@@ -442,4 +499,46 @@ cw_status_t cw_forward(cw_handle_t *h, uint64_t timeout_ms, cw_forward_cb_t cb,
     pthread_mutex_unlock(&ctx->lock);
     cw_ctx_wake(ctx);
     return CW_OK;
+}
+
+/* A forward of an idempotent request that the client routes sent through
+ * a gateway failed on its transport: send it again, marked RESUME, through
+ * another gateway of the route (docs/bulk-gateway.md, "Resume").  True if
+ * it went; runs without the lock, from the queue. */
+bool cw_h_reforward(cw_handle_t *h, cw_status_t st)
+{
+    cw_context_t *ctx = h->ctx;
+    cw_status_t fst;
+    cw_addr_t *addr;
+    uint64_t now;
+
+    if (!cw_h_may_reforward(h, st))
+        return false;
+    now = cw_now_ns();
+    if (now + 1000000 >= h->deadline_ns ||
+        cw_addr_reroute(h->addr, &addr) != CW_OK)
+        return false;
+    pthread_mutex_lock(&ctx->lock);
+    cw_addr_unref_locked(h->addr);
+    h->addr = addr;
+    h->net = addr->net;
+    h->state = CW_H_IDLE;
+    h->resume = true;
+    h->reforwards++;
+    h->reforwarding = true;
+    pthread_mutex_unlock(&ctx->lock);
+    fst = cw_forward(h, (h->deadline_ns - now) / 1000000u, h->fcb, h->farg);
+    pthread_mutex_lock(&ctx->lock);
+    h->reforwarding = false;
+    if (fst == CW_OK) {
+        ctx->stats.reforwarded++;
+        CW_LOG_RL(CW_LOG_INFO, "core",
+                  "forward through a gateway failed "
+                  "(%s): request resumed through another one",
+                  cw_status_name(st));
+    } else {
+        h->state = CW_H_DONE;
+    }
+    pthread_mutex_unlock(&ctx->lock);
+    return fst == CW_OK;
 }

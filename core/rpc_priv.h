@@ -742,6 +742,20 @@ cw_status_t cw_grow(uint8_t **p, size_t *cap, size_t need);
 void cw_h_cancel_locked(cw_handle_t *h);
 /** Queued completion of a forward or respond. */
 void cw_h_complete(struct cw_cqe *e);
+
+#define CW_MAX_REFORWARDS 3
+/** Whether forward @p h, completed with @p st, is one the core may send
+ *  again through another gateway (the cheap part: every completion asks,
+ *  no lock held). */
+static inline bool cw_h_may_reforward(const cw_handle_t *h, cw_status_t st)
+{
+    return !h->server && h->idempotent && !h->one_way && h->fwd_in == NULL &&
+           (st == CW_DISCONNECTED || st == CW_UNREACHABLE || st == CW_IO) &&
+           h->reforwards < CW_MAX_REFORWARDS;
+}
+/** Send @p h again, marked RESUME, through another gateway of its route
+ *  (no lock held, from its completion): true if it went. */
+bool cw_h_reforward(cw_handle_t *h, cw_status_t st);
 /** CW_OK if the overflowed payload @p m announces is at most the context's
  *  max_payload_size; else count it in rx_dropped, log it (@p what: request
  *  or answer, arrived on @p net) and return CW_OVERFLOW. */

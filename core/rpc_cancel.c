@@ -1,0 +1,209 @@
+/*
+ * Failure, cancel and deadlines of handles in flight: decide a failure
+ * and withdraw what is outstanding, tell the next hop of a cancel, expire
+ * deadlines, and cancel everything on a network that closes.
+ */
+#include "rpc_priv.h"
+
+void cw_h_cancel_send(cw_handle_t *h)
+{
+    /* A queued message is dropped at the flush; one inside a batch in
+     * flight completes with its batch (coalesce.c). */
+    if (h->send_op == CW_SQ_QUEUED)
+        h->sq_cancel = true;
+    else if (h->send_op && h->send_op != CW_SQ_BATCHED)
+        cw_na_cancel(h->net->na, h->send_op);
+}
+
+/* The request is on a network, or was: a message still queued for the
+ * end of the pass (coalesce.c) has not left, and never will once
+ * cancelled. */
+static bool h_left(const cw_handle_t *h)
+{
+    return h->sent && h->send_op != CW_SQ_QUEUED;
+}
+
+static void h_cancel_ops(cw_handle_t *h)
+{
+    cw_h_cancel_send(h);
+    if (h->recv_op && !h->recv_canceled) {
+        h->recv_canceled = true;
+        cw_na_cancel(h->net->na, h->recv_op);
+    }
+}
+
+void cw_h_fail(cw_handle_t *h, cw_status_t st)
+{
+    if (h->final_set)
+        return;
+    cw_h_set_final(h, st);
+    if (h->pin_held)
+        cw_pin_unhold(h);
+    if (!h->server && h->overflowed && h_left(h) && h->recv_op) {
+        /* The server may be pulling our payload right now: keep it exposed
+         * until its answer (it answers even a cancelled or expired request
+         * that overflowed), so that it never reads released memory.  The
+         * caller hears now; the handle lingers. */
+        uint64_t now = cw_now_ns();
+        h->linger = true;
+        h->linger_until =
+            (h->deadline_ns > now ? h->deadline_ns : now) + CW_DONE_GRACE_NS;
+        cw_ctx_timer_at(h->ctx, h->linger_until);
+    } else {
+        h_cancel_ops(h);
+    }
+    if (h->bulk_op)
+        cw_bulk_op_cancel_locked(h->bulk_op);
+    if (h->self_peer) {
+        /* The server side of a self call hears of a cancel as a remote
+         * one would (cw_handle_canceled). */
+        if (!h->server && st == CW_CANCELED)
+            cw_fwd_set_canceled(h->self_peer, true);
+        h->self_peer->self_peer = NULL;
+        h->self_peer = NULL;
+    }
+}
+
+static void cancel_sent_cb(const struct cw_na_cb_info *info)
+{
+    cw_handle_t *h = info->arg;
+
+    h->pending--;
+    cw_h_check(h);
+}
+
+void cw_h_cancel_locked(cw_handle_t *h)
+{
+    struct cw_wire_hdr hdr = {.type = CW_MSG_CANCEL};
+    cw_na_op_t *op;
+
+    if (h->state != CW_H_ACTIVE || h->final_set)
+        return;
+    /* Tell the next hop, so that cancel propagates downstream (best
+     * effort: the local completion does not wait for an answer). */
+    if (h_left(h) && !h->one_way && h->recv_op != NULL) {
+        hdr.rpc_id = h->id;
+        hdr.req_id = h->req_id;
+        cw_wire_hdr_encode(h->cancel_msg, &hdr);
+        if (cw_na_msg_send_unexpected(h->net->na, h->cancel_msg, CW_HDR_SIZE,
+                                      h->peer, 0, cancel_sent_cb, h,
+                                      &op) == CW_OK) {
+            h->pending++;
+            h->ctx->stats.na_ops++;
+        }
+    }
+    cw_h_fail(h, CW_CANCELED);
+    cw_h_check(h);
+}
+
+cw_status_t cw_cancel(cw_handle_t *h)
+{
+    cw_context_t *ctx;
+
+    if (h == NULL)
+        return CW_INVALID_ARG;
+    if (h->server)
+        return CW_UNSUPPORTED;
+    ctx = h->ctx;
+    pthread_mutex_lock(&ctx->lock);
+    cw_h_cancel_locked(h);
+    pthread_mutex_unlock(&ctx->lock);
+    return CW_OK;
+}
+
+/* Scans only when something may have expired, and remembers the soonest
+ * deadline left, so thousands of RPCs in flight cost nothing per poll. */
+void cw_rpc_timers(cw_context_t *ctx, uint64_t now)
+{
+    struct cw_list *e, *next;
+    uint64_t soonest = UINT64_MAX;
+
+    if (now < ctx->next_deadline)
+        return;
+    for (e = ctx->inflight.next; e != &ctx->inflight; e = next) {
+        cw_handle_t *h = cw_container_of(e, cw_handle_t, link);
+        next = e->next;
+        if (!h->final_set) {
+            if (now >= h->deadline_ns) {
+                ctx->stats.timeouts++;
+                cw_h_fail(h, CW_TIMEOUT);
+                if (h->linger && h->linger_until < soonest)
+                    soonest = h->linger_until;
+                cw_h_check(h);
+            } else if (h->deadline_ns < soonest) {
+                soonest = h->deadline_ns;
+            }
+        } else if (h->linger) {
+            if (now >= h->linger_until)
+                h_cancel_ops(h); /* the server never answered: give up */
+            else if (h->linger_until < soonest)
+                soonest = h->linger_until;
+        }
+    }
+    for (e = ctx->wait_done.next; e != &ctx->wait_done; e = next) {
+        cw_handle_t *h = cw_container_of(e, cw_handle_t, link);
+        next = e->next;
+        if (now >= h->deadline_ns) {
+            /* The client never acknowledged an overflowed response. */
+            cw_list_del(&h->link);
+            h->pending--;
+            cw_h_set_final(h, CW_TIMEOUT);
+            cw_h_check(h);
+        } else if (h->deadline_ns < soonest) {
+            soonest = h->deadline_ns;
+        }
+    }
+    cw_rs_timers(ctx, now, &soonest);
+    ctx->next_deadline = soonest;
+}
+
+void cw_rpc_cancel_all(cw_context_t *ctx)
+{
+    cw_rpc_cancel_net(ctx, NULL);
+}
+
+/* Everything in flight, or only what runs on @p net (NULL = all). */
+void cw_rpc_cancel_net(cw_context_t *ctx, cw_network_t *net)
+{
+    struct cw_list *e, *next;
+
+    for (e = ctx->inflight.next; e != &ctx->inflight; e = next) {
+        cw_handle_t *h = cw_container_of(e, cw_handle_t, link);
+        next = e->next;
+        if (net && h->net != net)
+            continue;
+        cw_h_fail(h, CW_CANCELED);
+        if (h->linger)
+            h_cancel_ops(h);
+        cw_h_check(h);
+    }
+    for (e = ctx->wait_done.next; e != &ctx->wait_done; e = next) {
+        cw_handle_t *h = cw_container_of(e, cw_handle_t, link);
+        next = e->next;
+        if (net && h->net != net)
+            continue;
+        cw_list_del(&h->link);
+        h->pending--;
+        cw_h_set_final(h, CW_CANCELED);
+        cw_h_check(h);
+    }
+    for (e = ctx->bulk_ops.next; e != &ctx->bulk_ops; e = next) {
+        cw_bulk_op_t *op = cw_container_of(e, cw_bulk_op_t, link);
+        next = e->next;
+        if (net && op->net != net)
+            continue;
+        cw_bulk_op_cancel_locked(op);
+    }
+    cw_rs_cancel_net(ctx, net);
+    /* A response to a peer that died may never complete by itself (the
+     * plugin is still waiting to notice): withdraw it, once, so shutdown
+     * and network close do not leave its handle behind. */
+    for (e = ctx->responding.next; e != &ctx->responding; e = e->next) {
+        cw_handle_t *h = cw_container_of(e, cw_handle_t, resp_link);
+        if ((net && h->net != net) || h->send_op == NULL || h->send_canceled)
+            continue;
+        h->send_canceled = true;
+        cw_h_cancel_send(h);
+    }
+    cw_sq_cancel_net(ctx, net);
+}

@@ -1,0 +1,358 @@
+/*
+ * The handle's life: the pool it comes from and returns to, its
+ * references, its accessors, and the completion state machine shared by
+ * forwards and responds: a handle completes when its final status is
+ * decided and no network or bulk operation of it is outstanding, exactly
+ * once.
+ */
+#include "rpc_priv.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define CW_POOL_MAX 256
+/* A pooled handle keeps buffers up to this size for its next use, not
+ * what one large RPC grew them to (up to max_payload_size each). */
+#define CW_POOL_KEEP_BYTES (1u << 20)
+
+/* ---- handle pool ----------------------------------------------------------*/
+
+struct cw_handle *cw_handle_alloc(cw_context_t *ctx, bool server)
+{
+    cw_handle_t *h = ctx->free_handles;
+
+    if (h != NULL) {
+        ctx->free_handles = h->next_free;
+        ctx->nfree_handles--;
+    } else {
+        h = calloc(1, sizeof(*h));
+        if (h == NULL)
+            return NULL;
+        h->ctx = ctx;
+        cw_buf_init_writer(&h->out, CW_HDR_SIZE);
+        cw_list_init(&h->link);
+        cw_list_init(&h->resp_link);
+        cw_list_init(&h->sq_link);
+    }
+    atomic_init(&h->refs, 1);
+    h->server = server;
+    h->state = CW_H_IDLE;
+    /* The writer is "in" for a client and "out" for a server: swap the
+     * embedded buffers so the allocation is kept across reuse. */
+    if (server != h->out.writer) {
+        cw_buf_t tmp = h->in;
+        h->in = h->out;
+        h->out = tmp;
+    }
+    cw_buf_t *r = server ? &h->in : &h->out;
+    r->h = h;
+    return h;
+}
+
+static void handle_free(cw_handle_t *h)
+{
+    cw_buf_fini(&h->in);
+    cw_buf_fini(&h->out);
+    free(h->msg);
+    free(h->sbuf);
+    free(h->ovf_buf);
+    free(h->route);
+    free(h->desc_copy);
+    free(h->fwd_route_buf);
+    free(h);
+}
+
+static void handle_recycle_locked(cw_handle_t *h)
+{
+    cw_context_t *ctx = h->ctx;
+    cw_buf_t *w = h->server ? &h->out : &h->in;
+    cw_buf_t *r = h->server ? &h->in : &h->out;
+
+    if (h->addr) {
+        cw_addr_unref_locked(h->addr);
+        h->addr = NULL;
+    }
+    if (h->src.na) {
+        cw_na_addr_free(h->src.net->na, h->src.na);
+        h->src.na = NULL;
+        cw_net_unref_locked(h->src.net);
+    }
+    cw_buf_reset(w);
+    w->writer = true;
+    cw_buf_init_reader(r, NULL, 0);
+    r->h = h;
+    if (h->ovf_local) {
+        cw_bulk_unref(h->ovf_local);
+        h->ovf_local = NULL;
+    }
+    /* After the registrations of these buffers are gone. */
+    cw_buf_trim(w, CW_POOL_KEEP_BYTES);
+    if (h->ovf_cap > CW_POOL_KEEP_BYTES) {
+        free(h->ovf_buf);
+        h->ovf_buf = NULL;
+        h->ovf_cap = 0;
+    }
+    if (h->desc_copy_cap > CW_POOL_KEEP_BYTES) {
+        free(h->desc_copy);
+        h->desc_copy = NULL;
+        h->desc_copy_cap = 0;
+    }
+    cw_list_del(&h->link);
+    if (h->fwd_xctx) {
+        cw_fwd_unlink_xctx(h);
+    } else if (h->fwd_in) {
+        if (h->fwd_in->fwd_out == h)
+            h->fwd_in->fwd_out = NULL;
+        cw_handle_unref_locked(h->fwd_in);
+        h->fwd_in = NULL;
+    }
+    h->fwd_out = NULL;
+    h->canceled = false;
+    h->sent = false;
+    h->linger = false;
+    h->user_done = false;
+    h->fwd_route = NULL;
+    if (h->fwd_route_cap > CW_POOL_KEEP_BYTES) {
+        free(h->fwd_route_buf);
+        h->fwd_route_buf = NULL;
+        h->fwd_route_cap = 0;
+    }
+    h->desc_copy_len = 0;
+    h->raw_desc = NULL;
+    h->raw_desc_len = 0;
+    h->raw_ndesc = 0;
+    h->resp_desc = NULL;
+    h->resp_desc_len = 0;
+    h->resp_ndesc = 0;
+    h->cls = NULL;
+    h->hfn = NULL;
+    h->hook = NULL;
+    h->self_call = false;
+    h->auto_release = false;
+    h->overflowed = false;
+    if (h->self_peer) {
+        /* A self request dropped unanswered: its caller must not reach
+         * this handle once it serves another request. */
+        h->self_peer->self_peer = NULL;
+        h->self_peer = NULL;
+    }
+    h->one_way = false;
+    cw_rs_handle_leave(h);
+    h->idempotent = false;
+    h->resume = false;
+    h->resume_id = 0;
+    h->reforwards = 0;
+    h->hops = 0;
+    h->pending = 0;
+    h->final_set = false;
+    h->queued = false;
+    h->send_op = h->recv_op = NULL;
+    h->recv_canceled = false;
+    h->batches = false;
+    h->from_batch = false;
+    /* A pooled handle must not carry a pin of another network (freed with
+     * it) into its next use (core/spread.c). */
+    h->pin = NULL;
+    h->peer = NULL;
+    h->pin_home = h->pin_asker = h->pin_warm = h->pin_held = false;
+    h->pin_ask = false;
+    cw_rwait_del(h);
+    free(h->bresp); /* only if a batch answered a handle already failed */
+    h->bresp = NULL;
+    h->bulk_op = NULL;
+    h->net = NULL;
+    if (h->route)
+        h->route[0] = '\0';
+    if (ctx->nfree_handles < CW_POOL_MAX && !ctx->destroying) {
+        h->next_free = ctx->free_handles;
+        ctx->free_handles = h;
+        ctx->nfree_handles++;
+        return;
+    }
+    handle_free(h);
+}
+
+void cw_rpc_pool_fini(cw_context_t *ctx)
+{
+    pthread_mutex_lock(&ctx->lock);
+    while (ctx->free_handles) {
+        cw_handle_t *h = ctx->free_handles;
+        ctx->free_handles = h->next_free;
+        handle_free(h);
+    }
+    ctx->nfree_handles = 0;
+    pthread_mutex_unlock(&ctx->lock);
+}
+
+void cw_handle_unref_locked(cw_handle_t *h)
+{
+    if (atomic_fetch_sub(&h->refs, 1) == 1)
+        handle_recycle_locked(h);
+}
+
+void cw_handle_release(cw_handle_t *h)
+{
+    cw_context_t *ctx;
+
+    if (h == NULL)
+        return;
+    if (atomic_fetch_sub(&h->refs, 1) != 1)
+        return;
+    ctx = h->ctx;
+    pthread_mutex_lock(&ctx->lock);
+    handle_recycle_locked(h);
+    pthread_mutex_unlock(&ctx->lock);
+}
+
+void cw_handle_ref(cw_handle_t *h)
+{
+    if (h)
+        atomic_fetch_add(&h->refs, 1);
+}
+
+cw_buf_t *cw_handle_input(cw_handle_t *h)
+{
+    return h ? &h->in : NULL;
+}
+
+cw_buf_t *cw_handle_output(cw_handle_t *h)
+{
+    return h ? &h->out : NULL;
+}
+
+cw_addr_t *cw_handle_source(cw_handle_t *h)
+{
+    if (h == NULL)
+        return NULL;
+    return h->server ? &h->src : h->addr;
+}
+
+cw_context_t *cw_handle_context(cw_handle_t *h)
+{
+    return h ? h->ctx : NULL;
+}
+
+cw_rpc_id_t cw_handle_rpc_id(cw_handle_t *h)
+{
+    return h ? h->id : 0;
+}
+
+bool cw_handle_canceled(cw_handle_t *h)
+{
+    bool c;
+
+    if (h == NULL || !h->server)
+        return false;
+    pthread_mutex_lock(&h->ctx->lock);
+    c = h->canceled || cw_now_ns() > h->deadline_ns;
+    pthread_mutex_unlock(&h->ctx->lock);
+    return c;
+}
+
+bool cw_handle_idempotent(cw_handle_t *h)
+{
+    return h != NULL && h->idempotent;
+}
+
+uint64_t cw_handle_remaining_ms(cw_handle_t *h)
+{
+    uint64_t now = cw_now_ns();
+
+    if (h == NULL || now >= h->deadline_ns)
+        return 0;
+    return (h->deadline_ns - now) / 1000000ull;
+}
+
+/* ---- completion state machine (lock held) --------------------------------*/
+
+void cw_h_set_final(cw_handle_t *h, cw_status_t st)
+{
+    if (!h->final_set) {
+        h->final_set = true;
+        h->final = st;
+    }
+}
+
+void cw_h_check(cw_handle_t *h)
+{
+    if (!h->final_set || h->state != CW_H_ACTIVE)
+        return;
+    if (h->pin != NULL && h->pending == 0) {
+        cw_pin_check_member(h);
+        if (h->pin_home || h->pin_warm)
+            cw_pin_gate_done(h); /* may send forwards that waited on it */
+    }
+    if (h->pending > 0) {
+        if (h->linger && !h->queued) {
+            h->queued = true; /* the caller hears now */
+            cw_cq_push(h->ctx, &h->cqe);
+        }
+        return;
+    }
+    if (h->linger) {
+        /* Nothing outstanding any more: the payload may go. */
+        h->linger = false;
+        cw_list_del(&h->link);
+        if (h->ovf_local) {
+            cw_bulk_unref(h->ovf_local);
+            h->ovf_local = NULL;
+        }
+        if (h->queued) {
+            if (h->user_done) {
+                h->state = CW_H_DONE;
+                cw_handle_unref_locked(h);
+            }
+            return; /* else cw_h_complete finishes */
+        }
+    }
+    if (h->queued)
+        return;
+    h->queued = true;
+    cw_list_del(&h->link);
+    if (h->ovf_local) {
+        cw_bulk_unref(h->ovf_local);
+        h->ovf_local = NULL;
+    }
+    if (h->server && h->rcb == NULL) {
+        /* Nobody to tell: finish here instead of a trip through the queue. */
+        h->state = CW_H_DONE;
+        cw_handle_unref_locked(h);
+        return;
+    }
+    cw_cq_push(h->ctx, &h->cqe);
+}
+
+/* Queued completion of a forward (client) or a respond (server). */
+void cw_h_complete(struct cw_cqe *e)
+{
+    cw_handle_t *h = cw_container_of(e, cw_handle_t, cqe);
+    cw_context_t *ctx = h->ctx;
+    cw_forward_cb_t cb;
+    void *arg;
+    cw_status_t st;
+
+    bool keep;
+
+    pthread_mutex_lock(&ctx->lock);
+    keep = h->linger; /* still exposed to the peer: see cw_h_fail */
+    if (keep) {
+        /* The linger may end (cw_h_check drops the forward's reference)
+         * on another thread, or in a progress call the callback makes,
+         * while the callback still uses the handle: hold it until then. */
+        h->user_done = true;
+        cw_handle_ref(h);
+    } else {
+        h->state = CW_H_DONE;
+    }
+    cb = h->server ? h->rcb : h->fcb;
+    arg = h->server ? h->rarg : h->farg;
+    st = h->final;
+    pthread_mutex_unlock(&ctx->lock);
+    if (!keep && cw_h_may_reforward(h, st) && cw_h_reforward(h, st)) {
+        cw_handle_release(h); /* the new forward holds its own */
+        return;
+    }
+    if (cb)
+        cb(h, st, arg);
+    cw_handle_release(h); /* the forward's, or the one held above */
+}
