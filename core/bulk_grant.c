@@ -31,7 +31,7 @@ bool cw_bgrant_possible(cw_handle_t *h, const struct cw_bproxy_req *r,
         cw_bproxy_is_proxy(origin) || !(r->flags & CW_BPROXY_DIRECT) ||
         r->len == 0)
         return false;
-    in = h->net;
+    in = h->use.net;
     own = origin->net;
     return in != NULL && own != NULL && !in->closed && !own->closed &&
            strcmp(in->plugin, own->plugin) == 0 &&

@@ -286,17 +286,18 @@ cw_status_t cw_bproxy_desc_bulk(cw_handle_t *in, unsigned i, cw_bulk_t **b_p)
     cw_context_t *ctx;
     cw_status_t st;
 
-    if (in == NULL || !in->server || b_p == NULL || i >= in->raw_ndesc)
+    if (in == NULL || !in->use.server || b_p == NULL ||
+        i >= in->use.srv.raw_ndesc)
         return CW_INVALID_ARG;
     ctx = in->ctx;
-    st = cw_wire_desc_get(in->raw_desc, in->raw_desc_len, in->raw_ndesc, i, &d,
-                          NULL, NULL);
+    st = cw_wire_desc_get(in->use.srv.raw_desc, in->use.srv.raw_desc_len,
+                          in->use.srv.raw_ndesc, i, &d, NULL, NULL);
     if (st != CW_OK)
         return st;
     /* cw_bulk_from_desc handles PROXY descriptors too (and whatever
      * references a remote handle takes). */
     pthread_mutex_lock(&ctx->lock);
-    st = cw_bulk_from_desc(ctx, in->net, &d, b_p);
+    st = cw_bulk_from_desc(ctx, in->use.net, &d, b_p);
     pthread_mutex_unlock(&ctx->lock);
     return st;
 }

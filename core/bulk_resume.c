@@ -35,8 +35,8 @@ void cw_rs_open(cw_handle_t *h)
     cw_context_t *ctx = h->ctx;
     struct cw_rsess *s;
 
-    if (!h->server || !h->idempotent || h->one_way || h->self_call ||
-        h->rsess != NULL)
+    if (!h->use.server || !h->use.idempotent || h->use.one_way ||
+        h->use.srv.self_call || h->use.srv.rsess != NULL)
         return;
     if (ctx->nrsess >= CW_RS_MAX_SESS) {
         CW_LOG_RL(CW_LOG_WARN, "core",
@@ -50,19 +50,19 @@ void cw_rs_open(cw_handle_t *h)
         return;
     s->ctx = ctx;
     s->refs = 1; /* the handle's */
-    s->id = h->resume_id;
+    s->id = h->use.resume_id;
     s->h = h;
     cw_list_init(&s->bulks);
     cw_list_init(&s->ops);
     ctx->nrsess++;
-    h->rsess = s;
+    h->use.srv.rsess = s;
 }
 
 const uint8_t *cw_rs_desc(cw_handle_t *h, const cw_buf_t *in, size_t *len_p)
 {
-    if (h->rsess != NULL && h->rsess->desc != NULL) {
-        *len_p = h->rsess->desc_len;
-        return h->rsess->desc;
+    if (h->use.srv.rsess != NULL && h->use.srv.rsess->desc != NULL) {
+        *len_p = h->use.srv.rsess->desc_len;
+        return h->use.srv.rsess->desc;
     }
     *len_p = in->desc_len;
     return in->desc;
@@ -70,7 +70,7 @@ const uint8_t *cw_rs_desc(cw_handle_t *h, const cw_buf_t *in, size_t *len_p)
 
 void cw_rs_bulk_join(cw_handle_t *h, cw_bulk_t *b, unsigned idx)
 {
-    struct cw_rsess *s = h->rsess;
+    struct cw_rsess *s = h->use.srv.rsess;
 
     if (s == NULL || !cw_bproxy_is_proxy(b) || b->rsess != NULL)
         return;
@@ -91,11 +91,11 @@ void cw_rs_bulk_leave(cw_bulk_t *b)
 
 void cw_rs_handle_leave(cw_handle_t *h)
 {
-    if (h->rsess == NULL)
+    if (h->use.srv.rsess == NULL)
         return;
-    h->rsess->h = NULL;
-    rs_unref(h->rsess);
-    h->rsess = NULL;
+    h->use.srv.rsess->h = NULL;
+    rs_unref(h->use.srv.rsess);
+    h->use.srv.rsess = NULL;
 }
 
 /* ---- windows ------------------------------------------------------------ */
@@ -238,7 +238,7 @@ static void rs_cancel_windows(cw_bulk_op_t *op, bool tell)
             continue;
         if (tell) {
             cw_h_cancel_locked(h);
-        } else if (h->state == CW_H_ACTIVE && !h->final_set) {
+        } else if (h->use.state == CW_H_ACTIVE && !h->use.final_set) {
             cw_h_fail(h, CW_CANCELED);
             cw_h_check(h);
         }
@@ -300,14 +300,14 @@ static void rs_step(cw_bulk_op_t *op)
         return;
     }
     if (rs_resumable(op->st) && s->h != NULL && !ctx->destroying &&
-        cw_now_ns() < s->h->deadline_ns &&
+        cw_now_ns() < s->h->use.deadline_ns &&
         ctx->nsuspended < CW_RS_MAX_SUSPENDED) {
         CW_LOG_RL(CW_LOG_INFO, "core",
                   "delegated transfer suspended at "
                   "%zu of %zu bytes (%s): waiting for a resume",
                   op->acked, op->len, cw_status_name(op->st));
         op->suspended = true;
-        op->susp_deadline = s->h->deadline_ns;
+        op->susp_deadline = s->h->use.deadline_ns;
         cw_list_add(&ctx->rs_suspended, &op->susp_link);
         ctx->nsuspended++;
         ctx->stats.suspended++;
@@ -373,8 +373,10 @@ static cw_handle_t *rs_find(cw_context_t *ctx, const struct cw_wire_msg *m)
     for (struct cw_list *e = ctx->incoming.next; e != &ctx->incoming;
          e = e->next) {
         cw_handle_t *h = cw_container_of(e, cw_handle_t, link);
-        if (h->rsess != NULL && h->rsess->id == m->hdr.resume_id &&
-            h->id == m->hdr.rpc_id && h->state == CW_H_IDLE && h->hfn != NULL)
+        if (h->use.srv.rsess != NULL &&
+            h->use.srv.rsess->id == m->hdr.resume_id &&
+            h->use.id == m->hdr.rpc_id && h->use.state == CW_H_IDLE &&
+            h->use.srv.hfn != NULL)
             return h;
     }
     return NULL;
@@ -411,7 +413,7 @@ bool cw_rs_attach(cw_network_t *net, const struct cw_wire_msg *m,
 
     if (h == NULL)
         return false; /* unknown or answered: run it as a new request */
-    s = h->rsess;
+    s = h->use.srv.rsess;
     st = m->hdr.ndesc == h->in.ndesc ? rs_retarget_all(s, net, m, false)
                                      : CW_RANGE;
     if (st == CW_OK && m->hdr.desc_len > 0) {
@@ -435,17 +437,17 @@ bool cw_rs_attach(cw_network_t *net, const struct cw_wire_msg *m,
     s->desc_len = m->hdr.desc_len;
     /* The answer goes back the way the resume came. */
     cw_net_ref(net);
-    cw_na_addr_free(h->src.net->na, h->src.na);
-    cw_net_unref_locked(h->src.net);
-    h->src.na = source;
-    h->src.net = net;
-    h->net = net;
-    h->req_id = m->hdr.req_id;
-    h->tag = m->hdr.resp_tag;
-    h->resp_limit = m->hdr.resp_limit;
-    h->hops = m->hdr.hops;
-    h->overflowed = (m->hdr.flags & CW_HF_OVERFLOW) != 0;
-    h->deadline_ns = deadline_ns;
+    cw_na_addr_free(h->use.srv.src.net->na, h->use.srv.src.na);
+    cw_net_unref_locked(h->use.srv.src.net);
+    h->use.srv.src.na = source;
+    h->use.srv.src.net = net;
+    h->use.net = net;
+    h->use.req_id = m->hdr.req_id;
+    h->use.tag = m->hdr.resp_tag;
+    h->use.srv.resp_limit = m->hdr.resp_limit;
+    h->use.hops = m->hdr.hops;
+    h->use.overflowed = (m->hdr.flags & CW_HF_OVERFLOW) != 0;
+    h->use.deadline_ns = deadline_ns;
     /* The old path may have cancelled it on its way down; the caller has
      * not (it resumed). */
     cw_fwd_set_canceled(h, false);
@@ -458,7 +460,7 @@ bool cw_rs_attach(cw_network_t *net, const struct cw_wire_msg *m,
         cw_addr_t *peer;
 
         next = e->next;
-        if (cw_addr_dup(&h->src, &peer) == CW_OK) {
+        if (cw_addr_dup(&h->use.srv.src, &peer) == CW_OK) {
             cw_addr_unref_locked(op->rs_peer);
             op->rs_peer = peer;
         }

@@ -64,20 +64,20 @@ static _Thread_local unsigned sq_in_kind;
 bool cw_sq_offer(cw_handle_t *h, const uint8_t *msg, size_t len)
 {
     cw_context_t *ctx = h->ctx;
-    bool in_kind = h->server && h->from_batch;
+    bool in_kind = h->use.server && h->use.srv.from_batch;
 
     if (sq_scope != ctx || (!(ctx->opts.flags & CW_CTX_COALESCE) && !in_kind) ||
-        !(h->net->caps.flags & CW_NA_CAP_COALESCE) ||
-        (h->server && !h->batches) ||
+        !(h->use.net->caps.flags & CW_NA_CAP_COALESCE) ||
+        (h->use.server && !h->use.srv.batches) ||
         len + CW_HDR_SIZE + CW_BATCH_ENTRY_HDR >
-            h->net->caps.max_unexpected_size)
+            h->use.net->caps.max_unexpected_size)
         return false;
     if (!(ctx->opts.flags & CW_CTX_COALESCE))
         sq_in_kind++;
-    h->sq_msg = msg;
-    h->sq_len = len;
-    h->sq_cancel = false;
-    h->send_op = CW_SQ_QUEUED;
+    h->use.sq_msg = msg;
+    h->use.sq_len = len;
+    h->use.sq_cancel = false;
+    h->use.send_op = CW_SQ_QUEUED;
     cw_list_add(&ctx->sendq, &h->sq_link);
     ctx->nsendq++;
     return true;
@@ -87,12 +87,12 @@ bool cw_sq_offer(cw_handle_t *h, const uint8_t *msg, size_t len)
  * response to the request's source. */
 static inline cw_na_addr_t *sq_dest(cw_handle_t *h)
 {
-    return h->server ? h->src.na : h->peer;
+    return h->use.server ? h->use.srv.src.na : h->use.cli.peer;
 }
 
 static void sq_done(cw_handle_t *h, cw_status_t st)
 {
-    if (h->server)
+    if (h->use.server)
         cw_resp_send_done(h, st);
     else
         cw_fwd_send_done(h, st);
@@ -109,7 +109,7 @@ static void sq_take(cw_context_t *ctx, cw_handle_t *h)
 static void sq_drop(cw_context_t *ctx, cw_handle_t *h)
 {
     sq_take(ctx, h);
-    sq_done(h, h->sq_cancel ? CW_CANCELED : CW_DISCONNECTED);
+    sq_done(h, h->use.sq_cancel ? CW_CANCELED : CW_DISCONNECTED);
 }
 
 static void batch_sent_cb(const struct cw_na_cb_info *info)
@@ -128,14 +128,14 @@ static void sq_send_alone(cw_handle_t *h)
 {
     cw_status_t st;
 
-    if (h->server)
-        st =
-            cw_na_msg_send_expected(h->net->na, h->sq_msg, h->sq_len, h->src.na,
-                                    h->tag, cw_resp_send_cb, h, &h->send_op);
+    if (h->use.server)
+        st = cw_na_msg_send_expected(
+            h->use.net->na, h->use.sq_msg, h->use.sq_len, h->use.srv.src.na,
+            h->use.tag, cw_resp_send_cb, h, &h->use.send_op);
     else
-        st =
-            cw_na_msg_send_unexpected(h->net->na, h->sq_msg, h->sq_len, h->peer,
-                                      0, cw_fwd_send_cb, h, &h->send_op);
+        st = cw_na_msg_send_unexpected(h->use.net->na, h->use.sq_msg,
+                                       h->use.sq_len, h->use.cli.peer, 0,
+                                       cw_fwd_send_cb, h, &h->use.send_op);
     if (st != CW_OK)
         sq_done(h, st);
 }
@@ -146,7 +146,7 @@ static void sq_send_batch(cw_context_t *ctx, cw_handle_t **hs, unsigned n,
                           size_t bytes)
 {
     struct cw_wire_hdr hdr = {.type = CW_MSG_BATCH};
-    cw_network_t *net = hs[0]->net;
+    cw_network_t *net = hs[0]->use.net;
     struct cw_batch *b;
     size_t off = CW_HDR_SIZE;
     cw_status_t st;
@@ -167,9 +167,10 @@ static void sq_send_batch(cw_context_t *ctx, cw_handle_t **hs, unsigned n,
     hdr.payload_len = (uint32_t)bytes;
     cw_wire_hdr_encode(b->msg, &hdr);
     for (unsigned i = 0; i < n; i++) {
-        off += cw_wire_batch_put(b->msg + off, hs[i]->sq_msg, hs[i]->sq_len);
+        off += cw_wire_batch_put(b->msg + off, hs[i]->use.sq_msg,
+                                 hs[i]->use.sq_len);
         b->h[i] = hs[i];
-        hs[i]->send_op = CW_SQ_BATCHED;
+        hs[i]->use.send_op = CW_SQ_BATCHED;
     }
     st = cw_na_msg_send_unexpected(net->na, b->msg, off, sq_dest(hs[0]), 0,
                                    batch_sent_cb, b, &b->op);
@@ -190,7 +191,7 @@ void cw_sq_flush(cw_context_t *ctx)
     while (!cw_list_empty(&ctx->sendq)) {
         cw_handle_t *first =
             cw_container_of(ctx->sendq.next, cw_handle_t, sq_link);
-        cw_network_t *net = first->net;
+        cw_network_t *net = first->use.net;
         size_t limit = net->caps.max_unexpected_size - CW_HDR_SIZE;
         size_t bytes = 0;
         unsigned n = 0, seen = 0;
@@ -205,13 +206,13 @@ void cw_sq_flush(cw_context_t *ctx)
              e != &ctx->sendq && n < CW_BATCH_MAX && seen < CW_SQ_SCAN;
              e = next, seen++) {
             cw_handle_t *h = cw_container_of(e, cw_handle_t, sq_link);
-            size_t need = CW_BATCH_ENTRY_HDR + h->sq_len;
+            size_t need = CW_BATCH_ENTRY_HDR + h->use.sq_len;
             next = e->next;
             if (h != first &&
-                (h->net != net ||
+                (h->use.net != net ||
                  !cw_na_addr_cmp(net->na, sq_dest(h), sq_dest(first))))
                 continue;
-            if (h->sq_cancel || net->closed) {
+            if (h->use.sq_cancel || net->closed) {
                 sq_drop(ctx, h);
                 if (h == first)
                     break;
@@ -239,7 +240,7 @@ void cw_sq_cancel_net(cw_context_t *ctx, cw_network_t *net)
     for (e = ctx->sendq.next; e != &ctx->sendq; e = next) {
         cw_handle_t *h = cw_container_of(e, cw_handle_t, sq_link);
         next = e->next;
-        if (net == NULL || h->net == net) {
+        if (net == NULL || h->use.net == net) {
             sq_take(ctx, h);
             sq_done(h, CW_CANCELED);
         }

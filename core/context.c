@@ -534,11 +534,11 @@ static bool net_busy(cw_context_t *ctx, cw_network_t *net)
         return true;
     for (e = ctx->inflight.next; e != &ctx->inflight; e = e->next) {
         cw_handle_t *h = cw_container_of(e, cw_handle_t, link);
-        if (h->net == net && h->pending > 0)
+        if (h->use.net == net && h->use.pending > 0)
             return true;
     }
     for (e = ctx->wait_done.next; e != &ctx->wait_done; e = e->next)
-        if (cw_container_of(e, cw_handle_t, link)->net == net)
+        if (cw_container_of(e, cw_handle_t, link)->use.net == net)
             return true;
     for (e = ctx->bulk_ops.next; e != &ctx->bulk_ops; e = e->next)
         if (cw_container_of(e, cw_bulk_op_t, link)->net == net)
@@ -602,9 +602,9 @@ cw_status_t cw_network_close(cw_network_t *net)
      * without sending (no bare answer for an overflowed caller either). */
     for (e = ctx->incoming.next; e != &ctx->incoming; e = e->next) {
         cw_handle_t *h = cw_container_of(e, cw_handle_t, link);
-        if (h->net == net) {
+        if (h->use.net == net) {
             cw_fwd_set_canceled(h, true);
-            h->overflowed = false;
+            h->use.overflowed = false;
         }
     }
     cw_rpc_cancel_net(ctx, net);

@@ -32,19 +32,19 @@ cw_status_t cw_context_set_max_hops(cw_context_t *ctx, unsigned max_hops)
 
 const char *cw_fwd_dest(cw_handle_t *in)
 {
-    if (in == NULL || !in->server || in->route == NULL)
+    if (in == NULL || !in->use.server || in->use.srv.route == NULL)
         return "";
-    return in->route;
+    return in->use.srv.route;
 }
 
 unsigned cw_fwd_hops(cw_handle_t *in)
 {
-    return in ? in->hops : 0;
+    return in ? in->use.hops : 0;
 }
 
 unsigned cw_fwd_desc_count(cw_handle_t *in)
 {
-    return (in && in->server) ? in->raw_ndesc : 0;
+    return (in && in->use.server) ? in->use.srv.raw_ndesc : 0;
 }
 
 cw_status_t cw_fwd_desc_get(cw_handle_t *h, unsigned i, const void **p_p,
@@ -57,14 +57,14 @@ cw_status_t cw_fwd_desc_get(cw_handle_t *h, unsigned i, const void **p_p,
 
     if (h == NULL || p_p == NULL || len_p == NULL)
         return CW_INVALID_ARG;
-    if (h->server) {
-        sect = h->raw_desc;
-        sect_len = h->raw_desc_len;
-        n = h->raw_ndesc;
-    } else if (h->fwd_in) {
+    if (h->use.server) {
+        sect = h->use.srv.raw_desc;
+        sect_len = h->use.srv.raw_desc_len;
+        n = h->use.srv.raw_ndesc;
+    } else if (h->use.relay.in) {
         sect = h->desc_copy;
-        sect_len = h->desc_copy_len;
-        n = h->raw_ndesc;
+        sect_len = h->use.relay.desc_len;
+        n = h->use.relay.ndesc;
     } else {
         return CW_INVALID_ARG;
     }
@@ -95,35 +95,35 @@ cw_status_t cw_fwd_create_on(cw_context_t *out_ctx, cw_handle_t *in,
     bool xctx;
     cw_status_t st;
 
-    if (out_ctx == NULL || in == NULL || !in->server || next_hop == NULL ||
+    if (out_ctx == NULL || in == NULL || !in->use.server || next_hop == NULL ||
         out_p == NULL || next_hop->ctx != out_ctx)
         return CW_INVALID_ARG;
     if (dest && strlen(dest) > UINT16_MAX)
         return CW_INVALID_ARG;
     ctx = in->ctx;
     xctx = out_ctx != ctx;
-    if (cw_now_ns() >= in->deadline_ns)
+    if (cw_now_ns() >= in->use.deadline_ns)
         return CW_TIMEOUT;
-    st = cw_handle_create(out_ctx, next_hop, in->id, &out);
+    st = cw_handle_create(out_ctx, next_hop, in->use.id, &out);
     if (st != CW_OK)
         return st;
     /* The new handle is not known to anyone yet: filling it in needs only
      * the incoming handle's lock (never both contexts' locks). */
     pthread_mutex_lock(&ctx->lock);
-    out->one_way = in->one_way;
-    out->idempotent = in->idempotent;
-    out->resume = in->resume;
-    out->resume_id = in->resume_id;
-    out->hops = (uint8_t)(in->hops < 255 ? in->hops + 1 : 255);
+    out->use.one_way = in->use.one_way;
+    out->use.idempotent = in->use.idempotent;
+    out->use.resume = in->use.resume;
+    out->use.resume_id = in->use.resume_id;
+    out->use.hops = (uint8_t)(in->use.hops < 255 ? in->use.hops + 1 : 255);
     if (dest && dest[0]) {
         size_t dlen = strlen(dest) + 1;
 
-        st =
-            cw_grow((uint8_t **)&out->fwd_route_buf, &out->fwd_route_cap, dlen);
+        st = cw_grow((uint8_t **)&out->relay_route_buf, &out->relay_route_cap,
+                     dlen);
         if (st != CW_OK)
             goto err_unlock;
-        memcpy(out->fwd_route_buf, dest, dlen);
-        out->fwd_route = out->fwd_route_buf;
+        memcpy(out->relay_route_buf, dest, dlen);
+        out->use.relay.route = out->relay_route_buf;
     }
     st = cw_buf_reserve(&out->in, in->in.len ? in->in.len : 1);
     if (st != CW_OK)
@@ -134,13 +134,13 @@ cw_status_t cw_fwd_create_on(cw_context_t *out_ctx, cw_handle_t *in,
     /* Its own capacity: once allocated, a recycled handle reuses it
      * (with the length as capacity, every forward called realloc()). */
     st = cw_grow(&out->desc_copy, &out->desc_copy_cap,
-                 in->raw_desc_len ? in->raw_desc_len : 1);
+                 in->use.srv.raw_desc_len ? in->use.srv.raw_desc_len : 1);
     if (st != CW_OK)
         goto err_unlock;
-    memcpy(out->desc_copy, in->raw_desc, in->raw_desc_len);
-    out->desc_copy_len = in->raw_desc_len;
-    out->raw_ndesc = in->raw_ndesc;
-    if (in->canceled) {
+    memcpy(out->desc_copy, in->use.srv.raw_desc, in->use.srv.raw_desc_len);
+    out->use.relay.desc_len = in->use.srv.raw_desc_len;
+    out->use.relay.ndesc = in->use.srv.raw_ndesc;
+    if (in->use.srv.canceled) {
         st = CW_CANCELED;
         goto err_unlock;
     }
@@ -148,14 +148,14 @@ cw_status_t cw_fwd_create_on(cw_context_t *out_ctx, cw_handle_t *in,
         /* No reference across contexts: either side unlinks itself when
          * it is reset (cw_fwd_unlink_xctx). */
         pthread_mutex_lock(&cw_fwd_link_lock);
-        out->fwd_xctx = in->fwd_xctx = true;
-        out->fwd_in = in;
-        in->fwd_out = out;
+        out->use.relay.xctx = in->use.relay.xctx = true;
+        out->use.relay.in = in;
+        in->use.relay.out = out;
         pthread_mutex_unlock(&cw_fwd_link_lock);
     } else {
         atomic_fetch_add(&in->refs, 1);
-        out->fwd_in = in;
-        in->fwd_out = out;
+        out->use.relay.in = in;
+        in->use.relay.out = out;
     }
     pthread_mutex_unlock(&ctx->lock);
     *out_p = out;
@@ -171,11 +171,12 @@ cw_status_t cw_fwd_set_resume(cw_handle_t *out)
 {
     cw_status_t st = CW_INVALID_ARG;
 
-    if (out == NULL || out->server)
+    if (out == NULL || out->use.server)
         return CW_INVALID_ARG;
     pthread_mutex_lock(&out->ctx->lock);
-    if (out->fwd_in != NULL && out->idempotent && out->state == CW_H_IDLE) {
-        out->resume = true;
+    if (out->use.relay.in != NULL && out->use.idempotent &&
+        out->use.state == CW_H_IDLE) {
+        out->use.resume = true;
         st = CW_OK;
     }
     pthread_mutex_unlock(&out->ctx->lock);
@@ -184,12 +185,12 @@ cw_status_t cw_fwd_set_resume(cw_handle_t *out)
 
 cw_status_t cw_fwd_fail(cw_handle_t *out, cw_status_t status)
 {
-    if (out == NULL || out->server || out->fwd_in == NULL ||
+    if (out == NULL || out->use.server || out->use.relay.in == NULL ||
         (status != CW_DISCONNECTED && status != CW_UNREACHABLE &&
          status != CW_IO))
         return CW_INVALID_ARG;
     pthread_mutex_lock(&out->ctx->lock);
-    if (out->state == CW_H_ACTIVE && !out->final_set) {
+    if (out->use.state == CW_H_ACTIVE && !out->use.final_set) {
         cw_h_fail(out, status);
         cw_h_check(out);
     }
@@ -201,14 +202,14 @@ cw_status_t cw_fwd_fail(cw_handle_t *out, cw_status_t status)
 void cw_fwd_unlink_xctx(cw_handle_t *h)
 {
     pthread_mutex_lock(&cw_fwd_link_lock);
-    if (h->server) {
-        if (h->fwd_out != NULL && h->fwd_out->fwd_in == h)
-            h->fwd_out->fwd_in = NULL;
-    } else if (h->fwd_in != NULL && h->fwd_in->fwd_out == h) {
-        h->fwd_in->fwd_out = NULL;
+    if (h->use.server) {
+        if (h->use.relay.out != NULL && h->use.relay.out->use.relay.in == h)
+            h->use.relay.out->use.relay.in = NULL;
+    } else if (h->use.relay.in != NULL && h->use.relay.in->use.relay.out == h) {
+        h->use.relay.in->use.relay.out = NULL;
     }
-    h->fwd_in = h->fwd_out = NULL;
-    h->fwd_xctx = false;
+    h->use.relay.in = h->use.relay.out = NULL;
+    h->use.relay.xctx = false;
     pthread_mutex_unlock(&cw_fwd_link_lock);
 }
 
@@ -217,25 +218,25 @@ bool cw_fwd_in_canceled_xctx(cw_handle_t *out)
     bool canceled;
 
     pthread_mutex_lock(&cw_fwd_link_lock);
-    canceled = out->fwd_in != NULL && out->fwd_in->canceled;
+    canceled = out->use.relay.in != NULL && out->use.relay.in->use.srv.canceled;
     pthread_mutex_unlock(&cw_fwd_link_lock);
     return canceled;
 }
 
 void cw_fwd_set_canceled(cw_handle_t *in, bool canceled)
 {
-    if (!in->fwd_xctx) {
-        in->canceled = canceled;
+    if (!in->use.relay.xctx) {
+        in->use.srv.canceled = canceled;
         return;
     }
     pthread_mutex_lock(&cw_fwd_link_lock);
-    in->canceled = canceled;
+    in->use.srv.canceled = canceled;
     pthread_mutex_unlock(&cw_fwd_link_lock);
 }
 
 static void fwd_xcancel_run(struct cw_cqe *e)
 {
-    cw_handle_t *out = cw_container_of(e, cw_handle_t, xcancel_cqe);
+    cw_handle_t *out = cw_container_of(e, cw_handle_t, use.relay.xcancel_cqe);
 
     (void)cw_cancel(out); /* takes the other context's lock */
     cw_handle_release(out);
@@ -247,12 +248,12 @@ void cw_fwd_cancel_xctx(cw_handle_t *in)
     int refs;
 
     pthread_mutex_lock(&cw_fwd_link_lock);
-    if (in->canceled) {
+    if (in->use.srv.canceled) {
         pthread_mutex_unlock(&cw_fwd_link_lock);
         return; /* a repeated cancel */
     }
-    in->canceled = true;
-    out = in->fwd_out;
+    in->use.srv.canceled = true;
+    out = in->use.relay.out;
     /* Keep the outgoing handle alive past the link lock unless it is
      * already on its way back to its pool. */
     if (out != NULL) {
@@ -268,8 +269,8 @@ void cw_fwd_cancel_xctx(cw_handle_t *in)
         return;
     /* Its context's lock cannot be taken under ours: cancel it from our
      * cw_trigger, where no lock is held. */
-    out->xcancel_cqe.fn = fwd_xcancel_run;
-    cw_cq_push(in->ctx, &out->xcancel_cqe);
+    out->use.relay.xcancel_cqe.fn = fwd_xcancel_run;
+    cw_cq_push(in->ctx, &out->use.relay.xcancel_cqe);
 }
 
 cw_status_t cw_fwd_desc_replace(cw_handle_t *out, unsigned i, const void *p,
@@ -280,16 +281,17 @@ cw_status_t cw_fwd_desc_replace(cw_handle_t *out, unsigned i, const void *p,
     uint8_t *n;
     cw_status_t st;
 
-    if (out == NULL || out->server || out->fwd_in == NULL || p == NULL)
+    if (out == NULL || out->use.server || out->use.relay.in == NULL ||
+        p == NULL)
         return CW_INVALID_ARG;
     if (cw_wire_desc_check(p, len, 1) != CW_OK)
         return CW_INVALID_ARG;
-    st = cw_wire_desc_get(out->desc_copy, out->desc_copy_len, out->raw_ndesc, i,
-                          NULL, &raw, &raw_len);
+    st = cw_wire_desc_get(out->desc_copy, out->use.relay.desc_len,
+                          out->use.relay.ndesc, i, NULL, &raw, &raw_len);
     if (st != CW_OK)
         return st;
     before = (size_t)(raw - out->desc_copy);
-    after = out->desc_copy_len - before - raw_len;
+    after = out->use.relay.desc_len - before - raw_len;
     nlen = before + len + after;
     n = malloc(nlen);
     if (n == NULL)
@@ -299,7 +301,7 @@ cw_status_t cw_fwd_desc_replace(cw_handle_t *out, unsigned i, const void *p,
     memcpy(n + before + len, raw + raw_len, after);
     free(out->desc_copy);
     out->desc_copy = n;
-    out->desc_copy_len = nlen;
+    out->use.relay.desc_len = nlen;
     out->desc_copy_cap = nlen;
     return CW_OK;
 }
@@ -311,9 +313,9 @@ cw_status_t cw_fwd_respond(cw_handle_t *in, cw_handle_t *out,
     cw_status_t st = CW_OK;
     bool done;
 
-    if (in == NULL || !in->server || out == NULL || out->server)
+    if (in == NULL || !in->use.server || out == NULL || out->use.server)
         return CW_INVALID_ARG;
-    if (in->one_way)
+    if (in->use.one_way)
         return CW_OK; /* nobody waits for an answer */
     /* @p out may belong to another context, whose thread can still be
      * finishing it (a lingering handle's last acknowledgement sets its
@@ -323,12 +325,12 @@ cw_status_t cw_fwd_respond(cw_handle_t *in, cw_handle_t *out,
     ctx = in->ctx;
     if (out->ctx != ctx) {
         pthread_mutex_lock(&out->ctx->lock);
-        done = out->state == CW_H_DONE;
+        done = out->use.state == CW_H_DONE;
         pthread_mutex_unlock(&out->ctx->lock);
         pthread_mutex_lock(&ctx->lock);
     } else {
         pthread_mutex_lock(&ctx->lock);
-        done = out->state == CW_H_DONE;
+        done = out->use.state == CW_H_DONE;
     }
     cw_buf_reset(&in->out);
     if (done && out->out.data != NULL) {
@@ -338,9 +340,9 @@ cw_status_t cw_fwd_respond(cw_handle_t *in, cw_handle_t *out,
             in->out.len = out->out.len;
             if (out->out.desc_len > 0) {
                 /* The outgoing handle keeps its response until released. */
-                in->resp_desc = out->out.desc;
-                in->resp_desc_len = out->out.desc_len;
-                in->resp_ndesc = out->out.ndesc;
+                in->use.srv.resp_desc = out->out.desc;
+                in->use.srv.resp_desc_len = out->out.desc_len;
+                in->use.srv.resp_ndesc = out->out.ndesc;
             }
         }
     }

@@ -157,19 +157,19 @@ cw_status_t cw_h_pull(cw_handle_t *h, const struct cw_wire_msg *m,
     if (st != CW_OK)
         return st;
     cw_wire_desc_get(m->ovf, m->hdr.ovf_len, 1, 0, &d, NULL, NULL);
-    st = cw_bulk_from_desc(ctx, h->net, &d, &remote);
+    st = cw_bulk_from_desc(ctx, h->use.net, &d, &remote);
     if (st != CW_OK)
         return st;
     st = cw_bulk_create_locked(ctx, h->ovf_buf, m->hdr.payload_len,
                                CW_BULK_READ_WRITE, &local);
     if (st == CW_OK) {
         st = cw_bulk_start(ctx, CW_BULK_PULL, peer, remote, 0, local, 0,
-                           m->hdr.payload_len, NULL, h, done, &h->bulk_op);
+                           m->hdr.payload_len, NULL, h, done, &h->use.bulk_op);
         cw_bulk_unref(local);
     }
     cw_bulk_unref(remote);
     if (st == CW_OK) {
-        h->pending++;
+        h->use.pending++;
         ctx->stats.overflows++;
     }
     return st;
@@ -200,7 +200,7 @@ cw_status_t cw_msg_build(cw_handle_t *h, cw_buf_t *w, size_t limit,
                          struct cw_wire_hdr *hdr, uint8_t **msg_p,
                          size_t *len_p)
 {
-    cw_network_t *net = h->net;
+    cw_network_t *net = h->use.net;
     size_t dest_len = route ? strlen(route) : 0;
     size_t hdr_len = cw_wire_hdr_size(hdr->flags);
     size_t desc_len = raw_len, ovf_len = 0, total;
@@ -221,9 +221,9 @@ cw_status_t cw_msg_build(cw_handle_t *h, cw_buf_t *w, size_t limit,
     overflow = total > limit;
     if (overflow) {
         st = cw_bulk_create_locked(h->ctx, w->data, payload_len,
-                                   CW_BULK_READ_ONLY, &h->ovf_local);
+                                   CW_BULK_READ_ONLY, &h->use.ovf_local);
         if (st == CW_OK)
-            st = cw_bulk_desc_size(h->ovf_local, net, &ovf_len);
+            st = cw_bulk_desc_size(h->use.ovf_local, net, &ovf_len);
         if (st != CW_OK)
             return st;
         total = hdr_len + dest_len + desc_len + ovf_len;
@@ -257,7 +257,7 @@ cw_status_t cw_msg_build(cw_handle_t *h, cw_buf_t *w, size_t limit,
             return st;
         p += desc_len;
         if (overflow)
-            st = cw_bulk_desc_write(h->ovf_local, net, p, ovf_len);
+            st = cw_bulk_desc_write(h->use.ovf_local, net, p, ovf_len);
         else if (payload_len)
             memcpy(p, w->data, payload_len);
         if (st != CW_OK)

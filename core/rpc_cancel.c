@@ -9,10 +9,10 @@ void cw_h_cancel_send(cw_handle_t *h)
 {
     /* A queued message is dropped at the flush; one inside a batch in
      * flight completes with its batch (coalesce.c). */
-    if (h->send_op == CW_SQ_QUEUED)
-        h->sq_cancel = true;
-    else if (h->send_op && h->send_op != CW_SQ_BATCHED)
-        cw_na_cancel(h->net->na, h->send_op);
+    if (h->use.send_op == CW_SQ_QUEUED)
+        h->use.sq_cancel = true;
+    else if (h->use.send_op && h->use.send_op != CW_SQ_BATCHED)
+        cw_na_cancel(h->use.net->na, h->use.send_op);
 }
 
 /* The request is on a network, or was: a message still queued for the
@@ -20,47 +20,48 @@ void cw_h_cancel_send(cw_handle_t *h)
  * cancelled. */
 static bool h_left(const cw_handle_t *h)
 {
-    return h->sent && h->send_op != CW_SQ_QUEUED;
+    return h->use.cli.sent && h->use.send_op != CW_SQ_QUEUED;
 }
 
 static void h_cancel_ops(cw_handle_t *h)
 {
     cw_h_cancel_send(h);
-    if (h->recv_op && !h->recv_canceled) {
-        h->recv_canceled = true;
-        cw_na_cancel(h->net->na, h->recv_op);
+    if (h->use.recv_op && !h->use.cli.recv_canceled) {
+        h->use.cli.recv_canceled = true;
+        cw_na_cancel(h->use.net->na, h->use.recv_op);
     }
 }
 
 void cw_h_fail(cw_handle_t *h, cw_status_t st)
 {
-    if (h->final_set)
+    if (h->use.final_set)
         return;
     cw_h_set_final(h, st);
-    if (h->pin_held)
+    if (!h->use.server && h->use.cli.pin_held)
         cw_pin_unhold(h);
-    if (!h->server && h->overflowed && h_left(h) && h->recv_op) {
+    if (!h->use.server && h->use.overflowed && h_left(h) && h->use.recv_op) {
         /* The server may be pulling our payload right now: keep it exposed
          * until its answer (it answers even a cancelled or expired request
          * that overflowed), so that it never reads released memory.  The
          * caller hears now; the handle lingers. */
         uint64_t now = cw_now_ns();
-        h->linger = true;
-        h->linger_until =
-            (h->deadline_ns > now ? h->deadline_ns : now) + CW_DONE_GRACE_NS;
-        cw_ctx_timer_at(h->ctx, h->linger_until);
+        h->use.cli.linger = true;
+        h->use.cli.linger_until =
+            (h->use.deadline_ns > now ? h->use.deadline_ns : now) +
+            CW_DONE_GRACE_NS;
+        cw_ctx_timer_at(h->ctx, h->use.cli.linger_until);
     } else {
         h_cancel_ops(h);
     }
-    if (h->bulk_op)
-        cw_bulk_op_cancel_locked(h->bulk_op);
-    if (h->self_peer) {
+    if (h->use.bulk_op)
+        cw_bulk_op_cancel_locked(h->use.bulk_op);
+    if (h->use.self_peer) {
         /* The server side of a self call hears of a cancel as a remote
          * one would (cw_handle_canceled). */
-        if (!h->server && st == CW_CANCELED)
-            cw_fwd_set_canceled(h->self_peer, true);
-        h->self_peer->self_peer = NULL;
-        h->self_peer = NULL;
+        if (!h->use.server && st == CW_CANCELED)
+            cw_fwd_set_canceled(h->use.self_peer, true);
+        h->use.self_peer->use.self_peer = NULL;
+        h->use.self_peer = NULL;
     }
 }
 
@@ -68,7 +69,7 @@ static void cancel_sent_cb(const struct cw_na_cb_info *info)
 {
     cw_handle_t *h = info->arg;
 
-    h->pending--;
+    h->use.pending--;
     cw_h_check(h);
 }
 
@@ -77,18 +78,18 @@ void cw_h_cancel_locked(cw_handle_t *h)
     struct cw_wire_hdr hdr = {.type = CW_MSG_CANCEL};
     cw_na_op_t *op;
 
-    if (h->state != CW_H_ACTIVE || h->final_set)
+    if (h->use.state != CW_H_ACTIVE || h->use.final_set)
         return;
     /* Tell the next hop, so that cancel propagates downstream (best
      * effort: the local completion does not wait for an answer). */
-    if (h_left(h) && !h->one_way && h->recv_op != NULL) {
-        hdr.rpc_id = h->id;
-        hdr.req_id = h->req_id;
+    if (h_left(h) && !h->use.one_way && h->use.recv_op != NULL) {
+        hdr.rpc_id = h->use.id;
+        hdr.req_id = h->use.req_id;
         cw_wire_hdr_encode(h->cancel_msg, &hdr);
-        if (cw_na_msg_send_unexpected(h->net->na, h->cancel_msg, CW_HDR_SIZE,
-                                      h->peer, 0, cancel_sent_cb, h,
-                                      &op) == CW_OK) {
-            h->pending++;
+        if (cw_na_msg_send_unexpected(h->use.net->na, h->cancel_msg,
+                                      CW_HDR_SIZE, h->use.cli.peer, 0,
+                                      cancel_sent_cb, h, &op) == CW_OK) {
+            h->use.pending++;
             h->ctx->stats.na_ops++;
         }
     }
@@ -102,7 +103,7 @@ cw_status_t cw_cancel(cw_handle_t *h)
 
     if (h == NULL)
         return CW_INVALID_ARG;
-    if (h->server)
+    if (h->use.server)
         return CW_UNSUPPORTED;
     ctx = h->ctx;
     pthread_mutex_lock(&ctx->lock);
@@ -123,34 +124,34 @@ void cw_rpc_timers(cw_context_t *ctx, uint64_t now)
     for (e = ctx->inflight.next; e != &ctx->inflight; e = next) {
         cw_handle_t *h = cw_container_of(e, cw_handle_t, link);
         next = e->next;
-        if (!h->final_set) {
-            if (now >= h->deadline_ns) {
+        if (!h->use.final_set) {
+            if (now >= h->use.deadline_ns) {
                 ctx->stats.timeouts++;
                 cw_h_fail(h, CW_TIMEOUT);
-                if (h->linger && h->linger_until < soonest)
-                    soonest = h->linger_until;
+                if (h->use.cli.linger && h->use.cli.linger_until < soonest)
+                    soonest = h->use.cli.linger_until;
                 cw_h_check(h);
-            } else if (h->deadline_ns < soonest) {
-                soonest = h->deadline_ns;
+            } else if (h->use.deadline_ns < soonest) {
+                soonest = h->use.deadline_ns;
             }
-        } else if (h->linger) {
-            if (now >= h->linger_until)
+        } else if (h->use.cli.linger) {
+            if (now >= h->use.cli.linger_until)
                 h_cancel_ops(h); /* the server never answered: give up */
-            else if (h->linger_until < soonest)
-                soonest = h->linger_until;
+            else if (h->use.cli.linger_until < soonest)
+                soonest = h->use.cli.linger_until;
         }
     }
     for (e = ctx->wait_done.next; e != &ctx->wait_done; e = next) {
         cw_handle_t *h = cw_container_of(e, cw_handle_t, link);
         next = e->next;
-        if (now >= h->deadline_ns) {
+        if (now >= h->use.deadline_ns) {
             /* The client never acknowledged an overflowed response. */
             cw_list_del(&h->link);
-            h->pending--;
+            h->use.pending--;
             cw_h_set_final(h, CW_TIMEOUT);
             cw_h_check(h);
-        } else if (h->deadline_ns < soonest) {
-            soonest = h->deadline_ns;
+        } else if (h->use.deadline_ns < soonest) {
+            soonest = h->use.deadline_ns;
         }
     }
     cw_rs_timers(ctx, now, &soonest);
@@ -170,20 +171,20 @@ void cw_rpc_cancel_net(cw_context_t *ctx, cw_network_t *net)
     for (e = ctx->inflight.next; e != &ctx->inflight; e = next) {
         cw_handle_t *h = cw_container_of(e, cw_handle_t, link);
         next = e->next;
-        if (net && h->net != net)
+        if (net && h->use.net != net)
             continue;
         cw_h_fail(h, CW_CANCELED);
-        if (h->linger)
+        if (h->use.cli.linger)
             h_cancel_ops(h);
         cw_h_check(h);
     }
     for (e = ctx->wait_done.next; e != &ctx->wait_done; e = next) {
         cw_handle_t *h = cw_container_of(e, cw_handle_t, link);
         next = e->next;
-        if (net && h->net != net)
+        if (net && h->use.net != net)
             continue;
         cw_list_del(&h->link);
-        h->pending--;
+        h->use.pending--;
         cw_h_set_final(h, CW_CANCELED);
         cw_h_check(h);
     }
@@ -200,9 +201,10 @@ void cw_rpc_cancel_net(cw_context_t *ctx, cw_network_t *net)
      * and network close do not leave its handle behind. */
     for (e = ctx->responding.next; e != &ctx->responding; e = e->next) {
         cw_handle_t *h = cw_container_of(e, cw_handle_t, resp_link);
-        if ((net && h->net != net) || h->send_op == NULL || h->send_canceled)
+        if ((net && h->use.net != net) || h->use.send_op == NULL ||
+            h->use.srv.send_canceled)
             continue;
-        h->send_canceled = true;
+        h->use.srv.send_canceled = true;
         cw_h_cancel_send(h);
     }
     cw_sq_cancel_net(ctx, net);

@@ -13,13 +13,13 @@
 
 void cw_fwd_send_done(cw_handle_t *h, cw_status_t st)
 {
-    h->send_op = NULL;
-    h->pending--;
-    if (h->pin_asker || h->pin_warm)
+    h->use.send_op = NULL;
+    h->use.pending--;
+    if (h->use.cli.pin_asker || h->use.cli.pin_warm)
         cw_pin_sent(h); /* core/spread.c: those behind it may go */
     if (st != CW_OK)
         cw_h_fail(h, st);
-    else if (h->one_way && !h->overflowed)
+    else if (h->use.one_way && !h->use.overflowed)
         cw_h_set_final(h, CW_OK);
     cw_h_check(h);
 }
@@ -33,7 +33,7 @@ static void fwd_ack_cb(const struct cw_na_cb_info *info)
 {
     cw_handle_t *h = info->arg;
 
-    h->pending--;
+    h->use.pending--;
     cw_h_check(h);
 }
 
@@ -41,15 +41,15 @@ static void fwd_ack_cb(const struct cw_na_cb_info *info)
 static void fwd_send_ack(cw_handle_t *h)
 {
     struct cw_wire_hdr hdr = {
-        .type = CW_MSG_DONE, .rpc_id = h->id, .req_id = h->req_id};
+        .type = CW_MSG_DONE, .rpc_id = h->use.id, .req_id = h->use.req_id};
     cw_na_op_t *op;
     cw_status_t st;
 
     cw_wire_hdr_encode(h->done_msg, &hdr);
-    st = cw_na_msg_send_unexpected(h->net->na, h->done_msg, CW_HDR_SIZE,
-                                   h->peer, 0, fwd_ack_cb, h, &op);
+    st = cw_na_msg_send_unexpected(h->use.net->na, h->done_msg, CW_HDR_SIZE,
+                                   h->use.cli.peer, 0, fwd_ack_cb, h, &op);
     if (st == CW_OK) {
-        h->pending++;
+        h->use.pending++;
         h->ctx->stats.na_ops++;
     }
 }
@@ -59,8 +59,8 @@ static void fwd_pull_done(cw_bulk_op_t *op, cw_status_t st, void *arg)
     cw_handle_t *h = arg;
     (void)op;
 
-    h->bulk_op = NULL;
-    h->pending--;
+    h->use.bulk_op = NULL;
+    h->use.pending--;
     if (st == CW_OK) {
         const uint8_t *desc = h->out.desc;
         size_t desc_len = h->out.desc_len;
@@ -69,7 +69,7 @@ static void fwd_pull_done(cw_bulk_op_t *op, cw_status_t st, void *arg)
         h->out.desc = desc;
         h->out.desc_len = desc_len;
         h->out.ndesc = ndesc;
-        cw_h_set_final(h, h->resp_status);
+        cw_h_set_final(h, h->use.cli.resp_status);
     } else {
         cw_h_fail(h, st);
     }
@@ -89,26 +89,27 @@ static inline unsigned rwait_bucket(uint64_t req_id)
 
 static void rwait_add(cw_handle_t *h)
 {
-    cw_handle_t **b = &h->ctx->rwait[rwait_bucket(h->req_id)];
+    cw_handle_t **b = &h->ctx->rwait[rwait_bucket(h->use.req_id)];
 
-    h->rwait_next = *b;
+    h->use.cli.rwait_next = *b;
     *b = h;
-    h->rwaiting = true;
+    h->use.cli.rwaiting = true;
 }
 
 void cw_rwait_del(cw_handle_t *h)
 {
     cw_handle_t **p;
 
-    if (!h->rwaiting)
+    if (!h->use.cli.rwaiting)
         return;
-    for (p = &h->ctx->rwait[rwait_bucket(h->req_id)]; *p; p = &(*p)->rwait_next)
+    for (p = &h->ctx->rwait[rwait_bucket(h->use.req_id)]; *p;
+         p = &(*p)->use.cli.rwait_next)
         if (*p == h) {
-            *p = h->rwait_next;
+            *p = h->use.cli.rwait_next;
             break;
         }
-    h->rwait_next = NULL;
-    h->rwaiting = false;
+    h->use.cli.rwait_next = NULL;
+    h->use.cli.rwaiting = false;
 }
 
 bool cw_rpc_batch_resp(cw_network_t *net, const struct cw_wire_msg *m,
@@ -118,13 +119,14 @@ bool cw_rpc_batch_resp(cw_network_t *net, const struct cw_wire_msg *m,
     cw_context_t *ctx = net->ctx;
     cw_handle_t *h;
 
-    for (h = ctx->rwait[rwait_bucket(m->hdr.req_id)]; h; h = h->rwait_next)
-        if (h->req_id == m->hdr.req_id)
+    for (h = ctx->rwait[rwait_bucket(m->hdr.req_id)]; h;
+         h = h->use.cli.rwait_next)
+        if (h->use.req_id == m->hdr.req_id)
             break;
     /* Only the peer the request went to may answer it, and once: as on
      * its tag (the plugin matches the source there, we do here). */
-    if (h == NULL || h->net != net || h->recv_op == NULL || h->bresp ||
-        !cw_na_addr_cmp(net->na, h->peer, source)) {
+    if (h == NULL || h->use.net != net || h->use.recv_op == NULL ||
+        h->use.cli.bresp || !cw_na_addr_cmp(net->na, h->use.cli.peer, source)) {
         ctx->stats.rx_dropped++;
         CW_LOG_RL(CW_LOG_WARN, "core",
                   "a response in a batch on %s matched "
@@ -134,12 +136,12 @@ bool cw_rpc_batch_resp(cw_network_t *net, const struct cw_wire_msg *m,
     }
     /* Its receive, posted for the response alone, is withdrawn; the
      * response is taken in when that completes (fwd_recv_cb). */
-    h->bresp = msg;
-    h->bresp_cap = cap;
-    h->bresp_len = len;
-    if (!h->recv_canceled) {
-        h->recv_canceled = true;
-        cw_na_cancel(net->na, h->recv_op);
+    h->use.cli.bresp = msg;
+    h->use.cli.bresp_cap = cap;
+    h->use.cli.bresp_len = len;
+    if (!h->use.cli.recv_canceled) {
+        h->use.cli.recv_canceled = true;
+        cw_na_cancel(net->na, h->use.recv_op);
     }
     return true;
 }
@@ -147,16 +149,17 @@ bool cw_rpc_batch_resp(cw_network_t *net, const struct cw_wire_msg *m,
 /* Post the receive for the response (buffer grown by cw_fwd_net). */
 static cw_status_t fwd_recv_post(cw_handle_t *h)
 {
-    cw_network_t *net = h->net;
+    cw_network_t *net = h->use.net;
     cw_status_t st;
 
-    h->recv_canceled = false;
+    h->use.cli.recv_canceled = false;
     st = cw_na_msg_recv_expected(net->na, h->msg, net->caps.max_expected_size,
-                                 h->peer, h->tag, fwd_recv_cb, h, &h->recv_op);
+                                 h->use.cli.peer, h->use.tag, fwd_recv_cb, h,
+                                 &h->use.recv_op);
     if (st != CW_OK)
         return st;
     rwait_add(h);
-    h->pending++;
+    h->use.pending++;
     h->ctx->stats.na_ops++;
     return CW_OK;
 }
@@ -169,17 +172,17 @@ static void fwd_recv_cb(const struct cw_na_cb_info *info)
     size_t len = info->u.recv_expected.len;
     cw_status_t st;
 
-    h->recv_op = NULL;
-    h->pending--;
+    h->use.recv_op = NULL;
+    h->use.pending--;
     cw_rwait_del(h);
-    if (h->bresp != NULL) {
+    if (h->use.cli.bresp != NULL) {
         /* The response came in a batch: whatever ended the receive, the
          * answer is that one, and its buffer becomes the handle's. */
         free(h->msg);
-        h->msg = h->bresp;
-        h->msg_cap = h->bresp_cap;
-        len = h->bresp_len;
-        h->bresp = NULL;
+        h->msg = h->use.cli.bresp;
+        h->msg_cap = h->use.cli.bresp_cap;
+        len = h->use.cli.bresp_len;
+        h->use.cli.bresp = NULL;
     } else if (info->status != CW_OK) {
         cw_h_fail(h, info->status);
         goto out;
@@ -192,7 +195,7 @@ static void fwd_recv_cb(const struct cw_na_cb_info *info)
         cw_h_fail(h, CW_PROTOCOL);
         goto out;
     }
-    if (m.hdr.type != CW_MSG_RESP || m.hdr.req_id != h->req_id) {
+    if (m.hdr.type != CW_MSG_RESP || m.hdr.req_id != h->use.req_id) {
         /* Well formed but not our answer: someone else's, or forged
          * (docs/wire.md, "Forged responses").  Not trusted, and not a reason
          * to give up on the real one: wait for it again. */
@@ -200,8 +203,8 @@ static void fwd_recv_cb(const struct cw_na_cb_info *info)
         CW_LOG_RL(CW_LOG_WARN, "core",
                   "a message on the response tag of "
                   "request %016llx was not its response: dropped",
-                  (unsigned long long)h->req_id);
-        if (!h->final_set) {
+                  (unsigned long long)h->use.req_id);
+        if (!h->use.final_set) {
             st = fwd_recv_post(h);
             if (st != CW_OK)
                 cw_h_fail(h, st);
@@ -211,7 +214,7 @@ static void fwd_recv_cb(const struct cw_na_cb_info *info)
     ctx->stats.rx_responses++;
     if (m.hdr.flags & CW_HF_PIN)
         cw_pin_answer(h, m.dest, m.hdr.dest_len);
-    if (h->final_set) {
+    if (h->use.final_set) {
         /* Too late for the caller; still release the server's memory. */
         if (m.hdr.flags & CW_HF_OVERFLOW)
             fwd_send_ack(h);
@@ -222,11 +225,11 @@ static void fwd_recv_cb(const struct cw_na_cb_info *info)
     h->out.desc_len = m.hdr.desc_len;
     h->out.ndesc = m.hdr.ndesc;
     if (m.hdr.flags & CW_HF_OVERFLOW) {
-        h->resp_status = (cw_status_t)m.hdr.status;
+        h->use.cli.resp_status = (cw_status_t)m.hdr.status;
         /* The size is the server's word (rpc_server.c, requests). */
-        st = cw_payload_check(ctx, &m, "answer", h->net);
+        st = cw_payload_check(ctx, &m, "answer", h->use.net);
         if (st == CW_OK)
-            st = cw_h_pull(h, &m, h->peer, fwd_pull_done);
+            st = cw_h_pull(h, &m, h->use.cli.peer, fwd_pull_done);
         if (st != CW_OK) {
             cw_h_fail(h, st);
             fwd_send_ack(h);
@@ -241,8 +244,9 @@ out:
 cw_status_t cw_fwd_net(cw_handle_t *h)
 {
     cw_context_t *ctx = h->ctx;
-    cw_network_t *net = h->net;
-    const char *route = h->fwd_route ? h->fwd_route : h->addr->route;
+    cw_network_t *net = h->use.net;
+    const char *route =
+        h->use.relay.route ? h->use.relay.route : h->use.cli.addr->route;
     uint64_t now = cw_now_ns();
     struct cw_wire_hdr hdr;
     uint8_t *msg;
@@ -251,38 +255,39 @@ cw_status_t cw_fwd_net(cw_handle_t *h)
 
     memset(&hdr, 0, sizeof(hdr));
     hdr.type = CW_MSG_REQ;
-    hdr.flags = h->one_way ? CW_HF_ONE_WAY : 0;
+    hdr.flags = h->use.one_way ? CW_HF_ONE_WAY : 0;
     if (cw_pin_route(h, &hdr.flags))
         return CW_OK; /* waits for its peer's move (core/spread.c) */
     /* Answers may come batched where this network takes unexpected
      * messages and batching pays (docs/wire.md, "Batches"). */
-    if (!h->one_way && net->nurecv > 0 &&
+    if (!h->use.one_way && net->nurecv > 0 &&
         (net->caps.flags & CW_NA_CAP_COALESCE))
         hdr.flags |= CW_HF_BATCHES;
-    if (h->idempotent) {
-        hdr.flags |= CW_HF_IDEMPOTENT | (h->resume ? CW_HF_RESUME : 0);
-        hdr.resume_id = h->resume_id;
+    if (h->use.idempotent) {
+        hdr.flags |= CW_HF_IDEMPOTENT | (h->use.resume ? CW_HF_RESUME : 0);
+        hdr.resume_id = h->use.resume_id;
     }
-    hdr.rpc_id = h->id;
-    hdr.req_id = h->req_id;
-    hdr.budget_us = h->deadline_ns > now ? (h->deadline_ns - now) / 1000 : 0;
-    hdr.hops = h->hops;
-    h->tag = cw_net_tag(net);
-    hdr.resp_tag = h->tag;
+    hdr.rpc_id = h->use.id;
+    hdr.req_id = h->use.req_id;
+    hdr.budget_us =
+        h->use.deadline_ns > now ? (h->use.deadline_ns - now) / 1000 : 0;
+    hdr.hops = h->use.hops;
+    h->use.tag = cw_net_tag(net);
+    hdr.resp_tag = h->use.tag;
     hdr.resp_limit = net->caps.max_expected_size > 0xffffff
                          ? 0xffffff
                          : (uint32_t)net->caps.max_expected_size;
-    if (h->fwd_in)
+    if (h->use.relay.in)
         st = cw_msg_build(h, &h->in, net->caps.max_unexpected_size, route,
-                          h->desc_copy, h->desc_copy_len, h->raw_ndesc, &hdr,
-                          &msg, &total);
+                          h->desc_copy, h->use.relay.desc_len,
+                          h->use.relay.ndesc, &hdr, &msg, &total);
     else
         st = cw_msg_build(h, &h->in, net->caps.max_unexpected_size, route, NULL,
                           0, 0, &hdr, &msg, &total);
     if (st != CW_OK)
         return st;
-    h->overflowed = (hdr.flags & CW_HF_OVERFLOW) != 0;
-    if (!h->one_way || h->overflowed) {
+    h->use.overflowed = (hdr.flags & CW_HF_OVERFLOW) != 0;
+    if (!h->use.one_way || h->use.overflowed) {
         st = cw_grow(&h->msg, &h->msg_cap, net->caps.max_expected_size);
         if (st != CW_OK)
             return st;
@@ -293,16 +298,16 @@ cw_status_t cw_fwd_net(cw_handle_t *h)
     if (cw_sq_offer(h, msg, total))
         st = CW_OK;
     else
-        st = cw_na_msg_send_unexpected(net->na, msg, total, h->peer, 0,
-                                       cw_fwd_send_cb, h, &h->send_op);
+        st = cw_na_msg_send_unexpected(net->na, msg, total, h->use.cli.peer, 0,
+                                       cw_fwd_send_cb, h, &h->use.send_op);
     if (st != CW_OK) {
         /* The receive is posted: report the failure through completion. */
-        h->send_op = NULL;
+        h->use.send_op = NULL;
         cw_h_fail(h, st);
         return CW_OK;
     }
-    h->pending++;
-    h->sent = true;
+    h->use.pending++;
+    h->use.cli.sent = true;
     ctx->stats.na_ops++;
     ctx->stats.tx_requests++;
     return CW_OK;
@@ -317,17 +322,17 @@ cw_status_t cw_fwd_self(cw_handle_t *h)
     sh = cw_handle_alloc(ctx, true);
     if (sh == NULL)
         return CW_NOMEM;
-    sh->self_call = true;
-    sh->id = h->id;
-    sh->net = h->net;
-    sh->src.ctx = ctx;
-    sh->src.net = h->net;
-    sh->src.embedded = true;
-    sh->src.self = true;
-    st = cw_na_addr_dup(h->net->na, h->net->self, &sh->src.na);
+    sh->use.srv.self_call = true;
+    sh->use.id = h->use.id;
+    sh->use.net = h->use.net;
+    sh->use.srv.src.ctx = ctx;
+    sh->use.srv.src.net = h->use.net;
+    sh->use.srv.src.embedded = true;
+    sh->use.srv.src.self = true;
+    st = cw_na_addr_dup(h->use.net->na, h->use.net->self, &sh->use.srv.src.na);
     if (st != CW_OK)
         goto err_unref;
-    cw_net_ref(h->net);
+    cw_net_ref(h->use.net);
     st = cw_grow(&sh->msg, &sh->msg_cap, h->in.len ? h->in.len : 1);
     if (st != CW_OK)
         goto err_unref;
@@ -337,16 +342,16 @@ cw_status_t cw_fwd_self(cw_handle_t *h)
     st = cw_buf_copy_bulks(&sh->in, &h->in);
     if (st != CW_OK)
         goto err_unref;
-    sh->req_id = h->req_id;
-    sh->deadline_ns = h->deadline_ns;
-    sh->one_way = h->one_way;
-    sh->hops = h->hops;
+    sh->use.req_id = h->use.req_id;
+    sh->use.deadline_ns = h->use.deadline_ns;
+    sh->use.one_way = h->use.one_way;
+    sh->use.hops = h->use.hops;
     ctx->stats.self_rpcs++;
-    if (h->one_way) {
+    if (h->use.one_way) {
         cw_h_set_final(h, CW_OK);
     } else {
-        sh->self_peer = h;
-        h->self_peer = sh;
+        sh->use.self_peer = h;
+        h->use.self_peer = sh;
     }
     cw_rpc_dispatch(sh);
     return CW_OK;
@@ -381,12 +386,12 @@ cw_status_t cw_handle_create(cw_context_t *ctx, cw_addr_t *dest, cw_rpc_id_t id,
         cw_addr_free(ref);
         return CW_NOMEM;
     }
-    h->addr = ref;
-    h->net = ref->net;
-    h->id = id;
+    h->use.cli.addr = ref;
+    h->use.net = ref->net;
+    h->use.id = id;
     c = cw_rpc_class_find(ctx, id);
-    h->one_way = c ? c->opts.one_way : false;
-    h->cls_timeout_ms = c ? c->opts.timeout_ms : 0;
+    h->use.one_way = c ? c->opts.one_way : false;
+    h->use.cli.cls_timeout_ms = c ? c->opts.timeout_ms : 0;
     pthread_mutex_unlock(&ctx->lock);
     *h_p = h;
     return CW_OK;
@@ -397,17 +402,18 @@ cw_status_t cw_handle_set_idempotent(cw_handle_t *h, bool on)
     uint64_t id = 0;
     cw_status_t st = CW_OK;
 
-    if (h == NULL || h->server)
+    if (h == NULL || h->use.server)
         return CW_INVALID_ARG;
     if (on && cw_random_fill(&id, sizeof(id)) != CW_OK)
         return CW_IO;
     pthread_mutex_lock(&h->ctx->lock);
-    if (h->one_way || h->state == CW_H_ACTIVE || h->fwd_in != NULL) {
+    if (h->use.one_way || h->use.state == CW_H_ACTIVE ||
+        h->use.relay.in != NULL) {
         st = CW_INVALID_ARG;
     } else {
-        h->idempotent = on;
-        h->resume = false;
-        h->resume_id = id;
+        h->use.idempotent = on;
+        h->use.resume = false;
+        h->use.resume_id = id;
     }
     pthread_mutex_unlock(&h->ctx->lock);
     return st;
@@ -419,11 +425,11 @@ cw_status_t cw_forward(cw_handle_t *h, uint64_t timeout_ms, cw_forward_cb_t cb,
     cw_context_t *ctx;
     cw_status_t st;
 
-    if (h == NULL || h->server)
+    if (h == NULL || h->use.server)
         return CW_INVALID_ARG;
     ctx = h->ctx;
     pthread_mutex_lock(&ctx->lock);
-    if (h->state == CW_H_ACTIVE) {
+    if (h->use.state == CW_H_ACTIVE) {
         pthread_mutex_unlock(&ctx->lock);
         return CW_BUSY;
     }
@@ -431,11 +437,11 @@ cw_status_t cw_forward(cw_handle_t *h, uint64_t timeout_ms, cw_forward_cb_t cb,
         pthread_mutex_unlock(&ctx->lock);
         return CW_CANCELED;
     }
-    if (h->net && h->net->closed) {
+    if (h->use.net && h->use.net->closed) {
         pthread_mutex_unlock(&ctx->lock);
         return CW_DISCONNECTED; /* cw_network_close */
     }
-    if (h->fwd_xctx && cw_fwd_in_canceled_xctx(h)) {
+    if (h->use.relay.xctx && cw_fwd_in_canceled_xctx(h)) {
         /* The caller canceled before this got going: its cancel found
          * nothing in flight to stop. */
         pthread_mutex_unlock(&ctx->lock);
@@ -447,51 +453,51 @@ cw_status_t cw_forward(cw_handle_t *h, uint64_t timeout_ms, cw_forward_cb_t cb,
         return st;
     }
     if (timeout_ms == 0)
-        timeout_ms = h->cls_timeout_ms ? h->cls_timeout_ms
-                                       : ctx->opts.default_timeout_ms;
+        timeout_ms = h->use.cli.cls_timeout_ms ? h->use.cli.cls_timeout_ms
+                                               : ctx->opts.default_timeout_ms;
     if (timeout_ms > CW_MAX_TIMEOUT_MS)
         timeout_ms = CW_MAX_TIMEOUT_MS;
-    h->fcb = cb;
-    h->farg = arg;
-    if (!h->reforwarding) {
-        h->reforwards = 0;
-        if (h->fwd_in == NULL)
-            h->resume = false; /* a gateway's is set by cw_fwd_set_resume */
+    h->use.cli.cb = cb;
+    h->use.cli.arg = arg;
+    if (!h->use.cli.reforwarding) {
+        h->use.cli.reforwards = 0;
+        if (h->use.relay.in == NULL)
+            h->use.resume = false; /* a gateway's is set by cw_fwd_set_resume */
     }
-    h->final_set = false;
-    h->queued = false;
-    h->pending = 0;
-    h->overflowed = false;
-    h->sent = false;
-    h->linger = false;
-    h->user_done = false;
+    h->use.final_set = false;
+    h->use.queued = false;
+    h->use.pending = 0;
+    h->use.overflowed = false;
+    h->use.cli.sent = false;
+    h->use.cli.linger = false;
+    h->use.cli.user_done = false;
     h->cqe.fn = cw_h_complete;
-    if (h->fwd_in)
-        h->deadline_ns = h->fwd_in->deadline_ns;
+    if (h->use.relay.in)
+        h->use.deadline_ns = h->use.relay.in->use.deadline_ns;
     else
-        h->deadline_ns = cw_now_ns() + timeout_ms * 1000000ull;
-    h->req_id = cw_ctx_req_id(ctx);
-    if (h->ovf_local) {
-        cw_bulk_unref(h->ovf_local);
-        h->ovf_local = NULL;
+        h->use.deadline_ns = cw_now_ns() + timeout_ms * 1000000ull;
+    h->use.req_id = cw_ctx_req_id(ctx);
+    if (h->use.ovf_local) {
+        cw_bulk_unref(h->use.ovf_local);
+        h->use.ovf_local = NULL;
     }
     /* In flight (listed, referenced) before anything can complete it. */
-    cw_ctx_timer_at(ctx, h->deadline_ns);
-    h->state = CW_H_ACTIVE;
+    cw_ctx_timer_at(ctx, h->use.deadline_ns);
+    h->use.state = CW_H_ACTIVE;
     atomic_fetch_add(&h->refs, 1);
     cw_list_add(&ctx->inflight, &h->link);
-    if (cw_addr_is_self(h->addr) && !h->fwd_in)
+    if (cw_addr_is_self(h->use.cli.addr) && !h->use.relay.in)
         st = cw_fwd_self(h);
     else
         st = cw_fwd_net(h);
     if (st != CW_OK) {
         cw_list_del(&h->link);
         atomic_fetch_sub(&h->refs, 1); /* the caller still holds one */
-        if (h->ovf_local) {
-            cw_bulk_unref(h->ovf_local);
-            h->ovf_local = NULL;
+        if (h->use.ovf_local) {
+            cw_bulk_unref(h->use.ovf_local);
+            h->use.ovf_local = NULL;
         }
-        h->state = CW_H_IDLE;
+        h->use.state = CW_H_IDLE;
         pthread_mutex_unlock(&ctx->lock);
         return st;
     }
@@ -515,21 +521,22 @@ bool cw_h_reforward(cw_handle_t *h, cw_status_t st)
     if (!cw_h_may_reforward(h, st))
         return false;
     now = cw_now_ns();
-    if (now + 1000000 >= h->deadline_ns ||
-        cw_addr_reroute(h->addr, &addr) != CW_OK)
+    if (now + 1000000 >= h->use.deadline_ns ||
+        cw_addr_reroute(h->use.cli.addr, &addr) != CW_OK)
         return false;
     pthread_mutex_lock(&ctx->lock);
-    cw_addr_unref_locked(h->addr);
-    h->addr = addr;
-    h->net = addr->net;
-    h->state = CW_H_IDLE;
-    h->resume = true;
-    h->reforwards++;
-    h->reforwarding = true;
+    cw_addr_unref_locked(h->use.cli.addr);
+    h->use.cli.addr = addr;
+    h->use.net = addr->net;
+    h->use.state = CW_H_IDLE;
+    h->use.resume = true;
+    h->use.cli.reforwards++;
+    h->use.cli.reforwarding = true;
     pthread_mutex_unlock(&ctx->lock);
-    fst = cw_forward(h, (h->deadline_ns - now) / 1000000u, h->fcb, h->farg);
+    fst = cw_forward(h, (h->use.deadline_ns - now) / 1000000u, h->use.cli.cb,
+                     h->use.cli.arg);
     pthread_mutex_lock(&ctx->lock);
-    h->reforwarding = false;
+    h->use.cli.reforwarding = false;
     if (fst == CW_OK) {
         ctx->stats.reforwarded++;
         CW_LOG_RL(CW_LOG_INFO, "core",
@@ -537,7 +544,7 @@ bool cw_h_reforward(cw_handle_t *h, cw_status_t st)
                   "(%s): request resumed through another one",
                   cw_status_name(st));
     } else {
-        h->state = CW_H_DONE;
+        h->use.state = CW_H_DONE;
     }
     pthread_mutex_unlock(&ctx->lock);
     return fst == CW_OK;

@@ -35,8 +35,7 @@ struct cw_handle *cw_handle_alloc(cw_context_t *ctx, bool server)
         cw_list_init(&h->sq_link);
     }
     atomic_init(&h->refs, 1);
-    h->server = server;
-    h->state = CW_H_IDLE;
+    h->use.server = server;
     /* The writer is "in" for a client and "out" for a server: swap the
      * embedded buffers so the allocation is kept across reuse. */
     if (server != h->out.writer) {
@@ -56,35 +55,40 @@ static void handle_free(cw_handle_t *h)
     free(h->msg);
     free(h->sbuf);
     free(h->ovf_buf);
-    free(h->route);
+    free(h->route_buf);
     free(h->desc_copy);
-    free(h->fwd_route_buf);
+    free(h->relay_route_buf);
     free(h);
 }
 
+/* Release what this use holds, then clear it in one step: the next use
+ * starts from a fresh handle but for the kept buffers. */
 static void handle_recycle_locked(cw_handle_t *h)
 {
     cw_context_t *ctx = h->ctx;
-    cw_buf_t *w = h->server ? &h->out : &h->in;
-    cw_buf_t *r = h->server ? &h->in : &h->out;
+    struct cw_h_use *u = &h->use;
+    cw_buf_t *w = u->server ? &h->out : &h->in;
+    cw_buf_t *r = u->server ? &h->in : &h->out;
 
-    if (h->addr) {
-        cw_addr_unref_locked(h->addr);
-        h->addr = NULL;
-    }
-    if (h->src.na) {
-        cw_na_addr_free(h->src.net->na, h->src.na);
-        h->src.na = NULL;
-        cw_net_unref_locked(h->src.net);
+    if (u->server) {
+        if (u->srv.src.na) {
+            cw_na_addr_free(u->srv.src.net->na, u->srv.src.na);
+            cw_net_unref_locked(u->srv.src.net);
+        }
+        cw_rs_handle_leave(h);
+    } else {
+        if (u->cli.addr)
+            cw_addr_unref_locked(u->cli.addr);
+        cw_rwait_del(h);
+        free(u->cli.bresp); /* only if a batch answered a handle already
+                               failed */
     }
     cw_buf_reset(w);
     w->writer = true;
     cw_buf_init_reader(r, NULL, 0);
     r->h = h;
-    if (h->ovf_local) {
-        cw_bulk_unref(h->ovf_local);
-        h->ovf_local = NULL;
-    }
+    if (u->ovf_local)
+        cw_bulk_unref(u->ovf_local);
     /* After the registrations of these buffers are gone. */
     cw_buf_trim(w, CW_POOL_KEEP_BYTES);
     if (h->ovf_cap > CW_POOL_KEEP_BYTES) {
@@ -97,72 +101,26 @@ static void handle_recycle_locked(cw_handle_t *h)
         h->desc_copy = NULL;
         h->desc_copy_cap = 0;
     }
+    if (h->relay_route_cap > CW_POOL_KEEP_BYTES) {
+        free(h->relay_route_buf);
+        h->relay_route_buf = NULL;
+        h->relay_route_cap = 0;
+    }
     cw_list_del(&h->link);
-    if (h->fwd_xctx) {
+    if (u->relay.xctx) {
         cw_fwd_unlink_xctx(h);
-    } else if (h->fwd_in) {
-        if (h->fwd_in->fwd_out == h)
-            h->fwd_in->fwd_out = NULL;
-        cw_handle_unref_locked(h->fwd_in);
-        h->fwd_in = NULL;
+    } else if (u->relay.in) {
+        if (u->relay.in->use.relay.out == h)
+            u->relay.in->use.relay.out = NULL;
+        cw_handle_unref_locked(u->relay.in);
     }
-    h->fwd_out = NULL;
-    h->canceled = false;
-    h->sent = false;
-    h->linger = false;
-    h->user_done = false;
-    h->fwd_route = NULL;
-    if (h->fwd_route_cap > CW_POOL_KEEP_BYTES) {
-        free(h->fwd_route_buf);
-        h->fwd_route_buf = NULL;
-        h->fwd_route_cap = 0;
-    }
-    h->desc_copy_len = 0;
-    h->raw_desc = NULL;
-    h->raw_desc_len = 0;
-    h->raw_ndesc = 0;
-    h->resp_desc = NULL;
-    h->resp_desc_len = 0;
-    h->resp_ndesc = 0;
-    h->cls = NULL;
-    h->hfn = NULL;
-    h->hook = NULL;
-    h->self_call = false;
-    h->auto_release = false;
-    h->overflowed = false;
-    if (h->self_peer) {
-        /* A self request dropped unanswered: its caller must not reach
-         * this handle once it serves another request. */
-        h->self_peer->self_peer = NULL;
-        h->self_peer = NULL;
-    }
-    h->one_way = false;
-    cw_rs_handle_leave(h);
-    h->idempotent = false;
-    h->resume = false;
-    h->resume_id = 0;
-    h->reforwards = 0;
-    h->hops = 0;
-    h->pending = 0;
-    h->final_set = false;
-    h->queued = false;
-    h->send_op = h->recv_op = NULL;
-    h->recv_canceled = false;
-    h->batches = false;
-    h->from_batch = false;
-    /* A pooled handle must not carry a pin of another network (freed with
-     * it) into its next use (core/spread.c). */
-    h->pin = NULL;
-    h->peer = NULL;
-    h->pin_home = h->pin_asker = h->pin_warm = h->pin_held = false;
-    h->pin_ask = false;
-    cw_rwait_del(h);
-    free(h->bresp); /* only if a batch answered a handle already failed */
-    h->bresp = NULL;
-    h->bulk_op = NULL;
-    h->net = NULL;
-    if (h->route)
-        h->route[0] = '\0';
+    /* A self request dropped unanswered: its caller must not reach this
+     * handle once it serves another request. */
+    if (u->self_peer)
+        u->self_peer->use.self_peer = NULL;
+    /* Nothing of this use is carried into the next: not a pin of another
+     * network (freed with it, core/spread.c), not a flag. */
+    memset(u, 0, sizeof(*u));
     if (ctx->nfree_handles < CW_POOL_MAX && !ctx->destroying) {
         h->next_free = ctx->free_handles;
         ctx->free_handles = h;
@@ -224,7 +182,7 @@ cw_addr_t *cw_handle_source(cw_handle_t *h)
 {
     if (h == NULL)
         return NULL;
-    return h->server ? &h->src : h->addr;
+    return h->use.server ? &h->use.srv.src : h->use.cli.addr;
 }
 
 cw_context_t *cw_handle_context(cw_handle_t *h)
@@ -234,88 +192,88 @@ cw_context_t *cw_handle_context(cw_handle_t *h)
 
 cw_rpc_id_t cw_handle_rpc_id(cw_handle_t *h)
 {
-    return h ? h->id : 0;
+    return h ? h->use.id : 0;
 }
 
 bool cw_handle_canceled(cw_handle_t *h)
 {
     bool c;
 
-    if (h == NULL || !h->server)
+    if (h == NULL || !h->use.server)
         return false;
     pthread_mutex_lock(&h->ctx->lock);
-    c = h->canceled || cw_now_ns() > h->deadline_ns;
+    c = h->use.srv.canceled || cw_now_ns() > h->use.deadline_ns;
     pthread_mutex_unlock(&h->ctx->lock);
     return c;
 }
 
 bool cw_handle_idempotent(cw_handle_t *h)
 {
-    return h != NULL && h->idempotent;
+    return h != NULL && h->use.idempotent;
 }
 
 uint64_t cw_handle_remaining_ms(cw_handle_t *h)
 {
     uint64_t now = cw_now_ns();
 
-    if (h == NULL || now >= h->deadline_ns)
+    if (h == NULL || now >= h->use.deadline_ns)
         return 0;
-    return (h->deadline_ns - now) / 1000000ull;
+    return (h->use.deadline_ns - now) / 1000000ull;
 }
 
 /* ---- completion state machine (lock held) --------------------------------*/
 
 void cw_h_set_final(cw_handle_t *h, cw_status_t st)
 {
-    if (!h->final_set) {
-        h->final_set = true;
-        h->final = st;
+    if (!h->use.final_set) {
+        h->use.final_set = true;
+        h->use.final = st;
     }
 }
 
 void cw_h_check(cw_handle_t *h)
 {
-    if (!h->final_set || h->state != CW_H_ACTIVE)
+    if (!h->use.final_set || h->use.state != CW_H_ACTIVE)
         return;
-    if (h->pin != NULL && h->pending == 0) {
+    if (!h->use.server && h->use.cli.pin != NULL && h->use.pending == 0) {
         cw_pin_check_member(h);
-        if (h->pin_home || h->pin_warm)
+        if (h->use.cli.pin_home || h->use.cli.pin_warm)
             cw_pin_gate_done(h); /* may send forwards that waited on it */
     }
-    if (h->pending > 0) {
-        if (h->linger && !h->queued) {
-            h->queued = true; /* the caller hears now */
+    if (h->use.pending > 0) {
+        if (!h->use.server && h->use.cli.linger && !h->use.queued) {
+            h->use.queued = true; /* the caller hears now */
             cw_cq_push(h->ctx, &h->cqe);
         }
         return;
     }
-    if (h->linger) {
+    if (!h->use.server && h->use.cli.linger) {
         /* Nothing outstanding any more: the payload may go. */
-        h->linger = false;
+        h->use.cli.linger = false;
         cw_list_del(&h->link);
-        if (h->ovf_local) {
-            cw_bulk_unref(h->ovf_local);
-            h->ovf_local = NULL;
+        if (h->use.ovf_local) {
+            cw_bulk_unref(h->use.ovf_local);
+            h->use.ovf_local = NULL;
         }
-        if (h->queued) {
-            if (h->user_done) {
-                h->state = CW_H_DONE;
+        if (h->use.queued) {
+            if (h->use.cli.user_done) {
+                h->use.state = CW_H_DONE;
                 cw_handle_unref_locked(h);
             }
             return; /* else cw_h_complete finishes */
         }
     }
-    if (h->queued)
+    if (h->use.queued)
         return;
-    h->queued = true;
+    h->use.queued = true;
     cw_list_del(&h->link);
-    if (h->ovf_local) {
-        cw_bulk_unref(h->ovf_local);
-        h->ovf_local = NULL;
+    if (h->use.ovf_local) {
+        cw_bulk_unref(h->use.ovf_local);
+        h->use.ovf_local = NULL;
     }
-    if (h->server && h->rcb == NULL) {
+    if (h->use.server && h->use.srv.cb == NULL) {
         /* Nobody to tell: finish here instead of a trip through the queue. */
-        h->state = CW_H_DONE;
+        h->use.state = CW_H_DONE;
         cw_handle_unref_locked(h);
         return;
     }
@@ -334,19 +292,20 @@ void cw_h_complete(struct cw_cqe *e)
     bool keep;
 
     pthread_mutex_lock(&ctx->lock);
-    keep = h->linger; /* still exposed to the peer: see cw_h_fail */
+    keep = !h->use.server &&
+           h->use.cli.linger; /* still exposed to the peer: see cw_h_fail */
     if (keep) {
         /* The linger may end (cw_h_check drops the forward's reference)
          * on another thread, or in a progress call the callback makes,
          * while the callback still uses the handle: hold it until then. */
-        h->user_done = true;
+        h->use.cli.user_done = true;
         cw_handle_ref(h);
     } else {
-        h->state = CW_H_DONE;
+        h->use.state = CW_H_DONE;
     }
-    cb = h->server ? h->rcb : h->fcb;
-    arg = h->server ? h->rarg : h->farg;
-    st = h->final;
+    cb = h->use.server ? h->use.srv.cb : h->use.cli.cb;
+    arg = h->use.server ? h->use.srv.arg : h->use.cli.arg;
+    st = h->use.final;
     pthread_mutex_unlock(&ctx->lock);
     if (!keep && cw_h_may_reforward(h, st) && cw_h_reforward(h, st)) {
         cw_handle_release(h); /* the new forward holds its own */

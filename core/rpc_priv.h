@@ -385,121 +385,158 @@ enum cw_hstate {
     CW_H_DONE,     /**< completion queued/run */
 };
 
-struct cw_handle {
-    cw_context_t *ctx;
-    atomic_int refs;
+/*
+ * A handle has parts by role.  A client forwards a request and takes in
+ * its response; a server takes in a request and answers it; a gateway
+ * relays a request with two handles, the incoming (server) one and the
+ * outgoing (client) one made for it (cw_fwd_create), linked by their relay
+ * parts.  A pooled handle serves either role on its next use.
+ *
+ * Everything one use needs sits in struct cw_h_use, zeroed in one step
+ * when the handle goes back to its pool: a recycled handle is a fresh one
+ * but for the buffers it keeps (struct cw_handle, "kept").
+ */
+
+/** Client part of a use: a forward. */
+struct cw_h_client {
+    cw_addr_t *addr;    /**< destination (referenced) */
+    cw_na_addr_t *peer; /**< where this forward goes: the address's own,
+                             or the member it is pinned to (spread.c) */
+    cw_forward_cb_t cb;
+    void *arg;
+    uint64_t cls_timeout_ms; /**< its RPC class's timeout (0: none) */
+    uint64_t linger_until;
+    cw_status_t resp_status;      /**< remote status while pulling a response */
+    uint8_t reforwards;           /**< sent again through another gateway */
+    bool sent;                    /**< the request went on a network */
+    bool linger;                  /**< completed, payload still exposed */
+    bool user_done;               /**< callback ran while lingering */
+    bool reforwarding;            /**< cw_forward called by the core */
+    bool recv_canceled;           /**< cw_na_cancel already asked for recv_op */
+    bool rwaiting;                /**< on ctx->rwait */
+    struct cw_handle *rwait_next; /**< ctx->rwait chain */
+    uint8_t *bresp;               /**< response that came in a batch, or NULL */
+    size_t bresp_cap, bresp_len;
+    /* spread addresses (core/spread.c) */
+    struct cw_pin *pin;      /**< the pin it counts on or waits in */
+    struct cw_list pin_link; /**< pin->held, while pin_held */
+    bool pin_home;           /**< counted in pin->home_inflight */
+    bool pin_warm;           /**< the first forward to the member */
+    bool pin_asker;          /**< carries CW_HF_PIN_ASK */
+    bool pin_held;           /**< waiting on pin->held */
+};
+
+/** Server part of a use: a request taken in, and its answer. */
+struct cw_h_server {
+    struct cw_addr src; /**< the caller (embedded address) */
+    char *route;        /**< routing destination (NUL-terminated, in
+                             route_buf), or NULL: none */
+    size_t resp_limit;  /**< caller's response eager limit */
+    cw_respond_cb_t cb;
+    void *arg;
+    /* set at dispatch: a handler, or the gateway's forward hook */
+    cw_rpc_handler_t hfn;
+    void *harg;
+    cw_forward_hook_t hook;
+    void *hook_arg;
+    const uint8_t *raw_desc; /**< the request's descriptor section */
+    size_t raw_desc_len;
+    unsigned raw_ndesc;
+    const uint8_t *resp_desc; /**< descriptor section of the response */
+    size_t resp_desc_len;
+    unsigned resp_ndesc;
+    struct cw_rsess *rsess; /**< its resume session (bulk_resume.c), or
+                                 NULL */
+    bool canceled;          /**< the caller cancelled */
+    bool send_canceled;     /**< cw_na_cancel already asked for send_op */
+    bool self_call;         /**< the server side of an RPC to self */
+    bool batches;           /**< the caller takes batches (REQ flag) */
+    bool from_batch;        /**< the request came in a CW_MSG_BATCH */
+    bool pin_ask;           /**< the caller asked for a member */
+};
+
+/** Relay part of a use (gateway, include/causeway/forward.h). */
+struct cw_h_relay {
+    struct cw_handle *in;      /**< outgoing: the incoming handle */
+    struct cw_handle *out;     /**< incoming: its outgoing handle */
+    bool xctx;                 /**< in and out live in two contexts: the
+                                    link is under cw_fwd_link_lock and
+                                    holds no reference */
+    struct cw_cqe xcancel_cqe; /**< outgoing: cancel from in's ctx */
+    char *route;               /**< outgoing: routing destination (in
+                                    relay_route_buf), or NULL: none */
+    size_t desc_len; /**< outgoing: bytes of the section at desc_copy */
+    unsigned ndesc;  /**< outgoing: its descriptors */
+};
+
+/** One use of a handle: zeroed when it goes back to the pool. */
+struct cw_h_use {
     bool server;
     bool one_way;
     enum cw_hstate state;
     cw_rpc_id_t id;
-    struct cw_rpc_class *cls;
-    cw_addr_t *addr;    /**< client: destination (referenced) */
-    struct cw_addr src; /**< server: embedded source address */
     cw_network_t *net;
+    uint64_t req_id;
+    uint32_t tag; /**< response tag */
+    uint64_t deadline_ns;
+    uint8_t hops;
+    /* op tracking */
+    unsigned pending;
+    bool final_set;
+    bool queued;
+    cw_status_t final;
+    cw_na_op_t *send_op;
+    cw_na_op_t *recv_op;
+    cw_bulk_op_t *bulk_op;
+    cw_bulk_t *ovf_local; /**< our payload exposed for the peer to pull */
+    bool overflowed;      /**< the request overflowed */
+    struct cw_handle *self_peer; /**< RPC to self: the other side */
+    /* chunk-level resume (core/bulk_resume.c) */
+    bool idempotent;    /**< request marked idempotent */
+    bool resume;        /**< request resumes an earlier one (RESUME) */
+    uint64_t resume_id; /**< chosen at the origin, kept by gateways */
+    /* coalesced message (coalesce.c): send_op is CW_SQ_QUEUED while on
+     * ctx->sendq, CW_SQ_BATCHED once inside a batch in flight */
+    const uint8_t *sq_msg;
+    size_t sq_len;
+    bool sq_cancel; /**< cancelled while queued: never sent */
+    struct cw_h_relay relay;
+    union {
+        struct cw_h_client cli;
+        struct cw_h_server srv;
+    };
+};
+
+struct cw_handle {
+    cw_context_t *ctx;
+    atomic_int refs;
+    struct cw_handle *next_free; /**< ctx->free_handles */
+    /* kept: what a pooled handle keeps for its next use, so that it does
+     * not allocate again (trimmed to CW_POOL_KEEP_BYTES on recycle) */
     cw_buf_t in;
     cw_buf_t out;
     uint8_t *msg; /**< received message / response buffer */
     size_t msg_cap;
     uint8_t *sbuf; /**< assembled outgoing message when not in place */
     size_t sbuf_cap;
-    uint64_t req_id;
-    uint32_t tag; /**< response tag */
-    uint64_t deadline_ns;
-    uint8_t hops;
-    size_t resp_limit; /**< server: caller's response eager limit */
-    char *route;       /**< server: routing destination (NUL-terminated) */
-    size_t route_cap;
-    /* op tracking */
-    cw_na_op_t *send_op;
-    bool send_canceled;       /**< cw_na_cancel already asked for send_op */
-    struct cw_list resp_link; /**< on ctx->responding */
-    cw_na_op_t *recv_op;
-    cw_bulk_op_t *bulk_op;
-    unsigned pending;
-    bool final_set;
-    bool queued;
-    cw_status_t final;
-    cw_forward_cb_t fcb;
-    void *farg;
-    cw_respond_cb_t rcb;
-    void *rarg;
-    struct cw_cqe cqe;
-    struct cw_list link;
-    /* overflow */
-    cw_bulk_t *ovf_local; /**< our payload exposed for the peer to pull */
-    uint8_t *ovf_buf;     /**< payload pulled from the peer */
+    uint8_t *ovf_buf; /**< payload pulled from the peer */
     size_t ovf_cap;
+    char *route_buf; /**< server: room for use.srv.route */
+    size_t route_cap;
+    uint8_t *desc_copy; /**< relay, outgoing: its descriptor section,
+                             use.relay.desc_len bytes */
+    size_t desc_copy_cap;
+    char *relay_route_buf; /**< relay, outgoing: room for use.relay.route */
+    size_t relay_route_cap;
+    /* empty (self-linked) between uses */
+    struct cw_list link;      /**< ctx->inflight, incoming or wait_done */
+    struct cw_list resp_link; /**< ctx->responding */
+    struct cw_list sq_link;   /**< ctx->sendq */
+    /* written before each use of them */
+    struct cw_cqe cqe;
     uint8_t done_msg[CW_HDR_SIZE];
     uint8_t cancel_msg[CW_HDR_SIZE];
-    bool canceled;  /**< server: the caller cancelled */
-    bool sent;      /**< client: the request went on a network */
-    bool linger;    /**< client: completed, payload still exposed */
-    bool user_done; /**< client: callback ran while lingering */
-    uint64_t linger_until;
-    struct cw_handle *fwd_out; /**< incoming: its outgoing handle */
-    /* self RPCs */
-    struct cw_handle *self_peer;
-    /* gateway */
-    struct cw_handle *fwd_in;  /**< outgoing: the incoming one */
-    bool fwd_xctx;             /**< fwd_in/fwd_out live in two contexts:
-                                    the link is under cw_fwd_link_lock
-                                    and holds no reference */
-    struct cw_cqe xcancel_cqe; /**< outgoing: cancel from fwd_in's ctx */
-    const uint8_t *raw_desc;   /**< outgoing: desc section to send */
-    size_t raw_desc_len;
-    unsigned raw_ndesc;
-    uint8_t *desc_copy; /**< replaced section (owned) */
-    size_t desc_copy_len;
-    size_t desc_copy_cap; /**< bytes allocated at desc_copy (kept
-                               when the handle is recycled) */
-    struct cw_handle *next_free;
-    /* set at dispatch (server) or create (client) */
-    cw_rpc_handler_t hfn;
-    void *harg;
-    cw_forward_hook_t hook;
-    void *hook_arg;
-    uint64_t cls_timeout_ms;
-    bool self_call;          /**< server side of an RPC to self */
-    bool auto_release;       /**< core answered it: drop the owner reference */
-    bool overflowed;         /**< this forward's request overflowed */
-    cw_status_t resp_status; /**< remote status while pulling a response */
-    char *fwd_route;         /**< outgoing gateway handle: routing destination
-                                  (NULL: none; else points at fwd_route_buf) */
-    char *fwd_route_buf;     /**< kept when the handle is recycled */
-    size_t fwd_route_cap;
-    const uint8_t *resp_desc; /**< server: desc section of the response */
-    size_t resp_desc_len;
-    unsigned resp_ndesc;
-    /* chunk-level resume (core/bulk_resume.c) */
-    bool idempotent;        /**< request marked idempotent */
-    bool resume;            /**< request resumes an earlier one (RESUME) */
-    uint64_t resume_id;     /**< chosen at the origin, kept by gateways */
-    struct cw_rsess *rsess; /**< server: its resume session, or NULL */
-    uint8_t reforwards;     /**< client: sent again through another gateway */
-    bool reforwarding;      /**< client: cw_forward called by the core */
-    /* coalesced request (coalesce.c): send_op is CW_SQ_QUEUED while on
-     * ctx->sendq, CW_SQ_BATCHED once inside a batch in flight */
-    struct cw_list sq_link;
-    const uint8_t *sq_msg;
-    size_t sq_len;
-    bool sq_cancel;     /**< cancelled while queued: never sent */
-    bool batches;       /**< server: the caller takes batches (REQ flag) */
-    bool from_batch;    /**< server: the request came in a CW_MSG_BATCH */
-    bool recv_canceled; /**< cw_na_cancel already asked for recv_op */
-    struct cw_handle *rwait_next; /**< ctx->rwait chain */
-    bool rwaiting;                /**< on ctx->rwait */
-    uint8_t *bresp;               /**< response that came in a batch, or NULL */
-    size_t bresp_cap, bresp_len;
-    /* spread addresses (core/spread.c) */
-    cw_na_addr_t *peer; /**< client: where this forward goes: the address's
-                             own, or the member it is pinned to */
-    struct cw_pin *pin; /**< client: the pin it counts on or waits in */
-    bool pin_home;      /**< client: counted in pin->home_inflight */
-    bool pin_warm;      /**< client: the first forward to the member */
-    bool pin_asker;     /**< client: carries CW_HF_PIN_ASK */
-    bool pin_held;      /**< client: waiting on pin->held */
-    struct cw_list pin_link;
-    bool pin_ask; /**< server: the caller asked for a member */
+    struct cw_h_use use;
 };
 
 extern const char cw_sq_marks[2];
@@ -749,9 +786,10 @@ void cw_h_complete(struct cw_cqe *e);
  *  no lock held). */
 static inline bool cw_h_may_reforward(const cw_handle_t *h, cw_status_t st)
 {
-    return !h->server && h->idempotent && !h->one_way && h->fwd_in == NULL &&
+    return !h->use.server && h->use.idempotent && !h->use.one_way &&
+           h->use.relay.in == NULL &&
            (st == CW_DISCONNECTED || st == CW_UNREACHABLE || st == CW_IO) &&
-           h->reforwards < CW_MAX_REFORWARDS;
+           h->use.cli.reforwards < CW_MAX_REFORWARDS;
 }
 /** Send @p h again, marked RESUME, through another gateway of its route
  *  (no lock held, from its completion): true if it went. */

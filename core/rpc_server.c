@@ -14,14 +14,14 @@ static void run_handler(struct cw_cqe *e)
 {
     cw_handle_t *h = cw_container_of(e, cw_handle_t, cqe);
 
-    h->hfn(h, h->harg);
+    h->use.srv.hfn(h, h->use.srv.harg);
 }
 
 static void run_hook(struct cw_cqe *e)
 {
     cw_handle_t *h = cw_container_of(e, cw_handle_t, cqe);
 
-    h->hook(h, h->hook_arg);
+    h->use.srv.hook(h, h->use.srv.hook_arg);
 }
 
 static bool route_is_ours(cw_context_t *ctx, const char *route)
@@ -37,35 +37,34 @@ void cw_rpc_dispatch(cw_handle_t *h)
     cw_context_t *ctx = h->ctx;
     struct cw_rpc_class *c;
 
-    if (h->route && h->route[0] && !route_is_ours(ctx, h->route)) {
+    if (h->use.srv.route != NULL && !route_is_ours(ctx, h->use.srv.route)) {
         if (ctx->fwd_hook == NULL) {
-            if (h->one_way)
+            if (h->use.one_way)
                 cw_handle_unref_locked(h);
             else
                 cw_respond_internal(h, CW_NO_ROUTE);
             return;
         }
-        h->hook = ctx->fwd_hook;
-        h->hook_arg = ctx->fwd_arg;
+        h->use.srv.hook = ctx->fwd_hook;
+        h->use.srv.hook_arg = ctx->fwd_arg;
         h->cqe.fn = run_hook;
         cw_cq_push(ctx, &h->cqe);
         return;
     }
-    c = cw_rpc_class_find(ctx, h->id);
+    c = cw_rpc_class_find(ctx, h->use.id);
     if (c == NULL || c->handler == NULL) {
         ctx->stats.no_rpc++;
         CW_LOG_RL(CW_LOG_INFO, "core", "request for unregistered RPC %016llx",
-                  (unsigned long long)h->id);
-        if (h->one_way)
+                  (unsigned long long)h->use.id);
+        if (h->use.one_way)
             cw_handle_unref_locked(h);
         else
             cw_respond_internal(h, CW_NO_RPC);
         return;
     }
-    h->cls = c;
     cw_rs_open(h);
-    h->hfn = c->handler;
-    h->harg = c->arg;
+    h->use.srv.hfn = c->handler;
+    h->use.srv.harg = c->arg;
     h->cqe.fn = run_handler;
     cw_cq_push(ctx, &h->cqe);
 }
@@ -81,15 +80,16 @@ static void ack_sent_cb(const struct cw_na_cb_info *info)
 static void srv_send_ack(cw_handle_t *h, cw_status_t st)
 {
     struct cw_wire_hdr hdr = {.type = CW_MSG_RESP,
-                              .rpc_id = h->id,
-                              .req_id = h->req_id,
+                              .rpc_id = h->use.id,
+                              .req_id = h->use.req_id,
                               .status = (uint16_t)st};
     cw_na_op_t *op;
 
     cw_wire_hdr_encode(h->done_msg, &hdr);
     atomic_fetch_add(&h->refs, 1);
-    if (cw_na_msg_send_expected(h->net->na, h->done_msg, CW_HDR_SIZE, h->src.na,
-                                h->tag, ack_sent_cb, h, &op) != CW_OK)
+    if (cw_na_msg_send_expected(h->use.net->na, h->done_msg, CW_HDR_SIZE,
+                                h->use.srv.src.na, h->use.tag, ack_sent_cb, h,
+                                &op) != CW_OK)
         cw_handle_unref_locked(h);
     else
         h->ctx->stats.na_ops++;
@@ -103,16 +103,16 @@ static void srv_pull_done(cw_bulk_op_t *op, cw_status_t st, void *arg)
     unsigned ndesc = h->in.ndesc;
     (void)op;
 
-    h->bulk_op = NULL;
-    h->pending--;
-    if (h->one_way) /* the caller hears whether its payload arrived */
+    h->use.bulk_op = NULL;
+    h->use.pending--;
+    if (h->use.one_way) /* the caller hears whether its payload arrived */
         srv_send_ack(h, st);
     if (st != CW_OK) {
         CW_LOG_RL(CW_LOG_WARN, "core",
                   "pulling an overflowed request "
                   "failed: %s",
                   cw_status_str(st));
-        if (h->one_way)
+        if (h->use.one_way)
             cw_handle_unref_locked(h);
         else
             cw_respond_internal(h, st);
@@ -133,10 +133,10 @@ static void recv_done(cw_network_t *net, const struct cw_wire_msg *m,
 
     for (e = ctx->wait_done.next; e != &ctx->wait_done; e = e->next) {
         cw_handle_t *h = cw_container_of(e, cw_handle_t, link);
-        if (h->req_id == m->hdr.req_id && h->net == net &&
-            cw_na_addr_cmp(net->na, h->src.na, source)) {
+        if (h->use.req_id == m->hdr.req_id && h->use.net == net &&
+            cw_na_addr_cmp(net->na, h->use.srv.src.na, source)) {
             cw_list_del(&h->link);
-            h->pending--;
+            h->use.pending--;
             cw_h_set_final(h, CW_OK);
             cw_h_check(h);
             return;
@@ -154,15 +154,15 @@ static void recv_cancel(cw_network_t *net, const struct cw_wire_msg *m,
 
     for (e = ctx->incoming.next; e != &ctx->incoming; e = e->next) {
         cw_handle_t *h = cw_container_of(e, cw_handle_t, link);
-        if (h->req_id == m->hdr.req_id && h->net == net &&
-            cw_na_addr_cmp(net->na, h->src.na, source)) {
-            if (h->fwd_xctx) {
+        if (h->use.req_id == m->hdr.req_id && h->use.net == net &&
+            cw_na_addr_cmp(net->na, h->use.srv.src.na, source)) {
+            if (h->use.relay.xctx) {
                 cw_fwd_cancel_xctx(h);
                 return;
             }
-            h->canceled = true;
-            if (h->fwd_out)
-                cw_h_cancel_locked(h->fwd_out);
+            h->use.srv.canceled = true;
+            if (h->use.relay.out)
+                cw_h_cancel_locked(h->use.relay.out);
             return;
         }
     }
@@ -192,13 +192,13 @@ static void recv_request(cw_network_t *net, struct cw_urecv *u, bool batched,
         cw_na_addr_free(net->na, source);
         return;
     }
-    h->net = net;
-    h->src.ctx = ctx;
-    h->src.net = net;
-    h->src.na = source;
+    h->use.net = net;
+    h->use.srv.src.ctx = ctx;
+    h->use.srv.src.net = net;
+    h->use.srv.src.na = source;
     cw_net_ref(net);
-    h->src.embedded = true;
-    h->src.self = false;
+    h->use.srv.src.embedded = true;
+    h->use.srv.src.self = false;
     /* Take the receive buffer instead of copying the message: the slot is
      * reposted with the handle's old buffer (pooled handles keep theirs,
      * so this allocates only the first time a handle serves a request). */
@@ -218,41 +218,44 @@ static void recv_request(cw_network_t *net, struct cw_urecv *u, bool batched,
         h->msg_cap = u->len;
         u->buf = mine;
     }
-    h->id = m.hdr.rpc_id;
-    h->req_id = m.hdr.req_id;
-    h->tag = m.hdr.resp_tag;
-    h->resp_limit = m.hdr.resp_limit;
-    h->hops = m.hdr.hops;
-    h->one_way = (m.hdr.flags & CW_HF_ONE_WAY) != 0;
-    h->overflowed = (m.hdr.flags & CW_HF_OVERFLOW) != 0;
-    h->idempotent = (m.hdr.flags & CW_HF_IDEMPOTENT) != 0;
-    h->resume = (m.hdr.flags & CW_HF_RESUME) != 0;
-    h->resume_id = m.hdr.resume_id;
-    h->batches = (m.hdr.flags & CW_HF_BATCHES) != 0;
-    h->pin_ask = (m.hdr.flags & CW_HF_PIN_ASK) != 0;
-    h->from_batch = batched;
+    h->use.id = m.hdr.rpc_id;
+    h->use.req_id = m.hdr.req_id;
+    h->use.tag = m.hdr.resp_tag;
+    h->use.srv.resp_limit = m.hdr.resp_limit;
+    h->use.hops = m.hdr.hops;
+    h->use.one_way = (m.hdr.flags & CW_HF_ONE_WAY) != 0;
+    h->use.overflowed = (m.hdr.flags & CW_HF_OVERFLOW) != 0;
+    h->use.idempotent = (m.hdr.flags & CW_HF_IDEMPOTENT) != 0;
+    h->use.resume = (m.hdr.flags & CW_HF_RESUME) != 0;
+    h->use.resume_id = m.hdr.resume_id;
+    h->use.srv.batches = (m.hdr.flags & CW_HF_BATCHES) != 0;
+    h->use.srv.pin_ask = (m.hdr.flags & CW_HF_PIN_ASK) != 0;
+    h->use.srv.from_batch = batched;
     budget =
         m.hdr.budget_us < CW_MAX_BUDGET_US ? m.hdr.budget_us : CW_MAX_BUDGET_US;
-    h->deadline_ns = cw_now_ns() + budget * 1000ull;
-    if (cw_grow((uint8_t **)&h->route, &h->route_cap,
-                (size_t)m.hdr.dest_len + 1) != CW_OK) {
-        ctx->stats.rx_dropped++;
-        cw_handle_unref_locked(h);
-        return;
+    h->use.deadline_ns = cw_now_ns() + budget * 1000ull;
+    if (m.hdr.dest_len > 0) {
+        if (cw_grow((uint8_t **)&h->route_buf, &h->route_cap,
+                    (size_t)m.hdr.dest_len + 1) != CW_OK) {
+            ctx->stats.rx_dropped++;
+            cw_handle_unref_locked(h);
+            return;
+        }
+        memcpy(h->route_buf, m.dest, m.hdr.dest_len);
+        h->route_buf[m.hdr.dest_len] = '\0';
+        h->use.srv.route = h->route_buf;
     }
-    memcpy(h->route, m.dest, m.hdr.dest_len);
-    h->route[m.hdr.dest_len] = '\0';
     cw_buf_init_reader(&h->in, m.payload, m.hdr.payload_len);
     h->in.desc = m.desc;
     h->in.desc_len = m.hdr.desc_len;
     h->in.ndesc = m.hdr.ndesc;
-    h->raw_desc = m.desc;
-    h->raw_desc_len = m.hdr.desc_len;
-    h->raw_ndesc = m.hdr.ndesc;
-    if (!h->one_way)
+    h->use.srv.raw_desc = m.desc;
+    h->use.srv.raw_desc_len = m.hdr.desc_len;
+    h->use.srv.raw_ndesc = m.hdr.ndesc;
+    if (!h->use.one_way)
         cw_list_add(&ctx->incoming, &h->link);
-    if (h->hops > ctx->max_hops) {
-        if (h->one_way)
+    if (h->use.hops > ctx->max_hops) {
+        if (h->use.one_way)
             cw_handle_unref_locked(h);
         else
             cw_respond_internal(h, CW_TTL_EXPIRED);
@@ -261,9 +264,9 @@ static void recv_request(cw_network_t *net, struct cw_urecv *u, bool batched,
     if (m.hdr.flags & CW_HF_OVERFLOW) {
         st = cw_payload_check(ctx, &m, "request", net);
         if (st == CW_OK)
-            st = cw_h_pull(h, &m, h->src.na, srv_pull_done);
+            st = cw_h_pull(h, &m, h->use.srv.src.na, srv_pull_done);
         if (st != CW_OK) {
-            if (h->one_way) {
+            if (h->use.one_way) {
                 srv_send_ack(h, st);
                 cw_handle_unref_locked(h);
             } else {
@@ -393,14 +396,14 @@ void cw_resp_send_cb(const struct cw_na_cb_info *info)
 
 void cw_resp_send_done(cw_handle_t *h, cw_status_t status)
 {
-    h->send_op = NULL;
+    h->use.send_op = NULL;
     cw_list_del(&h->resp_link);
-    h->pending--;
-    h->net->resp_sending--;
+    h->use.pending--;
+    h->use.net->resp_sending--;
     if (status != CW_OK) {
         if (!cw_list_empty(&h->link)) {
             cw_list_del(&h->link);
-            h->pending--;
+            h->use.pending--;
         }
         cw_h_set_final(h, status);
     } else if (cw_list_empty(&h->link)) {
@@ -412,12 +415,12 @@ void cw_resp_send_done(cw_handle_t *h, cw_status_t status)
 /* A self RPC: hand the output straight to the caller's handle. */
 static cw_status_t respond_self(cw_handle_t *h, cw_status_t status)
 {
-    cw_handle_t *c = h->self_peer;
+    cw_handle_t *c = h->use.self_peer;
     cw_status_t st = CW_OK;
 
     if (c != NULL) {
-        h->self_peer = NULL;
-        c->self_peer = NULL;
+        h->use.self_peer = NULL;
+        c->use.self_peer = NULL;
         st = cw_grow(&c->msg, &c->msg_cap, h->out.len ? h->out.len : 1);
         if (st == CW_OK) {
             if (h->out.len)
@@ -435,7 +438,7 @@ static cw_status_t respond_self(cw_handle_t *h, cw_status_t status)
 static cw_status_t respond_net(cw_handle_t *h, cw_status_t status)
 {
     cw_context_t *ctx = h->ctx;
-    cw_network_t *net = h->net;
+    cw_network_t *net = h->use.net;
     const char *member = NULL;
     size_t limit;
     struct cw_wire_hdr hdr;
@@ -447,38 +450,42 @@ static cw_status_t respond_net(cw_handle_t *h, cw_status_t status)
         return CW_DISCONNECTED; /* cw_network_close */
     memset(&hdr, 0, sizeof(hdr));
     hdr.type = CW_MSG_RESP;
-    hdr.rpc_id = h->id;
-    hdr.req_id = h->req_id;
+    hdr.rpc_id = h->use.id;
+    hdr.req_id = h->use.req_id;
     hdr.status = (uint16_t)status;
     /* The caller's receive buffer may be smaller than what we could send. */
     limit = net->caps.max_expected_size;
-    if (h->resp_limit >= CW_HDR_SIZE + 64 && h->resp_limit < limit)
-        limit = h->resp_limit;
-    if (h->pin_ask && (member = cw_spread_pick(net)) != NULL)
+    if (h->use.srv.resp_limit >= CW_HDR_SIZE + 64 &&
+        h->use.srv.resp_limit < limit)
+        limit = h->use.srv.resp_limit;
+    if (h->use.srv.pin_ask && (member = cw_spread_pick(net)) != NULL)
         hdr.flags |= CW_HF_PIN;
-    st = cw_msg_build(h, &h->out, limit, member, h->resp_desc, h->resp_desc_len,
-                      h->resp_ndesc, &hdr, &msg, &total);
+    st = cw_msg_build(h, &h->out, limit, member, h->use.srv.resp_desc,
+                      h->use.srv.resp_desc_len, h->use.srv.resp_ndesc, &hdr,
+                      &msg, &total);
     if (st != CW_OK)
         return st;
     if (!cw_sq_offer(h, msg, total)) {
-        st = cw_na_msg_send_expected(net->na, msg, total, h->src.na, h->tag,
-                                     cw_resp_send_cb, h, &h->send_op);
+        st = cw_na_msg_send_expected(net->na, msg, total, h->use.srv.src.na,
+                                     h->use.tag, cw_resp_send_cb, h,
+                                     &h->use.send_op);
         if (st != CW_OK)
             return st;
     }
-    h->pending++;
+    h->use.pending++;
     net->resp_sending++;
-    h->send_canceled = false;
+    h->use.srv.send_canceled = false;
     cw_list_add(&ctx->responding, &h->resp_link);
     ctx->stats.na_ops++;
     ctx->stats.tx_responses++;
     if (hdr.flags & CW_HF_OVERFLOW) {
         uint64_t now = cw_now_ns();
-        h->deadline_ns =
-            (h->deadline_ns > now ? h->deadline_ns : now) + CW_DONE_GRACE_NS;
-        h->pending++;
+        h->use.deadline_ns =
+            (h->use.deadline_ns > now ? h->use.deadline_ns : now) +
+            CW_DONE_GRACE_NS;
+        h->use.pending++;
         cw_list_add(&ctx->wait_done, &h->link);
-        cw_ctx_timer_at(ctx, h->deadline_ns);
+        cw_ctx_timer_at(ctx, h->use.deadline_ns);
     }
     return CW_OK;
 }
@@ -488,28 +495,29 @@ cw_status_t cw_respond_locked(cw_handle_t *h, cw_status_t status,
 {
     cw_status_t st;
 
-    if (!h->server || h->state != CW_H_IDLE || h->one_way ||
+    if (!h->use.server || h->use.state != CW_H_IDLE || h->use.one_way ||
         !cw_status_valid((int)status))
         return CW_INVALID_ARG;
     if (status == CW_OK && h->out.err != CW_OK)
         status = h->out.err;
-    h->rcb = cb;
-    h->rarg = arg;
-    h->state = CW_H_ACTIVE;
-    h->final_set = false;
-    h->queued = false;
-    h->pending = 0;
+    h->use.srv.cb = cb;
+    h->use.srv.arg = arg;
+    h->use.state = CW_H_ACTIVE;
+    h->use.final_set = false;
+    h->use.queued = false;
+    h->use.pending = 0;
     h->cqe.fn = cw_h_complete;
     atomic_fetch_add(&h->refs, 1);
     cw_list_del(&h->link); /* off the incoming list */
-    if (!h->self_call && (h->canceled || cw_now_ns() > h->deadline_ns)) {
-        cw_status_t why = h->canceled ? CW_CANCELED : CW_TIMEOUT;
+    if (!h->use.srv.self_call &&
+        (h->use.srv.canceled || cw_now_ns() > h->use.deadline_ns)) {
+        cw_status_t why = h->use.srv.canceled ? CW_CANCELED : CW_TIMEOUT;
         /* The caller has given up: an answer would only be dropped, except
          * that a caller whose payload overflowed keeps it exposed until
          * it hears from us, so it gets a bare one. */
-        if (h->overflowed) {
+        if (h->use.overflowed) {
             cw_buf_reset(&h->out);
-            h->resp_desc = NULL;
+            h->use.srv.resp_desc = NULL;
             if (respond_net(h, why) == CW_OK) {
                 cw_h_set_final(h, why);
                 cw_h_check(h);
@@ -520,22 +528,22 @@ cw_status_t cw_respond_locked(cw_handle_t *h, cw_status_t status,
         cw_h_check(h);
         return CW_OK;
     }
-    if (h->self_call) {
+    if (h->use.srv.self_call) {
         st = respond_self(h, status);
     } else {
         st = respond_net(h, status);
-        if (st != CW_OK && status == CW_OK && h->send_op == NULL) {
+        if (st != CW_OK && status == CW_OK && h->use.send_op == NULL) {
             /* The output could not be sent: tell the caller why. */
             CW_LOG_RL(CW_LOG_WARN, "core",
                       "response of %zu bytes could not "
                       "be sent (%s); answering with the error",
                       h->out.len, cw_status_str(st));
-            if (h->ovf_local) {
-                cw_bulk_unref(h->ovf_local);
-                h->ovf_local = NULL;
+            if (h->use.ovf_local) {
+                cw_bulk_unref(h->use.ovf_local);
+                h->use.ovf_local = NULL;
             }
             cw_buf_reset(&h->out);
-            h->resp_desc = NULL;
+            h->use.srv.resp_desc = NULL;
             st = respond_net(h, st);
         }
     }
@@ -563,7 +571,6 @@ cw_status_t cw_respond(cw_handle_t *h, cw_status_t status, cw_respond_cb_t cb,
 
 void cw_respond_internal(cw_handle_t *h, cw_status_t status)
 {
-    h->auto_release = true;
     if (cw_respond_locked(h, status, NULL, NULL) != CW_OK) {
         cw_handle_unref_locked(h);
         return;

@@ -142,8 +142,8 @@ err_free:
  * table is full (that address is then used as it is). */
 static struct cw_pin *pin_of(cw_handle_t *h)
 {
-    cw_addr_t *a = h->addr;
-    cw_network_t *net = h->net;
+    cw_addr_t *a = h->use.cli.addr;
+    cw_network_t *net = h->use.net;
     struct cw_pin *p;
     unsigned n = 0;
 
@@ -172,10 +172,10 @@ static struct cw_pin *pin_of(cw_handle_t *h)
 /* @p h waits on @p p's list, counted pending (cw_pin_route's "true"). */
 static bool pin_hold(cw_handle_t *h, struct cw_pin *p)
 {
-    h->pin = p;
-    h->pin_held = true;
-    h->pending++;
-    cw_list_add(&p->held, &h->pin_link);
+    h->use.cli.pin = p;
+    h->use.cli.pin_held = true;
+    h->use.pending++;
+    cw_list_add(&p->held, &h->use.cli.pin_link);
     h->ctx->stats.pin_held++;
     return true;
 }
@@ -184,39 +184,40 @@ bool cw_pin_route(cw_handle_t *h, uint16_t *flags)
 {
     struct cw_pin *p;
 
-    h->peer = h->addr->na;
-    h->pin = NULL; /* only a forward counted on a pin, or waiting, has one */
-    if (h->addr->self)
+    h->use.cli.peer = h->use.cli.addr->na;
+    h->use.cli.pin =
+        NULL; /* only a forward counted on a pin, or waiting, has one */
+    if (h->use.cli.addr->self)
         return false;
     p = pin_of(h);
     if (p == NULL)
         return false;
     switch (p->state) {
     case CW_PIN_NEW:
-        if (h->one_way)
+        if (h->use.one_way)
             return false; /* no answer to carry the pin */
         *flags |= CW_HF_PIN_ASK;
         p->state = CW_PIN_ASKED;
         p->opened = false;
-        h->pin_asker = true;
-        h->pin = p;
-        h->pin_home = true;
+        h->use.cli.pin_asker = true;
+        h->use.cli.pin = p;
+        h->use.cli.pin_home = true;
         p->home_inflight++;
         return false;
     case CW_PIN_MOVING:
         if (p->home_inflight == 0) {
             /* The first at the member: alone until it has completed. */
             p->state = CW_PIN_WARMING;
-            h->pin = p;
-            h->pin_warm = true;
-            h->peer = p->member;
+            h->use.cli.pin = p;
+            h->use.cli.pin_warm = true;
+            h->use.cli.peer = p->member;
             return false;
         }
         return pin_hold(h, p); /* behind what is at the published one */
     case CW_PIN_ASKED:
         if (p->opened) { /* the connection is made: at home until moved */
-            h->pin = p;
-            h->pin_home = true;
+            h->use.cli.pin = p;
+            h->use.cli.pin_home = true;
             p->home_inflight++;
             return false;
         }
@@ -224,8 +225,8 @@ bool cw_pin_route(cw_handle_t *h, uint16_t *flags)
     case CW_PIN_WARMING:
         return pin_hold(h, p); /* behind the first request to the member */
     case CW_PIN_MOVED:
-        h->pin = p; /* cw_pin_check_member: the member may fail */
-        h->peer = p->member;
+        h->use.cli.pin = p; /* cw_pin_check_member: the member may fail */
+        h->use.cli.peer = p->member;
         return false;
     case CW_PIN_HOME:
         return false;
@@ -235,12 +236,12 @@ bool cw_pin_route(cw_handle_t *h, uint16_t *flags)
 
 void cw_pin_answer(cw_handle_t *h, const char *uri, size_t len)
 {
-    struct cw_pin *p = h->pin;
-    cw_network_t *net = h->net;
+    struct cw_pin *p = h->use.cli.pin;
+    cw_network_t *net = h->use.net;
     char s[CW_URI_MAX];
     cw_na_addr_t *member;
 
-    if (p == NULL || !h->pin_asker || p->state != CW_PIN_ASKED)
+    if (p == NULL || !h->use.cli.pin_asker || p->state != CW_PIN_ASKED)
         return;
     if (len == 0 || len >= sizeof(s)) {
         p->state = CW_PIN_HOME;
@@ -280,15 +281,16 @@ static bool pin_may_send(const struct cw_pin *p)
 static void pin_release_held(struct cw_pin *p)
 {
     while (!cw_list_empty(&p->held) && pin_may_send(p)) {
-        cw_handle_t *h = cw_container_of(p->held.next, cw_handle_t, pin_link);
+        cw_handle_t *h =
+            cw_container_of(p->held.next, cw_handle_t, use.cli.pin_link);
         cw_status_t st;
 
-        cw_list_del(&h->pin_link);
-        h->pin_held = false;
-        h->pending--;
+        cw_list_del(&h->use.cli.pin_link);
+        h->use.cli.pin_held = false;
+        h->use.pending--;
         /* Released by a cancel sweep (network closing, context going):
          * what waited fails with the rest. */
-        if (h->net->closed || h->ctx->destroying)
+        if (h->use.net->closed || h->ctx->destroying)
             st = CW_DISCONNECTED;
         else
             st = cw_fwd_net(h);
@@ -300,35 +302,35 @@ static void pin_release_held(struct cw_pin *p)
 
 void cw_pin_sent(cw_handle_t *h)
 {
-    struct cw_pin *p = h->pin;
+    struct cw_pin *p = h->use.cli.pin;
 
-    if (h->pin_warm && p->state == CW_PIN_WARMING)
+    if (h->use.cli.pin_warm && p->state == CW_PIN_WARMING)
         p->state = CW_PIN_MOVED;
-    else if (h->pin_asker && p->state == CW_PIN_ASKED)
+    else if (h->use.cli.pin_asker && p->state == CW_PIN_ASKED)
         p->opened = true;
     pin_release_held(p);
 }
 
 void cw_pin_gate_done(cw_handle_t *h)
 {
-    struct cw_pin *p = h->pin;
+    struct cw_pin *p = h->use.cli.pin;
 
-    if (h->pin_warm) {
+    if (h->use.cli.pin_warm) {
         /* Whatever its outcome, the member has had its first message
          * (cw_pin_sent moved on already, unless the send never ended). */
-        h->pin_warm = false;
+        h->use.cli.pin_warm = false;
         if (p->state == CW_PIN_WARMING)
             p->state = CW_PIN_MOVED;
         pin_release_held(p);
         return;
     }
-    h->pin_home = false;
-    if (h->pin_asker) {
-        h->pin_asker = false;
+    h->use.cli.pin_home = false;
+    if (h->use.cli.pin_asker) {
+        h->use.cli.pin_asker = false;
         /* Answered without a pin: the peer does not spread.  Failed before
          * any answer: ask again with the next request. */
         if (p->state == CW_PIN_ASKED)
-            p->state = h->final == CW_OK ? CW_PIN_HOME : CW_PIN_NEW;
+            p->state = h->use.final == CW_OK ? CW_PIN_HOME : CW_PIN_NEW;
     }
     --p->home_inflight;
     pin_release_held(p);
@@ -343,11 +345,11 @@ struct cw_pin_retired {
 
 void cw_pin_check_member(cw_handle_t *h)
 {
-    struct cw_pin *p = h->pin;
+    struct cw_pin *p = h->use.cli.pin;
     struct cw_pin_retired *r;
-    cw_status_t st = h->final;
+    cw_status_t st = h->use.final;
 
-    if (h->server || p->member == NULL || h->peer != p->member ||
+    if (h->use.server || p->member == NULL || h->use.cli.peer != p->member ||
         (st != CW_DISCONNECTED && st != CW_UNREACHABLE && st != CW_IO))
         return;
     r = malloc(sizeof(*r));
@@ -357,12 +359,12 @@ void cw_pin_check_member(cw_handle_t *h)
     r->next = p->retired;
     p->retired = r;
     p->member = NULL;
-    h->pin_warm = false;
+    h->use.cli.pin_warm = false;
     p->state = CW_PIN_NEW;
     CW_LOG_RL(CW_LOG_INFO, "core",
               "%s: the member of a spread address "
               "failed (%s): asking the address again",
-              h->net->uri, cw_status_name(st));
+              h->use.net->uri, cw_status_name(st));
     /* What waited for a warm-up that failed goes by the address now. */
     if (p->home_inflight == 0)
         pin_release_held(p);
@@ -370,9 +372,9 @@ void cw_pin_check_member(cw_handle_t *h)
 
 void cw_pin_unhold(cw_handle_t *h)
 {
-    cw_list_del(&h->pin_link);
-    h->pin_held = false;
-    h->pending--;
+    cw_list_del(&h->use.cli.pin_link);
+    h->use.cli.pin_held = false;
+    h->use.pending--;
 }
 
 void cw_pins_free(cw_network_t *net)

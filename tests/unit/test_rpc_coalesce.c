@@ -728,7 +728,7 @@ static void forged_resp_on(const char *uri)
     assert_int_equal(cw_na_addr_lookup(r.na, curi, &r.srv), CW_OK);
     {
         struct cw_wire_hdr rh = {.type = CW_MSG_RESP,
-                                 .req_id = h->req_id,
+                                 .req_id = h->use.req_id,
                                  .rpc_id = cw_rpc_id("coalesce.hold"),
                                  .payload_len = 8};
         cw_wire_hdr_encode(resp, &rh);
