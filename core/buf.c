@@ -367,12 +367,13 @@ cw_status_t cw_buf_get_bulk(cw_buf_t *b, cw_bulk_t **bulk_p)
         cw_bulk_t *bulk;
 
         pthread_mutex_lock(&ctx->lock);
-        if (b->h->use.server) /* the last RESUME's tokens, if one came */
+        /* A server's: the last RESUME's tokens, if one came. */
+        if (b->h->use.role == CW_H_SERVER)
             desc = cw_rs_desc(b->h, b, &desc_len);
         st = cw_wire_desc_get(desc, desc_len, b->ndesc, idx, &d, NULL, NULL);
         if (st == CW_OK)
             st = cw_bulk_from_desc(ctx, b->h->use.net, &d, &bulk);
-        if (st == CW_OK && b->h->use.server)
+        if (st == CW_OK && b->h->use.role == CW_H_SERVER)
             cw_rs_bulk_join(b->h, bulk, idx);
         pthread_mutex_unlock(&ctx->lock);
         if (st != CW_OK)

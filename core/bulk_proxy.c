@@ -286,7 +286,7 @@ cw_status_t cw_bproxy_desc_bulk(cw_handle_t *in, unsigned i, cw_bulk_t **b_p)
     cw_context_t *ctx;
     cw_status_t st;
 
-    if (in == NULL || !in->use.server || b_p == NULL ||
+    if (in == NULL || in->use.role == CW_H_CLIENT || b_p == NULL ||
         i >= in->use.srv.raw_ndesc)
         return CW_INVALID_ARG;
     ctx = in->ctx;

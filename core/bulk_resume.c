@@ -35,8 +35,9 @@ void cw_rs_open(cw_handle_t *h)
     cw_context_t *ctx = h->ctx;
     struct cw_rsess *s;
 
-    if (!h->use.server || !h->use.idempotent || h->use.one_way ||
-        h->use.srv.self_call || h->use.srv.rsess != NULL)
+    if (h->use.role == CW_H_CLIENT || !(h->use.rflags & CW_HF_IDEMPOTENT) ||
+        (h->use.rflags & CW_HF_ONE_WAY) || cw_h_flag(h, CW_HFL_SELF) ||
+        h->use.srv.rsess != NULL)
         return;
     if (ctx->nrsess >= CW_RS_MAX_SESS) {
         CW_LOG_RL(CW_LOG_WARN, "core",
@@ -238,7 +239,7 @@ static void rs_cancel_windows(cw_bulk_op_t *op, bool tell)
             continue;
         if (tell) {
             cw_h_cancel_locked(h);
-        } else if (h->use.state == CW_H_ACTIVE && !h->use.final_set) {
+        } else if (h->use.state == CW_H_ACTIVE) {
             cw_h_fail(h, CW_CANCELED);
             cw_h_check(h);
         }
@@ -446,7 +447,8 @@ bool cw_rs_attach(cw_network_t *net, const struct cw_wire_msg *m,
     h->use.tag = m->hdr.resp_tag;
     h->use.srv.resp_limit = m->hdr.resp_limit;
     h->use.hops = m->hdr.hops;
-    h->use.overflowed = (m->hdr.flags & CW_HF_OVERFLOW) != 0;
+    h->use.rflags = (uint16_t)((h->use.rflags & ~CW_HF_OVERFLOW) |
+                               (m->hdr.flags & CW_HF_OVERFLOW));
     h->use.deadline_ns = deadline_ns;
     /* The old path may have cancelled it on its way down; the caller has
      * not (it resumed). */

@@ -64,11 +64,12 @@ static _Thread_local unsigned sq_in_kind;
 bool cw_sq_offer(cw_handle_t *h, const uint8_t *msg, size_t len)
 {
     cw_context_t *ctx = h->ctx;
-    bool in_kind = h->use.server && h->use.srv.from_batch;
+    bool in_kind =
+        h->use.role == CW_H_SERVER && cw_h_flag(h, CW_HFL_FROM_BATCH);
 
     if (sq_scope != ctx || (!(ctx->opts.flags & CW_CTX_COALESCE) && !in_kind) ||
         !(h->use.net->caps.flags & CW_NA_CAP_COALESCE) ||
-        (h->use.server && !h->use.srv.batches) ||
+        (h->use.role == CW_H_SERVER && !(h->use.rflags & CW_HF_BATCHES)) ||
         len + CW_HDR_SIZE + CW_BATCH_ENTRY_HDR >
             h->use.net->caps.max_unexpected_size)
         return false;
@@ -76,7 +77,7 @@ bool cw_sq_offer(cw_handle_t *h, const uint8_t *msg, size_t len)
         sq_in_kind++;
     h->use.sq_msg = msg;
     h->use.sq_len = len;
-    h->use.sq_cancel = false;
+    cw_h_flag_clear(h, CW_HFL_SQ_CANCEL);
     h->use.send_op = CW_SQ_QUEUED;
     cw_list_add(&ctx->sendq, &h->sq_link);
     ctx->nsendq++;
@@ -87,12 +88,12 @@ bool cw_sq_offer(cw_handle_t *h, const uint8_t *msg, size_t len)
  * response to the request's source. */
 static inline cw_na_addr_t *sq_dest(cw_handle_t *h)
 {
-    return h->use.server ? h->use.srv.src.na : h->use.cli.peer;
+    return h->use.role == CW_H_SERVER ? h->use.srv.src.na : h->use.cli.peer;
 }
 
 static void sq_done(cw_handle_t *h, cw_status_t st)
 {
-    if (h->use.server)
+    if (h->use.role == CW_H_SERVER)
         cw_resp_send_done(h, st);
     else
         cw_fwd_send_done(h, st);
@@ -109,7 +110,7 @@ static void sq_take(cw_context_t *ctx, cw_handle_t *h)
 static void sq_drop(cw_context_t *ctx, cw_handle_t *h)
 {
     sq_take(ctx, h);
-    sq_done(h, h->use.sq_cancel ? CW_CANCELED : CW_DISCONNECTED);
+    sq_done(h, cw_h_flag(h, CW_HFL_SQ_CANCEL) ? CW_CANCELED : CW_DISCONNECTED);
 }
 
 static void batch_sent_cb(const struct cw_na_cb_info *info)
@@ -128,7 +129,7 @@ static void sq_send_alone(cw_handle_t *h)
 {
     cw_status_t st;
 
-    if (h->use.server)
+    if (h->use.role == CW_H_SERVER)
         st = cw_na_msg_send_expected(
             h->use.net->na, h->use.sq_msg, h->use.sq_len, h->use.srv.src.na,
             h->use.tag, cw_resp_send_cb, h, &h->use.send_op);
@@ -212,7 +213,7 @@ void cw_sq_flush(cw_context_t *ctx)
                 (h->use.net != net ||
                  !cw_na_addr_cmp(net->na, sq_dest(h), sq_dest(first))))
                 continue;
-            if (h->use.sq_cancel || net->closed) {
+            if (cw_h_flag(h, CW_HFL_SQ_CANCEL) || net->closed) {
                 sq_drop(ctx, h);
                 if (h == first)
                     break;

@@ -604,7 +604,7 @@ cw_status_t cw_network_close(cw_network_t *net)
         cw_handle_t *h = cw_container_of(e, cw_handle_t, link);
         if (h->use.net == net) {
             cw_fwd_set_canceled(h, true);
-            h->use.overflowed = false;
+            h->use.rflags &= (uint16_t)~CW_HF_OVERFLOW;
         }
     }
     cw_rpc_cancel_net(ctx, net);

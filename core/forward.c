@@ -32,7 +32,7 @@ cw_status_t cw_context_set_max_hops(cw_context_t *ctx, unsigned max_hops)
 
 const char *cw_fwd_dest(cw_handle_t *in)
 {
-    if (in == NULL || !in->use.server || in->use.srv.route == NULL)
+    if (in == NULL || in->use.role == CW_H_CLIENT || in->use.srv.route == NULL)
         return "";
     return in->use.srv.route;
 }
@@ -44,7 +44,7 @@ unsigned cw_fwd_hops(cw_handle_t *in)
 
 unsigned cw_fwd_desc_count(cw_handle_t *in)
 {
-    return (in && in->use.server) ? in->use.srv.raw_ndesc : 0;
+    return (in && in->use.role == CW_H_SERVER) ? in->use.srv.raw_ndesc : 0;
 }
 
 cw_status_t cw_fwd_desc_get(cw_handle_t *h, unsigned i, const void **p_p,
@@ -57,7 +57,7 @@ cw_status_t cw_fwd_desc_get(cw_handle_t *h, unsigned i, const void **p_p,
 
     if (h == NULL || p_p == NULL || len_p == NULL)
         return CW_INVALID_ARG;
-    if (h->use.server) {
+    if (h->use.role == CW_H_SERVER) {
         sect = h->use.srv.raw_desc;
         sect_len = h->use.srv.raw_desc_len;
         n = h->use.srv.raw_ndesc;
@@ -95,8 +95,8 @@ cw_status_t cw_fwd_create_on(cw_context_t *out_ctx, cw_handle_t *in,
     bool xctx;
     cw_status_t st;
 
-    if (out_ctx == NULL || in == NULL || !in->use.server || next_hop == NULL ||
-        out_p == NULL || next_hop->ctx != out_ctx)
+    if (out_ctx == NULL || in == NULL || in->use.role == CW_H_CLIENT ||
+        next_hop == NULL || out_p == NULL || next_hop->ctx != out_ctx)
         return CW_INVALID_ARG;
     if (dest && strlen(dest) > UINT16_MAX)
         return CW_INVALID_ARG;
@@ -110,9 +110,8 @@ cw_status_t cw_fwd_create_on(cw_context_t *out_ctx, cw_handle_t *in,
     /* The new handle is not known to anyone yet: filling it in needs only
      * the incoming handle's lock (never both contexts' locks). */
     pthread_mutex_lock(&ctx->lock);
-    out->use.one_way = in->use.one_way;
-    out->use.idempotent = in->use.idempotent;
-    out->use.resume = in->use.resume;
+    out->use.rflags =
+        in->use.rflags & (CW_HF_ONE_WAY | CW_HF_IDEMPOTENT | CW_HF_RESUME);
     out->use.resume_id = in->use.resume_id;
     out->use.hops = (uint8_t)(in->use.hops < 255 ? in->use.hops + 1 : 255);
     if (dest && dest[0]) {
@@ -148,7 +147,8 @@ cw_status_t cw_fwd_create_on(cw_context_t *out_ctx, cw_handle_t *in,
         /* No reference across contexts: either side unlinks itself when
          * it is reset (cw_fwd_unlink_xctx). */
         pthread_mutex_lock(&cw_fwd_link_lock);
-        out->use.relay.xctx = in->use.relay.xctx = true;
+        cw_h_flag_set(out, CW_HFL_XCTX);
+        cw_h_flag_set(in, CW_HFL_XCTX);
         out->use.relay.in = in;
         in->use.relay.out = out;
         pthread_mutex_unlock(&cw_fwd_link_lock);
@@ -171,12 +171,12 @@ cw_status_t cw_fwd_set_resume(cw_handle_t *out)
 {
     cw_status_t st = CW_INVALID_ARG;
 
-    if (out == NULL || out->use.server)
+    if (out == NULL || out->use.role == CW_H_SERVER)
         return CW_INVALID_ARG;
     pthread_mutex_lock(&out->ctx->lock);
-    if (out->use.relay.in != NULL && out->use.idempotent &&
+    if (out->use.relay.in != NULL && (out->use.rflags & CW_HF_IDEMPOTENT) &&
         out->use.state == CW_H_IDLE) {
-        out->use.resume = true;
+        out->use.rflags |= CW_HF_RESUME;
         st = CW_OK;
     }
     pthread_mutex_unlock(&out->ctx->lock);
@@ -185,12 +185,13 @@ cw_status_t cw_fwd_set_resume(cw_handle_t *out)
 
 cw_status_t cw_fwd_fail(cw_handle_t *out, cw_status_t status)
 {
-    if (out == NULL || out->use.server || out->use.relay.in == NULL ||
+    if (out == NULL || out->use.role == CW_H_SERVER ||
+        out->use.relay.in == NULL ||
         (status != CW_DISCONNECTED && status != CW_UNREACHABLE &&
          status != CW_IO))
         return CW_INVALID_ARG;
     pthread_mutex_lock(&out->ctx->lock);
-    if (out->use.state == CW_H_ACTIVE && !out->use.final_set) {
+    if (out->use.state == CW_H_ACTIVE) {
         cw_h_fail(out, status);
         cw_h_check(out);
     }
@@ -202,14 +203,14 @@ cw_status_t cw_fwd_fail(cw_handle_t *out, cw_status_t status)
 void cw_fwd_unlink_xctx(cw_handle_t *h)
 {
     pthread_mutex_lock(&cw_fwd_link_lock);
-    if (h->use.server) {
+    if (h->use.role == CW_H_SERVER) {
         if (h->use.relay.out != NULL && h->use.relay.out->use.relay.in == h)
             h->use.relay.out->use.relay.in = NULL;
     } else if (h->use.relay.in != NULL && h->use.relay.in->use.relay.out == h) {
         h->use.relay.in->use.relay.out = NULL;
     }
     h->use.relay.in = h->use.relay.out = NULL;
-    h->use.relay.xctx = false;
+    cw_h_flag_clear(h, CW_HFL_XCTX);
     pthread_mutex_unlock(&cw_fwd_link_lock);
 }
 
@@ -225,7 +226,7 @@ bool cw_fwd_in_canceled_xctx(cw_handle_t *out)
 
 void cw_fwd_set_canceled(cw_handle_t *in, bool canceled)
 {
-    if (!in->use.relay.xctx) {
+    if (!cw_h_flag(in, CW_HFL_XCTX)) {
         in->use.srv.canceled = canceled;
         return;
     }
@@ -281,8 +282,8 @@ cw_status_t cw_fwd_desc_replace(cw_handle_t *out, unsigned i, const void *p,
     uint8_t *n;
     cw_status_t st;
 
-    if (out == NULL || out->use.server || out->use.relay.in == NULL ||
-        p == NULL)
+    if (out == NULL || out->use.role == CW_H_SERVER ||
+        out->use.relay.in == NULL || p == NULL)
         return CW_INVALID_ARG;
     if (cw_wire_desc_check(p, len, 1) != CW_OK)
         return CW_INVALID_ARG;
@@ -313,24 +314,25 @@ cw_status_t cw_fwd_respond(cw_handle_t *in, cw_handle_t *out,
     cw_status_t st = CW_OK;
     bool done;
 
-    if (in == NULL || !in->use.server || out == NULL || out->use.server)
+    if (in == NULL || in->use.role == CW_H_CLIENT || out == NULL ||
+        out->use.role == CW_H_SERVER)
         return CW_INVALID_ARG;
-    if (in->use.one_way)
+    if (in->use.rflags & CW_HF_ONE_WAY)
         return CW_OK; /* nobody waits for an answer */
     /* @p out may belong to another context, whose thread can still be
-     * finishing it (a lingering handle's last acknowledgement sets its
-     * state): read the state under that context's lock.  Its response
+     * finishing it (a lingering handle's last acknowledgement ends its
+     * linger): read its state under that context's lock.  Its response
      * does not change once it has completed, and the caller's reference
      * keeps it. */
     ctx = in->ctx;
     if (out->ctx != ctx) {
         pthread_mutex_lock(&out->ctx->lock);
-        done = out->use.state == CW_H_DONE;
+        done = out->use.state == CW_H_DONE && !cw_h_busy(out);
         pthread_mutex_unlock(&out->ctx->lock);
         pthread_mutex_lock(&ctx->lock);
     } else {
         pthread_mutex_lock(&ctx->lock);
-        done = out->use.state == CW_H_DONE;
+        done = out->use.state == CW_H_DONE && !cw_h_busy(out);
     }
     cw_buf_reset(&in->out);
     if (done && out->out.data != NULL) {

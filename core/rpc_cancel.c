@@ -10,7 +10,7 @@ void cw_h_cancel_send(cw_handle_t *h)
     /* A queued message is dropped at the flush; one inside a batch in
      * flight completes with its batch (coalesce.c). */
     if (h->use.send_op == CW_SQ_QUEUED)
-        h->use.sq_cancel = true;
+        cw_h_flag_set(h, CW_HFL_SQ_CANCEL);
     else if (h->use.send_op && h->use.send_op != CW_SQ_BATCHED)
         cw_na_cancel(h->use.net->na, h->use.send_op);
 }
@@ -20,32 +20,33 @@ void cw_h_cancel_send(cw_handle_t *h)
  * cancelled. */
 static bool h_left(const cw_handle_t *h)
 {
-    return h->use.cli.sent && h->use.send_op != CW_SQ_QUEUED;
+    return cw_h_flag(h, CW_HFL_SENT) && h->use.send_op != CW_SQ_QUEUED;
 }
 
 static void h_cancel_ops(cw_handle_t *h)
 {
     cw_h_cancel_send(h);
-    if (h->use.recv_op && !h->use.cli.recv_canceled) {
-        h->use.cli.recv_canceled = true;
+    if (h->use.recv_op && !cw_h_flag(h, CW_HFL_RECV_CANCELED)) {
+        cw_h_flag_set(h, CW_HFL_RECV_CANCELED);
         cw_na_cancel(h->use.net->na, h->use.recv_op);
     }
 }
 
 void cw_h_fail(cw_handle_t *h, cw_status_t st)
 {
-    if (h->use.final_set)
+    if (h->use.state != CW_H_ACTIVE)
         return;
     cw_h_set_final(h, st);
-    if (!h->use.server && h->use.cli.pin_held)
+    if (cw_h_flag(h, CW_HFL_PIN_HELD))
         cw_pin_unhold(h);
-    if (!h->use.server && h->use.overflowed && h_left(h) && h->use.recv_op) {
+    if (h->use.role == CW_H_CLIENT && (h->use.rflags & CW_HF_OVERFLOW) &&
+        h_left(h) && h->use.recv_op) {
         /* The server may be pulling our payload right now: keep it exposed
          * until its answer (it answers even a cancelled or expired request
          * that overflowed), so that it never reads released memory.  The
          * caller hears now; the handle lingers. */
         uint64_t now = cw_now_ns();
-        h->use.cli.linger = true;
+        cw_h_flag_set(h, CW_HFL_LINGER);
         h->use.cli.linger_until =
             (h->use.deadline_ns > now ? h->use.deadline_ns : now) +
             CW_DONE_GRACE_NS;
@@ -58,7 +59,7 @@ void cw_h_fail(cw_handle_t *h, cw_status_t st)
     if (h->use.self_peer) {
         /* The server side of a self call hears of a cancel as a remote
          * one would (cw_handle_canceled). */
-        if (!h->use.server && st == CW_CANCELED)
+        if (h->use.role == CW_H_CLIENT && st == CW_CANCELED)
             cw_fwd_set_canceled(h->use.self_peer, true);
         h->use.self_peer->use.self_peer = NULL;
         h->use.self_peer = NULL;
@@ -78,11 +79,12 @@ void cw_h_cancel_locked(cw_handle_t *h)
     struct cw_wire_hdr hdr = {.type = CW_MSG_CANCEL};
     cw_na_op_t *op;
 
-    if (h->use.state != CW_H_ACTIVE || h->use.final_set)
+    if (h->use.state != CW_H_ACTIVE)
         return;
     /* Tell the next hop, so that cancel propagates downstream (best
      * effort: the local completion does not wait for an answer). */
-    if (h_left(h) && !h->use.one_way && h->use.recv_op != NULL) {
+    if (h_left(h) && !(h->use.rflags & CW_HF_ONE_WAY) &&
+        h->use.recv_op != NULL) {
         hdr.rpc_id = h->use.id;
         hdr.req_id = h->use.req_id;
         cw_wire_hdr_encode(h->cancel_msg, &hdr);
@@ -103,7 +105,7 @@ cw_status_t cw_cancel(cw_handle_t *h)
 
     if (h == NULL)
         return CW_INVALID_ARG;
-    if (h->use.server)
+    if (h->use.role == CW_H_SERVER)
         return CW_UNSUPPORTED;
     ctx = h->ctx;
     pthread_mutex_lock(&ctx->lock);
@@ -124,17 +126,18 @@ void cw_rpc_timers(cw_context_t *ctx, uint64_t now)
     for (e = ctx->inflight.next; e != &ctx->inflight; e = next) {
         cw_handle_t *h = cw_container_of(e, cw_handle_t, link);
         next = e->next;
-        if (!h->use.final_set) {
+        if (h->use.state == CW_H_ACTIVE) {
             if (now >= h->use.deadline_ns) {
                 ctx->stats.timeouts++;
                 cw_h_fail(h, CW_TIMEOUT);
-                if (h->use.cli.linger && h->use.cli.linger_until < soonest)
+                if (cw_h_flag(h, CW_HFL_LINGER) &&
+                    h->use.cli.linger_until < soonest)
                     soonest = h->use.cli.linger_until;
                 cw_h_check(h);
             } else if (h->use.deadline_ns < soonest) {
                 soonest = h->use.deadline_ns;
             }
-        } else if (h->use.cli.linger) {
+        } else if (cw_h_flag(h, CW_HFL_LINGER)) {
             if (now >= h->use.cli.linger_until)
                 h_cancel_ops(h); /* the server never answered: give up */
             else if (h->use.cli.linger_until < soonest)
@@ -174,7 +177,7 @@ void cw_rpc_cancel_net(cw_context_t *ctx, cw_network_t *net)
         if (net && h->use.net != net)
             continue;
         cw_h_fail(h, CW_CANCELED);
-        if (h->use.cli.linger)
+        if (cw_h_flag(h, CW_HFL_LINGER))
             h_cancel_ops(h);
         cw_h_check(h);
     }
@@ -202,9 +205,9 @@ void cw_rpc_cancel_net(cw_context_t *ctx, cw_network_t *net)
     for (e = ctx->responding.next; e != &ctx->responding; e = e->next) {
         cw_handle_t *h = cw_container_of(e, cw_handle_t, resp_link);
         if ((net && h->use.net != net) || h->use.send_op == NULL ||
-            h->use.srv.send_canceled)
+            cw_h_flag(h, CW_HFL_SEND_CANCELED))
             continue;
-        h->use.srv.send_canceled = true;
+        cw_h_flag_set(h, CW_HFL_SEND_CANCELED);
         cw_h_cancel_send(h);
     }
     cw_sq_cancel_net(ctx, net);

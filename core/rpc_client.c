@@ -15,11 +15,12 @@ void cw_fwd_send_done(cw_handle_t *h, cw_status_t st)
 {
     h->use.send_op = NULL;
     h->use.pending--;
-    if (h->use.cli.pin_asker || h->use.cli.pin_warm)
+    if (cw_h_flag(h, CW_HFL_PIN_ASKER) || cw_h_flag(h, CW_HFL_PIN_WARM))
         cw_pin_sent(h); /* core/spread.c: those behind it may go */
     if (st != CW_OK)
         cw_h_fail(h, st);
-    else if (h->use.one_way && !h->use.overflowed)
+    else if ((h->use.rflags & CW_HF_ONE_WAY) &&
+             !(h->use.rflags & CW_HF_OVERFLOW))
         cw_h_set_final(h, CW_OK);
     cw_h_check(h);
 }
@@ -93,14 +94,14 @@ static void rwait_add(cw_handle_t *h)
 
     h->use.cli.rwait_next = *b;
     *b = h;
-    h->use.cli.rwaiting = true;
+    cw_h_flag_set(h, CW_HFL_RWAIT);
 }
 
 void cw_rwait_del(cw_handle_t *h)
 {
     cw_handle_t **p;
 
-    if (!h->use.cli.rwaiting)
+    if (!cw_h_flag(h, CW_HFL_RWAIT))
         return;
     for (p = &h->ctx->rwait[rwait_bucket(h->use.req_id)]; *p;
          p = &(*p)->use.cli.rwait_next)
@@ -109,7 +110,7 @@ void cw_rwait_del(cw_handle_t *h)
             break;
         }
     h->use.cli.rwait_next = NULL;
-    h->use.cli.rwaiting = false;
+    cw_h_flag_clear(h, CW_HFL_RWAIT);
 }
 
 bool cw_rpc_batch_resp(cw_network_t *net, const struct cw_wire_msg *m,
@@ -139,8 +140,8 @@ bool cw_rpc_batch_resp(cw_network_t *net, const struct cw_wire_msg *m,
     h->use.cli.bresp = msg;
     h->use.cli.bresp_cap = cap;
     h->use.cli.bresp_len = len;
-    if (!h->use.cli.recv_canceled) {
-        h->use.cli.recv_canceled = true;
+    if (!cw_h_flag(h, CW_HFL_RECV_CANCELED)) {
+        cw_h_flag_set(h, CW_HFL_RECV_CANCELED);
         cw_na_cancel(net->na, h->use.recv_op);
     }
     return true;
@@ -152,7 +153,7 @@ static cw_status_t fwd_recv_post(cw_handle_t *h)
     cw_network_t *net = h->use.net;
     cw_status_t st;
 
-    h->use.cli.recv_canceled = false;
+    cw_h_flag_clear(h, CW_HFL_RECV_CANCELED);
     st = cw_na_msg_recv_expected(net->na, h->msg, net->caps.max_expected_size,
                                  h->use.cli.peer, h->use.tag, fwd_recv_cb, h,
                                  &h->use.recv_op);
@@ -204,7 +205,7 @@ static void fwd_recv_cb(const struct cw_na_cb_info *info)
                   "a message on the response tag of "
                   "request %016llx was not its response: dropped",
                   (unsigned long long)h->use.req_id);
-        if (!h->use.final_set) {
+        if (h->use.state == CW_H_ACTIVE) {
             st = fwd_recv_post(h);
             if (st != CW_OK)
                 cw_h_fail(h, st);
@@ -214,7 +215,7 @@ static void fwd_recv_cb(const struct cw_na_cb_info *info)
     ctx->stats.rx_responses++;
     if (m.hdr.flags & CW_HF_PIN)
         cw_pin_answer(h, m.dest, m.hdr.dest_len);
-    if (h->use.final_set) {
+    if (h->use.state != CW_H_ACTIVE) {
         /* Too late for the caller; still release the server's memory. */
         if (m.hdr.flags & CW_HF_OVERFLOW)
             fwd_send_ack(h);
@@ -255,16 +256,16 @@ cw_status_t cw_fwd_net(cw_handle_t *h)
 
     memset(&hdr, 0, sizeof(hdr));
     hdr.type = CW_MSG_REQ;
-    hdr.flags = h->use.one_way ? CW_HF_ONE_WAY : 0;
+    hdr.flags = h->use.rflags & CW_HF_ONE_WAY;
     if (cw_pin_route(h, &hdr.flags))
         return CW_OK; /* waits for its peer's move (core/spread.c) */
     /* Answers may come batched where this network takes unexpected
      * messages and batching pays (docs/wire.md, "Batches"). */
-    if (!h->use.one_way && net->nurecv > 0 &&
+    if (!(h->use.rflags & CW_HF_ONE_WAY) && net->nurecv > 0 &&
         (net->caps.flags & CW_NA_CAP_COALESCE))
         hdr.flags |= CW_HF_BATCHES;
-    if (h->use.idempotent) {
-        hdr.flags |= CW_HF_IDEMPOTENT | (h->use.resume ? CW_HF_RESUME : 0);
+    if (h->use.rflags & CW_HF_IDEMPOTENT) {
+        hdr.flags |= h->use.rflags & (CW_HF_IDEMPOTENT | CW_HF_RESUME);
         hdr.resume_id = h->use.resume_id;
     }
     hdr.rpc_id = h->use.id;
@@ -286,8 +287,9 @@ cw_status_t cw_fwd_net(cw_handle_t *h)
                           0, 0, &hdr, &msg, &total);
     if (st != CW_OK)
         return st;
-    h->use.overflowed = (hdr.flags & CW_HF_OVERFLOW) != 0;
-    if (!h->use.one_way || h->use.overflowed) {
+    h->use.rflags = (uint16_t)((h->use.rflags & ~CW_HF_OVERFLOW) |
+                               (hdr.flags & CW_HF_OVERFLOW));
+    if (!(h->use.rflags & CW_HF_ONE_WAY) || (h->use.rflags & CW_HF_OVERFLOW)) {
         st = cw_grow(&h->msg, &h->msg_cap, net->caps.max_expected_size);
         if (st != CW_OK)
             return st;
@@ -307,7 +309,7 @@ cw_status_t cw_fwd_net(cw_handle_t *h)
         return CW_OK;
     }
     h->use.pending++;
-    h->use.cli.sent = true;
+    cw_h_flag_set(h, CW_HFL_SENT);
     ctx->stats.na_ops++;
     ctx->stats.tx_requests++;
     return CW_OK;
@@ -319,10 +321,10 @@ cw_status_t cw_fwd_self(cw_handle_t *h)
     cw_handle_t *sh;
     cw_status_t st;
 
-    sh = cw_handle_alloc(ctx, true);
+    sh = cw_handle_alloc(ctx, CW_H_SERVER);
     if (sh == NULL)
         return CW_NOMEM;
-    sh->use.srv.self_call = true;
+    cw_h_flag_set(sh, CW_HFL_SELF);
     sh->use.id = h->use.id;
     sh->use.net = h->use.net;
     sh->use.srv.src.ctx = ctx;
@@ -344,10 +346,10 @@ cw_status_t cw_fwd_self(cw_handle_t *h)
         goto err_unref;
     sh->use.req_id = h->use.req_id;
     sh->use.deadline_ns = h->use.deadline_ns;
-    sh->use.one_way = h->use.one_way;
+    sh->use.rflags = h->use.rflags & CW_HF_ONE_WAY;
     sh->use.hops = h->use.hops;
     ctx->stats.self_rpcs++;
-    if (h->use.one_way) {
+    if (h->use.rflags & CW_HF_ONE_WAY) {
         cw_h_set_final(h, CW_OK);
     } else {
         sh->use.self_peer = h;
@@ -380,7 +382,7 @@ cw_status_t cw_handle_create(cw_context_t *ctx, cw_addr_t *dest, cw_rpc_id_t id,
         cw_addr_free(ref);
         return CW_DISCONNECTED; /* cw_network_close */
     }
-    h = cw_handle_alloc(ctx, false);
+    h = cw_handle_alloc(ctx, CW_H_CLIENT);
     if (h == NULL) {
         pthread_mutex_unlock(&ctx->lock);
         cw_addr_free(ref);
@@ -390,7 +392,8 @@ cw_status_t cw_handle_create(cw_context_t *ctx, cw_addr_t *dest, cw_rpc_id_t id,
     h->use.net = ref->net;
     h->use.id = id;
     c = cw_rpc_class_find(ctx, id);
-    h->use.one_way = c ? c->opts.one_way : false;
+    if (c != NULL && c->opts.one_way)
+        h->use.rflags = CW_HF_ONE_WAY;
     h->use.cli.cls_timeout_ms = c ? c->opts.timeout_ms : 0;
     pthread_mutex_unlock(&ctx->lock);
     *h_p = h;
@@ -402,17 +405,18 @@ cw_status_t cw_handle_set_idempotent(cw_handle_t *h, bool on)
     uint64_t id = 0;
     cw_status_t st = CW_OK;
 
-    if (h == NULL || h->use.server)
+    if (h == NULL || h->use.role == CW_H_SERVER)
         return CW_INVALID_ARG;
     if (on && cw_random_fill(&id, sizeof(id)) != CW_OK)
         return CW_IO;
     pthread_mutex_lock(&h->ctx->lock);
-    if (h->use.one_way || h->use.state == CW_H_ACTIVE ||
+    if ((h->use.rflags & CW_HF_ONE_WAY) || cw_h_busy(h) ||
         h->use.relay.in != NULL) {
         st = CW_INVALID_ARG;
     } else {
-        h->use.idempotent = on;
-        h->use.resume = false;
+        h->use.rflags &= (uint16_t) ~(CW_HF_IDEMPOTENT | CW_HF_RESUME);
+        if (on)
+            h->use.rflags |= CW_HF_IDEMPOTENT;
         h->use.resume_id = id;
     }
     pthread_mutex_unlock(&h->ctx->lock);
@@ -423,13 +427,14 @@ cw_status_t cw_forward(cw_handle_t *h, uint64_t timeout_ms, cw_forward_cb_t cb,
                        void *arg)
 {
     cw_context_t *ctx;
+    enum cw_hstate from;
     cw_status_t st;
 
-    if (h == NULL || h->use.server)
+    if (h == NULL || h->use.role == CW_H_SERVER)
         return CW_INVALID_ARG;
     ctx = h->ctx;
     pthread_mutex_lock(&ctx->lock);
-    if (h->use.state == CW_H_ACTIVE) {
+    if (cw_h_busy(h)) {
         pthread_mutex_unlock(&ctx->lock);
         return CW_BUSY;
     }
@@ -441,7 +446,7 @@ cw_status_t cw_forward(cw_handle_t *h, uint64_t timeout_ms, cw_forward_cb_t cb,
         pthread_mutex_unlock(&ctx->lock);
         return CW_DISCONNECTED; /* cw_network_close */
     }
-    if (h->use.relay.xctx && cw_fwd_in_canceled_xctx(h)) {
+    if (cw_h_flag(h, CW_HFL_XCTX) && cw_fwd_in_canceled_xctx(h)) {
         /* The caller canceled before this got going: its cancel found
          * nothing in flight to stop. */
         pthread_mutex_unlock(&ctx->lock);
@@ -459,18 +464,15 @@ cw_status_t cw_forward(cw_handle_t *h, uint64_t timeout_ms, cw_forward_cb_t cb,
         timeout_ms = CW_MAX_TIMEOUT_MS;
     h->use.cli.cb = cb;
     h->use.cli.arg = arg;
-    if (!h->use.cli.reforwarding) {
+    if (!cw_h_flag(h, CW_HFL_REFORWARD)) {
         h->use.cli.reforwards = 0;
-        if (h->use.relay.in == NULL)
-            h->use.resume = false; /* a gateway's is set by cw_fwd_set_resume */
+        if (h->use.relay.in == NULL) /* a gateway's: cw_fwd_set_resume */
+            h->use.rflags &= (uint16_t)~CW_HF_RESUME;
     }
-    h->use.final_set = false;
-    h->use.queued = false;
+    /* What one forward decides starts afresh (the state holds the rest). */
     h->use.pending = 0;
-    h->use.overflowed = false;
-    h->use.cli.sent = false;
-    h->use.cli.linger = false;
-    h->use.cli.user_done = false;
+    h->use.rflags &= (uint16_t)~CW_HF_OVERFLOW;
+    cw_h_flag_clear(h, CW_HFL_SENT);
     h->cqe.fn = cw_h_complete;
     if (h->use.relay.in)
         h->use.deadline_ns = h->use.relay.in->use.deadline_ns;
@@ -483,7 +485,8 @@ cw_status_t cw_forward(cw_handle_t *h, uint64_t timeout_ms, cw_forward_cb_t cb,
     }
     /* In flight (listed, referenced) before anything can complete it. */
     cw_ctx_timer_at(ctx, h->use.deadline_ns);
-    h->use.state = CW_H_ACTIVE;
+    from = h->use.state;
+    cw_h_state_set(h, CW_H_ACTIVE);
     atomic_fetch_add(&h->refs, 1);
     cw_list_add(&ctx->inflight, &h->link);
     if (cw_addr_is_self(h->use.cli.addr) && !h->use.relay.in)
@@ -497,7 +500,7 @@ cw_status_t cw_forward(cw_handle_t *h, uint64_t timeout_ms, cw_forward_cb_t cb,
             cw_bulk_unref(h->use.ovf_local);
             h->use.ovf_local = NULL;
         }
-        h->use.state = CW_H_IDLE;
+        cw_h_state_set(h, from); /* as if never started */
         pthread_mutex_unlock(&ctx->lock);
         return st;
     }
@@ -510,7 +513,8 @@ cw_status_t cw_forward(cw_handle_t *h, uint64_t timeout_ms, cw_forward_cb_t cb,
 /* A forward of an idempotent request that the client routes sent through
  * a gateway failed on its transport: send it again, marked RESUME, through
  * another gateway of the route (docs/bulk-gateway.md, "Resume").  True if
- * it went; runs without the lock, from the queue. */
+ * it went; runs without the lock, from the queue, in state DONE (which a
+ * failed cw_forward leaves it in). */
 bool cw_h_reforward(cw_handle_t *h, cw_status_t st)
 {
     cw_context_t *ctx = h->ctx;
@@ -518,8 +522,6 @@ bool cw_h_reforward(cw_handle_t *h, cw_status_t st)
     cw_addr_t *addr;
     uint64_t now;
 
-    if (!cw_h_may_reforward(h, st))
-        return false;
     now = cw_now_ns();
     if (now + 1000000 >= h->use.deadline_ns ||
         cw_addr_reroute(h->use.cli.addr, &addr) != CW_OK)
@@ -528,23 +530,20 @@ bool cw_h_reforward(cw_handle_t *h, cw_status_t st)
     cw_addr_unref_locked(h->use.cli.addr);
     h->use.cli.addr = addr;
     h->use.net = addr->net;
-    h->use.state = CW_H_IDLE;
-    h->use.resume = true;
+    h->use.rflags |= CW_HF_RESUME;
     h->use.cli.reforwards++;
-    h->use.cli.reforwarding = true;
+    cw_h_flag_set(h, CW_HFL_REFORWARD);
     pthread_mutex_unlock(&ctx->lock);
     fst = cw_forward(h, (h->use.deadline_ns - now) / 1000000u, h->use.cli.cb,
                      h->use.cli.arg);
     pthread_mutex_lock(&ctx->lock);
-    h->use.cli.reforwarding = false;
+    cw_h_flag_clear(h, CW_HFL_REFORWARD);
     if (fst == CW_OK) {
         ctx->stats.reforwarded++;
         CW_LOG_RL(CW_LOG_INFO, "core",
                   "forward through a gateway failed "
                   "(%s): request resumed through another one",
                   cw_status_name(st));
-    } else {
-        h->use.state = CW_H_DONE;
     }
     pthread_mutex_unlock(&ctx->lock);
     return fst == CW_OK;

@@ -17,7 +17,7 @@
 
 /* ---- handle pool ----------------------------------------------------------*/
 
-struct cw_handle *cw_handle_alloc(cw_context_t *ctx, bool server)
+struct cw_handle *cw_handle_alloc(cw_context_t *ctx, enum cw_hrole role)
 {
     cw_handle_t *h = ctx->free_handles;
 
@@ -35,15 +35,15 @@ struct cw_handle *cw_handle_alloc(cw_context_t *ctx, bool server)
         cw_list_init(&h->sq_link);
     }
     atomic_init(&h->refs, 1);
-    h->use.server = server;
+    h->use.role = role;
     /* The writer is "in" for a client and "out" for a server: swap the
      * embedded buffers so the allocation is kept across reuse. */
-    if (server != h->out.writer) {
+    if ((role == CW_H_SERVER) != h->out.writer) {
         cw_buf_t tmp = h->in;
         h->in = h->out;
         h->out = tmp;
     }
-    cw_buf_t *r = server ? &h->in : &h->out;
+    cw_buf_t *r = role == CW_H_SERVER ? &h->in : &h->out;
     r->h = h;
     return h;
 }
@@ -67,10 +67,10 @@ static void handle_recycle_locked(cw_handle_t *h)
 {
     cw_context_t *ctx = h->ctx;
     struct cw_h_use *u = &h->use;
-    cw_buf_t *w = u->server ? &h->out : &h->in;
-    cw_buf_t *r = u->server ? &h->in : &h->out;
+    cw_buf_t *w = u->role == CW_H_SERVER ? &h->out : &h->in;
+    cw_buf_t *r = u->role == CW_H_SERVER ? &h->in : &h->out;
 
-    if (u->server) {
+    if (u->role == CW_H_SERVER) {
         if (u->srv.src.na) {
             cw_na_addr_free(u->srv.src.net->na, u->srv.src.na);
             cw_net_unref_locked(u->srv.src.net);
@@ -107,7 +107,7 @@ static void handle_recycle_locked(cw_handle_t *h)
         h->relay_route_cap = 0;
     }
     cw_list_del(&h->link);
-    if (u->relay.xctx) {
+    if (cw_h_flag(h, CW_HFL_XCTX)) {
         cw_fwd_unlink_xctx(h);
     } else if (u->relay.in) {
         if (u->relay.in->use.relay.out == h)
@@ -182,7 +182,7 @@ cw_addr_t *cw_handle_source(cw_handle_t *h)
 {
     if (h == NULL)
         return NULL;
-    return h->use.server ? &h->use.srv.src : h->use.cli.addr;
+    return h->use.role == CW_H_SERVER ? &h->use.srv.src : h->use.cli.addr;
 }
 
 cw_context_t *cw_handle_context(cw_handle_t *h)
@@ -199,7 +199,7 @@ bool cw_handle_canceled(cw_handle_t *h)
 {
     bool c;
 
-    if (h == NULL || !h->use.server)
+    if (h == NULL || h->use.role == CW_H_CLIENT)
         return false;
     pthread_mutex_lock(&h->ctx->lock);
     c = h->use.srv.canceled || cw_now_ns() > h->use.deadline_ns;
@@ -209,7 +209,7 @@ bool cw_handle_canceled(cw_handle_t *h)
 
 bool cw_handle_idempotent(cw_handle_t *h)
 {
-    return h != NULL && h->use.idempotent;
+    return h != NULL && (h->use.rflags & CW_HF_IDEMPOTENT);
 }
 
 uint64_t cw_handle_remaining_ms(cw_handle_t *h)
@@ -223,60 +223,60 @@ uint64_t cw_handle_remaining_ms(cw_handle_t *h)
 
 /* ---- completion state machine (lock held) --------------------------------*/
 
-void cw_h_set_final(cw_handle_t *h, cw_status_t st)
-{
-    if (!h->use.final_set) {
-        h->use.final_set = true;
-        h->use.final = st;
-    }
-}
-
+/* Each call may move a decided handle on: to QUEUED once nothing of it is
+ * outstanding, or at once when it lingers (the caller hears while the
+ * server may still pull its payload); a lingering one lets its payload go
+ * when the last of its operations ends. */
 void cw_h_check(cw_handle_t *h)
 {
-    if (!h->use.final_set || h->use.state != CW_H_ACTIVE)
+    struct cw_h_use *u = &h->use;
+    bool linger = cw_h_flag(h, CW_HFL_LINGER);
+
+    if (u->state < CW_H_DECIDED || (u->state == CW_H_DONE && !linger))
         return;
-    if (!h->use.server && h->use.cli.pin != NULL && h->use.pending == 0) {
+    if (u->role == CW_H_CLIENT && u->cli.pin != NULL && u->pending == 0) {
         cw_pin_check_member(h);
-        if (h->use.cli.pin_home || h->use.cli.pin_warm)
+        if (cw_h_flag(h, CW_HFL_PIN_HOME) || cw_h_flag(h, CW_HFL_PIN_WARM))
             cw_pin_gate_done(h); /* may send forwards that waited on it */
     }
-    if (h->use.pending > 0) {
-        if (!h->use.server && h->use.cli.linger && !h->use.queued) {
-            h->use.queued = true; /* the caller hears now */
+    if (u->pending > 0) {
+        if (linger && u->state == CW_H_DECIDED) {
+            cw_h_state_set(h, CW_H_QUEUED); /* the caller hears now */
             cw_cq_push(h->ctx, &h->cqe);
         }
         return;
     }
-    if (!h->use.server && h->use.cli.linger) {
+    if (linger) {
         /* Nothing outstanding any more: the payload may go. */
-        h->use.cli.linger = false;
+        cw_h_flag_clear(h, CW_HFL_LINGER);
         cw_list_del(&h->link);
-        if (h->use.ovf_local) {
-            cw_bulk_unref(h->use.ovf_local);
-            h->use.ovf_local = NULL;
+        if (u->ovf_local) {
+            cw_bulk_unref(u->ovf_local);
+            u->ovf_local = NULL;
         }
-        if (h->use.queued) {
-            if (h->use.cli.user_done) {
-                h->use.state = CW_H_DONE;
-                cw_handle_unref_locked(h);
-            }
-            return; /* else cw_h_complete finishes */
+        if (u->state == CW_H_DONE) {
+            /* The callback ran (cw_h_complete holds its own reference
+             * while it runs): the forward's reference goes. */
+            cw_handle_unref_locked(h);
+            return;
         }
+        if (u->state == CW_H_QUEUED)
+            return; /* cw_h_complete finishes */
     }
-    if (h->use.queued)
+    if (u->state != CW_H_DECIDED)
         return;
-    h->use.queued = true;
     cw_list_del(&h->link);
-    if (h->use.ovf_local) {
-        cw_bulk_unref(h->use.ovf_local);
-        h->use.ovf_local = NULL;
+    if (u->ovf_local) {
+        cw_bulk_unref(u->ovf_local);
+        u->ovf_local = NULL;
     }
-    if (h->use.server && h->use.srv.cb == NULL) {
+    if (u->role == CW_H_SERVER && u->srv.cb == NULL) {
         /* Nobody to tell: finish here instead of a trip through the queue. */
-        h->use.state = CW_H_DONE;
+        cw_h_state_set(h, CW_H_DONE);
         cw_handle_unref_locked(h);
         return;
     }
+    cw_h_state_set(h, CW_H_QUEUED);
     cw_cq_push(h->ctx, &h->cqe);
 }
 
@@ -288,23 +288,19 @@ void cw_h_complete(struct cw_cqe *e)
     cw_forward_cb_t cb;
     void *arg;
     cw_status_t st;
-
     bool keep;
 
     pthread_mutex_lock(&ctx->lock);
-    keep = !h->use.server &&
-           h->use.cli.linger; /* still exposed to the peer: see cw_h_fail */
-    if (keep) {
-        /* The linger may end (cw_h_check drops the forward's reference)
-         * on another thread, or in a progress call the callback makes,
-         * while the callback still uses the handle: hold it until then. */
-        h->use.cli.user_done = true;
+    /* Still exposed to the peer (see cw_h_fail): the linger may end (and
+     * cw_h_check drop the forward's reference) on another thread, or in a
+     * progress call the callback makes, while the callback still uses the
+     * handle: hold it until then. */
+    keep = cw_h_flag(h, CW_HFL_LINGER);
+    if (keep)
         cw_handle_ref(h);
-    } else {
-        h->use.state = CW_H_DONE;
-    }
-    cb = h->use.server ? h->use.srv.cb : h->use.cli.cb;
-    arg = h->use.server ? h->use.srv.arg : h->use.cli.arg;
+    cw_h_state_set(h, CW_H_DONE);
+    cb = h->use.role == CW_H_SERVER ? h->use.srv.cb : h->use.cli.cb;
+    arg = h->use.role == CW_H_SERVER ? h->use.srv.arg : h->use.cli.arg;
     st = h->use.final;
     pthread_mutex_unlock(&ctx->lock);
     if (!keep && cw_h_may_reforward(h, st) && cw_h_reforward(h, st)) {

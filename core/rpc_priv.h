@@ -10,6 +10,7 @@
 #ifndef CW_RPC_PRIV_H
 #define CW_RPC_PRIV_H
 
+#include <assert.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -379,12 +380,6 @@ static inline bool cw_ctx_busy(const cw_context_t *ctx)
 
 /* ---- handles -------------------------------------------------------------*/
 
-enum cw_hstate {
-    CW_H_IDLE = 0, /**< client: ready to forward */
-    CW_H_ACTIVE,   /**< forward or respond in flight */
-    CW_H_DONE,     /**< completion queued/run */
-};
-
 /*
  * A handle has parts by role.  A client forwards a request and takes in
  * its response; a server takes in a request and answers it; a gateway
@@ -395,7 +390,166 @@ enum cw_hstate {
  * Everything one use needs sits in struct cw_h_use, zeroed in one step
  * when the handle goes back to its pool: a recycled handle is a fresh one
  * but for the buffers it keeps (struct cw_handle, "kept").
+ *
+ * The life of a use is its state (enum cw_hstate) and its flags (enum
+ * cw_hflag).  Both change only through cw_h_state_set, cw_h_flag_set and
+ * cw_h_flag_clear, which check each change against the tables of
+ * cw_h_state_ok and cw_h_flag_ok in debug builds.
  */
+
+enum cw_hrole {
+    CW_H_CLIENT = 0,
+    CW_H_SERVER = 1,
+};
+
+enum cw_hstate {
+    CW_H_IDLE = 0, /**< client: ready to forward; server: not answered */
+    CW_H_ACTIVE,   /**< forward or respond in flight, outcome open */
+    CW_H_DECIDED,  /**< outcome decided (use.final): operations of it may
+                        still be outstanding (use.pending) */
+    CW_H_QUEUED,   /**< completion queued for the caller */
+    CW_H_DONE,     /**< completion taken: the callback ran, or runs */
+};
+#define CW_H_NSTATES 5
+
+/** A set of states, for the tables below. */
+#define CW_H_IN(s) (1u << (s))
+#define CW_H_ANY   ((1u << CW_H_NSTATES) - 1)
+
+/**
+ * Whether a handle of @p role may go from @p from to @p to: the whole
+ * life of a use, in one table.
+ */
+static inline bool cw_h_state_ok(enum cw_hrole role, enum cw_hstate from,
+                                 enum cw_hstate to)
+{
+    static const uint8_t next[2][CW_H_NSTATES] = {
+        [CW_H_CLIENT] =
+            {
+                /* cw_forward */
+                [CW_H_IDLE] = CW_H_IN(CW_H_ACTIVE),
+                /* the outcome is decided; or the forward could not start:
+                 * back where it started from */
+                [CW_H_ACTIVE] = CW_H_IN(CW_H_DECIDED) | CW_H_IN(CW_H_IDLE) |
+                                CW_H_IN(CW_H_DONE),
+                /* nothing outstanding any more, or lingering (LINGER):
+                 * the caller hears now */
+                [CW_H_DECIDED] = CW_H_IN(CW_H_QUEUED),
+                /* cw_h_complete */
+                [CW_H_QUEUED] = CW_H_IN(CW_H_DONE),
+                /* forwarded again: by the caller, or by the core through
+                 * another gateway (REFORWARD) */
+                [CW_H_DONE] = CW_H_IN(CW_H_ACTIVE),
+            },
+        [CW_H_SERVER] =
+            {
+                /* cw_respond */
+                [CW_H_IDLE] = CW_H_IN(CW_H_ACTIVE),
+                [CW_H_ACTIVE] = CW_H_IN(CW_H_DECIDED),
+                /* nothing outstanding any more; DONE at once when there
+                 * is no callback to run */
+                [CW_H_DECIDED] = CW_H_IN(CW_H_QUEUED) | CW_H_IN(CW_H_DONE),
+                [CW_H_QUEUED] = CW_H_IN(CW_H_DONE),
+                /* answered once: recycled from here */
+                [CW_H_DONE] = 0,
+            },
+    };
+
+    return (unsigned)role < 2 && (unsigned)from < CW_H_NSTATES &&
+           (unsigned)to < CW_H_NSTATES && ((next[role][from] >> to) & 1u);
+}
+
+/** Flags of a use (use.flags); cw_h_flag_ok says who holds each, and in
+ *  which states it may be set and cleared. */
+enum cw_hflag {
+    CW_HFL_SENT = 1u << 0,          /**< client: the request left, or is
+                                         queued to leave (coalesce.c) */
+    CW_HFL_LINGER = 1u << 1,        /**< client: failed while the server may
+                                         still pull its payload: exposed,
+                                         and the handle busy, until the
+                                         server answers */
+    CW_HFL_RECV_CANCELED = 1u << 2, /**< client: cw_na_cancel asked for
+                                         recv_op */
+    CW_HFL_SEND_CANCELED = 1u << 3, /**< server: cw_na_cancel asked for the
+                                         response's send_op */
+    CW_HFL_SQ_CANCEL = 1u << 4,     /**< cancelled while queued (coalesce.c):
+                                         never sent */
+    CW_HFL_RWAIT = 1u << 5,         /**< client: on ctx->rwait */
+    CW_HFL_REFORWARD = 1u << 6,     /**< client: cw_forward called by the
+                                         core (cw_h_reforward) */
+    CW_HFL_SELF = 1u << 7,          /**< server: the server side of an RPC
+                                         to self */
+    CW_HFL_FROM_BATCH = 1u << 8,    /**< server: the request came in a
+                                         CW_MSG_BATCH */
+    CW_HFL_XCTX = 1u << 9,          /**< relay: the pair lives in two
+                                         contexts: the link is under
+                                         cw_fwd_link_lock, without a
+                                         reference */
+    CW_HFL_PIN_HOME = 1u << 10,     /**< client: counted in
+                                         pin->home_inflight (spread.c) */
+    CW_HFL_PIN_WARM = 1u << 11,     /**< client: the first forward to the
+                                         member */
+    CW_HFL_PIN_ASKER = 1u << 12,    /**< client: carries CW_HF_PIN_ASK */
+    CW_HFL_PIN_HELD = 1u << 13,     /**< client: waiting on pin->held */
+};
+
+/**
+ * Whether a handle of @p role in state @p state may set (@p on) or clear
+ * flag @p flag (one of enum cw_hflag).
+ */
+static inline bool cw_h_flag_ok(enum cw_hrole role, enum cw_hstate state,
+                                unsigned flag, bool on)
+{
+#define CW_H_C 1u /* client */
+#define CW_H_S 2u /* server */
+#define CW_H_LATER                                                             \
+    (CW_H_IN(CW_H_DECIDED) | CW_H_IN(CW_H_QUEUED) | CW_H_IN(CW_H_DONE))
+    static const struct {
+        unsigned flag;
+        uint8_t roles, set_in, clear_in;
+    } rule[] = {
+        /* set by the send, cleared when the next forward starts */
+        {CW_HFL_SENT, CW_H_C, CW_H_IN(CW_H_ACTIVE),
+         CW_H_IN(CW_H_IDLE) | CW_H_IN(CW_H_DONE)},
+        /* set with the failure, cleared when the server has answered */
+        {CW_HFL_LINGER, CW_H_C, CW_H_IN(CW_H_DECIDED), CW_H_LATER},
+        /* set by a cancel (a lingering handle's too), cleared when the
+         * receive is posted */
+        {CW_HFL_RECV_CANCELED, CW_H_C, CW_H_IN(CW_H_ACTIVE) | CW_H_LATER,
+         CW_H_IN(CW_H_ACTIVE)},
+        /* the response is in a plugin: its respond is not complete */
+        {CW_HFL_SEND_CANCELED, CW_H_S,
+         CW_H_IN(CW_H_ACTIVE) | CW_H_IN(CW_H_DECIDED), 0},
+        {CW_HFL_SQ_CANCEL, CW_H_C | CW_H_S, CW_H_IN(CW_H_ACTIVE) | CW_H_LATER,
+         CW_H_IN(CW_H_ACTIVE)},
+        {CW_HFL_RWAIT, CW_H_C, CW_H_IN(CW_H_ACTIVE), CW_H_ANY},
+        /* around the core's cw_forward of a completed forward */
+        {CW_HFL_REFORWARD, CW_H_C, CW_H_IN(CW_H_DONE), CW_H_ANY},
+        /* what the request is, from its start */
+        {CW_HFL_SELF, CW_H_S, CW_H_IN(CW_H_IDLE), 0},
+        {CW_HFL_FROM_BATCH, CW_H_S, CW_H_IN(CW_H_IDLE), 0},
+        /* linked by cw_fwd_create_on, unlinked on recycle */
+        {CW_HFL_XCTX, CW_H_C | CW_H_S, CW_H_ANY, CW_H_ANY},
+        /* taken by the send, given back at the completion */
+        {CW_HFL_PIN_HOME, CW_H_C, CW_H_IN(CW_H_ACTIVE), CW_H_LATER},
+        {CW_HFL_PIN_WARM, CW_H_C, CW_H_IN(CW_H_ACTIVE), CW_H_LATER},
+        {CW_HFL_PIN_ASKER, CW_H_C, CW_H_IN(CW_H_ACTIVE), CW_H_LATER},
+        /* waits before its send; let go, or failed while waiting */
+        {CW_HFL_PIN_HELD, CW_H_C, CW_H_IN(CW_H_ACTIVE),
+         CW_H_IN(CW_H_ACTIVE) | CW_H_IN(CW_H_DECIDED)},
+    };
+#undef CW_H_C
+#undef CW_H_S
+#undef CW_H_LATER
+
+    if ((unsigned)role >= 2 || (unsigned)state >= CW_H_NSTATES)
+        return false;
+    for (size_t i = 0; i < sizeof(rule) / sizeof(rule[0]); i++)
+        if (rule[i].flag == flag)
+            return ((rule[i].roles >> role) & 1u) &&
+                   (((on ? rule[i].set_in : rule[i].clear_in) >> state) & 1u);
+    return false;
+}
 
 /** Client part of a use: a forward. */
 struct cw_h_client {
@@ -404,26 +558,16 @@ struct cw_h_client {
                              or the member it is pinned to (spread.c) */
     cw_forward_cb_t cb;
     void *arg;
-    uint64_t cls_timeout_ms; /**< its RPC class's timeout (0: none) */
-    uint64_t linger_until;
+    uint64_t cls_timeout_ms;      /**< its RPC class's timeout (0: none) */
+    uint64_t linger_until;        /**< LINGER: when to stop waiting */
     cw_status_t resp_status;      /**< remote status while pulling a response */
     uint8_t reforwards;           /**< sent again through another gateway */
-    bool sent;                    /**< the request went on a network */
-    bool linger;                  /**< completed, payload still exposed */
-    bool user_done;               /**< callback ran while lingering */
-    bool reforwarding;            /**< cw_forward called by the core */
-    bool recv_canceled;           /**< cw_na_cancel already asked for recv_op */
-    bool rwaiting;                /**< on ctx->rwait */
     struct cw_handle *rwait_next; /**< ctx->rwait chain */
     uint8_t *bresp;               /**< response that came in a batch, or NULL */
     size_t bresp_cap, bresp_len;
-    /* spread addresses (core/spread.c) */
-    struct cw_pin *pin;      /**< the pin it counts on or waits in */
-    struct cw_list pin_link; /**< pin->held, while pin_held */
-    bool pin_home;           /**< counted in pin->home_inflight */
-    bool pin_warm;           /**< the first forward to the member */
-    bool pin_asker;          /**< carries CW_HF_PIN_ASK */
-    bool pin_held;           /**< waiting on pin->held */
+    struct cw_pin *pin;      /**< the pin it counts on or waits in
+                                  (spread.c) */
+    struct cw_list pin_link; /**< pin->held, while PIN_HELD */
 };
 
 /** Server part of a use: a request taken in, and its answer. */
@@ -447,21 +591,16 @@ struct cw_h_server {
     unsigned resp_ndesc;
     struct cw_rsess *rsess; /**< its resume session (bulk_resume.c), or
                                  NULL */
-    bool canceled;          /**< the caller cancelled */
-    bool send_canceled;     /**< cw_na_cancel already asked for send_op */
-    bool self_call;         /**< the server side of an RPC to self */
-    bool batches;           /**< the caller takes batches (REQ flag) */
-    bool from_batch;        /**< the request came in a CW_MSG_BATCH */
-    bool pin_ask;           /**< the caller asked for a member */
+    /** The caller cancelled.  Not a flag: across contexts the outgoing
+     *  handle of a relay reads it under cw_fwd_link_lock, while this
+     *  handle's thread changes its flags under its own lock only. */
+    bool canceled;
 };
 
 /** Relay part of a use (gateway, include/causeway/forward.h). */
 struct cw_h_relay {
     struct cw_handle *in;      /**< outgoing: the incoming handle */
     struct cw_handle *out;     /**< incoming: its outgoing handle */
-    bool xctx;                 /**< in and out live in two contexts: the
-                                    link is under cw_fwd_link_lock and
-                                    holds no reference */
     struct cw_cqe xcancel_cqe; /**< outgoing: cancel from in's ctx */
     char *route;               /**< outgoing: routing destination (in
                                     relay_route_buf), or NULL: none */
@@ -471,35 +610,33 @@ struct cw_h_relay {
 
 /** One use of a handle: zeroed when it goes back to the pool. */
 struct cw_h_use {
-    bool server;
-    bool one_way;
+    enum cw_hrole role;
     enum cw_hstate state;
+    unsigned flags;  /**< enum cw_hflag */
+    uint16_t rflags; /**< what the request says of itself: CW_HF_ONE_WAY,
+                          _IDEMPOTENT, _RESUME, and _OVERFLOW (a client's:
+                          this forward's request overflowed); a server's
+                          also _BATCHES and _PIN_ASK */
+    uint8_t hops;
     cw_rpc_id_t id;
     cw_network_t *net;
     uint64_t req_id;
     uint32_t tag; /**< response tag */
     uint64_t deadline_ns;
-    uint8_t hops;
+    uint64_t resume_id; /**< CW_HF_IDEMPOTENT: chosen at the origin, kept
+                             by gateways (core/bulk_resume.c) */
     /* op tracking */
-    unsigned pending;
-    bool final_set;
-    bool queued;
+    unsigned pending; /**< operations outstanding */
     cw_status_t final;
     cw_na_op_t *send_op;
     cw_na_op_t *recv_op;
     cw_bulk_op_t *bulk_op;
     cw_bulk_t *ovf_local; /**< our payload exposed for the peer to pull */
-    bool overflowed;      /**< the request overflowed */
     struct cw_handle *self_peer; /**< RPC to self: the other side */
-    /* chunk-level resume (core/bulk_resume.c) */
-    bool idempotent;    /**< request marked idempotent */
-    bool resume;        /**< request resumes an earlier one (RESUME) */
-    uint64_t resume_id; /**< chosen at the origin, kept by gateways */
     /* coalesced message (coalesce.c): send_op is CW_SQ_QUEUED while on
      * ctx->sendq, CW_SQ_BATCHED once inside a batch in flight */
     const uint8_t *sq_msg;
     size_t sq_len;
-    bool sq_cancel; /**< cancelled while queued: never sent */
     struct cw_h_relay relay;
     union {
         struct cw_h_client cli;
@@ -538,6 +675,41 @@ struct cw_handle {
     uint8_t cancel_msg[CW_HDR_SIZE];
     struct cw_h_use use;
 };
+
+/** Move @p h to state @p to (lock held). */
+static inline void cw_h_state_set(cw_handle_t *h, enum cw_hstate to)
+{
+    assert(cw_h_state_ok(h->use.role, h->use.state, to));
+    h->use.state = to;
+}
+
+/** Whether flag @p f of @p h is set. */
+static inline bool cw_h_flag(const cw_handle_t *h, enum cw_hflag f)
+{
+    return (h->use.flags & f) != 0;
+}
+
+/** Set flag @p f of @p h (lock held). */
+static inline void cw_h_flag_set(cw_handle_t *h, enum cw_hflag f)
+{
+    assert(cw_h_flag_ok(h->use.role, h->use.state, f, true));
+    h->use.flags |= f;
+}
+
+/** Clear flag @p f of @p h (lock held). */
+static inline void cw_h_flag_clear(cw_handle_t *h, enum cw_hflag f)
+{
+    assert(cw_h_flag_ok(h->use.role, h->use.state, f, false));
+    h->use.flags &= ~(unsigned)f;
+}
+
+/** A forward or respond of @p h is under way: its completion has not run,
+ *  or it lingers. */
+static inline bool cw_h_busy(const cw_handle_t *h)
+{
+    return (h->use.state != CW_H_IDLE && h->use.state != CW_H_DONE) ||
+           cw_h_flag(h, CW_HFL_LINGER);
+}
 
 extern const char cw_sq_marks[2];
 #define CW_SQ_QUEUED  ((cw_na_op_t *)(void *)&cw_sq_marks[0])
@@ -762,12 +934,18 @@ uint64_t cw_ctx_req_id(cw_context_t *ctx);
 /** Next response tag of a network. */
 uint32_t cw_net_tag(cw_network_t *net);
 
-/** A fresh handle from the pool (lock held), one reference. */
-struct cw_handle *cw_handle_alloc(cw_context_t *ctx, bool server);
+/** A fresh handle of @p role from the pool (lock held), one reference. */
+struct cw_handle *cw_handle_alloc(cw_context_t *ctx, enum cw_hrole role);
 /** Drop a reference with the lock held. */
 void cw_handle_unref_locked(cw_handle_t *h);
-/** Decide the final status once (first caller wins). */
-void cw_h_set_final(cw_handle_t *h, cw_status_t st);
+/** Decide the final status once (first caller wins): ACTIVE to DECIDED. */
+static inline void cw_h_set_final(cw_handle_t *h, cw_status_t st)
+{
+    if (h->use.state == CW_H_ACTIVE) {
+        h->use.final = st;
+        cw_h_state_set(h, CW_H_DECIDED);
+    }
+}
 /** Decide a failure and cancel what is outstanding. */
 void cw_h_fail(cw_handle_t *h, cw_status_t st);
 /** Queue the completion once the status is decided and nothing is
@@ -786,13 +964,15 @@ void cw_h_complete(struct cw_cqe *e);
  *  no lock held). */
 static inline bool cw_h_may_reforward(const cw_handle_t *h, cw_status_t st)
 {
-    return !h->use.server && h->use.idempotent && !h->use.one_way &&
-           h->use.relay.in == NULL &&
+    return (h->use.rflags & (CW_HF_IDEMPOTENT | CW_HF_ONE_WAY)) ==
+               CW_HF_IDEMPOTENT &&
+           h->use.role == CW_H_CLIENT && h->use.relay.in == NULL &&
            (st == CW_DISCONNECTED || st == CW_UNREACHABLE || st == CW_IO) &&
            h->use.cli.reforwards < CW_MAX_REFORWARDS;
 }
 /** Send @p h again, marked RESUME, through another gateway of its route
- *  (no lock held, from its completion): true if it went. */
+ *  (no lock held, from its completion, once cw_h_may_reforward said it
+ *  may): true if it went. */
 bool cw_h_reforward(cw_handle_t *h, cw_status_t st);
 /** CW_OK if the overflowed payload @p m announces is at most the context's
  *  max_payload_size; else count it in rx_dropped, log it (@p what: request

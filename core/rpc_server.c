@@ -39,7 +39,7 @@ void cw_rpc_dispatch(cw_handle_t *h)
 
     if (h->use.srv.route != NULL && !route_is_ours(ctx, h->use.srv.route)) {
         if (ctx->fwd_hook == NULL) {
-            if (h->use.one_way)
+            if (h->use.rflags & CW_HF_ONE_WAY)
                 cw_handle_unref_locked(h);
             else
                 cw_respond_internal(h, CW_NO_ROUTE);
@@ -56,7 +56,7 @@ void cw_rpc_dispatch(cw_handle_t *h)
         ctx->stats.no_rpc++;
         CW_LOG_RL(CW_LOG_INFO, "core", "request for unregistered RPC %016llx",
                   (unsigned long long)h->use.id);
-        if (h->use.one_way)
+        if (h->use.rflags & CW_HF_ONE_WAY)
             cw_handle_unref_locked(h);
         else
             cw_respond_internal(h, CW_NO_RPC);
@@ -105,14 +105,15 @@ static void srv_pull_done(cw_bulk_op_t *op, cw_status_t st, void *arg)
 
     h->use.bulk_op = NULL;
     h->use.pending--;
-    if (h->use.one_way) /* the caller hears whether its payload arrived */
+    /* A one-way caller hears whether its payload arrived. */
+    if (h->use.rflags & CW_HF_ONE_WAY)
         srv_send_ack(h, st);
     if (st != CW_OK) {
         CW_LOG_RL(CW_LOG_WARN, "core",
                   "pulling an overflowed request "
                   "failed: %s",
                   cw_status_str(st));
-        if (h->use.one_way)
+        if (h->use.rflags & CW_HF_ONE_WAY)
             cw_handle_unref_locked(h);
         else
             cw_respond_internal(h, st);
@@ -156,7 +157,7 @@ static void recv_cancel(cw_network_t *net, const struct cw_wire_msg *m,
         cw_handle_t *h = cw_container_of(e, cw_handle_t, link);
         if (h->use.req_id == m->hdr.req_id && h->use.net == net &&
             cw_na_addr_cmp(net->na, h->use.srv.src.na, source)) {
-            if (h->use.relay.xctx) {
+            if (cw_h_flag(h, CW_HFL_XCTX)) {
                 cw_fwd_cancel_xctx(h);
                 return;
             }
@@ -186,7 +187,7 @@ static void recv_request(cw_network_t *net, struct cw_urecv *u, bool batched,
         if (cw_rs_attach(net, &m, source, cw_now_ns() + budget * 1000ull))
             return;
     }
-    h = cw_handle_alloc(ctx, true);
+    h = cw_handle_alloc(ctx, CW_H_SERVER);
     if (h == NULL) {
         ctx->stats.rx_dropped++;
         cw_na_addr_free(net->na, source);
@@ -223,14 +224,12 @@ static void recv_request(cw_network_t *net, struct cw_urecv *u, bool batched,
     h->use.tag = m.hdr.resp_tag;
     h->use.srv.resp_limit = m.hdr.resp_limit;
     h->use.hops = m.hdr.hops;
-    h->use.one_way = (m.hdr.flags & CW_HF_ONE_WAY) != 0;
-    h->use.overflowed = (m.hdr.flags & CW_HF_OVERFLOW) != 0;
-    h->use.idempotent = (m.hdr.flags & CW_HF_IDEMPOTENT) != 0;
-    h->use.resume = (m.hdr.flags & CW_HF_RESUME) != 0;
+    h->use.rflags =
+        m.hdr.flags & (CW_HF_ONE_WAY | CW_HF_OVERFLOW | CW_HF_IDEMPOTENT |
+                       CW_HF_RESUME | CW_HF_BATCHES | CW_HF_PIN_ASK);
     h->use.resume_id = m.hdr.resume_id;
-    h->use.srv.batches = (m.hdr.flags & CW_HF_BATCHES) != 0;
-    h->use.srv.pin_ask = (m.hdr.flags & CW_HF_PIN_ASK) != 0;
-    h->use.srv.from_batch = batched;
+    if (batched)
+        cw_h_flag_set(h, CW_HFL_FROM_BATCH);
     budget =
         m.hdr.budget_us < CW_MAX_BUDGET_US ? m.hdr.budget_us : CW_MAX_BUDGET_US;
     h->use.deadline_ns = cw_now_ns() + budget * 1000ull;
@@ -252,10 +251,10 @@ static void recv_request(cw_network_t *net, struct cw_urecv *u, bool batched,
     h->use.srv.raw_desc = m.desc;
     h->use.srv.raw_desc_len = m.hdr.desc_len;
     h->use.srv.raw_ndesc = m.hdr.ndesc;
-    if (!h->use.one_way)
+    if (!(h->use.rflags & CW_HF_ONE_WAY))
         cw_list_add(&ctx->incoming, &h->link);
     if (h->use.hops > ctx->max_hops) {
-        if (h->use.one_way)
+        if (h->use.rflags & CW_HF_ONE_WAY)
             cw_handle_unref_locked(h);
         else
             cw_respond_internal(h, CW_TTL_EXPIRED);
@@ -266,7 +265,7 @@ static void recv_request(cw_network_t *net, struct cw_urecv *u, bool batched,
         if (st == CW_OK)
             st = cw_h_pull(h, &m, h->use.srv.src.na, srv_pull_done);
         if (st != CW_OK) {
-            if (h->use.one_way) {
+            if (h->use.rflags & CW_HF_ONE_WAY) {
                 srv_send_ack(h, st);
                 cw_handle_unref_locked(h);
             } else {
@@ -458,7 +457,8 @@ static cw_status_t respond_net(cw_handle_t *h, cw_status_t status)
     if (h->use.srv.resp_limit >= CW_HDR_SIZE + 64 &&
         h->use.srv.resp_limit < limit)
         limit = h->use.srv.resp_limit;
-    if (h->use.srv.pin_ask && (member = cw_spread_pick(net)) != NULL)
+    if ((h->use.rflags & CW_HF_PIN_ASK) &&
+        (member = cw_spread_pick(net)) != NULL)
         hdr.flags |= CW_HF_PIN;
     st = cw_msg_build(h, &h->out, limit, member, h->use.srv.resp_desc,
                       h->use.srv.resp_desc_len, h->use.srv.resp_ndesc, &hdr,
@@ -474,7 +474,6 @@ static cw_status_t respond_net(cw_handle_t *h, cw_status_t status)
     }
     h->use.pending++;
     net->resp_sending++;
-    h->use.srv.send_canceled = false;
     cw_list_add(&ctx->responding, &h->resp_link);
     ctx->stats.na_ops++;
     ctx->stats.tx_responses++;
@@ -495,27 +494,25 @@ cw_status_t cw_respond_locked(cw_handle_t *h, cw_status_t status,
 {
     cw_status_t st;
 
-    if (!h->use.server || h->use.state != CW_H_IDLE || h->use.one_way ||
-        !cw_status_valid((int)status))
+    if (h->use.role == CW_H_CLIENT || h->use.state != CW_H_IDLE ||
+        (h->use.rflags & CW_HF_ONE_WAY) || !cw_status_valid((int)status))
         return CW_INVALID_ARG;
     if (status == CW_OK && h->out.err != CW_OK)
         status = h->out.err;
     h->use.srv.cb = cb;
     h->use.srv.arg = arg;
-    h->use.state = CW_H_ACTIVE;
-    h->use.final_set = false;
-    h->use.queued = false;
+    cw_h_state_set(h, CW_H_ACTIVE);
     h->use.pending = 0;
     h->cqe.fn = cw_h_complete;
     atomic_fetch_add(&h->refs, 1);
     cw_list_del(&h->link); /* off the incoming list */
-    if (!h->use.srv.self_call &&
+    if (!cw_h_flag(h, CW_HFL_SELF) &&
         (h->use.srv.canceled || cw_now_ns() > h->use.deadline_ns)) {
         cw_status_t why = h->use.srv.canceled ? CW_CANCELED : CW_TIMEOUT;
         /* The caller has given up: an answer would only be dropped, except
          * that a caller whose payload overflowed keeps it exposed until
          * it hears from us, so it gets a bare one. */
-        if (h->use.overflowed) {
+        if (h->use.rflags & CW_HF_OVERFLOW) {
             cw_buf_reset(&h->out);
             h->use.srv.resp_desc = NULL;
             if (respond_net(h, why) == CW_OK) {
@@ -528,7 +525,7 @@ cw_status_t cw_respond_locked(cw_handle_t *h, cw_status_t status,
         cw_h_check(h);
         return CW_OK;
     }
-    if (h->use.srv.self_call) {
+    if (cw_h_flag(h, CW_HFL_SELF)) {
         st = respond_self(h, status);
     } else {
         st = respond_net(h, status);

@@ -173,7 +173,7 @@ static struct cw_pin *pin_of(cw_handle_t *h)
 static bool pin_hold(cw_handle_t *h, struct cw_pin *p)
 {
     h->use.cli.pin = p;
-    h->use.cli.pin_held = true;
+    cw_h_flag_set(h, CW_HFL_PIN_HELD);
     h->use.pending++;
     cw_list_add(&p->held, &h->use.cli.pin_link);
     h->ctx->stats.pin_held++;
@@ -194,14 +194,14 @@ bool cw_pin_route(cw_handle_t *h, uint16_t *flags)
         return false;
     switch (p->state) {
     case CW_PIN_NEW:
-        if (h->use.one_way)
+        if (h->use.rflags & CW_HF_ONE_WAY)
             return false; /* no answer to carry the pin */
         *flags |= CW_HF_PIN_ASK;
         p->state = CW_PIN_ASKED;
         p->opened = false;
-        h->use.cli.pin_asker = true;
+        cw_h_flag_set(h, CW_HFL_PIN_ASKER);
         h->use.cli.pin = p;
-        h->use.cli.pin_home = true;
+        cw_h_flag_set(h, CW_HFL_PIN_HOME);
         p->home_inflight++;
         return false;
     case CW_PIN_MOVING:
@@ -209,7 +209,7 @@ bool cw_pin_route(cw_handle_t *h, uint16_t *flags)
             /* The first at the member: alone until it has completed. */
             p->state = CW_PIN_WARMING;
             h->use.cli.pin = p;
-            h->use.cli.pin_warm = true;
+            cw_h_flag_set(h, CW_HFL_PIN_WARM);
             h->use.cli.peer = p->member;
             return false;
         }
@@ -217,7 +217,7 @@ bool cw_pin_route(cw_handle_t *h, uint16_t *flags)
     case CW_PIN_ASKED:
         if (p->opened) { /* the connection is made: at home until moved */
             h->use.cli.pin = p;
-            h->use.cli.pin_home = true;
+            cw_h_flag_set(h, CW_HFL_PIN_HOME);
             p->home_inflight++;
             return false;
         }
@@ -241,7 +241,8 @@ void cw_pin_answer(cw_handle_t *h, const char *uri, size_t len)
     char s[CW_URI_MAX];
     cw_na_addr_t *member;
 
-    if (p == NULL || !h->use.cli.pin_asker || p->state != CW_PIN_ASKED)
+    if (p == NULL || !cw_h_flag(h, CW_HFL_PIN_ASKER) ||
+        p->state != CW_PIN_ASKED)
         return;
     if (len == 0 || len >= sizeof(s)) {
         p->state = CW_PIN_HOME;
@@ -286,7 +287,7 @@ static void pin_release_held(struct cw_pin *p)
         cw_status_t st;
 
         cw_list_del(&h->use.cli.pin_link);
-        h->use.cli.pin_held = false;
+        cw_h_flag_clear(h, CW_HFL_PIN_HELD);
         h->use.pending--;
         /* Released by a cancel sweep (network closing, context going):
          * what waited fails with the rest. */
@@ -304,9 +305,9 @@ void cw_pin_sent(cw_handle_t *h)
 {
     struct cw_pin *p = h->use.cli.pin;
 
-    if (h->use.cli.pin_warm && p->state == CW_PIN_WARMING)
+    if (cw_h_flag(h, CW_HFL_PIN_WARM) && p->state == CW_PIN_WARMING)
         p->state = CW_PIN_MOVED;
-    else if (h->use.cli.pin_asker && p->state == CW_PIN_ASKED)
+    else if (cw_h_flag(h, CW_HFL_PIN_ASKER) && p->state == CW_PIN_ASKED)
         p->opened = true;
     pin_release_held(p);
 }
@@ -315,18 +316,18 @@ void cw_pin_gate_done(cw_handle_t *h)
 {
     struct cw_pin *p = h->use.cli.pin;
 
-    if (h->use.cli.pin_warm) {
+    if (cw_h_flag(h, CW_HFL_PIN_WARM)) {
         /* Whatever its outcome, the member has had its first message
          * (cw_pin_sent moved on already, unless the send never ended). */
-        h->use.cli.pin_warm = false;
+        cw_h_flag_clear(h, CW_HFL_PIN_WARM);
         if (p->state == CW_PIN_WARMING)
             p->state = CW_PIN_MOVED;
         pin_release_held(p);
         return;
     }
-    h->use.cli.pin_home = false;
-    if (h->use.cli.pin_asker) {
-        h->use.cli.pin_asker = false;
+    cw_h_flag_clear(h, CW_HFL_PIN_HOME);
+    if (cw_h_flag(h, CW_HFL_PIN_ASKER)) {
+        cw_h_flag_clear(h, CW_HFL_PIN_ASKER);
         /* Answered without a pin: the peer does not spread.  Failed before
          * any answer: ask again with the next request. */
         if (p->state == CW_PIN_ASKED)
@@ -349,7 +350,8 @@ void cw_pin_check_member(cw_handle_t *h)
     struct cw_pin_retired *r;
     cw_status_t st = h->use.final;
 
-    if (h->use.server || p->member == NULL || h->use.cli.peer != p->member ||
+    if (h->use.role == CW_H_SERVER || p->member == NULL ||
+        h->use.cli.peer != p->member ||
         (st != CW_DISCONNECTED && st != CW_UNREACHABLE && st != CW_IO))
         return;
     r = malloc(sizeof(*r));
@@ -359,7 +361,7 @@ void cw_pin_check_member(cw_handle_t *h)
     r->next = p->retired;
     p->retired = r;
     p->member = NULL;
-    h->use.cli.pin_warm = false;
+    cw_h_flag_clear(h, CW_HFL_PIN_WARM);
     p->state = CW_PIN_NEW;
     CW_LOG_RL(CW_LOG_INFO, "core",
               "%s: the member of a spread address "
@@ -373,7 +375,7 @@ void cw_pin_check_member(cw_handle_t *h)
 void cw_pin_unhold(cw_handle_t *h)
 {
     cw_list_del(&h->use.cli.pin_link);
-    h->use.cli.pin_held = false;
+    cw_h_flag_clear(h, CW_HFL_PIN_HELD);
     h->use.pending--;
 }
 
