@@ -75,8 +75,8 @@ bool cw_sq_offer(cw_handle_t *h, const uint8_t *msg, size_t len)
         return false;
     if (!(ctx->opts.flags & CW_CTX_COALESCE))
         sq_in_kind++;
-    h->use.sq_msg = msg;
-    h->use.sq_len = len;
+    h->sq_msg = msg;
+    h->sq_len = len;
     cw_h_flag_clear(h, CW_HFL_SQ_CANCEL);
     h->use.send_op = CW_SQ_QUEUED;
     cw_list_add(&ctx->sendq, &h->sq_link);
@@ -130,13 +130,13 @@ static void sq_send_alone(cw_handle_t *h)
     cw_status_t st;
 
     if (h->use.role == CW_H_SERVER)
-        st = cw_na_msg_send_expected(
-            h->use.net->na, h->use.sq_msg, h->use.sq_len, h->use.srv.src.na,
-            h->use.tag, cw_resp_send_cb, h, &h->use.send_op);
+        st = cw_na_msg_send_expected(h->use.net->na, h->sq_msg, h->sq_len,
+                                     h->use.srv.src.na, h->use.tag,
+                                     cw_resp_send_cb, h, &h->use.send_op);
     else
-        st = cw_na_msg_send_unexpected(h->use.net->na, h->use.sq_msg,
-                                       h->use.sq_len, h->use.cli.peer, 0,
-                                       cw_fwd_send_cb, h, &h->use.send_op);
+        st = cw_na_msg_send_unexpected(h->use.net->na, h->sq_msg, h->sq_len,
+                                       h->use.cli.peer, 0, cw_fwd_send_cb, h,
+                                       &h->use.send_op);
     if (st != CW_OK)
         sq_done(h, st);
 }
@@ -168,8 +168,7 @@ static void sq_send_batch(cw_context_t *ctx, cw_handle_t **hs, unsigned n,
     hdr.payload_len = (uint32_t)bytes;
     cw_wire_hdr_encode(b->msg, &hdr);
     for (unsigned i = 0; i < n; i++) {
-        off += cw_wire_batch_put(b->msg + off, hs[i]->use.sq_msg,
-                                 hs[i]->use.sq_len);
+        off += cw_wire_batch_put(b->msg + off, hs[i]->sq_msg, hs[i]->sq_len);
         b->h[i] = hs[i];
         hs[i]->use.send_op = CW_SQ_BATCHED;
     }
@@ -207,7 +206,7 @@ void cw_sq_flush(cw_context_t *ctx)
              e != &ctx->sendq && n < CW_BATCH_MAX && seen < CW_SQ_SCAN;
              e = next, seen++) {
             cw_handle_t *h = cw_container_of(e, cw_handle_t, sq_link);
-            size_t need = CW_BATCH_ENTRY_HDR + h->use.sq_len;
+            size_t need = CW_BATCH_ENTRY_HDR + h->sq_len;
             next = e->next;
             if (h != first &&
                 (h->use.net != net ||

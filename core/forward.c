@@ -237,7 +237,7 @@ void cw_fwd_set_canceled(cw_handle_t *in, bool canceled)
 
 static void fwd_xcancel_run(struct cw_cqe *e)
 {
-    cw_handle_t *out = cw_container_of(e, cw_handle_t, use.relay.xcancel_cqe);
+    cw_handle_t *out = cw_container_of(e, cw_handle_t, xcancel_cqe);
 
     (void)cw_cancel(out); /* takes the other context's lock */
     cw_handle_release(out);
@@ -270,8 +270,8 @@ void cw_fwd_cancel_xctx(cw_handle_t *in)
         return;
     /* Its context's lock cannot be taken under ours: cancel it from our
      * cw_trigger, where no lock is held. */
-    out->use.relay.xcancel_cqe.fn = fwd_xcancel_run;
-    cw_cq_push(in->ctx, &out->use.relay.xcancel_cqe);
+    out->xcancel_cqe.fn = fwd_xcancel_run;
+    cw_cq_push(in->ctx, &out->xcancel_cqe);
 }
 
 cw_status_t cw_fwd_desc_replace(cw_handle_t *out, unsigned i, const void *p,

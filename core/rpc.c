@@ -1,8 +1,8 @@
 /*
- * RPC registration and what both roles share to build and take in
- * messages: overflow checks and pulls, and message assembly (header,
- * routing destination, descriptor section, payload or overflow
- * descriptor).
+ * RPC registration, the client handle made for an RPC (cw_handle_create),
+ * and what both roles share to build and take in messages: overflow checks
+ * and pulls, and message assembly (header, routing destination, descriptor
+ * section, payload or overflow descriptor).
  */
 #include "rpc_priv.h"
 
@@ -105,6 +105,43 @@ void cw_rpc_classes_fini(cw_context_t *ctx)
             free(c);
         }
     }
+}
+
+cw_status_t cw_handle_create(cw_context_t *ctx, cw_addr_t *dest, cw_rpc_id_t id,
+                             cw_handle_t **h_p)
+{
+    cw_handle_t *h;
+    cw_addr_t *ref;
+    struct cw_rpc_class *c;
+    cw_status_t st;
+
+    if (ctx == NULL || dest == NULL || h_p == NULL || dest->ctx != ctx)
+        return CW_INVALID_ARG;
+    st = cw_addr_dup(dest, &ref);
+    if (st != CW_OK)
+        return st;
+    pthread_mutex_lock(&ctx->lock);
+    if (ref->net->closed) {
+        pthread_mutex_unlock(&ctx->lock);
+        cw_addr_free(ref);
+        return CW_DISCONNECTED; /* cw_network_close */
+    }
+    h = cw_handle_alloc(ctx, CW_H_CLIENT);
+    if (h == NULL) {
+        pthread_mutex_unlock(&ctx->lock);
+        cw_addr_free(ref);
+        return CW_NOMEM;
+    }
+    h->use.cli.addr = ref;
+    h->use.net = ref->net;
+    h->use.id = id;
+    c = cw_rpc_class_find(ctx, id);
+    if (c != NULL && c->opts.one_way)
+        h->use.rflags = CW_HF_ONE_WAY;
+    h->use.cli.cls_timeout_ms = c ? c->opts.timeout_ms : 0;
+    pthread_mutex_unlock(&ctx->lock);
+    *h_p = h;
+    return CW_OK;
 }
 
 cw_status_t cw_grow(uint8_t **p, size_t *cap, size_t need)

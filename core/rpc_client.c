@@ -19,8 +19,8 @@ void cw_fwd_send_done(cw_handle_t *h, cw_status_t st)
         cw_pin_sent(h); /* core/spread.c: those behind it may go */
     if (st != CW_OK)
         cw_h_fail(h, st);
-    else if ((h->use.rflags & CW_HF_ONE_WAY) &&
-             !(h->use.rflags & CW_HF_OVERFLOW))
+    else if ((h->use.rflags & (CW_HF_ONE_WAY | CW_HF_OVERFLOW)) ==
+             CW_HF_ONE_WAY)
         cw_h_set_final(h, CW_OK);
     cw_h_check(h);
 }
@@ -148,7 +148,7 @@ bool cw_rpc_batch_resp(cw_network_t *net, const struct cw_wire_msg *m,
 }
 
 /* Post the receive for the response (buffer grown by cw_fwd_net). */
-static cw_status_t fwd_recv_post(cw_handle_t *h)
+static inline cw_status_t fwd_recv_post(cw_handle_t *h)
 {
     cw_network_t *net = h->use.net;
     cw_status_t st;
@@ -287,8 +287,7 @@ cw_status_t cw_fwd_net(cw_handle_t *h)
                           0, 0, &hdr, &msg, &total);
     if (st != CW_OK)
         return st;
-    h->use.rflags = (uint16_t)((h->use.rflags & ~CW_HF_OVERFLOW) |
-                               (hdr.flags & CW_HF_OVERFLOW));
+    h->use.rflags |= hdr.flags & CW_HF_OVERFLOW; /* cleared by cw_forward */
     if (!(h->use.rflags & CW_HF_ONE_WAY) || (h->use.rflags & CW_HF_OVERFLOW)) {
         st = cw_grow(&h->msg, &h->msg_cap, net->caps.max_expected_size);
         if (st != CW_OK)
@@ -361,43 +360,6 @@ cw_status_t cw_fwd_self(cw_handle_t *h)
 err_unref:
     cw_handle_unref_locked(sh);
     return st;
-}
-
-cw_status_t cw_handle_create(cw_context_t *ctx, cw_addr_t *dest, cw_rpc_id_t id,
-                             cw_handle_t **h_p)
-{
-    cw_handle_t *h;
-    cw_addr_t *ref;
-    struct cw_rpc_class *c;
-    cw_status_t st;
-
-    if (ctx == NULL || dest == NULL || h_p == NULL || dest->ctx != ctx)
-        return CW_INVALID_ARG;
-    st = cw_addr_dup(dest, &ref);
-    if (st != CW_OK)
-        return st;
-    pthread_mutex_lock(&ctx->lock);
-    if (ref->net->closed) {
-        pthread_mutex_unlock(&ctx->lock);
-        cw_addr_free(ref);
-        return CW_DISCONNECTED; /* cw_network_close */
-    }
-    h = cw_handle_alloc(ctx, CW_H_CLIENT);
-    if (h == NULL) {
-        pthread_mutex_unlock(&ctx->lock);
-        cw_addr_free(ref);
-        return CW_NOMEM;
-    }
-    h->use.cli.addr = ref;
-    h->use.net = ref->net;
-    h->use.id = id;
-    c = cw_rpc_class_find(ctx, id);
-    if (c != NULL && c->opts.one_way)
-        h->use.rflags = CW_HF_ONE_WAY;
-    h->use.cli.cls_timeout_ms = c ? c->opts.timeout_ms : 0;
-    pthread_mutex_unlock(&ctx->lock);
-    *h_p = h;
-    return CW_OK;
 }
 
 cw_status_t cw_handle_set_idempotent(cw_handle_t *h, bool on)
@@ -489,7 +451,9 @@ cw_status_t cw_forward(cw_handle_t *h, uint64_t timeout_ms, cw_forward_cb_t cb,
     cw_h_state_set(h, CW_H_ACTIVE);
     atomic_fetch_add(&h->refs, 1);
     cw_list_add(&ctx->inflight, &h->link);
-    if (cw_addr_is_self(h->use.cli.addr) && !h->use.relay.in)
+    /* cw_addr_is_self, read in place: every forward asks. */
+    if (h->use.cli.addr->self && h->use.cli.addr->route == NULL &&
+        !h->use.relay.in)
         st = cw_fwd_self(h);
     else
         st = cw_fwd_net(h);

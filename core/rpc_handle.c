@@ -61,12 +61,23 @@ static void handle_free(cw_handle_t *h)
     free(h);
 }
 
+#ifndef NDEBUG
+static bool all_zero(const void *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (((const unsigned char *)p)[i] != 0)
+            return false;
+    return true;
+}
+#endif
+
 /* Release what this use holds, then clear it in one step: the next use
  * starts from a fresh handle but for the kept buffers. */
 static void handle_recycle_locked(cw_handle_t *h)
 {
     cw_context_t *ctx = h->ctx;
     struct cw_h_use *u = &h->use;
+    size_t used = cw_h_use_size(u->role);
     cw_buf_t *w = u->role == CW_H_SERVER ? &h->out : &h->in;
     cw_buf_t *r = u->role == CW_H_SERVER ? &h->in : &h->out;
 
@@ -80,8 +91,8 @@ static void handle_recycle_locked(cw_handle_t *h)
         if (u->cli.addr)
             cw_addr_unref_locked(u->cli.addr);
         cw_rwait_del(h);
-        free(u->cli.bresp); /* only if a batch answered a handle already
-                               failed */
+        if (u->cli.bresp) /* a batch answered a handle already failed */
+            free(u->cli.bresp);
     }
     cw_buf_reset(w);
     w->writer = true;
@@ -119,8 +130,10 @@ static void handle_recycle_locked(cw_handle_t *h)
     if (u->self_peer)
         u->self_peer->use.self_peer = NULL;
     /* Nothing of this use is carried into the next: not a pin of another
-     * network (freed with it, core/spread.c), not a flag. */
-    memset(u, 0, sizeof(*u));
+     * network (freed with it, core/spread.c), not a flag.  The other role's
+     * part of the union was left alone, and is zero still. */
+    assert(all_zero((const char *)u + used, sizeof(*u) - used));
+    memset(u, 0, used);
     if (ctx->nfree_handles < CW_POOL_MAX && !ctx->destroying) {
         h->next_free = ctx->free_handles;
         ctx->free_handles = h;
@@ -223,16 +236,16 @@ uint64_t cw_handle_remaining_ms(cw_handle_t *h)
 
 /* ---- completion state machine (lock held) --------------------------------*/
 
-/* Each call may move a decided handle on: to QUEUED once nothing of it is
- * outstanding, or at once when it lingers (the caller hears while the
- * server may still pull its payload); a lingering one lets its payload go
- * when the last of its operations ends. */
-void cw_h_check(cw_handle_t *h)
+/* Moves a decided handle on: to QUEUED once nothing of it is outstanding,
+ * or at once when it lingers (the caller hears while the server may still
+ * pull its payload); a lingering one lets its payload go when the last of
+ * its operations ends. */
+void cw_h_settle(cw_handle_t *h)
 {
     struct cw_h_use *u = &h->use;
     bool linger = cw_h_flag(h, CW_HFL_LINGER);
 
-    if (u->state < CW_H_DECIDED || (u->state == CW_H_DONE && !linger))
+    if (u->state == CW_H_DONE && !linger)
         return;
     if (u->role == CW_H_CLIENT && u->cli.pin != NULL && u->pending == 0) {
         cw_pin_check_member(h);

@@ -585,9 +585,9 @@ struct cw_h_server {
     void *hook_arg;
     const uint8_t *raw_desc; /**< the request's descriptor section */
     size_t raw_desc_len;
-    unsigned raw_ndesc;
     const uint8_t *resp_desc; /**< descriptor section of the response */
     size_t resp_desc_len;
+    unsigned raw_ndesc;
     unsigned resp_ndesc;
     struct cw_rsess *rsess; /**< its resume session (bulk_resume.c), or
                                  NULL */
@@ -599,50 +599,59 @@ struct cw_h_server {
 
 /** Relay part of a use (gateway, include/causeway/forward.h). */
 struct cw_h_relay {
-    struct cw_handle *in;      /**< outgoing: the incoming handle */
-    struct cw_handle *out;     /**< incoming: its outgoing handle */
-    struct cw_cqe xcancel_cqe; /**< outgoing: cancel from in's ctx */
-    char *route;               /**< outgoing: routing destination (in
-                                    relay_route_buf), or NULL: none */
-    size_t desc_len; /**< outgoing: bytes of the section at desc_copy */
-    unsigned ndesc;  /**< outgoing: its descriptors */
+    struct cw_handle *in;  /**< outgoing: the incoming handle */
+    struct cw_handle *out; /**< incoming: its outgoing handle */
+    char *route;           /**< outgoing: routing destination (in
+                                relay_route_buf), or NULL: none */
+    size_t desc_len;       /**< outgoing: bytes of the section at desc_copy */
+    unsigned ndesc;        /**< outgoing: its descriptors */
 };
 
-/** One use of a handle: zeroed when it goes back to the pool. */
+/**
+ * One use of a handle: all zero while the handle is in its pool.  A use
+ * writes the common and relay parts and its own role's part of the union
+ * only, so recycling clears those (cw_h_use_size) and the rest is zero
+ * already.
+ */
 struct cw_h_use {
-    enum cw_hrole role;
-    enum cw_hstate state;
-    unsigned flags;  /**< enum cw_hflag */
-    uint16_t rflags; /**< what the request says of itself: CW_HF_ONE_WAY,
-                          _IDEMPOTENT, _RESUME, and _OVERFLOW (a client's:
-                          this forward's request overflowed); a server's
-                          also _BATCHES and _PIN_ASK */
-    uint8_t hops;
+    uint8_t role;     /**< enum cw_hrole */
+    uint8_t state;    /**< enum cw_hstate */
+    uint8_t hops;     /**< gateways crossed */
+    uint16_t rflags;  /**< what the request says of itself: CW_HF_ONE_WAY,
+                           _IDEMPOTENT, _RESUME, and _OVERFLOW (a client's:
+                           this forward's request overflowed); a server's
+                           also _BATCHES and _PIN_ASK */
+    uint16_t flags;   /**< enum cw_hflag */
+    uint32_t tag;     /**< response tag */
+    unsigned pending; /**< operations outstanding */
+    cw_status_t final;
     cw_rpc_id_t id;
     cw_network_t *net;
     uint64_t req_id;
-    uint32_t tag; /**< response tag */
     uint64_t deadline_ns;
-    uint64_t resume_id; /**< CW_HF_IDEMPOTENT: chosen at the origin, kept
-                             by gateways (core/bulk_resume.c) */
-    /* op tracking */
-    unsigned pending; /**< operations outstanding */
-    cw_status_t final;
-    cw_na_op_t *send_op;
+    uint64_t resume_id;  /**< CW_HF_IDEMPOTENT: chosen at the origin, kept
+                              by gateways (core/bulk_resume.c) */
+    cw_na_op_t *send_op; /**< coalesce.c: CW_SQ_QUEUED while on ctx->sendq,
+                              CW_SQ_BATCHED once inside a batch in flight */
     cw_na_op_t *recv_op;
     cw_bulk_op_t *bulk_op;
     cw_bulk_t *ovf_local; /**< our payload exposed for the peer to pull */
     struct cw_handle *self_peer; /**< RPC to self: the other side */
-    /* coalesced message (coalesce.c): send_op is CW_SQ_QUEUED while on
-     * ctx->sendq, CW_SQ_BATCHED once inside a batch in flight */
-    const uint8_t *sq_msg;
-    size_t sq_len;
     struct cw_h_relay relay;
     union {
         struct cw_h_client cli;
         struct cw_h_server srv;
     };
 };
+_Static_assert(CW_HFL_PIN_HELD <= UINT16_MAX, "use.flags holds every flag");
+
+/** Bytes of a use of @p role: what recycling clears. */
+static inline size_t cw_h_use_size(enum cw_hrole role)
+{
+    return offsetof(struct cw_h_use, cli) + (role == CW_H_SERVER
+                                                 ? sizeof(struct cw_h_server)
+                                                 : sizeof(struct cw_h_client));
+}
 
 struct cw_handle {
     cw_context_t *ctx;
@@ -671,6 +680,9 @@ struct cw_handle {
     struct cw_list sq_link;   /**< ctx->sendq */
     /* written before each use of them */
     struct cw_cqe cqe;
+    struct cw_cqe xcancel_cqe; /**< relay, outgoing: cancel from in's ctx */
+    const uint8_t *sq_msg;     /**< coalesce.c: the message while queued */
+    size_t sq_len;
     uint8_t done_msg[CW_HDR_SIZE];
     uint8_t cancel_msg[CW_HDR_SIZE];
     struct cw_h_use use;
@@ -948,9 +960,15 @@ static inline void cw_h_set_final(cw_handle_t *h, cw_status_t st)
 }
 /** Decide a failure and cancel what is outstanding. */
 void cw_h_fail(cw_handle_t *h, cw_status_t st);
+/** cw_h_check's work once the outcome is decided. */
+void cw_h_settle(cw_handle_t *h);
 /** Queue the completion once the status is decided and nothing is
- *  outstanding. */
-void cw_h_check(cw_handle_t *h);
+ *  outstanding (most calls find the outcome open: nothing to do). */
+static inline void cw_h_check(cw_handle_t *h)
+{
+    if (h->use.state >= CW_H_DECIDED)
+        cw_h_settle(h);
+}
 /** Grow a byte buffer to at least @p need. */
 cw_status_t cw_grow(uint8_t **p, size_t *cap, size_t need);
 /** Cancel a forward (lock held), telling the next hop. */

@@ -62,7 +62,8 @@ void cw_rpc_dispatch(cw_handle_t *h)
             cw_respond_internal(h, CW_NO_RPC);
         return;
     }
-    cw_rs_open(h);
+    if (h->use.rflags & CW_HF_IDEMPOTENT)
+        cw_rs_open(h);
     h->use.srv.hfn = c->handler;
     h->use.srv.harg = c->arg;
     h->cqe.fn = run_handler;
