@@ -452,7 +452,7 @@ bool cw_rs_attach(cw_network_t *net, const struct cw_wire_msg *m,
     h->use.deadline_ns = deadline_ns;
     /* The old path may have cancelled it on its way down; the caller has
      * not (it resumed). */
-    cw_fwd_set_canceled(h, false);
+    cw_h_set_canceled(h, false);
     s->gen++;
     ctx->stats.resumed++;
     CW_LOG_RL(CW_LOG_INFO, "core", "request %016llx resumed (%u)",

@@ -96,7 +96,7 @@ static void sq_done(cw_handle_t *h, cw_status_t st)
     if (h->use.role == CW_H_SERVER)
         cw_resp_send_done(h, st);
     else
-        cw_fwd_send_done(h, st);
+        cw_forward_send_done(h, st);
 }
 
 static void sq_take(cw_context_t *ctx, cw_handle_t *h)
@@ -135,8 +135,8 @@ static void sq_send_alone(cw_handle_t *h)
                                      cw_resp_send_cb, h, &h->use.send_op);
     else
         st = cw_na_msg_send_unexpected(h->use.net->na, h->sq_msg, h->sq_len,
-                                       h->use.cli.peer, 0, cw_fwd_send_cb, h,
-                                       &h->use.send_op);
+                                       h->use.cli.peer, 0, cw_forward_send_cb,
+                                       h, &h->use.send_op);
     if (st != CW_OK)
         sq_done(h, st);
 }

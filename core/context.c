@@ -603,7 +603,7 @@ cw_status_t cw_network_close(cw_network_t *net)
     for (e = ctx->incoming.next; e != &ctx->incoming; e = e->next) {
         cw_handle_t *h = cw_container_of(e, cw_handle_t, link);
         if (h->use.net == net) {
-            cw_fwd_set_canceled(h, true);
+            cw_h_set_canceled(h, true);
             h->use.rflags &= (uint16_t)~CW_HF_OVERFLOW;
         }
     }

@@ -60,7 +60,7 @@ void cw_h_fail(cw_handle_t *h, cw_status_t st)
         /* The server side of a self call hears of a cancel as a remote
          * one would (cw_handle_canceled). */
         if (h->use.role == CW_H_CLIENT && st == CW_CANCELED)
-            cw_fwd_set_canceled(h->use.self_peer, true);
+            cw_h_set_canceled(h->use.self_peer, true);
         h->use.self_peer->use.self_peer = NULL;
         h->use.self_peer = NULL;
     }

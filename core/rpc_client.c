@@ -11,7 +11,7 @@
  * that deadlines and the grace added to them cannot wrap. */
 #define CW_MAX_TIMEOUT_MS (1ull << 40)
 
-void cw_fwd_send_done(cw_handle_t *h, cw_status_t st)
+void cw_forward_send_done(cw_handle_t *h, cw_status_t st)
 {
     h->use.send_op = NULL;
     h->use.pending--;
@@ -25,9 +25,9 @@ void cw_fwd_send_done(cw_handle_t *h, cw_status_t st)
     cw_h_check(h);
 }
 
-void cw_fwd_send_cb(const struct cw_na_cb_info *info)
+void cw_forward_send_cb(const struct cw_na_cb_info *info)
 {
-    cw_fwd_send_done(info->arg, info->status);
+    cw_forward_send_done(info->arg, info->status);
 }
 
 static void fwd_ack_cb(const struct cw_na_cb_info *info)
@@ -147,7 +147,7 @@ bool cw_rpc_batch_resp(cw_network_t *net, const struct cw_wire_msg *m,
     return true;
 }
 
-/* Post the receive for the response (buffer grown by cw_fwd_net). */
+/* Post the receive for the response (buffer grown by cw_forward_net). */
 static inline cw_status_t fwd_recv_post(cw_handle_t *h)
 {
     cw_network_t *net = h->use.net;
@@ -242,7 +242,7 @@ out:
     cw_h_check(h);
 }
 
-cw_status_t cw_fwd_net(cw_handle_t *h)
+cw_status_t cw_forward_net(cw_handle_t *h)
 {
     cw_context_t *ctx = h->ctx;
     cw_network_t *net = h->use.net;
@@ -300,7 +300,7 @@ cw_status_t cw_fwd_net(cw_handle_t *h)
         st = CW_OK;
     else
         st = cw_na_msg_send_unexpected(net->na, msg, total, h->use.cli.peer, 0,
-                                       cw_fwd_send_cb, h, &h->use.send_op);
+                                       cw_forward_send_cb, h, &h->use.send_op);
     if (st != CW_OK) {
         /* The receive is posted: report the failure through completion. */
         h->use.send_op = NULL;
@@ -314,7 +314,7 @@ cw_status_t cw_fwd_net(cw_handle_t *h)
     return CW_OK;
 }
 
-cw_status_t cw_fwd_self(cw_handle_t *h)
+cw_status_t cw_forward_self(cw_handle_t *h)
 {
     cw_context_t *ctx = h->ctx;
     cw_handle_t *sh;
@@ -408,7 +408,7 @@ cw_status_t cw_forward(cw_handle_t *h, uint64_t timeout_ms, cw_forward_cb_t cb,
         pthread_mutex_unlock(&ctx->lock);
         return CW_DISCONNECTED; /* cw_network_close */
     }
-    if (cw_h_flag(h, CW_HFL_XCTX) && cw_fwd_in_canceled_xctx(h)) {
+    if (cw_h_flag(h, CW_HFL_XCTX) && cw_relay_in_canceled_xctx(h)) {
         /* The caller canceled before this got going: its cancel found
          * nothing in flight to stop. */
         pthread_mutex_unlock(&ctx->lock);
@@ -428,7 +428,7 @@ cw_status_t cw_forward(cw_handle_t *h, uint64_t timeout_ms, cw_forward_cb_t cb,
     h->use.cli.arg = arg;
     if (!cw_h_flag(h, CW_HFL_REFORWARD)) {
         h->use.cli.reforwards = 0;
-        if (h->use.relay.in == NULL) /* a gateway's: cw_fwd_set_resume */
+        if (h->use.relay.in == NULL) /* a gateway's: cw_relay_set_resume */
             h->use.rflags &= (uint16_t)~CW_HF_RESUME;
     }
     /* What one forward decides starts afresh (the state holds the rest). */
@@ -454,9 +454,9 @@ cw_status_t cw_forward(cw_handle_t *h, uint64_t timeout_ms, cw_forward_cb_t cb,
     /* cw_addr_is_self, read in place: every forward asks. */
     if (h->use.cli.addr->self && h->use.cli.addr->route == NULL &&
         !h->use.relay.in)
-        st = cw_fwd_self(h);
+        st = cw_forward_self(h);
     else
-        st = cw_fwd_net(h);
+        st = cw_forward_net(h);
     if (st != CW_OK) {
         cw_list_del(&h->link);
         atomic_fetch_sub(&h->refs, 1); /* the caller still holds one */

@@ -119,7 +119,7 @@ static void handle_recycle_locked(cw_handle_t *h)
     }
     cw_list_del(&h->link);
     if (cw_h_flag(h, CW_HFL_XCTX)) {
-        cw_fwd_unlink_xctx(h);
+        cw_relay_unlink_xctx(h);
     } else if (u->relay.in) {
         if (u->relay.in->use.relay.out == h)
             u->relay.in->use.relay.out = NULL;

@@ -347,8 +347,8 @@ struct cw_context {
     atomic_int sleepers;
     atomic_bool interrupted; /**< cw_context_interrupt: return from progress */
     bool destroying;
-    cw_forward_hook_t fwd_hook;
-    void *fwd_arg;
+    cw_relay_hook_t relay_hook;
+    void *relay_arg;
     unsigned max_hops;
     struct cw_context_stats stats;
     struct cw_route_table *routes; /**< client routing table, or NULL */
@@ -384,7 +384,7 @@ static inline bool cw_ctx_busy(const cw_context_t *ctx)
  * A handle has parts by role.  A client forwards a request and takes in
  * its response; a server takes in a request and answers it; a gateway
  * relays a request with two handles, the incoming (server) one and the
- * outgoing (client) one made for it (cw_fwd_create), linked by their relay
+ * outgoing (client) one made for it (cw_relay_create), linked by their relay
  * parts.  A pooled handle serves either role on its next use.
  *
  * Everything one use needs sits in struct cw_h_use, zeroed in one step
@@ -483,7 +483,7 @@ enum cw_hflag {
                                          CW_MSG_BATCH */
     CW_HFL_XCTX = 1u << 9,          /**< relay: the pair lives in two
                                          contexts: the link is under
-                                         cw_fwd_link_lock, without a
+                                         cw_relay_link_lock, without a
                                          reference */
     CW_HFL_PIN_HOME = 1u << 10,     /**< client: counted in
                                          pin->home_inflight (spread.c) */
@@ -528,7 +528,7 @@ static inline bool cw_h_flag_ok(enum cw_hrole role, enum cw_hstate state,
         /* what the request is, from its start */
         {CW_HFL_SELF, CW_H_S, CW_H_IN(CW_H_IDLE), 0},
         {CW_HFL_FROM_BATCH, CW_H_S, CW_H_IN(CW_H_IDLE), 0},
-        /* linked by cw_fwd_create_on, unlinked on recycle */
+        /* linked by cw_relay_create_on, unlinked on recycle */
         {CW_HFL_XCTX, CW_H_C | CW_H_S, CW_H_ANY, CW_H_ANY},
         /* taken by the send, given back at the completion */
         {CW_HFL_PIN_HOME, CW_H_C, CW_H_IN(CW_H_ACTIVE), CW_H_LATER},
@@ -578,10 +578,10 @@ struct cw_h_server {
     size_t resp_limit;  /**< caller's response eager limit */
     cw_respond_cb_t cb;
     void *arg;
-    /* set at dispatch: a handler, or the gateway's forward hook */
+    /* set at dispatch: a handler, or the gateway's relay hook */
     cw_rpc_handler_t hfn;
     void *harg;
-    cw_forward_hook_t hook;
+    cw_relay_hook_t hook;
     void *hook_arg;
     const uint8_t *raw_desc; /**< the request's descriptor section */
     size_t raw_desc_len;
@@ -592,7 +592,7 @@ struct cw_h_server {
     struct cw_rsess *rsess; /**< its resume session (bulk_resume.c), or
                                  NULL */
     /** The caller cancelled.  Not a flag: across contexts the outgoing
-     *  handle of a relay reads it under cw_fwd_link_lock, while this
+     *  handle of a relay reads it under cw_relay_link_lock, while this
      *  handle's thread changes its flags under its own lock only. */
     bool canceled;
 };
@@ -745,9 +745,9 @@ void cw_sq_cancel_net(cw_context_t *ctx, cw_network_t *net);
 cw_context_t *cw_sq_enter(cw_context_t *ctx);
 void cw_sq_leave(cw_context_t *ctx, cw_context_t *prev);
 /** Request send finished (NA completion, or a queued one failed). */
-void cw_fwd_send_done(cw_handle_t *h, cw_status_t st);
+void cw_forward_send_done(cw_handle_t *h, cw_status_t st);
 /** The NA completion of a request sent alone (arg: the handle). */
-void cw_fwd_send_cb(const struct cw_na_cb_info *info);
+void cw_forward_send_cb(const struct cw_na_cb_info *info);
 /** Response send finished, and its NA completion when sent alone. */
 void cw_resp_send_done(cw_handle_t *h, cw_status_t st);
 void cw_resp_send_cb(const struct cw_na_cb_info *info);
@@ -1019,28 +1019,28 @@ cw_status_t cw_respond_locked(cw_handle_t *h, cw_status_t status,
                               cw_respond_cb_t cb, void *arg);
 /** Answer on the core's behalf and drop the owner reference. */
 void cw_respond_internal(cw_handle_t *h, cw_status_t status);
-/** Hand a request to its handler or the forward hook (lock held). */
+/** Hand a request to its handler or the relay hook (lock held). */
 void cw_rpc_dispatch(cw_handle_t *h);
 /** Forward paths (lock held). */
-cw_status_t cw_fwd_net(cw_handle_t *h);
-cw_status_t cw_fwd_self(cw_handle_t *h);
-/** Guards the fwd_in/fwd_out links (and the incoming handle's canceled
- *  flag) between handles of two contexts; a leaf lock, taken with at most
- *  one context lock held. */
-extern pthread_mutex_t cw_fwd_link_lock;
-/** Unlink a cross-context forward pair from either side (handle's own
+cw_status_t cw_forward_net(cw_handle_t *h);
+cw_status_t cw_forward_self(cw_handle_t *h);
+/** Guards the relay links use.relay.in/out (and the incoming handle's
+ *  canceled mark) between handles of two contexts; a leaf lock, taken with
+ *  at most one context lock held. */
+extern pthread_mutex_t cw_relay_link_lock;
+/** Unlink a cross-context relay pair from either side (handle's own
  *  context lock held). */
-void cw_fwd_unlink_xctx(cw_handle_t *h);
+void cw_relay_unlink_xctx(cw_handle_t *h);
 /** The caller of incoming handle @p in canceled (its context's lock held):
  *  cancel its outgoing handle in another context, from cw_trigger. */
-void cw_fwd_cancel_xctx(cw_handle_t *in);
+void cw_relay_cancel_xctx(cw_handle_t *in);
 /** True if the incoming handle of cross-context outgoing @p out was
  *  canceled (@p out's context lock held). */
-bool cw_fwd_in_canceled_xctx(cw_handle_t *out);
-/** Set incoming handle @p in's canceled flag (its context's lock held),
+bool cw_relay_in_canceled_xctx(cw_handle_t *out);
+/** Set server handle @p in's canceled mark (its context's lock held),
  *  under the link lock while an outgoing handle of another context may
- *  read it (cw_fwd_in_canceled_xctx). */
-void cw_fwd_set_canceled(cw_handle_t *in, bool canceled);
+ *  read it (cw_relay_in_canceled_xctx). */
+void cw_h_set_canceled(cw_handle_t *in, bool canceled);
 
 /** Release an address reference with the lock held. */
 void cw_addr_unref_locked(cw_addr_t *addr);

@@ -1,6 +1,6 @@
 /*
  * Server side of an RPC: validate an incoming message, pull an overflowed
- * request, dispatch it to its handler (or the gateway's forward hook), and
+ * request, dispatch it to its handler (or the gateway's relay hook), and
  * send the response, overflowing into bulk when it exceeds the eager limit.
  */
 #include "rpc_priv.h"
@@ -38,15 +38,15 @@ void cw_rpc_dispatch(cw_handle_t *h)
     struct cw_rpc_class *c;
 
     if (h->use.srv.route != NULL && !route_is_ours(ctx, h->use.srv.route)) {
-        if (ctx->fwd_hook == NULL) {
+        if (ctx->relay_hook == NULL) {
             if (h->use.rflags & CW_HF_ONE_WAY)
                 cw_handle_unref_locked(h);
             else
                 cw_respond_internal(h, CW_NO_ROUTE);
             return;
         }
-        h->use.srv.hook = ctx->fwd_hook;
-        h->use.srv.hook_arg = ctx->fwd_arg;
+        h->use.srv.hook = ctx->relay_hook;
+        h->use.srv.hook_arg = ctx->relay_arg;
         h->cqe.fn = run_hook;
         cw_cq_push(ctx, &h->cqe);
         return;
@@ -159,7 +159,7 @@ static void recv_cancel(cw_network_t *net, const struct cw_wire_msg *m,
         if (h->use.req_id == m->hdr.req_id && h->use.net == net &&
             cw_na_addr_cmp(net->na, h->use.srv.src.na, source)) {
             if (cw_h_flag(h, CW_HFL_XCTX)) {
-                cw_fwd_cancel_xctx(h);
+                cw_relay_cancel_xctx(h);
                 return;
             }
             h->use.srv.canceled = true;

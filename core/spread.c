@@ -294,7 +294,7 @@ static void pin_release_held(struct cw_pin *p)
         if (h->use.net->closed || h->ctx->destroying)
             st = CW_DISCONNECTED;
         else
-            st = cw_fwd_net(h);
+            st = cw_forward_net(h);
         if (st != CW_OK)
             cw_h_fail(h, st);
         cw_h_check(h);

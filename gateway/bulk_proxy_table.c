@@ -103,7 +103,7 @@ cw_status_t gw_bulk_rewrite(struct gw *gw, struct gw_fwd *f, cw_handle_t *in,
                             struct gw_net *egress, cw_addr_t *next)
 {
     struct gw_bulk *gb = gw->bulk;
-    unsigned n = cw_fwd_desc_count(in);
+    unsigned n = cw_relay_desc_count(in);
     char bound[CW_ADDR_STR_MAX];
     uint8_t desc[64];
     uint64_t now;
@@ -133,7 +133,7 @@ cw_status_t gw_bulk_rewrite(struct gw *gw, struct gw_fwd *f, cw_handle_t *in,
             t->expiry_ns > now ? (t->expiry_ns - now) / 1000000u : 0, desc,
             sizeof(desc), &len);
         if (st == CW_OK)
-            st = cw_fwd_desc_replace(f->out, i, desc, len);
+            st = cw_relay_desc_replace(f->out, i, desc, len);
         if (st != CW_OK)
             goto err;
     }

@@ -633,7 +633,7 @@ static bool gw_resolve_other(struct gw_fwd *f, struct gw_target *t)
         src[0] = '\0';
     for (unsigned i = 0; i < 4; i++) {
         memset(t, 0, sizeof(*t));
-        if (gw_resolve(f->in_sh, cw_fwd_dest(f->in), src, t) != CW_OK ||
+        if (gw_resolve(f->in_sh, cw_relay_dest(f->in), src, t) != CW_OK ||
             t->res.direct || t->has_backend)
             return false;
         if (strcmp(t->next, f->next_addr) != 0)
@@ -820,11 +820,11 @@ void gw_forward(struct gw_shard *w, cw_handle_t *in, uint64_t qseq)
     }
     t.dest = "";
     t.has_backend = false;
-    st = gw_resolve(w, cw_fwd_dest(in), src, &t);
+    st = gw_resolve(w, cw_relay_dest(in), src, &t);
     if (st != CW_OK) {
         w->n.noroute++;
         CW_LOG_RL(CW_LOG_INFO, GW_LOG, "no way to \"%s\" from %s: %s",
-                  cw_fwd_dest(in), src, cw_status_name(st));
+                  cw_relay_dest(in), src, cw_status_name(st));
         gw_reject(gw, in, st);
         return;
     }

@@ -86,7 +86,7 @@ void gw_deferred_flush(void)
     while (gw_fails != NULL) {
         struct gw_queued *q = gw_fails;
         gw_fails = q->next;
-        (void)cw_fwd_fail(q->in, q->st);
+        (void)cw_relay_fail(q->in, q->st);
         cw_handle_release(q->in);
         free(q);
     }
@@ -173,13 +173,13 @@ void gw_fwd_send(struct gw_fwd *f)
     gw_alock(sh);
     st = gw_addr_get(sh, f->next_addr, &cached);
     if (st == CW_OK)
-        st = cw_fwd_create_on(sh->ctx, f->in, cached,
-                              f->dest[0] != '\0' ? f->dest : NULL, &out);
-    if (st == CW_OK && cw_fwd_desc_count(f->in) > 0)
+        st = cw_relay_create_on(sh->ctx, f->in, cached,
+                                f->dest[0] != '\0' ? f->dest : NULL, &out);
+    if (st == CW_OK && cw_relay_desc_count(f->in) > 0)
         st = cw_addr_dup(cached, &next);
     gw_aunlock(sh);
     if (st == CW_OK && f->resume)
-        st = cw_fwd_set_resume(out);
+        st = cw_relay_set_resume(out);
     if (st == CW_OK && next != NULL)
         st = gw_fwd_send_bulk(f, out, next);
     cw_addr_free(next);
@@ -234,7 +234,7 @@ void gw_fwd_finish(struct gw_fwd *f)
     if (f->cut && st == CW_CANCELED)
         st = CW_TIMEOUT; /* limits.max_timeout, not the caller, ended it */
     gw_wunlock(w);
-    rst = cw_fwd_respond(in, out, st, NULL, NULL);
+    rst = cw_relay_respond(in, out, st, NULL, NULL);
     if (rst != CW_OK)
         CW_LOG_RL(CW_LOG_WARN, GW_LOG, "cannot relay the response: %s",
                   cw_status_str(rst));

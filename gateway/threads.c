@@ -111,7 +111,7 @@ cw_status_t gw_shards_setup(struct gw *gw)
                 return st;
             }
         }
-        st = cw_context_set_forward_hook(sh->ctx, gw_forward_hook_mt, sh);
+        st = cw_context_set_relay_hook(sh->ctx, gw_forward_hook_mt, sh);
         if (st != CW_OK) {
             CW_ERROR(GW_LOG, "cannot install the forward hook: %s",
                      cw_status_str(st));

@@ -4,7 +4,7 @@
  * progressed by one loop) proves that payloads and errors pass through
  * unchanged, the hop limit is enforced, descriptors can be refused and
  * requests without a hook get CW_NO_ROUTE.  In cross-context mode the
- * forwarder sends from another context (cw_fwd_create_on, as causewayd's
+ * forwarder sends from another context (cw_relay_create_on, as causewayd's
  * shards do): payloads, errors and cancel still pass, and
  * cw_context_interrupt wakes a cw_progress blocked in another thread.
  * cw_context_watch_fd ends a blocking cw_progress on an application's fd,
@@ -87,7 +87,7 @@ static void h_hold(cw_handle_t *h, void *arg)
 static void fwd_done(cw_handle_t *out, cw_status_t st, void *arg)
 {
     cw_handle_t *in = arg;
-    cw_fwd_respond(in, out, st, NULL, NULL);
+    cw_relay_respond(in, out, st, NULL, NULL);
     cw_handle_release(in);
     cw_handle_release(out);
 }
@@ -104,20 +104,20 @@ static void perm_forward(cw_context_t *gw, cw_handle_t *in)
     cw_addr_t *next;
     cw_handle_t *out;
 
-    assert_int_equal(cw_fwd_desc_count(in), 1);
-    assert_int_equal(cw_fwd_desc_get(in, 0, &raw, &len), CW_OK);
+    assert_int_equal(cw_relay_desc_count(in), 1);
+    assert_int_equal(cw_relay_desc_get(in, 0, &raw, &len), CW_OK);
     assert_true(len <= sizeof(copy) && len > 4);
-    assert_int_equal(cw_fwd_desc_get(in, 1, &raw, &len), CW_RANGE);
-    assert_int_equal(cw_addr_lookup(gw, cw_fwd_dest(in), &next), CW_OK);
-    assert_int_equal(cw_fwd_create(in, next, NULL, &out), CW_OK);
+    assert_int_equal(cw_relay_desc_get(in, 1, &raw, &len), CW_RANGE);
+    assert_int_equal(cw_addr_lookup(gw, cw_relay_dest(in), &next), CW_OK);
+    assert_int_equal(cw_relay_create(in, next, NULL, &out), CW_OK);
     cw_addr_free(next);
-    assert_int_equal(cw_fwd_desc_get(out, 0, &raw, &len), CW_OK);
+    assert_int_equal(cw_relay_desc_get(out, 0, &raw, &len), CW_OK);
     memcpy(copy, raw, len);
     copy[3] = CW_BULK_READ_ONLY; /* permission byte (docs/wire.md) */
-    assert_int_equal(cw_fwd_desc_replace(out, 0, copy, len), CW_OK);
+    assert_int_equal(cw_relay_desc_replace(out, 0, copy, len), CW_OK);
     /* Garbage is refused. */
     copy[0] = 0xff;
-    assert_int_equal(cw_fwd_desc_replace(out, 0, copy, len), CW_INVALID_ARG);
+    assert_int_equal(cw_relay_desc_replace(out, 0, copy, len), CW_INVALID_ARG);
     assert_int_equal(cw_forward(out, 0, fwd_done, in), CW_OK);
 }
 
@@ -128,7 +128,7 @@ static void hook(cw_handle_t *in, void *arg)
     cw_handle_t *out;
     cw_status_t st;
 
-    snprintf(last_dest, sizeof(last_dest), "%s", cw_fwd_dest(in));
+    snprintf(last_dest, sizeof(last_dest), "%s", cw_relay_dest(in));
     if (strncmp(last_dest, "svc:", 4) == 0) {
         /* This forwarder knows no services. */
         cw_respond(in, CW_NOENT, NULL, NULL);
@@ -140,7 +140,7 @@ static void hook(cw_handle_t *in, void *arg)
         perm_forward(gw, in);
         return;
     }
-    if (cw_fwd_desc_count(in) > 0) {
+    if (cw_relay_desc_count(in) > 0) {
         refused++;
         cw_respond(in, CW_UNSUPPORTED, NULL, NULL);
         cw_handle_release(in);
@@ -148,18 +148,18 @@ static void hook(cw_handle_t *in, void *arg)
     }
     /* The destination may itself be proxied ("x@gw2"). */
     if (xctx_out != NULL) {
-        st = cw_addr_lookup(xctx_out, cw_fwd_dest(in), &next);
+        st = cw_addr_lookup(xctx_out, cw_relay_dest(in), &next);
         if (st == CW_OK) {
             /* The next hop must belong to the outgoing context. */
-            assert_int_equal(cw_fwd_create_on(gw, in, next, NULL, &out),
+            assert_int_equal(cw_relay_create_on(gw, in, next, NULL, &out),
                              CW_INVALID_ARG);
-            st = cw_fwd_create_on(xctx_out, in, next, NULL, &out);
+            st = cw_relay_create_on(xctx_out, in, next, NULL, &out);
             cw_addr_free(next);
         }
     } else {
-        st = cw_addr_lookup(gw, cw_fwd_dest(in), &next);
+        st = cw_addr_lookup(gw, cw_relay_dest(in), &next);
         if (st == CW_OK) {
-            st = cw_fwd_create(in, next, NULL, &out);
+            st = cw_relay_create(in, next, NULL, &out);
             cw_addr_free(next);
         }
     }
@@ -191,8 +191,8 @@ static int setup(void **state)
         struct cw_rpc_opts ow = {.one_way = true};
         cw_rpc_register(ctx[SRV], "oneway", h_oneway, NULL, &ow, NULL);
     }
-    cw_context_set_forward_hook(ctx[GW1], hook, ctx[GW1]);
-    cw_context_set_forward_hook(ctx[GW2], hook, ctx[GW2]);
+    cw_context_set_relay_hook(ctx[GW1], hook, ctx[GW1]);
+    cw_context_set_relay_hook(ctx[GW2], hook, ctx[GW2]);
     return 0;
 }
 
@@ -404,7 +404,7 @@ static void test_no_hook(void **state)
     cw_handle_t *h;
     (void)state;
 
-    /* The server has no forward hook: a request routed beyond it. */
+    /* The server has no relay hook: a request routed beyond it. */
     snprintf(addr, sizeof(addr), "shm://elsewhere@%s", uri[SRV]);
     h = call(addr, "echo", 1, 0, &c);
     assert_int_equal(c.st, CW_NO_ROUTE);

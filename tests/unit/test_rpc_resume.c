@@ -127,7 +127,7 @@ static void test_api(void **state)
     assert_false(cw_handle_idempotent(h));
     assert_int_equal(cw_handle_set_idempotent(h, true), CW_OK);
     assert_true(cw_handle_idempotent(h));
-    assert_int_equal(cw_fwd_set_resume(h), CW_INVALID_ARG); /* no gateway */
+    assert_int_equal(cw_relay_set_resume(h), CW_INVALID_ARG); /* no gateway */
     held_call(&s, cctx, h, true);
     /* Unmarked again: the next call is not idempotent. */
     assert_int_equal(cw_handle_set_idempotent(h, false), CW_OK);

@@ -1,21 +1,23 @@
 /*
- * Gateway hooks (include/causeway/forward.h): forward a request to the next
- * hop with its payload and descriptor section as opaque bytes, and pass the
- * response back unchanged.
+ * The relay API (include/causeway/forward.h): a gateway passes a request on
+ * to the next hop with its payload and descriptor section as opaque bytes,
+ * and the response back unchanged.  The incoming (server) handle and the
+ * outgoing (client) one are linked by their relay parts; across two
+ * contexts the link is under cw_relay_link_lock and holds no reference.
  */
 #include "rpc_priv.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-cw_status_t cw_context_set_forward_hook(cw_context_t *ctx,
-                                        cw_forward_hook_t hook, void *arg)
+cw_status_t cw_context_set_relay_hook(cw_context_t *ctx, cw_relay_hook_t hook,
+                                      void *arg)
 {
     if (ctx == NULL)
         return CW_INVALID_ARG;
     pthread_mutex_lock(&ctx->lock);
-    ctx->fwd_hook = hook;
-    ctx->fwd_arg = arg;
+    ctx->relay_hook = hook;
+    ctx->relay_arg = arg;
     pthread_mutex_unlock(&ctx->lock);
     return CW_OK;
 }
@@ -30,25 +32,25 @@ cw_status_t cw_context_set_max_hops(cw_context_t *ctx, unsigned max_hops)
     return CW_OK;
 }
 
-const char *cw_fwd_dest(cw_handle_t *in)
+const char *cw_relay_dest(cw_handle_t *in)
 {
     if (in == NULL || in->use.role == CW_H_CLIENT || in->use.srv.route == NULL)
         return "";
     return in->use.srv.route;
 }
 
-unsigned cw_fwd_hops(cw_handle_t *in)
+unsigned cw_relay_hops(cw_handle_t *in)
 {
     return in ? in->use.hops : 0;
 }
 
-unsigned cw_fwd_desc_count(cw_handle_t *in)
+unsigned cw_relay_desc_count(cw_handle_t *in)
 {
     return (in && in->use.role == CW_H_SERVER) ? in->use.srv.raw_ndesc : 0;
 }
 
-cw_status_t cw_fwd_desc_get(cw_handle_t *h, unsigned i, const void **p_p,
-                            size_t *len_p)
+cw_status_t cw_relay_desc_get(cw_handle_t *h, unsigned i, const void **p_p,
+                              size_t *len_p)
 {
     const uint8_t *sect, *raw;
     size_t sect_len, raw_len;
@@ -76,19 +78,19 @@ cw_status_t cw_fwd_desc_get(cw_handle_t *h, unsigned i, const void **p_p,
     return CW_OK;
 }
 
-pthread_mutex_t cw_fwd_link_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t cw_relay_link_lock = PTHREAD_MUTEX_INITIALIZER;
 
-cw_status_t cw_fwd_create(cw_handle_t *in, cw_addr_t *next_hop,
-                          const char *dest, cw_handle_t **out_p)
+cw_status_t cw_relay_create(cw_handle_t *in, cw_addr_t *next_hop,
+                            const char *dest, cw_handle_t **out_p)
 {
     if (in == NULL)
         return CW_INVALID_ARG;
-    return cw_fwd_create_on(in->ctx, in, next_hop, dest, out_p);
+    return cw_relay_create_on(in->ctx, in, next_hop, dest, out_p);
 }
 
-cw_status_t cw_fwd_create_on(cw_context_t *out_ctx, cw_handle_t *in,
-                             cw_addr_t *next_hop, const char *dest,
-                             cw_handle_t **out_p)
+cw_status_t cw_relay_create_on(cw_context_t *out_ctx, cw_handle_t *in,
+                               cw_addr_t *next_hop, const char *dest,
+                               cw_handle_t **out_p)
 {
     cw_context_t *ctx;
     cw_handle_t *out;
@@ -145,13 +147,13 @@ cw_status_t cw_fwd_create_on(cw_context_t *out_ctx, cw_handle_t *in,
     }
     if (xctx) {
         /* No reference across contexts: either side unlinks itself when
-         * it is reset (cw_fwd_unlink_xctx). */
-        pthread_mutex_lock(&cw_fwd_link_lock);
+         * it is reset (cw_relay_unlink_xctx). */
+        pthread_mutex_lock(&cw_relay_link_lock);
         cw_h_flag_set(out, CW_HFL_XCTX);
         cw_h_flag_set(in, CW_HFL_XCTX);
         out->use.relay.in = in;
         in->use.relay.out = out;
-        pthread_mutex_unlock(&cw_fwd_link_lock);
+        pthread_mutex_unlock(&cw_relay_link_lock);
     } else {
         atomic_fetch_add(&in->refs, 1);
         out->use.relay.in = in;
@@ -167,7 +169,7 @@ err_unlock:
     return st;
 }
 
-cw_status_t cw_fwd_set_resume(cw_handle_t *out)
+cw_status_t cw_relay_set_resume(cw_handle_t *out)
 {
     cw_status_t st = CW_INVALID_ARG;
 
@@ -183,7 +185,7 @@ cw_status_t cw_fwd_set_resume(cw_handle_t *out)
     return st;
 }
 
-cw_status_t cw_fwd_fail(cw_handle_t *out, cw_status_t status)
+cw_status_t cw_relay_fail(cw_handle_t *out, cw_status_t status)
 {
     if (out == NULL || out->use.role == CW_H_SERVER ||
         out->use.relay.in == NULL ||
@@ -200,9 +202,9 @@ cw_status_t cw_fwd_fail(cw_handle_t *out, cw_status_t status)
     return CW_OK;
 }
 
-void cw_fwd_unlink_xctx(cw_handle_t *h)
+void cw_relay_unlink_xctx(cw_handle_t *h)
 {
-    pthread_mutex_lock(&cw_fwd_link_lock);
+    pthread_mutex_lock(&cw_relay_link_lock);
     if (h->use.role == CW_H_SERVER) {
         if (h->use.relay.out != NULL && h->use.relay.out->use.relay.in == h)
             h->use.relay.out->use.relay.in = NULL;
@@ -211,31 +213,31 @@ void cw_fwd_unlink_xctx(cw_handle_t *h)
     }
     h->use.relay.in = h->use.relay.out = NULL;
     cw_h_flag_clear(h, CW_HFL_XCTX);
-    pthread_mutex_unlock(&cw_fwd_link_lock);
+    pthread_mutex_unlock(&cw_relay_link_lock);
 }
 
-bool cw_fwd_in_canceled_xctx(cw_handle_t *out)
+bool cw_relay_in_canceled_xctx(cw_handle_t *out)
 {
     bool canceled;
 
-    pthread_mutex_lock(&cw_fwd_link_lock);
+    pthread_mutex_lock(&cw_relay_link_lock);
     canceled = out->use.relay.in != NULL && out->use.relay.in->use.srv.canceled;
-    pthread_mutex_unlock(&cw_fwd_link_lock);
+    pthread_mutex_unlock(&cw_relay_link_lock);
     return canceled;
 }
 
-void cw_fwd_set_canceled(cw_handle_t *in, bool canceled)
+void cw_h_set_canceled(cw_handle_t *in, bool canceled)
 {
     if (!cw_h_flag(in, CW_HFL_XCTX)) {
         in->use.srv.canceled = canceled;
         return;
     }
-    pthread_mutex_lock(&cw_fwd_link_lock);
+    pthread_mutex_lock(&cw_relay_link_lock);
     in->use.srv.canceled = canceled;
-    pthread_mutex_unlock(&cw_fwd_link_lock);
+    pthread_mutex_unlock(&cw_relay_link_lock);
 }
 
-static void fwd_xcancel_run(struct cw_cqe *e)
+static void relay_xcancel_run(struct cw_cqe *e)
 {
     cw_handle_t *out = cw_container_of(e, cw_handle_t, xcancel_cqe);
 
@@ -243,14 +245,14 @@ static void fwd_xcancel_run(struct cw_cqe *e)
     cw_handle_release(out);
 }
 
-void cw_fwd_cancel_xctx(cw_handle_t *in)
+void cw_relay_cancel_xctx(cw_handle_t *in)
 {
     cw_handle_t *out;
     int refs;
 
-    pthread_mutex_lock(&cw_fwd_link_lock);
+    pthread_mutex_lock(&cw_relay_link_lock);
     if (in->use.srv.canceled) {
-        pthread_mutex_unlock(&cw_fwd_link_lock);
+        pthread_mutex_unlock(&cw_relay_link_lock);
         return; /* a repeated cancel */
     }
     in->use.srv.canceled = true;
@@ -265,17 +267,17 @@ void cw_fwd_cancel_xctx(cw_handle_t *in)
         if (refs == 0)
             out = NULL;
     }
-    pthread_mutex_unlock(&cw_fwd_link_lock);
+    pthread_mutex_unlock(&cw_relay_link_lock);
     if (out == NULL)
         return;
     /* Its context's lock cannot be taken under ours: cancel it from our
      * cw_trigger, where no lock is held. */
-    out->xcancel_cqe.fn = fwd_xcancel_run;
+    out->xcancel_cqe.fn = relay_xcancel_run;
     cw_cq_push(in->ctx, &out->xcancel_cqe);
 }
 
-cw_status_t cw_fwd_desc_replace(cw_handle_t *out, unsigned i, const void *p,
-                                size_t len)
+cw_status_t cw_relay_desc_replace(cw_handle_t *out, unsigned i, const void *p,
+                                  size_t len)
 {
     const uint8_t *raw;
     size_t raw_len, before, after, nlen;
@@ -307,8 +309,8 @@ cw_status_t cw_fwd_desc_replace(cw_handle_t *out, unsigned i, const void *p,
     return CW_OK;
 }
 
-cw_status_t cw_fwd_respond(cw_handle_t *in, cw_handle_t *out,
-                           cw_status_t status, cw_respond_cb_t cb, void *arg)
+cw_status_t cw_relay_respond(cw_handle_t *in, cw_handle_t *out,
+                             cw_status_t status, cw_respond_cb_t cb, void *arg)
 {
     cw_context_t *ctx;
     cw_status_t st = CW_OK;
