@@ -40,22 +40,96 @@ err_free:
 static cw_status_t addr_lookup(cw_context_t *ctx, const char *addr, bool routed,
                                cw_addr_t **addr_p);
 
-/* A plain address: through the client routing table when a route names a
- * gateway; through the default gateway when no network can reach it. */
+/* A context's resolver, shared by the lookups running it: the last of them
+ * or the context releases it (refs under ctx->lock). */
+struct cw_resolver {
+    cw_resolver_t fn;
+    void (*release)(void *arg);
+    void *arg;
+    unsigned refs;
+};
+
+static void resolver_unref(cw_context_t *ctx, struct cw_resolver *r)
+{
+    bool last;
+
+    pthread_mutex_lock(&ctx->lock);
+    last = --r->refs == 0;
+    pthread_mutex_unlock(&ctx->lock);
+    if (!last)
+        return;
+    if (r->release)
+        r->release(r->arg);
+    free(r);
+}
+
+cw_status_t cw_context_set_resolver(cw_context_t *ctx, cw_resolver_t fn,
+                                    void (*release)(void *arg), void *arg)
+{
+    struct cw_resolver *r = NULL, *old;
+
+    if (ctx == NULL)
+        return CW_INVALID_ARG;
+    if (fn) {
+        r = calloc(1, sizeof(*r));
+        if (r == NULL)
+            return CW_NOMEM;
+        r->fn = fn;
+        r->release = release;
+        r->arg = arg;
+        r->refs = 1; /* the context's */
+    }
+    pthread_mutex_lock(&ctx->lock);
+    old = ctx->resolver;
+    ctx->resolver = r;
+    pthread_mutex_unlock(&ctx->lock);
+    if (old)
+        resolver_unref(ctx, old);
+    return CW_OK;
+}
+
+void cw_resolver_fini(cw_context_t *ctx)
+{
+    if (ctx->resolver)
+        resolver_unref(ctx, ctx->resolver);
+    ctx->resolver = NULL;
+}
+
+/* Ask the resolver, if there is one, about plain address @p addr. */
+static cw_status_t addr_resolve(cw_context_t *ctx, const char *addr, char *gw,
+                                size_t gw_len, bool *direct_p)
+{
+    struct cw_resolver *r;
+    cw_status_t st;
+
+    pthread_mutex_lock(&ctx->lock);
+    r = ctx->resolver;
+    if (r)
+        r->refs++;
+    pthread_mutex_unlock(&ctx->lock);
+    *direct_p = true;
+    if (r == NULL)
+        return CW_OK;
+    st = r->fn(r->arg, addr, gw, gw_len, direct_p);
+    resolver_unref(ctx, r);
+    if (st == CW_OK && !*direct_p && memchr(gw, '\0', gw_len) == NULL)
+        st = CW_OVERFLOW; /* not terminated: the resolver's bug */
+    return st;
+}
+
+/* A plain address: through the gateway the resolver names; through the
+ * default gateway when no network can reach it. */
 static cw_status_t addr_lookup_plain(cw_context_t *ctx, const char *addr,
                                      cw_addr_t **addr_p)
 {
     char gw[CW_URI_MAX];
     char proxied[CW_ADDR_STR_MAX];
-    bool direct = true;
+    bool direct;
     cw_status_t st;
 
-    if (ctx->routes) {
-        st = cw_route_table_client_lookup(ctx->routes, addr, gw, sizeof(gw),
-                                          &direct);
-        if (st != CW_OK)
-            return st;
-    }
+    st = addr_resolve(ctx, addr, gw, sizeof(gw), &direct);
+    if (st != CW_OK)
+        return st;
     if (!direct) {
         snprintf(proxied, sizeof(proxied), "%s@%s", addr, gw);
         st = addr_lookup(ctx, proxied, true, addr_p);
@@ -87,7 +161,7 @@ cw_status_t cw_addr_reroute(cw_addr_t *addr, cw_addr_t **addr_p)
     cw_context_t *ctx = addr->ctx;
     cw_status_t st = CW_NOENT;
 
-    /* Only a plain address the client routes sent through a gateway. */
+    /* Only a plain address the resolver sent through a gateway. */
     if (!addr->via_routes || addr->route == NULL ||
         strchr(addr->route, '@') != NULL)
         return CW_NOENT;
@@ -133,8 +207,7 @@ static cw_status_t addr_lookup(cw_context_t *ctx, const char *addr, bool routed,
         CW_ERROR("core", "bad address \"%s\": %s", addr, err);
         return st;
     }
-    if (path.nhops == 0 && !path.is_service && !routed &&
-        (ctx->routes || ctx->default_gateway))
+    if (path.nhops == 0 && !path.is_service && !routed)
         return addr_lookup_plain(ctx, addr, addr_p);
     if (path.nhops > 0) {
         hop = path.hops[0];

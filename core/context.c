@@ -36,52 +36,28 @@ void cw_context_opts_init(struct cw_context_opts *opts)
     opts->max_payload_size = CW_DEFAULT_MAX_PAYLOAD;
 }
 
-/* Client routing (design §2): a routes file and/or a default gateway, from
- * the options or the environment. */
-static cw_status_t ctx_routing_init(cw_context_t *ctx,
+/* The default gateway (design §2), from the options or the environment. */
+static cw_status_t ctx_gateway_init(cw_context_t *ctx,
                                     const struct cw_context_opts *opts)
 {
-    const char *routes = opts ? opts->routes_file : NULL;
     const char *gw = opts ? opts->default_gateway : NULL;
-    struct cw_config_diag *diag;
-    cw_status_t st;
+    struct cw_uri u;
 
     if (gw == NULL)
         gw = getenv("CAUSEWAY_GATEWAY");
-    if (gw && gw[0]) {
-        struct cw_uri u;
-        if (cw_uri_parse(gw, &u) != CW_OK) {
-            CW_ERROR("core", "default gateway \"%s\" is not a plain address",
-                     gw);
-            return CW_CONFIG;
-        }
-        ctx->default_gateway = strdup(gw);
-        if (ctx->default_gateway == NULL)
-            return CW_NOMEM;
+    if (gw == NULL || gw[0] == '\0')
+        return CW_OK;
+    if (cw_uri_parse(gw, &u) != CW_OK) {
+        CW_ERROR("core", "default gateway \"%s\" is not a plain address", gw);
+        return CW_CONFIG;
     }
-    diag = cw_config_diag_new();
-    if (diag == NULL)
-        return CW_NOMEM;
-    st = cw_route_table_load_client(routes, diag, &ctx->routes);
-    if (st == CW_NOENT && routes == NULL) {
-        st = CW_OK; /* no routes file configured */
-        ctx->routes = NULL;
-    } else if (st != CW_OK) {
-        for (size_t i = 0; i < cw_config_diag_count(diag); i++)
-            CW_ERROR("core", "%s", cw_config_diag_get(diag, i));
-        CW_ERROR("core", "client routes %s: %s",
-                 routes ? routes : "$CAUSEWAY_ROUTES", cw_status_str(st));
-        ctx->routes = NULL;
-        free(ctx->default_gateway);
-        ctx->default_gateway = NULL;
-    }
-    cw_config_diag_free(diag);
-    return st;
+    ctx->default_gateway = strdup(gw);
+    return ctx->default_gateway ? CW_OK : CW_NOMEM;
 }
 
 static void ctx_free(cw_context_t *ctx)
 {
-    cw_route_table_unref(ctx->routes);
+    cw_resolver_fini(ctx);
     free(ctx->default_gateway);
     free(ctx->rwait);
     pthread_cond_destroy(&ctx->cq_cond);
@@ -123,13 +99,12 @@ cw_status_t cw_context_create(const struct cw_context_opts *opts,
             ctx->opts.max_payload_size = CW_DEFAULT_MAX_PAYLOAD;
     }
     ctx->max_hops = ctx->opts.max_hops > 255 ? 255 : ctx->opts.max_hops;
-    ctx->opts.routes_file = NULL;
     ctx->opts.default_gateway = NULL;
     if (cw_idgen_init(&ctx->req_ids) != CW_OK) {
         free(ctx);
         return CW_IO;
     }
-    if (ctx_routing_init(ctx, opts) != CW_OK) {
+    if (ctx_gateway_init(ctx, opts) != CW_OK) {
         free(ctx);
         return CW_CONFIG;
     }

@@ -19,7 +19,6 @@
 #include <causeway/causeway.h>
 #include <causeway/forward.h>
 #include <causeway/na.h>
-#include <causeway/routing.h>
 
 #include "ids.h"
 
@@ -350,14 +349,14 @@ struct cw_context {
     void *fwd_arg;
     unsigned max_hops;
     struct cw_context_stats stats;
-    struct cw_route_table *routes; /**< client routing table, or NULL */
-    char *default_gateway;         /**< or NULL */
-    struct cw_list bulks;          /**< every bulk handle (cw_network_close) */
-    cw_network_t *closed_nets;     /**< closed, still referenced */
-    struct cw_list rs_suspended;   /**< delegations waiting for a resume */
-    unsigned nrsess, nsuspended;   /**< resume sessions, suspended ops */
-    int watch[CW_MAX_WATCH];       /**< cw_context_watch_fd descriptors */
-    uint64_t active_ns;            /**< last completion or network event */
+    struct cw_resolver *resolver; /**< cw_context_set_resolver, or NULL */
+    char *default_gateway;        /**< or NULL */
+    struct cw_list bulks;         /**< every bulk handle (cw_network_close) */
+    cw_network_t *closed_nets;    /**< closed, still referenced */
+    struct cw_list rs_suspended;  /**< delegations waiting for a resume */
+    unsigned nrsess, nsuspended;  /**< resume sessions, suspended ops */
+    int watch[CW_MAX_WATCH];      /**< cw_context_watch_fd descriptors */
+    uint64_t active_ns;           /**< last completion or network event */
     unsigned nwatch;
     /* CW_CTX_COALESCE (coalesce.c) */
     struct cw_list sendq; /**< handles whose request or response
@@ -795,8 +794,10 @@ void cw_fwd_set_canceled(cw_handle_t *in, bool canceled);
 /** Release an address reference with the lock held. */
 void cw_addr_unref_locked(cw_addr_t *addr);
 /** Another gateway than @p addr's for the plain address it was looked up
- *  with, from the client routes (no lock held).  CW_NOENT if none. */
+ *  with, from the resolver (no lock held).  CW_NOENT if none. */
 cw_status_t cw_addr_reroute(cw_addr_t *addr, cw_addr_t **addr_p);
+/** Drop the context's resolver (context destroy, no lock held). */
+void cw_resolver_fini(cw_context_t *ctx);
 
 /* ---- spread addresses (core/spread.c), lock held ------------------------ */
 

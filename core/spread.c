@@ -30,6 +30,7 @@
  */
 #include "rpc_priv.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
