@@ -43,12 +43,10 @@ cw_status_t cw_bgrant_write(cw_handle_t *h, const struct cw_bproxy_req *r,
                             cw_bulk_t *origin, cw_addr_t *owner,
                             uint64_t life_ms)
 {
-    cw_context_t *ctx = h->ctx;
-    cw_buf_t *out = cw_handle_output(h);
+    cw_context_t *ctx;
+    cw_buf_t *out;
     char addr[CW_ADDR_STR_MAX];
-    uint32_t perm =
-        r->dir == CW_BULK_PULL ? CW_BULK_READ_ONLY : CW_BULK_WRITE_ONLY;
-    uint32_t access = r->dir == CW_BULK_PULL ? CW_NA_MEM_READ : CW_NA_MEM_WRITE;
+    uint32_t perm, access;
     cw_na_mem_t *sub = NULL;
     uint8_t *mem = NULL;
     size_t mlen = 0;
@@ -57,6 +55,10 @@ cw_status_t cw_bgrant_write(cw_handle_t *h, const struct cw_bproxy_req *r,
     if (!cw_bgrant_possible(h, r, origin) || owner == NULL ||
         owner->net != origin->net)
         return CW_INVALID_ARG;
+    ctx = h->ctx;
+    out = cw_handle_output(h);
+    perm = r->dir == CW_BULK_PULL ? CW_BULK_READ_ONLY : CW_BULK_WRITE_ONLY;
+    access = r->dir == CW_BULK_PULL ? CW_NA_MEM_READ : CW_NA_MEM_WRITE;
     st = cw_addr_to_string(owner, addr, sizeof(addr));
     if (st != CW_OK)
         return st;

@@ -327,12 +327,15 @@ cw_status_t cw_bproxy_desc_encode(cw_network_t *egress,
 
 cw_status_t cw_bproxy_req_decode(cw_handle_t *h, struct cw_bproxy_req *r)
 {
-    cw_buf_t *in = cw_handle_input(h);
+    cw_buf_t *in;
     const void *tok = NULL;
     size_t toklen = 0;
     uint8_t dir = 0;
     cw_status_t st;
 
+    if (h == NULL || r == NULL)
+        return CW_INVALID_ARG;
+    in = cw_handle_input(h);
     memset(r, 0, sizeof(*r));
     cw_buf_get_bytes(in, &tok, &toklen);
     cw_buf_get_u8(in, &dir);

@@ -111,45 +111,38 @@ struct cw_wire_desc {
     uint16_t mem_len;
 };
 
-/* CW_PUBLIC here marks the few internals causewayd and the white-box
- * tests call: exported by libcauseway, declared by no installed header, not
- * part of the API. */
-
 /** Encode a header (and, with CW_HF_IDEMPOTENT, the resume id after it:
  *  cw_wire_hdr_size() bytes in all). */
-CW_PUBLIC void cw_wire_hdr_encode(void *buf, const struct cw_wire_hdr *h);
+void cw_wire_hdr_encode(void *buf, const struct cw_wire_hdr *h);
 /** Bytes of a header with these flags (the fixed part and its extension). */
 static inline size_t cw_wire_hdr_size(uint16_t flags)
 {
     return CW_HDR_SIZE + ((flags & CW_HF_IDEMPOTENT) ? CW_HDR_EXT_RESUME : 0);
 }
 /** Validate a whole message; CW_PROTOCOL/CW_VERSION on hostile input. */
-CW_PUBLIC cw_status_t cw_wire_decode(const void *msg, size_t len,
-                                     struct cw_wire_msg *m_p);
+cw_status_t cw_wire_decode(const void *msg, size_t len,
+                           struct cw_wire_msg *m_p);
 /** Next entry of a validated batch payload at *@p off_p: CW_OK and the
  *  entry's message, CW_NOENT at the end, CW_PROTOCOL on a bad frame. */
-CW_PUBLIC cw_status_t cw_wire_batch_next(const uint8_t *p, size_t len,
-                                         size_t *off_p, const uint8_t **msg_p,
-                                         size_t *msg_len_p);
+cw_status_t cw_wire_batch_next(const uint8_t *p, size_t len, size_t *off_p,
+                               const uint8_t **msg_p, size_t *msg_len_p);
 /** Append one batch entry (length prefix and @p len bytes of @p msg) at
  *  @p p; returns the bytes written. */
-CW_PUBLIC size_t cw_wire_batch_put(uint8_t *p, const void *msg, size_t len);
+size_t cw_wire_batch_put(uint8_t *p, const void *msg, size_t len);
 /** Validate a descriptor section of @p n entries in @p len bytes. */
-CW_PUBLIC cw_status_t cw_wire_desc_check(const uint8_t *p, size_t len,
-                                         unsigned n);
+cw_status_t cw_wire_desc_check(const uint8_t *p, size_t len, unsigned n);
 /** Find descriptor @p i of a validated section.  @p raw_p/@p raw_len_p
  *  (may be NULL) get the entry including its length prefix. */
-CW_PUBLIC cw_status_t cw_wire_desc_get(const uint8_t *p, size_t len, unsigned n,
-                                       unsigned i, struct cw_wire_desc *d_p,
-                                       const uint8_t **raw_p,
-                                       size_t *raw_len_p);
+cw_status_t cw_wire_desc_get(const uint8_t *p, size_t len, unsigned n,
+                             unsigned i, struct cw_wire_desc *d_p,
+                             const uint8_t **raw_p, size_t *raw_len_p);
 /** Size of an encoded descriptor. */
-CW_PUBLIC size_t cw_wire_desc_size(size_t plugin_len, size_t mem_len);
+size_t cw_wire_desc_size(size_t plugin_len, size_t mem_len);
 /** Encode a descriptor header; the memory handle bytes follow at the
  *  returned pointer (@p mem_len of them). */
-CW_PUBLIC uint8_t *cw_wire_desc_encode(uint8_t *p, uint8_t flags, uint8_t perm,
-                                       uint64_t total, const char *plugin,
-                                       size_t mem_len);
+uint8_t *cw_wire_desc_encode(uint8_t *p, uint8_t flags, uint8_t perm,
+                             uint64_t total, const char *plugin,
+                             size_t mem_len);
 
 /* ---- lists and completion queue ---------------------------------------- */
 
@@ -655,17 +648,15 @@ void cw_cq_push(cw_context_t *ctx, struct cw_cqe *e);
 void cw_ctx_wake(cw_context_t *ctx);
 
 /** Get the NA registration of a local bulk on @p net (lazily). */
-CW_PUBLIC cw_status_t cw_bulk_reg(cw_bulk_t *b, cw_network_t *net,
-                                  cw_na_mem_t **m_p);
+cw_status_t cw_bulk_reg(cw_bulk_t *b, cw_network_t *net, cw_na_mem_t **m_p);
 /** Bytes of the descriptor of local bulk @p b on @p net. */
 cw_status_t cw_bulk_desc_size(cw_bulk_t *b, cw_network_t *net, size_t *n_p);
 /** Write the descriptor; @p p has cw_bulk_desc_size bytes. */
 cw_status_t cw_bulk_desc_write(cw_bulk_t *b, cw_network_t *net, uint8_t *p,
                                size_t n);
 /** Remote handle from a descriptor received on @p net. */
-CW_PUBLIC cw_status_t cw_bulk_from_desc(cw_context_t *ctx, cw_network_t *net,
-                                        const struct cw_wire_desc *d,
-                                        cw_bulk_t **b_p);
+cw_status_t cw_bulk_from_desc(cw_context_t *ctx, cw_network_t *net,
+                              const struct cw_wire_desc *d, cw_bulk_t **b_p);
 /** Local bulk over one buffer, lock held. */
 cw_status_t cw_bulk_create_locked(cw_context_t *ctx, void *base, size_t len,
                                   uint32_t perm, cw_bulk_t **b_p);

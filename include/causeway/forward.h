@@ -14,7 +14,7 @@
  * crossed more than the context's max_hops gateways is answered with
  * CW_TTL_EXPIRED.  A gateway replaces the descriptors of what it forwards
  * (cw_fwd_desc_count() > 0) with proxy handles of its own
- * (cw_fwd_desc_replace; docs/bulk-gateway.md).
+ * (cw_fwd_desc_replace, <causeway/relay.h>; docs/bulk-gateway.md).
  */
 #ifndef CAUSEWAY_FORWARD_H
 #define CAUSEWAY_FORWARD_H
