@@ -66,12 +66,19 @@ static void ctx_free(cw_context_t *ctx)
     free(ctx);
 }
 
+/* The status of a system call that failed with @p err. */
+static cw_status_t ctx_sys_status(int err)
+{
+    return err == ENOMEM ? CW_NOMEM : CW_IO;
+}
+
 cw_status_t cw_context_create(const struct cw_context_opts *opts,
                               cw_context_t **ctx_p)
 {
     cw_context_t *ctx;
     struct epoll_event ev = {.events = EPOLLIN};
     char names[256];
+    cw_status_t st;
 
     if (ctx_p == NULL ||
         (opts && (opts->flags & ~(CW_CTX_BUSY | CW_CTX_COALESCE))))
@@ -100,13 +107,12 @@ cw_status_t cw_context_create(const struct cw_context_opts *opts,
     }
     ctx->max_hops = ctx->opts.max_hops > 255 ? 255 : ctx->opts.max_hops;
     ctx->opts.default_gateway = NULL;
-    if (cw_idgen_init(&ctx->req_ids) != CW_OK) {
+    st = cw_idgen_init(&ctx->req_ids);
+    if (st == CW_OK)
+        st = ctx_gateway_init(ctx, opts);
+    if (st != CW_OK) {
         free(ctx);
-        return CW_IO;
-    }
-    if (ctx_gateway_init(ctx, opts) != CW_OK) {
-        free(ctx);
-        return CW_CONFIG;
+        return st;
     }
     cw_list_init(&ctx->inflight);
     cw_list_init(&ctx->wait_done);
@@ -127,22 +133,35 @@ cw_status_t cw_context_create(const struct cw_context_opts *opts,
         pthread_mutexattr_destroy(&ma);
     }
     pthread_mutex_init(&ctx->progress_lock, NULL);
-    pthread_cond_init(&ctx->cq_cond, NULL);
+    {
+        /* Deadlines on the monotonic clock: a wall-clock step must not
+         * stretch or cut a cw_trigger wait. */
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&ctx->cq_cond, &ca);
+        pthread_condattr_destroy(&ca);
+    }
     ctx->rwait = calloc(CW_RWAIT_BUCKETS, sizeof(*ctx->rwait));
-    if (ctx->rwait == NULL)
+    if (ctx->rwait == NULL) {
+        st = CW_NOMEM;
         goto err_free;
+    }
     ctx->epfd = epoll_create1(EPOLL_CLOEXEC);
     if (ctx->epfd < 0) {
+        st = ctx_sys_status(errno);
         CW_ERROR("core", "epoll_create1() failed: %s", strerror(errno));
         goto err_free;
     }
     ctx->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (ctx->evfd < 0) {
+        st = ctx_sys_status(errno);
         CW_ERROR("core", "eventfd() failed: %s", strerror(errno));
         goto err_close_ep;
     }
     ev.data.fd = ctx->evfd;
     if (epoll_ctl(ctx->epfd, EPOLL_CTL_ADD, ctx->evfd, &ev) != 0) {
+        st = ctx_sys_status(errno);
         CW_ERROR("core", "epoll_ctl() failed: %s", strerror(errno));
         goto err_close_ev;
     }
@@ -157,7 +176,7 @@ err_close_ep:
     close(ctx->epfd);
 err_free:
     ctx_free(ctx);
-    return CW_INTERNAL;
+    return st;
 }
 
 cw_status_t cw_context_stats(cw_context_t *ctx,
@@ -231,7 +250,7 @@ cw_status_t cw_trigger(cw_context_t *ctx, unsigned timeout_ms, unsigned max,
             if (n > 0 || timeout_ms == 0)
                 break;
             if (!have_abs) {
-                clock_gettime(CLOCK_REALTIME, &abs);
+                clock_gettime(CLOCK_MONOTONIC, &abs);
                 abs.tv_sec += timeout_ms / 1000;
                 abs.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
                 if (abs.tv_nsec >= 1000000000L) {

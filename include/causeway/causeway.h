@@ -87,9 +87,11 @@ CW_PUBLIC void cw_context_opts_init(struct cw_context_opts *opts);
 /**
  * Create a context.  Calls cw_plugins_load(NULL) if no plugin is loaded.
  * @param[in] opts  NULL for defaults.
- * @return CW_OK or an error, among them CW_INVALID_ARG for a NULL @p ctx_p
- *         or a flag that is not a CW_CTX_* one and CW_CONFIG for a
- *         default gateway that is not a plain address.
+ * @return CW_OK or an error: CW_INVALID_ARG for a NULL @p ctx_p or a
+ *         flag that is not a CW_CTX_* one; CW_CONFIG for a default gateway
+ *         that is not a plain address; CW_NOMEM; CW_IO when a system call
+ *         the context needs fails otherwise (no file descriptor left for
+ *         its epoll instance or eventfd, no random bytes for its ids).
  */
 CW_PUBLIC cw_status_t cw_context_create(const struct cw_context_opts *opts,
                                         cw_context_t **ctx_p);
