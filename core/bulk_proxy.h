@@ -33,10 +33,13 @@ cw_status_t cw_bproxy_transfer(cw_context_t *ctx, enum cw_bulk_dir dir,
                                void *arg, cw_bulk_op_t **op_p);
 
 /** The segments of local @p b covering [@p off, @p off + @p len) as a new
- *  handle with permission @p perm (no lock held). */
+ *  handle with permission @p perm (no lock held; _locked: held). */
 cw_status_t cw_bproxy_sub_bulk(cw_context_t *ctx, const cw_bulk_t *b,
                                size_t off, size_t len, uint32_t perm,
                                cw_bulk_t **sub_p);
+cw_status_t cw_bproxy_sub_bulk_locked(cw_context_t *ctx, const cw_bulk_t *b,
+                                      size_t off, size_t len, uint32_t perm,
+                                      cw_bulk_t **sub_p);
 
 /** Encode a delegation request into @p in; the status is the buffer's. */
 cw_status_t cw_bproxy_req_encode(cw_buf_t *in,

@@ -328,29 +328,25 @@ void cw_handle_ref(cw_handle_t *h)
         atomic_fetch_add(&h->refs, 1);
 }
 
-cw_status_t cw_handle_create(cw_context_t *ctx, cw_addr_t *dest, cw_rpc_id_t id,
-                             cw_handle_t **h_p)
+cw_status_t cw_handle_create_locked(cw_context_t *ctx, cw_addr_t *dest,
+                                    cw_rpc_id_t id, cw_handle_t **h_p)
 {
     cw_handle_t *h;
     cw_addr_t *ref;
     struct cw_rpc_class *c;
     cw_status_t st;
 
-    if (ctx == NULL || dest == NULL || h_p == NULL || dest->ctx != ctx)
-        return CW_INVALID_ARG;
-    st = cw_addr_dup(dest, &ref);
+    CW_ASSERT_LOCKED(&ctx->lock);
+    st = cw_addr_dup_locked(dest, &ref);
     if (st != CW_OK)
         return st;
-    pthread_mutex_lock(&ctx->lock);
     if (ref->net->closed) {
-        pthread_mutex_unlock(&ctx->lock);
-        cw_addr_free(ref);
+        cw_addr_unref_locked(ref);
         return CW_DISCONNECTED; /* cw_network_close */
     }
     h = cw_handle_alloc(ctx, false);
     if (h == NULL) {
-        pthread_mutex_unlock(&ctx->lock);
-        cw_addr_free(ref);
+        cw_addr_unref_locked(ref);
         return CW_NOMEM;
     }
     h->addr = ref;
@@ -359,9 +355,21 @@ cw_status_t cw_handle_create(cw_context_t *ctx, cw_addr_t *dest, cw_rpc_id_t id,
     c = cw_rpc_class_find(ctx, id);
     h->one_way = c ? c->opts.one_way : false;
     h->cls_timeout_ms = c ? c->opts.timeout_ms : 0;
-    pthread_mutex_unlock(&ctx->lock);
     *h_p = h;
     return CW_OK;
+}
+
+cw_status_t cw_handle_create(cw_context_t *ctx, cw_addr_t *dest, cw_rpc_id_t id,
+                             cw_handle_t **h_p)
+{
+    cw_status_t st;
+
+    if (ctx == NULL || dest == NULL || h_p == NULL || dest->ctx != ctx)
+        return CW_INVALID_ARG;
+    pthread_mutex_lock(&ctx->lock);
+    st = cw_handle_create_locked(ctx, dest, id, h_p);
+    pthread_mutex_unlock(&ctx->lock);
+    return st;
 }
 
 cw_buf_t *cw_handle_input(cw_handle_t *h)

@@ -356,39 +356,27 @@ err_unref:
     return st;
 }
 
-cw_status_t cw_forward(cw_handle_t *h, uint64_t timeout_ms, cw_forward_cb_t cb,
-                       void *arg)
+cw_status_t cw_forward_locked(cw_handle_t *h, uint64_t timeout_ms,
+                              cw_forward_cb_t cb, void *arg)
 {
-    cw_context_t *ctx;
+    cw_context_t *ctx = h->ctx;
     cw_status_t st;
 
-    if (h == NULL || h->server)
-        return CW_INVALID_ARG;
-    ctx = h->ctx;
-    pthread_mutex_lock(&ctx->lock);
-    if (h->state == CW_H_ACTIVE) {
-        pthread_mutex_unlock(&ctx->lock);
+    CW_ASSERT_LOCKED(&ctx->lock);
+    if (h->state == CW_H_ACTIVE)
         return CW_BUSY;
-    }
-    if (ctx->destroying) {
-        pthread_mutex_unlock(&ctx->lock);
+    if (ctx->destroying)
         return CW_CANCELED;
-    }
-    if (h->net && h->net->closed) {
-        pthread_mutex_unlock(&ctx->lock);
+    if (h->net && h->net->closed)
         return CW_DISCONNECTED; /* cw_network_close */
-    }
     if (h->fwd_xctx && cw_fwd_in_canceled_xctx(h)) {
         /* The caller canceled before this got going: its cancel found
          * nothing in flight to stop. */
-        pthread_mutex_unlock(&ctx->lock);
         return CW_CANCELED;
     }
     st = h->in.err;
-    if (st != CW_OK) {
-        pthread_mutex_unlock(&ctx->lock);
+    if (st != CW_OK)
         return st;
-    }
     if (timeout_ms == 0)
         timeout_ms = h->cls_timeout_ms ? h->cls_timeout_ms
                                        : ctx->opts.default_timeout_ms;
@@ -435,11 +423,22 @@ cw_status_t cw_forward(cw_handle_t *h, uint64_t timeout_ms, cw_forward_cb_t cb,
             h->ovf_local = NULL;
         }
         h->state = CW_H_IDLE;
-        pthread_mutex_unlock(&ctx->lock);
         return st;
     }
     cw_h_check(h);
-    pthread_mutex_unlock(&ctx->lock);
     cw_ctx_wake(ctx);
     return CW_OK;
+}
+
+cw_status_t cw_forward(cw_handle_t *h, uint64_t timeout_ms, cw_forward_cb_t cb,
+                       void *arg)
+{
+    cw_status_t st;
+
+    if (h == NULL || h->server)
+        return CW_INVALID_ARG;
+    pthread_mutex_lock(&h->ctx->lock);
+    st = cw_forward_locked(h, timeout_ms, cb, arg);
+    pthread_mutex_unlock(&h->ctx->lock);
+    return st;
 }

@@ -20,6 +20,7 @@
 #include <causeway/forward.h>
 #include <causeway/na.h>
 
+#include "cw_mutex.h"
 #include "ids.h"
 
 #define CW_MAX_NETS  8 /**< networks per context */
@@ -205,11 +206,13 @@ struct cw_buf {
 
 void cw_buf_init_writer(cw_buf_t *b, size_t head);
 void cw_buf_init_reader(cw_buf_t *b, const void *data, size_t len);
-/** Writer back to empty (keeps memory), dropping bulk references. */
+/** Writer back to empty (keeps memory), dropping bulk references (their
+ *  context's lock held when it has any). */
 void cw_buf_reset(cw_buf_t *b);
 /** Free a writer's allocation if its capacity is over @p keep bytes. */
 void cw_buf_trim(cw_buf_t *b, size_t keep);
-/** Release memory and bulk references of an embedded buffer. */
+/** Release memory and bulk references of an embedded buffer (as
+ *  cw_buf_reset). */
 void cw_buf_fini(cw_buf_t *b);
 /** Make sure the writer has @p need bytes free at @p b->len. */
 cw_status_t cw_buf_reserve(cw_buf_t *b, size_t need);
@@ -361,9 +364,10 @@ struct cw_context {
 };
 #define CW_RWAIT_BUCKETS 1024u
 
-/** Anything in flight that only progress moves on (ctx->lock held). */
+/** Anything in flight that only progress moves on. */
 static inline bool cw_ctx_busy(const cw_context_t *ctx)
 {
+    CW_ASSERT_LOCKED(&ctx->lock);
     return !cw_list_empty(&ctx->inflight) || !cw_list_empty(&ctx->wait_done) ||
            !cw_list_empty(&ctx->bulk_ops) || !cw_list_empty(&ctx->responding) ||
            !cw_list_empty(&ctx->rs_suspended) || ctx->cq_head != NULL;
@@ -634,11 +638,13 @@ struct cw_bulk_op {
     bool suspended, user_cancel, finished;
 };
 
-/* ---- internal entry points (ctx->lock held unless noted) ----------------*/
+/* ---- internal entry points (ctx->lock held unless noted; CW_ASSERT_LOCKED
+ * says so in their bodies) ------------------------------------------------*/
 
-/** Make sure the timers look again at @p t (lock held). */
+/** Make sure the timers look again at @p t. */
 static inline void cw_ctx_timer_at(cw_context_t *ctx, uint64_t t)
 {
+    CW_ASSERT_LOCKED(&ctx->lock);
     if (t < ctx->next_deadline)
         ctx->next_deadline = t;
 }
@@ -660,6 +666,10 @@ cw_status_t cw_bulk_from_desc(cw_context_t *ctx, cw_network_t *net,
 /** Local bulk over one buffer, lock held. */
 cw_status_t cw_bulk_create_locked(cw_context_t *ctx, void *base, size_t len,
                                   uint32_t perm, cw_bulk_t **b_p);
+/** cw_bulk_create, lock held. */
+cw_status_t cw_bulk_create_segs_locked(cw_context_t *ctx,
+                                       const struct cw_segment *segs, size_t n,
+                                       uint32_t perm, cw_bulk_t **b_p);
 /** A new transfer record (calloc'ed; references on @p remote and
  *  @p local taken); NULL when out of memory. */
 cw_bulk_op_t *cw_bulk_op_new(cw_context_t *ctx, enum cw_bulk_dir dir,
@@ -675,7 +685,8 @@ cw_status_t cw_bulk_start(cw_context_t *ctx, enum cw_bulk_dir dir,
                           cw_bulk_op_t **op_p);
 /** Cancel a transfer, lock held. */
 void cw_bulk_op_cancel_locked(cw_bulk_op_t *op);
-/** Drop a reference, lock held or not (releases registrations). */
+/** Drop a reference, @p b's context lock held (releases registrations);
+ *  without it, cw_bulk_free. */
 void cw_bulk_unref(cw_bulk_t *b);
 
 /** Called by the networks for every unexpected message. */
@@ -699,6 +710,7 @@ cw_status_t cw_network_open_locked(cw_context_t *ctx, const char *uri,
  *  remote bulk handles on it. */
 static inline void cw_net_ref(cw_network_t *net)
 {
+    CW_ASSERT_LOCKED(&net->ctx->lock);
     net->refs++;
 }
 /** Drop a network reference (lock held); the last one of a closed network
@@ -706,8 +718,6 @@ static inline void cw_net_ref(cw_network_t *net)
 void cw_net_unref_locked(cw_network_t *net);
 /** Post again the receive slots whose re-post failed (lock held). */
 void cw_net_urecv_retry(cw_context_t *ctx);
-/** Track a new bulk handle in ctx->bulks (takes the lock). */
-void cw_bulk_track(cw_bulk_t *b);
 /** Cancel what depends on @p net (cw_network_close, lock held). */
 void cw_rpc_cancel_net(cw_context_t *ctx, cw_network_t *net);
 /** Allocate a request id. */
@@ -784,6 +794,13 @@ void cw_fwd_set_canceled(cw_handle_t *in, bool canceled);
 
 /** Release an address reference with the lock held. */
 void cw_addr_unref_locked(cw_addr_t *addr);
+/** cw_addr_dup with @p addr's context lock held. */
+cw_status_t cw_addr_dup_locked(cw_addr_t *addr, cw_addr_t **addr_p);
+/** cw_handle_create and cw_forward with the lock held. */
+cw_status_t cw_handle_create_locked(cw_context_t *ctx, cw_addr_t *dest,
+                                    cw_rpc_id_t id, cw_handle_t **h_p);
+cw_status_t cw_forward_locked(cw_handle_t *h, uint64_t timeout_ms,
+                              cw_forward_cb_t cb, void *arg);
 /** Another gateway than @p addr's for the plain address it was looked up
  *  with, from the resolver (no lock held).  CW_NOENT if none. */
 cw_status_t cw_addr_reroute(cw_addr_t *addr, cw_addr_t **addr_p);
