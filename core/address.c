@@ -40,22 +40,96 @@ err_free:
 static cw_status_t addr_lookup(cw_context_t *ctx, const char *addr, bool routed,
                                cw_addr_t **addr_p);
 
-/* A plain address: through the client routing table when a route names a
- * gateway; through the default gateway when no network can reach it. */
+/* A context's resolver, shared by the lookups running it: the last of them
+ * or the context releases it (refs under ctx->lock). */
+struct cw_resolver {
+    cw_resolver_t fn;
+    void (*release)(void *arg);
+    void *arg;
+    unsigned refs;
+};
+
+static void resolver_unref(cw_context_t *ctx, struct cw_resolver *r)
+{
+    bool last;
+
+    cw_mutex_lock(&ctx->lock);
+    last = --r->refs == 0;
+    cw_mutex_unlock(&ctx->lock);
+    if (!last)
+        return;
+    if (r->release)
+        r->release(r->arg);
+    free(r);
+}
+
+cw_status_t cw_context_set_resolver(cw_context_t *ctx, cw_resolver_t fn,
+                                    void (*release)(void *arg), void *arg)
+{
+    struct cw_resolver *r = NULL, *old;
+
+    if (ctx == NULL)
+        return CW_INVALID_ARG;
+    if (fn) {
+        r = calloc(1, sizeof(*r));
+        if (r == NULL)
+            return CW_NOMEM;
+        r->fn = fn;
+        r->release = release;
+        r->arg = arg;
+        r->refs = 1; /* the context's */
+    }
+    cw_mutex_lock(&ctx->lock);
+    old = ctx->resolver;
+    ctx->resolver = r;
+    cw_mutex_unlock(&ctx->lock);
+    if (old)
+        resolver_unref(ctx, old);
+    return CW_OK;
+}
+
+void cw_resolver_fini(cw_context_t *ctx)
+{
+    if (ctx->resolver)
+        resolver_unref(ctx, ctx->resolver);
+    ctx->resolver = NULL;
+}
+
+/* Ask the resolver, if there is one, about plain address @p addr. */
+static cw_status_t addr_resolve(cw_context_t *ctx, const char *addr, char *gw,
+                                size_t gw_len, bool *direct_p)
+{
+    struct cw_resolver *r;
+    cw_status_t st;
+
+    cw_mutex_lock(&ctx->lock);
+    r = ctx->resolver;
+    if (r)
+        r->refs++;
+    cw_mutex_unlock(&ctx->lock);
+    *direct_p = true;
+    if (r == NULL)
+        return CW_OK;
+    st = r->fn(r->arg, addr, gw, gw_len, direct_p);
+    resolver_unref(ctx, r);
+    if (st == CW_OK && !*direct_p && memchr(gw, '\0', gw_len) == NULL)
+        st = CW_OVERFLOW; /* not terminated: the resolver's bug */
+    return st;
+}
+
+/* A plain address: through the gateway the resolver names; through the
+ * default gateway when no network can reach it. */
 static cw_status_t addr_lookup_plain(cw_context_t *ctx, const char *addr,
                                      cw_addr_t **addr_p)
 {
     char gw[CW_URI_MAX];
     char proxied[CW_ADDR_STR_MAX];
-    bool direct = true;
+    bool direct;
     cw_status_t st;
 
-    if (ctx->routes) {
-        st = cw_route_table_client_lookup(ctx->routes, addr, gw, sizeof(gw),
-                                          &direct);
-        if (st != CW_OK)
-            return st;
-    }
+    st = addr_resolve(ctx, addr, gw, sizeof(gw), &direct);
+    if (st != CW_OK)
+        return st;
     if (!direct) {
         snprintf(proxied, sizeof(proxied), "%s@%s", addr, gw);
         st = addr_lookup(ctx, proxied, true, addr_p);
@@ -87,7 +161,8 @@ cw_status_t cw_addr_reroute(cw_addr_t *addr, cw_addr_t **addr_p)
     cw_context_t *ctx = addr->ctx;
     cw_status_t st = CW_NOENT;
 
-    /* Only a plain address the client routes sent through a gateway. */
+    CW_ASSERT_UNLOCKED(&ctx->lock);
+    /* Only a plain address the resolver sent through a gateway. */
     if (!addr->via_routes || addr->route == NULL ||
         strchr(addr->route, '@') != NULL)
         return CW_NOENT;
@@ -99,10 +174,10 @@ cw_status_t cw_addr_reroute(cw_addr_t *addr, cw_addr_t **addr_p)
         st = addr_lookup_plain(ctx, addr->route, &other);
         if (st != CW_OK)
             return st;
-        pthread_mutex_lock(&ctx->lock);
+        cw_mutex_lock(&ctx->lock);
         same = other->net == addr->net &&
                cw_na_addr_cmp(addr->net->na, other->na, addr->na);
-        pthread_mutex_unlock(&ctx->lock);
+        cw_mutex_unlock(&ctx->lock);
         if (!same) {
             *addr_p = other;
             return CW_OK;
@@ -133,8 +208,7 @@ static cw_status_t addr_lookup(cw_context_t *ctx, const char *addr, bool routed,
         CW_ERROR("core", "bad address \"%s\": %s", addr, err);
         return st;
     }
-    if (path.nhops == 0 && !path.is_service && !routed &&
-        (ctx->routes || ctx->default_gateway))
+    if (path.nhops == 0 && !path.is_service && !routed)
         return addr_lookup_plain(ctx, addr, addr_p);
     if (path.nhops > 0) {
         hop = path.hops[0];
@@ -155,7 +229,7 @@ static cw_status_t addr_lookup(cw_context_t *ctx, const char *addr, bool routed,
     st = cw_uri_format(&hop, uri, sizeof(uri));
     if (st != CW_OK)
         return st;
-    pthread_mutex_lock(&ctx->lock);
+    cw_mutex_lock(&ctx->lock);
     net = cw_net_find(ctx, hop.plugin, hop.protocol);
     if (net == NULL) {
         char any[CW_URI_MAX];
@@ -175,7 +249,7 @@ static cw_status_t addr_lookup(cw_context_t *ctx, const char *addr, bool routed,
     if (st != CW_OK)
         cw_na_addr_free(net->na, na);
 out:
-    pthread_mutex_unlock(&ctx->lock);
+    cw_mutex_unlock(&ctx->lock);
     return st;
 }
 
@@ -188,9 +262,9 @@ cw_status_t cw_network_self(cw_network_t *net, cw_addr_t **addr_p)
     if (net == NULL || addr_p == NULL)
         return CW_INVALID_ARG;
     ctx = net->ctx;
-    pthread_mutex_lock(&ctx->lock);
+    cw_mutex_lock(&ctx->lock);
     if (net->closed) {
-        pthread_mutex_unlock(&ctx->lock);
+        cw_mutex_unlock(&ctx->lock);
         return CW_DISCONNECTED; /* cw_network_close */
     }
     st = cw_na_addr_dup(net->na, net->self, &na);
@@ -199,14 +273,33 @@ cw_status_t cw_network_self(cw_network_t *net, cw_addr_t **addr_p)
         if (st != CW_OK)
             cw_na_addr_free(net->na, na);
     }
-    pthread_mutex_unlock(&ctx->lock);
+    cw_mutex_unlock(&ctx->lock);
+    return st;
+}
+
+cw_status_t cw_addr_dup_locked(cw_addr_t *addr, cw_addr_t **addr_p)
+{
+    cw_na_addr_t *na;
+    cw_status_t st;
+
+    CW_ASSERT_LOCKED(&addr->ctx->lock);
+    if (!addr->embedded) {
+        atomic_fetch_add(&addr->refs, 1);
+        *addr_p = addr;
+        return CW_OK;
+    }
+    /* A handle's source address lives in the handle: copy it out. */
+    st = cw_na_addr_dup(addr->net->na, addr->na, &na);
+    if (st == CW_OK) {
+        st = addr_new(addr->ctx, addr->net, na, NULL, NULL, addr_p);
+        if (st != CW_OK)
+            cw_na_addr_free(addr->net->na, na);
+    }
     return st;
 }
 
 cw_status_t cw_addr_dup(cw_addr_t *addr, cw_addr_t **addr_p)
 {
-    cw_context_t *ctx;
-    cw_na_addr_t *na;
     cw_status_t st;
 
     if (addr == NULL || addr_p == NULL)
@@ -216,16 +309,9 @@ cw_status_t cw_addr_dup(cw_addr_t *addr, cw_addr_t **addr_p)
         *addr_p = addr;
         return CW_OK;
     }
-    /* A handle's source address lives in the handle: copy it out. */
-    ctx = addr->ctx;
-    pthread_mutex_lock(&ctx->lock);
-    st = cw_na_addr_dup(addr->net->na, addr->na, &na);
-    if (st == CW_OK) {
-        st = addr_new(ctx, addr->net, na, NULL, NULL, addr_p);
-        if (st != CW_OK)
-            cw_na_addr_free(addr->net->na, na);
-    }
-    pthread_mutex_unlock(&ctx->lock);
+    cw_mutex_lock(&addr->ctx->lock);
+    st = cw_addr_dup_locked(addr, addr_p);
+    cw_mutex_unlock(&addr->ctx->lock);
     return st;
 }
 
@@ -242,6 +328,7 @@ void cw_addr_unref_locked(cw_addr_t *addr)
 {
     if (addr == NULL || addr->embedded)
         return;
+    CW_ASSERT_LOCKED(&addr->ctx->lock);
     if (atomic_fetch_sub(&addr->refs, 1) == 1)
         addr_destroy_locked(addr);
 }
@@ -252,12 +339,13 @@ void cw_addr_free(cw_addr_t *addr)
 
     if (addr == NULL || addr->embedded)
         return;
+    CW_ASSERT_UNLOCKED(&addr->ctx->lock);
     if (atomic_fetch_sub(&addr->refs, 1) != 1)
         return;
     ctx = addr->ctx;
-    pthread_mutex_lock(&ctx->lock);
+    cw_mutex_lock(&ctx->lock);
     addr_destroy_locked(addr);
-    pthread_mutex_unlock(&ctx->lock);
+    cw_mutex_unlock(&ctx->lock);
 }
 
 /* The plugin's string of the (first hop's) NA address. */
@@ -267,9 +355,9 @@ static cw_status_t addr_na_string(const cw_addr_t *addr, char *buf, size_t len)
     cw_status_t st;
     int n;
 
-    pthread_mutex_lock(&addr->ctx->lock);
+    cw_mutex_lock(&addr->ctx->lock);
     st = cw_na_addr_to_string(addr->net->na, addr->na, loc, sizeof(loc));
-    pthread_mutex_unlock(&addr->ctx->lock);
+    cw_mutex_unlock(&addr->ctx->lock);
     if (st != CW_OK)
         return st;
     n = (int)strlen(loc);

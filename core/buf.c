@@ -32,6 +32,7 @@ void cw_buf_init_reader(cw_buf_t *b, const void *data, size_t len)
     b->standalone = standalone;
 }
 
+/* The bulk handles' context lock held (cw_bulk_unref says so). */
 static void buf_drop_bulks(cw_buf_t *b)
 {
     for (unsigned i = 0; i < b->nbulk; i++)
@@ -366,7 +367,7 @@ cw_status_t cw_buf_get_bulk(cw_buf_t *b, cw_bulk_t **bulk_p)
         size_t desc_len = b->desc_len;
         cw_bulk_t *bulk;
 
-        pthread_mutex_lock(&ctx->lock);
+        cw_mutex_lock(&ctx->lock);
         /* A server's: the last RESUME's tokens, if one came. */
         if (b->h->use.role == CW_H_SERVER)
             desc = cw_rs_desc(b->h, b, &desc_len);
@@ -375,7 +376,7 @@ cw_status_t cw_buf_get_bulk(cw_buf_t *b, cw_bulk_t **bulk_p)
             st = cw_bulk_from_desc(ctx, b->h->use.net, &d, &bulk);
         if (st == CW_OK && b->h->use.role == CW_H_SERVER)
             cw_rs_bulk_join(b->h, bulk, idx);
-        pthread_mutex_unlock(&ctx->lock);
+        cw_mutex_unlock(&ctx->lock);
         if (st != CW_OK)
             return b->err = st;
         *bulk_p = bulk;
@@ -442,6 +443,10 @@ void cw_buf_destroy(cw_buf_t *b)
 {
     if (b == NULL)
         return;
+    /* The application's: no lock held. */
+    for (unsigned i = 0; i < b->nbulk; i++)
+        cw_bulk_free(b->bulks[i]);
+    b->nbulk = 0;
     cw_buf_fini(b);
     if (b->standalone)
         free(b);

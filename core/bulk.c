@@ -45,24 +45,42 @@ static cw_status_t bulk_new(cw_context_t *ctx, const struct cw_segment *segs,
     atomic_init(&b->refs, 1);
     b->perm = perm;
     b->total = total;
-    cw_bulk_track(b);
     *b_p = b;
     return CW_OK;
-}
-
-void cw_bulk_track(cw_bulk_t *b)
-{
-    pthread_mutex_lock(&b->ctx->lock);
-    cw_list_add(&b->ctx->bulks, &b->ctx_link);
-    pthread_mutex_unlock(&b->ctx->lock);
 }
 
 cw_status_t cw_bulk_create(cw_context_t *ctx, const struct cw_segment *segs,
                            size_t n, uint32_t perm, cw_bulk_t **bulk_p)
 {
+    cw_bulk_t *b;
+    cw_status_t st;
+
     if (ctx == NULL || bulk_p == NULL)
         return CW_INVALID_ARG;
-    return bulk_new(ctx, segs, n, perm, bulk_p);
+    st = bulk_new(ctx, segs, n, perm, &b);
+    if (st != CW_OK)
+        return st;
+    cw_mutex_lock(&ctx->lock);
+    cw_list_add(&ctx->bulks, &b->ctx_link);
+    cw_mutex_unlock(&ctx->lock);
+    *bulk_p = b;
+    return CW_OK;
+}
+
+cw_status_t cw_bulk_create_segs_locked(cw_context_t *ctx,
+                                       const struct cw_segment *segs, size_t n,
+                                       uint32_t perm, cw_bulk_t **b_p)
+{
+    cw_bulk_t *b;
+    cw_status_t st;
+
+    CW_ASSERT_LOCKED(&ctx->lock);
+    st = bulk_new(ctx, segs, n, perm, &b);
+    if (st != CW_OK)
+        return st;
+    cw_list_add(&ctx->bulks, &b->ctx_link);
+    *b_p = b;
+    return CW_OK;
 }
 
 cw_status_t cw_bulk_create_locked(cw_context_t *ctx, void *base, size_t len,
@@ -70,14 +88,13 @@ cw_status_t cw_bulk_create_locked(cw_context_t *ctx, void *base, size_t len,
 {
     struct cw_segment seg = {base, len};
 
-    return bulk_new(ctx, &seg, 1, perm, b_p);
+    return cw_bulk_create_segs_locked(ctx, &seg, 1, perm, b_p);
 }
 
-void cw_bulk_unref(cw_bulk_t *b)
+/* The last reference is gone: release what the context tracks of @p b
+ * (its lock held); the memory is freed after. */
+static void bulk_release_locked(cw_bulk_t *b)
 {
-    if (b == NULL || atomic_fetch_sub(&b->refs, 1) != 1)
-        return;
-    pthread_mutex_lock(&b->ctx->lock);
     if (b->remote) {
         cw_rs_bulk_leave(b);
         cw_na_mem_release(b->net->na, b->rmem);
@@ -88,14 +105,32 @@ void cw_bulk_unref(cw_bulk_t *b)
                 cw_na_mem_release(b->ctx->nets[i]->na, b->reg[i]);
         cw_list_del(&b->ctx_link);
     }
-    pthread_mutex_unlock(&b->ctx->lock);
+}
+
+void cw_bulk_unref(cw_bulk_t *b)
+{
+    if (b == NULL)
+        return;
+    CW_ASSERT_LOCKED(&b->ctx->lock);
+    if (atomic_fetch_sub(&b->refs, 1) != 1)
+        return;
+    bulk_release_locked(b);
     free(b->segs);
     free(b);
 }
 
 void cw_bulk_free(cw_bulk_t *bulk)
 {
-    cw_bulk_unref(bulk);
+    if (bulk == NULL)
+        return;
+    CW_ASSERT_UNLOCKED(&bulk->ctx->lock);
+    if (atomic_fetch_sub(&bulk->refs, 1) != 1)
+        return;
+    cw_mutex_lock(&bulk->ctx->lock);
+    bulk_release_locked(bulk);
+    cw_mutex_unlock(&bulk->ctx->lock);
+    free(bulk->segs);
+    free(bulk);
 }
 
 size_t cw_bulk_size(const cw_bulk_t *bulk)
@@ -113,6 +148,7 @@ cw_status_t cw_bulk_reg(cw_bulk_t *b, cw_network_t *net, cw_na_mem_t **m_p)
     struct cw_na_segment one = {0}, *segs = &one;
     cw_status_t st;
 
+    CW_ASSERT_LOCKED(&b->ctx->lock);
     if (b->remote)
         return CW_INVALID_ARG;
     if (net->closed)
@@ -181,6 +217,7 @@ cw_status_t cw_bulk_from_desc(cw_context_t *ctx, cw_network_t *net,
     cw_bulk_t *b;
     cw_status_t st;
 
+    CW_ASSERT_LOCKED(&ctx->lock);
     if (d->flags & CW_DF_PROXY) {
         cw_status_t pst = cw_bproxy_from_desc(ctx, net, d, b_p);
         if (pst == CW_OK)
@@ -212,7 +249,7 @@ cw_status_t cw_bulk_from_desc(cw_context_t *ctx, cw_network_t *net,
 
 /* ---- transfers ---------------------------------------------------------- */
 
-static void op_free(cw_bulk_op_t *op)
+static void op_free_locked(cw_bulk_op_t *op)
 {
     cw_bulk_unref(op->remote);
     cw_bulk_unref(op->local);
@@ -225,16 +262,19 @@ static void op_complete(struct cw_cqe *e)
 
     if (op->cb)
         op->cb(op->st, op->arg);
-    op_free(op);
+    cw_bulk_free(op->remote);
+    cw_bulk_free(op->local);
+    free(op);
 }
 
 static void op_finish(cw_bulk_op_t *op)
 {
+    CW_ASSERT_LOCKED(&op->ctx->lock);
     cw_list_del(&op->link);
     op->stop = true;
     if (op->icb) {
         op->icb(op, op->st, op->arg);
-        op_free(op);
+        op_free_locked(op);
     } else {
         cw_cq_push(op->ctx, &op->cqe);
     }
@@ -309,6 +349,7 @@ static void chunk_cb(const struct cw_na_cb_info *info)
 
 void cw_bulk_op_cancel_locked(cw_bulk_op_t *op)
 {
+    CW_ASSERT_LOCKED(&op->ctx->lock);
     if (op->stop)
         return;
     op->stop = true;
@@ -354,6 +395,7 @@ cw_status_t cw_bulk_start(cw_context_t *ctx, enum cw_bulk_dir dir,
     size_t maxrma = remote->net->caps.max_rma_size;
     cw_status_t st;
 
+    CW_ASSERT_LOCKED(&ctx->lock);
     if (remote->net->closed)
         return CW_DISCONNECTED; /* cw_network_close */
     op = cw_bulk_op_new(ctx, dir, remote, roff, local, loff, len, cb, arg);
@@ -369,7 +411,7 @@ cw_status_t cw_bulk_start(cw_context_t *ctx, enum cw_bulk_dir dir,
     op->cqe.fn = op_complete;
     if (len == 0) {
         if (icb) {
-            op_free(op);
+            op_free_locked(op);
             return CW_INVALID_ARG;
         }
         cw_list_add(&ctx->bulk_ops, &op->link);
@@ -381,7 +423,7 @@ cw_status_t cw_bulk_start(cw_context_t *ctx, enum cw_bulk_dir dir,
     op_issue(op);
     if (op->inflight == 0) {
         st = op->st != CW_OK ? op->st : CW_INTERNAL;
-        op_free(op);
+        op_free_locked(op);
         return st;
     }
     cw_list_add(&ctx->bulk_ops, &op->link);
@@ -436,6 +478,7 @@ cw_status_t cw_bulk_transfer(cw_context_t *ctx, enum cw_bulk_dir dir,
     if (ctx == NULL || peer == NULL || remote == NULL || local == NULL ||
         local->remote || (dir != CW_BULK_PULL && dir != CW_BULK_PUSH))
         return CW_INVALID_ARG;
+    CW_ASSERT_UNLOCKED(&ctx->lock);
     if (dir == CW_BULK_PULL && !(remote->perm & CW_BULK_READ_ONLY))
         return CW_PERMISSION;
     if (dir == CW_BULK_PUSH && !(remote->perm & CW_BULK_WRITE_ONLY))
@@ -460,20 +503,20 @@ cw_status_t cw_bulk_transfer(cw_context_t *ctx, enum cw_bulk_dir dir,
             else
                 copy_segs(remote, remote_off, local, local_off, len);
         }
-        pthread_mutex_lock(&ctx->lock);
+        cw_mutex_lock(&ctx->lock);
         ctx->stats.bulk_bytes += len;
         cw_cq_push(ctx, &op->cqe);
-        pthread_mutex_unlock(&ctx->lock);
+        cw_mutex_unlock(&ctx->lock);
         if (op_p)
             *op_p = op;
         return CW_OK;
     }
     if (peer == NULL || peer->net != remote->net)
         return CW_INVALID_ARG;
-    pthread_mutex_lock(&ctx->lock);
+    cw_mutex_lock(&ctx->lock);
     st = cw_bulk_start(ctx, dir, peer->na, remote, remote_off, local, local_off,
                        len, cb, arg, NULL, op_p);
-    pthread_mutex_unlock(&ctx->lock);
+    cw_mutex_unlock(&ctx->lock);
     cw_ctx_wake(ctx);
     return st;
 }
@@ -487,8 +530,8 @@ cw_status_t cw_bulk_cancel(cw_bulk_op_t *op)
     if (cw_bproxy_is_op(op))
         return cw_bproxy_cancel(op);
     ctx = op->ctx;
-    pthread_mutex_lock(&ctx->lock);
+    cw_mutex_lock(&ctx->lock);
     cw_bulk_op_cancel_locked(op);
-    pthread_mutex_unlock(&ctx->lock);
+    cw_mutex_unlock(&ctx->lock);
     return CW_OK;
 }

@@ -43,12 +43,10 @@ cw_status_t cw_bgrant_write(cw_handle_t *h, const struct cw_bproxy_req *r,
                             cw_bulk_t *origin, cw_addr_t *owner,
                             uint64_t life_ms)
 {
-    cw_context_t *ctx = h->ctx;
-    cw_buf_t *out = cw_handle_output(h);
+    cw_context_t *ctx;
+    cw_buf_t *out;
     char addr[CW_ADDR_STR_MAX];
-    uint32_t perm =
-        r->dir == CW_BULK_PULL ? CW_BULK_READ_ONLY : CW_BULK_WRITE_ONLY;
-    uint32_t access = r->dir == CW_BULK_PULL ? CW_NA_MEM_READ : CW_NA_MEM_WRITE;
+    uint32_t perm, access;
     cw_na_mem_t *sub = NULL;
     uint8_t *mem = NULL;
     size_t mlen = 0;
@@ -57,10 +55,14 @@ cw_status_t cw_bgrant_write(cw_handle_t *h, const struct cw_bproxy_req *r,
     if (!cw_bgrant_possible(h, r, origin) || owner == NULL ||
         owner->net != origin->net)
         return CW_INVALID_ARG;
+    ctx = h->ctx;
+    out = cw_handle_output(h);
+    perm = r->dir == CW_BULK_PULL ? CW_BULK_READ_ONLY : CW_BULK_WRITE_ONLY;
+    access = r->dir == CW_BULK_PULL ? CW_NA_MEM_READ : CW_NA_MEM_WRITE;
     st = cw_addr_to_string(owner, addr, sizeof(addr));
     if (st != CW_OK)
         return st;
-    pthread_mutex_lock(&ctx->lock);
+    cw_mutex_lock(&ctx->lock);
     st = cw_na_mem_restrict(origin->net->na, origin->rmem, r->off, r->len,
                             access, &sub);
     if (st == CW_OK) {
@@ -73,7 +75,7 @@ cw_status_t cw_bgrant_write(cw_handle_t *h, const struct cw_bproxy_req *r,
             st = cw_na_mem_serialize(origin->net->na, mem, mlen, sub);
         cw_na_mem_release(origin->net->na, sub);
     }
-    pthread_mutex_unlock(&ctx->lock);
+    cw_mutex_unlock(&ctx->lock);
     if (st != CW_OK)
         goto out;
     cw_buf_put_u8(out, CW_BPROXY_GRANT);
@@ -96,9 +98,9 @@ static void grant_done(cw_status_t st, void *arg)
 {
     cw_bulk_op_t *op = arg;
 
-    pthread_mutex_lock(&op->ctx->lock);
+    cw_mutex_lock(&op->ctx->lock);
     op->direct_op = NULL;
-    pthread_mutex_unlock(&op->ctx->lock);
+    cw_mutex_unlock(&op->ctx->lock);
     if (op->cb)
         op->cb(st, op->arg);
     cw_bproxy_op_free(op);
@@ -153,6 +155,7 @@ cw_status_t cw_bgrant_start(cw_bulk_op_t *op, cw_buf_t *out)
     uint32_t perm;
     cw_status_t st;
 
+    CW_ASSERT_UNLOCKED(&ctx->lock);
     /* Only an answer to a delegation that asked for a grant may be one. */
     if (!op->proxy_direct) {
         CW_LOG_RL(CW_LOG_WARN, "core", "bulk grant not asked for, refused");
@@ -168,7 +171,7 @@ cw_status_t cw_bgrant_start(cw_bulk_op_t *op, cw_buf_t *out)
     d.plugin_len = (uint8_t)strlen(net->plugin);
     d.mem = mem;
     d.mem_len = (uint16_t)mlen;
-    pthread_mutex_lock(&ctx->lock);
+    cw_mutex_lock(&ctx->lock);
     if (op->proxy_canceled) {
         st = CW_CANCELED;
         goto out_unlock;
@@ -192,7 +195,7 @@ cw_status_t cw_bgrant_start(cw_bulk_op_t *op, cw_buf_t *out)
                        op->local, op->loff, op->len, grant_done, op, NULL,
                        &op->direct_op);
 out_unlock:
-    pthread_mutex_unlock(&ctx->lock);
+    cw_mutex_unlock(&ctx->lock);
     if (st == CW_OK)
         cw_ctx_wake(ctx);
     return st;

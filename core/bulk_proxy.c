@@ -48,6 +48,7 @@ cw_status_t cw_bproxy_from_desc(cw_context_t *ctx, cw_network_t *net,
     cw_bulk_t *b;
     cw_status_t st;
 
+    CW_ASSERT_LOCKED(&ctx->lock);
     st = px_desc_check(net, d);
     if (st != CW_OK)
         return st;
@@ -72,6 +73,7 @@ cw_status_t cw_bproxy_retarget(cw_bulk_t *b, cw_network_t *net,
 {
     cw_status_t st;
 
+    CW_ASSERT_LOCKED(&b->ctx->lock);
     if (!(d->flags & CW_DF_PROXY) || d->perm != b->perm || d->total != b->total)
         return CW_BAD_HANDLE;
     st = px_desc_check(net, d);
@@ -97,15 +99,16 @@ bool cw_bproxy_is_op(const cw_bulk_op_t *op)
     return op != NULL && (op->proxy_h != NULL || op->rsess != NULL);
 }
 
-cw_status_t cw_bproxy_sub_bulk(cw_context_t *ctx, const cw_bulk_t *b,
+/* The segments of local @p b covering [@p off, @p off + @p len) as a new
+ * handle with permission @p perm; @p locked: the caller holds the lock. */
+static cw_status_t px_sub_bulk(cw_context_t *ctx, const cw_bulk_t *b,
                                size_t off, size_t len, uint32_t perm,
-                               cw_bulk_t **sub_p)
+                               bool locked, cw_bulk_t **sub_p)
 {
-    struct cw_segment *segs;
+    struct cw_segment *segs = calloc(b->nsegs, sizeof(*segs));
     size_t i = 0, n = 0;
     cw_status_t st;
 
-    segs = calloc(b->nsegs, sizeof(*segs));
     if (segs == NULL)
         return CW_NOMEM;
     while (i < b->nsegs && off >= b->segs[i].len) {
@@ -126,23 +129,43 @@ cw_status_t cw_bproxy_sub_bulk(cw_context_t *ctx, const cw_bulk_t *b,
         len -= take;
         off = 0;
     }
-    st = cw_bulk_create(ctx, segs, n, perm, sub_p);
+    if (locked)
+        st = cw_bulk_create_segs_locked(ctx, segs, n, perm, sub_p);
+    else
+        st = cw_bulk_create(ctx, segs, n, perm, sub_p);
     free(segs);
     return st;
 }
 
+cw_status_t cw_bproxy_sub_bulk(cw_context_t *ctx, const cw_bulk_t *b,
+                               size_t off, size_t len, uint32_t perm,
+                               cw_bulk_t **sub_p)
+{
+    CW_ASSERT_UNLOCKED(&ctx->lock);
+    return px_sub_bulk(ctx, b, off, len, perm, false, sub_p);
+}
+
+cw_status_t cw_bproxy_sub_bulk_locked(cw_context_t *ctx, const cw_bulk_t *b,
+                                      size_t off, size_t len, uint32_t perm,
+                                      cw_bulk_t **sub_p)
+{
+    CW_ASSERT_LOCKED(&ctx->lock);
+    return px_sub_bulk(ctx, b, off, len, perm, true, sub_p);
+}
+
 void cw_bproxy_op_free(cw_bulk_op_t *op)
 {
+    CW_ASSERT_UNLOCKED(&op->ctx->lock);
     if (op->direct_peer != NULL) {
-        pthread_mutex_lock(&op->ctx->lock);
+        cw_mutex_lock(&op->ctx->lock);
         cw_na_addr_free(op->remote->net->na, op->direct_peer);
-        pthread_mutex_unlock(&op->ctx->lock);
+        cw_mutex_unlock(&op->ctx->lock);
     }
-    cw_bulk_unref(op->direct_remote);
+    cw_bulk_free(op->direct_remote);
     cw_handle_release(op->proxy_h);
-    cw_bulk_unref(op->proxy_sub);
-    cw_bulk_unref(op->remote);
-    cw_bulk_unref(op->local);
+    cw_bulk_free(op->proxy_sub);
+    cw_bulk_free(op->remote);
+    cw_bulk_free(op->local);
     free(op);
 }
 
@@ -157,9 +180,9 @@ static void px_fwd_cb(cw_handle_t *h, cw_status_t st, void *arg)
         if (st == CW_OK)
             return;
     } else if (st == CW_OK) {
-        pthread_mutex_lock(&ctx->lock);
+        cw_mutex_lock(&ctx->lock);
         ctx->stats.bulk_bytes += op->len;
-        pthread_mutex_unlock(&ctx->lock);
+        cw_mutex_unlock(&ctx->lock);
     }
     if (op->cb)
         op->cb(st, op->arg);
@@ -172,8 +195,8 @@ static void px_empty_done(struct cw_cqe *e)
 
     if (op->cb)
         op->cb(CW_OK, op->arg);
-    cw_bulk_unref(op->remote);
-    cw_bulk_unref(op->local);
+    cw_bulk_free(op->remote);
+    cw_bulk_free(op->local);
     free(op);
 }
 
@@ -187,6 +210,7 @@ cw_status_t cw_bproxy_transfer(cw_context_t *ctx, enum cw_bulk_dir dir,
     uint64_t now = cw_now_ns(), tmo_ms;
     cw_status_t st;
 
+    CW_ASSERT_UNLOCKED(&ctx->lock);
     if (peer == NULL || peer->net != remote->net)
         return CW_INVALID_ARG;
     if (now >= remote->pexpiry_ns)
@@ -207,9 +231,9 @@ cw_status_t cw_bproxy_transfer(cw_context_t *ctx, enum cw_bulk_dir dir,
     if (len == 0) {
         op->cqe.fn = px_empty_done;
         op->stop = true;
-        pthread_mutex_lock(&ctx->lock);
+        cw_mutex_lock(&ctx->lock);
         cw_cq_push(ctx, &op->cqe);
-        pthread_mutex_unlock(&ctx->lock);
+        cw_mutex_unlock(&ctx->lock);
         cw_ctx_wake(ctx);
         if (op_p)
             *op_p = op;
@@ -267,14 +291,14 @@ cw_status_t cw_bproxy_cancel(cw_bulk_op_t *op)
 
     if (op->rsess != NULL)
         return cw_rs_cancel(op);
-    pthread_mutex_lock(&ctx->lock);
+    cw_mutex_lock(&ctx->lock);
     op->proxy_canceled = true;
     if (op->direct_op != NULL) {
         cw_bulk_op_cancel_locked(op->direct_op);
-        pthread_mutex_unlock(&ctx->lock);
+        cw_mutex_unlock(&ctx->lock);
         return CW_OK;
     }
-    pthread_mutex_unlock(&ctx->lock);
+    cw_mutex_unlock(&ctx->lock);
     return cw_cancel(op->proxy_h);
 }
 
@@ -296,9 +320,9 @@ cw_status_t cw_bproxy_desc_bulk(cw_handle_t *in, unsigned i, cw_bulk_t **b_p)
         return st;
     /* cw_bulk_from_desc handles PROXY descriptors too (and whatever
      * references a remote handle takes). */
-    pthread_mutex_lock(&ctx->lock);
+    cw_mutex_lock(&ctx->lock);
     st = cw_bulk_from_desc(ctx, in->use.net, &d, b_p);
-    pthread_mutex_unlock(&ctx->lock);
+    cw_mutex_unlock(&ctx->lock);
     return st;
 }
 
@@ -328,12 +352,15 @@ cw_status_t cw_bproxy_desc_encode(cw_network_t *egress,
 
 cw_status_t cw_bproxy_req_decode(cw_handle_t *h, struct cw_bproxy_req *r)
 {
-    cw_buf_t *in = cw_handle_input(h);
+    cw_buf_t *in;
     const void *tok = NULL;
     size_t toklen = 0;
     uint8_t dir = 0;
     cw_status_t st;
 
+    if (h == NULL || r == NULL)
+        return CW_INVALID_ARG;
+    in = cw_handle_input(h);
     memset(r, 0, sizeof(*r));
     cw_buf_get_bytes(in, &tok, &toklen);
     cw_buf_get_u8(in, &dir);

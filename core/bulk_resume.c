@@ -35,6 +35,7 @@ void cw_rs_open(cw_handle_t *h)
     cw_context_t *ctx = h->ctx;
     struct cw_rsess *s;
 
+    CW_ASSERT_LOCKED(&ctx->lock);
     if (h->use.role == CW_H_CLIENT || !(h->use.rflags & CW_HF_IDEMPOTENT) ||
         (h->use.rflags & CW_HF_ONE_WAY) || cw_h_flag(h, CW_HFL_SELF) ||
         h->use.srv.rsess != NULL)
@@ -61,6 +62,7 @@ void cw_rs_open(cw_handle_t *h)
 
 const uint8_t *cw_rs_desc(cw_handle_t *h, const cw_buf_t *in, size_t *len_p)
 {
+    CW_ASSERT_LOCKED(&h->ctx->lock);
     if (h->use.srv.rsess != NULL && h->use.srv.rsess->desc != NULL) {
         *len_p = h->use.srv.rsess->desc_len;
         return h->use.srv.rsess->desc;
@@ -73,6 +75,7 @@ void cw_rs_bulk_join(cw_handle_t *h, cw_bulk_t *b, unsigned idx)
 {
     struct cw_rsess *s = h->use.srv.rsess;
 
+    CW_ASSERT_LOCKED(&h->ctx->lock);
     if (s == NULL || !cw_bproxy_is_proxy(b) || b->rsess != NULL)
         return;
     s->refs++;
@@ -83,6 +86,7 @@ void cw_rs_bulk_join(cw_handle_t *h, cw_bulk_t *b, unsigned idx)
 
 void cw_rs_bulk_leave(cw_bulk_t *b)
 {
+    CW_ASSERT_LOCKED(&b->ctx->lock);
     if (b->rsess == NULL)
         return;
     cw_list_del(&b->rs_link);
@@ -92,6 +96,7 @@ void cw_rs_bulk_leave(cw_bulk_t *b)
 
 void cw_rs_handle_leave(cw_handle_t *h)
 {
+    CW_ASSERT_LOCKED(&h->ctx->lock);
     if (h->use.srv.rsess == NULL)
         return;
     h->use.srv.rsess->h = NULL;
@@ -111,11 +116,11 @@ static void rs_done(struct cw_cqe *e)
     if (op->cb)
         op->cb(op->st, op->arg);
     cw_addr_free(op->rs_peer);
-    cw_bulk_unref(op->remote);
-    cw_bulk_unref(op->local);
-    pthread_mutex_lock(&ctx->lock);
+    cw_bulk_free(op->remote);
+    cw_bulk_free(op->local);
+    cw_mutex_lock(&ctx->lock);
     rs_unref(op->rsess);
-    pthread_mutex_unlock(&ctx->lock);
+    cw_mutex_unlock(&ctx->lock);
     free(op);
 }
 
@@ -128,11 +133,12 @@ static void rs_unsuspend(cw_bulk_op_t *op)
     op->ctx->nsuspended--;
 }
 
-/* Complete once, from the queue (the caller may hold the lock). */
+/* Complete once, from the queue. */
 static void rs_finish(cw_bulk_op_t *op, cw_status_t st)
 {
     cw_context_t *ctx = op->ctx;
 
+    CW_ASSERT_LOCKED(&ctx->lock);
     op->finished = true;
     op->st = st;
     rs_unsuspend(op);
@@ -150,7 +156,7 @@ static void rs_win_cb(cw_handle_t *h, cw_status_t st, void *arg)
     bool found;
 
     (void)h;
-    pthread_mutex_lock(&ctx->lock);
+    cw_mutex_lock(&ctx->lock);
     w->busy = false;
     cw_handle_unref_locked(w->h);
     w->h = NULL;
@@ -182,7 +188,7 @@ static void rs_win_cb(cw_handle_t *h, cw_status_t st, void *arg)
         }
     } while (found);
     rs_step(op);
-    pthread_mutex_unlock(&ctx->lock);
+    cw_mutex_unlock(&ctx->lock);
 }
 
 static cw_status_t rs_win_issue(cw_bulk_op_t *op, struct cw_rs_win *w)
@@ -192,24 +198,26 @@ static cw_status_t rs_win_issue(cw_bulk_op_t *op, struct cw_rs_win *w)
     uint64_t now = cw_now_ns(), tmo_ms;
     cw_status_t st;
 
+    CW_ASSERT_LOCKED(&ctx->lock);
     if (n > CW_RS_WIN_BYTES)
         n = CW_RS_WIN_BYTES;
     if (now >= op->remote->pexpiry_ns)
         return CW_EXPIRED;
     tmo_ms = (op->remote->pexpiry_ns - now) / 1000000u + 1;
-    st = cw_bproxy_sub_bulk(ctx, op->local, op->loff + op->next, n,
-                            op->dir == CW_BULK_PULL ? CW_BULK_WRITE_ONLY
-                                                    : CW_BULK_READ_ONLY,
-                            &w->sub);
+    st = cw_bproxy_sub_bulk_locked(ctx, op->local, op->loff + op->next, n,
+                                   op->dir == CW_BULK_PULL ? CW_BULK_WRITE_ONLY
+                                                           : CW_BULK_READ_ONLY,
+                                   &w->sub);
     if (st != CW_OK)
         return st;
-    st = cw_handle_create(ctx, op->rs_peer, cw_rpc_id(CW_BPROXY_RPC), &w->h);
+    st = cw_handle_create_locked(ctx, op->rs_peer, cw_rpc_id(CW_BPROXY_RPC),
+                                 &w->h);
     if (st == CW_OK)
         st = cw_bproxy_req_encode(cw_handle_input(w->h), op->remote->ptoken,
                                   op->dir, op->roff + op->next, n,
                                   CW_BPROXY_IDEMPOTENT, w->sub);
     if (st == CW_OK)
-        st = cw_forward(w->h, tmo_ms, rs_win_cb, w);
+        st = cw_forward_locked(w->h, tmo_ms, rs_win_cb, w);
     if (st != CW_OK) {
         if (w->h != NULL)
             cw_handle_unref_locked(w->h);
@@ -254,12 +262,13 @@ static bool rs_busy(const cw_bulk_op_t *op)
     return false;
 }
 
-/* Decide what the transfer does next (lock held). */
+/* Decide what the transfer does next. */
 static void rs_step(cw_bulk_op_t *op)
 {
     cw_context_t *ctx = op->ctx;
     struct cw_rsess *s = op->rsess;
 
+    CW_ASSERT_LOCKED(&ctx->lock);
     if (op->finished)
         return;
     if (op->st == CW_OK && !op->user_cancel) {
@@ -327,6 +336,7 @@ cw_status_t cw_rs_transfer(cw_context_t *ctx, enum cw_bulk_dir dir,
     cw_bulk_op_t *op;
     cw_status_t st;
 
+    CW_ASSERT_UNLOCKED(&ctx->lock);
     st = cw_addr_dup(peer, &peer);
     if (st != CW_OK)
         return st;
@@ -338,7 +348,7 @@ cw_status_t cw_rs_transfer(cw_context_t *ctx, enum cw_bulk_dir dir,
     }
     op->rs_peer = peer;
     cw_list_init(&op->susp_link);
-    pthread_mutex_lock(&ctx->lock);
+    cw_mutex_lock(&ctx->lock);
     op->rsess = remote->rsess;
     op->rsess->refs++;
     op->gen = op->rsess->gen;
@@ -346,7 +356,7 @@ cw_status_t cw_rs_transfer(cw_context_t *ctx, enum cw_bulk_dir dir,
     if (op_p)
         *op_p = op;
     rs_step(op); /* a failure to start completes it through the queue */
-    pthread_mutex_unlock(&ctx->lock);
+    cw_mutex_unlock(&ctx->lock);
     cw_ctx_wake(ctx);
     return CW_OK;
 }
@@ -355,7 +365,8 @@ cw_status_t cw_rs_cancel(cw_bulk_op_t *op)
 {
     cw_context_t *ctx = op->ctx;
 
-    pthread_mutex_lock(&ctx->lock);
+    CW_ASSERT_UNLOCKED(&ctx->lock);
+    cw_mutex_lock(&ctx->lock);
     if (!op->finished) {
         op->user_cancel = true;
         if (op->suspended)
@@ -363,7 +374,7 @@ cw_status_t cw_rs_cancel(cw_bulk_op_t *op)
         else
             rs_cancel_windows(op, true);
     }
-    pthread_mutex_unlock(&ctx->lock);
+    cw_mutex_unlock(&ctx->lock);
     return CW_OK;
 }
 
@@ -409,9 +420,9 @@ bool cw_rs_attach(cw_network_t *net, const struct cw_wire_msg *m,
     cw_handle_t *h = rs_find(ctx, m);
     struct cw_rsess *s;
     cw_status_t st;
-
     uint8_t *desc = NULL;
 
+    CW_ASSERT_LOCKED(&ctx->lock);
     if (h == NULL)
         return false; /* unknown or answered: run it as a new request */
     s = h->use.srv.rsess;
@@ -462,7 +473,7 @@ bool cw_rs_attach(cw_network_t *net, const struct cw_wire_msg *m,
         cw_addr_t *peer;
 
         next = e->next;
-        if (cw_addr_dup(&h->use.srv.src, &peer) == CW_OK) {
+        if (cw_addr_dup_locked(&h->use.srv.src, &peer) == CW_OK) {
             cw_addr_unref_locked(op->rs_peer);
             op->rs_peer = peer;
         }
@@ -485,6 +496,7 @@ void cw_rs_timers(cw_context_t *ctx, uint64_t now, uint64_t *soonest_p)
 {
     struct cw_list *e, *next;
 
+    CW_ASSERT_LOCKED(&ctx->lock);
     for (e = ctx->rs_suspended.next; e != &ctx->rs_suspended; e = next) {
         cw_bulk_op_t *op = cw_container_of(e, cw_bulk_op_t, susp_link);
         next = e->next;
@@ -499,6 +511,7 @@ void cw_rs_cancel_net(cw_context_t *ctx, cw_network_t *net)
 {
     struct cw_list *e, *next;
 
+    CW_ASSERT_LOCKED(&ctx->lock);
     for (e = ctx->rs_suspended.next; e != &ctx->rs_suspended; e = next) {
         cw_bulk_op_t *op = cw_container_of(e, cw_bulk_op_t, susp_link);
         next = e->next;

@@ -36,52 +36,28 @@ void cw_context_opts_init(struct cw_context_opts *opts)
     opts->max_payload_size = CW_DEFAULT_MAX_PAYLOAD;
 }
 
-/* Client routing (design §2): a routes file and/or a default gateway, from
- * the options or the environment. */
-static cw_status_t ctx_routing_init(cw_context_t *ctx,
+/* The default gateway (design §2), from the options or the environment. */
+static cw_status_t ctx_gateway_init(cw_context_t *ctx,
                                     const struct cw_context_opts *opts)
 {
-    const char *routes = opts ? opts->routes_file : NULL;
     const char *gw = opts ? opts->default_gateway : NULL;
-    struct cw_config_diag *diag;
-    cw_status_t st;
+    struct cw_uri u;
 
     if (gw == NULL)
         gw = getenv("CAUSEWAY_GATEWAY");
-    if (gw && gw[0]) {
-        struct cw_uri u;
-        if (cw_uri_parse(gw, &u) != CW_OK) {
-            CW_ERROR("core", "default gateway \"%s\" is not a plain address",
-                     gw);
-            return CW_CONFIG;
-        }
-        ctx->default_gateway = strdup(gw);
-        if (ctx->default_gateway == NULL)
-            return CW_NOMEM;
+    if (gw == NULL || gw[0] == '\0')
+        return CW_OK;
+    if (cw_uri_parse(gw, &u) != CW_OK) {
+        CW_ERROR("core", "default gateway \"%s\" is not a plain address", gw);
+        return CW_CONFIG;
     }
-    diag = cw_config_diag_new();
-    if (diag == NULL)
-        return CW_NOMEM;
-    st = cw_route_table_load_client(routes, diag, &ctx->routes);
-    if (st == CW_NOENT && routes == NULL) {
-        st = CW_OK; /* no routes file configured */
-        ctx->routes = NULL;
-    } else if (st != CW_OK) {
-        for (size_t i = 0; i < cw_config_diag_count(diag); i++)
-            CW_ERROR("core", "%s", cw_config_diag_get(diag, i));
-        CW_ERROR("core", "client routes %s: %s",
-                 routes ? routes : "$CAUSEWAY_ROUTES", cw_status_str(st));
-        ctx->routes = NULL;
-        free(ctx->default_gateway);
-        ctx->default_gateway = NULL;
-    }
-    cw_config_diag_free(diag);
-    return st;
+    ctx->default_gateway = strdup(gw);
+    return ctx->default_gateway ? CW_OK : CW_NOMEM;
 }
 
 static void ctx_free(cw_context_t *ctx)
 {
-    cw_route_table_unref(ctx->routes);
+    cw_resolver_fini(ctx);
     free(ctx->default_gateway);
     free(ctx->rwait);
     pthread_cond_destroy(&ctx->cq_cond);
@@ -90,12 +66,19 @@ static void ctx_free(cw_context_t *ctx)
     free(ctx);
 }
 
+/* The status of a system call that failed with @p err. */
+static cw_status_t ctx_sys_status(int err)
+{
+    return err == ENOMEM ? CW_NOMEM : CW_IO;
+}
+
 cw_status_t cw_context_create(const struct cw_context_opts *opts,
                               cw_context_t **ctx_p)
 {
     cw_context_t *ctx;
     struct epoll_event ev = {.events = EPOLLIN};
     char names[256];
+    cw_status_t st;
 
     if (ctx_p == NULL ||
         (opts && (opts->flags & ~(CW_CTX_BUSY | CW_CTX_COALESCE))))
@@ -123,15 +106,13 @@ cw_status_t cw_context_create(const struct cw_context_opts *opts,
             ctx->opts.max_payload_size = CW_DEFAULT_MAX_PAYLOAD;
     }
     ctx->max_hops = ctx->opts.max_hops > 255 ? 255 : ctx->opts.max_hops;
-    ctx->opts.routes_file = NULL;
     ctx->opts.default_gateway = NULL;
-    if (cw_idgen_init(&ctx->req_ids) != CW_OK) {
+    st = cw_idgen_init(&ctx->req_ids);
+    if (st == CW_OK)
+        st = ctx_gateway_init(ctx, opts);
+    if (st != CW_OK) {
         free(ctx);
-        return CW_IO;
-    }
-    if (ctx_routing_init(ctx, opts) != CW_OK) {
-        free(ctx);
-        return CW_CONFIG;
+        return st;
     }
     cw_list_init(&ctx->inflight);
     cw_list_init(&ctx->wait_done);
@@ -142,32 +123,37 @@ cw_status_t cw_context_create(const struct cw_context_opts *opts,
     cw_list_init(&ctx->rs_suspended);
     cw_list_init(&ctx->sendq);
     cw_list_init(&ctx->batches);
+    cw_mutex_init(&ctx->lock);
+    cw_mutex_init(&ctx->progress_lock);
     {
-        /* Recursive: releasing a handle or a bulk from inside the core
-         * (lock held) and from user code (not held) takes the same path. */
-        pthread_mutexattr_t ma;
-        pthread_mutexattr_init(&ma);
-        pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
-        pthread_mutex_init(&ctx->lock, &ma);
-        pthread_mutexattr_destroy(&ma);
+        /* Deadlines on the monotonic clock: a wall-clock step must not
+         * stretch or cut a cw_trigger wait. */
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&ctx->cq_cond, &ca);
+        pthread_condattr_destroy(&ca);
     }
-    pthread_mutex_init(&ctx->progress_lock, NULL);
-    pthread_cond_init(&ctx->cq_cond, NULL);
     ctx->rwait = calloc(CW_RWAIT_BUCKETS, sizeof(*ctx->rwait));
-    if (ctx->rwait == NULL)
+    if (ctx->rwait == NULL) {
+        st = CW_NOMEM;
         goto err_free;
+    }
     ctx->epfd = epoll_create1(EPOLL_CLOEXEC);
     if (ctx->epfd < 0) {
+        st = ctx_sys_status(errno);
         CW_ERROR("core", "epoll_create1() failed: %s", strerror(errno));
         goto err_free;
     }
     ctx->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (ctx->evfd < 0) {
+        st = ctx_sys_status(errno);
         CW_ERROR("core", "eventfd() failed: %s", strerror(errno));
         goto err_close_ep;
     }
     ev.data.fd = ctx->evfd;
     if (epoll_ctl(ctx->epfd, EPOLL_CTL_ADD, ctx->evfd, &ev) != 0) {
+        st = ctx_sys_status(errno);
         CW_ERROR("core", "epoll_ctl() failed: %s", strerror(errno));
         goto err_close_ev;
     }
@@ -182,7 +168,7 @@ err_close_ep:
     close(ctx->epfd);
 err_free:
     ctx_free(ctx);
-    return CW_INTERNAL;
+    return st;
 }
 
 cw_status_t cw_context_stats(cw_context_t *ctx,
@@ -190,7 +176,7 @@ cw_status_t cw_context_stats(cw_context_t *ctx,
 {
     if (ctx == NULL || stats_p == NULL)
         return CW_INVALID_ARG;
-    pthread_mutex_lock(&ctx->lock);
+    cw_mutex_lock(&ctx->lock);
     *stats_p = ctx->stats;
     stats_p->unanswered = 0;
     for (struct cw_list *e = ctx->incoming.next; e != &ctx->incoming;
@@ -204,7 +190,7 @@ cw_status_t cw_context_stats(cw_context_t *ctx,
     stats_p->na_dropped = 0;
     for (unsigned i = 0; i < ctx->nnets; i++)
         stats_p->na_dropped += cw_na_dropped(ctx->nets[i]->na);
-    pthread_mutex_unlock(&ctx->lock);
+    cw_mutex_unlock(&ctx->lock);
     return CW_OK;
 }
 
@@ -212,6 +198,7 @@ cw_status_t cw_context_stats(cw_context_t *ctx,
 
 void cw_cq_push(cw_context_t *ctx, struct cw_cqe *e)
 {
+    CW_ASSERT_LOCKED(&ctx->lock);
     e->next = NULL;
     if (ctx->cq_tail)
         ctx->cq_tail->next = e;
@@ -249,14 +236,14 @@ cw_status_t cw_trigger(cw_context_t *ctx, unsigned timeout_ms, unsigned max,
         return CW_TIMEOUT;
     }
     prev = cw_sq_enter(ctx);
-    pthread_mutex_lock(&ctx->lock);
+    cw_mutex_lock(&ctx->lock);
     while (max == 0 || n < max) {
         struct cw_cqe *e = ctx->cq_head;
         if (e == NULL) {
             if (n > 0 || timeout_ms == 0)
                 break;
             if (!have_abs) {
-                clock_gettime(CLOCK_REALTIME, &abs);
+                clock_gettime(CLOCK_MONOTONIC, &abs);
                 abs.tv_sec += timeout_ms / 1000;
                 abs.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
                 if (abs.tv_nsec >= 1000000000L) {
@@ -276,12 +263,12 @@ cw_status_t cw_trigger(cw_context_t *ctx, unsigned timeout_ms, unsigned max,
         if (ctx->cq_head == NULL)
             ctx->cq_tail = NULL;
         atomic_fetch_sub_explicit(&ctx->cq_len, 1, memory_order_relaxed);
-        pthread_mutex_unlock(&ctx->lock);
+        cw_mutex_unlock(&ctx->lock);
         e->fn(e);
         n++;
-        pthread_mutex_lock(&ctx->lock);
+        cw_mutex_lock(&ctx->lock);
     }
-    pthread_mutex_unlock(&ctx->lock);
+    cw_mutex_unlock(&ctx->lock);
     cw_sq_leave(ctx, prev);
     if (count_p)
         *count_p = n;
@@ -347,6 +334,7 @@ static void net_urecv_cb(const struct cw_na_cb_info *info)
 
 void cw_net_urecv_retry(cw_context_t *ctx)
 {
+    CW_ASSERT_LOCKED(&ctx->lock);
     if (ctx->destroying)
         return;
     for (unsigned i = 0; i < ctx->nnets; i++) {
@@ -388,6 +376,7 @@ cw_status_t cw_network_open_locked(cw_context_t *ctx, const char *uri,
     uint32_t naflags = 0;
     char loc[CW_URI_MAX];
 
+    CW_ASSERT_LOCKED(&ctx->lock);
     if (ctx->nnets >= CW_MAX_NETS) {
         CW_ERROR("core", "cannot open %s: a context holds at most %d networks",
                  uri, CW_MAX_NETS);
@@ -499,9 +488,9 @@ cw_status_t cw_network_open(cw_context_t *ctx, const char *uri, uint32_t flags,
     if (ctx == NULL || uri == NULL ||
         (flags & ~(CW_NET_LISTEN | CW_NET_ASYNC_RMA)))
         return CW_INVALID_ARG;
-    pthread_mutex_lock(&ctx->lock);
+    cw_mutex_lock(&ctx->lock);
     st = cw_network_open_locked(ctx, uri, flags, &net);
-    pthread_mutex_unlock(&ctx->lock);
+    cw_mutex_unlock(&ctx->lock);
     if (st == CW_OK && net_p)
         *net_p = net;
     return st;
@@ -513,6 +502,7 @@ void cw_net_unref_locked(cw_network_t *net)
 {
     cw_context_t *ctx = net->ctx;
 
+    CW_ASSERT_LOCKED(&ctx->lock);
     if (--net->refs > 0)
         return;
     /* Only a closed network loses the context's reference. */
@@ -525,11 +515,12 @@ void cw_net_unref_locked(cw_network_t *net)
     net_close(net);
 }
 
-/* Something of ours still waits on @p net (lock held). */
+/* Something of ours still waits on @p net. */
 static bool net_busy(cw_context_t *ctx, cw_network_t *net)
 {
     struct cw_list *e;
 
+    CW_ASSERT_LOCKED(&ctx->lock);
     if (net->urecv_posted > 0 || net->resp_sending > 0)
         return true;
     for (e = ctx->inflight.next; e != &ctx->inflight; e = e->next) {
@@ -546,13 +537,14 @@ static bool net_busy(cw_context_t *ctx, cw_network_t *net)
     return false;
 }
 
-/* Take @p net off the context (lock held, nothing of ours pending on it):
+/* Take @p net off the context (nothing of ours pending on it):
  * the arrays indexed by network shift down past it. */
 static void net_detach(cw_context_t *ctx, cw_network_t *net)
 {
     unsigned p = net->index;
     struct cw_list *e;
 
+    CW_ASSERT_LOCKED(&ctx->lock);
     for (e = ctx->bulks.next; e != &ctx->bulks; e = e->next) {
         cw_bulk_t *b = cw_container_of(e, cw_bulk_t, ctx_link);
         if (b->reg[p])
@@ -591,9 +583,9 @@ cw_status_t cw_network_close(cw_network_t *net)
     if (net == NULL)
         return CW_INVALID_ARG;
     ctx = net->ctx;
-    pthread_mutex_lock(&ctx->lock);
+    cw_mutex_lock(&ctx->lock);
     if (net->closed || ctx->destroying) {
-        pthread_mutex_unlock(&ctx->lock);
+        cw_mutex_unlock(&ctx->lock);
         return CW_INVALID_ARG;
     }
     net->closed = true;
@@ -611,14 +603,14 @@ cw_status_t cw_network_close(cw_network_t *net)
     for (unsigned i = 0; i < net->nurecv; i++)
         if (net->urecv[i].op)
             cw_na_cancel(net->na, net->urecv[i].op);
-    pthread_mutex_unlock(&ctx->lock);
+    cw_mutex_unlock(&ctx->lock);
 
     /* The cancellations complete through the plugin: drive it until they
      * have (bounded, like cw_context_destroy). */
     until = cw_now_ns() + CW_DRAIN_NS;
     for (;;) {
         bool busy;
-        pthread_mutex_lock(&ctx->lock);
+        cw_mutex_lock(&ctx->lock);
         (void)cw_na_progress(net->na, 0, NULL);
         cw_rpc_cancel_net(ctx, net);
         busy = net_busy(ctx, net);
@@ -629,14 +621,14 @@ cw_status_t cw_network_close(cw_network_t *net)
             net_detach(ctx, net);
             break;
         }
-        pthread_mutex_unlock(&ctx->lock);
+        cw_mutex_unlock(&ctx->lock);
         struct timespec ts = {0, 100000L};
         nanosleep(&ts, NULL);
     }
     cw_ctx_wake(ctx);
     CW_INFO("core", "network %s closed", net->uri);
     cw_net_unref_locked(net); /* the context's reference */
-    pthread_mutex_unlock(&ctx->lock);
+    cw_mutex_unlock(&ctx->lock);
     return CW_OK;
 }
 
@@ -653,6 +645,7 @@ cw_status_t cw_network_uri(cw_network_t *net, char *buf, size_t len)
 cw_network_t *cw_net_find(cw_context_t *ctx, const char *plugin,
                           const char *protocol)
 {
+    CW_ASSERT_LOCKED(&ctx->lock);
     for (unsigned i = 0; i < ctx->nnets; i++) {
         cw_network_t *net = ctx->nets[i];
         if (strcmp(net->plugin, plugin) == 0 &&
@@ -664,11 +657,13 @@ cw_network_t *cw_net_find(cw_context_t *ctx, const char *plugin,
 
 uint64_t cw_ctx_req_id(cw_context_t *ctx)
 {
+    CW_ASSERT_LOCKED(&ctx->lock);
     return cw_idgen_next64(&ctx->req_ids);
 }
 
 uint32_t cw_net_tag(cw_network_t *net)
 {
+    CW_ASSERT_LOCKED(&net->ctx->lock);
     return cw_idgen_next32(&net->tags, net->caps.max_tag);
 }
 
@@ -685,19 +680,19 @@ void cw_context_destroy(cw_context_t *ctx)
 
     if (ctx == NULL)
         return;
-    pthread_mutex_lock(&ctx->lock);
+    cw_mutex_lock(&ctx->lock);
     ctx->destroying = true;
     cw_rpc_cancel_all(ctx);
-    pthread_mutex_unlock(&ctx->lock);
+    cw_mutex_unlock(&ctx->lock);
     until = cw_now_ns() + CW_DRAIN_NS;
     for (;;) {
         bool busy;
         cw_progress(ctx, 1);
         cw_trigger(ctx, 0, 0, NULL);
-        pthread_mutex_lock(&ctx->lock);
+        cw_mutex_lock(&ctx->lock);
         cw_rpc_cancel_all(ctx);
         busy = cw_ctx_busy(ctx);
-        pthread_mutex_unlock(&ctx->lock);
+        cw_mutex_unlock(&ctx->lock);
         if (!busy)
             break;
         if (cw_now_ns() > until) {
@@ -714,12 +709,12 @@ void cw_context_destroy(cw_context_t *ctx)
     until = cw_now_ns() + CW_DRAIN_NS;
     for (;;) {
         bool posted = false;
-        pthread_mutex_lock(&ctx->lock);
+        cw_mutex_lock(&ctx->lock);
         for (unsigned i = 0; i < ctx->nnets; i++) {
             cw_na_progress(ctx->nets[i]->na, 0, NULL);
             posted |= ctx->nets[i]->urecv_posted > 0;
         }
-        pthread_mutex_unlock(&ctx->lock);
+        cw_mutex_unlock(&ctx->lock);
         if (!posted || cw_now_ns() > until)
             break;
     }

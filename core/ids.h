@@ -20,22 +20,18 @@ struct cw_idgen {
 /** Fill @p buf with @p len bytes from getrandom(); CW_IO if it fails. */
 cw_status_t cw_random_fill(void *buf, size_t len);
 
-/* CW_PUBLIC here marks the few internals causewayd and the white-box
- * tests call: exported by libcauseway, declared by no installed header, not
- * part of the API. */
-
 /** Fresh keys, counter at 0. */
-CW_PUBLIC cw_status_t cw_idgen_init(struct cw_idgen *g);
+cw_status_t cw_idgen_init(struct cw_idgen *g);
 
 /** The permutations themselves (bijective for a given key). */
-CW_PUBLIC uint64_t cw_idgen_perm64(const struct cw_idgen *g, uint64_t x);
-CW_PUBLIC uint32_t cw_idgen_perm32(const struct cw_idgen *g, uint32_t x);
+uint64_t cw_idgen_perm64(const struct cw_idgen *g, uint64_t x);
+uint32_t cw_idgen_perm32(const struct cw_idgen *g, uint32_t x);
 
 /** Next 64-bit id: never 0, unique until 2^64 ids have been given. */
-CW_PUBLIC uint64_t cw_idgen_next64(struct cw_idgen *g);
+uint64_t cw_idgen_next64(struct cw_idgen *g);
 
 /** Next 32-bit id in [1, max]: permuted when max is UINT32_MAX (never 0,
  *  unique until 2^32 ids have been given), counted otherwise. */
-CW_PUBLIC uint32_t cw_idgen_next32(struct cw_idgen *g, uint32_t max);
+uint32_t cw_idgen_next32(struct cw_idgen *g, uint32_t max);
 
 #endif

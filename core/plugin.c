@@ -3,6 +3,7 @@
  * (cw_plugins_load / cw_na_open), never from a library constructor.
  */
 #include "plugin_int.h"
+#include "cw_mutex.h"
 
 #include <causeway/log.h>
 
@@ -47,7 +48,7 @@ struct plugin_entry {
     unsigned uses; /* open instances */
 };
 
-static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t registry_lock = CW_MUTEX_INITIALIZER;
 static struct plugin_entry registry[PLUGIN_MAX];
 static unsigned registry_count;
 
@@ -59,6 +60,7 @@ static unsigned registry_count;
 
 static struct plugin_entry *registry_find_locked(const char *name)
 {
+    CW_ASSERT_LOCKED(&registry_lock);
     for (unsigned i = 0; i < registry_count; i++)
         if (strcmp(registry[i].plugin->name, name) == 0)
             return &registry[i];
@@ -151,6 +153,7 @@ static cw_status_t registry_add_locked(const struct cw_na_plugin *p, void *dl,
     struct plugin_entry *e;
     cw_status_t st = plugin_check(p, err, errlen);
 
+    CW_ASSERT_LOCKED(&registry_lock);
     if (st != CW_OK)
         return st;
     e = registry_find_locked(p->name);
@@ -191,9 +194,9 @@ cw_status_t cw_plugins_register(const struct cw_na_plugin *plugin)
     if (plugin == NULL)
         return CW_INVALID_ARG;
     cw_log_init();
-    pthread_mutex_lock(&registry_lock);
+    cw_mutex_lock(&registry_lock);
     st = registry_add_locked(plugin, NULL, NULL, err, sizeof(err));
-    pthread_mutex_unlock(&registry_lock);
+    cw_mutex_unlock(&registry_lock);
     if (st != CW_OK)
         CW_ERROR("plugin", "cannot register plugin: %s", err);
     return st;
@@ -207,11 +210,12 @@ cw_status_t cw_plugins_register(const struct cw_na_plugin *plugin)
  * and its shared-memory segments were left behind.  IPATH_NO_BACKTRACE
  * (and HFI_NO_BACKTRACE for libpsm2) turn that off, the variables Open
  * MPI sets for the same reason; a value the user set is kept.  Set once,
- * before the first dlopen (registry_lock held). */
+ * before the first dlopen. */
 static void plugin_env_once(void)
 {
     static bool done;
 
+    CW_ASSERT_LOCKED(&registry_lock);
     if (done)
         return;
     done = true;
@@ -225,6 +229,7 @@ static cw_status_t load_file_locked(const char *path, char *err, size_t errlen)
     void *dl;
     cw_status_t st;
 
+    CW_ASSERT_LOCKED(&registry_lock);
     plugin_env_once();
     dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (dl == NULL) {
@@ -258,9 +263,9 @@ cw_status_t cw_plugins_load_file(const char *path, char *err, size_t errlen)
     if (path == NULL)
         return CW_INVALID_ARG;
     cw_log_init();
-    pthread_mutex_lock(&registry_lock);
+    cw_mutex_lock(&registry_lock);
     st = load_file_locked(path, buf, sizeof(buf));
-    pthread_mutex_unlock(&registry_lock);
+    cw_mutex_unlock(&registry_lock);
     if (st != CW_OK) {
         PLUGIN_ERR(err, errlen, "%s", buf);
         CW_DEBUG("plugin", "%s", buf);
@@ -359,7 +364,7 @@ static bool scan_dir(const char *dir, void *arg)
         if (snprintf(path, sizeof(path), "%s/%s", dir, de->d_name) >=
             (int)sizeof(path))
             continue;
-        pthread_mutex_lock(&registry_lock);
+        cw_mutex_lock(&registry_lock);
         taken = registry_find_locked(name) != NULL;
         if (!taken && load_file_locked(path, err, sizeof(err)) != CW_OK) {
             ctx->failed++;
@@ -371,7 +376,7 @@ static bool scan_dir(const char *dir, void *arg)
             CW_DEBUG("plugin", "%s shadowed by an earlier plugin '%s'", path,
                      name);
         }
-        pthread_mutex_unlock(&registry_lock);
+        cw_mutex_unlock(&registry_lock);
     }
     closedir(d);
     return false;
@@ -385,9 +390,9 @@ cw_status_t cw_plugins_load(const char *dir)
 
     cw_log_init();
     search_path_each(dir, scan_dir, &ctx, tried, sizeof(tried));
-    pthread_mutex_lock(&registry_lock);
+    cw_mutex_lock(&registry_lock);
     count = registry_count;
-    pthread_mutex_unlock(&registry_lock);
+    cw_mutex_unlock(&registry_lock);
     if (count == 0) {
         CW_ERROR("plugin",
                  "no plugin module (cw-na-*.so) found; searched %s "
@@ -433,11 +438,11 @@ cw_status_t cw_plugin_get(const char *name, const struct cw_na_plugin **p_p,
     struct find_ctx ctx = {name, tried, sizeof(tried), "", CW_NOENT};
 
     cw_log_init();
-    pthread_mutex_lock(&registry_lock);
+    cw_mutex_lock(&registry_lock);
     e = registry_find_locked(name);
     if (e == NULL) {
         if (!search_path_each(NULL, try_dir_for, &ctx, NULL, 0)) {
-            pthread_mutex_unlock(&registry_lock);
+            cw_mutex_unlock(&registry_lock);
             PLUGIN_ERR(err, errlen,
                        "no plugin '%s': not registered and no module found "
                        "(tried %s)",
@@ -445,14 +450,14 @@ cw_status_t cw_plugin_get(const char *name, const struct cw_na_plugin **p_p,
             return CW_NOENT;
         }
         if (ctx.st != CW_OK) {
-            pthread_mutex_unlock(&registry_lock);
+            cw_mutex_unlock(&registry_lock);
             PLUGIN_ERR(err, errlen, "cannot load plugin '%s': %s", name,
                        ctx.err);
             return ctx.st;
         }
         e = registry_find_locked(name);
         if (e == NULL) {
-            pthread_mutex_unlock(&registry_lock);
+            cw_mutex_unlock(&registry_lock);
             PLUGIN_ERR(err, errlen,
                        "module for '%s' registered a different name", name);
             return CW_NOENT;
@@ -460,17 +465,17 @@ cw_status_t cw_plugin_get(const char *name, const struct cw_na_plugin **p_p,
     }
     e->uses++;
     *p_p = e->plugin;
-    pthread_mutex_unlock(&registry_lock);
+    cw_mutex_unlock(&registry_lock);
     return CW_OK;
 }
 
 void cw_plugin_put(const struct cw_na_plugin *plugin)
 {
-    pthread_mutex_lock(&registry_lock);
+    cw_mutex_lock(&registry_lock);
     for (unsigned i = 0; i < registry_count; i++)
         if (registry[i].plugin == plugin && registry[i].uses > 0)
             registry[i].uses--;
-    pthread_mutex_unlock(&registry_lock);
+    cw_mutex_unlock(&registry_lock);
 }
 
 const struct cw_na_plugin *cw_plugins_find(const char *name)
@@ -479,9 +484,9 @@ const struct cw_na_plugin *cw_plugins_find(const char *name)
 
     if (name == NULL)
         return NULL;
-    pthread_mutex_lock(&registry_lock);
+    cw_mutex_lock(&registry_lock);
     e = registry_find_locked(name);
-    pthread_mutex_unlock(&registry_lock);
+    cw_mutex_unlock(&registry_lock);
     return e ? e->plugin : NULL;
 }
 
@@ -492,7 +497,7 @@ cw_status_t cw_plugins_path(const char *name, char *buf, size_t len)
 
     if (name == NULL || buf == NULL || len == 0)
         return CW_INVALID_ARG;
-    pthread_mutex_lock(&registry_lock);
+    cw_mutex_lock(&registry_lock);
     e = registry_find_locked(name);
     if (e != NULL) {
         const char *path = e->path ? e->path : "";
@@ -500,7 +505,7 @@ cw_status_t cw_plugins_path(const char *name, char *buf, size_t len)
         if (st == CW_OK)
             memcpy(buf, path, strlen(path) + 1);
     }
-    pthread_mutex_unlock(&registry_lock);
+    cw_mutex_unlock(&registry_lock);
     return st;
 }
 
@@ -512,7 +517,7 @@ cw_status_t cw_plugins_list(char *buf, size_t len)
     if (buf == NULL || len == 0)
         return CW_INVALID_ARG;
     buf[0] = '\0';
-    pthread_mutex_lock(&registry_lock);
+    cw_mutex_lock(&registry_lock);
     for (unsigned i = 0; i < registry_count; i++) {
         int n = snprintf(buf + used, len - used, "%s%s", i ? "," : "",
                          registry[i].plugin->name);
@@ -522,7 +527,7 @@ cw_status_t cw_plugins_list(char *buf, size_t len)
         }
         used += (size_t)n;
     }
-    pthread_mutex_unlock(&registry_lock);
+    cw_mutex_unlock(&registry_lock);
     return st;
 }
 
@@ -530,7 +535,7 @@ void cw_plugins_unload(void)
 {
     unsigned kept = 0;
 
-    pthread_mutex_lock(&registry_lock);
+    cw_mutex_lock(&registry_lock);
     for (unsigned i = 0; i < registry_count; i++) {
         struct plugin_entry *e = &registry[i];
         if (e->uses > 0) {
@@ -547,5 +552,5 @@ void cw_plugins_unload(void)
         free(e->copy);
     }
     registry_count = kept;
-    pthread_mutex_unlock(&registry_lock);
+    cw_mutex_unlock(&registry_lock);
 }

@@ -35,7 +35,7 @@ static unsigned progress_poll(cw_context_t *ctx)
     unsigned total = 0;
     uint64_t now;
 
-    pthread_mutex_lock(&ctx->lock);
+    cw_mutex_lock(&ctx->lock);
     for (unsigned i = 0; i < ctx->nnets; i++) {
         unsigned c = 0;
         cw_status_t st = cw_na_progress(ctx->nets[i]->na, 0, &c);
@@ -58,7 +58,7 @@ static unsigned progress_poll(cw_context_t *ctx)
         ctx->active_ns = cw_now_ns();
     if (ctx->cq_head != NULL)
         total++;
-    pthread_mutex_unlock(&ctx->lock);
+    cw_mutex_unlock(&ctx->lock);
     return total;
 }
 
@@ -80,9 +80,9 @@ static bool progress_block(cw_context_t *ctx, unsigned ms, unsigned *unsafe)
     unsigned cap;
     int n;
 
-    pthread_mutex_lock(&ctx->lock);
+    cw_mutex_lock(&ctx->lock);
     if (ctx->cq_head != NULL) {
-        pthread_mutex_unlock(&ctx->lock);
+        cw_mutex_unlock(&ctx->lock);
         return false;
     }
     cap = cw_ctx_busy(ctx) || !cw_list_empty(&ctx->incoming) ||
@@ -101,7 +101,7 @@ static bool progress_block(cw_context_t *ctx, unsigned ms, unsigned *unsafe)
     for (unsigned i = 0; !safe && !nofd && !streaming && i < ctx->nnets; i++)
         streaming = cw_na_streaming(ctx->nets[i]->na);
     atomic_fetch_add(&ctx->sleepers, 1);
-    pthread_mutex_unlock(&ctx->lock);
+    cw_mutex_unlock(&ctx->lock);
     /* After announcing the sleep: an interrupt either sees the sleeper
      * (and writes the eventfd) or is seen here. */
     if (atomic_load(&ctx->interrupted)) {
@@ -141,9 +141,9 @@ static bool progress_block(cw_context_t *ctx, unsigned ms, unsigned *unsafe)
     }
     atomic_fetch_sub(&ctx->sleepers, 1);
     if (netev) {
-        pthread_mutex_lock(&ctx->lock);
+        cw_mutex_lock(&ctx->lock);
         ctx->active_ns = cw_now_ns();
-        pthread_mutex_unlock(&ctx->lock);
+        cw_mutex_unlock(&ctx->lock);
     }
     return watched;
 }
@@ -167,7 +167,7 @@ cw_status_t cw_context_watch_fd(cw_context_t *ctx, int fd)
 
     if (ctx == NULL || fd < 0)
         return CW_INVALID_ARG;
-    pthread_mutex_lock(&ctx->lock);
+    cw_mutex_lock(&ctx->lock);
     for (unsigned i = 0; i < ctx->nwatch; i++)
         if (ctx->watch[i] == fd)
             st = CW_EXIST;
@@ -184,7 +184,7 @@ cw_status_t cw_context_watch_fd(cw_context_t *ctx, int fd)
     }
     if (st == CW_OK)
         ctx->watch[ctx->nwatch++] = fd;
-    pthread_mutex_unlock(&ctx->lock);
+    cw_mutex_unlock(&ctx->lock);
     return st;
 }
 
@@ -194,7 +194,7 @@ cw_status_t cw_context_unwatch_fd(cw_context_t *ctx, int fd)
 
     if (ctx == NULL || fd < 0)
         return CW_INVALID_ARG;
-    pthread_mutex_lock(&ctx->lock);
+    cw_mutex_lock(&ctx->lock);
     for (unsigned i = 0; i < ctx->nwatch; i++) {
         if (ctx->watch[i] != fd)
             continue;
@@ -205,7 +205,7 @@ cw_status_t cw_context_unwatch_fd(cw_context_t *ctx, int fd)
         st = CW_OK;
         break;
     }
-    pthread_mutex_unlock(&ctx->lock);
+    cw_mutex_unlock(&ctx->lock);
     return st;
 }
 

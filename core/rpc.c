@@ -44,7 +44,7 @@ cw_status_t cw_rpc_register(cw_context_t *ctx, const char *name,
         return CW_INVALID_ARG;
     id = cw_rpc_id(name);
     n = strlen(name);
-    pthread_mutex_lock(&ctx->lock);
+    cw_mutex_lock(&ctx->lock);
     c = cw_rpc_class_find(ctx, id);
     if (c != NULL) {
         if (strcmp(c->name, name) == 0)
@@ -54,12 +54,12 @@ cw_status_t cw_rpc_register(cw_context_t *ctx, const char *name,
                      "RPC \"%s\" hashes to the id of \"%s\" (%016llx); "
                      "rename one of them",
                      name, c->name, (unsigned long long)id);
-        pthread_mutex_unlock(&ctx->lock);
+        cw_mutex_unlock(&ctx->lock);
         return CW_EXIST;
     }
     c = calloc(1, sizeof(*c) + n + 1);
     if (c == NULL) {
-        pthread_mutex_unlock(&ctx->lock);
+        cw_mutex_unlock(&ctx->lock);
         return CW_NOMEM;
     }
     c->id = id;
@@ -70,7 +70,7 @@ cw_status_t cw_rpc_register(cw_context_t *ctx, const char *name,
     memcpy(c->name, name, n + 1);
     c->next = ctx->rpcs[id % CW_RPC_BUCKETS];
     ctx->rpcs[id % CW_RPC_BUCKETS] = c;
-    pthread_mutex_unlock(&ctx->lock);
+    cw_mutex_unlock(&ctx->lock);
     if (id_p)
         *id_p = id;
     return CW_OK;
@@ -82,17 +82,17 @@ cw_status_t cw_rpc_deregister(cw_context_t *ctx, cw_rpc_id_t id)
 
     if (ctx == NULL)
         return CW_INVALID_ARG;
-    pthread_mutex_lock(&ctx->lock);
+    cw_mutex_lock(&ctx->lock);
     for (pp = &ctx->rpcs[id % CW_RPC_BUCKETS]; *pp; pp = &(*pp)->next) {
         if ((*pp)->id == id) {
             struct cw_rpc_class *c = *pp;
             *pp = c->next;
             free(c);
-            pthread_mutex_unlock(&ctx->lock);
+            cw_mutex_unlock(&ctx->lock);
             return CW_OK;
         }
     }
-    pthread_mutex_unlock(&ctx->lock);
+    cw_mutex_unlock(&ctx->lock);
     return CW_NOENT;
 }
 
@@ -107,29 +107,25 @@ void cw_rpc_classes_fini(cw_context_t *ctx)
     }
 }
 
-cw_status_t cw_handle_create(cw_context_t *ctx, cw_addr_t *dest, cw_rpc_id_t id,
-                             cw_handle_t **h_p)
+cw_status_t cw_handle_create_locked(cw_context_t *ctx, cw_addr_t *dest,
+                                    cw_rpc_id_t id, cw_handle_t **h_p)
 {
     cw_handle_t *h;
     cw_addr_t *ref;
     struct cw_rpc_class *c;
     cw_status_t st;
 
-    if (ctx == NULL || dest == NULL || h_p == NULL || dest->ctx != ctx)
-        return CW_INVALID_ARG;
-    st = cw_addr_dup(dest, &ref);
+    CW_ASSERT_LOCKED(&ctx->lock);
+    st = cw_addr_dup_locked(dest, &ref);
     if (st != CW_OK)
         return st;
-    pthread_mutex_lock(&ctx->lock);
     if (ref->net->closed) {
-        pthread_mutex_unlock(&ctx->lock);
-        cw_addr_free(ref);
+        cw_addr_unref_locked(ref);
         return CW_DISCONNECTED; /* cw_network_close */
     }
     h = cw_handle_alloc(ctx, CW_H_CLIENT);
     if (h == NULL) {
-        pthread_mutex_unlock(&ctx->lock);
-        cw_addr_free(ref);
+        cw_addr_unref_locked(ref);
         return CW_NOMEM;
     }
     h->use.cli.addr = ref;
@@ -139,9 +135,21 @@ cw_status_t cw_handle_create(cw_context_t *ctx, cw_addr_t *dest, cw_rpc_id_t id,
     if (c != NULL && c->opts.one_way)
         h->use.rflags = CW_HF_ONE_WAY;
     h->use.cli.cls_timeout_ms = c ? c->opts.timeout_ms : 0;
-    pthread_mutex_unlock(&ctx->lock);
     *h_p = h;
     return CW_OK;
+}
+
+cw_status_t cw_handle_create(cw_context_t *ctx, cw_addr_t *dest, cw_rpc_id_t id,
+                             cw_handle_t **h_p)
+{
+    cw_status_t st;
+
+    if (ctx == NULL || dest == NULL || h_p == NULL || dest->ctx != ctx)
+        return CW_INVALID_ARG;
+    cw_mutex_lock(&ctx->lock);
+    st = cw_handle_create_locked(ctx, dest, id, h_p);
+    cw_mutex_unlock(&ctx->lock);
+    return st;
 }
 
 cw_status_t cw_grow(uint8_t **p, size_t *cap, size_t need)

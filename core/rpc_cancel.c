@@ -34,6 +34,7 @@ static void h_cancel_ops(cw_handle_t *h)
 
 void cw_h_fail(cw_handle_t *h, cw_status_t st)
 {
+    CW_ASSERT_LOCKED(&h->ctx->lock);
     if (h->use.state != CW_H_ACTIVE)
         return;
     cw_h_set_final(h, st);
@@ -79,6 +80,7 @@ void cw_h_cancel_locked(cw_handle_t *h)
     struct cw_wire_hdr hdr = {.type = CW_MSG_CANCEL};
     cw_na_op_t *op;
 
+    CW_ASSERT_LOCKED(&h->ctx->lock);
     if (h->use.state != CW_H_ACTIVE)
         return;
     /* Tell the next hop, so that cancel propagates downstream (best
@@ -108,9 +110,9 @@ cw_status_t cw_cancel(cw_handle_t *h)
     if (h->use.role == CW_H_SERVER)
         return CW_UNSUPPORTED;
     ctx = h->ctx;
-    pthread_mutex_lock(&ctx->lock);
+    cw_mutex_lock(&ctx->lock);
     cw_h_cancel_locked(h);
-    pthread_mutex_unlock(&ctx->lock);
+    cw_mutex_unlock(&ctx->lock);
     return CW_OK;
 }
 
@@ -171,6 +173,7 @@ void cw_rpc_cancel_net(cw_context_t *ctx, cw_network_t *net)
 {
     struct cw_list *e, *next;
 
+    CW_ASSERT_LOCKED(&ctx->lock);
     for (e = ctx->inflight.next; e != &ctx->inflight; e = next) {
         cw_handle_t *h = cw_container_of(e, cw_handle_t, link);
         next = e->next;

@@ -254,6 +254,7 @@ cw_status_t cw_forward_net(cw_handle_t *h)
     size_t total;
     cw_status_t st;
 
+    CW_ASSERT_LOCKED(&h->ctx->lock);
     memset(&hdr, 0, sizeof(hdr));
     hdr.type = CW_MSG_REQ;
     hdr.flags = h->use.rflags & CW_HF_ONE_WAY;
@@ -320,6 +321,7 @@ cw_status_t cw_forward_self(cw_handle_t *h)
     cw_handle_t *sh;
     cw_status_t st;
 
+    CW_ASSERT_LOCKED(&h->ctx->lock);
     sh = cw_handle_alloc(ctx, CW_H_SERVER);
     if (sh == NULL)
         return CW_NOMEM;
@@ -371,7 +373,7 @@ cw_status_t cw_handle_set_idempotent(cw_handle_t *h, bool on)
         return CW_INVALID_ARG;
     if (on && cw_random_fill(&id, sizeof(id)) != CW_OK)
         return CW_IO;
-    pthread_mutex_lock(&h->ctx->lock);
+    cw_mutex_lock(&h->ctx->lock);
     if ((h->use.rflags & CW_HF_ONE_WAY) || cw_h_busy(h) ||
         h->use.relay.in != NULL) {
         st = CW_INVALID_ARG;
@@ -381,44 +383,31 @@ cw_status_t cw_handle_set_idempotent(cw_handle_t *h, bool on)
             h->use.rflags |= CW_HF_IDEMPOTENT;
         h->use.resume_id = id;
     }
-    pthread_mutex_unlock(&h->ctx->lock);
+    cw_mutex_unlock(&h->ctx->lock);
     return st;
 }
 
-cw_status_t cw_forward(cw_handle_t *h, uint64_t timeout_ms, cw_forward_cb_t cb,
-                       void *arg)
+cw_status_t cw_forward_locked(cw_handle_t *h, uint64_t timeout_ms,
+                              cw_forward_cb_t cb, void *arg)
 {
-    cw_context_t *ctx;
+    cw_context_t *ctx = h->ctx;
     enum cw_hstate from;
     cw_status_t st;
 
-    if (h == NULL || h->use.role == CW_H_SERVER)
-        return CW_INVALID_ARG;
-    ctx = h->ctx;
-    pthread_mutex_lock(&ctx->lock);
-    if (cw_h_busy(h)) {
-        pthread_mutex_unlock(&ctx->lock);
+    CW_ASSERT_LOCKED(&ctx->lock);
+    if (cw_h_busy(h))
         return CW_BUSY;
-    }
-    if (ctx->destroying) {
-        pthread_mutex_unlock(&ctx->lock);
+    if (ctx->destroying)
         return CW_CANCELED;
-    }
-    if (h->use.net && h->use.net->closed) {
-        pthread_mutex_unlock(&ctx->lock);
+    if (h->use.net && h->use.net->closed)
         return CW_DISCONNECTED; /* cw_network_close */
-    }
-    if (cw_h_flag(h, CW_HFL_XCTX) && cw_relay_in_canceled_xctx(h)) {
-        /* The caller canceled before this got going: its cancel found
-         * nothing in flight to stop. */
-        pthread_mutex_unlock(&ctx->lock);
+    /* The caller canceled before this got going: its cancel found nothing
+     * in flight to stop. */
+    if (cw_h_flag(h, CW_HFL_XCTX) && cw_relay_in_canceled_xctx(h))
         return CW_CANCELED;
-    }
     st = h->in.err;
-    if (st != CW_OK) {
-        pthread_mutex_unlock(&ctx->lock);
+    if (st != CW_OK)
         return st;
-    }
     if (timeout_ms == 0)
         timeout_ms = h->use.cli.cls_timeout_ms ? h->use.cli.cls_timeout_ms
                                                : ctx->opts.default_timeout_ms;
@@ -465,13 +454,24 @@ cw_status_t cw_forward(cw_handle_t *h, uint64_t timeout_ms, cw_forward_cb_t cb,
             h->use.ovf_local = NULL;
         }
         cw_h_state_set(h, from); /* as if never started */
-        pthread_mutex_unlock(&ctx->lock);
         return st;
     }
     cw_h_check(h);
-    pthread_mutex_unlock(&ctx->lock);
     cw_ctx_wake(ctx);
     return CW_OK;
+}
+
+cw_status_t cw_forward(cw_handle_t *h, uint64_t timeout_ms, cw_forward_cb_t cb,
+                       void *arg)
+{
+    cw_status_t st;
+
+    if (h == NULL || h->use.role == CW_H_SERVER)
+        return CW_INVALID_ARG;
+    cw_mutex_lock(&h->ctx->lock);
+    st = cw_forward_locked(h, timeout_ms, cb, arg);
+    cw_mutex_unlock(&h->ctx->lock);
+    return st;
 }
 
 /* A forward of an idempotent request that the client routes sent through
@@ -490,17 +490,17 @@ bool cw_h_reforward(cw_handle_t *h, cw_status_t st)
     if (now + 1000000 >= h->use.deadline_ns ||
         cw_addr_reroute(h->use.cli.addr, &addr) != CW_OK)
         return false;
-    pthread_mutex_lock(&ctx->lock);
+    cw_mutex_lock(&ctx->lock);
     cw_addr_unref_locked(h->use.cli.addr);
     h->use.cli.addr = addr;
     h->use.net = addr->net;
     h->use.rflags |= CW_HF_RESUME;
     h->use.cli.reforwards++;
     cw_h_flag_set(h, CW_HFL_REFORWARD);
-    pthread_mutex_unlock(&ctx->lock);
+    cw_mutex_unlock(&ctx->lock);
     fst = cw_forward(h, (h->use.deadline_ns - now) / 1000000u, h->use.cli.cb,
                      h->use.cli.arg);
-    pthread_mutex_lock(&ctx->lock);
+    cw_mutex_lock(&ctx->lock);
     cw_h_flag_clear(h, CW_HFL_REFORWARD);
     if (fst == CW_OK) {
         ctx->stats.reforwarded++;
@@ -509,6 +509,6 @@ bool cw_h_reforward(cw_handle_t *h, cw_status_t st)
                   "(%s): request resumed through another one",
                   cw_status_name(st));
     }
-    pthread_mutex_unlock(&ctx->lock);
+    cw_mutex_unlock(&ctx->lock);
     return fst == CW_OK;
 }

@@ -21,6 +21,7 @@ struct cw_handle *cw_handle_alloc(cw_context_t *ctx, enum cw_hrole role)
 {
     cw_handle_t *h = ctx->free_handles;
 
+    CW_ASSERT_LOCKED(&ctx->lock);
     if (h != NULL) {
         ctx->free_handles = h->next_free;
         ctx->nfree_handles--;
@@ -61,7 +62,7 @@ static void handle_free(cw_handle_t *h)
     free(h);
 }
 
-#ifndef NDEBUG
+#if CW_ASSERTS
 static bool all_zero(const void *p, size_t n)
 {
     for (size_t i = 0; i < n; i++)
@@ -132,7 +133,9 @@ static void handle_recycle_locked(cw_handle_t *h)
     /* Nothing of this use is carried into the next: not a pin of another
      * network (freed with it, core/spread.c), not a flag.  The other role's
      * part of the union was left alone, and is zero still. */
-    assert(all_zero((const char *)u + used, sizeof(*u) - used));
+#if CW_ASSERTS
+    CW_ASSERT(all_zero((const char *)u + used, sizeof(*u) - used));
+#endif
     memset(u, 0, used);
     if (ctx->nfree_handles < CW_POOL_MAX && !ctx->destroying) {
         h->next_free = ctx->free_handles;
@@ -145,18 +148,19 @@ static void handle_recycle_locked(cw_handle_t *h)
 
 void cw_rpc_pool_fini(cw_context_t *ctx)
 {
-    pthread_mutex_lock(&ctx->lock);
+    cw_mutex_lock(&ctx->lock);
     while (ctx->free_handles) {
         cw_handle_t *h = ctx->free_handles;
         ctx->free_handles = h->next_free;
         handle_free(h);
     }
     ctx->nfree_handles = 0;
-    pthread_mutex_unlock(&ctx->lock);
+    cw_mutex_unlock(&ctx->lock);
 }
 
 void cw_handle_unref_locked(cw_handle_t *h)
 {
+    CW_ASSERT_LOCKED(&h->ctx->lock);
     if (atomic_fetch_sub(&h->refs, 1) == 1)
         handle_recycle_locked(h);
 }
@@ -170,9 +174,9 @@ void cw_handle_release(cw_handle_t *h)
     if (atomic_fetch_sub(&h->refs, 1) != 1)
         return;
     ctx = h->ctx;
-    pthread_mutex_lock(&ctx->lock);
+    cw_mutex_lock(&ctx->lock);
     handle_recycle_locked(h);
-    pthread_mutex_unlock(&ctx->lock);
+    cw_mutex_unlock(&ctx->lock);
 }
 
 void cw_handle_ref(cw_handle_t *h)
@@ -214,9 +218,9 @@ bool cw_handle_canceled(cw_handle_t *h)
 
     if (h == NULL || h->use.role == CW_H_CLIENT)
         return false;
-    pthread_mutex_lock(&h->ctx->lock);
+    cw_mutex_lock(&h->ctx->lock);
     c = h->use.srv.canceled || cw_now_ns() > h->use.deadline_ns;
-    pthread_mutex_unlock(&h->ctx->lock);
+    cw_mutex_unlock(&h->ctx->lock);
     return c;
 }
 
@@ -303,7 +307,7 @@ void cw_h_complete(struct cw_cqe *e)
     cw_status_t st;
     bool keep;
 
-    pthread_mutex_lock(&ctx->lock);
+    cw_mutex_lock(&ctx->lock);
     /* Still exposed to the peer (see cw_h_fail): the linger may end (and
      * cw_h_check drop the forward's reference) on another thread, or in a
      * progress call the callback makes, while the callback still uses the
@@ -315,7 +319,7 @@ void cw_h_complete(struct cw_cqe *e)
     cb = h->use.role == CW_H_SERVER ? h->use.srv.cb : h->use.cli.cb;
     arg = h->use.role == CW_H_SERVER ? h->use.srv.arg : h->use.cli.arg;
     st = h->use.final;
-    pthread_mutex_unlock(&ctx->lock);
+    cw_mutex_unlock(&ctx->lock);
     if (!keep && cw_h_may_reforward(h, st) && cw_h_reforward(h, st)) {
         cw_handle_release(h); /* the new forward holds its own */
         return;

@@ -10,7 +10,6 @@
 #ifndef CW_RPC_PRIV_H
 #define CW_RPC_PRIV_H
 
-#include <assert.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -20,8 +19,8 @@
 #include <causeway/causeway.h>
 #include <causeway/forward.h>
 #include <causeway/na.h>
-#include <causeway/routing.h>
 
+#include "cw_mutex.h"
 #include "ids.h"
 
 #define CW_MAX_NETS  8 /**< networks per context */
@@ -113,45 +112,38 @@ struct cw_wire_desc {
     uint16_t mem_len;
 };
 
-/* CW_PUBLIC here marks the few internals causewayd and the white-box
- * tests call: exported by libcauseway, declared by no installed header, not
- * part of the API. */
-
 /** Encode a header (and, with CW_HF_IDEMPOTENT, the resume id after it:
  *  cw_wire_hdr_size() bytes in all). */
-CW_PUBLIC void cw_wire_hdr_encode(void *buf, const struct cw_wire_hdr *h);
+void cw_wire_hdr_encode(void *buf, const struct cw_wire_hdr *h);
 /** Bytes of a header with these flags (the fixed part and its extension). */
 static inline size_t cw_wire_hdr_size(uint16_t flags)
 {
     return CW_HDR_SIZE + ((flags & CW_HF_IDEMPOTENT) ? CW_HDR_EXT_RESUME : 0);
 }
 /** Validate a whole message; CW_PROTOCOL/CW_VERSION on hostile input. */
-CW_PUBLIC cw_status_t cw_wire_decode(const void *msg, size_t len,
-                                     struct cw_wire_msg *m_p);
+cw_status_t cw_wire_decode(const void *msg, size_t len,
+                           struct cw_wire_msg *m_p);
 /** Next entry of a validated batch payload at *@p off_p: CW_OK and the
  *  entry's message, CW_NOENT at the end, CW_PROTOCOL on a bad frame. */
-CW_PUBLIC cw_status_t cw_wire_batch_next(const uint8_t *p, size_t len,
-                                         size_t *off_p, const uint8_t **msg_p,
-                                         size_t *msg_len_p);
+cw_status_t cw_wire_batch_next(const uint8_t *p, size_t len, size_t *off_p,
+                               const uint8_t **msg_p, size_t *msg_len_p);
 /** Append one batch entry (length prefix and @p len bytes of @p msg) at
  *  @p p; returns the bytes written. */
-CW_PUBLIC size_t cw_wire_batch_put(uint8_t *p, const void *msg, size_t len);
+size_t cw_wire_batch_put(uint8_t *p, const void *msg, size_t len);
 /** Validate a descriptor section of @p n entries in @p len bytes. */
-CW_PUBLIC cw_status_t cw_wire_desc_check(const uint8_t *p, size_t len,
-                                         unsigned n);
+cw_status_t cw_wire_desc_check(const uint8_t *p, size_t len, unsigned n);
 /** Find descriptor @p i of a validated section.  @p raw_p/@p raw_len_p
  *  (may be NULL) get the entry including its length prefix. */
-CW_PUBLIC cw_status_t cw_wire_desc_get(const uint8_t *p, size_t len, unsigned n,
-                                       unsigned i, struct cw_wire_desc *d_p,
-                                       const uint8_t **raw_p,
-                                       size_t *raw_len_p);
+cw_status_t cw_wire_desc_get(const uint8_t *p, size_t len, unsigned n,
+                             unsigned i, struct cw_wire_desc *d_p,
+                             const uint8_t **raw_p, size_t *raw_len_p);
 /** Size of an encoded descriptor. */
-CW_PUBLIC size_t cw_wire_desc_size(size_t plugin_len, size_t mem_len);
+size_t cw_wire_desc_size(size_t plugin_len, size_t mem_len);
 /** Encode a descriptor header; the memory handle bytes follow at the
  *  returned pointer (@p mem_len of them). */
-CW_PUBLIC uint8_t *cw_wire_desc_encode(uint8_t *p, uint8_t flags, uint8_t perm,
-                                       uint64_t total, const char *plugin,
-                                       size_t mem_len);
+uint8_t *cw_wire_desc_encode(uint8_t *p, uint8_t flags, uint8_t perm,
+                             uint64_t total, const char *plugin,
+                             size_t mem_len);
 
 /* ---- lists and completion queue ---------------------------------------- */
 
@@ -214,11 +206,13 @@ struct cw_buf {
 
 void cw_buf_init_writer(cw_buf_t *b, size_t head);
 void cw_buf_init_reader(cw_buf_t *b, const void *data, size_t len);
-/** Writer back to empty (keeps memory), dropping bulk references. */
+/** Writer back to empty (keeps memory), dropping bulk references (their
+ *  context's lock held when it has any). */
 void cw_buf_reset(cw_buf_t *b);
 /** Free a writer's allocation if its capacity is over @p keep bytes. */
 void cw_buf_trim(cw_buf_t *b, size_t keep);
-/** Release memory and bulk references of an embedded buffer. */
+/** Release memory and bulk references of an embedded buffer (as
+ *  cw_buf_reset). */
 void cw_buf_fini(cw_buf_t *b);
 /** Make sure the writer has @p need bytes free at @p b->len. */
 cw_status_t cw_buf_reserve(cw_buf_t *b, size_t need);
@@ -351,14 +345,14 @@ struct cw_context {
     void *relay_arg;
     unsigned max_hops;
     struct cw_context_stats stats;
-    struct cw_route_table *routes; /**< client routing table, or NULL */
-    char *default_gateway;         /**< or NULL */
-    struct cw_list bulks;          /**< every bulk handle (cw_network_close) */
-    cw_network_t *closed_nets;     /**< closed, still referenced */
-    struct cw_list rs_suspended;   /**< delegations waiting for a resume */
-    unsigned nrsess, nsuspended;   /**< resume sessions, suspended ops */
-    int watch[CW_MAX_WATCH];       /**< cw_context_watch_fd descriptors */
-    uint64_t active_ns;            /**< last completion or network event */
+    struct cw_resolver *resolver; /**< cw_context_set_resolver, or NULL */
+    char *default_gateway;        /**< or NULL */
+    struct cw_list bulks;         /**< every bulk handle (cw_network_close) */
+    cw_network_t *closed_nets;    /**< closed, still referenced */
+    struct cw_list rs_suspended;  /**< delegations waiting for a resume */
+    unsigned nrsess, nsuspended;  /**< resume sessions, suspended ops */
+    int watch[CW_MAX_WATCH];      /**< cw_context_watch_fd descriptors */
+    uint64_t active_ns;           /**< last completion or network event */
     unsigned nwatch;
     /* CW_CTX_COALESCE (coalesce.c) */
     struct cw_list sendq; /**< handles whose request or response
@@ -370,9 +364,10 @@ struct cw_context {
 };
 #define CW_RWAIT_BUCKETS 1024u
 
-/** Anything in flight that only progress moves on (ctx->lock held). */
+/** Anything in flight that only progress moves on. */
 static inline bool cw_ctx_busy(const cw_context_t *ctx)
 {
+    CW_ASSERT_LOCKED(&ctx->lock);
     return !cw_list_empty(&ctx->inflight) || !cw_list_empty(&ctx->wait_done) ||
            !cw_list_empty(&ctx->bulk_ops) || !cw_list_empty(&ctx->responding) ||
            !cw_list_empty(&ctx->rs_suspended) || ctx->cq_head != NULL;
@@ -691,7 +686,7 @@ struct cw_handle {
 /** Move @p h to state @p to (lock held). */
 static inline void cw_h_state_set(cw_handle_t *h, enum cw_hstate to)
 {
-    assert(cw_h_state_ok(h->use.role, h->use.state, to));
+    CW_ASSERT(cw_h_state_ok(h->use.role, h->use.state, to));
     h->use.state = to;
 }
 
@@ -704,14 +699,14 @@ static inline bool cw_h_flag(const cw_handle_t *h, enum cw_hflag f)
 /** Set flag @p f of @p h (lock held). */
 static inline void cw_h_flag_set(cw_handle_t *h, enum cw_hflag f)
 {
-    assert(cw_h_flag_ok(h->use.role, h->use.state, f, true));
+    CW_ASSERT(cw_h_flag_ok(h->use.role, h->use.state, f, true));
     h->use.flags |= f;
 }
 
 /** Clear flag @p f of @p h (lock held). */
 static inline void cw_h_flag_clear(cw_handle_t *h, enum cw_hflag f)
 {
-    assert(cw_h_flag_ok(h->use.role, h->use.state, f, false));
+    CW_ASSERT(cw_h_flag_ok(h->use.role, h->use.state, f, false));
     h->use.flags &= ~(unsigned)f;
 }
 
@@ -863,11 +858,13 @@ struct cw_bulk_op {
     bool suspended, user_cancel, finished;
 };
 
-/* ---- internal entry points (ctx->lock held unless noted) ----------------*/
+/* ---- internal entry points (ctx->lock held unless noted; CW_ASSERT_LOCKED
+ * says so in their bodies) ------------------------------------------------*/
 
-/** Make sure the timers look again at @p t (lock held). */
+/** Make sure the timers look again at @p t. */
 static inline void cw_ctx_timer_at(cw_context_t *ctx, uint64_t t)
 {
+    CW_ASSERT_LOCKED(&ctx->lock);
     if (t < ctx->next_deadline)
         ctx->next_deadline = t;
 }
@@ -877,20 +874,22 @@ void cw_cq_push(cw_context_t *ctx, struct cw_cqe *e);
 void cw_ctx_wake(cw_context_t *ctx);
 
 /** Get the NA registration of a local bulk on @p net (lazily). */
-CW_PUBLIC cw_status_t cw_bulk_reg(cw_bulk_t *b, cw_network_t *net,
-                                  cw_na_mem_t **m_p);
+cw_status_t cw_bulk_reg(cw_bulk_t *b, cw_network_t *net, cw_na_mem_t **m_p);
 /** Bytes of the descriptor of local bulk @p b on @p net. */
 cw_status_t cw_bulk_desc_size(cw_bulk_t *b, cw_network_t *net, size_t *n_p);
 /** Write the descriptor; @p p has cw_bulk_desc_size bytes. */
 cw_status_t cw_bulk_desc_write(cw_bulk_t *b, cw_network_t *net, uint8_t *p,
                                size_t n);
 /** Remote handle from a descriptor received on @p net. */
-CW_PUBLIC cw_status_t cw_bulk_from_desc(cw_context_t *ctx, cw_network_t *net,
-                                        const struct cw_wire_desc *d,
-                                        cw_bulk_t **b_p);
+cw_status_t cw_bulk_from_desc(cw_context_t *ctx, cw_network_t *net,
+                              const struct cw_wire_desc *d, cw_bulk_t **b_p);
 /** Local bulk over one buffer, lock held. */
 cw_status_t cw_bulk_create_locked(cw_context_t *ctx, void *base, size_t len,
                                   uint32_t perm, cw_bulk_t **b_p);
+/** cw_bulk_create, lock held. */
+cw_status_t cw_bulk_create_segs_locked(cw_context_t *ctx,
+                                       const struct cw_segment *segs, size_t n,
+                                       uint32_t perm, cw_bulk_t **b_p);
 /** A new transfer record (calloc'ed; references on @p remote and
  *  @p local taken); NULL when out of memory. */
 cw_bulk_op_t *cw_bulk_op_new(cw_context_t *ctx, enum cw_bulk_dir dir,
@@ -906,7 +905,8 @@ cw_status_t cw_bulk_start(cw_context_t *ctx, enum cw_bulk_dir dir,
                           cw_bulk_op_t **op_p);
 /** Cancel a transfer, lock held. */
 void cw_bulk_op_cancel_locked(cw_bulk_op_t *op);
-/** Drop a reference, lock held or not (releases registrations). */
+/** Drop a reference, @p b's context lock held (releases registrations);
+ *  without it, cw_bulk_free. */
 void cw_bulk_unref(cw_bulk_t *b);
 
 /** Called by the networks for every unexpected message. */
@@ -930,6 +930,7 @@ cw_status_t cw_network_open_locked(cw_context_t *ctx, const char *uri,
  *  remote bulk handles on it. */
 static inline void cw_net_ref(cw_network_t *net)
 {
+    CW_ASSERT_LOCKED(&net->ctx->lock);
     net->refs++;
 }
 /** Drop a network reference (lock held); the last one of a closed network
@@ -937,8 +938,6 @@ static inline void cw_net_ref(cw_network_t *net)
 void cw_net_unref_locked(cw_network_t *net);
 /** Post again the receive slots whose re-post failed (lock held). */
 void cw_net_urecv_retry(cw_context_t *ctx);
-/** Track a new bulk handle in ctx->bulks (takes the lock). */
-void cw_bulk_track(cw_bulk_t *b);
 /** Cancel what depends on @p net (cw_network_close, lock held). */
 void cw_rpc_cancel_net(cw_context_t *ctx, cw_network_t *net);
 /** Allocate a request id. */
@@ -1044,9 +1043,18 @@ void cw_h_set_canceled(cw_handle_t *in, bool canceled);
 
 /** Release an address reference with the lock held. */
 void cw_addr_unref_locked(cw_addr_t *addr);
+/** cw_addr_dup with @p addr's context lock held. */
+cw_status_t cw_addr_dup_locked(cw_addr_t *addr, cw_addr_t **addr_p);
+/** cw_handle_create and cw_forward with the lock held. */
+cw_status_t cw_handle_create_locked(cw_context_t *ctx, cw_addr_t *dest,
+                                    cw_rpc_id_t id, cw_handle_t **h_p);
+cw_status_t cw_forward_locked(cw_handle_t *h, uint64_t timeout_ms,
+                              cw_forward_cb_t cb, void *arg);
 /** Another gateway than @p addr's for the plain address it was looked up
- *  with, from the client routes (no lock held).  CW_NOENT if none. */
+ *  with, from the resolver (no lock held).  CW_NOENT if none. */
 cw_status_t cw_addr_reroute(cw_addr_t *addr, cw_addr_t **addr_p);
+/** Drop the context's resolver (context destroy, no lock held). */
+void cw_resolver_fini(cw_context_t *ctx);
 
 /* ---- spread addresses (core/spread.c), lock held ------------------------ */
 

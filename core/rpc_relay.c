@@ -15,10 +15,10 @@ cw_status_t cw_context_set_relay_hook(cw_context_t *ctx, cw_relay_hook_t hook,
 {
     if (ctx == NULL)
         return CW_INVALID_ARG;
-    pthread_mutex_lock(&ctx->lock);
+    cw_mutex_lock(&ctx->lock);
     ctx->relay_hook = hook;
     ctx->relay_arg = arg;
-    pthread_mutex_unlock(&ctx->lock);
+    cw_mutex_unlock(&ctx->lock);
     return CW_OK;
 }
 
@@ -26,9 +26,9 @@ cw_status_t cw_context_set_max_hops(cw_context_t *ctx, unsigned max_hops)
 {
     if (ctx == NULL || max_hops > 255)
         return CW_INVALID_ARG;
-    pthread_mutex_lock(&ctx->lock);
+    cw_mutex_lock(&ctx->lock);
     ctx->max_hops = max_hops;
-    pthread_mutex_unlock(&ctx->lock);
+    cw_mutex_unlock(&ctx->lock);
     return CW_OK;
 }
 
@@ -78,7 +78,7 @@ cw_status_t cw_relay_desc_get(cw_handle_t *h, unsigned i, const void **p_p,
     return CW_OK;
 }
 
-pthread_mutex_t cw_relay_link_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t cw_relay_link_lock = CW_MUTEX_INITIALIZER;
 
 cw_status_t cw_relay_create(cw_handle_t *in, cw_addr_t *next_hop,
                             const char *dest, cw_handle_t **out_p)
@@ -111,7 +111,7 @@ cw_status_t cw_relay_create_on(cw_context_t *out_ctx, cw_handle_t *in,
         return st;
     /* The new handle is not known to anyone yet: filling it in needs only
      * the incoming handle's lock (never both contexts' locks). */
-    pthread_mutex_lock(&ctx->lock);
+    cw_mutex_lock(&ctx->lock);
     out->use.rflags =
         in->use.rflags & (CW_HF_ONE_WAY | CW_HF_IDEMPOTENT | CW_HF_RESUME);
     out->use.resume_id = in->use.resume_id;
@@ -148,23 +148,23 @@ cw_status_t cw_relay_create_on(cw_context_t *out_ctx, cw_handle_t *in,
     if (xctx) {
         /* No reference across contexts: either side unlinks itself when
          * it is reset (cw_relay_unlink_xctx). */
-        pthread_mutex_lock(&cw_relay_link_lock);
+        cw_mutex_lock(&cw_relay_link_lock);
         cw_h_flag_set(out, CW_HFL_XCTX);
         cw_h_flag_set(in, CW_HFL_XCTX);
         out->use.relay.in = in;
         in->use.relay.out = out;
-        pthread_mutex_unlock(&cw_relay_link_lock);
+        cw_mutex_unlock(&cw_relay_link_lock);
     } else {
         atomic_fetch_add(&in->refs, 1);
         out->use.relay.in = in;
         in->use.relay.out = out;
     }
-    pthread_mutex_unlock(&ctx->lock);
+    cw_mutex_unlock(&ctx->lock);
     *out_p = out;
     return CW_OK;
 
 err_unlock:
-    pthread_mutex_unlock(&ctx->lock);
+    cw_mutex_unlock(&ctx->lock);
     cw_handle_release(out);
     return st;
 }
@@ -175,13 +175,13 @@ cw_status_t cw_relay_set_resume(cw_handle_t *out)
 
     if (out == NULL || out->use.role == CW_H_SERVER)
         return CW_INVALID_ARG;
-    pthread_mutex_lock(&out->ctx->lock);
+    cw_mutex_lock(&out->ctx->lock);
     if (out->use.relay.in != NULL && (out->use.rflags & CW_HF_IDEMPOTENT) &&
         out->use.state == CW_H_IDLE) {
         out->use.rflags |= CW_HF_RESUME;
         st = CW_OK;
     }
-    pthread_mutex_unlock(&out->ctx->lock);
+    cw_mutex_unlock(&out->ctx->lock);
     return st;
 }
 
@@ -192,19 +192,19 @@ cw_status_t cw_relay_fail(cw_handle_t *out, cw_status_t status)
         (status != CW_DISCONNECTED && status != CW_UNREACHABLE &&
          status != CW_IO))
         return CW_INVALID_ARG;
-    pthread_mutex_lock(&out->ctx->lock);
+    cw_mutex_lock(&out->ctx->lock);
     if (out->use.state == CW_H_ACTIVE) {
         cw_h_fail(out, status);
         cw_h_check(out);
     }
-    pthread_mutex_unlock(&out->ctx->lock);
+    cw_mutex_unlock(&out->ctx->lock);
     cw_ctx_wake(out->ctx);
     return CW_OK;
 }
 
 void cw_relay_unlink_xctx(cw_handle_t *h)
 {
-    pthread_mutex_lock(&cw_relay_link_lock);
+    cw_mutex_lock(&cw_relay_link_lock);
     if (h->use.role == CW_H_SERVER) {
         if (h->use.relay.out != NULL && h->use.relay.out->use.relay.in == h)
             h->use.relay.out->use.relay.in = NULL;
@@ -213,16 +213,16 @@ void cw_relay_unlink_xctx(cw_handle_t *h)
     }
     h->use.relay.in = h->use.relay.out = NULL;
     cw_h_flag_clear(h, CW_HFL_XCTX);
-    pthread_mutex_unlock(&cw_relay_link_lock);
+    cw_mutex_unlock(&cw_relay_link_lock);
 }
 
 bool cw_relay_in_canceled_xctx(cw_handle_t *out)
 {
     bool canceled;
 
-    pthread_mutex_lock(&cw_relay_link_lock);
+    cw_mutex_lock(&cw_relay_link_lock);
     canceled = out->use.relay.in != NULL && out->use.relay.in->use.srv.canceled;
-    pthread_mutex_unlock(&cw_relay_link_lock);
+    cw_mutex_unlock(&cw_relay_link_lock);
     return canceled;
 }
 
@@ -232,9 +232,9 @@ void cw_h_set_canceled(cw_handle_t *in, bool canceled)
         in->use.srv.canceled = canceled;
         return;
     }
-    pthread_mutex_lock(&cw_relay_link_lock);
+    cw_mutex_lock(&cw_relay_link_lock);
     in->use.srv.canceled = canceled;
-    pthread_mutex_unlock(&cw_relay_link_lock);
+    cw_mutex_unlock(&cw_relay_link_lock);
 }
 
 static void relay_xcancel_run(struct cw_cqe *e)
@@ -250,9 +250,9 @@ void cw_relay_cancel_xctx(cw_handle_t *in)
     cw_handle_t *out;
     int refs;
 
-    pthread_mutex_lock(&cw_relay_link_lock);
+    cw_mutex_lock(&cw_relay_link_lock);
     if (in->use.srv.canceled) {
-        pthread_mutex_unlock(&cw_relay_link_lock);
+        cw_mutex_unlock(&cw_relay_link_lock);
         return; /* a repeated cancel */
     }
     in->use.srv.canceled = true;
@@ -267,7 +267,7 @@ void cw_relay_cancel_xctx(cw_handle_t *in)
         if (refs == 0)
             out = NULL;
     }
-    pthread_mutex_unlock(&cw_relay_link_lock);
+    cw_mutex_unlock(&cw_relay_link_lock);
     if (out == NULL)
         return;
     /* Its context's lock cannot be taken under ours: cancel it from our
@@ -328,12 +328,12 @@ cw_status_t cw_relay_respond(cw_handle_t *in, cw_handle_t *out,
      * keeps it. */
     ctx = in->ctx;
     if (out->ctx != ctx) {
-        pthread_mutex_lock(&out->ctx->lock);
+        cw_mutex_lock(&out->ctx->lock);
         done = out->use.state == CW_H_DONE && !cw_h_busy(out);
-        pthread_mutex_unlock(&out->ctx->lock);
-        pthread_mutex_lock(&ctx->lock);
+        cw_mutex_unlock(&out->ctx->lock);
+        cw_mutex_lock(&ctx->lock);
     } else {
-        pthread_mutex_lock(&ctx->lock);
+        cw_mutex_lock(&ctx->lock);
         done = out->use.state == CW_H_DONE && !cw_h_busy(out);
     }
     cw_buf_reset(&in->out);
@@ -352,7 +352,7 @@ cw_status_t cw_relay_respond(cw_handle_t *in, cw_handle_t *out,
     }
     if (st == CW_OK)
         st = cw_respond_locked(in, status, cb, arg);
-    pthread_mutex_unlock(&ctx->lock);
+    cw_mutex_unlock(&ctx->lock);
     cw_ctx_wake(ctx);
     return st;
 }

@@ -26,10 +26,12 @@
  * forgotten: the next request goes to the published address and asks
  * again.
  *
- * Everything here runs with the context's lock held.
+ * Everything here but freeing a network's pins and members runs with the
+ * context's lock held (each entry point asserts it).
  */
 #include "rpc_priv.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -47,6 +49,7 @@ const char *cw_spread_pick(cw_network_t *net)
     struct cw_spread *s = net->spread;
     unsigned k;
 
+    CW_ASSERT_LOCKED(&net->ctx->lock);
     if (s == NULL)
         return NULL;
     k = s->next++ % s->n;
@@ -123,9 +126,9 @@ cw_status_t cw_network_open_spread(cw_context_t *const *ctxs, unsigned n,
             goto err_close;
         snprintf(s->uri[i], CW_URI_MAX, "%s", nets_p[i]->uri);
     }
-    pthread_mutex_lock(&ctxs[0]->lock);
+    cw_mutex_lock(&ctxs[0]->lock);
     nets_p[0]->spread = s;
-    pthread_mutex_unlock(&ctxs[0]->lock);
+    cw_mutex_unlock(&ctxs[0]->lock);
     return CW_OK;
 
 err_close:
@@ -184,6 +187,7 @@ bool cw_pin_route(cw_handle_t *h, uint16_t *flags)
 {
     struct cw_pin *p;
 
+    CW_ASSERT_LOCKED(&h->ctx->lock);
     h->use.cli.peer = h->use.cli.addr->na;
     h->use.cli.pin =
         NULL; /* only a forward counted on a pin, or waiting, has one */
@@ -241,6 +245,7 @@ void cw_pin_answer(cw_handle_t *h, const char *uri, size_t len)
     char s[CW_URI_MAX];
     cw_na_addr_t *member;
 
+    CW_ASSERT_LOCKED(&h->ctx->lock);
     if (p == NULL || !cw_h_flag(h, CW_HFL_PIN_ASKER) ||
         p->state != CW_PIN_ASKED)
         return;
@@ -305,6 +310,7 @@ void cw_pin_sent(cw_handle_t *h)
 {
     struct cw_pin *p = h->use.cli.pin;
 
+    CW_ASSERT_LOCKED(&h->ctx->lock);
     if (cw_h_flag(h, CW_HFL_PIN_WARM) && p->state == CW_PIN_WARMING)
         p->state = CW_PIN_MOVED;
     else if (cw_h_flag(h, CW_HFL_PIN_ASKER) && p->state == CW_PIN_ASKED)
@@ -316,6 +322,7 @@ void cw_pin_gate_done(cw_handle_t *h)
 {
     struct cw_pin *p = h->use.cli.pin;
 
+    CW_ASSERT_LOCKED(&h->ctx->lock);
     if (cw_h_flag(h, CW_HFL_PIN_WARM)) {
         /* Whatever its outcome, the member has had its first message
          * (cw_pin_sent moved on already, unless the send never ended). */
@@ -350,6 +357,7 @@ void cw_pin_check_member(cw_handle_t *h)
     struct cw_pin_retired *r;
     cw_status_t st = h->use.final;
 
+    CW_ASSERT_LOCKED(&h->ctx->lock);
     if (h->use.role == CW_H_SERVER || p->member == NULL ||
         h->use.cli.peer != p->member ||
         (st != CW_DISCONNECTED && st != CW_UNREACHABLE && st != CW_IO))
@@ -374,6 +382,7 @@ void cw_pin_check_member(cw_handle_t *h)
 
 void cw_pin_unhold(cw_handle_t *h)
 {
+    CW_ASSERT_LOCKED(&h->ctx->lock);
     cw_list_del(&h->use.cli.pin_link);
     cw_h_flag_clear(h, CW_HFL_PIN_HELD);
     h->use.pending--;

@@ -393,6 +393,7 @@ void gw_admin_peers(struct gw *gw, FILE *out, bool json, unsigned limit)
         .limit = limit,
     };
 
+    GW_ASSERT_WORKERS_LOCKED(gw);
     cl = gw_clients(gw, &v.ncl);
     hop = gw_hops(gw, &v.nhop);
     if (cl == NULL || hop == NULL) {

@@ -562,6 +562,7 @@ static unsigned gw_queue_round(struct gw_shard *w)
 
 unsigned gw_queue_run_mt(struct gw_shard *w)
 {
+    GW_ASSERT_UNLOCKED(w->gw, &w->lock);
     /* What it forwards to one next hop leaves together (coalescing), in
      * the pass of cw_trigger it runs in or a scope of its own. */
     void *scope = cw_context_batch_begin(w->ctx);
@@ -629,6 +630,7 @@ void gw_queue_nudge(struct gw_shard *w)
 {
     struct gw *gw = w->gw;
 
+    GW_ASSERT_UNLOCKED(gw, &w->lock);
     /* An offer on its way goes on by itself; kicking every worker here
      * would let the one that is running anyway take the slot from the
      * one whose turn it is while that one is being woken (under load, a
@@ -683,6 +685,7 @@ static void gw_queue_relane_one(struct gw_shard *w)
 
 void gw_queue_relane(struct gw *gw)
 {
+    GW_ASSERT_LOCKED(gw, &gw->lock);
     for (unsigned k = 0; k < gw->nshards; k++)
         gw_queue_relane_one(&gw->shards[k]);
 }
@@ -764,6 +767,7 @@ static unsigned gw_queue_sweep(struct gw *gw, bool all, const cw_network_t *net,
 
 void gw_queue_expire(struct gw *gw, bool all, cw_status_t st)
 {
+    GW_ASSERT_WORKERS_LOCKED(gw);
     (void)gw_queue_sweep(gw, all, NULL, st);
 }
 

@@ -49,6 +49,7 @@ static void gw_addr_ent_free(struct gw_shard *sh, struct gw_addr_ent *e)
 cw_status_t gw_addr_get(struct gw_shard *sh, const char *uri,
                         cw_addr_t **addr_p)
 {
+    GW_ASSERT_LOCKED(sh->gw, &sh->addr_lock);
     /* Read on every worker while a reload may swap gw->cfg (under
      * gw->lock, which this path does not take): gw_set_config copies it. */
     unsigned max =
@@ -147,7 +148,6 @@ void gw_addr_forget_all(struct gw *gw, const char *uri)
 /* Counters per (route, next hop): looked up on every request, so hashed
  * rather than searched (a gateway may serve thousands of routes).  The key
  * is both strings, each with its terminator. */
-/* gw->lock held in threaded mode. */
 static struct gw_route_stats *
 gw_route_stats_find(struct gw *gw, const char *dest, const char *nexthop)
 {
@@ -156,6 +156,7 @@ gw_route_stats_find(struct gw *gw, const char *dest, const char *nexthop)
     struct cw_hnode *n;
     char kbuf[256], *key = kbuf;
 
+    GW_ASSERT_LOCKED(gw, &gw->lock);
     /* Looked up in a buffer on the stack where it fits; kept on insert. */
     if (ld + lh > sizeof(kbuf) && (key = malloc(ld + lh)) == NULL)
         return NULL;
@@ -279,6 +280,7 @@ enum { GW_RK_HOPS, GW_RK_SERVICE, GW_RK_PLAIN };
 
 void gw_rcache_clear(struct gw *gw)
 {
+    GW_ASSERT_WORKERS_LOCKED(gw);
     for (unsigned k = 0; k < gw->nshards; k++) {
         struct gw_shard *w = &gw->shards[k];
         struct cw_hnode *n;
@@ -295,6 +297,7 @@ size_t gw_rcache_count(struct gw *gw)
 {
     size_t n = 0;
 
+    GW_ASSERT_WORKERS_LOCKED(gw);
     for (unsigned k = 0; k < gw->nshards; k++)
         n += cw_htable_count(&gw->shards[k].rcache);
     return n;
@@ -553,12 +556,12 @@ void gw_answer(cw_handle_t *in, cw_status_t st)
     cw_handle_release(in);
 }
 
-/* @p f's worker's lock held in threaded mode. */
 void gw_fwd_free(struct gw_fwd *f)
 {
     struct gw *gw = f->gw;
     struct gw_shard *w = f->in_sh;
 
+    GW_ASSERT_LOCKED(gw, &w->lock);
     if (f->prev != NULL)
         f->prev->next = f->next;
     else
@@ -760,9 +763,10 @@ static void gw_fwd_report(struct gw_fwd *f, bool ok, cw_status_t st)
 }
 
 /* Counters, passive health and the record's release once the response
- * went back (its worker's lock held in threaded mode). */
+ * went back. */
 void gw_fwd_account(struct gw_fwd *f, cw_status_t st, uint64_t t_end)
 {
+    GW_ASSERT_LOCKED(f->gw, &f->in_sh->lock);
     gw_fwd_count(f, st, true);
     gw_hist_add(f->rs, (f->t_sent - f->t_in) + (t_end - f->t_done));
 
@@ -776,10 +780,10 @@ void gw_fwd_account(struct gw_fwd *f, cw_status_t st, uint64_t t_end)
     gw_fwd_free(f);
 }
 
-/* The request could not be sent on (@p st): counters and passive health
- * (its worker's lock held in threaded mode). */
+/* The request could not be sent on (@p st): counters and passive health. */
 void gw_fwd_fail_account(struct gw_fwd *f, cw_status_t st)
 {
+    GW_ASSERT_LOCKED(f->gw, &f->in_sh->lock);
     f->t_sent = f->t_done = cw_now_ns();
     /* CW_CANCELED: the caller canceled while the request waited here. */
     gw_fwd_count(f, st, false);
@@ -802,6 +806,7 @@ void gw_forward(struct gw_shard *w, cw_handle_t *in, uint64_t qseq)
     struct gw_fwd *f;
     cw_status_t st;
 
+    GW_ASSERT_LOCKED(gw, &w->lock);
     if (cw_addr_to_string(cw_handle_source(in), src, sizeof(src)) != CW_OK)
         src[0] = '\0';
     ingress = gw_net_of(gw, cw_addr_network(cw_handle_source(in)));
@@ -900,6 +905,7 @@ void gw_fwd_cancel_all(struct gw *gw)
 
 void gw_fwd_hop_down(struct gw *gw, const char *addr)
 {
+    GW_ASSERT_WORKERS_LOCKED(gw);
     /* The transport may take longer to notice (or never, if something
      * answers its probes on that address again): health checks decide. */
     unsigned n = 0;

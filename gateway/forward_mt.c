@@ -57,6 +57,7 @@ void gw_reject(struct gw *gw, cw_handle_t *in, cw_status_t st)
 
 void gw_fwd_stage(struct gw_fwd *f)
 {
+    GW_ASSERT_LOCKED(f->gw, &f->in_sh->lock);
     /* Staged on another thread than its worker's: counted, so that an
      * operator sees it (gw_forward runs on the worker; nothing does). */
     if (f->eg_sh != gw_shard_self())

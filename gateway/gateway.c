@@ -215,10 +215,11 @@ static cw_status_t gw_start(struct gw *gw, const struct cw_config *cfg)
 }
 
 /* Nothing in flight, queued, draining, being closed or talked to over the
- * admin interface (gw->lock held when threaded): the loop may sleep until
- * the next ping, a request, a signal or an admin connection. */
+ * admin interface: the loop may sleep until the next ping, a request, a
+ * signal or an admin connection. */
 static bool gw_idle(const struct gw *gw)
 {
+    GW_ASSERT_LOCKED(gw, &gw->lock);
     if (!gw->watching || gw->busy_poll || gw->inflight != 0 ||
         gw->nqueued != 0 || gw->draining || gw->cancel_all ||
         gw_health_busy(gw))

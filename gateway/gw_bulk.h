@@ -9,7 +9,8 @@
 #define CW_GW_BULK_H
 
 #include "gw_int.h"
-#include "../core/bulk_proxy.h"
+
+#include <causeway/relay.h>
 
 #define GW_BTOK_BUCKETS 256
 /** Staged delegations one proxy handle may have at once; more get CW_BUSY

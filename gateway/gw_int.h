@@ -31,6 +31,7 @@
 
 #include "gateway.h"
 #include "cw_htable.h"
+#include "cw_mutex.h"
 
 #define GW_LOG             "gw"
 #define GW_MAX_NETS        8
@@ -348,6 +349,10 @@ struct gw {
     bool threaded; /**< nshards > 1: locks are used */
     pthread_mutex_t lock;
     atomic_bool threads_stop;
+    /** Threaded, from gw_threads_start to gw_threads_stop: other threads
+     *  may run, so the lock assertions apply (setup and teardown run on
+     *  one thread without them). */
+    atomic_bool threads_on;
     _Atomic uint64_t handoffs;         /**< forwards staged from a thread to
                                             another shard's (threaded) */
     _Atomic unsigned max_cached_addrs; /**< limits.max_cached_addrs of the
@@ -364,14 +369,58 @@ static inline struct gw_fwd *gw_fwd_of_work(struct gw_work *w)
 static inline void gw_mlock(const struct gw *gw, pthread_mutex_t *m)
 {
     if (gw->threaded)
-        pthread_mutex_lock(m);
+        cw_mutex_lock(m);
 }
 
 static inline void gw_munlock(const struct gw *gw, pthread_mutex_t *m)
 {
     if (gw->threaded)
-        pthread_mutex_unlock(m);
+        cw_mutex_unlock(m);
 }
+
+/** Whether the lock assertions apply: threaded mode with the worker
+ *  threads running (setup and teardown run on one thread, unlocked). */
+static inline bool gw_locking(const struct gw *gw)
+{
+    return gw->threaded &&
+           atomic_load_explicit(&gw->threads_on, memory_order_relaxed);
+}
+
+/** Whether the calling thread holds every worker's lock (for assertions:
+ *  the locks are error-checking where asserts are on). */
+static inline bool gw_workers_held(const struct gw *gw)
+{
+    for (unsigned i = 0; i < gw->nshards; i++)
+        if (!cw_mutex_held(&gw->shards[i].lock))
+            return false;
+    return true;
+}
+
+/** Whether the calling thread holds gw->lock or a worker's lock: a reload
+ *  (gw_lock_all) cannot swap the configuration or the table meanwhile. */
+static inline bool gw_some_held(const struct gw *gw)
+{
+    if (cw_mutex_held(&gw->lock))
+        return true;
+    for (unsigned i = 0; i < gw->nshards; i++)
+        if (cw_mutex_held(&gw->shards[i].lock))
+            return true;
+    return false;
+}
+
+/** The calling thread holds @p m, where the locks apply. */
+#define GW_ASSERT_LOCKED(gw, m) CW_ASSERT(!gw_locking(gw) || cw_mutex_held(m))
+/** The calling thread does not hold @p m. */
+#define GW_ASSERT_UNLOCKED(gw, m)                                              \
+    CW_ASSERT(!(gw)->threaded || !cw_mutex_held(m))
+/** Every worker's lock is held, where the locks apply. */
+#define GW_ASSERT_WORKERS_LOCKED(gw)                                           \
+    CW_ASSERT(!gw_locking(gw) || gw_workers_held(gw))
+/** Every worker's lock and gw->lock are held (gw_lock_all), where the
+ *  locks apply. */
+#define GW_ASSERT_ALL_LOCKED(gw)                                               \
+    CW_ASSERT(!gw_locking(gw) ||                                               \
+              (gw_workers_held(gw) && cw_mutex_held(&(gw)->lock)))
 
 /** The gateway lock: shared state off the request path. */
 static inline void gw_lock(struct gw *gw)
@@ -411,17 +460,17 @@ static inline void gw_lock_all(struct gw *gw)
     if (!gw->threaded)
         return;
     for (unsigned i = 0; i < gw->nshards; i++)
-        pthread_mutex_lock(&gw->shards[i].lock);
-    pthread_mutex_lock(&gw->lock);
+        cw_mutex_lock(&gw->shards[i].lock);
+    cw_mutex_lock(&gw->lock);
 }
 
 static inline void gw_unlock_all(struct gw *gw)
 {
     if (!gw->threaded)
         return;
-    pthread_mutex_unlock(&gw->lock);
+    cw_mutex_unlock(&gw->lock);
     for (unsigned i = gw->nshards; i-- > 0;)
-        pthread_mutex_unlock(&gw->shards[i].lock);
+        cw_mutex_unlock(&gw->shards[i].lock);
 }
 
 /** The counters of every worker summed (their locks taken one at a time
@@ -434,6 +483,7 @@ static inline struct gw_counts gw_counts_locked(struct gw *gw)
 {
     struct gw_counts c;
 
+    GW_ASSERT_WORKERS_LOCKED(gw);
     gw_counts_sum(gw, true, &c);
     return c;
 }
@@ -604,7 +654,9 @@ void gw_metric_head(FILE *out, const char *name, const char *type,
 cw_status_t gw_health_rebuild(struct gw *gw);
 /** Report an outcome (@p by: what it was, @p st: its status) on next hop
  *  @p id of @p table, and log the hop leaving or rejoining rotation when
- *  @p table is the current one (gw->lock held in threaded mode). */
+ *  @p table is the current one (threaded mode: gw->lock or the calling
+ *  worker's lock held, either of which keeps a reload from swapping the
+ *  table meanwhile). */
 void gw_health_report_nexthop(struct gw *gw, struct cw_route_table *table,
                               unsigned id, bool ok, const char *by,
                               cw_status_t st);

@@ -83,6 +83,7 @@ void gw_health_report_nexthop(struct gw *gw, struct cw_route_table *table,
                               unsigned id, bool ok, const char *by,
                               cw_status_t st)
 {
+    CW_ASSERT(!gw_locking(gw) || gw_some_held(gw));
     gw_health_log(gw, table, cw_route_table_nexthop_report(table, id, ok),
                   "next hop", cw_route_table_nexthop_name(table, id), by, st);
 }

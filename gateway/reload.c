@@ -108,8 +108,8 @@ static void gw_net_close_at(struct gw *gw, unsigned i)
     if (st != CW_OK)
         CW_WARN(GW_LOG, "closing network %s failed: %s", n->name,
                 cw_status_str(st));
-    /* Forward records point into gw->nets: follow the shift (every
-     * worker's lock is held). */
+    /* Forward records point into gw->nets: follow the shift. */
+    GW_ASSERT_WORKERS_LOCKED(gw);
     for (unsigned k = 0; k < gw->nshards; k++)
         for (struct gw_fwd *f = gw->shards[k].fwds; f != NULL; f = f->next)
             if (f->ingress != NULL && f->ingress > n)
@@ -258,10 +258,11 @@ cw_status_t gw_reload(struct gw *gw, char *err, size_t errlen)
                  cw_status_str(st));
         goto fail;
     }
-    /* Every worker's lock is held (gw_lock_all): each takes the new table
-     * at its next request; those in flight finish on theirs.  A route
-     * that moves to another network still leaves from the same worker,
-     * behind what it queued before (FIFO per source and route). */
+    /* Each worker takes the new table at its next request; those in
+     * flight finish on theirs.  A route that moves to another network
+     * still leaves from the same worker, behind what it queued before
+     * (FIFO per source and route). */
+    GW_ASSERT_ALL_LOCKED(gw);
     gw_set_config(gw, next, next, table);
     gw_reload_reap(gw);
     gw->reloads++;

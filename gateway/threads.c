@@ -74,15 +74,15 @@ cw_status_t gw_shards_init(struct gw *gw, const struct cw_context_opts *o,
     }
     gw->threaded = n > 1;
     if (gw->threaded)
-        pthread_mutex_init(&gw->lock, NULL);
+        cw_mutex_init(&gw->lock);
     for (unsigned i = 0; i < n; i++) {
         struct gw_shard *sh = &gw->shards[i];
         sh->gw = gw;
         sh->idx = i;
         atomic_init(&sh->inbox, NULL);
         atomic_init(&sh->nqueued, 0);
-        pthread_mutex_init(&sh->addr_lock, NULL);
-        pthread_mutex_init(&sh->lock, NULL);
+        cw_mutex_init(&sh->addr_lock);
+        cw_mutex_init(&sh->lock);
         gw->nshards++;
         st = cw_context_create(o, &sh->ctx);
         if (st != CW_OK) {
@@ -224,6 +224,7 @@ static void *gw_shard_main(void *arg)
 cw_status_t gw_threads_start(struct gw *gw)
 {
     atomic_store(&gw->threads_stop, false);
+    atomic_store(&gw->threads_on, gw->threaded);
     for (unsigned i = 1; i < gw->nshards; i++) {
         struct gw_shard *sh = &gw->shards[i];
         int rc = pthread_create(&sh->tid, NULL, gw_shard_main, sh);
@@ -250,6 +251,7 @@ void gw_threads_stop(struct gw *gw)
         pthread_join(sh->tid, NULL);
         sh->started = false;
     }
+    atomic_store(&gw->threads_on, false);
 }
 
 void gw_shards_quiesce(struct gw *gw)

@@ -11,6 +11,7 @@
 
 #include <causeway/causeway.h>
 #include <causeway/log.h>
+#include <causeway/routing.h>
 
 #include <getopt.h>
 #include <inttypes.h>
@@ -250,6 +251,8 @@ static int ping_client(char **names, unsigned n, const struct ping_opts *o)
         }
     }
     st = cw_context_create(NULL, &ctx);
+    if (st == CW_OK)
+        st = cw_client_routes_load(ctx, NULL); /* $CAUSEWAY_ROUTES */
     if (st == CW_OK)
         st = cw_rpc_register(ctx, CW_ECHO_RPC, NULL, NULL, NULL, NULL);
     for (k = 0; k < n && st == CW_OK; k++)

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <causeway/causeway.h>
+#include <causeway/routing.h>
 
 #include "cli_num.h"
 #include "perf.h"
@@ -562,6 +563,8 @@ int perf_run_client(const struct client_args *a)
         o.flags |= CW_CTX_COALESCE;
     st = cw_context_create(&o, &c->ctx);
     if (st == CW_OK)
+        st = cw_client_routes_load(c->ctx, NULL); /* $CAUSEWAY_ROUTES */
+    if (st == CW_OK)
         st = cw_addr_lookup(c->ctx, a->target, &c->target);
     if (st != CW_OK) {
         fprintf(stderr, "cw-perf: cannot reach %s: %s\n", a->target,
@@ -617,7 +620,8 @@ int perf_quit_server(const char *target)
 
     if (cw_context_create(NULL, &ctx) != CW_OK)
         return 1;
-    if (cw_addr_lookup(ctx, target, &a) != CW_OK) {
+    if (cw_client_routes_load(ctx, NULL) != CW_OK ||
+        cw_addr_lookup(ctx, target, &a) != CW_OK) {
         cw_context_destroy(ctx);
         return 1;
     }

@@ -1,6 +1,7 @@
 /* SipHash-2-4 and SipHash-1-3, written from the paper's description
  * (section 2), and the process's random key. */
 #include "cw_siphash.h"
+#include "cw_mutex.h"
 
 #include <causeway/log.h>
 
@@ -95,7 +96,7 @@ uint64_t cw_siphash_13(const uint8_t key[CW_SIPHASH_KEY_LEN], const void *data,
     return siphash_cd(key, data, len, 1, 3);
 }
 
-static pthread_mutex_t seed_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t seed_lock = CW_MUTEX_INITIALIZER;
 static atomic_bool seed_ready; /* seed_key is fixed from then on */
 static uint8_t seed_key[CW_SIPHASH_KEY_LEN];
 
@@ -117,13 +118,14 @@ static bool seed_urandom(uint8_t *k)
     return got == CW_SIPHASH_KEY_LEN;
 }
 
-/* Fill seed_key (seed_lock held). */
+/* Fill seed_key. */
 static void seed_draw(void)
 {
     ssize_t n;
     struct timespec ts;
     uint64_t w[2];
 
+    CW_ASSERT_LOCKED(&seed_lock);
     do
         n = getrandom(seed_key, sizeof(seed_key), 0);
     while (n < 0 && errno == EINTR);
@@ -144,12 +146,12 @@ static void seed_draw(void)
 static const uint8_t *seed(void)
 {
     if (!atomic_load_explicit(&seed_ready, memory_order_acquire)) {
-        pthread_mutex_lock(&seed_lock);
+        cw_mutex_lock(&seed_lock);
         if (!atomic_load_explicit(&seed_ready, memory_order_relaxed)) {
             seed_draw();
             atomic_store_explicit(&seed_ready, true, memory_order_release);
         }
-        pthread_mutex_unlock(&seed_lock);
+        cw_mutex_unlock(&seed_lock);
     }
     return seed_key;
 }
@@ -163,13 +165,13 @@ bool cw_siphash_seed_set(const uint8_t key[CW_SIPHASH_KEY_LEN])
 {
     bool ok = false;
 
-    pthread_mutex_lock(&seed_lock);
+    cw_mutex_lock(&seed_lock);
     if (!atomic_load_explicit(&seed_ready, memory_order_relaxed)) {
         memcpy(seed_key, key, sizeof(seed_key));
         atomic_store_explicit(&seed_ready, true, memory_order_release);
         ok = true;
     }
-    pthread_mutex_unlock(&seed_lock);
+    cw_mutex_unlock(&seed_lock);
     return ok;
 }
 

@@ -63,11 +63,10 @@ struct cw_context_opts {
                                       (0 = default 64) */
     uint64_t default_timeout_ms; /**< for RPC classes without one
                                       (0 = 30000) */
-    /** Client routing table (YAML with a "routes" section) used to send
-     *  plain addresses through a gateway; NULL = $CAUSEWAY_ROUTES if set. */
-    const char *routes_file;
     /** Default gateway for addresses no open network can reach
-     *  (NULL = $CAUSEWAY_GATEWAY if set). */
+     *  (NULL = $CAUSEWAY_GATEWAY if set).  Client routes, which choose a
+     *  gateway by destination, are a resolver (cw_context_set_resolver;
+     *  cw_client_routes_load in <causeway/routing.h>). */
     const char *default_gateway;
     size_t bulk_chunk;   /**< bulk split size (0 = 1 MiB) */
     unsigned bulk_depth; /**< chunks in flight per transfer (0 = 4,
@@ -88,9 +87,11 @@ CW_PUBLIC void cw_context_opts_init(struct cw_context_opts *opts);
 /**
  * Create a context.  Calls cw_plugins_load(NULL) if no plugin is loaded.
  * @param[in] opts  NULL for defaults.
- * @return CW_OK or an error, among them CW_INVALID_ARG for a NULL @p ctx_p
- *         or a flag that is not a CW_CTX_* one and CW_CONFIG for bad
- *         client routing options.
+ * @return CW_OK or an error: CW_INVALID_ARG for a NULL @p ctx_p or a
+ *         flag that is not a CW_CTX_* one; CW_CONFIG for a default gateway
+ *         that is not a plain address; CW_NOMEM; CW_IO when a system call
+ *         the context needs fails otherwise (no file descriptor left for
+ *         its epoll instance or eventfd, no random bytes for its ids).
  */
 CW_PUBLIC cw_status_t cw_context_create(const struct cw_context_opts *opts,
                                         cw_context_t **ctx_p);
@@ -241,11 +242,46 @@ CW_PUBLIC cw_status_t cw_network_uri(cw_network_t *net, char *buf, size_t len);
 
 /**
  * Resolve any address form: plain, "target@gw[@gw...]", "svc:name@gw".
- * A plain address no open network can reach goes through the client
- * routing table or default gateway if one is configured.
+ * A plain address goes through the gateway the context's resolver names
+ * (cw_context_set_resolver), if any; failing that, if no open network can
+ * reach it, through the default gateway if one is configured.
  */
 CW_PUBLIC cw_status_t cw_addr_lookup(cw_context_t *ctx, const char *addr,
                                      cw_addr_t **addr_p);
+
+/**
+ * A resolver: how a plain address (neither "target@gw" nor a service) is
+ * reached.  cw_addr_lookup asks it about every plain address it is given;
+ * the client routes of libcauseway-routes (cw_client_routes_load) are one.
+ * It is called with no lock of the context held, possibly from several
+ * threads at once, and must not call cw_addr_lookup on the same context.
+ * @param[in]  arg          as given to cw_context_set_resolver.
+ * @param[in]  dest         the plain address.
+ * @param[out] gateway      when *@p direct_p is false: the address of the
+ *                          gateway to send it through, NUL-terminated.
+ * @param[in]  gateway_len  bytes at @p gateway (CW_URI_MAX).
+ * @param[out] direct_p     true: look @p dest up as it is (the default
+ *                          gateway still applies if it cannot be reached);
+ *                          false: as "<dest>@<gateway>".
+ * @return CW_OK; any other status fails the lookup with that status.
+ */
+typedef cw_status_t (*cw_resolver_t)(void *arg, const char *dest, char *gateway,
+                                     size_t gateway_len, bool *direct_p);
+
+/**
+ * Make @p fn the resolver of @p ctx (NULL: none), replacing any earlier
+ * one.  Lookups already running finish with the resolver they started
+ * with.  @p release (may be NULL) is called with @p arg once the context
+ * no longer uses @p fn: when it has been replaced and the last lookup
+ * running it has returned (on that lookup's thread), or at
+ * cw_context_destroy.
+ * @return CW_OK; CW_INVALID_ARG for a NULL @p ctx; CW_NOMEM.  On failure
+ *         nothing changes and @p release is not called.
+ */
+CW_PUBLIC cw_status_t cw_context_set_resolver(cw_context_t *ctx,
+                                              cw_resolver_t fn,
+                                              void (*release)(void *arg),
+                                              void *arg);
 /** New reference. */
 CW_PUBLIC cw_status_t cw_addr_dup(cw_addr_t *addr, cw_addr_t **addr_p);
 /** Release; accepts NULL. */

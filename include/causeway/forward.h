@@ -16,7 +16,7 @@
  * crossed more than the context's max_hops gateways is answered with
  * CW_TTL_EXPIRED.  A gateway replaces the descriptors of what it relays
  * (cw_relay_desc_count() > 0) with proxy handles of its own
- * (cw_relay_desc_replace; docs/bulk-gateway.md).
+ * (cw_relay_desc_replace, <causeway/relay.h>; docs/bulk-gateway.md).
  */
 #ifndef CAUSEWAY_FORWARD_H
 #define CAUSEWAY_FORWARD_H

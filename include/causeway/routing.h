@@ -31,6 +31,7 @@
 #include <stdint.h>
 
 #include <causeway/addr.h>
+#include <causeway/causeway.h>
 #include <causeway/config.h>
 #include <causeway/status.h>
 
@@ -271,6 +272,25 @@ CW_PUBLIC cw_status_t cw_route_table_acl_check_parsed(
     const char *service, const struct cw_uri *dest);
 
 /* -- Clients ------------------------------------------------------------- */
+
+/**
+ * Give @p ctx client routes: load a routes file (a routes section only;
+ * see CW_CONFIG_ROUTES_ONLY) and make it the context's resolver
+ * (cw_context_set_resolver), so that cw_addr_lookup sends a plain address
+ * that a route with a gateway matches through that gateway, and the rest
+ * directly.  Equal routes take turns; a forward of an idempotent request
+ * whose gateway failed is sent again through another one.  Call it after
+ * cw_context_create, before looking addresses up; a second call replaces
+ * the routes.
+ * @param[in] ctx   the context.
+ * @param[in] path  the file, or NULL for $CAUSEWAY_ROUTES: with NULL and the
+ *                  variable unset or empty, nothing is installed.
+ * @return CW_OK; CW_INVALID_ARG for a NULL @p ctx; else as cw_config_load
+ *         (CW_IO, CW_CONFIG: each problem is logged with its
+ *         file:line:column) or CW_NOMEM, and @p ctx is left as it was.
+ */
+CW_PUBLIC cw_status_t cw_client_routes_load(cw_context_t *ctx,
+                                            const char *path);
 
 /**
  * Load a client routes file (a routes section only; see

@@ -27,14 +27,15 @@ case $BINDIR in /*) B=$T/root$BINDIR ;; *) B=$R/$BINDIR ;; esac
 case $SYSCONFDIR in /*) E=$T/root$SYSCONFDIR ;; *) E=$R/$SYSCONFDIR ;; esac
 case $SYSCONFDIR in /*) CONF=$SYSCONFDIR/causeway ;; *) CONF=$PREFIX/$SYSCONFDIR/causeway ;; esac
 for f in "$B/causewayd" "$B/cwctl" "$B/cw-ping" "$B/cw-info" "$B/cw-perf" \
-    "$L/libcauseway.so.0" "$L/causeway/cw-na-shm.so" "$L/pkgconfig/causeway.pc" \
+    "$L/libcauseway.so.0" "$L/libcauseway-routes.so.0" "$L/causeway/cw-na-shm.so" \
+    "$L/pkgconfig/causeway.pc" "$L/pkgconfig/causeway-routes.pc" \
     "$R/include/causeway/causeway.h" "$R/lib/systemd/system/causewayd.service" \
     "$R/lib/systemd/system/causewayd@.service" "$R/lib/sysusers.d/causeway.conf" \
     "$E/causeway/causewayd.yaml.sample" "$E/causeway/causewayd.yaml" \
     "$R/share/doc/causeway/gateway.md"; do
     [ -e "$f" ] || fail "not installed: ${f#"$T/root"}"
 done
-pass "installed: programs, library, plugins ($(cd "$L/causeway" && echo *.so)), headers, pkg-config, units, sysusers, sample configuration, docs"
+pass "installed: programs, libraries, plugins ($(cd "$L/causeway" && echo *.so)), headers, pkg-config, units, sysusers, sample configuration, docs"
 
 # Man pages, where scdoc built them.
 if [ -f "$BUILD/docs/man/causewayd.8" ]; then
@@ -71,8 +72,10 @@ env LD_LIBRARY_PATH="$L" CAUSEWAY_PLUGIN_PATH="$L/causeway" \
     timeout 60 "$B/causewayd" --demo >"$T/demo.out" 2>&1 ||
     fail "installed causewayd --demo: $(tail -n 20 "$T/demo.out")"
 grep -q "demo OK: 0 failures" "$T/demo.out" || fail "demo: $(tail -n 5 "$T/demo.out")"
-env LD_LIBRARY_PATH="$L" ldd "$B/causewayd" | grep -q "libcauseway.so.0 => $L/" ||
-    fail "installed causewayd does not use the installed library"
+env LD_LIBRARY_PATH="$L" ldd "$B/causewayd" >"$T/ldd.out"
+grep -q "libcauseway.so.0 => $L/" "$T/ldd.out" &&
+    grep -q "libcauseway-routes.so.0 => $L/" "$T/ldd.out" ||
+    fail "installed causewayd does not use the installed libraries: $(cat "$T/ldd.out")"
 pass "installed causewayd --demo: $(grep 'demo OK' "$T/demo.out")"
 readelf -d "$B/causewayd" | grep -q "R.*PATH.*\[$PREFIX/" ||
     fail "installed causewayd has no run path to $PREFIX"

@@ -21,6 +21,8 @@
 #include "../../core/bulk_proxy.h"
 #include "../../core/rpc_priv.h"
 
+#include <causeway/routing.h>
+
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -798,6 +800,7 @@ int main(int argc, char **argv)
         return 2;
     }
     if (cw_context_create(NULL, &ctx) != CW_OK ||
+        cw_client_routes_load(ctx, NULL) != CW_OK || /* $CAUSEWAY_ROUTES */
         cw_addr_lookup(ctx, argv[2], &dst) != CW_OK) {
         fprintf(stderr, "cannot reach %s\n", argv[2]);
         goto out;

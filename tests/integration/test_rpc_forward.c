@@ -9,6 +9,8 @@
  * cw_context_interrupt wakes a cw_progress blocked in another thread.
  * cw_context_watch_fd ends a blocking cw_progress on an application's fd,
  * and an idle context sleeps in long slices instead of waking every 2 ms.
+ * Plain addresses reach the server through GW1 by client routes
+ * (libcauseway-routes), an application's resolver or a default gateway.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -25,6 +27,7 @@
 
 #include <causeway/causeway.h>
 #include <causeway/forward.h>
+#include <causeway/routing.h>
 
 #include "rpc_test_util.h"
 
@@ -434,19 +437,17 @@ static void test_deadline_through(void **state)
     cw_handle_release(h);
 }
 
-/* Client routing: a routes file and a default gateway send plain
- * addresses through GW1 transparently. */
-static void routed_call(const struct cw_context_opts *o, const char *addr,
-                        cw_status_t expect)
+/* Client routing: a routes file, an application's resolver and a default
+ * gateway send plain addresses through GW1 transparently.  One call to
+ * @p addr from @p c (which it destroys) ends @p expect, through GW1. */
+static void routed_call(cw_context_t *c, const char *addr, cw_status_t expect)
 {
-    cw_context_t *c;
     cw_addr_t *a;
     cw_handle_t *h;
     struct call cl = {0};
     struct cw_context_stats before, after;
     uint64_t end = cw_now_ns() + 10000000000ull;
 
-    assert_int_equal(cw_context_create(o, &c), CW_OK);
     cw_context_stats(ctx[GW1], &before);
     assert_int_equal(cw_addr_lookup(c, addr, &a), CW_OK);
     assert_int_equal(cw_handle_create(c, a, cw_rpc_id("echo"), &h), CW_OK);
@@ -466,44 +467,138 @@ static void routed_call(const struct cw_context_opts *o, const char *addr,
     cw_context_destroy(c);
 }
 
-static void test_client_routes(void **state)
+/* A file with @p text; its name into @p path (mkstemp template). */
+static void write_file(char *path, const char *text)
 {
-    char path[] = "/tmp/cw-test-routes-XXXXXX";
-    struct cw_context_opts o;
     int fd = mkstemp(path);
     FILE *f;
-    (void)state;
 
     assert_true(fd >= 0);
     f = fdopen(fd, "w");
-    fprintf(f, "routes:\n  - { dest: \"shm://*\", gateway: \"%s\" }\n",
-            uri[GW1]);
+    assert_non_null(f);
+    fputs(text, f);
     fclose(f);
-    cw_context_opts_init(&o);
-    o.routes_file = path;
-    routed_call(&o, uri[SRV], CW_OK);
+}
+
+static void test_client_routes(void **state)
+{
+    char path[] = "/tmp/cw-test-routes-XXXXXX";
+    char bad[] = "/tmp/cw-test-routes-XXXXXX";
+    char text[CW_URI_MAX + 64];
+    cw_context_t *c;
+    (void)state;
+
+    snprintf(text, sizeof(text),
+             "routes:\n  - { dest: \"shm://*\", gateway: \"%s\" }\n", uri[GW1]);
+    write_file(path, text);
+    write_file(bad, "routes:\n  - { dest: \"shm://*\", gatway: \"x\" }\n");
+    assert_int_equal(cw_context_create(NULL, &c), CW_OK);
+    assert_int_equal(cw_client_routes_load(NULL, path), CW_INVALID_ARG);
+    assert_int_equal(cw_client_routes_load(c, "/nonexistent/routes.yaml"),
+                     CW_IO);
+    assert_int_equal(cw_client_routes_load(c, bad), CW_CONFIG);
+    /* No $CAUSEWAY_ROUTES: nothing to load, nothing installed. */
+    unsetenv("CAUSEWAY_ROUTES");
+    assert_int_equal(cw_client_routes_load(c, NULL), CW_OK);
+    cw_context_destroy(c);
+
+    assert_int_equal(cw_context_create(NULL, &c), CW_OK);
+    assert_int_equal(cw_client_routes_load(c, path), CW_OK);
+    routed_call(c, uri[SRV], CW_OK);
+    /* The same from $CAUSEWAY_ROUTES. */
+    setenv("CAUSEWAY_ROUTES", path, 1);
+    assert_int_equal(cw_context_create(NULL, &c), CW_OK);
+    assert_int_equal(cw_client_routes_load(c, NULL), CW_OK);
+    unsetenv("CAUSEWAY_ROUTES");
+    routed_call(c, uri[SRV], CW_OK);
     unlink(path);
+    unlink(bad);
+}
+
+struct resolver {
+    const char *gw; /* NULL: direct */
+    cw_status_t st; /* returned */
+    unsigned calls, released;
+};
+
+static cw_status_t resolve(void *arg, const char *dest, char *gateway,
+                           size_t gateway_len, bool *direct_p)
+{
+    struct resolver *r = arg;
+
+    assert_true(strchr(dest, '@') == NULL);
+    r->calls++;
+    if (r->st != CW_OK)
+        return r->st;
+    *direct_p = r->gw == NULL;
+    if (r->gw)
+        snprintf(gateway, gateway_len, "%s", r->gw);
+    return CW_OK;
+}
+
+static void resolver_release(void *arg)
+{
+    ((struct resolver *)arg)->released++;
+}
+
+/* cw_context_set_resolver: asked about plain addresses only, replaced,
+ * removed, released once each time. */
+static void test_resolver(void **state)
+{
+    struct resolver a = {.gw = uri[GW1]}, b = {.st = CW_DENIED};
+    char proxied[2 * CW_URI_MAX + 2];
+    cw_context_t *c;
+    cw_addr_t *addr;
+    (void)state;
+
+    assert_int_equal(cw_context_set_resolver(NULL, resolve, NULL, NULL),
+                     CW_INVALID_ARG);
+    assert_int_equal(cw_context_create(NULL, &c), CW_OK);
+    assert_int_equal(cw_context_set_resolver(c, resolve, resolver_release, &a),
+                     CW_OK);
+    snprintf(proxied, sizeof(proxied), "%s@%s", uri[SRV], uri[GW1]);
+    assert_int_equal(cw_addr_lookup(c, proxied, &addr), CW_OK);
+    cw_addr_free(addr);
+    assert_int_equal(a.calls, 0);
+    /* Replaced: the first one is released; the second one's status is the
+     * lookup's. */
+    assert_int_equal(cw_context_set_resolver(c, resolve, resolver_release, &b),
+                     CW_OK);
+    assert_int_equal(a.released, 1);
+    assert_int_equal(cw_addr_lookup(c, uri[SRV], &addr), CW_DENIED);
+    assert_int_equal(b.calls, 1);
+    /* Removed: plain addresses go directly again. */
+    assert_int_equal(cw_context_set_resolver(c, NULL, NULL, NULL), CW_OK);
+    assert_int_equal(b.released, 1);
+    assert_int_equal(cw_addr_lookup(c, uri[SRV], &addr), CW_OK);
+    cw_addr_free(addr);
+    assert_int_equal(b.calls, 1);
+    /* Through the gateway it names, and released with the context. */
+    assert_int_equal(cw_context_set_resolver(c, resolve, resolver_release, &a),
+                     CW_OK);
+    routed_call(c, uri[SRV], CW_OK);
+    assert_int_equal(a.calls, 1);
+    assert_int_equal(a.released, 2);
 }
 
 static void test_default_gateway(void **state)
 {
     struct cw_context_opts o;
+    cw_context_t *c;
+    cw_addr_t *a;
     (void)state;
 
     cw_context_opts_init(&o);
     o.default_gateway = uri[GW1];
     /* No plugin "nosuch" here: the lookup goes through GW1, which cannot
      * reach it either and says so. */
-    routed_call(&o, "nosuch://x", CW_UNREACHABLE);
+    assert_int_equal(cw_context_create(&o, &c), CW_OK);
+    routed_call(c, "nosuch://x", CW_UNREACHABLE);
     /* A reachable plain address still goes direct. */
-    {
-        cw_context_t *c;
-        cw_addr_t *a;
-        assert_int_equal(cw_context_create(&o, &c), CW_OK);
-        assert_int_equal(cw_addr_lookup(c, uri[SRV], &a), CW_OK);
-        cw_addr_free(a);
-        cw_context_destroy(c);
-    }
+    assert_int_equal(cw_context_create(&o, &c), CW_OK);
+    assert_int_equal(cw_addr_lookup(c, uri[SRV], &a), CW_OK);
+    cw_addr_free(a);
+    cw_context_destroy(c);
 }
 
 /* Cancel a call to "hold" at @p addr at the origin: the server's handler
@@ -704,6 +799,7 @@ int main(void)
         cmocka_unit_test(test_watch_fd),
         cmocka_unit_test(test_idle_sleeps),
         cmocka_unit_test(test_client_routes),
+        cmocka_unit_test(test_resolver),
         cmocka_unit_test(test_default_gateway),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

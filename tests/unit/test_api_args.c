@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -233,17 +234,31 @@ static void test_context(void **state)
     o.flags = 0x80u; /* not a CW_CTX_* flag */
     INVAL(cw_context_create(&o, &c2));
     cw_context_opts_init(&o);
-    o.routes_file = "/nonexistent/routes.yaml";
-    assert_int_equal(cw_context_create(&o, &c2), CW_CONFIG);
-    cw_context_opts_init(&o);
     o.default_gateway = "not an address";
     assert_int_equal(cw_context_create(&o, &c2), CW_CONFIG);
+    {
+        /* No file descriptor left for the epoll instance: the system
+         * call's failure, not an internal error. */
+        struct rlimit saved, none;
+        int lowest = dup(0);
+
+        assert_true(lowest >= 0);
+        close(lowest);
+        assert_int_equal(getrlimit(RLIMIT_NOFILE, &saved), 0);
+        none = saved;
+        none.rlim_cur = (rlim_t)lowest;
+        assert_int_equal(setrlimit(RLIMIT_NOFILE, &none), 0);
+        assert_int_equal(cw_context_create(NULL, &c2), CW_IO);
+        assert_int_equal(setrlimit(RLIMIT_NOFILE, &saved), 0);
+    }
     /* "at most 16": a larger depth is capped, not refused. */
     cw_context_opts_init(&o);
     o.bulk_depth = 1000;
     assert_int_equal(cw_context_create(&o, &c2), CW_OK);
     cw_context_destroy(c2);
 
+    INVAL(cw_context_set_resolver(NULL, NULL, NULL, NULL));
+    assert_int_equal(cw_context_set_resolver(ctx, NULL, NULL, NULL), CW_OK);
     INVAL(cw_context_stats(NULL, &s));
     INVAL(cw_context_stats(ctx, NULL));
     assert_int_equal(cw_context_stats(ctx, &s), CW_OK);

@@ -191,10 +191,10 @@ static void setup_gw(unsigned max_inflight, unsigned max_queued, bool threaded)
     for (unsigned k = 0; k < NWORKERS; k++) {
         workers[k].gw = &gw;
         workers[k].idx = k;
-        pthread_mutex_init(&workers[k].lock, NULL);
+        cw_mutex_init(&workers[k].lock);
     }
     if (threaded)
-        pthread_mutex_init(&gw.lock, NULL);
+        cw_mutex_init(&gw.lock);
     for (unsigned i = 0; i < NROUTES; i++) {
         route_cap[i] = 0;
         dest_route[i] = i;

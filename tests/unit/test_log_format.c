@@ -1,5 +1,5 @@
 /*
- * Log line formats (core/log.c): with stderr on the journal (JOURNAL_STREAM
+ * Log line formats (util/log.c): with stderr on the journal (JOURNAL_STREAM
  * naming stderr's device and inode) each line starts with a syslog
  * priority "<N>" so that journalctl -p filters; otherwise with an ISO 8601
  * UTC time.  A stale JOURNAL_STREAM (stderr redirected since) is ignored.

@@ -1,6 +1,8 @@
 /* Logging: level checked by the macros before formatting; errno kept. */
 #include <causeway/log.h>
 
+#include "cw_mutex.h"
+
 #include <errno.h>
 #include <stdbool.h>
 #include <pthread.h>
@@ -27,7 +29,7 @@ static bool log_journal; /* stderr is the journal: "<N>" prefixes */
  * that log without pause kept a setter waiting until they stopped.  A
  * message the handler itself logs goes to stderr (log_in_handler): a turn
  * is not recursive. */
-static pthread_mutex_t handler_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t handler_lock = CW_MUTEX_INITIALIZER;
 static pthread_cond_t handler_cond = PTHREAD_COND_INITIALIZER;
 static uint64_t handler_next, handler_serving;
 static cw_log_handler_t log_handler;
@@ -101,19 +103,19 @@ static void handler_turn_take(void)
 {
     uint64_t ticket;
 
-    pthread_mutex_lock(&handler_lock);
+    cw_mutex_lock(&handler_lock);
     ticket = handler_next++;
     while (ticket != handler_serving)
         pthread_cond_wait(&handler_cond, &handler_lock);
-    pthread_mutex_unlock(&handler_lock);
+    cw_mutex_unlock(&handler_lock);
 }
 
 static void handler_turn_give(void)
 {
-    pthread_mutex_lock(&handler_lock);
+    cw_mutex_lock(&handler_lock);
     handler_serving++;
     pthread_cond_broadcast(&handler_cond);
-    pthread_mutex_unlock(&handler_lock);
+    cw_mutex_unlock(&handler_lock);
 }
 
 void cw_log_set_handler(cw_log_handler_t fn, void *arg)
