@@ -130,9 +130,9 @@ static void handle_recycle_locked(cw_handle_t *h)
      * handle once it serves another request. */
     if (u->self_peer)
         u->self_peer->use.self_peer = NULL;
-    /* Nothing of this use is carried into the next: not a pin of another
-     * network (freed with it, core/spread.c), not a flag.  The other role's
-     * part of the union was left alone, and is zero still. */
+        /* Nothing of this use is carried into the next: not a pin of another
+         * network (freed with it, core/spread.c), not a flag.  The other role's
+         * part of the union was left alone, and is zero still. */
 #if CW_ASSERTS
     CW_ASSERT(all_zero((const char *)u + used, sizeof(*u) - used));
 #endif
