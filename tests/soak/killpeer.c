@@ -43,8 +43,9 @@
  * Exit 0 when every RPC completed exactly once, whatever its status.
  *
  * stream: kp.ping with K in flight until --duration or the --stop file,
- * one line per RPC: "rpc START END STATUS" (wall clock ms), and "ready"
- * after the first CW_OK; for the failover measurement.
+ * one line per RPC: "rpc START END STATUS US" (wall clock ms; US its
+ * latency in microseconds), and "ready" after the first CW_OK; for the
+ * failover and the latency of a client beside a flood.
  */
 #include <errno.h>
 #include <signal.h>
@@ -82,6 +83,14 @@ static uint64_t mono_ms(void)
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static uint64_t mono_us(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
 }
 
 static uint64_t wall_ms(void)
@@ -349,7 +358,7 @@ struct rpc {
     cw_handle_t *h;
     cw_bulk_t *bulk;
     void *buf;
-    uint64_t t0, t0_wall;
+    uint64_t t0, t0_wall, t0_us, t1_us;
     unsigned idx, done;
     cw_status_t st;
 };
@@ -368,6 +377,7 @@ static void rpc_cb(cw_handle_t *h, cw_status_t st, void *arg)
         return;
     }
     r->st = st;
+    r->t1_us = mono_us();
     g_completed++;
     g_ok += st == CW_OK;
     if (!g_quiet)
@@ -437,6 +447,7 @@ static cw_status_t rpc_start(cw_context_t *ctx, cw_addr_t *dst,
         return st;
     r->t0 = mono_ms();
     r->t0_wall = wall_ms();
+    r->t0_us = mono_us();
     return cw_forward(r->h, o->timeout_ms, rpc_cb, r);
 }
 
@@ -581,6 +592,7 @@ static int stream(const struct call_opts *o)
     int rc = 1;
 
     g_quiet = true;
+    setvbuf(stdout, NULL, _IOLBF, 0); /* read while it runs */
     sigaction(SIGTERM, &sa, NULL);
     if (!open_target(o->target, &ctx, &dst))
         goto out;
@@ -595,7 +607,7 @@ static int stream(const struct call_opts *o)
             r->idx = i;
             st = rpc_start(ctx, dst, o, OP_PING, r);
             if (st != CW_OK) {
-                printf("rpc %llu %llu %s\n", (unsigned long long)wall_ms(),
+                printf("rpc %llu %llu %s 0\n", (unsigned long long)wall_ms(),
                        (unsigned long long)wall_ms(), cw_status_name(st));
                 rpc_free(r);
                 continue;
@@ -608,8 +620,9 @@ static int stream(const struct call_opts *o)
 
             if (r->h == NULL || r->done == 0)
                 continue;
-            printf("rpc %llu %llu %s\n", (unsigned long long)r->t0_wall,
-                   (unsigned long long)wall_ms(), cw_status_name(r->st));
+            printf("rpc %llu %llu %s %llu\n", (unsigned long long)r->t0_wall,
+                   (unsigned long long)wall_ms(), cw_status_name(r->st),
+                   (unsigned long long)(r->t1_us - r->t0_us));
             if (!ready && r->st == CW_OK) {
                 ready = true;
                 say("ready");

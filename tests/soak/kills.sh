@@ -61,17 +61,6 @@ export UCX_LOG_LEVEL=error
 
 soak_fabrics
 
-now_ms() { date +%s%3N; }
-# wait_s SECONDS CMD...: retry CMD until it succeeds, for SECONDS of wall
-# time (wait_for_s counts polls, and a poll here runs cwctl several times).
-wait_s() {
-    local end=$(($(now_ms) + $1 * 1000))
-    shift
-    until "$@"; do
-        [ "$(now_ms)" -lt "$end" ] || return 1
-        sleep 0.05 # sleep-ok: the poll interval of a bounded wait
-    done
-}
 line_in() { grep -qE "$2" "$1" 2>/dev/null; }
 count_in() { grep -cE "$2" "$1" 2>/dev/null || true; }
 # at_least FILE REGEX N: at least N lines of FILE match.
