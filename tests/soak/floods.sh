@@ -162,6 +162,10 @@ flood() {
     rc=$?
     ft1=$(now_ms)
     [ "$rc" = 0 ] || bad="$bad; the flooder exited $rc: $(tail -n 2 "$T/flood.log")"
+    if ! kill -0 "$gw_PID" 2>/dev/null; then
+        GW_DEAD=1
+        bad="$bad; THE GATEWAY DIED: $(grep -m1 -E 'Assertion|terminated|signal|AddressSanitizer' "$T/gw.log")"
+    fi
     # Back to where it was (fds) within RECOVER_S.
     fds_back() { [ "$(gw_fds)" -le $((fds0 + 5)) ]; }
     wait_s "$RECOVER_S" fds_back || bad="$bad; fds $(gw_fds) $RECOVER_S s after (before $fds0)"
@@ -209,7 +213,9 @@ flood() {
 }
 
 started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+GW_DEAD=0
 for f in $FLOODS; do
+    [ "$GW_DEAD" = 0 ] || break
     case $f in
     connect-ofi) flood "$f" connect 127.0.0.1 "$TCP_PORT" "$FLOOD_S" ;;
     connect-ucx) flood "$f" connect 127.0.0.1 "$UCX_PORT" "$FLOOD_S" ;;
@@ -236,6 +242,6 @@ echo "  limits: $(grep -o 'max_[a-z_]*: [0-9]*' "$T/gw.yaml" | tr '\n' ' ')"
 echo "  clients: one call at a time through the gateway to a ucx+tcp target, one on each network; idle medians tcp0 ${IDLE[tcp0]}, ucx0 ${IDLE[ucx0]}, shm0 ${IDLE[shm0]} us"
 echo "| flood | the flooder | gateway RSS KiB before / peak / after | fds before / peak / after (limit $GW_NOFILE) | counted by the gateway | most log lines of one message in 1 s | client median us idle->flood | result |"
 echo "|---|---|---|---|---|---|---|---|$ROWS"
-gw_stop_clean gw
+[ "$GW_DEAD" = 1 ] || gw_stop_clean gw
 [ -z "$FAILED" ] || fail "floods:$FAILED"
 pass "floods: $(echo "$FLOODS" | wc -w) floods, limits held, clients within ${LAT_X}x"
