@@ -481,34 +481,41 @@ static void warm_cb(cw_handle_t *h, cw_status_t st, void *arg)
     r->st = st;
 }
 
-/* The warm-up: a kp.ping through the same path, CW_OK within 30 s. */
+/* The warm-up: a kp.ping through the same path, CW_OK within 30 s; three
+ * tries (it makes the connections the phases need, and a connection
+ * attempt can fail on a loaded machine: said on stderr). */
 static bool warm_up(cw_context_t *ctx, cw_addr_t *dst)
 {
-    struct rpc r = {0};
-    uint64_t t_end = mono_ms() + 30000;
-    cw_status_t st;
-    bool ok;
+    for (int k = 0; k < 3; k++) {
+        struct rpc r = {0};
+        uint64_t t_end = mono_ms() + 30000;
+        cw_status_t st;
+        bool ok;
 
-    st = cw_handle_create(ctx, dst, cw_rpc_id(KP_PING), &r.h);
-    if (st == CW_OK)
-        st = cw_forward(r.h, 20000, warm_cb, &r);
-    if (st != CW_OK) {
-        fprintf(stderr, "killpeer: warm-up: %s\n", cw_status_name(st));
-        rpc_free(&r);
-        return false;
-    }
-    while (r.done == 0 && mono_ms() < t_end)
-        pump(ctx, 10);
-    if (r.done == 0) {
-        cw_cancel(r.h);
-        while (r.done == 0)
+        st = cw_handle_create(ctx, dst, cw_rpc_id(KP_PING), &r.h);
+        if (st == CW_OK)
+            st = cw_forward(r.h, 20000, warm_cb, &r);
+        if (st != CW_OK) {
+            fprintf(stderr, "killpeer: warm-up: %s\n", cw_status_name(st));
+            rpc_free(&r);
+            continue;
+        }
+        while (r.done == 0 && mono_ms() < t_end)
             pump(ctx, 10);
+        if (r.done == 0) {
+            cw_cancel(r.h);
+            while (r.done == 0)
+                pump(ctx, 10);
+        }
+        ok = r.st == CW_OK;
+        if (!ok)
+            fprintf(stderr, "killpeer: warm-up ended %s\n",
+                    cw_status_name(r.st));
+        rpc_free(&r);
+        if (ok)
+            return true;
     }
-    ok = r.st == CW_OK;
-    if (!ok)
-        fprintf(stderr, "killpeer: warm-up ended %s\n", cw_status_name(r.st));
-    rpc_free(&r);
-    return ok;
+    return false;
 }
 
 static int call(const struct call_opts *o)

@@ -249,6 +249,8 @@ cell() {
     held0=$(count_in "$T/tgt.out" '^held ')
     ans0=$(count_in "$T/tgt.out" '^answered ')
     be0=$(count_in "$T/tgt.out" '^bulk-end ')
+    # Not truncated by the redirection below before this shell looks.
+    rm -f "$T/c.out"
     "$KP" call "$tgt@$gw_tcp0" "$op" --n "$n" --timeout "$DEADLINE_MS" \
         --go "$T/go" "${args[@]}" >"$T/c.out" 2>"$T/c.log" &
     cli_PID=$!
