@@ -7,7 +7,8 @@
 # the gateway counted and logged, and the clients' median latency during
 # the flood against the idle figure.  Prints a table.
 #   floods.sh CAUSEWAYD CW_PING CWCTL KILLPEER FLOOD
-# Floods (FLOODS, in this order; FLOOD_S seconds each):
+# Floods (FLOODS, in this order: those that leave the gateway broken last;
+# FLOOD_S seconds each):
 #   connect-ofi, connect-ucx  TCP connections to the network's port, each
 #               closed at once, no byte sent (flood connect);
 #   hold-ucx    the same, each kept open up to GW_NOFILE + 512 at once;
@@ -41,7 +42,7 @@ GW_THREADS=${GW_THREADS:-1} # soak_lib.sh's default is 2
 . "$(dirname "$0")/soak_lib.sh"
 KP=$4
 FLOOD=$5
-FLOODS=${FLOODS:-connect-ofi connect-ucx hold-ucx peers-ofi peers-ucx peers-shm unexpected-ofi unexpected-ucx unexpected-shm dests}
+FLOODS=${FLOODS:-peers-ofi peers-ucx peers-shm unexpected-ofi unexpected-ucx unexpected-shm dests connect-ucx connect-ofi hold-ucx}
 FLOOD_S=${FLOOD_S:-10}
 IDLE_S=${IDLE_S:-5}
 DESTS=${DESTS:-100000}
