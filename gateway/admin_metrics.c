@@ -168,6 +168,9 @@ void gw_ctx_totals(struct gw *gw, struct cw_context_stats *cs)
             cs->no_rpc += one.no_rpc;
             cs->tx_batches += one.tx_batches;
             cs->tx_batched += one.tx_batched;
+            cs->rx_responses += one.rx_responses;
+            cs->unanswered += one.unanswered;
+            cs->uncollected += one.uncollected;
         }
 }
 
@@ -346,6 +349,21 @@ void gw_admin_metrics(struct gw *gw, FILE *out)
                    "Requests and answers sent inside batches.");
     fprintf(out, "causeway_gateway_batched_messages_total %" PRIu64 "\n",
             cs.tx_batched);
+    gw_metric_head(out, "causeway_gateway_responses_received_total", "counter",
+                   "Answers received from next hops and targets (counted on "
+                   "arrival, before an overflowed payload is pulled).");
+    fprintf(out, "causeway_gateway_responses_received_total %" PRIu64 "\n",
+            cs.rx_responses);
+    gw_metric_head(out, "causeway_gateway_unanswered_requests", "gauge",
+                   "Requests received and not answered yet (forwards "
+                   "running, or overflowed arguments being pulled).");
+    fprintf(out, "causeway_gateway_unanswered_requests %" PRIu64 "\n",
+            cs.unanswered);
+    gw_metric_head(out, "causeway_gateway_uncollected_answers", "gauge",
+                   "Answers whose overflowed payload the caller has not "
+                   "pulled yet (their memory is still held).");
+    fprintf(out, "causeway_gateway_uncollected_answers %" PRIu64 "\n",
+            cs.uncollected);
     gw_metric_head(out, "causeway_gateway_reloads_total", "counter",
                    "Configuration reloads, by result.");
     fprintf(out,

@@ -434,6 +434,12 @@ cw_status_t gw_admission(struct gw_shard *w, cw_handle_t *in,
         rs->busy++;
         if (ingress != NULL)
             ingress->busy++;
+        /* A flood shows in the counts at once, in the log once a second. */
+        CW_LOG_RL(CW_LOG_WARN, GW_LOG,
+                  "overload: a request from %s answered %s (%u in flight, "
+                  "%u queued, %u sources)",
+                  src_key, cw_status_name(st), (unsigned)w->gw->inflight,
+                  (unsigned)w->gw->nqueued, (unsigned)w->gw->nsrcs);
     }
     return st;
 }

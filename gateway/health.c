@@ -9,9 +9,12 @@
  */
 #include "gw_int.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 struct gw_ping {
     struct gw *gw;
@@ -296,8 +299,48 @@ err:
                                  "health check", st);
 }
 
+/* Descriptors are what a connection flood exhausts, and no limit of ours
+ * bounds them below RLIMIT_NOFILE: the plugins accept what comes (on
+ * ofi+tcp, connections closed before their handshake are even kept;
+ * docs/reliability.md, "Floods").  Once a second, while nine tenths of
+ * the limit are open, say so (rate-limited: the log is not a second
+ * flood); the count is /metrics' process_open_fds.  One gateway a
+ * process: the time of the next look is the process's. */
+static void gw_fd_watch(uint64_t now)
+{
+    static uint64_t next_ns;
+    unsigned long n = 0;
+    struct rlimit rl;
+    DIR *d;
+
+    if (now < next_ns)
+        return;
+    next_ns = now + 1000000000ull;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+        return;
+    d = opendir("/proc/self/fd");
+    if (d == NULL) {
+        if (errno == EMFILE || errno == ENFILE)
+            CW_LOG_RL(CW_LOG_WARN, GW_LOG,
+                      "all %llu file descriptors are open: new connections "
+                      "are refused",
+                      (unsigned long long)rl.rlim_cur);
+        return;
+    }
+    while (readdir(d) != NULL)
+        n++;
+    closedir(d);
+    n = n > 3 ? n - 3 : 0; /* ".", ".." and the directory's own */
+    if (n * 10 >= rl.rlim_cur * 9)
+        CW_LOG_RL(CW_LOG_WARN, GW_LOG,
+                  "%lu of %llu file descriptors open: new connections will "
+                  "be refused at the limit",
+                  n, (unsigned long long)rl.rlim_cur);
+}
+
 void gw_health_tick(struct gw *gw, uint64_t now)
 {
+    gw_fd_watch(now);
     if (!gw->cfg->health.enabled || gw->draining)
         return;
     for (unsigned i = 0; i < gw->nhcs; i++)

@@ -9,8 +9,15 @@
  *      which must survive, count what it drops and keep answering.
  *
  *   fuzz_rpc_wire [--iterations N] [--seconds S] [--seed X]
+ *                 [--corpus-wire DIR] [--corpus-addr DIR]
  *   fuzz_rpc_wire --write-seeds DIR   (a corpus for fuzz_wire_libfuzzer)
+ *
+ * With --corpus-wire and --corpus-addr, every file of the committed
+ * corpus (tests/fuzz/corpus/: the seeds of the libFuzzer campaigns and the
+ * input of every crash they found, docs/reliability.md) first goes through
+ * the same checker as is, the wire files into the live context too.
  */
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +29,7 @@
 #include "wire_fuzz_one.h"
 
 static unsigned long iterations = 200000;
+static const char *corpus_wire, *corpus_addr;
 static unsigned seconds = 30;
 static unsigned seed = 1;
 static int failures;
@@ -146,6 +154,66 @@ static void mutate(uint8_t *buf, size_t *len, size_t cap)
         for (size_t i = 0; i < *len; i++)
             buf[i] = (uint8_t)rand();
         break;
+    }
+}
+
+/* Each regular file of @p dir, as is, through @p one (and, for a live
+ * context, @p lf: sent to it); false if the directory cannot be read or a
+ * file breaks a check.  @p n_p: the files. */
+static bool replay(const char *dir, int (*one)(const uint8_t *, size_t),
+                   struct live_fuzz *lf, unsigned *n_p)
+{
+    static uint8_t buf[65536];
+    char path[4096];
+    struct dirent *e;
+    DIR *d = opendir(dir);
+    bool good = d != NULL;
+
+    *n_p = 0;
+    if (d == NULL)
+        perror(dir);
+    while (d != NULL && (e = readdir(d)) != NULL) {
+        FILE *f;
+        size_t len;
+
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        f = fopen(path, "rb");
+        if (f == NULL) {
+            perror(path);
+            good = false;
+            continue;
+        }
+        len = fread(buf, 1, sizeof(buf), f);
+        fclose(f);
+        (*n_p)++;
+        if (one != NULL && one(buf, len) != 0) {
+            fprintf(stderr, "corpus file %s breaks a check\n", path);
+            good = false;
+        }
+        if (lf != NULL)
+            (void)live_fuzz_send(lf, buf, len);
+    }
+    if (d != NULL)
+        closedir(d);
+    return good;
+}
+
+static void replay_corpus(void)
+{
+    unsigned n = 0;
+    bool good;
+
+    if (corpus_wire != NULL) {
+        good = replay(corpus_wire, wire_fuzz_one, NULL, &n);
+        printf("# %u files of %s\n", n, corpus_wire);
+        ok(good && n > 0, "wire corpus replayed through the decoders");
+    }
+    if (corpus_addr != NULL) {
+        good = replay(corpus_addr, addr_fuzz_one, NULL, &n);
+        printf("# %u files of %s\n", n, corpus_addr);
+        ok(good && n > 0, "address corpus replayed through the parsers");
     }
 }
 
@@ -277,6 +345,14 @@ static void fuzz_live(void)
         ok(false, "live context and raw endpoint");
         return;
     }
+    if (corpus_wire != NULL) {
+        unsigned n;
+
+        /* The committed corpus first, as the live libFuzzer target got
+         * it; the checks below then cover it too. */
+        (void)replay(corpus_wire, NULL, &lf, &n);
+        printf("# %u corpus files sent to the live context\n", n);
+    }
     for (int i = 0; i < 3000; i++) {
         int s = rand() % 3;
         size_t len = seed_len[s];
@@ -328,9 +404,15 @@ int main(int argc, char **argv)
             seed = (unsigned)strtoul(argv[i + 1], NULL, 10);
         else if (strcmp(argv[i], "--write-seeds") == 0)
             return write_seeds(argv[i + 1]);
+        else if (strcmp(argv[i], "--corpus-wire") == 0)
+            corpus_wire = argv[i + 1];
+        else if (strcmp(argv[i], "--corpus-addr") == 0)
+            corpus_addr = argv[i + 1];
     }
-    printf("TAP version 13\n1..9\n# seed %u\n", seed);
+    printf("TAP version 13\n1..%d\n# seed %u\n",
+           9 + (corpus_wire != NULL) + (corpus_addr != NULL), seed);
     srand(seed);
+    replay_corpus();
     fuzz_decoder();
     fuzz_addresses();
     fuzz_live();

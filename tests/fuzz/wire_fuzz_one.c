@@ -268,8 +268,21 @@ void live_fuzz_close(struct live_fuzz *lf)
 static struct live_fuzz live_one;
 static unsigned long live_inputs;
 
+static unsigned long live_unsent;
+
+/* At exit: how many inputs reached the context, and what it made of them
+ * (a campaign's figures mean something only if most were sent). */
 static void live_one_close(void)
 {
+    struct cw_context_stats st;
+
+    if (cw_context_stats(live_one.ctx, &st) == CW_OK)
+        fprintf(stderr,
+                "live: %lu inputs, %lu not sent; the context took %llu "
+                "requests, dropped %llu messages, %llu for no RPC\n",
+                live_inputs, live_unsent, (unsigned long long)st.rx_requests,
+                (unsigned long long)st.rx_dropped,
+                (unsigned long long)st.no_rpc);
     live_fuzz_close(&live_one);
 }
 
@@ -280,7 +293,8 @@ int live_fuzz_one(const uint8_t *data, size_t len)
             return -1;
         atexit(live_one_close);
     }
-    (void)live_fuzz_send(&live_one, data, len);
+    if (!live_fuzz_send(&live_one, data, len))
+        live_unsent++;
     for (int k = 0; k < 20; k++)
         live_pump(&live_one);
     if (++live_inputs % 256 == 0 && !live_fuzz_alive(&live_one)) {

@@ -25,6 +25,35 @@ GW_SKIPPED=""
 # files of their own when TSAN_OPTIONS has a log_path: PATH.PID).
 SANITIZER_RE='ERROR: AddressSanitizer|ERROR: LeakSanitizer|runtime error|UndefinedBehaviorSanitizer|WARNING: ThreadSanitizer'
 GW_TSAN_LOG=$(printf '%s' "${TSAN_OPTIONS:-}" | tr ' :' '\n\n' | sed -n 's/^log_path=//p')
+# Memcheck (README.md, "Memcheck"): CW_VALGRIND, a valgrind command line
+# with --error-exitcode, runs the gateways and cw-ping (callers and echo
+# servers) under it, each process's report in $T/vg.PID.log, checked on
+# exit (gw_vg_check); waits are CW_WAIT_SCALE (default 1) times longer.
+if [ -n "${CW_VALGRIND:-}" ]; then
+    mkdir -p "$T/vg"
+    for w in "causewayd=$CAUSEWAYD" "cw-ping=$CW_PING"; do
+        printf '#!/bin/sh\nexec %s --log-file=%s/vg.%%p.log "%s" "$@"\n' \
+            "$CW_VALGRIND" "$T" "$(realpath "${w#*=}")" >"$T/vg/${w%%=*}"
+        chmod +x "$T/vg/${w%%=*}"
+    done
+    CAUSEWAYD=$T/vg/causewayd
+    CW_PING=$T/vg/cw-ping
+fi
+# gw_vg_check: every memcheck report of this test's processes says "0
+# errors"; else print the reports and fail.
+gw_vg_check() {
+    local f bad=0
+    for f in "$T"/vg.*.log; do
+        [ -f "$f" ] || continue
+        grep -q "ERROR SUMMARY: 0 errors" "$f" && continue
+        # A process killed on purpose (-9) writes no summary.
+        grep -q "ERROR SUMMARY:" "$f" || continue
+        echo "--- memcheck: $f"
+        grep -v "^==[0-9]*== *$" "$f" | head -n 80
+        bad=1
+    done
+    return $bad
+}
 
 # gw_reaped PID STATUS [WHY]: PID was reaped with STATUS ("killed": by the
 # test, on purpose).  If it is a gateway of start_gw's, forget it and check
@@ -68,6 +97,7 @@ gw_cleanup() {
     # Gateways drain on SIGTERM and exit 0; one that does not, or that left
     # a sanitizer report, fails the test (a test already failing waits less).
     [ "$rc" = 0 ] || [ "$rc" = 77 ] || bound=30
+    bound=$((bound * ${CW_WAIT_SCALE:-1}))
     for e in $GW_DAEMONS; do
         p=${e%%=*}
         why=""
@@ -81,7 +111,7 @@ gw_cleanup() {
         gw_reaped "$p" "$st" "$why" || rc=1
     done
     for p in $PIDS; do
-        for _ in 1 2 3 4 5 6 7 8 9 10; do
+        for ((n = 0; n < 10 * ${CW_WAIT_SCALE:-1}; n++)); do
             kill -0 "$p" 2>/dev/null || break
             sleep 0.1 # sleep-ok: the poll interval of a bounded wait
         done
@@ -89,6 +119,7 @@ gw_cleanup() {
         wait "$p" 2>/dev/null
     done
     for n in $GW_NAMESPACES; do ip netns del "$n" 2>/dev/null; done
+    [ -z "${CW_VALGRIND:-}" ] || gw_vg_check || rc=1
     rm -rf "$T"
     rm -f /dev/shm/causeway-"$TAG"* 2>/dev/null
     if [ "$rc" = 0 ] && [ -n "$GW_SKIPPED" ]; then
@@ -127,7 +158,7 @@ wait_for() {
 
 # wait_for_s SECONDS CMD...: retry for up to SECONDS.
 wait_for_s() {
-    local n=$(($1 * 20))
+    local n=$(($1 * 20 * ${CW_WAIT_SCALE:-1}))
     shift
     for ((; n > 0; n--)); do
         "$@" && return 0
@@ -261,11 +292,11 @@ YAML
 stop_pid() {
     local p=$1 why=""
     kill -TERM "$p" 2>/dev/null
-    for _ in $(seq 100); do
+    for _ in $(seq $((100 * ${CW_WAIT_SCALE:-1}))); do
         kill -0 "$p" 2>/dev/null || break
         sleep 0.1 # sleep-ok: the poll interval of a bounded wait
     done
-    kill -KILL "$p" 2>/dev/null && why="still running 10 s after SIGTERM"
+    kill -KILL "$p" 2>/dev/null && why="still running $((10 * ${CW_WAIT_SCALE:-1})) s after SIGTERM"
     wait "$p"
     STOP_RC=$?
     gw_reaped "$p" "$STOP_RC" "$why" || fail "a gateway did not stop cleanly"

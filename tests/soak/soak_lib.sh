@@ -29,6 +29,21 @@ GW_STAGING=${GW_STAGING:-64MiB}
 # what the gateway keeps.  A small one fills during the warm-up.
 [ -n "${ASAN_OPTIONS:-}" ] && export ASAN_OPTIONS="$ASAN_OPTIONS:quarantine_size_mb=4"
 
+# now_ms: the wall clock in milliseconds.
+now_ms() { date +%s%3N; }
+
+# wait_s SECONDS CMD...: retry CMD until it succeeds, for SECONDS of wall
+# time (wait_for_s counts polls, and a poll that runs cwctl takes longer
+# than its interval).
+wait_s() {
+    local end=$(($(now_ms) + $1 * 1000))
+    shift
+    until "$@"; do
+        [ "$(now_ms)" -lt "$end" ] || return 1
+        sleep 0.05 # sleep-ok: the poll interval of a bounded wait
+    done
+}
+
 # num_of SIZE: SIZE with a K, M or G suffix, in bytes.
 num_of() {
     case $1 in

@@ -1172,7 +1172,7 @@ static void child_reap(pid_t pid, int up, int down)
 static cw_na_t *child_open(const char *uri, int up)
 {
     cw_na_addr_t *self;
-    char addr[256];
+    char addr[256] = ""; /* all 256 bytes are sent */
     cw_na_t *na;
 
     if (cw_na_open(uri, CW_NA_LISTEN, NULL, &na) != CW_OK ||
@@ -1455,7 +1455,7 @@ static void test_last_words_shm(void **state)
 {
     const char *uri = "ofi+shm://";
     int up, down;
-    char addr[256], in[32] = "", hello[8];
+    char addr[256] = "", in[32] = "", hello[8]; /* all 256 bytes are sent */
     cw_na_addr_t *self, *child;
     struct done h = {0}, r = {0};
     cw_na_t *na;

@@ -620,6 +620,7 @@ static void child_serve(int wfd, int rfd)
                       IBV_ACCESS_REMOTE_WRITE);
     if (!pd || !cq || !mr)
         _exit(3);
+    memset(&xi, 0, sizeof(xi)); /* its padding goes down the pipe too */
     xi.addr = l->route.addr.src_sin;
     xi.raddr = (uintptr_t)mem;
     xi.rkey = mr->rkey;

@@ -1,0 +1,501 @@
+#!/bin/bash
+# Kill matrix (issue 31; docs/reliability.md, "Kill matrix"): kill -9 of
+# the target, the gateway and the caller, and SIGSTOP of the target, each
+# in each phase of an RPC through the gateway, and a route with two
+# gateways, one killed.  Prints the matrix with measured times.
+#   kills.sh CAUSEWAYD CW_PING CWCTL KILLPEER
+# Path: caller -[ofi+tcp]-> causewayd -[ucx+tcp]-> target (killpeer serve);
+# another target on ucx+tcp (a cw-ping echo server) is the other route.
+# Phases, each reached as observed state, not after a delay:
+#   before      the caller is connected (a kp.ping through the path ended
+#               CW_OK) and has sent nothing; the victim goes first, then
+#               the caller sends NHOLD kp.hold RPCs;
+#   forwarding  NHOLD kp.hold RPCs held by the target (its "held" lines)
+#               and in flight at the gateway (stats: inflight);
+#   pull, push  a BULK_LEN transfer of the target's through the gateway's
+#               staging pipeline, mid-way (stats: bulk active, 64 chunk
+#               uses since it began: mid_pull of gw_bulk_lib.sh);
+#   response    a BIG_LEN answer (past the eager limit: pulled by the
+#               receiving side).  Target victims: the target has sent it
+#               and it is not collected (its "responding" line; the
+#               gateway counted the answer's arrival and still has the RPC
+#               in flight), the target then makes no progress.  Gateway and
+#               caller victims: the caller has the answer's header and not
+#               its payload ("mid-response"; it then makes no progress
+#               until the kill is done).
+# A cell passes when: every RPC of the caller completed exactly once with
+# an error status, at most DEADLINE_MS + 1 s after it was sent (target and
+# gateway victims, SIGSTOP); a bulk transfer whose origin is the target
+# ended once, with an error (caller and gateway victims); the other route
+# answered 20 calls CW_OK right after the kill (not when the gateway is
+# the victim); and the gateway came back to idle: nothing in flight or
+# queued, no bulk pipeline, all staging free, no live token, no request
+# unanswered or answer uncollected (/metrics), and no more open fds than
+# before the cell.  A SIGSTOPped target stays stopped until the gateway is
+# idle.  Failover: front -[ofi+tcp]-> gwa | gwb -[ucx+tcp]-> target, with
+# health checks every 200 ms; gwa is killed under a stream of calls; every
+# call started 2 s after the kill or later must end CW_OK.
+# Environment: DEADLINE_MS (5000), HOLD_MS (DEADLINE_MS / 2: a held
+# request's answer), NHOLD (4), BULK_LEN (256M), BIG_LEN (32M), VICTIMS
+# ("target gateway client stop"), PHASES ("before forwarding pull push
+# response"), CELLS ("VICTIM/PHASE ...": only these cells, e.g.
+# "target/pull stop/before"), FAILOVER (1), FAILOVER_S (4: seconds of
+# calls after the kill), GW_THREADS (1).
+GW_THREADS=${GW_THREADS:-1} # soak_lib.sh's default is 2
+. "$(dirname "$0")/soak_lib.sh"                   # gw_lib.sh, num_of, soak_fabrics
+. "$(dirname "$0")/../integration/gw_bulk_lib.sh" # mid_pull
+KP=$4
+DEADLINE_MS=${DEADLINE_MS:-5000}
+HOLD_MS=${HOLD_MS:-$((DEADLINE_MS / 2))}
+NHOLD=${NHOLD:-4}
+BULK_LEN=${BULK_LEN:-256M}
+BIG_LEN=${BIG_LEN:-32M}
+VICTIMS=${VICTIMS:-target gateway client stop}
+PHASES=${PHASES:-before forwarding pull push response}
+FAILOVER=${FAILOVER:-1}
+FAILOVER_S=${FAILOVER_S:-4}
+# How long the gateway (and the caller) may take to come back to idle.
+IDLE_S=${IDLE_S:-$((DEADLINE_MS / 1000 + 20))}
+# UCX warns about every message that lost its receiver: errors only.
+export UCX_LOG_LEVEL=error
+
+soak_fabrics
+
+line_in() { grep -qE "$2" "$1" 2>/dev/null; }
+count_in() { grep -cE "$2" "$1" 2>/dev/null || true; }
+# at_least FILE REGEX N: at least N lines of FILE match.
+at_least() { [ "$(count_in "$1" "$2")" -ge "$3" ]; }
+gone() { ! kill -0 "$1" 2>/dev/null; }
+
+# ---- the processes -----------------------------------------------------
+GEN=0
+# gw_up: the gateway, started again after a kill (new ports, a new shm
+# name: the killed one's are not reused).
+gw_up() {
+    GEN=$((GEN + 1))
+    cat >"$T/gw.yaml" <<YAML
+gateway: { name: kgw, admin: "127.0.0.1:$(free_port)", threads: $GW_THREADS }
+networks:
+  - { name: tcp0, address: "ofi+tcp://127.0.0.1:0" }
+  - { name: ucx0, address: "ucx+tcp://127.0.0.1:0" }
+  - { name: shm0, address: "shm://$TAG-gw$GEN" }
+buffers: { chunk: 256KiB, depth: 4, staging: 2MiB }
+limits: { max_bulk_bytes_inflight: 2MiB }
+YAML
+    start_gw gw "$T/gw.yaml"
+}
+TGT_GEN=0
+tgt_PID=""
+# tgt_up: a killpeer target on ucx+tcp ($tgt, $tgt_PID; its lines in
+# $T/tgt.out).
+tgt_up() {
+    TGT_GEN=$((TGT_GEN + 1))
+    rm -f "$T/tgt.addr"
+    "$KP" serve "ucx+tcp://127.0.0.1:0" "$T/tgt.addr" >"$T/tgt.out" 2>"$T/tgt$TGT_GEN.log" &
+    tgt_PID=$!
+    PIDS="$PIDS $!"
+    wait_for addr_ready "$T/tgt.addr" "$tgt_PID" || fail "the target did not start"
+    tgt=$(cat "$T/tgt.addr")
+}
+tgt_kill() {
+    [ -n "$tgt_PID" ] || return 0
+    kill -KILL "$tgt_PID" 2>/dev/null
+    wait "$tgt_PID" 2>/dev/null
+    tgt_PID=""
+}
+alive() { [ -n "${1:-}" ] && kill -0 "$1" 2>/dev/null; }
+
+stats() { "$CWCTL" --admin "$gw_admin" stats --json 2>/dev/null; }
+# metric NAME: a sample of the gateway's /metrics.
+metric() {
+    "$CWCTL" --admin "$gw_admin" metrics 2>/dev/null | awk -v k="$1" '$1 == k { print $2 }'
+}
+gw_fds() { find "/proc/$gw_PID/fd" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l; }
+# gw_fd_list: what the gateway's fds are (sockets by inode), one a line.
+gw_fd_list() { find "/proc/$gw_PID/fd" -mindepth 1 -maxdepth 1 -printf '%f %l\n' 2>/dev/null | sort -n; }
+# new_fds: the gateway's fds now that were not there at the cell's start.
+new_fds() {
+    gw_fd_list >"$T/fds.now"
+    comm -13 <(cut -d' ' -f2 "$T/fds.0" | sort) <(cut -d' ' -f2 "$T/fds.now" | sort)
+}
+# fds_ok: no fd more than at the cell's start, but for TCP connections to
+# a live process (with several workers, a target that delegates a transfer
+# connects to the worker's own endpoint: a connection that stays).  An fd
+# of a dead peer's connection (CLOSE-WAIT, or its peer gone), or any other
+# new fd, is not idle.
+fds_ok() {
+    local f ino line peer pid
+    FD_WHY=""
+    ss -tanpe >"$T/ss.now" 2>/dev/null
+    for f in $(new_fds); do
+        ino=$(printf '%s' "$f" | sed -n 's/^socket:\[\([0-9]*\)\]$/\1/p')
+        line=$(grep "ino:$ino " "$T/ss.now" 2>/dev/null | head -n 1)
+        set -- $line
+        if [ -z "$ino" ] || [ -z "$line" ] || [ "$1" != ESTAB ]; then
+            FD_WHY="$f ${1:-not a TCP socket}"
+            return 1
+        fi
+        peer=$5
+        pid=$(awk -v p="$peer" '$4 == p' "$T/ss.now" | grep -o 'pid=[0-9]*' | head -n 1)
+        if [ -z "$pid" ] || ! kill -0 "${pid#pid=}" 2>/dev/null; then
+            FD_WHY="$f ESTAB to $peer, whose process is gone"
+            return 1
+        fi
+    done
+}
+
+stats() { "$CWCTL" --admin "$gw_admin" stats --json 2>/dev/null; }
+# metric NAME: a sample of the gateway's /metrics.
+metric() {
+    "$CWCTL" --admin "$gw_admin" metrics 2>/dev/null | awk -v k="$1" '$1 == k { print $2 }'
+}
+gw_fds() { find "/proc/$gw_PID/fd" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l; }
+# gw_fd_list: what the gateway's fds are (sockets by inode), one a line.
+gw_fd_list() { find "/proc/$gw_PID/fd" -mindepth 1 -maxdepth 1 -printf '%f %l\n' 2>/dev/null | sort -n; }
+# fd_news: the gateway's fds now that were not there at the cell's start,
+# with what ss says of the sockets among them.
+fd_news() {
+    local ino
+    gw_fd_list >"$T/fds.now"
+    comm -13 <(cut -d' ' -f2 "$T/fds.0" | sort) <(cut -d' ' -f2 "$T/fds.now" | sort) | tr '\n' ' '
+    for ino in $(comm -13 <(cut -d' ' -f2 "$T/fds.0" | sort) <(cut -d' ' -f2 "$T/fds.now" | sort) |
+        sed -n 's/^socket:\[\([0-9]*\)\]$/\1/p'); do
+        ss -tanpe 2>/dev/null | grep "ino:$ino " | awk '{ print "[" $1, $4, $5 "]" }' | tr '\n' ' '
+    done
+}
+
+# gw_quiet: nothing in flight or queued, no bulk pipeline, all staging
+# free, no live proxy token, nothing unanswered or uncollected.
+gw_quiet() {
+    local s
+    s=$(stats) || return 1
+    [ "$(json_num "$s" inflight)" = 0 ] && [ "$(json_num "$s" queued)" = 0 ] &&
+        [ "$(json_num "$s" active)" = 0 ] &&
+        [ "$(json_num "$s" staging_free)" = "$(json_num "$s" staging_chunks)" ] &&
+        [ "$(json_num "$s" tokens_live)" = 0 ] &&
+        [ "$(metric causeway_gateway_unanswered_requests)" = 0 ] &&
+        [ "$(metric causeway_gateway_uncollected_answers)" = 0 ]
+}
+# gw_idle: quiet, and no fd more than at the cell's start (fds_ok).
+gw_idle() { gw_quiet && fds_ok; }
+FDS_LAST=""
+fds_steady() {
+    local f
+    f=$(gw_fds)
+    [ "$f" = "$FDS_LAST" ] && return 0
+    FDS_LAST=$f
+    return 1
+}
+# gw_inflight_is N
+gw_inflight_is() { [ "$(json_num "$(stats)" inflight)" = "$1" ]; }
+resp_arrived() {
+    [ "$(metric causeway_gateway_responses_received_total)" -gt "$1" ] 2>/dev/null
+}
+
+# settle: target and gateway up, the gateway connected to the target (a
+# kp.ping through it), quiet, its fd count steady; FDS0 is that count.
+settle() {
+    alive "$tgt_PID" || tgt_up
+    alive "${gw_PID:-}" || gw_up
+    timeout 30 "$KP" call "$tgt@$gw_tcp0" ping --n 1 >"$T/probe.out" 2>&1 ||
+        fail "probe through the gateway: $(cat "$T/probe.out")"
+    wait_for gw_quiet || fail "the gateway is not quiet before a cell: $(stats | head -c 400)"
+    FDS_LAST=""
+    wait_for fds_steady || wait_for fds_steady || fail "the gateway's fds do not settle"
+    FDS0=$(gw_fds)
+    gw_fd_list >"$T/fds.0"
+}
+
+start_echo other "ucx+tcp://127.0.0.1:0"
+tgt_up
+gw_up
+
+# ---- one cell ------------------------------------------------------------
+declare -A CELL DETAIL
+FAILED=""
+cell_fail() {
+    CELL_BAD="${CELL_BAD:+$CELL_BAD; }$*"
+}
+
+# done_stats FILE T_KILL: "N OK DUP MAX_SINCE_SEND MAX_SINCE_KILL STATUSES"
+done_stats() {
+    awk -v k="$2" '
+        /^done / { n++; if ($3 == "CW_OK") ok++; if ($4 > ms) ms = $4;
+                   d = $5 - k; if (d > mk) mk = d; st[$3]++ }
+        /^dup / { dup++ }
+        END { s = ""; for (x in st) s = s (s == "" ? "" : ",") x "x" st[x];
+              printf "%d %d %d %d %d %s\n", n, ok, dup, ms, mk, (s == "" ? "-" : s) }' "$1"
+}
+
+# cell VICTIM PHASE: run one cell; its summary goes to CELL[VICTIM.PHASE]
+# and DETAIL[VICTIM.PHASE]; a failure is added to $FAILED.
+cell() {
+    local v=$1 ph=$2 op n args=() crc t_kill t_idle idle oroute held0 u0 r0
+    local nd nok ndup ms mk sts be ans0 be0
+    CELL_BAD=""
+    settle
+    rm -f "$T/go" "$T/go2"
+    case $ph in
+    before | forwarding) op=hold n=$NHOLD args=(--hold-ms "$HOLD_MS") ;;
+    pull | push) op=$ph n=1 args=(--len "$(num_of "$BULK_LEN")") ;;
+    response)
+        op=big n=1 args=(--len "$(num_of "$BIG_LEN")")
+        case $v in
+        target | stop) args+=(--stall) ;;
+        *) args+=(--pause-in-response "$T/go2") ;;
+        esac
+        ;;
+    esac
+    held0=$(count_in "$T/tgt.out" '^held ')
+    ans0=$(count_in "$T/tgt.out" '^answered ')
+    be0=$(count_in "$T/tgt.out" '^bulk-end ')
+    # Not truncated by the redirection below before this shell looks.
+    rm -f "$T/c.out"
+    "$KP" call "$tgt@$gw_tcp0" "$op" --n "$n" --timeout "$DEADLINE_MS" \
+        --go "$T/go" "${args[@]}" >"$T/c.out" 2>"$T/c.log" &
+    cli_PID=$!
+    PIDS="$PIDS $!"
+    wait_for_s 30 line_in "$T/c.out" '^ready$' ||
+        fail "$v/$ph: the caller did not get ready: $(cat "$T/c.log")"
+    # Reach the phase.
+    case $ph in
+    before) ;;
+    forwarding)
+        touch "$T/go"
+        wait_for_s 20 at_least "$T/tgt.out" '^held ' $((held0 + n)) &&
+            wait_for gw_inflight_is "$n" ||
+            cell_fail "phase not reached: target held $(($(count_in "$T/tgt.out" '^held ') - held0)) of $n, gateway: $(stats | head -c 200)"
+        ;;
+    pull | push)
+        u0=$(json_num "$(stats)" staging_uses)
+        touch "$T/go"
+        wait_for_s 20 line_in "$T/tgt.out" '^bulk-start ' && wait_for_s 20 mid_pull "$gw_admin" "$u0" ||
+            cell_fail "phase not reached: no transfer mid-way at the gateway: $(stats | grep -o '"bulk":.*')"
+        ;;
+    response)
+        r0=$(metric causeway_gateway_responses_received_total)
+        touch "$T/go"
+        case $v in
+        target | stop)
+            wait_for_s 20 line_in "$T/tgt.out" '^responding$' &&
+                wait_for resp_arrived "$r0" && gw_inflight_is 1 ||
+                cell_fail "phase not reached: target $(tail -n 1 "$T/tgt.out"), gateway answers $r0 -> $(metric causeway_gateway_responses_received_total), $(stats | head -c 100)"
+            ;;
+        *)
+            wait_for_s 20 line_in "$T/c.out" '^mid-response ' ||
+                cell_fail "phase not reached: the caller has no answer mid-way: $(tail -n 2 "$T/c.out")"
+            ;;
+        esac
+        ;;
+    esac
+    # The failure.
+    t_kill=$(now_ms)
+    case $v in
+    target) tgt_kill ;;
+    gateway) gw_kill "$gw_PID" ;;
+    client)
+        kill -KILL "$cli_PID"
+        wait "$cli_PID" 2>/dev/null
+        ;;
+    stop) kill -STOP "$tgt_PID" ;;
+    esac
+    [ "$ph" = before ] && touch "$T/go"
+    touch "$T/go2"
+    # The other route, at once (the gateway must keep serving it).
+    oroute="-"
+    if [ "$v" != gateway ]; then
+        if timeout 30 "$CW_PING" -q --expect CW_OK -c 20 -n 4 -t "$DEADLINE_MS" \
+            "$other@$gw_tcp0" >"$T/other.out" 2>&1; then
+            oroute="20/20 OK"
+        else
+            oroute="FAILED"
+            cell_fail "other route: $(tail -n 2 "$T/other.out")"
+        fi
+    fi
+    # The origin's view.
+    if [ "$v" != client ]; then
+        wait_s $IDLE_S gone "$cli_PID" ||
+            cell_fail "the caller still runs $IDLE_S s after the kill"
+        kill -KILL "$cli_PID" 2>/dev/null
+        wait "$cli_PID"
+        crc=$?
+        read -r nd nok ndup ms mk sts <<<"$(done_stats "$T/c.out" "$t_kill")"
+        [ "$crc" = 0 ] && [ "$nd" = "$n" ] && [ "$ndup" = 0 ] ||
+            cell_fail "not exactly once: $n sent, $nd completed, $ndup twice (exit $crc): $(grep summary "$T/c.out")"
+        [ "$nok" = 0 ] || cell_fail "$nok of $n ended CW_OK: the phase was over before the $v was hit"
+        [ "$ms" -le $((DEADLINE_MS + 1000)) ] || cell_fail "an RPC took $ms ms (deadline $DEADLINE_MS ms + 1 s)"
+        [ "$ph" = before ] && mk=$ms
+        CELL[$v.$ph]="$sts; $ms ms"
+        DETAIL[$v.$ph]="$nd/$n ended $sts, at most $ms ms after sending, $mk ms after the $v was hit"
+    else
+        CELL[$v.$ph]="origin gone"
+        DETAIL[$v.$ph]="the caller killed"
+    fi
+    # Operations whose origin is the target: its bulk transfers, its
+    # answers to held requests.
+    if [ "$v" = client ] || [ "$v" = gateway ]; then
+        case $ph in
+        pull | push)
+            wait_s $IDLE_S at_least "$T/tgt.out" '^bulk-end ' $((be0 + 1)) ||
+                cell_fail "the target's transfer did not end"
+            be=$(grep '^bulk-end ' "$T/tgt.out" | tail -n 1)
+            [ "$(count_in "$T/tgt.out" '^bulk-end ')" = $((be0 + 1)) ] ||
+                cell_fail "the target's transfer ended $(($(count_in "$T/tgt.out" '^bulk-end ') - be0)) times"
+            set -- $be
+            [ "${2:-}" != CW_OK ] || cell_fail "the target's transfer ended CW_OK"
+            CELL[$v.$ph]="${CELL[$v.$ph]}; target's transfer $2 $(($4 - t_kill)) ms"
+            DETAIL[$v.$ph]="${DETAIL[$v.$ph]}; the target's transfer (its own operation) ended once, $2, $(($4 - t_kill)) ms after the kill"
+            ;;
+        forwarding)
+            wait_s $IDLE_S at_least "$T/tgt.out" '^answered ' $((ans0 + n)) ||
+                cell_fail "the target's answers did not all complete"
+            DETAIL[$v.$ph]="${DETAIL[$v.$ph]}; the target's $n answers completed once each: $(awk -v a="$ans0" '/^answered / && ++k > a {print $2}' "$T/tgt.out" | sort | uniq -c | awk '{printf "%s%sx%s", s, $2, $1; s=","}')"
+            ;;
+        esac
+    fi
+    # The gateway back to idle (a stopped target stays stopped meanwhile).
+    if [ "$v" != gateway ]; then
+        if wait_s $IDLE_S gw_idle; then
+            t_idle=$(($(now_ms) - t_kill))
+            idle="$t_idle ms"
+        else
+            idle="NOT IDLE"
+            cell_fail "gateway not idle $IDLE_S s after the kill: fds $(gw_fds) (before $FDS0; $FD_WHY), $(stats | head -c 300) unanswered $(metric causeway_gateway_unanswered_requests) uncollected $(metric causeway_gateway_uncollected_answers)"
+        fi
+        CELL[$v.$ph]="${CELL[$v.$ph]}; idle $idle"
+        DETAIL[$v.$ph]="${DETAIL[$v.$ph]}; other route $oroute; gateway idle after $idle, fds $FDS0 -> $(gw_fds)$(n=$(new_fds | wc -l); [ "$n" = 0 ] || echo " ($n new: connections to live peers)")"
+    else
+        gw_up
+        ping_expect "$v/$ph: the restarted gateway serves" CW_OK -c 5 "$other@$gw_tcp0" >/dev/null
+        DETAIL[$v.$ph]="${DETAIL[$v.$ph]}; restarted gateway serves"
+    fi
+    case $v in
+    stop | target) tgt_kill ;;
+    esac
+    alive "$cli_PID" && kill -KILL "$cli_PID"
+    wait "$cli_PID" 2>/dev/null
+    if [ -n "$CELL_BAD" ]; then
+        CELL[$v.$ph]="FAIL (${CELL[$v.$ph]:-})"
+        FAILED="$FAILED
+  $v/$ph: $CELL_BAD"
+        echo "not ok - $v/$ph: $CELL_BAD"
+        echo "--- caller:"
+        tail -n 5 "$T/c.out" "$T/c.log" 2>/dev/null | sed 's/^/    /'
+    else
+        echo "ok - $v/$ph: ${DETAIL[$v.$ph]}"
+    fi
+}
+
+# CELLS ("VICTIM/PHASE ..."): only those cells, in that order.
+if [ -z "${CELLS:-}" ]; then
+    for v in $VICTIMS; do
+        for ph in $PHASES; do CELLS="${CELLS:-} $v/$ph"; done
+    done
+fi
+started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+t_all=$(now_ms)
+NCELLS=0
+for c in $CELLS; do
+    cell "${c%/*}" "${c#*/}"
+    NCELLS=$((NCELLS + 1))
+done
+
+# ---- failover: two gateways on a route, one killed ------------------------
+FO=""
+if [ "$FAILOVER" = 1 ]; then
+    alive "$tgt_PID" || tgt_up
+    for g in gwa gwb; do
+        cat >"$T/$g.yaml" <<YAML
+gateway: { name: $g, admin: "" }
+networks:
+  - { name: tcp0, address: "ofi+tcp://127.0.0.1:0" }
+  - { name: ucx0, address: "ucx+tcp://127.0.0.1:0" }
+YAML
+        start_gw "$g" "$T/$g.yaml"
+    done
+    cat >"$T/front.yaml" <<YAML
+gateway: { name: front, admin: "127.0.0.1:$(free_port)" }
+networks:
+  - { name: shm0, address: "shm://$TAG-front" }
+  - { name: tcp0, address: "ofi+tcp://127.0.0.1:0" }
+routes:
+  - { dest: "ucx+tcp://*", gateway: "$gwa_tcp0" }
+  - { dest: "ucx+tcp://*", gateway: "$gwb_tcp0" }
+health: { interval: 200ms, timeout: 200ms, eject_after: 2, recover_after: 2 }
+YAML
+    start_gw front "$T/front.yaml"
+    hop_up() {
+        local a
+        eval "a=\$${1}_tcp0"
+        "$CWCTL" --admin "$front_admin" routes --json |
+            grep -q "\"nexthop\":\"$a\"[^}]*\"state\":\"up\""
+    }
+    hop_used() {
+        local a
+        eval "a=\$${1}_tcp0"
+        "$CWCTL" --admin "$front_admin" routes --json |
+            grep -q "\"nexthop\":\"$a\"[^}]*\"forwarded\":[1-9]"
+    }
+    wait_for hop_up gwa && wait_for hop_up gwb || fail "failover: both hops not up"
+    rm -f "$T/fo.stop"
+    "$KP" stream "$tgt@$front_shm0" --inflight 4 --timeout 2000 \
+        --duration $((FAILOVER_S + 60)) --stop "$T/fo.stop" >"$T/fo.out" 2>"$T/fo.log" &
+    fo_PID=$!
+    PIDS="$PIDS $!"
+    wait_for_s 30 line_in "$T/fo.out" '^ready$' || fail "failover: the stream did not start: $(cat "$T/fo.log")"
+    wait_for hop_used gwa && wait_for hop_used gwb ||
+        fail "failover: the calls are not spread over both gateways: $("$CWCTL" --admin "$front_admin" routes --json)"
+    t_kill=$(now_ms)
+    gw_kill "$gwa_PID"
+    # Calls for FAILOVER_S seconds after the kill.
+    fo_later() { awk -v t=$((t_kill + FAILOVER_S * 1000)) '/^rpc / && $2 >= t { f = 1 } END { exit !f }' "$T/fo.out"; }
+    wait_for_s $((FAILOVER_S + 30)) fo_later || fail "failover: no call started $FAILOVER_S s after the kill"
+    touch "$T/fo.stop"
+    wait "$fo_PID"
+    read -r fo_n fo_ok fo_before fo_last fo_after fo_max <<<"$(awk -v k="$t_kill" '
+        /^rpc / { n++; if ($4 == "CW_OK") ok++; else if ($2 < k) before++;
+                  else if ($2 - k > last) last = $2 - k;
+                  if ($2 >= k + 2000 && $4 != "CW_OK") after++;
+                  if ($3 - $2 > max) max = $3 - $2 }
+        END { printf "%d %d %d %d %d %d\n", n, ok, before, last, after, max }' "$T/fo.out")"
+    fo_failed_after=$(awk -v k="$t_kill" '/^rpc / && $2 >= k && $4 != "CW_OK"' "$T/fo.out" | wc -l)
+    fo_stat=$(awk -v k="$t_kill" '/^rpc / && $4 != "CW_OK" { print $4 }' "$T/fo.out" | sort | uniq -c | awk '{printf "%s%sx%s", s, $2, $1; s=","}')
+    FO="$fo_n calls, $fo_ok CW_OK; failed: ${fo_stat:-none} ($fo_before started before the kill, $fo_failed_after after it, the last $fo_last ms after it); started >= 2 s after: $fo_after failed; longest call $fo_max ms"
+    if [ "$fo_after" = 0 ] && [ "$fo_max" -le 3000 ] && [ "$fo_last" -lt 2000 ]; then
+        echo "ok - failover: $FO"
+    else
+        FAILED="$FAILED
+  failover: $FO"
+        echo "not ok - failover: $FO"
+    fi
+    gw_stop_clean gwb front
+fi
+
+# ---- the matrix ------------------------------------------------------------
+total_s=$((($(now_ms) - t_all) / 1000))
+echo
+echo "Kill matrix, $started, $(uname -n), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "  DEADLINE_MS=$DEADLINE_MS HOLD_MS=$HOLD_MS NHOLD=$NHOLD BULK_LEN=$BULK_LEN BIG_LEN=$BIG_LEN GW_THREADS=$GW_THREADS; $total_s s"
+echo "  path: caller -[ofi+tcp]-> causewayd -[ucx+tcp]-> target; other route: ucx+tcp echo"
+echo "  cell: statuses at the origin (xN); the slowest, ms after it was sent; gateway idle, ms after the kill"
+printf '| victim \\ phase |'
+for ph in $PHASES; do printf ' %s |' "$ph"; done
+echo
+printf '|---|'
+for ph in $PHASES; do printf -- '---|'; done
+echo
+for v in $VICTIMS; do
+    case " $CELLS" in *" $v/"*) ;; *) continue ;; esac
+    case $v in
+    target) printf '| kill -9 target |' ;;
+    gateway) printf '| kill -9 gateway |' ;;
+    client) printf '| kill -9 caller |' ;;
+    stop) printf '| SIGSTOP target |' ;;
+    esac
+    for ph in $PHASES; do printf ' %s |' "${CELL[$v.$ph]:-}"; done
+    echo
+done
+[ -n "$FO" ] && echo "| two gateways, one killed | $FO |"
+gw_stop_clean gw
+[ -z "$FAILED" ] || fail "kill matrix:$FAILED"
+pass "kill matrix: all $NCELLS cells passed${FO:+, and the failover}"
