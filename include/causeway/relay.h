@@ -7,7 +7,7 @@
  * as a bulk handle on the network it arrived on (cw_bproxy_desc_bulk),
  * issues a token of its own for it, and writes in its place a proxy
  * descriptor valid on the egress network (cw_bproxy_desc_encode, then
- * cw_fwd_desc_replace).  A target's core that transfers on a proxy handle
+ * cw_relay_desc_replace).  A target's core that transfers on a proxy handle
  * sends the delegation request CW_BPROXY_RPC to the gateway, which decodes
  * it (cw_bproxy_req_decode), checks the token, and moves the bytes itself
  * or, where origin and target share a node-local plugin, answers with a
@@ -65,7 +65,7 @@ struct cw_bproxy_req {
  * the network it arrived on (a proxy handle again when it came from
  * another gateway).  Permission and length are the descriptor's.
  * @param[in]  in   an incoming (server) handle.
- * @param[in]  i    descriptor index, below cw_fwd_desc_count(in).
+ * @param[in]  i    descriptor index, below cw_relay_desc_count(in).
  * @param[out] b_p  the handle (cw_bulk_free it).
  * @return CW_OK; CW_INVALID_ARG; else the status of decoding the
  *         descriptor or of making the handle (CW_NOMEM among them).
