@@ -35,9 +35,16 @@
 # connection is counted by nobody: "-"); and no log line was written more
 # often than once a second (rate-limited) -- the gateway's own lines, its
 # plugins' are reported as they are.
+# LAT_UNJUDGED names floods whose clients' medians are printed but not
+# judged (those docs/reliability.md records as breaking the latency rule);
+# LAT_X=0 judges none (the smoke run in CI: on two CPUs a flooder and a
+# gateway that each take a whole one leave the clients to the scheduler,
+# so their medians measure the machine).  The limits, counts, logs and
+# the clients' failed calls are checked all the same; the table marks
+# the medians "not judged".
 # Environment: FLOODS, FLOOD_S (10), IDLE_S (5), DESTS (100000),
 # GW_NOFILE (4096), GW_THREADS (1), LAT_X (2), LAT_FLOOR_US (50), RSS_MIB
-# (64), RECOVER_S (15).
+# (64), RECOVER_S (15), LAT_UNJUDGED (none).
 GW_THREADS=${GW_THREADS:-1} # soak_lib.sh's default is 2
 . "$(dirname "$0")/soak_lib.sh"
 KP=$4
@@ -49,6 +56,7 @@ DESTS=${DESTS:-100000}
 GW_NOFILE=${GW_NOFILE:-4096}
 LAT_X=${LAT_X:-2}
 LAT_FLOOR_US=${LAT_FLOOR_US:-50}
+LAT_UNJUDGED=${LAT_UNJUDGED:-}
 RSS_MIB=${RSS_MIB:-64}
 RECOVER_S=${RECOVER_S:-15}
 export UCX_LOG_LEVEL=error
@@ -174,14 +182,18 @@ flood() {
     S1=$(stats)
     [ "$PEAK_FDS" -lt "$GW_NOFILE" ] || bad="$bad; fds reached the limit ($PEAK_FDS)"
     [ $((PEAK_RSS - rss0)) -lt $((RSS_MIB * 1024)) ] || bad="$bad; RSS grew by $(((PEAK_RSS - rss0) / 1024)) MiB"
+    judged=1
+    case " $LAT_UNJUDGED " in *" $name "*) judged=0 ;; esac
+    [ "$LAT_X" != 0 ] || judged=0
     for n in $PROBES; do
         read -r p q c b <<<"$(p50 "$n" "$ft0" "$ft1")"
         lim=$((IDLE[$n] * LAT_X + LAT_FLOOR_US))
         lat="$lat $n ${IDLE[$n]}->$p"
         [ "$c" -gt 0 ] || bad="$bad; client on $n made no call"
         [ "$b" = 0 ] || bad="$bad; client on $n: $b of $c calls failed"
-        [ "$p" -le "$lim" ] || bad="$bad; client on $n: median $p us > $lim"
+        [ "$judged" = 0 ] || [ "$p" -le "$lim" ] || bad="$bad; client on $n: median $p us > $lim"
     done
+    [ "$judged" = 1 ] || lat="$lat (not judged)"
     case $name in
     connect-* | hold-*) counted="-" ;;
     peers-*) counted="forwarded +$(delta forwarded), sources_refused +$(delta sources_refused), busy +$(delta busy)" ;;
@@ -238,11 +250,15 @@ done
 
 echo
 echo "Floods, $started, $(uname -n), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "  FLOOD_S=$FLOOD_S IDLE_S=$IDLE_S DESTS=$DESTS GW_NOFILE=$GW_NOFILE GW_THREADS=$GW_THREADS LAT_X=$LAT_X RSS_MIB=$RSS_MIB"
+echo "  FLOOD_S=$FLOOD_S IDLE_S=$IDLE_S DESTS=$DESTS GW_NOFILE=$GW_NOFILE GW_THREADS=$GW_THREADS LAT_X=$LAT_X RSS_MIB=$RSS_MIB LAT_UNJUDGED=${LAT_UNJUDGED:-none}"
 echo "  limits: $(grep -o 'max_[a-z_]*: [0-9]*' "$T/gw.yaml" | tr '\n' ' ')"
 echo "  clients: one call at a time through the gateway to a ucx+tcp target, one on each network; idle medians tcp0 ${IDLE[tcp0]}, ucx0 ${IDLE[ucx0]}, shm0 ${IDLE[shm0]} us"
 echo "| flood | the flooder | gateway RSS KiB before / peak / after | fds before / peak / after (limit $GW_NOFILE) | counted by the gateway | most log lines of one message in 1 s | client median us idle->flood | result |"
 echo "|---|---|---|---|---|---|---|---|$ROWS"
 [ "$GW_DEAD" = 1 ] || gw_stop_clean gw
 [ -z "$FAILED" ] || fail "floods:$FAILED"
-pass "floods: $(echo "$FLOODS" | wc -w) floods, limits held, clients within ${LAT_X}x"
+if [ "$LAT_X" = 0 ]; then
+    pass "floods: $(echo "$FLOODS" | wc -w) floods, limits held, no client call failed (latency printed, not judged: LAT_X=0)"
+else
+    pass "floods: $(echo "$FLOODS" | wc -w) floods, limits held, clients within ${LAT_X}x${LAT_UNJUDGED:+ (latency not judged for: $LAT_UNJUDGED)}"
+fi
