@@ -35,6 +35,11 @@
 #define OFI_WARN(cls, ...) OFI_LOG(cls, CW_LOG_WARN, __VA_ARGS__)
 #define OFI_INFO(cls, ...) OFI_LOG(cls, CW_LOG_INFO, __VA_ARGS__)
 #define OFI_DBG(cls, ...)  OFI_LOG(cls, CW_LOG_DEBUG, __VA_ARGS__)
+/* Data-path lines a peer can provoke at any rate: one a second per site,
+ * the next printed line counting the ones suppressed. */
+#define OFI_LOG_RL(cls, lvl, ...)                                              \
+    CW_NA_LOG_RL((cls)->host, lvl, OFI_SUBSYS, __VA_ARGS__)
+#define OFI_WARN_RL(cls, ...) OFI_LOG_RL(cls, CW_LOG_WARN, __VA_ARGS__)
 
 /* Longest raw provider address we carry (sockaddr_in6 is 28 bytes, fi_shm
  * names are short strings).  The plugin header has a fixed size because the

@@ -281,7 +281,9 @@ void ofi_peer_failed(struct cw_na_class *cls, struct cw_na_addr *peer,
 }
 
 /* Logs an error completion with the peer's address and libfabric's own
- * texts, and remembers the error on the peer for its failure report. */
+ * texts, and remembers the error on the peer for its failure report.
+ * Rate-limited: a peer that vanishes with many operations in flight, or a
+ * flood of them, fails each one (docs/reliability.md, "Floods"). */
 static void ofi_log_cq_error(struct cw_na_class *cls,
                              const struct fi_cq_err_entry *err,
                              struct cw_na_addr *peer)
@@ -303,8 +305,8 @@ static void ofi_log_cq_error(struct cw_na_class *cls,
     if (code == FI_ETRUNC)
         OFI_DBG(cls, "message truncated (%zu bytes over)", (size_t)err->olen);
     else
-        OFI_WARN(cls, "operation with %s failed: %s (%s)", str,
-                 fi_strerror(code), pmsg ? pmsg : "");
+        OFI_WARN_RL(cls, "operation with %s failed: %s (%s)", str,
+                    fi_strerror(code), pmsg ? pmsg : "");
 }
 
 static void ofi_dispatch(struct cw_na_class *cls, void *context,

@@ -68,10 +68,12 @@ void shm_peer_failed(struct cw_na_class *cls, struct shm_peer *peer,
 {
     if (peer->self || peer->state == SHM_PEER_DEAD)
         return;
-    SHM_LOG(cls, CW_LOG_INFO,
-            "shm://%s (pid %d) is gone: failing its "
-            "pending operations (status %d)",
-            peer->name, (int)peer->pid, (int)st);
+    /* Rate-limited: a peer can come and go at any rate (a flood of new
+     * endpoints logged 340 lines a second, docs/reliability.md). */
+    SHM_LOG_RL(cls, CW_LOG_INFO,
+               "shm://%s (pid %d) is gone: failing its "
+               "pending operations (status %d)",
+               peer->name, (int)peer->pid, (int)st);
     peer->state = SHM_PEER_DEAD;
     shm_peer_unindex(cls, peer);
     cls->ndead++;

@@ -267,9 +267,9 @@ void ucx_conn_fail(struct ucx_conn *conn, ucs_status_t st)
         UCX_WARN(cls, "connection to %s failed: %s",
                  conn->peer ? conn->peer->str : "?", ucs_status_string(st));
     else
-        UCX_LOG(cls, CW_LOG_INFO, "connection from %s closed: %s",
-                conn->peer ? conn->peer->str : "unidentified peer",
-                ucs_status_string(st));
+        UCX_LOG_RL(cls, CW_LOG_INFO, "connection from %s closed: %s",
+                   conn->peer ? conn->peer->str : "unidentified peer",
+                   ucs_status_string(st));
 }
 
 static struct ucx_conn *ucx_conn_new(struct ucx_cls *cls, bool outgoing)

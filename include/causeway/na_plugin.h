@@ -30,6 +30,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#ifndef __cplusplus
+#include <stdatomic.h> /* CW_NA_LOG_RL */
+#endif
 
 #include <causeway/status.h>
 
