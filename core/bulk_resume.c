@@ -15,12 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The gateway (or the path to it) failed; another path may work. */
-static bool rs_resumable(cw_status_t st)
-{
-    return st == CW_DISCONNECTED || st == CW_UNREACHABLE || st == CW_IO;
-}
-
 static void rs_unref(struct cw_rsess *s)
 {
     if (s == NULL || --s->refs > 0)
@@ -309,7 +303,7 @@ static void rs_step(cw_bulk_op_t *op)
         rs_step(op);
         return;
     }
-    if (rs_resumable(op->st) && s->h != NULL && !ctx->destroying &&
+    if (cw_status_peer_gone(op->st) && s->h != NULL && !ctx->destroying &&
         cw_now_ns() < s->h->use.deadline_ns &&
         ctx->nsuspended < CW_RS_MAX_SUSPENDED) {
         CW_LOG_RL(CW_LOG_INFO, "core",

@@ -119,6 +119,7 @@ cw_status_t cw_context_create(const struct cw_context_opts *opts,
     cw_list_init(&ctx->bulk_ops);
     cw_list_init(&ctx->incoming);
     cw_list_init(&ctx->responding);
+    cw_list_init(&ctx->notices);
     cw_list_init(&ctx->bulks);
     cw_list_init(&ctx->rs_suspended);
     cw_list_init(&ctx->sendq);
@@ -521,7 +522,8 @@ static bool net_busy(cw_context_t *ctx, cw_network_t *net)
     struct cw_list *e;
 
     CW_ASSERT_LOCKED(&ctx->lock);
-    if (net->urecv_posted > 0 || net->resp_sending > 0)
+    if (net->urecv_posted > 0 || net->resp_sending > 0 ||
+        cw_notice_pending(ctx, net))
         return true;
     for (e = ctx->inflight.next; e != &ctx->inflight; e = e->next) {
         cw_handle_t *h = cw_container_of(e, cw_handle_t, link);

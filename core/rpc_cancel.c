@@ -52,6 +52,16 @@ void cw_h_fail(cw_handle_t *h, cw_status_t st)
             (h->use.deadline_ns > now ? h->use.deadline_ns : now) +
             CW_DONE_GRACE_NS;
         cw_ctx_timer_at(h->ctx, h->use.cli.linger_until);
+    } else if (h->use.role == CW_H_CLIENT && h->use.bulk_op != NULL) {
+        /* Pulling an overflowed answer into the handle's own buffer: the
+         * pull is cancelled below, but a plugin may hold its pieces until
+         * they come back (na-ofi: up to cancel_grace_ms).  The caller
+         * hears now, at its deadline; the handle lingers until the pull
+         * has ended (fwd_pull_done). */
+        cw_h_flag_set(h, CW_HFL_LINGER);
+        h->use.cli.linger_until = cw_now_ns() + CW_DONE_GRACE_NS;
+        cw_ctx_timer_at(h->ctx, h->use.cli.linger_until);
+        h_cancel_ops(h);
     } else {
         h_cancel_ops(h);
     }
@@ -67,35 +77,21 @@ void cw_h_fail(cw_handle_t *h, cw_status_t st)
     }
 }
 
-static void cancel_sent_cb(const struct cw_na_cb_info *info)
-{
-    cw_handle_t *h = info->arg;
-
-    h->use.pending--;
-    cw_h_check(h);
-}
-
 void cw_h_cancel_locked(cw_handle_t *h)
 {
     struct cw_wire_hdr hdr = {.type = CW_MSG_CANCEL};
-    cw_na_op_t *op;
 
     CW_ASSERT_LOCKED(&h->ctx->lock);
     if (h->use.state != CW_H_ACTIVE)
         return;
     /* Tell the next hop, so that cancel propagates downstream (best
-     * effort: the local completion does not wait for an answer). */
+     * effort: the local completion waits neither for an answer nor for
+     * the message to leave, notice.c). */
     if (h_left(h) && !(h->use.rflags & CW_HF_ONE_WAY) &&
         h->use.recv_op != NULL) {
         hdr.rpc_id = h->use.id;
         hdr.req_id = h->use.req_id;
-        cw_wire_hdr_encode(h->cancel_msg, &hdr);
-        if (cw_na_msg_send_unexpected(h->use.net->na, h->cancel_msg,
-                                      CW_HDR_SIZE, h->use.cli.peer, 0,
-                                      cancel_sent_cb, h, &op) == CW_OK) {
-            h->use.pending++;
-            h->ctx->stats.na_ops++;
-        }
+        (void)cw_notice_send(h->ctx, h->use.net, h->use.cli.peer, &hdr);
     }
     cw_h_fail(h, CW_CANCELED);
     cw_h_check(h);
@@ -202,6 +198,7 @@ void cw_rpc_cancel_net(cw_context_t *ctx, cw_network_t *net)
         cw_bulk_op_cancel_locked(op);
     }
     cw_rs_cancel_net(ctx, net);
+    cw_notice_cancel_net(ctx, net);
     /* A response to a peer that died may never complete by itself (the
      * plugin is still waiting to notice): withdraw it, once, so shutdown
      * and network close do not leave its handle behind. */

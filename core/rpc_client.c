@@ -30,29 +30,15 @@ void cw_forward_send_cb(const struct cw_na_cb_info *info)
     cw_forward_send_done(info->arg, info->status);
 }
 
-static void fwd_ack_cb(const struct cw_na_cb_info *info)
-{
-    cw_handle_t *h = info->arg;
-
-    h->use.pending--;
-    cw_h_check(h);
-}
-
-/* Tell the server it may release an overflowed response. */
+/* Tell the server it may release an overflowed response.  The caller
+ * does not wait for it (notice.c): its answer is in, or its outcome
+ * decided, whatever becomes of the acknowledgment. */
 static void fwd_send_ack(cw_handle_t *h)
 {
     struct cw_wire_hdr hdr = {
         .type = CW_MSG_DONE, .rpc_id = h->use.id, .req_id = h->use.req_id};
-    cw_na_op_t *op;
-    cw_status_t st;
 
-    cw_wire_hdr_encode(h->done_msg, &hdr);
-    st = cw_na_msg_send_unexpected(h->use.net->na, h->done_msg, CW_HDR_SIZE,
-                                   h->use.cli.peer, 0, fwd_ack_cb, h, &op);
-    if (st == CW_OK) {
-        h->use.pending++;
-        h->ctx->stats.na_ops++;
-    }
+    (void)cw_notice_send(h->ctx, h->use.net, h->use.cli.peer, &hdr);
 }
 
 static void fwd_pull_done(cw_bulk_op_t *op, cw_status_t st, void *arg)
@@ -74,7 +60,12 @@ static void fwd_pull_done(cw_bulk_op_t *op, cw_status_t st, void *arg)
     } else {
         cw_h_fail(h, st);
     }
-    fwd_send_ack(h);
+    /* The server keeps the answer exposed until this acknowledgment, or
+     * until its own deadline.  Not to a peer whose connection failed under
+     * the pull: the send would wait for the plugin to give the peer up
+     * (na-ofi: peer_timeout_ms, 5 s), and the caller with it. */
+    if (!cw_status_peer_gone(st))
+        fwd_send_ack(h);
     cw_h_check(h);
 }
 

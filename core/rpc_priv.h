@@ -330,6 +330,8 @@ struct cw_context {
     struct cw_list incoming;   /**< server handles not answered yet */
     struct cw_list responding; /**< server handles whose response is still
                                     in a plugin (cancelled on shutdown) */
+    struct cw_list notices;    /**< acknowledgments and cancels in flight
+                                    (notice.c) */
     struct cw_handle *free_handles;
     unsigned nfree_handles;
     struct cw_idgen req_ids; /**< request ids (ids.c) */
@@ -370,7 +372,8 @@ static inline bool cw_ctx_busy(const cw_context_t *ctx)
     CW_ASSERT_LOCKED(&ctx->lock);
     return !cw_list_empty(&ctx->inflight) || !cw_list_empty(&ctx->wait_done) ||
            !cw_list_empty(&ctx->bulk_ops) || !cw_list_empty(&ctx->responding) ||
-           !cw_list_empty(&ctx->rs_suspended) || ctx->cq_head != NULL;
+           !cw_list_empty(&ctx->rs_suspended) ||
+           !cw_list_empty(&ctx->notices) || ctx->cq_head != NULL;
 }
 
 /* ---- handles -------------------------------------------------------------*/
@@ -678,8 +681,7 @@ struct cw_handle {
     struct cw_cqe xcancel_cqe; /**< relay, outgoing: cancel from in's ctx */
     const uint8_t *sq_msg;     /**< coalesce.c: the message while queued */
     size_t sq_len;
-    uint8_t done_msg[CW_HDR_SIZE];
-    uint8_t cancel_msg[CW_HDR_SIZE];
+    uint8_t done_msg[CW_HDR_SIZE]; /**< server: srv_send_ack */
     struct cw_h_use use;
 };
 
@@ -870,6 +872,15 @@ static inline void cw_ctx_timer_at(cw_context_t *ctx, uint64_t t)
 }
 
 void cw_cq_push(cw_context_t *ctx, struct cw_cqe *e);
+
+/** Send a one-header control message (@p hdr) to @p peer on @p net, owned
+ *  by the context: nobody waits for it (notice.c). */
+cw_status_t cw_notice_send(cw_context_t *ctx, cw_network_t *net,
+                           cw_na_addr_t *peer, const struct cw_wire_hdr *hdr);
+/** Cancel the notices in flight on @p net (NULL: all). */
+void cw_notice_cancel_net(cw_context_t *ctx, cw_network_t *net);
+/** Whether a notice is in flight on @p net (NULL: any). */
+bool cw_notice_pending(cw_context_t *ctx, const cw_network_t *net);
 /** Wake a thread blocked in cw_progress (any lock state). */
 void cw_ctx_wake(cw_context_t *ctx);
 
@@ -975,6 +986,13 @@ void cw_h_cancel_locked(cw_handle_t *h);
 /** Queued completion of a forward or respond. */
 void cw_h_complete(struct cw_cqe *e);
 
+/** @p st says the peer, or the path to it, failed (not the request):
+ *  nothing more can be sent that way, and another path may work. */
+static inline bool cw_status_peer_gone(cw_status_t st)
+{
+    return st == CW_DISCONNECTED || st == CW_UNREACHABLE || st == CW_IO;
+}
+
 #define CW_MAX_REFORWARDS 3
 /** Whether forward @p h, completed with @p st, is one the core may send
  *  again through another gateway (the cheap part: every completion asks,
@@ -984,8 +1002,7 @@ static inline bool cw_h_may_reforward(const cw_handle_t *h, cw_status_t st)
     return (h->use.rflags & (CW_HF_IDEMPOTENT | CW_HF_ONE_WAY)) ==
                CW_HF_IDEMPOTENT &&
            h->use.role == CW_H_CLIENT && h->use.relay.in == NULL &&
-           (st == CW_DISCONNECTED || st == CW_UNREACHABLE || st == CW_IO) &&
-           h->use.cli.reforwards < CW_MAX_REFORWARDS;
+           cw_status_peer_gone(st) && h->use.cli.reforwards < CW_MAX_REFORWARDS;
 }
 /** Send @p h again, marked RESUME, through another gateway of its route
  *  (no lock held, from its completion, once cw_h_may_reforward said it

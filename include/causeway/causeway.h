@@ -389,6 +389,11 @@ typedef void (*cw_forward_cb_t)(cw_handle_t *h, cw_status_t status, void *arg);
 /**
  * Send the request.  @p timeout_ms 0 takes the RPC's default.  Arguments
  * larger than the network's eager limit are moved by bulk automatically.
+ * @return CW_OK; CW_BUSY while the handle's previous forward is running,
+ *         or still lends its memory to the peer after failing (overflowed
+ *         arguments the server may be reading, an answer a plugin is still
+ *         pulling into it: docs/wire.md, "Overflow"); the handle becomes
+ *         free through progress.
  */
 CW_PUBLIC cw_status_t cw_forward(cw_handle_t *h, uint64_t timeout_ms,
                                  cw_forward_cb_t cb, void *arg);
