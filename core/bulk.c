@@ -61,7 +61,7 @@ cw_status_t cw_bulk_create(cw_context_t *ctx, const struct cw_segment *segs,
     if (st != CW_OK)
         return st;
     cw_mutex_lock(&ctx->lock);
-    cw_list_add(&ctx->bulks, &b->ctx_link);
+    nau_list_add_tail(&ctx->bulks, &b->ctx_link);
     cw_mutex_unlock(&ctx->lock);
     *bulk_p = b;
     return CW_OK;
@@ -78,7 +78,7 @@ cw_status_t cw_bulk_create_segs_locked(cw_context_t *ctx,
     st = bulk_new(ctx, segs, n, perm, &b);
     if (st != CW_OK)
         return st;
-    cw_list_add(&ctx->bulks, &b->ctx_link);
+    nau_list_add_tail(&ctx->bulks, &b->ctx_link);
     *b_p = b;
     return CW_OK;
 }
@@ -103,7 +103,7 @@ static void bulk_release_locked(cw_bulk_t *b)
         for (unsigned i = 0; i < CW_MAX_NETS; i++)
             if (b->reg[i])
                 cw_na_mem_release(b->ctx->nets[i]->na, b->reg[i]);
-        cw_list_del(&b->ctx_link);
+        nau_list_del(&b->ctx_link);
     }
 }
 
@@ -258,7 +258,7 @@ static void op_free_locked(cw_bulk_op_t *op)
 
 static void op_complete(struct cw_cqe *e)
 {
-    cw_bulk_op_t *op = cw_container_of(e, cw_bulk_op_t, cqe);
+    cw_bulk_op_t *op = nau_container_of(e, cw_bulk_op_t, cqe);
 
     if (op->cb)
         op->cb(op->st, op->arg);
@@ -270,7 +270,7 @@ static void op_complete(struct cw_cqe *e)
 static void op_finish(cw_bulk_op_t *op)
 {
     CW_ASSERT_LOCKED(&op->ctx->lock);
-    cw_list_del(&op->link);
+    nau_list_del(&op->link);
     op->stop = true;
     if (op->icb) {
         op->icb(op, op->st, op->arg);
@@ -380,7 +380,7 @@ cw_bulk_op_t *cw_bulk_op_new(cw_context_t *ctx, enum cw_bulk_dir dir,
     op->len = len;
     op->cb = cb;
     op->arg = arg;
-    cw_list_init(&op->link);
+    nau_list_node_init(&op->link);
     return op;
 }
 
@@ -414,7 +414,7 @@ cw_status_t cw_bulk_start(cw_context_t *ctx, enum cw_bulk_dir dir,
             op_free_locked(op);
             return CW_INVALID_ARG;
         }
-        cw_list_add(&ctx->bulk_ops, &op->link);
+        nau_list_add_tail(&ctx->bulk_ops, &op->link);
         if (op_p)
             *op_p = op;
         op_finish(op);
@@ -426,7 +426,7 @@ cw_status_t cw_bulk_start(cw_context_t *ctx, enum cw_bulk_dir dir,
         op_free_locked(op);
         return st;
     }
-    cw_list_add(&ctx->bulk_ops, &op->link);
+    nau_list_add_tail(&ctx->bulk_ops, &op->link);
     if (op_p)
         *op_p = op;
     return CW_OK;

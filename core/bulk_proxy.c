@@ -191,7 +191,7 @@ static void px_fwd_cb(cw_handle_t *h, cw_status_t st, void *arg)
 
 static void px_empty_done(struct cw_cqe *e)
 {
-    cw_bulk_op_t *op = cw_container_of(e, cw_bulk_op_t, cqe);
+    cw_bulk_op_t *op = nau_container_of(e, cw_bulk_op_t, cqe);
 
     if (op->cb)
         op->cb(CW_OK, op->arg);

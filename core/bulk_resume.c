@@ -48,8 +48,8 @@ void cw_rs_open(cw_handle_t *h)
     s->refs = 1; /* the handle's */
     s->id = h->use.resume_id;
     s->h = h;
-    cw_list_init(&s->bulks);
-    cw_list_init(&s->ops);
+    nau_list_init(&s->bulks);
+    nau_list_init(&s->ops);
     ctx->nrsess++;
     h->use.srv.rsess = s;
 }
@@ -75,7 +75,7 @@ void cw_rs_bulk_join(cw_handle_t *h, cw_bulk_t *b, unsigned idx)
     s->refs++;
     b->rsess = s;
     b->rs_idx = idx;
-    cw_list_add(&s->bulks, &b->rs_link);
+    nau_list_add_tail(&s->bulks, &b->rs_link);
 }
 
 void cw_rs_bulk_leave(cw_bulk_t *b)
@@ -83,7 +83,7 @@ void cw_rs_bulk_leave(cw_bulk_t *b)
     CW_ASSERT_LOCKED(&b->ctx->lock);
     if (b->rsess == NULL)
         return;
-    cw_list_del(&b->rs_link);
+    nau_list_del(&b->rs_link);
     rs_unref(b->rsess);
     b->rsess = NULL;
 }
@@ -104,7 +104,7 @@ static void rs_step(cw_bulk_op_t *op);
 
 static void rs_done(struct cw_cqe *e)
 {
-    cw_bulk_op_t *op = cw_container_of(e, cw_bulk_op_t, cqe);
+    cw_bulk_op_t *op = nau_container_of(e, cw_bulk_op_t, cqe);
     cw_context_t *ctx = op->ctx;
 
     if (op->cb)
@@ -123,7 +123,7 @@ static void rs_unsuspend(cw_bulk_op_t *op)
     if (!op->suspended)
         return;
     op->suspended = false;
-    cw_list_del(&op->susp_link);
+    nau_list_del(&op->susp_link);
     op->ctx->nsuspended--;
 }
 
@@ -136,7 +136,7 @@ static void rs_finish(cw_bulk_op_t *op, cw_status_t st)
     op->finished = true;
     op->st = st;
     rs_unsuspend(op);
-    cw_list_del(&op->rs_link);
+    nau_list_del(&op->rs_link);
     op->cqe.fn = rs_done;
     cw_cq_push(ctx, &op->cqe);
     cw_ctx_wake(ctx);
@@ -312,7 +312,7 @@ static void rs_step(cw_bulk_op_t *op)
                   op->acked, op->len, cw_status_name(op->st));
         op->suspended = true;
         op->susp_deadline = s->h->use.deadline_ns;
-        cw_list_add(&ctx->rs_suspended, &op->susp_link);
+        nau_list_add_tail(&ctx->rs_suspended, &op->susp_link);
         ctx->nsuspended++;
         ctx->stats.suspended++;
         cw_ctx_timer_at(ctx, op->susp_deadline);
@@ -341,12 +341,12 @@ cw_status_t cw_rs_transfer(cw_context_t *ctx, enum cw_bulk_dir dir,
         return CW_NOMEM;
     }
     op->rs_peer = peer;
-    cw_list_init(&op->susp_link);
+    nau_list_node_init(&op->susp_link);
     cw_mutex_lock(&ctx->lock);
     op->rsess = remote->rsess;
     op->rsess->refs++;
     op->gen = op->rsess->gen;
-    cw_list_add(&op->rsess->ops, &op->rs_link);
+    nau_list_add_tail(&op->rsess->ops, &op->rs_link);
     if (op_p)
         *op_p = op;
     rs_step(op); /* a failure to start completes it through the queue */
@@ -376,9 +376,9 @@ cw_status_t cw_rs_cancel(cw_bulk_op_t *op)
 
 static cw_handle_t *rs_find(cw_context_t *ctx, const struct cw_wire_msg *m)
 {
-    for (struct cw_list *e = ctx->incoming.next; e != &ctx->incoming;
+    for (struct nau_list *e = ctx->incoming.next; e != &ctx->incoming;
          e = e->next) {
-        cw_handle_t *h = cw_container_of(e, cw_handle_t, link);
+        cw_handle_t *h = nau_container_of(e, cw_handle_t, link);
         if (h->use.srv.rsess != NULL &&
             h->use.srv.rsess->id == m->hdr.resume_id &&
             h->use.id == m->hdr.rpc_id && h->use.state == CW_H_IDLE &&
@@ -392,8 +392,8 @@ static cw_handle_t *rs_find(cw_context_t *ctx, const struct cw_wire_msg *m)
 static cw_status_t rs_retarget_all(struct cw_rsess *s, cw_network_t *net,
                                    const struct cw_wire_msg *m, bool apply)
 {
-    for (struct cw_list *e = s->bulks.next; e != &s->bulks; e = e->next) {
-        cw_bulk_t *b = cw_container_of(e, cw_bulk_t, rs_link);
+    for (struct nau_list *e = s->bulks.next; e != &s->bulks; e = e->next) {
+        cw_bulk_t *b = nau_container_of(e, cw_bulk_t, rs_link);
         struct cw_wire_desc d;
         cw_status_t st;
 
@@ -462,8 +462,8 @@ bool cw_rs_attach(cw_network_t *net, const struct cw_wire_msg *m,
     ctx->stats.resumed++;
     CW_LOG_RL(CW_LOG_INFO, "core", "request %016llx resumed (%u)",
               (unsigned long long)s->id, s->gen);
-    for (struct cw_list *e = s->ops.next, *next; e != &s->ops; e = next) {
-        cw_bulk_op_t *op = cw_container_of(e, cw_bulk_op_t, rs_link);
+    for (struct nau_list *e = s->ops.next, *next; e != &s->ops; e = next) {
+        cw_bulk_op_t *op = nau_container_of(e, cw_bulk_op_t, rs_link);
         cw_addr_t *peer;
 
         next = e->next;
@@ -488,11 +488,11 @@ bool cw_rs_attach(cw_network_t *net, const struct cw_wire_msg *m,
 
 void cw_rs_timers(cw_context_t *ctx, uint64_t now, uint64_t *soonest_p)
 {
-    struct cw_list *e, *next;
+    struct nau_list *e, *next;
 
     CW_ASSERT_LOCKED(&ctx->lock);
     for (e = ctx->rs_suspended.next; e != &ctx->rs_suspended; e = next) {
-        cw_bulk_op_t *op = cw_container_of(e, cw_bulk_op_t, susp_link);
+        cw_bulk_op_t *op = nau_container_of(e, cw_bulk_op_t, susp_link);
         next = e->next;
         if (now >= op->susp_deadline)
             rs_finish(op, op->st); /* no resume came */
@@ -503,11 +503,11 @@ void cw_rs_timers(cw_context_t *ctx, uint64_t now, uint64_t *soonest_p)
 
 void cw_rs_cancel_net(cw_context_t *ctx, cw_network_t *net)
 {
-    struct cw_list *e, *next;
+    struct nau_list *e, *next;
 
     CW_ASSERT_LOCKED(&ctx->lock);
     for (e = ctx->rs_suspended.next; e != &ctx->rs_suspended; e = next) {
-        cw_bulk_op_t *op = cw_container_of(e, cw_bulk_op_t, susp_link);
+        cw_bulk_op_t *op = nau_container_of(e, cw_bulk_op_t, susp_link);
         next = e->next;
         if (net == NULL || op->remote->net == net)
             rs_finish(op, CW_CANCELED);

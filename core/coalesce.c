@@ -45,7 +45,7 @@ const char cw_sq_marks[2];
 #define CW_SQ_SCAN (4u * CW_BATCH_MAX)
 
 struct cw_batch {
-    struct cw_list link; /**< ctx->batches */
+    struct nau_list link; /**< ctx->batches */
     cw_network_t *net;
     cw_na_op_t *op;
     bool canceled;
@@ -80,7 +80,7 @@ bool cw_sq_offer(cw_handle_t *h, const uint8_t *msg, size_t len)
     h->sq_len = len;
     cw_h_flag_clear(h, CW_HFL_SQ_CANCEL);
     h->use.send_op = CW_SQ_QUEUED;
-    cw_list_add(&ctx->sendq, &h->sq_link);
+    nau_list_add_tail(&ctx->sendq, &h->sq_link);
     ctx->nsendq++;
     return true;
 }
@@ -102,7 +102,7 @@ static void sq_done(cw_handle_t *h, cw_status_t st)
 
 static void sq_take(cw_context_t *ctx, cw_handle_t *h)
 {
-    cw_list_del(&h->sq_link);
+    nau_list_del(&h->sq_link);
     ctx->nsendq--;
 }
 
@@ -118,7 +118,7 @@ static void batch_sent_cb(const struct cw_na_cb_info *info)
 {
     struct cw_batch *b = info->arg;
 
-    cw_list_del(&b->link);
+    nau_list_del(&b->link);
     for (unsigned i = 0; i < b->n; i++)
         sq_done(b->h[i], info->status);
     free(b->msg);
@@ -165,7 +165,8 @@ static void sq_send_batch(cw_context_t *ctx, cw_handle_t **hs, unsigned n,
     b->net = net;
     b->op = NULL;
     b->canceled = false;
-    cw_list_add(&ctx->batches, &b->link); /* before: it may complete at once */
+    nau_list_add_tail(&ctx->batches,
+                      &b->link); /* before: it may complete at once */
     hdr.payload_len = (uint32_t)bytes;
     cw_wire_hdr_encode(b->msg, &hdr);
     for (unsigned i = 0; i < n; i++) {
@@ -190,14 +191,14 @@ void cw_sq_flush(cw_context_t *ctx)
     cw_handle_t *hs[CW_BATCH_MAX];
 
     CW_ASSERT_LOCKED(&ctx->lock);
-    while (!cw_list_empty(&ctx->sendq)) {
+    while (!nau_list_empty(&ctx->sendq)) {
         cw_handle_t *first =
-            cw_container_of(ctx->sendq.next, cw_handle_t, sq_link);
+            nau_container_of(ctx->sendq.next, cw_handle_t, sq_link);
         cw_network_t *net = first->use.net;
         size_t limit = net->caps.max_unexpected_size - CW_HDR_SIZE;
         size_t bytes = 0;
         unsigned n = 0, seen = 0;
-        struct cw_list *e, *next;
+        struct nau_list *e, *next;
 
         /* The first message's peer: gather its messages in order, as many
          * as one batch holds; the rest wait for the next round.  The scan
@@ -207,7 +208,7 @@ void cw_sq_flush(cw_context_t *ctx)
         for (e = ctx->sendq.next;
              e != &ctx->sendq && n < CW_BATCH_MAX && seen < CW_SQ_SCAN;
              e = next, seen++) {
-            cw_handle_t *h = cw_container_of(e, cw_handle_t, sq_link);
+            cw_handle_t *h = nau_container_of(e, cw_handle_t, sq_link);
             size_t need = CW_BATCH_ENTRY_HDR + h->sq_len;
             next = e->next;
             if (h != first &&
@@ -235,13 +236,13 @@ void cw_sq_flush(cw_context_t *ctx)
 
 void cw_sq_cancel_net(cw_context_t *ctx, cw_network_t *net)
 {
-    struct cw_list *e, *next;
+    struct nau_list *e, *next;
 
     CW_ASSERT_LOCKED(&ctx->lock);
     /* Queued messages complete now, not at the end of the pass: the close
      * may run inside that pass (a callback), waiting for them. */
     for (e = ctx->sendq.next; e != &ctx->sendq; e = next) {
-        cw_handle_t *h = cw_container_of(e, cw_handle_t, sq_link);
+        cw_handle_t *h = nau_container_of(e, cw_handle_t, sq_link);
         next = e->next;
         if (net == NULL || h->use.net == net) {
             sq_take(ctx, h);
@@ -249,7 +250,7 @@ void cw_sq_cancel_net(cw_context_t *ctx, cw_network_t *net)
         }
     }
     for (e = ctx->batches.next; e != &ctx->batches; e = next) {
-        struct cw_batch *b = cw_container_of(e, struct cw_batch, link);
+        struct cw_batch *b = nau_container_of(e, struct cw_batch, link);
         next = e->next; /* a plugin may complete it inside the cancel */
         if ((net && b->net != net) || b->canceled || b->op == NULL)
             continue;

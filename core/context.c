@@ -114,16 +114,16 @@ cw_status_t cw_context_create(const struct cw_context_opts *opts,
         free(ctx);
         return st;
     }
-    cw_list_init(&ctx->inflight);
-    cw_list_init(&ctx->wait_done);
-    cw_list_init(&ctx->bulk_ops);
-    cw_list_init(&ctx->incoming);
-    cw_list_init(&ctx->responding);
-    cw_list_init(&ctx->notices);
-    cw_list_init(&ctx->bulks);
-    cw_list_init(&ctx->rs_suspended);
-    cw_list_init(&ctx->sendq);
-    cw_list_init(&ctx->batches);
+    nau_list_init(&ctx->inflight);
+    nau_list_init(&ctx->wait_done);
+    nau_list_init(&ctx->bulk_ops);
+    nau_list_init(&ctx->incoming);
+    nau_list_init(&ctx->responding);
+    nau_list_init(&ctx->notices);
+    nau_list_init(&ctx->bulks);
+    nau_list_init(&ctx->rs_suspended);
+    nau_list_init(&ctx->sendq);
+    nau_list_init(&ctx->batches);
     cw_mutex_init(&ctx->lock);
     cw_mutex_init(&ctx->progress_lock);
     {
@@ -180,11 +180,11 @@ cw_status_t cw_context_stats(cw_context_t *ctx,
     cw_mutex_lock(&ctx->lock);
     *stats_p = ctx->stats;
     stats_p->unanswered = 0;
-    for (struct cw_list *e = ctx->incoming.next; e != &ctx->incoming;
+    for (struct nau_list *e = ctx->incoming.next; e != &ctx->incoming;
          e = e->next)
         stats_p->unanswered++;
     stats_p->uncollected = 0;
-    for (struct cw_list *e = ctx->wait_done.next; e != &ctx->wait_done;
+    for (struct nau_list *e = ctx->wait_done.next; e != &ctx->wait_done;
          e = e->next)
         stats_p->uncollected++;
     /* Calls on a network's NA instance are serialized by this lock. */
@@ -519,22 +519,22 @@ void cw_net_unref_locked(cw_network_t *net)
 /* Something of ours still waits on @p net. */
 static bool net_busy(cw_context_t *ctx, cw_network_t *net)
 {
-    struct cw_list *e;
+    struct nau_list *e;
 
     CW_ASSERT_LOCKED(&ctx->lock);
     if (net->urecv_posted > 0 || net->resp_sending > 0 ||
         cw_notice_pending(ctx, net))
         return true;
     for (e = ctx->inflight.next; e != &ctx->inflight; e = e->next) {
-        cw_handle_t *h = cw_container_of(e, cw_handle_t, link);
+        cw_handle_t *h = nau_container_of(e, cw_handle_t, link);
         if (h->use.net == net && h->use.pending > 0)
             return true;
     }
     for (e = ctx->wait_done.next; e != &ctx->wait_done; e = e->next)
-        if (cw_container_of(e, cw_handle_t, link)->use.net == net)
+        if (nau_container_of(e, cw_handle_t, link)->use.net == net)
             return true;
     for (e = ctx->bulk_ops.next; e != &ctx->bulk_ops; e = e->next)
-        if (cw_container_of(e, cw_bulk_op_t, link)->net == net)
+        if (nau_container_of(e, cw_bulk_op_t, link)->net == net)
             return true;
     return false;
 }
@@ -544,11 +544,11 @@ static bool net_busy(cw_context_t *ctx, cw_network_t *net)
 static void net_detach(cw_context_t *ctx, cw_network_t *net)
 {
     unsigned p = net->index;
-    struct cw_list *e;
+    struct nau_list *e;
 
     CW_ASSERT_LOCKED(&ctx->lock);
     for (e = ctx->bulks.next; e != &ctx->bulks; e = e->next) {
-        cw_bulk_t *b = cw_container_of(e, cw_bulk_t, ctx_link);
+        cw_bulk_t *b = nau_container_of(e, cw_bulk_t, ctx_link);
         if (b->reg[p])
             cw_na_mem_release(net->na, b->reg[p]);
         memmove(&b->reg[p], &b->reg[p + 1],
@@ -579,7 +579,7 @@ static void net_detach(cw_context_t *ctx, cw_network_t *net)
 cw_status_t cw_network_close(cw_network_t *net)
 {
     cw_context_t *ctx;
-    struct cw_list *e;
+    struct nau_list *e;
     uint64_t until;
 
     if (net == NULL)
@@ -595,7 +595,7 @@ cw_status_t cw_network_close(cw_network_t *net)
      * can no longer be reached, so their respond completes CW_CANCELED
      * without sending (no bare answer for an overflowed caller either). */
     for (e = ctx->incoming.next; e != &ctx->incoming; e = e->next) {
-        cw_handle_t *h = cw_container_of(e, cw_handle_t, link);
+        cw_handle_t *h = nau_container_of(e, cw_handle_t, link);
         if (h->use.net == net) {
             cw_h_set_canceled(h, true);
             h->use.rflags &= (uint16_t)~CW_HF_OVERFLOW;

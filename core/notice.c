@@ -14,7 +14,7 @@
 #include <stdlib.h>
 
 struct cw_notice {
-    struct cw_list link; /**< ctx->notices */
+    struct nau_list link; /**< ctx->notices */
     cw_network_t *net;
     cw_na_addr_t *peer; /**< our own reference */
     cw_na_op_t *op;
@@ -24,7 +24,7 @@ struct cw_notice {
 
 static void notice_free(struct cw_notice *n)
 {
-    cw_list_del(&n->link);
+    nau_list_del(&n->link);
     cw_na_addr_free(n->net->na, n->peer);
     free(n);
 }
@@ -53,8 +53,8 @@ cw_status_t cw_notice_send(cw_context_t *ctx, cw_network_t *net,
         return st;
     }
     cw_wire_hdr_encode(n->msg, hdr);
-    cw_list_init(&n->link);
-    cw_list_add(&ctx->notices, &n->link);
+    nau_list_node_init(&n->link);
+    nau_list_add_tail(&ctx->notices, &n->link);
     st = cw_na_msg_send_unexpected(net->na, n->msg, CW_HDR_SIZE, n->peer, 0,
                                    notice_sent_cb, n, &n->op);
     if (st != CW_OK) {
@@ -67,11 +67,11 @@ cw_status_t cw_notice_send(cw_context_t *ctx, cw_network_t *net,
 
 void cw_notice_cancel_net(cw_context_t *ctx, cw_network_t *net)
 {
-    struct cw_list *e, *next;
+    struct nau_list *e, *next;
 
     CW_ASSERT_LOCKED(&ctx->lock);
     for (e = ctx->notices.next; e != &ctx->notices; e = next) {
-        struct cw_notice *n = cw_container_of(e, struct cw_notice, link);
+        struct cw_notice *n = nau_container_of(e, struct cw_notice, link);
         next = e->next; /* a plugin may complete the cancel at once */
         if ((net == NULL || n->net == net) && !n->canceled) {
             n->canceled = true;
@@ -83,9 +83,10 @@ void cw_notice_cancel_net(cw_context_t *ctx, cw_network_t *net)
 bool cw_notice_pending(cw_context_t *ctx, const cw_network_t *net)
 {
     CW_ASSERT_LOCKED(&ctx->lock);
-    for (struct cw_list *e = ctx->notices.next; e != &ctx->notices; e = e->next)
+    for (struct nau_list *e = ctx->notices.next; e != &ctx->notices;
+         e = e->next)
         if (net == NULL ||
-            cw_container_of(e, struct cw_notice, link)->net == net)
+            nau_container_of(e, struct cw_notice, link)->net == net)
             return true;
     return false;
 }

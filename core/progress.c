@@ -85,7 +85,7 @@ static bool progress_block(cw_context_t *ctx, unsigned ms, unsigned *unsafe)
         cw_mutex_unlock(&ctx->lock);
         return false;
     }
-    cap = cw_ctx_busy(ctx) || !cw_list_empty(&ctx->incoming) ||
+    cap = cw_ctx_busy(ctx) || !nau_list_empty(&ctx->incoming) ||
                   cw_now_ns() - ctx->active_ns < CW_IDLE_AFTER_NS
               ? CW_SLICE_MS
               : CW_IDLE_SLICE_MS;

@@ -6,21 +6,16 @@
  */
 #include "rpc_priv.h"
 
+#include "nau_hash.h"
+
 #include <stdlib.h>
 #include <string.h>
 
-/* FNV-1a, 64 bit: stable across builds, hosts and endianness. */
+/* FNV-1a, 64 bit: stable across builds, hosts and endianness (an RPC's
+ * identity on the wire, the same in every process). */
 cw_rpc_id_t cw_rpc_id(const char *name)
 {
-    uint64_t h = 0xcbf29ce484222325ull;
-
-    if (name == NULL)
-        return 0;
-    for (const unsigned char *p = (const unsigned char *)name; *p; p++) {
-        h ^= *p;
-        h *= 0x100000001b3ull;
-    }
-    return h;
+    return name == NULL ? 0 : nau_fnv1a64(name, strlen(name));
 }
 
 struct cw_rpc_class *cw_rpc_class_find(cw_context_t *ctx, cw_rpc_id_t id)

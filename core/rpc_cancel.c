@@ -116,13 +116,13 @@ cw_status_t cw_cancel(cw_handle_t *h)
  * deadline left, so thousands of RPCs in flight cost nothing per poll. */
 void cw_rpc_timers(cw_context_t *ctx, uint64_t now)
 {
-    struct cw_list *e, *next;
+    struct nau_list *e, *next;
     uint64_t soonest = UINT64_MAX;
 
     if (now < ctx->next_deadline)
         return;
     for (e = ctx->inflight.next; e != &ctx->inflight; e = next) {
-        cw_handle_t *h = cw_container_of(e, cw_handle_t, link);
+        cw_handle_t *h = nau_container_of(e, cw_handle_t, link);
         next = e->next;
         if (h->use.state == CW_H_ACTIVE) {
             if (now >= h->use.deadline_ns) {
@@ -143,11 +143,11 @@ void cw_rpc_timers(cw_context_t *ctx, uint64_t now)
         }
     }
     for (e = ctx->wait_done.next; e != &ctx->wait_done; e = next) {
-        cw_handle_t *h = cw_container_of(e, cw_handle_t, link);
+        cw_handle_t *h = nau_container_of(e, cw_handle_t, link);
         next = e->next;
         if (now >= h->use.deadline_ns) {
             /* The client never acknowledged an overflowed response. */
-            cw_list_del(&h->link);
+            nau_list_del(&h->link);
             h->use.pending--;
             cw_h_set_final(h, CW_TIMEOUT);
             cw_h_check(h);
@@ -167,11 +167,11 @@ void cw_rpc_cancel_all(cw_context_t *ctx)
 /* Everything in flight, or only what runs on @p net (NULL = all). */
 void cw_rpc_cancel_net(cw_context_t *ctx, cw_network_t *net)
 {
-    struct cw_list *e, *next;
+    struct nau_list *e, *next;
 
     CW_ASSERT_LOCKED(&ctx->lock);
     for (e = ctx->inflight.next; e != &ctx->inflight; e = next) {
-        cw_handle_t *h = cw_container_of(e, cw_handle_t, link);
+        cw_handle_t *h = nau_container_of(e, cw_handle_t, link);
         next = e->next;
         if (net && h->use.net != net)
             continue;
@@ -181,17 +181,17 @@ void cw_rpc_cancel_net(cw_context_t *ctx, cw_network_t *net)
         cw_h_check(h);
     }
     for (e = ctx->wait_done.next; e != &ctx->wait_done; e = next) {
-        cw_handle_t *h = cw_container_of(e, cw_handle_t, link);
+        cw_handle_t *h = nau_container_of(e, cw_handle_t, link);
         next = e->next;
         if (net && h->use.net != net)
             continue;
-        cw_list_del(&h->link);
+        nau_list_del(&h->link);
         h->use.pending--;
         cw_h_set_final(h, CW_CANCELED);
         cw_h_check(h);
     }
     for (e = ctx->bulk_ops.next; e != &ctx->bulk_ops; e = next) {
-        cw_bulk_op_t *op = cw_container_of(e, cw_bulk_op_t, link);
+        cw_bulk_op_t *op = nau_container_of(e, cw_bulk_op_t, link);
         next = e->next;
         if (net && op->net != net)
             continue;
@@ -203,7 +203,7 @@ void cw_rpc_cancel_net(cw_context_t *ctx, cw_network_t *net)
      * plugin is still waiting to notice): withdraw it, once, so shutdown
      * and network close do not leave its handle behind. */
     for (e = ctx->responding.next; e != &ctx->responding; e = e->next) {
-        cw_handle_t *h = cw_container_of(e, cw_handle_t, resp_link);
+        cw_handle_t *h = nau_container_of(e, cw_handle_t, resp_link);
         if ((net && h->use.net != net) || h->use.send_op == NULL ||
             cw_h_flag(h, CW_HFL_SEND_CANCELED))
             continue;

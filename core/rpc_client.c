@@ -430,7 +430,7 @@ cw_status_t cw_forward_locked(cw_handle_t *h, uint64_t timeout_ms,
     from = h->use.state;
     cw_h_state_set(h, CW_H_ACTIVE);
     atomic_fetch_add(&h->refs, 1);
-    cw_list_add(&ctx->inflight, &h->link);
+    nau_list_add_tail(&ctx->inflight, &h->link);
     /* cw_addr_is_self, read in place: every forward asks. */
     if (h->use.cli.addr->self && h->use.cli.addr->route == NULL &&
         !h->use.relay.in)
@@ -438,7 +438,7 @@ cw_status_t cw_forward_locked(cw_handle_t *h, uint64_t timeout_ms,
     else
         st = cw_forward_net(h);
     if (st != CW_OK) {
-        cw_list_del(&h->link);
+        nau_list_del(&h->link);
         atomic_fetch_sub(&h->refs, 1); /* the caller still holds one */
         if (h->use.ovf_local) {
             cw_bulk_unref(h->use.ovf_local);

@@ -31,9 +31,9 @@ struct cw_handle *cw_handle_alloc(cw_context_t *ctx, enum cw_hrole role)
             return NULL;
         h->ctx = ctx;
         cw_buf_init_writer(&h->out, CW_HDR_SIZE);
-        cw_list_init(&h->link);
-        cw_list_init(&h->resp_link);
-        cw_list_init(&h->sq_link);
+        nau_list_node_init(&h->link);
+        nau_list_node_init(&h->resp_link);
+        nau_list_node_init(&h->sq_link);
     }
     atomic_init(&h->refs, 1);
     h->use.role = role;
@@ -118,7 +118,7 @@ static void handle_recycle_locked(cw_handle_t *h)
         h->relay_route_buf = NULL;
         h->relay_route_cap = 0;
     }
-    cw_list_del(&h->link);
+    nau_list_del(&h->link);
     if (cw_h_flag(h, CW_HFL_XCTX)) {
         cw_relay_unlink_xctx(h);
     } else if (u->relay.in) {
@@ -266,7 +266,7 @@ void cw_h_settle(cw_handle_t *h)
     if (linger) {
         /* Nothing outstanding any more: the payload may go. */
         cw_h_flag_clear(h, CW_HFL_LINGER);
-        cw_list_del(&h->link);
+        nau_list_del(&h->link);
         if (u->ovf_local) {
             cw_bulk_unref(u->ovf_local);
             u->ovf_local = NULL;
@@ -282,7 +282,7 @@ void cw_h_settle(cw_handle_t *h)
     }
     if (u->state != CW_H_DECIDED)
         return;
-    cw_list_del(&h->link);
+    nau_list_del(&h->link);
     if (u->ovf_local) {
         cw_bulk_unref(u->ovf_local);
         u->ovf_local = NULL;
@@ -300,7 +300,7 @@ void cw_h_settle(cw_handle_t *h)
 /* Queued completion of a forward (client) or a respond (server). */
 void cw_h_complete(struct cw_cqe *e)
 {
-    cw_handle_t *h = cw_container_of(e, cw_handle_t, cqe);
+    cw_handle_t *h = nau_container_of(e, cw_handle_t, cqe);
     cw_context_t *ctx = h->ctx;
     cw_forward_cb_t cb;
     void *arg;

@@ -22,6 +22,7 @@
 
 #include "cw_mutex.h"
 #include "ids.h"
+#include "nau_list.h"
 
 #define CW_MAX_NETS  8 /**< networks per context */
 #define CW_MAX_WATCH 8 /**< application fds per context (watch_fd) */
@@ -147,34 +148,8 @@ uint8_t *cw_wire_desc_encode(uint8_t *p, uint8_t flags, uint8_t perm,
 
 /* ---- lists and completion queue ---------------------------------------- */
 
-struct cw_list {
-    struct cw_list *prev, *next;
-};
-
-static inline void cw_list_init(struct cw_list *l)
-{
-    l->prev = l->next = l;
-}
-static inline bool cw_list_empty(const struct cw_list *l)
-{
-    return l->next == l;
-}
-static inline void cw_list_add(struct cw_list *l, struct cw_list *e)
-{
-    e->next = l;
-    e->prev = l->prev;
-    l->prev->next = e;
-    l->prev = e;
-}
-static inline void cw_list_del(struct cw_list *e)
-{
-    e->prev->next = e->next;
-    e->next->prev = e->prev;
-    e->prev = e->next = e;
-}
-
-#define cw_container_of(p, type, field)                                        \
-    ((type *)(void *)((char *)(p)-offsetof(type, field)))
+/* Lists are na-util's (nau_list.h), the plugins' own: a node on no list
+ * is zeroed (nau_list_node_init), and deleting it does nothing. */
 
 /** A queued user callback. */
 struct cw_cqe {
@@ -298,8 +273,8 @@ struct cw_pin {
     struct cw_pin_retired *retired; /**< members given up on, freed with
                                          the network (forwards sent there
                                          may still use them) */
-    struct cw_list held;            /**< MOVING, WARMING: forwards waiting, in
-                                         order */
+    struct nau_list held;           /**< MOVING, WARMING: forwards waiting, in
+                                        order */
 };
 
 struct cw_rpc_class {
@@ -324,13 +299,13 @@ struct cw_context {
     struct cw_cqe *cq_head, *cq_tail;
     atomic_uint cq_len; /**< entries queued (read without the lock) */
     unsigned cq_waiters;
-    struct cw_list inflight;   /**< client handles with a deadline */
-    struct cw_list wait_done;  /**< server handles awaiting a DONE */
-    struct cw_list bulk_ops;   /**< transfers in flight */
-    struct cw_list incoming;   /**< server handles not answered yet */
-    struct cw_list responding; /**< server handles whose response is still
+    struct nau_list inflight;   /**< client handles with a deadline */
+    struct nau_list wait_done;  /**< server handles awaiting a DONE */
+    struct nau_list bulk_ops;   /**< transfers in flight */
+    struct nau_list incoming;   /**< server handles not answered yet */
+    struct nau_list responding; /**< server handles whose response is still
                                     in a plugin (cancelled on shutdown) */
-    struct cw_list notices;    /**< acknowledgments and cancels in flight
+    struct nau_list notices;    /**< acknowledgments and cancels in flight
                                     (notice.c) */
     struct cw_handle *free_handles;
     unsigned nfree_handles;
@@ -349,18 +324,18 @@ struct cw_context {
     struct cw_context_stats stats;
     struct cw_resolver *resolver; /**< cw_context_set_resolver, or NULL */
     char *default_gateway;        /**< or NULL */
-    struct cw_list bulks;         /**< every bulk handle (cw_network_close) */
+    struct nau_list bulks;        /**< every bulk handle (cw_network_close) */
     cw_network_t *closed_nets;    /**< closed, still referenced */
-    struct cw_list rs_suspended;  /**< delegations waiting for a resume */
+    struct nau_list rs_suspended; /**< delegations waiting for a resume */
     unsigned nrsess, nsuspended;  /**< resume sessions, suspended ops */
     int watch[CW_MAX_WATCH];      /**< cw_context_watch_fd descriptors */
     uint64_t active_ns;           /**< last completion or network event */
     unsigned nwatch;
     /* CW_CTX_COALESCE (coalesce.c) */
-    struct cw_list sendq; /**< handles whose request or response
+    struct nau_list sendq; /**< handles whose request or response
                                waits for the end of the pass */
     unsigned nsendq;
-    struct cw_list batches;   /**< batches in a plugin (coalesce.c) */
+    struct nau_list batches;  /**< batches in a plugin (coalesce.c) */
     struct cw_handle **rwait; /**< handles with a response receive
                                    posted, by req_id (CW_RWAIT_BUCKETS) */
 };
@@ -370,10 +345,12 @@ struct cw_context {
 static inline bool cw_ctx_busy(const cw_context_t *ctx)
 {
     CW_ASSERT_LOCKED(&ctx->lock);
-    return !cw_list_empty(&ctx->inflight) || !cw_list_empty(&ctx->wait_done) ||
-           !cw_list_empty(&ctx->bulk_ops) || !cw_list_empty(&ctx->responding) ||
-           !cw_list_empty(&ctx->rs_suspended) ||
-           !cw_list_empty(&ctx->notices) || ctx->cq_head != NULL;
+    return !nau_list_empty(&ctx->inflight) ||
+           !nau_list_empty(&ctx->wait_done) ||
+           !nau_list_empty(&ctx->bulk_ops) ||
+           !nau_list_empty(&ctx->responding) ||
+           !nau_list_empty(&ctx->rs_suspended) ||
+           !nau_list_empty(&ctx->notices) || ctx->cq_head != NULL;
 }
 
 /* ---- handles -------------------------------------------------------------*/
@@ -563,9 +540,9 @@ struct cw_h_client {
     struct cw_handle *rwait_next; /**< ctx->rwait chain */
     uint8_t *bresp;               /**< response that came in a batch, or NULL */
     size_t bresp_cap, bresp_len;
-    struct cw_pin *pin;      /**< the pin it counts on or waits in
-                                  (spread.c) */
-    struct cw_list pin_link; /**< pin->held, while PIN_HELD */
+    struct cw_pin *pin;       /**< the pin it counts on or waits in
+                                   (spread.c) */
+    struct nau_list pin_link; /**< pin->held, while PIN_HELD */
 };
 
 /** Server part of a use: a request taken in, and its answer. */
@@ -673,9 +650,9 @@ struct cw_handle {
     char *relay_route_buf; /**< relay, outgoing: room for use.relay.route */
     size_t relay_route_cap;
     /* empty (self-linked) between uses */
-    struct cw_list link;      /**< ctx->inflight, incoming or wait_done */
-    struct cw_list resp_link; /**< ctx->responding */
-    struct cw_list sq_link;   /**< ctx->sendq */
+    struct nau_list link;      /**< ctx->inflight, incoming or wait_done */
+    struct nau_list resp_link; /**< ctx->responding */
+    struct nau_list sq_link;   /**< ctx->sendq */
     /* written before each use of them */
     struct cw_cqe cqe;
     struct cw_cqe xcancel_cqe; /**< relay, outgoing: cancel from in's ctx */
@@ -779,12 +756,12 @@ struct cw_bulk {
     /* remote */
     cw_network_t *net;
     cw_na_mem_t *rmem;
-    uint8_t ptoken[16];      /**< PROXY: gateway token (core/bulk_proxy.c) */
-    uint64_t pexpiry_ns;     /**< PROXY: end of the token's life (our clock) */
-    struct cw_list ctx_link; /**< ctx->bulks */
-    struct cw_rsess *rsess;  /**< PROXY of an idempotent request: session */
-    unsigned rs_idx;         /**< its descriptor index in the request */
-    struct cw_list rs_link;  /**< rsess->bulks */
+    uint8_t ptoken[16];       /**< PROXY: gateway token (core/bulk_proxy.c) */
+    uint64_t pexpiry_ns;      /**< PROXY: end of the token's life (our clock) */
+    struct nau_list ctx_link; /**< ctx->bulks */
+    struct cw_rsess *rsess;   /**< PROXY of an idempotent request: session */
+    unsigned rs_idx;          /**< its descriptor index in the request */
+    struct nau_list rs_link;  /**< rsess->bulks */
 };
 
 /* ---- chunk-level resume (core/bulk_resume.c, docs/bulk-gateway.md) ----- */
@@ -805,8 +782,8 @@ struct cw_rsess {
     unsigned gen;   /**< RESUME requests attached so far */
     uint8_t *desc;  /**< the last RESUME's descriptor section */
     size_t desc_len;
-    struct cw_list bulks; /**< cw_bulk.rs_link */
-    struct cw_list ops;   /**< cw_bulk_op.rs_link */
+    struct nau_list bulks; /**< cw_bulk.rs_link */
+    struct nau_list ops;   /**< cw_bulk_op.rs_link */
 };
 
 /** One delegation window of a resumable transfer. */
@@ -839,7 +816,7 @@ struct cw_bulk_op {
     /** Internal completion (runs under ctx->lock) instead of a queued one. */
     void (*icb)(cw_bulk_op_t *op, cw_status_t st, void *arg);
     struct cw_cqe cqe;
-    struct cw_list link;
+    struct nau_list link;
     struct cw_bulk_slot slots[CW_MAX_DEPTH];
     cw_handle_t *proxy_h;     /**< delegated to a gateway (core/bulk_proxy.c) */
     cw_bulk_t *proxy_sub;     /**< the local bytes the gateway may touch */
@@ -850,8 +827,8 @@ struct cw_bulk_op {
     cw_na_addr_t *direct_peer; /**< granted: their owner */
     /* delegated in windows, resumable (core/bulk_resume.c) */
     struct cw_rsess *rsess;
-    struct cw_list rs_link;   /**< rsess->ops */
-    struct cw_list susp_link; /**< ctx->rs_suspended while suspended */
+    struct nau_list rs_link;   /**< rsess->ops */
+    struct nau_list susp_link; /**< ctx->rs_suspended while suspended */
     struct cw_rs_win win[CW_RS_NWIN];
     cw_addr_t *rs_peer; /**< the gateway the windows go to */
     size_t acked;       /**< contiguous prefix answered OK */

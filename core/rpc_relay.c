@@ -239,7 +239,7 @@ void cw_h_set_canceled(cw_handle_t *in, bool canceled)
 
 static void relay_xcancel_run(struct cw_cqe *e)
 {
-    cw_handle_t *out = cw_container_of(e, cw_handle_t, xcancel_cqe);
+    cw_handle_t *out = nau_container_of(e, cw_handle_t, xcancel_cqe);
 
     (void)cw_cancel(out); /* takes the other context's lock */
     cw_handle_release(out);

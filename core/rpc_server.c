@@ -12,14 +12,14 @@
 
 static void run_handler(struct cw_cqe *e)
 {
-    cw_handle_t *h = cw_container_of(e, cw_handle_t, cqe);
+    cw_handle_t *h = nau_container_of(e, cw_handle_t, cqe);
 
     h->use.srv.hfn(h, h->use.srv.harg);
 }
 
 static void run_hook(struct cw_cqe *e)
 {
-    cw_handle_t *h = cw_container_of(e, cw_handle_t, cqe);
+    cw_handle_t *h = nau_container_of(e, cw_handle_t, cqe);
 
     h->use.srv.hook(h, h->use.srv.hook_arg);
 }
@@ -132,13 +132,13 @@ static void recv_done(cw_network_t *net, const struct cw_wire_msg *m,
                       cw_na_addr_t *source)
 {
     cw_context_t *ctx = net->ctx;
-    struct cw_list *e;
+    struct nau_list *e;
 
     for (e = ctx->wait_done.next; e != &ctx->wait_done; e = e->next) {
-        cw_handle_t *h = cw_container_of(e, cw_handle_t, link);
+        cw_handle_t *h = nau_container_of(e, cw_handle_t, link);
         if (h->use.req_id == m->hdr.req_id && h->use.net == net &&
             cw_na_addr_cmp(net->na, h->use.srv.src.na, source)) {
-            cw_list_del(&h->link);
+            nau_list_del(&h->link);
             h->use.pending--;
             cw_h_set_final(h, CW_OK);
             cw_h_check(h);
@@ -153,10 +153,10 @@ static void recv_cancel(cw_network_t *net, const struct cw_wire_msg *m,
                         cw_na_addr_t *source)
 {
     cw_context_t *ctx = net->ctx;
-    struct cw_list *e;
+    struct nau_list *e;
 
     for (e = ctx->incoming.next; e != &ctx->incoming; e = e->next) {
-        cw_handle_t *h = cw_container_of(e, cw_handle_t, link);
+        cw_handle_t *h = nau_container_of(e, cw_handle_t, link);
         if (h->use.req_id == m->hdr.req_id && h->use.net == net &&
             cw_na_addr_cmp(net->na, h->use.srv.src.na, source)) {
             if (cw_h_flag(h, CW_HFL_XCTX)) {
@@ -254,7 +254,7 @@ static void recv_request(cw_network_t *net, struct cw_urecv *u, bool batched,
     h->use.srv.raw_desc_len = m.hdr.desc_len;
     h->use.srv.raw_ndesc = m.hdr.ndesc;
     if (!(h->use.rflags & CW_HF_ONE_WAY))
-        cw_list_add(&ctx->incoming, &h->link);
+        nau_list_add_tail(&ctx->incoming, &h->link);
     if (h->use.hops > ctx->max_hops) {
         if (h->use.rflags & CW_HF_ONE_WAY)
             cw_handle_unref_locked(h);
@@ -399,16 +399,16 @@ void cw_resp_send_cb(const struct cw_na_cb_info *info)
 void cw_resp_send_done(cw_handle_t *h, cw_status_t status)
 {
     h->use.send_op = NULL;
-    cw_list_del(&h->resp_link);
+    nau_list_del(&h->resp_link);
     h->use.pending--;
     h->use.net->resp_sending--;
     if (status != CW_OK) {
-        if (!cw_list_empty(&h->link)) {
-            cw_list_del(&h->link);
+        if (nau_list_linked(&h->link)) {
+            nau_list_del(&h->link);
             h->use.pending--;
         }
         cw_h_set_final(h, status);
-    } else if (cw_list_empty(&h->link)) {
+    } else if (!nau_list_linked(&h->link)) {
         cw_h_set_final(h, CW_OK);
     }
     cw_h_check(h);
@@ -477,7 +477,7 @@ static cw_status_t respond_net(cw_handle_t *h, cw_status_t status)
     }
     h->use.pending++;
     net->resp_sending++;
-    cw_list_add(&ctx->responding, &h->resp_link);
+    nau_list_add_tail(&ctx->responding, &h->resp_link);
     ctx->stats.na_ops++;
     ctx->stats.tx_responses++;
     if (hdr.flags & CW_HF_OVERFLOW) {
@@ -486,7 +486,7 @@ static cw_status_t respond_net(cw_handle_t *h, cw_status_t status)
             (h->use.deadline_ns > now ? h->use.deadline_ns : now) +
             CW_DONE_GRACE_NS;
         h->use.pending++;
-        cw_list_add(&ctx->wait_done, &h->link);
+        nau_list_add_tail(&ctx->wait_done, &h->link);
         cw_ctx_timer_at(ctx, h->use.deadline_ns);
     }
     return CW_OK;
@@ -509,7 +509,7 @@ cw_status_t cw_respond_locked(cw_handle_t *h, cw_status_t status,
     h->use.pending = 0;
     h->cqe.fn = cw_h_complete;
     atomic_fetch_add(&h->refs, 1);
-    cw_list_del(&h->link); /* off the incoming list */
+    nau_list_del(&h->link); /* off the incoming list */
     if (!cw_h_flag(h, CW_HFL_SELF) &&
         (h->use.srv.canceled || cw_now_ns() > h->use.deadline_ns)) {
         cw_status_t why = h->use.srv.canceled ? CW_CANCELED : CW_TIMEOUT;

@@ -162,7 +162,7 @@ static struct cw_pin *pin_of(cw_handle_t *h)
             p = NULL;
         }
         if (p != NULL) {
-            cw_list_init(&p->held);
+            nau_list_init(&p->held);
             p->next = net->pins;
             net->pins = p;
         }
@@ -178,7 +178,7 @@ static bool pin_hold(cw_handle_t *h, struct cw_pin *p)
     h->use.cli.pin = p;
     cw_h_flag_set(h, CW_HFL_PIN_HELD);
     h->use.pending++;
-    cw_list_add(&p->held, &h->use.cli.pin_link);
+    nau_list_add_tail(&p->held, &h->use.cli.pin_link);
     h->ctx->stats.pin_held++;
     return true;
 }
@@ -286,12 +286,12 @@ static bool pin_may_send(const struct cw_pin *p)
 /* Send what waited, oldest first, as long as the pin lets them go. */
 static void pin_release_held(struct cw_pin *p)
 {
-    while (!cw_list_empty(&p->held) && pin_may_send(p)) {
+    while (!nau_list_empty(&p->held) && pin_may_send(p)) {
         cw_handle_t *h =
-            cw_container_of(p->held.next, cw_handle_t, use.cli.pin_link);
+            nau_container_of(p->held.next, cw_handle_t, use.cli.pin_link);
         cw_status_t st;
 
-        cw_list_del(&h->use.cli.pin_link);
+        nau_list_del(&h->use.cli.pin_link);
         cw_h_flag_clear(h, CW_HFL_PIN_HELD);
         h->use.pending--;
         /* Released by a cancel sweep (network closing, context going):
@@ -383,7 +383,7 @@ void cw_pin_check_member(cw_handle_t *h)
 void cw_pin_unhold(cw_handle_t *h)
 {
     CW_ASSERT_LOCKED(&h->ctx->lock);
-    cw_list_del(&h->use.cli.pin_link);
+    nau_list_del(&h->use.cli.pin_link);
     cw_h_flag_clear(h, CW_HFL_PIN_HELD);
     h->use.pending--;
 }

@@ -33,6 +33,12 @@ static inline void nau_list_init(struct nau_list *h)
     h->next = h->prev = h;
 }
 
+/** Mark node @p n as on no list, as a zeroed one is. */
+static inline void nau_list_node_init(struct nau_list *n)
+{
+    n->next = n->prev = NULL;
+}
+
 static inline bool nau_list_empty(const struct nau_list *h)
 {
     return h->next == h;

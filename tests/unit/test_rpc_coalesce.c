@@ -434,7 +434,7 @@ static bool cli_idle(struct pair *p)
     bool idle;
 
     pthread_mutex_lock(&p->cli->lock);
-    idle = cw_list_empty(&p->cli->inflight);
+    idle = nau_list_empty(&p->cli->inflight);
     pthread_mutex_unlock(&p->cli->lock);
     return idle;
 }
