@@ -40,6 +40,7 @@
 #define OFI_LOG_RL(cls, lvl, ...)                                              \
     CW_NA_LOG_RL((cls)->host, lvl, OFI_SUBSYS, __VA_ARGS__)
 #define OFI_WARN_RL(cls, ...) OFI_LOG_RL(cls, CW_LOG_WARN, __VA_ARGS__)
+#define OFI_ERR_RL(cls, ...)  OFI_LOG_RL(cls, CW_LOG_ERROR, __VA_ARGS__)
 
 /* Longest raw provider address we carry (sockaddr_in6 is 28 bytes, fi_shm
  * names are short strings).  The plugin header has a fixed size because the

@@ -336,8 +336,9 @@ cw_status_t ofi_peer_get(struct cw_na_class *cls, const void *raw, size_t len,
         int owner = ofi_shm_owner((const char *)raw);
 
         if (owner < 0) {
-            OFI_ERR(cls, "fi_shm peer %s: no region /dev/shm/%s (not running)",
-                    (const char *)raw, (const char *)raw);
+            OFI_ERR_RL(cls,
+                       "fi_shm peer %s: no region /dev/shm/%s (not running)",
+                       (const char *)raw, (const char *)raw);
             return CW_UNREACHABLE;
         }
         if (owner == 0)
@@ -354,8 +355,8 @@ cw_status_t ofi_peer_get(struct cw_na_class *cls, const void *raw, size_t len,
     rc = fi_av_insert(cls->av, a->raw, 1, &a->fi, 0, NULL);
     if (rc != 1) {
         ofi_format_raw(cls, a->raw, a->len, str, sizeof(str));
-        OFI_ERR(cls, "fi_av_insert(%s) failed: %s", str,
-                fi_strerror(rc < 0 ? -rc : FI_EINVAL));
+        OFI_ERR_RL(cls, "fi_av_insert(%s) failed: %s", str,
+                   fi_strerror(rc < 0 ? -rc : FI_EINVAL));
         free(a);
         return rc < 0 ? ofi_status(rc) : CW_UNREACHABLE;
     }
@@ -384,8 +385,8 @@ void ofi_peer_reset(struct cw_na_class *cls, struct cw_na_addr *peer)
     if (rc == 1)
         peer->fi = fresh;
     else
-        OFI_WARN(cls, "fi_av_insert() after a connection failure failed: %s",
-                 fi_strerror(rc < 0 ? -rc : FI_EINVAL));
+        OFI_WARN_RL(cls, "fi_av_insert() after a connection failure failed: %s",
+                    fi_strerror(rc < 0 ? -rc : FI_EINVAL));
 }
 
 cw_status_t ofi_addr_init_self(struct cw_na_class *cls)

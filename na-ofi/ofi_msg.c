@@ -522,7 +522,7 @@ void ofi_ctrl_send_done(struct cw_na_class *cls, struct ofi_ctrl *c, int err)
         char str[128];
 
         ofi_format_raw(cls, c->peer->raw, c->peer->len, str, sizeof(str));
-        OFI_WARN(cls, "peer %s: probe failed: %s", str, fi_strerror(err));
+        OFI_WARN_RL(cls, "peer %s: probe failed: %s", str, fi_strerror(err));
         ofi_peer_failed(cls, c->peer,
                         st == CW_UNREACHABLE ? st : CW_DISCONNECTED);
     }

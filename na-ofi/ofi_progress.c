@@ -259,13 +259,13 @@ void ofi_peer_failed(struct cw_na_class *cls, struct cw_na_addr *peer,
         char str[128];
 
         ofi_format_raw(cls, peer->raw, peer->len, str, sizeof(str));
-        OFI_WARN(cls,
-                 "peer %s is %s (last libfabric error: %s); failing its "
-                 "%u pending operation(s)",
-                 str, status == CW_UNREACHABLE ? "unreachable" : "gone",
-                 peer->last_err ? fi_strerror(peer->last_err)
-                                : "none, no answer to probes",
-                 peer->nactive);
+        OFI_WARN_RL(cls,
+                    "peer %s is %s (last libfabric error: %s); failing its "
+                    "%u pending operation(s)",
+                    str, status == CW_UNREACHABLE ? "unreachable" : "gone",
+                    peer->last_err ? fi_strerror(peer->last_err)
+                                   : "none, no answer to probes",
+                    peer->nactive);
     }
     peer->dead = true;
     peer->ping_sent_ns = 0;
@@ -444,10 +444,11 @@ static void ofi_run_retries(struct cw_na_class *cls, uint64_t now)
 
         next = l->next;
         if (now > op->retry_deadline_ns) {
-            OFI_WARN(cls,
-                     "operation could not be posted within %llu ms "
-                     "(provider kept answering -FI_EAGAIN)",
-                     (unsigned long long)(cls->retry_timeout_ns / 1000000ull));
+            OFI_WARN_RL(
+                cls,
+                "operation could not be posted within %llu ms "
+                "(provider kept answering -FI_EAGAIN)",
+                (unsigned long long)(cls->retry_timeout_ns / 1000000ull));
             nau_list_del(&op->link);
             op->in_retry = false;
             if (op->in_provider)

@@ -346,9 +346,10 @@ cw_status_t ofi_rma_post(struct cw_na_class *cls, struct cw_na_op *op)
             char str[128];
 
             ofi_format_raw(cls, op->peer->raw, op->peer->len, str, sizeof(str));
-            OFI_ERR(cls, "%s to %s failed: %s",
-                    op->type == CW_NA_OP_PUT ? "fi_writemsg()" : "fi_readmsg()",
-                    str, fi_strerror(-rc));
+            OFI_ERR_RL(cls, "%s to %s failed: %s",
+                       op->type == CW_NA_OP_PUT ? "fi_writemsg()"
+                                                : "fi_readmsg()",
+                       str, fi_strerror(-rc));
             free(sub);
             op->status = ofi_status(rc);
             break;

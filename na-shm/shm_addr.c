@@ -208,8 +208,8 @@ static cw_status_t shm_seg_map(struct cw_na_class *cls, struct shm_peer *peer,
     int fd = shm_open(path, O_RDWR | O_CLOEXEC, 0);
     if (fd < 0) {
         int err = errno;
-        SHM_ERR(cls, "shm://%s: shm_open(%s) failed: %s", peer->name, path,
-                strerror(err));
+        SHM_ERR_RL(cls, "shm://%s: shm_open(%s) failed: %s", peer->name, path,
+                   strerror(err));
         return err == ENOENT ? CW_UNREACHABLE : shm_errno_status(err);
     }
     struct stat st;
@@ -221,8 +221,8 @@ static cw_status_t shm_seg_map(struct cw_na_class *cls, struct shm_peer *peer,
              0);
     if (p == MAP_FAILED) {
         int err = errno;
-        SHM_ERR(cls, "shm://%s: mmap(%s) failed: %s", peer->name, path,
-                strerror(err));
+        SHM_ERR_RL(cls, "shm://%s: mmap(%s) failed: %s", peer->name, path,
+                   strerror(err));
         close(fd);
         return shm_errno_status(err);
     }
@@ -236,18 +236,18 @@ static cw_status_t shm_seg_map(struct cw_na_class *cls, struct shm_peer *peer,
         strncmp(hdr.name, peer->name, SHM_NAME_MAX) != 0)
         goto err_bad;
     if (!shm_pid_alive((pid_t)hdr.owner_pid, hdr.owner_start)) {
-        SHM_ERR(cls, "shm://%s: segment %s belongs to dead pid %u", peer->name,
-                path, hdr.owner_pid);
+        SHM_ERR_RL(cls, "shm://%s: segment %s belongs to dead pid %u",
+                   peer->name, path, hdr.owner_pid);
         goto err_unmap;
     }
     /* The pid of a memory handle is checked against this one, so it must
      * not be the peer's say: a header naming another process would steer
      * our copies into it. */
     if (hdr.owner_pid != (uint32_t)pid) {
-        SHM_ERR(cls,
-                "shm://%s: segment %s names pid %u, the endpoint is "
-                "pid %d",
-                peer->name, path, hdr.owner_pid, (int)pid);
+        SHM_ERR_RL(cls,
+                   "shm://%s: segment %s names pid %u, the endpoint is "
+                   "pid %d",
+                   peer->name, path, hdr.owner_pid, (int)pid);
         goto err_unmap;
     }
     if (peer->uid && peer->uid != hdr.uid && shm_peer_slot_only(peer)) {
@@ -258,10 +258,10 @@ static cw_status_t shm_seg_map(struct cw_na_class *cls, struct shm_peer *peer,
         goto err_unmap;
     }
     if (peer->uid && peer->uid != hdr.uid) {
-        SHM_ERR(cls,
-                "shm://%s: the endpoint was restarted since this address "
-                "was obtained",
-                peer->name);
+        SHM_ERR_RL(cls,
+                   "shm://%s: the endpoint was restarted since this address "
+                   "was obtained",
+                   peer->name);
         ret = CW_DISCONNECTED;
         goto err_unmap;
     }
@@ -274,8 +274,9 @@ static cw_status_t shm_seg_map(struct cw_na_class *cls, struct shm_peer *peer,
     return CW_OK;
 
 err_bad:
-    SHM_ERR(cls, "shm://%s: %s is not a valid Causeway segment (or not ready)",
-            peer->name, path);
+    SHM_ERR_RL(cls,
+               "shm://%s: %s is not a valid Causeway segment (or not ready)",
+               peer->name, path);
 err_unmap:
     if (p != MAP_FAILED)
         munmap(p, (size_t)st.st_size);
@@ -295,8 +296,8 @@ cw_status_t shm_peer_attach(struct cw_na_class *cls, struct shm_peer *peer)
     int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         int err = errno;
-        SHM_ERR(cls, "shm://%s: socket() failed: %s", peer->name,
-                strerror(err));
+        SHM_ERR_RL(cls, "shm://%s: socket() failed: %s", peer->name,
+                   strerror(err));
         return shm_errno_status(err);
     }
     shm_abstract_name(cls->prefix, peer->name, &sun, &slen);
@@ -316,8 +317,8 @@ cw_status_t shm_peer_attach(struct cw_na_class *cls, struct shm_peer *peer)
     socklen_t crlen = sizeof(cr);
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) < 0) {
         int err = errno;
-        SHM_ERR(cls, "shm://%s: getsockopt(SO_PEERCRED) failed: %s", peer->name,
-                strerror(err));
+        SHM_ERR_RL(cls, "shm://%s: getsockopt(SO_PEERCRED) failed: %s",
+                   peer->name, strerror(err));
         close(fd);
         return shm_errno_status(err);
     }
@@ -336,8 +337,8 @@ cw_status_t shm_peer_attach(struct cw_na_class *cls, struct shm_peer *peer)
                                    "its id");
             holder = NULL;
         } else {
-            SHM_WARN(cls, "shm://%s: its id is also claimed by shm://%s",
-                     peer->name, holder->name);
+            SHM_WARN_RL(cls, "shm://%s: its id is also claimed by shm://%s",
+                        peer->name, holder->name);
         }
     }
     if (!holder) /* its id may be new */
@@ -454,7 +455,7 @@ void shm_listen_accept(struct cw_na_class *cls)
             accept4(cls->listen.fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
-                SHM_WARN(cls, "accept4 failed: %s", strerror(errno));
+                SHM_WARN_RL(cls, "accept4 failed: %s", strerror(errno));
             return;
         }
         if (cls->naccepted >= SHM_ACCEPTED_MAX) {
@@ -470,7 +471,7 @@ void shm_listen_accept(struct cw_na_class *cls)
         struct shm_fdref *ref = calloc(1, sizeof(*ref));
         struct epoll_event ev = {.events = EPOLLIN, .data.ptr = ref};
         if (!ref || epoll_ctl(cls->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
-            SHM_WARN(cls, "dropping a connection: out of resources");
+            SHM_WARN_RL(cls, "dropping a connection: out of resources");
             free(ref);
             close(fd);
             continue;
@@ -638,8 +639,8 @@ void shm_sock_handle(struct cw_na_class *cls, struct shm_fdref *ref)
         if (pfd >= 0)
             close(pfd);
         if (m.kind == SHM_SOCK_REPLY && m.uid != peer->uid) {
-            SHM_ERR(cls, "shm://%s answered as another incarnation",
-                    peer->name);
+            SHM_ERR_RL(cls, "shm://%s answered as another incarnation",
+                       peer->name);
             shm_peer_failed(cls, peer, CW_DISCONNECTED);
             return;
         }

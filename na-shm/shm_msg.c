@@ -390,10 +390,11 @@ void shm_ring_unstick(struct cw_na_class *cls)
     if (p && !shm_peer_slot_only(p))
         return;
     cls->dropped++;
-    SHM_WARN(cls,
-             "skipping ring slot %llu: claimed %.1f s ago by an "
-             "endpoint that is gone and never published",
-             (unsigned long long)head, (double)(now - cls->stuck_since) / 1e9);
+    SHM_WARN_RL(cls,
+                "skipping ring slot %llu: claimed %.1f s ago by an "
+                "endpoint that is gone and never published",
+                (unsigned long long)head,
+                (double)(now - cls->stuck_since) / 1e9);
     atomic_store_explicit(&s->sender_uid, 0, memory_order_relaxed);
     atomic_store_explicit(&s->seq, head + cls->nslots, memory_order_release);
     cls->head = head + 1;

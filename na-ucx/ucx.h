@@ -37,7 +37,9 @@
  * drops): one a second per site, the next counting the ones suppressed. */
 #define UCX_LOG_RL(cls, level, ...)                                            \
     CW_NA_LOG_RL((cls)->host, level, UCX_SUBSYS, __VA_ARGS__)
-#define UCX_DBG(cls, ...) UCX_LOG(cls, CW_LOG_DEBUG, __VA_ARGS__)
+#define UCX_ERR_RL(cls, ...)  UCX_LOG_RL(cls, CW_LOG_ERROR, __VA_ARGS__)
+#define UCX_WARN_RL(cls, ...) UCX_LOG_RL(cls, CW_LOG_WARN, __VA_ARGS__)
+#define UCX_DBG(cls, ...)     UCX_LOG(cls, CW_LOG_DEBUG, __VA_ARGS__)
 
 /* Longest canonical "ip:port" / "[v6]:port" string, incl. NUL. */
 #define UCX_ADDR_STR_MAX 64

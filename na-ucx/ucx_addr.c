@@ -264,8 +264,8 @@ void ucx_conn_fail(struct ucx_conn *conn, ucs_status_t st)
     nau_list_del(&conn->link);
     nau_list_add_tail(&cls->dead, &conn->link);
     if (conn->outgoing)
-        UCX_WARN(cls, "connection to %s failed: %s",
-                 conn->peer ? conn->peer->str : "?", ucs_status_string(st));
+        UCX_WARN_RL(cls, "connection to %s failed: %s",
+                    conn->peer ? conn->peer->str : "?", ucs_status_string(st));
     else
         UCX_LOG_RL(cls, CW_LOG_INFO, "connection from %s closed: %s",
                    conn->peer ? conn->peer->str : "unidentified peer",
@@ -321,8 +321,8 @@ cw_status_t ucx_peer_conn(struct ucx_cls *cls, struct cw_na_addr *peer,
     ucx_ep_params_common(&p, conn);
     st = ucp_ep_create(cls->worker, &p, &conn->ep);
     if (st != UCS_OK) {
-        UCX_ERR(cls, "ucp_ep_create(%s) failed: %s", peer->str,
-                ucs_status_string(st));
+        UCX_ERR_RL(cls, "ucp_ep_create(%s) failed: %s", peer->str,
+                   ucs_status_string(st));
         free(conn);
         return ucx_status(st);
     }
@@ -363,7 +363,7 @@ static void ucx_conn_request_cb(ucp_conn_request_h req, void *arg)
 
     conn = ucx_conn_new(cls, false);
     if (conn == NULL) {
-        UCX_ERR(cls, "out of memory accepting a connection");
+        UCX_ERR_RL(cls, "out of memory accepting a connection");
         ucp_listener_reject(cls->listener, req);
         return;
     }
@@ -372,7 +372,8 @@ static void ucx_conn_request_cb(ucp_conn_request_h req, void *arg)
     ucx_ep_params_common(&p, conn);
     st = ucp_ep_create(cls->worker, &p, &conn->ep);
     if (st != UCS_OK) {
-        UCX_ERR(cls, "ucp_ep_create(accept) failed: %s", ucs_status_string(st));
+        UCX_ERR_RL(cls, "ucp_ep_create(accept) failed: %s",
+                   ucs_status_string(st));
         free(conn);
         return;
     }

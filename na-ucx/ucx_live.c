@@ -125,11 +125,12 @@ void ucx_live_scan(struct ucx_cls *cls)
             conn->heard_ns = now; /* start the clock when waiting starts */
         if (conn->probing) {
             if (now - conn->probe_ns >= cls->live_timeout_ns) {
-                UCX_WARN(cls,
-                         "peer %s did not answer a liveness probe in "
-                         "%llu ms",
-                         conn->peer ? conn->peer->str : "?",
-                         (unsigned long long)(cls->live_timeout_ns / 1000000));
+                UCX_WARN_RL(
+                    cls,
+                    "peer %s did not answer a liveness probe in "
+                    "%llu ms",
+                    conn->peer ? conn->peer->str : "?",
+                    (unsigned long long)(cls->live_timeout_ns / 1000000));
                 ucx_conn_fail(conn, UCS_ERR_ENDPOINT_TIMEOUT);
             }
         } else if (now - conn->heard_ns >= quiet &&

@@ -51,8 +51,8 @@ static void ucx_unexp_rndv(struct ucx_cls *cls, struct cw_na_op *op, void *desc,
     op->len = length;
     req = ucp_am_recv_data_nbx(cls->worker, desc, op->buf, length, &p);
     if (UCS_PTR_IS_ERR(req)) {
-        UCX_WARN(cls, "ucp_am_recv_data_nbx() failed: %s",
-                 ucs_status_string(UCS_PTR_STATUS(req)));
+        UCX_WARN_RL(cls, "ucp_am_recv_data_nbx() failed: %s",
+                    ucs_status_string(UCS_PTR_STATUS(req)));
         ucx_op_finish(op, ucx_status(UCS_PTR_STATUS(req)));
         return;
     }
@@ -167,8 +167,8 @@ static ucs_status_t ucx_am_unexp_cb(void *arg, const void *header, size_t hlen,
     return rndv ? UCS_INPROGRESS : UCS_OK;
 
 nomem:
-    UCX_ERR(cls, "out of memory queueing an unexpected message from %s",
-            peer->str);
+    UCX_ERR_RL(cls, "out of memory queueing an unexpected message from %s",
+               peer->str);
     ucx_peer_put(cls, peer);
     return UCS_OK;
 drop:

@@ -171,8 +171,8 @@ static void ucx_ctl_send(struct ucx_cls *cls, struct ucx_ctl *ctl,
         return;
     }
     if (UCS_PTR_IS_ERR(req))
-        UCX_WARN(cls, "ucp_am_send_nbx(rma answer) failed: %s",
-                 ucs_status_string(UCS_PTR_STATUS(req)));
+        UCX_WARN_RL(cls, "ucp_am_send_nbx(rma answer) failed: %s",
+                    ucs_status_string(UCS_PTR_STATUS(req)));
     ucx_ctl_free(ctl);
 }
 
@@ -513,10 +513,10 @@ void ucx_rma_mem_released(struct ucx_cls *cls, struct cw_na_mem *mem)
         conn = ucx_conn_by_ep(cls, ctl->ep);
         if (conn == NULL)
             continue;
-        UCX_WARN(cls,
-                 "memory handle released while %s moves data through "
-                 "it: closing that connection",
-                 conn->peer ? conn->peer->str : "a peer");
+        UCX_WARN_RL(cls,
+                    "memory handle released while %s moves data through "
+                    "it: closing that connection",
+                    conn->peer ? conn->peer->str : "a peer");
         ucx_conn_fail(conn, UCS_ERR_CANCELED);
         closing = true;
     }

@@ -34,6 +34,7 @@
 #define VB_LOG_RL(cls, lvl, ...)                                               \
     CW_NA_LOG_RL((cls)->host, lvl, VB_SUBSYS, __VA_ARGS__)
 #define VB_WARN_RL(cls, ...) VB_LOG_RL(cls, CW_LOG_WARN, __VA_ARGS__)
+#define VB_ERR_RL(cls, ...)  VB_LOG_RL(cls, CW_LOG_ERROR, __VA_ARGS__)
 
 #define VB_DEV_MAX         20   /* device name length we carry */
 #define VB_DEFAULT_CREDITS 32   /* receive buffers granted per connection */

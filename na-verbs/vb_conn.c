@@ -176,10 +176,10 @@ static cw_status_t conn_create_qp(struct vb_conn *conn)
     cw_status_t st = vb_pool_grant(cls, cls->credits);
     if (st != CW_OK) {
         if (st == CW_BUSY)
-            VB_WARN(cls,
-                    "no receive buffers left for another connection "
-                    "(%u)",
-                    cls->max_conns);
+            VB_WARN_RL(cls,
+                       "no receive buffers left for another connection "
+                       "(%u)",
+                       cls->max_conns);
         return st;
     }
     conn->granted = true;
@@ -194,7 +194,7 @@ static cw_status_t conn_create_qp(struct vb_conn *conn)
     if (rc != 0) {
         int e = errno;
         vb_peer_format(conn->peer, peer, sizeof(peer));
-        VB_ERR(cls, "rdma_create_qp() for %s failed: %s", peer, strerror(e));
+        VB_ERR_RL(cls, "rdma_create_qp() for %s failed: %s", peer, strerror(e));
         return vb_status(VB_E_RC, e);
     }
     if (qa.cap.max_inline_data < sizeof(struct vb_hdr)) {
@@ -232,7 +232,8 @@ cw_status_t vb_conn_for_send(vb_class_t *cls, vb_peer_t *peer,
                                (struct sockaddr *)&peer->sin,
                                VB_CM_TIMEOUT_MS) != 0) {
         vb_peer_format(peer, name, sizeof(name));
-        VB_ERR(cls, "rdma_resolve_addr(%s) failed: %s", name, strerror(errno));
+        VB_ERR_RL(cls, "rdma_resolve_addr(%s) failed: %s", name,
+                  strerror(errno));
         goto err_fail;
     }
     peer->conn = c;
@@ -351,8 +352,8 @@ static void conn_event_failed(struct vb_conn *conn, int event, int status)
     vb_class_t *cls = conn->cls;
     char name[64], eb[64];
     vb_peer_format(conn->peer, name, sizeof(name));
-    VB_ERR(cls, "connection to %s failed: %s (status %d)", name,
-           vb_strerr(VB_E_CM, event, eb, sizeof(eb)), status);
+    VB_ERR_RL(cls, "connection to %s failed: %s (status %d)", name,
+              vb_strerr(VB_E_CM, event, eb, sizeof(eb)), status);
     vb_conn_fail(conn, vb_status(VB_E_CM, event));
 }
 
@@ -407,7 +408,7 @@ static void on_connect_request(vb_class_t *cls, struct rdma_cm_id *id,
     if (cls->ops->accept(id, &cp) != 0) {
         char name[64];
         vb_peer_format(peer, name, sizeof(name));
-        VB_ERR(cls, "rdma_accept(%s) failed: %s", name, strerror(errno));
+        VB_ERR_RL(cls, "rdma_accept(%s) failed: %s", name, strerror(errno));
         vb_conn_fail(conn, vb_status(VB_E_RC, -1));
     }
 }
@@ -427,7 +428,7 @@ static void on_route_resolved(struct vb_conn *conn)
     if (cls->ops->connect(conn->id, &cp) != 0) {
         char name[64];
         vb_peer_format(conn->peer, name, sizeof(name));
-        VB_ERR(cls, "rdma_connect(%s) failed: %s", name, strerror(errno));
+        VB_ERR_RL(cls, "rdma_connect(%s) failed: %s", name, strerror(errno));
         vb_conn_fail(conn, vb_status(VB_E_RC, -1));
     }
 }
@@ -440,8 +441,8 @@ static void on_established(struct vb_conn *conn, const struct vb_pdata *pd,
         if (!pd_valid) {
             char name[64], why[64];
             vb_peer_format(conn->peer, name, sizeof(name));
-            VB_ERR(cls, "connection to %s: %s in reply", name,
-                   pdata_why(pd, why, sizeof(why)));
+            VB_ERR_RL(cls, "connection to %s: %s in reply", name,
+                      pdata_why(pd, why, sizeof(why)));
             cls->stats.dropped++;
             vb_conn_fail(conn, CW_PROTOCOL);
             return;
@@ -492,9 +493,9 @@ static void on_event(vb_class_t *cls, struct rdma_cm_id *id, int event,
         if (id->verbs != cls->ctx) {
             char name[64];
             vb_peer_format(conn->peer, name, sizeof(name));
-            VB_ERR(cls, "%s is reached through device %s, not %s", name,
-                   id->verbs ? ibv_get_device_name(id->verbs->device) : "?",
-                   cls->dev);
+            VB_ERR_RL(cls, "%s is reached through device %s, not %s", name,
+                      id->verbs ? ibv_get_device_name(id->verbs->device) : "?",
+                      cls->dev);
             vb_conn_fail(conn, CW_UNREACHABLE);
             return;
         }

@@ -344,8 +344,8 @@ void vb_recv_done(vb_class_t *cls, const struct ibv_wc *wc)
         if (conn && wc->status != IBV_WC_WR_FLUSH_ERR) {
             char eb[64], name[64];
             vb_peer_format(conn->peer, name, sizeof(name));
-            VB_ERR(cls, "receive from %s failed: %s", name,
-                   vb_strerr(VB_E_WC, wc->status, eb, sizeof(eb)));
+            VB_ERR_RL(cls, "receive from %s failed: %s", name,
+                      vb_strerr(VB_E_WC, wc->status, eb, sizeof(eb)));
             vb_conn_fail(conn, CW_DISCONNECTED);
         }
         goto repost;

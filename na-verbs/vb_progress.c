@@ -104,8 +104,8 @@ void vb_send_wc(vb_class_t *cls, const struct ibv_wc *wc)
         conn) {
         char eb[64], name[64];
         vb_peer_format(conn->peer, name, sizeof(name));
-        VB_ERR(cls, "QP %u to %s: %s", wc->qp_num, name,
-               vb_strerr(VB_E_WC, wc->status, eb, sizeof(eb)));
+        VB_ERR_RL(cls, "QP %u to %s: %s", wc->qp_num, name,
+                  vb_strerr(VB_E_WC, wc->status, eb, sizeof(eb)));
         vb_conn_fail(conn, CW_DISCONNECTED);
     }
     switch (tag) {

@@ -362,19 +362,39 @@ struct cw_na_plugin {
                             __func__, __VA_ARGS__);                            \
     } while (0)
 
-/** CW_NA_LOG at most once a second per call site (any thread); for what a
- *  peer can make happen at will, such as malformed or dropped messages.
- *  The plugin includes <stdatomic.h>. */
+/**
+ * CW_NA_LOG at most once a second per call site (any thread), the next
+ * printed line of the site preceded by the count of those suppressed; for
+ * what a peer can make happen at will: its connections and their failures,
+ * malformed or dropped messages, a peer gone.
+ */
 #define CW_NA_LOG_RL(host, level, subsys, ...)                                 \
     do {                                                                       \
-        static _Atomic uint64_t cw_na_rl_next_;                                \
-        uint64_t cw_na_rl_now_ = (host)->now_ns();                             \
-        uint64_t cw_na_rl_at_ =                                                \
-            atomic_load_explicit(&cw_na_rl_next_, memory_order_relaxed);       \
-        if (cw_na_rl_now_ >= cw_na_rl_at_ &&                                   \
-            atomic_compare_exchange_strong(&cw_na_rl_next_, &cw_na_rl_at_,     \
-                                           cw_na_rl_now_ + 1000000000ull))     \
-            CW_NA_LOG((host), (level), (subsys), __VA_ARGS__);                 \
+        if ((host) && (host)->log_level && *(host)->log_level >= (level)) {    \
+            static _Atomic uint64_t cw_na_rl_next_;                            \
+            static _Atomic unsigned cw_na_rl_dropped_;                         \
+            uint64_t cw_na_rl_now_ = (host)->now_ns();                         \
+            uint64_t cw_na_rl_at_ =                                            \
+                atomic_load_explicit(&cw_na_rl_next_, memory_order_relaxed);   \
+            if (cw_na_rl_now_ >= cw_na_rl_at_ &&                               \
+                atomic_compare_exchange_strong_explicit(                       \
+                    &cw_na_rl_next_, &cw_na_rl_at_,                            \
+                    cw_na_rl_now_ + 1000000000ull, memory_order_relaxed,       \
+                    memory_order_relaxed)) {                                   \
+                unsigned cw_na_rl_n_ = atomic_exchange_explicit(               \
+                    &cw_na_rl_dropped_, 0, memory_order_relaxed);              \
+                if (cw_na_rl_n_)                                               \
+                    cw_na_host_log_((host), (level), (subsys), __FILE__,       \
+                                    __LINE__, __func__,                        \
+                                    "(%u similar messages suppressed)",        \
+                                    cw_na_rl_n_);                              \
+                cw_na_host_log_((host), (level), (subsys), __FILE__, __LINE__, \
+                                __func__, __VA_ARGS__);                        \
+            } else {                                                           \
+                atomic_fetch_add_explicit(&cw_na_rl_dropped_, 1,               \
+                                          memory_order_relaxed);               \
+            }                                                                  \
+        }                                                                      \
     } while (0)
 
 static inline void
