@@ -36,9 +36,11 @@ wait_file() {
     done
     return 1
 }
-# A free port outside the ephemeral range (free_port.py).
+# A free port outside the ephemeral range, never one handed out before in
+# this run (free_port.py).
 free_port() {
-    python3 "$(dirname "${BASH_SOURCE[0]}")/../integration/free_port.py"
+    CW_PORT_REGISTRY=${CW_PORT_REGISTRY:-${T:+$T/ports.taken}} \
+        python3 "$(dirname "${BASH_SOURCE[0]}")/../integration/free_port.py"
 }
 # PIN=1 emulates a bridge node on this one host: the endpoints (cw-perf
 # clients and servers, haproxy) run on CPU 0 and the gateways on CPU 1, so

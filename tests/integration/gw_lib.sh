@@ -167,9 +167,11 @@ wait_for_s() {
     return 1
 }
 
-# A free port outside the ephemeral range (free_port.py).
+# A free port outside the ephemeral range, never one handed out before to
+# this test or (under meson test) to another one beside it (free_port.py).
 free_port() {
-    python3 "$(dirname "${BASH_SOURCE[0]}")/free_port.py"
+    CW_PORT_REGISTRY=${CW_PORT_REGISTRY:-${T:+$T/ports.taken}} \
+        python3 "$(dirname "${BASH_SOURCE[0]}")/free_port.py"
 }
 
 # addr_ready FILE PID: a server has written its address to FILE; one that
