@@ -32,6 +32,15 @@ static void h_cancel_ops(cw_handle_t *h)
     }
 }
 
+/* The caller hears now; the handle stays busy until what it lent the peer
+ * comes back, or @p until (cw_rpc_timers). */
+static void h_linger(cw_handle_t *h, uint64_t until)
+{
+    cw_h_flag_set(h, CW_HFL_LINGER);
+    h->use.cli.linger_until = until;
+    cw_ctx_timer_at(h->ctx, until);
+}
+
 void cw_h_fail(cw_handle_t *h, cw_status_t st)
 {
     CW_ASSERT_LOCKED(&h->ctx->lock);
@@ -47,22 +56,16 @@ void cw_h_fail(cw_handle_t *h, cw_status_t st)
          * that overflowed), so that it never reads released memory.  The
          * caller hears now; the handle lingers. */
         uint64_t now = cw_now_ns();
-        cw_h_flag_set(h, CW_HFL_LINGER);
-        h->use.cli.linger_until =
-            (h->use.deadline_ns > now ? h->use.deadline_ns : now) +
-            CW_DONE_GRACE_NS;
-        cw_ctx_timer_at(h->ctx, h->use.cli.linger_until);
-    } else if (h->use.role == CW_H_CLIENT && h->use.bulk_op != NULL) {
+        h_linger(h, (h->use.deadline_ns > now ? h->use.deadline_ns : now) +
+                        CW_DONE_GRACE_NS);
+    } else {
         /* Pulling an overflowed answer into the handle's own buffer: the
          * pull is cancelled below, but a plugin may hold its pieces until
          * they come back (na-ofi: up to cancel_grace_ms).  The caller
          * hears now, at its deadline; the handle lingers until the pull
          * has ended (fwd_pull_done). */
-        cw_h_flag_set(h, CW_HFL_LINGER);
-        h->use.cli.linger_until = cw_now_ns() + CW_DONE_GRACE_NS;
-        cw_ctx_timer_at(h->ctx, h->use.cli.linger_until);
-        h_cancel_ops(h);
-    } else {
+        if (h->use.role == CW_H_CLIENT && h->use.bulk_op != NULL)
+            h_linger(h, cw_now_ns() + CW_DONE_GRACE_NS);
         h_cancel_ops(h);
     }
     if (h->use.bulk_op)
