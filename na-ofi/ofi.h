@@ -218,6 +218,20 @@ struct ofi_ctrl {
 
 struct ofi_exp_buf;
 
+/* Sockets left half-closed before their handshake (ofi_reap.c). */
+struct ofi_reaper {
+    bool on;
+    bool any_addr; /* listening on the wildcard address */
+    int family;    /* AF_INET or AF_INET6 */
+    uint16_t port; /* listening port */
+    uint8_t addr[16];
+    int reserve_fd; /* given up for a scan at the descriptor limit */
+    uint64_t next_ns;
+    uint64_t *seen; /* socket inodes found in the last scan, sorted */
+    size_t nseen;
+    uint64_t reaped;
+};
+
 struct cw_na_class {
     const struct cw_na_host *host;
     uint32_t flags;
@@ -245,8 +259,10 @@ struct cw_na_class {
     void *discard;
     size_t eager_size;
     uint64_t retry_timeout_ns, keepalive_ns, peer_timeout_ns, cancel_grace_ns;
-    uint64_t spin_ns;          /* keep polling this long after activity */
-    uint64_t peer_idle_ns;     /* drop unused peers after this */
+    uint64_t spin_ns;      /* keep polling this long after activity */
+    uint64_t peer_idle_ns; /* drop unused peers after this */
+    uint64_t reap_ns;      /* scan for half-closed sockets (0: never) */
+    struct ofi_reaper reap;
     uint64_t last_activity_ns; /* last time the CQ had something */
     struct cw_na_addr *self;
     struct nau_ptable peers; /* by raw address */
@@ -306,6 +322,11 @@ struct ofi_sink {
 /* ofi_init.c */
 cw_status_t ofi_status(int fi_err);
 uint64_t ofi_now(const struct cw_na_class *cls);
+
+/* ofi_reap.c */
+void ofi_reap_init(struct cw_na_class *cls, const void *raw, size_t len);
+void ofi_reap_tick(struct cw_na_class *cls, uint64_t now);
+void ofi_reap_fini(struct cw_na_class *cls);
 
 /* ofi_addr.c */
 cw_status_t ofi_addr_init_self(struct cw_na_class *cls);

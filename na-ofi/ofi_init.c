@@ -55,18 +55,23 @@ struct ofi_proto {
      * answers a rejected access, and a put would wait for the peer
      * timeout instead of being reported done. */
     bool delivery_complete;
+    /* Reset the accepted sockets the provider leaves half-closed when a
+     * peer closes before its connection request (ofi_reap.c): the tcp
+     * provider under rxm. */
+    bool reap_half_closed;
 };
 
 static const struct ofi_proto ofi_protos[] = {
     {"tcp", "tcp;ofi_rxm", false, true, true, OFI_EXP_POOL_BYTES, true, true,
-     true},
-    {"shm", "shm", true, true, true, OFI_EXP_POOL_BYTES, false, false, false},
-    {"sockets", "sockets", false, true, true, OFI_EXP_POOL_BYTES_SMALL, false,
-     true, false},
-    {"verbs", "verbs;ofi_rxm", false, true, true, OFI_EXP_POOL_BYTES, true,
-     true, false},
-    {"cxi", "cxi", false, false, false, OFI_EXP_POOL_BYTES_SMALL, false, true,
+     true, true},
+    {"shm", "shm", true, true, true, OFI_EXP_POOL_BYTES, false, false, false,
      false},
+    {"sockets", "sockets", false, true, true, OFI_EXP_POOL_BYTES_SMALL, false,
+     true, false, false},
+    {"verbs", "verbs;ofi_rxm", false, true, true, OFI_EXP_POOL_BYTES, true,
+     true, false, false},
+    {"cxi", "cxi", false, false, false, OFI_EXP_POOL_BYTES_SMALL, false, true,
+     false, false},
 };
 
 static const struct ofi_proto *ofi_proto_find(const char *protocol)
@@ -290,6 +295,7 @@ static const struct ofi_param ofi_param_table[] = {
     OFI_P("peer_idle_s", 0, 86400, 1000000000, peer_idle_ns, false, "300"),
     OFI_P("early_max", 0, 1000000, 1, early_max, true, "4096"),
     OFI_P("tag_sinks", 0, 256, 1, tag_sinks, true, "32"),
+    OFI_P("reap_ms", 0, 3600000, 1000000, reap_ns, false, "1000"),
 };
 #define OFI_NPARAMS (sizeof(ofi_param_table) / sizeof(ofi_param_table[0]))
 
@@ -348,7 +354,7 @@ static cw_status_t ofi_params(struct cw_na_class *cls,
                      "unknown parameter %s ignored (known: eager_size, "
                      "retry_timeout_ms, keepalive_ms, peer_timeout_ms, "
                      "cancel_grace_ms, spin_us, peer_idle_s, early_max, "
-                     "tag_sinks)",
+                     "tag_sinks, reap_ms)",
                      key);
             continue;
         }
@@ -512,6 +518,7 @@ static cw_status_t ofi_init(const struct cw_na_host *host,
     cls->flags = info->flags;
     cls->wait_fd = -1;
     cls->shm_lock_fd = -1;
+    cls->reap.reserve_fd = -1;
     nau_list_init(&cls->retry);
     nau_list_init(&cls->done);
     nau_list_init(&cls->active);
@@ -573,6 +580,8 @@ static cw_status_t ofi_init(const struct cw_na_host *host,
     st = ofi_addr_init_self(cls);
     if (st != CW_OK)
         goto err_free;
+    if (p->reap_half_closed)
+        ofi_reap_init(cls, cls->self->raw, cls->self->len);
     if (cls->str_addr) {
         ofi_shm_lock_self(cls);
         ofi_shm_reap_dead(cls);
@@ -629,6 +638,7 @@ static void ofi_finalize(cw_na_class_t *cls)
     free(cls->sinks);
     free(cls->sink_buf);
     ofi_addr_fini(cls);
+    ofi_reap_fini(cls);
     ofi_close_fid(cls, cls->av ? &cls->av->fid : NULL, "address vector");
     ofi_close_fid(cls, cls->cq ? &cls->cq->fid : NULL, "completion queue");
     ofi_close_fid(cls, cls->domain ? &cls->domain->fid : NULL, "domain");

@@ -503,6 +503,7 @@ static void ofi_tick(struct cw_na_class *cls, uint64_t now)
     if (cls->pongs_due > 0)
         ofi_pongs_due(cls, now);
     ofi_peers_reap(cls, now);
+    ofi_reap_tick(cls, now);
     if (cls->keepalive_ns == 0)
         return;
     for (n = nau_ptable_iter(&cls->peers, NULL); n != NULL; n = pnext) {

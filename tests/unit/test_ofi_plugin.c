@@ -4,9 +4,14 @@
  * hostile serialized input, RMA over more segments than the provider's iov
  * limit, malformed unexpected messages, the bounded early queue of expected
  * messages, cancel of every kind of op, a peer editing its copy of a
- * memory handle (a real process as the target).
+ * memory handle (a real process as the target), raw TCP connections closed
+ * before their handshake.
  */
 #include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <dirent.h>
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -1667,6 +1672,133 @@ static void test_rejected_put_reported_tcp(void **state)
 
 /* Runs cw_na_close(@p na) with stderr going to a file; returns what the
  * close logged (static buffer). */
+/* ---- connections closed before their handshake ----
+ *
+ * libfabric's tcp provider keeps an accepted socket whose peer closed
+ * before sending its connection request when errno happens to hold EAGAIN
+ * at that moment (it reads the reason from errno after a recv() of 0), and
+ * then holds it, in CLOSE-WAIT, forever.  A thread that last polled a
+ * nonblocking socket with nothing to read leaves exactly that, so each
+ * progress call below starts with errno = EAGAIN, as in a busy gateway.
+ * The plugin resets such sockets (ofi_reap.c): the descriptors come back,
+ * and a live peer is untouched. */
+static unsigned open_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    unsigned n = 0;
+
+    assert_non_null(d);
+    while (readdir(d) != NULL)
+        n++;
+    closedir(d);
+    return n;
+}
+
+/* Connections waiting in the accept queue of the listening socket on
+ * 127.0.0.1:port (/proc/net/tcp: a listening socket's rx_queue). */
+static unsigned accept_queue(unsigned port)
+{
+    FILE *f = fopen("/proc/net/tcp", "r");
+    char line[256];
+    unsigned q = 0;
+
+    assert_non_null(f);
+    while (fgets(line, sizeof(line), f) != NULL) {
+        unsigned lport, st, txq, rxq;
+
+        if (sscanf(line, " %*u: %*x:%x %*x:%*x %x %x:%x", &lport, &st, &txq,
+                   &rxq) == 4 &&
+            lport == port && st == 0x0a)
+            q += rxq;
+    }
+    fclose(f);
+    return q;
+}
+
+static void progress_stale_errno(cw_na_t *a, cw_na_t *b)
+{
+    errno = EAGAIN;
+    cw_na_progress(a, 0, NULL);
+    errno = EAGAIN;
+    cw_na_progress(b, 0, NULL);
+}
+
+#define PREHANDSHAKE_CONNS 64
+
+/* b sends a message to a on tag, which a receives. */
+static void b_to_a(struct pair *p, uint32_t tag)
+{
+    struct done r = {.owner = p->a}, sd = {0};
+    char in[32], out[32] = "still here";
+
+    assert_int_equal(
+        cw_na_msg_recv_unexpected(p->a, in, sizeof(in), done_cb, &r, NULL),
+        CW_OK);
+    assert_int_equal(cw_na_msg_send_unexpected(p->b, out, sizeof(out),
+                                               p->a_at_b, tag, done_cb, &sd,
+                                               NULL),
+                     CW_OK);
+    assert_true(wait_done(p->a, p->b, &sd, 1));
+    assert_true(wait_done(p->a, p->b, &r, 1));
+    assert_int_equal(sd.status, CW_OK);
+    assert_int_equal(r.status, CW_OK);
+    assert_int_equal(r.tag, tag);
+}
+
+static void test_closed_before_handshake_reaped(void **state)
+{
+    const char *params[] = {"reap_ms", "100", NULL};
+    struct sockaddr_in sin = {.sin_family = AF_INET};
+    struct pair p;
+    unsigned base, peak = 0, now = 0, port, queued = 0;
+    uint64_t end;
+    (void)state;
+
+    assert_int_equal(
+        cw_na_open("ofi+tcp://127.0.0.1:0", CW_NA_LISTEN, params, &p.a), CW_OK);
+    assert_int_equal(
+        cw_na_open("ofi+tcp://127.0.0.1:0", CW_NA_LISTEN, NULL, &p.b), CW_OK);
+    p.b_at_a = lookup_self(p.a, p.b);
+    p.a_at_b = lookup_self(p.b, p.a);
+    /* b connects to a and stays connected throughout. */
+    b_to_a(&p, 1);
+    for (int i = 0; i < 100; i++)
+        progress_stale_errno(p.a, p.b);
+    base = open_fds();
+
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    port = self_port(p.a);
+    sin.sin_port = htons((uint16_t)port);
+    for (int i = 0; i < PREHANDSHAKE_CONNS; i++) {
+        int s = socket(AF_INET, SOCK_STREAM, 0);
+
+        assert_true(s >= 0);
+        assert_int_equal(connect(s, (struct sockaddr *)&sin, sizeof(sin)), 0);
+        close(s);
+    }
+    /* The provider accepts them (the descriptors rise: how far depends on
+     * how fast it accepts against how fast they are reset), and they all
+     * go again within a few scans, none left to accept. */
+    end = cw_now_ns() + WAIT_NS;
+    while (cw_now_ns() < end) {
+        progress_stale_errno(p.a, p.b);
+        now = open_fds();
+        if (now > peak)
+            peak = now;
+        if (peak > base && now <= base && (queued = accept_queue(port)) == 0)
+            break;
+    }
+    fprintf(stderr,
+            "descriptors: %u before, %u at most, %u after; %u not accepted\n",
+            base, peak, now, queued);
+    assert_true(peak > base);
+    assert_true(now <= base);
+    assert_int_equal(queued, 0);
+    /* b's connection was not touched: a message still goes through. */
+    b_to_a(&p, 2);
+    pair_close(&p);
+}
+
 static const char *close_logged(cw_na_t *na)
 {
     static char log[4096];
@@ -1758,6 +1890,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_close_with_registrations_shm),
         cmocka_unit_test(test_forged_ping_bounded),
         cmocka_unit_test(test_rejected_put_reported_tcp),
+        cmocka_unit_test(test_closed_before_handshake_reaped),
     };
     int rc;
 
