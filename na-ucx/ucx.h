@@ -89,6 +89,11 @@ struct cw_na_addr {
     socklen_t sslen;
     struct ucx_conn *conn; /* endpoint used to reach it, may be NULL */
     struct nau_list recvs; /* expected receives posted for it */
+    /* Its unexpected messages waiting for a receive (ucx_msg.c), oldest
+     * first, and its place in cls->unexp_ready while there are any. */
+    struct nau_list uq;
+    struct nau_list uq_link;
+    size_t uq_bytes; /* eager bytes copied into uq */
     char str[UCX_ADDR_STR_MAX];
 };
 
@@ -254,12 +259,15 @@ struct ucx_cls {
      * 8 500 at a cw-perf client (callgrind). */
     struct nau_pool op_pool;
     struct nau_list unexp_posted; /* posted unexpected receive buffers */
-    struct nau_list unexp_queue;  /* unexpected messages without buffer */
-    struct nau_list ctls;         /* RMA control messages in flight */
-    struct nau_list early_all;    /* expected messages before their recv */
-    struct nau_match early;       /* those a receive may still take */
-    size_t unexp_queued;          /* bytes copied into unexp_queue */
-    size_t unexp_queue_max;       /* bound on those bytes */
+    /* Peers with unexpected messages waiting for a buffer, served in turn
+     * (one message each), so a flooding peer delays nobody else's. */
+    struct nau_list unexp_ready;
+    struct nau_list ctls;      /* RMA control messages in flight */
+    struct nau_list early_all; /* expected messages before their recv */
+    struct nau_match early;    /* those a receive may still take */
+    size_t unexp_queued;       /* bytes copied into unexp_queue */
+    size_t unexp_queue_max;    /* bound on those bytes */
+    size_t unexp_peer_max;     /* bound on one peer's share of them */
     uint64_t next_op_id;
     uint64_t next_mem_id;
     uint64_t dropped;         /* malformed wire messages dropped */

@@ -177,6 +177,7 @@ static cw_status_t ucx_peer_create(struct ucx_cls *cls,
     memcpy(&peer->ss, ss, sslen);
     peer->sslen = sslen;
     nau_list_init(&peer->recvs);
+    nau_list_init(&peer->uq);
     memcpy(peer->str, str, sizeof(str));
     nau_ptable_insert(&cls->peers, &peer->pnode,
                       nau_ptable_hash(&cls->peers, str, strlen(str)));

@@ -19,6 +19,7 @@
 #define UCX_EAGER_MAX           (16u * 1024u * 1024u)
 #define UCX_KEEPALIVE_DEFAULT   "1s"
 #define UCX_UNEXP_QUEUE_DEFAULT (64u * 1024u * 1024u)
+#define UCX_UNEXP_PEER_DEFAULT  (8u * 1024u * 1024u)
 #define UCX_LIVENESS_DEFAULT_MS 10000u
 
 /* UCX keeps process-wide state (its async event thread) that does not
@@ -194,6 +195,15 @@ static cw_status_t ucx_apply_params(struct ucx_cls *cls, ucp_config_t *config,
                 return CW_INVALID_ARG;
             }
             cls->unexp_queue_max = (size_t)n;
+        } else if (strcmp(k, "unexpected_peer_bytes") == 0) {
+            if (nau_param_uint(v, cls->eager_size, SIZE_MAX, &n) != CW_OK) {
+                UCX_ERR(cls,
+                        "unexpected_peer_bytes=%s: expected a number "
+                        ">= eager_size",
+                        v);
+                return CW_INVALID_ARG;
+            }
+            cls->unexp_peer_max = (size_t)n;
         } else if (strcmp(k, "liveness_ms") == 0) {
             if (nau_param_uint(v, 0, 3600000, &n) != CW_OK ||
                 (n != 0 && n < 100)) {
@@ -390,6 +400,7 @@ static cw_status_t ucx_init(const struct cw_na_host *host,
     cls->efd = -1;
     cls->eager_size = UCX_EAGER_DEFAULT;
     cls->unexp_queue_max = UCX_UNEXP_QUEUE_DEFAULT;
+    cls->unexp_peer_max = UCX_UNEXP_PEER_DEFAULT;
     cls->live_timeout_ns = UCX_LIVENESS_DEFAULT_MS * 1000000ull;
     cls->next_op_id = 1;
     cls->next_mem_id = 1;
@@ -400,7 +411,7 @@ static cw_status_t ucx_init(const struct cw_na_host *host,
     nau_list_init(&cls->ops);
     nau_pool_init(&cls->op_pool, sizeof(struct cw_na_op), UCX_OP_POOL_MAX);
     nau_list_init(&cls->unexp_posted);
-    nau_list_init(&cls->unexp_queue);
+    nau_list_init(&cls->unexp_ready);
     nau_list_init(&cls->ctls);
     nau_list_init(&cls->early_all);
     nau_match_init(&cls->early, UCX_EARLY_MAX_MSGS, UCX_EARLY_MAX_BYTES,

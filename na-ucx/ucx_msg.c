@@ -136,12 +136,19 @@ static ucs_status_t ucx_am_unexp_cb(void *arg, const void *header, size_t hlen,
         return UCS_OK;
     }
 
-    /* No buffer posted: keep it until one is.  Eager data is copied, so
-     * its total is bounded; a rendezvous message stays at the sender. */
+    /* No buffer posted: keep it until one is, behind the sender's earlier
+     * ones.  Eager data is copied, so its total is bounded, and so is each
+     * sender's share of it; a rendezvous message stays at the sender. */
     if (!rndv && length > cls->unexp_queue_max - cls->unexp_queued) {
         ucx_peer_put(cls, peer);
         ucx_log_dropped(cls, "unexpected message (queue full: no receive "
                              "posted)");
+        return UCS_OK;
+    }
+    if (!rndv && length > cls->unexp_peer_max - peer->uq_bytes) {
+        ucx_peer_put(cls, peer);
+        ucx_log_dropped(cls, "unexpected message (its sender's share of the "
+                             "queue is full: no receive posted)");
         return UCS_OK;
     }
     m = calloc(1, sizeof(*m));
@@ -161,9 +168,13 @@ static ucs_status_t ucx_am_unexp_cb(void *arg, const void *header, size_t hlen,
         }
         memcpy(m->data, data, length);
     }
-    nau_list_add_tail(&cls->unexp_queue, &m->link);
-    if (!rndv)
+    nau_list_add_tail(&peer->uq, &m->link);
+    if (!nau_list_linked(&peer->uq_link))
+        nau_list_add_tail(&cls->unexp_ready, &peer->uq_link);
+    if (!rndv) {
         cls->unexp_queued += length;
+        peer->uq_bytes += length;
+    }
     return rndv ? UCS_INPROGRESS : UCS_OK;
 
 nomem:
@@ -184,18 +195,54 @@ cw_status_t ucx_msg_register_am(struct ucx_cls *cls)
 
 void ucx_msg_flush_queue(struct ucx_cls *cls)
 {
-    while (!nau_list_empty(&cls->unexp_queue)) {
-        struct ucx_umsg *m =
-            nau_container_of(cls->unexp_queue.next, struct ucx_umsg, link);
-        nau_list_del(&m->link);
-        if (m->rndv)
-            ucp_am_data_release(cls->worker, m->data);
-        else
-            free(m->data);
-        ucx_peer_put(cls, m->source);
-        free(m);
+    while (!nau_list_empty(&cls->unexp_ready)) {
+        struct cw_na_addr *peer =
+            nau_container_of(cls->unexp_ready.next, struct cw_na_addr, uq_link);
+        struct nau_list all;
+
+        /* Off the peer first: its last message's reference may free it. */
+        nau_list_del(&peer->uq_link);
+        nau_list_init(&all);
+        while (!nau_list_empty(&peer->uq)) {
+            struct nau_list *l = peer->uq.next;
+
+            nau_list_del(l);
+            nau_list_add_tail(&all, l);
+        }
+        peer->uq_bytes = 0;
+        while (!nau_list_empty(&all)) {
+            struct ucx_umsg *m =
+                nau_container_of(all.next, struct ucx_umsg, link);
+
+            nau_list_del(&m->link);
+            if (m->rndv)
+                ucp_am_data_release(cls->worker, m->data);
+            else
+                free(m->data);
+            ucx_peer_put(cls, m->source);
+            free(m);
+        }
     }
     cls->unexp_queued = 0;
+}
+
+/* The next queued message to hand out: the oldest of the peer whose turn
+ * it is, which then goes to the back of the line if it has more. */
+static struct ucx_umsg *ucx_unexp_next(struct ucx_cls *cls)
+{
+    struct cw_na_addr *peer =
+        nau_container_of(cls->unexp_ready.next, struct cw_na_addr, uq_link);
+    struct ucx_umsg *m = nau_container_of(peer->uq.next, struct ucx_umsg, link);
+
+    nau_list_del(&m->link);
+    nau_list_del(&peer->uq_link);
+    if (!nau_list_empty(&peer->uq))
+        nau_list_add_tail(&cls->unexp_ready, &peer->uq_link);
+    if (!m->rndv) {
+        cls->unexp_queued -= m->len;
+        peer->uq_bytes -= m->len;
+    }
+    return m;
 }
 
 static void ucx_send_params(ucp_request_param_t *p, struct cw_na_op *op)
@@ -280,13 +327,8 @@ cw_status_t ucx_msg_recv_unexpected(cw_na_class_t *c, void *buf, size_t len,
     op->buf_len = len;
     if (op_p)
         *op_p = op;
-    if (!nau_list_empty(&cls->unexp_queue)) {
-        struct ucx_umsg *m =
-            nau_container_of(cls->unexp_queue.next, struct ucx_umsg, link);
-        nau_list_del(&m->link);
-        if (!m->rndv)
-            cls->unexp_queued -= m->len;
-        ucx_unexp_deliver(cls, op, m);
+    if (!nau_list_empty(&cls->unexp_ready)) {
+        ucx_unexp_deliver(cls, op, ucx_unexp_next(cls));
         return CW_OK;
     }
     nau_list_add_tail(&cls->unexp_posted, &op->link);

@@ -421,6 +421,100 @@ static void test_unexpected_queue_bound(void **state)
     }
 }
 
+/* Messages waiting for a receive are handed out one sender at a time, in
+ * turn, each sender's in its own order, and each sender may hold only its
+ * share of the queue: a flooding peer neither delays another's messages
+ * behind its own nor crowds them out. */
+static void send_wait(cw_na_t *from, cw_na_addr_t *to, cw_na_t *peer,
+                      uint32_t tag)
+{
+    char out[1000];
+    struct rec s = {0};
+
+    memset(out, (int)('a' + tag % 26), sizeof(out));
+    assert_int_equal(cw_na_msg_send_unexpected(from, out, sizeof(out), to, tag,
+                                               rec_cb, &s, NULL),
+                     CW_OK);
+    assert_true(wait_rec(from, peer, &s));
+    assert_int_equal(s.status, CW_OK);
+}
+
+static void wait_dropped(cw_na_t *na, cw_na_t *other, uint64_t n)
+{
+    uint64_t end = cw_now_ns() + WAIT_NS;
+
+    while (cw_na_dropped(na) < n && cw_now_ns() < end) {
+        cw_na_progress(na, 0, NULL);
+        cw_na_progress(other, 0, NULL);
+    }
+    assert_int_equal(cw_na_dropped(na), n);
+}
+
+static void test_unexpected_turns(void **state)
+{
+    /* Four 1000-byte messages per sender; eager whatever the environment
+     * says (rendezvous messages stay at the sender, outside the bound). */
+    static const char *const params[] = {"eager_size",
+                                         "1024",
+                                         "unexpected_peer_bytes",
+                                         "4000",
+                                         "UCX_RNDV_THRESH",
+                                         "inf",
+                                         NULL};
+    static const char *const eager[] = {"UCX_RNDV_THRESH", "inf", NULL};
+    static const uint32_t order[8] = {0, 100, 1, 101, 2, 102, 3, 103};
+    cw_na_t *a, *b, *c;
+    cw_na_addr_t *self, *b_at_a, *b_at_c;
+    char uri[256], in[9][1024];
+    struct rec r[9] = {{0}};
+    cw_na_op_t *last;
+    (void)state;
+
+    assert_int_equal(cw_na_open(URI, CW_NA_LISTEN, eager, &a), CW_OK);
+    assert_int_equal(cw_na_open(URI, CW_NA_LISTEN, params, &b), CW_OK);
+    assert_int_equal(cw_na_open(URI, CW_NA_LISTEN, eager, &c), CW_OK);
+    assert_int_equal(cw_na_addr_self(b, &self), CW_OK);
+    assert_int_equal(cw_na_addr_to_string(b, self, uri, sizeof(uri)), CW_OK);
+    cw_na_addr_free(b, self);
+    assert_int_equal(cw_na_addr_lookup(a, uri, &b_at_a), CW_OK);
+    assert_int_equal(cw_na_addr_lookup(c, uri, &b_at_c), CW_OK);
+
+    /* a sends 6: 4 are kept, 2 dropped; then c sends 5: 4 kept, 1 dropped. */
+    for (uint32_t i = 0; i < 6; i++)
+        send_wait(a, b_at_a, b, i);
+    wait_dropped(b, a, 2);
+    for (uint32_t i = 0; i < 5; i++)
+        send_wait(c, b_at_c, b, 100 + i);
+    wait_dropped(b, c, 3);
+
+    for (int i = 0; i < 9; i++) {
+        assert_int_equal(cw_na_msg_recv_unexpected(b, in[i], sizeof(in[i]),
+                                                   rec_cb, &r[i],
+                                                   i == 8 ? &last : NULL),
+                         CW_OK);
+        if (i == 8)
+            break;
+        assert_true(wait_rec(b, NULL, &r[i]));
+        assert_int_equal(r[i].status, CW_OK);
+        assert_int_equal(r[i].len, 1000);
+        assert_int_equal(r[i].tag, order[i]);
+        assert_int_equal((unsigned char)in[i][999], 'a' + order[i] % 26);
+        cw_na_addr_free(b, r[i].source);
+    }
+    /* Nothing else was kept: the ninth receive still waits. */
+    for (int k = 0; k < 100; k++)
+        cw_na_progress(b, 0, NULL);
+    assert_int_equal(r[8].calls, 0);
+    assert_int_equal(cw_na_cancel(b, last), CW_OK);
+    assert_true(wait_rec(b, NULL, &r[8]));
+    assert_int_equal(r[8].status, CW_CANCELED);
+    cw_na_addr_free(a, b_at_a);
+    cw_na_addr_free(c, b_at_c);
+    cw_na_close(a);
+    cw_na_close(c);
+    cw_na_close(b);
+}
+
 #define BIG (16u << 20)
 
 /* 16 MiB put and get between handles of 3 and 2 segments, at offsets. */
@@ -1211,6 +1305,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_unexpected_queued, setup_two,
                                         teardown_two),
         cmocka_unit_test(test_unexpected_queue_bound),
+        cmocka_unit_test(test_unexpected_turns),
         cmocka_unit_test_setup_teardown(test_early_expected, setup_two,
                                         teardown_two),
         cmocka_unit_test_setup_teardown(test_rma_big_segmented, setup_two,
