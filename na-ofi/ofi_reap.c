@@ -210,8 +210,8 @@ static bool ofi_reap_still(int fd, uint64_t ino)
     return fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode) &&
            (uint64_t)st.st_ino == ino &&
            getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) == 0 &&
-           ti.tcpi_state == TCP_CLOSE_WAIT && ioctl(fd, FIONREAD, &unread) == 0 &&
-           unread == 0;
+           ti.tcpi_state == TCP_CLOSE_WAIT &&
+           ioctl(fd, FIONREAD, &unread) == 0 && unread == 0;
 }
 
 static bool ofi_reap_one(int fd, uint64_t ino)
@@ -281,8 +281,7 @@ void ofi_reap_init(struct cw_na_class *cls, const void *raw, size_t len)
         r->port = ntohs(in->sin_port);
         memcpy(r->addr, &in->sin_addr, 4);
         r->any_addr = in->sin_addr.s_addr == htonl(INADDR_ANY);
-    } else if (ss.ss_family == AF_INET6 &&
-               len >= sizeof(struct sockaddr_in6)) {
+    } else if (ss.ss_family == AF_INET6 && len >= sizeof(struct sockaddr_in6)) {
         const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&ss;
 
         r->port = ntohs(in6->sin6_port);
