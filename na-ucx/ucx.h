@@ -39,6 +39,7 @@
     CW_NA_LOG_RL((cls)->host, level, UCX_SUBSYS, __VA_ARGS__)
 #define UCX_ERR_RL(cls, ...)  UCX_LOG_RL(cls, CW_LOG_ERROR, __VA_ARGS__)
 #define UCX_WARN_RL(cls, ...) UCX_LOG_RL(cls, CW_LOG_WARN, __VA_ARGS__)
+#define UCX_INFO_RL(cls, ...) UCX_LOG_RL(cls, CW_LOG_INFO, __VA_ARGS__)
 #define UCX_DBG(cls, ...)     UCX_LOG(cls, CW_LOG_DEBUG, __VA_ARGS__)
 
 /* Longest canonical "ip:port" / "[v6]:port" string, incl. NUL. */
@@ -239,7 +240,16 @@ struct ucx_cls {
     bool rma_rkey; /* put/get with UCX RMA and remote keys */
     ucp_context_h context;
     ucp_worker_h worker;
-    ucp_listener_h listener;
+    ucp_listener_h listener; /* NULL while paused (ucx_guard.c) */
+    /* The listener's address (its real port) to open it again after a
+     * pause, and the descriptor guard (ucx_guard.c). */
+    struct sockaddr_storage listen_ss;
+    socklen_t listen_len;
+    bool listening;    /* opened with CW_NA_LISTEN */
+    bool fds_low;      /* fewer than fd_reserve descriptors were left */
+    size_t fd_reserve; /* parameter; 0: never pause */
+    uint64_t guard_next_ns;
+    uint64_t guard_paused; /* times the listener was closed */
     int efd;
     struct cw_na_addr *self; /* reference */
     uint32_t self_tag_id;
@@ -350,6 +360,12 @@ void ucx_conn_fail(struct ucx_conn *conn, ucs_status_t st);
 void ucx_conn_identify(struct ucx_cls *cls, struct ucx_conn *conn,
                        struct cw_na_addr *peer);
 cw_status_t ucx_listen(struct ucx_cls *cls, const char *location);
+ucs_status_t ucx_listener_open(struct ucx_cls *cls);
+
+/* ucx_guard.c */
+void ucx_guard_init(void);
+void ucx_guard_tick(struct ucx_cls *cls);
+bool ucx_guard_refuse(struct ucx_cls *cls);
 bool ucx_location_ifname(const char *location, char *ifname, size_t len);
 void ucx_conns_reap(struct ucx_cls *cls);
 void ucx_conns_close_all(struct ucx_cls *cls);

@@ -362,6 +362,10 @@ static void ucx_conn_request_cb(ucp_conn_request_h req, void *arg)
     struct ucx_conn *conn;
     ucs_status_t st;
 
+    if (cls->listener != NULL && ucx_guard_refuse(cls)) {
+        ucp_listener_reject(cls->listener, req);
+        return;
+    }
     conn = ucx_conn_new(cls, false);
     if (conn == NULL) {
         UCX_ERR_RL(cls, "out of memory accepting a connection");
@@ -605,11 +609,23 @@ static void ucx_pick_host(struct sockaddr_storage *ss, socklen_t *len_p)
     freeifaddrs(ifs);
 }
 
+ucs_status_t ucx_listener_open(struct ucx_cls *cls)
+{
+    ucp_listener_params_t lp = {0};
+
+    lp.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR |
+                    UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
+    lp.sockaddr.addr = (const struct sockaddr *)&cls->listen_ss;
+    lp.sockaddr.addrlen = cls->listen_len;
+    lp.conn_handler.cb = ucx_conn_request_cb;
+    lp.conn_handler.arg = cls;
+    return ucp_listener_create(cls->worker, &lp, &cls->listener);
+}
+
 cw_status_t ucx_listen(struct ucx_cls *cls, const char *location)
 {
     char host[UCX_ADDR_STR_MAX], str[UCX_ADDR_STR_MAX];
     struct sockaddr_storage bind_ss, adv_ss;
-    ucp_listener_params_t lp = {0};
     ucp_listener_attr_t attr = {0};
     socklen_t bind_len, adv_len;
     uint16_t port = 0;
@@ -645,13 +661,9 @@ cw_status_t ucx_listen(struct ucx_cls *cls, const char *location)
     }
     ucx_set_port(&bind_ss, port);
 
-    lp.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR |
-                    UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
-    lp.sockaddr.addr = (const struct sockaddr *)&bind_ss;
-    lp.sockaddr.addrlen = bind_len;
-    lp.conn_handler.cb = ucx_conn_request_cb;
-    lp.conn_handler.arg = cls;
-    st = ucp_listener_create(cls->worker, &lp, &cls->listener);
+    cls->listen_ss = bind_ss;
+    cls->listen_len = bind_len;
+    st = ucx_listener_open(cls);
     if (st != UCS_OK) {
         UCX_ERR(cls, "ucp_listener_create(%s) failed: %s", location,
                 ucs_status_string(st));
@@ -663,6 +675,9 @@ cw_status_t ucx_listen(struct ucx_cls *cls, const char *location)
         UCX_ERR(cls, "ucp_listener_query() failed: %s", ucs_status_string(st));
         return ucx_status(st);
     }
+    /* Opened again after a pause, it must be on the same port. */
+    ucx_set_port(&cls->listen_ss, ucx_get_port(&attr.sockaddr));
+    cls->listening = true;
     ucx_set_port(&adv_ss, ucx_get_port(&attr.sockaddr));
     ucx_format(&adv_ss, str, sizeof(str));
     ret = ucx_peer_create(cls, &adv_ss, adv_len, &cls->self);

@@ -15,12 +15,14 @@
 
 #include <uct/api/uct.h>
 
-#define UCX_EAGER_DEFAULT       (64u * 1024u)
-#define UCX_EAGER_MAX           (16u * 1024u * 1024u)
-#define UCX_KEEPALIVE_DEFAULT   "1s"
-#define UCX_UNEXP_QUEUE_DEFAULT (64u * 1024u * 1024u)
-#define UCX_UNEXP_PEER_DEFAULT  (8u * 1024u * 1024u)
-#define UCX_LIVENESS_DEFAULT_MS 10000u
+#define UCX_EAGER_DEFAULT            (64u * 1024u)
+#define UCX_EAGER_MAX                (16u * 1024u * 1024u)
+#define UCX_KEEPALIVE_DEFAULT        "1s"
+#define UCX_UNEXP_QUEUE_DEFAULT      (64u * 1024u * 1024u)
+#define UCX_UNEXP_PEER_DEFAULT       (8u * 1024u * 1024u)
+#define UCX_FD_RESERVE_DEFAULT       256u
+#define UCX_LISTENER_BACKLOG_DEFAULT "128"
+#define UCX_LIVENESS_DEFAULT_MS      10000u
 
 /* UCX keeps process-wide state (its async event thread) that does not
  * survive fork(): a child forked while the parent has live instances can
@@ -166,7 +168,7 @@ static cw_status_t ucx_config_set(struct ucx_cls *cls, ucp_config_t *config,
 static cw_status_t ucx_apply_params(struct ucx_cls *cls, ucp_config_t *config,
                                     const char *const *params)
 {
-    bool keepalive_set = false;
+    bool keepalive_set = false, backlog_set = false;
     const char *env_rma = getenv("CAUSEWAY_UCX_RMA");
     cw_status_t st;
 
@@ -204,6 +206,12 @@ static cw_status_t ucx_apply_params(struct ucx_cls *cls, ucp_config_t *config,
                 return CW_INVALID_ARG;
             }
             cls->unexp_peer_max = (size_t)n;
+        } else if (strcmp(k, "fd_reserve") == 0) {
+            if (nau_param_uint(v, 0, 1u << 20, &n) != CW_OK) {
+                UCX_ERR(cls, "fd_reserve=%s: expected 0..1048576", v);
+                return CW_INVALID_ARG;
+            }
+            cls->fd_reserve = (size_t)n;
         } else if (strcmp(k, "liveness_ms") == 0) {
             if (nau_param_uint(v, 0, 3600000, &n) != CW_OK ||
                 (n != 0 && n < 100)) {
@@ -231,9 +239,20 @@ static cw_status_t ucx_apply_params(struct ucx_cls *cls, ucp_config_t *config,
                 return st;
             if (strcmp(k + 4, "KEEPALIVE_INTERVAL") == 0)
                 keepalive_set = true;
+            if (strcmp(k + 4, "LISTENER_BACKLOG") == 0)
+                backlog_set = true;
         } else {
             UCX_WARN(cls, "unknown parameter '%s' ignored", k);
         }
+    }
+    /* UCX accepts on its own thread, as many at once as the kernel holds
+     * completed: a short queue keeps a burst of connections below the
+     * descriptors the listener pause keeps in reserve (ucx_guard.c). */
+    if (!backlog_set && getenv("UCX_LISTENER_BACKLOG") == NULL) {
+        st = ucx_config_set(cls, config, "LISTENER_BACKLOG",
+                            UCX_LISTENER_BACKLOG_DEFAULT);
+        if (st != CW_OK)
+            return st;
     }
     if (!keepalive_set && getenv("UCX_KEEPALIVE_INTERVAL") == NULL)
         return ucx_config_set(cls, config, "KEEPALIVE_INTERVAL",
@@ -297,6 +316,7 @@ static cw_status_t ucx_worker_create(struct ucx_cls *cls)
 
     wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
     wp.thread_mode = UCS_THREAD_MODE_SINGLE;
+    ucx_guard_init(); /* before the worker's async context exists */
     st = ucp_worker_create(cls->context, &wp, &cls->worker);
     if (st != UCS_OK) {
         UCX_ERR(cls, "ucp_worker_create() failed: %s", ucs_status_string(st));
@@ -401,6 +421,7 @@ static cw_status_t ucx_init(const struct cw_na_host *host,
     cls->eager_size = UCX_EAGER_DEFAULT;
     cls->unexp_queue_max = UCX_UNEXP_QUEUE_DEFAULT;
     cls->unexp_peer_max = UCX_UNEXP_PEER_DEFAULT;
+    cls->fd_reserve = UCX_FD_RESERVE_DEFAULT;
     cls->live_timeout_ns = UCX_LIVENESS_DEFAULT_MS * 1000000ull;
     cls->next_op_id = 1;
     cls->next_mem_id = 1;

@@ -252,6 +252,7 @@ cw_status_t ucx_progress(cw_na_class_t *c, unsigned max, unsigned *count_p)
         ucx_early_drain(cls);
     ucx_live_scan(cls);
     ucx_conns_reap(cls);
+    ucx_guard_tick(cls);
 
     /* Only what is done now: callbacks that post and complete again are
      * served by the next call. */

@@ -13,13 +13,20 @@
  * the memory at once: ASan); closing an instance while a peer floods it with
  * messages and put/get requests, and closing the flooding one with put/get
  * in flight; closing while a stopped peer holds up the final flush is
- * bounded (100 ms without progress).
+ * bounded (100 ms without progress); the listener closed while the
+ * process is short of descriptors, and open again after; more unused
+ * connections than UCX's default handler limit.
  *
  * The dying peer is tests/common/na_peer.c ("--peer URI FD").
  */
 #include <causeway/log.h>
 #include <causeway/na.h>
 
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -28,6 +35,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -513,6 +523,246 @@ static void test_unexpected_turns(void **state)
     cw_na_close(a);
     cw_na_close(c);
     cw_na_close(b);
+}
+
+/* ---- the descriptor limit ----
+ *
+ * UCX 1.13 does not survive its accept() failing for want of a descriptor.
+ * With the limit lowered and the process holding all but a few of its
+ * descriptors (as a leak elsewhere would), the listener must close (a new
+ * connection is refused by the kernel), and open again on the same port
+ * once descriptors are free. */
+static long open_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *e;
+    long n = 0;
+
+    assert_non_null(d);
+    while ((e = readdir(d)) != NULL)
+        if (e->d_name[0] != '.')
+            n++;
+    closedir(d);
+    return n - 1; /* the directory's own */
+}
+
+/* 1: refused (nothing listens), 0: accepted or pending, -1: no socket. */
+static int probe_refused(unsigned port)
+{
+    struct sockaddr_in sin = {.sin_family = AF_INET};
+    struct pollfd pfd;
+    int s = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0), err = 0;
+    socklen_t el = sizeof(err);
+
+    if (s < 0)
+        return -1;
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    sin.sin_port = htons((uint16_t)port);
+    if (connect(s, (struct sockaddr *)&sin, sizeof(sin)) != 0) {
+        if (errno != EINPROGRESS) {
+            err = errno;
+        } else {
+            pfd = (struct pollfd){.fd = s, .events = POLLOUT};
+            if (poll(&pfd, 1, 100) == 1)
+                getsockopt(s, SOL_SOCKET, SO_ERROR, &err, &el);
+        }
+    }
+    close(s);
+    return err == ECONNREFUSED;
+}
+
+static int wait_probe(struct two *t, unsigned port, int want)
+{
+    uint64_t end = cw_now_ns() + WAIT_NS;
+    int got = -2;
+
+    while (cw_now_ns() < end && got != want) {
+        cw_na_progress(t->b, 0, NULL);
+        cw_na_progress(t->a, 0, NULL);
+        got = probe_refused(port);
+    }
+    return got;
+}
+
+/* A new instance connects to b (at uri) and a message of tag reaches it. */
+static void new_caller_reaches(cw_na_t *b, const char *uri, uint32_t tag)
+{
+    cw_na_t *c;
+    cw_na_addr_t *b_at_c;
+    char in[16], out[16] = "new caller";
+    struct rec s = {0}, r = {0};
+
+    assert_int_equal(cw_na_open(URI, CW_NA_LISTEN, NULL, &c), CW_OK);
+    assert_int_equal(cw_na_addr_lookup(c, uri, &b_at_c), CW_OK);
+    assert_int_equal(
+        cw_na_msg_recv_unexpected(b, in, sizeof(in), rec_cb, &r, NULL), CW_OK);
+    assert_int_equal(cw_na_msg_send_unexpected(c, out, sizeof(out), b_at_c, tag,
+                                               rec_cb, &s, NULL),
+                     CW_OK);
+    assert_true(wait_rec(c, b, &s));
+    assert_true(wait_rec(b, c, &r));
+    assert_int_equal(s.status, CW_OK);
+    assert_int_equal(r.status, CW_OK);
+    assert_int_equal(r.tag, tag);
+    cw_na_addr_free(b, r.source);
+    cw_na_addr_free(c, b_at_c);
+    cw_na_close(c);
+}
+
+#define FD_FILL_MAX 1024
+
+static void test_listener_pauses_at_fd_limit(void **state)
+{
+    static const char *const params[] = {"fd_reserve", "32", NULL};
+    static int fill[FD_FILL_MAX];
+    struct rlimit saved, rl;
+    struct two t = {0};
+    cw_na_addr_t *self;
+    char uri[256];
+    unsigned port;
+    int nfill = 0, paused;
+    (void)state;
+
+    assert_int_equal(cw_na_open(URI, CW_NA_LISTEN, NULL, &t.a), CW_OK);
+    assert_int_equal(cw_na_open(URI, CW_NA_LISTEN, params, &t.b), CW_OK);
+    lookup_each_other(&t);
+    assert_int_equal(cw_na_addr_self(t.b, &self), CW_OK);
+    assert_int_equal(cw_na_addr_to_string(t.b, self, uri, sizeof(uri)), CW_OK);
+    cw_na_addr_free(t.b, self);
+    assert_int_equal(sscanf(uri, "ucx+tcp://127.0.0.1:%u", &port), 1);
+    assert_int_equal(wait_probe(&t, port, 0), 0);
+
+    /* A limit 300 above what is open (the reserve, 32, is within an
+     * eighth of it); all but 20 of them taken. */
+    assert_int_equal(getrlimit(RLIMIT_NOFILE, &saved), 0);
+    rl = saved;
+    rl.rlim_cur = (rlim_t)open_fds() + 300;
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &rl), 0);
+    while (open_fds() + 20 < (long)rl.rlim_cur && nfill < FD_FILL_MAX) {
+        fill[nfill] = open("/dev/null", O_RDONLY);
+        assert_true(fill[nfill] >= 0);
+        nfill++;
+    }
+    paused = wait_probe(&t, port, 1);
+    fprintf(stderr, "%d descriptors taken, limit %ld: refused %d\n", nfill,
+            (long)rl.rlim_cur, paused);
+
+    /* Descriptors come back: so does the listener, on the same port. */
+    while (nfill > 0)
+        close(fill[--nfill]);
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &saved), 0);
+    assert_int_equal(paused, 1);
+    assert_int_equal(wait_probe(&t, port, 0), 0);
+    new_caller_reaches(t.b, uri, 5);
+    {
+        void *tp = &t;
+        teardown_two_ptr(&tp);
+    }
+}
+
+/* More connections than UCX keeps handlers for by default (1024 per
+ * worker), held by a child that never says a word on them: UCX 1.13 closed
+ * a descriptor twice at the 1025th and the process died on its handler
+ * table.  All are accepted, the instance still serves a new caller, and
+ * the descriptors come back when the child lets go. */
+#define HOLD_CONNS 1100
+
+static void hold_child(unsigned port, int ready_fd, int go_fd)
+{
+    struct sockaddr_in sin = {.sin_family = AF_INET};
+    static int socks[HOLD_CONNS];
+    int n = 0;
+    char c;
+
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    sin.sin_port = htons((uint16_t)port);
+    for (int i = 0; i < HOLD_CONNS; i++) {
+        int s = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+        struct pollfd pfd = {.fd = s, .events = POLLOUT};
+
+        if (s < 0)
+            break;
+        /* One at a time, each connected before the next: the listener's
+         * queue is short. */
+        if (connect(s, (struct sockaddr *)&sin, sizeof(sin)) != 0 &&
+            (errno != EINPROGRESS || poll(&pfd, 1, 5000) != 1)) {
+            close(s);
+            continue;
+        }
+        socks[n++] = s;
+    }
+    if (write(ready_fd, &n, sizeof(n)) != (ssize_t)sizeof(n))
+        _exit(2);
+    if (read(go_fd, &c, 1) < 0)
+        _exit(3);
+    for (int i = 0; i < n; i++)
+        close(socks[i]);
+    _exit(0);
+}
+
+static bool wait_fds(struct two *t, long want, bool above)
+{
+    uint64_t end = cw_now_ns() + 3 * WAIT_NS;
+    long n = open_fds();
+
+    while (cw_now_ns() < end && (above ? n < want : n > want)) {
+        cw_na_progress(t->b, 0, NULL);
+        cw_na_progress(t->a, 0, NULL);
+        n = open_fds();
+    }
+    fprintf(stderr, "descriptors: %ld (want %s %ld)\n", n,
+            above ? "at least" : "at most", want);
+    return above ? n >= want : n <= want;
+}
+
+static void test_unused_connections_held(void **state)
+{
+    struct two *t = *state;
+    struct rlimit saved, rl;
+    cw_na_addr_t *self;
+    char uri[256];
+    unsigned port;
+    long base;
+    int ready[2], go[2], held = 0, st;
+    pid_t pid;
+
+    assert_int_equal(getrlimit(RLIMIT_NOFILE, &saved), 0);
+    if (saved.rlim_max != RLIM_INFINITY && saved.rlim_max < 2 * HOLD_CONNS)
+        skip(); /* the hard limit leaves no room for the connections */
+    rl = saved;
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < 2 * HOLD_CONNS) {
+        rl.rlim_cur = 2 * HOLD_CONNS;
+        assert_int_equal(setrlimit(RLIMIT_NOFILE, &rl), 0);
+    }
+    assert_int_equal(cw_na_addr_self(t->b, &self), CW_OK);
+    assert_int_equal(cw_na_addr_to_string(t->b, self, uri, sizeof(uri)), CW_OK);
+    cw_na_addr_free(t->b, self);
+    assert_int_equal(sscanf(uri, "ucx+tcp://127.0.0.1:%u", &port), 1);
+    assert_int_equal(pipe(ready), 0);
+    assert_int_equal(pipe(go), 0);
+    base = open_fds() - 2; /* less the pipe ends the child keeps */
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(ready[0]);
+        close(go[1]);
+        hold_child(port, ready[1], go[0]);
+    }
+    close(ready[1]);
+    close(go[0]);
+
+    /* The child connects while b (the only one accepting) progresses. */
+    assert_true(wait_fds(t, base + HOLD_CONNS, true));
+    assert_int_equal(read(ready[0], &held, sizeof(held)), sizeof(held));
+    assert_int_equal(held, HOLD_CONNS);
+    new_caller_reaches(t->b, uri, 6);
+    assert_int_equal(write(go[1], "x", 1), 1);
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    close(ready[0]);
+    close(go[1]);
+    assert_true(wait_fds(t, base - 2, false));
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &saved), 0);
 }
 
 #define BIG (16u << 20)
@@ -1306,6 +1556,9 @@ int main(int argc, char **argv)
                                         teardown_two),
         cmocka_unit_test(test_unexpected_queue_bound),
         cmocka_unit_test(test_unexpected_turns),
+        cmocka_unit_test(test_listener_pauses_at_fd_limit),
+        cmocka_unit_test_setup_teardown(test_unused_connections_held, setup_two,
+                                        teardown_two),
         cmocka_unit_test_setup_teardown(test_early_expected, setup_two,
                                         teardown_two),
         cmocka_unit_test_setup_teardown(test_rma_big_segmented, setup_two,
