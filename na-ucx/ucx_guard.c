@@ -10,13 +10,13 @@
  * that listens on ucx+tcp.
  *
  * So the class watches how many descriptors the process has left.  While
- * fewer than fd_reserve are (at most an eighth of the limit), it refuses connection requests (UCX closes
- * their sockets) and, at its next progress call, closes its listener:
- * what connects meanwhile waits in the kernel's backlog or is refused
- * there, and no accept() runs.  The connections made stay.  Once twice
- * fd_reserve are free it opens the listener again, on the same address
- * and port.  Counting takes one pass over /proc/self/fd, at most every
- * UCX_GUARD_FAST_NS while fewer than four reserves are left and every
+ * fewer than fd_reserve are (at most an eighth of the limit), it refuses
+ * connection requests (UCX closes their sockets) and, at its next progress
+ * call, closes its listener: what connects meanwhile waits in the kernel's
+ * backlog or is refused there, and no accept() runs.  The connections made
+ * stay.  Once twice fd_reserve are free it opens the listener again, on the
+ * same address and port.  Counting takes one pass over /proc/self/fd, at most
+ * every UCX_GUARD_FAST_NS while fewer than four reserves are left and every
  * UCX_GUARD_SLOW_NS otherwise; all classes of the process share the count.
  *
  * UCX also keeps at most UCX_ASYNC_MAX_EVENTS (1024) handlers per worker,
@@ -26,8 +26,9 @@
  * meanwhile, and the process dies on a corrupted handler table
  * ("Assertion handler->id == id", async.c).  A peer holding 1 025
  * connections it never uses was enough.  Before the first worker is
- * created the limit is raised to the process's descriptor limit, so the
- * descriptors run short (and the listener pauses) before it is reached.
+ * created the limit is raised to the process's descriptor limit (at most
+ * UCX_ASYNC_EVENTS_MAX), and the pause counts against the lower of the
+ * two, so the listener closes before either is reached.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -65,15 +66,19 @@ static long ucx_count_fds(void)
 /* Are fewer than @p mult times the reserve descriptors left?  The reserve
  * is fd_reserve, at most an eighth of the limit.  Counted again if the
  * last count is older than @p max_age_ns. */
-static bool ucx_fds_short(struct ucx_cls *cls, uint64_t now, uint64_t max_age_ns,
-                          unsigned mult)
+static bool ucx_fds_short(struct ucx_cls *cls, uint64_t now,
+                          uint64_t max_age_ns, unsigned mult)
 {
     struct rlimit rl;
     rlim_t reserve;
     long open;
 
-    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
         return false;
+    /* UCX's handler limit binds first where it is the lower. */
+    if (rl.rlim_cur == RLIM_INFINITY ||
+        rl.rlim_cur > ucs_global_opts.async_max_events)
+        rl.rlim_cur = ucs_global_opts.async_max_events;
     reserve = cls->fd_reserve;
     if (reserve > rl.rlim_cur / 8)
         reserve = rl.rlim_cur / 8;
@@ -143,10 +148,14 @@ void ucx_guard_tick(struct ucx_cls *cls)
                    : UCX_GUARD_SLOW_NS);
 }
 
+/* UCX keeps a queue of that many 8-byte entries per worker, all written
+ * at once: 512 KiB at this cap. */
+#define UCX_ASYNC_EVENTS_MAX (1u << 16)
+
 static void ucx_raise_async_limit(void)
 {
     struct rlimit rl;
-    rlim_t want = 1u << 20;
+    rlim_t want = UCX_ASYNC_EVENTS_MAX;
 
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < want)
         want = rl.rlim_cur;
