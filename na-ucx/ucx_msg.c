@@ -90,6 +90,7 @@ static ucs_status_t ucx_am_unexp_cb(void *arg, const void *header, size_t hlen,
     const uint8_t *h = header;
     char str[UCX_ADDR_STR_MAX];
     struct cw_na_addr *peer;
+    struct ucx_conn *conn = NULL;
     bool rndv = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0;
     uint32_t magic, tag;
     struct ucx_umsg *m;
@@ -105,14 +106,26 @@ static ucs_status_t ucx_am_unexp_cb(void *arg, const void *header, size_t hlen,
     if (magic != UCX_WIRE_MAGIC || alen == 0 || alen >= sizeof(str) ||
         hlen != UCX_UNEXP_HDR_FIXED + alen)
         goto drop;
-    memcpy(str, h + UCX_UNEXP_HDR_FIXED, alen);
-    str[alen] = '\0';
-    if (strlen(str) != alen || ucx_peer_get(cls, str, true, &peer) != CW_OK)
+    /* The sender names itself; the connection it came on usually knows
+     * that peer already, which spares parsing and hashing the name (about
+     * 130 of some 470 instructions a message, callgrind). */
+    if (memchr(h + UCX_UNEXP_HDR_FIXED, '\0', alen) != NULL)
         goto drop;
-    if (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) {
-        struct ucx_conn *conn = ucx_conn_by_ep(cls, param->reply_ep);
+    if (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP)
+        conn = ucx_conn_by_ep(cls, param->reply_ep);
+    if (conn != NULL && conn->peer != NULL && conn->peer->str[alen] == '\0' &&
+        memcmp(conn->peer->str, h + UCX_UNEXP_HDR_FIXED, alen) == 0) {
+        peer = conn->peer;
+        nau_ptable_ref(&peer->pnode);
+    } else {
+        memcpy(str, h + UCX_UNEXP_HDR_FIXED, alen);
+        str[alen] = '\0';
+        if (ucx_peer_get(cls, str, true, &peer) != CW_OK)
+            goto drop;
+    }
+    if (conn != NULL) {
         ucx_conn_identify(cls, conn, peer);
-        if (conn && cls->live_timeout_ns) {
+        if (cls->live_timeout_ns) {
             conn->heard_ns = cls->host->now_ns();
             conn->probing = false;
         }
