@@ -727,8 +727,13 @@ static void test_unused_connections_held(void **state)
     pid_t pid;
 
     assert_int_equal(getrlimit(RLIMIT_NOFILE, &saved), 0);
-    if (saved.rlim_max != RLIM_INFINITY && saved.rlim_max < 2 * HOLD_CONNS)
-        skip(); /* the hard limit leaves no room for the connections */
+    if (saved.rlim_max != RLIM_INFINITY && saved.rlim_max < 2 * HOLD_CONNS) {
+        fprintf(stderr,
+                "SKIP: the hard descriptor limit (%lu) leaves no room for "
+                "%d held connections\n",
+                (unsigned long)saved.rlim_max, HOLD_CONNS);
+        skip();
+    }
     rl = saved;
     if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < 2 * HOLD_CONNS) {
         rl.rlim_cur = 2 * HOLD_CONNS;
