@@ -168,7 +168,7 @@ static cw_status_t ucx_config_set(struct ucx_cls *cls, ucp_config_t *config,
 static cw_status_t ucx_apply_params(struct ucx_cls *cls, ucp_config_t *config,
                                     const char *const *params)
 {
-    bool keepalive_set = false, backlog_set = false;
+    bool keepalive_set = false, backlog_set = false, peer_set = false;
     const char *env_rma = getenv("CAUSEWAY_UCX_RMA");
     cw_status_t st;
 
@@ -188,24 +188,18 @@ static cw_status_t ucx_apply_params(struct ucx_cls *cls, ucp_config_t *config,
                 return CW_INVALID_ARG;
             }
             cls->eager_size = (size_t)n;
-        } else if (strcmp(k, "unexpected_queue_bytes") == 0) {
-            if (nau_param_uint(v, cls->eager_size, SIZE_MAX, &n) != CW_OK) {
-                UCX_ERR(cls,
-                        "unexpected_queue_bytes=%s: expected a number "
-                        ">= eager_size",
-                        v);
+        } else if (strcmp(k, "unexpected_queue_bytes") == 0 ||
+                   strcmp(k, "unexpected_peer_bytes") == 0) {
+            if (nau_param_uint(v, 1, SIZE_MAX, &n) != CW_OK) {
+                UCX_ERR(cls, "%s=%s: expected a number of bytes", k, v);
                 return CW_INVALID_ARG;
             }
-            cls->unexp_queue_max = (size_t)n;
-        } else if (strcmp(k, "unexpected_peer_bytes") == 0) {
-            if (nau_param_uint(v, cls->eager_size, SIZE_MAX, &n) != CW_OK) {
-                UCX_ERR(cls,
-                        "unexpected_peer_bytes=%s: expected a number "
-                        ">= eager_size",
-                        v);
-                return CW_INVALID_ARG;
+            if (strcmp(k, "unexpected_queue_bytes") == 0) {
+                cls->unexp_queue_max = (size_t)n;
+            } else {
+                cls->unexp_peer_max = (size_t)n;
+                peer_set = true;
             }
-            cls->unexp_peer_max = (size_t)n;
         } else if (strcmp(k, "fd_reserve") == 0) {
             if (nau_param_uint(v, 0, 1u << 20, &n) != CW_OK) {
                 UCX_ERR(cls, "fd_reserve=%s: expected 0..1048576", v);
@@ -244,6 +238,18 @@ static cw_status_t ucx_apply_params(struct ucx_cls *cls, ucp_config_t *config,
         } else {
             UCX_WARN(cls, "unknown parameter '%s' ignored", k);
         }
+    }
+    /* Checked once all are read, whatever their order: a bound below the
+     * eager limit would drop every message of that size. */
+    if (!peer_set && cls->unexp_peer_max < cls->eager_size)
+        cls->unexp_peer_max = cls->eager_size;
+    if (cls->unexp_queue_max < cls->eager_size ||
+        cls->unexp_peer_max < cls->eager_size) {
+        UCX_ERR(cls,
+                "unexpected_queue_bytes (%zu) and unexpected_peer_bytes (%zu) "
+                "must be at least eager_size (%zu)",
+                cls->unexp_queue_max, cls->unexp_peer_max, cls->eager_size);
+        return CW_INVALID_ARG;
     }
     /* UCX accepts on its own thread, as many at once as the kernel holds
      * completed: a short queue keeps a burst of connections below the

@@ -185,6 +185,11 @@ static void test_open_forms(void **state)
 {
     const char *eager[] = {"eager_size", "4096", NULL};
     const char *bad_eager[] = {"eager_size", "12x", NULL};
+    /* A bound below the eager limit, whichever comes first. */
+    const char *small_peer[] = {"unexpected_peer_bytes", "4096", "eager_size",
+                                "8192", NULL};
+    const char *small_queue[] = {"eager_size", "8192", "unexpected_queue_bytes",
+                                 "4096", NULL};
     const char *bad_ucx[] = {"UCX_TLS", "", NULL};
     const char *ka[] = {"keepalive", "500ms", NULL};
     cw_na_addr_t *self;
@@ -206,6 +211,8 @@ static void test_open_forms(void **state)
     assert_int_equal(cw_na_open(URI, 0, ka, &na), CW_OK);
     cw_na_close(na);
     assert_int_equal(cw_na_open(URI, 0, bad_eager, &na), CW_INVALID_ARG);
+    assert_int_equal(cw_na_open(URI, 0, small_peer, &na), CW_INVALID_ARG);
+    assert_int_equal(cw_na_open(URI, 0, small_queue, &na), CW_INVALID_ARG);
     /* A transport UCX does not have is "unsupported here". */
     assert_int_equal(cw_na_open("ucx+nosuchtl://127.0.0.1:0", 0, NULL, &na),
                      CW_UNSUPPORTED);
