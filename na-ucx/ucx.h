@@ -364,7 +364,7 @@ ucs_status_t ucx_listener_open(struct ucx_cls *cls);
 
 /* ucx_guard.c */
 void ucx_guard_init(void);
-void ucx_guard_tick(struct ucx_cls *cls);
+void ucx_guard_tick(struct ucx_cls *cls, uint64_t now);
 bool ucx_guard_refuse(struct ucx_cls *cls);
 bool ucx_location_ifname(const char *location, char *ifname, size_t len);
 void ucx_conns_reap(struct ucx_cls *cls);
@@ -417,7 +417,7 @@ void ucx_early_free_all(struct ucx_cls *cls);
 /* ucx_live.c */
 cw_status_t ucx_live_register_am(struct ucx_cls *cls);
 void ucx_live_heard(struct ucx_cls *cls, ucp_ep_h ep);
-void ucx_live_scan(struct ucx_cls *cls);
+void ucx_live_scan(struct ucx_cls *cls, uint64_t now);
 
 /* ucx_mem.c */
 #define UCX_MAX_SEGS 1024u

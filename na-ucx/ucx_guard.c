@@ -107,13 +107,10 @@ bool ucx_guard_refuse(struct ucx_cls *cls)
     return cls->fds_low;
 }
 
-void ucx_guard_tick(struct ucx_cls *cls)
+void ucx_guard_tick(struct ucx_cls *cls, uint64_t now)
 {
-    uint64_t now;
-
     if (!cls->listening || cls->fd_reserve == 0)
         return;
-    now = cls->host->now_ns();
     if (now < cls->guard_next_ns)
         return;
     if (cls->listener != NULL) {

@@ -101,14 +101,13 @@ static bool ucx_live_awaited(const struct ucx_conn *conn)
 }
 
 /* From progress: probe silent awaited peers, fail unanswered ones. */
-void ucx_live_scan(struct ucx_cls *cls)
+void ucx_live_scan(struct ucx_cls *cls, uint64_t now)
 {
-    uint64_t now, quiet;
+    uint64_t quiet;
     struct nau_list *l, *next;
 
     if (cls->live_timeout_ns == 0)
         return;
-    now = cls->host->now_ns();
     if (now < cls->live_next_ns)
         return;
     cls->live_next_ns = now + UCX_LIVE_SCAN_NS;
