@@ -351,20 +351,16 @@ void cw_addr_free(cw_addr_t *addr)
 /* The plugin's string of the (first hop's) NA address. */
 static cw_status_t addr_na_string(const cw_addr_t *addr, char *buf, size_t len)
 {
-    char loc[CW_ADDR_STR_MAX];
     cw_status_t st;
-    int n;
 
+    /* Written in place: the plugin checks the room left after the prefix
+     * and leaves the string NUL-terminated when it fits. */
     cw_mutex_lock(&addr->ctx->lock);
-    st = cw_na_addr_to_string(addr->net->na, addr->na, loc, sizeof(loc));
+    st = cw_na_addr_to_string(addr->net->na, addr->na, buf, len);
     cw_mutex_unlock(&addr->ctx->lock);
     if (st != CW_OK)
-        return st;
-    n = (int)strlen(loc);
-    if ((size_t)n >= len)
-        return CW_OVERFLOW;
-    memcpy(buf, loc, (size_t)n + 1);
-    return CW_OK;
+        buf[0] = '\0';
+    return st;
 }
 
 cw_status_t cw_addr_to_string(const cw_addr_t *addr, char *buf, size_t len)

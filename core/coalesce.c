@@ -55,11 +55,11 @@ struct cw_batch {
 };
 
 /* The context whose pass this thread is in (cw_trigger), or NULL. */
-static _Thread_local cw_context_t *sq_scope;
+static CW_TLS cw_context_t *sq_scope;
 /* Messages this thread queued in contexts without CW_CTX_COALESCE (answers
  * in kind) since its outermost pass began: only then does leaving a pass
  * of such a context take its lock to flush. */
-static _Thread_local unsigned sq_in_kind;
+static CW_TLS unsigned sq_in_kind;
 
 bool cw_sq_offer(cw_handle_t *h, const uint8_t *msg, size_t len)
 {

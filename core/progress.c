@@ -27,7 +27,7 @@
 #define CW_UNSAFE_YIELDS    64 /* then sleep: the plugin may never be safe */
 
 /* Consecutive empty non-blocking calls on this thread. */
-static _Thread_local unsigned idle_polls;
+static CW_TLS unsigned idle_polls;
 
 /* One non-blocking pass; returns how many completions ran. */
 static unsigned progress_poll(cw_context_t *ctx)

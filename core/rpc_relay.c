@@ -106,12 +106,22 @@ cw_status_t cw_relay_create_on(cw_context_t *out_ctx, cw_handle_t *in,
     xctx = out_ctx != ctx;
     if (cw_now_ns() >= in->use.deadline_ns)
         return CW_TIMEOUT;
-    st = cw_handle_create(out_ctx, next_hop, in->use.id, &out);
-    if (st != CW_OK)
-        return st;
     /* The new handle is not known to anyone yet: filling it in needs only
-     * the incoming handle's lock (never both contexts' locks). */
-    cw_mutex_lock(&ctx->lock);
+     * the incoming handle's lock (never both contexts' locks).  In one
+     * context, made under the same hold. */
+    if (!xctx) {
+        cw_mutex_lock(&ctx->lock);
+        st = cw_handle_create_locked(ctx, next_hop, in->use.id, &out);
+        if (st != CW_OK) {
+            cw_mutex_unlock(&ctx->lock);
+            return st;
+        }
+    } else {
+        st = cw_handle_create(out_ctx, next_hop, in->use.id, &out);
+        if (st != CW_OK)
+            return st;
+        cw_mutex_lock(&ctx->lock);
+    }
     out->use.rflags =
         in->use.rflags & (CW_HF_ONE_WAY | CW_HF_IDEMPOTENT | CW_HF_RESUME);
     out->use.resume_id = in->use.resume_id;
