@@ -191,7 +191,7 @@ static bool gw_slot_take(_Atomic unsigned *c, unsigned cap)
  * share. */
 static cw_status_t gw_admit(struct gw_shard *w, struct gw_net *ingress,
                             struct gw_route_stats *rs, unsigned route_cap,
-                            const char *src_key, uint64_t qseq,
+                            const char *src_key, uint64_t qseq, uint64_t now,
                             struct gw_source **src_p)
 {
     struct gw *gw = w->gw;
@@ -227,7 +227,7 @@ static cw_status_t gw_admit(struct gw_shard *w, struct gw_net *ingress,
     }
     s->inflight++;
     s->requests++;
-    s->last_ns = cw_now_ns();
+    s->last_ns = now;
     *src_p = s;
     return CW_OK;
 }
@@ -416,9 +416,10 @@ err_free_q:
 cw_status_t gw_admission(struct gw_shard *w, cw_handle_t *in,
                          struct gw_net *ingress, struct gw_route_stats *rs,
                          unsigned route_cap, const char *src_key, uint64_t qseq,
-                         struct gw_source **src_p)
+                         uint64_t now, struct gw_source **src_p)
 {
-    cw_status_t st = gw_admit(w, ingress, rs, route_cap, src_key, qseq, src_p);
+    cw_status_t st =
+        gw_admit(w, ingress, rs, route_cap, src_key, qseq, now, src_p);
 
     if (st == CW_AGAIN) {
         /* Over capacity: wait for a slot (bounded), else busy. */

@@ -46,7 +46,7 @@ static void gw_addr_ent_free(struct gw_shard *sh, struct gw_addr_ent *e)
     free(e);
 }
 
-cw_status_t gw_addr_get(struct gw_shard *sh, const char *uri,
+cw_status_t gw_addr_get(struct gw_shard *sh, const char *uri, uint64_t now,
                         cw_addr_t **addr_p)
 {
     GW_ASSERT_LOCKED(sh->gw, &sh->addr_lock);
@@ -67,7 +67,7 @@ cw_status_t gw_addr_get(struct gw_shard *sh, const char *uri,
     if (n != NULL) {
         e = CW_HNODE_ENTRY(n, struct gw_addr_ent, node);
         cw_htable_touch(&sh->addrs, n);
-        e->last_ns = cw_now_ns();
+        e->last_ns = now;
         *addr_p = e->addr;
         return CW_OK;
     }
@@ -75,7 +75,7 @@ cw_status_t gw_addr_get(struct gw_shard *sh, const char *uri,
     if (e == NULL)
         return CW_NOMEM;
     memcpy(e->key, uri, len + 1);
-    e->last_ns = cw_now_ns();
+    e->last_ns = now;
     st = cw_addr_lookup(sh->ctx, uri, &e->addr);
     if (st != CW_OK) {
         CW_LOG_RL(CW_LOG_WARN, GW_LOG, "cannot resolve next hop %s: %s", uri,
@@ -852,7 +852,7 @@ void gw_forward(struct gw_shard *w, cw_handle_t *in, uint64_t qseq)
     }
     /* It holds its slots (total, network, route) from here: released by
      * gw_fwd_free, or by gw_admit_undo if no record is made. */
-    st = gw_admission(w, in, ingress, rs, t.res.max_inflight, src, qseq,
+    st = gw_admission(w, in, ingress, rs, t.res.max_inflight, src, qseq, t_in,
                       &source);
     if (st == CW_AGAIN)
         return; /* it waits in the queue */

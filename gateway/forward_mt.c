@@ -172,7 +172,7 @@ void gw_fwd_send(struct gw_fwd *f)
      * reference before that, and the bulk rewrite, which needs it after,
      * one of its own. */
     gw_alock(sh);
-    st = gw_addr_get(sh, f->next_addr, &cached);
+    st = gw_addr_get(sh, f->next_addr, f->t_in, &cached);
     if (st == CW_OK)
         st = cw_relay_create_on(sh->ctx, f->in, cached,
                                 f->dest[0] != '\0' ? f->dest : NULL, &out);

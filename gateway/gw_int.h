@@ -512,9 +512,9 @@ void gw_set_config(struct gw *gw, struct cw_config *own,
 void gw_forward(struct gw_shard *w, cw_handle_t *in, uint64_t qseq);
 /** Answer a request with @p st and release it. */
 void gw_answer(cw_handle_t *in, cw_status_t st);
-/** A next hop from @p sh's cache (looked up in its context on a miss);
- *  threaded mode: sh->addr_lock held. */
-cw_status_t gw_addr_get(struct gw_shard *sh, const char *uri,
+/** A next hop from @p sh's cache (looked up in its context on a miss),
+ *  marked used at @p now (cw_now_ns); threaded mode: sh->addr_lock held. */
+cw_status_t gw_addr_get(struct gw_shard *sh, const char *uri, uint64_t now,
                         cw_addr_t **addr_p);
 /** Forget a cached next hop (takes sh->addr_lock). */
 void gw_addr_forget(struct gw_shard *sh, const char *uri);
@@ -585,7 +585,7 @@ void gw_fwd_finish(struct gw_fwd *f);
 cw_status_t gw_admission(struct gw_shard *w, cw_handle_t *in,
                          struct gw_net *ingress, struct gw_route_stats *rs,
                          unsigned route_cap, const char *src_key, uint64_t qseq,
-                         struct gw_source **src_p);
+                         uint64_t now, struct gw_source **src_p);
 void gw_admit_done(struct gw_shard *w, struct gw_source *src);
 /** Give back the slots gw_admission took for a request that is not
  *  forwarded after all, and its source's hold (@p src, or NULL). */

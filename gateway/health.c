@@ -218,7 +218,7 @@ static void gw_ping_send(struct gw_work *w)
     cw_status_t st;
 
     gw_alock(p->sh);
-    st = gw_addr_get(p->sh, p->target, &addr);
+    st = gw_addr_get(p->sh, p->target, cw_now_ns(), &addr);
     if (st == CW_OK)
         st = cw_handle_create(p->sh->ctx, addr, p->gw->ping_id, &h);
     gw_aunlock(p->sh);

@@ -143,7 +143,7 @@ void gw_forward(struct gw_shard *w, cw_handle_t *in, uint64_t qseq)
         assert_true(scope_depth > 0);
 
     st = gw_admission(w, in, NULL, &routes[r], route_cap[r], in->src, qseq,
-                      &source);
+                      cw_now_ns(), &source);
     if (st == CW_AGAIN)
         return;
     if (st != CW_OK) {
