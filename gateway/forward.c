@@ -244,13 +244,13 @@ static struct gw_route_stats *gw_target_stats(struct gw *gw,
 
 static void gw_hist_add(struct gw_route_stats *rs, uint64_t ns)
 {
-    unsigned b = 0;
     uint64_t us = ns / 1000;
+    /* floor(log2(us)): bucket b holds [2^b, 2^(b+1)) us, the first one
+     * also 0 and 1 us, the last one everything above. */
+    unsigned b = us > 1 ? 63u - (unsigned)__builtin_clzll(us) : 0;
 
-    while (us > 1 && b < GW_HIST_BUCKETS - 1) {
-        us >>= 1;
-        b++;
-    }
+    if (b > GW_HIST_BUCKETS - 1)
+        b = GW_HIST_BUCKETS - 1;
     rs->hist[b]++;
     rs->lat_sum_ns += ns;
     rs->lat_n++;
@@ -497,14 +497,16 @@ static cw_status_t gw_resolve(struct gw_shard *w, const char *route,
         target = &e->target;
         memo = &e->memo;
     }
-    if (strlen(target_s) >= sizeof(t->next))
+    size_t target_len = strlen(target_s);
+
+    if (target_len >= sizeof(t->next))
         return CW_OVERFLOW;
 
     st = cw_route_table_lookup_memo(gw->table, target, memo, &t->res);
     if (st != CW_OK)
         return st == CW_INVALID_ARG ? CW_INVALID_ARG : CW_NO_ROUTE;
     if (t->res.direct) {
-        memcpy(t->next, target_s, strlen(target_s) + 1);
+        memcpy(t->next, target_s, target_len + 1);
         t->dest = e->rest;
         t->egress = gw_net_by_name(gw, t->res.network_name);
         if (t->egress == NULL)
@@ -866,7 +868,7 @@ void gw_forward(struct gw_shard *w, cw_handle_t *in, uint64_t qseq)
         gw_reject(gw, in, CW_NOMEM);
         return;
     }
-    memcpy(f->next_addr, t.next, sizeof(f->next_addr));
+    memcpy(f->next_addr, t.next, strlen(t.next) + 1); /* gw_resolve: fits */
     f->gw = gw;
     f->in = in;
     f->rs = rs;
