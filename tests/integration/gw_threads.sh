@@ -58,9 +58,13 @@ pass "$nb batches sent, carrying $nm requests and answers"
     fail "proxy tokens of the bulk calls: $stats"
 pass "100 proxy tokens issued on one shard for the other, all revoked"
 
-# Cancel at the origin, across the shards, both directions.
-ping_expect "cancel tcp -> shm" CW_CANCELED -c 3 -n 3 -t 10000 --cancel-after 100 "$shmslow@$gw_tcp0"
-ping_expect "cancel shm -> tcp" CW_CANCELED -c 3 -n 3 -t 10000 --cancel-after 100 "$tcpslow@$gw_shm0"
+# Cancel at the origin, across the shards, both directions.  500 ms
+# after the call, against targets that answer after 1.5 s: the requests
+# are at the gateway or beyond by then even under TSan on a loaded
+# machine (at 100 ms, a TSan run beside another test cancelled two of
+# them before the gateway's forward saw them, and it counted 4).
+ping_expect "cancel tcp -> shm" CW_CANCELED -c 3 -n 3 -t 10000 --cancel-after 500 "$shmslow@$gw_tcp0"
+ping_expect "cancel shm -> tcp" CW_CANCELED -c 3 -n 3 -t 10000 --cancel-after 500 "$tcpslow@$gw_shm0"
 wait_for sh -c "'$CWCTL' --admin '$gw_admin' stats --json | grep -q '^{\"inflight\":0,.*\"canceled\":6,'" ||
     fail "gateway did not cancel its forwards: $("$CWCTL" --admin "$gw_admin" stats --json)"
 pass "6 forwards canceled, 0 in flight"
