@@ -2,7 +2,7 @@
  * cw-perf: RPC latency/rate and bulk bandwidth benchmark.
  *
  *   cw-perf server --listen ADDR [--addr-file F] [--busy] [--coalesce]
- *                  [--contexts N]
+ *                  [--contexts N] [--chunk SIZE] [--depth N]
  *   cw-perf client --target ADDR --test lat|rate|bw [--sizes LIST]
  *                  [--inflight N] [--iters N | --time S] [--reps N] [--busy]
  *                  [--json | --csv] [--dir pull|push|both] [--coalesce]
@@ -16,7 +16,10 @@
  * server's answers given in one cw_trigger() pass, and the requests the
  * client sends in one refill of its window, leave one message per peer.
  * --contexts N serves the one address from N contexts on N threads, the
- * callers spread over them (cw_network_open_spread).
+ * callers spread over them (cw_network_open_spread).  --chunk and --depth
+ * set the server's bulk split size and chunks in flight per transfer
+ * (cw_context_opts.bulk_chunk, bulk_depth), which the bw test's pulls and
+ * pushes use.
  *
  * --verify makes every call carry a pattern drawn from its own seed: the
  * server checks the request and echoes it (lat, rate), checks what it
@@ -44,6 +47,8 @@
 atomic_int perf_stop;
 bool perf_busy;
 bool perf_coalesce;
+size_t perf_bulk_chunk;
+unsigned perf_bulk_depth;
 unsigned perf_bw_dirs = 3;
 unsigned perf_corrupt_every;
 static atomic_uint perf_corrupt_seen;
@@ -59,6 +64,8 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: cw-perf server --listen ADDR [--addr-file F] [--busy]\n"
             "               [--coalesce] [--contexts N]\n"
+            "               [--chunk SIZE] [--depth N]  (bulk: split size,\n"
+            "               chunks in flight; default 1M and 4)\n"
             "       cw-perf client --target ADDR --test lat|rate|bw\n"
             "               [--sizes LIST] [--inflight N]\n"
             "               [--iters N | --time SECONDS] [--reps N]\n"
@@ -161,6 +168,8 @@ int main(int argc, char **argv)
         {"reply-size", required_argument, NULL, 'R'},
         {"dir", required_argument, NULL, 'd'},
         {"contexts", required_argument, NULL, 'c'},
+        {"chunk", required_argument, NULL, 'k'},
+        {"depth", required_argument, NULL, 'D'},
         {"plot", required_argument, NULL, 'P'},
         {"plot-from", required_argument, NULL, 'F'},
         {"help", no_argument, NULL, 'h'},
@@ -207,6 +216,29 @@ int main(int argc, char **argv)
                 return 2;
             }
             nctx = (unsigned)v;
+            break;
+        }
+        case 'k': {
+            unsigned long long v;
+            if (!cli_size(optarg, 1ull << 30, &v) || v < 4096) {
+                fprintf(stderr,
+                        "cw-perf: --chunk: expected a size from 4K to 1G, "
+                        "got '%s'\n",
+                        optarg);
+                return 2;
+            }
+            perf_bulk_chunk = (size_t)v;
+            break;
+        }
+        case 'D': {
+            unsigned long long v;
+            if (!cli_uint(optarg, 16, &v) || v == 0) {
+                fprintf(stderr,
+                        "cw-perf: --depth: expected 1 to 16, got '%s'\n",
+                        optarg);
+                return 2;
+            }
+            perf_bulk_depth = (unsigned)v;
             break;
         }
         case 'i':

@@ -40,6 +40,9 @@ extern const char *const perf_test_names[]; /* by enum test_kind */
 extern atomic_int perf_stop; /* signals, the quit RPC, any server thread */
 extern bool perf_busy;
 extern bool perf_coalesce;
+/* Server: cw_context_opts.bulk_chunk and bulk_depth (0: the defaults). */
+extern size_t perf_bulk_chunk;
+extern unsigned perf_bulk_depth;
 /* Directions --test bw measures: bit 0 pull, bit 1 push. */
 extern unsigned perf_bw_dirs;
 /* CW_PERF_CORRUPT: every Nth verified datum gets a byte flipped. */

@@ -242,6 +242,8 @@ static int srv_init(struct srv *s)
         o.flags |= CW_CTX_BUSY;
     if (perf_coalesce)
         o.flags |= CW_CTX_COALESCE;
+    o.bulk_chunk = perf_bulk_chunk;
+    o.bulk_depth = perf_bulk_depth;
     st = cw_context_create(&o, &s->ctx);
     if (st != CW_OK) {
         fprintf(stderr, "cw-perf: context: %s\n", cw_status_str(st));

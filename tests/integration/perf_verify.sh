@@ -6,6 +6,8 @@
 #  - a timing run (no --verify) with --reply-size writes the --csv columns;
 #  - a server with --contexts 3 echoes for three clients at once, and more
 #    than one of its contexts served them;
+#  - a server with --chunk 64K --depth 2 moves verified 1 MiB transfers
+#    (16 chunks, 2 in flight) both ways;
 #  - a server that flips a byte of every 5th verified answer or transfer
 #    (CW_PERF_CORRUPT=5) fails lat, rate, bw pull and bw push with exit 1
 #    and "verify failed"; a client that corrupts its requests is caught by
@@ -29,7 +31,7 @@ cleanup() {
 trap cleanup EXIT
 
 FABRICS="shm=shm:// ofi-tcp=ofi+tcp://127.0.0.1:0 ucx-tcp=ucx+tcp://127.0.0.1:0"
-PER_FABRIC=16
+PER_FABRIC=18
 echo "1..$((3 * PER_FABRIC))"
 n=0
 fails=0
@@ -127,7 +129,7 @@ run_fabric() {
     local fab=$1 uri=$2 addr rc pid pids i busy
     local o=$T/$fab
 
-    # 1-5: a plain server, verified runs and a timing run.
+    # 1-6: a plain server, verified runs and a timing run.
     if ! start_server "$fab" "$uri"; then
         not_ok "$fab: server starts" "$T/$fab.log"
         for i in $(seq $((PER_FABRIC - 1))); do
@@ -189,7 +191,7 @@ run_fabric() {
         not_ok "$fab: server exits 0 (exit $?)" "$T/$fab.log"
     fi
 
-    # 6-8: three clients at once on a server with three contexts.
+    # 7-9: three clients at once on a server with three contexts.
     if start_server "$fab-ctx" "$uri" --contexts 3; then
         pid=$SRV_PID
         addr=$(cat "$T/$fab-ctx.addr")
@@ -232,7 +234,30 @@ run_fabric() {
         not_ok "$fab: more than one context served"
     fi
 
-    # 9-15: corruption is caught, at either end.
+    # 10-11: the server's bulk split size and depth.
+    if start_server "$fab-chunk" "$uri" --chunk 64K --depth 2; then
+        pid=$SRV_PID
+        addr=$(cat "$T/$fab-chunk.addr")
+        client "$o.chunk" "$addr" --test bw --verify --sizes 1M,300K \
+            --inflight 2 --iters 6 --reps 1 --json
+        rc=$?
+        if [ "$rc" = 0 ] && json_ok "$o.chunk" 4; then
+            ok "$fab: bw --verify in 64 KiB chunks, 2 in flight"
+        else
+            not_ok "$fab: bw --verify, --chunk 64K --depth 2 (exit $rc)" \
+                "$o.chunk.err" "$o.chunk"
+        fi
+        if stop_server "$fab-chunk" "$pid"; then
+            ok "$fab: --chunk server exits 0"
+        else
+            not_ok "$fab: --chunk server exits 0" "$T/$fab-chunk.log"
+        fi
+    else
+        not_ok "$fab: --chunk 64K --depth 2 server starts" "$T/$fab-chunk.log"
+        not_ok "$fab: --chunk server exits 0"
+    fi
+
+    # 12-17: corruption is caught, at either end.
     if CW_PERF_CORRUPT=5 start_server "$fab-bad" "$uri" &&
         grep -q "CW_PERF_CORRUPT=5" "$T/$fab-bad.log"; then
         pid=$SRV_PID
@@ -268,7 +293,7 @@ run_fabric() {
             not_ok "$fab: (no corrupting server)"
         done
     fi
-    # 16: nothing the processes printed is a sanitizer report.
+    # 18: nothing the processes printed is a sanitizer report.
     if ! grep -l "Sanitizer\|runtime error" "$o".*err "$T/$fab"*.log \
         >"$T/$fab.san" 2>/dev/null; then
         ok "$fab: no sanitizer reports"
