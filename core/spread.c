@@ -31,6 +31,8 @@
  */
 #include "rpc_priv.h"
 
+#include <causeway/relay.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -386,6 +388,33 @@ void cw_pin_unhold(cw_handle_t *h)
     nau_list_del(&h->use.cli.pin_link);
     cw_h_flag_clear(h, CW_HFL_PIN_HELD);
     h->use.pending--;
+}
+
+cw_status_t cw_relay_hop_member(const cw_addr_t *hop, char *buf, size_t len)
+{
+    cw_network_t *net;
+    cw_status_t st = CW_NOENT;
+
+    if (hop == NULL || buf == NULL || len == 0 || hop->route != NULL ||
+        hop->self)
+        return CW_INVALID_ARG;
+    net = hop->net;
+    cw_mutex_lock(&hop->ctx->lock);
+    for (struct cw_pin *p = net->pins; p != NULL; p = p->next) {
+        if (!cw_na_addr_cmp(net->na, p->home, hop->na))
+            continue;
+        /* MOVING and WARMING send there already, or will once what went
+         * to the published address has completed. */
+        if (p->member != NULL &&
+            (p->state == CW_PIN_MOVING || p->state == CW_PIN_WARMING ||
+             p->state == CW_PIN_MOVED))
+            st = cw_na_addr_to_string(net->na, p->member, buf, len);
+        break;
+    }
+    cw_mutex_unlock(&hop->ctx->lock);
+    if (st != CW_OK)
+        buf[0] = '\0';
+    return st;
 }
 
 void cw_pins_free(cw_network_t *net)

@@ -41,6 +41,7 @@ void gw_btok_unref(struct gw_btok *t)
         return;
     cw_bulk_free(t->bulk);
     cw_addr_free(t->peer);
+    cw_addr_free(t->hop);
     free(t);
 }
 
@@ -56,7 +57,8 @@ static void btok_unlink(struct gw_bulk *gb, struct gw_btok *t)
 }
 
 static cw_status_t btok_issue(struct gw_bulk *gb, cw_handle_t *in, unsigned i,
-                              const char *bound, struct gw_btok **t_p)
+                              cw_addr_t *next, const char *bound,
+                              struct gw_btok **t_p)
 {
     struct gw_btok *t;
     unsigned b;
@@ -75,6 +77,8 @@ static cw_status_t btok_issue(struct gw_bulk *gb, cw_handle_t *in, unsigned i,
         goto err;
     }
     st = cw_addr_dup(cw_handle_source(in), &t->peer);
+    if (st == CW_OK)
+        st = cw_addr_dup(next, &t->hop);
     if (st != CW_OK)
         goto err;
     t->sh = &gb->gw->shards[0];
@@ -95,6 +99,7 @@ static cw_status_t btok_issue(struct gw_bulk *gb, cw_handle_t *in, unsigned i,
 
 err:
     cw_bulk_free(t->bulk);
+    cw_addr_free(t->peer);
     free(t);
     return st;
 }
@@ -123,7 +128,7 @@ cw_status_t gw_bulk_rewrite(struct gw *gw, struct gw_fwd *f, cw_handle_t *in,
         struct gw_btok *t;
         size_t len;
 
-        st = btok_issue(gb, in, i, bound, &t);
+        st = btok_issue(gb, in, i, next, bound, &t);
         if (st != CW_OK)
             goto err;
         t->fnext = f->btoks;
@@ -164,7 +169,7 @@ void gw_bulk_revoke(struct gw *gw, struct gw_fwd *f)
 cw_status_t gw_btok_check(struct gw_bulk *gb, const struct cw_bproxy_req *r,
                           cw_handle_t *h, struct gw_btok **tok_p)
 {
-    char src[CW_ADDR_STR_MAX];
+    char src[CW_ADDR_STR_MAX], member[CW_ADDR_STR_MAX];
     struct gw_btok *t;
     uint32_t need =
         r->dir == CW_BULK_PULL ? CW_BULK_READ_ONLY : CW_BULK_WRITE_ONLY;
@@ -173,9 +178,14 @@ cw_status_t gw_btok_check(struct gw_bulk *gb, const struct cw_bproxy_req *r,
     for (t = gb->btoks[btok_bucket(r->token)]; t != NULL; t = t->hnext)
         if (memcmp(t->tok, r->token, CW_BPROXY_TOKEN_LEN) == 0)
             break;
+    /* A next hop that spreads its callers over several contexts serves
+     * this gateway's requests on the member it pinned it to, and that
+     * member is where the delegation comes from. */
     if (t == NULL || t->revoked ||
         cw_addr_to_string(cw_handle_source(h), src, sizeof(src)) != CW_OK ||
-        strcmp(src, t->bound) != 0) {
+        (strcmp(src, t->bound) != 0 &&
+         (cw_relay_hop_member(t->hop, member, sizeof(member)) != CW_OK ||
+          strcmp(src, member) != 0))) {
         /* Unknown, revoked, or presented by another peer than the one it
          * was issued to: the same answer for all, nothing to learn. */
         gb->rej_bad_handle++;

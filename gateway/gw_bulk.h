@@ -25,7 +25,10 @@ struct gw_btok {
     cw_bulk_t *bulk;             /**< the descriptor it stands for */
     cw_addr_t *peer;             /**< where that descriptor came from */
     struct gw_shard *sh;         /**< whose context bulk and peer are in */
-    char bound[CW_ADDR_STR_MAX]; /**< the only peer that may use it */
+    char bound[CW_ADDR_STR_MAX]; /**< the peer that may use it: the next
+                                      hop, or the member of it the
+                                      requests go to (hop) */
+    cw_addr_t *hop;              /**< that next hop, in sh's context */
     uint32_t perm;
     uint64_t total;
     uint64_t expiry_ns;

@@ -123,6 +123,24 @@ CW_PUBLIC cw_status_t cw_bgrant_write(cw_handle_t *h,
                                       cw_bulk_t *origin, cw_addr_t *owner,
                                       uint64_t life_ms);
 
+/**
+ * The member of @p hop's server that this context's requests to @p hop go
+ * to, as its plugin writes it (docs/api.md, "Serving on several threads":
+ * a server that spreads its callers over several contexts pins each
+ * caller's context to one of them).  That member, not @p hop, is the
+ * peer a delegation on a token bound to @p hop comes from.
+ * @param[in]  hop  an address of this context (cw_addr_lookup), the
+ *                  published address the requests are addressed to.
+ * @param[out] buf  the member's address, NUL-terminated.
+ * @param[in]  len  bytes at @p buf.
+ * @return CW_OK; CW_NOENT when the requests go to @p hop itself (no member
+ *         given yet, or a server that does not spread); CW_OVERFLOW when
+ *         @p len is too short; CW_INVALID_ARG for NULL arguments, a
+ *         routed address or this context's own.
+ */
+CW_PUBLIC cw_status_t cw_relay_hop_member(const cw_addr_t *hop, char *buf,
+                                          size_t len);
+
 #ifdef __cplusplus
 }
 #endif

@@ -4,7 +4,10 @@
 #   1. client -[ofi+tcp]-> gw -[shm]-> server            (shm <-> ofi+tcp)
 #   2. client -[shm]-> gw -[ofi+tcp]-> server            (the other way)
 #   3. client -[ofi+tcp]-> gw -[ucx+tcp]-> server        (ofi+tcp <-> ucx+tcp)
-#   4. client -[ofi+tcp]-> gw1 -[ucx+tcp]-> gw2 -[shm]-> server (two hops)
+#   4. client -[ofi+tcp]-> gw1 -[ucx+tcp]-> gw2 -[shm]-> server (two hops);
+#      with workers (gw-bulk-xfer-threads), gw1 pinned to a member of gw2
+#      other than its published address: the delegations come from that
+#      member, and the tokens gw1 bound to gw2 must take them.
 #   5. 6 concurrent transfers of 8 chunks each through a 4-chunk staging
 #      pool: they wait for credits and all complete.
 #   6. a target named by host name ("localhost" for 127.0.0.1): its
@@ -37,6 +40,11 @@ if fabric_here "$UCX"; then
     xfer "a target named by host name (ucx+tcp)" \
         "${ucxsrv/127.0.0.1/localhost}@$gwu_tcp0" "1,1048579"
     bulk_gw gw2 "ucx0=$UCX shm0=shm://$TAG-gw2" "256KiB 4 2MiB"
+    # gw2's callers are given its members in turn, its published address
+    # first: a caller of its own takes that, so gwu's requests go to
+    # another member (with CW_GW_THREADS > 1).
+    xfer "a caller of gw2 first (takes its first member)" \
+        "$shmsrv@$gw2_ucx0" "1"
     xfer "two gateways: ofi+tcp -> ucx+tcp -> shm" \
         "$shmsrv@$gw2_ucx0@$gwu_tcp0" "1,65536,1048579,$MAX"
 else
