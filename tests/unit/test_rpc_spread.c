@@ -13,7 +13,9 @@
  *   ones, and before the first request on a new connection went alone);
  * - forwards made while a caller moves wait for the requests still at the
  *   published endpoint, and one that times out or is cancelled while it
- *   waits completes once, with that status;
+ *   waits completes once, with that status; cw_relay_hop_member names the
+ *   member a caller was moved to, and nothing for one left at the
+ *   published endpoint or not moved yet;
  * - a server that does not spread leaves its callers where they are.
  */
 #include <pthread.h>
@@ -31,6 +33,7 @@
 #include <cmocka.h>
 
 #include <causeway/causeway.h>
+#include <causeway/relay.h>
 
 #include "rpc_test_util.h"
 
@@ -315,6 +318,7 @@ static void test_spread_move_waits(void **state)
     struct cw_context_stats cs;
     uint32_t from = UINT32_MAX;
     uint64_t held0;
+    char member[CW_URI_MAX], want[CW_URI_MAX];
     (void)state;
 
     srv_start(2);
@@ -326,6 +330,9 @@ static void test_spread_move_waits(void **state)
     drive(first, &r1, &r1);
     assert_int_equal(r1.done, 1);
     assert_int_equal(r1.st, CW_OK);
+    /* Given the published context: no member to name. */
+    assert_int_equal(cw_relay_hop_member(a1, member, sizeof(member)), CW_NOENT);
+    assert_string_equal(member, "");
 
     /* The second is given member 1.  Its asking request is answered at
      * once while a parked one stays at the published context. */
@@ -336,6 +343,13 @@ static void test_spread_move_waits(void **state)
     assert_int_equal(cw_handle_create(c, a, seq_id, &hto), CW_OK);
     assert_int_equal(cw_handle_create(c, a, seq_id, &hcan), CW_OK);
     assert_int_equal(cw_handle_create(c, a, seq_id, &hlast), CW_OK);
+    assert_int_equal(cw_relay_hop_member(a, member, sizeof(member)),
+                     CW_NOENT); /* nothing asked yet */
+    assert_int_equal(cw_relay_hop_member(NULL, member, sizeof(member)),
+                     CW_INVALID_ARG);
+    assert_int_equal(cw_relay_hop_member(a, NULL, sizeof(member)),
+                     CW_INVALID_ARG);
+    assert_int_equal(cw_relay_hop_member(a, member, 0), CW_INVALID_ARG);
     fwd_free(hask, 5000, &rask);
     assert_int_equal(cw_forward(hpark, 10000, call_cb, &rpark), CW_OK);
     drive(c, &rask, &rask);
@@ -344,6 +358,12 @@ static void test_spread_move_waits(void **state)
     assert_int_equal(cw_context_stats(c, &cs), CW_OK);
     assert_int_equal(cs.pins_taken, 1);
     held0 = cs.pin_held; /* the parked one may have waited for the asker */
+    /* Moving to member 1 (the parked request still at the published
+     * context): its address as the member's plugin writes it. */
+    assert_int_equal(cw_network_uri(srv_nets[1], want, sizeof(want)), CW_OK);
+    assert_int_equal(cw_relay_hop_member(a, member, sizeof(member)), CW_OK);
+    assert_string_equal(member, want);
+    assert_int_equal(cw_relay_hop_member(a, member, 4), CW_OVERFLOW);
 
     /* These wait: the parked request is still at the published context. */
     fwd_free(hto, 50, &rto);
@@ -370,6 +390,8 @@ static void test_spread_move_waits(void **state)
     assert_int_equal(rlast.st, CW_OK);
     assert_int_equal(cw_buf_get_u32(cw_handle_output(hlast), &from), CW_OK);
     assert_int_equal(from, 1);
+    assert_int_equal(cw_relay_hop_member(a, member, sizeof(member)), CW_OK);
+    assert_string_equal(member, want); /* moved */
     from = UINT32_MAX;
     assert_int_equal(cw_buf_get_u32(cw_handle_output(hpark), &from), CW_OK);
     assert_int_equal(from, 0);
@@ -504,6 +526,12 @@ static void test_plain_server_keeps_callers(void **state)
     assert_int_equal(cw_context_stats(c, &cs), CW_OK);
     assert_int_equal(cs.pins_taken, 0);
     assert_int_equal(cs.pin_held, 0);
+    {
+        char member[CW_URI_MAX];
+
+        assert_int_equal(cw_relay_hop_member(a, member, sizeof(member)),
+                         CW_NOENT);
+    }
     assert_int_equal(cw_context_stats(s, &cs), CW_OK);
     assert_int_equal(cs.pins_given, 0);
     cw_handle_release(h);
