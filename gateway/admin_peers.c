@@ -244,9 +244,12 @@ static struct gw_hop_row *gw_hops(struct gw *gw, size_t *n_p)
         rows[m++] = rows[i];
     }
     n = m;
-    for (unsigned k = 0; k < gw->nshards; k++)
-        for (const struct gw_fwd *f = gw->shards[k].fwds; f != NULL;
-             f = f->next) {
+    for (unsigned k = 0; k < gw->nshards; k++) {
+        struct nau_list *l;
+
+        nau_list_for_each(l, &gw->shards[k].fwds)
+        {
+            const struct gw_fwd *f = nau_container_of(l, struct gw_fwd, link);
             struct gw_hop_row key = {.addr = f->next_addr}, *r;
 
             if (f->next_addr[0] == '\0')
@@ -255,6 +258,7 @@ static struct gw_hop_row *gw_hops(struct gw *gw, size_t *n_p)
             if (r != NULL)
                 r->inflight++;
         }
+    }
     qsort(rows, n, sizeof(*rows), gw_hop_cmp_recent);
     *n_p = n;
 out_unlock:

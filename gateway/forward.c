@@ -11,8 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define GW_FWD_POOL_MAX 4096
-
 struct gw_target {
     char next[CW_URI_MAX];          /**< address the RPC is sent to */
     const char *dest;               /**< routing destination beyond it */
@@ -564,12 +562,7 @@ void gw_fwd_free(struct gw_fwd *f)
     struct gw_shard *w = f->in_sh;
 
     GW_ASSERT_LOCKED(gw, &w->lock);
-    if (f->prev != NULL)
-        f->prev->next = f->next;
-    else
-        w->fwds = f->next;
-    if (f->next != NULL)
-        f->next->prev = f->prev;
+    nau_list_del(&f->link);
     w->inflight--;
     gw->inflight--;
     if (f->ingress != NULL)
@@ -589,41 +582,28 @@ void gw_fwd_free(struct gw_fwd *f)
     cw_route_table_unref(f->table);
     if (f->out != NULL)
         cw_handle_release(f->out);
-    if (w->nfree_fwds < GW_FWD_POOL_MAX) {
-        f->next = w->free_fwds;
-        w->free_fwds = f;
-        w->nfree_fwds++;
-    } else {
-        free(f);
-    }
+    nau_pool_put(&w->fwd_pool, f);
 }
 
+/* A record from the worker's pool: the fields before next_addr cleared,
+ * the strings empty (each is written before it is read). */
 static struct gw_fwd *gw_fwd_alloc(struct gw_shard *w)
 {
-    struct gw_fwd *f = w->free_fwds;
+    struct gw_fwd *f = nau_pool_get(&w->fwd_pool);
 
     if (f == NULL)
-        return calloc(1, sizeof(*f));
-    w->free_fwds = f->next;
-    w->nfree_fwds--;
+        return NULL;
     memset(f, 0, offsetof(struct gw_fwd, next_addr));
     f->next_addr[0] = '\0';
-    f->prev = f->next = NULL;
+    f->dest[0] = '\0';
+    nau_list_node_init(&f->link);
     return f;
 }
 
 void gw_fwd_pool_fini(struct gw *gw)
 {
-    for (unsigned k = 0; k < gw->nshards; k++) {
-        struct gw_shard *w = &gw->shards[k];
-
-        while (w->free_fwds != NULL) {
-            struct gw_fwd *f = w->free_fwds;
-            w->free_fwds = f->next;
-            free(f);
-        }
-        w->nfree_fwds = 0;
-    }
+    for (unsigned k = 0; k < gw->nshards; k++)
+        nau_pool_fini(&gw->shards[k].fwd_pool);
 }
 
 #define GW_MAX_RESUMES 3
@@ -877,10 +857,7 @@ void gw_forward(struct gw_shard *w, cw_handle_t *in, uint64_t qseq)
     f->t_in = t_in;
     f->table = cw_route_table_ref(gw->table);
     f->in_sh = f->eg_sh = w; /* every worker reaches every network */
-    f->next = w->fwds;
-    if (w->fwds != NULL)
-        w->fwds->prev = f;
-    w->fwds = f;
+    nau_list_add_tail(&w->fwds, &f->link);
     w->inflight++;
     if (!t.res.direct) {
         f->has_nexthop = true;
@@ -913,7 +890,12 @@ void gw_fwd_hop_down(struct gw *gw, const char *addr)
     unsigned n = 0;
 
     for (unsigned k = 0; k < gw->nshards; k++) {
-        for (struct gw_fwd *f = gw->shards[k].fwds; f != NULL; f = f->next) {
+        struct nau_list *l;
+
+        nau_list_for_each(l, &gw->shards[k].fwds)
+        {
+            struct gw_fwd *f = nau_container_of(l, struct gw_fwd, link);
+
             if (f->out != NULL && f->has_nexthop && !f->hop_down && !f->cut &&
                 cw_handle_idempotent(f->in) &&
                 strcmp(f->next_addr, addr) == 0) {

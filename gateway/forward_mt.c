@@ -277,7 +277,14 @@ static void gw_fwd_cancel_one(struct gw_shard *w, bool all)
     now = cw_now_ns();
     cap = w->inflight;
     outs = cap > 0 ? malloc(cap * sizeof(*outs)) : NULL;
-    for (struct gw_fwd *f = w->fwds; f != NULL && outs != NULL; f = f->next) {
+    struct nau_list *l;
+
+    nau_list_for_each(l, &w->fwds)
+    {
+        struct gw_fwd *f = nau_container_of(l, struct gw_fwd, link);
+
+        if (outs == NULL)
+            break;
         if (!all) {
             if (f->cut || now < f->t_in || now - f->t_in < max)
                 continue;

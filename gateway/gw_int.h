@@ -32,11 +32,14 @@
 #include "gateway.h"
 #include "cw_htable.h"
 #include "cw_mutex.h"
+#include "nau_list.h"
+#include "nau_pool.h"
 
 #define GW_LOG             "gw"
 #define GW_MAX_NETS        8
-#define GW_MAX_SHARDS      64 /* gateway.threads: workers */
-#define GW_HIST_BUCKETS    24 /* log2 buckets of added latency, 1 us .. 8 s */
+#define GW_MAX_SHARDS      64   /* gateway.threads: workers */
+#define GW_HIST_BUCKETS    24   /* log2 buckets of added latency, 1 us .. 8 s */
+#define GW_FWD_POOL_MAX    4096 /* forward records a worker keeps for reuse */
 #define GW_PING_RPC        "causeway.ping"
 #define GW_ADMIN_REQ_MAX   4096 /* an admin request, HTTP headers included */
 #define GW_ADMIN_TOKEN_MAX 4096 /* longest admin token (a file's worth) */
@@ -99,9 +102,8 @@ struct gw_shard {
 
     /* The worker's forwarding state, under its lock (gw_wlock). */
     pthread_mutex_t lock;
-    struct gw_fwd *fwds;      /**< its forwards in flight */
-    struct gw_fwd *free_fwds; /**< pool: no malloc per RPC */
-    unsigned nfree_fwds;
+    struct nau_list fwds;     /**< its forwards in flight (link) */
+    struct nau_pool fwd_pool; /**< records: no malloc per RPC */
     unsigned inflight;        /**< forwards in flight (fwds) */
     struct gw_source *qring;  /**< sources with queued requests,
                                    next to be served first */
@@ -214,7 +216,7 @@ struct gw_fwd {
     bool resume;                /**< re-forwarded: send it as RESUME */
     struct gw_work work;        /**< in its worker's queue */
     char next_addr[CW_URI_MAX]; /**< resolved next hop (cache key) */
-    struct gw_fwd *prev, *next; /**< its worker's fwds */
+    struct nau_list link;       /**< on its worker's fwds */
     char dest[CW_ADDR_STR_MAX]; /**< threaded: destination beyond next */
 };
 

@@ -110,10 +110,17 @@ static void gw_net_close_at(struct gw *gw, unsigned i)
                 cw_status_str(st));
     /* Forward records point into gw->nets: follow the shift. */
     GW_ASSERT_WORKERS_LOCKED(gw);
-    for (unsigned k = 0; k < gw->nshards; k++)
-        for (struct gw_fwd *f = gw->shards[k].fwds; f != NULL; f = f->next)
+    for (unsigned k = 0; k < gw->nshards; k++) {
+        struct nau_list *l;
+
+        nau_list_for_each(l, &gw->shards[k].fwds)
+        {
+            struct gw_fwd *f = nau_container_of(l, struct gw_fwd, link);
+
             if (f->ingress != NULL && f->ingress > n)
                 f->ingress--;
+        }
+    }
     memmove(&gw->nets[i], &gw->nets[i + 1],
             (gw->nnets - i - 1) * sizeof(gw->nets[0]));
     gw->nnets--;

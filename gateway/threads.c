@@ -80,6 +80,8 @@ cw_status_t gw_shards_init(struct gw *gw, const struct cw_context_opts *o,
         sh->gw = gw;
         sh->idx = i;
         atomic_init(&sh->inbox, NULL);
+        nau_list_init(&sh->fwds);
+        nau_pool_init(&sh->fwd_pool, sizeof(struct gw_fwd), GW_FWD_POOL_MAX);
         atomic_init(&sh->nqueued, 0);
         cw_mutex_init(&sh->addr_lock);
         cw_mutex_init(&sh->lock);
