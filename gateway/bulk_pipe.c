@@ -43,12 +43,7 @@ static void pipe_finish(struct gw_pipe *p)
     cw_status_t st;
 
     gw_staging_unwait(&gb->pool, p);
-    if (p->prev)
-        p->prev->lnext = p->lnext;
-    else
-        gb->pipes = p->lnext;
-    if (p->lnext)
-        p->lnext->prev = p->prev;
+    nau_list_del(&p->link);
     gb->npipes--;
     if (p->st == CW_OK) {
         gb->transfers++;
@@ -309,10 +304,7 @@ static void gw_bulk_handler_locked(cw_handle_t *h, struct gw_bulk *gb,
         p->dpeer = tok->peer;
         p->doff = r.off;
     }
-    p->lnext = gb->pipes;
-    if (gb->pipes)
-        gb->pipes->prev = p;
-    gb->pipes = p;
+    nau_list_add_tail(&gb->pipes, &p->link);
     gb->npipes++;
     tok->npipes++;
     pipe_fill(p);
@@ -345,6 +337,7 @@ cw_status_t gw_bulk_init(struct gw *gw, const struct cw_config *cfg)
     if (gb == NULL)
         return CW_NOMEM;
     gb->gw = gw;
+    nau_list_init(&gb->pipes);
     if (cfg->limits.max_bulk_bytes_inflight != 0 &&
         cfg->limits.max_bulk_bytes_inflight < bytes)
         bytes = cfg->limits.max_bulk_bytes_inflight;
@@ -378,11 +371,14 @@ cw_status_t gw_bulk_init(struct gw *gw, const struct cw_config *cfg)
 void gw_bulk_fini(struct gw *gw)
 {
     struct gw_bulk *gb = gw->bulk;
+    struct nau_list *l;
 
     if (gb == NULL)
         return;
-    for (struct gw_pipe *p = gb->pipes; p != NULL; p = p->lnext)
-        pipe_fail(p, CW_CANCELED, NULL);
+    nau_list_for_each(l, &gb->pipes)
+    {
+        pipe_fail(nau_container_of(l, struct gw_pipe, link), CW_CANCELED, NULL);
+    }
     /* The shards' threads are stopped by now: drive every context here. */
     for (int i = 0; i < 400 && gb->npipes > 0; i++) {
         for (unsigned k = 0; k < gw->nshards; k++) {

@@ -71,8 +71,8 @@ struct gw_pipe {
     unsigned active, depth;
     cw_status_t st;
     bool stop, waiting;
-    struct gw_pipe *wnext;        /**< staging wait queue */
-    struct gw_pipe *prev, *lnext; /**< all running pipes */
+    struct gw_pipe *wnext; /**< staging wait queue */
+    struct nau_list link;  /**< on gb->pipes: all running pipes */
 };
 
 struct gw_bulk {
@@ -80,7 +80,7 @@ struct gw_bulk {
     cw_rpc_id_t rpc_id;
     struct gw_btok *btoks[GW_BTOK_BUCKETS];
     struct gw_staging pool;
-    struct gw_pipe *pipes;
+    struct nau_list pipes; /**< running (gw_pipe.link) */
     unsigned npipes;
     uint64_t issued, revoked;
     uint64_t rej_bad_handle, rej_expired, rej_range, rej_permission;
