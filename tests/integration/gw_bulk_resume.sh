@@ -58,12 +58,16 @@ up() {
 # moving.  (base_* and uses_* hold the counts before.)  Sets CARRIER and
 # CARRIED.
 carrier() {
-    local g adm act by base uses ubase
+    local g adm act by base uses ubase js
     for g in gwa gwb; do
         eval "adm=\$${g}_admin; base=\$base_$g; ubase=\$uses_$g"
-        act=$(stat_of "$adm" active)
-        by=$(stat_of "$adm" bytes)
-        uses=$(stat_of "$adm" staging_uses)
+        # One snapshot per gateway: the three counters of one moment, and
+        # a third of the cwctl runs per poll (a 64 MiB push took about 6 s
+        # in a CI run whose polls never caught its carrier).
+        js=$("$CWCTL" --admin "$adm" stats --json 2>/dev/null)
+        act=$(json_num "$js" active)
+        by=$(json_num "$js" bytes)
+        uses=$(json_num "$js" staging_uses)
         [ "${act:-0}" -gt 0 ] || continue
         if [ "$1" = 0 ]; then
             [ "$((${uses:-0} - ubase))" -ge 64 ] || continue
