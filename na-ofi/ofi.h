@@ -81,6 +81,13 @@
 #define OFI_EXP_POOL_BYTES_SMALL (256u * 1024u)
 #define OFI_CTRL_PING            1u
 #define OFI_CTRL_PONG            2u
+/* Header kind of an unexpected message sent untagged (unexp_untagged):
+ * it lands in the catch-alls with the expected ones (kind 0) and goes to
+ * the plugin's own bounded queue (ofi_expected.c, "Unexpected messages"). */
+#define OFI_KIND_UNEXP 8u
+/* Defaults of unexpected_queue_bytes and unexpected_peer_bytes, as na-ucx */
+#define OFI_UNEXP_QUEUE_DEFAULT "67108864"
+#define OFI_UNEXP_PEER_DEFAULT  "8388608"
 
 /* A ping names the address to answer, and nothing checks that it came from
  * there: pongs are bounded so that forged pings cannot turn the plugin
@@ -139,6 +146,7 @@ struct cw_na_addr {
     char str[OFI_ADDR_MAX + 8];
     /* liveness */
     unsigned nactive;       /* posted ops bound to this peer */
+    unsigned nsends;        /* of them, message sends (peer_sends_max) */
     uint64_t last_alive_ns; /* last evidence the peer is alive */
     uint64_t ping_sent_ns;  /* 0 = no probe outstanding */
     bool dead;
@@ -147,6 +155,12 @@ struct cw_na_addr {
     bool pong_due;   /* a ping came within OFI_PONG_INTERVAL_NS of a pong */
     uint64_t last_pong_ns;
     int last_err; /* last libfabric error seen with it (positive) */
+    /* Unexpected messages from it waiting for a receive (unexp_untagged),
+     * oldest first, and its place in cls->unexp_ready while there are
+     * any; uq_bytes is what they are charged (ofi_expected.c). */
+    struct nau_list uq;
+    struct nau_list uq_link;
+    size_t uq_bytes;
 };
 
 struct ofi_seg {
@@ -185,7 +199,8 @@ struct cw_na_op {
     bool finished;      /* status decided, on the done list or called back */
     bool cb_done;       /* callback ran (zombie if still in_provider) */
     bool in_retry;
-    struct nau_list link;          /* retry list or done list */
+    bool unexp_waiting;            /* on cls->unexp_posted (by link) */
+    struct nau_list link;          /* retry, done or unexp_posted list */
     struct nau_list alink;         /* active list */
     struct nau_list zlink;         /* zombie list */
     struct nau_match_entry mentry; /* posted expected receive: exp_posted */
@@ -244,8 +259,11 @@ struct cw_na_class {
     struct fid_cq *cq;
     struct fid_ep *ep;
     int wait_fd;
-    bool str_addr;         /* FI_ADDR_STR provider (shm) */
-    bool exp_untagged;     /* expected messages are FI_MSG, not OFI_TAG_EXP */
+    bool str_addr;     /* FI_ADDR_STR provider (shm) */
+    bool exp_untagged; /* expected messages are FI_MSG, not OFI_TAG_EXP */
+    /* Unexpected messages too (where expected ones are): both land in the
+     * catch-alls, and rxm never has to keep one (ofi_expected.c). */
+    bool unexp_untagged;
     bool multi_recv;       /* the protocol offers FI_MULTI_RECV (untagged) */
     size_t exp_pool_bytes; /* room for catch-all expected receives */
     int shm_lock_fd; /* fi_shm: read lock on our region, held while open */
@@ -295,6 +313,19 @@ struct cw_na_class {
     struct nau_match exp_posted;
     struct nau_match early;
     size_t early_max;
+    /* Unexpected messages (unexp_untagged): the receives the user posted,
+     * and the peers with messages waiting for one, served in turn; what
+     * waits is bounded in all and per peer (charged its length and
+     * OFI_UMSG_OVERHEAD bytes each). */
+    struct nau_list unexp_posted;
+    struct nau_list unexp_ready;
+    size_t unexp_queued;
+    size_t unexp_queue_max, unexp_peer_max; /* parameters */
+    /* Message sends to one peer between post and completion beyond which
+     * a new one is refused (CW_BUSY): rxm copies each into a buffer of
+     * its own from a pool that never shrinks, and a peer that does not
+     * read its answers held them all (ofi_msg.c). */
+    size_t peer_sends_max;
     uint64_t drops_unlogged, next_drop_log_ns;
     const char *drop_reason; /* of the last drop (a literal) */
     struct ofi_ctx ctrl_ctx;
@@ -304,7 +335,8 @@ struct cw_na_class {
     size_t tag_sinks;    /* parameter: sinks per class (0: none) */
     uint64_t tag_ignore; /* of the plugin's tagged receives (ofi_msg.c) */
     struct ofi_sink *sinks;
-    unsigned nsinks;         /* allocated: 2 x tag_sinks */
+    unsigned nsinks;         /* allocated: sink_classes x tag_sinks */
+    unsigned sink_classes;   /* 2, or 3 with unexp_untagged */
     unsigned sinks_unposted; /* wanted (ofi_sink_wanted) and not posted */
     bool sinks_flood;        /* all of them wanted, not just one per class */
     uint64_t sinks_calm_ns;  /* back to one per class after this */
@@ -398,6 +430,7 @@ void ofi_exp_fini(struct cw_na_class *cls);
 cw_status_t ofi_exp_post_bufs(struct cw_na_class *cls);
 cw_status_t ofi_exp_recv_post(struct cw_na_class *cls, struct cw_na_op *op);
 void ofi_exp_recv_unlink(struct cw_na_class *cls, struct cw_na_op *op);
+cw_status_t ofi_unexp_recv_post(struct cw_na_class *cls, struct cw_na_op *op);
 void ofi_drop_log(struct cw_na_class *cls, uint64_t now);
 void ofi_drop_note(struct cw_na_class *cls, const char *why);
 void ofi_exp_recv_done(struct cw_na_class *cls, struct ofi_ctx *ctx,

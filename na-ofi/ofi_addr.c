@@ -348,6 +348,7 @@ cw_status_t ofi_peer_get(struct cw_na_class *cls, const void *raw, size_t len,
     a = calloc(1, sizeof(*a));
     if (a == NULL)
         return CW_NOMEM;
+    nau_list_init(&a->uq);
     a->lock_seen = cls->str_addr && cls->self != NULL &&
                    ofi_shm_owner((const char *)raw) == 1;
     memcpy(a->raw, raw, len);

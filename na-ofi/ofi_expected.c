@@ -27,6 +27,21 @@
  * matchers keyed by the tag and the hash the peer table gives the sender's
  * address (seeded: the address is the sender's word); each candidate's
  * address is compared in full.
+ *
+ * Unexpected messages.  Where expected messages are untagged
+ * (unexp_untagged), unexpected ones are too, with OFI_KIND_UNEXP in their
+ * header, and land in the same catch-alls.  Posted on the provider's
+ * tagged receives instead, as before, each one that came while the user's
+ * receives were all taken waited in rxm's unexpected queue in a whole rxm
+ * buffer, from a pool that never shrinks: a peer flooding a gateway with
+ * small requests grew it by 40-82 MiB, for good (docs/reliability.md).
+ * Now each is copied out of the catch-all when its completion is read: to
+ * the oldest receive the user posted, or, when none is, to a queue of the
+ * plugin's own, per sender and served in turn (one message from each
+ * sender with any waiting, round and round), bounded in all
+ * (unexpected_queue_bytes) and per sender (unexpected_peer_bytes); beyond
+ * either it is dropped and counted.  na-ucx does the same with its
+ * unexpected queue.
  */
 #include <limits.h>
 #include <stdlib.h>
@@ -56,6 +71,19 @@ struct ofi_early {
     size_t cap; /* room in data[] */
     uint8_t data[];
 };
+
+/* An unexpected message waiting for a receive (unexp_untagged). */
+struct ofi_umsg {
+    struct nau_list link;      /* its sender's uq */
+    struct cw_na_addr *source; /* reference, handed to the receive */
+    uint32_t tag;
+    size_t len;
+    uint8_t data[];
+};
+/* What a queued message is charged beyond its length: its record and
+ * the allocator's header, so that a flood of empty messages is bounded
+ * too. */
+#define OFI_UMSG_OVERHEAD (sizeof(struct ofi_umsg) + 16u)
 
 /* Smallest room an early message gets, so that an evicted entry can carry
  * the next small message without another allocation. */
@@ -146,6 +174,8 @@ cw_status_t ofi_exp_init(struct cw_na_class *cls)
 {
     size_t n;
 
+    nau_list_init(&cls->unexp_posted);
+    nau_list_init(&cls->unexp_ready);
     nau_match_init(&cls->exp_posted, UINT_MAX, SIZE_MAX, nau_seed());
     nau_match_init(&cls->early, (unsigned)cls->early_max, OFI_EARLY_BYTES_MAX,
                    nau_seed());
@@ -185,9 +215,126 @@ static void ofi_early_free(struct cw_na_class *cls, struct ofi_early *e)
     free(e);
 }
 
+/* Hands an unexpected message (from @p src, a reference the receive
+ * takes) to the receive @p op and completes it. */
+static void ofi_unexp_deliver(struct cw_na_class *cls, struct cw_na_op *op,
+                              struct cw_na_addr *src, uint32_t tag,
+                              const void *data, size_t len)
+{
+    op->source = src;
+    op->tag = tag;
+    op->recv_len = len;
+    if (len > op->len) {
+        ofi_op_finish(cls, op, CW_OVERFLOW);
+        return;
+    }
+    if (len > 0)
+        memcpy(op->buf, data, len);
+    ofi_op_finish(cls, op, CW_OK);
+}
+
+/* The next queued message: the oldest of the sender whose turn it is,
+ * which then goes to the back of the line if it has more. */
+static struct ofi_umsg *ofi_unexp_next(struct cw_na_class *cls)
+{
+    struct cw_na_addr *peer =
+        nau_container_of(cls->unexp_ready.next, struct cw_na_addr, uq_link);
+    struct ofi_umsg *m = nau_container_of(peer->uq.next, struct ofi_umsg, link);
+    size_t charge = OFI_UMSG_OVERHEAD + m->len;
+
+    nau_list_del(&m->link);
+    nau_list_del(&peer->uq_link);
+    if (!nau_list_empty(&peer->uq))
+        nau_list_add_tail(&cls->unexp_ready, &peer->uq_link);
+    cls->unexp_queued -= charge;
+    peer->uq_bytes -= charge;
+    return m;
+}
+
+/* Posting an unexpected receive (unexp_untagged): a queued message
+ * completes it at once, otherwise it waits for the next one. */
+cw_status_t ofi_unexp_recv_post(struct cw_na_class *cls, struct cw_na_op *op)
+{
+    if (!nau_list_empty(&cls->unexp_ready)) {
+        struct ofi_umsg *m = ofi_unexp_next(cls);
+
+        ofi_unexp_deliver(cls, op, m->source, m->tag, m->data, m->len);
+        free(m);
+        return CW_OK;
+    }
+    nau_list_add_tail(&cls->unexp_posted, &op->link);
+    op->unexp_waiting = true;
+    return CW_OK;
+}
+
+/* An unexpected message read from a catch-all. */
+static void ofi_unexp_arrived(struct cw_na_class *cls, const struct ofi_hdr *h,
+                              const void *data, size_t len)
+{
+    size_t charge = OFI_UMSG_OVERHEAD + len;
+    struct cw_na_addr *src;
+    struct ofi_umsg *m;
+
+    if (ofi_peer_get(cls, h->addr, h->addrlen, &src) != CW_OK) {
+        ofi_drop_note(cls, "unexpected, sender's address refused");
+        return;
+    }
+    ofi_peer_alive(cls, src);
+    if (!nau_list_empty(&cls->unexp_posted)) {
+        struct cw_na_op *op =
+            nau_container_of(cls->unexp_posted.next, struct cw_na_op, link);
+
+        nau_list_del(&op->link);
+        op->unexp_waiting = false;
+        ofi_unexp_deliver(cls, op, src, h->tag, data, len);
+        return;
+    }
+    if (charge > cls->unexp_queue_max - cls->unexp_queued) {
+        ofi_addr_free(cls, src);
+        ofi_drop_note(cls, "unexpected, queue full (no receive posted)");
+        return;
+    }
+    if (charge > cls->unexp_peer_max - src->uq_bytes) {
+        ofi_addr_free(cls, src);
+        ofi_drop_note(cls, "unexpected, its sender's share of the queue is "
+                           "full (no receive posted)");
+        return;
+    }
+    m = malloc(sizeof(*m) + len);
+    if (m == NULL) {
+        ofi_addr_free(cls, src);
+        ofi_drop_note(cls, "unexpected, no memory to queue it");
+        return;
+    }
+    m->source = src;
+    m->tag = h->tag;
+    m->len = len;
+    if (len > 0)
+        memcpy(m->data, data, len);
+    nau_list_add_tail(&src->uq, &m->link);
+    if (!nau_list_linked(&src->uq_link))
+        nau_list_add_tail(&cls->unexp_ready, &src->uq_link);
+    cls->unexp_queued += charge;
+    src->uq_bytes += charge;
+}
+
+/* Frees what waits in the unexpected queue (finalize). */
+static void ofi_unexp_flush(struct cw_na_class *cls)
+{
+    if (cls->unexp_ready.next == NULL)
+        return; /* never initialised */
+    while (!nau_list_empty(&cls->unexp_ready)) {
+        struct ofi_umsg *m = ofi_unexp_next(cls);
+
+        ofi_addr_free(cls, m->source);
+        free(m);
+    }
+}
+
 /* After the endpoint is closed: the provider holds no buffer any more. */
 void ofi_exp_fini(struct cw_na_class *cls)
 {
+    ofi_unexp_flush(cls);
     cls->next_drop_log_ns = 0; /* report the last drops now */
     ofi_drop_log(cls, 0);
     while (nau_match_oldest(&cls->early) != NULL)
@@ -355,8 +502,12 @@ void ofi_exp_recv_done(struct cw_na_class *cls, struct ofi_ctx *ctx,
     } else if (e->len > OFI_HDR_SIZE + cls->eager_size) {
         /* Fits a multi-receive buffer, not this instance's limit. */
         ofi_drop_note(cls, "longer than eager_size");
-    } else if (!ofi_hdr_valid(h, e->len) || h->kind != 0) {
+    } else if (!ofi_hdr_valid(h, e->len) ||
+               (h->kind != 0 &&
+                (h->kind != OFI_KIND_UNEXP || !cls->unexp_untagged))) {
         ofi_drop_note(cls, "malformed header");
+    } else if (h->kind == OFI_KIND_UNEXP) {
+        ofi_unexp_arrived(cls, h, msg + OFI_HDR_SIZE, e->len - OFI_HDR_SIZE);
     } else {
         const uint8_t *data = msg + OFI_HDR_SIZE;
         size_t len = e->len - OFI_HDR_SIZE;

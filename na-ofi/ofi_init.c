@@ -296,6 +296,11 @@ static const struct ofi_param ofi_param_table[] = {
     OFI_P("early_max", 0, 1000000, 1, early_max, true, "4096"),
     OFI_P("tag_sinks", 0, 256, 1, tag_sinks, true, "32"),
     OFI_P("reap_ms", 0, 3600000, 1000000, reap_ns, false, "1000"),
+    OFI_P("unexpected_queue_bytes", 1, SIZE_MAX, 1, unexp_queue_max, true,
+          OFI_UNEXP_QUEUE_DEFAULT),
+    OFI_P("unexpected_peer_bytes", 1, SIZE_MAX, 1, unexp_peer_max, true,
+          OFI_UNEXP_PEER_DEFAULT),
+    OFI_P("peer_sends_max", 1, 1u << 20, 1, peer_sends_max, true, "1024"),
 };
 #define OFI_NPARAMS (sizeof(ofi_param_table) / sizeof(ofi_param_table[0]))
 
@@ -354,12 +359,24 @@ static cw_status_t ofi_params(struct cw_na_class *cls,
                      "unknown parameter %s ignored (known: eager_size, "
                      "retry_timeout_ms, keepalive_ms, peer_timeout_ms, "
                      "cancel_grace_ms, spin_us, peer_idle_s, early_max, "
-                     "tag_sinks, reap_ms)",
+                     "tag_sinks, reap_ms, unexpected_queue_bytes, "
+                     "unexpected_peer_bytes, peer_sends_max)",
                      key);
             continue;
         }
         if (!ofi_param_set(cls, &ofi_param_table[k], val, "parameter"))
             return CW_INVALID_ARG;
+    }
+    /* Whatever their order: a bound below one eager message would drop
+     * every message of that size. */
+    if (cls->unexp_queue_max < cls->eager_size + 1024 ||
+        cls->unexp_peer_max < cls->eager_size + 1024) {
+        OFI_ERR(cls,
+                "unexpected_queue_bytes (%zu) and unexpected_peer_bytes (%zu) "
+                "must be at least eager_size + 1024 (%zu)",
+                cls->unexp_queue_max, cls->unexp_peer_max,
+                cls->eager_size + 1024);
+        return CW_INVALID_ARG;
     }
     return CW_OK;
 }
@@ -544,6 +561,7 @@ static cw_status_t ofi_init(const struct cw_na_host *host,
     snprintf(cls->prov_name, sizeof(cls->prov_name), "%s", p->prov_name);
     cls->str_addr = p->str_addr;
     cls->exp_untagged = p->exp_untagged;
+    cls->unexp_untagged = p->exp_untagged;
     cls->multi_recv = p->exp_untagged && p->multi_recv;
     cls->exp_pool_bytes = p->exp_pool_bytes;
     cls->put_flags = p->delivery_complete ? FI_DELIVERY_COMPLETE : 0;

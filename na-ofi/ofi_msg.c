@@ -1,12 +1,14 @@
 /*
- * na-ofi messages.  Unexpected messages are tagged sends on OFI_TAG_UNEXP,
- * expected ones untagged sends (FI_MSG; tagged on OFI_TAG_EXP where the
- * provider wants that), both with a fixed header carrying
- * the sender's address and the user's tag.  An unexpected message is
- * scattered on receipt into the op's header slot and the user's buffer; an
- * expected one lands in a catch-all buffer and is matched on (source, tag)
- * by the plugin (ofi_expected.c).  Control messages (liveness ping/pong)
- * use OFI_TAG_CTRL and never reach the user.
+ * na-ofi messages.  Expected and unexpected messages are untagged sends
+ * (FI_MSG) with a fixed header carrying the sender's address, the user's
+ * tag and whether the message is expected; both land in catch-all buffers
+ * and are copied out by the plugin: an expected one to the receive posted
+ * for its (source, tag), an unexpected one to the oldest unexpected
+ * receive, or to the plugin's bounded queue (ofi_expected.c).  Where the
+ * provider wants tags (cxi), unexpected messages are tagged sends on
+ * OFI_TAG_UNEXP, scattered on receipt into the op's header slot and the
+ * user's buffer, and expected ones tagged on OFI_TAG_EXP.  Control messages
+ * (liveness ping/pong) use OFI_TAG_CTRL and never reach the user.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -39,7 +41,8 @@ static int ofi_msg_post_fi(struct cw_na_class *cls, struct cw_na_op *op)
         msg.iov_count = n;
         msg.tag =
             op->type == CW_NA_OP_SEND_EXPECTED ? OFI_TAG_EXP : OFI_TAG_UNEXP;
-        if (op->type == CW_NA_OP_SEND_EXPECTED && cls->exp_untagged) {
+        if ((op->type == CW_NA_OP_SEND_EXPECTED && cls->exp_untagged) ||
+            (op->type == CW_NA_OP_SEND_UNEXPECTED && cls->unexp_untagged)) {
             struct fi_msg m = {.msg_iov = iov,
                                .iov_count = n,
                                .addr = op->peer->fi,
@@ -67,6 +70,8 @@ cw_status_t ofi_msg_post(struct cw_na_class *cls, struct cw_na_op *op)
         /* Matched by the plugin, never posted to the provider. */
         return ofi_exp_recv_post(cls, op);
     }
+    if (op->type == CW_NA_OP_RECV_UNEXPECTED && cls->unexp_untagged)
+        return ofi_unexp_recv_post(cls, op); /* likewise */
     rc = ofi_msg_post_fi(cls, op);
     if (rc == 0) {
         op->in_provider = true;
@@ -96,6 +101,15 @@ static cw_status_t ofi_msg_new(cw_na_class_t *cls, enum cw_na_op_type type,
     if ((type == CW_NA_OP_SEND_UNEXPECTED || type == CW_NA_OP_SEND_EXPECTED) &&
         len > cls->eager_size)
         return CW_OVERFLOW;
+    if ((type == CW_NA_OP_SEND_UNEXPECTED || type == CW_NA_OP_SEND_EXPECTED) &&
+        peer->nsends >= cls->peer_sends_max) {
+        /* A peer that does not read: each send would wait in an rxm
+         * buffer of its own, and the pool never shrinks.  A peer that
+         * reads completes sends about as fast as they are posted. */
+        ofi_drop_note(cls, "send refused: peer_sends_max sends to that peer "
+                           "are waiting (it does not read)");
+        return CW_BUSY;
+    }
     op = ofi_op_new(cls, type, peer, cb, arg);
     if (op == NULL)
         return CW_NOMEM;
@@ -103,7 +117,10 @@ static cw_status_t ofi_msg_new(cw_na_class_t *cls, enum cw_na_op_type type,
     op->len = len;
     op->tag = tag;
     if (type == CW_NA_OP_SEND_UNEXPECTED || type == CW_NA_OP_SEND_EXPECTED) {
-        ofi_hdr_fill(cls, &op->hdr, 0);
+        ofi_hdr_fill(cls, &op->hdr,
+                     type == CW_NA_OP_SEND_UNEXPECTED && cls->unexp_untagged
+                         ? OFI_KIND_UNEXP
+                         : 0);
         op->hdr.tag = tag;
     }
     return ofi_op_submit(cls, op, op_p);
@@ -326,18 +343,22 @@ void ofi_ctrl_recv_done(struct cw_na_class *cls,
  * server by about 500 MiB per 50 000 64-byte messages, without end, and
  * every receive posted later was matched against that list (a 64 B RPC
  * took 4-75 ms).  Where the provider honours ignore masks (rxm), every
- * tag has a receive: those of unexpected messages take any tag with bit 63
- * set and bit 62 clear, the control receive any with bit 62 set and bit 63
- * clear (a stray message there fails the header check like any malformed
- * one), and tag_sinks receives for each of the two other classes (both
- * bits clear, both set; 32 by default, enough to drain a flood as it
- * comes) take the rest into one shared buffer, to be dropped and counted.
+ * tag has a receive: the control receive takes any tag with bit 62 set and
+ * bit 63 clear (a stray message there fails the header check like any
+ * malformed one), and tag_sinks receives for each other class (both bits
+ * clear, both set, and bit 63 alone, which unexpected messages used when
+ * they were tagged; 32 by default, enough to drain a flood as it comes)
+ * take the rest into one shared buffer, to be dropped and counted.  Where
+ * unexpected messages are still tagged, their receives take bit 63 alone
+ * and the sinks the two other classes.
  *
- * rxm compares an incoming message with the posted receives in the order
- * they were posted, and a request's own receive, reposted after each
- * request, is always behind the sinks: with all 64 posted, every request
- * cost the server 66 comparisons, about 1 150 instructions (callgrind, a
- * tenth of a 64 B round trip's).  So one sink per class is posted at rest,
+ * rxm compares an incoming tagged message with the posted tagged receives
+ * in the order they were posted.  While unexpected messages were tagged, a
+ * request's own receive, reposted after each request, was always behind
+ * the sinks: with all 64 posted, every request cost the server 66
+ * comparisons, about 1 150 instructions (callgrind, a tenth of a 64 B
+ * round trip's).  Untagged, requests no longer meet the sinks, but the
+ * control receive still does.  So one sink per class is posted at rest,
  * and the others only while messages on unused tags arrive: the first one
  * a sink drops posts them all, and after OFI_SINK_CALM_NS without a drop
  * the extra ones are canceled (docs/na-ofi.md, "Tag sinks").
@@ -351,7 +372,7 @@ _Static_assert(OFI_TAG_UNEXP == 1ull << 63 && OFI_TAG_CTRL == 1ull << 62,
  * the others during a flood. */
 static bool ofi_sink_wanted(const struct cw_na_class *cls, unsigned i)
 {
-    return i < 2 || cls->sinks_flood;
+    return i < cls->sink_classes || cls->sinks_flood;
 }
 
 static cw_status_t ofi_sink_post(struct cw_na_class *cls, struct ofi_sink *k)
@@ -382,7 +403,8 @@ void ofi_sinks_post(struct cw_na_class *cls)
 
 cw_status_t ofi_sinks_init(struct cw_na_class *cls)
 {
-    cls->nsinks = 2 * (unsigned)cls->tag_sinks;
+    cls->sink_classes = cls->unexp_untagged ? 3u : 2u;
+    cls->nsinks = cls->sink_classes * (unsigned)cls->tag_sinks;
     cls->sinks = calloc(cls->nsinks, sizeof(*cls->sinks));
     cls->sink_buf = malloc(OFI_HDR_SIZE + cls->eager_size);
     if (cls->sinks == NULL || cls->sink_buf == NULL)
@@ -392,12 +414,15 @@ cw_status_t ofi_sinks_init(struct cw_na_class *cls)
         struct ofi_sink *k = &cls->sinks[i];
 
         k->ctx.kind = OFI_CTX_SINK;
-        k->tag = i % 2 ? OFI_TAG_UNEXP | OFI_TAG_CTRL : 0;
+        static const uint64_t class_tag[3] = {0, OFI_TAG_UNEXP | OFI_TAG_CTRL,
+                                              OFI_TAG_UNEXP};
+
+        k->tag = class_tag[i % cls->sink_classes];
         k->ignore = cls->tag_ignore;
     }
     cls->sinks_flood = false;
-    cls->sinks_unposted = 2; /* nsinks is even and at least 2 */
-    for (unsigned i = 0; i < 2; i++) {
+    cls->sinks_unposted = cls->sink_classes; /* one of each class first */
+    for (unsigned i = 0; i < cls->sink_classes; i++) {
         cw_status_t st = ofi_sink_post(cls, &cls->sinks[i]);
         if (st == CW_AGAIN)
             break;
@@ -415,7 +440,7 @@ static void ofi_sinks_flood(struct cw_na_class *cls)
     if (cls->sinks_flood)
         return;
     cls->sinks_flood = true;
-    for (unsigned i = 2; i < cls->nsinks; i++)
+    for (unsigned i = cls->sink_classes; i < cls->nsinks; i++)
         if (!cls->sinks[i].posted)
             cls->sinks_unposted++;
     OFI_INFO(cls,
@@ -431,7 +456,7 @@ void ofi_sinks_tick(struct cw_na_class *cls, uint64_t now)
     if (!cls->sinks_flood || now < cls->sinks_calm_ns)
         return;
     cls->sinks_flood = false;
-    for (unsigned i = 2; i < cls->nsinks; i++) {
+    for (unsigned i = cls->sink_classes; i < cls->nsinks; i++) {
         struct ofi_sink *k = &cls->sinks[i];
 
         if (!k->posted) {

@@ -108,6 +108,8 @@ cw_status_t ofi_op_start(struct cw_na_class *cls, struct cw_na_op *op)
     nau_list_add_tail(&cls->active, &op->alink);
     if (op->peer != NULL)
         op->peer->nactive++;
+    if (op->peer != NULL && ofi_is_send(op))
+        op->peer->nsends++;
     if (op->type == CW_NA_OP_PUT || op->type == CW_NA_OP_GET)
         cls->nrma++;
     if (op->peer != NULL && op->peer->dead && cls->str_addr &&
@@ -149,11 +151,17 @@ static void ofi_op_deactivate(struct cw_na_class *cls, struct cw_na_op *op)
     nau_list_del(&op->alink);
     if (op->peer != NULL)
         op->peer->nactive--;
+    if (op->peer != NULL && ofi_is_send(op))
+        op->peer->nsends--;
     if (op->type == CW_NA_OP_PUT || op->type == CW_NA_OP_GET)
         cls->nrma--;
     if (op->in_retry) {
         nau_list_del(&op->link);
         op->in_retry = false;
+    }
+    if (op->unexp_waiting) {
+        nau_list_del(&op->link);
+        op->unexp_waiting = false;
     }
     ofi_exp_recv_unlink(cls, op);
 }
@@ -667,7 +675,7 @@ void ofi_progress_fini(struct cw_na_class *cls)
                         ? nau_container_of(l, struct cw_na_op, zlink)
                         : nau_container_of(l, struct cw_na_op, link);
 
-                if (h == &cls->active && op->in_retry)
+                if (h == &cls->active && (op->in_retry || op->unexp_waiting))
                     nau_list_del(&op->link);
                 ofi_op_free(cls, op);
             }
