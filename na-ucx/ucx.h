@@ -186,9 +186,12 @@ struct cw_na_op {
     struct ucx_early *early;   /* expected recv: message it waits to land */
     cw_na_mem_t *local;
     size_t local_off;
-    ucp_tag_recv_info_t tag_info;
     ucp_dt_iov_t *iov;
     size_t iovcnt;
+    /* From here on, not cleared by ucx_op_new: each is written before it
+     * is read (UCX fills tag_info; the iov and header builders fill the
+     * rest). */
+    ucp_tag_recv_info_t tag_info;
     ucp_dt_iov_t iov_inline[UCX_IOV_INLINE];
     union {
         uint8_t unexp[UCX_UNEXP_HDR_MAX];

@@ -15,7 +15,7 @@ struct cw_na_op *ucx_op_new(struct ucx_cls *cls, enum cw_na_op_type type,
 
     if (op == NULL)
         return NULL;
-    memset(op, 0, sizeof(*op));
+    memset(op, 0, offsetof(struct cw_na_op, tag_info));
     op->cls = cls;
     op->type = type;
     op->cb = cb;

@@ -592,6 +592,7 @@ static cw_status_t ucx_rma_post(struct ucx_cls *cls, enum cw_na_op_type type,
         if (ret != CW_OK)
             goto err_discard;
     }
+    memset(&op->hdr.rma, 0, sizeof(op->hdr.rma)); /* its pad is sent */
     op->hdr.rma.magic = UCX_WIRE_MAGIC;
     op->hdr.rma.op_id = cls->next_op_id++;
     op->hdr.rma.mem_id = remote->id;
