@@ -36,7 +36,7 @@ networks:
 routes:
   - { dest: "ucx+tcp://*", gateway: "$gwa_tcp0" }
   - { dest: "ucx+tcp://*", gateway: "$gwb_tcp0" }
-health: { interval: 300ms, timeout: 300ms, eject_after: 2, recover_after: 2 }
+health: { interval: 300ms, timeout: 300ms, eject_after: 3, recover_after: 2 }
 buffers: { chunk: 4KiB, depth: 1, staging: 1MiB }
 limits: { max_bulk_bytes_inflight: 1MiB }
 YAML
