@@ -637,8 +637,8 @@ static void test_unused_tags_calm(void **state)
  * sender and served in turn, bounded per sender (unexpected_peer_bytes)
  * and in all (unexpected_queue_bytes); beyond either they are dropped and
  * counted.  Each 1000-byte message is charged 1000 bytes and its record
- * (at most 1100 in all): 8 of a's 10 fit its share of 9216 bytes, and of
- * c's 6 only 4 fit the queue's 12 x 1100. */
+ * (1056 in all): 8 of a's 10 fit its share of 9216 bytes, and of c's 6
+ * only 4 fit the queue's 12672 (12 messages). */
 static void unexp_send(cw_na_t *from, cw_na_addr_t *to, cw_na_t *at,
                        uint32_t tag)
 {
