@@ -432,6 +432,7 @@ cw_status_t ofi_exp_recv_post(struct cw_na_class *cls, struct cw_na_op *op);
 void ofi_exp_recv_unlink(struct cw_na_class *cls, struct cw_na_op *op);
 cw_status_t ofi_unexp_recv_post(struct cw_na_class *cls, struct cw_na_op *op);
 void ofi_drop_log(struct cw_na_class *cls, uint64_t now);
+void ofi_drop_count(struct cw_na_class *cls, const char *why);
 void ofi_drop_note(struct cw_na_class *cls, const char *why);
 void ofi_exp_recv_done(struct cw_na_class *cls, struct ofi_ctx *ctx,
                        const struct fi_cq_tagged_entry *e, int err);

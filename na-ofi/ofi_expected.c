@@ -404,13 +404,22 @@ void ofi_drop_log(struct cw_na_class *cls, uint64_t now)
     cls->next_drop_log_ns = now + OFI_DROP_LOG_NS;
 }
 
-void ofi_drop_note(struct cw_na_class *cls, const char *why)
+/* A message not delivered (an outgoing one refused, or one of those below),
+ * counted and logged at a limited rate. */
+void ofi_drop_count(struct cw_na_class *cls, const char *why)
 {
     cls->dropped++;
-    cls->drained++;
     cls->drops_unlogged++;
     cls->drop_reason = why;
     ofi_drop_log(cls, ofi_now(cls));
+}
+
+/* A received message dropped: also counted as drained, which keeps
+ * ofi_read_cq reading while a flood is dropped. */
+void ofi_drop_note(struct cw_na_class *cls, const char *why)
+{
+    cls->drained++;
+    ofi_drop_count(cls, why);
 }
 
 /* Keeps a message (from the address whose hash is @p key) nobody has

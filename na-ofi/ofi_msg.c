@@ -106,8 +106,8 @@ static cw_status_t ofi_msg_new(cw_na_class_t *cls, enum cw_na_op_type type,
         /* A peer that does not read: each send would wait in an rxm
          * buffer of its own, and the pool never shrinks.  A peer that
          * reads completes sends about as fast as they are posted. */
-        ofi_drop_note(cls, "send refused: peer_sends_max sends to that peer "
-                           "are waiting (it does not read)");
+        ofi_drop_count(cls, "send refused: peer_sends_max sends to that "
+                            "peer are waiting (it does not read)");
         return CW_BUSY;
     }
     op = ofi_op_new(cls, type, peer, cb, arg);
