@@ -155,6 +155,14 @@ struct cw_na_addr {
     bool pong_due;   /* a ping came within OFI_PONG_INTERVAL_NS of a pong */
     uint64_t last_pong_ns;
     int last_err; /* last libfabric error seen with it (positive) */
+    /* Posts to it refused with -FI_EAGAIN (ofi_progress.c, "Back-off"):
+     * since when without one accepted (0: none refused), the earliest time
+     * of the next post, and the gap before it; nretry counts its message
+     * sends on cls->retry (later ones queue behind them). */
+    uint64_t again_since_ns;
+    uint64_t again_next_ns;
+    uint64_t again_gap_ns;
+    unsigned nretry;
     /* Unexpected messages from it waiting for a receive (unexp_untagged),
      * oldest first, and its place in cls->unexp_ready while there are
      * any; uq_bytes is what they are charged (ofi_expected.c). */
@@ -285,8 +293,11 @@ struct cw_na_class {
     struct cw_na_addr *self;
     struct nau_ptable peers; /* by raw address */
     struct nau_list retry;   /* ops to (re)post */
-    struct nau_list done;    /* ops whose callback is due */
-    struct nau_list active;  /* every op between post and completion */
+    /* Nothing on it may be posted or time out before this (every op
+     * waits for its peer's back-off): ofi_run_retries skips the scan. */
+    uint64_t retry_next_ns;
+    struct nau_list done;   /* ops whose callback is due */
+    struct nau_list active; /* every op between post and completion */
     struct nau_list zombies;
     struct nau_list ctrl_sends;
     /* Freed ops kept for reuse: a stream of messages then allocates
@@ -464,6 +475,11 @@ struct cw_na_op *ofi_op_new(struct cw_na_class *cls, enum cw_na_op_type type,
                             struct cw_na_addr *peer, cw_na_cb_t cb, void *arg);
 void ofi_op_free(struct cw_na_class *cls, struct cw_na_op *op);
 void ofi_retry_push(struct cw_na_class *cls, struct cw_na_op *op);
+void ofi_peer_again(struct cw_na_class *cls, struct cw_na_addr *peer,
+                    uint64_t now);
+void ofi_peer_accepted(struct cw_na_class *cls, struct cw_na_addr *peer);
+bool ofi_peer_backing_off(const struct cw_na_class *cls,
+                          const struct cw_na_addr *peer);
 cw_status_t ofi_op_start(struct cw_na_class *cls, struct cw_na_op *op);
 /* Starts @p op; frees it on failure, hands it out via @p op_p (may be
  * NULL) on success. */

@@ -195,9 +195,8 @@ void ofi_msg_complete(struct cw_na_class *cls, struct cw_na_op *op,
                 op->in_provider = true;
                 return;
             }
+            ofi_retry_push(cls, op);
             op->retry_deadline_ns = UINT64_MAX;
-            op->in_retry = true;
-            nau_list_add_tail(&cls->retry, &op->link);
             return;
         }
         ofi_peer_alive(cls, src);
@@ -510,14 +509,25 @@ void ofi_ctrl_send(struct cw_na_class *cls, struct cw_na_addr *peer,
         (peer->dead ||
          (peer->lock_seen && ofi_shm_owner((const char *)peer->raw) <= 0)))
         return; /* ofi_tick fails it */
-    c = calloc(1, sizeof(*c));
-    if (c == NULL)
-        return;
-    c->ctx.kind = OFI_CTX_CTRL_SEND;
-    c->peer = peer;
-    ofi_hdr_fill(cls, &c->hdr, kind);
-    rc = (int)fi_tsend(cls->ep, &c->hdr, sizeof(c->hdr), NULL, peer->fi,
-                       OFI_TAG_CTRL, &c->ctx);
+    if (ofi_peer_backing_off(cls, peer)) {
+        /* Not another connection attempt now (ofi_progress.c,
+         * "Back-off"): as if refused. */
+        c = NULL;
+        rc = -FI_EAGAIN;
+    } else {
+        c = calloc(1, sizeof(*c));
+        if (c == NULL)
+            return;
+        c->ctx.kind = OFI_CTX_CTRL_SEND;
+        c->peer = peer;
+        ofi_hdr_fill(cls, &c->hdr, kind);
+        rc = (int)fi_tsend(cls->ep, &c->hdr, sizeof(c->hdr), NULL, peer->fi,
+                           OFI_TAG_CTRL, &c->ctx);
+        if (rc == -FI_EAGAIN)
+            ofi_peer_again(cls, peer, ofi_now(cls));
+        else if (rc == 0)
+            ofi_peer_accepted(cls, peer);
+    }
     if (rc != 0) {
         free(c);
         if (kind != OFI_CTRL_PING)

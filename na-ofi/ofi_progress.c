@@ -54,16 +54,32 @@ void ofi_op_free(struct cw_na_class *cls, struct cw_na_op *op)
     nau_pool_put(&cls->op_pool, op);
 }
 
-void ofi_retry_push(struct cw_na_class *cls, struct cw_na_op *op)
-{
-    if (op->in_retry)
-        return;
-    op->in_retry = true;
-    op->retry_deadline_ns = ofi_now(cls) + cls->retry_timeout_ns;
-    nau_list_add_tail(&cls->retry, &op->link);
-}
-
-static void ofi_op_deactivate(struct cw_na_class *cls, struct cw_na_op *op);
+/* ---- Back-off ----
+ *
+ * rxm answers -FI_EAGAIN to a send while it has no connection to the peer,
+ * and a send to a peer with no connection (none yet, or the last attempt
+ * refused) starts an attempt.  Each refused attempt closes its connection,
+ * and rxm then reads the completion queue every connection shares until
+ * it is empty (rxm_close_conn -> rxm_flush_msg_cq in 1.17): while another
+ * peer floods us, that read takes in its whole backlog at once, where the
+ * catch-alls cannot keep up and rxm keeps each message in a buffer of its
+ * own from a pool that never shrinks (docs/na-ofi.md, "Limitations").
+ * Re-posting at every progress call made a gateway try a gone peer's
+ * address hundreds of times a second until the peer timed out.
+ *
+ * So a peer's posts refused for longer than OFI_AGAIN_FREE_NS (a
+ * connection set-up on a loaded machine) are spaced out: a gap from
+ * OFI_AGAIN_MIN_NS, doubled at each refusal, up to OFI_AGAIN_MAX_NS.  A
+ * post accepted ends it.  A message from the peer does not: rxm may have
+ * held it long after the peer went (a gateway still read a gone
+ * flooder's backlog 30 s after it exited, and each request it answered
+ * had reset the back-off).  Each peer backs off alone: the retry list
+ * skips its sends (keeping their order, a refused one back in its place)
+ * and goes on with the others, where it used to stop at the first
+ * refusal. */
+#define OFI_AGAIN_FREE_NS (1000ull * 1000ull)
+#define OFI_AGAIN_MIN_NS  (1000ull * 1000ull)
+#define OFI_AGAIN_MAX_NS  (1000ull * 1000ull * 1000ull)
 
 static bool ofi_is_send(const struct cw_na_op *op)
 {
@@ -71,26 +87,107 @@ static bool ofi_is_send(const struct cw_na_op *op)
            op->type == CW_NA_OP_SEND_EXPECTED;
 }
 
-/* A send to the same peer as @p op waits ahead of it in the retry list.
- * rxm answers -FI_EAGAIN while it connects and moves the connection on
- * inside the send calls themselves, so of a window posted at once the
- * first sends were refused and the last ones accepted: requests reached a
- * server out of order (unit-rpc-spread-ofi-tcp).  A later send therefore
- * queues behind an earlier one still waiting.  The list is empty except
- * while the provider pushes back. */
-static bool ofi_send_queued_ahead(struct cw_na_class *cls,
-                                  const struct cw_na_op *op)
+/* A send with a peer: what the back-off applies to. */
+static bool ofi_peer_send(const struct cw_na_op *op)
 {
-    if (op->peer == NULL || !ofi_is_send(op))
-        return false;
-    for (struct nau_list *l = cls->retry.next; l != &cls->retry; l = l->next) {
-        const struct cw_na_op *q = nau_container_of(l, struct cw_na_op, link);
-        if (q == op)
-            return false;
-        if (q->peer != NULL && q->peer->fi == op->peer->fi && ofi_is_send(q))
-            return true;
+    return op->peer != NULL && ofi_is_send(op);
+}
+
+/* A post to @p peer was refused with -FI_EAGAIN at @p now.  Even in the
+ * free period the next post waits for a later call: within one pass of
+ * the retry list the peer's later sends must not overtake a refused one
+ * (rxm may finish connecting inside the next send call). */
+void ofi_peer_again(struct cw_na_class *cls, struct cw_na_addr *peer,
+                    uint64_t now)
+{
+    if (peer->again_since_ns == 0) {
+        peer->again_since_ns = now;
+        peer->again_gap_ns = 0;
     }
-    return false;
+    if (now - peer->again_since_ns < OFI_AGAIN_FREE_NS) {
+        peer->again_next_ns = now + 1;
+        return;
+    }
+    if (peer->again_gap_ns == 0) {
+        char str[128];
+
+        ofi_format_raw(cls, peer->raw, peer->len, str, sizeof(str));
+        OFI_DBG(cls, "peer %s: no connection for %llu ms; posts backed off",
+                str,
+                (unsigned long long)((now - peer->again_since_ns) / 1000000));
+        peer->again_gap_ns = OFI_AGAIN_MIN_NS;
+    } else if (peer->again_gap_ns < OFI_AGAIN_MAX_NS / 2)
+        peer->again_gap_ns *= 2;
+    else
+        peer->again_gap_ns = OFI_AGAIN_MAX_NS;
+    peer->again_next_ns = now + peer->again_gap_ns;
+}
+
+/* A post to @p peer went through: no back-off. */
+void ofi_peer_accepted(struct cw_na_class *cls, struct cw_na_addr *peer)
+{
+    if (peer->again_since_ns == 0)
+        return;
+    peer->again_since_ns = 0;
+    peer->again_next_ns = 0;
+    peer->again_gap_ns = 0;
+    cls->retry_next_ns = 0; /* its sends may go now */
+}
+
+bool ofi_peer_backing_off(const struct cw_na_class *cls,
+                          const struct cw_na_addr *peer)
+{
+    return peer->again_next_ns != 0 && peer->again_next_ns > ofi_now(cls);
+}
+
+/* Puts @p op on the retry list before @p where (the list's head: at the
+ * tail). */
+static void ofi_retry_insert(struct cw_na_class *cls, struct cw_na_op *op,
+                             struct nau_list *where)
+{
+    op->in_retry = true;
+    nau_list_add_tail(where, &op->link);
+    if (ofi_peer_send(op)) {
+        op->peer->nretry++;
+        /* Scanned when its peer's gap ends (at the next call if none). */
+        if (op->peer->again_next_ns < cls->retry_next_ns)
+            cls->retry_next_ns = op->peer->again_next_ns;
+    } else {
+        cls->retry_next_ns = 0;
+    }
+}
+
+static void ofi_retry_unlink(struct cw_na_op *op)
+{
+    nau_list_del(&op->link);
+    op->in_retry = false;
+    if (ofi_peer_send(op))
+        op->peer->nretry--;
+}
+
+void ofi_retry_push(struct cw_na_class *cls, struct cw_na_op *op)
+{
+    if (op->in_retry)
+        return;
+    op->retry_deadline_ns = ofi_now(cls) + cls->retry_timeout_ns;
+    ofi_retry_insert(cls, op, &cls->retry);
+}
+
+static void ofi_op_deactivate(struct cw_na_class *cls, struct cw_na_op *op);
+
+/* A send to the same peer as @p op waits ahead of it in the retry list,
+ * or its peer backs off.  rxm answers -FI_EAGAIN while it connects and
+ * moves the connection on inside the send calls themselves, so of a
+ * window posted at once the first sends were refused and the last ones
+ * accepted: requests reached a server out of order
+ * (unit-rpc-spread-ofi-tcp).  A later send therefore queues behind an
+ * earlier one still waiting. */
+static bool ofi_send_must_wait(struct cw_na_class *cls,
+                               const struct cw_na_op *op)
+{
+    if (!ofi_peer_send(op))
+        return false;
+    return op->peer->nretry > 0 || ofi_peer_backing_off(cls, op->peer);
 }
 
 static cw_status_t ofi_op_post(struct cw_na_class *cls, struct cw_na_op *op)
@@ -118,17 +215,21 @@ cw_status_t ofi_op_start(struct cw_na_class *cls, struct cw_na_op *op)
         ofi_op_finish(cls, op, CW_DISCONNECTED);
         return CW_OK;
     }
-    if (ofi_send_queued_ahead(cls, op)) {
+    if (ofi_send_must_wait(cls, op)) {
         ofi_retry_push(cls, op);
         return CW_OK;
     }
     st = ofi_op_post(cls, op);
     if (st == CW_AGAIN) {
+        if (ofi_peer_send(op))
+            ofi_peer_again(cls, op->peer, ofi_now(cls));
         ofi_retry_push(cls, op);
         return CW_OK;
     }
     if (st != CW_OK)
         ofi_op_deactivate(cls, op);
+    else if (ofi_peer_send(op))
+        ofi_peer_accepted(cls, op->peer);
     return st;
 }
 
@@ -155,10 +256,8 @@ static void ofi_op_deactivate(struct cw_na_class *cls, struct cw_na_op *op)
         op->peer->nsends--;
     if (op->type == CW_NA_OP_PUT || op->type == CW_NA_OP_GET)
         cls->nrma--;
-    if (op->in_retry) {
-        nau_list_del(&op->link);
-        op->in_retry = false;
-    }
+    if (op->in_retry)
+        ofi_retry_unlink(op);
     if (op->unexp_waiting) {
         nau_list_del(&op->link);
         op->unexp_waiting = false;
@@ -209,10 +308,8 @@ static void ofi_op_abort(struct cw_na_class *cls, struct cw_na_op *op,
         ofi_op_finish(cls, op, status);
         return;
     }
-    if (op->in_retry) {
-        nau_list_del(&op->link); /* an RMA op: stop posting pieces */
-        op->in_retry = false;
-    }
+    if (op->in_retry)
+        ofi_retry_unlink(op); /* an RMA op: stop posting pieces */
     op->abandon_ns = ofi_now(cls) + cls->cancel_grace_ns;
     ofi_op_fi_cancel(cls, op);
 }
@@ -445,9 +542,13 @@ static bool ofi_read_cq_all(struct cw_na_class *cls)
 static void ofi_run_retries(struct cw_na_class *cls, uint64_t now)
 {
     struct nau_list *l, *next;
+    uint64_t wake = UINT64_MAX;
 
+    if (now < cls->retry_next_ns)
+        return; /* every op waits for its peer's gap */
     for (l = cls->retry.next; l != &cls->retry; l = next) {
         struct cw_na_op *op = nau_container_of(l, struct cw_na_op, link);
+        bool send = ofi_peer_send(op);
         cw_status_t st;
 
         next = l->next;
@@ -457,28 +558,45 @@ static void ofi_run_retries(struct cw_na_class *cls, uint64_t now)
                 "operation could not be posted within %llu ms "
                 "(provider kept answering -FI_EAGAIN)",
                 (unsigned long long)(cls->retry_timeout_ns / 1000000ull));
-            nau_list_del(&op->link);
-            op->in_retry = false;
+            ofi_retry_unlink(op);
             if (op->in_provider)
                 ofi_op_abort(cls, op, CW_TIMEOUT);
             else
                 ofi_op_finish(cls, op, CW_TIMEOUT);
             continue;
         }
-        nau_list_del(&op->link);
-        op->in_retry = false;
+        if (send && op->peer->again_next_ns > now) {
+            /* Its peer backs off; its later sends wait behind it. */
+            if (op->peer->again_next_ns < wake)
+                wake = op->peer->again_next_ns;
+            if (op->retry_deadline_ns < wake)
+                wake = op->retry_deadline_ns;
+            continue;
+        }
+        ofi_retry_unlink(op);
         st = ofi_op_post(cls, op);
         if (st == CW_AGAIN) {
-            /* The RMA path may already have queued it again. */
-            if (!op->in_retry) {
-                op->in_retry = true;
-                nau_list_add_tail(&cls->retry, &op->link);
+            /* Back in its place (the RMA path may already have queued it
+             * again, at the tail). */
+            if (!op->in_retry)
+                ofi_retry_insert(cls, op, next);
+            if (!send) {
+                wake = 0; /* the provider pushes back: the rest later */
+                break;
             }
-            break;
+            ofi_peer_again(cls, op->peer, now);
+            if (op->peer->again_next_ns < wake)
+                wake = op->peer->again_next_ns;
+            if (op->retry_deadline_ns < wake)
+                wake = op->retry_deadline_ns;
+            continue;
         }
         if (st != CW_OK)
             ofi_op_finish(cls, op, st);
+        else if (send)
+            ofi_peer_accepted(cls, op->peer);
     }
+    cls->retry_next_ns = wake == UINT64_MAX ? 0 : wake;
 }
 
 /* Liveness probes and abandoned cancels; runs at most every OFI_TICK_NS. */

@@ -795,6 +795,86 @@ static void test_peer_sends_max(void **state)
     cw_na_close(b);
 }
 
+/* A peer none of whose connection attempts succeed (a listener that
+ * accepts each connection and closes it before the handshake): a send to
+ * it is refused with -FI_EAGAIN, and each post starts another attempt.
+ * The plugin spaces them out (ofi_progress.c, "Back-off": one per
+ * progress call for 1 ms, then gaps from 1 ms doubling to 1 s), where it
+ * used to post again at every progress call.  The send ends once, with
+ * CW_TIMEOUT (retry_timeout_ms); and a send to a live peer meanwhile
+ * completes while it still waits (the retry list goes on past a peer that
+ * backs off). */
+static void test_refused_peer_backoff(void **state)
+{
+    static const char *const params[] = {"retry_timeout_ms", "1500",
+                                         "keepalive_ms", "0", NULL};
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof(sa);
+    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    cw_na_t *a, *b;
+    cw_na_addr_t *dead, *b_at_a;
+    struct done dd = {0}, ld = {0};
+    unsigned attempts = 0;
+    bool live_sent = false, live_seen = false;
+    char uri[64];
+    uint64_t t0, end;
+    (void)state;
+
+    assert_true(lfd >= 0);
+    assert_int_equal(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    assert_int_equal(listen(lfd, 128), 0);
+    assert_int_equal(getsockname(lfd, (struct sockaddr *)&sa, &sl), 0);
+    snprintf(uri, sizeof(uri), "ofi+tcp://127.0.0.1:%u",
+             (unsigned)ntohs(sa.sin_port));
+    assert_int_equal(
+        cw_na_open("ofi+tcp://127.0.0.1:0", CW_NA_LISTEN, params, &a), CW_OK);
+    assert_int_equal(
+        cw_na_open("ofi+tcp://127.0.0.1:0", CW_NA_LISTEN, NULL, &b), CW_OK);
+    assert_int_equal(cw_na_addr_lookup(a, uri, &dead), CW_OK);
+    b_at_a = lookup_self(a, b);
+    assert_int_equal(
+        cw_na_msg_send_unexpected(a, "lost", 5, dead, 1, done_cb, &dd, NULL),
+        CW_OK);
+    t0 = cw_now_ns();
+    end = t0 + WAIT_NS;
+    while (dd.calls == 0 && cw_now_ns() < end) {
+        int fd;
+
+        cw_na_progress(a, 0, NULL);
+        cw_na_progress(b, 0, NULL);
+        while ((fd = accept(lfd, NULL, NULL)) >= 0) {
+            attempts++;
+            close(fd);
+        }
+        if (!live_sent && cw_now_ns() - t0 > 300ull * 1000000ull) {
+            assert_int_equal(cw_na_msg_send_unexpected(a, "live", 5, b_at_a, 2,
+                                                       done_cb, &ld, NULL),
+                             CW_OK);
+            live_sent = true;
+        }
+        if (ld.calls == 1 && !live_seen) {
+            live_seen = true;
+            assert_int_equal(dd.calls, 0); /* not held behind it */
+        }
+    }
+    assert_int_equal(dd.calls, 1);
+    assert_int_equal(dd.status, CW_TIMEOUT);
+    assert_int_equal(ld.calls, 1);
+    assert_int_equal(ld.status, CW_OK);
+    /* In 1.5 s: a few in the first millisecond, then about 11.  Posting at
+     * every progress call made one per accept-and-close, hundreds. */
+    print_message("%u connection attempts in %llu ms\n", attempts,
+                  (unsigned long long)((cw_now_ns() - t0) / 1000000ull));
+    assert_true(attempts >= 2);
+    assert_true(attempts <= 40);
+    cw_na_addr_free(a, dead);
+    cw_na_addr_free(a, b_at_a);
+    cw_na_close(a);
+    cw_na_close(b);
+    close(lfd);
+}
+
 /* Messages queued for nobody are freed with the instance (LeakSanitizer
  * checks it), and their senders' references with them. */
 static void test_unexpected_queued_at_close(void **state)
@@ -2062,6 +2142,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_unexpected_turns_tcp),
         cmocka_unit_test(test_unexpected_queued_at_close),
         cmocka_unit_test(test_peer_sends_max),
+        cmocka_unit_test(test_refused_peer_backoff),
         cmocka_unit_test(test_early_queue_tcp),
         cmocka_unit_test(test_early_queue_shm),
         cmocka_unit_test(test_overflow_keeps_connection_tcp),
