@@ -97,6 +97,16 @@ static cw_na_addr_t *lookup_self(cw_na_t *owner, cw_na_t *of)
     return addr;
 }
 
+/* A listening ofi+tcp instance on a port of its own, with @p params. */
+static cw_na_t *tcp_open(const char *const *params)
+{
+    cw_na_t *na = NULL;
+
+    assert_int_equal(
+        cw_na_open("ofi+tcp://127.0.0.1:0", CW_NA_LISTEN, params, &na), CW_OK);
+    return na;
+}
+
 static void pair_open(struct pair *p, const char *uri)
 {
     assert_int_equal(cw_na_open(uri, CW_NA_LISTEN, NULL, &p->a), CW_OK);
@@ -672,12 +682,9 @@ static void test_unexpected_turns_tcp(void **state)
     cw_na_op_t *last;
     (void)state;
 
-    assert_int_equal(
-        cw_na_open("ofi+tcp://127.0.0.1:0", CW_NA_LISTEN, NULL, &a), CW_OK);
-    assert_int_equal(
-        cw_na_open("ofi+tcp://127.0.0.1:0", CW_NA_LISTEN, params, &b), CW_OK);
-    assert_int_equal(
-        cw_na_open("ofi+tcp://127.0.0.1:0", CW_NA_LISTEN, NULL, &c), CW_OK);
+    a = tcp_open(NULL);
+    b = tcp_open(params);
+    c = tcp_open(NULL);
     b_at_a = lookup_self(a, b);
     b_at_c = lookup_self(c, b);
     /* A sender's messages arrive in order: once its last ones were dropped,
@@ -740,10 +747,8 @@ static void test_peer_sends_max(void **state)
     struct done r[6] = {{0}};
     (void)state;
 
-    assert_int_equal(
-        cw_na_open("ofi+tcp://127.0.0.1:0", CW_NA_LISTEN, params, &a), CW_OK);
-    assert_int_equal(
-        cw_na_open("ofi+tcp://127.0.0.1:0", CW_NA_LISTEN, NULL, &b), CW_OK);
+    a = tcp_open(params);
+    b = tcp_open(NULL);
     b_at_a = lookup_self(a, b);
     for (int i = 0; i < 4; i++)
         assert_int_equal(cw_na_msg_send_unexpected(a, "hello", 6, b_at_a,
@@ -827,10 +832,8 @@ static void test_refused_peer_backoff(void **state)
     assert_int_equal(getsockname(lfd, (struct sockaddr *)&sa, &sl), 0);
     snprintf(uri, sizeof(uri), "ofi+tcp://127.0.0.1:%u",
              (unsigned)ntohs(sa.sin_port));
-    assert_int_equal(
-        cw_na_open("ofi+tcp://127.0.0.1:0", CW_NA_LISTEN, params, &a), CW_OK);
-    assert_int_equal(
-        cw_na_open("ofi+tcp://127.0.0.1:0", CW_NA_LISTEN, NULL, &b), CW_OK);
+    a = tcp_open(params);
+    b = tcp_open(NULL);
     assert_int_equal(cw_na_addr_lookup(a, uri, &dead), CW_OK);
     b_at_a = lookup_self(a, b);
     assert_int_equal(
@@ -883,10 +886,8 @@ static void test_unexpected_queued_at_close(void **state)
     cw_na_addr_t *b_at_a;
     (void)state;
 
-    assert_int_equal(
-        cw_na_open("ofi+tcp://127.0.0.1:0", CW_NA_LISTEN, NULL, &a), CW_OK);
-    assert_int_equal(
-        cw_na_open("ofi+tcp://127.0.0.1:0", CW_NA_LISTEN, NULL, &b), CW_OK);
+    a = tcp_open(NULL);
+    b = tcp_open(NULL);
     b_at_a = lookup_self(a, b);
     for (uint32_t i = 0; i < 4; i++)
         unexp_send(a, b_at_a, b, i);
@@ -1333,10 +1334,8 @@ static void test_idle_peers_dropped(void **state)
     char s[256];
     (void)state;
 
-    assert_int_equal(
-        cw_na_open("ofi+tcp://127.0.0.1:0", CW_NA_LISTEN, idle, &a), CW_OK);
-    assert_int_equal(
-        cw_na_open("ofi+tcp://127.0.0.1:0", CW_NA_LISTEN, idle, &b), CW_OK);
+    a = tcp_open(idle);
+    b = tcp_open(idle);
     assert_int_equal(cw_na_addr_self(b, &self), CW_OK);
     assert_int_equal(cw_na_addr_to_string(b, self, s, sizeof(s)), CW_OK);
     cw_na_addr_free(b, self);
@@ -1851,8 +1850,7 @@ static void test_forged_ping_bounded(void **state)
     cw_na_t *t;
     (void)state;
 
-    assert_int_equal(
-        cw_na_open("ofi+tcp://127.0.0.1:0", CW_NA_LISTEN, NULL, &t), CW_OK);
+    t = tcp_open(NULL);
     raw_ep_open(&s);
     raw_ep_open(&v);
     /* One victim: before, one pong each (400). */
@@ -2019,10 +2017,8 @@ static void test_closed_before_handshake_reaped(void **state)
     uint64_t end;
     (void)state;
 
-    assert_int_equal(
-        cw_na_open("ofi+tcp://127.0.0.1:0", CW_NA_LISTEN, params, &p.a), CW_OK);
-    assert_int_equal(
-        cw_na_open("ofi+tcp://127.0.0.1:0", CW_NA_LISTEN, NULL, &p.b), CW_OK);
+    p.a = tcp_open(params);
+    p.b = tcp_open(NULL);
     p.b_at_a = lookup_self(p.a, p.b);
     p.a_at_b = lookup_self(p.b, p.a);
     /* b connects to a and stays connected throughout. */
