@@ -267,9 +267,16 @@ cw_status_t cw_trigger(cw_context_t *ctx, unsigned timeout_ms, unsigned max,
         cw_mutex_unlock(&ctx->lock);
         e->fn(e);
         n++;
+        /* Done, or nothing queued meanwhile: no lock to take again (what
+         * another thread pushes now, it wakes a waiter for, or the next
+         * call finds, as with the empty check above). */
+        if ((max != 0 && n >= max) ||
+            atomic_load_explicit(&ctx->cq_len, memory_order_acquire) == 0)
+            goto out;
         cw_mutex_lock(&ctx->lock);
     }
     cw_mutex_unlock(&ctx->lock);
+out:
     cw_sq_leave(ctx, prev);
     if (count_p)
         *count_p = n;
