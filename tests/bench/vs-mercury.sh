@@ -9,20 +9,24 @@
 #   [BW_LOOPS=50] [TRANSPORTS="ofi+tcp ucx+tcp shm"] [ONLY=lat,rate,bw]
 #   [VERIFY=1] tests/bench/vs-mercury.sh [BUILD_DIR]
 #
-# HG_BIN holds hg_perf_server, hg_rate and hg_bw_read from a Mercury build
+# HG_BIN holds hg_perf_server, hg_rate, hg_bw_read and hg_bw_write from a Mercury build
 # made outside this tree (docs/cw-perf.md, "Against Mercury", says how).
 # Each measurement starts its own server pinned to CPU 1, the client pinned
 # to CPU 0; a Mercury client shuts its server down when it ends.
 #
 # Figures: 64 B round trip (one call in flight), blocking and busy; 64 B
-# rate with 16 calls in flight; bulk pull bandwidth at 1, 4 and 16 MiB
-# (server-side transfer rate, one transfer in flight: cw-perf's bw test
-# against hg_bw_read).  Times: lower is better (ratio < 1 means Causeway
-# is ahead); rates and bandwidths: higher is better (ratio > 1).
+# rate with 16 calls in flight; bulk bandwidth at 1, 4 and 16 MiB, one
+# transfer in flight, the server pulling from the client's memory
+# (cw-perf's bw --dir pull against hg_bw_write, whose server pulls) and
+# pushing into it (--dir push against hg_bw_read, whose server pushes).
+# Mercury's bw clients ask for 64 transfers per call into 64 regions by
+# default; -w 1 makes it one, as cw-perf's.  Times: lower is better
+# (ratio < 1 means Causeway is ahead); rates and bandwidths: higher is
+# better (ratio > 1).
 #
 # Timing runs leave data checking off on both sides (it costs a copy and a
 # compare per call); VERIFY=1 turns it on on both (cw-perf --verify,
-# hg_rate/hg_bw_read -v) to show that both move the right bytes.
+# hg_rate/hg_bw_read/hg_bw_write -v) to show that both move the right bytes.
 set -u
 B=$(cd "${1:-build}" && pwd)
 : "${HG_BIN:?set HG_BIN to the bin/ directory of a Mercury build}"
@@ -33,7 +37,7 @@ TRANSPORTS=${TRANSPORTS:-ofi+tcp ucx+tcp shm}
 ONLY=${ONLY:-lat,rate,bw}
 VERIFY=${VERIFY:-0}
 export CAUSEWAY_PLUGIN_PATH=$B/na-shm:$B/na-ofi:$B/na-ucx:$B/na-verbs
-for t in hg_perf_server hg_rate hg_bw_read; do
+for t in hg_perf_server hg_rate hg_bw_read hg_bw_write; do
     [ -x "$HG_BIN/$t" ] || { echo "vs-mercury: no $HG_BIN/$t" >&2; exit 2; }
 done
 [ -x "$B/tools/cw-perf" ] || { echo "vs-mercury: no $B/tools/cw-perf" >&2; exit 2; }
@@ -174,8 +178,12 @@ for r in $(seq "$ROUNDS"); do
             for s in 1 4 16; do
                 pair "$r" "$tr bw pull $s MiB" MiB/s higher "$r" "$tr" "" bw $((s * mib)) \
                     --dir pull --inflight 1 --iters "$BW_LOOPS" \
-                    -- "$tr bw pull $s MiB" MiB/s higher "$r" "$tr" "" hg_bw_read \
-                    $((s * mib)) 2 -x 1 -l "$BW_LOOPS"
+                    -- "$tr bw pull $s MiB" MiB/s higher "$r" "$tr" "" hg_bw_write \
+                    $((s * mib)) 2 -x 1 -w 1 -l "$BW_LOOPS"
+                pair "$r" "$tr bw push $s MiB" MiB/s higher "$r" "$tr" "" bw $((s * mib)) \
+                    --dir push --inflight 1 --iters "$BW_LOOPS" \
+                    -- "$tr bw push $s MiB" MiB/s higher "$r" "$tr" "" hg_bw_read \
+                    $((s * mib)) 2 -x 1 -w 1 -l "$BW_LOOPS"
             done
         fi
     done
