@@ -336,6 +336,8 @@ struct cw_context {
     unsigned nrsess, nsuspended;  /**< resume sessions, suspended ops */
     int watch[CW_MAX_WATCH];      /**< cw_context_watch_fd descriptors */
     uint64_t active_ns;           /**< last completion or network event */
+    _Atomic uint64_t spin_ns;     /**< cw_progress's spin before blocking
+                                       (core/progress.c); 0: the default */
     unsigned nwatch;
     /* CW_CTX_COALESCE (coalesce.c) */
     struct nau_list sendq; /**< handles whose request or response
