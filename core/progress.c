@@ -222,9 +222,7 @@ static inline bool progress_interrupted(cw_context_t *ctx)
            atomic_exchange(&ctx->interrupted, false);
 }
 
-/* The spin for the next wait, from how long this one took (@p waited ns,
- * after it blocked; UINT64_MAX: it ended without a completion). */
-static void progress_learn(cw_context_t *ctx, uint64_t waited)
+uint64_t cw_progress_next_spin(uint64_t waited)
 {
     uint64_t spin = CW_SPIN_NS;
 
@@ -235,7 +233,13 @@ static void progress_learn(cw_context_t *ctx, uint64_t waited)
         if (spin > CW_SPIN_MAX_NS)
             spin = CW_SPIN_MAX_NS;
     }
-    atomic_store_explicit(&ctx->spin_ns, spin, memory_order_relaxed);
+    return spin;
+}
+
+static void progress_learn(cw_context_t *ctx, uint64_t waited)
+{
+    atomic_store_explicit(&ctx->spin_ns, cw_progress_next_spin(waited),
+                          memory_order_relaxed);
 }
 
 cw_status_t cw_progress(cw_context_t *ctx, unsigned timeout_ms)

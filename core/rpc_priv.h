@@ -1111,4 +1111,10 @@ void cw_rs_timers(cw_context_t *ctx, uint64_t now, uint64_t *soonest_p);
 /** Complete suspended delegations on @p net (NULL: all) as cancelled. */
 void cw_rs_cancel_net(cw_context_t *ctx, cw_network_t *net);
 
+/** cw_progress's spin before its next block, in ns, after a wait that
+ *  blocked and that a completion ended @p waited ns in (UINT64_MAX: none
+ *  did): 50 us, or a quarter longer than a wait of at most 500 us, at most
+ *  500 us (core/progress.c). */
+uint64_t cw_progress_next_spin(uint64_t waited);
+
 #endif /* CW_RPC_PRIV_H */
