@@ -21,7 +21,7 @@
  * wake-up cost it a third of its rate); a longer wait, or none, brings it
  * back to CW_SPIN_NS. */
 #define CW_SPIN_NS          50000ull
-#define CW_SPIN_MAX_NS      500000ull
+#define CW_SPIN_MAX_NS      1000000ull
 #define CW_YIELD_AFTER_NS   1000ull /* then yield between polls */
 #define CW_SLICE_MS         2       /* longest single block, work in flight */
 #define CW_IDLE_SLICE_MS    100     /* ... and with nothing in flight */

@@ -1113,8 +1113,8 @@ void cw_rs_cancel_net(cw_context_t *ctx, cw_network_t *net);
 
 /** cw_progress's spin before its next block, in ns, after a wait that
  *  blocked and that a completion ended @p waited ns in (UINT64_MAX: none
- *  did): 50 us, or a quarter longer than a wait of at most 500 us, at most
- *  500 us (core/progress.c). */
+ *  did): 50 us, or a quarter longer than a wait of at most 1 ms, at most
+ *  1 ms (core/progress.c). */
 uint64_t cw_progress_next_spin(uint64_t waited);
 
 #endif /* CW_RPC_PRIV_H */

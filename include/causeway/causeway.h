@@ -420,8 +420,8 @@ CW_PUBLIC cw_status_t cw_cancel(cw_handle_t *h);
  * Move every network of the context.  Polls; if nothing completed and
  * @p timeout_ms > 0, spins briefly and then blocks on the networks' wait fds
  * (never longer than a bounded slice before polling again).  The spin is
- * 50 us, or, after a wait that a completion ended 50-500 us in (it had
- * slept), a quarter longer than that wait, at most 500 us: an answer that
+ * 50 us, or, after a wait that a completion ended 50 us-1 ms in (it had
+ * slept), a quarter longer than that wait, at most 1 ms: an answer that
  * keeps coming that late is then caught without a wake-up.
  * @return CW_OK if something completed, CW_TIMEOUT if not.
  */
