@@ -687,6 +687,10 @@ bool gw_fwd_resume_mt(struct gw_fwd *f)
     struct gw_target t;
     cw_handle_t *old;
 
+    /* Only a transport failure resumes (gw_fwd_resumable), and this
+     * worker set the status: an answer needs no lock to say no. */
+    if (f->st != CW_DISCONNECTED && f->st != CW_UNREACHABLE && f->st != CW_IO)
+        return false;
     gw_wlock(w);
     if (gw_fwd_resumable(f, f->st, &t))
         rs = gw_route_stats_get(gw, t.res.dest, t.res.gateway);

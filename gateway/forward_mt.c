@@ -231,10 +231,12 @@ void gw_fwd_finish(struct gw_fwd *f)
         gw_queue_offer(w); /* the slot it held */
         return;
     }
-    gw_wlock(w); /* gw_fwd_cancel_mt sets cut */
-    if (f->cut && st == CW_CANCELED)
-        st = CW_TIMEOUT; /* limits.max_timeout, not the caller, ended it */
-    gw_wunlock(w);
+    if (st == CW_CANCELED) {
+        gw_wlock(w); /* gw_fwd_cancel_mt sets cut */
+        if (f->cut)
+            st = CW_TIMEOUT; /* limits.max_timeout, not the caller, ended it */
+        gw_wunlock(w);
+    }
     rst = cw_relay_respond(in, out, st, NULL, NULL);
     if (rst != CW_OK)
         CW_LOG_RL(CW_LOG_WARN, GW_LOG, "cannot relay the response: %s",
