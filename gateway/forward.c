@@ -31,6 +31,13 @@ bool gw_status_is_transport(cw_status_t st)
            st == CW_IO;
 }
 
+/* The next hop itself failed (not a deadline): its cached address is
+ * forgotten, and an idempotent request may resume elsewhere. */
+static bool gw_hop_failed(cw_status_t st)
+{
+    return st == CW_DISCONNECTED || st == CW_UNREACHABLE || st == CW_IO;
+}
+
 /* ---- address cache ------------------------------------------------------ */
 
 /* A peer chooses the next hops of a route such as ofi+tcp://(any): the
@@ -635,8 +642,7 @@ static bool gw_fwd_resumable(struct gw_fwd *f, cw_status_t st,
     cw_handle_t *in = f->in;
 
     return f->has_nexthop && !f->has_backend && !f->cut &&
-           f->resumes < GW_MAX_RESUMES &&
-           (st == CW_DISCONNECTED || st == CW_UNREACHABLE || st == CW_IO) &&
+           f->resumes < GW_MAX_RESUMES && gw_hop_failed(st) &&
            cw_handle_idempotent(in) && !cw_handle_canceled(in) &&
            cw_handle_remaining_ms(in) > 0 && gw_resolve_other(f, t);
 }
@@ -689,7 +695,7 @@ bool gw_fwd_resume_mt(struct gw_fwd *f)
 
     /* Only a transport failure resumes (gw_fwd_resumable), and this
      * worker set the status: an answer needs no lock to say no. */
-    if (f->st != CW_DISCONNECTED && f->st != CW_UNREACHABLE && f->st != CW_IO)
+    if (!gw_hop_failed(f->st))
         return false;
     gw_wlock(w);
     if (gw_fwd_resumable(f, f->st, &t))
@@ -760,7 +766,7 @@ void gw_fwd_account(struct gw_fwd *f, cw_status_t st, uint64_t t_end)
      * side chose counts) or did not. */
     if (st != CW_CANCELED) {
         gw_fwd_report(f, !gw_status_is_transport(st), st);
-        if (st == CW_DISCONNECTED || st == CW_UNREACHABLE || st == CW_IO)
+        if (gw_hop_failed(st))
             gw_addr_forget(f->eg_sh, f->next_addr);
     }
     gw_fwd_free(f);
