@@ -39,20 +39,21 @@ struct gw_btok {
 
 /** One staging buffer (a chunk) and the chunk it carries. */
 struct gw_stage_slot {
-    struct gw_stage_slot *next;   /**< free list */
-    cw_bulk_t *bulk[GW_MAX_NETS]; /**< per shard (its context), registered
-                                       lazily on each network */
-    struct gw_pipe *pipe;         /**< user while held */
-    cw_bulk_op_t *op;             /**< chunk transfer in flight */
-    size_t off, n;                /**< chunk within the transfer */
+    struct gw_stage_slot *next; /**< free list */
+    cw_bulk_t **bulk;           /**< one per shard (its context), in the
+                                     pool's array of nslots x nshards */
+    struct gw_pipe *pipe;       /**< user while held */
+    cw_bulk_op_t *op;           /**< chunk transfer in flight */
+    size_t off, n;              /**< chunk within the transfer */
 };
 
 /** Staging pool with credits handed out fairly per transfer. */
 struct gw_staging {
     char *mem;
     size_t bytes, chunk;
-    unsigned nslots, nfree;
+    unsigned nslots, nfree, nshards;
     struct gw_stage_slot *slots, *free;
+    cw_bulk_t **bulks; /**< slot i's handles at [i * nshards] */
     struct gw_pipe *wait_head, *wait_tail; /**< transfers wanting a slot */
     uint64_t waits;                        /**< times a transfer waited */
     uint64_t uses;                         /**< slots handed out */

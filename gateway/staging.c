@@ -30,14 +30,17 @@ cw_status_t gw_staging_init(struct gw_staging *s, struct gw *gw, size_t bytes,
         return CW_NOMEM;
     }
     s->mem = mem;
+    s->nshards = gw->nshards;
     s->slots = calloc(s->nslots, sizeof(*s->slots));
-    if (s->slots == NULL) {
+    s->bulks = calloc((size_t)s->nslots * s->nshards, sizeof(*s->bulks));
+    if (s->slots == NULL || s->bulks == NULL) {
         st = CW_NOMEM;
         goto err;
     }
     for (unsigned i = 0; i < s->nslots; i++) {
         struct cw_segment seg = {s->mem + (size_t)i * chunk, chunk};
-        for (unsigned k = 0; k < gw->nshards; k++) {
+        s->slots[i].bulk = &s->bulks[(size_t)i * s->nshards];
+        for (unsigned k = 0; k < s->nshards; k++) {
             st = cw_bulk_create(gw->shards[k].ctx, &seg, 1, CW_BULK_READ_WRITE,
                                 &s->slots[i].bulk[k]);
             if (st != CW_OK)
@@ -121,14 +124,15 @@ void gw_staging_put(struct gw_staging *s, struct gw_stage_slot *slot)
 
 void gw_staging_fini(struct gw_staging *s)
 {
-    if (s->slots != NULL)
-        for (unsigned i = 0; i < s->nslots; i++)
-            for (unsigned k = 0; k < GW_MAX_NETS; k++)
-                cw_bulk_free(s->slots[i].bulk[k]);
+    if (s->bulks != NULL)
+        for (size_t i = 0; i < (size_t)s->nslots * s->nshards; i++)
+            cw_bulk_free(s->bulks[i]);
+    free(s->bulks);
     free(s->slots);
     if (s->mem != NULL)
         munmap(s->mem, s->bytes);
     s->slots = NULL;
+    s->bulks = NULL;
     s->mem = NULL;
     s->free = NULL;
     s->nfree = s->nslots = 0;

@@ -55,6 +55,11 @@ for i in 1 2 3 4 5 6 7 8; do
     timeout 120 "$SEQ" call "$srv@$gw_tcp0" "$i" "$N" >"$T/c$i.out" 2>&1 &
     cpids="$cpids $!"
 done
+# A ninth caller that runs until it is killed after the reloads, so that
+# each reload happens under load even where the eight finish quickly.
+"$SEQ" call "$s1@$gw_tcp0" 9 1000000 >"$T/c9.out" 2>&1 &
+keeper=$!
+PIDS="$PIDS $keeper"
 for r in 1 2 3; do
     # Each reload while calls are still being forwarded.
     before=$(forwarded)
@@ -64,6 +69,8 @@ for r in 1 2 3; do
         fail "reload $r: $(cat "$T/reload$r.out")"
 done
 pass "3 reloads while the callers ran"
+kill -KILL "$keeper"
+wait "$keeper" 2>/dev/null
 # shellcheck disable=SC2086 # the pids, one word each
 wait_count $cpids
 n=$WAIT_OK
@@ -130,3 +137,17 @@ n=$(nworkers "$autoall_admin")
 [ "$n" = "$want" ] || fail "threads auto on $(nproc) CPUs: $n workers, not $want"
 gw_stop_clean autoall
 pass "threads: auto: 1 worker on one CPU, $want on $(nproc)"
+
+# gateway.threads: 16, what auto gives on a bridge node of 16 CPUs or
+# more: more workers than networks may be configured (GW_MAX_NETS, 8).
+# Each staging slot holds a bulk handle per worker; its array had been
+# sized by networks, so a ninth worker wrote past it at start and the
+# gateway aborted on exit (double free), found on a 16-core machine.
+tcp_shm_gw wide "admin: \"127.0.0.1:$(free_port)\", threads: 16"
+n=$(nworkers "$wide_admin")
+[ "$n" = 16 ] || fail "threads: 16 gave $n workers"
+for i in 1 2 3 4 5 6 7 8 9 10; do
+    ping_expect "threads 16, caller $i: through the gateway" CW_OK -c 2 "$echo@$wide_tcp0"
+done
+gw_stop_clean wide
+pass "threads: 16: 16 workers, served, stopped cleanly"
