@@ -60,7 +60,7 @@ static void cmd_status(struct gw *gw, FILE *out, bool json)
         fprintf(out,
                 ",\"state\":\"%s\",\"uptime_s\":%.3f,\"inflight\":%u,"
                 "\"unanswered\":%" PRIu64 ",\"config\":",
-                state, up, gw->inflight, gw->unanswered);
+                state, up, gw_inflight_now(gw), gw->unanswered);
         cw_json_str(out, gw->config_path);
         fprintf(out,
                 ",\"reloads\":%" PRIu64 ",\"reload_failures\":%" PRIu64
@@ -74,6 +74,8 @@ static void cmd_status(struct gw *gw, FILE *out, bool json)
                 cw_route_table_size(gw->table));
         for (unsigned i = 0; i < gw->nnets; i++) {
             struct gw_net *n = &gw->nets[i];
+            struct gw_net_sum ns;
+            gw_net_sum(gw, n, &ns);
             fprintf(out, "%s{\"name\":", i ? "," : "");
             cw_json_str(out, n->name);
             fprintf(out, ",\"address\":");
@@ -81,8 +83,8 @@ static void cmd_status(struct gw *gw, FILE *out, bool json)
             fprintf(out,
                     ",\"removed\":%s,\"rx\":%" PRIu64 ",\"inflight\":%u,"
                     "\"denied\":%" PRIu64 ",\"busy\":%" PRIu64 "}",
-                    n->removed ? "true" : "false", n->rx, n->inflight,
-                    n->denied, n->busy);
+                    n->removed ? "true" : "false", ns.rx, ns.inflight,
+                    ns.denied, ns.busy);
         }
         fprintf(out, "]}\n");
         return;
@@ -94,7 +96,7 @@ static void cmd_status(struct gw *gw, FILE *out, bool json)
             "routes    %zu\nreloads   %" PRIu64 " ok, %" PRIu64
             " failed%s%s\n%s%s%s\n",
             name, gw->busy_poll ? "busy-poll" : "blocking", state, up,
-            gw->config_path ? gw->config_path : "-", gw->inflight,
+            gw->config_path ? gw->config_path : "-", gw_inflight_now(gw),
             gw->unanswered, cw_route_table_size(gw->table), gw->reloads,
             gw->reload_failures, gw->last_reload_error[0] ? ": " : "",
             gw->last_reload_error,
@@ -104,9 +106,11 @@ static void cmd_status(struct gw *gw, FILE *out, bool json)
             "INFLIGHT", "DENIED", "BUSY");
     for (unsigned i = 0; i < gw->nnets; i++) {
         struct gw_net *n = &gw->nets[i];
+        struct gw_net_sum ns;
+        gw_net_sum(gw, n, &ns);
         fprintf(out,
                 "%-10s %-40s %10" PRIu64 " %8u %8" PRIu64 " %8" PRIu64 "%s\n",
-                n->name, n->self, n->rx, n->inflight, n->denied, n->busy,
+                n->name, n->self, ns.rx, ns.inflight, ns.denied, ns.busy,
                 n->removed ? "  (removed)" : "");
     }
 }
@@ -129,9 +133,11 @@ struct gw_route_row {
 static void route_row(struct gw *gw, FILE *out, bool json, bool *first,
                       const struct gw_route_row *r)
 {
-    static const struct gw_route_stats zero;
-    const struct gw_route_stats *rs = r->rs ? r->rs : &zero;
+    struct gw_rs_sum c = {0};
     const char *state = gw_nexthop_state(gw, r->nexthop);
+
+    if (r->rs != NULL)
+        gw_rs_sum(gw, r->rs, &c);
 
     if (json) {
         fprintf(out, "%s{\"dest\":", *first ? "" : ",");
@@ -144,16 +150,15 @@ static void route_row(struct gw *gw, FILE *out, bool json, bool *first,
                 ",\"failed\":%" PRIu64 ",\"timedout\":%" PRIu64
                 ",\"denied\":%" PRIu64 ",\"busy\":%" PRIu64
                 ",\"canceled\":%" PRIu64 "}",
-                r->kind, r->priority, r->hop, state, rs->inflight,
-                rs->forwarded, rs->failed, rs->timedout, rs->denied, rs->busy,
-                rs->canceled);
+                r->kind, r->priority, r->hop, state, c.inflight, c.forwarded,
+                c.failed, c.timedout, c.denied, c.busy, c.canceled);
     } else {
         fprintf(out,
                 "%-28s %-28s %-9s %3u %3u %-5s %6u %9" PRIu64 " %7" PRIu64
                 " %7" PRIu64 " %7" PRIu64 " %7" PRIu64 "\n",
                 r->dest, r->nexthop, r->kind, r->priority, r->hop, state,
-                rs->inflight, rs->forwarded, rs->failed, rs->timedout,
-                rs->denied, rs->busy);
+                c.inflight, c.forwarded, c.failed, c.timedout, c.denied,
+                c.busy);
     }
     *first = false;
 }
@@ -282,33 +287,35 @@ static void cmd_stats(struct gw *gw, FILE *out, bool json)
     gw_ctx_totals(gw, &cs);
     gw_addr_cache_stats(gw, &naddrs, &addrs_evicted);
     if (json) {
-        fprintf(out,
-                "{\"inflight\":%u,\"forwarded\":%" PRIu64 ",\"failed\":%" PRIu64
-                ",\"timedout\":%" PRIu64 ",\"denied\":%" PRIu64
-                ",\"busy\":%" PRIu64 ",\"no_route\":%" PRIu64
-                ",\"draining\":%" PRIu64 ",\"refused_bulk\":%" PRIu64
-                ",\"canceled\":%" PRIu64 ",\"rx_dropped\":%" PRIu64
-                ",\"na_dropped\":%" PRIu64 ",\"ttl_or_unknown\":%" PRIu64
-                ",\"queued\":%u"
-                ",\"queued_total\":%" PRIu64 ",\"resumed\":%" PRIu64
-                ",\"tx_batches\":%" PRIu64 ",\"tx_batched\":%" PRIu64
-                ",\"cached_addrs\":%" PRIu64
-                ",\"cached_addrs_evicted\":%" PRIu64 ",\"cached_dests\":%zu"
-                ",\"cached_dests_evicted\":%" PRIu64 ",\"sources\":%u"
-                ",\"sources_refused\":%" PRIu64 ",\"handoffs\":%" PRIu64
-                ",\"workers\":[",
-                gw->inflight, c.forwarded, c.failed, c.timedout, c.denied,
-                c.busy, c.noroute, c.draining, c.refused_bulk, c.canceled,
-                cs.rx_dropped, cs.na_dropped, cs.no_rpc, gw->nqueued,
-                c.queued_total, c.resumed, cs.tx_batches, cs.tx_batched, naddrs,
-                addrs_evicted, gw_rcache_count(gw), c.rcache_evicted, gw->nsrcs,
-                c.src_refused, (uint64_t)atomic_load(&gw->handoffs));
+        fprintf(
+            out,
+            "{\"inflight\":%u,\"forwarded\":%" PRIu64 ",\"failed\":%" PRIu64
+            ",\"timedout\":%" PRIu64 ",\"denied\":%" PRIu64 ",\"busy\":%" PRIu64
+            ",\"no_route\":%" PRIu64 ",\"draining\":%" PRIu64
+            ",\"refused_bulk\":%" PRIu64 ",\"canceled\":%" PRIu64
+            ",\"rx_dropped\":%" PRIu64 ",\"na_dropped\":%" PRIu64
+            ",\"ttl_or_unknown\":%" PRIu64 ",\"queued\":%u"
+            ",\"queued_total\":%" PRIu64 ",\"resumed\":%" PRIu64
+            ",\"tx_batches\":%" PRIu64 ",\"tx_batched\":%" PRIu64
+            ",\"cached_addrs\":%" PRIu64 ",\"cached_addrs_evicted\":%" PRIu64
+            ",\"cached_dests\":%zu"
+            ",\"cached_dests_evicted\":%" PRIu64 ",\"sources\":%u"
+            ",\"sources_refused\":%" PRIu64 ",\"handoffs\":%" PRIu64
+            ",\"workers\":[",
+            gw_inflight_now(gw), c.forwarded, c.failed, c.timedout, c.denied,
+            c.busy, c.noroute, c.draining, c.refused_bulk, c.canceled,
+            cs.rx_dropped, cs.na_dropped, cs.no_rpc, gw->nqueued,
+            c.queued_total, c.resumed, cs.tx_batches, cs.tx_batched, naddrs,
+            addrs_evicted, gw_rcache_count(gw), c.rcache_evicted, gw->nsrcs,
+            c.src_refused, (uint64_t)atomic_load(&gw->handoffs));
         for (unsigned k = 0; k < gw->nshards; k++)
             fprintf(out, "%s{\"forwarded\":%" PRIu64 "}", k ? "," : "",
                     gw->shards[k].n.forwarded);
         fprintf(out, "],\"routes\":[");
         for (struct gw_route_stats *rs = gw->routes; rs != NULL;
              rs = rs->next) {
+            struct gw_rs_sum rc;
+            gw_rs_sum(gw, rs, &rc);
             fprintf(out, "%s{\"dest\":", rs == gw->routes ? "" : ",");
             cw_json_str(out, rs->dest);
             fprintf(out, ",\"nexthop\":");
@@ -319,11 +326,10 @@ static void cmd_stats(struct gw *gw, FILE *out, bool json)
                     ",\"busy\":%" PRIu64 ",\"inflight\":%u,"
                     "\"added_latency_mean_ns\":%" PRIu64
                     ",\"added_latency_hist_us_log2\":[",
-                    rs->forwarded, rs->failed, rs->timedout, rs->denied,
-                    rs->busy, rs->inflight,
-                    rs->lat_n ? rs->lat_sum_ns / rs->lat_n : 0);
+                    rc.forwarded, rc.failed, rc.timedout, rc.denied, rc.busy,
+                    rc.inflight, rc.lat_n ? rc.lat_sum_ns / rc.lat_n : 0);
             for (unsigned b = 0; b < GW_HIST_BUCKETS; b++)
-                fprintf(out, "%s%" PRIu64, b ? "," : "", rs->hist[b]);
+                fprintf(out, "%s%" PRIu64, b ? "," : "", rc.hist[b]);
             fprintf(out, "]}");
         }
         fprintf(out, "]");
@@ -344,10 +350,10 @@ static void cmd_stats(struct gw *gw, FILE *out, bool json)
             "\naddresses     %" PRIu64 " cached, %" PRIu64 " evicted"
             "\ndestinations  %zu cached, %" PRIu64 " evicted"
             "\nsources       %u, %" PRIu64 " refused\n",
-            gw->inflight, c.forwarded, c.failed, c.timedout, c.denied, c.busy,
-            c.noroute, c.draining, c.refused_bulk, c.canceled, cs.rx_dropped,
-            cs.na_dropped, gw->nqueued, c.queued_total, c.resumed,
-            cs.tx_batches, cs.tx_batched, naddrs, addrs_evicted,
+            gw_inflight_now(gw), c.forwarded, c.failed, c.timedout, c.denied,
+            c.busy, c.noroute, c.draining, c.refused_bulk, c.canceled,
+            cs.rx_dropped, cs.na_dropped, gw->nqueued, c.queued_total,
+            c.resumed, cs.tx_batches, cs.tx_batched, naddrs, addrs_evicted,
             gw_rcache_count(gw), c.rcache_evicted, gw->nsrcs, c.src_refused);
     fprintf(out, "handoffs      %" PRIu64 "\nper worker   ",
             (uint64_t)atomic_load(&gw->handoffs));
@@ -356,18 +362,20 @@ static void cmd_stats(struct gw *gw, FILE *out, bool json)
     fprintf(out, " forwarded\n\n");
     gw_bulk_stats(gw, out, false);
     for (struct gw_route_stats *rs = gw->routes; rs != NULL; rs = rs->next) {
+        struct gw_rs_sum rc;
+        gw_rs_sum(gw, rs, &rc);
         fprintf(out,
                 "route %s -> %s: %" PRIu64 " forwarded, %" PRIu64
                 " failed, %" PRIu64 " timed out, %" PRIu64 " denied, %" PRIu64
                 " busy; added latency mean %.1f us\n",
-                rs->dest, rs->nexthop, rs->forwarded, rs->failed, rs->timedout,
-                rs->denied, rs->busy,
-                rs->lat_n ? rs->lat_sum_ns / 1e3 / rs->lat_n : 0.0);
+                rs->dest, rs->nexthop, rc.forwarded, rc.failed, rc.timedout,
+                rc.denied, rc.busy,
+                rc.lat_n ? rc.lat_sum_ns / 1e3 / rc.lat_n : 0.0);
         for (unsigned b = 0; b < GW_HIST_BUCKETS; b++)
-            if (rs->hist[b] != 0)
+            if (rc.hist[b] != 0)
                 fprintf(out, "  %s%8llu us %10" PRIu64 "\n",
                         b == GW_HIST_BUCKETS - 1 ? ">=" : "< ",
-                        (unsigned long long)2 << b, rs->hist[b]);
+                        (unsigned long long)2 << b, rc.hist[b]);
     }
 }
 
@@ -516,7 +524,7 @@ void gw_admin_exec(struct gw *gw, const char *line, bool local, FILE *out)
         cmd_reload(gw, out, json);
     } else if (strcmp(cmd, "drain") == 0) {
         gw_drain_start(gw, "admin drain");
-        fprintf(out, "OK\ndraining %u RPCs in flight\n", gw->inflight);
+        fprintf(out, "OK\ndraining %u RPCs in flight\n", gw_inflight_now(gw));
     } else {
         fprintf(out,
                 "ERR unknown command \"%s\" (status, routes, services, "

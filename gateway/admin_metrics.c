@@ -51,8 +51,10 @@ static void route_results(FILE *out, const struct gw *gw)
     gw_metric_head(out, "causeway_route_rpcs_total", "counter",
                    "RPCs that ended on a route, by result.");
     for (const struct gw_route_stats *rs = gw->routes; rs; rs = rs->next) {
-        const uint64_t v[] = {rs->forwarded, rs->failed, rs->timedout,
-                              rs->denied,    rs->busy,   rs->canceled};
+        struct gw_rs_sum c;
+        gw_rs_sum(gw, rs, &c);
+        const uint64_t v[] = {c.forwarded, c.failed, c.timedout,
+                              c.denied,    c.busy,   c.canceled};
         for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
             fputs("causeway_route_rpcs_total", out);
             route_labels(out, rs);
@@ -64,9 +66,11 @@ static void route_results(FILE *out, const struct gw *gw)
     gw_metric_head(out, "causeway_route_inflight_rpcs", "gauge",
                    "RPCs forwarded on a route and not answered yet.");
     for (const struct gw_route_stats *rs = gw->routes; rs; rs = rs->next) {
+        struct gw_rs_sum c;
+        gw_rs_sum(gw, rs, &c);
         fputs("causeway_route_inflight_rpcs", out);
         route_labels(out, rs);
-        fprintf(out, "} %u\n", rs->inflight);
+        fprintf(out, "} %u\n", c.inflight);
     }
 }
 
@@ -78,9 +82,11 @@ static void route_latency(FILE *out, const struct gw *gw)
         "plus response in to answer out).");
     for (const struct gw_route_stats *rs = gw->routes; rs; rs = rs->next) {
         uint64_t cum = 0;
+        struct gw_rs_sum c;
+        gw_rs_sum(gw, rs, &c);
         /* The last log2 bucket is the overflow: only +Inf holds it. */
         for (unsigned b = 0; b + 1 < GW_HIST_BUCKETS; b++) {
-            cum += rs->hist[b];
+            cum += c.hist[b];
             fputs("causeway_route_added_latency_seconds_bucket", out);
             route_labels(out, rs);
             fprintf(out, ",le=\"%.9g\"} %" PRIu64 "\n",
@@ -88,13 +94,13 @@ static void route_latency(FILE *out, const struct gw *gw)
         }
         fputs("causeway_route_added_latency_seconds_bucket", out);
         route_labels(out, rs);
-        fprintf(out, ",le=\"+Inf\"} %" PRIu64 "\n", rs->lat_n);
+        fprintf(out, ",le=\"+Inf\"} %" PRIu64 "\n", c.lat_n);
         fputs("causeway_route_added_latency_seconds_sum", out);
         route_labels(out, rs);
-        fprintf(out, "} %.9f\n", (double)rs->lat_sum_ns * 1e-9);
+        fprintf(out, "} %.9f\n", (double)c.lat_sum_ns * 1e-9);
         fputs("causeway_route_added_latency_seconds_count", out);
         route_labels(out, rs);
-        fprintf(out, "} %" PRIu64 "\n", rs->lat_n);
+        fprintf(out, "} %" PRIu64 "\n", c.lat_n);
     }
 }
 
@@ -117,7 +123,9 @@ static void networks(FILE *out, const struct gw *gw)
         gw_metric_head(out, m[k].name, m[k].type, m[k].help);
         for (unsigned i = 0; i < gw->nnets; i++) {
             const struct gw_net *n = &gw->nets[i];
-            const uint64_t v[] = {n->rx, n->denied, n->busy, n->inflight};
+            struct gw_net_sum c;
+            gw_net_sum(gw, n, &c);
+            const uint64_t v[] = {c.rx, c.denied, c.busy, c.inflight};
             fprintf(out, "%s{", m[k].name);
             label(out, "network", n->name, true);
             label(out, "address", n->self, false);
@@ -321,7 +329,7 @@ void gw_admin_metrics(struct gw *gw, FILE *out)
             (uint64_t)atomic_load(&gw->handoffs));
     gw_metric_head(out, "causeway_gateway_inflight_rpcs", "gauge",
                    "RPCs forwarded and not answered yet.");
-    fprintf(out, "causeway_gateway_inflight_rpcs %u\n", gw->inflight);
+    fprintf(out, "causeway_gateway_inflight_rpcs %u\n", gw_inflight_now(gw));
     gw_metric_head(out, "causeway_gateway_queued_rpcs", "gauge",
                    "RPCs waiting for an admission slot.");
     fprintf(out, "causeway_gateway_queued_rpcs %u\n", gw->nqueued);

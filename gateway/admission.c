@@ -185,6 +185,71 @@ static bool gw_slot_take(_Atomic unsigned *c, unsigned cap)
     return true;
 }
 
+/* The total in flight (limits.max_inflight_rpcs) is counted in
+ * gw->inflight, which every worker would otherwise write twice per
+ * forward: a cache line passed between their cores, the cost that grew
+ * with the workers.  A worker takes slots from it a batch at a time (its
+ * lease) and its requests use them; it gives back what it does not use
+ * beyond a few batches, and everything once it holds nothing or requests
+ * wait in a queue, so that no slot idles in a lease while a request
+ * waits, and gw->inflight is 0 whenever no request is in flight.  With
+ * one worker, or a limit too small to split (fewer than 64 slots a
+ * worker), the batch is one slot and nothing is kept: the exact count. */
+static unsigned gw_lease_batch(const struct gw *gw, unsigned limit)
+{
+    unsigned b;
+
+    if (gw->nshards < 2)
+        return 1;
+    b = limit != 0 ? limit / (gw->nshards * 32) : 64;
+    return b > 64 ? 64 : (b ? b : 1);
+}
+
+static bool gw_total_take(struct gw_shard *w, unsigned limit)
+{
+    struct gw *gw = w->gw;
+    unsigned want, n, v;
+
+    if (w->held < w->lease) {
+        w->held++;
+        return true;
+    }
+    want = gw->nqueued != 0 ? 1 : gw_lease_batch(gw, limit);
+    v = atomic_load_explicit(&gw->inflight, memory_order_relaxed);
+    do {
+        if (limit != 0 && v >= limit)
+            return false;
+        n = limit != 0 && limit - v < want ? limit - v : want;
+    } while (!atomic_compare_exchange_weak(&gw->inflight, &v, v + n));
+    w->lease += n;
+    w->held++;
+    return true;
+}
+
+void gw_total_put(struct gw_shard *w)
+{
+    struct gw *gw = w->gw;
+    unsigned b = gw_lease_batch(gw, gw->cfg->limits.max_inflight_rpcs);
+    unsigned keep = b > 1 && w->held > 1 && gw->nqueued == 0 ? 2 * b : 0;
+    unsigned spare;
+
+    w->held--;
+    spare = w->lease - w->held;
+    if (spare > keep) {
+        atomic_fetch_sub(&gw->inflight, spare - keep);
+        w->lease -= spare - keep;
+    }
+}
+
+unsigned gw_inflight_now(const struct gw *gw)
+{
+    unsigned n = 0;
+
+    for (unsigned k = 0; k < gw->nshards; k++)
+        n += gw->shards[k].held;
+    return n;
+}
+
 /* Admit one RPC from @p src_key on route @p rs: CW_OK, holding a slot in
  * flight in the total, its network's and its route's counts; CW_AGAIN
  * over a capacity bound (queue it); CW_BUSY over the source's fair
@@ -192,11 +257,12 @@ static bool gw_slot_take(_Atomic unsigned *c, unsigned cap)
 static cw_status_t gw_admit(struct gw_shard *w, struct gw_net *ingress,
                             struct gw_route_stats *rs, unsigned route_cap,
                             const char *src_key, uint64_t qseq, uint64_t now,
-                            struct gw_source **src_p)
+                            struct gw_source **src_p, unsigned *caps_p)
 {
     struct gw *gw = w->gw;
     unsigned limit = gw->cfg->limits.max_inflight_rpcs;
     struct gw_source *s = gw_source_find(w, src_key);
+    unsigned caps;
     cw_status_t st;
 
     /* Over its share the source is told at once, not queued. */
@@ -209,22 +275,31 @@ static cw_status_t gw_admit(struct gw_shard *w, struct gw_net *ingress,
      * of a lane, taken from it by the queue, is not held. */
     if (s != NULL && s->queued > 0 && gw_older_waits(s, rs, qseq))
         return CW_AGAIN;
-    if (!gw_slot_take(&gw->inflight, limit))
+    /* The shared counts of a route or network are taken only where it
+     * has a limit; the per-worker ones (what the admin shows) always. */
+    caps = (route_cap != 0 ? GW_CAP_ROUTE : 0) |
+           (ingress != NULL && ingress->max_inflight != 0 ? GW_CAP_NET : 0);
+    if (!gw_total_take(w, limit))
         return CW_AGAIN;
-    if (!gw_slot_take(&rs->inflight, route_cap)) {
-        gw->inflight--;
-        return CW_AGAIN;
-    }
-    if (ingress != NULL &&
-        !gw_slot_take(&ingress->inflight, ingress->max_inflight)) {
-        rs->inflight--;
-        gw->inflight--;
+    if ((caps & GW_CAP_ROUTE) && !gw_slot_take(&rs->cap_held, route_cap)) {
+        gw_total_put(w);
         return CW_AGAIN;
     }
+    if ((caps & GW_CAP_NET) &&
+        !gw_slot_take(&ingress->cap_held, ingress->max_inflight)) {
+        if (caps & GW_CAP_ROUTE)
+            rs->cap_held--;
+        gw_total_put(w);
+        return CW_AGAIN;
+    }
+    GW_CTR_INC(gw_rs_ctr(rs, w->idx)->inflight);
+    if (ingress != NULL)
+        GW_CTR_INC(ingress->per[w->idx].inflight);
     if (s == NULL && (s = gw_source_new(w, src_key, qseq != 0, &st)) == NULL) {
-        gw_admit_undo(w, ingress, rs, NULL);
+        gw_admit_undo(w, ingress, rs, NULL, caps);
         return st;
     }
+    *caps_p = caps;
     s->inflight++;
     s->requests++;
     s->last_ns = now;
@@ -233,13 +308,60 @@ static cw_status_t gw_admit(struct gw_shard *w, struct gw_net *ingress,
 }
 
 void gw_admit_undo(struct gw_shard *w, struct gw_net *ingress,
-                   struct gw_route_stats *rs, struct gw_source *src)
+                   struct gw_route_stats *rs, struct gw_source *src,
+                   unsigned caps)
 {
-    if (ingress != NULL)
-        ingress->inflight--;
-    rs->inflight--;
-    w->gw->inflight--;
+    if (ingress != NULL) {
+        GW_CTR_DEC(ingress->per[w->idx].inflight);
+        if (caps & GW_CAP_NET)
+            ingress->cap_held--;
+    }
+    GW_CTR_DEC(gw_rs_ctr(rs, w->idx)->inflight);
+    if (caps & GW_CAP_ROUTE)
+        rs->cap_held--;
+    gw_total_put(w);
     gw_admit_done(w, src);
+}
+
+void gw_net_sum(const struct gw *gw, const struct gw_net *n,
+                struct gw_net_sum *s)
+{
+    memset(s, 0, sizeof(*s));
+    for (unsigned k = 0; k < gw->nshards; k++) {
+        s->rx += GW_CTR_GET(n->per[k].rx);
+        s->denied += GW_CTR_GET(n->per[k].denied);
+        s->busy += GW_CTR_GET(n->per[k].busy);
+    }
+    s->inflight = gw_net_inflight(gw, n);
+}
+
+unsigned gw_net_inflight(const struct gw *gw, const struct gw_net *n)
+{
+    unsigned v = 0;
+
+    for (unsigned k = 0; k < gw->nshards; k++)
+        v += GW_CTR_GET(n->per[k].inflight);
+    return v;
+}
+
+void gw_rs_sum(const struct gw *gw, const struct gw_route_stats *rs,
+               struct gw_rs_sum *s)
+{
+    memset(s, 0, sizeof(*s));
+    for (unsigned k = 0; k < gw->nshards; k++) {
+        const struct gw_rs_ctr *c = &rs->per[k];
+        s->forwarded += GW_CTR_GET(c->forwarded);
+        s->failed += GW_CTR_GET(c->failed);
+        s->timedout += GW_CTR_GET(c->timedout);
+        s->denied += GW_CTR_GET(c->denied);
+        s->busy += GW_CTR_GET(c->busy);
+        s->canceled += GW_CTR_GET(c->canceled);
+        s->lat_sum_ns += GW_CTR_GET(c->lat_sum_ns);
+        s->lat_n += GW_CTR_GET(c->lat_n);
+        for (unsigned b = 0; b < GW_HIST_BUCKETS; b++)
+            s->hist[b] += GW_CTR_GET(c->hist[b]);
+        s->inflight += GW_CTR_GET(c->inflight);
+    }
 }
 
 void gw_admit_done(struct gw_shard *w, struct gw_source *src)
@@ -416,10 +538,11 @@ err_free_q:
 cw_status_t gw_admission(struct gw_shard *w, cw_handle_t *in,
                          struct gw_net *ingress, struct gw_route_stats *rs,
                          unsigned route_cap, const char *src_key, uint64_t qseq,
-                         uint64_t now, struct gw_source **src_p)
+                         uint64_t now, struct gw_source **src_p,
+                         unsigned *caps_p)
 {
     cw_status_t st =
-        gw_admit(w, ingress, rs, route_cap, src_key, qseq, now, src_p);
+        gw_admit(w, ingress, rs, route_cap, src_key, qseq, now, src_p, caps_p);
 
     if (st == CW_AGAIN) {
         /* Over capacity: wait for a slot (bounded), else busy. */
@@ -432,9 +555,9 @@ cw_status_t gw_admission(struct gw_shard *w, cw_handle_t *in,
     }
     if (st != CW_OK) {
         w->n.busy++;
-        rs->busy++;
+        GW_CTR_INC(gw_rs_ctr(rs, w->idx)->busy);
         if (ingress != NULL)
-            ingress->busy++;
+            GW_CTR_INC(ingress->per[w->idx].busy);
         /* A flood shows in the counts at once, in the log once a second. */
         CW_LOG_RL(CW_LOG_WARN, GW_LOG,
                   "overload: a request from %s answered %s (%u in flight, "
@@ -450,7 +573,7 @@ cw_status_t gw_admission(struct gw_shard *w, cw_handle_t *in,
  * it is to be routed again after a reload. */
 static bool gw_lane_open(const struct gw_lane *l)
 {
-    return l->rs == NULL || l->cap == 0 || l->rs->inflight < l->cap;
+    return l->rs == NULL || l->cap == 0 || l->rs->cap_held < l->cap;
 }
 
 /* Unlink the oldest request of lane @p l of @p s, for the caller to free;
@@ -505,7 +628,7 @@ static struct gw_queued *gw_queue_next(struct gw_shard *w, unsigned *misses,
     struct gw *gw = w->gw;
     unsigned limit = gw->cfg->limits.max_inflight_rpcs;
 
-    if (limit != 0 && gw->inflight >= limit)
+    if (limit != 0 && gw->inflight >= limit && w->held >= w->lease)
         return NULL;
     while (w->qring != NULL && *misses < w->nqsrcs) {
         struct gw_source *s = w->qring;

@@ -181,6 +181,12 @@ gw_route_stats_find(struct gw *gw, const char *dest, const char *nexthop)
     rs = calloc(1, sizeof(*rs));
     if (rs == NULL)
         goto err_free_key;
+    /* A cache line (or more) per worker: aligned, whole lines. */
+    rs->per = aligned_alloc(_Alignof(struct gw_rs_ctr),
+                            gw->nshards * sizeof(*rs->per));
+    if (rs->per == NULL)
+        goto err_free_rs;
+    memset(rs->per, 0, gw->nshards * sizeof(*rs->per));
     rs->dest = key;
     rs->nexthop = key + ld;
     if (cw_htable_insert(&gw->rstats, &rs->node, key, ld + lh) != CW_OK)
@@ -193,6 +199,7 @@ gw_route_stats_find(struct gw *gw, const char *dest, const char *nexthop)
     return rs;
 
 err_free_rs:
+    free(rs->per);
     free(rs);
 err_free_key:
     free(key);
@@ -219,6 +226,7 @@ void gw_route_stats_fini(struct gw *gw)
         gw->routes = rs->next;
         cw_htable_remove(&gw->rstats, &rs->node);
         free(rs->dest); /* nexthop is in the same allocation */
+        free(rs->per);
         free(rs);
     }
     gw->routes_tail = NULL;
@@ -247,7 +255,7 @@ static struct gw_route_stats *gw_target_stats(struct gw *gw,
     return rs;
 }
 
-static void gw_hist_add(struct gw_route_stats *rs, uint64_t ns)
+static void gw_hist_add(struct gw_rs_ctr *c, uint64_t ns)
 {
     uint64_t us = ns / 1000;
     /* floor(log2(us)): bucket b holds [2^b, 2^(b+1)) us, the first one
@@ -256,9 +264,9 @@ static void gw_hist_add(struct gw_route_stats *rs, uint64_t ns)
 
     if (b > GW_HIST_BUCKETS - 1)
         b = GW_HIST_BUCKETS - 1;
-    rs->hist[b]++;
-    rs->lat_sum_ns += ns;
-    rs->lat_n++;
+    GW_CTR_INC(c->hist[b]);
+    GW_CTR_ADD(c->lat_sum_ns, ns);
+    GW_CTR_INC(c->lat_n);
 }
 
 /* ---- resolution --------------------------------------------------------- */
@@ -571,11 +579,17 @@ void gw_fwd_free(struct gw_fwd *f)
     GW_ASSERT_LOCKED(gw, &w->lock);
     nau_list_del(&f->link);
     w->inflight--;
-    gw->inflight--;
-    if (f->ingress != NULL)
-        f->ingress->inflight--;
-    if (f->rs != NULL)
-        f->rs->inflight--;
+    gw_total_put(w);
+    if (f->ingress != NULL) {
+        GW_CTR_DEC(f->ingress->per[w->idx].inflight);
+        if (f->caps & GW_CAP_NET)
+            f->ingress->cap_held--;
+    }
+    if (f->rs != NULL) {
+        GW_CTR_DEC(gw_rs_ctr(f->rs, w->idx)->inflight);
+        if (f->caps & GW_CAP_ROUTE)
+            f->rs->cap_held--;
+    }
     if (f->has_nexthop)
         cw_route_table_nexthop_load(f->table, f->nexthop, -1);
     if (f->has_backend)
@@ -654,10 +668,13 @@ static cw_handle_t *gw_fwd_retarget(struct gw_fwd *f, const struct gw_target *t,
                                     struct gw_route_stats *rs, cw_status_t st)
 {
     struct gw *gw = f->gw;
+    unsigned wi = f->in_sh->idx;
     cw_handle_t *old = f->out;
 
-    f->rs->failed++;
-    f->rs->inflight--;
+    GW_CTR_INC(gw_rs_ctr(f->rs, wi)->failed);
+    GW_CTR_DEC(gw_rs_ctr(f->rs, wi)->inflight);
+    if (f->caps & GW_CAP_ROUTE)
+        f->rs->cap_held--;
     gw_health_report_nexthop(gw, f->table, f->nexthop, false,
                              "forwarded request", st);
     cw_route_table_nexthop_load(f->table, f->nexthop, -1);
@@ -671,7 +688,14 @@ static cw_handle_t *gw_fwd_retarget(struct gw_fwd *f, const struct gw_target *t,
     cw_route_table_unref(f->table);
     f->table = cw_route_table_ref(gw->table);
     f->rs = rs;
-    rs->inflight++;
+    GW_CTR_INC(gw_rs_ctr(rs, wi)->inflight);
+    /* Held against the new route's limit, without waiting for room: it
+     * was admitted already. */
+    f->caps &= (uint8_t)~GW_CAP_ROUTE;
+    if (t->res.max_inflight != 0) {
+        rs->cap_held++;
+        f->caps |= GW_CAP_ROUTE;
+    }
     f->nexthop = t->res.nexthop;
     cw_route_table_nexthop_load(f->table, f->nexthop, 1);
     memcpy(f->next_addr, t->next, sizeof(f->next_addr));
@@ -725,20 +749,20 @@ bool gw_fwd_resume_mt(struct gw_fwd *f)
 static void gw_fwd_count(struct gw_fwd *f, cw_status_t st, bool sent)
 {
     struct gw_counts *n = &f->in_sh->n;
-    struct gw_route_stats *rs = f->rs;
+    struct gw_rs_ctr *c = gw_rs_ctr(f->rs, f->in_sh->idx);
 
     if (st == CW_CANCELED) {
         n->canceled++;
-        rs->canceled++;
+        GW_CTR_INC(c->canceled);
     } else if (st == CW_TIMEOUT) {
         n->timedout++;
-        rs->timedout++;
+        GW_CTR_INC(c->timedout);
     } else if (sent && (st == CW_OK || !gw_status_is_transport(st))) {
         n->forwarded++;
-        rs->forwarded++;
+        GW_CTR_INC(c->forwarded);
     } else {
         n->failed++;
-        rs->failed++;
+        GW_CTR_INC(c->failed);
     }
 }
 
@@ -760,7 +784,8 @@ void gw_fwd_account(struct gw_fwd *f, cw_status_t st, uint64_t t_end)
 {
     GW_ASSERT_LOCKED(f->gw, &f->in_sh->lock);
     gw_fwd_count(f, st, true);
-    gw_hist_add(f->rs, (f->t_sent - f->t_in) + (t_end - f->t_done));
+    gw_hist_add(gw_rs_ctr(f->rs, f->in_sh->idx),
+                (f->t_sent - f->t_in) + (t_end - f->t_done));
 
     /* Passive health: the next hop or backend answered (any status the far
      * side chose counts) or did not. */
@@ -796,6 +821,7 @@ void gw_forward(struct gw_shard *w, cw_handle_t *in, uint64_t qseq)
     struct gw_source *source = NULL;
     struct gw_route_stats *rs;
     struct gw_fwd *f;
+    unsigned caps = 0;
     cw_status_t st;
 
     GW_ASSERT_LOCKED(gw, &w->lock);
@@ -803,7 +829,7 @@ void gw_forward(struct gw_shard *w, cw_handle_t *in, uint64_t qseq)
         src[0] = '\0';
     ingress = gw_net_of(gw, cw_addr_network(cw_handle_source(in)));
     if (ingress != NULL && !requeued)
-        ingress->rx++;
+        GW_CTR_INC(ingress->per[w->idx].rx);
     if (ingress != NULL && ingress->removed) {
         /* The network was removed by a reload but is still bound. */
         w->n.noroute++;
@@ -834,9 +860,9 @@ void gw_forward(struct gw_shard *w, cw_handle_t *in, uint64_t qseq)
             gw->table, ingress ? ingress->name : NULL, t.egress->name,
             t.acl_svc, t.acl_uri) != CW_OK) {
         w->n.denied++;
-        rs->denied++;
+        GW_CTR_INC(gw_rs_ctr(rs, w->idx)->denied);
         if (ingress != NULL)
-            ingress->denied++;
+            GW_CTR_INC(ingress->per[w->idx].denied);
         CW_LOG_RL(CW_LOG_INFO, GW_LOG, "denied: %s -> %s (%s -> %s)", src,
                   t.acl_dest, ingress ? ingress->name : "?", t.egress->name);
         gw_reject(gw, in, CW_DENIED);
@@ -845,7 +871,7 @@ void gw_forward(struct gw_shard *w, cw_handle_t *in, uint64_t qseq)
     /* It holds its slots (total, network, route) from here: released by
      * gw_fwd_free, or by gw_admit_undo if no record is made. */
     st = gw_admission(w, in, ingress, rs, t.res.max_inflight, src, qseq, t_in,
-                      &source);
+                      &source, &caps);
     if (st == CW_AGAIN)
         return; /* it waits in the queue */
     if (st != CW_OK) {
@@ -854,7 +880,7 @@ void gw_forward(struct gw_shard *w, cw_handle_t *in, uint64_t qseq)
     }
     f = gw_fwd_alloc(w);
     if (f == NULL) {
-        gw_admit_undo(w, ingress, rs, source);
+        gw_admit_undo(w, ingress, rs, source, caps);
         gw_reject(gw, in, CW_NOMEM);
         return;
     }
@@ -864,6 +890,7 @@ void gw_forward(struct gw_shard *w, cw_handle_t *in, uint64_t qseq)
     f->rs = rs;
     f->src = source;
     f->ingress = ingress;
+    f->caps = (uint8_t)caps;
     f->t_in = t_in;
     f->table = cw_route_table_ref(gw->table);
     f->in_sh = f->eg_sh = w; /* every worker reaches every network */

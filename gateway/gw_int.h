@@ -105,6 +105,9 @@ struct gw_shard {
     struct nau_list fwds;     /**< its forwards in flight (link) */
     struct nau_pool fwd_pool; /**< records: no malloc per RPC */
     unsigned inflight;        /**< forwards in flight (fwds) */
+    unsigned held;            /**< slots of the total its requests hold */
+    unsigned lease;           /**< slots of gw->inflight it took: held and
+                                   spare (gw_total_take) */
     struct gw_source *qring;  /**< sources with queued requests,
                                    next to be served first */
     _Atomic unsigned nqueued; /**< its share of gw->nqueued (read
@@ -129,6 +132,22 @@ struct gw_shard {
     struct gw_counts n;       /**< what its requests came to */
 };
 
+/** Counters that every forward adds to, one set per worker: only that
+ *  worker's thread adds to its set (no other writes the cache line), the
+ *  admin interface sums them.  Shared counters here cost each forward
+ *  several cache-line transfers between the cores of the workers. */
+#define GW_CTR_ADD(c, d)                                                       \
+    atomic_fetch_add_explicit(&(c), (d), memory_order_relaxed)
+#define GW_CTR_INC(c) GW_CTR_ADD(c, 1)
+#define GW_CTR_DEC(c) atomic_fetch_sub_explicit(&(c), 1, memory_order_relaxed)
+#define GW_CTR_GET(c) atomic_load_explicit(&(c), memory_order_relaxed)
+
+/** A network's counters as one worker keeps them. */
+struct gw_net_ctr {
+    _Atomic uint64_t rx, denied, busy; /**< requests that arrived on it */
+    _Atomic unsigned inflight;         /**< forwarded RPCs that came in on it */
+} __attribute__((aligned(64)));
+
 /** One open network. */
 struct gw_net {
     char name[32];
@@ -139,11 +158,29 @@ struct gw_net {
     /** Its endpoint in each shard's context: one published address served
      *  by every shard (cw_network_open_spread); [i] is in shards[i]. */
     cw_network_t *members[GW_MAX_SHARDS];
-    bool removed;                      /**< dropped by a reload (still bound) */
-    _Atomic uint64_t rx, denied, busy; /**< requests that arrived on it */
-    _Atomic unsigned inflight;         /**< forwarded RPCs that came in on it */
+    bool removed; /**< dropped by a reload (still bound) */
+    /** Its counters, one set per worker (gw_net_sum adds them up). */
+    struct gw_net_ctr per[GW_MAX_SHARDS];
+    /** Forwards holding a slot against max_inflight, shared by the
+     *  workers: counted only while the network has that limit
+     *  (GW_CAP_NET in gw_fwd.caps). */
+    _Atomic unsigned cap_held;
     unsigned max_inflight; /**< its limit from the config, 0 = none */
 };
+
+/** The sum of a network's gw_net_ctr over the workers. */
+struct gw_net_sum {
+    uint64_t rx, denied, busy;
+    unsigned inflight;
+};
+
+/** A route's counters as one worker keeps them. */
+struct gw_rs_ctr {
+    _Atomic uint64_t forwarded, failed, timedout, denied, busy, canceled;
+    _Atomic uint64_t lat_sum_ns, lat_n;
+    _Atomic uint64_t hist[GW_HIST_BUCKETS];
+    _Atomic unsigned inflight; /**< its forwards on the route */
+} __attribute__((aligned(64)));
 
 /** Counters of one route (kept across reloads, keyed by text). */
 struct gw_route_stats {
@@ -152,12 +189,26 @@ struct gw_route_stats {
                                       nexthop (both in one allocation) */
     char *dest;                  /**< pattern or kind ("proxy", "svc:x") */
     char *nexthop;               /**< network name or gateway address */
-    /* Counted by every worker: atomic. */
-    _Atomic uint64_t forwarded, failed, timedout, denied, busy, canceled;
-    _Atomic unsigned inflight;
-    _Atomic uint64_t hist[GW_HIST_BUCKETS];
-    _Atomic uint64_t lat_sum_ns, lat_n;
+    struct gw_rs_ctr *per;       /**< [gw->nshards], one per worker */
+    /** Forwards holding a slot against the route's max_inflight, shared
+     *  by the workers: counted only while the route has that limit
+     *  (GW_CAP_ROUTE in gw_fwd.caps). */
+    _Atomic unsigned cap_held;
 };
+
+/** The sum of a route's gw_rs_ctr over the workers. */
+struct gw_rs_sum {
+    uint64_t forwarded, failed, timedout, denied, busy, canceled;
+    uint64_t lat_sum_ns, lat_n;
+    uint64_t hist[GW_HIST_BUCKETS];
+    unsigned inflight;
+};
+
+static inline struct gw_rs_ctr *gw_rs_ctr(struct gw_route_stats *rs,
+                                          unsigned worker)
+{
+    return &rs->per[worker];
+}
 
 /** A caller whose requests have all ended, remembered for the admin's
  *  "peers" (a gw_source lives only while it holds requests). */
@@ -201,6 +252,7 @@ struct gw_fwd {
     struct gw_route_stats *rs;
     struct gw_source *src;
     struct gw_net *ingress;
+    uint8_t caps; /**< GW_CAP_*: the shared limits it holds a slot of */
     bool has_nexthop, has_backend;
     unsigned nexthop, service, backend;
     uint64_t t_in, t_sent, t_done;
@@ -584,15 +636,34 @@ void gw_fwd_finish(struct gw_fwd *f);
  *  (CW_BUSY: over a queue bound or the source's fair share; counted as
  *  busy).  A request never takes a slot while an older one of its source
  *  waits for the same route (or to be routed again after a reload). */
+#define GW_CAP_ROUTE 1u /* a slot of its route's max_inflight */
+#define GW_CAP_NET   2u /* a slot of its network's max_inflight */
+/*  *caps_p (with CW_OK): the GW_CAP_* slots it holds besides the total. */
 cw_status_t gw_admission(struct gw_shard *w, cw_handle_t *in,
                          struct gw_net *ingress, struct gw_route_stats *rs,
                          unsigned route_cap, const char *src_key, uint64_t qseq,
-                         uint64_t now, struct gw_source **src_p);
+                         uint64_t now, struct gw_source **src_p,
+                         unsigned *caps_p);
 void gw_admit_done(struct gw_shard *w, struct gw_source *src);
 /** Give back the slots gw_admission took for a request that is not
- *  forwarded after all, and its source's hold (@p src, or NULL). */
+ *  forwarded after all (@p caps as it said), and its source's hold (@p src,
+ *  or NULL); gw_fwd_free does the same for a forward. */
 void gw_admit_undo(struct gw_shard *w, struct gw_net *ingress,
-                   struct gw_route_stats *rs, struct gw_source *src);
+                   struct gw_route_stats *rs, struct gw_source *src,
+                   unsigned caps);
+/** A network's and a route's counters summed over the workers. */
+void gw_net_sum(const struct gw *gw, const struct gw_net *n,
+                struct gw_net_sum *s);
+void gw_rs_sum(const struct gw *gw, const struct gw_route_stats *rs,
+               struct gw_rs_sum *s);
+/** Release one slot of the total a request of worker @p w held (its
+ *  lock held). */
+void gw_total_put(struct gw_shard *w);
+/** Requests holding a slot of the total, over the workers (their locks
+ *  held); gw->inflight also counts the workers' spare slots. */
+unsigned gw_inflight_now(const struct gw *gw);
+/** Forwards in flight that came in on @p n, over the workers. */
+unsigned gw_net_inflight(const struct gw *gw, const struct gw_net *n);
 void gw_sources_fini(struct gw *gw);
 /** On worker @p w, no lock held: forward its queued requests while there
  *  is room, one source after another, taking its lock per request, in

@@ -140,7 +140,7 @@ static void gw_reload_reap(struct gw *gw)
         if (n->removed && gw->nqueued != 0 &&
             gw_queue_answer_net(gw, n->net, CW_UNREACHABLE) > 0)
             i++;
-        else if (n->removed && n->inflight == 0)
+        else if (n->removed && gw_net_inflight(gw, n) == 0)
             gw_net_close_at(gw, i);
         else
             i++;
@@ -168,7 +168,8 @@ static cw_status_t gw_reload_networks(struct gw *gw,
                     "network %s (%s) removed by the reload: takes "
                     "no new requests, closed once its %u RPCs in flight "
                     "are done",
-                    gw->nets[i].name, gw->nets[i].self, gw->nets[i].inflight);
+                    gw->nets[i].name, gw->nets[i].self,
+                    gw_net_inflight(gw, &gw->nets[i]));
         }
     }
     for (size_t j = 0; j < next->nnetworks; j++) {
@@ -303,9 +304,11 @@ void gw_drain_start(struct gw *gw, const char *why)
         return;
     gw->draining = true;
     gw->drain_deadline_ns = cw_now_ns() + gw->cfg->gateway.drain_grace_ns;
-    gw_notify("STOPPING=1\nSTATUS=draining %u RPCs in flight", gw->inflight);
-    GW_NOTICE("%s: draining %u RPCs in flight (grace %.1f s)", why,
-              gw->inflight, gw->cfg->gateway.drain_grace_ns / 1e9);
+    unsigned n = gw_inflight_now(gw);
+
+    gw_notify("STOPPING=1\nSTATUS=draining %u RPCs in flight", n);
+    GW_NOTICE("%s: draining %u RPCs in flight (grace %.1f s)", why, n,
+              gw->cfg->gateway.drain_grace_ns / 1e9);
 }
 
 void gw_unanswered_update(struct gw *gw)
@@ -336,7 +339,7 @@ bool gw_drain_check(struct gw *gw, uint64_t now)
     if (now >= gw->drain_deadline_ns && !gw->drain_canceled) {
         gw_queue_expire(gw, true, CW_CANCELED);
         CW_WARN(GW_LOG, "drain grace over: canceling %u RPCs in flight",
-                gw->inflight);
+                gw_inflight_now(gw));
         gw->cancel_all = true; /* gw_loop, once the locks are dropped */
         gw->drain_canceled = true;
     }

@@ -43,6 +43,7 @@ struct cw_handle {
     bool done;     /* its forward completed */
     struct gw_source *source;
     struct gw_route_stats *rs;
+    unsigned caps;      /* the limits it holds a slot of (GW_CAP_*) */
     struct gw_shard *w; /* the worker it reached */
 };
 
@@ -96,9 +97,7 @@ static void release_slot(struct cw_handle *h)
     struct gw_shard *w = h->w;
 
     gw_wlock(w);
-    gw.inflight--;
-    h->rs->inflight--;
-    gw_admit_done(w, h->source);
+    gw_admit_undo(w, NULL, h->rs, h->source, h->caps);
     h->done = true;
     gw_wunlock(w);
     gw_queue_offer(w); /* as gw_fwd_finish does */
@@ -134,6 +133,7 @@ void gw_forward(struct gw_shard *w, cw_handle_t *in, uint64_t qseq)
     struct gw *g = w->gw;
     unsigned r = dest_route[in->dest];
     struct gw_source *source = NULL;
+    unsigned caps = 0;
     cw_status_t st;
 
     assert_ptr_equal(w, in->w);
@@ -143,7 +143,7 @@ void gw_forward(struct gw_shard *w, cw_handle_t *in, uint64_t qseq)
         assert_true(scope_depth > 0);
 
     st = gw_admission(w, in, NULL, &routes[r], route_cap[r], in->src, qseq,
-                      cw_now_ns(), &source);
+                      cw_now_ns(), &source, &caps);
     if (st == CW_AGAIN)
         return;
     if (st != CW_OK) {
@@ -151,6 +151,8 @@ void gw_forward(struct gw_shard *w, cw_handle_t *in, uint64_t qseq)
         return;
     }
     in->rs = &routes[r];
+    in->caps = caps;
+    assert_int_equal(caps, route_cap[r] != 0 ? GW_CAP_ROUTE : 0);
     in->source = source;
     in->forwarded++;
     assert_true(nsent < MAX_REQS);
@@ -198,6 +200,10 @@ static void setup_gw(unsigned max_inflight, unsigned max_queued, bool threaded)
     for (unsigned i = 0; i < NROUTES; i++) {
         route_cap[i] = 0;
         dest_route[i] = i;
+        routes[i].per = aligned_alloc(_Alignof(struct gw_rs_ctr),
+                                      NWORKERS * sizeof(*routes[i].per));
+        assert_non_null(routes[i].per);
+        memset(routes[i].per, 0, NWORKERS * sizeof(*routes[i].per));
     }
 }
 
@@ -208,8 +214,14 @@ static void teardown_gw(void)
     assert_int_equal(gw.nqueued, 0);
     assert_int_equal(gw.nsrcs, 0); /* every source tidied away */
     assert_int_equal(gw.inflight, 0);
-    for (unsigned r = 0; r < NROUTES; r++)
-        assert_int_equal(routes[r].inflight, 0);
+    for (unsigned r = 0; r < NROUTES; r++) {
+        struct gw_rs_sum c;
+        gw_rs_sum(&gw, &routes[r], &c);
+        assert_int_equal(c.inflight, 0);
+        assert_int_equal(routes[r].cap_held, 0);
+        free(routes[r].per);
+        routes[r].per = NULL;
+    }
     gw_sources_fini(&gw);
     for (unsigned k = 0; k < NWORKERS; k++)
         pthread_mutex_destroy(&workers[k].lock);
@@ -499,9 +511,8 @@ static void test_slot_to_other_worker(void **state)
     a1 = arrive("A", 1);
     assert_int_equal(a1->forwarded, 0);
     gw_wlock(a0->w);
-    gw.inflight--; /* freed, nobody woken yet */
-    a0->rs->inflight--;
-    gw_admit_done(a0->w, a0->source);
+    /* freed, nobody woken yet */
+    gw_admit_undo(a0->w, NULL, a0->rs, a0->source, a0->caps);
     a0->done = true;
     gw_wunlock(a0->w);
     arrive("A", 1);
@@ -567,9 +578,7 @@ static void test_nudge_keeps_turn(void **state)
      * request yet): the nudge gives it to worker 0, whose turn it is. */
     b1 = arrive("B", 0);
     gw_wlock(b0->w);
-    gw.inflight--;
-    b0->rs->inflight--;
-    gw_admit_done(b0->w, b0->source);
+    gw_admit_undo(b0->w, NULL, b0->rs, b0->source, b0->caps);
     b0->done = true;
     gw_wunlock(b0->w);
     assert_int_equal(gw.qturn, 0);
@@ -637,6 +646,45 @@ static void run_random(unsigned seed, bool threaded)
     teardown_gw();
 }
 
+/* Workers take slots of the total in batches (gw_total_take): a forward
+ * does not write the shared count; spare slots stay within two batches,
+ * all go back once the worker holds nothing, and none is kept while
+ * requests wait in a queue. */
+static void test_total_lease(void **state)
+{
+    struct cw_handle *h[4];
+
+    (void)state;
+    setup_gw(128, 16, true); /* a batch: 128 / (2 workers x 32) = 2 */
+    for (unsigned i = 0; i < 3; i++)
+        h[i] = arrive("A", 0);
+    assert_int_equal(gw_inflight_now(&gw), 3);
+    assert_int_equal(gw.inflight, 4); /* two batches */
+    complete(h[0]);
+    complete(h[1]);
+    assert_int_equal(gw_inflight_now(&gw), 1);
+    assert_int_equal(gw.inflight, 4); /* a spare batch kept */
+    complete(h[2]);
+    assert_int_equal(gw.inflight, 0); /* nothing held: all given back */
+
+    route_cap[0] = 1;
+    h[0] = arrive("A", 0);
+    h[1] = arrive("A", 0); /* waits: the route is full */
+    assert_int_equal(h[1]->forwarded, 0);
+    assert_int_equal(gw.nqueued, 1);
+    h[2] = arrive("B", 1); /* worker 1 */
+    h[3] = arrive("A", 1);
+    assert_int_equal(h[3]->forwarded, 1);
+    complete(h[3]); /* a request waits: no spare kept */
+    assert_int_equal(gw.inflight, gw_inflight_now(&gw));
+    complete(h[0]); /* the route's slot: h[1] goes */
+    pass();
+    assert_int_equal(h[1]->forwarded, 1);
+    complete_all();
+    assert_fifo("A", 0);
+    teardown_gw();
+}
+
 static void test_random(void **state)
 {
     (void)state;
@@ -658,6 +706,7 @@ int main(void)
         cmocka_unit_test(test_slot_to_other_worker),
         cmocka_unit_test(test_offer_not_stolen),
         cmocka_unit_test(test_nudge_keeps_turn),
+        cmocka_unit_test(test_total_lease),
         cmocka_unit_test(test_random),
     };
 
