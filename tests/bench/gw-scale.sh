@@ -23,7 +23,8 @@
 # gateway processes with gateway.threads: 1 each (the clients spread over
 # them, client i through gateway i mod P): what one process with P workers
 # should match (path "procs", threads column = P; JSON key "procs").
-# ROUNDS=N repeats the THREADS (and PROCS) lists N times.  On a machine with fewer cores
+# ROUNDS=N repeats the THREADS (and PROCS) lists N times.  GWD=PATH runs
+# another causewayd build (an A/B comparison, same servers and clients).  On a machine with fewer cores
 # than N clients, S servers and T workers, the rates show the scheduler as
 # much as the gateway: read the CPU per RPC there.
 set -u
@@ -39,7 +40,7 @@ ROUNDS=${ROUNDS:-1}
 PERF=$B/tools/cw-perf
 OUT_HOST=127.0.0.1
 [ "$IN" = "$OUT" ] && OUT_HOST=127.0.0.2
-GWD=$B/gateway/causewayd
+GWD=${GWD:-$B/gateway/causewayd}
 CWCTL=$B/tools/cwctl
 median() { grep -o '"median":[0-9.]*' | head -n 1 | cut -d: -f2; }
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }

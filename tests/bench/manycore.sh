@@ -20,6 +20,10 @@
 #   bulk-ucx       gw-bulk-bench.sh: 64 MiB through ofi+tcp -> ucx+tcp
 #   hop            gw-bench.sh: the added round trip over shm, ofi+tcp,
 #                  ucx+tcp and the minimal TCP relay (blocking)
+#   ab-shm, ab-ofi gw-scale.sh with BUILD_DIR/gateway/causewayd-base (an
+#                  earlier build put there by hand) and causewayd
+#                  alternated, 2 rounds: shm -> shm threads 1 and 8 and 8
+#                  processes; ofi+tcp -> ucx+tcp threads 8 and 8 processes
 set -u
 B=$(cd "$1" && pwd)
 O=$(mkdir -p "$2" && cd "$2" && pwd)
@@ -78,6 +82,16 @@ for s in $STEPS; do
     hop)
         step "$s" 60 ITERS=$((20000 / F)) REPS=3 ROUNDS=3 MODES=blocking \
             bash tests/bench/gw-bench.sh "$B" shm ofi+tcp ucx+tcp tcp ;;
+    ab-shm)
+        step "$s" 150 bash -c 'for r in 1 2; do for g in causewayd-base causewayd; do
+            echo "# round $r: $g"
+            GWD=$0/gateway/$g N=8 S=4 ITERS=$1 THREADS="1 8" PROCS=8 IN=shm OUT=shm \
+                bash tests/bench/gw-scale.sh "$0" || exit 1; done; done' "$B" $((200000 / F)) ;;
+    ab-ofi)
+        step "$s" 120 bash -c 'for r in 1 2; do for g in causewayd-base causewayd; do
+            echo "# round $r: $g"
+            GWD=$0/gateway/$g N=8 S=4 ITERS=$1 THREADS=8 PROCS=8 IN=ofi+tcp OUT=ucx+tcp \
+                bash tests/bench/gw-scale.sh "$0" || exit 1; done; done' "$B" $((50000 / F)) ;;
     *) echo "manycore: no step '$s'" >&2; exit 2 ;;
     esac
 done
