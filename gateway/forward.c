@@ -600,10 +600,50 @@ void gw_fwd_free(struct gw_fwd *f)
         gw_bulk_revoke(gw, f);
         gw_unlock(gw);
     }
-    cw_route_table_unref(f->table);
+    gw_table_put(w, f->table);
     if (f->out != NULL)
         cw_handle_release(f->out);
     nau_pool_put(&w->fwd_pool, f);
+}
+
+/* A worker holds one reference to the current table for all its
+ * forwards and counts them: the table's own count, an atomic every worker
+ * would write twice per forward, is left alone.  When a reload replaces
+ * the table, the worker's count becomes references of their own
+ * (gw_tables_switch), which those forwards drop as they end.  (Forwards
+ * last for as long as their deadlines allow, too long to be read-side
+ * sections of userspace RCU: a count it is, split per worker as Linux's
+ * percpu_ref splits one per CPU.) */
+struct cw_route_table *gw_table_take(struct gw_shard *w)
+{
+    w->table_users++;
+    return w->table;
+}
+
+void gw_table_put(struct gw_shard *w, struct cw_route_table *t)
+{
+    if (t == w->table)
+        w->table_users--;
+    else
+        cw_route_table_unref(t);
+}
+
+void gw_tables_switch(struct gw *gw, struct cw_route_table *table)
+{
+    GW_ASSERT_WORKERS_LOCKED(gw);
+    for (unsigned k = 0; k < gw->nshards; k++) {
+        struct gw_shard *w = &gw->shards[k];
+
+        if (w->table == table)
+            continue;
+        if (w->table != NULL) {
+            for (unsigned n = w->table_users; n > 0; n--)
+                cw_route_table_ref(w->table);
+            cw_route_table_unref(w->table);
+        }
+        w->table = table != NULL ? cw_route_table_ref(table) : NULL;
+        w->table_users = 0;
+    }
 }
 
 /* A record from the worker's pool: the fields before next_addr cleared,
@@ -685,8 +725,8 @@ static cw_handle_t *gw_fwd_retarget(struct gw_fwd *f, const struct gw_target *t,
         gw_unlock(gw);
     }
     f->out = NULL;
-    cw_route_table_unref(f->table);
-    f->table = cw_route_table_ref(gw->table);
+    gw_table_put(f->in_sh, f->table);
+    f->table = gw_table_take(f->in_sh);
     f->rs = rs;
     GW_CTR_INC(gw_rs_ctr(rs, wi)->inflight);
     /* Held against the new route's limit, without waiting for room: it
@@ -892,7 +932,7 @@ void gw_forward(struct gw_shard *w, cw_handle_t *in, uint64_t qseq)
     f->ingress = ingress;
     f->caps = (uint8_t)caps;
     f->t_in = t_in;
-    f->table = cw_route_table_ref(gw->table);
+    f->table = gw_table_take(w);
     f->in_sh = f->eg_sh = w; /* every worker reaches every network */
     nau_list_add_tail(&w->fwds, &f->link);
     w->inflight++;

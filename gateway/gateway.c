@@ -123,9 +123,11 @@ void gw_set_config(struct gw *gw, struct cw_config *own,
     struct cw_route_table *old_table = gw->table;
     struct cw_config *old_own = gw->own_cfg;
 
-    /* RPCs in flight hold their own table reference, so dropping ours
-     * here only frees the old table once they are done. */
+    /* RPCs in flight hold the old table through their worker's count,
+     * which gw_tables_switch turns into references of their own, so
+     * dropping ours here only frees it once they are done. */
     gw->table = table;
+    gw_tables_switch(gw, table);
     gw->cfg = cfg;
     gw->own_cfg = own;
     gw->config_loaded_s = (int64_t)time(NULL);
@@ -323,8 +325,10 @@ static void gw_stop(struct gw *gw)
     gw_rcache_clear(gw);
     /* Each worker's tables go before the workers do. */
     gw_sources_fini(gw);
-    if (gw->shards != NULL)
+    if (gw->shards != NULL) {
+        gw_tables_switch(gw, NULL);
         gw_shards_fini(gw);
+    }
     gw_route_stats_fini(gw);
     cw_route_table_unref(gw->table);
     gw->table = NULL;

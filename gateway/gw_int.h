@@ -105,6 +105,11 @@ struct gw_shard {
     struct nau_list fwds;     /**< its forwards in flight (link) */
     struct nau_pool fwd_pool; /**< records: no malloc per RPC */
     unsigned inflight;        /**< forwards in flight (fwds) */
+    /* The route table its new forwards take (gw->table): one reference
+     * for all of them, so that a forward does not write the table's
+     * shared count (gw_table_take). */
+    struct cw_route_table *table;
+    unsigned table_users;     /**< its forwards on table */
     unsigned held;            /**< slots of the total its requests hold */
     unsigned lease;           /**< slots of gw->inflight it took: held and
                                    spare (gw_total_take) */
@@ -656,6 +661,14 @@ void gw_net_sum(const struct gw *gw, const struct gw_net *n,
                 struct gw_net_sum *s);
 void gw_rs_sum(const struct gw *gw, const struct gw_route_stats *rs,
                struct gw_rs_sum *s);
+/* forward.c: the route table of a forward of worker @p w (its lock held):
+ * taken from the worker's reference, given back to it or, for a table a
+ * reload replaced, to the table. */
+struct cw_route_table *gw_table_take(struct gw_shard *w);
+void gw_table_put(struct gw_shard *w, struct cw_route_table *t);
+/** Every worker's lock held: new forwards take @p table (NULL: the
+ *  workers drop theirs, at the end). */
+void gw_tables_switch(struct gw *gw, struct cw_route_table *table);
 /** Release one slot of the total a request of worker @p w held (its
  *  lock held). */
 void gw_total_put(struct gw_shard *w);
