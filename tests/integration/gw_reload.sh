@@ -29,10 +29,11 @@ port=$(free_port)
 write_cfg ""
 start_gw gw "$T/gw.yaml"
 
-# The load: 2000 calls, a new one every 2 ms at most (so that it lasts 4 s
-# at least, over both reloads), in on shm0, whose rx counter is thus the
-# load's alone (the checks come in on tcp0).
-timeout 60 "$CW_PING" -q -c 2000 -n 4 -i 2 -t 5000 "$echo@$gw_shm0" >"$T/load.out" &
+# The load: 6000 calls, a new one every 2 ms at most (so that it lasts 12 s
+# at least, over both reloads and the checks between them, which took
+# more than 4 s on a loaded machine), in on shm0, whose rx counter is thus
+# the load's alone (the checks come in on tcp0).
+timeout 90 "$CW_PING" -q -c 6000 -n 4 -i 2 -t 5000 "$echo@$gw_shm0" >"$T/load.out" &
 load=$!
 load_rx=0
 # load_moved: the load is alive and shm0 has received since the last look.
@@ -71,7 +72,7 @@ pass "status shows 1 reload and 1 failure"
 load_running "after the refused reload"
 
 wait "$load"
-grep -q "2000 calls, CW_OK=2000;" "$T/load.out" || fail "load saw failures: $(cat "$T/load.out")"
+grep -q "6000 calls, CW_OK=6000;" "$T/load.out" || fail "load saw failures: $(cat "$T/load.out")"
 pass "load during the reloads: $(cat "$T/load.out")"
 
 # A reload that adds a network opens it; one that drops it stops using it.
