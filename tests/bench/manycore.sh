@@ -20,6 +20,8 @@
 #   bulk-ucx       gw-bulk-bench.sh: 64 MiB through ofi+tcp -> ucx+tcp
 #   hop            gw-bench.sh: the added round trip over shm, ofi+tcp,
 #                  ucx+tcp and the minimal TCP relay (blocking)
+#   scale-24       gw-scale.sh ofi+tcp -> ucx+tcp, threads 2 and 4 against
+#                  2 and 4 processes, 2 rounds
 #   ab-shm, ab-ofi gw-scale.sh with BUILD_DIR/gateway/causewayd-base (an
 #                  earlier build put there by hand) and causewayd
 #                  alternated, 2 rounds: shm -> shm threads 1 and 8 and 8
@@ -63,6 +65,9 @@ for s in $STEPS; do
     case $s in
     scale-ofi-ucx)
         step "$s" 160 N=8 S=4 ITERS=$((50000 / F)) THREADS="1 2 4 8" PROCS="2 4 8" ROUNDS=2 \
+            IN=ofi+tcp OUT=ucx+tcp bash tests/bench/gw-scale.sh "$B" ;;
+    scale-24)
+        step "$s" 100 N=8 S=4 ITERS=$((50000 / F)) THREADS="2 4" PROCS="2 4" ROUNDS=2 \
             IN=ofi+tcp OUT=ucx+tcp bash tests/bench/gw-scale.sh "$B" ;;
     srv-scale)
         step "$s" 80 N=8 CONTEXTS="1 2 4" ITERS=$((50000 / F)) REPS=1 ROUNDS=2 \
