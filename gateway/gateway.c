@@ -19,6 +19,7 @@
 
 #define GW_SLICE_MS        5
 #define GW_HOUSEKEEPING_NS 2000000ull
+#define GW_CONTROL_MAX_NS  50000000ull /* a full pass at least this often */
 #define GW_IDLE_MS         100 /* longest sleep with nothing to do (core's bound) */
 #define GW_SPIN_NS         0ull    /* default off; CAUSEWAYD_SPIN_US sets it */
 #define GW_YIELD_AFTER_NS  1000ull /* busy poll: idle this long, then yield */
@@ -216,23 +217,30 @@ static cw_status_t gw_start(struct gw *gw, const struct cw_config *cfg)
     return gw_threads_start(gw);
 }
 
+/* Control-plane work under way: requests queued, a drain, a cancel, a
+ * ping in flight, a network a reload removed, an admin connection open. */
+static bool gw_control_pending(const struct gw *gw)
+{
+    if (gw->nqueued != 0 || gw->draining || gw->cancel_all ||
+        gw_health_busy(gw))
+        return true;
+    for (unsigned i = 0; i < gw->nnets; i++)
+        if (gw->nets[i].removed)
+            return true;
+    for (unsigned i = 0; i < GW_ADMIN_CONNS; i++)
+        if (gw->conns[i].fd >= 0)
+            return true;
+    return false;
+}
+
 /* Nothing in flight, queued, draining, being closed or talked to over the
  * admin interface: the loop may sleep until the next ping, a request, a
  * signal or an admin connection. */
 static bool gw_idle(const struct gw *gw)
 {
     GW_ASSERT_LOCKED(gw, &gw->lock);
-    if (!gw->watching || gw->busy_poll || gw->inflight != 0 ||
-        gw->nqueued != 0 || gw->draining || gw->cancel_all ||
-        gw_health_busy(gw))
-        return false;
-    for (unsigned i = 0; i < gw->nnets; i++)
-        if (gw->nets[i].removed)
-            return false;
-    for (unsigned i = 0; i < GW_ADMIN_CONNS; i++)
-        if (gw->conns[i].fd >= 0)
-            return false;
-    return true;
+    return gw->watching && !gw->busy_poll && gw->inflight == 0 &&
+           !gw_control_pending(gw);
 }
 
 /* How long an idle loop may block: until the next ping, at most
@@ -366,6 +374,30 @@ static void gw_write_ready(struct gw *gw, int fd)
         CW_WARN(GW_LOG, "cannot write the ready line: %s", strerror(errno));
 }
 
+/* Whether housekeeping has work that needs every worker's lock: a
+ * signal or an admin client to read, an admin connection open, a health
+ * ping due or in flight, requests queued, a drain, a cancel, a network a
+ * reload removed; and at least every GW_CONTROL_MAX_NS in any case.  Each
+ * worker's lock taken from this thread every 2 ms, and each context's for
+ * the unanswered count, had made 8 workers sleep on them about 8 000
+ * times a second on 16 cores (docs/perf/2026-11-30-manycore.md). */
+static bool gw_control_due(struct gw *gw, uint64_t now, uint64_t last_full)
+{
+    struct pollfd p[3];
+    nfds_t n = 0;
+
+    if (now - last_full >= GW_CONTROL_MAX_NS || gw_control_pending(gw) ||
+        now >= gw_health_next(gw))
+        return true;
+    if (gw->sigfd >= 0)
+        p[n++] = (struct pollfd){.fd = gw->sigfd, .events = POLLIN};
+    if (gw->admin_fd >= 0)
+        p[n++] = (struct pollfd){.fd = gw->admin_fd, .events = POLLIN};
+    if (gw->admin_unix_fd >= 0)
+        p[n++] = (struct pollfd){.fd = gw->admin_unix_fd, .events = POLLIN};
+    return n > 0 && poll(p, n, 0) != 0;
+}
+
 /* Worker 0's loop, on the main thread, which also runs the control plane
  * (housekeeping): the same with one worker or many (the other workers run
  * gw_shard_main, threads.c). */
@@ -374,6 +406,7 @@ static void gw_loop(struct gw *gw)
     struct gw_shard *sh = &gw->shards[0];
     unsigned slice = gw->busy_poll ? 0 : GW_SLICE_MS, wait;
     uint64_t next_hk = 0, last_hk = 0, spin_until = 0, idle_since = 0;
+    uint64_t last_full = 0;
 
     while (!gw->stop) {
         bool moved = gw_shard_drain(sh), idle, cancel, inflight;
@@ -411,6 +444,12 @@ static void gw_loop(struct gw *gw)
             continue;
         last_hk = now;
         next_hk = now + GW_HOUSEKEEPING_NS;
+        if (!gw_control_due(gw, now, last_full)) {
+            if (gw->inflight != 0)
+                gw_fwd_cut_old(gw, now);
+            continue;
+        }
+        last_full = now;
         gw_unanswered_update(gw); /* contexts' locks, then gw->lock */
         /* Control plane under every lock (reload opens and closes
          * networks, health pings are sent from here: rare plugin calls);
