@@ -195,14 +195,16 @@ static bool gw_slot_take(_Atomic unsigned *c, unsigned cap)
  * waits, and gw->inflight is 0 whenever no request is in flight.  With
  * one worker, or a limit too small to split (fewer than 64 slots a
  * worker), the batch is one slot and nothing is kept: the exact count. */
-static unsigned gw_lease_batch(const struct gw *gw, unsigned limit)
+void gw_lease_batch_set(struct gw *gw)
 {
-    unsigned b;
+    unsigned limit = gw->cfg->limits.max_inflight_rpcs, b;
 
-    if (gw->nshards < 2)
-        return 1;
+    if (gw->nshards < 2) {
+        gw->lease_batch = 1;
+        return;
+    }
     b = limit != 0 ? limit / (gw->nshards * 32) : 64;
-    return b > 64 ? 64 : (b ? b : 1);
+    gw->lease_batch = b > 64 ? 64 : (b ? b : 1);
 }
 
 static bool gw_total_take(struct gw_shard *w, unsigned limit)
@@ -214,7 +216,7 @@ static bool gw_total_take(struct gw_shard *w, unsigned limit)
         w->held++;
         return true;
     }
-    want = gw->nqueued != 0 ? 1 : gw_lease_batch(gw, limit);
+    want = gw->nqueued != 0 ? 1 : gw->lease_batch;
     v = atomic_load_explicit(&gw->inflight, memory_order_relaxed);
     do {
         if (limit != 0 && v >= limit)
@@ -229,7 +231,7 @@ static bool gw_total_take(struct gw_shard *w, unsigned limit)
 void gw_total_put(struct gw_shard *w)
 {
     struct gw *gw = w->gw;
-    unsigned b = gw_lease_batch(gw, gw->cfg->limits.max_inflight_rpcs);
+    unsigned b = gw->lease_batch;
     unsigned keep = b > 1 && w->held > 1 && gw->nqueued == 0 ? 2 * b : 0;
     unsigned spare;
 

@@ -130,6 +130,7 @@ void gw_set_config(struct gw *gw, struct cw_config *own,
     gw->table = table;
     gw_tables_switch(gw, table);
     gw->cfg = cfg;
+    gw_lease_batch_set(gw);
     gw->own_cfg = own;
     gw->config_loaded_s = (int64_t)time(NULL);
     atomic_store_explicit(&gw->max_cached_addrs,

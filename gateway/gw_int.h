@@ -350,7 +350,10 @@ struct gw {
     uint64_t spin_ns; /**< poll this long after activity */
 
     /* forwarding: totals over the workers (each has its own share) */
-    _Atomic unsigned inflight;     /**< forwards in flight */
+    _Atomic unsigned inflight;     /**< forwards in flight, and the
+                                        workers' spare slots (leases) */
+    unsigned lease_batch;          /**< slots a worker leases at once
+                                        (gw_lease_batch_set) */
     _Atomic unsigned nqueued;      /**< requests waiting for a slot */
     _Atomic unsigned nqsrcs;       /**< sources with requests waiting */
     _Atomic unsigned nsrcs;        /**< sources holding a slot or waiting */
@@ -669,6 +672,9 @@ void gw_table_put(struct gw_shard *w, struct cw_route_table *t);
 /** Every worker's lock held: new forwards take @p table (NULL: the
  *  workers drop theirs, at the end). */
 void gw_tables_switch(struct gw *gw, struct cw_route_table *table);
+/** Set gw->lease_batch from the limit and the workers (at start and
+ *  each reload, every worker's lock held). */
+void gw_lease_batch_set(struct gw *gw);
 /** Release one slot of the total a request of worker @p w held (its
  *  lock held). */
 void gw_total_put(struct gw_shard *w);

@@ -190,6 +190,7 @@ static void setup_gw(unsigned max_inflight, unsigned max_queued, bool threaded)
     gw.threaded = threaded;
     gw.shards = workers;
     gw.nshards = NWORKERS;
+    gw_lease_batch_set(&gw);
     for (unsigned k = 0; k < NWORKERS; k++) {
         workers[k].gw = &gw;
         workers[k].idx = k;
