@@ -268,6 +268,18 @@ enum cw_pin_state {
     CW_PIN_HOME,    /**< the peer does not spread: use it as it is */
 };
 
+/** Requests of a caller to one routing destination (none: the peer
+ *  itself) while its pin moves: their order is kept per destination, so
+ *  that one destination's requests still at the published endpoint hold
+ *  back only that destination's later ones (core/spread.c). */
+struct cw_pin_lane {
+    uint64_t key;  /**< FNV-1a of the destination ("" for none) */
+    unsigned home; /**< counted at the published endpoint (PIN_HOME) */
+    unsigned held; /**< waiting on pin->held */
+};
+
+#define CW_PIN_LANES_MAX 256 /**< destinations a pin tells apart */
+
 /** What a caller's network knows of one peer address (ctx->lock). */
 struct cw_pin {
     struct cw_pin *next;  /**< net->pins */
@@ -279,8 +291,14 @@ struct cw_pin {
     struct cw_pin_retired *retired; /**< members given up on, freed with
                                          the network (forwards sent there
                                          may still use them) */
-    struct nau_list held;           /**< MOVING, WARMING: forwards waiting, in
-                                        order */
+    struct nau_list held;           /**< forwards waiting, in order */
+    /* Lane 0 is ovf: every destination the table has no room for, and
+     * one not in the table while ovf has requests (it may hold some of
+     * it); lane i > 0 is lanes[i - 1], free when both counts are 0. */
+    struct cw_pin_lane ovf;
+    struct cw_pin_lane *lanes;
+    unsigned nlanes, lanes_cap;
+    const struct cw_handle *releasing; /**< leaving pin->held now */
 };
 
 struct cw_rpc_class {
@@ -550,6 +568,7 @@ struct cw_h_client {
     size_t bresp_cap, bresp_len;
     struct cw_pin *pin;       /**< the pin it counts on or waits in
                                    (spread.c) */
+    uint16_t pin_lane;        /**< its lane there (PIN_HOME, PIN_HELD) */
     struct nau_list pin_link; /**< pin->held, while PIN_HELD */
 };
 

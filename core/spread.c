@@ -16,9 +16,14 @@
  * the asking request goes alone, and the ones made meanwhile wait in the
  * caller (pin->held) until it has left (its send completed), then go to
  * the published endpoint.  If the answer named a member, what is made
- * from then on waits until everything at the published endpoint has
+ * from then on waits until everything for its destination (its routing
+ * destination, or none: the server itself) at the published endpoint has
  * completed; then the first goes to the member alone and the rest once
- * it has left.  Over libfabric's rxm the first messages on a connection
+ * it has left.  Order is kept per destination, not across them: a caller
+ * of a gateway whose requests to one target wait there for a full route
+ * holds back only its later requests to that target, not those to
+ * others (gw-busy, "A route's cap holds back only that route's
+ * requests").  Over libfabric's rxm the first messages on a connection
  * just made reached the server after later ones (unit-rpc-spread-ofi-tcp,
  * gw-workers, docs/na-ofi.md).  A server that does not spread answers without
  * CW_HF_PIN and the caller stays where it is.  A member that fails on its
@@ -30,6 +35,8 @@
  * context's lock held (each entry point asserts it).
  */
 #include "rpc_priv.h"
+
+#include "nau_hash.h"
 
 #include <causeway/relay.h>
 
@@ -174,20 +181,97 @@ static struct cw_pin *pin_of(cw_handle_t *h)
     return p;
 }
 
-/* @p h waits on @p p's list, counted pending (cw_pin_route's "true"). */
-static bool pin_hold(cw_handle_t *h, struct cw_pin *p)
+/* ---- lanes: order per destination across a move ---------------------- */
+
+static struct cw_pin_lane *pin_lane(struct cw_pin *p, unsigned i)
+{
+    return i == 0 ? &p->ovf : &p->lanes[i - 1];
+}
+
+/* The lane of @p h's destination (its routing destination, or none: the
+ * peer itself), taken from the free ones if it has none; 0 (the overflow
+ * lane, shared) when the table is full or cannot grow, or when the
+ * overflow lane has requests, which may be of this destination.  Two
+ * destinations sharing a lane only wait for each other. */
+static unsigned pin_lane_find(struct cw_pin *p, const cw_handle_t *h)
+{
+    const char *route =
+        h->use.relay.route ? h->use.relay.route : h->use.cli.addr->route;
+    uint64_t key = nau_fnv1a64(route ? route : "", route ? strlen(route) : 0);
+    unsigned i, spare = 0;
+
+    for (i = 0; i < p->nlanes; i++) {
+        struct cw_pin_lane *l = &p->lanes[i];
+
+        if (l->home == 0 && l->held == 0) {
+            if (spare == 0)
+                spare = i + 1;
+        } else if (l->key == key) {
+            return i + 1;
+        }
+    }
+    if (p->ovf.home != 0 || p->ovf.held != 0)
+        return 0;
+    if (spare == 0) {
+        if (p->nlanes == CW_PIN_LANES_MAX)
+            return 0;
+        if (p->nlanes == p->lanes_cap) {
+            unsigned cap = p->lanes_cap ? 2 * p->lanes_cap : 4;
+            struct cw_pin_lane *l = realloc(p->lanes, cap * sizeof(*l));
+
+            if (l == NULL)
+                return 0;
+            p->lanes = l;
+            p->lanes_cap = cap;
+        }
+        p->lanes[p->nlanes] = (struct cw_pin_lane){0};
+        spare = ++p->nlanes;
+    }
+    p->lanes[spare - 1].key = key;
+    return spare;
+}
+
+/* @p h is counted at the published endpoint, in its lane. */
+static void pin_home(cw_handle_t *h, struct cw_pin *p)
+{
+    unsigned lane = pin_lane_find(p, h);
+
+    h->use.cli.pin = p;
+    h->use.cli.pin_lane = (uint16_t)lane;
+    cw_h_flag_set(h, CW_HFL_PIN_HOME);
+    pin_lane(p, lane)->home++;
+    p->home_inflight++;
+}
+
+/* @p h waits on @p p's list in lane @p lane, counted pending
+ * (cw_pin_route's "true"). */
+static bool pin_hold(cw_handle_t *h, struct cw_pin *p, unsigned lane)
 {
     h->use.cli.pin = p;
+    h->use.cli.pin_lane = (uint16_t)lane;
     cw_h_flag_set(h, CW_HFL_PIN_HELD);
     h->use.pending++;
+    pin_lane(p, lane)->held++;
     nau_list_add_tail(&p->held, &h->use.cli.pin_link);
     h->ctx->stats.pin_held++;
     return true;
 }
 
+/* Whether @p h, in lane @p lane, may go to the member now: nothing of its
+ * destination is left at the published endpoint, and none waits before
+ * it (the one leaving the list now is the oldest of its lane there). */
+static bool pin_lane_clear(const struct cw_pin *p, const cw_handle_t *h,
+                           unsigned lane)
+{
+    const struct cw_pin_lane *l = lane == 0 ? &p->ovf : &p->lanes[lane - 1];
+
+    return l->home == 0 && (l->held == 0 || p->releasing == h);
+}
+
 bool cw_pin_route(cw_handle_t *h, uint16_t *flags)
 {
     struct cw_pin *p;
+    unsigned lane;
 
     CW_ASSERT_LOCKED(&h->ctx->lock);
     h->use.cli.peer = h->use.cli.addr->na;
@@ -206,31 +290,33 @@ bool cw_pin_route(cw_handle_t *h, uint16_t *flags)
         p->state = CW_PIN_ASKED;
         p->opened = false;
         cw_h_flag_set(h, CW_HFL_PIN_ASKER);
-        h->use.cli.pin = p;
-        cw_h_flag_set(h, CW_HFL_PIN_HOME);
-        p->home_inflight++;
+        pin_home(h, p);
         return false;
     case CW_PIN_MOVING:
-        if (p->home_inflight == 0) {
-            /* The first at the member: alone until it has completed. */
-            p->state = CW_PIN_WARMING;
-            h->use.cli.pin = p;
-            cw_h_flag_set(h, CW_HFL_PIN_WARM);
-            h->use.cli.peer = p->member;
-            return false;
-        }
-        return pin_hold(h, p); /* behind what is at the published one */
+        lane = pin_lane_find(p, h);
+        if (!pin_lane_clear(p, h, lane))
+            return pin_hold(h, p, lane); /* behind its destination's */
+        /* The first at the member: alone until it has left. */
+        p->state = CW_PIN_WARMING;
+        h->use.cli.pin = p;
+        cw_h_flag_set(h, CW_HFL_PIN_WARM);
+        h->use.cli.peer = p->member;
+        return false;
     case CW_PIN_ASKED:
         if (p->opened) { /* the connection is made: at home until moved */
-            h->use.cli.pin = p;
-            cw_h_flag_set(h, CW_HFL_PIN_HOME);
-            p->home_inflight++;
+            pin_home(h, p);
             return false;
         }
-        return pin_hold(h, p); /* behind the asking request */
+        return pin_hold(h, p, pin_lane_find(p, h)); /* behind the asker */
     case CW_PIN_WARMING:
-        return pin_hold(h, p); /* behind the first request to the member */
+        /* behind the first request to the member */
+        return pin_hold(h, p, pin_lane_find(p, h));
     case CW_PIN_MOVED:
+        if (p->home_inflight != 0 || !nau_list_empty(&p->held)) {
+            lane = pin_lane_find(p, h);
+            if (!pin_lane_clear(p, h, lane))
+                return pin_hold(h, p, lane);
+        }
         h->use.cli.pin = p; /* cw_pin_check_member: the member may fail */
         h->use.cli.peer = p->member;
         return false;
@@ -275,33 +361,65 @@ void cw_pin_answer(cw_handle_t *h, const char *uri, size_t len)
     h->ctx->stats.pins_taken++;
 }
 
-/* Whether the oldest waiting forward may go now: all of them in HOME and
- * MOVED; in NEW the first becomes the asker and in MOVING (nothing left at
- * the published address) the warm-up, and the rest wait on. */
-static bool pin_may_send(const struct cw_pin *p)
+/* Whether the waiting forward @p h may go now: every one in HOME; in NEW
+ * the first becomes the asker (and the rest wait on in ASKED); once the
+ * asker has left, to the published endpoint; in MOVING and MOVED (to the
+ * member, the first alone) when nothing of its destination is left at
+ * the published endpoint. */
+static bool pin_may_send(const struct cw_pin *p, const cw_handle_t *h)
 {
-    return p->state == CW_PIN_HOME || p->state == CW_PIN_MOVED ||
-           p->state == CW_PIN_NEW || (p->state == CW_PIN_ASKED && p->opened) ||
-           (p->state == CW_PIN_MOVING && p->home_inflight == 0);
+    switch (p->state) {
+    case CW_PIN_HOME:
+    case CW_PIN_NEW:
+        return true;
+    case CW_PIN_ASKED:
+        return p->opened;
+    case CW_PIN_MOVING:
+    case CW_PIN_MOVED:
+        return (h->use.cli.pin_lane == 0 ? &p->ovf
+                                         : &p->lanes[h->use.cli.pin_lane - 1])
+                   ->home == 0;
+    case CW_PIN_WARMING:
+        return false;
+    }
+    return false;
 }
 
-/* Send what waited, oldest first, as long as the pin lets them go. */
+/* Send what waited, the oldest of each destination first, as long as the
+ * pin lets them go.  Each one sent starts the look again from the oldest
+ * (sending may change the state: the first to the member goes alone). */
 static void pin_release_held(struct cw_pin *p)
 {
-    while (!nau_list_empty(&p->held) && pin_may_send(p)) {
-        cw_handle_t *h =
-            nau_container_of(p->held.next, cw_handle_t, use.cli.pin_link);
+    for (;;) {
+        cw_handle_t *h = NULL;
+        struct nau_list *it;
         cw_status_t st;
 
+        nau_list_for_each(it, &p->held)
+        {
+            cw_handle_t *c =
+                nau_container_of(it, cw_handle_t, use.cli.pin_link);
+
+            if (pin_may_send(p, c)) {
+                h = c;
+                break;
+            }
+        }
+        if (h == NULL)
+            return;
         nau_list_del(&h->use.cli.pin_link);
         cw_h_flag_clear(h, CW_HFL_PIN_HELD);
         h->use.pending--;
+        pin_lane(p, h->use.cli.pin_lane)->held--;
         /* Released by a cancel sweep (network closing, context going):
          * what waited fails with the rest. */
-        if (h->use.net->closed || h->ctx->destroying)
+        if (h->use.net->closed || h->ctx->destroying) {
             st = CW_DISCONNECTED;
-        else
+        } else {
+            p->releasing = h;
             st = cw_forward_net(h);
+            p->releasing = NULL;
+        }
         if (st != CW_OK)
             cw_h_fail(h, st);
         cw_h_check(h);
@@ -342,6 +460,7 @@ void cw_pin_gate_done(cw_handle_t *h)
         if (p->state == CW_PIN_ASKED)
             p->state = h->use.final == CW_OK ? CW_PIN_HOME : CW_PIN_NEW;
     }
+    pin_lane(p, h->use.cli.pin_lane)->home--;
     --p->home_inflight;
     pin_release_held(p);
 }
@@ -388,6 +507,7 @@ void cw_pin_unhold(cw_handle_t *h)
     nau_list_del(&h->use.cli.pin_link);
     cw_h_flag_clear(h, CW_HFL_PIN_HELD);
     h->use.pending--;
+    pin_lane(h->use.cli.pin, h->use.cli.pin_lane)->held--;
 }
 
 cw_status_t cw_relay_hop_member(const cw_addr_t *hop, char *buf, size_t len)
@@ -433,6 +553,7 @@ void cw_pins_free(cw_network_t *net)
             cw_na_addr_free(net->na, r->addr);
             free(r);
         }
+        free(p->lanes);
         free(p);
     }
     net->pins = NULL;

@@ -16,6 +16,9 @@
  *   waits completes once, with that status; cw_relay_hop_member names the
  *   member a caller was moved to, and nothing for one left at the
  *   published endpoint or not moved yet;
+ * - a caller moving holds back only the requests for the destinations
+ *   (routing destination, or none) it still has at the published
+ *   endpoint: one for another destination goes to the member at once;
  * - a server that does not spread leaves its callers where they are.
  */
 #include <pthread.h>
@@ -33,6 +36,7 @@
 #include <cmocka.h>
 
 #include <causeway/causeway.h>
+#include <causeway/forward.h>
 #include <causeway/relay.h>
 
 #include "rpc_test_util.h"
@@ -97,6 +101,18 @@ static void h_park(cw_handle_t *h, void *arg)
     parked[nparked++] = h;
 }
 
+/* Requests addressed beyond the server ("shm://x@URI"): answered here, with
+ * the context that ran it, like h_seq. */
+static void h_relay(cw_handle_t *in, void *arg)
+{
+    struct srv_ctx *s = arg;
+
+    atomic_fetch_add(&s->served, 1);
+    cw_buf_put_u32(cw_handle_output(in), s->idx);
+    cw_respond(in, CW_OK, NULL, NULL);
+    cw_handle_release(in);
+}
+
 static void *srv_thread(void *arg)
 {
     struct srv_ctx *s = arg;
@@ -138,6 +154,8 @@ static void srv_start_at(unsigned n, const char *uri)
         assert_int_equal(cw_rpc_register(srv[i].ctx, "spread.park", h_park,
                                          &srv[i], NULL, NULL),
                          CW_OK);
+        assert_int_equal(
+            cw_context_set_relay_hook(srv[i].ctx, h_relay, &srv[i]), CW_OK);
         ctxs[i] = srv[i].ctx;
     }
     assert_int_equal(
@@ -304,6 +322,26 @@ static void drive(cw_context_t *c, const struct call *a, const struct call *b)
     }
 }
 
+/* @p r completed once, CW_OK, answered by server context @p ctx. */
+static void expect_from(const struct call *r, cw_handle_t *h, uint32_t ctx)
+{
+    uint32_t from = UINT32_MAX;
+
+    assert_int_equal(r->done, 1);
+    assert_int_equal(r->st, CW_OK);
+    assert_int_equal(cw_buf_get_u32(cw_handle_output(h), &from), CW_OK);
+    assert_int_equal(from, ctx);
+}
+
+/* Progress @p c a little more: a second completion would come now. */
+static void linger(cw_context_t *c)
+{
+    for (int i = 0; i < 20; i++) {
+        cw_progress(c, 1);
+        cw_trigger(c, 0, 0, NULL);
+    }
+}
+
 /* A caller moving: forwards wait for the request still at the published
  * endpoint; one that expires or is cancelled while waiting completes once
  * with that status; once the old request is answered the first waiting one
@@ -316,7 +354,6 @@ static void test_spread_move_waits(void **state)
     struct call r1 = {0}, rask = {0}, rpark = {0}, rto = {0}, rcan = {0},
                 rlast = {0};
     struct cw_context_stats cs;
-    uint32_t from = UINT32_MAX;
     uint64_t held0;
     char member[CW_URI_MAX], want[CW_URI_MAX];
     (void)state;
@@ -384,22 +421,12 @@ static void test_spread_move_waits(void **state)
     assert_int_equal(cs.pin_held, held0 + 3);
     atomic_store(&unpark, true);
     drive(c, &rpark, &rlast);
-    assert_int_equal(rpark.done, 1);
-    assert_int_equal(rpark.st, CW_OK);
-    assert_int_equal(rlast.done, 1);
-    assert_int_equal(rlast.st, CW_OK);
-    assert_int_equal(cw_buf_get_u32(cw_handle_output(hlast), &from), CW_OK);
-    assert_int_equal(from, 1);
+    expect_from(&rlast, hlast, 1);
     assert_int_equal(cw_relay_hop_member(a, member, sizeof(member)), CW_OK);
     assert_string_equal(member, want); /* moved */
-    from = UINT32_MAX;
-    assert_int_equal(cw_buf_get_u32(cw_handle_output(hpark), &from), CW_OK);
-    assert_int_equal(from, 0);
+    expect_from(&rpark, hpark, 0);
     /* Exactly once: nothing more arrives. */
-    for (int i = 0; i < 20; i++) {
-        cw_progress(c, 1);
-        cw_trigger(c, 0, 0, NULL);
-    }
+    linger(c);
     assert_int_equal(rto.done + rcan.done + rlast.done + rpark.done, 4);
 
     cw_handle_release(hask);
@@ -408,6 +435,81 @@ static void test_spread_move_waits(void **state)
     cw_handle_release(hcan);
     cw_handle_release(hlast);
     cw_handle_release(h1);
+    cw_addr_free(a);
+    cw_addr_free(a1);
+    cw_context_destroy(c);
+    cw_context_destroy(first);
+    srv_stop_all(2);
+}
+
+/* A caller moving keeps order per destination, not across them: a request
+ * parked at the published context holds back the later ones without a
+ * routing destination (its own), while one for "shm://x@URI" made after
+ * them goes to the member at once and is answered there, the parked one
+ * still waiting.  (In a gateway, a caller's requests to a target whose route is
+ * full no longer hold back those to another target.) */
+static void test_spread_move_per_destination(void **state)
+{
+    cw_context_t *first, *c;
+    cw_addr_t *a1, *a, *ax;
+    cw_handle_t *h1, *hask, *hpark, *hsame, *hx;
+    struct call r1 = {0}, rask = {0}, rpark = {0}, rsame = {0}, rx = {0};
+    struct cw_context_stats cs;
+    char xuri[CW_URI_MAX + 16];
+    uint64_t held0;
+    (void)state;
+
+    srv_start(2);
+    assert_int_equal(cw_context_create(NULL, &first), CW_OK);
+    assert_int_equal(cw_addr_lookup(first, srv_uri, &a1), CW_OK);
+    assert_int_equal(cw_handle_create(first, a1, seq_id, &h1), CW_OK);
+    fwd_free(h1, 5000, &r1); /* takes the published context */
+    drive(first, &r1, &r1);
+    assert_int_equal(r1.st, CW_OK);
+
+    assert_int_equal(cw_context_create(NULL, &c), CW_OK);
+    assert_int_equal(cw_addr_lookup(c, srv_uri, &a), CW_OK);
+    snprintf(xuri, sizeof(xuri), "shm://x@%s", srv_uri);
+    assert_int_equal(cw_addr_lookup(c, xuri, &ax), CW_OK);
+    assert_int_equal(cw_handle_create(c, a, seq_id, &hask), CW_OK);
+    assert_int_equal(cw_handle_create(c, a, park_id, &hpark), CW_OK);
+    assert_int_equal(cw_handle_create(c, a, seq_id, &hsame), CW_OK);
+    assert_int_equal(cw_handle_create(c, ax, seq_id, &hx), CW_OK);
+    fwd_free(hask, 5000, &rask);
+    assert_int_equal(cw_forward(hpark, 10000, call_cb, &rpark), CW_OK);
+    drive(c, &rask, &rask);
+    assert_int_equal(rask.st, CW_OK);
+    assert_int_equal(cw_context_stats(c, &cs), CW_OK);
+    assert_int_equal(cs.pins_taken, 1); /* moving to member 1 */
+    held0 = cs.pin_held;
+
+    /* Its own destination waits for the parked request ... */
+    fwd_free(hsame, 5000, &rsame);
+    assert_int_equal(cw_context_stats(c, &cs), CW_OK);
+    assert_int_equal(cs.pin_held, held0 + 1);
+    /* ... another one does not: answered by member 1 meanwhile. */
+    fwd_free(hx, 5000, &rx);
+    drive(c, &rx, &rx);
+    expect_from(&rx, hx, 1);
+    assert_int_equal(rpark.done, 0);
+    assert_int_equal(rsame.done, 0);
+    assert_int_equal(cw_context_stats(c, &cs), CW_OK);
+    assert_int_equal(cs.pin_held, held0 + 1);
+
+    /* The parked one answered, the held one goes to the member. */
+    atomic_store(&unpark, true);
+    drive(c, &rpark, &rsame);
+    expect_from(&rpark, hpark, 0);
+    expect_from(&rsame, hsame, 1);
+    linger(c);
+    assert_int_equal(rask.done + rpark.done + rsame.done + rx.done, 4);
+
+    {
+        cw_handle_t *all[] = {hask, hpark, hsame, hx, h1};
+        for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+            cw_handle_release(all[i]);
+    }
+    cw_addr_free(ax);
     cw_addr_free(a);
     cw_addr_free(a1);
     cw_context_destroy(c);
@@ -545,6 +647,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_spread_many_callers),
         cmocka_unit_test(test_spread_move_waits),
+        cmocka_unit_test(test_spread_move_per_destination),
         cmocka_unit_test(test_spread_member_restart),
         cmocka_unit_test(test_plain_server_keeps_callers),
     };
