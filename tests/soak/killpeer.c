@@ -7,7 +7,7 @@
  *   killpeer serve URI ADDR_FILE
  *   killpeer call TARGET OP [--n N] [--timeout MS] [--len BYTES]
  *                 [--hold-ms MS] [--go FILE] [--pause-in-response FILE]
- *                 [--stall]
+ *                 [--pause-in-request FILE] [--stall]
  *   killpeer stream TARGET [--duration S] [--timeout MS] [--inflight K]
  *                 [--stop FILE]
  *
@@ -27,17 +27,27 @@
  *                                once the answer has left (tx_responses
  *                                moved) and is not collected (uncollected),
  *                                "responding", and no progress any more: the
- *                                server then only waits for a signal.
+ *                                server then only waits for a signal;
+ *   kp.args {bytes}              arguments past the eager limit (the
+ *                                gateway pulls them from the caller):
+ *                                "args LEN OK" when every byte is the
+ *                                caller's pattern, answered CW_OK, else
+ *                                "args LEN bad" and CW_PROTOCOL.
  *
  * The caller (call): a kp.ping through TARGET's path must end CW_OK
  * ("ready"); then, once the --go file exists, it sends N RPCs of OP (ping,
- * hold, pull, push, big), each with a deadline of --timeout ms ("sent N
+ * hold, pull, push, big, args), each with a deadline of --timeout ms ("sent N
  * T"), and prints "done I STATUS MS T" for each completion (MS since it
  * was sent, T the wall clock in ms, CLOCK_REALTIME, to compare with the
  * moment of a kill), a second completion of one as "dup I STATUS".  With
  * --pause-in-response FILE, once an answer has arrived (rx_responses
  * moved) while its RPC is not complete (its payload being pulled), it
- * prints "mid-response T" and makes no progress until FILE exists.  It
+ * prints "mid-response T" and makes no progress until FILE exists.  With
+ * --pause-in-request FILE, once its requests are sent (their arguments,
+ * past the eager limit, exposed for the next hop to pull), it prints
+ * "mid-request T" and makes no progress until FILE exists: over a fabric
+ * whose reads the caller's progress serves (ofi+tcp), the pull stalls
+ * there.  It
  * gives up (cancels, counts "unanswered") 10 s after the deadline.  Last:
  * "summary sent=N completed=C dup=D ok=O err=E unanswered=U max_ms=M".
  * Exit 0 when every RPC completed exactly once, whatever its status.
@@ -64,6 +74,8 @@
 #define KP_HOLD  "kp.hold"
 #define KP_BULK  "kp.bulk"
 #define KP_BIG   "kp.big"
+#define KP_ARGS  "kp.args"
+#define KP_BYTE  0x3c /* the caller's bytes: kp.args checks them */
 #define KP_PULL  1
 #define KP_PUSH  2
 #define KP_HOLDS 256
@@ -272,6 +284,23 @@ static void h_big(cw_handle_t *h, void *arg)
     cw_handle_release(h);
 }
 
+static void h_args(cw_handle_t *h, void *arg)
+{
+    const uint8_t *p = NULL;
+    size_t len = 0, i = 0;
+    bool ok;
+
+    (void)arg;
+    if (cw_buf_get_bytes(cw_handle_input(h), (const void **)&p, &len) != CW_OK)
+        p = NULL;
+    for (; p != NULL && i < len && p[i] == KP_BYTE; i++)
+        ;
+    ok = p != NULL && i == len;
+    say("args %zu %s", len, ok ? "OK" : "bad");
+    cw_respond(h, ok ? CW_OK : CW_PROTOCOL, answered_cb, NULL);
+    cw_handle_release(h);
+}
+
 /* A stalled answer has left and waits to be collected: say so and make no
  * progress until a signal. */
 static void stall_check(cw_context_t *ctx)
@@ -310,6 +339,8 @@ static int serve(const char *uri, const char *addr_file)
         st = cw_rpc_register(ctx, KP_BULK, h_bulk, ctx, NULL, NULL);
     if (st == CW_OK)
         st = cw_rpc_register(ctx, KP_BIG, h_big, ctx, NULL, NULL);
+    if (st == CW_OK)
+        st = cw_rpc_register(ctx, KP_ARGS, h_args, NULL, NULL, NULL);
     if (st != CW_OK) {
         fprintf(stderr, "killpeer: serving %s: %s\n", uri, cw_status_name(st));
         goto out;
@@ -344,10 +375,10 @@ out:
 
 /* ---- caller -------------------------------------------------------------- */
 
-enum op { OP_PING, OP_HOLD, OP_PULL, OP_PUSH, OP_BIG };
+enum op { OP_PING, OP_HOLD, OP_PULL, OP_PUSH, OP_BIG, OP_ARGS };
 
 struct call_opts {
-    const char *target, *go, *pause_go, *stop;
+    const char *target, *go, *pause_go, *req_go, *stop;
     enum op op;
     unsigned n, inflight, duration_s;
     uint64_t timeout_ms, len, hold_ms;
@@ -402,8 +433,8 @@ static cw_status_t rpc_start(cw_context_t *ctx, cw_addr_t *dst,
                              const struct call_opts *o, enum op op,
                              struct rpc *r)
 {
-    static const char *const names[] = {KP_PING, KP_HOLD, KP_BULK, KP_BULK,
-                                        KP_BIG};
+    static const char *const names[] = {KP_PING, KP_HOLD, KP_BULK,
+                                        KP_BULK, KP_BIG,  KP_ARGS};
     cw_status_t st;
     cw_buf_t *in;
 
@@ -438,6 +469,13 @@ static cw_status_t rpc_start(cw_context_t *ctx, cw_addr_t *dst,
     case OP_BIG:
         cw_buf_put_u32(in, (uint32_t)o->len);
         cw_buf_put_u8(in, o->stall);
+        break;
+    case OP_ARGS:
+        r->buf = malloc(o->len);
+        if (r->buf == NULL)
+            return CW_NOMEM;
+        memset(r->buf, KP_BYTE, o->len);
+        cw_buf_put_bytes(in, r->buf, o->len);
         break;
     default:
         break;
@@ -481,16 +519,19 @@ static void warm_cb(cw_handle_t *h, cw_status_t st, void *arg)
     r->st = st;
 }
 
-/* The warm-up: a kp.ping through the same path, CW_OK within 30 s; three
- * tries (it makes the connections the phases need, and a connection
- * attempt can fail on a loaded machine: said on stderr). */
+/* The warm-up: kp.ping through the same path, CW_OK within 30 s, twice in
+ * at most four tries (it makes the connections the phases need, and a
+ * connection attempt can fail on a loaded machine: said on stderr).  A
+ * gateway with several workers gives the first call a worker to use
+ * (docs/wire.md, "Spread addresses"), and the second makes the
+ * connection to it, which a caller that stops progressing in a phase
+ * (--pause-in-request) could not finish. */
 static bool warm_up(cw_context_t *ctx, cw_addr_t *dst)
 {
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0, ok = 0; k < 4; k++) {
         struct rpc r = {0};
         uint64_t t_end = mono_ms() + 30000;
         cw_status_t st;
-        bool ok;
 
         st = cw_handle_create(ctx, dst, cw_rpc_id(KP_PING), &r.h);
         if (st == CW_OK)
@@ -507,12 +548,12 @@ static bool warm_up(cw_context_t *ctx, cw_addr_t *dst)
             while (r.done == 0)
                 pump(ctx, 10);
         }
-        ok = r.st == CW_OK;
-        if (!ok)
+        if (r.st != CW_OK)
             fprintf(stderr, "killpeer: warm-up ended %s\n",
                     cw_status_name(r.st));
+        ok += r.st == CW_OK;
         rpc_free(&r);
-        if (ok)
+        if (ok == 2)
             return true;
     }
     return false;
@@ -547,6 +588,11 @@ static int call(const struct call_opts *o)
             rpc_cb(rpcs[i].h, st, &rpcs[i]);
     }
     say("sent %u %llu", sent, (unsigned long long)wall_ms());
+    if (o->req_go != NULL) {
+        say("mid-request %llu", (unsigned long long)wall_ms());
+        while (!exists(o->req_go))
+            usleep(1000);
+    }
     t_give_up = mono_ms() + o->timeout_ms + 10000;
     while (g_completed < sent && mono_ms() < t_give_up) {
         pump(ctx, 1);
@@ -662,10 +708,10 @@ static int usage(void)
 {
     fprintf(stderr,
             "usage: killpeer serve URI ADDR_FILE\n"
-            "       killpeer call TARGET ping|hold|pull|push|big [--n N]\n"
+            "       killpeer call TARGET ping|hold|pull|push|big|args [--n N]\n"
             "                [--timeout MS] [--len B] [--hold-ms MS]\n"
-            "                [--go FILE] [--pause-in-response FILE] "
-            "[--stall]\n"
+            "                [--go FILE] [--pause-in-response FILE]\n"
+            "                [--pause-in-request FILE] [--stall]\n"
             "       killpeer stream TARGET [--duration S] [--timeout MS]\n"
             "                [--inflight K] [--stop FILE]\n");
     return 2;
@@ -673,7 +719,8 @@ static int usage(void)
 
 int main(int argc, char **argv)
 {
-    static const char *const ops[] = {"ping", "hold", "pull", "push", "big"};
+    static const char *const ops[] = {"ping", "hold", "pull",
+                                      "push", "big",  "args"};
     struct call_opts o = {.n = 1,
                           .inflight = 1,
                           .duration_s = 60,
@@ -695,9 +742,9 @@ int main(int argc, char **argv)
 
         if (argc < 4)
             return usage();
-        for (k = 0; k < 5 && strcmp(argv[3], ops[k]) != 0; k++)
+        for (k = 0; k < 6 && strcmp(argv[3], ops[k]) != 0; k++)
             ;
-        if (k == 5)
+        if (k == 6)
             return usage();
         o.op = (enum op)k;
         a = 4;
@@ -716,6 +763,8 @@ int main(int argc, char **argv)
             o.go = argv[++a];
         else if (strcmp(k, "--pause-in-response") == 0)
             o.pause_go = argv[++a];
+        else if (strcmp(k, "--pause-in-request") == 0)
+            o.req_go = argv[++a];
         else if (strcmp(k, "--stop") == 0)
             o.stop = argv[++a];
         else if (!num(argv[++a], &v))
@@ -735,7 +784,7 @@ int main(int argc, char **argv)
         else
             return usage();
     }
-    if (o.op == OP_BIG && o.len > UINT32_MAX)
+    if ((o.op == OP_BIG || o.op == OP_ARGS) && o.len > UINT32_MAX)
         return usage();
     return is_stream ? stream(&o) : call(&o);
 }

@@ -23,6 +23,12 @@
 #               caller victims: the caller has the answer's header and not
 #               its payload ("mid-response"; it then makes no progress
 #               until the kill is done).
+#   request     a kp.args RPC whose BIG_LEN arguments are past the eager
+#               limit: the gateway pulls them from the caller before it
+#               forwards.  The caller has sent it and then makes no
+#               progress until the kill is done ("mid-request"), so over
+#               ofi+tcp the pull stalls; the gateway has the request
+#               unanswered (/metrics) and nothing in flight.
 # A cell passes when: every RPC of the caller completed exactly once with
 # an error status, at most DEADLINE_MS + 1 s after it was sent (target and
 # gateway victims, SIGSTOP); a bulk transfer whose origin is the target
@@ -38,7 +44,7 @@
 # Environment: DEADLINE_MS (5000), HOLD_MS (DEADLINE_MS / 2: a held
 # request's answer), NHOLD (4), BULK_LEN (256M), BIG_LEN (32M), VICTIMS
 # ("target gateway client stop"), PHASES ("before forwarding pull push
-# response"), CELLS ("VICTIM/PHASE ...": only these cells, e.g.
+# response request"), CELLS ("VICTIM/PHASE ...": only these cells, e.g.
 # "target/pull stop/before"), FAILOVER (1), FAILOVER_S (4: seconds of
 # calls after the kill), GW_THREADS (1).
 GW_THREADS=${GW_THREADS:-1} # soak_lib.sh's default is 2
@@ -51,7 +57,7 @@ NHOLD=${NHOLD:-4}
 BULK_LEN=${BULK_LEN:-256M}
 BIG_LEN=${BIG_LEN:-32M}
 VICTIMS=${VICTIMS:-target gateway client stop}
-PHASES=${PHASES:-before forwarding pull push response}
+PHASES=${PHASES:-before forwarding pull push response request}
 FAILOVER=${FAILOVER:-1}
 FAILOVER_S=${FAILOVER_S:-4}
 # How long the gateway (and the caller) may take to come back to idle.
@@ -188,6 +194,11 @@ fds_steady() {
 }
 # gw_inflight_is N
 gw_inflight_is() { [ "$(json_num "$(stats)" inflight)" = "$1" ]; }
+# pulling: the gateway has a request whose arguments it is pulling (not
+# answered, nothing forwarded).
+pulling() {
+    [ "$(metric causeway_gateway_unanswered_requests)" = 1 ] && gw_inflight_is 0
+}
 resp_arrived() {
     [ "$(metric causeway_gateway_responses_received_total)" -gt "$1" ] 2>/dev/null
 }
@@ -245,6 +256,9 @@ cell() {
         *) args+=(--pause-in-response "$T/go2") ;;
         esac
         ;;
+    request)
+        op=args n=1 args=(--len "$(num_of "$BIG_LEN")" --pause-in-request "$T/go2")
+        ;;
     esac
     held0=$(count_in "$T/tgt.out" '^held ')
     ans0=$(count_in "$T/tgt.out" '^answered ')
@@ -286,6 +300,11 @@ cell() {
                 cell_fail "phase not reached: the caller has no answer mid-way: $(tail -n 2 "$T/c.out")"
             ;;
         esac
+        ;;
+    request)
+        touch "$T/go"
+        wait_for_s 20 line_in "$T/c.out" '^mid-request ' && wait_for pulling ||
+            cell_fail "phase not reached: caller $(tail -n 1 "$T/c.out"), gateway unanswered $(metric causeway_gateway_unanswered_requests), $(stats | head -c 100)"
         ;;
     esac
     # The failure.
