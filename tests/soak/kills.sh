@@ -4,8 +4,9 @@
 # in each phase of an RPC through the gateway, and a route with two
 # gateways, one killed.  Prints the matrix with measured times.
 #   kills.sh CAUSEWAYD CW_PING CWCTL KILLPEER
-# Path: caller -[ofi+tcp]-> causewayd -[ucx+tcp]-> target (killpeer serve);
-# another target on ucx+tcp (a cw-ping echo server) is the other route.
+# Path: caller -[ofi+tcp]-> causewayd -[TGT_FABRIC]-> target (killpeer
+# serve), TGT_FABRIC ucx+tcp (the default), shm or ofi+tcp; another target
+# on the same fabric (a cw-ping echo server) is the other route.
 # Phases, each reached as observed state, not after a delay:
 #   before      the caller is connected (a kp.ping through the path ended
 #               CW_OK) and has sent nothing; the victim goes first, then
@@ -46,7 +47,7 @@
 # ("target gateway client stop"), PHASES ("before forwarding pull push
 # response request"), CELLS ("VICTIM/PHASE ...": only these cells, e.g.
 # "target/pull stop/before"), FAILOVER (1), FAILOVER_S (4: seconds of
-# calls after the kill), GW_THREADS (1).
+# calls after the kill), GW_THREADS (1), TGT_FABRIC (ucx+tcp).
 GW_THREADS=${GW_THREADS:-1} # soak_lib.sh's default is 2
 . "$(dirname "$0")/soak_lib.sh"                   # gw_lib.sh, num_of, soak_fabrics
 . "$(dirname "$0")/../integration/gw_bulk_lib.sh" # mid_pull
@@ -59,6 +60,19 @@ BIG_LEN=${BIG_LEN:-32M}
 VICTIMS=${VICTIMS:-target gateway client stop}
 PHASES=${PHASES:-before forwarding pull push response request}
 FAILOVER=${FAILOVER:-1}
+TGT_FABRIC=${TGT_FABRIC:-ucx+tcp}
+case $TGT_FABRIC in
+ucx+tcp) ;;
+ofi+tcp | shm) FAILOVER=0 ;; # the failover's gateways reach it over ucx+tcp
+*) fail "TGT_FABRIC: ucx+tcp, ofi+tcp or shm, not '$TGT_FABRIC'" ;;
+esac
+# tgt_uri NAME: where a target of the kill matrix listens.
+tgt_uri() {
+    case $TGT_FABRIC in
+    shm) echo "shm://$TAG-$1" ;;
+    *) echo "$TGT_FABRIC://127.0.0.1:0" ;;
+    esac
+}
 FAILOVER_S=${FAILOVER_S:-4}
 # How long the gateway (and the caller) may take to come back to idle.
 IDLE_S=${IDLE_S:-$((DEADLINE_MS / 1000 + 20))}
@@ -92,12 +106,12 @@ YAML
 }
 TGT_GEN=0
 tgt_PID=""
-# tgt_up: a killpeer target on ucx+tcp ($tgt, $tgt_PID; its lines in
+# tgt_up: a killpeer target on TGT_FABRIC ($tgt, $tgt_PID; its lines in
 # $T/tgt.out).
 tgt_up() {
     TGT_GEN=$((TGT_GEN + 1))
     rm -f "$T/tgt.addr"
-    "$KP" serve "ucx+tcp://127.0.0.1:0" "$T/tgt.addr" >"$T/tgt.out" 2>"$T/tgt$TGT_GEN.log" &
+    "$KP" serve "$(tgt_uri "tgt$TGT_GEN")" "$T/tgt.addr" >"$T/tgt.out" 2>"$T/tgt$TGT_GEN.log" &
     tgt_PID=$!
     PIDS="$PIDS $!"
     wait_for addr_ready "$T/tgt.addr" "$tgt_PID" || fail "the target did not start"
@@ -130,12 +144,31 @@ new_fds() {
 # of a dead peer's connection (CLOSE-WAIT, or its peer gone), or any other
 # new fd, is not idle.
 fds_ok() {
-    local f ino line peer pid
+    local f ino line peer pid ust upeer
+    local - # "*" in ss's output is no pattern
+    set -f
     FD_WHY=""
     ss -tanpe >"$T/ss.now" 2>/dev/null
+    ss -xape >"$T/ssx.now" 2>/dev/null
     for f in $(new_fds); do
         ino=$(printf '%s' "$f" | sed -n 's/^socket:\[\([0-9]*\)\]$/\1/p')
         line=$(grep "ino:$ino " "$T/ss.now" 2>/dev/null | head -n 1)
+        if [ -n "$ino" ] && [ -z "$line" ]; then
+            # A Unix socket (na-shm keeps one per attached peer, to see it
+            # go): "u_seq ESTAB 0 0 NAME INO PEER PEER_INO ...", fine if
+            # the process on the other end lives.
+            read -r ust upeer <<<"$(awk -v i="$ino" '$6 == i { print $2, $8; exit }' "$T/ssx.now")"
+            if [ "${ust:-}" = ESTAB ]; then
+                pid=$(awk -v i="$upeer" '$6 == i' "$T/ssx.now" | grep -o 'pid=[0-9]*' | head -n 1)
+                if [ -n "$pid" ] && kill -0 "${pid#pid=}" 2>/dev/null; then
+                    continue
+                fi
+                FD_WHY="$f unix ESTAB to inode $upeer, whose process is gone"
+                return 1
+            fi
+            FD_WHY="$f ${ust:-not a TCP or Unix socket}"
+            return 1
+        fi
         set -- $line
         if [ -z "$ino" ] || [ -z "$line" ] || [ "$1" != ESTAB ]; then
             FD_WHY="$f ${1:-not a TCP socket}"
@@ -147,26 +180,6 @@ fds_ok() {
             FD_WHY="$f ESTAB to $peer, whose process is gone"
             return 1
         fi
-    done
-}
-
-stats() { "$CWCTL" --admin "$gw_admin" stats --json 2>/dev/null; }
-# metric NAME: a sample of the gateway's /metrics.
-metric() {
-    "$CWCTL" --admin "$gw_admin" metrics 2>/dev/null | awk -v k="$1" '$1 == k { print $2 }'
-}
-gw_fds() { find "/proc/$gw_PID/fd" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l; }
-# gw_fd_list: what the gateway's fds are (sockets by inode), one a line.
-gw_fd_list() { find "/proc/$gw_PID/fd" -mindepth 1 -maxdepth 1 -printf '%f %l\n' 2>/dev/null | sort -n; }
-# fd_news: the gateway's fds now that were not there at the cell's start,
-# with what ss says of the sockets among them.
-fd_news() {
-    local ino
-    gw_fd_list >"$T/fds.now"
-    comm -13 <(cut -d' ' -f2 "$T/fds.0" | sort) <(cut -d' ' -f2 "$T/fds.now" | sort) | tr '\n' ' '
-    for ino in $(comm -13 <(cut -d' ' -f2 "$T/fds.0" | sort) <(cut -d' ' -f2 "$T/fds.now" | sort) |
-        sed -n 's/^socket:\[\([0-9]*\)\]$/\1/p'); do
-        ss -tanpe 2>/dev/null | grep "ino:$ino " | awk '{ print "[" $1, $4, $5 "]" }' | tr '\n' ' '
     done
 }
 
@@ -217,7 +230,7 @@ settle() {
     gw_fd_list >"$T/fds.0"
 }
 
-start_echo other "ucx+tcp://127.0.0.1:0"
+start_echo other "$(tgt_uri other)"
 tgt_up
 gw_up
 
@@ -415,6 +428,17 @@ started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 t_all=$(now_ms)
 NCELLS=0
 for c in $CELLS; do
+    # An answer over shm is read by the gateway without the target's
+    # progress (na-shm reads the process's memory), so a target that stops
+    # or dies after sending it cannot hold the response phase: the gateway
+    # has it whole first.
+    case $TGT_FABRIC.$c in
+    shm.target/response | shm.stop/response)
+        echo "# $c: no such phase over shm (the answer is read without the target's progress)"
+        CELL[${c%/*}.${c#*/}]="n/a over shm"
+        continue
+        ;;
+    esac
     cell "${c%/*}" "${c#*/}"
     NCELLS=$((NCELLS + 1))
 done
@@ -495,7 +519,7 @@ total_s=$((($(now_ms) - t_all) / 1000))
 echo
 echo "Kill matrix, $started, $(uname -n), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "  DEADLINE_MS=$DEADLINE_MS HOLD_MS=$HOLD_MS NHOLD=$NHOLD BULK_LEN=$BULK_LEN BIG_LEN=$BIG_LEN GW_THREADS=$GW_THREADS; $total_s s"
-echo "  path: caller -[ofi+tcp]-> causewayd -[ucx+tcp]-> target; other route: ucx+tcp echo"
+echo "  path: caller -[ofi+tcp]-> causewayd -[$TGT_FABRIC]-> target; other route: $TGT_FABRIC echo"
 echo "  cell: statuses at the origin (xN); the slowest, ms after it was sent; gateway idle, ms after the kill"
 printf '| victim \\ phase |'
 for ph in $PHASES; do printf ' %s |' "$ph"; done
