@@ -208,7 +208,11 @@ static void cli_cb(cw_handle_t *h, cw_status_t st, void *arg)
 
     c->inflight--;
     if (st != CW_OK) {
-        c->failed++;
+        /* Said once per caller: what a failure was (under ThreadSanitizer
+         * and a loaded machine a window has failed, 2026-11-30). */
+        if (c->failed++ == 0)
+            printf("# caller %u: first failure %s after %u answers\n", c->idx,
+                   cw_status_name(st), c->done);
         cw_handle_release(h);
         return;
     }
