@@ -260,10 +260,10 @@ static bool pin_hold(cw_handle_t *h, struct cw_pin *p, unsigned lane)
 /* Whether @p h, in lane @p lane, may go to the member now: nothing of its
  * destination is left at the published endpoint, and none waits before
  * it (the one leaving the list now is the oldest of its lane there). */
-static bool pin_lane_clear(const struct cw_pin *p, const cw_handle_t *h,
+static bool pin_lane_clear(struct cw_pin *p, const cw_handle_t *h,
                            unsigned lane)
 {
-    const struct cw_pin_lane *l = lane == 0 ? &p->ovf : &p->lanes[lane - 1];
+    const struct cw_pin_lane *l = pin_lane(p, lane);
 
     return l->home == 0 && (l->held == 0 || p->releasing == h);
 }
@@ -366,7 +366,7 @@ void cw_pin_answer(cw_handle_t *h, const char *uri, size_t len)
  * asker has left, to the published endpoint; in MOVING and MOVED (to the
  * member, the first alone) when nothing of its destination is left at
  * the published endpoint. */
-static bool pin_may_send(const struct cw_pin *p, const cw_handle_t *h)
+static bool pin_may_send(struct cw_pin *p, const cw_handle_t *h)
 {
     switch (p->state) {
     case CW_PIN_HOME:
@@ -376,9 +376,7 @@ static bool pin_may_send(const struct cw_pin *p, const cw_handle_t *h)
         return p->opened;
     case CW_PIN_MOVING:
     case CW_PIN_MOVED:
-        return (h->use.cli.pin_lane == 0 ? &p->ovf
-                                         : &p->lanes[h->use.cli.pin_lane - 1])
-                   ->home == 0;
+        return pin_lane(p, h->use.cli.pin_lane)->home == 0;
     case CW_PIN_WARMING:
         return false;
     }
