@@ -53,9 +53,9 @@ static void resolver_unref(cw_context_t *ctx, struct cw_resolver *r)
 {
     bool last;
 
-    cw_mutex_lock(&ctx->lock);
+    cw_lock_take(&ctx->lock);
     last = --r->refs == 0;
-    cw_mutex_unlock(&ctx->lock);
+    cw_lock_give(&ctx->lock);
     if (!last)
         return;
     if (r->release)
@@ -79,10 +79,10 @@ cw_status_t cw_context_set_resolver(cw_context_t *ctx, cw_resolver_t fn,
         r->arg = arg;
         r->refs = 1; /* the context's */
     }
-    cw_mutex_lock(&ctx->lock);
+    cw_lock_take(&ctx->lock);
     old = ctx->resolver;
     ctx->resolver = r;
-    cw_mutex_unlock(&ctx->lock);
+    cw_lock_give(&ctx->lock);
     if (old)
         resolver_unref(ctx, old);
     return CW_OK;
@@ -102,11 +102,11 @@ static cw_status_t addr_resolve(cw_context_t *ctx, const char *addr, char *gw,
     struct cw_resolver *r;
     cw_status_t st;
 
-    cw_mutex_lock(&ctx->lock);
+    cw_lock_take(&ctx->lock);
     r = ctx->resolver;
     if (r)
         r->refs++;
-    cw_mutex_unlock(&ctx->lock);
+    cw_lock_give(&ctx->lock);
     *direct_p = true;
     if (r == NULL)
         return CW_OK;
@@ -161,7 +161,7 @@ cw_status_t cw_addr_reroute(cw_addr_t *addr, cw_addr_t **addr_p)
     cw_context_t *ctx = addr->ctx;
     cw_status_t st = CW_NOENT;
 
-    CW_ASSERT_UNLOCKED(&ctx->lock);
+    CW_LOCK_ASSERT_FREE(&ctx->lock);
     /* Only a plain address the resolver sent through a gateway. */
     if (!addr->via_routes || addr->route == NULL ||
         strchr(addr->route, '@') != NULL)
@@ -174,10 +174,10 @@ cw_status_t cw_addr_reroute(cw_addr_t *addr, cw_addr_t **addr_p)
         st = addr_lookup_plain(ctx, addr->route, &other);
         if (st != CW_OK)
             return st;
-        cw_mutex_lock(&ctx->lock);
+        cw_lock_take(&ctx->lock);
         same = other->net == addr->net &&
                cw_na_addr_cmp(addr->net->na, other->na, addr->na);
-        cw_mutex_unlock(&ctx->lock);
+        cw_lock_give(&ctx->lock);
         if (!same) {
             *addr_p = other;
             return CW_OK;
@@ -229,7 +229,7 @@ static cw_status_t addr_lookup(cw_context_t *ctx, const char *addr, bool routed,
     st = cw_uri_format(&hop, uri, sizeof(uri));
     if (st != CW_OK)
         return st;
-    cw_mutex_lock(&ctx->lock);
+    cw_lock_take(&ctx->lock);
     net = cw_net_find(ctx, hop.plugin, hop.protocol);
     if (net == NULL) {
         char any[CW_URI_MAX];
@@ -249,7 +249,7 @@ static cw_status_t addr_lookup(cw_context_t *ctx, const char *addr, bool routed,
     if (st != CW_OK)
         cw_na_addr_free(net->na, na);
 out:
-    cw_mutex_unlock(&ctx->lock);
+    cw_lock_give(&ctx->lock);
     return st;
 }
 
@@ -262,9 +262,9 @@ cw_status_t cw_network_self(cw_network_t *net, cw_addr_t **addr_p)
     if (net == NULL || addr_p == NULL)
         return CW_INVALID_ARG;
     ctx = net->ctx;
-    cw_mutex_lock(&ctx->lock);
+    cw_lock_take(&ctx->lock);
     if (net->closed) {
-        cw_mutex_unlock(&ctx->lock);
+        cw_lock_give(&ctx->lock);
         return CW_DISCONNECTED; /* cw_network_close */
     }
     st = cw_na_addr_dup(net->na, net->self, &na);
@@ -273,7 +273,7 @@ cw_status_t cw_network_self(cw_network_t *net, cw_addr_t **addr_p)
         if (st != CW_OK)
             cw_na_addr_free(net->na, na);
     }
-    cw_mutex_unlock(&ctx->lock);
+    cw_lock_give(&ctx->lock);
     return st;
 }
 
@@ -282,7 +282,7 @@ cw_status_t cw_addr_dup_locked(cw_addr_t *addr, cw_addr_t **addr_p)
     cw_na_addr_t *na;
     cw_status_t st;
 
-    CW_ASSERT_LOCKED(&addr->ctx->lock);
+    CW_LOCK_ASSERT_HELD(&addr->ctx->lock);
     if (!addr->embedded) {
         atomic_fetch_add(&addr->refs, 1);
         *addr_p = addr;
@@ -309,9 +309,9 @@ cw_status_t cw_addr_dup(cw_addr_t *addr, cw_addr_t **addr_p)
         *addr_p = addr;
         return CW_OK;
     }
-    cw_mutex_lock(&addr->ctx->lock);
+    cw_lock_take(&addr->ctx->lock);
     st = cw_addr_dup_locked(addr, addr_p);
-    cw_mutex_unlock(&addr->ctx->lock);
+    cw_lock_give(&addr->ctx->lock);
     return st;
 }
 
@@ -328,7 +328,7 @@ void cw_addr_unref_locked(cw_addr_t *addr)
 {
     if (addr == NULL || addr->embedded)
         return;
-    CW_ASSERT_LOCKED(&addr->ctx->lock);
+    CW_LOCK_ASSERT_HELD(&addr->ctx->lock);
     if (atomic_fetch_sub(&addr->refs, 1) == 1)
         addr_destroy_locked(addr);
 }
@@ -339,13 +339,13 @@ void cw_addr_free(cw_addr_t *addr)
 
     if (addr == NULL || addr->embedded)
         return;
-    CW_ASSERT_UNLOCKED(&addr->ctx->lock);
+    CW_LOCK_ASSERT_FREE(&addr->ctx->lock);
     if (atomic_fetch_sub(&addr->refs, 1) != 1)
         return;
     ctx = addr->ctx;
-    cw_mutex_lock(&ctx->lock);
+    cw_lock_take(&ctx->lock);
     addr_destroy_locked(addr);
-    cw_mutex_unlock(&ctx->lock);
+    cw_lock_give(&ctx->lock);
 }
 
 /* The plugin's string of the (first hop's) NA address. */
@@ -355,9 +355,9 @@ static cw_status_t addr_na_string(const cw_addr_t *addr, char *buf, size_t len)
 
     /* Written in place: the plugin checks the room left after the prefix
      * and leaves the string NUL-terminated when it fits. */
-    cw_mutex_lock(&addr->ctx->lock);
+    cw_lock_take(&addr->ctx->lock);
     st = cw_na_addr_to_string(addr->net->na, addr->na, buf, len);
-    cw_mutex_unlock(&addr->ctx->lock);
+    cw_lock_give(&addr->ctx->lock);
     if (st != CW_OK)
         buf[0] = '\0';
     return st;

@@ -379,7 +379,7 @@ cw_status_t cw_buf_get_bulk(cw_buf_t *b, cw_bulk_t **bulk_p)
         size_t desc_len = b->desc_len;
         cw_bulk_t *bulk;
 
-        cw_mutex_lock(&ctx->lock);
+        cw_lock_take(&ctx->lock);
         /* A server's: the last RESUME's tokens, if one came. */
         if (b->h->use.role == CW_H_SERVER)
             desc = cw_rs_desc(b->h, b, &desc_len);
@@ -388,7 +388,7 @@ cw_status_t cw_buf_get_bulk(cw_buf_t *b, cw_bulk_t **bulk_p)
             st = cw_bulk_from_desc(ctx, b->h->use.net, &d, &bulk);
         if (st == CW_OK && b->h->use.role == CW_H_SERVER)
             cw_rs_bulk_join(b->h, bulk, idx);
-        cw_mutex_unlock(&ctx->lock);
+        cw_lock_give(&ctx->lock);
         if (st != CW_OK)
             return b->err = st;
         *bulk_p = bulk;

@@ -60,9 +60,9 @@ cw_status_t cw_bulk_create(cw_context_t *ctx, const struct cw_segment *segs,
     st = bulk_new(ctx, segs, n, perm, &b);
     if (st != CW_OK)
         return st;
-    cw_mutex_lock(&ctx->lock);
+    cw_lock_take(&ctx->lock);
     nau_list_add_tail(&ctx->bulks, &b->ctx_link);
-    cw_mutex_unlock(&ctx->lock);
+    cw_lock_give(&ctx->lock);
     *bulk_p = b;
     return CW_OK;
 }
@@ -74,7 +74,7 @@ cw_status_t cw_bulk_create_segs_locked(cw_context_t *ctx,
     cw_bulk_t *b;
     cw_status_t st;
 
-    CW_ASSERT_LOCKED(&ctx->lock);
+    CW_LOCK_ASSERT_HELD(&ctx->lock);
     st = bulk_new(ctx, segs, n, perm, &b);
     if (st != CW_OK)
         return st;
@@ -111,7 +111,7 @@ void cw_bulk_unref(cw_bulk_t *b)
 {
     if (b == NULL)
         return;
-    CW_ASSERT_LOCKED(&b->ctx->lock);
+    CW_LOCK_ASSERT_HELD(&b->ctx->lock);
     if (atomic_fetch_sub(&b->refs, 1) != 1)
         return;
     bulk_release_locked(b);
@@ -123,12 +123,12 @@ void cw_bulk_free(cw_bulk_t *bulk)
 {
     if (bulk == NULL)
         return;
-    CW_ASSERT_UNLOCKED(&bulk->ctx->lock);
+    CW_LOCK_ASSERT_FREE(&bulk->ctx->lock);
     if (atomic_fetch_sub(&bulk->refs, 1) != 1)
         return;
-    cw_mutex_lock(&bulk->ctx->lock);
+    cw_lock_take(&bulk->ctx->lock);
     bulk_release_locked(bulk);
-    cw_mutex_unlock(&bulk->ctx->lock);
+    cw_lock_give(&bulk->ctx->lock);
     free(bulk->segs);
     free(bulk);
 }
@@ -148,7 +148,7 @@ cw_status_t cw_bulk_reg(cw_bulk_t *b, cw_network_t *net, cw_na_mem_t **m_p)
     struct cw_na_segment one = {0}, *segs = &one;
     cw_status_t st;
 
-    CW_ASSERT_LOCKED(&b->ctx->lock);
+    CW_LOCK_ASSERT_HELD(&b->ctx->lock);
     if (b->remote)
         return CW_INVALID_ARG;
     if (net->closed)
@@ -217,7 +217,7 @@ cw_status_t cw_bulk_from_desc(cw_context_t *ctx, cw_network_t *net,
     cw_bulk_t *b;
     cw_status_t st;
 
-    CW_ASSERT_LOCKED(&ctx->lock);
+    CW_LOCK_ASSERT_HELD(&ctx->lock);
     if (d->flags & CW_DF_PROXY) {
         cw_status_t pst = cw_bproxy_from_desc(ctx, net, d, b_p);
         if (pst == CW_OK)
@@ -269,7 +269,7 @@ static void op_complete(struct cw_cqe *e)
 
 static void op_finish(cw_bulk_op_t *op)
 {
-    CW_ASSERT_LOCKED(&op->ctx->lock);
+    CW_LOCK_ASSERT_HELD(&op->ctx->lock);
     nau_list_del(&op->link);
     op->stop = true;
     if (op->icb) {
@@ -349,7 +349,7 @@ static void chunk_cb(const struct cw_na_cb_info *info)
 
 void cw_bulk_op_cancel_locked(cw_bulk_op_t *op)
 {
-    CW_ASSERT_LOCKED(&op->ctx->lock);
+    CW_LOCK_ASSERT_HELD(&op->ctx->lock);
     if (op->stop)
         return;
     op->stop = true;
@@ -395,7 +395,7 @@ cw_status_t cw_bulk_start(cw_context_t *ctx, enum cw_bulk_dir dir,
     size_t maxrma = remote->net->caps.max_rma_size;
     cw_status_t st;
 
-    CW_ASSERT_LOCKED(&ctx->lock);
+    CW_LOCK_ASSERT_HELD(&ctx->lock);
     if (remote->net->closed)
         return CW_DISCONNECTED; /* cw_network_close */
     op = cw_bulk_op_new(ctx, dir, remote, roff, local, loff, len, cb, arg);
@@ -478,7 +478,7 @@ cw_status_t cw_bulk_transfer(cw_context_t *ctx, enum cw_bulk_dir dir,
     if (ctx == NULL || peer == NULL || remote == NULL || local == NULL ||
         local->remote || (dir != CW_BULK_PULL && dir != CW_BULK_PUSH))
         return CW_INVALID_ARG;
-    CW_ASSERT_UNLOCKED(&ctx->lock);
+    CW_LOCK_ASSERT_FREE(&ctx->lock);
     if (dir == CW_BULK_PULL && !(remote->perm & CW_BULK_READ_ONLY))
         return CW_PERMISSION;
     if (dir == CW_BULK_PUSH && !(remote->perm & CW_BULK_WRITE_ONLY))
@@ -503,20 +503,20 @@ cw_status_t cw_bulk_transfer(cw_context_t *ctx, enum cw_bulk_dir dir,
             else
                 copy_segs(remote, remote_off, local, local_off, len);
         }
-        cw_mutex_lock(&ctx->lock);
+        cw_lock_take(&ctx->lock);
         ctx->stats.bulk_bytes += len;
         cw_cq_push(ctx, &op->cqe);
-        cw_mutex_unlock(&ctx->lock);
+        cw_lock_give(&ctx->lock);
         if (op_p)
             *op_p = op;
         return CW_OK;
     }
     if (peer == NULL || peer->net != remote->net)
         return CW_INVALID_ARG;
-    cw_mutex_lock(&ctx->lock);
+    cw_lock_take(&ctx->lock);
     st = cw_bulk_start(ctx, dir, peer->na, remote, remote_off, local, local_off,
                        len, cb, arg, NULL, op_p);
-    cw_mutex_unlock(&ctx->lock);
+    cw_lock_give(&ctx->lock);
     cw_ctx_wake(ctx);
     return st;
 }
@@ -530,8 +530,8 @@ cw_status_t cw_bulk_cancel(cw_bulk_op_t *op)
     if (cw_bproxy_is_op(op))
         return cw_bproxy_cancel(op);
     ctx = op->ctx;
-    cw_mutex_lock(&ctx->lock);
+    cw_lock_take(&ctx->lock);
     cw_bulk_op_cancel_locked(op);
-    cw_mutex_unlock(&ctx->lock);
+    cw_lock_give(&ctx->lock);
     return CW_OK;
 }

@@ -62,7 +62,7 @@ cw_status_t cw_bgrant_write(cw_handle_t *h, const struct cw_bproxy_req *r,
     st = cw_addr_to_string(owner, addr, sizeof(addr));
     if (st != CW_OK)
         return st;
-    cw_mutex_lock(&ctx->lock);
+    cw_lock_take(&ctx->lock);
     st = cw_na_mem_restrict(origin->net->na, origin->rmem, r->off, r->len,
                             access, &sub);
     if (st == CW_OK) {
@@ -75,7 +75,7 @@ cw_status_t cw_bgrant_write(cw_handle_t *h, const struct cw_bproxy_req *r,
             st = cw_na_mem_serialize(origin->net->na, mem, mlen, sub);
         cw_na_mem_release(origin->net->na, sub);
     }
-    cw_mutex_unlock(&ctx->lock);
+    cw_lock_give(&ctx->lock);
     if (st != CW_OK)
         goto out;
     cw_buf_put_u8(out, CW_BPROXY_GRANT);
@@ -98,9 +98,9 @@ static void grant_done(cw_status_t st, void *arg)
 {
     cw_bulk_op_t *op = arg;
 
-    cw_mutex_lock(&op->ctx->lock);
+    cw_lock_take(&op->ctx->lock);
     op->direct_op = NULL;
-    cw_mutex_unlock(&op->ctx->lock);
+    cw_lock_give(&op->ctx->lock);
     if (op->cb)
         op->cb(st, op->arg);
     cw_bproxy_op_free(op);
@@ -155,7 +155,7 @@ cw_status_t cw_bgrant_start(cw_bulk_op_t *op, cw_buf_t *out)
     uint32_t perm;
     cw_status_t st;
 
-    CW_ASSERT_UNLOCKED(&ctx->lock);
+    CW_LOCK_ASSERT_FREE(&ctx->lock);
     /* Only an answer to a delegation that asked for a grant may be one. */
     if (!op->proxy_direct) {
         CW_LOG_RL(CW_LOG_WARN, "core", "bulk grant not asked for, refused");
@@ -171,7 +171,7 @@ cw_status_t cw_bgrant_start(cw_bulk_op_t *op, cw_buf_t *out)
     d.plugin_len = (uint8_t)strlen(net->plugin);
     d.mem = mem;
     d.mem_len = (uint16_t)mlen;
-    cw_mutex_lock(&ctx->lock);
+    cw_lock_take(&ctx->lock);
     if (op->proxy_canceled) {
         st = CW_CANCELED;
         goto out_unlock;
@@ -195,7 +195,7 @@ cw_status_t cw_bgrant_start(cw_bulk_op_t *op, cw_buf_t *out)
                        op->local, op->loff, op->len, grant_done, op, NULL,
                        &op->direct_op);
 out_unlock:
-    cw_mutex_unlock(&ctx->lock);
+    cw_lock_give(&ctx->lock);
     if (st == CW_OK)
         cw_ctx_wake(ctx);
     return st;

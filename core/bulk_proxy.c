@@ -48,7 +48,7 @@ cw_status_t cw_bproxy_from_desc(cw_context_t *ctx, cw_network_t *net,
     cw_bulk_t *b;
     cw_status_t st;
 
-    CW_ASSERT_LOCKED(&ctx->lock);
+    CW_LOCK_ASSERT_HELD(&ctx->lock);
     st = px_desc_check(net, d);
     if (st != CW_OK)
         return st;
@@ -73,7 +73,7 @@ cw_status_t cw_bproxy_retarget(cw_bulk_t *b, cw_network_t *net,
 {
     cw_status_t st;
 
-    CW_ASSERT_LOCKED(&b->ctx->lock);
+    CW_LOCK_ASSERT_HELD(&b->ctx->lock);
     if (!(d->flags & CW_DF_PROXY) || d->perm != b->perm || d->total != b->total)
         return CW_BAD_HANDLE;
     st = px_desc_check(net, d);
@@ -141,7 +141,7 @@ cw_status_t cw_bproxy_sub_bulk(cw_context_t *ctx, const cw_bulk_t *b,
                                size_t off, size_t len, uint32_t perm,
                                cw_bulk_t **sub_p)
 {
-    CW_ASSERT_UNLOCKED(&ctx->lock);
+    CW_LOCK_ASSERT_FREE(&ctx->lock);
     return px_sub_bulk(ctx, b, off, len, perm, false, sub_p);
 }
 
@@ -149,17 +149,17 @@ cw_status_t cw_bproxy_sub_bulk_locked(cw_context_t *ctx, const cw_bulk_t *b,
                                       size_t off, size_t len, uint32_t perm,
                                       cw_bulk_t **sub_p)
 {
-    CW_ASSERT_LOCKED(&ctx->lock);
+    CW_LOCK_ASSERT_HELD(&ctx->lock);
     return px_sub_bulk(ctx, b, off, len, perm, true, sub_p);
 }
 
 void cw_bproxy_op_free(cw_bulk_op_t *op)
 {
-    CW_ASSERT_UNLOCKED(&op->ctx->lock);
+    CW_LOCK_ASSERT_FREE(&op->ctx->lock);
     if (op->direct_peer != NULL) {
-        cw_mutex_lock(&op->ctx->lock);
+        cw_lock_take(&op->ctx->lock);
         cw_na_addr_free(op->remote->net->na, op->direct_peer);
-        cw_mutex_unlock(&op->ctx->lock);
+        cw_lock_give(&op->ctx->lock);
     }
     cw_bulk_free(op->direct_remote);
     cw_handle_release(op->proxy_h);
@@ -180,9 +180,9 @@ static void px_fwd_cb(cw_handle_t *h, cw_status_t st, void *arg)
         if (st == CW_OK)
             return;
     } else if (st == CW_OK) {
-        cw_mutex_lock(&ctx->lock);
+        cw_lock_take(&ctx->lock);
         ctx->stats.bulk_bytes += op->len;
-        cw_mutex_unlock(&ctx->lock);
+        cw_lock_give(&ctx->lock);
     }
     if (op->cb)
         op->cb(st, op->arg);
@@ -210,7 +210,7 @@ cw_status_t cw_bproxy_transfer(cw_context_t *ctx, enum cw_bulk_dir dir,
     uint64_t now = cw_now_ns(), tmo_ms;
     cw_status_t st;
 
-    CW_ASSERT_UNLOCKED(&ctx->lock);
+    CW_LOCK_ASSERT_FREE(&ctx->lock);
     if (peer == NULL || peer->net != remote->net)
         return CW_INVALID_ARG;
     if (now >= remote->pexpiry_ns)
@@ -231,9 +231,9 @@ cw_status_t cw_bproxy_transfer(cw_context_t *ctx, enum cw_bulk_dir dir,
     if (len == 0) {
         op->cqe.fn = px_empty_done;
         op->stop = true;
-        cw_mutex_lock(&ctx->lock);
+        cw_lock_take(&ctx->lock);
         cw_cq_push(ctx, &op->cqe);
-        cw_mutex_unlock(&ctx->lock);
+        cw_lock_give(&ctx->lock);
         cw_ctx_wake(ctx);
         if (op_p)
             *op_p = op;
@@ -291,14 +291,14 @@ cw_status_t cw_bproxy_cancel(cw_bulk_op_t *op)
 
     if (op->rsess != NULL)
         return cw_rs_cancel(op);
-    cw_mutex_lock(&ctx->lock);
+    cw_lock_take(&ctx->lock);
     op->proxy_canceled = true;
     if (op->direct_op != NULL) {
         cw_bulk_op_cancel_locked(op->direct_op);
-        cw_mutex_unlock(&ctx->lock);
+        cw_lock_give(&ctx->lock);
         return CW_OK;
     }
-    cw_mutex_unlock(&ctx->lock);
+    cw_lock_give(&ctx->lock);
     return cw_cancel(op->proxy_h);
 }
 
@@ -320,9 +320,9 @@ cw_status_t cw_bproxy_desc_bulk(cw_handle_t *in, unsigned i, cw_bulk_t **b_p)
         return st;
     /* cw_bulk_from_desc handles PROXY descriptors too (and whatever
      * references a remote handle takes). */
-    cw_mutex_lock(&ctx->lock);
+    cw_lock_take(&ctx->lock);
     st = cw_bulk_from_desc(ctx, in->use.net, &d, b_p);
-    cw_mutex_unlock(&ctx->lock);
+    cw_lock_give(&ctx->lock);
     return st;
 }
 

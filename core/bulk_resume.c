@@ -29,7 +29,7 @@ void cw_rs_open(cw_handle_t *h)
     cw_context_t *ctx = h->ctx;
     struct cw_rsess *s;
 
-    CW_ASSERT_LOCKED(&ctx->lock);
+    CW_LOCK_ASSERT_HELD(&ctx->lock);
     if (h->use.role == CW_H_CLIENT || !(h->use.rflags & CW_HF_IDEMPOTENT) ||
         (h->use.rflags & CW_HF_ONE_WAY) || cw_h_flag(h, CW_HFL_SELF) ||
         h->use.srv.rsess != NULL)
@@ -56,7 +56,7 @@ void cw_rs_open(cw_handle_t *h)
 
 const uint8_t *cw_rs_desc(cw_handle_t *h, const cw_buf_t *in, size_t *len_p)
 {
-    CW_ASSERT_LOCKED(&h->ctx->lock);
+    CW_LOCK_ASSERT_HELD(&h->ctx->lock);
     if (h->use.srv.rsess != NULL && h->use.srv.rsess->desc != NULL) {
         *len_p = h->use.srv.rsess->desc_len;
         return h->use.srv.rsess->desc;
@@ -69,7 +69,7 @@ void cw_rs_bulk_join(cw_handle_t *h, cw_bulk_t *b, unsigned idx)
 {
     struct cw_rsess *s = h->use.srv.rsess;
 
-    CW_ASSERT_LOCKED(&h->ctx->lock);
+    CW_LOCK_ASSERT_HELD(&h->ctx->lock);
     if (s == NULL || !cw_bproxy_is_proxy(b) || b->rsess != NULL)
         return;
     s->refs++;
@@ -80,7 +80,7 @@ void cw_rs_bulk_join(cw_handle_t *h, cw_bulk_t *b, unsigned idx)
 
 void cw_rs_bulk_leave(cw_bulk_t *b)
 {
-    CW_ASSERT_LOCKED(&b->ctx->lock);
+    CW_LOCK_ASSERT_HELD(&b->ctx->lock);
     if (b->rsess == NULL)
         return;
     nau_list_del(&b->rs_link);
@@ -90,7 +90,7 @@ void cw_rs_bulk_leave(cw_bulk_t *b)
 
 void cw_rs_handle_leave(cw_handle_t *h)
 {
-    CW_ASSERT_LOCKED(&h->ctx->lock);
+    CW_LOCK_ASSERT_HELD(&h->ctx->lock);
     if (h->use.srv.rsess == NULL)
         return;
     h->use.srv.rsess->h = NULL;
@@ -112,9 +112,9 @@ static void rs_done(struct cw_cqe *e)
     cw_addr_free(op->rs_peer);
     cw_bulk_free(op->remote);
     cw_bulk_free(op->local);
-    cw_mutex_lock(&ctx->lock);
+    cw_lock_take(&ctx->lock);
     rs_unref(op->rsess);
-    cw_mutex_unlock(&ctx->lock);
+    cw_lock_give(&ctx->lock);
     free(op);
 }
 
@@ -132,7 +132,7 @@ static void rs_finish(cw_bulk_op_t *op, cw_status_t st)
 {
     cw_context_t *ctx = op->ctx;
 
-    CW_ASSERT_LOCKED(&ctx->lock);
+    CW_LOCK_ASSERT_HELD(&ctx->lock);
     op->finished = true;
     op->st = st;
     rs_unsuspend(op);
@@ -150,7 +150,7 @@ static void rs_win_cb(cw_handle_t *h, cw_status_t st, void *arg)
     bool found;
 
     (void)h;
-    cw_mutex_lock(&ctx->lock);
+    cw_lock_take(&ctx->lock);
     w->busy = false;
     cw_handle_unref_locked(w->h);
     w->h = NULL;
@@ -182,7 +182,7 @@ static void rs_win_cb(cw_handle_t *h, cw_status_t st, void *arg)
         }
     } while (found);
     rs_step(op);
-    cw_mutex_unlock(&ctx->lock);
+    cw_lock_give(&ctx->lock);
 }
 
 static cw_status_t rs_win_issue(cw_bulk_op_t *op, struct cw_rs_win *w)
@@ -192,7 +192,7 @@ static cw_status_t rs_win_issue(cw_bulk_op_t *op, struct cw_rs_win *w)
     uint64_t now = cw_now_ns(), tmo_ms;
     cw_status_t st;
 
-    CW_ASSERT_LOCKED(&ctx->lock);
+    CW_LOCK_ASSERT_HELD(&ctx->lock);
     if (n > CW_RS_WIN_BYTES)
         n = CW_RS_WIN_BYTES;
     if (now >= op->remote->pexpiry_ns)
@@ -262,7 +262,7 @@ static void rs_step(cw_bulk_op_t *op)
     cw_context_t *ctx = op->ctx;
     struct cw_rsess *s = op->rsess;
 
-    CW_ASSERT_LOCKED(&ctx->lock);
+    CW_LOCK_ASSERT_HELD(&ctx->lock);
     if (op->finished)
         return;
     if (op->st == CW_OK && !op->user_cancel) {
@@ -330,7 +330,7 @@ cw_status_t cw_rs_transfer(cw_context_t *ctx, enum cw_bulk_dir dir,
     cw_bulk_op_t *op;
     cw_status_t st;
 
-    CW_ASSERT_UNLOCKED(&ctx->lock);
+    CW_LOCK_ASSERT_FREE(&ctx->lock);
     st = cw_addr_dup(peer, &peer);
     if (st != CW_OK)
         return st;
@@ -342,7 +342,7 @@ cw_status_t cw_rs_transfer(cw_context_t *ctx, enum cw_bulk_dir dir,
     }
     op->rs_peer = peer;
     nau_list_node_init(&op->susp_link);
-    cw_mutex_lock(&ctx->lock);
+    cw_lock_take(&ctx->lock);
     op->rsess = remote->rsess;
     op->rsess->refs++;
     op->gen = op->rsess->gen;
@@ -350,7 +350,7 @@ cw_status_t cw_rs_transfer(cw_context_t *ctx, enum cw_bulk_dir dir,
     if (op_p)
         *op_p = op;
     rs_step(op); /* a failure to start completes it through the queue */
-    cw_mutex_unlock(&ctx->lock);
+    cw_lock_give(&ctx->lock);
     cw_ctx_wake(ctx);
     return CW_OK;
 }
@@ -359,8 +359,8 @@ cw_status_t cw_rs_cancel(cw_bulk_op_t *op)
 {
     cw_context_t *ctx = op->ctx;
 
-    CW_ASSERT_UNLOCKED(&ctx->lock);
-    cw_mutex_lock(&ctx->lock);
+    CW_LOCK_ASSERT_FREE(&ctx->lock);
+    cw_lock_take(&ctx->lock);
     if (!op->finished) {
         op->user_cancel = true;
         if (op->suspended)
@@ -368,7 +368,7 @@ cw_status_t cw_rs_cancel(cw_bulk_op_t *op)
         else
             rs_cancel_windows(op, true);
     }
-    cw_mutex_unlock(&ctx->lock);
+    cw_lock_give(&ctx->lock);
     return CW_OK;
 }
 
@@ -416,7 +416,7 @@ bool cw_rs_attach(cw_network_t *net, const struct cw_wire_msg *m,
     cw_status_t st;
     uint8_t *desc = NULL;
 
-    CW_ASSERT_LOCKED(&ctx->lock);
+    CW_LOCK_ASSERT_HELD(&ctx->lock);
     if (h == NULL)
         return false; /* unknown or answered: run it as a new request */
     s = h->use.srv.rsess;
@@ -490,7 +490,7 @@ void cw_rs_timers(cw_context_t *ctx, uint64_t now, uint64_t *soonest_p)
 {
     struct nau_list *e, *next;
 
-    CW_ASSERT_LOCKED(&ctx->lock);
+    CW_LOCK_ASSERT_HELD(&ctx->lock);
     for (e = ctx->rs_suspended.next; e != &ctx->rs_suspended; e = next) {
         cw_bulk_op_t *op = nau_container_of(e, cw_bulk_op_t, susp_link);
         next = e->next;
@@ -505,7 +505,7 @@ void cw_rs_cancel_net(cw_context_t *ctx, cw_network_t *net)
 {
     struct nau_list *e, *next;
 
-    CW_ASSERT_LOCKED(&ctx->lock);
+    CW_LOCK_ASSERT_HELD(&ctx->lock);
     for (e = ctx->rs_suspended.next; e != &ctx->rs_suspended; e = next) {
         cw_bulk_op_t *op = nau_container_of(e, cw_bulk_op_t, susp_link);
         next = e->next;

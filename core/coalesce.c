@@ -67,7 +67,7 @@ bool cw_sq_offer(cw_handle_t *h, const uint8_t *msg, size_t len)
     bool in_kind =
         h->use.role == CW_H_SERVER && cw_h_flag(h, CW_HFL_FROM_BATCH);
 
-    CW_ASSERT_LOCKED(&ctx->lock);
+    CW_LOCK_ASSERT_HELD(&ctx->lock);
     if (sq_scope != ctx || (!(ctx->opts.flags & CW_CTX_COALESCE) && !in_kind) ||
         !(h->use.net->caps.flags & CW_NA_CAP_COALESCE) ||
         (h->use.role == CW_H_SERVER && !(h->use.rflags & CW_HF_BATCHES)) ||
@@ -190,7 +190,7 @@ void cw_sq_flush(cw_context_t *ctx)
 {
     cw_handle_t *hs[CW_BATCH_MAX];
 
-    CW_ASSERT_LOCKED(&ctx->lock);
+    CW_LOCK_ASSERT_HELD(&ctx->lock);
     while (!nau_list_empty(&ctx->sendq)) {
         cw_handle_t *first =
             nau_container_of(ctx->sendq.next, cw_handle_t, sq_link);
@@ -238,7 +238,7 @@ void cw_sq_cancel_net(cw_context_t *ctx, cw_network_t *net)
 {
     struct nau_list *e, *next;
 
-    CW_ASSERT_LOCKED(&ctx->lock);
+    CW_LOCK_ASSERT_HELD(&ctx->lock);
     /* Queued messages complete now, not at the end of the pass: the close
      * may run inside that pass (a callback), waiting for them. */
     for (e = ctx->sendq.next; e != &ctx->sendq; e = next) {
@@ -279,10 +279,10 @@ void cw_sq_leave(cw_context_t *ctx, cw_context_t *prev)
         sq_in_kind = 0;
     if (!(ctx->opts.flags & CW_CTX_COALESCE) && !in_kind)
         return;
-    cw_mutex_lock(&ctx->lock);
+    cw_lock_take(&ctx->lock);
     if (ctx->nsendq > 0)
         cw_sq_flush(ctx);
-    cw_mutex_unlock(&ctx->lock);
+    cw_lock_give(&ctx->lock);
 }
 
 void *cw_context_batch_begin(cw_context_t *ctx)

@@ -60,9 +60,7 @@ static void ctx_free(cw_context_t *ctx)
     cw_resolver_fini(ctx);
     free(ctx->default_gateway);
     free(ctx->rwait);
-    pthread_cond_destroy(&ctx->cq_cond);
     pthread_mutex_destroy(&ctx->progress_lock);
-    pthread_mutex_destroy(&ctx->lock);
     free(ctx);
 }
 
@@ -124,17 +122,11 @@ cw_status_t cw_context_create(const struct cw_context_opts *opts,
     nau_list_init(&ctx->rs_suspended);
     nau_list_init(&ctx->sendq);
     nau_list_init(&ctx->batches);
-    cw_mutex_init(&ctx->lock);
+    cw_lock_init(&ctx->lock);
     cw_mutex_init(&ctx->progress_lock);
-    {
-        /* Deadlines on the monotonic clock: a wall-clock step must not
-         * stretch or cut a cw_trigger wait. */
-        pthread_condattr_t ca;
-        pthread_condattr_init(&ca);
-        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-        pthread_cond_init(&ctx->cq_cond, &ca);
-        pthread_condattr_destroy(&ca);
-    }
+    /* Its deadlines are on the monotonic clock: a wall-clock step does
+     * not stretch or cut a cw_trigger wait. */
+    cw_cond_init(&ctx->cq_cond);
     ctx->rwait = calloc(CW_RWAIT_BUCKETS, sizeof(*ctx->rwait));
     if (ctx->rwait == NULL) {
         st = CW_NOMEM;
@@ -177,7 +169,7 @@ cw_status_t cw_context_stats(cw_context_t *ctx,
 {
     if (ctx == NULL || stats_p == NULL)
         return CW_INVALID_ARG;
-    cw_mutex_lock(&ctx->lock);
+    cw_lock_take(&ctx->lock);
     *stats_p = ctx->stats;
     stats_p->unanswered = 0;
     for (struct nau_list *e = ctx->incoming.next; e != &ctx->incoming;
@@ -191,7 +183,7 @@ cw_status_t cw_context_stats(cw_context_t *ctx,
     stats_p->na_dropped = 0;
     for (unsigned i = 0; i < ctx->nnets; i++)
         stats_p->na_dropped += cw_na_dropped(ctx->nets[i]->na);
-    cw_mutex_unlock(&ctx->lock);
+    cw_lock_give(&ctx->lock);
     return CW_OK;
 }
 
@@ -199,7 +191,7 @@ cw_status_t cw_context_stats(cw_context_t *ctx,
 
 void cw_cq_push(cw_context_t *ctx, struct cw_cqe *e)
 {
-    CW_ASSERT_LOCKED(&ctx->lock);
+    CW_LOCK_ASSERT_HELD(&ctx->lock);
     e->next = NULL;
     if (ctx->cq_tail)
         ctx->cq_tail->next = e;
@@ -208,7 +200,7 @@ void cw_cq_push(cw_context_t *ctx, struct cw_cqe *e)
     ctx->cq_tail = e;
     atomic_fetch_add_explicit(&ctx->cq_len, 1, memory_order_release);
     if (ctx->cq_waiters)
-        pthread_cond_signal(&ctx->cq_cond);
+        cw_cond_signal(&ctx->cq_cond);
 }
 
 void cw_ctx_wake(cw_context_t *ctx)
@@ -237,7 +229,7 @@ cw_status_t cw_trigger(cw_context_t *ctx, unsigned timeout_ms, unsigned max,
         return CW_TIMEOUT;
     }
     prev = cw_sq_enter(ctx);
-    cw_mutex_lock(&ctx->lock);
+    cw_lock_take(&ctx->lock);
     while (max == 0 || n < max) {
         struct cw_cqe *e = ctx->cq_head;
         if (e == NULL) {
@@ -254,7 +246,7 @@ cw_status_t cw_trigger(cw_context_t *ctx, unsigned timeout_ms, unsigned max,
                 have_abs = true;
             }
             ctx->cq_waiters++;
-            int rc = pthread_cond_timedwait(&ctx->cq_cond, &ctx->lock, &abs);
+            int rc = cw_cond_timedwait(&ctx->cq_cond, &ctx->lock, &abs);
             ctx->cq_waiters--;
             if (rc == ETIMEDOUT && ctx->cq_head == NULL)
                 break;
@@ -264,7 +256,7 @@ cw_status_t cw_trigger(cw_context_t *ctx, unsigned timeout_ms, unsigned max,
         if (ctx->cq_head == NULL)
             ctx->cq_tail = NULL;
         atomic_fetch_sub_explicit(&ctx->cq_len, 1, memory_order_relaxed);
-        cw_mutex_unlock(&ctx->lock);
+        cw_lock_give(&ctx->lock);
         e->fn(e);
         n++;
         /* Done, or nothing queued meanwhile: no lock to take again (what
@@ -273,9 +265,9 @@ cw_status_t cw_trigger(cw_context_t *ctx, unsigned timeout_ms, unsigned max,
         if ((max != 0 && n >= max) ||
             atomic_load_explicit(&ctx->cq_len, memory_order_acquire) == 0)
             goto out;
-        cw_mutex_lock(&ctx->lock);
+        cw_lock_take(&ctx->lock);
     }
-    cw_mutex_unlock(&ctx->lock);
+    cw_lock_give(&ctx->lock);
 out:
     cw_sq_leave(ctx, prev);
     if (count_p)
@@ -342,7 +334,7 @@ static void net_urecv_cb(const struct cw_na_cb_info *info)
 
 void cw_net_urecv_retry(cw_context_t *ctx)
 {
-    CW_ASSERT_LOCKED(&ctx->lock);
+    CW_LOCK_ASSERT_HELD(&ctx->lock);
     if (ctx->destroying)
         return;
     for (unsigned i = 0; i < ctx->nnets; i++) {
@@ -384,7 +376,7 @@ cw_status_t cw_network_open_locked(cw_context_t *ctx, const char *uri,
     uint32_t naflags = 0;
     char loc[CW_URI_MAX];
 
-    CW_ASSERT_LOCKED(&ctx->lock);
+    CW_LOCK_ASSERT_HELD(&ctx->lock);
     if (ctx->nnets >= CW_MAX_NETS) {
         CW_ERROR("core", "cannot open %s: a context holds at most %d networks",
                  uri, CW_MAX_NETS);
@@ -496,9 +488,9 @@ cw_status_t cw_network_open(cw_context_t *ctx, const char *uri, uint32_t flags,
     if (ctx == NULL || uri == NULL ||
         (flags & ~(CW_NET_LISTEN | CW_NET_ASYNC_RMA)))
         return CW_INVALID_ARG;
-    cw_mutex_lock(&ctx->lock);
+    cw_lock_take(&ctx->lock);
     st = cw_network_open_locked(ctx, uri, flags, &net);
-    cw_mutex_unlock(&ctx->lock);
+    cw_lock_give(&ctx->lock);
     if (st == CW_OK && net_p)
         *net_p = net;
     return st;
@@ -510,7 +502,7 @@ void cw_net_unref_locked(cw_network_t *net)
 {
     cw_context_t *ctx = net->ctx;
 
-    CW_ASSERT_LOCKED(&ctx->lock);
+    CW_LOCK_ASSERT_HELD(&ctx->lock);
     if (--net->refs > 0)
         return;
     /* Only a closed network loses the context's reference. */
@@ -528,7 +520,7 @@ static bool net_busy(cw_context_t *ctx, cw_network_t *net)
 {
     struct nau_list *e;
 
-    CW_ASSERT_LOCKED(&ctx->lock);
+    CW_LOCK_ASSERT_HELD(&ctx->lock);
     if (net->urecv_posted > 0 || net->resp_sending > 0 ||
         cw_notice_pending(ctx, net))
         return true;
@@ -553,7 +545,7 @@ static void net_detach(cw_context_t *ctx, cw_network_t *net)
     unsigned p = net->index;
     struct nau_list *e;
 
-    CW_ASSERT_LOCKED(&ctx->lock);
+    CW_LOCK_ASSERT_HELD(&ctx->lock);
     for (e = ctx->bulks.next; e != &ctx->bulks; e = e->next) {
         cw_bulk_t *b = nau_container_of(e, cw_bulk_t, ctx_link);
         if (b->reg[p])
@@ -592,9 +584,9 @@ cw_status_t cw_network_close(cw_network_t *net)
     if (net == NULL)
         return CW_INVALID_ARG;
     ctx = net->ctx;
-    cw_mutex_lock(&ctx->lock);
+    cw_lock_take(&ctx->lock);
     if (net->closed || ctx->destroying) {
-        cw_mutex_unlock(&ctx->lock);
+        cw_lock_give(&ctx->lock);
         return CW_INVALID_ARG;
     }
     net->closed = true;
@@ -612,14 +604,14 @@ cw_status_t cw_network_close(cw_network_t *net)
     for (unsigned i = 0; i < net->nurecv; i++)
         if (net->urecv[i].op)
             cw_na_cancel(net->na, net->urecv[i].op);
-    cw_mutex_unlock(&ctx->lock);
+    cw_lock_give(&ctx->lock);
 
     /* The cancellations complete through the plugin: drive it until they
      * have (bounded, like cw_context_destroy). */
     until = cw_now_ns() + CW_DRAIN_NS;
     for (;;) {
         bool busy;
-        cw_mutex_lock(&ctx->lock);
+        cw_lock_take(&ctx->lock);
         (void)cw_na_progress(net->na, 0, NULL);
         cw_rpc_cancel_net(ctx, net);
         busy = net_busy(ctx, net);
@@ -630,14 +622,14 @@ cw_status_t cw_network_close(cw_network_t *net)
             net_detach(ctx, net);
             break;
         }
-        cw_mutex_unlock(&ctx->lock);
+        cw_lock_give(&ctx->lock);
         struct timespec ts = {0, 100000L};
         nanosleep(&ts, NULL);
     }
     cw_ctx_wake(ctx);
     CW_INFO("core", "network %s closed", net->uri);
     cw_net_unref_locked(net); /* the context's reference */
-    cw_mutex_unlock(&ctx->lock);
+    cw_lock_give(&ctx->lock);
     return CW_OK;
 }
 
@@ -654,7 +646,7 @@ cw_status_t cw_network_uri(cw_network_t *net, char *buf, size_t len)
 cw_network_t *cw_net_find(cw_context_t *ctx, const char *plugin,
                           const char *protocol)
 {
-    CW_ASSERT_LOCKED(&ctx->lock);
+    CW_LOCK_ASSERT_HELD(&ctx->lock);
     for (unsigned i = 0; i < ctx->nnets; i++) {
         cw_network_t *net = ctx->nets[i];
         if (strcmp(net->plugin, plugin) == 0 &&
@@ -666,13 +658,13 @@ cw_network_t *cw_net_find(cw_context_t *ctx, const char *plugin,
 
 uint64_t cw_ctx_req_id(cw_context_t *ctx)
 {
-    CW_ASSERT_LOCKED(&ctx->lock);
+    CW_LOCK_ASSERT_HELD(&ctx->lock);
     return cw_idgen_next64(&ctx->req_ids);
 }
 
 uint32_t cw_net_tag(cw_network_t *net)
 {
-    CW_ASSERT_LOCKED(&net->ctx->lock);
+    CW_LOCK_ASSERT_HELD(&net->ctx->lock);
     return cw_idgen_next32(&net->tags, net->caps.max_tag);
 }
 
@@ -689,19 +681,19 @@ void cw_context_destroy(cw_context_t *ctx)
 
     if (ctx == NULL)
         return;
-    cw_mutex_lock(&ctx->lock);
+    cw_lock_take(&ctx->lock);
     ctx->destroying = true;
     cw_rpc_cancel_all(ctx);
-    cw_mutex_unlock(&ctx->lock);
+    cw_lock_give(&ctx->lock);
     until = cw_now_ns() + CW_DRAIN_NS;
     for (;;) {
         bool busy;
         cw_progress(ctx, 1);
         cw_trigger(ctx, 0, 0, NULL);
-        cw_mutex_lock(&ctx->lock);
+        cw_lock_take(&ctx->lock);
         cw_rpc_cancel_all(ctx);
         busy = cw_ctx_busy(ctx);
-        cw_mutex_unlock(&ctx->lock);
+        cw_lock_give(&ctx->lock);
         if (!busy)
             break;
         if (cw_now_ns() > until) {
@@ -718,12 +710,12 @@ void cw_context_destroy(cw_context_t *ctx)
     until = cw_now_ns() + CW_DRAIN_NS;
     for (;;) {
         bool posted = false;
-        cw_mutex_lock(&ctx->lock);
+        cw_lock_take(&ctx->lock);
         for (unsigned i = 0; i < ctx->nnets; i++) {
             cw_na_progress(ctx->nets[i]->na, 0, NULL);
             posted |= ctx->nets[i]->urecv_posted > 0;
         }
-        cw_mutex_unlock(&ctx->lock);
+        cw_lock_give(&ctx->lock);
         if (!posted || cw_now_ns() > until)
             break;
     }

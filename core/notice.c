@@ -40,7 +40,7 @@ cw_status_t cw_notice_send(cw_context_t *ctx, cw_network_t *net,
     struct cw_notice *n;
     cw_status_t st;
 
-    CW_ASSERT_LOCKED(&ctx->lock);
+    CW_LOCK_ASSERT_HELD(&ctx->lock);
     if (net->closed)
         return CW_DISCONNECTED;
     n = calloc(1, sizeof(*n));
@@ -69,7 +69,7 @@ void cw_notice_cancel_net(cw_context_t *ctx, cw_network_t *net)
 {
     struct nau_list *e, *next;
 
-    CW_ASSERT_LOCKED(&ctx->lock);
+    CW_LOCK_ASSERT_HELD(&ctx->lock);
     for (e = ctx->notices.next; e != &ctx->notices; e = next) {
         struct cw_notice *n = nau_container_of(e, struct cw_notice, link);
         next = e->next; /* a plugin may complete the cancel at once */
@@ -82,7 +82,7 @@ void cw_notice_cancel_net(cw_context_t *ctx, cw_network_t *net)
 
 bool cw_notice_pending(cw_context_t *ctx, const cw_network_t *net)
 {
-    CW_ASSERT_LOCKED(&ctx->lock);
+    CW_LOCK_ASSERT_HELD(&ctx->lock);
     for (struct nau_list *e = ctx->notices.next; e != &ctx->notices;
          e = e->next)
         if (net == NULL ||

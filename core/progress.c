@@ -41,7 +41,7 @@ static unsigned progress_poll(cw_context_t *ctx)
     unsigned total = 0;
     uint64_t now;
 
-    cw_mutex_lock(&ctx->lock);
+    cw_lock_take(&ctx->lock);
     for (unsigned i = 0; i < ctx->nnets; i++) {
         unsigned c = 0;
         cw_status_t st = cw_na_progress(ctx->nets[i]->na, 0, &c);
@@ -64,7 +64,7 @@ static unsigned progress_poll(cw_context_t *ctx)
         ctx->active_ns = cw_now_ns();
     if (ctx->cq_head != NULL)
         total++;
-    cw_mutex_unlock(&ctx->lock);
+    cw_lock_give(&ctx->lock);
     return total;
 }
 
@@ -86,9 +86,9 @@ static bool progress_block(cw_context_t *ctx, unsigned ms, unsigned *unsafe)
     unsigned cap;
     int n;
 
-    cw_mutex_lock(&ctx->lock);
+    cw_lock_take(&ctx->lock);
     if (ctx->cq_head != NULL) {
-        cw_mutex_unlock(&ctx->lock);
+        cw_lock_give(&ctx->lock);
         return false;
     }
     cap = cw_ctx_busy(ctx) || !nau_list_empty(&ctx->incoming) ||
@@ -107,7 +107,7 @@ static bool progress_block(cw_context_t *ctx, unsigned ms, unsigned *unsafe)
     for (unsigned i = 0; !safe && !nofd && !streaming && i < ctx->nnets; i++)
         streaming = cw_na_streaming(ctx->nets[i]->na);
     atomic_fetch_add(&ctx->sleepers, 1);
-    cw_mutex_unlock(&ctx->lock);
+    cw_lock_give(&ctx->lock);
     /* After announcing the sleep: an interrupt either sees the sleeper
      * (and writes the eventfd) or is seen here. */
     if (atomic_load(&ctx->interrupted)) {
@@ -147,9 +147,9 @@ static bool progress_block(cw_context_t *ctx, unsigned ms, unsigned *unsafe)
     }
     atomic_fetch_sub(&ctx->sleepers, 1);
     if (netev) {
-        cw_mutex_lock(&ctx->lock);
+        cw_lock_take(&ctx->lock);
         ctx->active_ns = cw_now_ns();
-        cw_mutex_unlock(&ctx->lock);
+        cw_lock_give(&ctx->lock);
     }
     return watched;
 }
@@ -173,7 +173,7 @@ cw_status_t cw_context_watch_fd(cw_context_t *ctx, int fd)
 
     if (ctx == NULL || fd < 0)
         return CW_INVALID_ARG;
-    cw_mutex_lock(&ctx->lock);
+    cw_lock_take(&ctx->lock);
     for (unsigned i = 0; i < ctx->nwatch; i++)
         if (ctx->watch[i] == fd)
             st = CW_EXIST;
@@ -190,7 +190,7 @@ cw_status_t cw_context_watch_fd(cw_context_t *ctx, int fd)
     }
     if (st == CW_OK)
         ctx->watch[ctx->nwatch++] = fd;
-    cw_mutex_unlock(&ctx->lock);
+    cw_lock_give(&ctx->lock);
     return st;
 }
 
@@ -200,7 +200,7 @@ cw_status_t cw_context_unwatch_fd(cw_context_t *ctx, int fd)
 
     if (ctx == NULL || fd < 0)
         return CW_INVALID_ARG;
-    cw_mutex_lock(&ctx->lock);
+    cw_lock_take(&ctx->lock);
     for (unsigned i = 0; i < ctx->nwatch; i++) {
         if (ctx->watch[i] != fd)
             continue;
@@ -211,7 +211,7 @@ cw_status_t cw_context_unwatch_fd(cw_context_t *ctx, int fd)
         st = CW_OK;
         break;
     }
-    cw_mutex_unlock(&ctx->lock);
+    cw_lock_give(&ctx->lock);
     return st;
 }
 

@@ -39,7 +39,7 @@ cw_status_t cw_rpc_register(cw_context_t *ctx, const char *name,
         return CW_INVALID_ARG;
     id = cw_rpc_id(name);
     n = strlen(name);
-    cw_mutex_lock(&ctx->lock);
+    cw_lock_take(&ctx->lock);
     c = cw_rpc_class_find(ctx, id);
     if (c != NULL) {
         if (strcmp(c->name, name) == 0)
@@ -49,12 +49,12 @@ cw_status_t cw_rpc_register(cw_context_t *ctx, const char *name,
                      "RPC \"%s\" hashes to the id of \"%s\" (%016llx); "
                      "rename one of them",
                      name, c->name, (unsigned long long)id);
-        cw_mutex_unlock(&ctx->lock);
+        cw_lock_give(&ctx->lock);
         return CW_EXIST;
     }
     c = calloc(1, sizeof(*c) + n + 1);
     if (c == NULL) {
-        cw_mutex_unlock(&ctx->lock);
+        cw_lock_give(&ctx->lock);
         return CW_NOMEM;
     }
     c->id = id;
@@ -65,7 +65,7 @@ cw_status_t cw_rpc_register(cw_context_t *ctx, const char *name,
     memcpy(c->name, name, n + 1);
     c->next = ctx->rpcs[id % CW_RPC_BUCKETS];
     ctx->rpcs[id % CW_RPC_BUCKETS] = c;
-    cw_mutex_unlock(&ctx->lock);
+    cw_lock_give(&ctx->lock);
     if (id_p)
         *id_p = id;
     return CW_OK;
@@ -77,17 +77,17 @@ cw_status_t cw_rpc_deregister(cw_context_t *ctx, cw_rpc_id_t id)
 
     if (ctx == NULL)
         return CW_INVALID_ARG;
-    cw_mutex_lock(&ctx->lock);
+    cw_lock_take(&ctx->lock);
     for (pp = &ctx->rpcs[id % CW_RPC_BUCKETS]; *pp; pp = &(*pp)->next) {
         if ((*pp)->id == id) {
             struct cw_rpc_class *c = *pp;
             *pp = c->next;
             free(c);
-            cw_mutex_unlock(&ctx->lock);
+            cw_lock_give(&ctx->lock);
             return CW_OK;
         }
     }
-    cw_mutex_unlock(&ctx->lock);
+    cw_lock_give(&ctx->lock);
     return CW_NOENT;
 }
 
@@ -110,7 +110,7 @@ cw_status_t cw_handle_create_locked(cw_context_t *ctx, cw_addr_t *dest,
     struct cw_rpc_class *c;
     cw_status_t st;
 
-    CW_ASSERT_LOCKED(&ctx->lock);
+    CW_LOCK_ASSERT_HELD(&ctx->lock);
     st = cw_addr_dup_locked(dest, &ref);
     if (st != CW_OK)
         return st;
@@ -141,9 +141,9 @@ cw_status_t cw_handle_create(cw_context_t *ctx, cw_addr_t *dest, cw_rpc_id_t id,
 
     if (ctx == NULL || dest == NULL || h_p == NULL || dest->ctx != ctx)
         return CW_INVALID_ARG;
-    cw_mutex_lock(&ctx->lock);
+    cw_lock_take(&ctx->lock);
     st = cw_handle_create_locked(ctx, dest, id, h_p);
-    cw_mutex_unlock(&ctx->lock);
+    cw_lock_give(&ctx->lock);
     return st;
 }
 

@@ -43,7 +43,7 @@ static void h_linger(cw_handle_t *h, uint64_t until)
 
 void cw_h_fail(cw_handle_t *h, cw_status_t st)
 {
-    CW_ASSERT_LOCKED(&h->ctx->lock);
+    CW_LOCK_ASSERT_HELD(&h->ctx->lock);
     if (h->use.state != CW_H_ACTIVE)
         return;
     cw_h_set_final(h, st);
@@ -84,7 +84,7 @@ void cw_h_cancel_locked(cw_handle_t *h)
 {
     struct cw_wire_hdr hdr = {.type = CW_MSG_CANCEL};
 
-    CW_ASSERT_LOCKED(&h->ctx->lock);
+    CW_LOCK_ASSERT_HELD(&h->ctx->lock);
     if (h->use.state != CW_H_ACTIVE)
         return;
     /* Tell the next hop, so that cancel propagates downstream (best
@@ -109,9 +109,9 @@ cw_status_t cw_cancel(cw_handle_t *h)
     if (h->use.role == CW_H_SERVER)
         return CW_UNSUPPORTED;
     ctx = h->ctx;
-    cw_mutex_lock(&ctx->lock);
+    cw_lock_take(&ctx->lock);
     cw_h_cancel_locked(h);
-    cw_mutex_unlock(&ctx->lock);
+    cw_lock_give(&ctx->lock);
     return CW_OK;
 }
 
@@ -172,7 +172,7 @@ void cw_rpc_cancel_net(cw_context_t *ctx, cw_network_t *net)
 {
     struct nau_list *e, *next;
 
-    CW_ASSERT_LOCKED(&ctx->lock);
+    CW_LOCK_ASSERT_HELD(&ctx->lock);
     for (e = ctx->inflight.next; e != &ctx->inflight; e = next) {
         cw_handle_t *h = nau_container_of(e, cw_handle_t, link);
         next = e->next;

@@ -245,7 +245,7 @@ cw_status_t cw_forward_net(cw_handle_t *h)
     size_t total;
     cw_status_t st;
 
-    CW_ASSERT_LOCKED(&h->ctx->lock);
+    CW_LOCK_ASSERT_HELD(&h->ctx->lock);
     memset(&hdr, 0, sizeof(hdr));
     hdr.type = CW_MSG_REQ;
     hdr.flags = h->use.rflags & CW_HF_ONE_WAY;
@@ -312,7 +312,7 @@ cw_status_t cw_forward_self(cw_handle_t *h)
     cw_handle_t *sh;
     cw_status_t st;
 
-    CW_ASSERT_LOCKED(&h->ctx->lock);
+    CW_LOCK_ASSERT_HELD(&h->ctx->lock);
     sh = cw_handle_alloc(ctx, CW_H_SERVER);
     if (sh == NULL)
         return CW_NOMEM;
@@ -364,7 +364,7 @@ cw_status_t cw_handle_set_idempotent(cw_handle_t *h, bool on)
         return CW_INVALID_ARG;
     if (on && cw_random_fill(&id, sizeof(id)) != CW_OK)
         return CW_IO;
-    cw_mutex_lock(&h->ctx->lock);
+    cw_lock_take(&h->ctx->lock);
     if ((h->use.rflags & CW_HF_ONE_WAY) || cw_h_busy(h) ||
         h->use.relay.in != NULL) {
         st = CW_INVALID_ARG;
@@ -374,7 +374,7 @@ cw_status_t cw_handle_set_idempotent(cw_handle_t *h, bool on)
             h->use.rflags |= CW_HF_IDEMPOTENT;
         h->use.resume_id = id;
     }
-    cw_mutex_unlock(&h->ctx->lock);
+    cw_lock_give(&h->ctx->lock);
     return st;
 }
 
@@ -385,7 +385,7 @@ cw_status_t cw_forward_locked(cw_handle_t *h, uint64_t timeout_ms,
     enum cw_hstate from;
     cw_status_t st;
 
-    CW_ASSERT_LOCKED(&ctx->lock);
+    CW_LOCK_ASSERT_HELD(&ctx->lock);
     if (cw_h_busy(h))
         return CW_BUSY;
     if (ctx->destroying)
@@ -459,9 +459,9 @@ cw_status_t cw_forward(cw_handle_t *h, uint64_t timeout_ms, cw_forward_cb_t cb,
 
     if (h == NULL || h->use.role == CW_H_SERVER)
         return CW_INVALID_ARG;
-    cw_mutex_lock(&h->ctx->lock);
+    cw_lock_take(&h->ctx->lock);
     st = cw_forward_locked(h, timeout_ms, cb, arg);
-    cw_mutex_unlock(&h->ctx->lock);
+    cw_lock_give(&h->ctx->lock);
     return st;
 }
 
@@ -481,17 +481,17 @@ bool cw_h_reforward(cw_handle_t *h, cw_status_t st)
     if (now + 1000000 >= h->use.deadline_ns ||
         cw_addr_reroute(h->use.cli.addr, &addr) != CW_OK)
         return false;
-    cw_mutex_lock(&ctx->lock);
+    cw_lock_take(&ctx->lock);
     cw_addr_unref_locked(h->use.cli.addr);
     h->use.cli.addr = addr;
     h->use.net = addr->net;
     h->use.rflags |= CW_HF_RESUME;
     h->use.cli.reforwards++;
     cw_h_flag_set(h, CW_HFL_REFORWARD);
-    cw_mutex_unlock(&ctx->lock);
+    cw_lock_give(&ctx->lock);
     fst = cw_forward(h, (h->use.deadline_ns - now) / 1000000u, h->use.cli.cb,
                      h->use.cli.arg);
-    cw_mutex_lock(&ctx->lock);
+    cw_lock_take(&ctx->lock);
     cw_h_flag_clear(h, CW_HFL_REFORWARD);
     if (fst == CW_OK) {
         ctx->stats.reforwarded++;
@@ -500,6 +500,6 @@ bool cw_h_reforward(cw_handle_t *h, cw_status_t st)
                   "(%s): request resumed through another one",
                   cw_status_name(st));
     }
-    cw_mutex_unlock(&ctx->lock);
+    cw_lock_give(&ctx->lock);
     return fst == CW_OK;
 }

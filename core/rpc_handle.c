@@ -21,7 +21,7 @@ struct cw_handle *cw_handle_alloc(cw_context_t *ctx, enum cw_hrole role)
 {
     cw_handle_t *h = ctx->free_handles;
 
-    CW_ASSERT_LOCKED(&ctx->lock);
+    CW_LOCK_ASSERT_HELD(&ctx->lock);
     if (h != NULL) {
         ctx->free_handles = h->next_free;
         ctx->nfree_handles--;
@@ -148,19 +148,19 @@ static void handle_recycle_locked(cw_handle_t *h)
 
 void cw_rpc_pool_fini(cw_context_t *ctx)
 {
-    cw_mutex_lock(&ctx->lock);
+    cw_lock_take(&ctx->lock);
     while (ctx->free_handles) {
         cw_handle_t *h = ctx->free_handles;
         ctx->free_handles = h->next_free;
         handle_free(h);
     }
     ctx->nfree_handles = 0;
-    cw_mutex_unlock(&ctx->lock);
+    cw_lock_give(&ctx->lock);
 }
 
 void cw_handle_unref_locked(cw_handle_t *h)
 {
-    CW_ASSERT_LOCKED(&h->ctx->lock);
+    CW_LOCK_ASSERT_HELD(&h->ctx->lock);
     if (atomic_fetch_sub(&h->refs, 1) == 1)
         handle_recycle_locked(h);
 }
@@ -174,9 +174,9 @@ void cw_handle_release(cw_handle_t *h)
     if (atomic_fetch_sub(&h->refs, 1) != 1)
         return;
     ctx = h->ctx;
-    cw_mutex_lock(&ctx->lock);
+    cw_lock_take(&ctx->lock);
     handle_recycle_locked(h);
-    cw_mutex_unlock(&ctx->lock);
+    cw_lock_give(&ctx->lock);
 }
 
 void cw_handle_ref(cw_handle_t *h)
@@ -218,9 +218,9 @@ bool cw_handle_canceled(cw_handle_t *h)
 
     if (h == NULL || h->use.role == CW_H_CLIENT)
         return false;
-    cw_mutex_lock(&h->ctx->lock);
+    cw_lock_take(&h->ctx->lock);
     c = h->use.srv.canceled || cw_now_ns() > h->use.deadline_ns;
-    cw_mutex_unlock(&h->ctx->lock);
+    cw_lock_give(&h->ctx->lock);
     return c;
 }
 
@@ -307,7 +307,7 @@ void cw_h_complete(struct cw_cqe *e)
     cw_status_t st;
     bool keep;
 
-    cw_mutex_lock(&ctx->lock);
+    cw_lock_take(&ctx->lock);
     /* Still exposed to the peer (see cw_h_fail): the linger may end (and
      * cw_h_check drop the forward's reference) on another thread, or in a
      * progress call the callback makes, while the callback still uses the
@@ -319,7 +319,7 @@ void cw_h_complete(struct cw_cqe *e)
     cb = h->use.role == CW_H_SERVER ? h->use.srv.cb : h->use.cli.cb;
     arg = h->use.role == CW_H_SERVER ? h->use.srv.arg : h->use.cli.arg;
     st = h->use.final;
-    cw_mutex_unlock(&ctx->lock);
+    cw_lock_give(&ctx->lock);
     if (!keep && cw_h_may_reforward(h, st) && cw_h_reforward(h, st)) {
         cw_handle_release(h); /* the new forward holds its own */
         return;

@@ -2,10 +2,10 @@
  * Private structures of the RPC and bulk layers (context, networks,
  * addresses, handles, buffers, bulk handles, wire format).  Not installed.
  *
- * Locking: one mutex per context (ctx->lock) protects every object of the
- * context.  Network progress runs with it held, so NA completion callbacks
- * see consistent state and may post new operations; user callbacks never
- * run with it held (cw_trigger drops it first).
+ * Locking: one lock per context (ctx->lock, util/cw_lock.h) protects every
+ * object of the context.  Network progress runs with it held, so NA completion
+ * callbacks see consistent state and may post new operations; user callbacks
+ * never run with it held (cw_trigger drops it first).
  */
 #ifndef CW_RPC_PRIV_H
 #define CW_RPC_PRIV_H
@@ -20,6 +20,7 @@
 #include <causeway/forward.h>
 #include <causeway/na.h>
 
+#include "cw_lock.h"
 #include "cw_mutex.h"
 #include "ids.h"
 #include "nau_list.h"
@@ -313,9 +314,9 @@ struct cw_rpc_class {
 #define CW_RPC_BUCKETS 64
 
 struct cw_context {
-    pthread_mutex_t lock;
+    cw_lock_t lock;
     pthread_mutex_t progress_lock;
-    pthread_cond_t cq_cond;
+    cw_cond_t cq_cond;
     struct cw_context_opts opts;
     cw_network_t *nets[CW_MAX_NETS];
     unsigned nnets;
@@ -370,7 +371,7 @@ struct cw_context {
 /** Anything in flight that only progress moves on. */
 static inline bool cw_ctx_busy(const cw_context_t *ctx)
 {
-    CW_ASSERT_LOCKED(&ctx->lock);
+    CW_LOCK_ASSERT_HELD(&ctx->lock);
     return !nau_list_empty(&ctx->inflight) ||
            !nau_list_empty(&ctx->wait_done) ||
            !nau_list_empty(&ctx->bulk_ops) ||
@@ -870,7 +871,7 @@ struct cw_bulk_op {
 /** Make sure the timers look again at @p t. */
 static inline void cw_ctx_timer_at(cw_context_t *ctx, uint64_t t)
 {
-    CW_ASSERT_LOCKED(&ctx->lock);
+    CW_LOCK_ASSERT_HELD(&ctx->lock);
     if (t < ctx->next_deadline)
         ctx->next_deadline = t;
 }
@@ -945,7 +946,7 @@ cw_status_t cw_network_open_locked(cw_context_t *ctx, const char *uri,
  *  remote bulk handles on it. */
 static inline void cw_net_ref(cw_network_t *net)
 {
-    CW_ASSERT_LOCKED(&net->ctx->lock);
+    CW_LOCK_ASSERT_HELD(&net->ctx->lock);
     net->refs++;
 }
 /** Drop a network reference (lock held); the last one of a closed network

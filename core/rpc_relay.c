@@ -15,10 +15,10 @@ cw_status_t cw_context_set_relay_hook(cw_context_t *ctx, cw_relay_hook_t hook,
 {
     if (ctx == NULL)
         return CW_INVALID_ARG;
-    cw_mutex_lock(&ctx->lock);
+    cw_lock_take(&ctx->lock);
     ctx->relay_hook = hook;
     ctx->relay_arg = arg;
-    cw_mutex_unlock(&ctx->lock);
+    cw_lock_give(&ctx->lock);
     return CW_OK;
 }
 
@@ -26,9 +26,9 @@ cw_status_t cw_context_set_max_hops(cw_context_t *ctx, unsigned max_hops)
 {
     if (ctx == NULL || max_hops > 255)
         return CW_INVALID_ARG;
-    cw_mutex_lock(&ctx->lock);
+    cw_lock_take(&ctx->lock);
     ctx->max_hops = max_hops;
-    cw_mutex_unlock(&ctx->lock);
+    cw_lock_give(&ctx->lock);
     return CW_OK;
 }
 
@@ -110,17 +110,17 @@ cw_status_t cw_relay_create_on(cw_context_t *out_ctx, cw_handle_t *in,
      * the incoming handle's lock (never both contexts' locks).  In one
      * context, made under the same hold. */
     if (!xctx) {
-        cw_mutex_lock(&ctx->lock);
+        cw_lock_take(&ctx->lock);
         st = cw_handle_create_locked(ctx, next_hop, in->use.id, &out);
         if (st != CW_OK) {
-            cw_mutex_unlock(&ctx->lock);
+            cw_lock_give(&ctx->lock);
             return st;
         }
     } else {
         st = cw_handle_create(out_ctx, next_hop, in->use.id, &out);
         if (st != CW_OK)
             return st;
-        cw_mutex_lock(&ctx->lock);
+        cw_lock_take(&ctx->lock);
     }
     out->use.rflags =
         in->use.rflags & (CW_HF_ONE_WAY | CW_HF_IDEMPOTENT | CW_HF_RESUME);
@@ -169,12 +169,12 @@ cw_status_t cw_relay_create_on(cw_context_t *out_ctx, cw_handle_t *in,
         out->use.relay.in = in;
         in->use.relay.out = out;
     }
-    cw_mutex_unlock(&ctx->lock);
+    cw_lock_give(&ctx->lock);
     *out_p = out;
     return CW_OK;
 
 err_unlock:
-    cw_mutex_unlock(&ctx->lock);
+    cw_lock_give(&ctx->lock);
     cw_handle_release(out);
     return st;
 }
@@ -185,13 +185,13 @@ cw_status_t cw_relay_set_resume(cw_handle_t *out)
 
     if (out == NULL || out->use.role == CW_H_SERVER)
         return CW_INVALID_ARG;
-    cw_mutex_lock(&out->ctx->lock);
+    cw_lock_take(&out->ctx->lock);
     if (out->use.relay.in != NULL && (out->use.rflags & CW_HF_IDEMPOTENT) &&
         out->use.state == CW_H_IDLE) {
         out->use.rflags |= CW_HF_RESUME;
         st = CW_OK;
     }
-    cw_mutex_unlock(&out->ctx->lock);
+    cw_lock_give(&out->ctx->lock);
     return st;
 }
 
@@ -202,12 +202,12 @@ cw_status_t cw_relay_fail(cw_handle_t *out, cw_status_t status)
         (status != CW_DISCONNECTED && status != CW_UNREACHABLE &&
          status != CW_IO))
         return CW_INVALID_ARG;
-    cw_mutex_lock(&out->ctx->lock);
+    cw_lock_take(&out->ctx->lock);
     if (out->use.state == CW_H_ACTIVE) {
         cw_h_fail(out, status);
         cw_h_check(out);
     }
-    cw_mutex_unlock(&out->ctx->lock);
+    cw_lock_give(&out->ctx->lock);
     cw_ctx_wake(out->ctx);
     return CW_OK;
 }
@@ -338,12 +338,12 @@ cw_status_t cw_relay_respond(cw_handle_t *in, cw_handle_t *out,
      * keeps it. */
     ctx = in->ctx;
     if (out->ctx != ctx) {
-        cw_mutex_lock(&out->ctx->lock);
+        cw_lock_take(&out->ctx->lock);
         done = out->use.state == CW_H_DONE && !cw_h_busy(out);
-        cw_mutex_unlock(&out->ctx->lock);
-        cw_mutex_lock(&ctx->lock);
+        cw_lock_give(&out->ctx->lock);
+        cw_lock_take(&ctx->lock);
     } else {
-        cw_mutex_lock(&ctx->lock);
+        cw_lock_take(&ctx->lock);
         done = out->use.state == CW_H_DONE && !cw_h_busy(out);
     }
     cw_buf_reset(&in->out);
@@ -362,7 +362,7 @@ cw_status_t cw_relay_respond(cw_handle_t *in, cw_handle_t *out,
     }
     if (st == CW_OK)
         st = cw_respond_locked(in, status, cb, arg);
-    cw_mutex_unlock(&ctx->lock);
+    cw_lock_give(&ctx->lock);
     cw_ctx_wake(ctx);
     return st;
 }

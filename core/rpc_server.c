@@ -37,7 +37,7 @@ void cw_rpc_dispatch(cw_handle_t *h)
     cw_context_t *ctx = h->ctx;
     struct cw_rpc_class *c;
 
-    CW_ASSERT_LOCKED(&h->ctx->lock);
+    CW_LOCK_ASSERT_HELD(&h->ctx->lock);
     if (h->use.srv.route != NULL && !route_is_ours(ctx, h->use.srv.route)) {
         if (ctx->relay_hook == NULL) {
             if (h->use.rflags & CW_HF_ONE_WAY)
@@ -331,7 +331,7 @@ void cw_rpc_recv_batch(cw_network_t *net, struct cw_urecv *u,
     unsigned n = 0;
     cw_status_t st;
 
-    CW_ASSERT_LOCKED(&net->ctx->lock);
+    CW_LOCK_ASSERT_HELD(&net->ctx->lock);
     ctx->stats.rx_batches++;
     for (;;) {
         struct cw_wire_msg m;
@@ -497,7 +497,7 @@ cw_status_t cw_respond_locked(cw_handle_t *h, cw_status_t status,
 {
     cw_status_t st;
 
-    CW_ASSERT_LOCKED(&h->ctx->lock);
+    CW_LOCK_ASSERT_HELD(&h->ctx->lock);
     if (h->use.role == CW_H_CLIENT || h->use.state != CW_H_IDLE ||
         (h->use.rflags & CW_HF_ONE_WAY) || !cw_status_valid((int)status))
         return CW_INVALID_ARG;
@@ -563,9 +563,9 @@ cw_status_t cw_respond(cw_handle_t *h, cw_status_t status, cw_respond_cb_t cb,
 
     if (h == NULL)
         return CW_INVALID_ARG;
-    cw_mutex_lock(&h->ctx->lock);
+    cw_lock_take(&h->ctx->lock);
     st = cw_respond_locked(h, status, cb, arg);
-    cw_mutex_unlock(&h->ctx->lock);
+    cw_lock_give(&h->ctx->lock);
     cw_ctx_wake(h->ctx);
     return st;
 }

@@ -58,7 +58,7 @@ const char *cw_spread_pick(cw_network_t *net)
     struct cw_spread *s = net->spread;
     unsigned k;
 
-    CW_ASSERT_LOCKED(&net->ctx->lock);
+    CW_LOCK_ASSERT_HELD(&net->ctx->lock);
     if (s == NULL)
         return NULL;
     k = s->next++ % s->n;
@@ -135,9 +135,9 @@ cw_status_t cw_network_open_spread(cw_context_t *const *ctxs, unsigned n,
             goto err_close;
         snprintf(s->uri[i], CW_URI_MAX, "%s", nets_p[i]->uri);
     }
-    cw_mutex_lock(&ctxs[0]->lock);
+    cw_lock_take(&ctxs[0]->lock);
     nets_p[0]->spread = s;
-    cw_mutex_unlock(&ctxs[0]->lock);
+    cw_lock_give(&ctxs[0]->lock);
     return CW_OK;
 
 err_close:
@@ -273,7 +273,7 @@ bool cw_pin_route(cw_handle_t *h, uint16_t *flags)
     struct cw_pin *p;
     unsigned lane;
 
-    CW_ASSERT_LOCKED(&h->ctx->lock);
+    CW_LOCK_ASSERT_HELD(&h->ctx->lock);
     h->use.cli.peer = h->use.cli.addr->na;
     h->use.cli.pin =
         NULL; /* only a forward counted on a pin, or waiting, has one */
@@ -333,7 +333,7 @@ void cw_pin_answer(cw_handle_t *h, const char *uri, size_t len)
     char s[CW_URI_MAX];
     cw_na_addr_t *member;
 
-    CW_ASSERT_LOCKED(&h->ctx->lock);
+    CW_LOCK_ASSERT_HELD(&h->ctx->lock);
     if (p == NULL || !cw_h_flag(h, CW_HFL_PIN_ASKER) ||
         p->state != CW_PIN_ASKED)
         return;
@@ -428,7 +428,7 @@ void cw_pin_sent(cw_handle_t *h)
 {
     struct cw_pin *p = h->use.cli.pin;
 
-    CW_ASSERT_LOCKED(&h->ctx->lock);
+    CW_LOCK_ASSERT_HELD(&h->ctx->lock);
     if (cw_h_flag(h, CW_HFL_PIN_WARM) && p->state == CW_PIN_WARMING)
         p->state = CW_PIN_MOVED;
     else if (cw_h_flag(h, CW_HFL_PIN_ASKER) && p->state == CW_PIN_ASKED)
@@ -440,7 +440,7 @@ void cw_pin_gate_done(cw_handle_t *h)
 {
     struct cw_pin *p = h->use.cli.pin;
 
-    CW_ASSERT_LOCKED(&h->ctx->lock);
+    CW_LOCK_ASSERT_HELD(&h->ctx->lock);
     if (cw_h_flag(h, CW_HFL_PIN_WARM)) {
         /* Whatever its outcome, the member has had its first message
          * (cw_pin_sent moved on already, unless the send never ended). */
@@ -476,7 +476,7 @@ void cw_pin_check_member(cw_handle_t *h)
     struct cw_pin_retired *r;
     cw_status_t st = h->use.final;
 
-    CW_ASSERT_LOCKED(&h->ctx->lock);
+    CW_LOCK_ASSERT_HELD(&h->ctx->lock);
     if (h->use.role == CW_H_SERVER || p->member == NULL ||
         h->use.cli.peer != p->member ||
         (st != CW_DISCONNECTED && st != CW_UNREACHABLE && st != CW_IO))
@@ -501,7 +501,7 @@ void cw_pin_check_member(cw_handle_t *h)
 
 void cw_pin_unhold(cw_handle_t *h)
 {
-    CW_ASSERT_LOCKED(&h->ctx->lock);
+    CW_LOCK_ASSERT_HELD(&h->ctx->lock);
     nau_list_del(&h->use.cli.pin_link);
     cw_h_flag_clear(h, CW_HFL_PIN_HELD);
     h->use.pending--;
@@ -517,7 +517,7 @@ cw_status_t cw_relay_hop_member(const cw_addr_t *hop, char *buf, size_t len)
         hop->self)
         return CW_INVALID_ARG;
     net = hop->net;
-    cw_mutex_lock(&hop->ctx->lock);
+    cw_lock_take(&hop->ctx->lock);
     for (struct cw_pin *p = net->pins; p != NULL; p = p->next) {
         if (!cw_na_addr_cmp(net->na, p->home, hop->na))
             continue;
@@ -529,7 +529,7 @@ cw_status_t cw_relay_hop_member(const cw_addr_t *hop, char *buf, size_t len)
             st = cw_na_addr_to_string(net->na, p->member, buf, len);
         break;
     }
-    cw_mutex_unlock(&hop->ctx->lock);
+    cw_lock_give(&hop->ctx->lock);
     if (st != CW_OK)
         buf[0] = '\0';
     return st;

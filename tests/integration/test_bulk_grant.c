@@ -83,16 +83,16 @@ static cw_status_t make_mem(struct env *e, size_t off, size_t len,
     size_t n;
     cw_status_t st;
 
-    pthread_mutex_lock(&e->octx->lock);
+    cw_lock_take(&e->octx->lock);
     st = cw_bulk_reg(e->obulk, e->onet, &lm);
     n = st == CW_OK ? cw_na_mem_serialize_size(e->onet->na, lm) : 0;
     if (st == CW_OK)
         st = n <= sizeof(tmp) ? cw_na_mem_serialize(e->onet->na, tmp, n, lm)
                               : CW_OVERFLOW;
-    pthread_mutex_unlock(&e->octx->lock);
+    cw_lock_give(&e->octx->lock);
     if (st != CW_OK)
         return st;
-    pthread_mutex_lock(&e->gctx->lock);
+    cw_lock_take(&e->gctx->lock);
     st = cw_na_mem_deserialize(e->gnet->na, tmp, n, &rm);
     if (st == CW_OK)
         st = cw_na_mem_restrict(e->gnet->na, rm, off, len, access, &sub);
@@ -103,7 +103,7 @@ static cw_status_t make_mem(struct env *e, size_t off, size_t len,
     }
     cw_na_mem_release(e->gnet->na, sub);
     cw_na_mem_release(e->gnet->na, rm);
-    pthread_mutex_unlock(&e->gctx->lock);
+    cw_lock_give(&e->gctx->lock);
     if (st == CW_OK)
         *len_p = n;
     return st;
@@ -248,9 +248,9 @@ static cw_status_t one_len(struct env *e, enum cw_bulk_dir dir, uint8_t *tbuf,
     if (st == CW_OK)
         st = cw_wire_desc_get(desc, dlen, 1, 0, &d, NULL, NULL);
     if (st == CW_OK) {
-        pthread_mutex_lock(&e->tctx->lock);
+        cw_lock_take(&e->tctx->lock);
         st = cw_bulk_from_desc(e->tctx, e->tnet, &d, &pb);
-        pthread_mutex_unlock(&e->tctx->lock);
+        cw_lock_give(&e->tctx->lock);
     }
     if (st == CW_OK)
         st = cw_bulk_create(e->tctx, seg, nseg, CW_BULK_READ_WRITE, &lb);
@@ -270,9 +270,9 @@ static cw_status_t one_len(struct env *e, enum cw_bulk_dir dir, uint8_t *tbuf,
         bool granted;
         if (cancel != C_DIRECT || canceled)
             continue;
-        pthread_mutex_lock(&e->tctx->lock);
+        cw_lock_take(&e->tctx->lock);
         granted = op->direct_op != NULL;
-        pthread_mutex_unlock(&e->tctx->lock);
+        cw_lock_give(&e->tctx->lock);
         if (granted)
             canceled = cw_bulk_cancel(op) == CW_OK;
     }

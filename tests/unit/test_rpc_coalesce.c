@@ -433,9 +433,9 @@ static bool cli_idle(struct pair *p)
 {
     bool idle;
 
-    pthread_mutex_lock(&p->cli->lock);
+    cw_lock_take(&p->cli->lock);
     idle = nau_list_empty(&p->cli->inflight);
-    pthread_mutex_unlock(&p->cli->lock);
+    cw_lock_give(&p->cli->lock);
     return idle;
 }
 
