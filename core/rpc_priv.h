@@ -128,7 +128,8 @@ static inline size_t cw_wire_hdr_size(uint16_t flags)
 {
     return CW_HDR_SIZE + ((flags & CW_HF_IDEMPOTENT) ? CW_HDR_EXT_RESUME : 0);
 }
-/** Validate a whole message; CW_PROTOCOL/CW_VERSION on hostile input. */
+/** Validate a whole message into *@p m_p; CW_PROTOCOL/CW_VERSION on
+ *  hostile input, when *@p m_p is partly written and not to be used. */
 cw_status_t cw_wire_decode(const void *msg, size_t len,
                            struct cw_wire_msg *m_p);
 /** Next entry of a validated batch payload at *@p off_p: CW_OK and the

@@ -177,9 +177,17 @@ static bool wire_printable(const uint8_t *p, size_t n)
 {
     const uint64_t ones = 0x0101010101010101ull, high = ones * 0x80;
     size_t i = 0;
+    uint64_t x;
 
-    for (; i + 8 <= n; i += 8) {
-        uint64_t x;
+    if (n < 8) {
+        for (; i < n; i++)
+            if (p[i] <= ' ' || p[i] > '~')
+                return false;
+        return true;
+    }
+    /* Words from the start, then the last eight bytes (overlapping what
+     * was checked already) instead of a byte loop for the tail. */
+    for (;;) {
         memcpy(&x, p + i, 8);
         /* Any byte with its top bit set is out of range (> '~'). */
         if (x & high)
@@ -190,17 +198,16 @@ static bool wire_printable(const uint8_t *p, size_t n)
         /* Above '~' (0x7f, top bits clear): (x + 0x01) reaches 0x80. */
         if ((x + ones) & high)
             return false;
+        if (i + 8 == n)
+            return true;
+        i = i + 16 <= n ? i + 8 : n - 8;
     }
-    for (; i < n; i++)
-        if (p[i] <= ' ' || p[i] > '~')
-            return false;
-    return true;
 }
 
 cw_status_t cw_wire_decode(const void *msg, size_t len, struct cw_wire_msg *m_p)
 {
     const uint8_t *p = msg;
-    struct cw_wire_msg m;
+    struct cw_wire_msg *m = m_p;
     size_t need;
 
     if (p == NULL || len < CW_HDR_SIZE)
@@ -209,90 +216,94 @@ cw_status_t cw_wire_decode(const void *msg, size_t len, struct cw_wire_msg *m_p)
         return CW_PROTOCOL;
     if (p[4] != CW_WIRE_VERSION)
         return CW_VERSION;
-    memset(&m, 0, sizeof(m));
-    m.hdr.type = p[5];
-    m.hdr.flags = get16(p + 6);
-    m.hdr.rpc_id = get64(p + 8);
-    m.hdr.req_id = get64(p + 16);
-    m.hdr.budget_us = get64(p + 24);
-    m.hdr.resp_tag = get32(p + 32);
-    m.hdr.status = get16(p + 36);
-    m.hdr.hops = p[38];
-    m.hdr.dest_len = get16(p + 40);
-    m.hdr.ndesc = get16(p + 42);
-    m.hdr.desc_len = get32(p + 44);
-    m.hdr.payload_len = get32(p + 48);
-    m.hdr.ovf_len = get16(p + 52);
-    if (m.hdr.type < CW_MSG_REQ || m.hdr.type > CW_MSG_LAST)
+    /* Written in place, every field (no memset and no copy: this runs
+     * twice a forward); on failure *m_p holds parts of the message. */
+    m->hdr.type = p[5];
+    m->hdr.flags = get16(p + 6);
+    m->hdr.rpc_id = get64(p + 8);
+    m->hdr.req_id = get64(p + 16);
+    m->hdr.budget_us = get64(p + 24);
+    m->hdr.resp_tag = get32(p + 32);
+    m->hdr.status = get16(p + 36);
+    m->hdr.hops = p[38];
+    m->hdr.dest_len = get16(p + 40);
+    m->hdr.ndesc = get16(p + 42);
+    m->hdr.desc_len = get32(p + 44);
+    m->hdr.payload_len = get32(p + 48);
+    m->hdr.ovf_len = get16(p + 52);
+    if (m->hdr.type < CW_MSG_REQ || m->hdr.type > CW_MSG_LAST)
         return CW_PROTOCOL;
-    if (m.hdr.type == CW_MSG_BATCH &&
-        (m.hdr.flags != 0 || m.hdr.rpc_id != 0 || m.hdr.req_id != 0 ||
-         m.hdr.budget_us != 0 || m.hdr.resp_tag != 0 || m.hdr.status != 0 ||
-         m.hdr.hops != 0 || m.hdr.ndesc != 0 || m.hdr.desc_len != 0 ||
-         m.hdr.payload_len == 0))
+    if (m->hdr.type == CW_MSG_BATCH &&
+        (m->hdr.flags != 0 || m->hdr.rpc_id != 0 || m->hdr.req_id != 0 ||
+         m->hdr.budget_us != 0 || m->hdr.resp_tag != 0 || m->hdr.status != 0 ||
+         m->hdr.hops != 0 || m->hdr.ndesc != 0 || m->hdr.desc_len != 0 ||
+         m->hdr.payload_len == 0))
         return CW_PROTOCOL;
-    m.hdr.resp_limit = (uint32_t)p[39] << 16 | get16(p + 54);
-    if ((m.hdr.flags & ~CW_HF_ALL) != 0)
+    m->hdr.resp_limit = (uint32_t)p[39] << 16 | get16(p + 54);
+    if ((m->hdr.flags & ~CW_HF_ALL) != 0)
         return CW_PROTOCOL;
-    if (m.hdr.type != CW_MSG_REQ && m.hdr.resp_limit != 0)
+    if (m->hdr.type != CW_MSG_REQ && m->hdr.resp_limit != 0)
         return CW_PROTOCOL;
     /* Only a request is idempotent, and only an idempotent one resumes. */
-    if ((m.hdr.flags & (CW_HF_IDEMPOTENT | CW_HF_RESUME)) &&
-        m.hdr.type != CW_MSG_REQ)
+    if ((m->hdr.flags & (CW_HF_IDEMPOTENT | CW_HF_RESUME)) &&
+        m->hdr.type != CW_MSG_REQ)
         return CW_PROTOCOL;
-    if ((m.hdr.flags & CW_HF_RESUME) && !(m.hdr.flags & CW_HF_IDEMPOTENT))
+    if ((m->hdr.flags & CW_HF_RESUME) && !(m->hdr.flags & CW_HF_IDEMPOTENT))
         return CW_PROTOCOL;
-    if ((m.hdr.flags & CW_HF_BATCHES) && m.hdr.type != CW_MSG_REQ)
+    if ((m->hdr.flags & CW_HF_BATCHES) && m->hdr.type != CW_MSG_REQ)
         return CW_PROTOCOL;
-    if (!cw_status_valid(m.hdr.status))
+    if (m->hdr.status != CW_OK && !cw_status_valid(m->hdr.status))
         return CW_PROTOCOL;
-    if (m.hdr.ndesc > CW_MAX_DESC)
+    if (m->hdr.ndesc > CW_MAX_DESC)
         return CW_PROTOCOL;
-    if (((m.hdr.flags & CW_HF_OVERFLOW) != 0) != (m.hdr.ovf_len != 0))
+    if (((m->hdr.flags & CW_HF_OVERFLOW) != 0) != (m->hdr.ovf_len != 0))
         return CW_PROTOCOL;
     /* A request asks for a member; only an answer names one, and it has
      * a name exactly when it says so. */
-    if ((m.hdr.flags & CW_HF_PIN_ASK) && m.hdr.type != CW_MSG_REQ)
+    if ((m->hdr.flags & CW_HF_PIN_ASK) && m->hdr.type != CW_MSG_REQ)
         return CW_PROTOCOL;
-    if ((m.hdr.flags & CW_HF_PIN) &&
-        (m.hdr.type != CW_MSG_RESP || m.hdr.dest_len == 0))
+    if ((m->hdr.flags & CW_HF_PIN) &&
+        (m->hdr.type != CW_MSG_RESP || m->hdr.dest_len == 0))
         return CW_PROTOCOL;
-    if (m.hdr.type != CW_MSG_REQ && m.hdr.dest_len != 0 &&
-        !(m.hdr.flags & CW_HF_PIN))
+    if (m->hdr.type != CW_MSG_REQ && m->hdr.dest_len != 0 &&
+        !(m->hdr.flags & CW_HF_PIN))
         return CW_PROTOCOL;
     /* 64-bit sums of 16/32-bit fields cannot wrap. */
-    need = cw_wire_hdr_size(m.hdr.flags) + m.hdr.dest_len +
-           (size_t)m.hdr.desc_len + m.hdr.ovf_len;
-    if (!(m.hdr.flags & CW_HF_OVERFLOW))
-        need += m.hdr.payload_len;
+    need = cw_wire_hdr_size(m->hdr.flags) + m->hdr.dest_len +
+           (size_t)m->hdr.desc_len + m->hdr.ovf_len;
+    if (!(m->hdr.flags & CW_HF_OVERFLOW))
+        need += m->hdr.payload_len;
     if (need != len)
         return CW_PROTOCOL;
     p += CW_HDR_SIZE;
-    if (m.hdr.flags & CW_HF_IDEMPOTENT) {
-        m.hdr.resume_id = get64(p);
+    m->hdr.resume_id = 0;
+    if (m->hdr.flags & CW_HF_IDEMPOTENT) {
+        m->hdr.resume_id = get64(p);
         p += CW_HDR_EXT_RESUME;
     }
-    m.dest = (const char *)p;
-    if (!wire_printable(p, m.hdr.dest_len))
+    m->dest = (const char *)p;
+    if (!wire_printable(p, m->hdr.dest_len))
         return CW_PROTOCOL;
-    p += m.hdr.dest_len;
-    m.desc = p;
-    if (cw_wire_desc_check(p, m.hdr.desc_len, m.hdr.ndesc) != CW_OK)
+    p += m->hdr.dest_len;
+    m->desc = p;
+    if ((m->hdr.ndesc != 0 || m->hdr.desc_len != 0) &&
+        cw_wire_desc_check(p, m->hdr.desc_len, m->hdr.ndesc) != CW_OK)
         return CW_PROTOCOL;
-    p += m.hdr.desc_len;
-    if (m.hdr.ovf_len) {
+    p += m->hdr.desc_len;
+    m->ovf = NULL;
+    m->payload = NULL;
+    if (m->hdr.ovf_len) {
         struct cw_wire_desc d;
-        m.ovf = p;
-        if (cw_wire_desc_check(p, m.hdr.ovf_len, 1) != CW_OK)
+        m->ovf = p;
+        if (cw_wire_desc_check(p, m->hdr.ovf_len, 1) != CW_OK ||
+            cw_wire_desc_get(p, m->hdr.ovf_len, 1, 0, &d, NULL, NULL) != CW_OK)
             return CW_PROTOCOL;
-        cw_wire_desc_get(p, m.hdr.ovf_len, 1, 0, &d, NULL, NULL);
-        if (d.total != m.hdr.payload_len || !(d.perm & CW_BULK_READ_ONLY))
+        if (d.total != m->hdr.payload_len || !(d.perm & CW_BULK_READ_ONLY))
             return CW_PROTOCOL;
-        p += m.hdr.ovf_len;
+        p += m->hdr.ovf_len;
     } else {
-        m.payload = p;
+        m->payload = p;
     }
-    *m_p = m;
     return CW_OK;
 }
 

@@ -288,14 +288,18 @@ static void test_wire_hostile(void **state)
     memcpy(bad, buf, n);
     bad[CW_HDR_SIZE + 2] = '\n';
     assert_int_equal(cw_wire_decode(bad, n, &m), CW_PROTOCOL);
-    /* Every byte value at every position of a longer destination (the
-     * check reads eight bytes at a time, then the rest one by one): only
-     * '!' to '~' pass. */
-    {
-        static const char lng[] = "ofi+tcp://127.0.0.1:7000/abc@x";
-        size_t ln = make_msg(buf, sizeof(buf), lng, (const uint8_t *)"p", 1);
-        size_t dl = strlen(lng);
+    /* Every byte value at every position of destinations of every length
+     * up to 40 (the check reads one byte at a time below eight, else eight
+     * at a time and then the last eight, overlapping): only '!' to '~'
+     * pass. */
+    for (size_t dl = 1; dl <= 40; dl++) {
+        static const char lng[] = "ofi+tcp://127.0.0.1:7000/abc@x~shm://gw-1";
+        char d[48];
+        size_t ln;
 
+        memcpy(d, lng, dl);
+        d[dl] = '\0';
+        ln = make_msg(buf, sizeof(buf), d, (const uint8_t *)"p", 1);
         assert_int_equal(cw_wire_decode(buf, ln, &m), CW_OK);
         for (size_t pos = 0; pos < dl; pos++) {
             for (unsigned v = 0; v < 256; v++) {
