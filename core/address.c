@@ -384,6 +384,24 @@ cw_status_t cw_addr_to_canonical(const cw_addr_t *addr, char *buf, size_t len)
     return addr_na_string(addr, buf, len);
 }
 
+bool cw_addr_cmp(const cw_addr_t *a, const cw_addr_t *b)
+{
+    bool same;
+
+    if (a == NULL || b == NULL)
+        return false;
+    if (a == b)
+        return true;
+    if (a->ctx != b->ctx || a->net != b->net ||
+        (a->route == NULL) != (b->route == NULL) ||
+        (a->route != NULL && strcmp(a->route, b->route) != 0))
+        return false;
+    cw_lock_take(&a->ctx->lock);
+    same = cw_na_addr_cmp(a->net->na, a->na, b->na);
+    cw_lock_give(&a->ctx->lock);
+    return same;
+}
+
 bool cw_addr_is_self(const cw_addr_t *addr)
 {
     return addr != NULL && addr->self && addr->route == NULL;

@@ -120,6 +120,15 @@ static void gw_peer_keep(struct gw_shard *w, const struct gw_source *s)
     }
 }
 
+/* Free @p s, out of w->srcs already. */
+static void gw_source_free(struct gw_shard *w, struct gw_source *s)
+{
+    if (w->src_last == s)
+        w->src_last = NULL;
+    cw_addr_free(s->addr);
+    free(s);
+}
+
 /* Drop @p s once it holds nothing, so that shares are computed over the
  * sources active now. */
 static void gw_source_tidy(struct gw_shard *w, struct gw_source *s)
@@ -128,9 +137,36 @@ static void gw_source_tidy(struct gw_shard *w, struct gw_source *s)
         return;
     gw_peer_keep(w, s);
     cw_htable_remove(&w->srcs, &s->node);
-    free(s);
+    gw_source_free(w, s);
     w->nsrcs--;
     w->gw->nsrcs--;
+}
+
+/* Remember @p s, which request @p in comes from and which now holds it, as
+ * the last admitted, with a copy of its address (without one, out of
+ * memory, gw_source_key writes the string each time). */
+static void gw_source_seen(struct gw_shard *w, struct gw_source *s,
+                           cw_handle_t *in)
+{
+    if (s->addr == NULL)
+        (void)cw_addr_dup(cw_handle_source(in), &s->addr);
+    w->src_last = s;
+}
+
+const char *gw_source_key(struct gw_shard *w, cw_handle_t *in, char *buf,
+                          size_t len)
+{
+    const cw_addr_t *a = cw_handle_source(in);
+    const struct gw_source *s = w->src_last;
+
+    /* Most requests come from the source of the last ones; a source in
+     * the table holds requests, so its key stays until gw_forward is done
+     * with it. */
+    if (s != NULL && s->addr != NULL && cw_addr_cmp(s->addr, a))
+        return s->key;
+    if (cw_addr_to_string(a, buf, len) != CW_OK)
+        buf[0] = '\0';
+    return buf;
 }
 
 static struct gw_lane *gw_lane_find(struct gw_source *s,
@@ -400,7 +436,7 @@ static void gw_sources_fini_one(struct gw_shard *w)
             }
             free(l);
         }
-        free(s);
+        gw_source_free(w, s);
     }
     cw_htable_fini(&w->srcs);
     while ((n = cw_htable_oldest(&w->peers)) != NULL) {
@@ -545,6 +581,11 @@ cw_status_t gw_admission(struct gw_shard *w, cw_handle_t *in,
 {
     cw_status_t st =
         gw_admit(w, ingress, rs, route_cap, src_key, qseq, now, src_p, caps_p);
+
+    if (st == CW_OK) {
+        gw_source_seen(w, *src_p, in);
+        return CW_OK;
+    }
 
     if (st == CW_AGAIN) {
         /* Over capacity: wait for a slot (bounded), else busy. */

@@ -855,7 +855,8 @@ void gw_forward(struct gw_shard *w, cw_handle_t *in, uint64_t qseq)
     struct gw *gw = w->gw;
     bool requeued = qseq != 0;
     uint64_t t_in = cw_now_ns();
-    char src[CW_ADDR_STR_MAX];
+    char src_buf[CW_ADDR_STR_MAX];
+    const char *src;
     struct gw_target t;
     struct gw_net *ingress = NULL;
     struct gw_source *source = NULL;
@@ -865,8 +866,7 @@ void gw_forward(struct gw_shard *w, cw_handle_t *in, uint64_t qseq)
     cw_status_t st;
 
     GW_ASSERT_LOCKED(gw, &w->lock);
-    if (cw_addr_to_string(cw_handle_source(in), src, sizeof(src)) != CW_OK)
-        src[0] = '\0';
+    src = gw_source_key(w, in, src_buf, sizeof(src_buf));
     ingress = gw_net_of(gw, cw_addr_network(cw_handle_source(in)));
     if (ingress != NULL && !requeued)
         GW_CTR_INC(ingress->per[w->idx].rx);

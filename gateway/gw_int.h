@@ -109,32 +109,34 @@ struct gw_shard {
      * for all of them, so that a forward does not write the table's
      * shared count (gw_table_take). */
     struct cw_route_table *table;
-    unsigned table_users;     /**< its forwards on table */
-    unsigned held;            /**< slots of the total its requests hold */
-    unsigned lease;           /**< slots of gw->inflight it took: held and
-                                   spare (gw_total_take) */
-    struct gw_source *qring;  /**< sources with queued requests,
-                                   next to be served first */
-    _Atomic unsigned nqueued; /**< its share of gw->nqueued (read
-                                   by other workers: atomic) */
-    _Atomic unsigned kick;    /**< a freed slot is offered to its
-                                   queue: 1 + the workers that
-                                   passed it on (0: none) */
-    unsigned nqsrcs;          /**< its share of gw->nqsrcs */
-    uint64_t qseq;            /**< the last arrival number given
-                                   to a queued request */
-    uint64_t next_cut_ns;     /**< next limits.max_timeout scan */
-    struct cw_htable rcache;  /**< gw_rent by destination string, at
-                                   most limits.max_cached_dests,
-                                   least recently used dropped */
-    struct cw_htable srcs;    /**< gw_source by source address, at
-                                   most limits.max_sources (all
-                                   workers together) */
-    unsigned nsrcs;           /**< cw_htable_count(&srcs) */
-    struct cw_htable peers;   /**< gw_peer: sources gone idle, at
-                                   most GW_PEERS_KEPT, the least
-                                   recently active dropped */
-    struct gw_counts n;       /**< what its requests came to */
+    unsigned table_users;       /**< its forwards on table */
+    unsigned held;              /**< slots of the total its requests hold */
+    unsigned lease;             /**< slots of gw->inflight it took: held and
+                                     spare (gw_total_take) */
+    struct gw_source *qring;    /**< sources with queued requests,
+                                     next to be served first */
+    _Atomic unsigned nqueued;   /**< its share of gw->nqueued (read
+                                     by other workers: atomic) */
+    _Atomic unsigned kick;      /**< a freed slot is offered to its
+                                     queue: 1 + the workers that
+                                     passed it on (0: none) */
+    unsigned nqsrcs;            /**< its share of gw->nqsrcs */
+    uint64_t qseq;              /**< the last arrival number given
+                                     to a queued request */
+    uint64_t next_cut_ns;       /**< next limits.max_timeout scan */
+    struct cw_htable rcache;    /**< gw_rent by destination string, at
+                                     most limits.max_cached_dests,
+                                     least recently used dropped */
+    struct cw_htable srcs;      /**< gw_source by source address, at
+                                     most limits.max_sources (all
+                                     workers together) */
+    unsigned nsrcs;             /**< cw_htable_count(&srcs) */
+    struct gw_source *src_last; /**< the source of the last request
+                                     admitted, while in srcs */
+    struct cw_htable peers;     /**< gw_peer: sources gone idle, at
+                                     most GW_PEERS_KEPT, the least
+                                     recently active dropped */
+    struct gw_counts n;         /**< what its requests came to */
 };
 
 /** Counters that every forward adds to, one set per worker: only that
@@ -246,6 +248,8 @@ struct gw_source {
     struct gw_lane *lanes;           /**< those requests, one FIFO a route */
     struct gw_lane *lcur;            /**< the lane tried next (NULL: first) */
     struct gw_source *qprev, *qnext; /**< gw->qring while queued > 0 */
+    cw_addr_t *addr; /**< a copy of its address once a request of it is
+                          admitted (gw_source_seen), or NULL */
     char key[];
 };
 
@@ -653,6 +657,12 @@ cw_status_t gw_admission(struct gw_shard *w, cw_handle_t *in,
                          uint64_t now, struct gw_source **src_p,
                          unsigned *caps_p);
 void gw_admit_done(struct gw_shard *w, struct gw_source *src);
+/** The key (address string) of the source of request @p in: the last
+ *  admitted source's key when @p in comes from the same peer (cw_addr_cmp
+ *  on a copy of its address, not a string written and hashed again),
+ *  else written into @p buf (@p len bytes; "" when it cannot be). */
+const char *gw_source_key(struct gw_shard *w, cw_handle_t *in, char *buf,
+                          size_t len);
 /** Give back the slots gw_admission took for a request that is not
  *  forwarded after all (@p caps as it said), and its source's hold (@p src,
  *  or NULL); gw_fwd_free does the same for a forward. */

@@ -286,6 +286,15 @@ CW_PUBLIC cw_status_t cw_context_set_resolver(cw_context_t *ctx,
 CW_PUBLIC cw_status_t cw_addr_dup(cw_addr_t *addr, cw_addr_t **addr_p);
 /** Release; accepts NULL. */
 CW_PUBLIC void cw_addr_free(cw_addr_t *addr);
+/**
+ * Whether @p a and @p b name the same peer the same way: one context and
+ * network, the same routing destination (or none), and addresses the
+ * network's plugin holds equal (two lookups of one peer, or a request's
+ * source and a copy of it).  Cheaper than comparing strings: a server
+ * that keeps state per caller can remember a caller's address (cw_addr_dup)
+ * and find it again this way.  False when either is NULL.
+ */
+CW_PUBLIC bool cw_addr_cmp(const cw_addr_t *a, const cw_addr_t *b);
 /** Address string as it would be given to cw_addr_lookup. */
 CW_PUBLIC cw_status_t cw_addr_to_string(const cw_addr_t *addr, char *buf,
                                         size_t len);

@@ -29,11 +29,19 @@
 
 /* ---- the fake forward path ---------------------------------------------- */
 
+/* A source address: its string.  A copy (cw_addr_dup) is allocated and
+ * counted, so that the test sees each freed. */
+struct cw_addr {
+    const char *src;
+    bool copy;
+};
+
 /* One incoming request: its source, its destination (routed by dest_route
  * below) and what became of it. */
 struct cw_handle {
     unsigned id;
     const char *src;
+    struct cw_addr addr; /* what cw_handle_source gives: src */
     unsigned dest;
     uint64_t remaining_ms;
     bool canceled;
@@ -58,6 +66,51 @@ static struct cw_handle reqs[MAX_REQS];
 static unsigned nreqs;
 static unsigned sent[MAX_REQS]; /* ids in the order they reached the target */
 static unsigned nsent;
+
+static unsigned addr_copies;  /* live cw_addr_dup copies */
+static unsigned addr_strings; /* cw_addr_to_string calls */
+
+cw_addr_t *cw_handle_source(cw_handle_t *h)
+{
+    return &h->addr;
+}
+
+cw_status_t cw_addr_dup(cw_addr_t *addr, cw_addr_t **addr_p)
+{
+    cw_addr_t *c = malloc(sizeof(*c));
+
+    if (c == NULL)
+        return CW_NOMEM;
+    *c = *addr;
+    c->copy = true;
+    addr_copies++;
+    *addr_p = c;
+    return CW_OK;
+}
+
+void cw_addr_free(cw_addr_t *addr)
+{
+    if (addr == NULL)
+        return;
+    assert_true(addr->copy);
+    assert_true(addr_copies > 0);
+    addr_copies--;
+    free(addr);
+}
+
+bool cw_addr_cmp(const cw_addr_t *a, const cw_addr_t *b)
+{
+    return a != NULL && b != NULL && strcmp(a->src, b->src) == 0;
+}
+
+cw_status_t cw_addr_to_string(const cw_addr_t *addr, char *buf, size_t len)
+{
+    addr_strings++;
+    if (strlen(addr->src) >= len)
+        return CW_OVERFLOW;
+    strcpy(buf, addr->src);
+    return CW_OK;
+}
 
 uint64_t cw_handle_remaining_ms(cw_handle_t *h)
 {
@@ -142,7 +195,12 @@ void gw_forward(struct gw_shard *w, cw_handle_t *in, uint64_t qseq)
     if (qseq != 0)
         assert_true(scope_depth > 0);
 
-    st = gw_admission(w, in, NULL, &routes[r], route_cap[r], in->src, qseq,
+    char buf[64];
+    const char *key = gw_source_key(w, in, buf, sizeof(buf));
+
+    /* The key is the source's string, found again or written. */
+    assert_string_equal(key, in->src);
+    st = gw_admission(w, in, NULL, &routes[r], route_cap[r], key, qseq,
                       cw_now_ns(), &source, &caps);
     if (st == CW_AGAIN)
         return;
@@ -184,6 +242,7 @@ static void setup_gw(unsigned max_inflight, unsigned max_queued, bool threaded)
     memset(workers, 0, sizeof(workers));
     memset(wakes, 0, sizeof(wakes));
     nreqs = nsent = nfailing = 0;
+    addr_strings = 0;
     cfg.limits.max_inflight_rpcs = max_inflight;
     cfg.limits.max_queued_rpcs = max_queued;
     gw.cfg = &cfg;
@@ -213,7 +272,10 @@ static void teardown_gw(void)
     for (unsigned i = 0; i < nreqs; i++)
         assert_int_equal(reqs[i].forwarded + reqs[i].answers, 1);
     assert_int_equal(gw.nqueued, 0);
-    assert_int_equal(gw.nsrcs, 0); /* every source tidied away */
+    assert_int_equal(gw.nsrcs, 0);    /* every source tidied away */
+    assert_int_equal(addr_copies, 0); /* with its address */
+    for (unsigned k = 0; k < NWORKERS; k++)
+        assert_null(workers[k].src_last);
     assert_int_equal(gw.inflight, 0);
     for (unsigned r = 0; r < NROUTES; r++) {
         struct gw_rs_sum c;
@@ -245,6 +307,7 @@ static struct cw_handle *arrive(const char *src, unsigned dest)
     assert_true(nreqs < MAX_REQS);
     h->id = nreqs++;
     h->src = src;
+    h->addr.src = src;
     h->dest = dest;
     h->remaining_ms = 10000;
     h->w = worker_of(src);
@@ -380,6 +443,29 @@ static void test_new_behind_lane_threads(void **state)
 {
     (void)state;
     run_new_behind_lane(true);
+}
+
+/* A source's key is written once while it holds requests: the requests
+ * after the first find it by its address (gw_source_key), until another
+ * source's comes between or it goes idle. */
+static void test_source_key_kept(void **state)
+{
+    (void)state;
+    setup_gw(0, 16, false);
+    for (unsigned i = 0; i < 4; i++)
+        arrive("A", 0);
+    assert_int_equal(addr_strings, 1);
+    assert_int_equal(addr_copies, 1);
+    arrive("C", 0); /* A and C share worker 0 */
+    arrive("A", 0);
+    assert_int_equal(addr_strings, 3);
+    assert_int_equal(addr_copies, 2);
+    complete_all();
+    assert_int_equal(addr_copies, 0); /* both idle: copies freed */
+    arrive("A", 0);
+    assert_int_equal(addr_strings, 4);
+    complete_all();
+    teardown_gw();
 }
 
 /* The ordering is per source and route: a source's new request to a route
@@ -701,6 +787,7 @@ int main(void)
         cmocka_unit_test(test_new_behind_lane),
         cmocka_unit_test(test_new_behind_lane_threads),
         cmocka_unit_test(test_other_route_not_held),
+        cmocka_unit_test(test_source_key_kept),
         cmocka_unit_test(test_reload_keeps_order),
         cmocka_unit_test(test_reload_new_behind_moved),
         cmocka_unit_test(test_bounds_and_expiry),
