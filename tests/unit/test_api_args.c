@@ -362,6 +362,18 @@ static void test_addr(void **state)
     snprintf(proxied, sizeof(proxied), "%s@%s", uri, uri);
     assert_int_equal(cw_addr_lookup(ctx, proxied, &px), CW_OK);
     INVAL(cw_addr_to_canonical(px, buf, sizeof(buf)));
+    /* Same peer, same routing: the network's own address looked up by its
+     * URI is its self address; through a gateway it is another way. */
+    assert_false(cw_addr_cmp(NULL, self));
+    assert_false(cw_addr_cmp(self, NULL));
+    assert_true(cw_addr_cmp(self, self));
+    assert_int_equal(cw_addr_lookup(ctx, uri, &a), CW_OK);
+    assert_true(cw_addr_cmp(self, a));
+    assert_true(cw_addr_cmp(a, self));
+    assert_false(cw_addr_cmp(a, px));
+    assert_false(cw_addr_cmp(px, a));
+    assert_true(cw_addr_cmp(px, px));
+    cw_addr_free(a);
     cw_addr_free(px);
 
     assert_false(cw_addr_is_self(NULL));
