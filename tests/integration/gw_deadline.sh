@@ -27,10 +27,15 @@ wait_for sh -c "[ \"\$('$CWCTL' --admin '$gw_admin' stats --json | grep -o '\"ti
     fail "gateway did not count 4 timeouts: $("$CWCTL" --admin "$gw_admin" stats --json)"
 pass "gateway answered and counted 4 timeouts"
 
-start_echo slow2 "shm://$TAG-slow2" 1500
-ping_expect "cancel at the origin" CW_CANCELED -c 4 -n 4 -t 10000 --cancel-after 100 "$slow2@$gw_tcp0"
+# The calls are canceled 1 s after they are sent, when the gateway has
+# forwarded them (with 100 ms, under ThreadSanitizer the caller's cancels
+# overtook three of the four requests, which the gateway then never
+# forwarded: it counted 1 canceled forward, in every run); the target
+# holds each for 3 s.
+start_echo slow2 "shm://$TAG-slow2" 3000
+ping_expect "cancel at the origin" CW_CANCELED -c 4 -n 4 -t 10000 --cancel-after 1000 "$slow2@$gw_tcp0"
 # The cancel travels on: the gateway's forwards end canceled long before
-# the target's 1.5 s, and the target sees its requests canceled.
+# the target's 3 s, and the target sees its requests canceled.
 t0=$(date +%s%N)
 wait_for sh -c "'$CWCTL' --admin '$gw_admin' stats --json | grep -q '^{\"inflight\":0,.*\"canceled\":4,'" ||
     fail "gateway did not cancel its forwards: $("$CWCTL" --admin "$gw_admin" stats --json)"
