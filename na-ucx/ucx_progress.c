@@ -239,11 +239,14 @@ cw_status_t ucx_progress(cw_na_class_t *c, unsigned max, unsigned *count_p)
     size_t budget = 0;
     bool moved = false;
 
-    for (int i = 0; i < 64; i++) {
-        if (ucp_worker_progress(cls->worker) == 0)
-            break;
-        moved = true;
-    }
+    /* One call a pass: it runs each transport's progress once, and a pass
+     * that finds work is followed by another (the core's loop, or
+     * ucx_safe_to_sleep, which progresses once more before it arms).
+     * Calling again until a call finds nothing cost one more of them on
+     * every pass, an epoll_wait() in uct's tcp transport: about 400
+     * instructions of a 64 B round trip at each end (callgrind,
+     * tests/bench/rtt-instr.sh). */
+    moved = ucp_worker_progress(cls->worker) != 0;
     /* UCX queues a message that no receive matches only while it
      * progresses, and each drain empties its queue: a pass that moved
      * nothing leaves nothing to probe for (ucp_tag_probe_nb was about 200
