@@ -4,9 +4,10 @@
 # in each phase of an RPC through the gateway, and a route with two
 # gateways, one killed.  Prints the matrix with measured times.
 #   kills.sh CAUSEWAYD CW_PING CWCTL KILLPEER
-# Path: caller -[ofi+tcp]-> causewayd -[TGT_FABRIC]-> target (killpeer
-# serve), TGT_FABRIC ucx+tcp (the default), shm or ofi+tcp; another target
-# on the same fabric (a cw-ping echo server) is the other route.
+# Path: caller -[CLI_FABRIC]-> causewayd -[TGT_FABRIC]-> target (killpeer
+# serve); CLI_FABRIC ofi+tcp (the default), ucx+tcp or shm, TGT_FABRIC
+# ucx+tcp (the default), shm or ofi+tcp; another target on the same fabric
+# (a cw-ping echo server) is the other route, reached the same way.
 # Phases, each reached as observed state, not after a delay:
 #   before      the caller is connected (a kp.ping through the path ended
 #               CW_OK) and has sent nothing; the victim goes first, then
@@ -28,8 +29,10 @@
 #               limit: the gateway pulls them from the caller before it
 #               forwards.  The caller has sent it and then makes no
 #               progress until the kill is done ("mid-request"), so over
-#               ofi+tcp the pull stalls; the gateway has the request
-#               unanswered (/metrics) and nothing in flight.
+#               ofi+tcp or ucx+tcp the pull stalls; the gateway has the
+#               request unanswered (/metrics) and nothing in flight.  Not
+#               over shm: na-shm reads the caller's memory without its
+#               progress, and the gateway has the arguments whole first.
 # A cell passes when: every RPC of the caller completed exactly once with
 # an error status, at most DEADLINE_MS + 1 s after it was sent (target and
 # gateway victims, SIGSTOP); a bulk transfer whose origin is the target
@@ -47,7 +50,8 @@
 # ("target gateway client stop"), PHASES ("before forwarding pull push
 # response request"), CELLS ("VICTIM/PHASE ...": only these cells, e.g.
 # "target/pull stop/before"), FAILOVER (1), FAILOVER_S (4: seconds of
-# calls after the kill), GW_THREADS (1), TGT_FABRIC (ucx+tcp).
+# calls after the kill), GW_THREADS (1), CLI_FABRIC (ofi+tcp), TGT_FABRIC
+# (ucx+tcp).
 GW_THREADS=${GW_THREADS:-1} # soak_lib.sh's default is 2
 . "$(dirname "$0")/soak_lib.sh"                   # gw_lib.sh, num_of, soak_fabrics
 . "$(dirname "$0")/../integration/gw_bulk_lib.sh" # mid_pull
@@ -73,6 +77,17 @@ tgt_uri() {
     *) echo "$TGT_FABRIC://127.0.0.1:0" ;;
     esac
 }
+CLI_FABRIC=${CLI_FABRIC:-ofi+tcp}
+# The gateway's network the caller reaches it on (gw_up's names).
+case $CLI_FABRIC in
+ofi+tcp) CLI_NET=tcp0 ;;
+ucx+tcp) CLI_NET=ucx0 ;;
+shm) CLI_NET=shm0 ;;
+*) fail "CLI_FABRIC: ofi+tcp, ucx+tcp or shm, not '$CLI_FABRIC'" ;;
+esac
+# gw_in: the gateway's address on CLI_FABRIC (it changes when the gateway
+# is started again).
+gw_in() { eval "printf '%s' \"\$gw_$CLI_NET\""; }
 FAILOVER_S=${FAILOVER_S:-4}
 # How long the gateway (and the caller) may take to come back to idle.
 IDLE_S=${IDLE_S:-$((DEADLINE_MS / 1000 + 20))}
@@ -221,7 +236,7 @@ resp_arrived() {
 settle() {
     alive "$tgt_PID" || tgt_up
     alive "${gw_PID:-}" || gw_up
-    timeout 30 "$KP" call "$tgt@$gw_tcp0" ping --n 1 >"$T/probe.out" 2>&1 ||
+    timeout 30 "$KP" call "$tgt@$(gw_in)" ping --n 1 >"$T/probe.out" 2>&1 ||
         fail "probe through the gateway: $(cat "$T/probe.out")"
     wait_for gw_quiet || fail "the gateway is not quiet before a cell: $(stats | head -c 400)"
     FDS_LAST=""
@@ -278,7 +293,7 @@ cell() {
     be0=$(count_in "$T/tgt.out" '^bulk-end ')
     # Not truncated by the redirection below before this shell looks.
     rm -f "$T/c.out"
-    "$KP" call "$tgt@$gw_tcp0" "$op" --n "$n" --timeout "$DEADLINE_MS" \
+    "$KP" call "$tgt@$(gw_in)" "$op" --n "$n" --timeout "$DEADLINE_MS" \
         --go "$T/go" "${args[@]}" >"$T/c.out" 2>"$T/c.log" &
     cli_PID=$!
     PIDS="$PIDS $!"
@@ -337,7 +352,7 @@ cell() {
     oroute="-"
     if [ "$v" != gateway ]; then
         if timeout 30 "$CW_PING" -q --expect CW_OK -c 20 -n 4 -t "$DEADLINE_MS" \
-            "$other@$gw_tcp0" >"$T/other.out" 2>&1; then
+            "$other@$(gw_in)" >"$T/other.out" 2>&1; then
             oroute="20/20 OK"
         else
             oroute="FAILED"
@@ -398,7 +413,7 @@ cell() {
         DETAIL[$v.$ph]="${DETAIL[$v.$ph]}; other route $oroute; gateway idle after $idle, fds $FDS0 -> $(gw_fds)$(n=$(new_fds | wc -l); [ "$n" = 0 ] || echo " ($n new: connections to live peers)")"
     else
         gw_up
-        ping_expect "$v/$ph: the restarted gateway serves" CW_OK -c 5 "$other@$gw_tcp0" >/dev/null
+        ping_expect "$v/$ph: the restarted gateway serves" CW_OK -c 5 "$other@$(gw_in)" >/dev/null
         DETAIL[$v.$ph]="${DETAIL[$v.$ph]}; restarted gateway serves"
     fi
     case $v in
@@ -435,6 +450,15 @@ for c in $CELLS; do
     case $TGT_FABRIC.$c in
     shm.target/response | shm.stop/response)
         echo "# $c: no such phase over shm (the answer is read without the target's progress)"
+        CELL[${c%/*}.${c#*/}]="n/a over shm"
+        continue
+        ;;
+    esac
+    # Likewise a request's arguments over shm: the gateway reads them
+    # without the caller's progress.
+    case $CLI_FABRIC.$c in
+    shm.*/request)
+        echo "# $c: no such phase over shm (the arguments are read without the caller's progress)"
         CELL[${c%/*}.${c#*/}]="n/a over shm"
         continue
         ;;
@@ -519,7 +543,7 @@ total_s=$((($(now_ms) - t_all) / 1000))
 echo
 echo "Kill matrix, $started, $(uname -n), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "  DEADLINE_MS=$DEADLINE_MS HOLD_MS=$HOLD_MS NHOLD=$NHOLD BULK_LEN=$BULK_LEN BIG_LEN=$BIG_LEN GW_THREADS=$GW_THREADS; $total_s s"
-echo "  path: caller -[ofi+tcp]-> causewayd -[$TGT_FABRIC]-> target; other route: $TGT_FABRIC echo"
+echo "  path: caller -[$CLI_FABRIC]-> causewayd -[$TGT_FABRIC]-> target; other route: $TGT_FABRIC echo"
 echo "  cell: statuses at the origin (xN); the slowest, ms after it was sent; gateway idle, ms after the kill"
 printf '| victim \\ phase |'
 for ph in $PHASES; do printf ' %s |' "$ph"; done
