@@ -123,12 +123,14 @@ pass "gateway stopped cleanly"
 # A request waiting in the admission queue when a reload drops the network
 # it came in on is answered CW_UNREACHABLE on that network, like the
 # requests that arrive on it after the reload, before the network is
-# closed.  The route to $slow3 (3 s) is capped at 1 and held by a call over
+# closed.  The route to $slow3 (8 s) is capped at 1 and held by a call over
 # tcp0; a call over tcp1 queues behind it; the reload drops tcp1, which has
-# nothing in flight.  Before, tcp1 was closed at once and the queued
+# nothing in flight.  (With a 3 s hold, under ThreadSanitizer the second
+# caller reached the gateway only after the first call had ended, and
+# nothing queued.)  Before, tcp1 was closed at once and the queued
 # request answered into the closed network: its caller got no answer and
 # saw CW_DISCONNECTED only when its transport gave up on the peer (6.5 s).
-start_echo slow3 "shm://$TAG-slow3" 3000
+start_echo slow3 "shm://$TAG-slow3" 8000
 qadmin="127.0.0.1:$(free_port)"
 qport=$(free_port)
 write_qcfg() {
