@@ -5,8 +5,9 @@
 # gateways, one killed.  Prints the matrix with measured times.
 #   kills.sh CAUSEWAYD CW_PING CWCTL KILLPEER
 # Path: caller -[CLI_FABRIC]-> causewayd -[TGT_FABRIC]-> target (killpeer
-# serve); CLI_FABRIC ofi+tcp (the default), ucx+tcp or shm, TGT_FABRIC
-# ucx+tcp (the default), shm or ofi+tcp; another target on the same fabric
+# serve); CLI_FABRIC ofi+tcp (the default), ucx+tcp, shm or verbs,
+# TGT_FABRIC ucx+tcp (the default), shm, ofi+tcp or verbs (na-verbs on its
+# fake device, the module of KILLPEER's build tree); another target on the same fabric
 # (a cw-ping echo server) is the other route, reached the same way.
 # Phases, each reached as observed state, not after a delay:
 #   before      the caller is connected (a kp.ping through the path ended
@@ -45,13 +46,20 @@
 # idle.  Failover: front -[ofi+tcp]-> gwa | gwb -[ucx+tcp]-> target, with
 # health checks every 200 ms; gwa is killed under a stream of calls; every
 # call started 2 s after the kill or later must end CW_OK.
+# CHAIN=1 puts a second gateway, the front, between the caller and the
+# matrix's gateway, which the caller reaches through it by an explicit chain
+# (target@gateway@front): caller -[CLI_FABRIC]-> front -[HOP_FABRIC]->
+# causewayd -[TGT_FABRIC]-> target.  The victims add "front" (kill -9 of
+# the front); "gateway" is then the far one, which the caller does not
+# talk to.  Every gateway left alive must come back to idle; the request
+# phase is reached at the front (it pulls the caller's arguments).
 # Environment: DEADLINE_MS (5000), HOLD_MS (DEADLINE_MS / 2: a held
 # request's answer), NHOLD (4), BULK_LEN (256M), BIG_LEN (32M), VICTIMS
 # ("target gateway client stop"), PHASES ("before forwarding pull push
 # response request"), CELLS ("VICTIM/PHASE ...": only these cells, e.g.
 # "target/pull stop/before"), FAILOVER (1), FAILOVER_S (4: seconds of
 # calls after the kill), GW_THREADS (1), CLI_FABRIC (ofi+tcp), TGT_FABRIC
-# (ucx+tcp).
+# (ucx+tcp), CHAIN (0), HOP_FABRIC (ofi+tcp).
 GW_THREADS=${GW_THREADS:-1} # soak_lib.sh's default is 2
 . "$(dirname "$0")/soak_lib.sh"                   # gw_lib.sh, num_of, soak_fabrics
 . "$(dirname "$0")/../integration/gw_bulk_lib.sh" # mid_pull
@@ -61,33 +69,73 @@ HOLD_MS=${HOLD_MS:-$((DEADLINE_MS / 2))}
 NHOLD=${NHOLD:-4}
 BULK_LEN=${BULK_LEN:-256M}
 BIG_LEN=${BIG_LEN:-32M}
-VICTIMS=${VICTIMS:-target gateway client stop}
+CHAIN=${CHAIN:-0}
+if [ "$CHAIN" = 1 ]; then
+    VICTIMS=${VICTIMS:-target gateway front client stop}
+else
+    VICTIMS=${VICTIMS:-target gateway client stop}
+fi
 PHASES=${PHASES:-before forwarding pull push response request}
 FAILOVER=${FAILOVER:-1}
 TGT_FABRIC=${TGT_FABRIC:-ucx+tcp}
 case $TGT_FABRIC in
 ucx+tcp) ;;
 ofi+tcp | shm) FAILOVER=0 ;; # the failover's gateways reach it over ucx+tcp
-*) fail "TGT_FABRIC: ucx+tcp, ofi+tcp or shm, not '$TGT_FABRIC'" ;;
+verbs) FAILOVER=0 ;;
+*) fail "TGT_FABRIC: ucx+tcp, ofi+tcp, shm or verbs, not '$TGT_FABRIC'" ;;
 esac
 # tgt_uri NAME: where a target of the kill matrix listens.
 tgt_uri() {
     case $TGT_FABRIC in
     shm) echo "shm://$TAG-$1" ;;
+    verbs) echo "verbs://fake0:1/127.0.0.1:0" ;;
     *) echo "$TGT_FABRIC://127.0.0.1:0" ;;
     esac
 }
 CLI_FABRIC=${CLI_FABRIC:-ofi+tcp}
 # The gateway's network the caller reaches it on (gw_up's names).
-case $CLI_FABRIC in
-ofi+tcp) CLI_NET=tcp0 ;;
-ucx+tcp) CLI_NET=ucx0 ;;
-shm) CLI_NET=shm0 ;;
-*) fail "CLI_FABRIC: ofi+tcp, ucx+tcp or shm, not '$CLI_FABRIC'" ;;
-esac
-# gw_in: the gateway's address on CLI_FABRIC (it changes when the gateway
-# is started again).
-gw_in() { eval "printf '%s' \"\$gw_$CLI_NET\""; }
+# net_of FABRIC: the name of a gateway's network on FABRIC (gw_up's).
+net_of() {
+    case $1 in
+    ofi+tcp) echo tcp0 ;;
+    ucx+tcp) echo ucx0 ;;
+    shm) echo shm0 ;;
+    verbs) echo vb0 ;;
+    *) return 1 ;;
+    esac
+}
+CLI_NET=$(net_of "$CLI_FABRIC") ||
+    fail "CLI_FABRIC: ofi+tcp, ucx+tcp, shm or verbs, not '$CLI_FABRIC'"
+HOP_FABRIC=${HOP_FABRIC:-ofi+tcp}
+HOP_NET=$(net_of "$HOP_FABRIC") ||
+    fail "HOP_FABRIC: ofi+tcp, ucx+tcp, shm or verbs, not '$HOP_FABRIC'"
+if [ "$CHAIN" = 1 ]; then
+    FAILOVER=0 # its own gateways, without the chain
+    GWS="gw front"
+else
+    GWS=gw
+fi
+VERBS_USED=""
+for f in "$CLI_FABRIC" "$TGT_FABRIC" "$([ "$CHAIN" != 1 ] || echo "$HOP_FABRIC")"; do
+    [ "$f" != verbs ] || VERBS_USED=1
+done
+if [ -n "$VERBS_USED" ]; then
+    # na-verbs on its fake device (docs/na-verbs.md, "The fake device"):
+    # the module of KILLPEER's build tree, used by every process here.
+    VB_FAKE=$(cd "$(dirname "$KP")/../../na-verbs" 2>/dev/null && pwd)/cw-verbs-fake.so
+    [ -f "$VB_FAKE" ] || fail "verbs: no fake device module at $VB_FAKE"
+    export CAUSEWAY_VERBS_FAKE=$VB_FAKE
+fi
+# gw_in: what follows "target@" in the caller's address: the gateway's
+# address on CLI_FABRIC, or with CHAIN=1 the gateway's on HOP_FABRIC "@" the
+# front's on CLI_FABRIC (they change when a gateway is started again).
+gw_in() {
+    if [ "$CHAIN" = 1 ]; then
+        eval "printf '%s@%s' \"\$gw_$HOP_NET\" \"\$front_$CLI_NET\""
+    else
+        eval "printf '%s' \"\$gw_$CLI_NET\""
+    fi
+}
 FAILOVER_S=${FAILOVER_S:-4}
 # How long the gateway (and the caller) may take to come back to idle.
 IDLE_S=${IDLE_S:-$((DEADLINE_MS / 1000 + 20))}
@@ -114,10 +162,32 @@ networks:
   - { name: tcp0, address: "ofi+tcp://127.0.0.1:0" }
   - { name: ucx0, address: "ucx+tcp://127.0.0.1:0" }
   - { name: shm0, address: "shm://$TAG-gw$GEN" }
+$([ -z "${CAUSEWAY_VERBS_FAKE:-}" ] || echo '  - { name: vb0, address: "verbs://fake0:1/127.0.0.1:0" }')
 buffers: { chunk: 256KiB, depth: 4, staging: 2MiB }
 limits: { max_bulk_bytes_inflight: 2MiB }
 YAML
     start_gw gw "$T/gw.yaml"
+}
+FGEN=0
+# front_up: the chain's front gateway (CHAIN=1), on CLI_FABRIC and
+# HOP_FABRIC, started again after a kill like the gateway.
+front_up() {
+    FGEN=$((FGEN + 1))
+    {
+        echo "gateway: { name: kfront, admin: \"127.0.0.1:$(free_port)\", threads: $GW_THREADS }"
+        echo "networks:"
+        for f in $(printf '%s\n' "$CLI_FABRIC" "$HOP_FABRIC" | sort -u); do
+            case $f in
+            shm) u="shm://$TAG-front$FGEN" ;;
+            verbs) u="verbs://fake0:1/127.0.0.1:0" ;;
+            *) u="$f://127.0.0.1:0" ;;
+            esac
+            echo "  - { name: $(net_of "$f"), address: \"$u\" }"
+        done
+        echo "buffers: { chunk: 256KiB, depth: 4, staging: 2MiB }"
+        echo "limits: { max_bulk_bytes_inflight: 2MiB }"
+    } >"$T/front.yaml"
+    start_gw front "$T/front.yaml"
 }
 TGT_GEN=0
 tgt_PID=""
@@ -140,18 +210,22 @@ tgt_kill() {
 }
 alive() { [ -n "${1:-}" ] && kill -0 "$1" 2>/dev/null; }
 
-stats() { "$CWCTL" --admin "$gw_admin" stats --json 2>/dev/null; }
+# Q: the gateway the functions below look at (gw, or the chain's front).
+Q=gw
+q_admin() { eval "printf '%s' \"\$${Q}_admin\""; }
+q_pid() { eval "printf '%s' \"\$${Q}_PID\""; }
+stats() { "$CWCTL" --admin "$(q_admin)" stats --json 2>/dev/null; }
 # metric NAME: a sample of the gateway's /metrics.
 metric() {
-    "$CWCTL" --admin "$gw_admin" metrics 2>/dev/null | awk -v k="$1" '$1 == k { print $2 }'
+    "$CWCTL" --admin "$(q_admin)" metrics 2>/dev/null | awk -v k="$1" '$1 == k { print $2 }'
 }
-gw_fds() { find "/proc/$gw_PID/fd" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l; }
+gw_fds() { find "/proc/$(q_pid)/fd" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l; }
 # gw_fd_list: what the gateway's fds are (sockets by inode), one a line.
-gw_fd_list() { find "/proc/$gw_PID/fd" -mindepth 1 -maxdepth 1 -printf '%f %l\n' 2>/dev/null | sort -n; }
+gw_fd_list() { find "/proc/$(q_pid)/fd" -mindepth 1 -maxdepth 1 -printf '%f %l\n' 2>/dev/null | sort -n; }
 # new_fds: the gateway's fds now that were not there at the cell's start.
 new_fds() {
     gw_fd_list >"$T/fds.now"
-    comm -13 <(cut -d' ' -f2 "$T/fds.0" | sort) <(cut -d' ' -f2 "$T/fds.now" | sort)
+    comm -13 <(cut -d' ' -f2 "$T/fds.0.$Q" | sort) <(cut -d' ' -f2 "$T/fds.now" | sort)
 }
 # fds_ok: no fd more than at the cell's start, but for TCP connections to
 # a live process (with several workers, a target that delegates a transfer
@@ -231,23 +305,29 @@ resp_arrived() {
     [ "$(metric causeway_gateway_responses_received_total)" -gt "$1" ] 2>/dev/null
 }
 
-# settle: target and gateway up, the gateway connected to the target (a
-# kp.ping through it), quiet, its fd count steady; FDS0 is that count.
+# settle: target and gateways up, connected to the target (a kp.ping
+# through them), quiet, their fd counts steady; FDS0_<gateway> is that
+# count.
 settle() {
     alive "$tgt_PID" || tgt_up
     alive "${gw_PID:-}" || gw_up
+    [ "$CHAIN" != 1 ] || alive "${front_PID:-}" || front_up
     timeout 30 "$KP" call "$tgt@$(gw_in)" ping --n 1 >"$T/probe.out" 2>&1 ||
         fail "probe through the gateway: $(cat "$T/probe.out")"
-    wait_for gw_quiet || fail "the gateway is not quiet before a cell: $(stats | head -c 400)"
-    FDS_LAST=""
-    wait_for fds_steady || wait_for fds_steady || fail "the gateway's fds do not settle"
-    FDS0=$(gw_fds)
-    gw_fd_list >"$T/fds.0"
+    for Q in $GWS; do
+        wait_for gw_quiet || fail "gateway $Q is not quiet before a cell: $(stats | head -c 400)"
+        FDS_LAST=""
+        wait_for fds_steady || wait_for fds_steady || fail "gateway $Q's fds do not settle"
+        eval "FDS0_$Q=\$(gw_fds)"
+        gw_fd_list >"$T/fds.0.$Q"
+    done
+    Q=gw
 }
 
 start_echo other "$(tgt_uri other)"
 tgt_up
 gw_up
+[ "$CHAIN" != 1 ] || front_up
 
 # ---- one cell ------------------------------------------------------------
 declare -A CELL DETAIL
@@ -331,8 +411,11 @@ cell() {
         ;;
     request)
         touch "$T/go"
+        # The gateway the caller talks to pulls the arguments.
+        [ "$CHAIN" = 1 ] && Q=front
         wait_for_s 20 line_in "$T/c.out" '^mid-request ' && wait_for pulling ||
-            cell_fail "phase not reached: caller $(tail -n 1 "$T/c.out"), gateway unanswered $(metric causeway_gateway_unanswered_requests), $(stats | head -c 100)"
+            cell_fail "phase not reached: caller $(tail -n 1 "$T/c.out"), gateway $Q unanswered $(metric causeway_gateway_unanswered_requests), $(stats | head -c 100)"
+        Q=gw
         ;;
     esac
     # The failure.
@@ -340,6 +423,7 @@ cell() {
     case $v in
     target) tgt_kill ;;
     gateway) gw_kill "$gw_PID" ;;
+    front) gw_kill "$front_PID" ;;
     client)
         kill -KILL "$cli_PID"
         wait "$cli_PID" 2>/dev/null
@@ -350,7 +434,7 @@ cell() {
     touch "$T/go2"
     # The other route, at once (the gateway must keep serving it).
     oroute="-"
-    if [ "$v" != gateway ]; then
+    if [ "$v" != gateway ] && [ "$v" != front ]; then
         if timeout 30 "$CW_PING" -q --expect CW_OK -c 20 -n 4 -t "$DEADLINE_MS" \
             "$other@$(gw_in)" >"$T/other.out" 2>&1; then
             oroute="20/20 OK"
@@ -380,7 +464,7 @@ cell() {
     fi
     # Operations whose origin is the target: its bulk transfers, its
     # answers to held requests.
-    if [ "$v" = client ] || [ "$v" = gateway ]; then
+    if [ "$v" = client ] || [ "$v" = gateway ] || [ "$v" = front ]; then
         case $ph in
         pull | push)
             wait_s $IDLE_S at_least "$T/tgt.out" '^bulk-end ' $((be0 + 1)) ||
@@ -400,22 +484,47 @@ cell() {
             ;;
         esac
     fi
-    # The gateway back to idle (a stopped target stays stopped meanwhile).
-    if [ "$v" != gateway ]; then
+    # The gateway back to idle (a stopped target stays stopped meanwhile,
+    # but for one cell over verbs, below).
+    resumed=""
+    if [ "$TGT_FABRIC.$v.$ph" = verbs.stop.before ]; then
+        # The fake device acknowledges a SEND from the receiving process's
+        # own calls (docs/na-verbs.md, "The fake device"); an HCA does it
+        # without the process, so a stopped target's requests complete
+        # their sends there and the cell's idle rule holds while it stays
+        # stopped.  Here the gateway's sends wait for the target's CPU:
+        # the caller's view above is checked while it is stopped, the
+        # gateway's return to idle after SIGCONT.
+        kill -CONT "$tgt_PID"
+        resumed=" (after SIGCONT: a SEND to a stopped process is acknowledged only by an HCA, not by the fake device)"
+    fi
+    [ "$oroute" = - ] || DETAIL[$v.$ph]="${DETAIL[$v.$ph]}; other route $oroute"
+    # Every gateway left alive back to idle ("front" and "gw" in a chain).
+    for Q in $GWS; do
+        case $v.$Q in gateway.gw | front.front) continue ;; esac
+        if [ "$CHAIN" = 1 ]; then
+            qn="$([ "$Q" = gw ] && echo "far gateway" || echo front)"
+        else
+            qn=gateway
+        fi
         if wait_s $IDLE_S gw_idle; then
             t_idle=$(($(now_ms) - t_kill))
             idle="$t_idle ms"
         else
             idle="NOT IDLE"
-            cell_fail "gateway not idle $IDLE_S s after the kill: fds $(gw_fds) (before $FDS0; $FD_WHY), $(stats | head -c 300) unanswered $(metric causeway_gateway_unanswered_requests) uncollected $(metric causeway_gateway_uncollected_answers)"
+            cell_fail "$qn not idle $IDLE_S s after the kill: fds $(gw_fds) (before $(eval "echo \$FDS0_$Q"); $FD_WHY), $(stats | head -c 300) unanswered $(metric causeway_gateway_unanswered_requests) uncollected $(metric causeway_gateway_uncollected_answers)"
         fi
-        CELL[$v.$ph]="${CELL[$v.$ph]}; idle $idle"
-        DETAIL[$v.$ph]="${DETAIL[$v.$ph]}; other route $oroute; gateway idle after $idle, fds $FDS0 -> $(gw_fds)$(n=$(new_fds | wc -l); [ "$n" = 0 ] || echo " ($n new: connections to live peers)")"
-    else
-        gw_up
-        ping_expect "$v/$ph: the restarted gateway serves" CW_OK -c 5 "$other@$(gw_in)" >/dev/null
-        DETAIL[$v.$ph]="${DETAIL[$v.$ph]}; restarted gateway serves"
-    fi
+        CELL[$v.$ph]="${CELL[$v.$ph]}; ${qn% gateway} idle $idle${resumed:+ after SIGCONT}"
+        DETAIL[$v.$ph]="${DETAIL[$v.$ph]}; $qn idle after $idle$resumed, fds $(eval "echo \$FDS0_$Q") -> $(gw_fds)$(n=$(new_fds | wc -l); [ "$n" = 0 ] || echo " ($n new: connections to live peers)")"
+    done
+    Q=gw
+    case $v in
+    gateway | front)
+        if [ "$v" = gateway ]; then gw_up; else front_up; fi
+        ping_expect "$v/$ph: the restarted $v serves" CW_OK -c 5 "$other@$(gw_in)" >/dev/null
+        DETAIL[$v.$ph]="${DETAIL[$v.$ph]}; the restarted $v serves"
+        ;;
+    esac
     case $v in
     stop | target) tgt_kill ;;
     esac
@@ -447,19 +556,32 @@ for c in $CELLS; do
     # progress (na-shm reads the process's memory), so a target that stops
     # or dies after sending it cannot hold the response phase: the gateway
     # has it whole first.
+    # Over verbs the gateway pulls it with RDMA READs, which the HCA (and
+    # the fake device, docs/na-verbs.md) serves without the target's CPU.
     case $TGT_FABRIC.$c in
-    shm.target/response | shm.stop/response)
-        echo "# $c: no such phase over shm (the answer is read without the target's progress)"
-        CELL[${c%/*}.${c#*/}]="n/a over shm"
+    shm.target/response | shm.stop/response | verbs.target/response | verbs.stop/response)
+        echo "# $c: no such phase over $TGT_FABRIC (the answer is read without the target's progress)"
+        CELL[${c%/*}.${c#*/}]="n/a over $TGT_FABRIC"
+        continue
+        ;;
+    esac
+    # In a chain the front pulls an overflowed answer whole from the far
+    # gateway before the caller gets its header (docs/gateway.md,
+    # "Forwarding, step by step"): a caller paused mid-response holds the
+    # front, not the far gateway.
+    case $CHAIN.$c in
+    1.gateway/response)
+        echo "# $c: no such phase in a chain (the front has the whole answer before the caller reads it)"
+        CELL[${c%/*}.${c#*/}]="n/a in a chain"
         continue
         ;;
     esac
     # Likewise a request's arguments over shm: the gateway reads them
     # without the caller's progress.
     case $CLI_FABRIC.$c in
-    shm.*/request)
-        echo "# $c: no such phase over shm (the arguments are read without the caller's progress)"
-        CELL[${c%/*}.${c#*/}]="n/a over shm"
+    shm.*/request | verbs.*/request)
+        echo "# $c: no such phase over $CLI_FABRIC (the arguments are read without the caller's progress)"
+        CELL[${c%/*}.${c#*/}]="n/a over $CLI_FABRIC"
         continue
         ;;
     esac
@@ -543,8 +665,13 @@ total_s=$((($(now_ms) - t_all) / 1000))
 echo
 echo "Kill matrix, $started, $(uname -n), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "  DEADLINE_MS=$DEADLINE_MS HOLD_MS=$HOLD_MS NHOLD=$NHOLD BULK_LEN=$BULK_LEN BIG_LEN=$BIG_LEN GW_THREADS=$GW_THREADS; $total_s s"
-echo "  path: caller -[$CLI_FABRIC]-> causewayd -[$TGT_FABRIC]-> target; other route: $TGT_FABRIC echo"
-echo "  cell: statuses at the origin (xN); the slowest, ms after it was sent; gateway idle, ms after the kill"
+if [ "$CHAIN" = 1 ]; then
+    echo "  path: caller -[$CLI_FABRIC]-> front -[$HOP_FABRIC]-> causewayd (far) -[$TGT_FABRIC]-> target; other route: $TGT_FABRIC echo"
+    echo "  cell: statuses at the origin (xN); the slowest, ms after it was sent; each live gateway idle, ms after the kill"
+else
+    echo "  path: caller -[$CLI_FABRIC]-> causewayd -[$TGT_FABRIC]-> target; other route: $TGT_FABRIC echo"
+    echo "  cell: statuses at the origin (xN); the slowest, ms after it was sent; gateway idle, ms after the kill"
+fi
 printf '| victim \\ phase |'
 for ph in $PHASES; do printf ' %s |' "$ph"; done
 echo
@@ -555,7 +682,8 @@ for v in $VICTIMS; do
     case " $CELLS" in *" $v/"*) ;; *) continue ;; esac
     case $v in
     target) printf '| kill -9 target |' ;;
-    gateway) printf '| kill -9 gateway |' ;;
+    gateway) printf '| kill -9 %s |' "$([ "$CHAIN" = 1 ] && echo "far gateway" || echo gateway)" ;;
+    front) printf '| kill -9 front gateway |' ;;
     client) printf '| kill -9 caller |' ;;
     stop) printf '| SIGSTOP target |' ;;
     esac
@@ -563,6 +691,6 @@ for v in $VICTIMS; do
     echo
 done
 [ -n "$FO" ] && echo "| two gateways, one killed | $FO |"
-gw_stop_clean gw
+gw_stop_clean $GWS
 [ -z "$FAILED" ] || fail "kill matrix:$FAILED"
 pass "kill matrix: all $NCELLS cells passed${FO:+, and the failover}"
