@@ -211,8 +211,12 @@ static void cli_cb(cw_handle_t *h, cw_status_t st, void *arg)
         /* Said once per caller: what a failure was (under ThreadSanitizer
          * and a loaded machine a window has failed, 2026-11-30). */
         if (c->failed++ == 0)
-            printf("# caller %u: first failure %s after %u answers\n", c->idx,
-                   cw_status_name(st), c->done);
+            printf("# caller %u: first failure %s after %u answers (sent "
+                   "%llu, the servers' last %ld, last answer from context "
+                   "%d)\n",
+                   c->idx, cw_status_name(st), c->done,
+                   (unsigned long long)c->next_seq,
+                   atomic_load(&last_seq[c->idx]), (int)c->last_ctx);
         cw_handle_release(h);
         return;
     }
@@ -240,6 +244,45 @@ static void cli_send(struct cli *c)
     cw_buf_put_u64(cw_handle_input(h), c->next_seq++);
     c->inflight++;
     assert_int_equal(cw_forward(h, 10000, cli_cb, c), CW_OK);
+}
+
+/* What each side counted, said when a caller failed: where its answers
+ * stopped (requests the servers did not answer, or answers sent and not
+ * received). */
+static void spread_report(void)
+{
+    struct cw_context_stats cs;
+    static bool said;
+
+    if (said)
+        return;
+    said = true;
+    for (unsigned i = 0; i < NSRV; i++) {
+        if (cw_context_stats(srv[i].ctx, &cs) != CW_OK)
+            continue;
+        printf("# server context %u: rx_requests %llu tx_responses %llu "
+               "unanswered %llu rx_dropped %llu na_dropped %llu pins_given "
+               "%llu\n",
+               i, (unsigned long long)cs.rx_requests,
+               (unsigned long long)cs.tx_responses,
+               (unsigned long long)cs.unanswered,
+               (unsigned long long)cs.rx_dropped,
+               (unsigned long long)cs.na_dropped,
+               (unsigned long long)cs.pins_given);
+    }
+    for (unsigned i = 0; i < NCLI; i++) {
+        if (cw_context_stats(clis[i].ctx, &cs) != CW_OK)
+            continue;
+        printf(
+            "# caller %u: done %u failed %u tx_requests %llu rx_responses "
+            "%llu rx_dropped %llu na_dropped %llu timeouts %llu pins_taken "
+            "%llu pin_held %llu\n",
+            i, clis[i].done, clis[i].failed, (unsigned long long)cs.tx_requests,
+            (unsigned long long)cs.rx_responses,
+            (unsigned long long)cs.rx_dropped,
+            (unsigned long long)cs.na_dropped, (unsigned long long)cs.timeouts,
+            (unsigned long long)cs.pins_taken, (unsigned long long)cs.pin_held);
+    }
 }
 
 static void test_spread_many_callers(void **state)
@@ -275,6 +318,9 @@ static void test_spread_many_callers(void **state)
         if (!busy)
             break;
     }
+    for (i = 0; i < NCLI; i++)
+        if (clis[i].failed != 0)
+            spread_report();
     for (i = 0; i < NCLI; i++) {
         struct cli *c = &clis[i];
         assert_int_equal(c->inflight, 0);
