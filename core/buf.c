@@ -19,23 +19,11 @@ void cw_buf_init_writer(cw_buf_t *b, size_t head)
     b->head = head;
 }
 
-void cw_buf_init_reader(cw_buf_t *b, const void *data, size_t len)
+void cw_buf_init_reader_slow(cw_buf_t *b, const void *data, size_t len)
 {
     cw_handle_t *h = b->h;
     bool standalone = b->standalone;
 
-    if (!b->writer && b->bulks == NULL) {
-        /* A reader again (every message a pooled handle receives): its
-         * writer fields are zero already, and it owns nothing to free. */
-        b->data = (uint8_t *)data;
-        b->len = len;
-        b->pos = 0;
-        b->err = CW_OK;
-        b->desc = NULL;
-        b->desc_len = 0;
-        b->ndesc = 0;
-        return;
-    }
     cw_buf_fini(b);
     memset(b, 0, sizeof(*b));
     b->data = (uint8_t *)data;

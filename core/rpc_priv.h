@@ -188,7 +188,25 @@ struct cw_buf {
 };
 
 void cw_buf_init_writer(cw_buf_t *b, size_t head);
-void cw_buf_init_reader(cw_buf_t *b, const void *data, size_t len);
+/** A buffer that was a writer or holds bulk handles (cw_buf_init_reader). */
+void cw_buf_init_reader_slow(cw_buf_t *b, const void *data, size_t len);
+/** Make @p b a reader of @p len bytes at @p data.  Inline: a pooled handle
+ *  does this several times a request, nearly always on a reader already,
+ *  whose writer fields are zero and which owns nothing to free. */
+static inline void cw_buf_init_reader(cw_buf_t *b, const void *data, size_t len)
+{
+    if (b->writer || b->bulks != NULL) {
+        cw_buf_init_reader_slow(b, data, len);
+        return;
+    }
+    b->data = (uint8_t *)data;
+    b->len = len;
+    b->pos = 0;
+    b->err = CW_OK;
+    b->desc = NULL;
+    b->desc_len = 0;
+    b->ndesc = 0;
+}
 /** Writer back to empty (keeps memory), dropping bulk references (their
  *  context's lock held when it has any). */
 void cw_buf_reset(cw_buf_t *b);

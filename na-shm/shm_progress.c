@@ -19,11 +19,10 @@ struct cw_na_op *shm_op_new(struct cw_na_class *cls, enum cw_na_op_type type,
     struct cw_na_op *op = nau_pool_get(&cls->op_pool);
     if (!op)
         return NULL;
-    memset(op, 0, sizeof(*op));
-    op->cls = cls;
-    op->type = type;
-    op->cb = cb;
-    op->arg = arg;
+    /* One compound literal: the compiler zeroes the rest with a few wide
+     * stores inline, where memset() was a call and a loop per operation
+     * (four a forward). */
+    *op = (struct cw_na_op){.cls = cls, .type = type, .cb = cb, .arg = arg};
     return op;
 }
 
