@@ -7,7 +7,7 @@
 #
 #   HG_BIN=/path/to/mercury/build/bin [ROUNDS=3] [ITERS=20000]
 #   [BW_LOOPS=50] [TRANSPORTS="ofi+tcp ucx+tcp shm"] [ONLY=lat,rate,bw]
-#   [VERIFY=1] tests/bench/vs-mercury.sh [BUILD_DIR]
+#   [VERIFY=1] [FLOOR=1] tests/bench/vs-mercury.sh [BUILD_DIR]
 #
 # HG_BIN holds hg_perf_server, hg_rate, hg_bw_read and hg_bw_write from a Mercury build
 # made outside this tree (docs/cw-perf.md, "Against Mercury", says how).
@@ -24,6 +24,15 @@
 # (ratio < 1 means Causeway is ahead); rates and bandwidths: higher is
 # better (ratio > 1).
 #
+# FLOOR=1 adds the raw fabric to the busy round trips of ofi+tcp and
+# ucx+tcp, in the same rounds (rotated with the other two): libfabric's
+# fi_pingpong over tcp;ofi_rxm (package libfabric-bin) and UCX's
+# ucx_perftest ucp_am_lat with UCX_TLS=tcp (ucx-utils), both spinning on
+# their completions, pinned as the others are.  Their round trip is the
+# floor that neither library can go under on this machine; the table
+# gives each library's ratio to it and says whether the target (0.9 x
+# Mercury, issue 33) lies under it.
+#
 # Timing runs leave data checking off on both sides (it costs a copy and a
 # compare per call); VERIFY=1 turns it on on both (cw-perf --verify,
 # hg_rate/hg_bw_read/hg_bw_write -v) to show that both move the right bytes.
@@ -36,11 +45,18 @@ BW_LOOPS=${BW_LOOPS:-50}
 TRANSPORTS=${TRANSPORTS:-ofi+tcp ucx+tcp shm}
 ONLY=${ONLY:-lat,rate,bw}
 VERIFY=${VERIFY:-0}
+FLOOR=${FLOOR:-0}
 export CAUSEWAY_PLUGIN_PATH=$B/na-shm:$B/na-ofi:$B/na-ucx:$B/na-verbs
 for t in hg_perf_server hg_rate hg_bw_read hg_bw_write; do
     [ -x "$HG_BIN/$t" ] || { echo "vs-mercury: no $HG_BIN/$t" >&2; exit 2; }
 done
 [ -x "$B/tools/cw-perf" ] || { echo "vs-mercury: no $B/tools/cw-perf" >&2; exit 2; }
+if [ "$FLOOR" = 1 ]; then
+    for t in fi_pingpong ucx_perftest; do
+        command -v "$t" >/dev/null ||
+            { echo "vs-mercury: FLOOR=1 needs $t (libfabric-bin, ucx-utils)" >&2; exit 2; }
+    done
+fi
 . "$(dirname "$0")/bench_lib.sh" vshg
 export CAUSEWAY_PLUGIN_PATH=$B/na-shm:$B/na-ofi:$B/na-ucx:$B/na-verbs
 W=$T
@@ -139,6 +155,73 @@ hg_run() {
     record "$fig" "$unit" "$better" mercury "$round" "$v"
 }
 
+# The raw server ends with its client; waited for, then killed if not.
+raw_reap() {
+    for _ in $(seq 100); do
+        kill -0 "$SRV" 2>/dev/null || break
+        sleep 0.05 # sleep-ok: the poll interval of a bounded wait
+    done
+    kill "$SRV" 2>/dev/null
+    wait "$SRV" 2>/dev/null
+    SRV=""
+}
+
+# raw_run FIGURE ROUND TRANSPORT: the raw fabric's 64 B busy round trip
+# (us), server on CPU 1, client on CPU 0, ITERS iterations.
+raw_run() {
+    local fig=$1 round=$2 tr=$3 port v
+    port=$((20000 + RANDOM % 20000))
+    case $tr in
+    ofi+tcp)
+        # fi_pingpong has no warm-up, and its first few thousand round
+        # trips on a fresh connection are slower: the floor is the
+        # marginal time of the last 3/4 of ITERS (a run of ITERS and one
+        # of ITERS / 4, each against its own server).
+        local n t1=""
+        for n in $((ITERS / 4)) "$ITERS"; do
+            port=$((20000 + RANDOM % 20000))
+            (exec taskset -c 1 fi_pingpong -p "tcp;ofi_rxm" -e rdm -I "$n" \
+                -S 64 -B "$port" >"$W/raw-srv.log" 2>&1) &
+            SRV=$!
+            PIDS="$PIDS $SRV"
+            # The client may come before the server listens: retried while
+            # refused, as long as the server lives.
+            for _ in $(seq 100); do
+                timeout 300 taskset -c 0 fi_pingpong -p "tcp;ofi_rxm" -e rdm \
+                    -I "$n" -S 64 -P "$port" 127.0.0.1 >"$W/raw.out" 2>&1 && break
+                kill -0 "$SRV" 2>/dev/null || break
+                sleep 0.05 # sleep-ok: the poll interval of a bounded retry
+            done
+            raw_reap
+            # usec/xfer: the run's time over two transfers an iteration.
+            v=$(awk -v n="$n" '$1 == 64 && NF == 8 { printf "%.1f", 2 * n * $7 }' "$W/raw.out")
+            [ -n "$v" ] || break
+            if [ -z "$t1" ]; then t1=$v; continue; fi
+            v=$(awk -v a="$t1" -v b="$v" -v n="$ITERS" \
+                'BEGIN { printf "%.2f", (b - a) / (n - int(n / 4)) }')
+        done
+        ;;
+    ucx+tcp)
+        (UCX_TLS=tcp UCX_NET_DEVICES=lo exec taskset -c 1 ucx_perftest \
+            -p "$port" >"$W/raw-srv.log" 2>&1) &
+        SRV=$!
+        PIDS="$PIDS $SRV"
+        for _ in $(seq 100); do
+            UCX_TLS=tcp UCX_NET_DEVICES=lo timeout 300 taskset -c 0 \
+                ucx_perftest -p "$port" -t ucp_am_lat -s 64 -n "$ITERS" \
+                127.0.0.1 >"$W/raw.out" 2>&1 && break
+            kill -0 "$SRV" 2>/dev/null || break
+            sleep 0.05 # sleep-ok: the poll interval of a bounded retry
+        done
+        raw_reap
+        # The average one-way latency after its warm-up, doubled.
+        v=$(awk '$1 == "Final:" { print 2 * $4 }' "$W/raw.out")
+        ;;
+    esac
+    [ -n "$v" ] || { echo "vs-mercury: raw $tr failed:" >&2; cat "$W/raw.out" "$W/raw-srv.log" >&2; exit 1; }
+    record "$fig" us lower raw "$round" "$v"
+}
+
 # pair ROUND CW_CMD... -- HG_CMD...: both, in the order of the round.
 pair() {
     local round=$1 i
@@ -165,8 +248,13 @@ for r in $(seq "$ROUNDS"); do
         if want lat; then
             pair "$r" "$tr lat 64 B blocking" us lower "$r" "$tr" "" lat 64 --iters "$ITERS" \
                 -- "$tr lat 64 B blocking" us lower "$r" "$tr" "" hg_rate 64 3 -x 1 -l "$ITERS"
+            floor=0
+            [ "$FLOOR" = 1 ] && [ "$tr" != shm ] && floor=1
+            # The raw fabric first in odd rounds and last in even ones.
+            [ $floor = 1 ] && [ $((r % 2)) = 1 ] && raw_run "$tr lat 64 B busy" "$r" "$tr"
             pair "$r" "$tr lat 64 B busy" us lower "$r" "$tr" --busy lat 64 --iters "$ITERS" \
                 -- "$tr lat 64 B busy" us lower "$r" "$tr" -b hg_rate 64 3 -x 1 -l "$ITERS"
+            [ $floor = 1 ] && [ $((r % 2)) = 0 ] && raw_run "$tr lat 64 B busy" "$r" "$tr"
         fi
         if want rate; then
             pair "$r" "$tr rate 64 B x16" ops/s higher "$r" "$tr" "" rate 64 \
@@ -209,4 +297,13 @@ for fig, f in figs.items():
     ratio = statistics.median(cw) / statistics.median(hg)
     print("%-28s %-7s %-24s %-24s %.2f (%s is better)" %
           (fig, f["unit"], show(cw), show(hg), ratio, f["better"]))
+    raw = f.get("raw", [])
+    if raw:
+        floor = statistics.median(raw)
+        print("%-28s %-7s %-24s Causeway %.2f, Mercury %.2f x the floor; "
+              "0.9 x Mercury is %.2f, %s the floor" %
+              ("  raw fabric (floor)", f["unit"], show(raw),
+               statistics.median(cw) / floor, statistics.median(hg) / floor,
+               0.9 * statistics.median(hg) / floor,
+               "under" if 0.9 * statistics.median(hg) < floor else "over"))
 EOF
