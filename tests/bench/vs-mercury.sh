@@ -120,6 +120,30 @@ hg_na() {
     esac
 }
 
+# A server that ends with its client (Mercury's, the raw fabrics'):
+# waited for, then killed if it has not.
+srv_reap() {
+    for _ in $(seq 100); do
+        kill -0 "$SRV" 2>/dev/null || break
+        sleep 0.05 # sleep-ok: the poll interval of a bounded wait
+    done
+    kill "$SRV" 2>/dev/null
+    wait "$SRV" 2>/dev/null
+    SRV=""
+}
+
+# raw_client CMD...: a raw fabric's client, output in $W/raw.out.  It may
+# come before its server listens: retried while it fails, as long as the
+# server lives.
+raw_client() {
+    for _ in $(seq 100); do
+        timeout 300 taskset -c 0 "$@" >"$W/raw.out" 2>&1 && return 0
+        kill -0 "$SRV" 2>/dev/null || return 1
+        sleep 0.05 # sleep-ok: the poll interval of a bounded retry
+    done
+    return 1
+}
+
 # hg_run FIGURE UNIT BETTER ROUND TRANSPORT BUSY(''|-b) PROG SIZE COLUMN ARGS...
 # One hg_perf_server and client PROG for SIZE; records COLUMN (2: rate or
 # bandwidth, 3: time in us) of the row for SIZE.
@@ -143,27 +167,9 @@ hg_run() {
         cat "$W/hg.out" >&2
         exit 1
     }
-    # The client shut the server down; it must end on its own.
-    for _ in $(seq 100); do
-        kill -0 "$SRV" 2>/dev/null || break
-        sleep 0.05 # sleep-ok: the poll interval of a bounded wait
-    done
-    kill "$SRV" 2>/dev/null
-    wait "$SRV" 2>/dev/null
-    SRV=""
+    srv_reap # the client shut the server down
     v=$(awk -v s="$size" -v c="$col" '$1 == s { print $c }' "$W/hg.out")
     record "$fig" "$unit" "$better" mercury "$round" "$v"
-}
-
-# The raw server ends with its client; waited for, then killed if not.
-raw_reap() {
-    for _ in $(seq 100); do
-        kill -0 "$SRV" 2>/dev/null || break
-        sleep 0.05 # sleep-ok: the poll interval of a bounded wait
-    done
-    kill "$SRV" 2>/dev/null
-    wait "$SRV" 2>/dev/null
-    SRV=""
 }
 
 # raw_run FIGURE ROUND TRANSPORT: the raw fabric's 64 B busy round trip
@@ -184,15 +190,9 @@ raw_run() {
                 -S 64 -B "$port" >"$W/raw-srv.log" 2>&1) &
             SRV=$!
             PIDS="$PIDS $SRV"
-            # The client may come before the server listens: retried while
-            # refused, as long as the server lives.
-            for _ in $(seq 100); do
-                timeout 300 taskset -c 0 fi_pingpong -p "tcp;ofi_rxm" -e rdm \
-                    -I "$n" -S 64 -P "$port" 127.0.0.1 >"$W/raw.out" 2>&1 && break
-                kill -0 "$SRV" 2>/dev/null || break
-                sleep 0.05 # sleep-ok: the poll interval of a bounded retry
-            done
-            raw_reap
+            raw_client fi_pingpong -p "tcp;ofi_rxm" -e rdm -I "$n" -S 64 \
+                -P "$port" 127.0.0.1
+            srv_reap
             # usec/xfer: the run's time over two transfers an iteration.
             v=$(awk -v n="$n" '$1 == 64 && NF == 8 { printf "%.1f", 2 * n * $7 }' "$W/raw.out")
             [ -n "$v" ] || break
@@ -206,14 +206,9 @@ raw_run() {
             -p "$port" >"$W/raw-srv.log" 2>&1) &
         SRV=$!
         PIDS="$PIDS $SRV"
-        for _ in $(seq 100); do
-            UCX_TLS=tcp UCX_NET_DEVICES=lo timeout 300 taskset -c 0 \
-                ucx_perftest -p "$port" -t ucp_am_lat -s 64 -n "$ITERS" \
-                127.0.0.1 >"$W/raw.out" 2>&1 && break
-            kill -0 "$SRV" 2>/dev/null || break
-            sleep 0.05 # sleep-ok: the poll interval of a bounded retry
-        done
-        raw_reap
+        UCX_TLS=tcp UCX_NET_DEVICES=lo raw_client ucx_perftest -p "$port" \
+            -t ucp_am_lat -s 64 -n "$ITERS" 127.0.0.1
+        srv_reap
         # The average one-way latency after its warm-up, doubled.
         v=$(awk '$1 == "Final:" { print 2 * $4 }' "$W/raw.out")
         ;;
