@@ -14,7 +14,9 @@
 # Each measurement starts its own server pinned to CPU 1, the client pinned
 # to CPU 0; a Mercury client shuts its server down when it ends.
 #
-# Figures: 64 B round trip (one call in flight), blocking and busy; 64 B
+# Figures: 64 B round trip (one call in flight), blocking and busy, and
+# 4 KiB busy (the request carries it, the answer is empty; the summary
+# gives each library's 4 KiB / 64 B ratio, issue 33's third target); 64 B
 # rate with 16 calls in flight; bulk bandwidth at 1, 4 and 16 MiB, one
 # transfer in flight, the server pulling from the client's memory
 # (cw-perf's bw --dir pull against hg_bw_write, whose server pulls) and
@@ -250,6 +252,8 @@ for r in $(seq "$ROUNDS"); do
             pair "$r" "$tr lat 64 B busy" us lower "$r" "$tr" --busy lat 64 --iters "$ITERS" \
                 -- "$tr lat 64 B busy" us lower "$r" "$tr" -b hg_rate 64 3 -x 1 -l "$ITERS"
             [ $floor = 1 ] && [ $((r % 2)) = 0 ] && raw_run "$tr lat 64 B busy" "$r" "$tr"
+            pair "$r" "$tr lat 4 KiB busy" us lower "$r" "$tr" --busy lat 4096 --iters "$ITERS" \
+                -- "$tr lat 4 KiB busy" us lower "$r" "$tr" -b hg_rate 4096 3 -x 1 -l "$ITERS"
         fi
         if want rate; then
             pair "$r" "$tr rate 64 B x16" ops/s higher "$r" "$tr" "" rate 64 \
@@ -301,4 +305,17 @@ for fig, f in figs.items():
                statistics.median(cw) / floor, statistics.median(hg) / floor,
                0.9 * statistics.median(hg) / floor,
                "under" if 0.9 * statistics.median(hg) < floor else "over"))
+# What 4 KiB costs against 64 B, busy, per transport and library.
+for fig, f in figs.items():
+    if not fig.endswith(" lat 4 KiB busy"):
+        continue
+    small = figs.get(fig.replace("4 KiB", "64 B"), {})
+    parts = []
+    for impl, name in (("causeway", "Causeway"), ("mercury", "Mercury")):
+        if f.get(impl) and small.get(impl):
+            parts.append("%s %.2f" % (name, statistics.median(f[impl]) /
+                                      statistics.median(small[impl])))
+    if parts:
+        print("%-28s 4 KiB / 64 B busy: %s" % ("  " + fig.split(" ")[0],
+                                              ", ".join(parts)))
 EOF
