@@ -287,6 +287,8 @@ struct ucx_cls {
     uint64_t rl_next_ns;      /* rate limit for data-path warnings */
     uint64_t live_timeout_ns; /* silent peer declared dead after this; 0 off */
     uint64_t live_next_ns;    /* next liveness scan */
+    uint64_t close_flush_ns;  /* finalize's endpoint flush lasts at most this */
+    uint64_t close_idle_ns;   /* ... and gives up after this without events */
 };
 
 /* Cast the opaque class. */

@@ -472,13 +472,16 @@ static void ucx_flush_cb(void *req, ucs_status_t st, void *user_data)
  * progressing beyond reading its socket.  A peer that reads keeps the
  * worker busy (the 6000-send burst flushed in 15 ms); one that stopped
  * reading leaves it idle, and the flush gives up after @p idle_ns without
- * an event rather than hold the caller (a gateway's shard thread closing
- * a network on reload) for the whole timeout. */
+ * an event rather than hold the caller (a gateway's worker closing a
+ * network on reload) for the whole timeout.  Both bounds are parameters
+ * (close_flush_ms, close_idle_ms): a flush of 0 ms skips it, an idle
+ * bound of 0 leaves only the flush's. */
 static void ucx_conns_flush(struct ucx_cls *cls, uint64_t timeout_ns,
                             uint64_t idle_ns)
 {
     uint64_t now = cls->host->now_ns();
-    uint64_t deadline = now + timeout_ns, quiet_until = now + idle_ns;
+    uint64_t deadline = now + timeout_ns;
+    uint64_t quiet_until = idle_ns != 0 ? now + idle_ns : UINT64_MAX;
 
     for (struct nau_list *l = cls->conns.next; l != &cls->conns; l = l->next) {
         struct ucx_conn *conn = nau_container_of(l, struct ucx_conn, link);
@@ -496,7 +499,7 @@ static void ucx_conns_flush(struct ucx_cls *cls, uint64_t timeout_ns,
             cls->flushing--;
     }
     while (cls->flushing > 0 && now < deadline && now < quiet_until) {
-        if (ucp_worker_progress(cls->worker) != 0)
+        if (ucp_worker_progress(cls->worker) != 0 && idle_ns != 0)
             quiet_until = now + idle_ns;
         now = cls->host->now_ns();
     }
@@ -508,7 +511,8 @@ static void ucx_conns_flush(struct ucx_cls *cls, uint64_t timeout_ns,
 void ucx_conns_close_all(struct ucx_cls *cls)
 {
     ucx_conns_reap(cls);
-    ucx_conns_flush(cls, 1000000000ull, 100000000ull);
+    if (cls->close_flush_ns != 0)
+        ucx_conns_flush(cls, cls->close_flush_ns, cls->close_idle_ns);
     ucx_conns_reap(cls);
     while (!nau_list_empty(&cls->conns))
         ucx_conn_close(cls,

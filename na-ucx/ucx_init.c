@@ -23,6 +23,8 @@
 #define UCX_FD_RESERVE_DEFAULT       256u
 #define UCX_LISTENER_BACKLOG_DEFAULT "128"
 #define UCX_LIVENESS_DEFAULT_MS      10000u
+#define UCX_CLOSE_FLUSH_DEFAULT_MS   1000u
+#define UCX_CLOSE_IDLE_DEFAULT_MS    100u
 
 /* UCX keeps process-wide state (its async event thread) that does not
  * survive fork(): a child forked while the parent has live instances can
@@ -216,6 +218,16 @@ static cw_status_t ucx_apply_params(struct ucx_cls *cls, ucp_config_t *config,
                 return CW_INVALID_ARG;
             }
             cls->live_timeout_ns = n * 1000000ull;
+        } else if (strcmp(k, "close_flush_ms") == 0 ||
+                   strcmp(k, "close_idle_ms") == 0) {
+            if (nau_param_uint(v, 0, 3600000, &n) != CW_OK) {
+                UCX_ERR(cls, "%s=%s: expected 0..3600000", k, v);
+                return CW_INVALID_ARG;
+            }
+            if (strcmp(k, "close_flush_ms") == 0)
+                cls->close_flush_ns = n * 1000000ull;
+            else
+                cls->close_idle_ns = n * 1000000ull;
         } else if (strcmp(k, "rma") == 0) {
             if (strcmp(v, "am") != 0 && strcmp(v, "rkey") != 0) {
                 UCX_ERR(cls, "rma=%s: expected 'am' or 'rkey'", v);
@@ -429,6 +441,8 @@ static cw_status_t ucx_init(const struct cw_na_host *host,
     cls->unexp_peer_max = UCX_UNEXP_PEER_DEFAULT;
     cls->fd_reserve = UCX_FD_RESERVE_DEFAULT;
     cls->live_timeout_ns = UCX_LIVENESS_DEFAULT_MS * 1000000ull;
+    cls->close_flush_ns = UCX_CLOSE_FLUSH_DEFAULT_MS * 1000000ull;
+    cls->close_idle_ns = UCX_CLOSE_IDLE_DEFAULT_MS * 1000000ull;
     cls->next_op_id = 1;
     cls->next_mem_id = 1;
     nau_list_init(&cls->conns);

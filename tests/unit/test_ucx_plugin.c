@@ -213,6 +213,12 @@ static void test_open_forms(void **state)
     assert_int_equal(cw_na_open(URI, 0, bad_eager, &na), CW_INVALID_ARG);
     assert_int_equal(cw_na_open(URI, 0, small_peer, &na), CW_INVALID_ARG);
     assert_int_equal(cw_na_open(URI, 0, small_queue, &na), CW_INVALID_ARG);
+    {
+        static const char *const bad_flush[] = {"close_flush_ms", "1s", NULL};
+        static const char *const bad_idle[] = {"close_idle_ms", "-1", NULL};
+        assert_int_equal(cw_na_open(URI, 0, bad_flush, &na), CW_INVALID_ARG);
+        assert_int_equal(cw_na_open(URI, 0, bad_idle, &na), CW_INVALID_ARG);
+    }
     /* A transport UCX does not have is "unsupported here". */
     assert_int_equal(cw_na_open("ucx+nosuchtl://127.0.0.1:0", 0, NULL, &na),
                      CW_UNSUPPORTED);
@@ -1263,7 +1269,14 @@ static int burst_main(const char *target, int fd, int n, size_t size)
     int sent = 0, ms;
     uint64_t t0;
 
-    if (msg == NULL || cw_na_open(URI, 0, NULL, &na) != CW_OK ||
+    /* The receiver reads all along the close; on a loaded machine (two
+     * vCPUs, parallel tests, TSan) it may not run for more than the
+     * default 100 ms idle bound, which would count as having stopped
+     * reading: only the flush's own bound here. */
+    static const char *const linger[] = {"close_flush_ms", "10000",
+                                         "close_idle_ms", "0", NULL};
+
+    if (msg == NULL || cw_na_open(URI, 0, linger, &na) != CW_OK ||
         cw_na_addr_lookup(na, target, &to) != CW_OK)
         return 1;
     for (uint64_t end = cw_now_ns() + 3000000000ull;
