@@ -248,6 +248,8 @@ cw_status_t cw_na_addr_deserialize(cw_na_t *na, const void *buf, size_t size,
 /* ---- messages ---- */
 
 /* What every send checks before the plugin sees it. */
+/* A send's arguments (an inject, which has no callback, passes
+ * inject_no_cb). */
 static cw_status_t send_args_check(cw_na_t *na, const void *buf, size_t len,
                                    cw_na_addr_t *dest, uint32_t tag,
                                    cw_na_cb_t cb, bool expected)
@@ -294,6 +296,24 @@ cw_status_t cw_na_msg_send_expected(cw_na_t *na, const void *buf, size_t len,
         return st;
     return na->ops->msg_send_expected(na->cls, buf, len, dest, tag, cb, arg,
                                       op_p);
+}
+
+static void inject_no_cb(const struct cw_na_cb_info *info)
+{
+    (void)info;
+}
+
+cw_status_t cw_na_msg_inject(cw_na_t *na, const void *buf, size_t len,
+                             cw_na_addr_t *dest, uint32_t tag, bool expected)
+{
+    cw_status_t st =
+        send_args_check(na, buf, len, dest, tag, inject_no_cb, expected);
+
+    if (st != CW_OK)
+        return st;
+    if (na->ops->msg_inject == NULL)
+        return CW_AGAIN;
+    return na->ops->msg_inject(na->cls, buf, len, dest, tag, expected);
 }
 
 cw_status_t cw_na_msg_recv_expected(cw_na_t *na, void *buf, size_t len,

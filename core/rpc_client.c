@@ -288,11 +288,28 @@ cw_status_t cw_forward_net(cw_handle_t *h)
         if (st != CW_OK)
             return st;
     }
-    if (cw_sq_offer(h, msg, total))
+    if (cw_sq_offer(h, msg, total)) {
         st = CW_OK;
-    else
+    } else if ((h->use.rflags & (CW_HF_ONE_WAY | CW_HF_OVERFLOW)) == 0 &&
+               !cw_h_flag(h, CW_HFL_PIN_ASKER) &&
+               !cw_h_flag(h, CW_HFL_PIN_WARM) &&
+               (st = cw_na_msg_inject(net->na, msg, total, h->use.cli.peer, 0,
+                                      false)) != CW_AGAIN) {
+        /* Taken at once: the send is complete, and with the answer's
+         * receive posted, cw_forward_send_done would have nothing to do
+         * but count it. */
+        if (st != CW_OK) {
+            cw_h_fail(h, st);
+            return CW_OK;
+        }
+        cw_h_flag_set(h, CW_HFL_SENT);
+        ctx->stats.na_ops++;
+        ctx->stats.tx_requests++;
+        return CW_OK;
+    } else {
         st = cw_na_msg_send_unexpected(net->na, msg, total, h->use.cli.peer, 0,
                                        cw_forward_send_cb, h, &h->use.send_op);
+    }
     if (st != CW_OK) {
         /* The receive is posted: report the failure through completion. */
         h->use.send_op = NULL;

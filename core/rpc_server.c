@@ -469,6 +469,22 @@ static cw_status_t respond_net(cw_handle_t *h, cw_status_t status)
     if (st != CW_OK)
         return st;
     if (!cw_sq_offer(h, msg, total)) {
+        /* Where the plugin takes it at once, the answer is sent and its
+         * send complete here, as cw_resp_send_done would find it (not for
+         * an overflow either way, which waits for the caller's word). */
+        if (!((hdr.flags | h->use.rflags) & CW_HF_OVERFLOW)) {
+            st = cw_na_msg_inject(net->na, msg, total, h->use.srv.src.na,
+                                  h->use.tag, true);
+            if (st == CW_OK) {
+                ctx->stats.na_ops++;
+                ctx->stats.tx_responses++;
+                if (!nau_list_linked(&h->link))
+                    cw_h_set_final(h, CW_OK);
+                return CW_OK;
+            }
+            if (st != CW_AGAIN)
+                return st;
+        }
         st = cw_na_msg_send_expected(net->na, msg, total, h->use.srv.src.na,
                                      h->use.tag, cw_resp_send_cb, h,
                                      &h->use.send_op);

@@ -614,6 +614,7 @@ static const struct cw_na_ops shm_ops = {
     .cancel = shm_cancel,
     .mem_restrict = shm_mem_restrict,
     .dropped = shm_dropped,
+    .msg_inject = shm_msg_inject,
 };
 
 CW_NA_EXPORT const struct cw_na_plugin cw_na_plugin_entry = {

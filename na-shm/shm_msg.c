@@ -460,17 +460,29 @@ void shm_backlog_retry(struct cw_na_class *cls)
     }
 }
 
+/* The checks of a send, and its peer attached. */
+static cw_status_t shm_send_peer(cw_na_class_t *cls, const void *buf,
+                                 size_t len, cw_na_addr_t *dest,
+                                 struct shm_peer **peer_p)
+{
+    struct shm_peer *peer = shm_peer_of(dest);
+
+    if (!peer || (len && !buf))
+        return CW_INVALID_ARG;
+    if (len > SHM_EAGER_SIZE)
+        return CW_OVERFLOW;
+    *peer_p = peer;
+    return shm_peer_attach(cls, peer);
+}
+
 static cw_status_t shm_msg_send(cw_na_class_t *cls, enum cw_na_op_type type,
                                 const void *buf, size_t len, cw_na_addr_t *dest,
                                 uint32_t tag, cw_na_cb_t cb, void *arg,
                                 cw_na_op_t **op_p)
 {
-    struct shm_peer *peer = shm_peer_of(dest);
-    if (!peer || !cb || (len && !buf))
-        return CW_INVALID_ARG;
-    if (len > SHM_EAGER_SIZE)
-        return CW_OVERFLOW;
-    cw_status_t st = shm_peer_attach(cls, peer);
+    struct shm_peer *peer;
+    cw_status_t st =
+        cb ? shm_send_peer(cls, buf, len, dest, &peer) : CW_INVALID_ARG;
     if (st != CW_OK)
         return st;
     struct cw_na_op *op = shm_op_new(cls, type, cb, arg);
@@ -511,6 +523,25 @@ cw_status_t shm_msg_send_expected(cw_na_class_t *cls, const void *buf,
 {
     return shm_msg_send(cls, CW_NA_OP_SEND_EXPECTED, buf, len, dest, tag, cb,
                         arg, op_p);
+}
+
+/* A message that fits a ring slot is copied into the peer's ring and is
+ * then as sent as it will ever be: no operation is needed for it, nor a
+ * completion to run later (most of what a send costs here).  Not while
+ * earlier sends wait for room, which it must not overtake. */
+cw_status_t shm_msg_inject(cw_na_class_t *cls, const void *buf, size_t len,
+                           cw_na_addr_t *dest, uint32_t tag, bool expected)
+{
+    struct shm_peer *peer;
+    cw_status_t st = shm_send_peer(cls, buf, len, dest, &peer);
+
+    if (st != CW_OK)
+        return st;
+    if (!nau_list_empty(&peer->backlog) ||
+        !shm_ring_push(peer, expected ? SHM_MSG_EXPECTED : SHM_MSG_UNEXPECTED,
+                       tag, buf, len))
+        return CW_AGAIN;
+    return CW_OK;
 }
 
 cw_status_t shm_msg_recv_unexpected(cw_na_class_t *cls, void *buf, size_t len,

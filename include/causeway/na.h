@@ -149,6 +149,14 @@ CW_PUBLIC cw_status_t cw_na_msg_send_expected(cw_na_t *na, const void *buf,
                                               size_t len, cw_na_addr_t *dest,
                                               uint32_t tag, cw_na_cb_t cb,
                                               void *arg, cw_na_op_t **op_p);
+/** Send a message at once, with no operation and no callback, if the
+ *  plugin can take it now: CW_OK, sent and complete (@p buf may be reused);
+ *  CW_AGAIN, nothing done (the plugin has no inject, or not now: send it
+ *  with cw_na_msg_send_unexpected/_expected); or an error as those give.
+ *  It never overtakes an earlier send to @p dest still queued. */
+CW_PUBLIC cw_status_t cw_na_msg_inject(cw_na_t *na, const void *buf, size_t len,
+                                       cw_na_addr_t *dest, uint32_t tag,
+                                       bool expected);
 CW_PUBLIC cw_status_t cw_na_msg_recv_expected(cw_na_t *na, void *buf,
                                               size_t len, cw_na_addr_t *source,
                                               uint32_t tag, cw_na_cb_t cb,

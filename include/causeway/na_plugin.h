@@ -14,7 +14,8 @@
  *
  * Completions: every posted operation completes exactly once, by a call to
  * its callback, and only from inside ops->progress() (never from inside the
- * call that posted it, so callers may post from callbacks).  Status CW_OK,
+ * call that posted it, so callers may post from callbacks).  The one
+ * exception is ops->msg_inject, which posts no operation.  Status CW_OK,
  * an error, or CW_CANCELED after ops->cancel().  After its callback returns
  * the operation handle is invalid and must not be cancelled.
  *
@@ -337,6 +338,17 @@ struct cw_na_ops {
      *  cannot be asked (the facts emitted until then stand). */
     cw_status_t (*describe)(const struct cw_na_host *host,
                             cw_na_describe_cb_t emit, void *arg);
+    /** (optional) Send a message at once, with no operation and no
+     *  callback, where the transport can take it now (as libfabric's
+     *  fi_inject): CW_OK means it was taken and the send is complete
+     *  (@p buf may be reused on return); CW_AGAIN that it cannot be taken
+     *  now and nothing was done (post it with msg_send_unexpected or
+     *  msg_send_expected instead); another status is the error those would
+     *  have given.  It never overtakes an earlier send to @p dest that is
+     *  still queued.  @p expected: sent as msg_send_expected sends (matched
+     *  by tag at the peer), otherwise as msg_send_unexpected. */
+    cw_status_t (*msg_inject)(cw_na_class_t *cls, const void *buf, size_t len,
+                              cw_na_addr_t *dest, uint32_t tag, bool expected);
 };
 
 /** The one exported object. */

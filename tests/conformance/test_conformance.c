@@ -1217,6 +1217,102 @@ static void test_unreachable(void **state)
     test_unexpected(state);
 }
 
+/* cw_na_msg_inject: a plugin that has it sends at once, with no
+ * operation and no callback; one that does not (or cannot now) answers
+ * CW_AGAIN having done nothing, and the message goes the usual way.
+ * Either way every message arrives once, in order, with its bytes and
+ * tag, and nothing calls back for an injected one. */
+#define INJECT_MSGS 200
+static void test_inject(void **state)
+{
+    struct pair *p = *state;
+    static uint32_t out[INJECT_MSGS][16];
+    uint32_t in[16];
+    static struct done s[INJECT_MSGS];
+    struct done r = {.owner = p->b}, re = {0};
+    unsigned injected = 0, posted = 0;
+    char big[8];
+
+    memset(s, 0, sizeof(s));
+    /* Unexpected messages, every third one sent the usual way between
+     * injected ones: they keep their order all the same. */
+    for (uint32_t i = 0; i < INJECT_MSGS; i++) {
+        cw_status_t st = CW_AGAIN;
+
+        for (int k = 0; k < 16; k++)
+            out[i][k] = i * 16u + (uint32_t)k;
+        if (i % 3 != 2)
+            st = cw_na_msg_inject(p->a, out[i], sizeof(out[i]), p->b_at_a, 9,
+                                  false);
+        if (st == CW_OK) {
+            injected++;
+            s[i].calls = -1; /* no callback may come for it */
+            memset(out[i], 0xee, sizeof(out[i])); /* reusable at once */
+            continue;
+        }
+        assert_int_equal(st, CW_AGAIN);
+        assert_int_equal(cw_na_msg_send_unexpected(p->a, out[i], sizeof(out[i]),
+                                                   p->b_at_a, 9, done_cb, &s[i],
+                                                   NULL),
+                         CW_OK);
+        posted++;
+    }
+    for (uint32_t i = 0; i < INJECT_MSGS; i++) {
+        r = (struct done){.owner = p->b};
+        assert_int_equal(
+            cw_na_msg_recv_unexpected(p->b, in, sizeof(in), done_cb, &r, NULL),
+            CW_OK);
+        assert_true(progress_one(p, &r, WAIT_MS));
+        assert_int_equal(r.status, CW_OK);
+        assert_int_equal(r.len, sizeof(in));
+        assert_int_equal(r.tag, 9);
+        for (int k = 0; k < 16; k++)
+            assert_int_equal(in[k], i * 16u + (uint32_t)k);
+        done_reset(&r);
+    }
+    progress_idle(p, 20);
+    for (uint32_t i = 0; i < INJECT_MSGS; i++) {
+        if (s[i].calls == -1)
+            continue;
+        assert_int_equal(s[i].calls, 1);
+        assert_int_equal(s[i].status, CW_OK);
+    }
+    print_message("# %u of %u injected, %u sent as operations\n", injected,
+                  INJECT_MSGS, posted);
+    /* An expected one, matched by its tag. */
+    assert_int_equal(cw_na_msg_recv_expected(p->b, in, sizeof(in), p->a_at_b,
+                                             77, done_cb, &re, NULL),
+                     CW_OK);
+    cw_status_t st =
+        cw_na_msg_inject(p->a, out[0], sizeof(out[0]), p->b_at_a, 77, true);
+    if (st == CW_AGAIN)
+        assert_int_equal(cw_na_msg_send_expected(p->a, out[0], sizeof(out[0]),
+                                                 p->b_at_a, 77, done_cb, &s[0],
+                                                 NULL),
+                         CW_OK);
+    else
+        assert_int_equal(st, CW_OK);
+    assert_true(progress_one(p, &re, WAIT_MS));
+    assert_int_equal(re.status, CW_OK);
+    assert_int_equal(re.len, sizeof(out[0]));
+    assert_memory_equal(in, out[0], sizeof(in));
+    /* Bad arguments get a status, whether the plugin injects or not. */
+    assert_int_equal(cw_na_msg_inject(NULL, big, 8, p->b_at_a, 1, false),
+                     CW_INVALID_ARG);
+    assert_int_equal(cw_na_msg_inject(p->a, NULL, 8, p->b_at_a, 1, false),
+                     CW_INVALID_ARG);
+    assert_int_equal(cw_na_msg_inject(p->a, big, 8, NULL, 1, true),
+                     CW_INVALID_ARG);
+    assert_int_equal(cw_na_msg_inject(p->a, big,
+                                      cw_na_caps(p->a)->max_unexpected_size + 1,
+                                      p->b_at_a, 1, false),
+                     CW_OVERFLOW);
+    if (cw_na_caps(p->a)->max_tag < UINT32_MAX)
+        assert_int_equal(cw_na_msg_inject(p->a, big, 8, p->b_at_a,
+                                          cw_na_caps(p->a)->max_tag + 1u, true),
+                         CW_INVALID_ARG);
+}
+
 static void test_bad_args(void **state)
 {
     struct pair *p = *state;
@@ -1269,6 +1365,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_wait_fd),
         cmocka_unit_test(test_progress_wait_timeout),
         cmocka_unit_test(test_bad_args),
+        cmocka_unit_test(test_inject),
         cmocka_unit_test(test_unreachable),
         cmocka_unit_test(test_peer_gone),
         cmocka_unit_test(test_peer_gone_mid_get),

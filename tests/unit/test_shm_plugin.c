@@ -3,7 +3,8 @@
  * generic behaviour is covered by tests/conformance): names and
  * parameters, several endpoints in one process, hostile serialized
  * addresses and memory handles, forged handle pids, RMA split over many
- * iovecs, an expected message that arrives before its receive, local
+ * iovecs, an expected message that arrives before its receive, injected
+ * messages filling the ring, local
  * connections that never say HELLO, and instances driven from two threads.
  * Multi-process cases are in test_shm_process.c.
  */
@@ -665,6 +666,66 @@ static void test_unmatched_expected_flood(void **state)
     pair_close(both, to_b, to_a);
 }
 
+/* Injected messages (no operation, no callback) fill the ring: then
+ * inject says CW_AGAIN and the message is sent as an operation, which
+ * waits in the backlog; while it waits, inject keeps saying CW_AGAIN even
+ * once the receiver has made room, so nothing overtakes it.  All arrive,
+ * in order. */
+static void test_inject_full_ring(void **state)
+{
+    (void)state;
+    cw_na_addr_t *to_b, *to_a;
+    uint32_t seq = 0, in, out;
+    struct done s = {0}, r = {0};
+    cw_na_t *both[2], *a, *b;
+    unsigned injected = 0;
+    cw_status_t st;
+
+    pair_open(both, &to_b, &to_a);
+    a = both[0];
+    b = both[1];
+    for (int i = 0; i < 100000; i++) {
+        out = seq;
+        st = cw_na_msg_inject(a, &out, sizeof(out), to_b, 0, false);
+        if (st != CW_OK)
+            break;
+        seq++;
+        injected++;
+    }
+    assert_int_equal(st, CW_AGAIN);
+    print_message("# %u injected before the ring was full\n", injected);
+    assert_true(injected >= 16);
+    out = seq++;
+    assert_int_equal(cw_na_msg_send_unexpected(a, &out, sizeof(out), to_b, 0,
+                                               done_cb, &s, NULL),
+                     CW_OK);
+    /* b takes every slot off the ring (into its queue of messages that
+     * came before their receive); a's operation still waits. */
+    for (int i = 0; i < 50; i++)
+        cw_na_progress(b, 0, NULL);
+    assert_int_equal(s.calls, 0);
+    assert_int_equal(cw_na_msg_inject(a, &out, sizeof(out), to_b, 0, false),
+                     CW_AGAIN);
+    assert_true(wait_done(both, 2, &s.calls, 1));
+    assert_int_equal(s.status, CW_OK);
+    out = seq;
+    assert_int_equal(cw_na_msg_inject(a, &out, sizeof(out), to_b, 0, false),
+                     CW_OK);
+    seq++;
+    for (uint32_t i = 0; i < seq; i++) {
+        r = (struct done){0};
+        assert_int_equal(
+            cw_na_msg_recv_unexpected(b, &in, sizeof(in), done_cb, &r, NULL),
+            CW_OK);
+        assert_true(wait_done(both, 2, &r.calls, 1));
+        assert_int_equal(r.status, CW_OK);
+        assert_int_equal(in, i);
+        cw_na_addr_free(b, r.source);
+    }
+    assert_int_equal(s.calls, 1);
+    pair_close(both, to_b, to_a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -675,6 +736,7 @@ int main(void)
         cmocka_unit_test(test_rma_many_iovecs),
         cmocka_unit_test(test_expected_before_post),
         cmocka_unit_test(test_unmatched_expected_flood),
+        cmocka_unit_test(test_inject_full_ring),
         cmocka_unit_test(test_silent_and_garbage_connections),
         cmocka_unit_test(test_instances_in_threads),
         cmocka_unit_test(test_wake_once_per_sleep),
