@@ -405,6 +405,8 @@ cw_status_t ucx_msg_recv_unexpected(cw_na_class_t *c, void *buf, size_t len,
 cw_status_t ucx_msg_send_expected(cw_na_class_t *c, const void *buf, size_t len,
                                   cw_na_addr_t *dest, uint32_t tag,
                                   cw_na_cb_t cb, void *arg, cw_na_op_t **op_p);
+cw_status_t ucx_msg_inject(cw_na_class_t *c, const void *buf, size_t len,
+                           cw_na_addr_t *dest, uint32_t tag, bool expected);
 cw_status_t ucx_msg_recv_expected(cw_na_class_t *c, void *buf, size_t len,
                                   cw_na_addr_t *source, uint32_t tag,
                                   cw_na_cb_t cb, void *arg, cw_na_op_t **op_p);

@@ -655,6 +655,7 @@ static const struct cw_na_ops ucx_ops = {
     .dropped = ucx_dropped,
     .streaming = ucx_streaming,
     .describe = ucx_describe,
+    .msg_inject = ucx_msg_inject,
 };
 
 CW_NA_EXPORT const struct cw_na_plugin cw_na_plugin_entry = {

@@ -375,6 +375,59 @@ cw_status_t ucx_msg_send_expected(cw_na_class_t *c, const void *buf, size_t len,
     return CW_OK;
 }
 
+/* A send UCX completes in the call or not at all
+ * (UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL: its short protocol, the data copied
+ * to the socket or the transport's buffer), so no operation is needed.
+ * UCS_ERR_NO_RESOURCE, where it would have queued a request (a full send
+ * buffer, a connection not wired up yet, a message past the short size):
+ * CW_AGAIN.  The same ordering as a send: UCX tries the short protocol
+ * first for those too. */
+cw_status_t ucx_msg_inject(cw_na_class_t *c, const void *buf, size_t len,
+                           cw_na_addr_t *dest, uint32_t tag, bool expected)
+{
+    struct ucx_cls *cls = ucx_cls(c);
+    ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL};
+    size_t alen = strlen(cls->self->str);
+    uint8_t hdr[UCX_UNEXP_HDR_MAX];
+    uint32_t magic = UCX_WIRE_MAGIC;
+    struct ucx_conn *conn;
+    ucs_status_ptr_t req;
+    cw_status_t ret;
+
+    if (dest == NULL || (buf == NULL && len > 0))
+        return CW_INVALID_ARG;
+    if (len > cls->eager_size)
+        return CW_OVERFLOW;
+    ret = ucx_peer_conn(cls, dest, &conn);
+    if (ret != CW_OK)
+        return ret;
+    if (expected) {
+        req = ucp_tag_send_nbx(conn->ep, buf, len,
+                               ucx_tag64(cls->self_tag_id, tag), &p);
+    } else {
+        memcpy(hdr, &magic, 4);
+        memcpy(hdr + 4, &tag, 4);
+        hdr[8] = (uint8_t)alen;
+        memcpy(hdr + UCX_UNEXP_HDR_FIXED, cls->self->str, alen);
+        p.op_attr_mask |= UCP_OP_ATTR_FIELD_FLAGS;
+        p.flags = UCP_AM_SEND_FLAG_REPLY;
+        req = ucp_am_send_nbx(conn->ep, UCX_AM_UNEXP, hdr,
+                              UCX_UNEXP_HDR_FIXED + alen, buf, len, &p);
+    }
+    if (UCS_PTR_IS_PTR(req)) {
+        /* Not what UCX does with the flag; should one, its request uses
+         * our buffers until it ends, so it ends here (its completion, like
+         * every UCX callback of ours, only queues). */
+        while (ucp_request_check_status(req) == UCS_INPROGRESS)
+            ucp_worker_progress(cls->worker);
+        ucp_request_free(req);
+        return CW_OK;
+    }
+    if (UCS_PTR_STATUS(req) == UCS_ERR_NO_RESOURCE)
+        return CW_AGAIN;
+    return ucx_status(UCS_PTR_STATUS(req));
+}
+
 static void ucx_tag_recv_cb(void *req, ucs_status_t st,
                             const ucp_tag_recv_info_t *info, void *user_data)
 {
