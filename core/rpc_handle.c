@@ -19,11 +19,14 @@
 
 struct cw_handle *cw_handle_alloc(cw_context_t *ctx, enum cw_hrole role)
 {
-    cw_handle_t *h = ctx->free_handles;
+    unsigned shape = role == CW_H_SERVER;
+    cw_handle_t *h = ctx->free_handles[shape];
 
     CW_LOCK_ASSERT_HELD(&ctx->lock);
+    if (h == NULL)
+        h = ctx->free_handles[shape ^= 1u];
     if (h != NULL) {
-        ctx->free_handles = h->next_free;
+        ctx->free_handles[shape] = h->next_free;
         ctx->nfree_handles--;
     } else {
         h = calloc(1, sizeof(*h));
@@ -146,8 +149,8 @@ static void handle_recycle_locked(cw_handle_t *h)
     else
         memset(u, 0, cw_h_use_size(CW_H_CLIENT));
     if (ctx->nfree_handles < CW_POOL_MAX && !ctx->destroying) {
-        h->next_free = ctx->free_handles;
-        ctx->free_handles = h;
+        h->next_free = ctx->free_handles[h->out.writer];
+        ctx->free_handles[h->out.writer] = h;
         ctx->nfree_handles++;
         return;
     }
@@ -157,10 +160,12 @@ static void handle_recycle_locked(cw_handle_t *h)
 void cw_rpc_pool_fini(cw_context_t *ctx)
 {
     cw_lock_take(&ctx->lock);
-    while (ctx->free_handles) {
-        cw_handle_t *h = ctx->free_handles;
-        ctx->free_handles = h->next_free;
-        handle_free(h);
+    for (unsigned k = 0; k < 2; k++) {
+        while (ctx->free_handles[k]) {
+            cw_handle_t *h = ctx->free_handles[k];
+            ctx->free_handles[k] = h->next_free;
+            handle_free(h);
+        }
     }
     ctx->nfree_handles = 0;
     cw_lock_give(&ctx->lock);

@@ -351,7 +351,10 @@ struct cw_context {
                                     in a plugin (cancelled on shutdown) */
     struct nau_list notices;    /**< acknowledgments and cancels in flight
                                     (notice.c) */
-    struct cw_handle *free_handles;
+    /* Pooled handles by the shape their buffers have: [1] server-shaped
+     * (out is the writer), [0] client-shaped; a gateway's handles
+     * alternate roles, and a handle of its own shape needs no swap. */
+    struct cw_handle *free_handles[2];
     unsigned nfree_handles;
     struct cw_idgen req_ids; /**< request ids (ids.c) */
     uint64_t next_timer_ns;
@@ -678,7 +681,7 @@ static inline size_t cw_h_use_size(enum cw_hrole role)
 struct cw_handle {
     cw_context_t *ctx;
     atomic_int refs;
-    struct cw_handle *next_free; /**< ctx->free_handles */
+    struct cw_handle *next_free; /**< ctx->free_handles[] */
     /* kept: what a pooled handle keeps for its next use, so that it does
      * not allocate again (trimmed to CW_POOL_KEEP_BYTES on recycle) */
     cw_buf_t in;

@@ -453,11 +453,16 @@ static void pool_check(cw_context_t *ctx)
 {
     unsigned n = 0;
 
-    for (cw_handle_t *h = ctx->free_handles; h != NULL; h = h->next_free) {
-        assert_true(h->ovf_cap <= 1u << 20);
-        assert_true(h->in.cap <= 1u << 20);
-        assert_true(h->out.cap <= 1u << 20);
-        n++;
+    for (unsigned k = 0; k < 2; k++) {
+        for (cw_handle_t *h = ctx->free_handles[k]; h != NULL;
+             h = h->next_free) {
+            assert_true(h->ovf_cap <= 1u << 20);
+            assert_true(h->in.cap <= 1u << 20);
+            assert_true(h->out.cap <= 1u << 20);
+            /* Each on the list of its shape. */
+            assert_int_equal(h->out.writer, k);
+            n++;
+        }
     }
     assert_int_equal(n, ctx->nfree_handles);
     assert_true(n > 0);
