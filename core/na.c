@@ -247,9 +247,8 @@ cw_status_t cw_na_addr_deserialize(cw_na_t *na, const void *buf, size_t size,
 
 /* ---- messages ---- */
 
-/* What every send checks before the plugin sees it. */
-/* A send's arguments (an inject, which has no callback, passes
- * inject_no_cb). */
+/* What every send checks before the plugin sees it (an inject, which has
+ * no callback, passes inject_no_cb). */
 static cw_status_t send_args_check(cw_na_t *na, const void *buf, size_t len,
                                    cw_na_addr_t *dest, uint32_t tag,
                                    cw_na_cb_t cb, bool expected)
