@@ -45,7 +45,10 @@
 /* Longest raw provider address we carry (sockaddr_in6 is 28 bytes, fi_shm
  * names are short strings).  The plugin header has a fixed size because the
  * receiver scatters it into a fixed slot in front of the user's buffer. */
-#define OFI_ADDR_MAX     52
+#define OFI_ADDR_MAX 52
+/* Bound of the inject_size parameter: an injected message is copied, with
+ * our header, into a buffer on the stack (ofi_msg_inject). */
+#define OFI_INJECT_MAX   4096u
 #define OFI_SHM_NAME_MAX 48
 #define OFI_HDR_MAGIC    0x46574f43u /* "COWF" little-endian */
 /* 2: expected messages carry it too; 3: expected messages are untagged */
@@ -337,6 +340,9 @@ struct cw_na_class {
      * its own from a pool that never shrinks, and a peer that does not
      * read its answers held them all (ofi_msg.c). */
     size_t peer_sends_max;
+    size_t inject_size; /* parameter: largest message injected (0: none) */
+    size_t inject_max;  /* what ofi_msg_inject takes: the parameter, within
+                           the provider's inject_size less our header */
     uint64_t drops_unlogged, next_drop_log_ns;
     const char *drop_reason; /* of the last drop (a literal) */
     struct ofi_ctx ctrl_ctx;
@@ -414,6 +420,8 @@ cw_status_t ofi_msg_send_unexpected(cw_na_class_t *cls, const void *buf,
 cw_status_t ofi_msg_recv_unexpected(cw_na_class_t *cls, void *buf, size_t len,
                                     cw_na_cb_t cb, void *arg,
                                     cw_na_op_t **op_p);
+cw_status_t ofi_msg_inject(cw_na_class_t *cls, const void *buf, size_t len,
+                           cw_na_addr_t *dest, uint32_t tag, bool expected);
 cw_status_t ofi_msg_send_expected(cw_na_class_t *cls, const void *buf,
                                   size_t len, cw_na_addr_t *dest, uint32_t tag,
                                   cw_na_cb_t cb, void *arg, cw_na_op_t **op_p);

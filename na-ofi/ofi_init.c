@@ -301,6 +301,7 @@ static const struct ofi_param ofi_param_table[] = {
     OFI_P("unexpected_peer_bytes", 1, SIZE_MAX, 1, unexp_peer_max, true,
           OFI_UNEXP_PEER_DEFAULT),
     OFI_P("peer_sends_max", 1, 1u << 20, 1, peer_sends_max, true, "1024"),
+    OFI_P("inject_size", 0, OFI_INJECT_MAX, 1, inject_size, true, "4096"),
 };
 #define OFI_NPARAMS (sizeof(ofi_param_table) / sizeof(ofi_param_table[0]))
 
@@ -360,7 +361,7 @@ static cw_status_t ofi_params(struct cw_na_class *cls,
                      "retry_timeout_ms, keepalive_ms, peer_timeout_ms, "
                      "cancel_grace_ms, spin_us, peer_idle_s, early_max, "
                      "tag_sinks, reap_ms, unexpected_queue_bytes, "
-                     "unexpected_peer_bytes, peer_sends_max)",
+                     "unexpected_peer_bytes, peer_sends_max, inject_size)",
                      key);
             continue;
         }
@@ -463,7 +464,17 @@ static cw_status_t ofi_open_endpoint(struct cw_na_class *cls,
         }
         hints->src_addrlen = (size_t)n + 1;
     }
+    /* Injected messages (ofi_msg_inject) carry our header: ask for room
+     * for both.  rxm advertises 64 bytes unless asked and takes up to its
+     * buffer size; a provider that cannot is asked again without, and
+     * what it offers bounds the injects. */
+    if (cls->inject_size > 0)
+        hints->tx_attr->inject_size = OFI_HDR_SIZE + cls->inject_size;
     rc = ofi_getinfo(hints, &cls->info);
+    if (rc == -FI_ENODATA && cls->inject_size > 0) {
+        hints->tx_attr->inject_size = 0;
+        rc = ofi_getinfo(hints, &cls->info);
+    }
     if (rc != 0) {
         OFI_ERR(cls, "fi_getinfo(%s, \"%s\") failed: %s", cls->prov_name,
                 location ? location : "", fi_strerror(-rc));
@@ -587,6 +598,15 @@ static cw_status_t ofi_init(const struct cw_na_host *host,
     if (cls->eager_size + OFI_HDR_SIZE > cls->max_msg_size)
         cls->eager_size = cls->max_msg_size - OFI_HDR_SIZE;
     ofi_check_rxm_buffer(cls);
+    cls->inject_max = 0;
+    if (cls->inject_size > 0 &&
+        cls->info->tx_attr->inject_size > OFI_HDR_SIZE) {
+        cls->inject_max = cls->info->tx_attr->inject_size - OFI_HDR_SIZE;
+        if (cls->inject_max > cls->inject_size)
+            cls->inject_max = cls->inject_size;
+        if (cls->inject_max > cls->eager_size)
+            cls->inject_max = cls->eager_size;
+    }
     if (cls->info->rx_attr->iov_limit >= 3) {
         cls->discard = malloc(cls->eager_size);
         if (cls->discard == NULL) {
@@ -745,6 +765,7 @@ static const struct cw_na_ops ofi_ops = {
     .msg_send_unexpected = ofi_msg_send_unexpected,
     .msg_recv_unexpected = ofi_msg_recv_unexpected,
     .msg_send_expected = ofi_msg_send_expected,
+    .msg_inject = ofi_msg_inject,
     .msg_recv_expected = ofi_msg_recv_expected,
     .mem_register = ofi_mem_register,
     .mem_release = ofi_mem_release,

@@ -137,6 +137,50 @@ cw_status_t ofi_msg_send_unexpected(cw_na_class_t *cls, const void *buf,
                        tag, cb, arg, op_p);
 }
 
+/* fi_inject() / fi_tinject(): the provider copies the message (our header
+ * and the user's bytes, contiguous in a buffer on the stack) in the call
+ * and writes no completion for it, so there is no op.  Only where nothing
+ * else to @p dest is outstanding: no message send waiting for its
+ * completion or a retry, no back-off, not known dead.  Then the inject
+ * cannot overtake an earlier send, and a peer that does not read still
+ * meets peer_sends_max once the provider refuses injects (-FI_EAGAIN:
+ * rxm's and tcp's transmit queues are bounded by tx_size) and sends
+ * become ops again.  A failure other than -FI_EAGAIN is left to the op
+ * path too (CW_AGAIN), which reports it as a send does; one the provider
+ * finds later reaches the CQ with no context (ofi_dispatch counts it). */
+cw_status_t ofi_msg_inject(cw_na_class_t *cls, const void *buf, size_t len,
+                           cw_na_addr_t *dest, uint32_t tag, bool expected)
+{
+    union {
+        struct ofi_hdr hdr;
+        uint8_t bytes[OFI_HDR_SIZE + OFI_INJECT_MAX];
+    } m;
+    bool untagged = expected ? cls->exp_untagged : cls->unexp_untagged;
+    ssize_t rc;
+
+    if (dest == NULL || (buf == NULL && len > 0))
+        return CW_INVALID_ARG;
+    if (len > cls->eager_size)
+        return CW_OVERFLOW;
+    if (len > cls->inject_max || dest->nsends > 0 || dest->nretry > 0 ||
+        dest->dead || ofi_peer_backing_off(cls, dest))
+        return CW_AGAIN;
+    ofi_hdr_fill(cls, &m.hdr,
+                 !expected && cls->unexp_untagged ? OFI_KIND_UNEXP : 0);
+    m.hdr.tag = tag;
+    if (len > 0)
+        memcpy(m.bytes + OFI_HDR_SIZE, buf, len);
+    if (untagged)
+        rc = fi_inject(cls->ep, m.bytes, OFI_HDR_SIZE + len, dest->fi);
+    else
+        rc = fi_tinject(cls->ep, m.bytes, OFI_HDR_SIZE + len, dest->fi,
+                        expected ? OFI_TAG_EXP : OFI_TAG_UNEXP);
+    if (rc != 0)
+        return CW_AGAIN;
+    ofi_peer_accepted(cls, dest);
+    return CW_OK;
+}
+
 cw_status_t ofi_msg_recv_unexpected(cw_na_class_t *cls, void *buf, size_t len,
                                     cw_na_cb_t cb, void *arg, cw_na_op_t **op_p)
 {

@@ -421,8 +421,15 @@ static void ofi_dispatch(struct cw_na_class *cls, void *context,
     struct ofi_ctx *ctx = context;
     int code = err ? (err->err < 0 ? -err->err : err->err) : 0;
 
-    if (ctx == NULL)
+    if (ctx == NULL) {
+        /* An injected send (ofi_msg_inject) the provider could not deliver:
+         * it has no op to fail; the RPC it carried meets its deadline. */
+        if (err != NULL) {
+            ofi_log_cq_error(cls, err, NULL);
+            ofi_drop_count(cls, "an injected send failed");
+        }
         return;
+    }
     switch (ctx->kind) {
     case OFI_CTX_OP: {
         struct cw_na_op *op = nau_container_of(ctx, struct cw_na_op, ctx);

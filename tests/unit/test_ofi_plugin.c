@@ -732,6 +732,150 @@ static void test_unexpected_turns_tcp(void **state)
     cw_na_close(b);
 }
 
+/* cw_na_msg_inject over ofi+tcp (fi_inject, fi_tinject): once connected,
+ * a message up to inject_size goes with no op and no callback; a longer
+ * one, or any while a send to the peer is still an op, answers CW_AGAIN
+ * (nothing overtakes it); a peer that does not read bounds them;
+ * inject_size 0 turns injects off, and a value past its bound is refused
+ * at open.  Whatever the path, the messages
+ * arrive once and in order, unexpected and expected alike. */
+#define INJ_N 32
+static void test_inject_tcp(void **state)
+{
+    static const char *const off[] = {"inject_size", "0", NULL};
+    static const char *const big[] = {"inject_size", "4097", NULL};
+    static char buf[4200], in[INJ_N][600];
+    struct done d = {0}, d2 = {0}, r[INJ_N], re = {0};
+    unsigned injected = 0;
+    struct pair p;
+    cw_na_t *na;
+    (void)state;
+
+    pair_open(&p, "ofi+tcp://127.0.0.1:0");
+    /* The first contact connects (rxm answers -FI_EAGAIN until then). */
+    memset(&r[0], 0, sizeof(r[0]));
+    r[0].owner = p.b;
+    assert_int_equal(cw_na_msg_recv_unexpected(p.b, in[0], sizeof(in[0]),
+                                               done_cb, &r[0], NULL),
+                     CW_OK);
+    assert_int_equal(
+        cw_na_msg_send_unexpected(p.a, "hi", 3, p.b_at_a, 1, done_cb, &d, NULL),
+        CW_OK);
+    assert_true(wait_done(p.a, p.b, &r[0], 1));
+    assert_true(wait_done(p.a, p.b, &d, 1));
+    /* Past inject_size (4096 by default): not injected. */
+    assert_int_equal(cw_na_msg_inject(p.a, buf, 4097, p.b_at_a, 2, false),
+                     CW_AGAIN);
+    /* A run of injects, every message carrying its index. */
+    for (unsigned i = 0; i < INJ_N; i++) {
+        memset(&r[i], 0, sizeof(r[i]));
+        r[i].owner = p.b;
+        assert_int_equal(cw_na_msg_recv_unexpected(p.b, in[i], sizeof(in[i]),
+                                                   done_cb, &r[i], NULL),
+                         CW_OK);
+    }
+    for (unsigned i = 0; i < INJ_N; i++) {
+        cw_status_t st;
+
+        memset(buf, 'a' + (int)i % 26, 200);
+        st = cw_na_msg_inject(p.a, buf, 200, p.b_at_a, 100 + i, false);
+        if (st == CW_OK) {
+            injected++;
+            continue;
+        }
+        /* The provider's transmit queue may be full: the usual way. */
+        assert_int_equal(st, CW_AGAIN);
+        d = (struct done){0};
+        assert_int_equal(cw_na_msg_send_unexpected(p.a, buf, 200, p.b_at_a,
+                                                   100 + i, done_cb, &d, NULL),
+                         CW_OK);
+        assert_true(wait_done(p.a, p.b, &d, 1));
+    }
+    assert_true(injected > 0);
+    assert_true(wait_done(p.b, p.a, &r[INJ_N - 1], 1));
+    for (unsigned i = 0; i < INJ_N; i++) {
+        assert_int_equal(r[i].calls, 1);
+        assert_int_equal(r[i].status, CW_OK);
+        assert_int_equal(r[i].len, 200);
+        assert_int_equal(r[i].tag, 100 + i);
+        assert_int_equal(in[i][0], 'a' + (int)i % 26);
+        assert_int_equal(in[i][199], 'a' + (int)i % 26);
+    }
+    print_message("# %u of %u injected\n", injected, INJ_N);
+    /* A send still an op (not yet completed: no progress since) keeps
+     * later ones from being injected ahead of it. */
+    d = (struct done){0};
+    assert_int_equal(
+        cw_na_msg_send_expected(p.a, "one", 4, p.b_at_a, 7, done_cb, &d, NULL),
+        CW_OK);
+    assert_int_equal(cw_na_msg_inject(p.a, "two", 4, p.b_at_a, 8, true),
+                     CW_AGAIN);
+    assert_int_equal(
+        cw_na_msg_send_expected(p.a, "two", 4, p.b_at_a, 8, done_cb, &d2, NULL),
+        CW_OK);
+    assert_int_equal(cw_na_msg_recv_expected(p.b, in[0], sizeof(in[0]),
+                                             p.a_at_b, 7, done_cb, &re, NULL),
+                     CW_OK);
+    assert_true(wait_done(p.b, p.a, &re, 1));
+    assert_string_equal(in[0], "one");
+    assert_true(wait_done(p.a, p.b, &d2, 1));
+    assert_true(wait_done(p.a, p.b, &d, 1));
+    /* With nothing outstanding, an expected message is injected. */
+    re = (struct done){0};
+    assert_int_equal(cw_na_msg_recv_expected(p.b, in[1], sizeof(in[1]),
+                                             p.a_at_b, 8, done_cb, &re, NULL),
+                     CW_OK);
+    assert_true(wait_done(p.b, p.a, &re, 1));
+    assert_string_equal(in[1], "two");
+    re = (struct done){0};
+    assert_int_equal(cw_na_msg_recv_expected(p.b, in[2], sizeof(in[2]),
+                                             p.a_at_b, 9, done_cb, &re, NULL),
+                     CW_OK);
+    assert_int_equal(cw_na_msg_inject(p.a, "three", 6, p.b_at_a, 9, true),
+                     CW_OK);
+    assert_true(wait_done(p.b, p.a, &re, 1));
+    assert_string_equal(in[2], "three");
+    assert_int_equal(cw_na_dropped(p.a), 0);
+    assert_int_equal(cw_na_dropped(p.b), 0);
+    /* A peer that does not read: the provider's transmit queue fills and
+     * injects are refused (2 048 of 200 bytes here), where a send would
+     * then be an op under peer_sends_max; once it reads, every injected
+     * message arrives, once and in order. */
+    unsigned n = 0;
+    for (; n < 100000; n++) {
+        uint32_t seq = n;
+        memcpy(buf, &seq, sizeof(seq));
+        if (cw_na_msg_inject(p.a, buf, 200, p.b_at_a, 3, false) != CW_OK)
+            break;
+    }
+    print_message("# %u injected before the first CW_AGAIN\n", n);
+    assert_true(n > 0 && n < 100000);
+    for (unsigned i = 0; i < n; i++) {
+        uint32_t seq;
+        re = (struct done){.owner = p.b};
+        assert_int_equal(cw_na_msg_recv_unexpected(p.b, in[0], sizeof(in[0]),
+                                                   done_cb, &re, NULL),
+                         CW_OK);
+        assert_true(wait_done(p.b, p.a, &re, 1));
+        assert_int_equal(re.status, CW_OK);
+        assert_int_equal(re.len, 200);
+        memcpy(&seq, in[0], sizeof(seq));
+        assert_int_equal(seq, i);
+    }
+    assert_int_equal(cw_na_dropped(p.b), 0);
+    pair_close(&p);
+
+    /* inject_size 0: never injected. */
+    na = tcp_open(off);
+    cw_na_addr_t *self;
+    assert_int_equal(cw_na_addr_self(na, &self), CW_OK);
+    assert_int_equal(cw_na_msg_inject(na, "x", 2, self, 1, false), CW_AGAIN);
+    cw_na_addr_free(na, self);
+    cw_na_close(na);
+    assert_int_equal(cw_na_open("ofi+tcp://127.0.0.1:0", 0, big, &na),
+                     CW_INVALID_ARG);
+}
+
 /* A peer that does not read: past peer_sends_max sends waiting for their
  * completion, a new one to it is refused (CW_BUSY), dropped and counted,
  * and nothing else is; once the peer reads, the waiting ones complete and
@@ -2137,6 +2281,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_unused_tags_calm),
         cmocka_unit_test(test_unexpected_turns_tcp),
         cmocka_unit_test(test_unexpected_queued_at_close),
+        cmocka_unit_test(test_inject_tcp),
         cmocka_unit_test(test_peer_sends_max),
         cmocka_unit_test(test_refused_peer_backoff),
         cmocka_unit_test(test_early_queue_tcp),
