@@ -26,13 +26,14 @@
  *
  * Ownership: a queued handle counts its send pending, as if a plugin held
  * it; send_op is CW_SQ_QUEUED, then CW_SQ_BATCHED once its batch is in a
- * plugin.  A cancel marks a queued message (never sent, completed with
- * CW_CANCELED at the flush) and leaves a batched one alone: the batch
- * completes soon, or fails with the connection.  Only closing the network
- * or the context withdraws batches in flight (cw_sq_cancel_net): a batch
- * to a peer that died may never complete by itself; it completes the
- * queued messages for that network at once too, since the close may be
- * called from a callback of the very pass they wait for.
+ * plugin.  A message or batch the plugin takes at once (cw_na_msg_inject)
+ * completes in the flush, as its callback would have.  A cancel marks a queued
+ * message (never sent, completed with CW_CANCELED at the flush) and leaves a
+ * batched one alone: the batch completes soon, or fails with the connection.
+ * Only closing the network or the context withdraws batches in flight
+ * (cw_sq_cancel_net): a batch to a peer that died may never complete by itself;
+ * it completes the queued messages for that network at once too, since the
+ * close may be called from a callback of the very pass they wait for.
  */
 #include "rpc_priv.h"
 
@@ -125,12 +126,22 @@ static void batch_sent_cb(const struct cw_na_cb_info *info)
     free(b);
 }
 
-/* Send one queued message by itself, as it would have gone unqueued. */
+/* Send one queued message by itself, as it would have gone unqueued.
+ * Where the plugin takes it at once (cw_na_msg_inject), its send is
+ * complete here, as its callback would have found it: the handle counted
+ * the send pending when it was queued, and sq_done does the rest. */
 static void sq_send_alone(cw_handle_t *h)
 {
+    bool srv = h->use.role == CW_H_SERVER;
     cw_status_t st;
 
-    if (h->use.role == CW_H_SERVER)
+    st = cw_na_msg_inject(h->use.net->na, h->sq_msg, h->sq_len, sq_dest(h),
+                          srv ? h->use.tag : 0, srv);
+    if (st != CW_AGAIN) {
+        sq_done(h, st);
+        return;
+    }
+    if (srv)
         st = cw_na_msg_send_expected(h->use.net->na, h->sq_msg, h->sq_len,
                                      h->use.srv.src.na, h->use.tag,
                                      cw_resp_send_cb, h, &h->use.send_op);
@@ -151,6 +162,7 @@ static void sq_send_batch(cw_context_t *ctx, cw_handle_t **hs, unsigned n,
     cw_network_t *net = hs[0]->use.net;
     struct cw_batch *b;
     size_t off = CW_HDR_SIZE;
+    bool injected;
     cw_status_t st;
 
     b = malloc(sizeof(*b));
@@ -174,12 +186,17 @@ static void sq_send_batch(cw_context_t *ctx, cw_handle_t **hs, unsigned n,
         b->h[i] = hs[i];
         hs[i]->use.send_op = CW_SQ_BATCHED;
     }
-    st = cw_na_msg_send_unexpected(net->na, b->msg, off, sq_dest(hs[0]), 0,
-                                   batch_sent_cb, b, &b->op);
-    if (st != CW_OK) {
+    /* Taken at once (or refused): complete now, as its callback would. */
+    st = cw_na_msg_inject(net->na, b->msg, off, sq_dest(hs[0]), 0, false);
+    injected = st != CW_AGAIN;
+    if (!injected)
+        st = cw_na_msg_send_unexpected(net->na, b->msg, off, sq_dest(hs[0]), 0,
+                                       batch_sent_cb, b, &b->op);
+    if (injected || st != CW_OK) {
         struct cw_na_cb_info info = {.status = st, .arg = b};
         batch_sent_cb(&info);
-        return;
+        if (st != CW_OK)
+            return;
     }
     ctx->stats.na_ops++;
     ctx->stats.tx_batches++;
