@@ -45,10 +45,7 @@
 /* Longest raw provider address we carry (sockaddr_in6 is 28 bytes, fi_shm
  * names are short strings).  The plugin header has a fixed size because the
  * receiver scatters it into a fixed slot in front of the user's buffer. */
-#define OFI_ADDR_MAX 52
-/* Bound of the inject_size parameter: an injected message is copied, with
- * our header, into a buffer on the stack (ofi_msg_inject). */
-#define OFI_INJECT_MAX   4096u
+#define OFI_ADDR_MAX     52
 #define OFI_SHM_NAME_MAX 48
 #define OFI_HDR_MAGIC    0x46574f43u /* "COWF" little-endian */
 /* 2: expected messages carry it too; 3: expected messages are untagged */
@@ -115,6 +112,9 @@ struct ofi_hdr {
     uint8_t addr[OFI_ADDR_MAX];
 };
 #define OFI_HDR_SIZE sizeof(struct ofi_hdr)
+/* Bound of the inject_size parameter: an injected message is copied, with
+ * our header, into a buffer on the stack (ofi_msg_inject). */
+#define OFI_INJECT_MAX 4096u
 
 /* Every context handed to libfabric starts with this, so a completion can
  * tell what it belongs to. */
