@@ -155,7 +155,11 @@ struct cw_na_addr {
     bool dead;
     bool ever_alive; /* we have heard from it at least once */
     bool lock_seen;  /* fi_shm: its owner held the liveness lock */
-    bool pong_due;   /* a ping came within OFI_PONG_INTERVAL_NS of a pong */
+    /* Connect probe (ofi_connprobe.c): its socket + 1 while the connect is
+     * in progress (0: none), and the probe (ping_sent_ns) it was made for. */
+    int cprobe_fd1;
+    uint64_t cprobe_ping_ns;
+    bool pong_due; /* a ping came within OFI_PONG_INTERVAL_NS of a pong */
     uint64_t last_pong_ns;
     int last_err; /* last libfabric error seen with it (positive) */
     /* Posts to it refused with -FI_EAGAIN (ofi_progress.c, "Back-off"):
@@ -291,6 +295,10 @@ struct cw_na_class {
     uint64_t spin_ns;      /* keep polling this long after activity */
     uint64_t peer_idle_ns; /* drop unused peers after this */
     uint64_t reap_ns;      /* scan for half-closed sockets (0: never) */
+    /* Probe a peer whose connection attempts fail with a TCP connect of
+     * our own (ofi_connprobe.c): set for tcp, where it may be turned off
+     * (probe_connect 0). */
+    uint64_t probe_connect;
     struct ofi_reaper reap;
     uint64_t last_activity_ns; /* last time the CQ had something */
     struct cw_na_addr *self;
@@ -376,6 +384,15 @@ uint64_t ofi_now(const struct cw_na_class *cls);
 void ofi_reap_init(struct cw_na_class *cls, const void *raw, size_t len);
 void ofi_reap_tick(struct cw_na_class *cls, uint64_t now);
 void ofi_reap_fini(struct cw_na_class *cls);
+
+/* ofi_connprobe.c */
+enum ofi_cprobe {
+    OFI_CPROBE_WAIT,      /* nothing known (yet) */
+    OFI_CPROBE_LISTENING, /* something accepts connections there */
+    OFI_CPROBE_REFUSED,   /* nothing does: the peer has gone */
+};
+enum ofi_cprobe ofi_cprobe_run(struct cw_na_class *cls, struct cw_na_addr *p);
+void ofi_cprobe_close(struct cw_na_addr *p);
 
 /* ofi_addr.c */
 cw_status_t ofi_addr_init_self(struct cw_na_class *cls);

@@ -420,6 +420,7 @@ void ofi_addr_fini(struct cw_na_class *cls)
     for (n = nau_ptable_iter(&cls->peers, NULL); n != NULL; n = next) {
         next = nau_ptable_iter(&cls->peers, n);
         nau_ptable_remove(&cls->peers, n);
+        ofi_cprobe_close(nau_container_of(n, struct cw_na_addr, pnode));
         free(nau_container_of(n, struct cw_na_addr, pnode));
     }
     nau_ptable_fini(&cls->peers);
@@ -506,6 +507,7 @@ void ofi_peers_reap(struct cw_na_class *cls, uint64_t now)
             OFI_DBG(cls, "dropped idle peer %s", str);
         }
         nau_ptable_remove(&cls->peers, n);
+        ofi_cprobe_close(a);
         free(a);
     }
 }

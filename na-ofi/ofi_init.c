@@ -59,11 +59,15 @@ struct ofi_proto {
      * peer closes before its connection request (ofi_reap.c): the tcp
      * provider under rxm. */
     bool reap_half_closed;
+    /* Tell a refused peer from a slow one with a TCP connect of our own
+     * (ofi_connprobe.c): tcp, whose addresses are the peers' listening
+     * sockets. */
+    bool probe_connect;
 };
 
 static const struct ofi_proto ofi_protos[] = {
     {"tcp", "tcp;ofi_rxm", false, true, true, OFI_EXP_POOL_BYTES, true, true,
-     true, true},
+     true, true, true},
     {"shm", "shm", true, true, true, OFI_EXP_POOL_BYTES, false, false, false,
      false},
     {"sockets", "sockets", false, true, true, OFI_EXP_POOL_BYTES_SMALL, false,
@@ -296,6 +300,7 @@ static const struct ofi_param ofi_param_table[] = {
     OFI_P("early_max", 0, 1000000, 1, early_max, true, "4096"),
     OFI_P("tag_sinks", 0, 256, 1, tag_sinks, true, "32"),
     OFI_P("reap_ms", 0, 3600000, 1000000, reap_ns, false, "1000"),
+    OFI_P("probe_connect", 0, 1, 1, probe_connect, false, "1"),
     OFI_P("unexpected_queue_bytes", 1, SIZE_MAX, 1, unexp_queue_max, true,
           OFI_UNEXP_QUEUE_DEFAULT),
     OFI_P("unexpected_peer_bytes", 1, SIZE_MAX, 1, unexp_peer_max, true,
@@ -356,13 +361,14 @@ static cw_status_t ofi_params(struct cw_na_class *cls,
             if (strcmp(key, ofi_param_table[k].key) == 0)
                 break;
         if (k == OFI_NPARAMS) {
-            OFI_WARN(cls,
-                     "unknown parameter %s ignored (known: eager_size, "
-                     "retry_timeout_ms, keepalive_ms, peer_timeout_ms, "
-                     "cancel_grace_ms, spin_us, peer_idle_s, early_max, "
-                     "tag_sinks, reap_ms, unexpected_queue_bytes, "
-                     "unexpected_peer_bytes, peer_sends_max, inject_size)",
-                     key);
+            OFI_WARN(
+                cls,
+                "unknown parameter %s ignored (known: eager_size, "
+                "retry_timeout_ms, keepalive_ms, peer_timeout_ms, "
+                "cancel_grace_ms, spin_us, peer_idle_s, early_max, "
+                "tag_sinks, reap_ms, probe_connect, unexpected_queue_bytes, "
+                "unexpected_peer_bytes, peer_sends_max, inject_size)",
+                key);
             continue;
         }
         if (!ofi_param_set(cls, &ofi_param_table[k], val, "parameter"))
@@ -620,6 +626,8 @@ static cw_status_t ofi_init(const struct cw_na_host *host,
         goto err_free;
     if (p->reap_half_closed)
         ofi_reap_init(cls, cls->self->raw, cls->self->len);
+    if (!p->probe_connect)
+        cls->probe_connect = 0;
     if (cls->str_addr) {
         ofi_shm_lock_self(cls);
         ofi_shm_reap_dead(cls);

@@ -342,6 +342,8 @@ void ofi_peer_alive(struct cw_na_class *cls, struct cw_na_addr *peer)
     peer->dead = false;
     peer->ever_alive = true;
     peer->last_err = 0;
+    if (peer->cprobe_fd1 != 0)
+        ofi_cprobe_close(peer);
 }
 
 /* An operation with @p peer failed with a connection error.  rxm
@@ -374,6 +376,7 @@ void ofi_peer_failed(struct cw_na_class *cls, struct cw_na_addr *peer,
     }
     peer->dead = true;
     peer->ping_sent_ns = 0;
+    ofi_cprobe_close(peer);
     if (!cls->str_addr)
         ofi_peer_reset(cls, peer);
     for (l = cls->active.next; l != &cls->active; l = next) {
@@ -667,6 +670,14 @@ static void ofi_tick(struct cw_na_class *cls, uint64_t now)
             continue;
         }
         if (p->ping_sent_ns != 0) {
+            /* Refused by rxm: if nothing accepts connections at its
+             * address any more, the peer we heard from has gone. */
+            if (cls->probe_connect && p->ever_alive && p->again_since_ns != 0 &&
+                ofi_cprobe_run(cls, p) == OFI_CPROBE_REFUSED) {
+                p->last_err = FI_ECONNREFUSED;
+                ofi_peer_failed(cls, p, CW_DISCONNECTED);
+                continue;
+            }
             if (now - p->ping_sent_ns > cls->peer_timeout_ns)
                 ofi_peer_failed(
                     cls, p, p->ever_alive ? CW_DISCONNECTED : CW_UNREACHABLE);

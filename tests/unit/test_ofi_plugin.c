@@ -1022,6 +1022,121 @@ static void test_refused_peer_backoff(void **state)
     close(lfd);
 }
 
+/* A peer that has gone (ofi_connprobe.c).  b talks to a, then closes:
+ * rxm's attempts to reconnect are refused, and so is the plugin's own TCP
+ * connect to b's address, so a fails the receive it had posted for b
+ * with CW_DISCONNECTED at the first keepalive probe, where it used to wait
+ * for peer_timeout_ms (10 minutes here: nothing else can end it within
+ * the test's bound).  Then the two cases the probe must leave alone, with
+ * a peer timeout of 1.5 s:
+ * - something still listens at the address (a plain socket that accepts
+ *   and closes each connection: rxm never connects, the probe's connect
+ *   succeeds): the receive ends at the peer timeout, not before;
+ * - a peer never heard from: CW_UNREACHABLE at the peer timeout, as
+ *   before (a server not up yet is not judged by its port). */
+static void gone_peer_recv(const char *const *params, bool relisten,
+                           cw_status_t want, uint64_t min_ms, uint64_t max_ms)
+{
+    cw_na_t *a = tcp_open(params), *b = tcp_open(NULL);
+    cw_na_addr_t *b_at_a = lookup_self(a, b), *a_at_b = lookup_self(b, a);
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct done r = {0}, sd = {0}, x = {0};
+    char in[64], buf[64];
+    int one = 1, lfd = -1;
+    uint64_t t0, ms;
+
+    r.owner = a;
+    assert_int_equal(
+        cw_na_msg_recv_unexpected(a, in, sizeof(in), done_cb, &r, NULL), CW_OK);
+    assert_int_equal(
+        cw_na_msg_send_unexpected(b, "hi", 3, a_at_b, 1, done_cb, &sd, NULL),
+        CW_OK);
+    assert_true(wait_done(a, b, &r, 1));
+    assert_int_equal(r.status, CW_OK);
+    assert_true(wait_done(b, a, &sd, 1));
+    sa.sin_port = htons((uint16_t)self_port(b));
+    assert_int_equal(cw_na_msg_recv_expected(a, buf, sizeof(buf), b_at_a, 7,
+                                             done_cb, &x, NULL),
+                     CW_OK);
+    cw_na_addr_free(b, a_at_b);
+    cw_na_close(b);
+    if (relisten) {
+        lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+        assert_true(lfd >= 0);
+        assert_int_equal(
+            setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)), 0);
+        assert_int_equal(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+        assert_int_equal(listen(lfd, 128), 0);
+    }
+    t0 = cw_now_ns();
+    for (uint64_t end = t0 + WAIT_NS; x.calls == 0 && cw_now_ns() < end;) {
+        int fd;
+
+        cw_na_progress(a, 0, NULL);
+        while (lfd >= 0 && (fd = accept(lfd, NULL, NULL)) >= 0)
+            close(fd);
+    }
+    ms = (cw_now_ns() - t0) / 1000000ull;
+    print_message("receive from the closed peer ended %s after %llu ms\n",
+                  cw_status_name(x.status), (unsigned long long)ms);
+    assert_int_equal(x.calls, 1);
+    assert_int_equal(x.status, want);
+    assert_true(ms >= min_ms);
+    assert_true(ms <= max_ms);
+    if (lfd >= 0)
+        close(lfd);
+    cw_na_addr_free(a, b_at_a);
+    cw_na_close(a);
+}
+
+static void test_gone_peer_refused_tcp(void **state)
+{
+    static const char *const probe[] = {"keepalive_ms", "100",
+                                        "peer_timeout_ms", "600000", NULL};
+    static const char *const timeout[] = {"keepalive_ms", "100",
+                                          "peer_timeout_ms", "1500", NULL};
+    static const char *const params[] = {"keepalive_ms", "100",
+                                         "peer_timeout_ms", "1500", NULL};
+    struct done x = {0};
+    cw_na_t *a;
+    cw_na_addr_t *dead;
+    char uri[64], buf[16];
+    uint64_t t0, ms;
+    int lfd;
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof(sa);
+    (void)state;
+
+    gone_peer_recv(probe, false, CW_DISCONNECTED, 0, WAIT_NS / 1000000ull);
+    gone_peer_recv(timeout, true, CW_DISCONNECTED, 1500, WAIT_NS / 1000000ull);
+
+    /* Never heard from: a port nothing listens on. */
+    lfd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(lfd >= 0);
+    assert_int_equal(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    assert_int_equal(getsockname(lfd, (struct sockaddr *)&sa, &sl), 0);
+    close(lfd);
+    snprintf(uri, sizeof(uri), "ofi+tcp://127.0.0.1:%u",
+             (unsigned)ntohs(sa.sin_port));
+    a = tcp_open(params);
+    assert_int_equal(cw_na_addr_lookup(a, uri, &dead), CW_OK);
+    assert_int_equal(cw_na_msg_recv_expected(a, buf, sizeof(buf), dead, 7,
+                                             done_cb, &x, NULL),
+                     CW_OK);
+    t0 = cw_now_ns();
+    assert_true(wait_done(a, NULL, &x, 1));
+    ms = (cw_now_ns() - t0) / 1000000ull;
+    print_message("receive from a peer never heard from ended %s after %llu "
+                  "ms\n",
+                  cw_status_name(x.status), (unsigned long long)ms);
+    assert_int_equal(x.status, CW_UNREACHABLE);
+    assert_true(ms >= 1500);
+    cw_na_addr_free(a, dead);
+    cw_na_close(a);
+}
+
 /* Messages queued for nobody are freed with the instance (LeakSanitizer
  * checks it), and their senders' references with them. */
 static void test_unexpected_queued_at_close(void **state)
@@ -2284,6 +2399,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_inject_tcp),
         cmocka_unit_test(test_peer_sends_max),
         cmocka_unit_test(test_refused_peer_backoff),
+        cmocka_unit_test(test_gone_peer_refused_tcp),
         cmocka_unit_test(test_early_queue_tcp),
         cmocka_unit_test(test_early_queue_shm),
         cmocka_unit_test(test_overflow_keeps_connection_tcp),
