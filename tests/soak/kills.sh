@@ -53,6 +53,10 @@
 # the front); "gateway" is then the far one, which the caller does not
 # talk to.  Every gateway left alive must come back to idle; the request
 # phase is reached at the front (it pulls the caller's arguments).
+# CHAIN=2 puts a third, the middle gateway, between the front and the far
+# one (target@gateway@mid@front; caller -[CLI_FABRIC]-> front
+# -[HOP_FABRIC]-> mid -[HOP_FABRIC]-> causewayd -[TGT_FABRIC]-> target);
+# the victims add "mid".
 # Environment: DEADLINE_MS (5000), HOLD_MS (DEADLINE_MS / 2: a held
 # request's answer), NHOLD (4), BULK_LEN (256M), BIG_LEN (32M), VICTIMS
 # ("target gateway client stop"), PHASES ("before forwarding pull push
@@ -70,11 +74,12 @@ NHOLD=${NHOLD:-4}
 BULK_LEN=${BULK_LEN:-256M}
 BIG_LEN=${BIG_LEN:-32M}
 CHAIN=${CHAIN:-0}
-if [ "$CHAIN" = 1 ]; then
-    VICTIMS=${VICTIMS:-target gateway front client stop}
-else
-    VICTIMS=${VICTIMS:-target gateway client stop}
-fi
+case $CHAIN in
+0) VICTIMS=${VICTIMS:-target gateway client stop} ;;
+1) VICTIMS=${VICTIMS:-target gateway front client stop} ;;
+2) VICTIMS=${VICTIMS:-target gateway mid front client stop} ;;
+*) fail "CHAIN: 0, 1 or 2, not '$CHAIN'" ;;
+esac
 PHASES=${PHASES:-before forwarding pull push response request}
 FAILOVER=${FAILOVER:-1}
 TGT_FABRIC=${TGT_FABRIC:-ucx+tcp}
@@ -109,14 +114,14 @@ CLI_NET=$(net_of "$CLI_FABRIC") ||
 HOP_FABRIC=${HOP_FABRIC:-ofi+tcp}
 HOP_NET=$(net_of "$HOP_FABRIC") ||
     fail "HOP_FABRIC: ofi+tcp, ucx+tcp, shm or verbs, not '$HOP_FABRIC'"
-if [ "$CHAIN" = 1 ]; then
-    FAILOVER=0 # its own gateways, without the chain
-    GWS="gw front"
-else
-    GWS=gw
-fi
+case $CHAIN in
+0) GWS=gw ;;
+1) GWS="gw front" ;;
+2) GWS="gw mid front" ;;
+esac
+[ "$CHAIN" = 0 ] || FAILOVER=0 # its own gateways, without the chain
 VERBS_USED=""
-for f in "$CLI_FABRIC" "$TGT_FABRIC" "$([ "$CHAIN" != 1 ] || echo "$HOP_FABRIC")"; do
+for f in "$CLI_FABRIC" "$TGT_FABRIC" "$([ "$CHAIN" = 0 ] || echo "$HOP_FABRIC")"; do
     [ "$f" != verbs ] || VERBS_USED=1
 done
 if [ -n "$VERBS_USED" ]; then
@@ -128,13 +133,14 @@ if [ -n "$VERBS_USED" ]; then
 fi
 # gw_in: what follows "target@" in the caller's address: the gateway's
 # address on CLI_FABRIC, or with CHAIN=1 the gateway's on HOP_FABRIC "@" the
-# front's on CLI_FABRIC (they change when a gateway is started again).
+# front's on CLI_FABRIC, with CHAIN=2 the middle one's on HOP_FABRIC
+# between them (they change when a gateway is started again).
 gw_in() {
-    if [ "$CHAIN" = 1 ]; then
-        eval "printf '%s@%s' \"\$gw_$HOP_NET\" \"\$front_$CLI_NET\""
-    else
-        eval "printf '%s' \"\$gw_$CLI_NET\""
-    fi
+    case $CHAIN in
+    0) eval "printf '%s' \"\$gw_$CLI_NET\"" ;;
+    1) eval "printf '%s@%s' \"\$gw_$HOP_NET\" \"\$front_$CLI_NET\"" ;;
+    2) eval "printf '%s@%s@%s' \"\$gw_$HOP_NET\" \"\$mid_$HOP_NET\" \"\$front_$CLI_NET\"" ;;
+    esac
 }
 FAILOVER_S=${FAILOVER_S:-4}
 # How long the gateway (and the caller) may take to come back to idle.
@@ -169,16 +175,18 @@ YAML
     start_gw gw "$T/gw.yaml"
 }
 FGEN=0
-# front_up: the chain's front gateway (CHAIN=1), on CLI_FABRIC and
-# HOP_FABRIC, started again after a kill like the gateway.
-front_up() {
+# chain_up NAME FABRIC...: a gateway of the chain on these fabrics, started
+# again after a kill like the gateway.
+chain_up() {
+    local name=$1
+    shift
     FGEN=$((FGEN + 1))
     {
-        echo "gateway: { name: kfront, admin: \"127.0.0.1:$(free_port)\", threads: $GW_THREADS }"
+        echo "gateway: { name: k$name, admin: \"127.0.0.1:$(free_port)\", threads: $GW_THREADS }"
         echo "networks:"
-        for f in $(printf '%s\n' "$CLI_FABRIC" "$HOP_FABRIC" | sort -u); do
+        for f in $(printf '%s\n' "$@" | sort -u); do
             case $f in
-            shm) u="shm://$TAG-front$FGEN" ;;
+            shm) u="shm://$TAG-$name$FGEN" ;;
             verbs) u="verbs://fake0:1/127.0.0.1:0" ;;
             *) u="$f://127.0.0.1:0" ;;
             esac
@@ -186,9 +194,13 @@ front_up() {
         done
         echo "buffers: { chunk: 256KiB, depth: 4, staging: 2MiB }"
         echo "limits: { max_bulk_bytes_inflight: 2MiB }"
-    } >"$T/front.yaml"
-    start_gw front "$T/front.yaml"
+    } >"$T/$name.yaml"
+    start_gw "$name" "$T/$name.yaml"
 }
+# front_up: the chain's front gateway (CHAIN=1 or 2), on CLI_FABRIC and
+# HOP_FABRIC; mid_up: the middle one (CHAIN=2), on HOP_FABRIC.
+front_up() { chain_up front "$CLI_FABRIC" "$HOP_FABRIC"; }
+mid_up() { chain_up mid "$HOP_FABRIC"; }
 TGT_GEN=0
 tgt_PID=""
 # tgt_up: a killpeer target on TGT_FABRIC ($tgt, $tgt_PID; its lines in
@@ -311,7 +323,8 @@ resp_arrived() {
 settle() {
     alive "$tgt_PID" || tgt_up
     alive "${gw_PID:-}" || gw_up
-    [ "$CHAIN" != 1 ] || alive "${front_PID:-}" || front_up
+    [ "$CHAIN" != 2 ] || alive "${mid_PID:-}" || mid_up
+    [ "$CHAIN" = 0 ] || alive "${front_PID:-}" || front_up
     timeout 30 "$KP" call "$tgt@$(gw_in)" ping --n 1 >"$T/probe.out" 2>&1 ||
         fail "probe through the gateway: $(cat "$T/probe.out")"
     for Q in $GWS; do
@@ -327,7 +340,8 @@ settle() {
 start_echo other "$(tgt_uri other)"
 tgt_up
 gw_up
-[ "$CHAIN" != 1 ] || front_up
+[ "$CHAIN" != 2 ] || mid_up
+[ "$CHAIN" = 0 ] || front_up
 
 # ---- one cell ------------------------------------------------------------
 declare -A CELL DETAIL
@@ -412,7 +426,7 @@ cell() {
     request)
         touch "$T/go"
         # The gateway the caller talks to pulls the arguments.
-        [ "$CHAIN" = 1 ] && Q=front
+        [ "$CHAIN" = 0 ] || Q=front
         wait_for_s 20 line_in "$T/c.out" '^mid-request ' && wait_for pulling ||
             cell_fail "phase not reached: caller $(tail -n 1 "$T/c.out"), gateway $Q unanswered $(metric causeway_gateway_unanswered_requests), $(stats | head -c 100)"
         Q=gw
@@ -424,6 +438,7 @@ cell() {
     target) tgt_kill ;;
     gateway) gw_kill "$gw_PID" ;;
     front) gw_kill "$front_PID" ;;
+    mid) gw_kill "$mid_PID" ;;
     client)
         kill -KILL "$cli_PID"
         wait "$cli_PID" 2>/dev/null
@@ -434,7 +449,7 @@ cell() {
     touch "$T/go2"
     # The other route, at once (the gateway must keep serving it).
     oroute="-"
-    if [ "$v" != gateway ] && [ "$v" != front ]; then
+    if [ "$v" != gateway ] && [ "$v" != front ] && [ "$v" != mid ]; then
         if timeout 30 "$CW_PING" -q --expect CW_OK -c 20 -n 4 -t "$DEADLINE_MS" \
             "$other@$(gw_in)" >"$T/other.out" 2>&1; then
             oroute="20/20 OK"
@@ -464,7 +479,7 @@ cell() {
     fi
     # Operations whose origin is the target: its bulk transfers, its
     # answers to held requests.
-    if [ "$v" = client ] || [ "$v" = gateway ] || [ "$v" = front ]; then
+    if [ "$v" = client ] || [ "$v" = gateway ] || [ "$v" = front ] || [ "$v" = mid ]; then
         case $ph in
         pull | push)
             wait_s $IDLE_S at_least "$T/tgt.out" '^bulk-end ' $((be0 + 1)) ||
@@ -499,14 +514,16 @@ cell() {
         resumed=" (after SIGCONT: a SEND to a stopped process is acknowledged only by an HCA, not by the fake device)"
     fi
     [ "$oroute" = - ] || DETAIL[$v.$ph]="${DETAIL[$v.$ph]}; other route $oroute"
-    # Every gateway left alive back to idle ("front" and "gw" in a chain).
+    # Every gateway left alive back to idle ("front", "mid" and "gw" in a
+    # chain).
     for Q in $GWS; do
-        case $v.$Q in gateway.gw | front.front) continue ;; esac
-        if [ "$CHAIN" = 1 ]; then
-            qn="$([ "$Q" = gw ] && echo "far gateway" || echo front)"
-        else
-            qn=gateway
-        fi
+        case $v.$Q in gateway.gw | front.front | mid.mid) continue ;; esac
+        case $CHAIN.$Q in
+        0.*) qn=gateway ;;
+        *.gw) qn="far gateway" ;;
+        *.mid) qn="middle gateway" ;;
+        *) qn=front ;;
+        esac
         if wait_s $IDLE_S gw_idle; then
             t_idle=$(($(now_ms) - t_kill))
             idle="$t_idle ms"
@@ -519,8 +536,12 @@ cell() {
     done
     Q=gw
     case $v in
-    gateway | front)
-        if [ "$v" = gateway ]; then gw_up; else front_up; fi
+    gateway | front | mid)
+        case $v in
+        gateway) gw_up ;;
+        mid) mid_up ;;
+        *) front_up ;;
+        esac
         ping_expect "$v/$ph: the restarted $v serves" CW_OK -c 5 "$other@$(gw_in)" >/dev/null
         DETAIL[$v.$ph]="${DETAIL[$v.$ph]}; the restarted $v serves"
         ;;
@@ -568,9 +589,9 @@ for c in $CELLS; do
     # In a chain the front pulls an overflowed answer whole from the far
     # gateway before the caller gets its header (docs/gateway.md,
     # "Forwarding, step by step"): a caller paused mid-response holds the
-    # front, not the far gateway.
+    # front, not the far gateway (nor the middle one).
     case $CHAIN.$c in
-    1.gateway/response)
+    1.gateway/response | 2.gateway/response | 2.mid/response)
         echo "# $c: no such phase in a chain (the front has the whole answer before the caller reads it)"
         CELL[${c%/*}.${c#*/}]="n/a in a chain"
         continue
@@ -665,8 +686,12 @@ total_s=$((($(now_ms) - t_all) / 1000))
 echo
 echo "Kill matrix, $started, $(uname -n), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "  DEADLINE_MS=$DEADLINE_MS HOLD_MS=$HOLD_MS NHOLD=$NHOLD BULK_LEN=$BULK_LEN BIG_LEN=$BIG_LEN GW_THREADS=$GW_THREADS; $total_s s"
-if [ "$CHAIN" = 1 ]; then
-    echo "  path: caller -[$CLI_FABRIC]-> front -[$HOP_FABRIC]-> causewayd (far) -[$TGT_FABRIC]-> target; other route: $TGT_FABRIC echo"
+if [ "$CHAIN" != 0 ]; then
+    if [ "$CHAIN" = 1 ]; then
+        echo "  path: caller -[$CLI_FABRIC]-> front -[$HOP_FABRIC]-> causewayd (far) -[$TGT_FABRIC]-> target; other route: $TGT_FABRIC echo"
+    else
+        echo "  path: caller -[$CLI_FABRIC]-> front -[$HOP_FABRIC]-> mid -[$HOP_FABRIC]-> causewayd (far) -[$TGT_FABRIC]-> target; other route: $TGT_FABRIC echo"
+    fi
     echo "  cell: statuses at the origin (xN); the slowest, ms after it was sent; each live gateway idle, ms after the kill"
 else
     echo "  path: caller -[$CLI_FABRIC]-> causewayd -[$TGT_FABRIC]-> target; other route: $TGT_FABRIC echo"
@@ -682,8 +707,9 @@ for v in $VICTIMS; do
     case " $CELLS" in *" $v/"*) ;; *) continue ;; esac
     case $v in
     target) printf '| kill -9 target |' ;;
-    gateway) printf '| kill -9 %s |' "$([ "$CHAIN" = 1 ] && echo "far gateway" || echo gateway)" ;;
+    gateway) printf '| kill -9 %s |' "$([ "$CHAIN" != 0 ] && echo "far gateway" || echo gateway)" ;;
     front) printf '| kill -9 front gateway |' ;;
+    mid) printf '| kill -9 middle gateway |' ;;
     client) printf '| kill -9 caller |' ;;
     stop) printf '| SIGSTOP target |' ;;
     esac
