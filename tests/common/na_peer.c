@@ -119,12 +119,26 @@ static bool peer_read_addr(int fd, char *addr, size_t len)
     return false;
 }
 
+const char *cw_test_self_exe(void)
+{
+    static char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+
+    if (n <= 0)
+        return "/proc/self/exe";
+    self[n] = '\0';
+    if (strstr(self, " (deleted)") != NULL)
+        return "/proc/self/exe";
+    return self;
+}
+
 pid_t cw_test_peer_spawn_mem(const char *uri, char *addr, size_t len,
                              size_t mem_size, void *mem, size_t mem_len,
                              size_t *mem_len_p)
 {
     int fds[2];
     char fdstr[16], sizestr[24];
+    const char *exe = cw_test_self_exe();
     uint32_t n;
     pid_t pid;
 
@@ -144,11 +158,10 @@ pid_t cw_test_peer_spawn_mem(const char *uri, char *addr, size_t len,
     if (pid == 0) {
         close(fds[0]);
         if (mem_size > 0)
-            execl("/proc/self/exe", "cw-test-peer", "--peer", uri, fdstr,
-                  sizestr, (char *)NULL);
-        else
-            execl("/proc/self/exe", "cw-test-peer", "--peer", uri, fdstr,
+            execl(exe, "cw-test-peer", "--peer", uri, fdstr, sizestr,
                   (char *)NULL);
+        else
+            execl(exe, "cw-test-peer", "--peer", uri, fdstr, (char *)NULL);
         _exit(127);
     }
     close(fds[1]);

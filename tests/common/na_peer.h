@@ -36,6 +36,15 @@ pid_t cw_test_peer_spawn_mem(const char *uri, char *addr, size_t len,
  */
 bool cw_test_peer_dispatch(int argc, char **argv, int *rc_p);
 
+/**
+ * This program's path, for a child to exec: readlink() of /proc/self/exe.
+ * Under valgrind the kernel's /proc/self/exe is valgrind's tool, while
+ * readlink() of it gives the program (valgrind answers it), so the child
+ * still starts; "/proc/self/exe" itself when the file was replaced (a
+ * rebuild meanwhile) or cannot be read.  Computed before fork().
+ */
+const char *cw_test_self_exe(void);
+
 /** Read exactly @p len bytes from @p fd; @return false on EOF or error. */
 bool cw_test_read_all(int fd, void *buf, size_t len);
 

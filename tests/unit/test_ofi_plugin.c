@@ -1673,7 +1673,7 @@ static pid_t child_spawn(const char *role, const char *uri, int *up_p,
     if (pid == 0) {
         close(up[0]);
         close(down[1]);
-        execl("/proc/self/exe", "test_ofi_plugin", "--child", role, uri, ups,
+        execl(cw_test_self_exe(), "test_ofi_plugin", "--child", role, uri, ups,
               downs, (char *)NULL);
         _exit(89);
     }

@@ -1332,7 +1332,7 @@ static void test_burst_then_close(void **state)
     assert_true(pid >= 0);
     if (pid == 0) {
         close(fds[0]);
-        execl("/proc/self/exe", "cw-test-burst", "--burst", uri, fdstr, nstr,
+        execl(cw_test_self_exe(), "cw-test-burst", "--burst", uri, fdstr, nstr,
               sizestr, (char *)NULL);
         _exit(127);
     }
@@ -1482,7 +1482,7 @@ static void test_finalize_under_flood(void **state)
         pid = fork();
         assert_true(pid >= 0);
         if (pid == 0) {
-            execl("/proc/self/exe", "cw-test-flood", "--flood", uri, hex,
+            execl(cw_test_self_exe(), "cw-test-flood", "--flood", uri, hex,
                   (char *)NULL);
             _exit(127);
         }
