@@ -533,7 +533,8 @@ static void test_qp_error_teardown(void **state)
 static void test_peer_process_dies(void **state)
 {
     int up[2], down[2];
-    char uri[256];
+    /* Cleared: the child writes all of uri down the pipe, past its end. */
+    char uri[256] = {0};
     uint8_t ser[128];
     size_t n;
 
