@@ -1,6 +1,7 @@
 # Helpers of the gw_bulk_*.sh tests (sourced after gw_lib.sh; bash).
 #   gw_bulk_*.sh CAUSEWAYD CW_PING CWCTL TEST_GWBULK_XFER
 XFER=$4
+gw_vg_wrap XFER test_gwbulk_xfer # under memcheck too with CW_VALGRIND
 
 # bulk_srv NAME URI [ALT_URI]: a test_gwbulk_xfer server; sets $NAME (its
 # address) and ${NAME}_PID.

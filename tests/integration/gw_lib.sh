@@ -10,7 +10,9 @@ set -u
 CAUSEWAYD=$1
 CW_PING=$2
 CWCTL=$3
-CW_INFO=$(dirname "$CW_PING")/cw-info
+# The tools directory (CW_PING may become a memcheck wrapper below).
+CW_TOOLS=$(dirname "$CW_PING")
+CW_INFO=$CW_TOOLS/cw-info
 unset CAUSEWAY_ROUTES CAUSEWAY_GATEWAY CAUSEWAY_ADMIN
 T=$(mktemp -d /tmp/cw-gwtest.XXXXXX)
 TAG=gwt$$
@@ -29,16 +31,20 @@ GW_TSAN_LOG=$(printf '%s' "${TSAN_OPTIONS:-}" | tr ' :' '\n\n' | sed -n 's/^log_
 # with --error-exitcode, runs the gateways and cw-ping (callers and echo
 # servers) under it, each process's report in $T/vg.PID.log, checked on
 # exit (gw_vg_check); waits are CW_WAIT_SCALE (default 1) times longer.
-if [ -n "${CW_VALGRIND:-}" ]; then
+# gw_vg_wrap VAR NAME: with CW_VALGRIND set, the program whose path VAR
+# holds runs under it too, through a wrapper $T/vg/NAME (the scripts' own
+# peers: soak, killpeer, flood, test_gwbulk_xfer).  Without it, nothing.
+gw_vg_wrap() {
+    local var=$1 name=$2
+    [ -n "${CW_VALGRIND:-}" ] || return 0
     mkdir -p "$T/vg"
-    for w in "causewayd=$CAUSEWAYD" "cw-ping=$CW_PING"; do
-        printf '#!/bin/sh\nexec %s --log-file=%s/vg.%%p.log "%s" "$@"\n' \
-            "$CW_VALGRIND" "$T" "$(realpath "${w#*=}")" >"$T/vg/${w%%=*}"
-        chmod +x "$T/vg/${w%%=*}"
-    done
-    CAUSEWAYD=$T/vg/causewayd
-    CW_PING=$T/vg/cw-ping
-fi
+    printf '#!/bin/sh\nexec %s --log-file=%s/vg.%%p.log "%s" "$@"\n' \
+        "$CW_VALGRIND" "$T" "$(realpath "${!var}")" >"$T/vg/$name"
+    chmod +x "$T/vg/$name"
+    printf -v "$var" '%s' "$T/vg/$name"
+}
+gw_vg_wrap CAUSEWAYD causewayd
+gw_vg_wrap CW_PING cw-ping
 # gw_vg_check: every memcheck report of this test's processes says "0
 # errors"; else print the reports and fail.
 gw_vg_check() {

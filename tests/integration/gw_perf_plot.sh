@@ -8,7 +8,7 @@
 # gnuplot exists).  Exits 77 only if gnuplot is not installed here (the
 # drawing cases are left out; the others run).
 . "$(dirname "$0")/gw_lib.sh"
-CW_PERF=$(dirname "$CW_PING")/cw-perf
+CW_PERF=$CW_TOOLS/cw-perf
 
 # is_png FILE: the PNG signature and more than 10 KiB (a chart, not an
 # empty canvas).

@@ -50,6 +50,7 @@ GW_THREADS=${GW_THREADS:-1} # soak_lib.sh's default is 2
 . "$(dirname "$0")/soak_lib.sh"
 KP=$4
 FLOOD=$5
+gw_vg_wrap FLOOD flood # under memcheck too with CW_VALGRIND
 FLOODS=${FLOODS:-peers-ofi peers-ucx peers-shm unexpected-ofi unexpected-ucx unexpected-shm dests connect-ucx connect-ofi hold-ucx}
 FLOOD_S=${FLOOD_S:-10}
 IDLE_S=${IDLE_S:-5}

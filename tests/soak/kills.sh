@@ -131,6 +131,7 @@ if [ -n "$VERBS_USED" ]; then
     [ -f "$VB_FAKE" ] || fail "verbs: no fake device module at $VB_FAKE"
     export CAUSEWAY_VERBS_FAKE=$VB_FAKE
 fi
+gw_vg_wrap KP killpeer # under memcheck too with CW_VALGRIND
 # gw_in: what follows "target@" in the caller's address: the gateway's
 # address on CLI_FABRIC, or with CHAIN=1 the gateway's on HOP_FABRIC "@" the
 # front's on CLI_FABRIC, with CHAIN=2 the middle one's on HOP_FABRIC

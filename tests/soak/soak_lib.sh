@@ -7,6 +7,7 @@
 # checked (exit 0 on SIGTERM, no sanitizer report).
 . "$(dirname "${BASH_SOURCE[0]}")/../integration/gw_lib.sh"
 SOAK=$4
+gw_vg_wrap SOAK soak # under memcheck too with CW_VALGRIND
 
 # The load (totals over all clients; sizes take K, M, G).
 CLIENTS=${CLIENTS:-4}
