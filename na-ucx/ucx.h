@@ -163,6 +163,7 @@ struct cw_na_op {
     enum cw_na_op_type type;
     enum ucx_op_state state;
     bool rma_counted; /* a put/get counted in cls->rma_inflight */
+    bool exp_counted; /* an expected recv counted in cls->exp_waiting */
     cw_na_cb_t cb;
     void *arg;
     cw_status_t status;
@@ -184,6 +185,9 @@ struct cw_na_op {
     struct cw_na_addr *source; /* unexpected recv: reference, handed over */
     struct ucx_conn *conn;     /* put/get: connection awaiting answer */
     struct ucx_early *early;   /* expected recv: message it waits to land */
+    /* Expected recv: in cls->held, by (sender id, tag), until its message
+     * comes out of UCX's queue (ucx_early_drain); never posted to UCX. */
+    struct nau_match_entry hm;
     cw_na_mem_t *local;
     size_t local_off;
     ucp_dt_iov_t *iov;
@@ -278,6 +282,8 @@ struct ucx_cls {
     struct nau_list ctls;      /* RMA control messages in flight */
     struct nau_list early_all; /* expected messages before their recv */
     struct nau_match early;    /* those a receive may still take */
+    struct nau_match held;     /* expected receives held (ucx_early.c) */
+    unsigned exp_waiting;      /* expected receives not finished */
     size_t unexp_queued;       /* bytes copied into unexp_queue */
     size_t unexp_queue_max;    /* bound on those bytes */
     size_t unexp_peer_max;     /* bound on one peer's share of them */
@@ -349,6 +355,10 @@ static inline void ucx_op_uncount(struct cw_na_op *op)
     if (op->rma_counted) {
         op->rma_counted = false;
         op->cls->rma_inflight--;
+    }
+    if (op->exp_counted) {
+        op->exp_counted = false;
+        op->cls->exp_waiting--;
     }
 }
 

@@ -1,19 +1,35 @@
 /*
- * na-ucx: expected messages that come before their receive is posted.
+ * na-ucx: expected messages, matched by the plugin.
  *
- * UCX keeps a tagged message that no posted receive matches in its own
- * unexpected queue until one does, for as long as the connection lives.
- * Causeway posts an expected receive before the message that answers it
- * can be sent, so such a message is mostly a late answer to a cancelled
- * call or a hostile peer's, and UCX would keep every one: 50 000 of them
- * grew a process by tens of MiB.  So after each progress the plugin takes
- * every tagged message out of UCX's queue into its own, bounded in messages
- * and bytes; to make room the oldest is dropped and counted.  A receive
- * being posted looks there first (na-util's matcher, on the sender id and
- * tag that the tag carries, keeps that short while a flood fills the
- * queue), so one that really is early is still delivered.  Messages longer
- * than the eager limit cannot be expected messages and are discarded at
- * once.
+ * An expected receive is posted to UCX (ucp_tag_recv_nbx), or, where the
+ * caller already awaits several answers (ucx_msg_recv_expected), held by
+ * the plugin: it waits in the plugin's matcher, cls->held, keyed by the
+ * sender id and tag that the UCX tag carries, and its message lands in
+ * UCX's unexpected queue, which UCX fills only while it progresses.  After
+ * each progress call that moved anything, ucx_early_drain takes every
+ * tagged message out of that queue; one that a held receive waits for is
+ * received into that receive's buffer (ucp_tag_msg_recv_nbx).  Withdrawing
+ * a held receive whose answer came another way (inside a batch) is only
+ * taking it out of the matcher, where a receive posted to UCX has to be
+ * cancelled there.
+ *
+ * A message no receive waits for is mostly a late answer to a cancelled
+ * call or a hostile peer's, and UCX would keep every one for as long as
+ * the connection lives (50 000 of them grew a process by tens of MiB):
+ * the drain moves it into the plugin's own early queue, bounded in
+ * messages and bytes; to make room the oldest is dropped and counted.  A
+ * receive being posted looks there first (na-util's matcher keeps that
+ * short while a flood fills the queue), so one that really is early is
+ * still delivered.  Messages longer than the eager limit cannot be
+ * expected messages and are discarded at once, unless a receive waits for
+ * them (it ends CW_OVERFLOW if they do not fit, as a receive posted to UCX
+ * did).
+ *
+ * No user code runs inside ucp_worker_progress() (our UCX callbacks only
+ * queue), and every call of it that moved something is followed by a
+ * drain, so outside a progress UCX's queue is empty: a receive being
+ * posted or held needs to look at the plugin's early queue only (and UCX
+ * would match its own queue against a posted one anyway).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -99,6 +115,45 @@ static void ucx_early_discard(struct ucx_cls *cls, ucp_tag_message_h msg)
         ucp_request_free(req); /* UCX releases it once done */
 }
 
+/* The expected message of a held receive (@p op) landed, or failed; its
+ * length is the probe's (ucx_held_take). */
+static void ucx_held_recv_cb(void *req, ucs_status_t st,
+                             const ucp_tag_recv_info_t *info, void *user_data)
+{
+    (void)info;
+    ucx_op_req_done(user_data, req, st, true);
+}
+
+/* Receive @p msg (@p info) into the held receive @p op. */
+static void ucx_held_take(struct ucx_cls *cls, struct cw_na_op *op,
+                          ucp_tag_message_h msg,
+                          const ucp_tag_recv_info_t *info)
+{
+    ucp_request_param_t p = {0};
+    ucs_status_ptr_t req;
+
+    nau_match_remove(&cls->held, &op->hm);
+    if (info->length > op->buf_len) {
+        ucx_early_discard(cls, msg);
+        ucx_op_finish(op, CW_OVERFLOW);
+        return;
+    }
+    /* The length is the probe's: a receive of a probed message that
+     * completes in the call fills no receive info. */
+    op->len = info->length;
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    p.cb.recv = ucx_held_recv_cb;
+    p.user_data = op;
+    req = ucp_tag_msg_recv_nbx(cls->worker, op->buf, info->length, msg, &p);
+    if (req == NULL) {
+        ucx_op_finish(op, CW_OK);
+    } else if (UCS_PTR_IS_ERR(req)) {
+        ucx_op_finish(op, ucx_status(UCS_PTR_STATUS(req)));
+    } else {
+        ucx_op_req_posted(op, &op->req, req);
+    }
+}
+
 void ucx_early_drain(struct ucx_cls *cls)
 {
     ucp_tag_recv_info_t info;
@@ -106,9 +161,17 @@ void ucx_early_drain(struct ucx_cls *cls)
 
     while ((msg = ucp_tag_probe_nb(cls->worker, 0, 0, 1, &info)) != NULL) {
         ucp_request_param_t p = {0};
+        struct nau_match_entry *m;
         struct ucx_early *e;
         ucs_status_ptr_t req;
 
+        m = nau_match_find(&cls->held, info.sender_tag >> 32,
+                           (uint32_t)info.sender_tag);
+        if (m != NULL) {
+            ucx_held_take(cls, nau_container_of(m, struct cw_na_op, hm), msg,
+                          &info);
+            continue;
+        }
         if (info.length > cls->eager_size) {
             ucx_log_dropped(cls, "expected message longer than the eager "
                                  "limit");
@@ -158,7 +221,7 @@ bool ucx_early_take(struct ucx_cls *cls, struct cw_na_op *op, uint64_t tag)
     struct nau_match_entry *m;
     struct ucx_early *e;
 
-    ucx_early_drain(cls); /* UCX's own queue is empty from here on */
+    /* UCX's own queue is empty outside a progress (above). */
     m = nau_match_find(&cls->early, tag >> 32, (uint32_t)tag);
     if (m == NULL)
         return false;

@@ -3,6 +3,7 @@
  * exported plugin entry.
  */
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -410,6 +411,7 @@ static void ucx_finalize(cw_na_class_t *c)
     nau_ptable_fini(&cls->mems);
     nau_ptable_fini(&cls->rma_ops);
     nau_match_fini(&cls->early);
+    nau_match_fini(&cls->held);
     ucx_proc_leave(cls);
     free(cls);
 }
@@ -457,6 +459,8 @@ static cw_status_t ucx_init(const struct cw_na_host *host,
     nau_list_init(&cls->early_all);
     nau_match_init(&cls->early, UCX_EARLY_MAX_MSGS, UCX_EARLY_MAX_BYTES,
                    nau_seed());
+    /* As many as the caller posts: each is an op of its own. */
+    nau_match_init(&cls->held, UINT_MAX, SIZE_MAX, nau_seed());
     /* Structure is valid (empty lists) from here: finalize can unwind. */
 
     if (info->protocol == NULL || info->protocol[0] == '\0')

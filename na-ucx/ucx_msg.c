@@ -421,6 +421,9 @@ cw_status_t ucx_msg_inject(cw_na_class_t *c, const void *buf, size_t len,
         while (ucp_request_check_status(req) == UCS_INPROGRESS)
             ucp_worker_progress(cls->worker);
         ucp_request_free(req);
+        /* What those calls queued in UCX is taken out, as after every
+         * progress (the held receives wait for it: ucx_early.c). */
+        ucx_early_drain(cls);
         return CW_OK;
     }
     if (UCS_PTR_STATUS(req) == UCS_ERR_NO_RESOURCE)
@@ -438,15 +441,56 @@ static void ucx_tag_recv_cb(void *req, ucs_status_t st,
     ucx_op_req_done(op, req, st, true);
 }
 
+/* Post @p op's receive to UCX, which matches its message as it lands. */
+static cw_status_t ucx_recv_post(struct ucx_cls *cls, struct cw_na_op *op,
+                                 uint64_t tag)
+{
+    ucp_request_param_t p = {0};
+    ucs_status_ptr_t req;
+
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                     UCP_OP_ATTR_FIELD_RECV_INFO;
+    p.cb.recv = ucx_tag_recv_cb;
+    p.user_data = op;
+    p.recv_info.tag_info = &op->tag_info;
+    req = ucp_tag_recv_nbx(cls->worker, op->buf, op->buf_len, tag, UINT64_MAX,
+                           &p);
+    if (req == NULL) {
+        op->len = op->tag_info.length;
+        ucx_op_finish(op, CW_OK);
+    } else if (UCS_PTR_IS_ERR(req)) {
+        if (UCS_PTR_STATUS(req) != UCS_ERR_MESSAGE_TRUNCATED)
+            return ucx_status(UCS_PTR_STATUS(req));
+        ucx_op_finish(op, CW_OVERFLOW);
+    } else {
+        ucx_op_req_posted(op, &op->req, req);
+    }
+    return CW_OK;
+}
+
+/* Where a caller has several answers awaited, its receive is held by the
+ * plugin instead of posted to UCX (ucx_early.c): from this many on.  Its
+ * answers then mostly come inside batches (docs/wire.md, "Batches"), and
+ * the receive posted for each had to be cancelled in UCX, a
+ * ucp_tag_recv_nbx(), a ucp_request_cancel() and the cancelled request's
+ * completion, where a held one costs a matcher insert and remove: a
+ * gateway forwarding over ucx+tcp runs 220-350 fewer instructions per
+ * forward (callgrind, tests/bench/gw-instr.sh).  A lone answer costs more
+ * through UCX's unexpected queue than a posted receive (about 330 instructions
+ * of a 64 B round trip, tests/bench/rtt-instr.sh), so a caller with one or two
+ * calls out keeps posting. */
+#define UCX_HOLD_AFTER 4u
+
 cw_status_t ucx_msg_recv_expected(cw_na_class_t *c, void *buf, size_t len,
                                   cw_na_addr_t *source, uint32_t tag,
                                   cw_na_cb_t cb, void *arg, cw_na_op_t **op_p)
 {
     struct ucx_cls *cls = ucx_cls(c);
-    ucp_request_param_t p = {0};
     struct ucx_conn *conn;
-    ucs_status_ptr_t req;
     struct cw_na_op *op;
+    uint64_t tag64;
+    bool hold;
+    cw_status_t st = CW_OK;
 
     if (source == NULL || (buf == NULL && len > 0))
         return CW_INVALID_ARG;
@@ -460,34 +504,20 @@ cw_status_t ucx_msg_recv_expected(cw_na_class_t *c, void *buf, size_t len,
     op->buf_len = len;
     op->peer = source;
     nau_ptable_ref(&source->pnode);
-    if (ucx_early_take(cls, op, ucx_tag64(source->tag_id, tag))) {
-        if (op->state == UCX_OP_ACTIVE) /* waits for it to land */
-            nau_list_add_tail(&source->recvs, &op->link);
-        if (op_p)
-            *op_p = op;
-        return CW_OK;
+    hold = cls->exp_waiting >= UCX_HOLD_AFTER;
+    op->exp_counted = true;
+    cls->exp_waiting++;
+    tag64 = ucx_tag64(source->tag_id, tag);
+    if (!ucx_early_take(cls, op, tag64))
+        st = hold
+                 ? nau_match_insert(&cls->held, &op->hm, source->tag_id, tag, 0)
+                 : ucx_recv_post(cls, op, tag64);
+    if (st != CW_OK) {
+        ucx_op_discard(op);
+        return st;
     }
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                     UCP_OP_ATTR_FIELD_RECV_INFO;
-    p.cb.recv = ucx_tag_recv_cb;
-    p.user_data = op;
-    p.recv_info.tag_info = &op->tag_info;
-    req = ucp_tag_recv_nbx(cls->worker, buf, len,
-                           ucx_tag64(source->tag_id, tag), UINT64_MAX, &p);
-    if (req == NULL) {
-        op->len = op->tag_info.length;
-        ucx_op_finish(op, CW_OK);
-    } else if (UCS_PTR_IS_ERR(req)) {
-        if (UCS_PTR_STATUS(req) != UCS_ERR_MESSAGE_TRUNCATED) {
-            ucx_op_discard(op);
-            return ucx_status(UCS_PTR_STATUS(req));
-        }
-        ucx_op_finish(op, CW_OVERFLOW);
-    } else {
-        ucx_op_req_posted(op, &op->req, req);
-        if (op->state == UCX_OP_ACTIVE)
-            nau_list_add_tail(&source->recvs, &op->link);
-    }
+    if (op->state == UCX_OP_ACTIVE) /* waits for its message */
+        nau_list_add_tail(&source->recvs, &op->link);
     if (op_p)
         *op_p = op;
     return CW_OK;

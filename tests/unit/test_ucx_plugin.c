@@ -388,6 +388,68 @@ static void test_early_expected(void **state)
     free(in);
 }
 
+/* A caller with several answers awaited: the plugin holds its receives
+ * instead of posting them to UCX (ucx_msg.c, UCX_HOLD_AFTER) and matches
+ * each message as it comes out of UCX's queue.  Each receive completes
+ * once, with its own message; one withdrawn while held ends CW_CANCELED
+ * and its message, coming later, waits for the next receive of its tag;
+ * a message longer than its receive's buffer ends it CW_OVERFLOW. */
+static void test_held_expected(void **state)
+{
+    struct two *t = *state;
+    enum { N = 12, CANCELED = 7, SMALL = 9 };
+    static char out[N][48], in[N][48];
+    struct rec s[N], r[N], again = {0};
+    cw_na_op_t *op[N];
+    char last[48];
+
+    memset(s, 0, sizeof(s));
+    memset(r, 0, sizeof(r));
+    memset(in, 0, sizeof(in));
+    for (unsigned i = 0; i < N; i++)
+        assert_int_equal(
+            cw_na_msg_recv_expected(t->b, in[i], i == SMALL ? 8 : sizeof(in[i]),
+                                    t->a_at_b, 700u + i, rec_cb, &r[i], &op[i]),
+            CW_OK);
+    assert_int_equal(cw_na_cancel(t->b, op[CANCELED]), CW_OK);
+    assert_true(wait_rec(t->b, NULL, &r[CANCELED]));
+    assert_int_equal(r[CANCELED].status, CW_CANCELED);
+    /* Sent newest first: matched by tag, not by order. */
+    for (unsigned k = 0; k < N; k++) {
+        unsigned i = N - 1 - k;
+        snprintf(out[i], sizeof(out[i]), "answer %u of a held receive", i);
+        assert_int_equal(cw_na_msg_send_expected(t->a, out[i], sizeof(out[i]),
+                                                 t->b_at_a, 700u + i, rec_cb,
+                                                 &s[i], NULL),
+                         CW_OK);
+    }
+    for (unsigned i = 0; i < N; i++) {
+        assert_true(wait_rec(t->a, t->b, &s[i]));
+        assert_int_equal(s[i].status, CW_OK);
+        if (i == CANCELED)
+            continue;
+        assert_true(wait_rec(t->b, t->a, &r[i]));
+        if (i == SMALL) {
+            assert_int_equal(r[i].status, CW_OVERFLOW);
+            continue;
+        }
+        assert_int_equal(r[i].status, CW_OK);
+        assert_int_equal(r[i].len, sizeof(out[i]));
+        assert_string_equal(in[i], out[i]);
+    }
+    /* The withdrawn receive's message waits for the next one of its tag. */
+    assert_int_equal(cw_na_msg_recv_expected(t->b, last, sizeof(last),
+                                             t->a_at_b, 700u + CANCELED, rec_cb,
+                                             &again, NULL),
+                     CW_OK);
+    assert_true(wait_rec(t->b, t->a, &again));
+    assert_int_equal(again.status, CW_OK);
+    assert_string_equal(last, out[CANCELED]);
+    idle_two(t, 20);
+    for (unsigned i = 0; i < N; i++)
+        assert_int_equal(r[i].calls, 1); /* once each */
+}
+
 /* Eager messages nobody has posted a buffer for are held up to a byte
  * bound; beyond it they are dropped (and counted), never queued without
  * limit. */
@@ -1148,8 +1210,8 @@ static pid_t spawn_peer(char *uri, size_t len)
 static void test_peer_gone_exec(void **state)
 {
     struct two *t = *state;
-    char uri[256], out[64] = "hello", in[64];
-    struct rec s = {0}, re = {0}, ok = {0}, okr = {0};
+    char uri[256], out[64] = "hello", in[64], ins[6][64];
+    struct rec s = {0}, re = {0}, ok = {0}, okr = {0}, res[6];
     cw_na_addr_t *c;
     int attempts = 0;
     uint64_t t0, ms;
@@ -1164,6 +1226,14 @@ static void test_peer_gone_exec(void **state)
     assert_int_equal(
         cw_na_msg_recv_expected(t->a, in, sizeof(in), c, 3, rec_cb, &re, NULL),
         CW_OK);
+    /* More receives waiting on it: past a few, the plugin holds them
+     * instead of posting them to UCX; they must end too. */
+    memset(res, 0, sizeof(res));
+    for (unsigned i = 0; i < 6; i++)
+        assert_int_equal(cw_na_msg_recv_expected(t->a, ins[i], sizeof(ins[i]),
+                                                 c, 10 + i, rec_cb, &res[i],
+                                                 NULL),
+                         CW_OK);
     kill(pid, SIGKILL);
     assert_int_equal(waitpid(pid, NULL, 0), pid);
     t0 = cw_now_ns();
@@ -1182,6 +1252,10 @@ static void test_peer_gone_exec(void **state)
     assert_true(attempts < 100);
     assert_true(wait_rec(t->a, NULL, &re));
     assert_int_not_equal(re.status, CW_OK);
+    for (unsigned i = 0; i < 6; i++) {
+        assert_true(wait_rec(t->a, NULL, &res[i]));
+        assert_int_not_equal(res[i].status, CW_OK);
+    }
     ms = (cw_now_ns() - t0) / 1000000u;
     print_message("# peer death noticed after %d send(s), %llu ms\n",
                   attempts + 1, (unsigned long long)ms);
@@ -1583,6 +1657,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_unexpected_turns),
         cmocka_unit_test(test_listener_pauses_at_fd_limit),
         cmocka_unit_test_setup_teardown(test_unused_connections_held, setup_two,
+                                        teardown_two),
+        cmocka_unit_test_setup_teardown(test_held_expected, setup_two,
                                         teardown_two),
         cmocka_unit_test_setup_teardown(test_early_expected, setup_two,
                                         teardown_two),
