@@ -68,8 +68,10 @@ static int mbuf_alloc(struct mbuf *m, size_t len)
     m->seg[0].len = a;
     m->seg[1].len = b - a;
     m->seg[2].len = len - b;
+    /* Cleared: over shm another process fills it (process_vm_writev),
+     * which memcheck in this one cannot see (README.md, "Memcheck"). */
     for (int i = 0; i < NSEG; i++) {
-        m->seg[i].base = malloc(m->seg[i].len ? m->seg[i].len : 1);
+        m->seg[i].base = calloc(1, m->seg[i].len ? m->seg[i].len : 1);
         if (m->seg[i].base == NULL)
             return -1;
     }

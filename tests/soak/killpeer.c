@@ -228,7 +228,9 @@ static void h_bulk(cw_handle_t *h, void *arg)
                         len > cw_bulk_size(rb)))
         st = CW_RANGE;
     j = st == CW_OK ? calloc(1, sizeof(*j)) : NULL;
-    if (st == CW_OK && (j == NULL || (j->buf = malloc(len)) == NULL))
+    /* Cleared: over shm another process may fill it (process_vm_writev),
+     * which memcheck in this one cannot see (README.md, "Memcheck"). */
+    if (st == CW_OK && (j == NULL || (j->buf = calloc(1, len)) == NULL))
         st = CW_NOMEM;
     if (st != CW_OK) {
         free(j);

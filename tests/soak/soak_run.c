@@ -358,7 +358,9 @@ int soak_run(const struct soak_run_opts *o)
     }
     cl.slots = calloc(o->inflight, sizeof(*cl.slots));
     cl.payload = malloc(SOAK_MAX_PAYLOAD);
-    cl.bulk_buf = o->bulk_bytes > 0 ? malloc(o->bulk_max) : NULL;
+    /* Cleared: over shm another process may fill it (process_vm_writev),
+     * which memcheck in this one cannot see (README.md, "Memcheck"). */
+    cl.bulk_buf = o->bulk_bytes > 0 ? calloc(1, o->bulk_max) : NULL;
     if (cl.slots == NULL || cl.payload == NULL ||
         (o->bulk_bytes > 0 && cl.bulk_buf == NULL)) {
         fprintf(stderr, "soak client %u: out of memory\n", o->id);

@@ -206,7 +206,7 @@ static void h_bulk(cw_handle_t *h, void *arg)
     c = client_of(key, true);
     j = calloc(1, sizeof(*j));
     if (c == NULL || j == NULL || !client_saw(c, seq) ||
-        (j->buf = malloc(len)) == NULL) {
+        (j->buf = calloc(1, len)) == NULL) { /* cleared: see soak_run.c */
         free(j);
         cw_bulk_free(rb);
         answer(h, CW_NOMEM);
