@@ -32,7 +32,8 @@ static void ucx_op_detach(struct cw_na_op *op)
     struct ucx_cls *cls = op->cls;
 
     nau_list_del(&op->link);
-    nau_match_remove(&cls->held, &op->hm); /* a held receive ends */
+    if (nau_list_linked(&op->hm.fifo)) /* a held receive ends */
+        nau_match_remove(&cls->held, &op->hm);
     if (op->early) { /* it lands for nobody now: freed then */
         op->early->waiter = NULL;
         op->early->dropped = true;
