@@ -499,11 +499,10 @@ static void ucx_conns_flush(struct ucx_cls *cls, uint64_t timeout_ns,
             cls->flushing--;
     }
     while (cls->flushing > 0 && now < deadline && now < quiet_until) {
-        if (ucp_worker_progress(cls->worker) != 0) {
-            ucx_early_drain(cls); /* as after every progress */
-            if (idle_ns != 0)
-                quiet_until = now + idle_ns;
-        }
+        /* Finalize's: no drain here, which would start receives into
+         * held ones' buffers (ucx_finalize starts nothing new). */
+        if (ucp_worker_progress(cls->worker) != 0 && idle_ns != 0)
+            quiet_until = now + idle_ns;
         now = cls->host->now_ns();
     }
     if (cls->flushing > 0)

@@ -27,7 +27,8 @@
  *
  * No user code runs inside ucp_worker_progress() (our UCX callbacks only
  * queue), and every call of it that moved something is followed by a
- * drain, so outside a progress UCX's queue is empty: a receive being
+ * drain (but finalize's, after which nothing is posted), so outside a
+ * progress UCX's queue is empty: a receive being
  * posted or held needs to look at the plugin's early queue only (and UCX
  * would match its own queue against a posted one anyway).
  */
@@ -159,6 +160,8 @@ void ucx_early_drain(struct ucx_cls *cls)
     ucp_tag_recv_info_t info;
     ucp_tag_message_h msg;
 
+    if (cls->finalizing)
+        return; /* starts nothing new (ucx_finalize) */
     while ((msg = ucp_tag_probe_nb(cls->worker, 0, 0, 1, &info)) != NULL) {
         ucp_request_param_t p = {0};
         struct nau_match_entry *m;
