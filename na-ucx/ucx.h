@@ -185,8 +185,9 @@ struct cw_na_op {
     struct cw_na_addr *source; /* unexpected recv: reference, handed over */
     struct ucx_conn *conn;     /* put/get: connection awaiting answer */
     struct ucx_early *early;   /* expected recv: message it waits to land */
-    /* Expected recv: in cls->held, by (sender id, tag), until its message
-     * comes out of UCX's queue (ucx_early_drain); never posted to UCX. */
+    /* A held expected recv (not posted to UCX): in cls->held, by (sender
+     * id, tag), until its message comes out of UCX's queue
+     * (ucx_early_drain). */
     struct nau_match_entry hm;
     cw_na_mem_t *local;
     size_t local_off;

@@ -28,9 +28,9 @@
  * No user code runs inside ucp_worker_progress() (our UCX callbacks only
  * queue), and every call of it that moved something is followed by a
  * drain (but finalize's, after which nothing is posted), so outside a
- * progress UCX's queue is empty: a receive being
- * posted or held needs to look at the plugin's early queue only (and UCX
- * would match its own queue against a posted one anyway).
+ * progress UCX's queue is empty: a receive being posted or held needs to
+ * look at the plugin's early queue only (and UCX would match its own queue
+ * against a posted one anyway).
  */
 #include <stdlib.h>
 #include <string.h>

@@ -477,8 +477,8 @@ static cw_status_t ucx_recv_post(struct ucx_cls *cls, struct cw_na_op *op,
  * gateway forwarding over ucx+tcp runs 220-350 fewer instructions per
  * forward (callgrind, tests/bench/gw-instr.sh).  A lone answer costs more
  * through UCX's unexpected queue than a posted receive (about 330 instructions
- * of a 64 B round trip, tests/bench/rtt-instr.sh), so a caller with one or two
- * calls out keeps posting. */
+ * of a 64 B round trip, tests/bench/rtt-instr.sh), so a caller with fewer
+ * than four calls out keeps posting. */
 #define UCX_HOLD_AFTER 4u
 
 cw_status_t ucx_msg_recv_expected(cw_na_class_t *c, void *buf, size_t len,
