@@ -391,7 +391,7 @@ enum ofi_cprobe {
     OFI_CPROBE_LISTENING, /* something accepts connections there */
     OFI_CPROBE_REFUSED,   /* nothing does: the peer has gone */
 };
-enum ofi_cprobe ofi_cprobe_run(struct cw_na_class *cls, struct cw_na_addr *p);
+enum ofi_cprobe ofi_cprobe_run(struct cw_na_addr *p);
 void ofi_cprobe_close(struct cw_na_addr *p);
 
 /* ofi_addr.c */

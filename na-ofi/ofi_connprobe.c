@@ -62,14 +62,13 @@ static enum ofi_cprobe ofi_cprobe_outcome(int fd, int err)
     return err == ECONNREFUSED ? OFI_CPROBE_REFUSED : OFI_CPROBE_WAIT;
 }
 
-enum ofi_cprobe ofi_cprobe_run(struct cw_na_class *cls, struct cw_na_addr *p)
+enum ofi_cprobe ofi_cprobe_run(struct cw_na_addr *p)
 {
     struct sockaddr_storage ss; /* raw is not aligned for a sockaddr */
     socklen_t slen = sizeof(int);
     struct pollfd pfd;
     int fd, err = 0;
 
-    (void)cls;
     if (p->cprobe_fd1 == 0) {
         if (p->cprobe_ping_ns == p->ping_sent_ns)
             return OFI_CPROBE_WAIT; /* this probe had its connect */

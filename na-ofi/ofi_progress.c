@@ -673,7 +673,7 @@ static void ofi_tick(struct cw_na_class *cls, uint64_t now)
             /* Refused by rxm: if nothing accepts connections at its
              * address any more, the peer we heard from has gone. */
             if (cls->probe_connect && p->ever_alive && p->again_since_ns != 0 &&
-                ofi_cprobe_run(cls, p) == OFI_CPROBE_REFUSED) {
+                ofi_cprobe_run(p) == OFI_CPROBE_REFUSED) {
                 p->last_err = FI_ECONNREFUSED;
                 ofi_peer_failed(cls, p, CW_DISCONNECTED);
                 continue;

@@ -249,7 +249,8 @@ static void gw_stop_clean(void)
     while ((r = waitpid(gw_pid, &st, WNOHANG)) == 0 && now_ms() < deadline)
         poll(NULL, 0, 10);
     if (r != gw_pid)
-        fail("causewayd did not exit within 30 s of SIGTERM");
+        fail("causewayd did not exit within %u s of SIGTERM",
+             (unsigned)(scaled(30000) / 1000));
     gw_pid = -1;
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
         fail("causewayd ended with status 0x%x%s%s", st,
