@@ -56,7 +56,10 @@
 # CHAIN=2 puts a third, the middle gateway, between the front and the far
 # one (target@gateway@mid@front; caller -[CLI_FABRIC]-> front
 # -[HOP_FABRIC]-> mid -[HOP_FABRIC]-> causewayd -[TGT_FABRIC]-> target);
-# the victims add "mid".
+# the victims add "mid".  CHAIN=N (3 to 6) puts N - 1 middle gateways
+# there, mid1 next to the front to midN-1 next to the far one
+# (target@gateway@midN-1@...@mid1@front), all on HOP_FABRIC; the victims
+# add each of them.
 # Environment: DEADLINE_MS (5000), HOLD_MS (DEADLINE_MS / 2: a held
 # request's answer), NHOLD (4), BULK_LEN (256M), BIG_LEN (32M), VICTIMS
 # ("target gateway client stop"), PHASES ("before forwarding pull push
@@ -74,11 +77,17 @@ NHOLD=${NHOLD:-4}
 BULK_LEN=${BULK_LEN:-256M}
 BIG_LEN=${BIG_LEN:-32M}
 CHAIN=${CHAIN:-0}
+# MIDS: the middle gateways, from the far one's side to the front's.
+case $CHAIN in
+0 | 1) MIDS="" ;;
+2) MIDS=mid ;;
+[3-6]) MIDS=$(for ((i = CHAIN - 1; i >= 1; i--)); do printf 'mid%s ' "$i"; done) ;;
+*) fail "CHAIN: 0 to 6, not '$CHAIN'" ;;
+esac
+MIDS=${MIDS% }
 case $CHAIN in
 0) VICTIMS=${VICTIMS:-target gateway client stop} ;;
-1) VICTIMS=${VICTIMS:-target gateway front client stop} ;;
-2) VICTIMS=${VICTIMS:-target gateway mid front client stop} ;;
-*) fail "CHAIN: 0, 1 or 2, not '$CHAIN'" ;;
+*) VICTIMS=${VICTIMS:-target gateway ${MIDS:+$MIDS }front client stop} ;;
 esac
 PHASES=${PHASES:-before forwarding pull push response request}
 FAILOVER=${FAILOVER:-1}
@@ -116,9 +125,10 @@ HOP_NET=$(net_of "$HOP_FABRIC") ||
     fail "HOP_FABRIC: ofi+tcp, ucx+tcp, shm or verbs, not '$HOP_FABRIC'"
 case $CHAIN in
 0) GWS=gw ;;
-1) GWS="gw front" ;;
-2) GWS="gw mid front" ;;
+*) GWS="gw ${MIDS:+$MIDS }front" ;;
 esac
+# is_gw NAME: NAME is one of the gateways (a victim that forwards).
+is_gw() { case " $GWS " in *" $1 "*) return 0 ;; esac; return 1; }
 [ "$CHAIN" = 0 ] || FAILOVER=0 # its own gateways, without the chain
 VERBS_USED=""
 for f in "$CLI_FABRIC" "$TGT_FABRIC" "$([ "$CHAIN" = 0 ] || echo "$HOP_FABRIC")"; do
@@ -133,15 +143,24 @@ if [ -n "$VERBS_USED" ]; then
 fi
 gw_vg_wrap KP killpeer # under memcheck too with CW_VALGRIND
 # gw_in: what follows "target@" in the caller's address: the gateway's
-# address on CLI_FABRIC, or with CHAIN=1 the gateway's on HOP_FABRIC "@" the
-# front's on CLI_FABRIC, with CHAIN=2 the middle one's on HOP_FABRIC
-# between them (they change when a gateway is started again).
+# address on CLI_FABRIC, or in a chain the gateway's on HOP_FABRIC, "@" each
+# middle one's on HOP_FABRIC, "@" the front's on CLI_FABRIC (they change
+# when a gateway is started again).
 gw_in() {
-    case $CHAIN in
-    0) eval "printf '%s' \"\$gw_$CLI_NET\"" ;;
-    1) eval "printf '%s@%s' \"\$gw_$HOP_NET\" \"\$front_$CLI_NET\"" ;;
-    2) eval "printf '%s@%s@%s' \"\$gw_$HOP_NET\" \"\$mid_$HOP_NET\" \"\$front_$CLI_NET\"" ;;
-    esac
+    local m v
+    if [ "$CHAIN" = 0 ]; then
+        v=gw_$CLI_NET
+        printf '%s' "${!v}"
+        return
+    fi
+    v=gw_$HOP_NET
+    printf '%s' "${!v}"
+    for m in $MIDS; do
+        v=${m}_$HOP_NET
+        printf '@%s' "${!v}"
+    done
+    v=front_$CLI_NET
+    printf '@%s' "${!v}"
 }
 FAILOVER_S=${FAILOVER_S:-4}
 # How long the gateway (and the caller) may take to come back to idle.
@@ -198,10 +217,10 @@ chain_up() {
     } >"$T/$name.yaml"
     start_gw "$name" "$T/$name.yaml"
 }
-# front_up: the chain's front gateway (CHAIN=1 or 2), on CLI_FABRIC and
-# HOP_FABRIC; mid_up: the middle one (CHAIN=2), on HOP_FABRIC.
+# front_up: the chain's front gateway (CHAIN >= 1), on CLI_FABRIC and
+# HOP_FABRIC; mid_up NAME: a middle one (CHAIN >= 2), on HOP_FABRIC.
 front_up() { chain_up front "$CLI_FABRIC" "$HOP_FABRIC"; }
-mid_up() { chain_up mid "$HOP_FABRIC"; }
+mid_up() { chain_up "$1" "$HOP_FABRIC"; }
 TGT_GEN=0
 tgt_PID=""
 # tgt_up: a killpeer target on TGT_FABRIC ($tgt, $tgt_PID; its lines in
@@ -324,7 +343,10 @@ resp_arrived() {
 settle() {
     alive "$tgt_PID" || tgt_up
     alive "${gw_PID:-}" || gw_up
-    [ "$CHAIN" != 2 ] || alive "${mid_PID:-}" || mid_up
+    for m in $MIDS; do
+        p=${m}_PID
+        alive "${!p:-}" || mid_up "$m"
+    done
     [ "$CHAIN" = 0 ] || alive "${front_PID:-}" || front_up
     timeout 30 "$KP" call "$tgt@$(gw_in)" ping --n 1 >"$T/probe.out" 2>&1 ||
         fail "probe through the gateway: $(cat "$T/probe.out")"
@@ -341,7 +363,7 @@ settle() {
 start_echo other "$(tgt_uri other)"
 tgt_up
 gw_up
-[ "$CHAIN" != 2 ] || mid_up
+for m in $MIDS; do mid_up "$m"; done
 [ "$CHAIN" = 0 ] || front_up
 
 # ---- one cell ------------------------------------------------------------
@@ -439,7 +461,10 @@ cell() {
     target) tgt_kill ;;
     gateway) gw_kill "$gw_PID" ;;
     front) gw_kill "$front_PID" ;;
-    mid) gw_kill "$mid_PID" ;;
+    mid*)
+        p=${v}_PID
+        gw_kill "${!p}"
+        ;;
     client)
         kill -KILL "$cli_PID"
         wait "$cli_PID" 2>/dev/null
@@ -450,7 +475,7 @@ cell() {
     touch "$T/go2"
     # The other route, at once (the gateway must keep serving it).
     oroute="-"
-    if [ "$v" != gateway ] && [ "$v" != front ] && [ "$v" != mid ]; then
+    if ! is_gw "$v" && [ "$v" != gateway ]; then
         if timeout 30 "$CW_PING" -q --expect CW_OK -c 20 -n 4 -t "$DEADLINE_MS" \
             "$other@$(gw_in)" >"$T/other.out" 2>&1; then
             oroute="20/20 OK"
@@ -480,7 +505,7 @@ cell() {
     fi
     # Operations whose origin is the target: its bulk transfers, its
     # answers to held requests.
-    if [ "$v" = client ] || [ "$v" = gateway ] || [ "$v" = front ] || [ "$v" = mid ]; then
+    if [ "$v" = client ] || [ "$v" = gateway ] || is_gw "$v"; then
         case $ph in
         pull | push)
             wait_s $IDLE_S at_least "$T/tgt.out" '^bulk-end ' $((be0 + 1)) ||
@@ -515,14 +540,15 @@ cell() {
         resumed=" (after SIGCONT: a SEND to a stopped process is acknowledged only by an HCA, not by the fake device)"
     fi
     [ "$oroute" = - ] || DETAIL[$v.$ph]="${DETAIL[$v.$ph]}; other route $oroute"
-    # Every gateway left alive back to idle ("front", "mid" and "gw" in a
-    # chain).
+    # Every gateway left alive back to idle ("front", the middle ones and
+    # "gw" in a chain).
     for Q in $GWS; do
-        case $v.$Q in gateway.gw | front.front | mid.mid) continue ;; esac
+        [ "$v" != "$Q" ] && [ "$v.$Q" != gateway.gw ] || continue
         case $CHAIN.$Q in
         0.*) qn=gateway ;;
         *.gw) qn="far gateway" ;;
         *.mid) qn="middle gateway" ;;
+        *.mid*) qn="middle ${Q#mid} gateway" ;;
         *) qn=front ;;
         esac
         if wait_s $IDLE_S gw_idle; then
@@ -537,10 +563,10 @@ cell() {
     done
     Q=gw
     case $v in
-    gateway | front | mid)
+    gateway | front | mid*)
         case $v in
         gateway) gw_up ;;
-        mid) mid_up ;;
+        mid*) mid_up "$v" ;;
         *) front_up ;;
         esac
         ping_expect "$v/$ph: the restarted $v serves" CW_OK -c 5 "$other@$(gw_in)" >/dev/null
@@ -592,7 +618,7 @@ for c in $CELLS; do
     # "Forwarding, step by step"): a caller paused mid-response holds the
     # front, not the far gateway (nor the middle one).
     case $CHAIN.$c in
-    1.gateway/response | 2.gateway/response | 2.mid/response)
+    [1-6].gateway/response | [2-6].mid*/response)
         echo "# $c: no such phase in a chain (the front has the whole answer before the caller reads it)"
         CELL[${c%/*}.${c#*/}]="n/a in a chain"
         continue
@@ -688,11 +714,9 @@ echo
 echo "Kill matrix, $started, $(uname -n), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "  DEADLINE_MS=$DEADLINE_MS HOLD_MS=$HOLD_MS NHOLD=$NHOLD BULK_LEN=$BULK_LEN BIG_LEN=$BIG_LEN GW_THREADS=$GW_THREADS; $total_s s"
 if [ "$CHAIN" != 0 ]; then
-    if [ "$CHAIN" = 1 ]; then
-        echo "  path: caller -[$CLI_FABRIC]-> front -[$HOP_FABRIC]-> causewayd (far) -[$TGT_FABRIC]-> target; other route: $TGT_FABRIC echo"
-    else
-        echo "  path: caller -[$CLI_FABRIC]-> front -[$HOP_FABRIC]-> mid -[$HOP_FABRIC]-> causewayd (far) -[$TGT_FABRIC]-> target; other route: $TGT_FABRIC echo"
-    fi
+    mp=""
+    for m in $MIDS; do mp=" $m -[$HOP_FABRIC]->$mp"; done
+    echo "  path: caller -[$CLI_FABRIC]-> front -[$HOP_FABRIC]->$mp causewayd (far) -[$TGT_FABRIC]-> target; other route: $TGT_FABRIC echo"
     echo "  cell: statuses at the origin (xN); the slowest, ms after it was sent; each live gateway idle, ms after the kill"
 else
     echo "  path: caller -[$CLI_FABRIC]-> causewayd -[$TGT_FABRIC]-> target; other route: $TGT_FABRIC echo"
@@ -711,6 +735,7 @@ for v in $VICTIMS; do
     gateway) printf '| kill -9 %s |' "$([ "$CHAIN" != 0 ] && echo "far gateway" || echo gateway)" ;;
     front) printf '| kill -9 front gateway |' ;;
     mid) printf '| kill -9 middle gateway |' ;;
+    mid*) printf '| kill -9 middle gateway %s |' "${v#mid}" ;;
     client) printf '| kill -9 caller |' ;;
     stop) printf '| SIGSTOP target |' ;;
     esac
