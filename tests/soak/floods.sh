@@ -45,7 +45,9 @@
 # the medians "not judged".
 # Environment: FLOODS, FLOOD_S (10), IDLE_S (5), DESTS (100000),
 # GW_NOFILE (4096), GW_THREADS (1), LAT_X (2), LAT_FLOOR_US (50), RSS_MIB
-# (64), RECOVER_S (15), LAT_UNJUDGED (none).
+# (64), RECOVER_S (15), LAT_UNJUDGED (none), FLOODERS (1: how many
+# flooders run each flood at once, each its own process; the table's
+# flooder column joins their summaries with " + ").
 GW_THREADS=${GW_THREADS:-1} # soak_lib.sh's default is 2
 . "$(dirname "$0")/soak_lib.sh"
 KP=$4
@@ -61,6 +63,11 @@ LAT_FLOOR_US=${LAT_FLOOR_US:-50}
 LAT_UNJUDGED=${LAT_UNJUDGED:-}
 RSS_MIB=${RSS_MIB:-64}
 RECOVER_S=${RECOVER_S:-15}
+FLOODERS=${FLOODERS:-1}
+case $FLOODERS in
+[1-9] | [1-9][0-9]) ;;
+*) fail "FLOODERS: 1 to 99, not '$FLOODERS'" ;;
+esac
 export UCX_LOG_LEVEL=error
 
 soak_fabrics
@@ -118,12 +125,19 @@ p50() {
                   q = int(NR * 0.99); if (q < 1) q = 1
                   print v[int((NR + 1) / 2)], v[q], n, bad }'
 }
-# sample_while PID: RSS and fds every 0.5 s while PID runs (peaks in
-# PEAK_RSS, PEAK_FDS); FLOOD_S + 120 s at most.
+# sample_while PID...: RSS and fds every 0.5 s while one of the PIDs runs
+# (peaks in PEAK_RSS, PEAK_FDS); FLOOD_S + 120 s at most.
+any_alive() {
+    local p
+    for p in "$@"; do
+        kill -0 "$p" 2>/dev/null && return 0
+    done
+    return 1
+}
 sample_while() {
     local r f end=$(($(now_ms) + (FLOOD_S + 120) * 1000))
     PEAK_RSS=$(gw_rss) PEAK_FDS=$(gw_fds)
-    while kill -0 "$1" 2>/dev/null && [ "$(now_ms)" -lt "$end" ]; do
+    while any_alive "$@" && [ "$(now_ms)" -lt "$end" ]; do
         sleep 0.5 # sleep-ok: the sampling interval of the RSS and fd series
         r=$(gw_rss) f=$(gw_fds)
         [ "${r:-0}" -gt "$PEAK_RSS" ] && PEAK_RSS=$r
@@ -158,21 +172,27 @@ pass "idle medians: tcp0 ${IDLE[tcp0]} us, ucx0 ${IDLE[ucx0]} us, shm0 ${IDLE[sh
 FAILED=""
 ROWS=""
 flood() {
-    local name=$1 what counted rss0 fds0 log0 fp rc lat="" bad="" n p q c b lim rss2 fds2 lr
+    local name=$1 what counted rss0 fds0 log0 fp fps="" i rc lat="" bad="" n p q c b lim rss2 fds2 lr
     local ft0 ft1
     shift
     S0=$(stats)
     rss0=$(gw_rss) fds0=$(gw_fds) log0=$(wc -l <"$T/gw.log")
     ft0=$(now_ms)
-    "$FLOOD" "$@" >"$T/flood.out" 2>"$T/flood.log" &
-    fp=$!
-    PIDS="$PIDS $fp"
-    sample_while "$fp"
-    kill -TERM "$fp" 2>/dev/null
-    wait "$fp"
-    rc=$?
+    for ((i = 0; i < FLOODERS; i++)); do
+        "$FLOOD" "$@" >"$T/flood.out.$i" 2>"$T/flood.log.$i" &
+        fps="$fps $!"
+        PIDS="$PIDS $!"
+    done
+    sample_while $fps
+    i=0
+    for fp in $fps; do
+        kill -TERM "$fp" 2>/dev/null
+        wait "$fp"
+        rc=$?
+        [ "$rc" = 0 ] || bad="$bad; flooder $i exited $rc: $(tail -n 2 "$T/flood.log.$i")"
+        i=$((i + 1))
+    done
     ft1=$(now_ms)
-    [ "$rc" = 0 ] || bad="$bad; the flooder exited $rc: $(tail -n 2 "$T/flood.log")"
     if ! kill -0 "$gw_PID" 2>/dev/null; then
         GW_DEAD=1
         bad="$bad; THE GATEWAY DIED: $(grep -m1 -E 'Assertion|terminated|signal|AddressSanitizer' "$T/gw.log")"
@@ -215,7 +235,8 @@ flood() {
     [0-2]\ *) ;;
     *) bad="$bad; log: ${lr%% *} lines in one second: ${lr#* }" ;;
     esac
-    what=$(head -n 1 "$T/flood.out")
+    what=$(for ((i = 0; i < FLOODERS; i++)); do head -n 1 "$T/flood.out.$i"; done |
+        sed -n 'H; ${x; s/^\n//; s/\n/ + /g; p}')
     ROWS="$ROWS
 | $name | ${what:-?} | $rss0 / $PEAK_RSS / $rss2 | $fds0 / $PEAK_FDS / $fds2 | $counted | ${lr%% *}/s | ${lat# } | ${bad:+FAIL}${bad:-pass} |"
     if [ -n "$bad" ]; then
@@ -252,7 +273,7 @@ done
 
 echo
 echo "Floods, $started, $(uname -n), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "  FLOOD_S=$FLOOD_S IDLE_S=$IDLE_S DESTS=$DESTS GW_NOFILE=$GW_NOFILE GW_THREADS=$GW_THREADS LAT_X=$LAT_X RSS_MIB=$RSS_MIB LAT_UNJUDGED=${LAT_UNJUDGED:-none}"
+echo "  FLOODERS=$FLOODERS FLOOD_S=$FLOOD_S IDLE_S=$IDLE_S DESTS=$DESTS GW_NOFILE=$GW_NOFILE GW_THREADS=$GW_THREADS LAT_X=$LAT_X RSS_MIB=$RSS_MIB LAT_UNJUDGED=${LAT_UNJUDGED:-none}"
 echo "  limits: $(grep -o 'max_[a-z_]*: [0-9]*' "$T/gw.yaml" | tr '\n' ' ')"
 echo "  clients: one call at a time through the gateway to a ucx+tcp target, one on each network; idle medians tcp0 ${IDLE[tcp0]}, ucx0 ${IDLE[ucx0]}, shm0 ${IDLE[shm0]} us"
 echo "| flood | the flooder | gateway RSS KiB before / peak / after | fds before / peak / after (limit $GW_NOFILE) | counted by the gateway | most log lines of one message in 1 s | client median us idle->flood | result |"
