@@ -227,15 +227,23 @@ struct ucx_early {
     bool released;           /* req handed back to UCX at finalize */
 };
 
-/* A received unexpected message waiting for a posted buffer. */
+/* A received unexpected message waiting for a posted buffer: one
+ * allocation, the record and, for an eager message, its copy. */
 struct ucx_umsg {
     struct nau_list link;
     struct cw_na_addr *source; /* reference */
     uint32_t tag;
     size_t len;
+    size_t cost; /* what it is charged in the queue's bounds */
     bool rndv;
-    void *data; /* malloc'ed copy, or the UCX rendezvous descriptor */
+    void *data;     /* copy[], or the UCX rendezvous descriptor */
+    uint8_t copy[]; /* an eager message's bytes */
 };
+/* What a queued message is charged beyond its length (eager) or in all
+ * (rendezvous): its record and the allocator's header, so that the
+ * bounds hold the heap the queue takes, a flood of small messages
+ * included. */
+#define UCX_UMSG_OVERHEAD (sizeof(struct ucx_umsg) + 16u)
 
 struct ucx_cls {
     const struct cw_na_host *host;

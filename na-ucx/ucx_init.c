@@ -252,16 +252,19 @@ static cw_status_t ucx_apply_params(struct ucx_cls *cls, ucp_config_t *config,
             UCX_WARN(cls, "unknown parameter '%s' ignored", k);
         }
     }
-    /* Checked once all are read, whatever their order: a bound below the
-     * eager limit would drop every message of that size. */
-    if (!peer_set && cls->unexp_peer_max < cls->eager_size)
-        cls->unexp_peer_max = cls->eager_size;
-    if (cls->unexp_queue_max < cls->eager_size ||
-        cls->unexp_peer_max < cls->eager_size) {
+    /* Checked once all are read, whatever their order: a bound below what
+     * a message of the eager limit is charged (its length and its record,
+     * UCX_UMSG_OVERHEAD) would drop every message of that size. */
+    if (!peer_set && cls->unexp_peer_max < cls->eager_size + UCX_UMSG_OVERHEAD)
+        cls->unexp_peer_max = cls->eager_size + UCX_UMSG_OVERHEAD;
+    if (cls->unexp_queue_max < cls->eager_size + UCX_UMSG_OVERHEAD ||
+        cls->unexp_peer_max < cls->eager_size + UCX_UMSG_OVERHEAD) {
         UCX_ERR(cls,
                 "unexpected_queue_bytes (%zu) and unexpected_peer_bytes (%zu) "
-                "must be at least eager_size (%zu)",
-                cls->unexp_queue_max, cls->unexp_peer_max, cls->eager_size);
+                "must be at least eager_size + %zu (%zu): what a message of "
+                "the eager limit is charged",
+                cls->unexp_queue_max, cls->unexp_peer_max,
+                (size_t)UCX_UMSG_OVERHEAD, cls->eager_size + UCX_UMSG_OVERHEAD);
         return CW_INVALID_ARG;
     }
     /* UCX accepts on its own thread, as many at once as the kernel holds

@@ -68,15 +68,12 @@ static void ucx_unexp_deliver(struct ucx_cls *cls, struct cw_na_op *op,
     if (m->len > op->buf_len) {
         if (m->rndv)
             ucp_am_data_release(cls->worker, m->data);
-        else
-            free(m->data);
         ucx_op_finish(op, CW_OVERFLOW);
     } else if (m->rndv) {
         ucx_unexp_rndv(cls, op, m->data, m->len);
     } else {
         memcpy(op->buf, m->data, m->len);
         op->len = m->len;
-        free(m->data);
         ucx_op_finish(op, CW_OK);
     }
     free(m);
@@ -94,7 +91,7 @@ static ucs_status_t ucx_am_unexp_cb(void *arg, const void *header, size_t hlen,
     bool rndv = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0;
     uint32_t magic, tag;
     struct ucx_umsg *m;
-    size_t alen;
+    size_t alen, cost;
 
     if (cls->finalizing)
         return UCS_OK;
@@ -150,44 +147,43 @@ static ucs_status_t ucx_am_unexp_cb(void *arg, const void *header, size_t hlen,
     }
 
     /* No buffer posted: keep it until one is, behind the sender's earlier
-     * ones.  Eager data is copied, so its total is bounded, and so is each
-     * sender's share of it; a rendezvous message stays at the sender. */
-    if (!rndv && length > cls->unexp_queue_max - cls->unexp_queued) {
+     * ones.  Eager data is copied, so what the queue holds is bounded in
+     * all and per sender, each message charged its copy and its record
+     * (a rendezvous message's data stays at the sender: its record
+     * only). */
+    cost = UCX_UMSG_OVERHEAD + (rndv ? 0 : length);
+    if (cost > cls->unexp_queue_max - cls->unexp_queued) {
         ucx_peer_put(cls, peer);
         ucx_log_dropped(cls, "unexpected message (queue full: no receive "
                              "posted)");
         return UCS_OK;
     }
-    if (!rndv && length > cls->unexp_peer_max - peer->uq_bytes) {
+    if (cost > cls->unexp_peer_max - peer->uq_bytes) {
         ucx_peer_put(cls, peer);
         ucx_log_dropped(cls, "unexpected message (its sender's share of the "
                              "queue is full: no receive posted)");
         return UCS_OK;
     }
-    m = calloc(1, sizeof(*m));
+    m = malloc(sizeof(*m) + (rndv ? 0 : length));
     if (m == NULL)
         goto nomem;
     m->source = peer;
     m->tag = tag;
     m->len = length;
+    m->cost = cost;
     m->rndv = rndv;
     if (rndv) {
         m->data = data;
     } else {
-        m->data = malloc(length ? length : 1);
-        if (m->data == NULL) {
-            free(m);
-            goto nomem;
-        }
-        memcpy(m->data, data, length);
+        m->data = m->copy;
+        if (length > 0)
+            memcpy(m->copy, data, length);
     }
     nau_list_add_tail(&peer->uq, &m->link);
     if (!nau_list_linked(&peer->uq_link))
         nau_list_add_tail(&cls->unexp_ready, &peer->uq_link);
-    if (!rndv) {
-        cls->unexp_queued += length;
-        peer->uq_bytes += length;
-    }
+    cls->unexp_queued += cost;
+    peer->uq_bytes += cost;
     return rndv ? UCS_INPROGRESS : UCS_OK;
 
 nomem:
@@ -230,8 +226,6 @@ void ucx_msg_flush_queue(struct ucx_cls *cls)
             nau_list_del(&m->link);
             if (m->rndv)
                 ucp_am_data_release(cls->worker, m->data);
-            else
-                free(m->data);
             ucx_peer_put(cls, m->source);
             free(m);
         }
@@ -251,10 +245,8 @@ static struct ucx_umsg *ucx_unexp_next(struct ucx_cls *cls)
     nau_list_del(&peer->uq_link);
     if (!nau_list_empty(&peer->uq))
         nau_list_add_tail(&cls->unexp_ready, &peer->uq_link);
-    if (!m->rndv) {
-        cls->unexp_queued -= m->len;
-        peer->uq_bytes -= m->len;
-    }
+    cls->unexp_queued -= m->cost;
+    peer->uq_bytes -= m->cost;
     return m;
 }
 
