@@ -184,9 +184,9 @@ flood() {
         PIDS="$PIDS $!"
     done
     sample_while $fps
+    kill -TERM $fps 2>/dev/null
     i=0
     for fp in $fps; do
-        kill -TERM "$fp" 2>/dev/null
         wait "$fp"
         rc=$?
         [ "$rc" = 0 ] || bad="$bad; flooder $i exited $rc: $(tail -n 2 "$T/flood.log.$i")"
