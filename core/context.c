@@ -75,7 +75,6 @@ cw_status_t cw_context_create(const struct cw_context_opts *opts,
 {
     cw_context_t *ctx;
     struct epoll_event ev = {.events = EPOLLIN};
-    char names[256];
     cw_status_t st;
 
     if (ctx_p == NULL ||
@@ -150,8 +149,6 @@ cw_status_t cw_context_create(const struct cw_context_opts *opts,
         CW_ERROR("core", "epoll_ctl() failed: %s", strerror(errno));
         goto err_close_ev;
     }
-    if (cw_plugins_list(names, sizeof(names)) != CW_OK || names[0] == '\0')
-        (void)cw_plugins_load(NULL);
     *ctx_p = ctx;
     return CW_OK;
 
