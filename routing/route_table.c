@@ -360,6 +360,16 @@ static bool group_select(struct cw_route_table *t, struct rt_group *g,
     size_t nties = 0;
     unsigned bp = ~0u, bh = ~0u, bf = ~0u, bl = ~0u;
 
+    /* One route (the usual case): no ranking, no tie to break. */
+    if (g->nroutes == 1) {
+        const struct rt_route *r = &t->routes[g->routes[0]];
+
+        if (only_up && !atomic_load_explicit(&t->nexthops[r->nexthop].up,
+                                             memory_order_relaxed))
+            return false;
+        *route_p = g->routes[0];
+        return true;
+    }
     for (size_t i = 0; i < g->nroutes; i++) {
         const struct rt_route *r = &t->routes[g->routes[i]];
         struct rt_nexthop *nh = &t->nexthops[r->nexthop];
