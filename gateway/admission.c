@@ -38,6 +38,8 @@
 
 static void gw_sources_fini_one(struct gw_shard *w);
 
+static void gw_source_free(struct gw_shard *w, struct gw_source *s);
+
 static struct gw_source *gw_source_find(struct gw_shard *w, const char *key)
 {
     size_t len = strlen(key);
@@ -67,11 +69,23 @@ static struct gw_source *gw_source_new(struct gw_shard *w, const char *key,
         *st_p = CW_BUSY;
         return NULL;
     }
-    s = malloc(sizeof(*s) + n + 1);
-    if (s == NULL)
-        goto err;
-    memset(s, 0, sizeof(*s));
-    memcpy(s->key, key, n + 1);
+    s = w->parked;
+    if (s != NULL && strcmp(s->key, key) == 0) {
+        /* The source that went idle last comes back (a caller with one
+         * request at a time goes idle after each): its record and its
+         * address copy serve again. */
+        cw_addr_t *addr = s->addr;
+
+        w->parked = NULL;
+        memset(s, 0, sizeof(*s));
+        s->addr = addr;
+    } else {
+        s = malloc(sizeof(*s) + n + 1);
+        if (s == NULL)
+            goto err;
+        memset(s, 0, sizeof(*s));
+        memcpy(s->key, key, n + 1);
+    }
     if (cw_htable_insert(&w->srcs, &s->node, s->key, n) != CW_OK)
         goto err_free;
     w->nsrcs++;
@@ -79,7 +93,7 @@ static struct gw_source *gw_source_new(struct gw_shard *w, const char *key,
     return s;
 
 err_free:
-    free(s);
+    gw_source_free(w, s);
 err:
     *st_p = CW_NOMEM;
     return NULL;
@@ -130,16 +144,37 @@ static void gw_source_free(struct gw_shard *w, struct gw_source *s)
 }
 
 /* Drop @p s once it holds nothing, so that shares are computed over the
- * sources active now. */
+ * sources active now.  It is parked (the one parked before freed), not
+ * freed: its next request, if it comes soon, finds it there. */
 static void gw_source_tidy(struct gw_shard *w, struct gw_source *s)
 {
     if (s->inflight > 0 || s->queued > 0)
         return;
     gw_peer_keep(w, s);
     cw_htable_remove(&w->srcs, &s->node);
-    gw_source_free(w, s);
     w->nsrcs--;
     w->gw->nsrcs--;
+    if (s->lanes != NULL) { /* emptied lanes are dropped; never here */
+        gw_source_free(w, s);
+        return;
+    }
+    if (w->parked != NULL)
+        gw_source_free(w, w->parked);
+    w->parked = s;
+}
+
+void gw_sources_expire(struct gw *gw, uint64_t now, bool all)
+{
+    GW_ASSERT_WORKERS_LOCKED(gw);
+    for (unsigned k = 0; k < gw->nshards; k++) {
+        struct gw_shard *w = &gw->shards[k];
+        struct gw_source *s = w->parked;
+
+        if (s != NULL && (all || now - s->last_ns >= GW_PARK_NS)) {
+            w->parked = NULL;
+            gw_source_free(w, s);
+        }
+    }
 }
 
 /* Remember @p s, which request @p in comes from and which now holds it, as
@@ -439,6 +474,10 @@ static void gw_sources_fini_one(struct gw_shard *w)
         gw_source_free(w, s);
     }
     cw_htable_fini(&w->srcs);
+    if (w->parked != NULL) {
+        gw_source_free(w, w->parked);
+        w->parked = NULL;
+    }
     while ((n = cw_htable_oldest(&w->peers)) != NULL) {
         cw_htable_remove(&w->peers, n);
         free(CW_HNODE_ENTRY(n, struct gw_peer, node));

@@ -461,6 +461,7 @@ static void gw_loop(struct gw *gw)
         gw_health_tick(gw, now);
         if (gw->nqueued != 0)
             gw_queue_expire(gw, false, CW_TIMEOUT);
+        gw_sources_expire(gw, now, false);
         if (gw->draining && gw_drain_check(gw, now))
             gw->stop = true;
         inflight = gw->inflight != 0;

@@ -132,7 +132,11 @@ struct gw_shard {
                                      workers together) */
     unsigned nsrcs;             /**< cw_htable_count(&srcs) */
     struct gw_source *src_last; /**< the source of the last request
-                                     admitted, while in srcs */
+                                     admitted, while in srcs or parked */
+    struct gw_source *parked;   /**< the last source gone idle, kept
+                                     (with its address) for its next
+                                     request, not in srcs nor counted;
+                                     freed after GW_PARK_NS */
     struct cw_htable peers;     /**< gw_peer: sources gone idle, at
                                      most GW_PEERS_KEPT, the least
                                      recently active dropped */
@@ -227,6 +231,9 @@ struct gw_peer {
 };
 
 #define GW_PEERS_KEPT 1024 /* idle callers remembered per worker */
+/* How long a worker keeps its parked source after that source's last
+ * admission (gw_sources_expire). */
+#define GW_PARK_NS (100ull * 1000 * 1000)
 
 /** A source's queued requests to one route, oldest first. */
 struct gw_lane {
@@ -694,6 +701,10 @@ unsigned gw_inflight_now(const struct gw *gw);
 /** Forwards in flight that came in on @p n, over the workers. */
 unsigned gw_net_inflight(const struct gw *gw, const struct gw_net *n);
 void gw_sources_fini(struct gw *gw);
+/** Free each worker's parked source admitted last before @p now minus
+ *  GW_PARK_NS, or every one (@p all: a network is closing, whose
+ *  addresses they may hold).  Every worker's lock held. */
+void gw_sources_expire(struct gw *gw, uint64_t now, bool all);
 /** On worker @p w, no lock held: forward its queued requests while there
  *  is room, one source after another, taking its lock per request, in
  *  one batch scope of its context; returns how many requests left the

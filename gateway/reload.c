@@ -95,6 +95,7 @@ static void gw_net_close_at(struct gw *gw, unsigned i)
      * their own references). */
     gw_addr_cache_fini(gw);
     gw_rcache_clear(gw);
+    gw_sources_expire(gw, 0, true); /* their address copies too */
     st = CW_OK;
     for (unsigned k = 0; k < gw->nshards; k++) {
         /* The published endpoint first: no caller is sent to a member

@@ -267,15 +267,39 @@ static void setup_gw(unsigned max_inflight, unsigned max_queued, bool threaded)
     }
 }
 
+static void lock_workers(void)
+{
+    for (unsigned k = 0; k < NWORKERS; k++)
+        gw_wlock(&workers[k]);
+}
+
+static void unlock_workers(void)
+{
+    for (unsigned k = 0; k < NWORKERS; k++)
+        gw_wunlock(&workers[k]);
+}
+
 static void teardown_gw(void)
 {
     for (unsigned i = 0; i < nreqs; i++)
         assert_int_equal(reqs[i].forwarded + reqs[i].answers, 1);
     assert_int_equal(gw.nqueued, 0);
-    assert_int_equal(gw.nsrcs, 0);    /* every source tidied away */
+    assert_int_equal(gw.nsrcs, 0); /* every source tidied away */
+    /* What is left is at most one parked source a worker, with its
+     * address; the expiry frees them. */
+    for (unsigned k = 0; k < NWORKERS; k++) {
+        assert_int_equal(cw_htable_count(&workers[k].srcs), 0);
+        if (workers[k].src_last != NULL)
+            assert_ptr_equal(workers[k].src_last, workers[k].parked);
+    }
+    lock_workers();
+    gw_sources_expire(&gw, 0, true);
+    unlock_workers();
     assert_int_equal(addr_copies, 0); /* with its address */
-    for (unsigned k = 0; k < NWORKERS; k++)
+    for (unsigned k = 0; k < NWORKERS; k++) {
         assert_null(workers[k].src_last);
+        assert_null(workers[k].parked);
+    }
     assert_int_equal(gw.inflight, 0);
     for (unsigned r = 0; r < NROUTES; r++) {
         struct gw_rs_sum c;
@@ -461,10 +485,77 @@ static void test_source_key_kept(void **state)
     assert_int_equal(addr_strings, 3);
     assert_int_equal(addr_copies, 2);
     complete_all();
-    assert_int_equal(addr_copies, 0); /* both idle: copies freed */
+    /* Both idle: A went idle last and is parked with its copy; C's
+     * record and copy are freed. */
+    assert_int_equal(addr_copies, 1);
+    assert_int_equal(gw.nsrcs, 0);
+    assert_non_null(workers[0].parked);
+    assert_string_equal(workers[0].parked->key, "A");
+    /* A comes back: its key and its address copy serve again. */
     arrive("A", 0);
+    assert_int_equal(addr_strings, 3);
+    assert_int_equal(addr_copies, 1);
+    assert_null(workers[0].parked);
+    assert_int_equal(gw.nsrcs, 1);
+    complete_all();
+    /* C comes back instead: its key is written and copied again. */
+    arrive("C", 0);
     assert_int_equal(addr_strings, 4);
     complete_all();
+    teardown_gw();
+}
+
+/* A caller with one request at a time goes idle after each: its record is
+ * parked, not freed, and found again by its next request; a parked source
+ * is not counted among the active ones (shares, limits.max_sources), and
+ * the expiry frees it only once it has been idle for GW_PARK_NS. */
+static void test_parked_source(void **state)
+{
+    struct gw_source *s;
+    struct cw_handle *h;
+    (void)state;
+    setup_gw(0, 16, false);
+    cfg.limits.max_sources = 1;
+    for (unsigned i = 0; i < 50; i++) {
+        h = arrive("A", 0);
+        assert_int_equal(h->forwarded, 1);
+        assert_int_equal(gw.nsrcs, 1);
+        complete(h);
+        pass();
+        assert_int_equal(gw.nsrcs, 0);
+        assert_non_null(workers[0].parked);
+    }
+    /* One record, one address copy and one key written for all 50. */
+    assert_int_equal(addr_strings, 1);
+    assert_int_equal(addr_copies, 1);
+    /* A parked source holds no place under max_sources: another source
+     * (on the same worker) is admitted, and the parked one is freed when
+     * that one goes idle in its turn. */
+    h = arrive("C", 0);
+    assert_int_equal(h->forwarded, 1);
+    assert_int_equal(h->answers, 0);
+    complete(h);
+    pass();
+    assert_string_equal(workers[0].parked->key, "C");
+    assert_int_equal(addr_copies, 1);
+    /* Not expired before GW_PARK_NS after its last admission. */
+    s = workers[0].parked;
+    lock_workers();
+    gw_sources_expire(&gw, s->last_ns + GW_PARK_NS - 1, false);
+    unlock_workers();
+    assert_ptr_equal(workers[0].parked, s);
+    lock_workers();
+    gw_sources_expire(&gw, s->last_ns + GW_PARK_NS, false);
+    unlock_workers();
+    assert_null(workers[0].parked);
+    assert_null(workers[0].src_last);
+    assert_int_equal(addr_copies, 0);
+    /* And C's next request starts afresh. */
+    h = arrive("C", 0);
+    assert_int_equal(h->forwarded, 1);
+    assert_int_equal(addr_strings, 3);
+    complete(h);
+    pass();
     teardown_gw();
 }
 
@@ -788,6 +879,7 @@ int main(void)
         cmocka_unit_test(test_new_behind_lane_threads),
         cmocka_unit_test(test_other_route_not_held),
         cmocka_unit_test(test_source_key_kept),
+        cmocka_unit_test(test_parked_source),
         cmocka_unit_test(test_reload_keeps_order),
         cmocka_unit_test(test_reload_new_behind_moved),
         cmocka_unit_test(test_bounds_and_expiry),
