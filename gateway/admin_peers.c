@@ -116,8 +116,13 @@ static struct gw_client_row *gw_clients(struct gw *gw, size_t *n_p)
              h = cw_htable_newer(h)) {
             const struct gw_source *s =
                 CW_HNODE_ENTRY(h, struct gw_source, node);
-            const struct cw_hnode *ph = cw_htable_find_str(&w->peers, s->key);
-            struct gw_client_row *r = &rows[n++];
+            const struct cw_hnode *ph;
+            struct gw_client_row *r;
+
+            if (s == w->parked) /* idle: listed from its peer record */
+                continue;
+            ph = cw_htable_find_str(&w->peers, s->key);
+            r = &rows[n++];
 
             r->addr = s->key;
             r->workers = 1ull << k;
@@ -132,9 +137,11 @@ static struct gw_client_row *gw_clients(struct gw *gw, size_t *n_p)
         for (h = cw_htable_oldest(&w->peers); h != NULL;
              h = cw_htable_newer(h)) {
             const struct gw_peer *p = CW_HNODE_ENTRY(h, struct gw_peer, node);
+            const struct cw_hnode *sh = cw_htable_find_str(&w->srcs, p->key);
 
-            if (cw_htable_find_str(&w->srcs, p->key) != NULL)
-                continue;
+            if (sh != NULL &&
+                CW_HNODE_ENTRY(sh, struct gw_source, node) != w->parked)
+                continue; /* active: listed above */
             rows[n++] = (struct gw_client_row){
                 .addr = p->key,
                 .workers = 1ull << k,

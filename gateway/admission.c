@@ -40,20 +40,26 @@ static void gw_sources_fini_one(struct gw_shard *w);
 
 static void gw_source_free(struct gw_shard *w, struct gw_source *s);
 
+/* The active source @p key (NULL if none: the parked one is not active,
+ * gw_source_new takes it back). */
 static struct gw_source *gw_source_find(struct gw_shard *w, const char *key)
 {
     size_t len = strlen(key);
     /* Most requests come from the source that sent the last ones. */
     struct cw_hnode *n = cw_htable_find_recent(&w->srcs, key, len, 2);
+    struct gw_source *s;
 
     if (n == NULL)
         n = cw_htable_find(&w->srcs, key, len);
-    return n != NULL ? CW_HNODE_ENTRY(n, struct gw_source, node) : NULL;
+    if (n == NULL)
+        return NULL;
+    s = CW_HNODE_ENTRY(n, struct gw_source, node);
+    return s != w->parked ? s : NULL;
 }
 
 /* A new source, unless limits.max_sources hold requests already: every
- * source in the table has requests in flight or queued (gw_source_tidy),
- * so none can be dropped to make room, and the newcomer is refused
+ * active source has requests in flight or queued (gw_source_tidy), so
+ * none can be dropped to make room, and the newcomer is refused
  * (*st_p = CW_BUSY, counted) until one finishes.  A request taken from the
  * queue (@p requeued) was admitted before and is not refused. */
 static struct gw_source *gw_source_new(struct gw_shard *w, const char *key,
@@ -72,28 +78,28 @@ static struct gw_source *gw_source_new(struct gw_shard *w, const char *key,
     s = w->parked;
     if (s != NULL && strcmp(s->key, key) == 0) {
         /* The source that went idle last comes back (a caller with one
-         * request at a time goes idle after each): its record and its
-         * address copy serve again. */
-        cw_addr_t *addr = s->addr;
-
+         * request at a time goes idle after each): its record, still in
+         * the table, and its address copy serve again. */
         w->parked = NULL;
-        memset(s, 0, sizeof(*s));
-        s->addr = addr;
+        s->last_ns = 0;
+        s->requests = 0; /* counted in its peer record (gw_peer_keep) */
+        s->lcur = NULL;
+        s->qprev = s->qnext = NULL;
     } else {
         s = malloc(sizeof(*s) + n + 1);
         if (s == NULL)
             goto err;
         memset(s, 0, sizeof(*s));
         memcpy(s->key, key, n + 1);
+        if (cw_htable_insert(&w->srcs, &s->node, s->key, n) != CW_OK)
+            goto err_free;
     }
-    if (cw_htable_insert(&w->srcs, &s->node, s->key, n) != CW_OK)
-        goto err_free;
     w->nsrcs++;
     gw->nsrcs++;
     return s;
 
 err_free:
-    gw_source_free(w, s);
+    free(s);
 err:
     *st_p = CW_NOMEM;
     return NULL;
@@ -143,24 +149,32 @@ static void gw_source_free(struct gw_shard *w, struct gw_source *s)
     free(s);
 }
 
-/* Drop @p s once it holds nothing, so that shares are computed over the
- * sources active now.  It is parked (the one parked before freed), not
- * freed: its next request, if it comes soon, finds it there. */
+/* Take the parked source out of w->srcs and free it. */
+static void gw_source_unpark(struct gw_shard *w)
+{
+    struct gw_source *s = w->parked;
+
+    w->parked = NULL;
+    cw_htable_remove(&w->srcs, &s->node);
+    gw_source_free(w, s);
+}
+
+/* Drop @p s from the active sources once it holds nothing, so that shares
+ * are computed over the sources active now.  It is parked (the one parked
+ * before freed): it stays in w->srcs, counted nowhere, and its next
+ * request, if it comes soon, finds it there. */
 static void gw_source_tidy(struct gw_shard *w, struct gw_source *s)
 {
     if (s->inflight > 0 || s->queued > 0)
         return;
     gw_peer_keep(w, s);
-    cw_htable_remove(&w->srcs, &s->node);
     w->nsrcs--;
     w->gw->nsrcs--;
-    if (s->lanes != NULL) { /* emptied lanes are dropped; never here */
-        gw_source_free(w, s);
-        return;
-    }
     if (w->parked != NULL)
-        gw_source_free(w, w->parked);
+        gw_source_unpark(w);
     w->parked = s;
+    if (s->lanes != NULL) /* emptied lanes are dropped: never here */
+        gw_source_unpark(w);
 }
 
 void gw_sources_expire(struct gw *gw, uint64_t now, bool all)
@@ -168,12 +182,10 @@ void gw_sources_expire(struct gw *gw, uint64_t now, bool all)
     GW_ASSERT_WORKERS_LOCKED(gw);
     for (unsigned k = 0; k < gw->nshards; k++) {
         struct gw_shard *w = &gw->shards[k];
-        struct gw_source *s = w->parked;
 
-        if (s != NULL && (all || now - s->last_ns >= GW_PARK_NS)) {
-            w->parked = NULL;
-            gw_source_free(w, s);
-        }
+        if (w->parked != NULL &&
+            (all || now - w->parked->last_ns >= GW_PARK_NS))
+            gw_source_unpark(w);
     }
 }
 
@@ -473,11 +485,8 @@ static void gw_sources_fini_one(struct gw_shard *w)
         }
         gw_source_free(w, s);
     }
+    w->parked = NULL; /* freed with the others */
     cw_htable_fini(&w->srcs);
-    if (w->parked != NULL) {
-        gw_source_free(w, w->parked);
-        w->parked = NULL;
-    }
     while ((n = cw_htable_oldest(&w->peers)) != NULL) {
         cw_htable_remove(&w->peers, n);
         free(CW_HNODE_ENTRY(n, struct gw_peer, node));

@@ -130,13 +130,14 @@ struct gw_shard {
     struct cw_htable srcs;      /**< gw_source by source address, at
                                      most limits.max_sources (all
                                      workers together) */
-    unsigned nsrcs;             /**< cw_htable_count(&srcs) */
+    unsigned nsrcs;             /**< the active sources in srcs (all
+                                     but the parked one) */
     struct gw_source *src_last; /**< the source of the last request
                                      admitted, while in srcs or parked */
     struct gw_source *parked;   /**< the last source gone idle, kept
-                                     (with its address) for its next
-                                     request, not in srcs nor counted;
-                                     freed after GW_PARK_NS */
+                                     in srcs (with its address) for its
+                                     next request, counted in no share
+                                     or bound; freed after GW_PARK_NS */
     struct cw_htable peers;     /**< gw_peer: sources gone idle, at
                                      most GW_PEERS_KEPT, the least
                                      recently active dropped */
