@@ -231,6 +231,7 @@ struct ucx_early {
  * allocation, the record and, for an eager message, its copy. */
 struct ucx_umsg {
     struct nau_list link;
+    struct ucx_slab *slab;     /* the slab it lies in, or NULL: malloc() */
     struct cw_na_addr *source; /* reference */
     uint32_t tag;
     size_t len;
@@ -294,6 +295,8 @@ struct ucx_cls {
     struct nau_match held;     /* expected receives held (ucx_early.c) */
     unsigned exp_waiting;      /* expected receives not finished */
     size_t unexp_queued;       /* bytes copied into unexp_queue */
+    struct ucx_slab *slab_cur; /* where queued messages are put now */
+    size_t slab_bytes;         /* slabs mapped (ucx_msg.c) */
     size_t unexp_queue_max;    /* bound on those bytes */
     size_t unexp_peer_max;     /* bound on one peer's share of them */
     uint64_t next_op_id;

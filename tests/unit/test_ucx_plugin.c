@@ -457,7 +457,7 @@ static void test_unexpected_queue_bound(void **state)
 {
     /* Eager on both sides whatever UCX_RNDV_THRESH says: rendezvous
      * messages stay at the sender and are not what this bound is about. */
-    /* Two 1000-byte messages and their records (UCX_UMSG_OVERHEAD, 80
+    /* Two 1000-byte messages and their records (UCX_UMSG_OVERHEAD, 88
      * bytes each on x86-64) fit in 2200 bytes, three do not. */
     static const char *const params[] = {"eager_size",
                                          "1024",
@@ -604,6 +604,66 @@ static void test_unexpected_empty_bounded(void **state)
     assert_int_equal(r[got].status, CW_CANCELED);
     print_message("# %u empty messages kept, %llu dropped\n", got,
                   (unsigned long long)cw_na_dropped(t.b));
+    {
+        void *tp = &t;
+        teardown_two_ptr(&tp);
+    }
+}
+
+/* More queued messages than one slab holds (na-ucx keeps queued messages
+ * in 256 KiB slabs, unmapped once emptied): twice, 400 messages of 1 to
+ * 2000 bytes (about 460 KiB with their records) queued with no receive
+ * posted, then received in order with their bytes intact and nothing
+ * dropped.  An instance whose slabs were not all unmapped fails its
+ * finalize's assertion. */
+static void test_unexpected_many_slabs(void **state)
+{
+    enum { N = 400, MAXLEN = 2000 };
+    static const char *const params[] = {"eager_size",
+                                         "4096",
+                                         "unexpected_queue_bytes",
+                                         "8388608",
+                                         "unexpected_peer_bytes",
+                                         "8388608",
+                                         NULL};
+    static uint8_t out[MAXLEN], in[MAXLEN];
+    struct two t = {0};
+    (void)state;
+
+    assert_int_equal(cw_na_open(URI, CW_NA_LISTEN, params, &t.a), CW_OK);
+    assert_int_equal(cw_na_open(URI, CW_NA_LISTEN, params, &t.b), CW_OK);
+    lookup_each_other(&t);
+    for (unsigned round = 0; round < 2; round++) {
+        for (uint32_t i = 0; i < N; i++) {
+            size_t len = 1 + (i * 997u) % MAXLEN;
+            struct rec sr = {0};
+
+            memset(out, (int)(i + round), len);
+            assert_int_equal(cw_na_msg_send_unexpected(t.a, out, len, t.b_at_a,
+                                                       i, rec_cb, &sr, NULL),
+                             CW_OK);
+            assert_true(wait_rec(t.a, t.b, &sr));
+            assert_int_equal(sr.status, CW_OK);
+        }
+        for (uint32_t i = 0; i < N; i++) {
+            size_t len = 1 + (i * 997u) % MAXLEN;
+            struct rec rr = {0};
+
+            memset(in, 0xff, sizeof(in));
+            assert_int_equal(cw_na_msg_recv_unexpected(t.b, in, sizeof(in),
+                                                       rec_cb, &rr, NULL),
+                             CW_OK);
+            assert_true(wait_rec(t.b, t.a, &rr));
+            assert_int_equal(rr.status, CW_OK);
+            assert_int_equal(rr.tag, i);
+            assert_int_equal(rr.len, len);
+            for (size_t k = 0; k < len; k++)
+                if (in[k] != (uint8_t)(i + round))
+                    fail_msg("message %u byte %zu: %u", i, k, in[k]);
+            cw_na_addr_free(t.b, rr.source);
+        }
+        assert_int_equal(cw_na_dropped(t.b), 0);
+    }
     {
         void *tp = &t;
         teardown_two_ptr(&tp);
@@ -1732,6 +1792,7 @@ int main(int argc, char **argv)
                                         teardown_two),
         cmocka_unit_test(test_unexpected_queue_bound),
         cmocka_unit_test(test_unexpected_empty_bounded),
+        cmocka_unit_test(test_unexpected_many_slabs),
         cmocka_unit_test(test_unexpected_turns),
         cmocka_unit_test(test_listener_pauses_at_fd_limit),
         cmocka_unit_test_setup_teardown(test_unused_connections_held, setup_two,
