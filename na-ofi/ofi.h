@@ -27,6 +27,7 @@
 #include "nau_match.h"
 #include "nau_pool.h"
 #include "nau_ptable.h"
+#include "nau_slab.h"
 
 #define OFI_SUBSYS "na-ofi"
 #define OFI_LOG(cls, lvl, ...)                                                 \
@@ -343,6 +344,7 @@ struct cw_na_class {
     struct nau_list unexp_ready;
     size_t unexp_queued;
     size_t unexp_queue_max, unexp_peer_max; /* parameters */
+    struct nau_slabs slabs;                 /* where they lie */
     /* Message sends to one peer between post and completion beyond which
      * a new one is refused (CW_BUSY): rxm copies each into a buffer of
      * its own from a pool that never shrinks, and a peer that does not

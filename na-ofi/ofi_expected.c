@@ -43,6 +43,7 @@
  * either it is dropped and counted.  na-ucx does the same with its
  * unexpected queue.
  */
+#include <assert.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,6 +76,7 @@ struct ofi_early {
 /* An unexpected message waiting for a receive (unexp_untagged). */
 struct ofi_umsg {
     struct nau_list link;      /* its sender's uq */
+    struct nau_slab *slab;     /* the slab it lies in, or NULL: malloc() */
     struct cw_na_addr *source; /* reference, handed to the receive */
     uint32_t tag;
     size_t len;
@@ -233,6 +235,13 @@ static void ofi_unexp_deliver(struct cw_na_class *cls, struct cw_na_op *op,
     ofi_op_finish(cls, op, CW_OK);
 }
 
+/* Queued messages lie in slabs of the instance's own (nau_slab.h),
+ * unmapped once emptied, at most unexpected_queue_bytes of them. */
+static void ofi_umsg_free(struct cw_na_class *cls, struct ofi_umsg *m)
+{
+    nau_slab_free(&cls->slabs, m, sizeof(*m) + m->len, m->slab);
+}
+
 /* The next queued message: the oldest of the sender whose turn it is,
  * which then goes to the back of the line if it has more. */
 static struct ofi_umsg *ofi_unexp_next(struct cw_na_class *cls)
@@ -259,7 +268,7 @@ cw_status_t ofi_unexp_recv_post(struct cw_na_class *cls, struct cw_na_op *op)
         struct ofi_umsg *m = ofi_unexp_next(cls);
 
         ofi_unexp_deliver(cls, op, m->source, m->tag, m->data, m->len);
-        free(m);
+        ofi_umsg_free(cls, m);
         return CW_OK;
     }
     nau_list_add_tail(&cls->unexp_posted, &op->link);
@@ -273,6 +282,7 @@ static void ofi_unexp_arrived(struct cw_na_class *cls, const struct ofi_hdr *h,
 {
     size_t charge = OFI_UMSG_OVERHEAD + len;
     struct cw_na_addr *src;
+    struct nau_slab *slab;
     struct ofi_umsg *m;
 
     if (ofi_peer_get(cls, h->addr, h->addrlen, &src) != CW_OK) {
@@ -300,12 +310,14 @@ static void ofi_unexp_arrived(struct cw_na_class *cls, const struct ofi_hdr *h,
                            "full (no receive posted)");
         return;
     }
-    m = malloc(sizeof(*m) + len);
+    m = nau_slab_alloc(&cls->slabs, sizeof(*m) + len, cls->unexp_queue_max,
+                       &slab);
     if (m == NULL) {
         ofi_addr_free(cls, src);
         ofi_drop_note(cls, "unexpected, no memory to queue it");
         return;
     }
+    m->slab = slab;
     m->source = src;
     m->tag = h->tag;
     m->len = len;
@@ -327,8 +339,11 @@ static void ofi_unexp_flush(struct cw_na_class *cls)
         struct ofi_umsg *m = ofi_unexp_next(cls);
 
         ofi_addr_free(cls, m->source);
-        free(m);
+        ofi_umsg_free(cls, m);
     }
+    /* Every message is gone: so is every slab. */
+    if (nau_slabs_fini(&cls->slabs) != 0)
+        assert(!"a slab outlives its messages");
 }
 
 /* After the endpoint is closed: the provider holds no buffer any more. */

@@ -26,6 +26,7 @@
 #include "nau_match.h"
 #include "nau_pool.h"
 #include "nau_ptable.h"
+#include "nau_slab.h"
 
 #define UCX_SUBSYS "na-ucx"
 
@@ -231,7 +232,7 @@ struct ucx_early {
  * allocation, the record and, for an eager message, its copy. */
 struct ucx_umsg {
     struct nau_list link;
-    struct ucx_slab *slab;     /* the slab it lies in, or NULL: malloc() */
+    struct nau_slab *slab;     /* the slab it lies in, or NULL: malloc() */
     struct cw_na_addr *source; /* reference */
     uint32_t tag;
     size_t len;
@@ -295,8 +296,7 @@ struct ucx_cls {
     struct nau_match held;     /* expected receives held (ucx_early.c) */
     unsigned exp_waiting;      /* expected receives not finished */
     size_t unexp_queued;       /* bytes copied into unexp_queue */
-    struct ucx_slab *slab_cur; /* where queued messages are put now */
-    size_t slab_bytes;         /* slabs mapped (ucx_msg.c) */
+    struct nau_slabs slabs;    /* where they lie (nau_slab.h) */
     size_t unexp_queue_max;    /* bound on those bytes */
     size_t unexp_peer_max;     /* bound on one peer's share of them */
     uint64_t next_op_id;

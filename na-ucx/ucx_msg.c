@@ -4,10 +4,8 @@
  * 32 tag bits name the sender, the lower 32 are the caller's tag).
  */
 #include <assert.h>
-#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "ucx.h"
 
@@ -62,111 +60,23 @@ static void ucx_unexp_rndv(struct ucx_cls *cls, struct cw_na_op *op, void *desc,
     ucx_track(op, &op->data_req, req);
 }
 
-/* Queued unexpected messages lie in slabs of their own, filled in the
- * order they come and unmapped once their last message leaves: a drained
- * queue gives its memory back to the system.  From malloc() the copies
- * of a flood were left between chunks still in use and stayed with the
- * process (docs/reliability.md, "Floods").  The slabs mapped are bounded
- * by the queue's own bound (plus the current slab): past it, as for a
- * record too large for a slab, malloc() serves, since one message still
- * queued keeps its whole slab. */
-#define UCX_SLAB_BYTES ((size_t)256 << 10)
-
-/* Under AddressSanitizer a slab's free room is poisoned, as the heap's
- * is, so an overrun of a queued message is still caught. */
-#if defined(__SANITIZE_ADDRESS__)
-#define UCX_SLAB_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define UCX_SLAB_ASAN 1
-#endif
-#endif
-#ifdef UCX_SLAB_ASAN
-#define UCX_REDZONE 16 /* poisoned after each message */
-#include <sanitizer/asan_interface.h>
-#define UCX_POISON(p, n)   ASAN_POISON_MEMORY_REGION(p, n)
-#define UCX_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
-#else
-#define UCX_REDZONE        0
-#define UCX_POISON(p, n)   ((void)(p), (void)(n))
-#define UCX_UNPOISON(p, n) ((void)(p), (void)(n))
-#endif
-
-struct ucx_slab {
-    size_t used; /* bytes handed out, from mem */
-    size_t live; /* messages in it not freed yet */
-    _Alignas(16) uint8_t mem[];
-};
-
-#define UCX_SLAB_ROOM (UCX_SLAB_BYTES - offsetof(struct ucx_slab, mem))
-
-static void ucx_slab_unmap(struct ucx_cls *cls, struct ucx_slab *s)
-{
-    UCX_UNPOISON(s->mem, UCX_SLAB_ROOM); /* the next mapping there is new */
-    munmap(s, UCX_SLAB_BYTES);
-    cls->slab_bytes -= UCX_SLAB_BYTES;
-}
-
+/* Queued unexpected messages lie in slabs of the instance's own
+ * (nau_slab.h), unmapped once emptied, at most unexpected_queue_bytes of
+ * them. */
 static struct ucx_umsg *ucx_umsg_alloc(struct ucx_cls *cls, size_t size)
 {
-    struct ucx_slab *s = cls->slab_cur;
-    struct ucx_umsg *m;
+    struct nau_slab *slab;
+    struct ucx_umsg *m =
+        nau_slab_alloc(&cls->slabs, size, cls->unexp_queue_max, &slab);
 
-    size = (size + 15) & ~(size_t)15;
-    if (size <= UCX_SLAB_ROOM / 8) {
-        size_t take = size + UCX_REDZONE;
-
-        if (s != NULL && s->used + take > UCX_SLAB_ROOM) {
-            if (s->live == 0)
-                s->used = 0; /* empty: fill it again */
-            else
-                s = NULL; /* unmapped when its last message leaves */
-        }
-        if (s == NULL && cls->slab_bytes <= cls->unexp_queue_max) {
-            s = mmap(NULL, UCX_SLAB_BYTES, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-            if (s == MAP_FAILED) {
-                s = NULL;
-            } else {
-                s->used = 0;
-                s->live = 0;
-                cls->slab_bytes += UCX_SLAB_BYTES;
-                UCX_POISON(s->mem, UCX_SLAB_ROOM);
-            }
-        }
-        if (s != NULL) {
-            cls->slab_cur = s;
-            m = (struct ucx_umsg *)(void *)(s->mem + s->used);
-            UCX_UNPOISON(m, size);
-            s->used += take;
-            s->live++;
-            m->slab = s;
-            return m;
-        }
-        cls->slab_cur = NULL;
-    }
-    m = malloc(size);
     if (m != NULL)
-        m->slab = NULL;
+        m->slab = slab;
     return m;
 }
 
 static void ucx_umsg_free(struct ucx_cls *cls, struct ucx_umsg *m)
 {
-    struct ucx_slab *s = m->slab;
-
-    if (s == NULL) {
-        free(m);
-        return;
-    }
-    UCX_POISON(m, (sizeof(*m) + (m->rndv ? 0 : m->len) + 15) & ~(size_t)15);
-    if (--s->live != 0)
-        return;
-    if (s == cls->slab_cur) {
-        s->used = 0; /* kept for the next ones */
-        return;
-    }
-    ucx_slab_unmap(cls, s);
+    nau_slab_free(&cls->slabs, m, sizeof(*m) + (m->rndv ? 0 : m->len), m->slab);
 }
 
 /* Hand a queued message to a posted receive. */
@@ -341,12 +251,9 @@ void ucx_msg_flush_queue(struct ucx_cls *cls)
         }
     }
     cls->unexp_queued = 0;
-    /* Every message is gone: the slab kept for the next ones too. */
-    if (cls->slab_cur != NULL) {
-        ucx_slab_unmap(cls, cls->slab_cur);
-        cls->slab_cur = NULL;
-    }
-    assert(cls->slab_bytes == 0); /* no slab outlives its messages */
+    /* Every message is gone: so is every slab. */
+    if (nau_slabs_fini(&cls->slabs) != 0)
+        assert(!"a slab outlives its messages");
 }
 
 /* The next queued message to hand out: the oldest of the peer whose turn
