@@ -27,10 +27,20 @@ t0=$(date +%s%N)
 soak_clients
 warm_rpcs=$((RPCS * WARMUP_PCT / 100))
 warm_bulk=$(($(num_of "$BULK_BYTES") / 100 * WARMUP_PCT))
-# warmed: the gateway has forwarded warm_rpcs RPCs and warm_bulk bulk
-# bytes; clients that all ended before that fail the run.
+# warmed: every client has had an RPC and a bulk transfer through (its
+# "warm" line: every connection it and the gateway open for it is open),
+# and the gateway has forwarded warm_rpcs RPCs and warm_bulk bulk bytes;
+# clients that all ended before that fail the run.  (Counts alone let a
+# loaded run sample the descriptors before a slow client's first call:
+# 57 after the warm-up, 61 at the end.)
 warmed() {
-    local s
+    local s i
+    for ((i = 0; i < CLIENTS; i++)); do
+        grep -q "^soak client $i: warm$" "$T/client$i.log" 2>/dev/null || {
+            clients_running || fail "the clients ended before the warm-up: $(cat "$T"/client*.out)"
+            return 1
+        }
+    done
     s=$("$CWCTL" --admin "$GW_ADMIN" stats --json 2>/dev/null)
     [ "$(json_num "$s" forwarded)" -ge "$warm_rpcs" ] 2>/dev/null &&
         [ "$(json_num "$s" bytes)" -ge "$warm_bulk" ] 2>/dev/null && return 0
@@ -40,6 +50,7 @@ warmed() {
 wait_for_s "$CLIENT_LIMIT_S" warmed || fail "no warm-up within $CLIENT_LIMIT_S s"
 warm_ms=$((($(date +%s%N) - t0) / 1000000))
 first=$(gw_sample)
+gw_fd_kinds >"$T/fds.warm"
 rss_series=${first% *}
 fd_series=${first#* }
 fwd_series=$(stat_of "$GW_ADMIN" forwarded)
@@ -59,6 +70,7 @@ run_ms=$((($(date +%s%N) - t0) / 1000000))
 wait_for sh -c "'$CWCTL' --admin '$GW_ADMIN' stats --json | grep -q '\"inflight\":0,'" ||
     fail "the gateway still has RPCs in flight after the clients ended"
 last=$(gw_sample)
+gw_fd_kinds >"$T/fds.end"
 rss_series="$rss_series ${last% *}"
 fd_series="$fd_series ${last#* }"
 gws=$("$CWCTL" --admin "$GW_ADMIN" stats --json)
@@ -115,5 +127,9 @@ Soak, $started, $(uname -n), $(nproc) CPUs
 | gateway: 0 failed, timed out, busy       | $v_gw |
 | result                                   | $result |
 EOF
+if [ "$v_fd" != pass ]; then
+    echo "the gateway's descriptors by kind, after the warm-up and at the end:"
+    diff "$T/fds.warm" "$T/fds.end" | sed 's/^/  /'
+fi
 [ "$result" = PASS ] || fail "soak: $CLIENTS_BAD counts $v_counts, ends $v_ends, gateway $v_gw, RSS $v_rss, fds $v_fd"
 pass "soak: $SUM_sent RPCs and $(human "$SUM_bulk_bytes") of bulk through the gateway, 0 lost, 0 duplicated, 0 corrupted; RSS within $RSS_PCT%, fds within $FD_PCT% of the warm-up's"

@@ -144,6 +144,16 @@ gw_sample() {
     echo "${rss:-0} $(find "/proc/$gw_PID/fd" -mindepth 1 -maxdepth 1 | wc -l)"
 }
 
+# gw_fd_kinds: the gateway's descriptors now, counted by kind ("socket",
+# "anon_inode:[eventfd]", a file's path), one "COUNT KIND" line each:
+# what to compare when the fd rule fails.
+gw_fd_kinds() {
+    local f
+    for f in "/proc/$gw_PID/fd"/*; do
+        readlink "$f" 2>/dev/null
+    done | sed 's/:\[[0-9]*\]$//' | sort | uniq -c
+}
+
 # kv FILE KEY: the value of KEY=VALUE in FILE's soak line.
 kv() {
     tr ' ' '\n' <"$1" | sed -n "s/^$2=//p" | head -n 1

@@ -41,6 +41,7 @@ struct soak_client {
     uint64_t sent, completed, ok, failed, dup, corrupt, bytes;
     uint64_t bulk, bulk_bytes;
     unsigned busy;
+    bool warm; /* said so: an RPC and a bulk transfer through */
     cw_status_t first_fail;
 };
 
@@ -160,6 +161,13 @@ static void fwd_cb(cw_handle_t *h, cw_status_t st, void *arg)
         fail_one(cl, s->seq, st);
     else if (answer_ok(cl, s))
         cl->ok++;
+    /* Every path this client takes through the gateway (its connection,
+     * the gateway's to the server, a bulk transfer's) has been used once:
+     * soak.sh's warm-up waits for this line from every client. */
+    if (!cl->warm && cl->ok > 0 && (cl->o->bulk_bytes == 0 || cl->bulk > 0)) {
+        cl->warm = true;
+        fprintf(stderr, "soak client %u: warm\n", cl->o->id);
+    }
     slot_free(s);
 }
 
