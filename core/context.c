@@ -245,6 +245,7 @@ cw_status_t cw_trigger(cw_context_t *ctx, unsigned timeout_ms, unsigned max,
             ctx->cq_waiters++;
             int rc = cw_cond_timedwait(&ctx->cq_cond, &ctx->lock, &abs);
             ctx->cq_waiters--;
+            cw_clock_pass_stale();
             if (rc == ETIMEDOUT && ctx->cq_head == NULL)
                 break;
             continue;

@@ -239,7 +239,7 @@ cw_status_t cw_forward_net(cw_handle_t *h)
     cw_network_t *net = h->use.net;
     const char *route =
         h->use.relay.route ? h->use.relay.route : h->use.cli.addr->route;
-    uint64_t now = cw_now_ns();
+    uint64_t now = cw_now_pass_ns();
     struct cw_wire_hdr hdr;
     uint8_t *msg;
     size_t total;

@@ -20,6 +20,7 @@
 #include <causeway/forward.h>
 #include <causeway/na.h>
 
+#include "cw_clock.h"
 #include "cw_lock.h"
 #include "cw_mutex.h"
 #include "ids.h"

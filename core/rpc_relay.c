@@ -104,7 +104,7 @@ cw_status_t cw_relay_create_on(cw_context_t *out_ctx, cw_handle_t *in,
         return CW_INVALID_ARG;
     ctx = in->ctx;
     xctx = out_ctx != ctx;
-    if (cw_now_ns() >= in->use.deadline_ns)
+    if (cw_now_pass_ns() >= in->use.deadline_ns)
         return CW_TIMEOUT;
     /* The new handle is not known to anyone yet: filling it in needs only
      * the incoming handle's lock (never both contexts' locks).  In one

@@ -234,7 +234,7 @@ static void recv_request(cw_network_t *net, struct cw_urecv *u, bool batched,
         cw_h_flag_set(h, CW_HFL_FROM_BATCH);
     budget =
         m.hdr.budget_us < CW_MAX_BUDGET_US ? m.hdr.budget_us : CW_MAX_BUDGET_US;
-    h->use.deadline_ns = cw_now_ns() + budget * 1000ull;
+    h->use.deadline_ns = cw_now_pass_ns() + budget * 1000ull;
     if (m.hdr.dest_len > 0) {
         if (cw_grow((uint8_t **)&h->route_buf, &h->route_cap,
                     (size_t)m.hdr.dest_len + 1) != CW_OK) {
@@ -527,7 +527,7 @@ cw_status_t cw_respond_locked(cw_handle_t *h, cw_status_t status,
     atomic_fetch_add(&h->refs, 1);
     nau_list_del(&h->link); /* off the incoming list */
     if (!cw_h_flag(h, CW_HFL_SELF) &&
-        (h->use.srv.canceled || cw_now_ns() > h->use.deadline_ns)) {
+        (h->use.srv.canceled || cw_now_pass_ns() > h->use.deadline_ns)) {
         cw_status_t why = h->use.srv.canceled ? CW_CANCELED : CW_TIMEOUT;
         /* The caller has given up: an answer would only be dropped, except
          * that a caller whose payload overflowed keeps it exposed until

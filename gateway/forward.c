@@ -841,7 +841,7 @@ void gw_fwd_account(struct gw_fwd *f, cw_status_t st, uint64_t t_end)
 void gw_fwd_fail_account(struct gw_fwd *f, cw_status_t st)
 {
     GW_ASSERT_LOCKED(f->gw, &f->in_sh->lock);
-    f->t_sent = f->t_done = cw_now_ns();
+    f->t_sent = f->t_done = cw_now_pass_ns();
     /* CW_CANCELED: the caller canceled while the request waited here. */
     gw_fwd_count(f, st, false);
     if (st != CW_TIMEOUT && st != CW_CANCELED) {
@@ -854,7 +854,7 @@ void gw_forward(struct gw_shard *w, cw_handle_t *in, uint64_t qseq)
 {
     struct gw *gw = w->gw;
     bool requeued = qseq != 0;
-    uint64_t t_in = cw_now_ns();
+    uint64_t t_in = cw_now_pass_ns();
     char src_buf[CW_ADDR_STR_MAX];
     const char *src;
     struct gw_target t;

@@ -131,7 +131,7 @@ static void gw_out_cb_mt(cw_handle_t *out, cw_status_t st, void *arg)
     struct gw_fwd *f = arg;
 
     (void)out;
-    f->t_done = cw_now_ns();
+    f->t_done = cw_now_pass_ns();
     f->st = st;
     f->work.fn = gw_fwd_finish_work;
     gw_shard_post(f->in_sh, &f->work);
@@ -185,7 +185,7 @@ void gw_fwd_send(struct gw_fwd *f)
         st = gw_fwd_send_bulk(f, out, next);
     cw_addr_free(next);
     if (st == CW_OK) {
-        f->t_sent = cw_now_ns();
+        f->t_sent = cw_now_pass_ns();
         st = cw_forward(out, 0, gw_out_cb_mt, f);
     }
     if (st != CW_OK) {
@@ -241,7 +241,7 @@ void gw_fwd_finish(struct gw_fwd *f)
     if (rst != CW_OK)
         CW_LOG_RL(CW_LOG_WARN, GW_LOG, "cannot relay the response: %s",
                   cw_status_str(rst));
-    t_end = cw_now_ns();
+    t_end = cw_now_pass_ns();
     gw_wlock(w);
     f->in = NULL;
     f->out = NULL; /* released below, outside the lock */

@@ -212,13 +212,17 @@ static void *gw_shard_main(void *arg)
     gw_cur_shard = sh;
     while (!atomic_load_explicit(&gw->threads_stop, memory_order_acquire)) {
         unsigned ran = 0;
-        bool moved = gw_shard_drain(sh);
+        bool moved;
 
+        /* One clock reading stamps what a pass forwards (log.h). */
+        cw_clock_pass_begin();
+        moved = gw_shard_drain(sh);
         (void)cw_progress(sh->ctx, moved ? 0 : slice);
         cw_trigger(sh->ctx, 0, 0, &ran);
         /* A slot freed on another worker, offered to this one's queue. */
         if (atomic_load_explicit(&sh->kick, memory_order_relaxed) != 0)
             gw_queue_kicked(sh);
+        cw_clock_pass_end();
     }
     return NULL;
 }

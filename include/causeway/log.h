@@ -77,6 +77,28 @@ CW_PUBLIC void cw_log_set_handler(cw_log_handler_t fn, void *arg);
 /** Monotonic clock in nanoseconds. */
 CW_PUBLIC uint64_t cw_now_ns(void);
 
+/**
+ * The pass clock, for a loop whose every pass does a bounded amount of
+ * work that never blocks: a gateway's worker, a server that answers from
+ * its callbacks.  Between cw_clock_pass_begin() and cw_clock_pass_end() on
+ * a thread, cw_now_pass_ns() reads the monotonic clock once and returns
+ * that reading until the pass ends, the library polls its networks again
+ * (each cw_progress() poll takes a new one) or it waits (a blocking
+ * cw_trigger()).  The library stamps a request's arrival, its deadline
+ * checks and a forward's budget with it, so a pass over many requests
+ * reads the clock about once instead of several times each.  Outside a
+ * pass it is cw_now_ns(), so a program that never begins one sees no
+ * change.  Do not begin a pass around a callback that blocks: the time it
+ * reads after the block would be the time before it.  Passes nest (only
+ * the outermost end closes them), and each begin or end takes a new
+ * reading on first use.
+ */
+CW_PUBLIC void cw_clock_pass_begin(void);
+/** Ends the pass cw_clock_pass_begin() opened on this thread. */
+CW_PUBLIC void cw_clock_pass_end(void);
+/** This thread's pass reading, or cw_now_ns() outside a pass. */
+CW_PUBLIC uint64_t cw_now_pass_ns(void);
+
 #define CW_LOG(level, subsys, ...)                                             \
     do {                                                                       \
         if (cw_log_level_ >= (level))                                          \

@@ -5,6 +5,10 @@
  * that no completion ended, brings it back to 50 us.  The rule alone, no
  * clock: what it makes of a run of waits is what the bulk benchmarks
  * measure (docs/perf/2026-11-29-bulk-vs-mercury.md).
+ *
+ * And the pass clock (causeway/log.h) that a worker's loop brackets its
+ * passes with: one reading per pass, taken again by each progress poll,
+ * after a wait in cw_trigger and at each begin and end.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,6 +20,91 @@
 #include "rpc_priv.h"
 
 #define US 1000ull
+
+/* The first cw_now_ns() reading after @p t (bounded: the clock moves). */
+static uint64_t clock_after(uint64_t t)
+{
+    uint64_t now;
+
+    for (unsigned i = 0; i < 100000000u; i++)
+        if ((now = cw_now_ns()) > t)
+            return now;
+    fail_msg("the monotonic clock did not move past %llu",
+             (unsigned long long)t);
+    return 0;
+}
+
+static void test_pass_clock_outside_a_pass_is_the_clock(void **state)
+{
+    uint64_t a, b;
+
+    (void)state;
+    a = cw_now_pass_ns();
+    b = cw_now_pass_ns();
+    assert_true(b >= a);
+    clock_after(b);
+    assert_true(cw_now_pass_ns() > b);
+}
+
+static void test_pass_clock_reads_once_a_pass(void **state)
+{
+    uint64_t before, in, inner;
+
+    (void)state;
+    before = cw_now_ns();
+    cw_clock_pass_begin();
+    in = cw_now_pass_ns();
+    assert_true(in >= before);
+    clock_after(in);
+    /* The clock moved; the pass's reading did not. */
+    assert_int_equal(cw_now_pass_ns(), in);
+    /* A nested pass starts with a new reading... */
+    cw_clock_pass_begin();
+    inner = cw_now_pass_ns();
+    assert_true(inner > in);
+    clock_after(inner);
+    assert_int_equal(cw_now_pass_ns(), inner);
+    /* ...and its end leaves the outer one open, with a new reading. */
+    cw_clock_pass_end();
+    in = cw_now_pass_ns();
+    assert_true(in > inner);
+    clock_after(in);
+    assert_int_equal(cw_now_pass_ns(), in);
+    cw_clock_pass_end();
+    /* Closed: the clock itself again.  An extra end is harmless. */
+    assert_true(cw_now_pass_ns() > in);
+    cw_clock_pass_end();
+    in = cw_now_pass_ns();
+    clock_after(in);
+    assert_true(cw_now_pass_ns() > in);
+}
+
+static void test_pass_clock_new_reading_per_poll_and_wait(void **state)
+{
+    cw_context_t *ctx = NULL;
+    uint64_t in;
+    unsigned ran = 7;
+
+    (void)state;
+    assert_int_equal(cw_context_create(NULL, &ctx), CW_OK);
+    cw_clock_pass_begin();
+    in = cw_now_pass_ns();
+    clock_after(in);
+    /* A progress poll stamps what it finds afresh. */
+    (void)cw_progress(ctx, 0);
+    assert_true(cw_now_pass_ns() > in);
+    in = cw_now_pass_ns();
+    clock_after(in);
+    /* An empty trigger with no wait takes nothing new... */
+    assert_int_equal(cw_trigger(ctx, 0, 0, &ran), CW_TIMEOUT);
+    assert_int_equal(ran, 0);
+    assert_int_equal(cw_now_pass_ns(), in);
+    /* ...one that waited does. */
+    assert_int_equal(cw_trigger(ctx, 1, 0, &ran), CW_TIMEOUT);
+    assert_true(cw_now_pass_ns() > in);
+    cw_clock_pass_end();
+    cw_context_destroy(ctx);
+}
 
 static void test_short_waits_keep_the_floor(void **state)
 {
@@ -68,6 +157,9 @@ int main(void)
         cmocka_unit_test(test_answers_that_come_late_are_waited_for),
         cmocka_unit_test(test_long_or_empty_waits_reset),
         cmocka_unit_test(test_a_run_of_waits),
+        cmocka_unit_test(test_pass_clock_outside_a_pass_is_the_clock),
+        cmocka_unit_test(test_pass_clock_reads_once_a_pass),
+        cmocka_unit_test(test_pass_clock_new_reading_per_poll_and_wait),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
