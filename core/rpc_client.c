@@ -436,7 +436,7 @@ cw_status_t cw_forward_locked(cw_handle_t *h, uint64_t timeout_ms,
     if (h->use.relay.in)
         h->use.deadline_ns = h->use.relay.in->use.deadline_ns;
     else
-        h->use.deadline_ns = cw_now_ns() + timeout_ms * 1000000ull;
+        h->use.deadline_ns = cw_now_pass_ns() + timeout_ms * 1000000ull;
     h->use.req_id = cw_ctx_req_id(ctx);
     if (h->use.ovf_local) {
         cw_bulk_unref(h->use.ovf_local);

@@ -354,6 +354,10 @@ static uint64_t run_calls(struct cli *c, uint64_t limit, uint64_t dur_ns,
 
         if (!more && c->outstanding == 0)
             break;
+        /* A pass of the pass clock: the refill's forwards share a clock
+         * reading (perf_pump's own pass takes new ones); the latencies
+         * measured here read the clock itself. */
+        cw_clock_pass_begin();
         if (more) {
             /* One refill is one batch scope (without --coalesce, a
              * no-op). */
@@ -380,6 +384,7 @@ static uint64_t run_calls(struct cli *c, uint64_t limit, uint64_t dur_ns,
             }
         }
         perf_pump(c->ctx);
+        cw_clock_pass_end();
         /* A clock read per pass only where something needs it. */
         if (dur_ns || c->progress) {
             now = cw_now_ns();
