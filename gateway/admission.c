@@ -183,8 +183,12 @@ void gw_sources_expire(struct gw *gw, uint64_t now, bool all)
     for (unsigned k = 0; k < gw->nshards; k++) {
         struct gw_shard *w = &gw->shards[k];
 
+        /* last_ns is the worker's stamp, @p now the main thread's,
+         * read before it took the workers' locks: a source admitted in
+         * between is newer than @p now, not old. */
         if (w->parked != NULL &&
-            (all || now - w->parked->last_ns >= GW_PARK_NS))
+            (all || (now >= w->parked->last_ns &&
+                     now - w->parked->last_ns >= GW_PARK_NS)))
             gw_source_unpark(w);
     }
 }

@@ -539,8 +539,15 @@ static void test_parked_source(void **state)
     pass();
     assert_string_equal(workers[0].parked->key, "C");
     assert_int_equal(addr_copies, 1);
-    /* Not expired before GW_PARK_NS after its last admission. */
+    /* Not expired before GW_PARK_NS after its last admission, nor by a
+     * clock read before it (the main thread reads its clock before it
+     * takes the workers' locks; the worker may stamp a later time). */
     s = workers[0].parked;
+    assert_true(s->last_ns > 0);
+    lock_workers();
+    gw_sources_expire(&gw, s->last_ns - 1, false);
+    unlock_workers();
+    assert_ptr_equal(workers[0].parked, s);
     lock_workers();
     gw_sources_expire(&gw, s->last_ns + GW_PARK_NS - 1, false);
     unlock_workers();
