@@ -185,7 +185,9 @@ void gw_fwd_send(struct gw_fwd *f)
         st = gw_fwd_send_bulk(f, out, next);
     cw_addr_free(next);
     if (st == CW_OK) {
-        f->t_sent = cw_now_pass_ns();
+        /* The clock itself: t_sent - t_in is the gateway's own time on the
+         * way in (added_latency), which a pass reading would round to 0. */
+        f->t_sent = cw_now_ns();
         st = cw_forward(out, 0, gw_out_cb_mt, f);
     }
     if (st != CW_OK) {
@@ -241,7 +243,7 @@ void gw_fwd_finish(struct gw_fwd *f)
     if (rst != CW_OK)
         CW_LOG_RL(CW_LOG_WARN, GW_LOG, "cannot relay the response: %s",
                   cw_status_str(rst));
-    t_end = cw_now_pass_ns();
+    t_end = cw_now_ns(); /* the way back's own time (as t_sent) */
     gw_wlock(w);
     f->in = NULL;
     f->out = NULL; /* released below, outside the lock */

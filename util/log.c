@@ -165,9 +165,10 @@ uint64_t cw_now_ns(void)
  * the clock eight times (its arrival, the deadline checks of the relay and
  * of the answer, the send and completion stamps), about 34 ns each on a
  * VM's vDSO: 0.27 us of a forward's 2-3.  Within one pass of a worker's
- * loop the readings differ by less than the pass, and every use tolerates
- * that (deadlines are 1 ms-granular, latencies are histogrammed in
- * powers of two), so a pass reads it once, as Envoy's dispatcher keeps an
+ * loop the readings differ by less than the pass, and the uses that take
+ * a pass reading tolerate that (deadlines are 1 ms-granular; a time the
+ * gateway subtracts from another to measure itself reads the clock), so a
+ * pass reads it once, as Envoy's dispatcher keeps an
  * approximate monotonic time per event-loop iteration. */
 CW_TLS_IE struct cw_pass_clock cw_pass_clock_;
 

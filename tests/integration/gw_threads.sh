@@ -57,6 +57,13 @@ pass "$nb batches sent, carrying $nm requests and answers"
     [ "$(json_num "$stats" tokens_live)" = 0 ] ||
     fail "proxy tokens of the bulk calls: $stats"
 pass "100 proxy tokens issued on one shard for the other, all revoked"
+# The gateway's own time per forward (added latency) is measured: each
+# route's mean is above 0 ns (send and answer stamps read the clock, not
+# the pass's one reading, which made it 0).
+lat=$(printf '%s' "$stats" | grep -o '"added_latency_mean_ns":[0-9]*' | cut -d: -f2)
+[ "$(printf '%s\n' "$lat" | wc -l)" = 2 ] && ! printf '%s\n' "$lat" | grep -qx 0 ||
+    fail "added latency per route: $(echo $lat): $stats"
+pass "added latency measured on both routes: $(echo $lat) ns"
 
 # Cancel at the origin, across the shards, both directions.  500 ms
 # after the call, against targets that answer after 1.5 s: the requests
