@@ -392,9 +392,13 @@ wait_count() {
     done
 }
 
-# json_num JSON KEY: first number for "KEY": in a JSON text.
+# json_num JSON KEY: first number for "KEY": in a JSON text (empty if
+# none).  In bash itself: tests poll counters with it, and three
+# processes a call made each poll slow on a loaded machine.
 json_num() {
-    printf '%s' "$1" | grep -o "\"$2\":[0-9]*" | head -n 1 | cut -d: -f2
+    local re="\"$2\":([0-9]*)"
+    [[ $1 =~ $re ]] && printf '%s\n' "${BASH_REMATCH[1]}"
+    return 0
 }
 
 # stat_of ADMIN KEY: a number from `cwctl stats --json` (first match).
