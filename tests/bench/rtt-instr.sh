@@ -8,7 +8,14 @@
 # polls (which vary a little with timing, so compare figures of one run).
 #
 #   [FABRICS="ofi+tcp ucx+tcp shm"] [SIDES="client server"] [N1=2000]
-#   [N2=6000] [HG_BIN=DIR] tests/bench/rtt-instr.sh [BUILD_DIR]
+#   [N2=6000] [HG_BIN=DIR] [KEEP=DIR] [BY_OBJECT=1]
+#   tests/bench/rtt-instr.sh [BUILD_DIR]
+#
+# KEEP=DIR keeps each callgrind file there (IMPL-FABRIC-SIDE-N.cg) for
+# callgrind_annotate.  BY_OBJECT=1 also prints, under each row, the
+# instructions per round trip of each shared object (the program, the
+# library, the plugin, libfabric, UCX, libc...), the same N2 - N1
+# difference: where two stacks on one fabric spend theirs.
 #
 # With HG_BIN (a Mercury build's bin/, docs/cw-perf.md "Against Mercury"),
 # Mercury's hg_rate / hg_perf_server are measured the same way beside
@@ -21,6 +28,9 @@ SIDES=${SIDES:-client server}
 N1=${N1:-2000}
 N2=${N2:-6000}
 HG_BIN=${HG_BIN:-}
+KEEP=${KEEP:-}
+BY_OBJECT=${BY_OBJECT:-}
+[ -z "$KEEP" ] || mkdir -p "$KEEP"
 export CAUSEWAY_PLUGIN_PATH=$B/na-shm:$B/na-ofi:$B/na-ucx:$B/na-verbs
 command -v valgrind >/dev/null || { echo "rtt-instr: valgrind is needed" >&2; exit 2; }
 [ -x "$B/tools/cw-perf" ] || { echo "rtt-instr: no $B/tools/cw-perf" >&2; exit 2; }
@@ -30,6 +40,26 @@ W=$T
 VG=(valgrind --tool=callgrind --dump-instr=no --collect-jumps=no)
 
 ir_of() { awk '/^(summary|totals):/ { print $2; exit }' "$1"; }
+
+# objects CG: "OBJECT INSTRUCTIONS" lines, the file's instructions summed
+# by the shared object they ran in (callgrind_annotate's [object] column).
+objects() {
+    callgrind_annotate --threshold=100 "$1" 2>/dev/null | awk '
+        /^ *[0-9,]+ +\(/ && /\[/ {
+            n = $1; gsub(",", "", n)
+            o = $0; sub(/.*\[/, "", o); sub(/\].*/, "", o)
+            sub(/.*\//, "", o); sub(/\.so[.0-9]*$/, ".so", o)
+            s[o] += n
+        }
+        END { for (o in s) print o, s[o] }'
+}
+
+# by_object A.cg B.cg N: per object, (B - A) / N, largest first.
+by_object() {
+    join -a 1 -a 2 -e 0 -o 0,1.2,2.2 <(objects "$1" | sort) <(objects "$2" | sort) |
+        awk -v n="$3" '{ d = ($3 - $2) / n; if (d >= 1) printf "    %-32s %8.0f\n", $1, d }' |
+        sort -k2,2nr
+}
 
 # one IMPL FABRIC SIDE N: total instructions of SIDE's process over N calls.
 one() {
@@ -74,6 +104,8 @@ one() {
     wait "$SRV" 2>/dev/null
     SRV=""
     ir_of "$W/cg"
+    [ -z "$KEEP" ] || cp "$W/cg" "$KEEP/$impl-$fab-$side-$n.cg"
+    cp "$W/cg" "$W/cg-$impl-$fab-$side-$n"
 }
 
 impls=causeway
@@ -86,6 +118,8 @@ for fab in $FABRICS; do
             b=$(one "$impl" "$fab" "$side" "$N2") || exit 1
             printf '%-9s %-8s %-7s %12s %12s %10s\n' "$impl" "$fab" "$side" \
                 "$a" "$b" $(((b - a) / (N2 - N1)))
+            [ -z "$BY_OBJECT" ] ||
+                by_object "$W/cg-$impl-$fab-$side-$N1" "$W/cg-$impl-$fab-$side-$N2" $((N2 - N1))
         done
     done
 done
