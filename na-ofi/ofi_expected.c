@@ -64,6 +64,15 @@ struct ofi_exp_buf {
     uint8_t data[];
 };
 
+/* The "peer" under which the matchers file expected messages and their
+ * receives: none, the tag alone.  An expected message's tag is one the
+ * receiver chose (the core's response tags, a keyed permutation a network,
+ * unique among its receives posted), so the tag alone finds a short
+ * bucket, and the sender's address is compared on each candidate.  Keying
+ * by the address as well cost a hash of it for every message that arrived
+ * (about 100 instructions a round trip at the caller). */
+#define OFI_EXP_KEY 0
+
 struct ofi_early {
     struct nau_match_entry m; /* cls->early */
     uint16_t addrlen;
@@ -386,7 +395,7 @@ static void ofi_exp_deliver(struct cw_na_class *cls, struct cw_na_op *op,
  * once, otherwise it waits in the table of posted receives. */
 cw_status_t ofi_exp_recv_post(struct cw_na_class *cls, struct cw_na_op *op)
 {
-    uint64_t key = op->peer->pnode.hash;
+    uint64_t key = OFI_EXP_KEY;
 
     for (struct nau_match_entry *m = nau_match_find(&cls->early, key, op->tag);
          m != NULL; m = nau_match_next(&cls->early, m)) {
@@ -437,8 +446,8 @@ void ofi_drop_note(struct cw_na_class *cls, const char *why)
     ofi_drop_count(cls, why);
 }
 
-/* Keeps a message (from the address whose hash is @p key) nobody has
- * posted a receive for yet, dropping the oldest ones beyond the bound. */
+/* Keeps a message (filed under @p key, OFI_EXP_KEY) nobody has posted a
+ * receive for yet, dropping the oldest ones beyond the bound. */
 static void ofi_early_keep(struct cw_na_class *cls, const struct ofi_hdr *h,
                            uint64_t key, const void *data, size_t len)
 {
@@ -535,7 +544,7 @@ void ofi_exp_recv_done(struct cw_na_class *cls, struct ofi_ctx *ctx,
     } else {
         const uint8_t *data = msg + OFI_HDR_SIZE;
         size_t len = e->len - OFI_HDR_SIZE;
-        uint64_t key = nau_ptable_hash(&cls->peers, h->addr, h->addrlen);
+        uint64_t key = OFI_EXP_KEY;
         struct nau_match_entry *m =
             nau_match_find(&cls->exp_posted, key, h->tag);
 

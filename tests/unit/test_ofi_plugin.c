@@ -1304,6 +1304,32 @@ static void early_queue(const char *uri)
     assert_int_equal(d.status, CW_OK);
     assert_string_equal(in, "from b");
 
+    /* Two receives posted for one tag, from b and from c (the plugin
+     * files them under the tag alone): each message goes to the receive
+     * for its sender, whichever comes first. */
+    {
+        cw_na_addr_t *c_at_a = lookup_self(f.a, f.c);
+        struct done db = {0}, dc = {0};
+        char inb[32] = "", inc[32] = "";
+
+        assert_int_equal(cw_na_msg_recv_expected(f.a, inb, sizeof(inb),
+                                                 f.b_at_a, 500, done_cb, &db,
+                                                 NULL),
+                         CW_OK);
+        assert_int_equal(cw_na_msg_recv_expected(f.a, inc, sizeof(inc), c_at_a,
+                                                 500, done_cb, &dc, NULL),
+                         CW_OK);
+        early_send(&f, f.c, f.a_at_c, 500, "to c's");
+        early_send(&f, f.b, f.a_at_b, 500, "to b's");
+        early_progress(&f, &db, WAIT_NS);
+        early_progress(&f, &dc, WAIT_NS);
+        assert_int_equal(db.calls, 1);
+        assert_int_equal(dc.calls, 1);
+        assert_string_equal(inb, "to b's");
+        assert_string_equal(inc, "to c's");
+        cw_na_addr_free(f.a, c_at_a);
+    }
+
     cw_na_addr_free(f.b, f.a_at_b);
     cw_na_addr_free(f.c, f.a_at_c);
     cw_na_addr_free(f.a, f.b_at_a);
