@@ -38,6 +38,37 @@ static inline uint8_t perf_pattern_byte(uint64_t seed, size_t i)
                      (8 * (i % 8)));
 }
 
+/* Word @p k of the pattern of @p seed. */
+static inline uint64_t perf_pattern_word(uint64_t seed, size_t k)
+{
+    return perf_mix(seed + (k + 1) * PERF_GOLDEN);
+}
+
+/* The pattern is defined byte by byte (byte j of a word is bits 8j..8j+7),
+ * so a word goes to and from memory least significant byte first; on a
+ * little-endian host that is one unaligned load or store. */
+static inline void perf_store_le64(uint8_t *p, uint64_t w)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    memcpy(p, &w, 8);
+#else
+    for (unsigned j = 0; j < 8; j++)
+        p[j] = (uint8_t)(w >> (8 * j));
+#endif
+}
+
+static inline uint64_t perf_load_le64(const uint8_t *p)
+{
+    uint64_t w = 0;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    memcpy(&w, p, 8);
+#else
+    for (unsigned j = 0; j < 8; j++)
+        w |= (uint64_t)p[j] << (8 * j);
+#endif
+    return w;
+}
+
 /* Write bytes [@p from, @p to) of the pattern at p[from..to). */
 static inline void perf_pattern_fill(uint8_t *p, size_t from, size_t to,
                                      uint64_t seed)
@@ -46,33 +77,28 @@ static inline void perf_pattern_fill(uint8_t *p, size_t from, size_t to,
 
     for (; i < to && i % 8 != 0; i++)
         p[i] = perf_pattern_byte(seed, i);
-    for (; i + 8 <= to; i += 8) {
-        uint64_t w = perf_mix(seed + (i / 8 + 1) * PERF_GOLDEN);
-        for (unsigned j = 0; j < 8; j++)
-            p[i + j] = (uint8_t)(w >> (8 * j));
-    }
+    for (; i + 8 <= to; i += 8)
+        perf_store_le64(p + i, perf_pattern_word(seed, i / 8));
     for (; i < to; i++)
         p[i] = perf_pattern_byte(seed, i);
 }
 
 /* Offset of the first of the @p len bytes at @p p that is not the
- * pattern of @p seed, or @p len if all are. */
+ * pattern of @p seed, or @p len if all are.  A word at a time: the first
+ * differing byte of a word is its lowest nonzero byte of the difference. */
 static inline size_t perf_pattern_find(const uint8_t *p, size_t len,
                                        uint64_t seed)
 {
-    uint8_t want[8];
+    size_t i = 0;
 
-    for (size_t i = 0; i < len; i += 8) {
-        size_t n = len - i < 8 ? len - i : 8;
-        uint64_t w = perf_mix(seed + (i / 8 + 1) * PERF_GOLDEN);
-        for (unsigned j = 0; j < 8; j++)
-            want[j] = (uint8_t)(w >> (8 * j));
-        if (memcmp(p + i, want, n) == 0)
-            continue;
-        for (size_t j = 0; j < n; j++)
-            if (p[i + j] != want[j])
-                return i + j;
+    for (; i + 8 <= len; i += 8) {
+        uint64_t d = perf_load_le64(p + i) ^ perf_pattern_word(seed, i / 8);
+        if (d != 0)
+            return i + (size_t)__builtin_ctzll(d) / 8;
     }
+    for (; i < len; i++)
+        if (p[i] != perf_pattern_byte(seed, i))
+            return i;
     return len;
 }
 
