@@ -102,12 +102,25 @@ void cw_rpc_classes_fini(cw_context_t *ctx)
     }
 }
 
+/* A client use of @p h: a call of RPC @p id to @p ref (a reference the
+ * handle takes over). */
+static void client_init(cw_handle_t *h, cw_addr_t *ref, cw_rpc_id_t id)
+{
+    struct cw_rpc_class *c = cw_rpc_class_find(h->ctx, id);
+
+    h->use.cli.addr = ref;
+    h->use.net = ref->net;
+    h->use.id = id;
+    if (c != NULL && c->opts.one_way)
+        h->use.rflags = CW_HF_ONE_WAY;
+    h->use.cli.cls_timeout_ms = c ? c->opts.timeout_ms : 0;
+}
+
 cw_status_t cw_handle_create_locked(cw_context_t *ctx, cw_addr_t *dest,
                                     cw_rpc_id_t id, cw_handle_t **h_p)
 {
     cw_handle_t *h;
     cw_addr_t *ref;
-    struct cw_rpc_class *c;
     cw_status_t st;
 
     CW_LOCK_ASSERT_HELD(&ctx->lock);
@@ -123,13 +136,7 @@ cw_status_t cw_handle_create_locked(cw_context_t *ctx, cw_addr_t *dest,
         cw_addr_unref_locked(ref);
         return CW_NOMEM;
     }
-    h->use.cli.addr = ref;
-    h->use.net = ref->net;
-    h->use.id = id;
-    c = cw_rpc_class_find(ctx, id);
-    if (c != NULL && c->opts.one_way)
-        h->use.rflags = CW_HF_ONE_WAY;
-    h->use.cli.cls_timeout_ms = c ? c->opts.timeout_ms : 0;
+    client_init(h, ref, id);
     *h_p = h;
     return CW_OK;
 }
@@ -143,6 +150,50 @@ cw_status_t cw_handle_create(cw_context_t *ctx, cw_addr_t *dest, cw_rpc_id_t id,
         return CW_INVALID_ARG;
     cw_lock_take(&ctx->lock);
     st = cw_handle_create_locked(ctx, dest, id, h_p);
+    cw_lock_give(&ctx->lock);
+    return st;
+}
+
+cw_status_t cw_handle_reset(cw_handle_t *h, cw_addr_t *dest, cw_rpc_id_t id)
+{
+    cw_context_t *ctx;
+    cw_addr_t *ref = NULL;
+    cw_status_t st;
+
+    if (h == NULL || h->use.role == CW_H_SERVER ||
+        (dest != NULL && dest->ctx != h->ctx))
+        return CW_INVALID_ARG;
+    ctx = h->ctx;
+    cw_lock_take(&ctx->lock);
+    /* A gateway's relayed request is the core's own, and one whose
+     * forward has not ended still has operations on its buffers. */
+    if (h->use.relay.in != NULL || cw_h_flag(h, CW_HFL_XCTX)) {
+        st = CW_INVALID_ARG;
+        goto out;
+    }
+    if (cw_h_busy(h)) {
+        st = CW_BUSY;
+        goto out;
+    }
+    if (dest == NULL)
+        dest = h->use.cli.addr;
+    if (dest->net->closed) {
+        st = CW_DISCONNECTED; /* cw_network_close */
+        goto out;
+    }
+    if (dest != h->use.cli.addr) {
+        st = cw_addr_dup_locked(dest, &ref);
+        if (st != CW_OK)
+            goto out;
+    } else {
+        /* The same target: the handle's reference is carried over. */
+        ref = h->use.cli.addr;
+        h->use.cli.addr = NULL;
+    }
+    cw_h_clear_locked(h);
+    h->use.role = CW_H_CLIENT;
+    client_init(h, ref, id);
+out:
     cw_lock_give(&ctx->lock);
     return st;
 }

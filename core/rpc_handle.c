@@ -76,10 +76,10 @@ static bool all_zero(const void *p, size_t n)
 #endif
 
 /* Release what this use holds, then clear it in one step: the next use
- * starts from a fresh handle but for the kept buffers. */
-static void handle_recycle_locked(cw_handle_t *h)
+ * starts from a fresh handle but for the kept buffers (the role too is
+ * cleared: the caller sets it). */
+void cw_h_clear_locked(cw_handle_t *h)
 {
-    cw_context_t *ctx = h->ctx;
     struct cw_h_use *u = &h->use;
     cw_buf_t *w = u->role == CW_H_SERVER ? &h->out : &h->in;
     cw_buf_t *r = u->role == CW_H_SERVER ? &h->in : &h->out;
@@ -148,6 +148,13 @@ static void handle_recycle_locked(cw_handle_t *h)
         memset(u, 0, cw_h_use_size(CW_H_SERVER));
     else
         memset(u, 0, cw_h_use_size(CW_H_CLIENT));
+}
+
+static void handle_recycle_locked(cw_handle_t *h)
+{
+    cw_context_t *ctx = h->ctx;
+
+    cw_h_clear_locked(h);
     if (ctx->nfree_handles < CW_POOL_MAX && !ctx->destroying) {
         h->next_free = ctx->free_handles[h->out.writer];
         ctx->free_handles[h->out.writer] = h;

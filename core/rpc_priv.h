@@ -988,6 +988,9 @@ uint32_t cw_net_tag(cw_network_t *net);
 struct cw_handle *cw_handle_alloc(cw_context_t *ctx, enum cw_hrole role);
 /** Drop a reference with the lock held. */
 void cw_handle_unref_locked(cw_handle_t *h);
+/** Release what the handle's use holds and clear it, buffers kept (the
+ *  role cleared too): the pool's recycle and cw_handle_reset. */
+void cw_h_clear_locked(cw_handle_t *h);
 /** Decide the final status once (first caller wins): ACTIVE to DECIDED. */
 static inline void cw_h_set_final(cw_handle_t *h, cw_status_t st)
 {

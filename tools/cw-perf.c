@@ -83,7 +83,8 @@ static void usage(FILE *f)
             "--time: each repetition runs SECONDS instead of --iters calls\n"
             "--verify: every call carries its own pattern, checked at the\n"
             "  other end (a mismatch fails the run, exit 1); it costs a\n"
-            "  handle per call and the checking: timing runs leave it off\n"
+            "  handle reset per call and the checking: timing runs leave\n"
+            "  it off\n"
             "--reply-size N: the server answers N bytes (default: nothing;\n"
             "  with --verify, the request echoed)\n");
 }

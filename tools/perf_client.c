@@ -212,10 +212,6 @@ static void call_done(cw_handle_t *h, cw_status_t st, void *arg)
         else if (c->echo)
             check_echo(k, cw_handle_output(h));
     }
-    if (c->verify) {
-        cw_handle_release(h);
-        k->h = NULL;
-    }
     k->next_free = c->free_calls;
     c->free_calls = k;
 }
@@ -255,8 +251,8 @@ static cw_status_t call_handle(struct cli *c, struct call *k)
 }
 
 /* Send @p k.  A verified call gets a new seed, its pattern (what the
- * client sends: lat/rate payloads, what a pull reads) and a new handle;
- * the others keep theirs from one call to the next. */
+ * client sends: lat/rate payloads, what a pull reads) and its handle reset
+ * and encoded again; the others send the same request each time. */
 static cw_status_t call_start(struct cli *c, struct call *k)
 {
     cw_status_t st;
@@ -268,17 +264,14 @@ static cw_status_t call_start(struct cli *c, struct call *k)
             perf_pattern_fill(k->buf, 0, c->size, k->seed);
             perf_maybe_corrupt(k->buf, c->size);
         }
-        st = call_handle(c, k);
+        st = cw_handle_reset(k->h, c->target, c->id);
+        if (st == CW_OK)
+            st = call_encode(c, k);
         if (st != CW_OK)
             return st;
     }
     k->t0 = cw_now_ns();
-    st = cw_forward(k->h, 0, call_done, k);
-    if (st != CW_OK && c->verify) {
-        cw_handle_release(k->h);
-        k->h = NULL;
-    }
-    return st;
+    return cw_forward(k->h, 0, call_done, k);
 }
 
 static void calls_free(struct cli *c)
@@ -318,7 +311,7 @@ static int calls_setup(struct cli *c, unsigned n)
                 c->ctx, &seg, 1,
                 c->dir == 1 ? CW_BULK_READ_ONLY : CW_BULK_WRITE_ONLY, &k->bulk);
         }
-        if (st == CW_OK && !c->verify)
+        if (st == CW_OK)
             st = call_handle(c, k);
         if (st != CW_OK) {
             cli_err(c, "cw-perf: preparing calls: %s\n", cw_status_str(st));

@@ -349,6 +349,20 @@ CW_PUBLIC cw_status_t cw_rpc_deregister(cw_context_t *ctx, cw_rpc_id_t id);
 CW_PUBLIC cw_status_t cw_handle_create(cw_context_t *ctx, cw_addr_t *dest,
                                        cw_rpc_id_t id, cw_handle_t **h_p);
 
+/**
+ * Client: make @p h a new call of RPC @p id to @p dest (NULL: the same
+ * target as before), as cw_handle_create would, but keeping the handle and
+ * its buffers (Mercury's HG_Reset): the input is emptied, the output and
+ * what cw_handle_set_idempotent set are dropped.  For a handle whose
+ * forward has ended (its callback may be running) or never started.
+ * @return CW_OK; CW_INVALID_ARG for a server handle, a @p dest of another
+ *         context or a request a gateway relays; CW_BUSY while a forward
+ *         is in flight; CW_DISCONNECTED if the target's network is closed.
+ *         On failure the handle is unchanged.
+ */
+CW_PUBLIC cw_status_t cw_handle_reset(cw_handle_t *h, cw_addr_t *dest,
+                                      cw_rpc_id_t id);
+
 /** Drop a reference; the handle is freed when the last one goes.  A handle
  *  with a forward in flight stays alive until its callback has run. */
 CW_PUBLIC void cw_handle_release(cw_handle_t *h);

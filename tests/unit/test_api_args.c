@@ -270,7 +270,7 @@ static void test_network(void **state)
     cw_context_t *c2;
     cw_network_t *n2;
     cw_addr_t *a, *b;
-    cw_handle_t *h;
+    cw_handle_t *h, *h2;
     char buf[CW_URI_MAX];
     (void)state;
 
@@ -297,11 +297,15 @@ static void test_network(void **state)
 
     /* Closed: a second close and the address kept fail as documented. */
     assert_int_equal(cw_network_self(n2, &a), CW_OK);
+    assert_int_equal(cw_handle_create(c2, a, id_echo, &h), CW_OK);
+    INVAL(cw_handle_reset(h, self, id_echo)); /* another context's */
     INVAL(cw_network_close(NULL));
     assert_int_equal(cw_network_close(n2), CW_OK);
     INVAL(cw_network_close(n2));
     assert_int_equal(cw_network_self(n2, &b), CW_DISCONNECTED);
-    assert_int_equal(cw_handle_create(c2, a, id_echo, &h), CW_DISCONNECTED);
+    assert_int_equal(cw_handle_create(c2, a, id_echo, &h2), CW_DISCONNECTED);
+    assert_int_equal(cw_handle_reset(h, NULL, id_echo), CW_DISCONNECTED);
+    cw_handle_release(h);
     cw_addr_free(a);
     cw_context_destroy(c2);
 }
@@ -419,6 +423,7 @@ static void test_handle_null(void **state)
     assert_false(cw_handle_canceled(NULL));
     assert_false(cw_handle_idempotent(NULL));
     INVAL(cw_handle_set_idempotent(NULL, true));
+    INVAL(cw_handle_reset(NULL, self, id_echo));
     INVAL(cw_forward(NULL, 0, call_cb, NULL));
     INVAL(cw_respond(NULL, CW_OK, NULL, NULL));
     INVAL(cw_cancel(NULL));
@@ -429,21 +434,44 @@ static void test_handle_null(void **state)
     cw_handle_release(h);
 }
 
+/* Forward @p h, just reset, with @p s as its input to "echo": the answer
+ * is @p s. */
+static void echo_once(cw_handle_t *h, const char *s, struct call *c)
+{
+    const void *p;
+    size_t n;
+    int want = c->done + 1;
+
+    assert_int_equal(cw_buf_put_bytes(cw_handle_input(h), s, strlen(s)), CW_OK);
+    assert_int_equal(cw_forward(h, 0, call_cb, c), CW_OK);
+    drive(&c->done, want);
+    assert_int_equal(c->st, CW_OK);
+    assert_int_equal(cw_buf_get_bytes(cw_handle_output(h), &p, &n), CW_OK);
+    assert_int_equal(n, strlen(s));
+    assert_memory_equal(p, s, n);
+}
+
 /* Each side's calls that are the other side's, on a live request. */
 static void test_handle_sides(void **state)
 {
     struct call c = {0};
     cw_handle_t *h;
+    cw_addr_t *other;
+    char uri[CW_URI_MAX];
+    const void *p;
+    size_t n;
     (void)state;
 
     assert_int_equal(cw_handle_create(ctx, self, id_hold, &h), CW_OK);
     FAILS(cw_respond(h, CW_OK, NULL, NULL));
     assert_int_equal(cw_forward(h, 0, call_cb, &c), CW_OK);
     INVAL(cw_handle_set_idempotent(h, true)); /* forward in flight */
+    assert_int_equal(cw_handle_reset(h, NULL, id_echo), CW_BUSY);
     drive(&held_n, 1);
 
     FAILS(cw_forward(held, 0, call_cb, &c));
     INVAL(cw_handle_set_idempotent(held, true));
+    INVAL(cw_handle_reset(held, NULL, id_echo));
     FAILS(cw_cancel(held));
     FAILS(cw_respond(held, (cw_status_t)CW_STATUS_MAX, NULL, NULL));
     FAILS(cw_respond(held, (cw_status_t)-1, NULL, NULL));
@@ -451,6 +479,23 @@ static void test_handle_sides(void **state)
     cw_handle_release(held);
     drive(&c.done, 1);
     assert_int_equal(c.st, CW_OK);
+
+    /* Reset: the same handle, another RPC, a new input; the mark and the
+     * last output dropped. */
+    assert_int_equal(cw_handle_set_idempotent(h, true), CW_OK);
+    assert_int_equal(cw_handle_reset(h, NULL, id_echo), CW_OK);
+    assert_false(cw_handle_idempotent(h));
+    assert_int_equal(cw_handle_rpc_id(h), id_echo);
+    echo_once(h, "abc", &c);
+    /* Again, to another address of the same target: the echo's answer is
+     * gone, and the input is the new one alone. */
+    assert_int_equal(cw_network_uri(net, uri, sizeof(uri)), CW_OK);
+    assert_int_equal(cw_addr_lookup(ctx, uri, &other), CW_OK);
+    assert_ptr_not_equal(other, self);
+    assert_int_equal(cw_handle_reset(h, other, id_echo), CW_OK);
+    cw_addr_free(other); /* the handle holds its own reference */
+    FAILS(cw_buf_get_bytes(cw_handle_output(h), &p, &n));
+    echo_once(h, "de", &c);
     cw_handle_release(h);
 
     /* No completion callback: the forward still runs to its end. */
