@@ -12,10 +12,12 @@
 /* ---- data pattern ------------------------------------------------------ */
 /*
  * Byte i of the pattern of seed S is byte (i % 8) of word i / 8, word k
- * being splitmix64's output for S + k golden steps.  Every call draws its
- * own seed (perf_seed), so an answer that belongs to another call, or one
- * left over from an earlier transfer into the same buffer, differs from
- * the expected pattern within its first 8 bytes.
+ * being S + (k + 1) golden steps (a Weyl sequence: one add a word, no two
+ * words of a buffer alike).  Every call draws its own seed through
+ * splitmix64 (perf_seed), so an answer that belongs to another call, or
+ * one left over from an earlier transfer into the same buffer, differs
+ * from the expected pattern within its first 8 bytes, and bytes moved to
+ * another offset differ where they land.
  */
 #define PERF_GOLDEN 0x9e3779b97f4a7c15ull
 
@@ -32,16 +34,15 @@ static inline uint64_t perf_seed(uint64_t nonce, uint64_t n)
     return perf_mix(nonce + n * PERF_GOLDEN);
 }
 
-static inline uint8_t perf_pattern_byte(uint64_t seed, size_t i)
-{
-    return (uint8_t)(perf_mix(seed + (i / 8 + 1) * PERF_GOLDEN) >>
-                     (8 * (i % 8)));
-}
-
 /* Word @p k of the pattern of @p seed. */
 static inline uint64_t perf_pattern_word(uint64_t seed, size_t k)
 {
-    return perf_mix(seed + (k + 1) * PERF_GOLDEN);
+    return seed + ((uint64_t)k + 1) * PERF_GOLDEN;
+}
+
+static inline uint8_t perf_pattern_byte(uint64_t seed, size_t i)
+{
+    return (uint8_t)(perf_pattern_word(seed, i / 8) >> (8 * (i % 8)));
 }
 
 /* The pattern is defined byte by byte (byte j of a word is bits 8j..8j+7),
@@ -77,8 +78,9 @@ static inline void perf_pattern_fill(uint8_t *p, size_t from, size_t to,
 
     for (; i < to && i % 8 != 0; i++)
         p[i] = perf_pattern_byte(seed, i);
-    for (; i + 8 <= to; i += 8)
-        perf_store_le64(p + i, perf_pattern_word(seed, i / 8));
+    for (uint64_t w = perf_pattern_word(seed, i / 8); i + 8 <= to;
+         i += 8, w += PERF_GOLDEN)
+        perf_store_le64(p + i, w);
     for (; i < to; i++)
         p[i] = perf_pattern_byte(seed, i);
 }
@@ -91,8 +93,9 @@ static inline size_t perf_pattern_find(const uint8_t *p, size_t len,
 {
     size_t i = 0;
 
-    for (; i + 8 <= len; i += 8) {
-        uint64_t d = perf_load_le64(p + i) ^ perf_pattern_word(seed, i / 8);
+    for (uint64_t w = perf_pattern_word(seed, 0); i + 8 <= len;
+         i += 8, w += PERF_GOLDEN) {
+        uint64_t d = perf_load_le64(p + i) ^ w;
         if (d != 0)
             return i + (size_t)__builtin_ctzll(d) / 8;
     }

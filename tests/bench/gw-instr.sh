@@ -37,6 +37,7 @@ listen_uri() {
     *) echo "gw-instr: FABRIC shm, ofi+tcp or ucx+tcp, not '$FABRIC'" >&2; exit 2 ;;
     esac
 }
+[ -z "${KEEP:-}" ] || mkdir -p "$KEEP" || exit 2
 # Total instructions ("summary: N" / "totals: N") of a callgrind output file.
 ir_of() { awk '/^(summary|totals):/ { print $2; exit }' "$1"; }
 counter() {
